@@ -1,0 +1,142 @@
+#pragma once
+
+// The device-agnostic kernel interface. A backend owns one compute device
+// (the CPU via Eigen, or later one CUDA device) and is driven by exactly one
+// device actor, so implementations need not be thread-safe.
+//
+// Conventions:
+// - Tensors are row-major float32; images are NHWC; a dense weight is
+//   [in, out]; a conv kernel is [kh, kw, in_c, out_c] (TensorFlow's HWIO), so
+//   an im2col patch ordered (kh, kw, c) times the kernel viewed as
+//   [kh*kw*in_c, out_c] is the convolution.
+// - Outputs are resized by the kernel; their storage is reused across calls.
+// - Layers with parameters fuse their activation: forward computes
+//   y = act(s) with s the pre-activation; backward takes the post-activation
+//   output y and dy = dL/dy and also returns ds = dL/ds, which K-FAC needs
+//   (the derivatives of identity, relu, tanh and sigmoid are all functions
+//   of y, so s is never stored).
+// - A shape that does not fit is an error of code ec::shape_mismatch whose
+//   context names both shapes; nothing is written then.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "kernels/geometry.hpp"
+#include "kernels/tensor.hpp"
+
+namespace syncfac {
+
+enum class activation : uint8_t { identity, relu, tanh, sigmoid };
+
+const char* to_string(activation x) noexcept;
+
+/// Parses "identity" (or "linear"), "relu", "tanh", "sigmoid".
+caf::expected<activation> parse_activation(const std::string& str);
+
+using label_vector = std::vector<int32_t>;
+
+class backend {
+public:
+  virtual ~backend() = default;
+
+  /// "cpu", "cuda:0", ...
+  virtual std::string name() const = 0;
+
+  /// Worker threads (CPU) or streams (GPU) this backend uses.
+  virtual int threads() const = 0;
+
+  /// c = alpha * op(a) * op(b) + beta * c for rank-2 a, b, c; with beta == 0
+  /// c is resized and need not be initialised.
+  virtual caf::error gemm(const tensor& a, bool trans_a, const tensor& b,
+                          bool trans_b, float alpha, float beta, tensor& c)
+    = 0;
+
+  /// y = act(x w + b): x [N, in], w [in, out], b [out] -> y [N, out].
+  virtual caf::error dense_forward(const tensor& x, const tensor& w,
+                                   const tensor& b, activation act, tensor& y)
+    = 0;
+
+  /// Gradients of dense_forward: ds = dy * act'(y) [N, out],
+  /// dw = x^T ds, db = sum_n ds, and dx = ds w^T unless dx is null.
+  virtual caf::error dense_backward(const tensor& x, const tensor& w,
+                                    const tensor& y, const tensor& dy,
+                                    activation act, tensor& ds, tensor& dw,
+                                    tensor& db, tensor* dx)
+    = 0;
+
+  /// y = act(conv(x, w) + b): x [N, H, W, C], w [kh, kw, C, O], b [O].
+  virtual caf::error conv2d_forward(const conv2d_geometry& g, const tensor& x,
+                                    const tensor& w, const tensor& b,
+                                    activation act, tensor& y)
+    = 0;
+
+  /// Gradients of conv2d_forward; ds has y's shape; dx is skipped when null
+  /// (a first layer needs no input gradient).
+  virtual caf::error conv2d_backward(const conv2d_geometry& g, const tensor& x,
+                                     const tensor& w, const tensor& y,
+                                     const tensor& dy, activation act,
+                                     tensor& ds, tensor& dw, tensor& db,
+                                     tensor* dx)
+    = 0;
+
+  /// Elementwise y = act(x).
+  virtual caf::error activation_forward(activation act, const tensor& x,
+                                        tensor& y)
+    = 0;
+
+  /// Elementwise dx = dy * act'(y), from the forward output y.
+  virtual caf::error activation_backward(activation act, const tensor& y,
+                                         const tensor& dy, tensor& dx)
+    = 0;
+
+  /// Max-pooling; argmax receives, per output element, the flat index into
+  /// x of the winning input (padding never wins).
+  virtual caf::error max_pool_forward(const pool2d_geometry& g,
+                                      const tensor& x, tensor& y,
+                                      std::vector<int32_t>& argmax)
+    = 0;
+
+  /// dx = scatter of dy to the argmax positions (dx has g's input shape).
+  virtual caf::error max_pool_backward(const pool2d_geometry& g,
+                                       const tensor& dy,
+                                       const std::vector<int32_t>& argmax,
+                                       tensor& dx)
+    = 0;
+
+  /// Mean softmax cross-entropy of logits [N, K] against labels in [0, K);
+  /// probs receives softmax(logits). A label out of range is
+  /// ec::invalid_argument naming the index and the value.
+  virtual caf::error softmax_xent_forward(const tensor& logits,
+                                          const label_vector& labels,
+                                          tensor& probs, float& loss)
+    = 0;
+
+  /// dlogits = (probs - onehot(labels)) / N.
+  virtual caf::error softmax_xent_backward(const tensor& probs,
+                                           const label_vector& labels,
+                                           tensor& dlogits)
+    = 0;
+
+  /// Number of rows whose arg-max logit equals the label.
+  virtual caf::expected<int64_t> count_correct(const tensor& logits,
+                                               const label_vector& labels)
+    = 0;
+};
+
+/// The CPU (Eigen) backend using `threads` threads (>= 1).
+std::unique_ptr<backend> make_cpu_backend(int threads);
+
+/// Names of the backends compiled into this build ("cpu", ...).
+std::vector<std::string> available_backends();
+
+/// A backend by name: "cpu" (others once built). An unknown or unavailable
+/// name is ec::unknown_name / ec::unavailable naming what exists.
+caf::expected<std::unique_ptr<backend>> make_backend(const std::string& name,
+                                                     int threads);
+
+} // namespace syncfac

@@ -1,0 +1,113 @@
+#include "kernels/tensor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+std::string to_string(const tensor_shape& shape) {
+  std::string result = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0)
+      result += ", ";
+    result += std::to_string(shape[i]);
+  }
+  result += "]";
+  return result;
+}
+
+int64_t element_count(const tensor_shape& shape) {
+  int64_t n = 1;
+  for (auto d : shape)
+    n *= d;
+  return n;
+}
+
+namespace {
+
+void require_valid_shape(const tensor_shape& shape) {
+  for (auto d : shape)
+    if (d < 0)
+      throw std::invalid_argument("tensor shape " + to_string(shape)
+                                  + " has a negative dimension");
+}
+
+} // namespace
+
+tensor::tensor(tensor_shape shape) : shape_(std::move(shape)) {
+  require_valid_shape(shape_);
+  values_.assign(static_cast<size_t>(element_count(shape_)), 0.0f);
+}
+
+tensor::tensor(tensor_shape shape, std::vector<float> values)
+  : shape_(std::move(shape)), values_(std::move(values)) {
+  require_valid_shape(shape_);
+  if (static_cast<int64_t>(values_.size()) != element_count(shape_))
+    throw std::invalid_argument("tensor shape " + to_string(shape_) + " needs "
+                                + std::to_string(element_count(shape_))
+                                + " values, got "
+                                + std::to_string(values_.size()));
+}
+
+void tensor::resize(const tensor_shape& shape) {
+  require_valid_shape(shape);
+  shape_ = shape;
+  values_.resize(static_cast<size_t>(element_count(shape_)));
+}
+
+void tensor::reshape(tensor_shape shape) {
+  require_valid_shape(shape);
+  if (element_count(shape) != size())
+    throw std::invalid_argument("cannot reshape tensor " + to_string(shape_)
+                                + " to " + to_string(shape));
+  shape_ = std::move(shape);
+}
+
+void tensor::fill(float value) {
+  std::fill(values_.begin(), values_.end(), value);
+}
+
+bool tensor::all_finite() const noexcept {
+  // A sum of x*0 is NaN exactly when some x is NaN or Inf, and vectorises.
+  float acc = 0.0f;
+  for (float v : values_)
+    acc += v * 0.0f;
+  return acc == 0.0f;
+}
+
+caf::error save_tensor(caf::serializer& sink, tensor& x) {
+  static_assert(sizeof(float) == 4, "float must be IEEE-754 binary32");
+  if (auto err = sink(x.shape_))
+    return err;
+  auto bytes = x.values_.size() * sizeof(float);
+  if (bytes == 0)
+    return caf::none;
+  return sink.apply_raw(bytes, x.values_.data());
+}
+
+caf::error load_tensor(caf::deserializer& source, tensor& x) {
+  tensor_shape shape;
+  if (auto err = source(shape))
+    return err;
+  int64_t count = 1;
+  for (auto d : shape) {
+    if (d < 0 || (d > 0 && count > max_wire_elements / d))
+      return make_error(ec::bad_message,
+                        "tensor shape " + to_string(shape)
+                          + " is negative or larger than "
+                          + std::to_string(max_wire_elements) + " elements");
+    count *= d;
+  }
+  x.shape_ = std::move(shape);
+  x.values_.resize(static_cast<size_t>(count));
+  if (count == 0)
+    return caf::none;
+  return source.apply_raw(static_cast<size_t>(count) * sizeof(float),
+                          x.values_.data());
+}
+
+} // namespace syncfac
