@@ -2,6 +2,8 @@
 
 #include <caf/deep_to_string.hpp>
 #include <caf/message.hpp>
+#include <caf/pec.hpp>
+#include <caf/sec.hpp>
 
 namespace syncfac {
 
@@ -40,6 +42,10 @@ std::string render(const caf::error& err) {
   std::string result;
   if (err.category() == error_category)
     result = to_string(static_cast<ec>(err.code()));
+  else if (err.category() == caf::atom("system"))
+    result = caf::to_string(static_cast<caf::sec>(err.code()));
+  else if (err.category() == caf::atom("parser"))
+    result = "parse error: " + caf::to_string(static_cast<caf::pec>(err.code()));
   else
     result = caf::to_string(err.category()) + " error "
              + std::to_string(static_cast<int>(err.code()));

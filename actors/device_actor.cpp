@@ -1,0 +1,138 @@
+#include "actors/device_actor.hpp"
+
+#include <caf/event_based_actor.hpp>
+#include <caf/spawn_options.hpp>
+
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+namespace {
+
+using self_ptr = device_actor::stateful_pointer<device_state>;
+
+caf::error refuse(self_ptr self, caf::error err) {
+  ++self->state.refused;
+  return err;
+}
+
+caf::error no_model() {
+  return make_error(ec::invalid_argument,
+                    "device: no model loaded (send load_model first)");
+}
+
+} // namespace
+
+caf::error device_config::validate() const {
+  if (threads < 1)
+    return make_error(ec::invalid_config,
+                      "device: threads must be at least 1, got "
+                        + std::to_string(threads));
+  if (backend.empty())
+    return make_error(ec::invalid_config, "device: backend name is empty");
+  return caf::none;
+}
+
+device_actor::behavior_type device(self_ptr self,
+                                   std::shared_ptr<backend> dev) {
+  self->state.dev = std::move(dev);
+  return {
+    [=](load_model_atom, const model_spec& spec,
+        uint64_t seed) -> caf::result<model_info> {
+      auto replica = model::make(spec, seed);
+      if (!replica)
+        return refuse(self, replica.error());
+      auto& st = self->state;
+      st.replica = std::move(*replica);
+      st.local_optimizer.reset();
+      return model_info{st.replica->summary(),
+                        value_count(st.replica->parameters()),
+                        st.replica->parameters()};
+    },
+    [=](params_atom, const parameter_set& values) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (!st.replica)
+        return refuse(self, no_model());
+      if (auto err = st.replica->set_parameters(values))
+        return refuse(self, std::move(err));
+      return caf::ok_atom::value;
+    },
+    [=](params_atom) -> caf::result<parameter_set> {
+      auto& st = self->state;
+      if (!st.replica)
+        return refuse(self, no_model());
+      return st.replica->parameters();
+    },
+    [=](optimizer_atom,
+        const optimizer_config& cfg) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (!st.replica)
+        return refuse(self, no_model());
+      auto opt = optimizer::make(cfg, st.replica->parameters());
+      if (!opt)
+        return refuse(self, opt.error());
+      st.local_optimizer = std::move(*opt);
+      return caf::ok_atom::value;
+    },
+    [=](grads_atom, const batch& b) -> caf::result<step_result> {
+      auto& st = self->state;
+      if (!st.replica)
+        return refuse(self, no_model());
+      auto res = st.replica->forward_backward(*st.dev, b.images, b.labels);
+      if (!res)
+        return refuse(self, res.error());
+      return step_result{static_cast<float>(res->mean_loss()), res->correct,
+                         res->count, st.replica->gradients()};
+    },
+    [=](train_atom, const batch& b) -> caf::result<step_result> {
+      auto& st = self->state;
+      if (!st.replica)
+        return refuse(self, no_model());
+      if (!st.local_optimizer)
+        return refuse(self, make_error(ec::invalid_argument,
+                                       "device: no optimizer configured "
+                                       "(send an optimizer_config first)"));
+      auto res = st.replica->forward_backward(*st.dev, b.images, b.labels);
+      if (!res)
+        return refuse(self, res.error());
+      if (auto err = st.local_optimizer->apply(st.replica->parameters(),
+                                               st.replica->gradients()))
+        return refuse(self, std::move(err));
+      return step_result{static_cast<float>(res->mean_loss()), res->correct,
+                         res->count, {}};
+    },
+    [=](eval_atom, const batch& b) -> caf::result<eval_result> {
+      auto& st = self->state;
+      if (!st.replica)
+        return refuse(self, no_model());
+      auto res = st.replica->evaluate(*st.dev, b.images, b.labels);
+      if (!res)
+        return refuse(self, res.error());
+      return *res;
+    },
+    [=](gemm_atom, const tensor& a, bool trans_a, const tensor& b,
+        bool trans_b) -> caf::result<tensor> {
+      tensor c;
+      if (auto err = self->state.dev->gemm(a, trans_a, b, trans_b, 1.0f, 0.0f,
+                                           c))
+        return refuse(self, std::move(err));
+      return c;
+    },
+    [=](info_atom) -> device_info {
+      return device_info{self->state.dev->name(), self->state.dev->threads()};
+    },
+  };
+}
+
+caf::expected<device_actor> spawn_device(caf::actor_system& sys,
+                                         const device_config& cfg) {
+  if (auto err = cfg.validate())
+    return err;
+  auto dev = make_backend(cfg.backend, cfg.threads);
+  if (!dev)
+    return dev.error();
+  std::shared_ptr<backend> shared{std::move(*dev)};
+  return sys.spawn<caf::detached>(device, std::move(shared));
+}
+
+} // namespace syncfac

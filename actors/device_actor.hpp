@@ -1,0 +1,52 @@
+#pragma once
+
+// The device actor: one compute backend and the model replica on it.
+// Spawned detached, because kernels block for milliseconds and must not
+// stall the scheduler's threads that carry everyone else's messages.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/actors.hpp"
+#include "kernels/backend.hpp"
+#include "runtime/model.hpp"
+#include "runtime/optimizer.hpp"
+
+namespace syncfac {
+
+struct device_config {
+  /// "cpu" or, in builds with CUDA, "cuda".
+  std::string backend = "cpu";
+  /// CPU threads the backend's kernels use.
+  int threads = 1;
+
+  caf::error validate() const;
+};
+
+struct device_state {
+  static inline const char* name = "device";
+
+  std::shared_ptr<backend> dev;
+  std::unique_ptr<model> replica;
+  std::optional<optimizer> local_optimizer;
+  /// Requests refused with an error, for status reports.
+  int64_t refused = 0;
+};
+
+device_actor::behavior_type
+device(device_actor::stateful_pointer<device_state> self,
+       std::shared_ptr<backend> dev);
+
+/// Validates `cfg`, creates its backend and spawns the actor.
+caf::expected<device_actor> spawn_device(caf::actor_system& sys,
+                                         const device_config& cfg);
+
+} // namespace syncfac

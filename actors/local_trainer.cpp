@@ -1,0 +1,275 @@
+#include "actors/local_trainer.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <ostream>
+
+#include <caf/scoped_actor.hpp>
+
+#include "runtime/data/batcher.hpp"
+#include "runtime/error.hpp"
+#include "runtime/process_stats.hpp"
+#include "runtime/progress.hpp"
+
+namespace syncfac {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+/// Sends one request and waits for its answer, turning a timeout into an
+/// error that says what was awaited.
+template <class Result, class... Ts>
+caf::expected<Result> ask(caf::scoped_actor& self, const device_actor& dev,
+                          std::chrono::milliseconds timeout,
+                          const std::string& what, Ts&&... xs) {
+  caf::expected<Result> result{caf::error{}};
+  self->request(dev, timeout, std::forward<Ts>(xs)...)
+    .receive([&](Result& x) { result = std::move(x); },
+             [&](caf::error& err) {
+               if (err == caf::sec::request_timeout)
+                 result = make_error(ec::timeout,
+                                     "device did not answer " + what
+                                       + " within "
+                                       + std::to_string(timeout.count())
+                                       + " ms");
+               else
+                 result = make_error(static_cast<ec>(
+                                       err.category() == error_category
+                                         ? err.code()
+                                         : static_cast<uint8_t>(ec::internal)),
+                                     what + ": " + render(err));
+             });
+  return result;
+}
+
+/// Full pass over `data` in slices of cfg.eval_batch.
+caf::expected<eval_result> evaluate(caf::scoped_actor& self,
+                                    const device_actor& dev,
+                                    const local_training_config& cfg,
+                                    const dataset& data) {
+  eval_result total;
+  batch b;
+  for (int64_t begin = 0; begin < data.count; begin += cfg.eval_batch) {
+    auto end = std::min(data.count, begin + cfg.eval_batch);
+    slice(data, begin, end, b);
+    auto part = ask<eval_result>(self, dev, cfg.request_timeout,
+                                 "evaluation of " + data.source + " examples "
+                                   + std::to_string(begin) + ".."
+                                   + std::to_string(end),
+                                 eval_atom::value, b);
+    if (!part)
+      return part.error();
+    total += *part;
+  }
+  return total;
+}
+
+} // namespace
+
+caf::error local_training_config::validate() const {
+  auto bad = [](const std::string& what) {
+    return make_error(ec::invalid_config, what);
+  };
+  if (auto err = model.validate())
+    return err;
+  if (auto err = optimizer.validate())
+    return err;
+  if (auto err = device.validate())
+    return err;
+  if (batch_size < 1)
+    return bad("batch_size must be at least 1, got "
+               + std::to_string(batch_size));
+  if (steps < 0)
+    return bad("steps must not be negative, got " + std::to_string(steps));
+  if (steps == 0 && num_epochs < 1)
+    return bad("num_epochs must be at least 1 when steps is 0, got "
+               + std::to_string(num_epochs));
+  if (log_every < 1)
+    return bad("log_every must be at least 1, got "
+               + std::to_string(log_every));
+  if (eval_every < 0)
+    return bad("eval_every must not be negative, got "
+               + std::to_string(eval_every));
+  if (eval_batch < 1)
+    return bad("eval_batch must be at least 1, got "
+               + std::to_string(eval_batch));
+  if (warmup < 0)
+    return bad("warmup must not be negative, got " + std::to_string(warmup));
+  if (request_timeout.count() <= 0)
+    return bad("request timeout must be positive");
+  return caf::none;
+}
+
+json_object training_summary::to_json() const {
+  json_object obj;
+  obj.add("steps", steps)
+    .add("examples", examples)
+    .add("last_loss", last_loss)
+    .add("last_train_accuracy", last_accuracy)
+    .add("test_examples", test.count)
+    .add("test_loss", test.count > 0 ? test.mean_loss() : NAN)
+    .add("test_accuracy", test.count > 0 ? test.accuracy() : NAN)
+    .add("wall_s", wall_s)
+    .add("train_s", train_s)
+    .add("examples_per_s", examples_per_s)
+    .add("peak_rss_mib", peak_rss_mib)
+    .add("backend", backend)
+    .add("threads", threads);
+  return obj;
+}
+
+caf::expected<training_summary>
+train_locally(caf::actor_system& sys, const local_training_config& cfg,
+              const dataset& train, const dataset& test, std::ostream& log) {
+  if (auto err = cfg.validate())
+    return err;
+  auto t_start = clock_type::now();
+  auto batches = batcher::make(train, cfg.batch_size, cfg.seed);
+  if (!batches)
+    return batches.error();
+  auto total_steps = cfg.steps > 0 ? cfg.steps
+                                   : cfg.num_epochs
+                                       * batches->steps_per_epoch();
+  std::ofstream metrics;
+  if (!cfg.metrics_path.empty()) {
+    metrics.open(cfg.metrics_path, std::ios::out | std::ios::trunc);
+    if (!metrics)
+      return make_error(ec::io_error, "cannot open metrics file '"
+                                        + cfg.metrics_path
+                                        + "' for writing");
+  }
+  auto dev = spawn_device(sys, cfg.device);
+  if (!dev)
+    return dev.error();
+  caf::scoped_actor self{sys};
+  // Ends the device actor however this function returns.
+  auto stop_device = [&] { self->send_exit(*dev, caf::exit_reason::user_shutdown); };
+  struct guard {
+    std::function<void()> fn;
+    ~guard() {
+      fn();
+    }
+  } device_guard{stop_device};
+  auto info = ask<model_info>(self, *dev, cfg.request_timeout,
+                              "load_model", load_model_atom::value, cfg.model,
+                              cfg.seed);
+  if (!info)
+    return info.error();
+  log << "model: " << info->summary << "\n";
+  auto opt_ok = ask<caf::ok_atom>(self, *dev, cfg.request_timeout,
+                                  "optimizer", optimizer_atom::value,
+                                  cfg.optimizer);
+  if (!opt_ok)
+    return opt_ok.error();
+  auto dinfo = ask<device_info>(self, *dev, cfg.request_timeout, "info",
+                                info_atom::value);
+  if (!dinfo)
+    return dinfo.error();
+  log << "device: " << dinfo->backend << ", " << dinfo->threads
+      << " thread(s); training " << total_steps << " steps of "
+      << cfg.batch_size << " examples from " << train.source << "\n";
+
+  training_summary summary;
+  summary.backend = dinfo->backend;
+  summary.threads = dinfo->threads;
+  progress_line progress{total_steps, cfg.progress};
+  auto write_metrics = [&](const json_object& obj) {
+    if (metrics.is_open()) {
+      metrics << obj.str() << '\n';
+      metrics.flush();
+    }
+  };
+  auto run_eval = [&](int64_t step) -> caf::error {
+    auto res = evaluate(self, *dev, cfg, test);
+    if (!res)
+      return res.error();
+    progress.clear();
+    log << "global_step: " << step << " | test_loss: " << res->mean_loss()
+        << " | test_accuracy: " << res->accuracy() << " (" << res->count
+        << " examples)\n";
+    log.flush();
+    json_object obj;
+    obj.add("step", step)
+      .add("wall_s", seconds_since(t_start))
+      .add("test_loss", res->mean_loss())
+      .add("test_accuracy", res->accuracy());
+    write_metrics(obj);
+    summary.test = *res;
+    return caf::none;
+  };
+
+  batch b;
+  double window_loss = 0;
+  int64_t window_correct = 0;
+  int64_t window_count = 0;
+  int64_t window_steps = 0;
+  double timed_s = 0;
+  int64_t timed_examples = 0;
+  for (int64_t step = 1; step <= total_steps; ++step) {
+    auto t0 = clock_type::now();
+    batches->next(b);
+    auto res = ask<step_result>(self, *dev, cfg.request_timeout,
+                                "training step " + std::to_string(step),
+                                train_atom::value, b);
+    if (!res)
+      return res.error();
+    auto dt = seconds_since(t0);
+    summary.train_s += dt;
+    if (step > cfg.warmup) {
+      timed_s += dt;
+      timed_examples += res->count;
+    }
+    if (!std::isfinite(res->loss))
+      return make_error(ec::non_finite,
+                        "training diverged: loss is " + std::to_string(res->loss)
+                          + " at step " + std::to_string(step)
+                          + " (try a smaller learning rate)");
+    summary.steps = step;
+    summary.examples += res->count;
+    window_loss += res->loss;
+    window_correct += res->correct;
+    window_count += res->count;
+    ++window_steps;
+    if (step % cfg.log_every == 0 || step == total_steps) {
+      summary.last_loss = window_loss / static_cast<double>(window_steps);
+      summary.last_accuracy = static_cast<double>(window_correct)
+                              / static_cast<double>(window_count);
+      progress.clear();
+      log << "global_step: " << step << " | loss: " << std::setprecision(6)
+          << summary.last_loss << " | accuracy: " << summary.last_accuracy
+          << "\n";
+      log.flush();
+      json_object obj;
+      obj.add("step", step)
+        .add("wall_s", seconds_since(t_start))
+        .add("loss", summary.last_loss)
+        .add("train_accuracy", summary.last_accuracy);
+      write_metrics(obj);
+      window_loss = 0;
+      window_correct = window_count = window_steps = 0;
+    }
+    if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && step < total_steps)
+      if (auto err = run_eval(step))
+        return err;
+    progress.update(step);
+  }
+  progress.clear();
+  if (!cfg.skip_final_eval)
+    if (auto err = run_eval(summary.steps))
+      return err;
+  summary.wall_s = seconds_since(t_start);
+  summary.examples_per_s = timed_s > 0 ? static_cast<double>(timed_examples)
+                                           / timed_s
+                                       : 0.0;
+  summary.peak_rss_mib = peak_rss_mib();
+  return summary;
+}
+
+} // namespace syncfac

@@ -1,0 +1,80 @@
+#pragma once
+
+// Single-process training through one device actor: the loop of the seeds'
+// train_mnist_single_machine with a first-order optimizer. The driver owns
+// the data and the schedule; every kernel runs on the device actor, and
+// every request to it has a timeout.
+
+#include <chrono>
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "actors/device_actor.hpp"
+#include "runtime/data/dataset.hpp"
+#include "runtime/eval_result.hpp"
+#include "runtime/json.hpp"
+#include "runtime/model_spec.hpp"
+#include "runtime/optimizer_config.hpp"
+
+namespace syncfac {
+
+struct local_training_config {
+  model_spec model;
+  optimizer_config optimizer;
+  device_config device;
+  int64_t batch_size = 128;
+  /// Steps to run; 0 means num_epochs passes over the training set.
+  int64_t steps = 0;
+  int64_t num_epochs = 2;
+  uint64_t seed = 0;
+  /// Print "global_step: N | loss: x | accuracy: y" every this many steps.
+  int64_t log_every = 100;
+  /// Evaluate on the full test set every this many steps (0: only at the
+  /// end).
+  int64_t eval_every = 0;
+  /// Skip the final test-set evaluation (pure throughput runs).
+  bool skip_final_eval = false;
+  /// Examples per evaluation request (bounds the activation memory).
+  int64_t eval_batch = 500;
+  /// Steps excluded from the examples/s figure (warm-up).
+  int64_t warmup = 20;
+  /// JSON-lines metrics file; empty for none.
+  std::string metrics_path;
+  /// Draw a progress line on a terminal.
+  bool progress = true;
+  /// Longest wait for one device request.
+  std::chrono::milliseconds request_timeout{60000};
+
+  caf::error validate() const;
+};
+
+struct training_summary {
+  int64_t steps = 0;
+  int64_t examples = 0;
+  /// Mean batch loss and accuracy over the last log window.
+  double last_loss = 0;
+  double last_accuracy = 0;
+  /// Final test-set result (count 0 if skipped).
+  eval_result test;
+  double wall_s = 0;
+  double train_s = 0;
+  /// Training throughput after the warm-up steps.
+  double examples_per_s = 0;
+  double peak_rss_mib = 0;
+  std::string backend;
+  int threads = 0;
+
+  json_object to_json() const;
+};
+
+/// Trains on `train`, evaluates on `test`, logs to `log`.
+caf::expected<training_summary>
+train_locally(caf::actor_system& sys, const local_training_config& cfg,
+              const dataset& train, const dataset& test, std::ostream& log);
+
+} // namespace syncfac

@@ -1,0 +1,179 @@
+// Trains the seeds' ConvNet (or MLP) on Fashion-MNIST in one process through
+// a device actor: TF kfac/examples/convnet_mnist_single_main.py with a
+// first-order optimizer.
+//
+//   build/bin/convnet_mnist_single                       # Fashion-MNIST, 2 epochs
+//   build/bin/convnet_mnist_single --fake_data --steps 200
+//   build/bin/convnet_mnist_single --data_dir ~/mnist --optimizer adam \
+//       --learning_rate 0.001 --eval_every 250 --metrics run.jsonl
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+
+#include "actors/local_trainer.hpp"
+#include "runtime/data/dataset.hpp"
+#include "runtime/error.hpp"
+#include "runtime/program_config.hpp"
+
+using namespace syncfac;
+
+namespace {
+
+struct options : program_config {
+  std::string data_dir = default_mnist_dir;
+  bool fake_data = false;
+  int64_t num_epochs = 2;
+  int64_t steps = 0;
+  int64_t batch_size = 128;
+  float learning_rate = 0.01f;
+  float momentum = 0.9f;
+  std::string optimizer = "momentum";
+  std::string model = "convnet";
+  std::string init = "seeds";
+  std::string backend = "cpu";
+  int threads = 0;
+  uint64_t seed = 0;
+  int64_t log_every = 100;
+  int64_t eval_every = 0;
+  bool no_final_eval = false;
+  int64_t warmup = 20;
+  std::string metrics;
+  std::string summary;
+  bool no_progress = false;
+  int64_t request_timeout_ms = 60000;
+  int64_t fake_train_size = 12800;
+  int64_t fake_test_size = 2000;
+
+  options() {
+    opt_group{custom_options_, "global"}
+      .add(data_dir, "data_dir", "directory of the MNIST-format IDX files")
+      .add(fake_data, "fake_data", "train on a deterministic synthetic set")
+      .add(num_epochs, "num_epochs", "passes over the training set")
+      .add(steps, "steps", "training steps (overrides num_epochs if > 0)")
+      .add(batch_size, "batch_size", "examples per step")
+      .add(learning_rate, "learning_rate", "optimizer learning rate")
+      .add(momentum, "momentum", "momentum coefficient")
+      .add(optimizer, "optimizer", "sgd, momentum or adam")
+      .add(model, "model", "convnet or mlp")
+      .add(init, "init", "weight init: seeds, glorot or he")
+      .add(backend, "backend", "compute backend of the device actor")
+      .add(threads, "threads", "compute threads (0: all cores)")
+      .add(seed, "seed", "seed of initialisation and shuffling")
+      .add(log_every, "log_every", "steps between log lines")
+      .add(eval_every, "eval_every", "steps between test evaluations (0: end)")
+      .add(no_final_eval, "no_final_eval", "skip the final evaluation")
+      .add(warmup, "warmup", "steps excluded from the examples/s figure")
+      .add(metrics, "metrics", "write metrics as JSON lines to this file")
+      .add(summary, "summary", "write a JSON summary to this file")
+      .add(no_progress, "no_progress", "no progress line on the terminal")
+      .add(request_timeout_ms, "request_timeout_ms",
+           "longest wait for one device request")
+      .add(fake_train_size, "fake_train_size", "examples of --fake_data")
+      .add(fake_test_size, "fake_test_size", "test examples of --fake_data");
+  }
+
+  caf::expected<local_training_config> to_training_config() const {
+    local_training_config cfg;
+    auto arch = parse_model_arch(model);
+    if (!arch)
+      return arch.error();
+    cfg.model.arch = *arch;
+    auto scheme = parse_init_scheme(init);
+    if (!scheme)
+      return scheme.error();
+    cfg.model.init = *scheme;
+    auto kind = parse_optimizer_kind(optimizer);
+    if (!kind)
+      return kind.error();
+    cfg.optimizer.kind = *kind;
+    cfg.optimizer.learning_rate = learning_rate;
+    cfg.optimizer.momentum = momentum;
+    cfg.device.backend = backend;
+    cfg.device.threads = threads > 0 ? threads
+                                     : static_cast<int>(std::max(
+                                       1u, std::thread::hardware_concurrency()));
+    cfg.batch_size = batch_size;
+    cfg.steps = steps;
+    cfg.num_epochs = num_epochs;
+    cfg.seed = seed;
+    cfg.log_every = log_every;
+    cfg.eval_every = eval_every;
+    cfg.skip_final_eval = no_final_eval;
+    cfg.warmup = warmup;
+    cfg.metrics_path = metrics;
+    cfg.progress = !no_progress;
+    cfg.request_timeout = std::chrono::milliseconds{request_timeout_ms};
+    if (auto err = cfg.validate())
+      return err;
+    return cfg;
+  }
+};
+
+caf::expected<std::pair<dataset, dataset>> load_data(const options& opts) {
+  if (opts.fake_data) {
+    if (opts.fake_train_size < 1 || opts.fake_test_size < 1)
+      return make_error(ec::invalid_config,
+                        "fake_train_size and fake_test_size must be positive");
+    return std::make_pair(make_fake_dataset(opts.fake_train_size, 1),
+                          make_fake_dataset(opts.fake_test_size, 2));
+  }
+  auto train = load_mnist(opts.data_dir, split::train);
+  if (!train)
+    return train.error();
+  auto test = load_mnist(opts.data_dir, split::test);
+  if (!test)
+    return test.error();
+  return std::make_pair(std::move(*train), std::move(*test));
+}
+
+int run(options& opts) {
+  auto cfg = opts.to_training_config();
+  if (!cfg) {
+    std::cerr << "convnet_mnist_single: " << render(cfg.error()) << "\n";
+    return EXIT_FAILURE;
+  }
+  auto data = load_data(opts);
+  if (!data) {
+    std::cerr << "convnet_mnist_single: " << render(data.error()) << "\n";
+    return EXIT_FAILURE;
+  }
+  caf::actor_system sys{opts};
+  auto summary = train_locally(sys, *cfg, data->first, data->second,
+                               std::cout);
+  if (!summary) {
+    std::cerr << "convnet_mnist_single: " << render(summary.error()) << "\n";
+    return EXIT_FAILURE;
+  }
+  std::cout << "examples/sec (training steps only, after " << cfg->warmup
+            << " warm-up steps): " << summary->examples_per_s << "\n"
+            << "peak RSS: " << summary->peak_rss_mib << " MiB\n"
+            << "SUMMARY " << summary->to_json().str() << std::endl;
+  if (!opts.summary.empty()) {
+    std::ofstream out{opts.summary, std::ios::trunc};
+    out << summary->to_json().str() << "\n";
+    if (!out.flush()) {
+      std::cerr << "convnet_mnist_single: cannot write summary file '"
+                << opts.summary << "'\n";
+      return EXIT_FAILURE;
+    }
+  }
+  return EXIT_SUCCESS;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  options opts;
+  if (auto err = opts.parse_cli(argc, argv)) {
+    std::cerr << "convnet_mnist_single: " << render(err) << "\n";
+    return EXIT_FAILURE;
+  }
+  if (opts.help_printed)
+    return EXIT_SUCCESS;
+  return run(opts);
+}

@@ -1,0 +1,66 @@
+#pragma once
+
+// Messages to and from device actors. Tensors cross the wire as raw byte
+// blocks (see kernels/tensor.hpp); everything else is small.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+#include "kernels/backend.hpp"
+#include "kernels/tensor.hpp"
+#include "runtime/data/batcher.hpp"
+#include "runtime/eval_result.hpp"
+#include "runtime/model_spec.hpp"
+#include "runtime/named_tensor.hpp"
+#include "runtime/optimizer_config.hpp"
+
+namespace syncfac {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, batch& x) {
+  return f(caf::meta::type_name("batch"), x.images, x.labels);
+}
+
+/// What a device reports about a freshly loaded model replica.
+struct model_info {
+  std::string summary;
+  int64_t parameter_count = 0;
+  parameter_set initial;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, model_info& x) {
+  return f(caf::meta::type_name("model_info"), x.summary, x.parameter_count,
+           x.initial);
+}
+
+/// Loss and accuracy of one training batch, with its gradients when asked
+/// for through grads_atom (empty after train_atom, which applies them).
+struct step_result {
+  float loss = 0;
+  int64_t correct = 0;
+  int64_t count = 0;
+  parameter_set gradients;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_result& x) {
+  return f(caf::meta::type_name("step_result"), x.loss, x.correct, x.count,
+           x.gradients);
+}
+
+/// A device's self-description.
+struct device_info {
+  std::string backend;
+  int32_t threads = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, device_info& x) {
+  return f(caf::meta::type_name("device_info"), x.backend, x.threads);
+}
+
+} // namespace syncfac

@@ -1,0 +1,33 @@
+#include "messages/registry.hpp"
+
+#include "actors/actors.hpp"
+#include "messages/device_messages.hpp"
+#include "runtime/error.hpp"
+#include "runtime/optimizer.hpp"
+
+namespace syncfac {
+
+void register_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<tensor>("syncfac::tensor");
+  cfg.add_message_type<tensor_shape>("syncfac::tensor_shape");
+  cfg.add_message_type<named_tensor>("syncfac::named_tensor");
+  cfg.add_message_type<parameter_set>("syncfac::parameter_set");
+  cfg.add_message_type<label_vector>("syncfac::label_vector");
+  cfg.add_message_type<batch>("syncfac::batch");
+  cfg.add_message_type<model_spec>("syncfac::model_spec");
+  cfg.add_message_type<model_info>("syncfac::model_info");
+  cfg.add_message_type<optimizer_config>("syncfac::optimizer_config");
+  cfg.add_message_type<optimizer_slots>("syncfac::optimizer_slots");
+  cfg.add_message_type<step_result>("syncfac::step_result");
+  cfg.add_message_type<eval_result>("syncfac::eval_result");
+  cfg.add_message_type<device_info>("syncfac::device_info");
+  cfg.add_message_type<device_actor>("syncfac::device_actor");
+  cfg.add_error_category(error_category,
+                         [](uint8_t code, caf::atom_value,
+                            const caf::message& context) {
+                           return render(caf::error{code, error_category,
+                                                    context});
+                         });
+}
+
+} // namespace syncfac

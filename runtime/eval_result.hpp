@@ -1,0 +1,39 @@
+#pragma once
+
+#include <cstdint>
+
+#include <caf/meta/type_name.hpp>
+
+namespace syncfac {
+
+/// Loss and accuracy sums over some examples; sums so that results of
+/// several batches (or workers) add up.
+struct eval_result {
+  double loss_sum = 0;
+  int64_t correct = 0;
+  int64_t count = 0;
+
+  eval_result& operator+=(const eval_result& other) {
+    loss_sum += other.loss_sum;
+    correct += other.correct;
+    count += other.count;
+    return *this;
+  }
+
+  double mean_loss() const {
+    return count > 0 ? loss_sum / static_cast<double>(count) : 0.0;
+  }
+
+  double accuracy() const {
+    return count > 0 ? static_cast<double>(correct) / static_cast<double>(count)
+                     : 0.0;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
+  return f(caf::meta::type_name("eval_result"), x.loss_sum, x.correct,
+           x.count);
+}
+
+} // namespace syncfac

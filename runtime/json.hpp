@@ -1,0 +1,40 @@
+#pragma once
+
+// A minimal JSON object writer for metrics lines and summaries: flat or
+// nested objects of numbers, strings and booleans, written in insertion
+// order. Non-finite numbers become null (JSON has no NaN).
+
+#include <cstdint>
+#include <string>
+
+namespace syncfac {
+
+class json_object {
+public:
+  json_object& add(const std::string& key, double value);
+  json_object& add(const std::string& key, int64_t value);
+  json_object& add(const std::string& key, int value) {
+    return add(key, static_cast<int64_t>(value));
+  }
+  json_object& add(const std::string& key, const std::string& value);
+  json_object& add(const std::string& key, const char* value) {
+    return add(key, std::string{value});
+  }
+  json_object& add(const std::string& key, bool value);
+  json_object& add(const std::string& key, const json_object& value);
+
+  /// The object as one line of JSON.
+  std::string str() const {
+    return "{" + body_ + "}";
+  }
+
+private:
+  void key(const std::string& k);
+
+  std::string body_;
+};
+
+/// `str` as a quoted JSON string.
+std::string json_quote(const std::string& str);
+
+} // namespace syncfac

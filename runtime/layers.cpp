@@ -1,0 +1,276 @@
+#include "runtime/layers.hpp"
+
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+namespace {
+
+class dense_layer : public layer {
+public:
+  dense_layer(std::string name, int64_t in, int64_t out, activation act)
+    : layer(std::move(name)), in_(in), out_(out), act_(act) {
+  }
+
+  caf::expected<tensor_shape>
+  output_shape(const tensor_shape& input) const override {
+    if (input.size() != 2 || input[1] != in_)
+      return make_error(ec::shape_mismatch,
+                        name() + ": input " + to_string(input)
+                          + " does not fit weights "
+                          + to_string(tensor_shape{in_, out_}));
+    return tensor_shape{input[0], out_};
+  }
+
+  parameter_set make_parameters() const override {
+    return {{name() + "/weights", tensor{in_, out_}},
+            {name() + "/bias", tensor{out_}}};
+  }
+
+  void bind(tensor* params, tensor* grads) override {
+    w_ = params;
+    b_ = params + 1;
+    dw_ = grads;
+    db_ = grads + 1;
+  }
+
+  caf::error forward(backend& dev, const tensor& x) override {
+    x_ = &x;
+    return dev.dense_forward(x, *w_, *b_, act_, y_);
+  }
+
+  const tensor& output() const noexcept override {
+    return y_;
+  }
+
+  caf::error backward(backend& dev, const tensor& dy, tensor* dx) override {
+    return dev.dense_backward(*x_, *w_, y_, dy, act_, ds_, *dw_, *db_, dx);
+  }
+
+  std::optional<kfac_view> kfac() const override {
+    kfac_view view;
+    view.layer = name();
+    view.kind = layer_kind::dense;
+    view.input = x_;
+    view.preactivation_grad = &ds_;
+    view.weight_name = name() + "/weights";
+    view.bias_name = name() + "/bias";
+    return view;
+  }
+
+private:
+  int64_t in_;
+  int64_t out_;
+  activation act_;
+  tensor* w_ = nullptr;
+  tensor* b_ = nullptr;
+  tensor* dw_ = nullptr;
+  tensor* db_ = nullptr;
+  const tensor* x_ = nullptr;
+  tensor y_;
+  tensor ds_;
+};
+
+class conv2d_layer : public layer {
+public:
+  conv2d_layer(std::string name, int64_t k, int64_t in_c, int64_t out_c,
+               int64_t stride, padding pad, activation act)
+    : layer(std::move(name)),
+      k_(k),
+      in_c_(in_c),
+      out_c_(out_c),
+      stride_(stride),
+      pad_(pad),
+      act_(act) {
+  }
+
+  caf::expected<tensor_shape>
+  output_shape(const tensor_shape& input) const override {
+    auto g = geometry(input);
+    if (!g)
+      return g.error();
+    return g->output_shape();
+  }
+
+  parameter_set make_parameters() const override {
+    return {{name() + "/kernel", tensor{k_, k_, in_c_, out_c_}},
+            {name() + "/bias", tensor{out_c_}}};
+  }
+
+  void bind(tensor* params, tensor* grads) override {
+    w_ = params;
+    b_ = params + 1;
+    dw_ = grads;
+    db_ = grads + 1;
+  }
+
+  caf::error forward(backend& dev, const tensor& x) override {
+    auto g = geometry(x.shape());
+    if (!g)
+      return g.error();
+    geom_ = *g;
+    x_ = &x;
+    return dev.conv2d_forward(geom_, x, *w_, *b_, act_, y_);
+  }
+
+  const tensor& output() const noexcept override {
+    return y_;
+  }
+
+  caf::error backward(backend& dev, const tensor& dy, tensor* dx) override {
+    return dev.conv2d_backward(geom_, *x_, *w_, y_, dy, act_, ds_, *dw_, *db_,
+                               dx);
+  }
+
+  std::optional<kfac_view> kfac() const override {
+    kfac_view view;
+    view.layer = name();
+    view.kind = layer_kind::conv2d;
+    view.input = x_;
+    view.preactivation_grad = &ds_;
+    view.geometry = geom_;
+    view.weight_name = name() + "/kernel";
+    view.bias_name = name() + "/bias";
+    return view;
+  }
+
+private:
+  caf::expected<conv2d_geometry> geometry(const tensor_shape& input) const {
+    auto g = conv2d_geometry::make(input, {k_, k_, in_c_, out_c_}, stride_,
+                                   stride_, pad_);
+    if (!g)
+      return make_error(ec::shape_mismatch,
+                        name() + ": " + render(g.error()));
+    return g;
+  }
+
+  int64_t k_;
+  int64_t in_c_;
+  int64_t out_c_;
+  int64_t stride_;
+  padding pad_;
+  activation act_;
+  conv2d_geometry geom_;
+  tensor* w_ = nullptr;
+  tensor* b_ = nullptr;
+  tensor* dw_ = nullptr;
+  tensor* db_ = nullptr;
+  const tensor* x_ = nullptr;
+  tensor y_;
+  tensor ds_;
+};
+
+class max_pool_layer : public layer {
+public:
+  max_pool_layer(std::string name, int64_t k, int64_t stride, padding pad)
+    : layer(std::move(name)), k_(k), stride_(stride), pad_(pad) {
+  }
+
+  caf::expected<tensor_shape>
+  output_shape(const tensor_shape& input) const override {
+    auto g = pool2d_geometry::make(input, k_, k_, stride_, stride_, pad_);
+    if (!g)
+      return make_error(ec::shape_mismatch,
+                        name() + ": " + render(g.error()));
+    return g->output_shape();
+  }
+
+  caf::error forward(backend& dev, const tensor& x) override {
+    auto g = pool2d_geometry::make(x.shape(), k_, k_, stride_, stride_, pad_);
+    if (!g)
+      return make_error(ec::shape_mismatch,
+                        name() + ": " + render(g.error()));
+    geom_ = *g;
+    return dev.max_pool_forward(geom_, x, y_, argmax_);
+  }
+
+  const tensor& output() const noexcept override {
+    return y_;
+  }
+
+  caf::error backward(backend& dev, const tensor& dy, tensor* dx) override {
+    if (dx == nullptr)
+      return caf::none;
+    return dev.max_pool_backward(geom_, dy, argmax_, *dx);
+  }
+
+private:
+  int64_t k_;
+  int64_t stride_;
+  padding pad_;
+  pool2d_geometry geom_;
+  tensor y_;
+  std::vector<int32_t> argmax_;
+};
+
+class flatten_layer : public layer {
+public:
+  explicit flatten_layer(std::string name) : layer(std::move(name)) {
+  }
+
+  caf::expected<tensor_shape>
+  output_shape(const tensor_shape& input) const override {
+    if (input.empty())
+      return make_error(ec::shape_mismatch,
+                        name() + ": cannot flatten a scalar");
+    return tensor_shape{input[0], element_count(input) / std::max<int64_t>(
+                                                            input[0], 1)};
+  }
+
+  caf::error forward(backend&, const tensor& x) override {
+    auto shape = output_shape(x.shape());
+    if (!shape)
+      return shape.error();
+    input_shape_ = x.shape();
+    y_.resize(*shape);
+    std::copy(x.data(), x.data() + x.size(), y_.data());
+    return caf::none;
+  }
+
+  const tensor& output() const noexcept override {
+    return y_;
+  }
+
+  caf::error backward(backend&, const tensor& dy, tensor* dx) override {
+    if (dx == nullptr)
+      return caf::none;
+    if (dy.size() != element_count(input_shape_))
+      return make_error(ec::shape_mismatch,
+                        name() + ": gradient " + dy.shape_string()
+                          + " does not fit input "
+                          + to_string(input_shape_));
+    dx->resize(input_shape_);
+    std::copy(dy.data(), dy.data() + dy.size(), dx->data());
+    return caf::none;
+  }
+
+private:
+  tensor_shape input_shape_;
+  tensor y_;
+};
+
+} // namespace
+
+layer_ptr make_dense_layer(std::string name, int64_t in, int64_t out,
+                           activation act) {
+  return std::make_unique<dense_layer>(std::move(name), in, out, act);
+}
+
+layer_ptr make_conv2d_layer(std::string name, int64_t kernel_size,
+                            int64_t in_c, int64_t out_c, int64_t stride,
+                            padding pad, activation act) {
+  return std::make_unique<conv2d_layer>(std::move(name), kernel_size, in_c,
+                                        out_c, stride, pad, act);
+}
+
+layer_ptr make_max_pool_layer(std::string name, int64_t kernel_size,
+                              int64_t stride, padding pad) {
+  return std::make_unique<max_pool_layer>(std::move(name), kernel_size,
+                                          stride, pad);
+}
+
+layer_ptr make_flatten_layer(std::string name) {
+  return std::make_unique<flatten_layer>(std::move(name));
+}
+
+} // namespace syncfac

@@ -1,0 +1,101 @@
+#pragma once
+
+// The layers a model is built from. A layer remembers, between forward and
+// backward, exactly what its backward pass and K-FAC need: its input and
+// its output (layers with parameters fuse their activation, see
+// kernels/backend.hpp) and, after backward, the pre-activation gradient.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "kernels/backend.hpp"
+#include "runtime/named_tensor.hpp"
+
+namespace syncfac {
+
+enum class layer_kind : uint8_t { dense, conv2d };
+
+/// What K-FAC needs of a layer with parameters, valid after a forward and
+/// backward pass and until the next one.
+struct kfac_view {
+  std::string layer;
+  layer_kind kind = layer_kind::dense;
+  /// The layer's input: [N, in] for dense, [N, H, W, C] for conv2d.
+  const tensor* input = nullptr;
+  /// dL/ds with s the pre-activation, for the mean loss of the batch:
+  /// [N, out] or [N, out_h, out_w, out_c].
+  const tensor* preactivation_grad = nullptr;
+  /// Convolution geometry (conv2d only).
+  conv2d_geometry geometry;
+  std::string weight_name;
+  std::string bias_name;
+};
+
+class layer {
+public:
+  virtual ~layer() = default;
+
+  const std::string& name() const noexcept {
+    return name_;
+  }
+
+  /// Shape of the output for `input`, or an error naming both shapes.
+  virtual caf::expected<tensor_shape>
+  output_shape(const tensor_shape& input) const = 0;
+
+  /// Parameters this layer owns, zero-initialised (init comes later).
+  virtual parameter_set make_parameters() const {
+    return {};
+  }
+
+  /// Points the layer at its parameters and gradients inside the model's
+  /// sets (stable for the model's lifetime).
+  virtual void bind(tensor* /*params*/, tensor* /*grads*/) {
+  }
+
+  /// Computes output() from x; keeps a pointer to x until backward.
+  virtual caf::error forward(backend& dev, const tensor& x) = 0;
+
+  virtual const tensor& output() const noexcept = 0;
+
+  /// From dy = dL/d(output) computes parameter gradients and, unless dx is
+  /// null, dx = dL/d(input).
+  virtual caf::error backward(backend& dev, const tensor& dy, tensor* dx) = 0;
+
+  /// The K-FAC view of a layer with parameters.
+  virtual std::optional<kfac_view> kfac() const {
+    return std::nullopt;
+  }
+
+protected:
+  explicit layer(std::string name) : name_(std::move(name)) {
+  }
+
+private:
+  std::string name_;
+};
+
+using layer_ptr = std::unique_ptr<layer>;
+
+/// y = act(x w + b), weights "<name>/weights" [in, out], "<name>/bias".
+layer_ptr make_dense_layer(std::string name, int64_t in, int64_t out,
+                           activation act);
+
+/// y = act(conv(x, w) + b), kernel "<name>/kernel" [k, k, in_c, out_c].
+layer_ptr make_conv2d_layer(std::string name, int64_t kernel_size,
+                            int64_t in_c, int64_t out_c, int64_t stride,
+                            padding pad, activation act);
+
+/// Max-pooling k x k with the given stride and padding.
+layer_ptr make_max_pool_layer(std::string name, int64_t kernel_size,
+                              int64_t stride, padding pad);
+
+/// [N, ...] -> [N, prod(...)], row-major (matches TF's reshape of NHWC).
+layer_ptr make_flatten_layer(std::string name);
+
+} // namespace syncfac

@@ -1,0 +1,221 @@
+#include "runtime/model.hpp"
+
+#include <cmath>
+#include <random>
+#include <sstream>
+
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+namespace {
+
+std::vector<layer_ptr> convnet_layers(const model_spec& spec) {
+  // TF kfac/examples/convnet.py: layer ids 0..4.
+  std::vector<layer_ptr> layers;
+  layers.push_back(make_conv2d_layer("conv0", 5, spec.channels, 16, 1,
+                                     padding::same, activation::relu));
+  layers.push_back(make_max_pool_layer("pool1", 3, 2, padding::same));
+  layers.push_back(make_conv2d_layer("conv2", 5, 16, 16, 1, padding::same,
+                                     activation::relu));
+  layers.push_back(make_max_pool_layer("pool3", 3, 2, padding::same));
+  layers.push_back(make_flatten_layer("flatten"));
+  // The dense input width follows from the image size (784 for 28x28).
+  auto pooled = [](int64_t n) { return (((n + 1) / 2) + 1) / 2; };
+  auto in = pooled(spec.height) * pooled(spec.width) * 16;
+  layers.push_back(
+    make_dense_layer("fc4", in, spec.num_classes, activation::identity));
+  return layers;
+}
+
+std::vector<layer_ptr> mlp_layers(const model_spec& spec) {
+  std::vector<layer_ptr> layers;
+  layers.push_back(make_flatten_layer("flatten"));
+  auto in = spec.height * spec.width * spec.channels;
+  int id = 0;
+  for (auto width : spec.hidden) {
+    layers.push_back(make_dense_layer("fc" + std::to_string(id++), in, width,
+                                      spec.hidden_activation));
+    in = width;
+  }
+  layers.push_back(make_dense_layer("fc" + std::to_string(id), in,
+                                    spec.num_classes, activation::identity));
+  return layers;
+}
+
+/// Fan-in and fan-out of a weight: [in, out] or [kh, kw, in_c, out_c].
+std::pair<double, double> fans(const tensor_shape& shape) {
+  if (shape.size() == 4) {
+    double field = static_cast<double>(shape[0] * shape[1]);
+    return {field * static_cast<double>(shape[2]),
+            field * static_cast<double>(shape[3])};
+  }
+  return {static_cast<double>(shape[0]), static_cast<double>(shape[1])};
+}
+
+void initialise(named_tensor& param, init_scheme scheme, std::mt19937_64& rng) {
+  auto& value = param.value;
+  if (value.rank() == 1) {
+    value.fill(0.0f); // biases start at zero in every scheme
+    return;
+  }
+  auto [fan_in, fan_out] = fans(value.shape());
+  auto fill_normal = [&](double stddev) {
+    std::normal_distribution<float> dist(0.0f, static_cast<float>(stddev));
+    for (int64_t i = 0; i < value.size(); ++i)
+      value[i] = dist(rng);
+  };
+  switch (scheme) {
+    case init_scheme::seeds:
+      fill_normal(value.rank() == 4 ? 0.01 : 1.0);
+      break;
+    case init_scheme::glorot: {
+      auto limit = static_cast<float>(std::sqrt(6.0 / (fan_in + fan_out)));
+      std::uniform_real_distribution<float> dist(-limit, limit);
+      for (int64_t i = 0; i < value.size(); ++i)
+        value[i] = dist(rng);
+      break;
+    }
+    case init_scheme::he:
+      fill_normal(std::sqrt(2.0 / fan_in));
+      break;
+  }
+}
+
+} // namespace
+
+model::model(model_spec spec, std::vector<layer_ptr> layers)
+  : spec_(std::move(spec)), layers_(std::move(layers)) {
+  for (auto& l : layers_)
+    for (auto& p : l->make_parameters())
+      params_.push_back(std::move(p));
+  for (auto& p : params_)
+    grads_.push_back(named_tensor{p.name, tensor{p.value.shape()}});
+  // Bind only now: the vectors no longer reallocate.
+  size_t offset = 0;
+  for (auto& l : layers_) {
+    auto n = l->make_parameters().size();
+    if (n > 0)
+      l->bind(&params_[offset].value, &grads_[offset].value);
+    offset += n;
+  }
+  grad_inputs_.resize(layers_.size());
+}
+
+caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
+                                                  uint64_t seed) {
+  if (auto err = spec.validate())
+    return err;
+  auto layers = spec.arch == model_arch::convnet ? convnet_layers(spec)
+                                                 : mlp_layers(spec);
+  // Shape-check the whole stack once, so a bad spec fails here.
+  tensor_shape shape{1, spec.height, spec.width, spec.channels};
+  for (auto& l : layers) {
+    auto next = l->output_shape(shape);
+    if (!next)
+      return next.error();
+    shape = std::move(*next);
+  }
+  std::unique_ptr<model> result{new model(spec, std::move(layers))};
+  std::mt19937_64 rng{seed};
+  for (auto& p : result->params_)
+    initialise(p, spec.init, rng);
+  return result;
+}
+
+caf::error model::set_parameters(const parameter_set& values) {
+  if (auto err = check_matches(params_, values, "parameters"))
+    return err;
+  for (size_t i = 0; i < values.size(); ++i)
+    params_[i].value.values() = values[i].value.values();
+  return caf::none;
+}
+
+caf::error model::check_batch(const tensor& images,
+                              const label_vector& labels) const {
+  const auto& s = images.shape();
+  if (s.size() != 4 || s[1] != spec_.height || s[2] != spec_.width
+      || s[3] != spec_.channels || s[0] < 1)
+    return make_error(ec::shape_mismatch,
+                      "batch images " + images.shape_string()
+                        + " do not fit the model input "
+                        + to_string(tensor_shape{-1, spec_.height,
+                                                 spec_.width,
+                                                 spec_.channels}));
+  if (static_cast<int64_t>(labels.size()) != s[0])
+    return make_error(ec::shape_mismatch,
+                      "batch has " + std::to_string(s[0]) + " images but "
+                        + std::to_string(labels.size()) + " labels");
+  if (!images.all_finite())
+    return make_error(ec::non_finite, "batch images hold NaN or Inf");
+  return caf::none;
+}
+
+caf::expected<eval_result> model::forward(backend& dev, const tensor& images,
+                                          const label_vector& labels) {
+  if (auto err = check_batch(images, labels))
+    return err;
+  const tensor* x = &images;
+  for (auto& l : layers_) {
+    if (auto err = l->forward(dev, *x))
+      return err;
+    x = &l->output();
+  }
+  float loss = 0;
+  if (auto err = dev.softmax_xent_forward(*x, labels, probs_, loss))
+    return err;
+  auto correct = dev.count_correct(*x, labels);
+  if (!correct)
+    return correct.error();
+  auto n = static_cast<int64_t>(labels.size());
+  return eval_result{static_cast<double>(loss) * static_cast<double>(n),
+                     *correct, n};
+}
+
+caf::expected<eval_result>
+model::forward_backward(backend& dev, const tensor& images,
+                        const label_vector& labels) {
+  auto result = forward(dev, images, labels);
+  if (!result)
+    return result;
+  if (auto err = dev.softmax_xent_backward(probs_, labels, dlogits_))
+    return err;
+  const tensor* dy = &dlogits_;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    tensor* dx = i > 0 ? &grad_inputs_[i] : nullptr;
+    if (auto err = layers_[i]->backward(dev, *dy, dx))
+      return err;
+    dy = dx;
+  }
+  return result;
+}
+
+caf::expected<eval_result> model::evaluate(backend& dev, const tensor& images,
+                                           const label_vector& labels) {
+  return forward(dev, images, labels);
+}
+
+std::vector<kfac_view> model::kfac_layers() const {
+  std::vector<kfac_view> result;
+  for (auto& l : layers_)
+    if (auto view = l->kfac())
+      result.push_back(std::move(*view));
+  return result;
+}
+
+std::string model::summary() const {
+  std::ostringstream out;
+  out << to_string(spec_.arch) << " (init " << to_string(spec_.init) << ", "
+      << value_count(params_) << " parameters)";
+  tensor_shape shape{1, spec_.height, spec_.width, spec_.channels};
+  for (auto& l : layers_) {
+    if (auto next = l->output_shape(shape))
+      shape = std::move(*next);
+    auto shown = shape;
+    shown[0] = -1; // the batch dimension
+    out << "\n  " << l->name() << " -> " << to_string(shown);
+  }
+  return out.str();
+}
+
+} // namespace syncfac

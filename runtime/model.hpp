@@ -1,0 +1,87 @@
+#pragma once
+
+// A model replica: layers plus the parameters and gradients they bind to.
+// It runs on whatever backend its caller (a device actor) hands it.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "kernels/backend.hpp"
+#include "runtime/eval_result.hpp"
+#include "runtime/layers.hpp"
+#include "runtime/model_spec.hpp"
+#include "runtime/named_tensor.hpp"
+
+namespace syncfac {
+
+class model {
+public:
+  model(const model&) = delete;
+  model& operator=(const model&) = delete;
+
+  /// Builds the model of `spec` with parameters initialised from `seed`.
+  static caf::expected<std::unique_ptr<model>> make(const model_spec& spec,
+                                                    uint64_t seed);
+
+  const model_spec& spec() const noexcept {
+    return spec_;
+  }
+
+  const parameter_set& parameters() const noexcept {
+    return params_;
+  }
+
+  parameter_set& parameters() noexcept {
+    return params_;
+  }
+
+  /// Gradients of the mean loss of the last forward_backward batch.
+  const parameter_set& gradients() const noexcept {
+    return grads_;
+  }
+
+  /// Replaces the parameters (same names and shapes, finite values).
+  caf::error set_parameters(const parameter_set& values);
+
+  /// Forward and backward pass on one batch: fills gradients() and returns
+  /// the batch's loss sum and correct count.
+  caf::expected<eval_result> forward_backward(backend& dev,
+                                              const tensor& images,
+                                              const label_vector& labels);
+
+  /// Forward pass only.
+  caf::expected<eval_result> evaluate(backend& dev, const tensor& images,
+                                      const label_vector& labels);
+
+  /// Per layer with parameters, its input and pre-activation gradient from
+  /// the last forward_backward (valid until the next call).
+  std::vector<kfac_view> kfac_layers() const;
+
+  /// One line per layer with its output shape and parameter count.
+  std::string summary() const;
+
+private:
+  model(model_spec spec, std::vector<layer_ptr> layers);
+
+  caf::error check_batch(const tensor& images,
+                         const label_vector& labels) const;
+
+  caf::expected<eval_result> forward(backend& dev, const tensor& images,
+                                     const label_vector& labels);
+
+  model_spec spec_;
+  std::vector<layer_ptr> layers_;
+  parameter_set params_;
+  parameter_set grads_;
+  /// grad_inputs_[i] = dL/d(input of layer i); index 0 stays unused.
+  std::vector<tensor> grad_inputs_;
+  tensor probs_;
+  tensor dlogits_;
+};
+
+} // namespace syncfac

@@ -1,0 +1,60 @@
+#pragma once
+
+// What model to build: the seeds' ConvNet or MLP, and how to initialise it.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "kernels/backend.hpp"
+
+namespace syncfac {
+
+enum class model_arch : uint8_t {
+  /// conv 5x5x16 SAME + relu, max-pool 3x3/2 SAME, conv 5x5x16 SAME + relu,
+  /// max-pool 3x3/2 SAME, dense -> classes (TF kfac/examples/convnet.py).
+  convnet,
+  /// Dense layers with `hidden` units and `hidden_activation`, then a dense
+  /// layer to the classes (TF kfac/examples/mlp.py uses tanh).
+  mlp,
+};
+
+enum class init_scheme : uint8_t {
+  /// As the seeds: conv kernels N(0, 0.01^2), dense weights N(0, 1).
+  seeds,
+  /// Glorot/Xavier uniform for every weight.
+  glorot,
+  /// He normal, N(0, 2 / fan_in), for every weight.
+  he,
+};
+
+const char* to_string(model_arch x) noexcept;
+const char* to_string(init_scheme x) noexcept;
+caf::expected<model_arch> parse_model_arch(const std::string& str);
+caf::expected<init_scheme> parse_init_scheme(const std::string& str);
+
+struct model_spec {
+  model_arch arch = model_arch::convnet;
+  init_scheme init = init_scheme::seeds;
+  int64_t height = 28;
+  int64_t width = 28;
+  int64_t channels = 1;
+  int64_t num_classes = 10;
+  /// Hidden layer widths of the MLP.
+  std::vector<int64_t> hidden = {128, 64, 32};
+  activation hidden_activation = activation::tanh;
+
+  caf::error validate() const;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, model_spec& x) {
+  return f(caf::meta::type_name("model_spec"), x.arch, x.init, x.height,
+           x.width, x.channels, x.num_classes, x.hidden, x.hidden_activation);
+}
+
+} // namespace syncfac

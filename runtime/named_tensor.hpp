@@ -1,0 +1,37 @@
+#pragma once
+
+// Named tensors: a model's parameters or gradients, in a fixed order that
+// every replica of the same model agrees on.
+
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "kernels/tensor.hpp"
+
+namespace syncfac {
+
+struct named_tensor {
+  std::string name;
+  tensor value;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, named_tensor& x) {
+  return f(caf::meta::type_name("named_tensor"), x.name, x.value);
+}
+
+using parameter_set = std::vector<named_tensor>;
+
+/// Checks that `given` has exactly the names and shapes of `expected`, in
+/// order, with finite values; the error names `what` and the first
+/// offending entry.
+caf::error check_matches(const parameter_set& expected,
+                         const parameter_set& given, const std::string& what);
+
+/// Total number of values.
+int64_t value_count(const parameter_set& xs);
+
+} // namespace syncfac

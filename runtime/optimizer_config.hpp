@@ -1,0 +1,43 @@
+#pragma once
+
+// Hyperparameters of the first-order optimizers, apart from their
+// per-parameter state (see runtime/optimizer.hpp).
+
+#include <string>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+#include <caf/meta/type_name.hpp>
+
+namespace syncfac {
+
+enum class optimizer_kind : uint8_t {
+  /// theta -= lr * g
+  sgd,
+  /// v = mu * v + g; theta -= lr * v (TF MomentumOptimizer, torch SGD)
+  momentum,
+  /// Adam with bias correction (Kingma & Ba).
+  adam,
+};
+
+const char* to_string(optimizer_kind x) noexcept;
+caf::expected<optimizer_kind> parse_optimizer_kind(const std::string& str);
+
+struct optimizer_config {
+  optimizer_kind kind = optimizer_kind::momentum;
+  float learning_rate = 0.01f;
+  float momentum = 0.9f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+
+  caf::error validate() const;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
+  return f(caf::meta::type_name("optimizer_config"), x.kind, x.learning_rate,
+           x.momentum, x.beta1, x.beta2, x.epsilon);
+}
+
+} // namespace syncfac
