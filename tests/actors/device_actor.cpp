@@ -1,0 +1,174 @@
+#define BOOST_TEST_MODULE device_actor
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/device_actor.hpp"
+#include "runtime/data/batcher.hpp"
+#include "runtime/error.hpp"
+#include "runtime/program_config.hpp"
+
+using namespace syncfac;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct fixture {
+  program_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  device_actor dev;
+
+  fixture() {
+    auto spawned = spawn_device(sys, device_config{"cpu", 2});
+    BOOST_REQUIRE_MESSAGE(spawned, render(spawned.error()));
+    dev = *spawned;
+  }
+
+  ~fixture() {
+    self->send_exit(dev, caf::exit_reason::user_shutdown);
+  }
+
+  /// The answer to a request, or the error it produced.
+  template <class T, class... Ts>
+  caf::expected<T> ask(Ts&&... xs) {
+    caf::expected<T> result{caf::error{}};
+    self->request(dev, 10s, std::forward<Ts>(xs)...)
+      .receive([&](T& x) { result = std::move(x); },
+               [&](caf::error& err) { result = std::move(err); });
+    return result;
+  }
+
+  model_info load(model_spec spec = {}) {
+    auto info = ask<model_info>(load_model_atom::value, spec, uint64_t{7});
+    BOOST_REQUIRE_MESSAGE(info, render(info.error()));
+    return *info;
+  }
+
+  batch fake_batch(int64_t n) {
+    static auto data = make_fake_dataset(256, 3);
+    batch b;
+    slice(data, 0, n, b);
+    return b;
+  }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(device_actor_tests, fixture)
+
+BOOST_AUTO_TEST_CASE(describes_its_backend) {
+  auto info = ask<device_info>(info_atom::value);
+  BOOST_REQUIRE(info);
+  BOOST_TEST(info->backend == "cpu");
+  BOOST_TEST(info->threads == 2);
+}
+
+BOOST_AUTO_TEST_CASE(requests_before_a_model_are_errors) {
+  auto res = ask<step_result>(grads_atom::value, fake_batch(4));
+  BOOST_REQUIRE(!res);
+  BOOST_TEST(render(res.error()).find("no model loaded") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(loads_a_model_and_serves_its_parameters) {
+  auto info = load();
+  BOOST_TEST(info.parameter_count == 14682);
+  auto params = ask<parameter_set>(params_atom::value);
+  BOOST_REQUIRE(params);
+  BOOST_TEST(params->size() == 6u);
+  BOOST_TEST((*params)[0].value == info.initial[0].value);
+  // Write modified parameters, read them back.
+  (*params)[5].value[3] = 0.25f;
+  BOOST_REQUIRE(ask<caf::ok_atom>(params_atom::value, *params));
+  auto again = ask<parameter_set>(params_atom::value);
+  BOOST_TEST((*again)[5].value[3] == 0.25f);
+}
+
+BOOST_AUTO_TEST_CASE(refuses_parameters_of_the_wrong_shape) {
+  auto info = load();
+  auto params = info.initial;
+  params[4].value = tensor{10, 784};
+  auto res = ask<caf::ok_atom>(params_atom::value, params);
+  BOOST_REQUIRE(!res);
+  auto text = render(res.error());
+  BOOST_TEST(text.find("fc4/weights") != std::string::npos);
+  BOOST_TEST(text.find("[10, 784]") != std::string::npos);
+  params = info.initial;
+  params[0].value[0] = NAN;
+  BOOST_TEST(!ask<caf::ok_atom>(params_atom::value, params));
+  // Nothing was applied.
+  auto now = ask<parameter_set>(params_atom::value);
+  BOOST_TEST((*now)[0].value == info.initial[0].value);
+}
+
+BOOST_AUTO_TEST_CASE(computes_gradients_and_evaluates) {
+  load();
+  auto b = fake_batch(16);
+  auto res = ask<step_result>(grads_atom::value, b);
+  BOOST_REQUIRE_MESSAGE(res, render(res.error()));
+  BOOST_TEST(res->count == 16);
+  BOOST_TEST(std::isfinite(res->loss));
+  BOOST_TEST(res->gradients.size() == 6u);
+  auto eval = ask<eval_result>(eval_atom::value, b);
+  BOOST_REQUIRE(eval);
+  BOOST_TEST(eval->count == 16);
+  BOOST_TEST(std::abs(eval->mean_loss() - res->loss) < 1e-4);
+}
+
+BOOST_AUTO_TEST_CASE(trains_only_with_an_optimizer_and_then_improves) {
+  load();
+  auto b = fake_batch(64);
+  BOOST_TEST(!ask<step_result>(train_atom::value, b));
+  optimizer_config opt;
+  opt.kind = optimizer_kind::adam;
+  opt.learning_rate = 1e-3f;
+  BOOST_REQUIRE(ask<caf::ok_atom>(optimizer_atom::value, opt));
+  auto first = ask<step_result>(train_atom::value, b);
+  BOOST_REQUIRE(first);
+  BOOST_TEST(first->gradients.empty());
+  float last = first->loss;
+  for (int i = 0; i < 20; ++i)
+    last = ask<step_result>(train_atom::value, b)->loss;
+  BOOST_TEST(last < first->loss);
+  opt.learning_rate = -1;
+  BOOST_TEST(!ask<caf::ok_atom>(optimizer_atom::value, opt));
+}
+
+BOOST_AUTO_TEST_CASE(runs_raw_gemm_requests) {
+  tensor a{{2, 3}, {1, 2, 3, 4, 5, 6}};
+  tensor b{{2, 2}, {1, 0, 0, 1}};
+  auto c = ask<tensor>(gemm_atom::value, a, true, b, false);
+  BOOST_REQUIRE_MESSAGE(c, render(c.error()));
+  BOOST_TEST(c->shape() == (tensor_shape{3, 2}));
+  BOOST_TEST((*c)[0] == 1.0f);
+  BOOST_TEST((*c)[1] == 4.0f);
+  auto bad = ask<tensor>(gemm_atom::value, a, false, b, false);
+  BOOST_REQUIRE(!bad);
+  BOOST_TEST(render(bad.error()).find("[2, 3]") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(keeps_serving_after_errors_in_order) {
+  load();
+  // A burst of bad and good requests; every one is answered.
+  auto good = fake_batch(8);
+  batch bad = good;
+  bad.labels.pop_back();
+  for (int i = 0; i < 5; ++i) {
+    BOOST_TEST(!ask<eval_result>(eval_atom::value, bad));
+    BOOST_TEST(ask<eval_result>(eval_atom::value, good));
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(unknown_backends_and_bad_configs_are_refused) {
+  program_config cfg;
+  caf::actor_system sys{cfg};
+  auto unknown = spawn_device(sys, device_config{"tpu", 1});
+  BOOST_REQUIRE(!unknown);
+  BOOST_TEST(render(unknown.error()).find("tpu") != std::string::npos);
+  BOOST_TEST(!spawn_device(sys, device_config{"cpu", 0}));
+}

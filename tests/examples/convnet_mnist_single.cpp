@@ -1,0 +1,115 @@
+#define BOOST_TEST_MODULE convnet_mnist_single
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "tests/examples/process.hpp"
+
+using namespace syncfac::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string program = SYNCFAC_BINARY_DIR "/bin/convnet_mnist_single";
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    std::string tmpl = (fs::temp_directory_path() / "syncfac-XXXXXX").string();
+    path = mkdtemp(tmpl.data());
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const {
+    return (path / name).string();
+  }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(loss_falls_on_fake_data) {
+  temp_dir tmp;
+  auto metrics = tmp.file("metrics.jsonl");
+  auto summary = tmp.file("summary.json");
+  auto res = run_program(program + " --fake_data --steps 150 --batch_size 64"
+                         " --optimizer adam --learning_rate 0.001"
+                         " --log_every 25 --threads 2 --metrics " + metrics
+                         + " --summary " + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  BOOST_TEST(res.output.find("global_step: 25 | loss: ") != std::string::npos);
+  auto losses = json_numbers(read_file(metrics), "loss");
+  BOOST_REQUIRE_EQUAL(losses.size(), 6u);
+  BOOST_TEST(losses.back() < 0.5 * losses.front(),
+             "loss fell from " << losses.front() << " to " << losses.back());
+  auto steps = json_numbers(read_file(metrics), "step");
+  BOOST_TEST(steps.back() == 150);
+  auto acc = json_numbers(read_file(summary), "test_accuracy");
+  BOOST_REQUIRE_EQUAL(acc.size(), 1u);
+  BOOST_TEST(acc[0] > 0.5);
+}
+
+BOOST_AUTO_TEST_CASE(reaches_80_percent_on_fashion_mnist) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist")) {
+    BOOST_TEST_MESSAGE("skipped: Debian's dataset-fashion-mnist is not "
+                       "installed (scripts/install-deps.sh installs it)");
+    std::exit(77);
+  }
+  temp_dir tmp;
+  auto metrics = tmp.file("metrics.jsonl");
+  auto res = run_program(program + " --steps 900 --optimizer adam"
+                         " --learning_rate 0.001 --eval_every 450"
+                         " --threads 2 --metrics " + metrics);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto acc = json_numbers(read_file(metrics), "test_accuracy");
+  BOOST_REQUIRE_EQUAL(acc.size(), 2u); // step 450 and the end
+  BOOST_TEST(acc.back() >= 0.80, "test accuracy " << acc.back());
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_is_a_clear_error) {
+  temp_dir tmp;
+  auto missing = run_program(program + " --data_dir " + tmp.file("nope"));
+  BOOST_TEST(missing.exit_code != 0);
+  BOOST_TEST(missing.output.find(tmp.file("nope")) != std::string::npos,
+             missing.output);
+  auto batch = run_program(program + " --fake_data --batch_size 0");
+  BOOST_TEST(batch.exit_code != 0);
+  BOOST_TEST(batch.output.find("batch_size") != std::string::npos,
+             batch.output);
+  auto opt = run_program(program + " --fake_data --optimizer rmsprop");
+  BOOST_TEST(opt.exit_code != 0);
+  BOOST_TEST(opt.output.find("rmsprop") != std::string::npos, opt.output);
+  auto flag = run_program(program + " --no_such_flag=1");
+  BOOST_TEST(flag.exit_code != 0);
+  BOOST_TEST(flag.output.find("no_such_flag") != std::string::npos,
+             flag.output);
+  auto lr = run_program(program + " --fake_data --learning_rate -1");
+  BOOST_TEST(lr.exit_code != 0);
+  BOOST_TEST(lr.output.find("learning_rate") != std::string::npos, lr.output);
+  auto backend = run_program(program + " --fake_data --backend tpu");
+  BOOST_TEST(backend.exit_code != 0);
+  BOOST_TEST(backend.output.find("tpu") != std::string::npos, backend.output);
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_data_files_are_named) {
+  temp_dir tmp;
+  for (auto name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                    "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
+    std::ofstream out{tmp.file(name), std::ios::binary};
+    out << "not an idx file";
+  }
+  auto res = run_program(program + " --data_dir " + tmp.path.string());
+  BOOST_TEST(res.exit_code != 0);
+  BOOST_TEST(res.output.find("train-images-idx3-ubyte") != std::string::npos,
+             res.output);
+}
+
+BOOST_AUTO_TEST_CASE(help_exits_cleanly) {
+  auto res = run_program(program + " --help");
+  BOOST_TEST(res.exit_code == 0);
+  BOOST_TEST(res.output.find("learning_rate") != std::string::npos);
+}

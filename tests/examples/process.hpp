@@ -1,0 +1,54 @@
+#pragma once
+
+// Runs a program of this build as a real child process and captures its
+// combined output and exit status.
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <sys/wait.h>
+
+namespace syncfac::test {
+
+struct process_result {
+  int exit_code = -1;
+  std::string output;
+};
+
+inline process_result run_program(const std::string& command_line) {
+  process_result result;
+  std::string cmd = command_line + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr)
+    return result;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0)
+    result.output.append(buf.data(), n);
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in{path};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Every number that follows `"key": ` in `text`, in order.
+inline std::vector<double> json_numbers(const std::string& text,
+                                        const std::string& key) {
+  std::vector<double> result;
+  auto needle = "\"" + key + "\": ";
+  for (auto pos = text.find(needle); pos != std::string::npos;
+       pos = text.find(needle, pos + 1))
+    result.push_back(std::stod(text.substr(pos + needle.size())));
+  return result;
+}
+
+} // namespace syncfac::test

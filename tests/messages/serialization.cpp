@@ -1,0 +1,159 @@
+#define BOOST_TEST_MODULE serialization
+#include <boost/test/unit_test.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
+#include "messages/device_messages.hpp"
+#include "runtime/error.hpp"
+#include "runtime/optimizer.hpp"
+#include "runtime/program_config.hpp"
+
+using namespace syncfac;
+
+namespace {
+
+struct fixture {
+  program_config cfg;
+  caf::actor_system sys{cfg};
+
+  template <class T>
+  std::vector<char> save(T x) {
+    std::vector<char> buf;
+    caf::binary_serializer sink{sys, buf};
+    auto err = sink(x);
+    BOOST_REQUIRE_MESSAGE(!err, render(err));
+    return buf;
+  }
+
+  template <class T>
+  T round_trip(T x) {
+    auto buf = save(x);
+    T y;
+    caf::binary_deserializer source{sys, buf};
+    auto err = source(y);
+    BOOST_REQUIRE_MESSAGE(!err, render(err));
+    return y;
+  }
+
+  /// Round trip through a type-erased message, as actors exchange them.
+  template <class T>
+  T message_round_trip(T x) {
+    auto msg = caf::make_message(std::move(x));
+    std::vector<char> buf;
+    caf::binary_serializer sink{sys, buf};
+    BOOST_REQUIRE(!sink(msg));
+    caf::message copy;
+    caf::binary_deserializer source{sys, buf};
+    BOOST_REQUIRE(!source(copy));
+    BOOST_REQUIRE(copy.match_element<T>(0));
+    return copy.get_as<T>(0);
+  }
+};
+
+tensor ramp(tensor_shape shape) {
+  tensor t{std::move(shape)};
+  for (int64_t i = 0; i < t.size(); ++i)
+    t[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  return t;
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(serialization_tests, fixture)
+
+BOOST_AUTO_TEST_CASE(tensors_travel_as_one_raw_block) {
+  auto t = ramp({64, 1024});
+  auto buf = save(t);
+  // Shape (a length prefix and 2 int64) plus exactly 4 bytes per value.
+  BOOST_TEST(buf.size() >= 64u * 1024u * 4u);
+  BOOST_TEST(buf.size() <= 64u * 1024u * 4u + 32u);
+  BOOST_TEST(round_trip(t) == t);
+  BOOST_TEST(round_trip(tensor{}) == tensor{});
+  BOOST_TEST(round_trip(tensor{0, 5}) == (tensor{0, 5}));
+}
+
+BOOST_AUTO_TEST_CASE(truncated_or_hostile_tensors_are_refused) {
+  auto buf = save(ramp({10, 10}));
+  buf.resize(buf.size() - 7);
+  tensor y;
+  caf::binary_deserializer source{sys, buf};
+  BOOST_TEST(source(y));
+  // A shape claiming 2^40 values must not be allocated.
+  auto huge = save(tensor_shape{int64_t{1} << 20, int64_t{1} << 20});
+  caf::binary_deserializer hostile{sys, huge};
+  auto err = load_tensor(hostile, y);
+  BOOST_REQUIRE(err);
+  BOOST_TEST(render(err).find("larger than") != std::string::npos);
+  auto negative = save(tensor_shape{4, -2});
+  caf::binary_deserializer neg{sys, negative};
+  BOOST_TEST(load_tensor(neg, y));
+}
+
+BOOST_AUTO_TEST_CASE(every_device_message_round_trips) {
+  batch b;
+  b.images = ramp({2, 3, 3, 1});
+  b.labels = {4, 9};
+  auto b2 = message_round_trip(b);
+  BOOST_TEST(b2.images == b.images);
+  BOOST_TEST(b2.labels == b.labels);
+
+  parameter_set ps{{"conv0/kernel", ramp({5, 5, 1, 16})},
+                   {"conv0/bias", ramp({16})}};
+  auto ps2 = message_round_trip(ps);
+  BOOST_REQUIRE_EQUAL(ps2.size(), 2u);
+  BOOST_TEST(ps2[0].name == "conv0/kernel");
+  BOOST_TEST(ps2[1].value == ps[1].value);
+
+  model_spec spec;
+  spec.arch = model_arch::mlp;
+  spec.init = init_scheme::he;
+  spec.hidden = {3, 4};
+  spec.hidden_activation = activation::sigmoid;
+  auto spec2 = message_round_trip(spec);
+  BOOST_TEST(spec2.arch == model_arch::mlp);
+  BOOST_TEST(spec2.init == init_scheme::he);
+  BOOST_TEST(spec2.hidden == spec.hidden);
+  BOOST_TEST(spec2.hidden_activation == activation::sigmoid);
+
+  auto info2 = message_round_trip(model_info{"convnet", 14682, ps});
+  BOOST_TEST(info2.summary == "convnet");
+  BOOST_TEST(info2.parameter_count == 14682);
+  BOOST_TEST(info2.initial[0].value == ps[0].value);
+
+  optimizer_config opt;
+  opt.kind = optimizer_kind::adam;
+  opt.learning_rate = 0.125f;
+  auto opt2 = message_round_trip(opt);
+  BOOST_TEST(opt2.kind == optimizer_kind::adam);
+  BOOST_TEST(opt2.learning_rate == 0.125f);
+
+  optimizer_slots slots{3, ps, {}};
+  auto slots2 = message_round_trip(slots);
+  BOOST_TEST(slots2.step == 3);
+  BOOST_TEST(slots2.first[0].value == ps[0].value);
+
+  auto step2 = message_round_trip(step_result{1.5f, 3, 4, ps});
+  BOOST_TEST(step2.loss == 1.5f);
+  BOOST_TEST(step2.correct == 3);
+  BOOST_TEST(step2.gradients[1].value == ps[1].value);
+
+  auto eval2 = message_round_trip(eval_result{2.5, 7, 9});
+  BOOST_TEST(eval2.loss_sum == 2.5);
+  BOOST_TEST(eval2.count == 9);
+
+  auto dev2 = message_round_trip(device_info{"cpu", 2});
+  BOOST_TEST(dev2.backend == "cpu");
+  BOOST_TEST(dev2.threads == 2);
+}
+
+BOOST_AUTO_TEST_CASE(errors_round_trip_and_render) {
+  auto err = make_error(ec::shape_mismatch, "dense: [2, 3] vs [4, 5]");
+  auto err2 = round_trip(err);
+  BOOST_TEST(err2 == ec::shape_mismatch);
+  BOOST_TEST(render(err2) == "shape_mismatch: dense: [2, 3] vs [4, 5]");
+  BOOST_TEST(sys.render(err2).find("[4, 5]") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,101 @@
+#define BOOST_TEST_MODULE optimizer
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+
+#include "runtime/error.hpp"
+#include "runtime/optimizer.hpp"
+
+using namespace syncfac;
+
+namespace {
+
+parameter_set one(float value) {
+  return {{"w", tensor{{2}, {value, -value}}}};
+}
+
+optimizer make(optimizer_config cfg) {
+  auto opt = optimizer::make(cfg, one(0));
+  BOOST_REQUIRE_MESSAGE(opt, render(opt.error()));
+  return std::move(*opt);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(sgd_steps_against_the_gradient) {
+  optimizer_config cfg;
+  cfg.kind = optimizer_kind::sgd;
+  cfg.learning_rate = 0.5f;
+  auto opt = make(cfg);
+  auto params = one(1);
+  BOOST_REQUIRE(!opt.apply(params, one(2)));
+  BOOST_TEST(params[0].value[0] == 0.0f);
+  BOOST_TEST(params[0].value[1] == 0.0f);
+}
+
+BOOST_AUTO_TEST_CASE(momentum_accumulates_velocity_as_tf_does) {
+  optimizer_config cfg;
+  cfg.kind = optimizer_kind::momentum;
+  cfg.learning_rate = 0.1f;
+  cfg.momentum = 0.9f;
+  auto opt = make(cfg);
+  auto params = one(0);
+  BOOST_REQUIRE(!opt.apply(params, one(1))); // v = 1
+  BOOST_REQUIRE(!opt.apply(params, one(1))); // v = 1.9
+  BOOST_TEST(std::abs(params[0].value[0] - (-0.1f - 0.19f)) < 1e-6);
+  BOOST_TEST(std::abs(opt.slots().first[0].value[0] - 1.9f) < 1e-6);
+  BOOST_TEST(opt.slots().step == 2);
+}
+
+BOOST_AUTO_TEST_CASE(adam_first_step_is_lr_times_sign) {
+  optimizer_config cfg;
+  cfg.kind = optimizer_kind::adam;
+  cfg.learning_rate = 0.01f;
+  auto opt = make(cfg);
+  auto params = one(0);
+  BOOST_REQUIRE(!opt.apply(params, one(3)));
+  BOOST_TEST(std::abs(params[0].value[0] + 0.01f) < 1e-6);
+  BOOST_TEST(std::abs(params[0].value[1] - 0.01f) < 1e-6);
+  BOOST_REQUIRE(!opt.apply(params, one(3)));
+  BOOST_TEST(std::abs(params[0].value[0] + 0.02f) < 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(mismatched_or_non_finite_gradients_change_nothing) {
+  auto opt = make(optimizer_config{});
+  auto params = one(1);
+  parameter_set wrong{{"w", tensor{{3}, {1, 2, 3}}}};
+  auto err = opt.apply(params, wrong);
+  BOOST_REQUIRE(err);
+  BOOST_TEST(render(err).find("[3]") != std::string::npos);
+  BOOST_TEST(render(err).find("[2]") != std::string::npos);
+  parameter_set renamed{{"v", tensor{{2}, {1, 2}}}};
+  BOOST_TEST(render(opt.apply(params, renamed)).find("'v'") != std::string::npos);
+  auto nan = one(NAN);
+  BOOST_TEST(opt.apply(params, nan) == ec::non_finite);
+  BOOST_TEST(params[0].value[0] == 1.0f);
+  BOOST_TEST(opt.slots().step == 0);
+}
+
+BOOST_AUTO_TEST_CASE(invalid_hyperparameters_are_refused) {
+  optimizer_config cfg;
+  cfg.learning_rate = -1;
+  BOOST_TEST(!optimizer::make(cfg, one(0)));
+  cfg = optimizer_config{};
+  cfg.momentum = 1.0f;
+  BOOST_TEST(!optimizer::make(cfg, one(0)));
+  BOOST_TEST(!parse_optimizer_kind("rmsprop"));
+  BOOST_TEST(*parse_optimizer_kind("adam") == optimizer_kind::adam);
+}
+
+BOOST_AUTO_TEST_CASE(slots_restore_round_trip) {
+  auto opt = make(optimizer_config{});
+  auto params = one(0);
+  BOOST_REQUIRE(!opt.apply(params, one(1)));
+  auto saved = opt.slots();
+  auto other = make(optimizer_config{});
+  BOOST_REQUIRE(!other.restore(saved));
+  BOOST_TEST(other.slots().step == 1);
+  optimizer_slots wrong;
+  wrong.first = {{"w", tensor{{5}}}};
+  BOOST_TEST(other.restore(wrong));
+}
