@@ -1,0 +1,68 @@
+#pragma once
+
+// An in-memory image classification set. Pixels stay bytes (NHWC) and are
+// scaled to floats per batch: Fashion-MNIST's 60000 training images take
+// 47 MB this way instead of 188 MB, which keeps a worker's peak RSS far below
+// the ~500 MiB of the PyTorch baseline.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+namespace syncfac {
+
+#ifdef SYNCFAC_DEFAULT_DATA_DIR
+constexpr const char* default_mnist_dir = SYNCFAC_DEFAULT_DATA_DIR;
+#else
+constexpr const char* default_mnist_dir = "/usr/share/datasets/fashion-mnist";
+#endif
+
+struct dataset {
+  int64_t count = 0;
+  int64_t height = 0;
+  int64_t width = 0;
+  int64_t channels = 1;
+  int64_t num_classes = 10;
+  /// count x height x width x channels bytes, NHWC.
+  std::vector<uint8_t> pixels;
+  /// count labels in [0, num_classes).
+  std::vector<uint8_t> labels;
+  /// Where the examples came from (a path, or "fake data (seed 7)"), for
+  /// messages.
+  std::string source;
+
+  /// Bytes per example: height * width * channels.
+  int64_t example_size() const noexcept {
+    return height * width * channels;
+  }
+
+  /// The first pixel of example i.
+  const uint8_t* image(int64_t i) const noexcept {
+    return pixels.data() + i * example_size();
+  }
+};
+
+enum class split : uint8_t { train, test };
+
+/// "train" / "test".
+const char* to_string(split x) noexcept;
+
+/// Loads an (Fashion-)MNIST split from `dir`: train-images-idx3-ubyte and
+/// train-labels-idx1-ubyte (or the t10k-* pair for the test split), each
+/// either gzip-compressed with a .gz suffix or plain. Images must be rank 3
+/// [N, H, W], labels rank 1 [N] with the same N and values below 10.
+/// A missing directory or file is ec::io_error; a malformed one ec::bad_data.
+caf::expected<dataset> load_mnist(const std::string& dir, split which);
+
+/// A synthetic, deterministic stand-in for Fashion-MNIST (the seeds'
+/// use_fake_data): `count` 28x28x1 images in 10 classes, each a class
+/// prototype plus per-example noise. The prototypes are the same for every
+/// seed, so a model trained on one seed's examples is meaningfully evaluated
+/// on another's; the seed picks the examples. Same (count, seed) gives
+/// identical bytes on every platform. count >= 0 (throws
+/// std::invalid_argument otherwise: a programming error).
+dataset make_fake_dataset(int64_t count, uint64_t seed);
+
+} // namespace syncfac
