@@ -9,6 +9,7 @@
 #include "actors/device_actor.hpp"
 #include "runtime/data/batcher.hpp"
 #include "runtime/error.hpp"
+#include "tests/helpers.hpp"
 #include "runtime/program_config.hpp"
 
 using namespace syncfac;
@@ -24,7 +25,7 @@ struct fixture {
 
   fixture() {
     auto spawned = spawn_device(sys, device_config{"cpu", 2});
-    BOOST_REQUIRE_MESSAGE(spawned, render(spawned.error()));
+    BOOST_REQUIRE_MESSAGE(spawned, test::why(spawned));
     dev = *spawned;
   }
 
@@ -44,7 +45,7 @@ struct fixture {
 
   model_info load(model_spec spec = {}) {
     auto info = ask<model_info>(load_model_atom::value, spec, uint64_t{7});
-    BOOST_REQUIRE_MESSAGE(info, render(info.error()));
+    BOOST_REQUIRE_MESSAGE(info, test::why(info));
     return *info;
   }
 
@@ -108,7 +109,7 @@ BOOST_AUTO_TEST_CASE(computes_gradients_and_evaluates) {
   load();
   auto b = fake_batch(16);
   auto res = ask<step_result>(grads_atom::value, b);
-  BOOST_REQUIRE_MESSAGE(res, render(res.error()));
+  BOOST_REQUIRE_MESSAGE(res, test::why(res));
   BOOST_TEST(res->count == 16);
   BOOST_TEST(std::isfinite(res->loss));
   BOOST_TEST(res->gradients.size() == 6u);
@@ -141,7 +142,7 @@ BOOST_AUTO_TEST_CASE(runs_raw_gemm_requests) {
   tensor a{{2, 3}, {1, 2, 3, 4, 5, 6}};
   tensor b{{2, 2}, {1, 0, 0, 1}};
   auto c = ask<tensor>(gemm_atom::value, a, true, b, false);
-  BOOST_REQUIRE_MESSAGE(c, render(c.error()));
+  BOOST_REQUIRE_MESSAGE(c, test::why(c));
   BOOST_TEST(c->shape() == (tensor_shape{3, 2}));
   BOOST_TEST((*c)[0] == 1.0f);
   BOOST_TEST((*c)[1] == 4.0f);

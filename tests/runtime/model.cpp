@@ -6,6 +6,7 @@
 
 #include "kernels/backend.hpp"
 #include "runtime/error.hpp"
+#include "tests/helpers.hpp"
 #include "runtime/model.hpp"
 
 using namespace syncfac;
@@ -14,7 +15,7 @@ namespace {
 
 std::unique_ptr<model> make_model(model_spec spec, uint64_t seed = 3) {
   auto m = model::make(spec, seed);
-  BOOST_REQUIRE_MESSAGE(m, render(m.error()));
+  BOOST_REQUIRE_MESSAGE(m, test::why(m));
   return std::move(*m);
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "runtime/error.hpp"
+#include "tests/helpers.hpp"
 #include "runtime/optimizer.hpp"
 
 using namespace syncfac;
@@ -16,7 +17,7 @@ parameter_set one(float value) {
 
 optimizer make(optimizer_config cfg) {
   auto opt = optimizer::make(cfg, one(0));
-  BOOST_REQUIRE_MESSAGE(opt, render(opt.error()));
+  BOOST_REQUIRE_MESSAGE(opt, test::why(opt));
   return std::move(*opt);
 }
 
