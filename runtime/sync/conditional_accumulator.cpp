@@ -1,0 +1,149 @@
+#include "runtime/sync/conditional_accumulator.hpp"
+
+#include <cmath>
+#include <utility>
+
+#include <Eigen/Core>
+
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+bool operator==(const accumulator_stats& x, const accumulator_stats& y) {
+  return x.variable == y.variable && x.accepted == y.accepted
+         && x.dropped_stale == y.dropped_stale && x.refused == y.refused
+         && x.global_step == y.global_step;
+}
+
+// -- accumulator_ledger -------------------------------------------------------
+
+accumulator_ledger::accumulator_ledger(std::string variable)
+  : variable_(std::move(variable)) {
+}
+
+accumulator_stats accumulator_ledger::stats() const {
+  return {variable_, accepted_, dropped_stale_, refused_, global_step_};
+}
+
+caf::error accumulator_ledger::refuse(caf::error err) {
+  ++refused_;
+  return err;
+}
+
+bool accumulator_ledger::admit(int64_t local_step) {
+  if (local_step < global_step_) {
+    ++dropped_stale_;
+    return false;
+  }
+  ++count_;
+  ++accepted_;
+  return true;
+}
+
+caf::error accumulator_ledger::check_take(int64_t n) const {
+  if (n <= 0)
+    return make_error(ec::invalid_argument,
+                      context("take needs a positive number of gradients, got "
+                              + std::to_string(n)));
+  if (count_ < n)
+    return make_error(ec::invalid_argument,
+                      context("not ready: " + std::to_string(count_) + " of "
+                              + std::to_string(n) + " gradients"));
+  return caf::none;
+}
+
+void accumulator_ledger::close_round() {
+  count_ = 0;
+  ++global_step_;
+}
+
+std::string accumulator_ledger::context(const std::string& what) const {
+  return "variable '" + variable_ + "': " + what;
+}
+
+// -- helpers ------------------------------------------------------------------
+
+namespace detail {
+
+int64_t first_non_finite(const float* xs, int64_t n) noexcept {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(xs[i]))
+      return i;
+  return n;
+}
+
+std::string describe(const tensor& x) {
+  auto result = x.shape_string();
+  if (x.size() != element_count(x.shape()))
+    result += " with " + std::to_string(x.size()) + " values";
+  return result;
+}
+
+bool has_shape(const tensor& x, const tensor_shape& shape) noexcept {
+  return x.shape() == shape && x.size() == element_count(shape);
+}
+
+} // namespace detail
+
+namespace {
+
+using array_map = Eigen::Map<Eigen::ArrayXf>;
+using const_array_map = Eigen::Map<const Eigen::ArrayXf>;
+
+array_map as_array(tensor& x) {
+  return {x.data(), static_cast<Eigen::Index>(x.size())};
+}
+
+const_array_map as_array(const tensor& x) {
+  return {x.data(), static_cast<Eigen::Index>(x.size())};
+}
+
+} // namespace
+
+// -- conditional_accumulator --------------------------------------------------
+
+conditional_accumulator::conditional_accumulator(std::string variable,
+                                                 tensor_shape shape)
+  : accumulator_ledger(std::move(variable)),
+    shape_(std::move(shape)),
+    sum_(shape_) {
+}
+
+caf::error conditional_accumulator::validate(const tensor& grad) const {
+  if (!detail::has_shape(grad, shape_))
+    return make_error(ec::shape_mismatch,
+                      context("gradient has shape " + detail::describe(grad)
+                              + ", expected " + to_string(shape_)));
+  if (!grad.all_finite()) {
+    auto at = detail::first_non_finite(grad.data(), grad.size());
+    return make_error(ec::non_finite,
+                      context("gradient holds NaN or Inf (first at element "
+                              + std::to_string(at) + ")"));
+  }
+  return caf::none;
+}
+
+caf::expected<bool> conditional_accumulator::apply(int64_t local_step,
+                                                   const tensor& grad) {
+  // Validated before the staleness rule (TF checks fresh gradients only):
+  // a malformed push is a bug of its sender, worth reporting even late.
+  if (auto err = validate(grad))
+    return refuse(std::move(err));
+  if (!admit(local_step))
+    return false;
+  as_array(sum_) += as_array(grad);
+  return true;
+}
+
+caf::expected<tensor> conditional_accumulator::take(int64_t n) {
+  if (auto err = check_take(n))
+    return err;
+  // Divides (rather than multiplying by 1/count) to match TF's numbers.
+  as_array(sum_) /= static_cast<float>(count());
+  tensor average = std::move(sum_);
+  sum_ = tensor{shape_};
+  close_round();
+  return average;
+}
+
+} // namespace syncfac
