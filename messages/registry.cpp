@@ -4,6 +4,7 @@
 #include "messages/device_messages.hpp"
 #include "runtime/error.hpp"
 #include "runtime/optimizer.hpp"
+#include "runtime/sync/sparse_accumulator.hpp"
 
 namespace syncfac {
 
@@ -21,6 +22,8 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<step_result>("syncfac::step_result");
   cfg.add_message_type<eval_result>("syncfac::eval_result");
   cfg.add_message_type<device_info>("syncfac::device_info");
+  cfg.add_message_type<accumulator_stats>("syncfac::accumulator_stats");
+  cfg.add_message_type<sparse_gradient>("syncfac::sparse_gradient");
   cfg.add_message_type<device_actor>("syncfac::device_actor");
   cfg.add_error_category(error_category,
                          [](uint8_t code, caf::atom_value,
