@@ -1,0 +1,290 @@
+// Times the CPU kernels at the shapes of the seeds' ConvNet (batch 128) and
+// plain GEMMs, for 1 and 2 threads, printing ms and effective GFLOP/s
+// (2 * M * N * K per GEMM-equivalent), then a full ConvNet training step.
+//
+//   build/bin/bench_kernels [--threads 1,2] [--seconds 0.5]
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "runtime/error.hpp"
+
+using namespace syncfac;
+
+namespace {
+
+struct options {
+  std::vector<int> threads{1, 2};
+  double seconds = 0.5; // per measurement
+};
+
+options parse(int argc, char** argv) {
+  options opt;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--seconds") == 0) {
+      opt.seconds = std::atof(argv[i + 1]);
+    } else if (std::strcmp(argv[i], "--threads") == 0) {
+      opt.threads.clear();
+      for (char* tok = std::strtok(argv[i + 1], ","); tok != nullptr;
+           tok = std::strtok(nullptr, ","))
+        opt.threads.push_back(std::atoi(tok));
+    } else {
+      std::fprintf(stderr, "unknown option %s\n", argv[i]);
+      std::exit(2);
+    }
+  }
+  return opt;
+}
+
+void ok(const caf::error& err) {
+  if (err) {
+    std::fprintf(stderr, "kernel failed: %s\n", render(err).c_str());
+    std::exit(1);
+  }
+}
+
+struct timing {
+  double best_ms;
+  double median_ms;
+};
+
+// Runs f repeatedly for about `seconds` after a warm-up and reports the best
+// and the median of the per-call times; the machine is shared, so the best
+// is the figure least disturbed by neighbours.
+timing measure(const std::function<void()>& f, double seconds) {
+  using clock = std::chrono::steady_clock;
+  f();
+  f();
+  std::vector<double> samples;
+  auto start = clock::now();
+  do {
+    auto t0 = clock::now();
+    f();
+    auto t1 = clock::now();
+    samples.push_back(std::chrono::duration<double, std::milli>(t1 - t0)
+                        .count());
+  } while (std::chrono::duration<double>(clock::now() - start).count()
+             < seconds
+           || samples.size() < 5);
+  std::sort(samples.begin(), samples.end());
+  return {samples.front(), samples[samples.size() / 2]};
+}
+
+void report(const std::string& what, int threads, timing t, double flops) {
+  std::printf("%-44s threads=%d  best %8.3f ms  median %8.3f ms", what.c_str(),
+              threads, t.best_ms, t.median_ms);
+  if (flops > 0)
+    std::printf("  %6.1f GFLOP/s", flops / (t.best_ms * 1e-3) * 1e-9);
+  std::printf("\n");
+}
+
+tensor random_tensor(const tensor_shape& shape, std::mt19937& rng,
+                     float scale) {
+  tensor t(shape);
+  std::normal_distribution<float> dist(0.0f, scale);
+  for (auto& v : t.values())
+    v = dist(rng);
+  return t;
+}
+
+conv2d_geometry conv_geometry(const tensor_shape& in, const tensor_shape& k) {
+  auto g = conv2d_geometry::make(in, k, 1, 1, padding::same);
+  if (!g) {
+    std::fprintf(stderr, "%s\n", render(g.error()).c_str());
+    std::exit(1);
+  }
+  return *g;
+}
+
+double conv_flops(const conv2d_geometry& g) {
+  return 2.0 * static_cast<double>(g.batch * g.locations())
+         * static_cast<double>(g.patch_size()) * static_cast<double>(g.out_c);
+}
+
+// Returns the best GFLOP/s of the forward pass.
+void bench_conv(backend& dev, const std::string& name,
+                const conv2d_geometry& g, double seconds, bool with_dx) {
+  std::mt19937 rng(7);
+  auto x = random_tensor(g.input_shape(), rng, 1.0f);
+  auto w = random_tensor(g.kernel_shape(), rng, 0.1f);
+  auto b = random_tensor({g.out_c}, rng, 0.1f);
+  auto dy = random_tensor(g.output_shape(), rng, 1.0f);
+  tensor y, ds, dw, db, dx;
+  auto act = activation::relu;
+  auto fwd = measure([&] { ok(dev.conv2d_forward(g, x, w, b, act, y)); },
+                     seconds);
+  report("conv2d fwd " + name, dev.threads(), fwd, conv_flops(g));
+  auto bwd = measure(
+    [&] {
+      ok(dev.conv2d_backward(g, x, w, y, dy, act, ds, dw, db,
+                             with_dx ? &dx : nullptr));
+    },
+    seconds);
+  report("conv2d bwd " + name + (with_dx ? " (dw+dx)" : " (dw only)"),
+         dev.threads(), bwd, conv_flops(g) * (with_dx ? 2 : 1));
+}
+
+double bench_gemm(backend& dev, int64_t m, int64_t n, int64_t k,
+                  double seconds) {
+  std::mt19937 rng(8);
+  auto a = random_tensor({m, k}, rng, 1.0f);
+  auto b = random_tensor({k, n}, rng, 1.0f);
+  tensor c;
+  auto t = measure([&] { ok(dev.gemm(a, false, b, false, 1, 0, c)); },
+                   seconds);
+  double flops = 2.0 * static_cast<double>(m * n * k);
+  report("gemm " + std::to_string(m) + "x" + std::to_string(n) + "x"
+           + std::to_string(k),
+         dev.threads(), t, flops);
+  return flops / (t.best_ms * 1e-3) * 1e-9;
+}
+
+// The seeds' ConvNet: conv 5x5x16 SAME + relu, maxpool 3x3/2 SAME, conv
+// 5x5x16 SAME + relu, maxpool 3x3/2 SAME, dense 784 -> 10, softmax xent.
+struct convnet {
+  conv2d_geometry g1, g2;
+  pool2d_geometry p1, p2;
+  tensor x, w1, b1, w2, b2, w3, b3;
+  label_vector labels;
+  // activations and gradients, reused across steps
+  tensor a1, h1, a2, h2, logits, probs, dlogits;
+  tensor ds3, dw3, db3, dh2, da2, ds2, dw2, db2, dh1, da1, ds1, dw1, db1;
+  std::vector<int32_t> arg1, arg2;
+  float loss = 0;
+
+  explicit convnet(int64_t batch) {
+    std::mt19937 rng(9);
+    g1 = conv_geometry({batch, 28, 28, 1}, {5, 5, 1, 16});
+    p1 = *pool2d_geometry::make(g1.output_shape(), 3, 3, 2, 2,
+                                padding::same);
+    g2 = conv_geometry(p1.output_shape(), {5, 5, 16, 16});
+    p2 = *pool2d_geometry::make(g2.output_shape(), 3, 3, 2, 2,
+                                padding::same);
+    x = random_tensor(g1.input_shape(), rng, 1.0f);
+    w1 = random_tensor(g1.kernel_shape(), rng, 0.28f);
+    b1 = tensor({16});
+    w2 = random_tensor(g2.kernel_shape(), rng, 0.07f);
+    b2 = tensor({16});
+    w3 = random_tensor({784, 10}, rng, 0.05f);
+    b3 = tensor({10});
+    std::uniform_int_distribution<int32_t> label(0, 9);
+    for (int64_t i = 0; i < batch; ++i)
+      labels.push_back(label(rng));
+  }
+
+  // Calls f(name, op) for each op of one step, in order.
+  template <class F>
+  void for_each_op(backend& dev, float lr, F&& f) {
+    auto relu = activation::relu;
+    f("conv1 fwd", [&] { ok(dev.conv2d_forward(g1, x, w1, b1, relu, a1)); });
+    f("pool1 fwd", [&] { ok(dev.max_pool_forward(p1, a1, h1, arg1)); });
+    f("conv2 fwd", [&] { ok(dev.conv2d_forward(g2, h1, w2, b2, relu, a2)); });
+    f("pool2 fwd", [&] { ok(dev.max_pool_forward(p2, a2, h2, arg2)); });
+    f("dense fwd", [&] {
+      h2.reshape({p2.batch, 784});
+      ok(dev.dense_forward(h2, w3, b3, activation::identity, logits));
+    });
+    f("softmax fwd+bwd", [&] {
+      ok(dev.softmax_xent_forward(logits, labels, probs, loss));
+      ok(dev.softmax_xent_backward(probs, labels, dlogits));
+    });
+    f("dense bwd", [&] {
+      ok(dev.dense_backward(h2, w3, logits, dlogits, activation::identity,
+                            ds3, dw3, db3, &dh2));
+      dh2.reshape(p2.output_shape());
+    });
+    f("pool2 bwd", [&] { ok(dev.max_pool_backward(p2, dh2, arg2, da2)); });
+    f("conv2 bwd", [&] {
+      ok(dev.conv2d_backward(g2, h1, w2, a2, da2, relu, ds2, dw2, db2, &dh1));
+    });
+    f("pool1 bwd", [&] { ok(dev.max_pool_backward(p1, dh1, arg1, da1)); });
+    f("conv1 bwd", [&] {
+      ok(dev.conv2d_backward(g1, x, w1, a1, da1, relu, ds1, dw1, db1,
+                             nullptr));
+    });
+    f("sgd", [&] {
+      for (auto [p, d] : {std::pair{&w1, &dw1}, {&b1, &db1}, {&w2, &dw2},
+                          {&b2, &db2}, {&w3, &dw3}, {&b3, &db3}})
+        for (int64_t i = 0; i < p->size(); ++i)
+          (*p)[i] -= lr * (*d)[i];
+    });
+  }
+
+  void step(backend& dev, float lr) {
+    for_each_op(dev, lr, [](const char*, auto&& op) { op(); });
+  }
+
+  // Per-op best times over `steps` steps.
+  void breakdown(backend& dev, int steps) {
+    std::vector<std::pair<std::string, double>> best;
+    for (int s = 0; s < steps; ++s) {
+      size_t i = 0;
+      for_each_op(dev, 0.01f, [&](const char* name, auto&& op) {
+        auto t0 = std::chrono::steady_clock::now();
+        op();
+        auto t1 = std::chrono::steady_clock::now();
+        double ms
+          = std::chrono::duration<double, std::milli>(t1 - t0).count();
+        if (best.size() <= i)
+          best.emplace_back(name, ms);
+        best[i].second = std::min(best[i].second, ms);
+        ++i;
+      });
+    }
+    double sum = 0;
+    std::printf("  per op (best of %d):", steps);
+    for (auto& [name, ms] : best) {
+      std::printf(" %s %.2f,", name.c_str(), ms);
+      sum += ms;
+    }
+    std::printf(" sum %.2f ms\n", sum);
+  }
+
+  double flops() const {
+    // forward convs + dense, backward dw for all, dx for conv2 and dense
+    double dense = 2.0 * static_cast<double>(p2.batch) * 784 * 10;
+    return 2 * conv_flops(g1) + 3 * conv_flops(g2) + 3 * dense;
+  }
+};
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto opt = parse(argc, argv);
+  const int64_t batch = 128;
+  auto g1 = conv_geometry({batch, 28, 28, 1}, {5, 5, 1, 16});
+  auto g2 = conv_geometry({batch, 14, 14, 16}, {5, 5, 16, 16});
+  std::printf("syncfac kernel bench, batch %lld, best-of-%.1fs timings\n\n",
+              static_cast<long long>(batch), opt.seconds);
+  for (int threads : opt.threads) {
+    auto dev = make_cpu_backend(threads);
+    bench_conv(*dev, "conv1 [128,28,28,1]*[5,5,1,16]", g1, opt.seconds,
+               false);
+    bench_conv(*dev, "conv1 [128,28,28,1]*[5,5,1,16]", g1, opt.seconds,
+               true);
+    bench_conv(*dev, "conv2 [128,14,14,16]*[5,5,16,16]", g2, opt.seconds,
+               true);
+    double peak = 0;
+    for (int64_t n : {256, 512, 1024})
+      peak = std::max(peak, bench_gemm(*dev, n, n, n, opt.seconds));
+    bench_gemm(*dev, 128, 10, 784, opt.seconds);
+    convnet net(batch);
+    auto t = measure([&] { net.step(*dev, 0.01f); }, 2 * opt.seconds);
+    report("convnet step (fwd+bwd+sgd, batch 128)", threads, t, net.flops());
+    std::printf("  -> %.1f%% of the best Eigen SGEMM rate (%.1f GFLOP/s), "
+                "loss %.3f\n",
+                100.0 * net.flops() / (t.best_ms * 1e-3) * 1e-9 / peak, peak,
+                net.loss);
+    net.breakdown(*dev, 20);
+    std::printf("\n");
+  }
+  return 0;
+}

@@ -1,0 +1,91 @@
+#pragma once
+
+// The CPU backend: Eigen for plain GEMMs, hand-written AVX2 micro-kernels
+// for convolutions, OpenMP over tiles of images.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+
+namespace syncfac::cpu {
+
+/// Buffers reused across calls so that steady-state steps allocate nothing.
+struct conv_workspace {
+  std::vector<float> w_packed;     // [K, opad], zero columns past out_c
+  std::vector<float> w_transposed; // [out_c, K + pad], for the input grad
+  std::vector<float> bias;         // [opad]
+  std::vector<int64_t> row_offsets; // one tile's output rows -> first tap
+  std::vector<int64_t> tap_offsets; // patch index k -> offset from first tap
+  std::vector<float> dw_partials;   // [chunks, K, opad]
+  std::vector<float> db_partials;   // [chunks, opad]
+  std::vector<std::vector<float>> padded;   // per thread: padded x tile
+  std::vector<std::vector<float>> dpadded;  // per thread: padded dx tile
+  std::vector<std::vector<float>> ds_tile;  // per thread: ds before streaming
+};
+
+class cpu_backend final : public backend {
+public:
+  explicit cpu_backend(int threads);
+
+  std::string name() const override;
+  int threads() const override;
+
+  caf::error gemm(const tensor& a, bool trans_a, const tensor& b,
+                  bool trans_b, float alpha, float beta,
+                  tensor& c) override;
+
+  caf::error dense_forward(const tensor& x, const tensor& w, const tensor& b,
+                           activation act, tensor& y) override;
+
+  caf::error dense_backward(const tensor& x, const tensor& w,
+                            const tensor& y, const tensor& dy,
+                            activation act, tensor& ds, tensor& dw,
+                            tensor& db, tensor* dx) override;
+
+  caf::error conv2d_forward(const conv2d_geometry& g, const tensor& x,
+                            const tensor& w, const tensor& b, activation act,
+                            tensor& y) override;
+
+  caf::error conv2d_backward(const conv2d_geometry& g, const tensor& x,
+                             const tensor& w, const tensor& y,
+                             const tensor& dy, activation act, tensor& ds,
+                             tensor& dw, tensor& db, tensor* dx) override;
+
+  caf::error activation_forward(activation act, const tensor& x,
+                                tensor& y) override;
+
+  caf::error activation_backward(activation act, const tensor& y,
+                                 const tensor& dy, tensor& dx) override;
+
+  caf::error max_pool_forward(const pool2d_geometry& g, const tensor& x,
+                              tensor& y,
+                              std::vector<int32_t>& argmax) override;
+
+  caf::error max_pool_backward(const pool2d_geometry& g, const tensor& dy,
+                               const std::vector<int32_t>& argmax,
+                               tensor& dx) override;
+
+  caf::error softmax_xent_forward(const tensor& logits,
+                                  const label_vector& labels, tensor& probs,
+                                  float& loss) override;
+
+  caf::error softmax_xent_backward(const tensor& probs,
+                                   const label_vector& labels,
+                                   tensor& dlogits) override;
+
+  caf::expected<int64_t> count_correct(const tensor& logits,
+                                       const label_vector& labels) override;
+
+private:
+  int threads_;
+  conv_workspace conv_;
+  tensor alias_a_; // copies of gemm inputs that alias the output
+  tensor alias_b_;
+  std::vector<double> row_losses_;
+  std::vector<int64_t> bad_pool_index_; // per image, -1 when all fit
+  std::vector<std::vector<float>> pool_image_; // per thread: one dx image
+};
+
+} // namespace syncfac::cpu

@@ -1,0 +1,107 @@
+// Softmax cross-entropy and accuracy over [N, K] logits.
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/cpu/checks.hpp"
+#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/cpu/parallel.hpp"
+
+namespace syncfac::cpu {
+
+namespace {
+
+// Rows per parallel part; classifier heads are small, so most calls run on
+// the calling thread.
+constexpr int64_t min_elements_per_part = int64_t{1} << 15;
+
+template <class F>
+void for_row_parts(int threads, int64_t rows, int64_t cols, F&& f) {
+  auto parts = std::clamp<int64_t>(rows * cols / min_elements_per_part, 1,
+                                   threads);
+  parts = std::min(parts, std::max<int64_t>(rows, 1));
+  parallel_for(static_cast<int>(parts), parts,
+               [&](int64_t i, int) { f(split(rows, parts, i)); });
+}
+
+// Writes softmax(x) to p and returns -log softmax(x)[label], shifting by
+// the row maximum so that exp never overflows.
+double softmax_row(const float* x, int64_t K, int32_t label, float* p) {
+  float mx = *std::max_element(x, x + K);
+  double sum = 0.0;
+  for (int64_t k = 0; k < K; ++k) {
+    p[k] = std::exp(x[k] - mx);
+    sum += p[k];
+  }
+  auto inv = static_cast<float>(1.0 / sum);
+  for (int64_t k = 0; k < K; ++k)
+    p[k] *= inv;
+  return std::log(sum) - static_cast<double>(x[label] - mx);
+}
+
+} // namespace
+
+caf::error cpu_backend::softmax_xent_forward(const tensor& logits,
+                                             const label_vector& labels,
+                                             tensor& probs, float& loss) {
+  if (auto err = check_labels("softmax_xent_forward", "logits",
+                              logits.shape(), labels))
+    return err;
+  auto N = logits.dim(0);
+  auto K = logits.dim(1);
+  probs.resize(logits.shape());
+  row_losses_.resize(static_cast<size_t>(N));
+  for_row_parts(threads_, N, K, [&](range rows) {
+    for (auto r = rows.begin; r < rows.end; ++r)
+      row_losses_[static_cast<size_t>(r)]
+        = softmax_row(logits.data() + r * K, K, labels[static_cast<size_t>(r)],
+                      probs.data() + r * K);
+  });
+  // Summed in row order: the same loss for any thread count.
+  auto total = std::accumulate(row_losses_.begin(), row_losses_.end(), 0.0);
+  loss = N > 0 ? static_cast<float>(total / static_cast<double>(N)) : 0.0f;
+  return caf::none;
+}
+
+caf::error cpu_backend::softmax_xent_backward(const tensor& probs,
+                                              const label_vector& labels,
+                                              tensor& dlogits) {
+  if (auto err = check_labels("softmax_xent_backward", "probs", probs.shape(),
+                              labels))
+    return err;
+  auto N = probs.dim(0);
+  auto K = probs.dim(1);
+  dlogits.resize(probs.shape());
+  auto scale = N > 0 ? 1.0f / static_cast<float>(N) : 0.0f;
+  for_row_parts(threads_, N, K, [&](range rows) {
+    for (auto r = rows.begin; r < rows.end; ++r) {
+      const float* p = probs.data() + r * K;
+      float* d = dlogits.data() + r * K;
+      for (int64_t k = 0; k < K; ++k)
+        d[k] = p[k] * scale;
+      d[labels[static_cast<size_t>(r)]] -= scale;
+    }
+  });
+  return caf::none;
+}
+
+caf::expected<int64_t>
+cpu_backend::count_correct(const tensor& logits, const label_vector& labels) {
+  if (auto err = check_labels("count_correct", "logits", logits.shape(),
+                              labels))
+    return err;
+  auto N = logits.dim(0);
+  auto K = logits.dim(1);
+  int64_t correct = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    const float* x = logits.data() + r * K;
+    // The first maximum wins ties, as in argmax.
+    auto best = std::max_element(x, x + K) - x;
+    if (best == labels[static_cast<size_t>(r)])
+      ++correct;
+  }
+  return correct;
+}
+
+} // namespace syncfac::cpu

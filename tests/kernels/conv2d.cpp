@@ -1,0 +1,310 @@
+#define BOOST_TEST_MODULE kernels_conv2d
+#include <boost/test/unit_test.hpp>
+
+#include <sstream>
+
+#include "tests/kernels/kernel_test_utils.hpp"
+
+using namespace syncfac;
+using namespace syncfac::test;
+
+namespace {
+
+struct conv_case {
+  int64_t n, h, w, c, kh, kw, o, sh, sw;
+  padding pad;
+
+  std::string str() const {
+    std::ostringstream os;
+    os << "x[" << n << "," << h << "," << w << "," << c << "] k[" << kh
+       << "," << kw << "," << o << "] s" << sh << "x" << sw << " "
+       << to_string(pad);
+    return os.str();
+  }
+};
+
+conv2d_geometry geometry(const conv_case& cc) {
+  auto g = conv2d_geometry::make({cc.n, cc.h, cc.w, cc.c},
+                                 {cc.kh, cc.kw, cc.c, cc.o}, cc.sh, cc.sw,
+                                 cc.pad);
+  BOOST_REQUIRE(g);
+  return *g;
+}
+
+// Calls f(n, oh, ow, kh, kw, x_index, y_index_base) for every in-range tap.
+template <class F>
+void for_each_tap(const conv2d_geometry& g, F f) {
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t oh = 0; oh < g.out_h; ++oh)
+      for (int64_t ow = 0; ow < g.out_w; ++ow)
+        for (int64_t kh = 0; kh < g.k_h; ++kh)
+          for (int64_t kw = 0; kw < g.k_w; ++kw) {
+            auto ih = oh * g.stride_h + kh - g.pad_top;
+            auto iw = ow * g.stride_w + kw - g.pad_left;
+            if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w)
+              continue;
+            auto xi = ((n * g.in_h + ih) * g.in_w + iw) * g.in_c;
+            auto yi = ((n * g.out_h + oh) * g.out_w + ow) * g.out_c;
+            auto wi = (kh * g.k_w + kw) * g.in_c * g.out_c;
+            f(xi, yi, wi);
+          }
+}
+
+tensor naive_forward(const conv2d_geometry& g, const tensor& x,
+                     const tensor& w, const tensor& b, activation act) {
+  std::vector<double> s(static_cast<size_t>(element_count(g.output_shape())));
+  for_each_tap(g, [&](int64_t xi, int64_t yi, int64_t wi) {
+    for (int64_t c = 0; c < g.in_c; ++c)
+      for (int64_t o = 0; o < g.out_c; ++o)
+        s[static_cast<size_t>(yi + o)]
+          += double{x[xi + c]} * double{w[wi + c * g.out_c + o]};
+  });
+  tensor y(g.output_shape());
+  for (int64_t i = 0; i < y.size(); ++i)
+    y[i] = static_cast<float>(
+      act_ref(act, s[static_cast<size_t>(i)] + double{b[i % g.out_c]}));
+  return y;
+}
+
+struct grads {
+  tensor dx, dw, db;
+};
+
+grads naive_backward(const conv2d_geometry& g, const tensor& x,
+                     const tensor& w, const tensor& ds) {
+  std::vector<double> dx(static_cast<size_t>(x.size()));
+  std::vector<double> dw(static_cast<size_t>(w.size()));
+  std::vector<double> db(static_cast<size_t>(g.out_c));
+  for_each_tap(g, [&](int64_t xi, int64_t yi, int64_t wi) {
+    for (int64_t c = 0; c < g.in_c; ++c)
+      for (int64_t o = 0; o < g.out_c; ++o) {
+        auto d = double{ds[yi + o]};
+        dx[static_cast<size_t>(xi + c)] += d * w[wi + c * g.out_c + o];
+        dw[static_cast<size_t>(wi + c * g.out_c + o)] += d * x[xi + c];
+      }
+  });
+  for (int64_t i = 0; i < ds.size(); ++i)
+    db[static_cast<size_t>(i % g.out_c)] += ds[i];
+  auto to_tensor = [](const tensor_shape& shape,
+                      const std::vector<double>& v) {
+    return tensor(shape, std::vector<float>(v.begin(), v.end()));
+  };
+  return {to_tensor(x.shape(), dx), to_tensor(w.shape(), dw),
+          to_tensor({g.out_c}, db)};
+}
+
+const std::vector<conv_case>& forward_cases() {
+  static const std::vector<conv_case> cases{
+    {2, 5, 5, 3, 3, 3, 4, 1, 1, padding::same},
+    {2, 5, 5, 3, 3, 3, 4, 1, 1, padding::valid},
+    {3, 7, 6, 2, 3, 3, 5, 2, 2, padding::same},
+    {3, 7, 6, 2, 3, 3, 5, 2, 2, padding::valid},
+    {1, 9, 8, 1, 4, 2, 13, 1, 3, padding::same},
+    {2, 8, 9, 5, 2, 4, 20, 3, 1, padding::valid},
+    {2, 6, 6, 16, 5, 5, 16, 1, 1, padding::same},
+    {1, 4, 4, 3, 1, 1, 8, 1, 1, padding::valid},
+    {2, 3, 3, 2, 5, 5, 3, 1, 1, padding::same},  // kernel wider than input
+    {2, 11, 11, 3, 3, 3, 33, 2, 2, padding::same}, // several column blocks
+    {4, 28, 28, 1, 5, 5, 16, 1, 1, padding::same},  // ConvNet layer 1
+    {4, 14, 14, 16, 5, 5, 16, 1, 1, padding::same}, // ConvNet layer 2
+  };
+  return cases;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(forward_matches_direct_loop) {
+  std::mt19937 rng(1);
+  auto dev = make_cpu_backend(2);
+  for (const auto& cc : forward_cases())
+    for (auto act : all_activations()) {
+      BOOST_TEST_CONTEXT(cc.str() << " " << to_string(act)) {
+        auto g = geometry(cc);
+        auto x = random_tensor(g.input_shape(), rng);
+        auto w = random_tensor(g.kernel_shape(), rng);
+        auto b = random_tensor({cc.o}, rng);
+        tensor y;
+        SYNCFAC_REQUIRE_OK(dev->conv2d_forward(g, x, w, b, act, y));
+        check_close(y, naive_forward(g, x, w, b, act), 1e-5, 1e-4, "y");
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(backward_matches_direct_loop) {
+  std::mt19937 rng(2);
+  auto dev = make_cpu_backend(2);
+  for (const auto& cc : forward_cases())
+    for (auto act : {activation::identity, activation::tanh}) {
+      BOOST_TEST_CONTEXT(cc.str() << " " << to_string(act)) {
+        auto g = geometry(cc);
+        auto x = random_tensor(g.input_shape(), rng);
+        auto w = random_tensor(g.kernel_shape(), rng);
+        auto b = random_tensor({cc.o}, rng);
+        auto dy = random_tensor(g.output_shape(), rng);
+        tensor y, ds, dw, db, dx;
+        SYNCFAC_REQUIRE_OK(dev->conv2d_forward(g, x, w, b, act, y));
+        SYNCFAC_REQUIRE_OK(
+          dev->conv2d_backward(g, x, w, y, dy, act, ds, dw, db, &dx));
+        tensor ds_ref(g.output_shape());
+        for (int64_t i = 0; i < ds_ref.size(); ++i)
+          ds_ref[i] = act == activation::tanh ? dy[i] * (1 - y[i] * y[i])
+                                              : dy[i];
+        check_close(ds, ds_ref, 1e-6, 1e-5, "ds");
+        auto ref = naive_backward(g, x, w, ds_ref);
+        check_close(dx, ref.dx, 1e-4, 1e-4, "dx");
+        check_close(dw, ref.dw, 1e-4, 1e-4, "dw");
+        check_close(db, ref.db, 1e-4, 1e-4, "db");
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
+  std::mt19937 rng(3);
+  auto dev = make_cpu_backend(1);
+  const std::vector<conv_case> cases{
+    {2, 5, 5, 3, 3, 3, 4, 1, 1, padding::same},
+    {2, 5, 5, 3, 3, 3, 4, 1, 1, padding::valid},
+    {2, 7, 5, 2, 3, 3, 3, 2, 2, padding::same},
+    {2, 7, 5, 2, 3, 2, 3, 2, 1, padding::valid},
+    {1, 6, 6, 3, 4, 4, 2, 2, 2, padding::same},
+  };
+  for (const auto& cc : cases)
+    for (auto act : all_activations()) {
+      BOOST_TEST_CONTEXT(cc.str() << " " << to_string(act)) {
+        auto g = geometry(cc);
+        auto x = random_tensor(g.input_shape(), rng);
+        auto w = random_tensor(g.kernel_shape(), rng);
+        auto b = random_tensor({cc.o}, rng);
+        auto r = random_tensor(g.output_shape(), rng);
+        tensor y, ds, dw, db, dx;
+        SYNCFAC_REQUIRE_OK(dev->conv2d_forward(g, x, w, b, act, y));
+        SYNCFAC_REQUIRE_OK(
+          dev->conv2d_backward(g, x, w, y, r, act, ds, dw, db, &dx));
+        auto base = y;
+        tensor probe_y;
+        auto loss = [&] {
+          SYNCFAC_REQUIRE_OK(dev->conv2d_forward(g, x, w, b, act, probe_y));
+          return probe(probe_y, r);
+        };
+        auto unswitched = [&] {
+          return act != activation::relu || same_signs(probe_y, base);
+        };
+        check_gradient("dx", x, dx, loss, unswitched);
+        check_gradient("dw", w, dw, loss, unswitched);
+        check_gradient("db", b, db, loss, unswitched);
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(null_dx_skips_input_gradient_only) {
+  std::mt19937 rng(4);
+  auto dev = make_cpu_backend(2);
+  auto g = geometry({3, 9, 9, 4, 3, 3, 6, 2, 2, padding::same});
+  auto x = random_tensor(g.input_shape(), rng);
+  auto w = random_tensor(g.kernel_shape(), rng);
+  auto b = random_tensor({g.out_c}, rng);
+  auto dy = random_tensor(g.output_shape(), rng);
+  tensor y, ds1, dw1, db1, dx, ds2, dw2, db2;
+  SYNCFAC_REQUIRE_OK(dev->conv2d_forward(g, x, w, b, activation::relu, y));
+  SYNCFAC_REQUIRE_OK(dev->conv2d_backward(g, x, w, y, dy, activation::relu,
+                                          ds1, dw1, db1, &dx));
+  SYNCFAC_REQUIRE_OK(dev->conv2d_backward(g, x, w, y, dy, activation::relu,
+                                          ds2, dw2, db2, nullptr));
+  BOOST_CHECK(ds1 == ds2);
+  BOOST_CHECK(dw1 == dw2);
+  BOOST_CHECK(db1 == db2);
+}
+
+BOOST_AUTO_TEST_CASE(one_and_two_threads_agree_over_many_tiles) {
+  std::mt19937 rng(5);
+  auto one = make_cpu_backend(1);
+  auto two = make_cpu_backend(2);
+  for (auto cc : {conv_case{40, 14, 14, 16, 5, 5, 16, 1, 1, padding::same},
+                  conv_case{37, 12, 11, 3, 3, 3, 10, 2, 2, padding::valid}}) {
+    BOOST_TEST_CONTEXT(cc.str()) {
+      auto g = geometry(cc);
+      auto x = random_tensor(g.input_shape(), rng);
+      auto w = random_tensor(g.kernel_shape(), rng);
+      auto b = random_tensor({g.out_c}, rng);
+      auto dy = random_tensor(g.output_shape(), rng);
+      tensor y1, ds1, dw1, db1, dx1, y2, ds2, dw2, db2, dx2;
+      SYNCFAC_REQUIRE_OK(
+        one->conv2d_forward(g, x, w, b, activation::sigmoid, y1));
+      SYNCFAC_REQUIRE_OK(
+        two->conv2d_forward(g, x, w, b, activation::sigmoid, y2));
+      check_close(y2, y1, 1e-5, 1e-5, "y");
+      SYNCFAC_REQUIRE_OK(one->conv2d_backward(
+        g, x, w, y1, dy, activation::sigmoid, ds1, dw1, db1, &dx1));
+      SYNCFAC_REQUIRE_OK(two->conv2d_backward(
+        g, x, w, y1, dy, activation::sigmoid, ds2, dw2, db2, &dx2));
+      check_close(ds2, ds1, 1e-5, 1e-5, "ds");
+      check_close(dw2, dw1, 1e-5, 1e-5, "dw");
+      check_close(db2, db1, 1e-5, 1e-5, "db");
+      check_close(dx2, dx1, 1e-5, 1e-5, "dx");
+      // Fixed tiles and a fixed reduction order: identical, not just close.
+      BOOST_CHECK(dw1 == dw2);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(repeated_calls_reuse_buffers_and_shapes_change) {
+  std::mt19937 rng(6);
+  auto dev = make_cpu_backend(2);
+  tensor y;
+  for (auto cc : {conv_case{4, 14, 14, 16, 5, 5, 16, 1, 1, padding::same},
+                  conv_case{2, 6, 6, 3, 3, 3, 5, 2, 2, padding::valid},
+                  conv_case{4, 14, 14, 16, 5, 5, 16, 1, 1, padding::same}}) {
+    auto g = geometry(cc);
+    auto x = random_tensor(g.input_shape(), rng);
+    auto w = random_tensor(g.kernel_shape(), rng);
+    auto b = random_tensor({g.out_c}, rng);
+    SYNCFAC_REQUIRE_OK(
+      dev->conv2d_forward(g, x, w, b, activation::identity, y));
+    check_close(y, naive_forward(g, x, w, b, activation::identity), 1e-5,
+                1e-4, cc.str());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(empty_batch) {
+  auto dev = make_cpu_backend(2);
+  auto g = geometry({0, 5, 5, 2, 3, 3, 4, 1, 1, padding::same});
+  tensor x(g.input_shape()), w(g.kernel_shape()), b({4}), y, ds, dw, db, dx;
+  SYNCFAC_REQUIRE_OK(dev->conv2d_forward(g, x, w, b, activation::relu, y));
+  BOOST_CHECK(y.shape() == g.output_shape());
+  SYNCFAC_REQUIRE_OK(dev->conv2d_backward(g, x, w, y, y, activation::relu,
+                                          ds, dw, db, &dx));
+  BOOST_CHECK(dw == tensor(g.kernel_shape()));
+  BOOST_CHECK(db == tensor({4}));
+}
+
+BOOST_AUTO_TEST_CASE(shape_errors_name_both_shapes_and_write_nothing) {
+  auto dev = make_cpu_backend(1);
+  auto g = geometry({2, 5, 5, 3, 3, 3, 8, 1, 1, padding::same});
+  tensor x(g.input_shape()), w(g.kernel_shape()), b({8});
+  tensor sentinel({1}, {42.0f});
+  auto y = sentinel;
+  check_error(dev->conv2d_forward(g, tensor({2, 5, 5, 4}), w, b,
+                                  activation::relu, y),
+              ec::shape_mismatch, {"[2, 5, 5, 4]", "[2, 5, 5, 3]"});
+  check_error(dev->conv2d_forward(g, x, tensor({3, 3, 4, 8}), b,
+                                  activation::relu, y),
+              ec::shape_mismatch, {"[2, 5, 5, 3]", "[3, 3, 4, 8]"});
+  check_error(dev->conv2d_forward(g, x, w, tensor({7}), activation::relu, y),
+              ec::shape_mismatch, {"[7]", "[8]"});
+  BOOST_CHECK(y == sentinel);
+  tensor good_y(g.output_shape());
+  auto ds = sentinel, dw = sentinel, db = sentinel, dx = sentinel;
+  check_error(dev->conv2d_backward(g, x, w, good_y, tensor({2, 5, 5, 7}),
+                                   activation::relu, ds, dw, db, &dx),
+              ec::shape_mismatch, {"[2, 5, 5, 7]", "[2, 5, 5, 8]"});
+  check_error(dev->conv2d_backward(g, x, w, tensor({2, 4, 4, 8}), good_y,
+                                   activation::relu, ds, dw, db, &dx),
+              ec::shape_mismatch, {"[2, 4, 4, 8]", "[2, 5, 5, 8]"});
+  BOOST_CHECK(ds == sentinel && dw == sentinel && db == sentinel
+              && dx == sentinel);
+  auto bad = g;
+  bad.out_h = 9;
+  check_error(dev->conv2d_forward(bad, x, w, b, activation::relu, y),
+              ec::invalid_argument, {"[2, 5, 5, 3]"});
+  BOOST_CHECK(y == sentinel);
+}

@@ -1,0 +1,169 @@
+#pragma once
+
+// Helpers shared by the kernel suites: random tensors, tolerant comparison,
+// error checks and central finite differences of a scalar probe loss.
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "kernels/backend.hpp"
+#include "runtime/error.hpp"
+
+namespace syncfac::test {
+
+#define SYNCFAC_REQUIRE_OK(expr)                                              \
+  do {                                                                        \
+    auto syncfac_err_ = (expr);                                               \
+    BOOST_REQUIRE_MESSAGE(!syncfac_err_, ::syncfac::render(syncfac_err_));    \
+  } while (false)
+
+inline tensor random_tensor(const tensor_shape& shape, std::mt19937& rng,
+                            float lo = -1.0f, float hi = 1.0f) {
+  tensor result(shape);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (auto& v : result.values())
+    v = dist(rng);
+  return result;
+}
+
+/// Checks |a - b| <= atol + rtol * |b| elementwise and equal shapes; reports
+/// the worst element.
+inline void check_close(const tensor& a, const tensor& b, double atol,
+                        double rtol, const std::string& what) {
+  BOOST_REQUIRE_MESSAGE(a.shape() == b.shape(),
+                        what << ": shape " << a.shape_string() << " vs "
+                             << b.shape_string());
+  int64_t worst = -1;
+  double worst_excess = 0.0;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    double diff = std::abs(double{a[i]} - double{b[i]});
+    double excess = diff - (atol + rtol * std::abs(double{b[i]}));
+    if (!(excess <= worst_excess) || std::isnan(diff)) {
+      worst_excess = std::isnan(diff) ? 1e300 : excess;
+      worst = i;
+    }
+  }
+  BOOST_CHECK_MESSAGE(worst < 0, what << ": element " << worst << " is "
+                                      << (worst < 0 ? 0.0f : a[worst])
+                                      << ", expected "
+                                      << (worst < 0 ? 0.0f : b[worst]));
+}
+
+/// The probe loss L = sum_i y_i r_i, in double.
+inline double probe(const tensor& y, const tensor& r) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < y.size(); ++i)
+    sum += double{y[i]} * double{r[i]};
+  return sum;
+}
+
+/// Compares an analytic gradient with central differences of loss() with
+/// respect to each element of param (perturbed in place and restored).
+/// valid() may veto an element whose perturbation crossed a kink (ReLU
+/// switching, a max-pool winner changing); at least half must be checked.
+struct fd_options {
+  float eps = 1e-2f;
+  double atol = 2e-3;
+  double rtol = 2e-2;
+  int64_t max_elements = 400;
+};
+
+inline void check_gradient(
+  const std::string& what, tensor& param, const tensor& analytic,
+  const std::function<double()>& loss,
+  const std::function<bool()>& valid = [] { return true; },
+  fd_options opt = {}) {
+  BOOST_REQUIRE_MESSAGE(param.shape() == analytic.shape(),
+                        what << ": gradient shape "
+                             << analytic.shape_string() << " vs parameter "
+                             << param.shape_string());
+  auto n = param.size();
+  auto step = std::max<int64_t>(1, n / opt.max_elements);
+  int64_t checked = 0;
+  int64_t skipped = 0;
+  for (int64_t i = 0; i < n; i += step) {
+    auto saved = param[i];
+    param[i] = saved + opt.eps;
+    auto plus = loss();
+    auto ok_plus = valid();
+    param[i] = saved - opt.eps;
+    auto minus = loss();
+    auto ok_minus = valid();
+    param[i] = saved;
+    if (!ok_plus || !ok_minus) {
+      ++skipped;
+      continue;
+    }
+    ++checked;
+    auto numeric = (plus - minus) / (2.0 * opt.eps);
+    auto diff = std::abs(numeric - double{analytic[i]});
+    BOOST_CHECK_MESSAGE(diff <= opt.atol + opt.rtol * std::abs(numeric),
+                        what << "[" << i << "]: analytic " << analytic[i]
+                             << " vs numeric " << numeric);
+  }
+  BOOST_CHECK_MESSAGE(checked >= skipped || checked + skipped < 4,
+                      what << ": only " << checked << " elements checked, "
+                           << skipped << " skipped at kinks");
+}
+
+/// Checks that err has the code and that its rendering contains every one
+/// of `parts`.
+inline void check_error(const caf::error& err, ec code,
+                        const std::vector<std::string>& parts) {
+  BOOST_REQUIRE_MESSAGE(err, "expected an error of code " << to_string(code));
+  BOOST_CHECK_MESSAGE(err.category() == error_category
+                        && err.code() == static_cast<uint8_t>(code),
+                      "expected " << to_string(code) << ", got "
+                                  << render(err));
+  auto text = render(err);
+  for (const auto& part : parts)
+    BOOST_CHECK_MESSAGE(text.find(part) != std::string::npos,
+                        "'" << text << "' does not mention '" << part
+                            << "'");
+}
+
+inline float act_ref(activation act, float s) {
+  switch (act) {
+    case activation::identity: return s;
+    case activation::relu: return s > 0 ? s : 0;
+    case activation::tanh: return std::tanh(s);
+    case activation::sigmoid: return 1.0f / (1.0f + std::exp(-s));
+  }
+  return s;
+}
+
+inline double act_ref(activation act, double s) {
+  switch (act) {
+    case activation::identity: return s;
+    case activation::relu: return s > 0 ? s : 0;
+    case activation::tanh: return std::tanh(s);
+    case activation::sigmoid: return 1.0 / (1.0 + std::exp(-s));
+  }
+  return s;
+}
+
+inline const std::vector<activation>& all_activations() {
+  static const std::vector<activation> result{
+    activation::identity, activation::relu, activation::tanh,
+    activation::sigmoid};
+  return result;
+}
+
+/// Whether two tensors have the same sign pattern (y > 0), i.e. no ReLU
+/// switched between them.
+inline bool same_signs(const tensor& a, const tensor& b) {
+  if (a.size() != b.size())
+    return false;
+  for (int64_t i = 0; i < a.size(); ++i)
+    if ((a[i] > 0) != (b[i] > 0))
+      return false;
+  return true;
+}
+
+} // namespace syncfac::test

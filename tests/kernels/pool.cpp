@@ -1,0 +1,212 @@
+#define BOOST_TEST_MODULE kernels_pool
+#include <boost/test/unit_test.hpp>
+
+#include <sstream>
+
+#include "tests/kernels/kernel_test_utils.hpp"
+
+using namespace syncfac;
+using namespace syncfac::test;
+
+namespace {
+
+struct pool_case {
+  int64_t n, h, w, c, kh, kw, sh, sw;
+  padding pad;
+
+  std::string str() const {
+    std::ostringstream os;
+    os << "x[" << n << "," << h << "," << w << "," << c << "] " << kh << "x"
+       << kw << "/" << sh << "x" << sw << " " << to_string(pad);
+    return os.str();
+  }
+
+  pool2d_geometry geometry() const {
+    auto g = pool2d_geometry::make({n, h, w, c}, kh, kw, sh, sw, pad);
+    BOOST_REQUIRE(g);
+    return *g;
+  }
+};
+
+struct naive_result {
+  tensor y;
+  std::vector<int32_t> argmax;
+};
+
+naive_result naive_pool(const pool2d_geometry& g, const tensor& x) {
+  naive_result r{tensor(g.output_shape()), {}};
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t oh = 0; oh < g.out_h; ++oh)
+      for (int64_t ow = 0; ow < g.out_w; ++ow)
+        for (int64_t c = 0; c < g.channels; ++c) {
+          int64_t best = -1;
+          for (int64_t kh = 0; kh < g.k_h; ++kh)
+            for (int64_t kw = 0; kw < g.k_w; ++kw) {
+              auto ih = oh * g.stride_h + kh - g.pad_top;
+              auto iw = ow * g.stride_w + kw - g.pad_left;
+              if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w)
+                continue;
+              auto i = ((n * g.in_h + ih) * g.in_w + iw) * g.channels + c;
+              if (best < 0 || x[i] > x[best])
+                best = i;
+            }
+          BOOST_REQUIRE(best >= 0); // every window holds an input
+          r.y[static_cast<int64_t>(r.argmax.size())] = x[best];
+          r.argmax.push_back(static_cast<int32_t>(best));
+        }
+  return r;
+}
+
+const std::vector<pool_case>& cases() {
+  static const std::vector<pool_case> result{
+    {2, 28, 28, 16, 3, 3, 2, 2, padding::same}, // ConvNet pool 1
+    {2, 14, 14, 16, 3, 3, 2, 2, padding::same}, // ConvNet pool 2
+    {3, 7, 7, 3, 2, 2, 2, 2, padding::valid},
+    {2, 9, 8, 20, 3, 3, 1, 1, padding::same},
+    {1, 9, 8, 5, 3, 2, 2, 3, padding::valid},
+    {2, 5, 6, 9, 4, 4, 3, 2, padding::same},
+    {1, 3, 3, 1, 3, 3, 1, 1, padding::same},
+  };
+  return result;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(forward_matches_naive) {
+  std::mt19937 rng(1);
+  auto dev = make_cpu_backend(2);
+  for (const auto& pc : cases()) {
+    BOOST_TEST_CONTEXT(pc.str()) {
+      auto g = pc.geometry();
+      auto x = random_tensor(g.input_shape(), rng);
+      tensor y;
+      std::vector<int32_t> argmax;
+      SYNCFAC_REQUIRE_OK(dev->max_pool_forward(g, x, y, argmax));
+      auto ref = naive_pool(g, x);
+      BOOST_CHECK(y == ref.y);
+      BOOST_CHECK(argmax == ref.argmax);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(padding_never_wins) {
+  std::mt19937 rng(2);
+  auto dev = make_cpu_backend(1);
+  pool_case pc{2, 6, 6, 11, 3, 3, 2, 2, padding::same};
+  auto g = pc.geometry();
+  auto x = random_tensor(g.input_shape(), rng, -3.0f, -1.0f);
+  tensor y;
+  std::vector<int32_t> argmax;
+  SYNCFAC_REQUIRE_OK(dev->max_pool_forward(g, x, y, argmax));
+  for (int64_t i = 0; i < y.size(); ++i) {
+    BOOST_CHECK_LT(y[i], -0.999f);
+    BOOST_CHECK_EQUAL(y[i], x[argmax[static_cast<size_t>(i)]]);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ties_go_to_the_first_element) {
+  auto dev = make_cpu_backend(1);
+  pool_case pc{1, 2, 2, 9, 2, 2, 1, 1, padding::valid};
+  auto g = pc.geometry();
+  tensor x(g.input_shape()); // all zero: every element ties
+  tensor y;
+  std::vector<int32_t> argmax;
+  SYNCFAC_REQUIRE_OK(dev->max_pool_forward(g, x, y, argmax));
+  for (int32_t c = 0; c < 9; ++c)
+    BOOST_CHECK_EQUAL(argmax[static_cast<size_t>(c)], c);
+}
+
+BOOST_AUTO_TEST_CASE(backward_scatters_to_argmax) {
+  std::mt19937 rng(3);
+  auto dev = make_cpu_backend(2);
+  for (const auto& pc : cases()) {
+    BOOST_TEST_CONTEXT(pc.str()) {
+      auto g = pc.geometry();
+      auto x = random_tensor(g.input_shape(), rng);
+      auto dy = random_tensor(g.output_shape(), rng);
+      tensor y, dx;
+      std::vector<int32_t> argmax;
+      SYNCFAC_REQUIRE_OK(dev->max_pool_forward(g, x, y, argmax));
+      SYNCFAC_REQUIRE_OK(dev->max_pool_backward(g, dy, argmax, dx));
+      tensor ref(g.input_shape());
+      for (int64_t i = 0; i < dy.size(); ++i)
+        ref[argmax[static_cast<size_t>(i)]] += dy[i];
+      check_close(dx, ref, 1e-6, 1e-6, "dx");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
+  std::mt19937 rng(4);
+  auto dev = make_cpu_backend(1);
+  for (auto pc : {pool_case{2, 5, 5, 3, 3, 3, 2, 2, padding::same},
+                  pool_case{1, 6, 5, 2, 2, 2, 1, 1, padding::valid},
+                  pool_case{1, 7, 7, 2, 3, 3, 2, 2, padding::valid}}) {
+    BOOST_TEST_CONTEXT(pc.str()) {
+      auto g = pc.geometry();
+      auto x = random_tensor(g.input_shape(), rng);
+      auto r = random_tensor(g.output_shape(), rng);
+      tensor y, dx, probe_y;
+      std::vector<int32_t> argmax, probe_arg;
+      SYNCFAC_REQUIRE_OK(dev->max_pool_forward(g, x, y, argmax));
+      SYNCFAC_REQUIRE_OK(dev->max_pool_backward(g, r, argmax, dx));
+      auto loss = [&] {
+        SYNCFAC_REQUIRE_OK(dev->max_pool_forward(g, x, probe_y, probe_arg));
+        return probe(probe_y, r);
+      };
+      auto same_winners = [&] { return probe_arg == argmax; };
+      check_gradient("dx", x, dx, loss, same_winners,
+                     fd_options{1e-3f, 1e-3, 1e-2, 400});
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(one_and_two_threads_agree) {
+  std::mt19937 rng(5);
+  auto one = make_cpu_backend(1);
+  auto two = make_cpu_backend(2);
+  // Large enough for the streamed dx path.
+  pool_case pc{64, 28, 28, 16, 3, 3, 2, 2, padding::same};
+  auto g = pc.geometry();
+  auto x = random_tensor(g.input_shape(), rng);
+  auto dy = random_tensor(g.output_shape(), rng);
+  tensor y1, y2, dx1, dx2;
+  std::vector<int32_t> a1, a2;
+  SYNCFAC_REQUIRE_OK(one->max_pool_forward(g, x, y1, a1));
+  SYNCFAC_REQUIRE_OK(two->max_pool_forward(g, x, y2, a2));
+  BOOST_CHECK(y1 == y2);
+  BOOST_CHECK(a1 == a2);
+  SYNCFAC_REQUIRE_OK(one->max_pool_backward(g, dy, a1, dx1));
+  SYNCFAC_REQUIRE_OK(two->max_pool_backward(g, dy, a1, dx2));
+  BOOST_CHECK(dx1 == dx2);
+  tensor ref(g.input_shape());
+  for (int64_t i = 0; i < dy.size(); ++i)
+    ref[a1[static_cast<size_t>(i)]] += dy[i];
+  check_close(dx1, ref, 1e-6, 1e-6, "dx");
+}
+
+BOOST_AUTO_TEST_CASE(errors_name_shapes_and_write_nothing) {
+  auto dev = make_cpu_backend(1);
+  auto g = pool_case{2, 6, 6, 3, 3, 3, 2, 2, padding::same}.geometry();
+  tensor sentinel({1}, {4.0f});
+  auto y = sentinel;
+  std::vector<int32_t> argmax{7};
+  check_error(dev->max_pool_forward(g, tensor({2, 6, 5, 3}), y, argmax),
+              ec::shape_mismatch, {"[2, 6, 5, 3]", "[2, 6, 6, 3]"});
+  BOOST_CHECK(y == sentinel);
+  BOOST_CHECK(argmax == std::vector<int32_t>{7});
+  auto dx = sentinel;
+  tensor dy(g.output_shape());
+  check_error(dev->max_pool_backward(g, tensor({2, 3, 3, 4}), argmax, dx),
+              ec::shape_mismatch, {"[2, 3, 3, 4]", "[2, 3, 3, 3]"});
+  check_error(dev->max_pool_backward(g, dy, argmax, dx), ec::shape_mismatch,
+              {"[2, 3, 3, 3]", "[1]"});
+  tensor y_ok;
+  std::vector<int32_t> bad;
+  SYNCFAC_REQUIRE_OK(dev->max_pool_forward(g, tensor(g.input_shape()), y_ok,
+                                           bad));
+  bad[30] = 5; // output 30 belongs to image 1, input 5 to image 0
+  check_error(dev->max_pool_backward(g, dy, bad, dx), ec::invalid_argument,
+              {"argmax[30]", "5"});
+  BOOST_CHECK(dx == sentinel);
+}
