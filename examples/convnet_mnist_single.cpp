@@ -4,7 +4,7 @@
 //
 //   build/bin/convnet_mnist_single                       # Fashion-MNIST, 2 epochs
 //   build/bin/convnet_mnist_single --fake_data --steps 200
-//   build/bin/convnet_mnist_single --data_dir ~/mnist --optimizer adam \
+//   build/bin/convnet_mnist_single --data_dir ~/mnist --optimizer adam
 //       --learning_rate 0.001 --eval_every 250 --metrics run.jsonl
 
 #include <cstdlib>

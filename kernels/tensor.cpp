@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <stdexcept>
+
+#include <caf/binary_deserializer.hpp>
 
 #include "runtime/error.hpp"
 
@@ -79,35 +82,73 @@ bool tensor::all_finite() const noexcept {
   return acc == 0.0f;
 }
 
+std::ostream& operator<<(std::ostream& out, const tensor& x) {
+  out << "tensor" << x.shape_string() << "{";
+  constexpr int64_t shown = 8;
+  for (int64_t i = 0; i < std::min(x.size(), shown); ++i)
+    out << (i > 0 ? ", " : "") << x[i];
+  if (x.size() > shown)
+    out << ", ...";
+  return out << "}";
+}
+
+// Wire form: the shape, then the value count, then the values as one raw
+// block. The count is explicit because a default tensor has an empty shape
+// and no values, while a rank-0 tensor built from a shape holds one.
 caf::error save_tensor(caf::serializer& sink, tensor& x) {
   static_assert(sizeof(float) == 4, "float must be IEEE-754 binary32");
   if (auto err = sink(x.shape_))
     return err;
-  auto bytes = x.values_.size() * sizeof(float);
-  if (bytes == 0)
-    return caf::none;
-  return sink.apply_raw(bytes, x.values_.data());
+  auto count = x.values_.size();
+  if (auto err = sink.begin_sequence(count))
+    return err;
+  if (count > 0)
+    if (auto err = sink.apply_raw(count * sizeof(float), x.values_.data()))
+      return err;
+  return sink.end_sequence();
 }
 
 caf::error load_tensor(caf::deserializer& source, tensor& x) {
   tensor_shape shape;
   if (auto err = source(shape))
     return err;
-  int64_t count = 1;
+  int64_t expected = 1;
   for (auto d : shape) {
-    if (d < 0 || (d > 0 && count > max_wire_elements / d))
+    if (d < 0 || (d > 0 && expected > max_wire_elements / d))
       return make_error(ec::bad_message,
                         "tensor shape " + to_string(shape)
                           + " is negative or larger than "
                           + std::to_string(max_wire_elements) + " elements");
-    count *= d;
+    expected *= d;
   }
+  size_t count = 0;
+  if (auto err = source.begin_sequence(count))
+    return err;
+  bool fits = static_cast<int64_t>(count) == expected
+              || (shape.empty() && count == 0);
+  if (!fits)
+    return make_error(ec::bad_message,
+                      "tensor shape " + to_string(shape) + " needs "
+                        + std::to_string(expected) + " values, message has "
+                        + std::to_string(count));
+  // A message cannot hold more values than it has bytes: check before
+  // allocating what a hostile or truncated message claims.
+  if (auto* binary = dynamic_cast<caf::binary_deserializer*>(&source))
+    if (binary->remaining() / sizeof(float) < count)
+      return make_error(ec::bad_message,
+                        "tensor " + to_string(shape) + " claims "
+                          + std::to_string(count) + " values but the message "
+                          + "holds only " + std::to_string(binary->remaining())
+                          + " more bytes");
+  std::vector<float> values(count);
+  if (count > 0)
+    if (auto err = source.apply_raw(count * sizeof(float), values.data()))
+      return err;
+  if (auto err = source.end_sequence())
+    return err;
   x.shape_ = std::move(shape);
-  x.values_.resize(static_cast<size_t>(count));
-  if (count == 0)
-    return caf::none;
-  return source.apply_raw(static_cast<size_t>(count) * sizeof(float),
-                          x.values_.data());
+  x.values_ = std::move(values);
+  return caf::none;
 }
 
 } // namespace syncfac

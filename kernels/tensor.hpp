@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <iosfwd>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -123,6 +124,9 @@ private:
   tensor_shape shape_;
   std::vector<float> values_;
 };
+
+/// "tensor[2, 3]{1, 2, 3, 4, 5, 6}", eliding values past the first 8.
+std::ostream& operator<<(std::ostream& out, const tensor& x);
 
 caf::error load_tensor(caf::deserializer& source, tensor& x);
 caf::error save_tensor(caf::serializer& sink, tensor& x);

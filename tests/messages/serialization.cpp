@@ -9,6 +9,7 @@
 #include "runtime/error.hpp"
 #include "runtime/optimizer.hpp"
 #include "runtime/program_config.hpp"
+#include "tests/helpers.hpp"
 
 using namespace syncfac;
 

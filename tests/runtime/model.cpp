@@ -195,13 +195,13 @@ BOOST_AUTO_TEST_CASE(kfac_views_expose_inputs_and_preactivation_grads) {
   auto views = m->kfac_layers();
   BOOST_REQUIRE_EQUAL(views.size(), 3u);
   BOOST_TEST(views[0].layer == "conv0");
-  BOOST_TEST(views[0].kind == layer_kind::conv2d);
+  BOOST_TEST((views[0].kind == layer_kind::conv2d));
   BOOST_TEST(views[0].input == &images); // no copy of the batch
   BOOST_TEST(views[0].preactivation_grad->shape()
              == (tensor_shape{4, 28, 28, 16}));
   BOOST_TEST(views[0].geometry.locations() == 28 * 28);
   BOOST_TEST(views[1].input->shape() == (tensor_shape{4, 14, 14, 16}));
-  BOOST_TEST(views[2].kind == layer_kind::dense);
+  BOOST_TEST((views[2].kind == layer_kind::dense));
   BOOST_TEST(views[2].input->shape() == (tensor_shape{4, 784}));
   BOOST_TEST(views[2].preactivation_grad->shape() == (tensor_shape{4, 10}));
   // The dense layer's weight gradient is input^T * preactivation gradient.
