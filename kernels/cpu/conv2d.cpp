@@ -11,7 +11,6 @@
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/cpu/parallel.hpp"
 #include "kernels/cpu/simd.hpp"
-#include "kernels/cpu/stream.hpp"
 
 namespace syncfac::cpu {
 
@@ -198,7 +197,6 @@ struct backward_job {
   const float* dy;
   float* ds;
   float* dx; // null: no input gradient
-  bool stream_ds; // compute ds tiles in a thread buffer, stream them out
 };
 
 void add_column_sums(const float* ds, int64_t rows, int64_t cols,
@@ -214,15 +212,12 @@ void backward_tile(const backward_job& job, int64_t t, int thread,
   const auto& p = job.p;
   auto s = tile_of(g, p, t);
   auto O = g.out_c;
-  auto idx = static_cast<size_t>(thread);
-  float* ds_out = job.ds + s.first_row * O;
-  float* ds = job.stream_ds ? job.ws.ds_tile[idx].data() : ds_out;
+  float* ds = job.ds + s.first_row * O;
   activation_grad(job.act, job.y + s.first_row * O,
                   job.dy + s.first_row * O, ds, s.rows * O);
-  if (job.stream_ds)
-    stream_copy(ds_out, ds, s.rows * O);
   add_column_sums(ds, s.rows, O, db_partial);
   const float* x = job.x + s.first_image * p.image_size;
+  auto idx = static_cast<size_t>(thread);
   const float* base
     = p.padded ? pad_images(g, p, x, s.images, job.ws.padded[idx].data())
                : x;
@@ -309,10 +304,6 @@ caf::error cpu_backend::conv2d_backward(const conv2d_geometry& g,
       reserve_thread_buffers(conv_.dpadded, threads_,
                              p.tile_images * p.padded_size);
   }
-  bool stream_ds = worth_streaming(element_count(g.output_shape()));
-  if (stream_ds)
-    reserve_thread_buffers(conv_.ds_tile, threads_,
-                           p.tile_images * p.rows_per_image * g.out_c);
   auto chunks = chunk_count(p, threads_);
   auto dw_size = p.K * p.opad;
   conv_.dw_partials.assign(static_cast<size_t>(chunks * dw_size), 0.0f);
@@ -322,7 +313,7 @@ caf::error cpu_backend::conv2d_backward(const conv2d_geometry& g,
     dx->resize(g.input_shape());
   backward_job job{g,       p,         conv_,     act,
                    x.data(), y.data(), dy.data(), ds.data(),
-                   dx != nullptr ? dx->data() : nullptr, stream_ds};
+                   dx != nullptr ? dx->data() : nullptr};
   parallel_for(threads_, chunks, [&](int64_t c, int thread) {
     auto tiles = split(p.tiles, chunks, c);
     for (auto t = tiles.begin; t < tiles.end; ++t)

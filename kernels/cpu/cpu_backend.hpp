@@ -22,7 +22,6 @@ struct conv_workspace {
   std::vector<float> db_partials;   // [chunks, opad]
   std::vector<std::vector<float>> padded;   // per thread: padded x tile
   std::vector<std::vector<float>> dpadded;  // per thread: padded dx tile
-  std::vector<std::vector<float>> ds_tile;  // per thread: ds before streaming
 };
 
 class cpu_backend final : public backend {
@@ -85,7 +84,6 @@ private:
   tensor alias_b_;
   std::vector<double> row_losses_;
   std::vector<int64_t> bad_pool_index_; // per image, -1 when all fit
-  std::vector<std::vector<float>> pool_image_; // per thread: one dx image
 };
 
 } // namespace syncfac::cpu

@@ -8,7 +8,6 @@
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/cpu/parallel.hpp"
 #include "kernels/cpu/simd.hpp"
-#include "kernels/cpu/stream.hpp"
 #include "runtime/error.hpp"
 
 namespace syncfac::cpu {
@@ -145,24 +144,13 @@ caf::error cpu_backend::max_pool_backward(const pool2d_geometry& g,
                           + " lies outside its image of input "
                           + to_string(g.input_shape()));
   dx.resize(g.input_shape());
-  // A large dx is assembled image by image in cache and streamed out.
-  bool stream = worth_streaming(dx.size());
-  if (stream) {
-    pool_image_.resize(static_cast<size_t>(threads_));
-    for (auto& buf : pool_image_)
-      buf.resize(static_cast<size_t>(in_size));
-  }
-  parallel_for(threads_, g.batch, [&](int64_t n, int thread) {
-    float* dst = dx.data() + n * in_size;
-    float* acc = stream ? pool_image_[static_cast<size_t>(thread)].data() : dst;
-    std::fill(acc, acc + in_size, 0.0f);
+  parallel_for(threads_, g.batch, [&](int64_t n, int) {
+    float* dst = dx.data();
+    std::fill(dst + n * in_size, dst + (n + 1) * in_size, 0.0f);
     const int32_t* arg = argmax.data() + n * out_size;
     const float* src = dy.data() + n * out_size;
-    auto base = n * in_size;
     for (int64_t i = 0; i < out_size; ++i)
-      acc[arg[i] - base] += src[i];
-    if (stream)
-      stream_copy(dst, acc, in_size);
+      dst[arg[i]] += src[i];
   });
   return caf::none;
 }
