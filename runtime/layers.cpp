@@ -27,11 +27,11 @@ public:
             {name() + "/bias", tensor{out_}}};
   }
 
-  void bind(tensor* params, tensor* grads) override {
-    w_ = params;
-    b_ = params + 1;
-    dw_ = grads;
-    db_ = grads + 1;
+  void bind(named_tensor* params, named_tensor* grads) override {
+    w_ = &params[0].value;
+    b_ = &params[1].value;
+    dw_ = &grads[0].value;
+    db_ = &grads[1].value;
   }
 
   caf::error forward(backend& dev, const tensor& x) override {
@@ -97,11 +97,11 @@ public:
             {name() + "/bias", tensor{out_c_}}};
   }
 
-  void bind(tensor* params, tensor* grads) override {
-    w_ = params;
-    b_ = params + 1;
-    dw_ = grads;
-    db_ = grads + 1;
+  void bind(named_tensor* params, named_tensor* grads) override {
+    w_ = &params[0].value;
+    b_ = &params[1].value;
+    dw_ = &grads[0].value;
+    db_ = &grads[1].value;
   }
 
   caf::error forward(backend& dev, const tensor& x) override {

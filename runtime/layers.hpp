@@ -53,9 +53,10 @@ public:
     return {};
   }
 
-  /// Points the layer at its parameters and gradients inside the model's
-  /// sets (stable for the model's lifetime).
-  virtual void bind(tensor* /*params*/, tensor* /*grads*/) {
+  /// Points the layer at its parameters and gradients: the entries of the
+  /// model's sets starting at `params` / `grads`, in make_parameters()
+  /// order (stable for the model's lifetime).
+  virtual void bind(named_tensor* /*params*/, named_tensor* /*grads*/) {
   }
 
   /// Computes output() from x; keeps a pointer to x until backward.

@@ -96,7 +96,7 @@ model::model(model_spec spec, std::vector<layer_ptr> layers)
   for (auto& l : layers_) {
     auto n = l->make_parameters().size();
     if (n > 0)
-      l->bind(&params_[offset].value, &grads_[offset].value);
+      l->bind(&params_[offset], &grads_[offset]);
     offset += n;
   }
   grad_inputs_.resize(layers_.size());

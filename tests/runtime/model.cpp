@@ -150,7 +150,7 @@ void check_model_gradient(model_spec spec, int64_t n, uint64_t seed) {
     auto& value = m->parameters()[p].value;
     for (int probe = 0; probe < 6; ++probe) {
       auto i = static_cast<int64_t>(rng() % static_cast<uint64_t>(value.size()));
-      const float eps = 1e-2f;
+      const float eps = 1e-3f;
       auto saved = value[i];
       value[i] = saved + eps;
       auto up = m->evaluate(*dev, images, labels)->mean_loss();
@@ -161,7 +161,7 @@ void check_model_gradient(model_spec spec, int64_t n, uint64_t seed) {
       auto analytic = static_cast<double>(grads[p].value[i]);
       BOOST_TEST_CONTEXT(grads[p].name << "[" << i << "]") {
         BOOST_TEST(std::abs(numeric - analytic)
-                     <= 2e-3 + 2e-2 * std::abs(numeric),
+                     <= 3e-4 + 2e-2 * std::abs(numeric),
                    "numeric " << numeric << " vs analytic " << analytic);
       }
     }
