@@ -14,14 +14,17 @@ namespace syncfac::cpu {
 /// Buffers reused across calls so that steady-state steps allocate nothing.
 struct conv_workspace {
   std::vector<float> w_packed;     // [K, opad], zero columns past out_c
-  std::vector<float> w_transposed; // [out_c, K + pad], for the input grad
+  std::vector<float> w_transposed; // [out_c, K + pad], scattered input grad
+  std::vector<float> w_flipped;    // [kh, kw, out_c, cpad], dx as a conv
   std::vector<float> bias;         // [opad]
-  std::vector<int64_t> row_offsets; // one tile's output rows -> first tap
+  std::vector<float> zero_bias;    // [cpad]
+  std::vector<int64_t> row_offsets;    // one tile's output rows -> first tap
+  std::vector<int64_t> dx_row_offsets; // the same for dx as a conv
   std::vector<int64_t> tap_offsets; // patch index k -> offset from first tap
   std::vector<float> dw_partials;   // [chunks, K, opad]
   std::vector<float> db_partials;   // [chunks, opad]
-  std::vector<std::vector<float>> padded;   // per thread: padded x tile
-  std::vector<std::vector<float>> dpadded;  // per thread: padded dx tile
+  std::vector<std::vector<float>> padded;  // per thread: padded x tile
+  std::vector<std::vector<float>> dpadded; // per thread: padded dx or ds
 };
 
 class cpu_backend final : public backend {

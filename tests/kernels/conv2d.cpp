@@ -105,6 +105,10 @@ const std::vector<conv_case>& forward_cases() {
     {1, 4, 4, 3, 1, 1, 8, 1, 1, padding::valid},
     {2, 3, 3, 2, 5, 5, 3, 1, 1, padding::same},  // kernel wider than input
     {2, 11, 11, 3, 3, 3, 33, 2, 2, padding::same}, // several column blocks
+    // stride 1 with >= 8 input channels: dx computed as a convolution
+    {2, 7, 6, 12, 4, 3, 5, 1, 1, padding::valid},
+    {2, 6, 7, 9, 2, 2, 3, 1, 1, padding::same},
+    {1, 5, 4, 8, 5, 5, 17, 1, 1, padding::same},
     {4, 28, 28, 1, 5, 5, 16, 1, 1, padding::same},  // ConvNet layer 1
     {4, 14, 14, 16, 5, 5, 16, 1, 1, padding::same}, // ConvNet layer 2
   };
@@ -167,6 +171,8 @@ BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
     {2, 7, 5, 2, 3, 3, 3, 2, 2, padding::same},
     {2, 7, 5, 2, 3, 2, 3, 2, 1, padding::valid},
     {1, 6, 6, 3, 4, 4, 2, 2, 2, padding::same},
+    {1, 4, 5, 8, 3, 3, 2, 1, 1, padding::same},
+    {1, 5, 4, 9, 2, 3, 2, 1, 1, padding::valid},
   };
   for (const auto& cc : cases)
     for (auto act : all_activations()) {
