@@ -11,6 +11,7 @@
 
 #include "messages/atoms.hpp"
 #include "messages/device_messages.hpp"
+#include "messages/sync_messages.hpp"
 
 namespace syncfac {
 
@@ -36,5 +37,41 @@ using device_actor = caf::typed_actor<
   caf::replies_to<gemm_atom, tensor, bool, tensor, bool>::with<tensor>,
   // Backend name and threads.
   caf::replies_to<info_atom>::with<device_info>>;
+
+/// Holds some variables, one conditional accumulator per variable and the
+/// optimizer's slots for them (a layer's weight and bias stay together).
+using ps_actor = caf::typed_actor<
+  // A worker's gradients, accepted or dropped as stale by their local_step;
+  // a malformed push is refused whole with an error and counted.
+  caf::replies_to<push_atom, gradient_push>::with<push_ack>,
+  // The current values of the shard's variables.
+  caf::replies_to<pull_atom>::with<shard_params>,
+  // From the chief: once every accumulator holds at least n gradients,
+  // average them, apply them through the optimizer and answer; `step` is
+  // the global_step the chief expects the shard to be at.
+  caf::replies_to<apply_atom, int64_t, int64_t>::with<applied>,
+  // From the chief at start and restore: set every accumulator's step.
+  caf::replies_to<set_step_atom, int64_t>::with<caf::ok_atom>,
+  // Counts of accepted, stale and refused pushes, per variable too.
+  caf::replies_to<status_atom>::with<shard_status>>;
+
+/// Owns global_step and the token queue; runs the sync loop.
+using chief_actor = caf::typed_actor<
+  // A worker finished a step and takes a token; the answer comes when a
+  // token is available (or training is over).
+  caf::replies_to<token_atom, worker_report>::with<token_grant>,
+  // Start the sync loop; the answer comes when training has finished.
+  caf::replies_to<run_atom>::with<sync_summary>,
+  // The chief's counters.
+  caf::replies_to<status_atom>::with<chief_status>>;
+
+/// Computes gradients on its data shard with its device actor.
+using worker_actor = caf::typed_actor<
+  // Exactly one step: pull, compute, push, take a token.
+  caf::replies_to<step_atom>::with<worker_status>,
+  // Steps until the chief hands out a stop token.
+  caf::replies_to<run_atom>::with<worker_status>,
+  // The worker's counters.
+  caf::replies_to<status_atom>::with<worker_status>>;
 
 } // namespace syncfac

@@ -82,7 +82,7 @@ device_actor::behavior_type device(self_ptr self,
       if (!res)
         return refuse(self, res.error());
       return step_result{static_cast<float>(res->mean_loss()), res->correct,
-                         res->count, st.replica->gradients()};
+                         res->count, st.replica->gradients(), {}};
     },
     [=](train_atom, const batch& b) -> caf::result<step_result> {
       auto& st = self->state;
@@ -99,7 +99,7 @@ device_actor::behavior_type device(self_ptr self,
                                                st.replica->gradients()))
         return refuse(self, std::move(err));
       return step_result{static_cast<float>(res->mean_loss()), res->correct,
-                         res->count, {}};
+                         res->count, {}, {}};
     },
     [=](eval_atom, const batch& b) -> caf::result<eval_result> {
       auto& st = self->state;

@@ -25,4 +25,21 @@ using gemm_atom = caf::atom_constant<caf::atom("gemm")>;
 /// Describe a device (backend name, threads).
 using info_atom = caf::atom_constant<caf::atom("info")>;
 
+/// A worker's gradients for a PS shard.
+using push_atom = caf::atom_constant<caf::atom("push")>;
+/// Read a PS shard's variables.
+using pull_atom = caf::atom_constant<caf::atom("pull")>;
+/// Chief to PS shard: average R gradients per variable and apply them.
+using apply_atom = caf::atom_constant<caf::atom("apply")>;
+/// Chief to PS shard: set every accumulator's global step.
+using set_step_atom = caf::atom_constant<caf::atom("setstep")>;
+/// Ask any role for its counters.
+using status_atom = caf::atom_constant<caf::atom("status")>;
+/// Worker to chief: take a token from the queue.
+using token_atom = caf::atom_constant<caf::atom("token")>;
+/// Run one training step (a worker) for tests and tools.
+using step_atom = caf::atom_constant<caf::atom("step")>;
+/// Run until training ends (chief, worker).
+using run_atom = caf::atom_constant<caf::atom("run")>;
+
 } // namespace syncfac

@@ -16,6 +16,7 @@
 #include "runtime/model_spec.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/optimizer_config.hpp"
+#include "messages/sync_messages.hpp"
 
 namespace syncfac {
 
@@ -44,12 +45,14 @@ struct step_result {
   int64_t correct = 0;
   int64_t count = 0;
   parameter_set gradients;
+  /// Gradients of sparse (row-indexed) variables.
+  std::vector<sparse_update> sparse_gradients;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("step_result"), x.loss, x.correct, x.count,
-           x.gradients);
+           x.gradients, x.sparse_gradients);
 }
 
 /// A device's self-description.

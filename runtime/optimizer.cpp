@@ -13,14 +13,6 @@ namespace {
 using array_map = Eigen::Map<Eigen::ArrayXf>;
 using const_array_map = Eigen::Map<const Eigen::ArrayXf>;
 
-array_map as_array(tensor& x) {
-  return array_map(x.data(), x.size());
-}
-
-const_array_map as_array(const tensor& x) {
-  return const_array_map(x.data(), x.size());
-}
-
 parameter_set zeros_like(const parameter_set& xs) {
   parameter_set result;
   result.reserve(xs.size());
@@ -68,8 +60,13 @@ caf::error optimizer_config::validate() const {
   return caf::none;
 }
 
-optimizer::optimizer(optimizer_config config, optimizer_slots slots)
-  : config_(config), slots_(std::move(slots)) {
+optimizer::optimizer(optimizer_config config, optimizer_slots slots,
+                     std::vector<std::string> names,
+                     std::vector<tensor_shape> shapes)
+  : config_(config),
+    slots_(std::move(slots)),
+    names_(std::move(names)),
+    shapes_(std::move(shapes)) {
 }
 
 caf::expected<optimizer> optimizer::make(const optimizer_config& config,
@@ -81,7 +78,14 @@ caf::expected<optimizer> optimizer::make(const optimizer_config& config,
     slots.first = zeros_like(params);
   if (config.kind == optimizer_kind::adam)
     slots.second = zeros_like(params);
-  return optimizer{config, std::move(slots)};
+  std::vector<std::string> names;
+  std::vector<tensor_shape> shapes;
+  for (const auto& p : params) {
+    names.push_back(p.name);
+    shapes.push_back(p.value.shape());
+  }
+  return optimizer{config, std::move(slots), std::move(names),
+                   std::move(shapes)};
 }
 
 caf::error optimizer::restore(optimizer_slots slots) {
@@ -98,35 +102,101 @@ caf::error optimizer::apply(parameter_set& params,
                             const parameter_set& grads) {
   if (auto err = check_matches(params, grads, "gradients"))
     return err;
-  const float lr = config_.learning_rate;
-  ++slots_.step;
-  for (size_t i = 0; i < params.size(); ++i) {
-    auto theta = as_array(params[i].value);
-    auto g = as_array(grads[i].value);
-    switch (config_.kind) {
-      case optimizer_kind::sgd:
-        theta -= lr * g;
-        break;
-      case optimizer_kind::momentum: {
-        auto v = as_array(slots_.first[i].value);
-        v = config_.momentum * v + g;
-        theta -= lr * v;
-        break;
-      }
-      case optimizer_kind::adam: {
-        auto m = as_array(slots_.first[i].value);
-        auto s = as_array(slots_.second[i].value);
-        m = config_.beta1 * m + (1 - config_.beta1) * g;
-        s = config_.beta2 * s + (1 - config_.beta2) * g.square();
-        auto t = static_cast<double>(slots_.step);
-        auto c1 = static_cast<float>(1 - std::pow(config_.beta1, t));
-        auto c2 = static_cast<float>(1 - std::pow(config_.beta2, t));
-        theta -= lr * (m / c1) / ((s / c2).sqrt() + config_.epsilon);
-        break;
-      }
-    }
+  if (params.size() != shapes_.size())
+    return make_error(ec::shape_mismatch,
+                      "optimizer: made for " + std::to_string(shapes_.size())
+                        + " variables, got " + std::to_string(params.size()));
+  for (size_t i = 0; i < params.size(); ++i)
+    if (auto err = check_variable(i, params[i].value))
+      return err;
+  begin_step();
+  for (size_t i = 0; i < params.size(); ++i)
+    update_span(i, params[i].value.data(), grads[i].value.data(), 0,
+                params[i].value.size());
+  return caf::none;
+}
+
+caf::error optimizer::check_variable(size_t i, const tensor& param) const {
+  if (i >= shapes_.size())
+    return make_error(ec::unknown_name, "optimizer: no variable #"
+                                          + std::to_string(i));
+  if (param.shape() != shapes_[i])
+    return make_error(ec::shape_mismatch,
+                      "optimizer: variable '" + names_[i] + "' is "
+                        + to_string(shapes_[i]) + ", got "
+                        + param.shape_string());
+  return caf::none;
+}
+
+caf::error optimizer::update(size_t i, tensor& param, const tensor& grad) {
+  if (auto err = check_variable(i, param))
+    return err;
+  if (grad.shape() != param.shape() || grad.size() != param.size())
+    return make_error(ec::shape_mismatch,
+                      "optimizer: gradient of '" + names_[i] + "' is "
+                        + grad.shape_string() + ", expected "
+                        + param.shape_string());
+  update_span(i, param.data(), grad.data(), 0, param.size());
+  return caf::none;
+}
+
+caf::error optimizer::update_rows(size_t i, tensor& param,
+                                  const std::vector<int64_t>& indices,
+                                  const tensor& rows) {
+  if (auto err = check_variable(i, param))
+    return err;
+  if (param.rank() < 1)
+    return make_error(ec::shape_mismatch, "optimizer: variable '"
+                                            + names_[i]
+                                            + "' has no rows");
+  auto row_size = param.size() / std::max<int64_t>(param.dim(0), 1);
+  auto k = static_cast<int64_t>(indices.size());
+  if (rows.size() != k * row_size)
+    return make_error(ec::shape_mismatch,
+                      "optimizer: " + std::to_string(k) + " rows of '"
+                        + names_[i] + "' need "
+                        + std::to_string(k * row_size) + " values, got "
+                        + rows.shape_string());
+  for (auto index : indices)
+    if (index < 0 || index >= param.dim(0))
+      return make_error(ec::invalid_argument,
+                        "optimizer: row " + std::to_string(index) + " of '"
+                          + names_[i] + "' is out of range");
+  for (int64_t r = 0; r < k; ++r) {
+    auto offset = indices[static_cast<size_t>(r)] * row_size;
+    update_span(i, param.data() + offset, rows.data() + r * row_size, offset,
+                row_size);
   }
   return caf::none;
+}
+
+void optimizer::update_span(size_t i, float* theta_ptr, const float* grad_ptr,
+                            int64_t offset, int64_t n) {
+  array_map theta(theta_ptr, n);
+  const_array_map g(grad_ptr, n);
+  const float lr = config_.learning_rate;
+  switch (config_.kind) {
+    case optimizer_kind::sgd:
+      theta -= lr * g;
+      break;
+    case optimizer_kind::momentum: {
+      array_map v(slots_.first[i].value.data() + offset, n);
+      v = config_.momentum * v + g;
+      theta -= lr * v;
+      break;
+    }
+    case optimizer_kind::adam: {
+      array_map m(slots_.first[i].value.data() + offset, n);
+      array_map s(slots_.second[i].value.data() + offset, n);
+      m = config_.beta1 * m + (1 - config_.beta1) * g;
+      s = config_.beta2 * s + (1 - config_.beta2) * g.square();
+      auto t = static_cast<double>(std::max<int64_t>(slots_.step, 1));
+      auto c1 = static_cast<float>(1 - std::pow(config_.beta1, t));
+      auto c2 = static_cast<float>(1 - std::pow(config_.beta2, t));
+      theta -= lr * (m / c1) / ((s / c2).sqrt() + config_.epsilon);
+      break;
+    }
+  }
 }
 
 } // namespace syncfac

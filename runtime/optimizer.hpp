@@ -5,6 +5,8 @@
 // checkpoint or a PS shard hand-over can carry it.
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
@@ -39,6 +41,23 @@ public:
   /// One update of `params` with `grads` (same names and shapes, finite).
   caf::error apply(parameter_set& params, const parameter_set& grads);
 
+  /// Starts one update step; then update() / update_rows() each variable
+  /// that has a gradient (Adam's bias correction counts steps).
+  void begin_step() noexcept {
+    ++slots_.step;
+  }
+
+  /// Updates variable i (the i-th of the set the optimizer was made for)
+  /// with a dense gradient of its shape.
+  caf::error update(size_t i, tensor& param, const tensor& grad);
+
+  /// Updates only rows `indices` of variable i (and of its slots) with
+  /// `rows` [indices.size(), ...row shape], as TF's sparse apply does;
+  /// indices must be in range (the accumulator checked their order).
+  caf::error update_rows(size_t i, tensor& param,
+                         const std::vector<int64_t>& indices,
+                         const tensor& rows);
+
   const optimizer_config& config() const noexcept {
     return config_;
   }
@@ -51,10 +70,19 @@ public:
   caf::error restore(optimizer_slots slots);
 
 private:
-  optimizer(optimizer_config config, optimizer_slots slots);
+  optimizer(optimizer_config config, optimizer_slots slots,
+            std::vector<std::string> names, std::vector<tensor_shape> shapes);
+
+  /// The update rule on values [offset, offset + n) of variable i.
+  void update_span(size_t i, float* theta, const float* grad, int64_t offset,
+                   int64_t n);
+
+  caf::error check_variable(size_t i, const tensor& param) const;
 
   optimizer_config config_;
   optimizer_slots slots_;
+  std::vector<std::string> names_;
+  std::vector<tensor_shape> shapes_;
 };
 
 } // namespace syncfac

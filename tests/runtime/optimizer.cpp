@@ -100,3 +100,29 @@ BOOST_AUTO_TEST_CASE(slots_restore_round_trip) {
   wrong.first = {{"w", tensor{{5}}}};
   BOOST_TEST(other.restore(wrong));
 }
+
+BOOST_AUTO_TEST_CASE(per_variable_and_row_updates_follow_tf_sparse_apply) {
+  optimizer_config cfg;
+  cfg.kind = optimizer_kind::momentum;
+  cfg.learning_rate = 1.0f;
+  cfg.momentum = 0.5f;
+  parameter_set params{{"emb", tensor{{3, 2}, {1, 1, 2, 2, 3, 3}}}};
+  auto opt = optimizer::make(cfg, params);
+  BOOST_REQUIRE(opt);
+  opt->begin_step();
+  tensor rows{{1, 2}, {1, 1}};
+  BOOST_REQUIRE(!opt->update_rows(0, params[0].value, {2}, rows));
+  // Only row 2 moved, and only its slot row holds velocity.
+  BOOST_TEST(params[0].value[0] == 1.0f);
+  BOOST_TEST(params[0].value[4] == 2.0f);
+  BOOST_TEST(opt->slots().first[0].value[0] == 0.0f);
+  BOOST_TEST(opt->slots().first[0].value[4] == 1.0f);
+  BOOST_TEST(opt->update_rows(0, params[0].value, {3}, rows));
+  BOOST_TEST(opt->update_rows(0, params[0].value, {0, 1}, rows));
+  tensor dense{{3, 2}, {1, 1, 1, 1, 1, 1}};
+  opt->begin_step();
+  BOOST_REQUIRE(!opt->update(0, params[0].value, dense));
+  BOOST_TEST(params[0].value[4] == 2.0f - 1.5f); // v = 0.5 * 1 + 1
+  BOOST_TEST(opt->update(0, params[0].value, tensor{{2}, {1, 1}}));
+  BOOST_TEST(opt->update(1, params[0].value, dense));
+}

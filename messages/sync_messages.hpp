@@ -1,0 +1,185 @@
+#pragma once
+
+// Messages of the synchronous-replica protocol (TF's SyncReplicasOptimizerV2
+// as actors): gradient pushes tagged with local_step, token grants carrying
+// global_step, parameter pulls, apply/applied between chief and PS shards,
+// status. Every struct a peer can send is validated by its receiver.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+#include "kernels/tensor.hpp"
+#include "runtime/named_tensor.hpp"
+#include "runtime/sync/conditional_accumulator.hpp"
+
+namespace syncfac {
+
+/// Rows of a sparse (embedding-like) variable: indices strictly increasing,
+/// rows [indices.size(), ...the variable's row shape].
+struct sparse_update {
+  std::string variable;
+  std::vector<int64_t> indices;
+  tensor rows;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sparse_update& x) {
+  return f(caf::meta::type_name("sparse_update"), x.variable, x.indices,
+           x.rows);
+}
+
+/// A worker's gradients for the variables of one PS shard.
+struct gradient_push {
+  int32_t worker = 0;
+  /// The global step the gradients were computed at (the worker's
+  /// local_step); older than the shard's step means stale.
+  int64_t local_step = 0;
+  parameter_set dense;
+  std::vector<sparse_update> sparse;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gradient_push& x) {
+  return f(caf::meta::type_name("gradient_push"), x.worker, x.local_step,
+           x.dense, x.sparse);
+}
+
+/// A shard's answer to a push: whether the gradients were accumulated or
+/// dropped as stale, and the shard's step at that moment.
+struct push_ack {
+  bool accepted = false;
+  int64_t global_step = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, push_ack& x) {
+  return f(caf::meta::type_name("push_ack"), x.accepted, x.global_step);
+}
+
+/// The current values of a shard's variables.
+struct shard_params {
+  int32_t shard = 0;
+  int64_t global_step = 0;
+  parameter_set values;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_params& x) {
+  return f(caf::meta::type_name("shard_params"), x.shard, x.global_step,
+           x.values);
+}
+
+/// A shard reports that it has applied the averaged gradients of a step.
+struct applied {
+  int32_t shard = 0;
+  /// The shard's step after the update (the chief's new global_step).
+  int64_t global_step = 0;
+  /// Gradients averaged per variable (may exceed replicas_to_aggregate).
+  int64_t gradients = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, applied& x) {
+  return f(caf::meta::type_name("applied"), x.shard, x.global_step,
+           x.gradients);
+}
+
+/// A token from the chief's queue: the worker's next local_step, or the
+/// signal that training is over.
+struct token_grant {
+  int64_t global_step = 0;
+  bool stop = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_grant& x) {
+  return f(caf::meta::type_name("token_grant"), x.global_step, x.stop);
+}
+
+/// What a worker tells the chief with its token request: the outcome of
+/// the step it just finished.
+struct worker_report {
+  int32_t worker = 0;
+  int64_t local_step = 0;
+  float loss = 0;
+  int64_t correct = 0;
+  int64_t count = 0;
+  /// Shards that dropped this step's push as stale.
+  int32_t stale_shards = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
+  return f(caf::meta::type_name("worker_report"), x.worker, x.local_step,
+           x.loss, x.correct, x.count, x.stale_shards);
+}
+
+/// A shard's counters.
+struct shard_status {
+  int32_t shard = 0;
+  int64_t global_step = 0;
+  int64_t accepted_pushes = 0;
+  int64_t stale_pushes = 0;
+  int64_t refused_pushes = 0;
+  std::vector<accumulator_stats> variables;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_status& x) {
+  return f(caf::meta::type_name("shard_status"), x.shard, x.global_step,
+           x.accepted_pushes, x.stale_pushes, x.refused_pushes, x.variables);
+}
+
+/// A worker's counters and position.
+struct worker_status {
+  int32_t worker = 0;
+  int64_t local_step = 0;
+  int64_t steps = 0;
+  int64_t stale_pushes = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_status& x) {
+  return f(caf::meta::type_name("worker_status"), x.worker, x.local_step,
+           x.steps, x.stale_pushes);
+}
+
+/// The chief's view of the run.
+struct chief_status {
+  int64_t global_step = 0;
+  int64_t tokens_queued = 0;
+  int64_t token_requests_waiting = 0;
+  int64_t tokens_granted = 0;
+  bool finished = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chief_status& x) {
+  return f(caf::meta::type_name("chief_status"), x.global_step,
+           x.tokens_queued, x.token_requests_waiting, x.tokens_granted,
+           x.finished);
+}
+
+/// What the chief reports when training has finished.
+struct sync_summary {
+  int64_t global_step = 0;
+  int64_t accepted_pushes = 0;
+  int64_t stale_pushes = 0;
+  int64_t refused_pushes = 0;
+  /// Mean loss and accuracy of the worker reports of the last log window.
+  double last_loss = 0;
+  double last_accuracy = 0;
+  std::vector<shard_status> shards;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sync_summary& x) {
+  return f(caf::meta::type_name("sync_summary"), x.global_step,
+           x.accepted_pushes, x.stale_pushes, x.refused_pushes, x.last_loss,
+           x.last_accuracy, x.shards);
+}
+
+} // namespace syncfac
