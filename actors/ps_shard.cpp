@@ -1,0 +1,509 @@
+#include "actors/ps_shard.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <unordered_set>
+#include <utility>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/make_message.hpp>
+
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+namespace {
+
+using self_ptr = ps_actor::stateful_pointer<ps_shard_state>;
+
+constexpr size_t no_variable = std::numeric_limits<size_t>::max();
+
+std::string shard_name(int32_t index) {
+  return "ps shard " + std::to_string(index);
+}
+
+std::string quoted(const std::string& name) {
+  return "'" + name + "'";
+}
+
+/// `err` with "prefix: " in front of its context, same code and category:
+/// an optimizer error reaching a chief should say which shard raised it.
+caf::error prefixed(const std::string& prefix, const caf::error& err) {
+  const auto& ctx = err.context();
+  auto what = ctx.size() == 1 && ctx.match_element<std::string>(0)
+                ? ctx.get_as<std::string>(0)
+                : render(err);
+  return caf::error{err.code(), err.category(),
+                    caf::make_message(prefix + ": " + what)};
+}
+
+// -- configuration ------------------------------------------------------------
+
+caf::error bad_config(int32_t index, const std::string& what) {
+  return make_error(ec::invalid_config, shard_name(index) + ": " + what);
+}
+
+bool non_negative(const tensor_shape& shape) {
+  return std::all_of(shape.begin(), shape.end(),
+                     [](int64_t d) { return d >= 0; });
+}
+
+caf::error check_variables(const ps_shard_config& cfg) {
+  std::unordered_set<std::string> names;
+  for (size_t i = 0; i < cfg.variables.size(); ++i) {
+    const auto& [name, value] = cfg.variables[i];
+    if (name.empty())
+      return bad_config(cfg.index, "variable #" + std::to_string(i)
+                                     + " has an empty name");
+    if (!names.insert(name).second)
+      return bad_config(cfg.index, "variable " + quoted(name)
+                                     + " appears twice");
+    // The accumulators throw on shapes like these: refuse them here.
+    if (!non_negative(value.shape())
+        || !detail::has_shape(value, value.shape()))
+      return bad_config(cfg.index, "variable " + quoted(name)
+                                     + " has an inconsistent shape "
+                                     + detail::describe(value));
+    if (!value.all_finite())
+      return bad_config(cfg.index, "variable " + quoted(name)
+                                     + " holds NaN or Inf");
+  }
+  return caf::none;
+}
+
+const named_tensor* find_variable(const parameter_set& vars,
+                                  const std::string& name) {
+  auto i = std::find_if(vars.begin(), vars.end(),
+                        [&](const named_tensor& x) { return x.name == name; });
+  return i == vars.end() ? nullptr : &*i;
+}
+
+caf::error check_sparse_names(const ps_shard_config& cfg) {
+  std::unordered_set<std::string> seen;
+  for (const auto& name : cfg.sparse_variables) {
+    auto var = find_variable(cfg.variables, name);
+    if (var == nullptr)
+      return bad_config(cfg.index, "sparse variable " + quoted(name)
+                                     + " is not among the shard's variables");
+    if (!seen.insert(name).second)
+      return bad_config(cfg.index, "sparse variable " + quoted(name)
+                                     + " is listed twice");
+    if (var->value.rank() < 1)
+      return bad_config(cfg.index, "sparse variable " + quoted(name)
+                                     + " needs rank >= 1 (rows), got shape "
+                                     + var->value.shape_string());
+  }
+  return caf::none;
+}
+
+/// Builds the state from a validated config.
+caf::error init_state(ps_shard_state& st, ps_shard_config cfg) {
+  if (auto err = cfg.validate())
+    return err;
+  auto opt = optimizer::make(cfg.optimizer, cfg.variables);
+  if (!opt)
+    return prefixed(shard_name(cfg.index), opt.error());
+  std::unordered_set<std::string> sparse(cfg.sparse_variables.begin(),
+                                         cfg.sparse_variables.end());
+  st.index = cfg.index;
+  for (size_t i = 0; i < cfg.variables.size(); ++i) {
+    const auto& var = cfg.variables[i];
+    st.by_name.emplace(var.name, i);
+    if (sparse.count(var.name) > 0)
+      st.accumulators.emplace_back(std::in_place_type<sparse_accumulator>,
+                                   var.name, var.value.shape());
+    else
+      st.accumulators.emplace_back(std::in_place_type<conditional_accumulator>,
+                                   var.name, var.value.shape());
+  }
+  st.refused.assign(cfg.variables.size(), 0);
+  st.variables = std::move(cfg.variables);
+  st.opt = std::move(*opt);
+  return caf::none;
+}
+
+// -- push validation ----------------------------------------------------------
+
+/// Why a push was refused, and the variable to count it on (if any).
+struct refusal {
+  caf::error err;
+  size_t variable = no_variable;
+};
+
+/// Checks one push as a whole before any accumulator sees it, so a bad
+/// entry late in the push cannot leave earlier ones half-applied. Mirrors
+/// the accumulators' own checks (which they repeat on apply).
+class push_check {
+public:
+  push_check(const ps_shard_state& st, const gradient_push& push)
+    : st_(st), push_(push), seen_(st.variables.size(), false) {
+  }
+
+  std::optional<refusal> run() {
+    for (const auto& entry : push_.dense)
+      if (auto bad = dense(entry))
+        return bad;
+    for (const auto& entry : push_.sparse)
+      if (auto bad = sparse(entry))
+        return bad;
+    return std::nullopt;
+  }
+
+private:
+  std::optional<refusal> dense(const named_tensor& entry) {
+    size_t i = 0;
+    if (auto bad = claim(entry.name, i))
+      return bad;
+    auto acc = std::get_if<conditional_accumulator>(&st_.accumulators[i]);
+    if (acc == nullptr)
+      return fail(ec::bad_message, i,
+                  "is sparse: its gradient must come as rows, not dense");
+    const auto& grad = entry.value;
+    if (!detail::has_shape(grad, acc->shape()))
+      return fail(ec::shape_mismatch, i,
+                  "gradient has shape " + detail::describe(grad)
+                    + ", expected " + to_string(acc->shape()));
+    if (!grad.all_finite())
+      return fail(ec::non_finite, i,
+                  "gradient holds NaN or Inf (first at element "
+                    + std::to_string(
+                      detail::first_non_finite(grad.data(), grad.size()))
+                    + ")");
+    return std::nullopt;
+  }
+
+  std::optional<refusal> sparse(const sparse_update& entry) {
+    size_t i = 0;
+    if (auto bad = claim(entry.variable, i))
+      return bad;
+    auto acc = std::get_if<sparse_accumulator>(&st_.accumulators[i]);
+    if (acc == nullptr)
+      return fail(ec::bad_message, i,
+                  "is dense: its gradient must come dense, not as rows");
+    auto expected = acc->shape();
+    expected[0] = static_cast<int64_t>(entry.indices.size());
+    if (!detail::has_shape(entry.rows, expected))
+      return fail(ec::shape_mismatch, i,
+                  std::to_string(entry.indices.size())
+                    + " indices need rows of shape " + to_string(expected)
+                    + ", got " + detail::describe(entry.rows));
+    if (auto bad = indices(i, entry.indices, acc->shape()[0]))
+      return bad;
+    return finite_rows(i, entry);
+  }
+
+  std::optional<refusal> indices(size_t i, const std::vector<int64_t>& xs,
+                                 int64_t rows) {
+    for (size_t pos = 0; pos < xs.size(); ++pos) {
+      auto x = xs[pos];
+      if (x < 0 || x >= rows)
+        return fail(ec::invalid_argument, i,
+                    at(x, pos) + " is out of range [0, "
+                      + std::to_string(rows) + ")");
+      if (pos > 0 && x <= xs[pos - 1])
+        return fail(ec::invalid_argument, i,
+                    at(x, pos) + " follows index " + std::to_string(xs[pos - 1])
+                      + ": indices must be strictly increasing");
+    }
+    return std::nullopt;
+  }
+
+  std::optional<refusal> finite_rows(size_t i, const sparse_update& entry) {
+    const auto& rows = entry.rows;
+    if (rows.all_finite())
+      return std::nullopt;
+    auto row_size = rows.size() / static_cast<int64_t>(entry.indices.size());
+    auto pos = static_cast<size_t>(
+      detail::first_non_finite(rows.data(), rows.size()) / row_size);
+    return fail(ec::non_finite, i,
+                "row for " + at(entry.indices[pos], pos)
+                  + " holds NaN or Inf");
+  }
+
+  /// Marks the variable as seen and sets `index`; a refusal when the name
+  /// is unknown or the push carries it twice.
+  std::optional<refusal> claim(const std::string& name, size_t& index) {
+    auto found = st_.by_name.find(name);
+    if (found == st_.by_name.end())
+      return refusal{make_error(ec::unknown_name,
+                                prefix() + "unknown variable " + quoted(name)
+                                  + " (not held by " + shard_name(st_.index)
+                                  + ")")};
+    index = found->second;
+    if (seen_[index])
+      return fail(ec::bad_message, index, "appears twice in the push");
+    seen_[index] = true;
+    return std::nullopt;
+  }
+
+  refusal fail(ec code, size_t i, const std::string& what) const {
+    return {make_error(code, prefix() + "variable "
+                               + quoted(st_.variables[i].name) + " "
+                               + what),
+            i};
+  }
+
+  static std::string at(int64_t index, size_t pos) {
+    return "index " + std::to_string(index) + " at position "
+           + std::to_string(pos);
+  }
+
+  std::string prefix() const {
+    return shard_name(st_.index) + ": push from worker "
+           + std::to_string(push_.worker) + " (local_step "
+           + std::to_string(push_.local_step) + "): ";
+  }
+
+  const ps_shard_state& st_;
+  const gradient_push& push_;
+  std::vector<bool> seen_;
+};
+
+caf::error refuse(ps_shard_state& st, refusal bad) {
+  ++st.refused_pushes;
+  if (bad.variable != no_variable)
+    ++st.refused[bad.variable];
+  return std::move(bad.err);
+}
+
+// -- accumulation -------------------------------------------------------------
+
+/// An accumulator's verdict must be the shard's: they share one step.
+caf::error check_lockstep(const ps_shard_state& st,
+                          const caf::expected<bool>& admitted, bool fresh,
+                          const std::string& variable) {
+  if (!admitted)
+    return make_error(ec::internal,
+                      shard_name(st.index) + ": accumulator refused a "
+                        + "checked gradient: " + render(admitted.error()));
+  if (*admitted != fresh)
+    return make_error(ec::internal,
+                      shard_name(st.index) + ": accumulator of "
+                        + quoted(variable) + " left the shard's step "
+                        + std::to_string(st.global_step));
+  return caf::none;
+}
+
+/// Adds a checked push to the accumulators; whether it was fresh.
+caf::expected<bool> accumulate(ps_shard_state& st, const gradient_push& p) {
+  const bool fresh = p.local_step >= st.global_step;
+  for (const auto& entry : p.dense) {
+    auto& acc = std::get<conditional_accumulator>(
+      st.accumulators[st.by_name.at(entry.name)]);
+    if (auto err = check_lockstep(st, acc.apply(p.local_step, entry.value),
+                                  fresh, entry.name))
+      return err;
+  }
+  for (const auto& entry : p.sparse) {
+    auto& acc = std::get<sparse_accumulator>(
+      st.accumulators[st.by_name.at(entry.variable)]);
+    if (auto err = check_lockstep(
+          st, acc.apply(p.local_step, entry.indices, entry.rows), fresh,
+          entry.variable))
+      return err;
+  }
+  return fresh;
+}
+
+// -- applying -----------------------------------------------------------------
+
+bool all_ready(const ps_shard_state& st, int64_t n) {
+  return std::all_of(st.accumulators.begin(), st.accumulators.end(),
+                     [n](const shard_accumulator& acc) {
+                       return std::visit([n](const auto& x) {
+                         return x.ready(n);
+                       }, acc);
+                     });
+}
+
+/// The fewest gradients any variable averages over this round.
+int64_t fewest_gradients(const ps_shard_state& st) {
+  int64_t result = std::numeric_limits<int64_t>::max();
+  for (const auto& acc : st.accumulators)
+    result = std::min(result,
+                      std::visit([](const auto& x) { return x.count(); },
+                                 acc));
+  return st.accumulators.empty() ? 0 : result;
+}
+
+/// Takes variable i's average and applies it through the optimizer.
+caf::error update_variable(ps_shard_state& st, size_t i, int64_t n) {
+  auto& param = st.variables[i].value;
+  if (auto dense = std::get_if<conditional_accumulator>(&st.accumulators[i])) {
+    auto average = dense->take(n);
+    if (!average)
+      return average.error();
+    return st.opt->update(i, param, *average);
+  }
+  auto& sparse = std::get<sparse_accumulator>(st.accumulators[i]);
+  auto average = sparse.take(n);
+  if (!average)
+    return average.error();
+  return st.opt->update_rows(i, param, average->indices, average->rows);
+}
+
+/// One optimizer step from the averages; every accumulator is ready(n).
+/// Variable by variable, so at most one average exists at a time.
+caf::expected<applied> complete(ps_shard_state& st, int64_t n) {
+  applied result{st.index, st.global_step + 1, fewest_gradients(st)};
+  st.opt->begin_step();
+  for (size_t i = 0; i < st.variables.size(); ++i)
+    if (auto err = update_variable(st, i, n))
+      return make_error(ec::internal, shard_name(st.index)
+                                        + ": apply failed after the checks: "
+                                        + render(err));
+  st.global_step = result.global_step;
+  return result;
+}
+
+/// Answers the pending apply once the last gradient it waits for is in.
+void finish_pending(ps_shard_state& st) {
+  if (!st.pending || !all_ready(st, st.pending->n))
+    return;
+  auto pending = std::move(*st.pending);
+  st.pending.reset();
+  auto result = complete(st, pending.n);
+  if (result)
+    pending.promise.deliver(std::move(*result));
+  else
+    pending.promise.deliver(std::move(result.error()));
+}
+
+/// Fails the pending apply, if any, saying why it will never complete.
+void abandon_pending(ps_shard_state& st, ec code, const std::string& why) {
+  if (!st.pending)
+    return;
+  auto pending = std::move(*st.pending);
+  st.pending.reset();
+  pending.promise.deliver(
+    make_error(code, shard_name(st.index) + ": the apply for step "
+                       + std::to_string(pending.step) + " (n = "
+                       + std::to_string(pending.n) + ") was abandoned: "
+                       + why));
+}
+
+caf::error check_apply(const ps_shard_state& st, int64_t step, int64_t n) {
+  auto bad = [&](const std::string& what) {
+    return make_error(ec::invalid_argument,
+                      shard_name(st.index) + ": apply " + what);
+  };
+  if (n <= 0)
+    return bad("needs a positive number of gradients, got "
+               + std::to_string(n));
+  if (st.pending)
+    return bad("for step " + std::to_string(step)
+               + " while the apply for step "
+               + std::to_string(st.pending->step)
+               + " is still pending (one at a time)");
+  // The chief and the shard disagree on the step: applying would move
+  // the shard to a step the chief does not expect.
+  if (step != st.global_step)
+    return bad("for step " + std::to_string(step) + ", but the shard is at "
+               "step " + std::to_string(st.global_step));
+  return caf::none;
+}
+
+shard_status make_status(const ps_shard_state& st) {
+  shard_status result{st.index,       st.global_step, st.accepted_pushes,
+                      st.stale_pushes, st.refused_pushes, {}};
+  result.variables.reserve(st.accumulators.size());
+  for (size_t i = 0; i < st.accumulators.size(); ++i) {
+    auto stats = std::visit([](const auto& x) { return x.stats(); },
+                            st.accumulators[i]);
+    stats.refused += st.refused[i];
+    result.variables.push_back(std::move(stats));
+  }
+  return result;
+}
+
+} // namespace
+
+// -- config and state ---------------------------------------------------------
+
+caf::error ps_shard_config::validate() const {
+  if (index < 0)
+    return bad_config(index, "index must be >= 0");
+  if (auto err = check_variables(*this))
+    return err;
+  if (auto err = check_sparse_names(*this))
+    return err;
+  if (auto err = optimizer.validate())
+    return prefixed(shard_name(index), err);
+  return caf::none;
+}
+
+ps_shard_state::~ps_shard_state() {
+  abandon_pending(*this, ec::peer_down, "the shard stopped");
+}
+
+// -- behaviour ----------------------------------------------------------------
+
+ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
+  if (auto err = init_state(self->state, std::move(cfg))) {
+    // Only reachable when spawned around spawn_ps_shard, which validates.
+    self->quit(std::move(err));
+    return ps_actor::behavior_type::make_empty_behavior();
+  }
+  return {
+    [=](push_atom, const gradient_push& push) -> caf::result<push_ack> {
+      auto& st = self->state;
+      if (auto bad = push_check{st, push}.run())
+        return refuse(st, std::move(*bad));
+      // The step the push was judged against, even when it completes a
+      // pending apply below and moves the shard on.
+      auto step = st.global_step;
+      auto fresh = accumulate(st, push);
+      if (!fresh)
+        return std::move(fresh.error());
+      if (*fresh) {
+        ++st.accepted_pushes;
+        finish_pending(st);
+      } else {
+        ++st.stale_pushes;
+      }
+      return push_ack{*fresh, step};
+    },
+    [=](pull_atom) -> shard_params {
+      const auto& st = self->state;
+      return {st.index, st.global_step, st.variables};
+    },
+    [=](apply_atom, int64_t step, int64_t n) -> caf::result<applied> {
+      auto& st = self->state;
+      if (auto err = check_apply(st, step, n))
+        return err;
+      if (all_ready(st, n))
+        return complete(st, n);
+      st.pending = pending_apply{self->make_response_promise<applied>(), n,
+                                 step};
+      return st.pending->promise;
+    },
+    [=](set_step_atom, int64_t step) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (step < 0)
+        return make_error(ec::invalid_argument,
+                          shard_name(st.index)
+                            + ": set_step needs a step >= 0, got "
+                            + std::to_string(step));
+      // The chief (re)started and re-synchronises: whoever asked for the
+      // pending apply no longer waits for it.
+      abandon_pending(st, ec::invalid_argument,
+                      "the global step was set to " + std::to_string(step));
+      for (auto& acc : st.accumulators)
+        std::visit([step](auto& x) { x.set_global_step(step); }, acc);
+      st.global_step = step;
+      return caf::ok_atom::value;
+    },
+    [=](status_atom) -> shard_status {
+      return make_status(self->state);
+    },
+  };
+}
+
+caf::expected<ps_actor> spawn_ps_shard(caf::actor_system& sys,
+                                       ps_shard_config cfg) {
+  if (auto err = cfg.validate())
+    return err;
+  return sys.spawn(ps_shard, std::move(cfg));
+}
+
+} // namespace syncfac

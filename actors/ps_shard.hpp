@@ -1,0 +1,121 @@
+#pragma once
+
+// The parameter-server shard: a subset of the model's variables, one
+// gradient accumulator per variable (TF's ConditionalAccumulator, dense or
+// sparse) and the optimizer's slots for them. Workers push gradients tagged
+// with their local_step; the chief asks the shard to apply once enough
+// arrived (design.md §1, §2).
+//
+// Every accumulator of a shard sees the same set_step and the same takes,
+// so their global_steps move in lockstep: a push is fresh or stale for the
+// whole shard, and the shard is always at one global_step.
+//
+// A push may carry gradients for only some of the shard's variables (TF:
+// a variable without gradient gets none). The apply keeps TF's per-
+// accumulator rule: it completes only when every accumulator holds n
+// gradients, and each variable is averaged over its own count. So a
+// variable that the workers never push holds the apply pending until the
+// chief's bounded wait gives up; status() shows which variable lags.
+//
+// applied.gradients is the smallest count any variable averaged over (equal
+// for all when every push carries every variable); a shard without
+// variables completes every apply at once, advances its step and reports 0.
+// set_step fails a pending apply (the chief that asked re-synchronises), as
+// does the shard stopping.
+//
+// Event-based, not detached: a handler does at most one pass over the
+// shard's variables and never blocks.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/actors.hpp"
+#include "runtime/named_tensor.hpp"
+#include "runtime/optimizer.hpp"
+#include "runtime/optimizer_config.hpp"
+#include "runtime/sync/conditional_accumulator.hpp"
+#include "runtime/sync/sparse_accumulator.hpp"
+
+namespace syncfac {
+
+struct ps_shard_config {
+  /// The shard's number, reported in every answer and error.
+  int32_t index = 0;
+  /// The shard's variables with their initial values, in the order pulls
+  /// report them.
+  parameter_set variables;
+  /// Names among `variables` that receive sparse gradients (row indices
+  /// plus rows, e.g. an embedding table); each needs rank >= 1.
+  std::vector<std::string> sparse_variables;
+  optimizer_config optimizer;
+
+  /// ec::invalid_config unless: index >= 0; names non-empty and unique;
+  /// values finite and matching their shapes; every sparse name names a
+  /// variable of rank >= 1, once; the optimizer is valid.
+  caf::error validate() const;
+};
+
+/// One variable's accumulator, dense or sparse as the config says.
+using shard_accumulator
+  = std::variant<conditional_accumulator, sparse_accumulator>;
+
+/// The chief's apply that waits for gradients.
+struct pending_apply {
+  caf::typed_response_promise<applied> promise;
+  int64_t n = 0;
+  /// The step the chief asked for (equal to the shard's when accepted).
+  int64_t step = 0;
+};
+
+struct ps_shard_state {
+  static inline const char* name = "ps_shard";
+
+  ps_shard_state() = default;
+  ps_shard_state(const ps_shard_state&) = delete;
+  ps_shard_state& operator=(const ps_shard_state&) = delete;
+
+  /// Fails a pending apply: the chief learns at once that this shard went
+  /// away, instead of when its bounded wait runs out.
+  ~ps_shard_state();
+
+  int32_t index = 0;
+  parameter_set variables;
+  /// accumulators[i] belongs to variables[i].
+  std::vector<shard_accumulator> accumulators;
+  std::unordered_map<std::string, size_t> by_name;
+  /// Made for `variables`, so update(i, ...) addresses variables[i].
+  std::optional<optimizer> opt;
+  /// The accumulators' common step; also the step of a shard without
+  /// variables, which has no accumulator to hold it.
+  int64_t global_step = 0;
+  int64_t accepted_pushes = 0;
+  int64_t stale_pushes = 0;
+  /// Malformed pushes, refused whole.
+  int64_t refused_pushes = 0;
+  /// Per variable: refused pushes whose error named it. The accumulators
+  /// never see a malformed gradient (the shard checks the whole push
+  /// first), so their own refused() stays 0 and status adds these.
+  std::vector<int64_t> refused;
+  std::optional<pending_apply> pending;
+};
+
+ps_actor::behavior_type
+ps_shard(ps_actor::stateful_pointer<ps_shard_state> self,
+         ps_shard_config cfg);
+
+/// Validates `cfg` and spawns the shard (event-based).
+caf::expected<ps_actor> spawn_ps_shard(caf::actor_system& sys,
+                                       ps_shard_config cfg);
+
+} // namespace syncfac

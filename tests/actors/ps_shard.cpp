@@ -1,0 +1,635 @@
+#define BOOST_TEST_MODULE actors_ps_shard
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/ps_shard.hpp"
+#include "runtime/error.hpp"
+#include "runtime/program_config.hpp"
+#include "tests/helpers.hpp"
+
+using namespace syncfac;
+using namespace std::chrono_literals;
+namespace tt = boost::test_tools;
+
+namespace {
+
+tensor scalar(float x) {
+  return tensor{tensor_shape{}, {x}};
+}
+
+tensor vec(std::vector<float> xs) {
+  auto n = static_cast<int64_t>(xs.size());
+  return tensor{{n}, std::move(xs)};
+}
+
+/// The seeds' test2Workers variables, all on one shard here.
+parameter_set seed_variables() {
+  return {{"v0", scalar(0.0f)},
+          {"v1", scalar(1.0f)},
+          {"v_sparse", tensor{{2, 1}, {3.0f, 4.0f}}}};
+}
+
+/// TF's GradientDescentOptimizer(2.0), as the seeds use it.
+ps_shard_config seed_config() {
+  ps_shard_config cfg;
+  cfg.index = 1;
+  cfg.variables = seed_variables();
+  cfg.sparse_variables = {"v_sparse"};
+  cfg.optimizer.kind = optimizer_kind::sgd;
+  cfg.optimizer.learning_rate = 2.0f;
+  return cfg;
+}
+
+/// Worker w's gradients in the seeds: v0 0.1 + 0.2w, v1 0.9 + 0.2w, and
+/// row 1 of v_sparse 0.1 + 0.2w.
+gradient_push seed_push(int32_t worker, int64_t local_step) {
+  auto g0 = 0.1f + static_cast<float>(worker) * 0.2f;
+  auto g1 = 0.9f + static_cast<float>(worker) * 0.2f;
+  gradient_push p;
+  p.worker = worker;
+  p.local_step = local_step;
+  p.dense = {{"v0", scalar(g0)}, {"v1", scalar(g1)}};
+  p.sparse = {{"v_sparse", {1}, tensor{{1, 1}, {g0}}}};
+  return p;
+}
+
+/// Same names, shapes and values, in order.
+bool same(const parameter_set& xs, const parameter_set& ys) {
+  if (xs.size() != ys.size())
+    return false;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (xs[i].name != ys[i].name || xs[i].value != ys[i].value)
+      return false;
+  return true;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+/// The rendered error of an answer that must fail with `code`.
+template <class T>
+std::string failure(const caf::expected<T>& x, ec code) {
+  BOOST_REQUIRE_MESSAGE(!x, "expected an error, got a value");
+  BOOST_TEST(x.error().category() == error_category, render(x.error()));
+  BOOST_TEST(static_cast<int>(x.error().code()) == static_cast<int>(code),
+             render(x.error()));
+  return render(x.error());
+}
+
+float value_of(const shard_params& p, const std::string& name, int64_t i) {
+  for (const auto& x : p.values)
+    if (x.name == name)
+      return x.value[i];
+  BOOST_FAIL("no variable " << name);
+  return 0;
+}
+
+struct fixture {
+  program_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  ps_actor ps;
+
+  fixture() {
+    start(seed_config());
+  }
+
+  ~fixture() {
+    self->send_exit(ps, caf::exit_reason::user_shutdown);
+  }
+
+  void start(ps_shard_config shard) {
+    if (ps)
+      self->send_exit(ps, caf::exit_reason::user_shutdown);
+    auto spawned = spawn_ps_shard(sys, std::move(shard));
+    BOOST_REQUIRE_MESSAGE(spawned, test::why(spawned));
+    ps = *spawned;
+  }
+
+  /// The answer to a request, or the error it produced.
+  template <class T, class... Ts>
+  caf::expected<T> ask(Ts&&... xs) {
+    caf::expected<T> result{caf::error{}};
+    self->request(ps, 10s, std::forward<Ts>(xs)...)
+      .receive([&](T& x) { result = std::move(x); },
+               [&](caf::error& err) { result = std::move(err); });
+    return result;
+  }
+
+  push_ack push(const gradient_push& p) {
+    auto ack = ask<push_ack>(push_atom::value, p);
+    BOOST_REQUIRE_MESSAGE(ack, test::why(ack));
+    return *ack;
+  }
+
+  caf::expected<push_ack> try_push(const gradient_push& p) {
+    return ask<push_ack>(push_atom::value, p);
+  }
+
+  caf::expected<applied> apply(int64_t step, int64_t n) {
+    return ask<applied>(apply_atom::value, step, n);
+  }
+
+  shard_params pull() {
+    auto p = ask<shard_params>(pull_atom::value);
+    BOOST_REQUIRE_MESSAGE(p, test::why(p));
+    return *p;
+  }
+
+  shard_status status() {
+    auto s = ask<shard_status>(status_atom::value);
+    BOOST_REQUIRE_MESSAGE(s, test::why(s));
+    return *s;
+  }
+
+  void set_step(int64_t step) {
+    auto ok = ask<caf::ok_atom>(set_step_atom::value, step);
+    BOOST_REQUIRE_MESSAGE(ok, test::why(ok));
+  }
+
+  /// Requires that nothing reached any accumulator or variable.
+  void require_untouched(int64_t refused_pushes) {
+    auto st = status();
+    BOOST_TEST(st.refused_pushes == refused_pushes);
+    BOOST_TEST(st.accepted_pushes == 0);
+    BOOST_TEST(st.stale_pushes == 0);
+    for (const auto& v : st.variables) {
+      BOOST_TEST(v.accepted == 0, v.variable);
+      BOOST_TEST(v.dropped_stale == 0, v.variable);
+    }
+    BOOST_TEST(same(pull().values, seed_variables()));
+  }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(ps_shard_tests, fixture)
+
+// -- pull and push ------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(pull_returns_the_initial_variables) {
+  auto p = pull();
+  BOOST_TEST(p.shard == 1);
+  BOOST_TEST(p.global_step == 0);
+  BOOST_TEST(same(p.values, seed_variables()));
+}
+
+BOOST_AUTO_TEST_CASE(fresh_and_stale_pushes_are_acked_and_counted) {
+  auto ack = push(seed_push(0, 0));
+  BOOST_TEST(ack.accepted);
+  BOOST_TEST(ack.global_step == 0);
+  // A gradient from the future is fresh too (TF: local_step >= step).
+  BOOST_TEST(push(seed_push(1, 3)).accepted);
+  auto done = apply(0, 2);
+  BOOST_REQUIRE_MESSAGE(done, test::why(done));
+  auto late = push(seed_push(2, 0));
+  BOOST_TEST(!late.accepted);
+  BOOST_TEST(late.global_step == 1);
+  auto st = status();
+  BOOST_TEST(st.shard == 1);
+  BOOST_TEST(st.global_step == 1);
+  BOOST_TEST(st.accepted_pushes == 2);
+  BOOST_TEST(st.stale_pushes == 1);
+  BOOST_TEST(st.refused_pushes == 0);
+  BOOST_REQUIRE_EQUAL(st.variables.size(), 3u);
+  for (const auto& v : st.variables) {
+    BOOST_TEST(v.accepted == 2, v.variable);
+    BOOST_TEST(v.dropped_stale == 1, v.variable);
+    BOOST_TEST(v.refused == 0, v.variable);
+    BOOST_TEST(v.global_step == 1, v.variable);
+  }
+  BOOST_TEST(st.variables[2].variable == "v_sparse");
+}
+
+// -- apply --------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(test2workers_numbers_come_out) {
+  // Round 1: both workers push at step 0; the average moves the variables.
+  push(seed_push(0, 0));
+  push(seed_push(1, 0));
+  auto done = apply(0, 2);
+  BOOST_REQUIRE_MESSAGE(done, test::why(done));
+  BOOST_TEST(done->shard == 1);
+  BOOST_TEST(done->global_step == 1);
+  BOOST_TEST(done->gradients == 2);
+  auto p = pull();
+  BOOST_TEST(p.global_step == 1);
+  BOOST_TEST(value_of(p, "v0", 0) == 0 - (0.1f + 0.3f) / 2 * 2.0f,
+             tt::tolerance(1e-6f));
+  BOOST_TEST(value_of(p, "v1", 0) == 1 - (0.9f + 1.1f) / 2 * 2.0f,
+             tt::tolerance(1e-6f));
+  // The sparse variable changes only on the row that had gradients.
+  BOOST_TEST(value_of(p, "v_sparse", 0) == 3.0f);
+  BOOST_TEST(value_of(p, "v_sparse", 1) == 3.6f, tt::tolerance(1e-6f));
+  // Round 2: the initial tokens carried step 0, so these are wasted.
+  BOOST_TEST(!push(seed_push(0, 0)).accepted);
+  BOOST_TEST(!push(seed_push(1, 0)).accepted);
+  BOOST_TEST(same(pull().values, p.values));
+  // Round 3: both at step 1.
+  push(seed_push(0, 1));
+  push(seed_push(1, 1));
+  done = apply(1, 2);
+  BOOST_REQUIRE_MESSAGE(done, test::why(done));
+  BOOST_TEST(done->global_step == 2);
+  p = pull();
+  BOOST_TEST(value_of(p, "v0", 0) == 0 - 2 * (0.1f + 0.3f) / 2 * 2.0f,
+             tt::tolerance(1e-6f));
+  BOOST_TEST(value_of(p, "v1", 0) == 1 - 2 * (0.9f + 1.1f) / 2 * 2.0f,
+             tt::tolerance(1e-6f));
+}
+
+BOOST_AUTO_TEST_CASE(test3workers1backup_numbers_come_out) {
+  // Workers 0 and 2 first; the apply needs only two.
+  push(seed_push(0, 0));
+  push(seed_push(2, 0));
+  auto done = apply(0, 2);
+  BOOST_REQUIRE_MESSAGE(done, test::why(done));
+  // Worker 1 is late: stale.
+  BOOST_TEST(!push(seed_push(1, 0)).accepted);
+  auto p = pull();
+  BOOST_TEST(value_of(p, "v0", 0) == -0.6f, tt::tolerance(1e-6f));
+  BOOST_TEST(value_of(p, "v1", 0) == -1.2f, tt::tolerance(1e-6f));
+  // Next round, workers 0 and 1 at step 1.
+  push(seed_push(0, 1));
+  push(seed_push(1, 1));
+  BOOST_REQUIRE(apply(1, 2));
+  p = pull();
+  BOOST_TEST(value_of(p, "v0", 0) == -0.6f - (0.1f + 0.3f) / 2 * 2.0f,
+             tt::tolerance(1e-6f));
+  BOOST_TEST(value_of(p, "v1", 0) == -1.2f - (0.9f + 1.1f) / 2 * 2.0f,
+             tt::tolerance(1e-6f));
+}
+
+BOOST_AUTO_TEST_CASE(apply_waits_for_the_last_gradient) {
+  // The apply is sent first; the mailbox keeps the order of one sender,
+  // so the shard holds it before either push arrives.
+  auto pending = self->request(ps, 10s, apply_atom::value, int64_t{0},
+                               int64_t{2});
+  BOOST_TEST(push(seed_push(0, 0)).accepted);
+  // One gradient of two: the shard has not moved.
+  BOOST_TEST(status().global_step == 0);
+  BOOST_TEST(same(pull().values, seed_variables()));
+  // The second gradient completes the apply; its ack still reports the
+  // step it was judged against.
+  auto ack = push(seed_push(1, 0));
+  BOOST_TEST(ack.accepted);
+  BOOST_TEST(ack.global_step == 0);
+  caf::expected<applied> done{caf::error{}};
+  pending.receive([&](applied& x) { done = x; },
+                  [&](caf::error& err) { done = std::move(err); });
+  BOOST_REQUIRE_MESSAGE(done, test::why(done));
+  BOOST_TEST(done->global_step == 1);
+  BOOST_TEST(done->gradients == 2);
+  BOOST_TEST(value_of(pull(), "v0", 0) == -0.4f, tt::tolerance(1e-6f));
+}
+
+BOOST_AUTO_TEST_CASE(more_gradients_than_n_are_all_averaged) {
+  push(seed_push(0, 0));
+  push(seed_push(1, 0));
+  push(seed_push(2, 0));
+  auto done = apply(0, 2);
+  BOOST_REQUIRE_MESSAGE(done, test::why(done));
+  BOOST_TEST(done->gradients == 3);
+  BOOST_TEST(value_of(pull(), "v0", 0) == -2.0f * (0.1f + 0.3f + 0.5f) / 3,
+             tt::tolerance(1e-6f));
+}
+
+BOOST_AUTO_TEST_CASE(a_partial_push_leaves_the_apply_waiting) {
+  // Worker 0 pushes only v0: v1 and v_sparse have no gradient yet, so
+  // the apply (TF's per-accumulator take) waits for them.
+  auto only_v0 = seed_push(0, 0);
+  only_v0.dense.resize(1);
+  only_v0.sparse.clear();
+  auto pending = self->request(ps, 10s, apply_atom::value, int64_t{0},
+                               int64_t{1});
+  BOOST_TEST(push(only_v0).accepted);
+  auto st = status();
+  BOOST_TEST(st.global_step == 0);
+  BOOST_TEST(st.variables[0].accepted == 1);
+  BOOST_TEST(st.variables[1].accepted == 0);
+  // Worker 1 pushes the rest; each variable averages its own gradients.
+  auto rest = seed_push(1, 0);
+  rest.dense.erase(rest.dense.begin());
+  push(rest);
+  caf::expected<applied> done{caf::error{}};
+  pending.receive([&](applied& x) { done = x; },
+                  [&](caf::error& err) { done = std::move(err); });
+  BOOST_REQUIRE_MESSAGE(done, test::why(done));
+  BOOST_TEST(done->gradients == 1);
+  auto p = pull();
+  BOOST_TEST(value_of(p, "v0", 0) == -0.2f, tt::tolerance(1e-6f));
+  BOOST_TEST(value_of(p, "v1", 0) == 1 - 2 * 1.1f, tt::tolerance(1e-6f));
+  BOOST_TEST(value_of(p, "v_sparse", 1) == 4 - 2 * 0.3f,
+             tt::tolerance(1e-6f));
+}
+
+BOOST_AUTO_TEST_CASE(momentum_keeps_its_velocity_and_sparse_rows_stay_apart) {
+  auto shard = seed_config();
+  shard.variables.push_back({"layer/w", vec({0, 0})});
+  shard.optimizer.kind = optimizer_kind::momentum;
+  shard.optimizer.learning_rate = 0.5f;
+  shard.optimizer.momentum = 0.9f;
+  start(shard);
+  auto with_w = [](gradient_push p, tensor w) {
+    p.dense.push_back({"layer/w", std::move(w)});
+    return p;
+  };
+  push(with_w(seed_push(0, 0), vec({1, 2})));
+  push(with_w(seed_push(1, 0), vec({3, 4})));
+  BOOST_REQUIRE(apply(0, 2));
+  // v = [2, 3]; w = -0.5 v. Sparse row 1: v = 0.2, 4 - 0.1.
+  auto p = pull();
+  BOOST_TEST(value_of(p, "layer/w", 0) == -1.0f, tt::tolerance(1e-6f));
+  BOOST_TEST(value_of(p, "layer/w", 1) == -1.5f, tt::tolerance(1e-6f));
+  BOOST_TEST(value_of(p, "v_sparse", 1) == 3.9f, tt::tolerance(1e-6f));
+  // Round 2, one gradient touching only row 0 of v_sparse.
+  auto g = with_w(seed_push(0, 1), vec({1, 1}));
+  g.sparse = {{"v_sparse", {0}, tensor{{1, 1}, {1.0f}}}};
+  push(g);
+  BOOST_REQUIRE(apply(1, 1));
+  // v = 0.9 [2, 3] + [1, 1] = [2.8, 3.7]; w -= 0.5 v.
+  p = pull();
+  BOOST_TEST(value_of(p, "layer/w", 0) == -2.4f, tt::tolerance(1e-5f));
+  BOOST_TEST(value_of(p, "layer/w", 1) == -3.35f, tt::tolerance(1e-5f));
+  // Row 0: v = 1, 3 - 0.5. Row 1 untouched: neither it nor its velocity
+  // moves (TF's sparse apply).
+  BOOST_TEST(value_of(p, "v_sparse", 0) == 2.5f, tt::tolerance(1e-6f));
+  BOOST_TEST(value_of(p, "v_sparse", 1) == 3.9f, tt::tolerance(1e-6f));
+}
+
+// -- refused pushes -----------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(an_unknown_variable_is_refused_by_name) {
+  auto p = seed_push(0, 0);
+  p.dense.push_back({"conv9/kernel", scalar(1)});
+  auto msg = failure(try_push(p), ec::unknown_name);
+  BOOST_TEST(contains(msg, "'conv9/kernel'"), msg);
+  BOOST_TEST(contains(msg, "ps shard 1"), msg);
+  BOOST_TEST(contains(msg, "worker 0"), msg);
+  auto q = seed_push(0, 0);
+  q.sparse[0].variable = "emb";
+  msg = failure(try_push(q), ec::unknown_name);
+  BOOST_TEST(contains(msg, "'emb'"), msg);
+  require_untouched(2);
+}
+
+BOOST_AUTO_TEST_CASE(a_wrong_shape_is_refused_and_nothing_is_applied) {
+  // v0 and v1 are fine, the sparse rows are not: v0 and v1 must not have
+  // been accumulated either.
+  auto p = seed_push(0, 0);
+  p.sparse[0].rows = tensor{{1, 2}};
+  auto msg = failure(try_push(p), ec::shape_mismatch);
+  BOOST_TEST(contains(msg, "'v_sparse'"), msg);
+  BOOST_TEST(contains(msg, "[1, 2]"), msg);
+  BOOST_TEST(contains(msg, "[1, 1]"), msg);
+  auto q = seed_push(0, 0);
+  q.dense[1].value = vec({1, 2});
+  msg = failure(try_push(q), ec::shape_mismatch);
+  BOOST_TEST(contains(msg, "'v1'"), msg);
+  BOOST_TEST(contains(msg, "[2]"), msg);
+  // An empty tensor is not a scalar.
+  auto r = seed_push(0, 0);
+  r.dense[0].value = tensor{};
+  failure(try_push(r), ec::shape_mismatch);
+  require_untouched(3);
+  auto st = status();
+  BOOST_TEST(st.variables[0].refused == 1);
+  BOOST_TEST(st.variables[1].refused == 1);
+  BOOST_TEST(st.variables[2].refused == 1);
+}
+
+BOOST_AUTO_TEST_CASE(non_finite_gradients_are_refused) {
+  auto p = seed_push(0, 0);
+  p.dense[1].value[0] = std::numeric_limits<float>::quiet_NaN();
+  auto msg = failure(try_push(p), ec::non_finite);
+  BOOST_TEST(contains(msg, "'v1'"), msg);
+  auto q = seed_push(0, 0);
+  q.sparse[0].rows[0] = std::numeric_limits<float>::infinity();
+  msg = failure(try_push(q), ec::non_finite);
+  BOOST_TEST(contains(msg, "'v_sparse'"), msg);
+  BOOST_TEST(contains(msg, "index 1 at position 0"), msg);
+  require_untouched(2);
+}
+
+BOOST_AUTO_TEST_CASE(a_variable_twice_or_of_the_wrong_kind_is_refused) {
+  auto p = seed_push(0, 0);
+  p.dense.push_back({"v0", scalar(0.5f)});
+  auto msg = failure(try_push(p), ec::bad_message);
+  BOOST_TEST(contains(msg, "'v0' appears twice"), msg);
+  auto q = seed_push(0, 0);
+  q.sparse.push_back(q.sparse[0]);
+  msg = failure(try_push(q), ec::bad_message);
+  BOOST_TEST(contains(msg, "'v_sparse' appears twice"), msg);
+  auto dense_for_sparse = seed_push(0, 0);
+  dense_for_sparse.sparse.clear();
+  dense_for_sparse.dense.push_back({"v_sparse", tensor{{2, 1}}});
+  msg = failure(try_push(dense_for_sparse), ec::bad_message);
+  BOOST_TEST(contains(msg, "'v_sparse' is sparse"), msg);
+  auto sparse_for_dense = seed_push(0, 0);
+  sparse_for_dense.dense.pop_back();
+  sparse_for_dense.sparse.push_back({"v1", {}, tensor{{0}}});
+  msg = failure(try_push(sparse_for_dense), ec::bad_message);
+  BOOST_TEST(contains(msg, "'v1' is dense"), msg);
+  require_untouched(4);
+}
+
+BOOST_AUTO_TEST_CASE(bad_sparse_indices_are_refused) {
+  auto unsorted = seed_push(0, 0);
+  unsorted.sparse[0] = {"v_sparse", {1, 0}, tensor{{2, 1}, {1, 1}}};
+  auto msg = failure(try_push(unsorted), ec::invalid_argument);
+  BOOST_TEST(contains(msg, "'v_sparse'"), msg);
+  BOOST_TEST(contains(msg, "index 0 at position 1"), msg);
+  BOOST_TEST(contains(msg, "strictly increasing"), msg);
+  auto repeated = seed_push(0, 0);
+  repeated.sparse[0] = {"v_sparse", {1, 1}, tensor{{2, 1}, {1, 1}}};
+  failure(try_push(repeated), ec::invalid_argument);
+  auto out_of_range = seed_push(0, 0);
+  out_of_range.sparse[0] = {"v_sparse", {2}, tensor{{1, 1}, {1}}};
+  msg = failure(try_push(out_of_range), ec::invalid_argument);
+  BOOST_TEST(contains(msg, "out of range [0, 2)"), msg);
+  auto negative = seed_push(0, 0);
+  negative.sparse[0] = {"v_sparse", {-1}, tensor{{1, 1}, {1}}};
+  failure(try_push(negative), ec::invalid_argument);
+  require_untouched(4);
+  BOOST_TEST(status().variables[2].refused == 4);
+  // A refused push is refused even when it would be stale.
+  set_step(3);
+  failure(try_push(unsorted), ec::invalid_argument);
+  BOOST_TEST(status().stale_pushes == 0);
+}
+
+BOOST_AUTO_TEST_CASE(refusals_leave_the_sums_clean) {
+  auto bad = seed_push(5, 0);
+  bad.dense[1].value[0] = std::numeric_limits<float>::quiet_NaN();
+  failure(try_push(bad), ec::non_finite);
+  push(seed_push(0, 0));
+  failure(try_push(bad), ec::non_finite);
+  push(seed_push(1, 0));
+  auto done = apply(0, 2);
+  BOOST_REQUIRE_MESSAGE(done, test::why(done));
+  BOOST_TEST(done->gradients == 2);
+  BOOST_TEST(value_of(pull(), "v0", 0) == -0.4f, tt::tolerance(1e-6f));
+  auto st = status();
+  BOOST_TEST(st.accepted_pushes == 2);
+  BOOST_TEST(st.refused_pushes == 2);
+}
+
+// -- apply errors and set_step ------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(apply_needs_a_positive_n_and_the_shard_step) {
+  push(seed_push(0, 0));
+  for (int64_t n : {0, -2}) {
+    auto msg = failure(apply(0, n), ec::invalid_argument);
+    BOOST_TEST(contains(msg, "ps shard 1"), msg);
+    BOOST_TEST(contains(msg, "positive"), msg);
+  }
+  auto msg = failure(apply(3, 1), ec::invalid_argument);
+  BOOST_TEST(contains(msg, "step 3"), msg);
+  BOOST_TEST(contains(msg, "at step 0"), msg);
+  // None of these took anything.
+  auto st = status();
+  BOOST_TEST(st.global_step == 0);
+  BOOST_TEST(same(pull().values, seed_variables()));
+  BOOST_REQUIRE(apply(0, 1));
+}
+
+BOOST_AUTO_TEST_CASE(a_second_apply_while_one_is_pending_is_an_error) {
+  auto first = self->request(ps, 10s, apply_atom::value, int64_t{0},
+                             int64_t{1});
+  auto msg = failure(apply(0, 1), ec::invalid_argument);
+  BOOST_TEST(contains(msg, "pending"), msg);
+  // The first one is still alive and completes with the next push.
+  push(seed_push(0, 0));
+  caf::expected<applied> done{caf::error{}};
+  first.receive([&](applied& x) { done = x; },
+                [&](caf::error& err) { done = std::move(err); });
+  BOOST_REQUIRE_MESSAGE(done, test::why(done));
+  BOOST_TEST(done->global_step == 1);
+}
+
+BOOST_AUTO_TEST_CASE(set_step_makes_older_pushes_stale_and_fails_the_apply) {
+  push(seed_push(0, 0));
+  auto pending = self->request(ps, 10s, apply_atom::value, int64_t{0},
+                               int64_t{2});
+  set_step(5);
+  caf::expected<applied> done{caf::error{}};
+  pending.receive([&](applied& x) { done = x; },
+                  [&](caf::error& err) { done = std::move(err); });
+  auto msg = failure(done, ec::invalid_argument);
+  BOOST_TEST(contains(msg, "abandoned"), msg);
+  BOOST_TEST(contains(msg, "set to 5"), msg);
+  auto late = push(seed_push(1, 4));
+  BOOST_TEST(!late.accepted);
+  BOOST_TEST(late.global_step == 5);
+  BOOST_TEST(push(seed_push(1, 5)).accepted);
+  auto st = status();
+  BOOST_TEST(st.global_step == 5);
+  for (const auto& v : st.variables)
+    BOOST_TEST(v.global_step == 5, v.variable);
+  BOOST_TEST(st.stale_pushes == 1);
+  // As TF, set_step keeps the partial sum: the step-0 gradient was fresh
+  // when it came and is averaged in.
+  failure(apply(0, 2), ec::invalid_argument);
+  auto now = apply(5, 2);
+  BOOST_REQUIRE_MESSAGE(now, test::why(now));
+  BOOST_TEST(now->global_step == 6);
+  BOOST_TEST(value_of(pull(), "v0", 0) == -0.4f, tt::tolerance(1e-6f));
+  // A negative step is refused and changes nothing.
+  auto bad = ask<caf::ok_atom>(set_step_atom::value, int64_t{-1});
+  failure(bad, ec::invalid_argument);
+  BOOST_TEST(status().global_step == 6);
+}
+
+BOOST_AUTO_TEST_CASE(a_shard_that_stops_fails_its_pending_apply) {
+  auto pending = self->request(ps, 10s, apply_atom::value, int64_t{0},
+                               int64_t{1});
+  // Makes sure the shard holds the apply before it is told to stop.
+  status();
+  self->send_exit(ps, caf::exit_reason::user_shutdown);
+  caf::expected<applied> done{caf::error{}};
+  pending.receive([&](applied& x) { done = x; },
+                  [&](caf::error& err) { done = std::move(err); });
+  auto msg = failure(done, ec::peer_down);
+  BOOST_TEST(contains(msg, "ps shard 1"), msg);
+}
+
+BOOST_AUTO_TEST_CASE(a_shard_without_variables_just_counts_steps) {
+  ps_shard_config empty;
+  empty.index = 4;
+  start(empty);
+  gradient_push nothing;
+  BOOST_TEST(push(nothing).accepted);
+  auto done = apply(0, 2);
+  BOOST_REQUIRE_MESSAGE(done, test::why(done));
+  BOOST_TEST(done->shard == 4);
+  BOOST_TEST(done->global_step == 1);
+  BOOST_TEST(done->gradients == 0);
+  BOOST_TEST(!push(nothing).accepted);
+  failure(try_push(seed_push(0, 1)), ec::unknown_name);
+  set_step(7);
+  auto p = pull();
+  BOOST_TEST(p.global_step == 7);
+  BOOST_TEST(p.values.empty());
+  BOOST_REQUIRE(apply(7, 1));
+  auto st = status();
+  BOOST_TEST(st.global_step == 8);
+  BOOST_TEST(st.accepted_pushes == 1);
+  BOOST_TEST(st.stale_pushes == 1);
+  BOOST_TEST(st.refused_pushes == 1);
+  BOOST_TEST(st.variables.empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- configuration --------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(invalid_configs_are_refused_by_name) {
+  program_config pcfg;
+  caf::actor_system sys{pcfg};
+  auto expect = [&](ps_shard_config shard, const std::string& needle) {
+    auto err = shard.validate();
+    BOOST_REQUIRE_MESSAGE(err, "expected an error for " << needle);
+    BOOST_TEST(static_cast<int>(err.code())
+               == static_cast<int>(ec::invalid_config), render(err));
+    BOOST_TEST(contains(render(err), needle), render(err));
+    auto spawned = spawn_ps_shard(sys, std::move(shard));
+    BOOST_TEST(!spawned);
+  };
+  BOOST_TEST(!seed_config().validate());
+  auto x = seed_config();
+  x.variables.push_back({"v0", scalar(2)});
+  expect(x, "'v0' appears twice");
+  x = seed_config();
+  x.variables[1].name.clear();
+  expect(x, "variable #1 has an empty name");
+  x = seed_config();
+  x.variables[2].value[1] = std::numeric_limits<float>::infinity();
+  expect(x, "'v_sparse' holds NaN or Inf");
+  x = seed_config();
+  x.sparse_variables.push_back("embedding");
+  expect(x, "sparse variable 'embedding' is not among");
+  x = seed_config();
+  x.sparse_variables.push_back("v0");
+  expect(x, "sparse variable 'v0' needs rank >= 1");
+  x = seed_config();
+  x.sparse_variables.push_back("v_sparse");
+  expect(x, "'v_sparse' is listed twice");
+  x = seed_config();
+  x.optimizer.learning_rate = -1;
+  expect(x, "learning_rate");
+  x = seed_config();
+  x.index = -1;
+  expect(x, "index");
+  auto ok = spawn_ps_shard(sys, seed_config());
+  BOOST_REQUIRE_MESSAGE(ok, test::why(ok));
+  caf::anon_send_exit(*ok, caf::exit_reason::user_shutdown);
+}
