@@ -2,7 +2,7 @@
 // plain GEMMs, for 1 and 2 threads, printing ms and effective GFLOP/s
 // (2 * M * N * K per GEMM-equivalent), then a full ConvNet training step.
 //
-//   build/bin/bench_kernels [--threads 1,2] [--seconds 0.5]
+//   build/bin/bench_kernels [--threads 1,2] [--seconds 0.5] [--step-only]
 
 #include <algorithm>
 #include <chrono>
@@ -24,12 +24,19 @@ namespace {
 struct options {
   std::vector<int> threads{1, 2};
   double seconds = 0.5; // per measurement
+  bool step_only = false;
 };
 
 options parse(int argc, char** argv) {
   options opt;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--seconds") == 0) {
+  for (int i = 1; i < argc; i += 2) {
+    if (std::strcmp(argv[i], "--step-only") == 0) {
+      opt.step_only = true;
+      --i;
+    } else if (i + 1 == argc) {
+      std::fprintf(stderr, "option %s needs a value\n", argv[i]);
+      std::exit(2);
+    } else if (std::strcmp(argv[i], "--seconds") == 0) {
       opt.seconds = std::atof(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--threads") == 0) {
       opt.threads.clear();
@@ -266,23 +273,26 @@ int main(int argc, char** argv) {
               static_cast<long long>(batch), opt.seconds);
   for (int threads : opt.threads) {
     auto dev = make_cpu_backend(threads);
+    double peak = 0;
+    if (!opt.step_only) {
     bench_conv(*dev, "conv1 [128,28,28,1]*[5,5,1,16]", g1, opt.seconds,
                false);
     bench_conv(*dev, "conv1 [128,28,28,1]*[5,5,1,16]", g1, opt.seconds,
                true);
     bench_conv(*dev, "conv2 [128,14,14,16]*[5,5,16,16]", g2, opt.seconds,
                true);
-    double peak = 0;
     for (int64_t n : {256, 512, 1024})
       peak = std::max(peak, bench_gemm(*dev, n, n, n, opt.seconds));
     bench_gemm(*dev, 128, 10, 784, opt.seconds);
+    }
     convnet net(batch);
     auto t = measure([&] { net.step(*dev, 0.01f); }, 2 * opt.seconds);
     report("convnet step (fwd+bwd+sgd, batch 128)", threads, t, net.flops());
-    std::printf("  -> %.1f%% of the best Eigen SGEMM rate (%.1f GFLOP/s), "
-                "loss %.3f\n",
-                100.0 * net.flops() / (t.best_ms * 1e-3) * 1e-9 / peak, peak,
-                net.loss);
+    if (peak > 0)
+      std::printf("  -> %.1f%% of the best Eigen SGEMM rate (%.1f GFLOP/s), "
+                  "loss %.3f\n",
+                  100.0 * net.flops() / (t.best_ms * 1e-3) * 1e-9 / peak,
+                  peak, net.loss);
     net.breakdown(*dev, 20);
     std::printf("\n");
   }

@@ -237,24 +237,35 @@ void conv_weight_grad(const float* base, const patch_layout& p,
                       const float* ds, int64_t out_c, float* dw,
                       int64_t opad) {
   // Blocks of 5 or 6 taps rather than 6s and a remainder: every block costs
-  // a pass over all rows, so a 1-tap remainder would cost as much as a full
+  // a pass over the rows, so a 1-tap remainder would cost as much as a full
   // block.
   auto blocks = (K + max_rows - 1) / max_rows;
-  for (int64_t o0 = 0; o0 < out_c; o0 += block_width) {
-    auto blk = make_block(out_c - o0);
-    for (int64_t b = 0; b < blocks; ++b) {
-      auto ks = split(K, blocks, b);
-      auto r = static_cast<int>(ks.end - ks.begin);
-      weight_args f{base,        p.row_offsets,    rows,
-                    tap_offsets + ks.begin,        ds + o0,
-                    out_c,       blk.last,         dw + ks.begin * opad + o0,
-                    opad};
-      if (blk.vectors == 2)
-        blk.tail ? weight_tile_rows<2, true>(r, f)
-                 : weight_tile_rows<2, false>(r, f);
-      else
-        blk.tail ? weight_tile_rows<1, true>(r, f)
-                 : weight_tile_rows<1, false>(r, f);
+  // Passes over a slice of rows whose ds lines and patches stay in L1: over
+  // a whole tile every pass would stream ds from L2 again.
+  constexpr int64_t rows_per_slice = 128;
+  for (int64_t m0 = 0; m0 < rows; m0 += rows_per_slice) {
+    auto slice = std::min(rows_per_slice, rows - m0);
+    for (int64_t o0 = 0; o0 < out_c; o0 += block_width) {
+      auto blk = make_block(out_c - o0);
+      for (int64_t b = 0; b < blocks; ++b) {
+        auto ks = split(K, blocks, b);
+        auto r = static_cast<int>(ks.end - ks.begin);
+        weight_args f{base,
+                      p.row_offsets + m0,
+                      slice,
+                      tap_offsets + ks.begin,
+                      ds + m0 * out_c + o0,
+                      out_c,
+                      blk.last,
+                      dw + ks.begin * opad + o0,
+                      opad};
+        if (blk.vectors == 2)
+          blk.tail ? weight_tile_rows<2, true>(r, f)
+                   : weight_tile_rows<2, false>(r, f);
+        else
+          blk.tail ? weight_tile_rows<1, true>(r, f)
+                   : weight_tile_rows<1, false>(r, f);
+      }
     }
   }
 }
