@@ -11,7 +11,7 @@
 #include "runtime/data/batcher.hpp"
 #include "runtime/error.hpp"
 #include "runtime/process_stats.hpp"
-#include "runtime/progress.hpp"
+#include "runtime/training_log.hpp"
 
 namespace syncfac {
 
@@ -121,7 +121,15 @@ json_object training_summary::to_json() const {
     .add("examples_per_s", examples_per_s)
     .add("peak_rss_mib", peak_rss_mib)
     .add("backend", backend)
-    .add("threads", threads);
+    .add("threads", threads)
+    .add("runtime", runtime)
+    .add("global_step", global_step)
+    .add("workers", workers)
+    .add("replicas_to_aggregate", replicas_to_aggregate)
+    .add("ps_tasks", ps_tasks)
+    .add("accepted_pushes", accepted_pushes)
+    .add("stale_pushes", stale_pushes)
+    .add("refused_pushes", refused_pushes);
   return obj;
 }
 
@@ -137,14 +145,9 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
   auto total_steps = cfg.steps > 0 ? cfg.steps
                                    : cfg.num_epochs
                                        * batches->steps_per_epoch();
-  std::ofstream metrics;
-  if (!cfg.metrics_path.empty()) {
-    metrics.open(cfg.metrics_path, std::ios::out | std::ios::trunc);
-    if (!metrics)
-      return make_error(ec::io_error, "cannot open metrics file '"
-                                        + cfg.metrics_path
-                                        + "' for writing");
-  }
+  training_log out{log, total_steps, cfg.progress};
+  if (auto err = out.open_metrics(cfg.metrics_path))
+    return err;
   auto dev = spawn_device(sys, cfg.device);
   if (!dev)
     return dev.error();
@@ -162,7 +165,7 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
                               cfg.seed);
   if (!info)
     return info.error();
-  log << "model: " << info->summary << "\n";
+  out.line("model: " + info->summary);
   auto opt_ok = ask<caf::ok_atom>(self, *dev, cfg.request_timeout,
                                   "optimizer", optimizer_atom::value,
                                   cfg.optimizer);
@@ -172,35 +175,20 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
                                 info_atom::value);
   if (!dinfo)
     return dinfo.error();
-  log << "device: " << dinfo->backend << ", " << dinfo->threads
-      << " thread(s); training " << total_steps << " steps of "
-      << cfg.batch_size << " examples from " << train.source << "\n";
+  out.line("device: " + dinfo->backend + ", " + std::to_string(dinfo->threads)
+           + " thread(s); training " + std::to_string(total_steps)
+           + " steps of " + std::to_string(cfg.batch_size)
+           + " examples from " + train.source);
 
   training_summary summary;
+  summary.runtime = "plain";
   summary.backend = dinfo->backend;
   summary.threads = dinfo->threads;
-  progress_line progress{total_steps, cfg.progress};
-  auto write_metrics = [&](const json_object& obj) {
-    if (metrics.is_open()) {
-      metrics << obj.str() << '\n';
-      metrics.flush();
-    }
-  };
   auto run_eval = [&](int64_t step) -> caf::error {
     auto res = evaluate(self, *dev, cfg, test);
     if (!res)
       return res.error();
-    progress.clear();
-    log << "global_step: " << step << " | test_loss: " << res->mean_loss()
-        << " | test_accuracy: " << res->accuracy() << " (" << res->count
-        << " examples)\n";
-    log.flush();
-    json_object obj;
-    obj.add("step", step)
-      .add("wall_s", seconds_since(t_start))
-      .add("test_loss", res->mean_loss())
-      .add("test_accuracy", res->accuracy());
-    write_metrics(obj);
+    out.eval(step, *res);
     summary.test = *res;
     return caf::none;
   };
@@ -241,26 +229,15 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
       summary.last_loss = window_loss / static_cast<double>(window_steps);
       summary.last_accuracy = static_cast<double>(window_correct)
                               / static_cast<double>(window_count);
-      progress.clear();
-      log << "global_step: " << step << " | loss: " << std::setprecision(6)
-          << summary.last_loss << " | accuracy: " << summary.last_accuracy
-          << "\n";
-      log.flush();
-      json_object obj;
-      obj.add("step", step)
-        .add("wall_s", seconds_since(t_start))
-        .add("loss", summary.last_loss)
-        .add("train_accuracy", summary.last_accuracy);
-      write_metrics(obj);
+      out.train(step, summary.last_loss, summary.last_accuracy);
       window_loss = 0;
       window_correct = window_count = window_steps = 0;
     }
     if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && step < total_steps)
       if (auto err = run_eval(step))
         return err;
-    progress.update(step);
+    out.progress(step);
   }
-  progress.clear();
   if (!cfg.skip_final_eval)
     if (auto err = run_eval(summary.steps))
       return err;

@@ -68,6 +68,17 @@ struct training_summary {
   double peak_rss_mib = 0;
   std::string backend;
   int threads = 0;
+  /// "plain" (one loop, local optimizer) or "sync" (chief, workers, shards).
+  std::string runtime;
+  /// Sync runtime only: the final global_step, the topology, and the
+  /// gradient pushes the shards accepted, dropped as stale or refused.
+  int64_t global_step = 0;
+  int32_t workers = 1;
+  int32_t replicas_to_aggregate = 1;
+  int32_t ps_tasks = 0;
+  int64_t accepted_pushes = 0;
+  int64_t stale_pushes = 0;
+  int64_t refused_pushes = 0;
 
   json_object to_json() const;
 };

@@ -1,7 +1,11 @@
-// Trains the seeds' ConvNet (or MLP) on Fashion-MNIST in one process through
-// a device actor: TF kfac/examples/convnet_mnist_single_main.py with a
-// first-order optimizer.
+// Trains the seeds' ConvNet (or MLP) on Fashion-MNIST in one process: by
+// default through the synchronous-replica runtime (chief, N workers with
+// their device actors, P PS shards), or with --runtime plain as one loop
+// around one device actor (TF kfac/examples/convnet_mnist_single_main.py
+// with a first-order optimizer).
 //
+//   build/bin/convnet_mnist_single --worker_replicas 3 --replicas_to_aggregate 2
+//       --ps_tasks 2                                    # one backup worker
 //   build/bin/convnet_mnist_single                       # Fashion-MNIST, 2 epochs
 //   build/bin/convnet_mnist_single --fake_data --steps 200
 //   build/bin/convnet_mnist_single --data_dir ~/mnist --optimizer adam
@@ -16,6 +20,7 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/local_trainer.hpp"
+#include "actors/sync_trainer.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/error.hpp"
 #include "runtime/program_config.hpp"
@@ -48,6 +53,13 @@ struct options : program_config {
   int64_t request_timeout_ms = 60000;
   int64_t fake_train_size = 12800;
   int64_t fake_test_size = 2000;
+  std::string runtime = "sync";
+  int32_t worker_replicas = 1;
+  int32_t replicas_to_aggregate = 1;
+  int32_t ps_tasks = 1;
+  int64_t num_tokens = -1;
+  std::string placement = "round_robin";
+  int64_t step_timeout_ms = 120000;
 
   options() {
     opt_group{custom_options_, "global"}
@@ -74,7 +86,16 @@ struct options : program_config {
       .add(request_timeout_ms, "request_timeout_ms",
            "longest wait for one device request")
       .add(fake_train_size, "fake_train_size", "examples of --fake_data")
-      .add(fake_test_size, "fake_test_size", "test examples of --fake_data");
+      .add(fake_test_size, "fake_test_size", "test examples of --fake_data")
+      .add(runtime, "runtime", "sync (chief, workers, PS shards) or plain")
+      .add(worker_replicas, "worker_replicas", "N: workers")
+      .add(replicas_to_aggregate, "replicas_to_aggregate",
+           "R: gradients averaged per update")
+      .add(ps_tasks, "ps_tasks", "P: parameter-server shards")
+      .add(num_tokens, "num_tokens", "initial tokens (-1: R)")
+      .add(placement, "placement", "variables on shards: round_robin, by_size")
+      .add(step_timeout_ms, "step_timeout_ms",
+           "longest wait for one global step");
   }
 
   caf::expected<local_training_config> to_training_config() const {
@@ -112,6 +133,26 @@ struct options : program_config {
       return err;
     return cfg;
   }
+
+  caf::expected<sync_training_config> to_sync_config() const {
+    auto base = to_training_config();
+    if (!base)
+      return base.error();
+    sync_training_config cfg;
+    cfg.base = std::move(*base);
+    cfg.worker_replicas = worker_replicas;
+    cfg.replicas_to_aggregate = replicas_to_aggregate;
+    cfg.ps_tasks = ps_tasks;
+    cfg.num_tokens = num_tokens;
+    auto strategy = parse_placement_strategy(placement);
+    if (!strategy)
+      return strategy.error();
+    cfg.placement = *strategy;
+    cfg.step_timeout = std::chrono::milliseconds{step_timeout_ms};
+    if (auto err = cfg.validate())
+      return err;
+    return cfg;
+  }
 };
 
 caf::expected<std::pair<dataset, dataset>> load_data(const options& opts) {
@@ -131,25 +172,41 @@ caf::expected<std::pair<dataset, dataset>> load_data(const options& opts) {
   return std::make_pair(std::move(*train), std::move(*test));
 }
 
-int run(options& opts) {
-  auto cfg = opts.to_training_config();
-  if (!cfg) {
-    std::cerr << "convnet_mnist_single: " << render(cfg.error()) << "\n";
-    return EXIT_FAILURE;
+caf::expected<training_summary> train(options& opts) {
+  if (opts.runtime != "sync" && opts.runtime != "plain")
+    return make_error(ec::invalid_config, "unknown runtime '" + opts.runtime
+                                            + "' (expected sync or plain)");
+  caf::expected<sync_training_config> cfg{caf::error{}};
+  if (opts.runtime == "sync") {
+    cfg = opts.to_sync_config();
+  } else {
+    auto base = opts.to_training_config();
+    if (!base)
+      return base.error();
+    cfg = sync_training_config{};
+    cfg->base = std::move(*base);
   }
+  if (!cfg)
+    return cfg.error();
   auto data = load_data(opts);
-  if (!data) {
-    std::cerr << "convnet_mnist_single: " << render(data.error()) << "\n";
-    return EXIT_FAILURE;
-  }
+  if (!data)
+    return data.error();
+  auto train_set = std::make_shared<const dataset>(std::move(data->first));
+  auto test_set = std::make_shared<const dataset>(std::move(data->second));
   caf::actor_system sys{opts};
-  auto summary = train_locally(sys, *cfg, data->first, data->second,
-                               std::cout);
+  if (opts.runtime == "plain")
+    return train_locally(sys, cfg->base, *train_set, *test_set, std::cout);
+  return train_sync(sys, *cfg, train_set, test_set, std::cout);
+}
+
+int run(options& opts) {
+  auto summary = train(opts);
   if (!summary) {
     std::cerr << "convnet_mnist_single: " << render(summary.error()) << "\n";
     return EXIT_FAILURE;
   }
-  std::cout << "examples/sec (training steps only, after " << cfg->warmup
+  auto warmup = opts.warmup;
+  std::cout << "examples/sec (training steps only, after " << warmup
             << " warm-up steps): " << summary->examples_per_s << "\n"
             << "peak RSS: " << summary->peak_rss_mib << " MiB\n"
             << "SUMMARY " << summary->to_json().str() << std::endl;

@@ -166,6 +166,8 @@ typename Inspector::result_type inspect(Inspector& f, chief_status& x) {
 /// What the chief reports when training has finished.
 struct sync_summary {
   int64_t global_step = 0;
+  /// Examples the workers computed gradients on (stale ones included).
+  int64_t examples = 0;
   int64_t accepted_pushes = 0;
   int64_t stale_pushes = 0;
   int64_t refused_pushes = 0;
@@ -177,7 +179,7 @@ struct sync_summary {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sync_summary& x) {
-  return f(caf::meta::type_name("sync_summary"), x.global_step,
+  return f(caf::meta::type_name("sync_summary"), x.global_step, x.examples,
            x.accepted_pushes, x.stale_pushes, x.refused_pushes, x.last_loss,
            x.last_accuracy, x.shards);
 }

@@ -69,4 +69,13 @@ json_object& json_object::add(const std::string& k, const json_object& value) {
   return *this;
 }
 
+json_object& json_object::merge(const json_object& other) {
+  if (!other.body_.empty()) {
+    if (!body_.empty())
+      body_ += ", ";
+    body_ += other.body_;
+  }
+  return *this;
+}
+
 } // namespace syncfac

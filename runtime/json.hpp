@@ -23,6 +23,9 @@ public:
   json_object& add(const std::string& key, bool value);
   json_object& add(const std::string& key, const json_object& value);
 
+  /// Appends every field of `other`.
+  json_object& merge(const json_object& other);
+
   /// The object as one line of JSON.
   std::string str() const {
     return "{" + body_ + "}";

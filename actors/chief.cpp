@@ -1,0 +1,253 @@
+#include "actors/chief.hpp"
+
+#include <algorithm>
+
+#include "actors/gather.hpp"
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+namespace {
+
+using self_ptr = chief_actor::stateful_pointer<chief_state>;
+using clock_type = std::chrono::steady_clock;
+
+void grant_waiting(self_ptr self) {
+  auto& st = self->state;
+  while (!st.waiting.empty() && (st.finished || !st.tokens.empty())) {
+    token_grant grant;
+    if (st.finished) {
+      grant.stop = true;
+      grant.global_step = st.global_step;
+    } else {
+      grant.global_step = st.tokens.front();
+      st.tokens.pop_front();
+      ++st.tokens_granted;
+    }
+    st.waiting.front().deliver(grant);
+    st.waiting.pop_front();
+  }
+}
+
+void put_tokens(self_ptr self, int64_t count) {
+  auto& st = self->state;
+  for (int64_t i = 0; i < count; ++i)
+    st.tokens.push_back(st.global_step);
+  grant_waiting(self);
+}
+
+/// Ends the run: stops every worker and answers the run request.
+void fail(self_ptr self, caf::error err) {
+  auto& st = self->state;
+  st.finished = true;
+  grant_waiting(self);
+  if (st.run_promise.pending())
+    st.run_promise.deliver(err);
+  self->quit(std::move(err));
+}
+
+std::string shard_name(size_t index) {
+  return "ps:" + std::to_string(index);
+}
+
+void finish(self_ptr self) {
+  auto& st = self->state;
+  st.finished = true;
+  grant_waiting(self);
+  gather<shard_status>(
+    self, st.cfg.shards, st.cfg.request_timeout,
+    [=](std::vector<shard_status> statuses) {
+      auto& st = self->state;
+      sync_summary summary;
+      summary.global_step = st.global_step;
+      summary.examples = st.examples;
+      summary.last_loss = st.last_loss;
+      summary.last_accuracy = st.last_accuracy;
+      for (auto& s : statuses) {
+        summary.accepted_pushes += s.accepted_pushes;
+        summary.stale_pushes += s.stale_pushes;
+        summary.refused_pushes += s.refused_pushes;
+      }
+      summary.shards = std::move(statuses);
+      st.run_promise.deliver(std::move(summary));
+    },
+    [=](size_t i, caf::error err) {
+      fail(self, make_error(ec::timeout, "final status of " + shard_name(i)
+                                           + ": " + render(err)));
+    },
+    status_atom::value);
+}
+
+void report_round(self_ptr self, double round_s) {
+  auto& st = self->state;
+  round_report rep;
+  rep.global_step = st.global_step;
+  rep.reports = st.window_reports;
+  rep.stale_pushes = st.stale_pushes;
+  rep.round_s = round_s;
+  rep.examples = st.examples;
+  if (st.window_count > 0) {
+    rep.mean_loss = st.window_loss / static_cast<double>(st.window_reports);
+    rep.accuracy = static_cast<double>(st.window_correct)
+                   / static_cast<double>(st.window_count);
+    st.last_loss = rep.mean_loss;
+    st.last_accuracy = rep.accuracy;
+  }
+  st.window_loss = 0;
+  st.window_correct = st.window_count = st.window_reports = 0;
+  if (st.cfg.on_round)
+    st.cfg.on_round(rep);
+}
+
+void run_round(self_ptr self) {
+  auto& st = self->state;
+  if (st.global_step >= st.cfg.steps) {
+    finish(self);
+    return;
+  }
+  auto started = clock_type::now();
+  auto step = st.global_step;
+  gather<applied>(
+    self, st.cfg.shards, st.cfg.step_timeout,
+    [=](std::vector<applied> results) {
+      auto& st = self->state;
+      for (size_t i = 0; i < results.size(); ++i)
+        if (results[i].global_step != step + 1)
+          return fail(self, make_error(ec::internal,
+                                       shard_name(i) + " moved to step "
+                                         + std::to_string(
+                                           results[i].global_step)
+                                         + ", the chief to "
+                                         + std::to_string(step + 1)));
+      st.global_step = step + 1;
+      put_tokens(self, st.cfg.tokens_per_step());
+      report_round(self, std::chrono::duration<double>(clock_type::now()
+                                                       - started)
+                           .count());
+      run_round(self);
+    },
+    [=](size_t i, caf::error err) {
+      auto& st = self->state;
+      if (err == caf::sec::request_timeout)
+        err = make_error(ec::timeout,
+                         "step " + std::to_string(step) + ": "
+                           + shard_name(i) + " did not aggregate "
+                           + std::to_string(st.cfg.replicas_to_aggregate)
+                           + " gradients per variable within "
+                           + std::to_string(st.cfg.step_timeout.count())
+                           + " ms (are enough workers alive?)");
+      else
+        err = make_error(ec::peer_down, "step " + std::to_string(step) + ": "
+                                          + shard_name(i)
+                                          + " failed to apply: "
+                                          + render(err));
+      fail(self, std::move(err));
+    },
+    apply_atom::value, step, int64_t{st.cfg.replicas_to_aggregate});
+}
+
+void start(self_ptr self) {
+  auto& st = self->state;
+  st.running = true;
+  st.global_step = st.cfg.start_step;
+  // Every accumulator starts at the chief's step, so that gradients
+  // computed before a (re)start are recognised as stale.
+  gather<caf::ok_atom>(
+    self, st.cfg.shards, st.cfg.request_timeout,
+    [=](std::vector<caf::ok_atom>) {
+      put_tokens(self, self->state.cfg.initial_tokens());
+      run_round(self);
+    },
+    [=](size_t i, caf::error err) {
+      fail(self, make_error(ec::peer_down, "set_global_step on "
+                                             + shard_name(i) + ": "
+                                             + render(err)));
+    },
+    set_step_atom::value, st.cfg.start_step);
+}
+
+} // namespace
+
+caf::error chief_config::validate() const {
+  auto bad = [](const std::string& what) {
+    return make_error(ec::invalid_config, "chief: " + what);
+  };
+  if (worker_replicas < 1)
+    return bad("worker_replicas must be at least 1, got "
+               + std::to_string(worker_replicas));
+  if (replicas_to_aggregate < 1)
+    return bad("replicas_to_aggregate must be at least 1, got "
+               + std::to_string(replicas_to_aggregate));
+  auto needed = int64_t{replicas_to_aggregate} - worker_replicas;
+  if (num_tokens < -1 || (num_tokens != -1 && num_tokens < needed))
+    return bad("too few tokens to finish the first step: "
+               + std::to_string(num_tokens) + " (given) vs "
+               + std::to_string(needed) + " (needed: replicas_to_aggregate "
+               + "- worker_replicas)");
+  if (start_step < 0 || steps < start_step)
+    return bad("steps (" + std::to_string(steps)
+               + ") must not be below the start step ("
+               + std::to_string(start_step) + ")");
+  if (shards.empty())
+    return bad("no PS shards");
+  if (step_timeout.count() <= 0 || request_timeout.count() <= 0)
+    return bad("timeouts must be positive");
+  return caf::none;
+}
+
+chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
+  self->state.cfg = std::move(cfg);
+  self->state.global_step = self->state.cfg.start_step;
+  // Workers link to the chief; one that ends normally is of no concern, one
+  // that fails ends the run with its reason.
+  self->set_exit_handler([=](caf::exit_msg& msg) {
+    if (!msg.reason || msg.reason == caf::exit_reason::normal)
+      return;
+    if (msg.reason == caf::exit_reason::user_shutdown
+        || msg.reason == caf::exit_reason::kill) {
+      self->quit(msg.reason);
+      return;
+    }
+    fail(self, make_error(ec::peer_down,
+                          "a linked worker failed: " + render(msg.reason)));
+  });
+  return {
+    [=](token_atom, const worker_report& rep) -> caf::result<token_grant> {
+      auto& st = self->state;
+      st.window_loss += rep.loss;
+      st.window_correct += rep.correct;
+      st.window_count += rep.count;
+      st.examples += rep.count;
+      st.stale_pushes += rep.stale_shards > 0 ? 1 : 0;
+      ++st.window_reports;
+      auto rp = self->make_response_promise<token_grant>();
+      st.waiting.push_back(rp);
+      grant_waiting(self);
+      return rp;
+    },
+    [=](run_atom) -> caf::result<sync_summary> {
+      auto& st = self->state;
+      if (st.running)
+        return make_error(ec::invalid_argument, "chief: already running");
+      st.run_promise = self->make_response_promise<sync_summary>();
+      start(self);
+      return st.run_promise;
+    },
+    [=](status_atom) -> chief_status {
+      auto& st = self->state;
+      return chief_status{st.global_step,
+                          static_cast<int64_t>(st.tokens.size()),
+                          static_cast<int64_t>(st.waiting.size()),
+                          st.tokens_granted, st.finished};
+    },
+  };
+}
+
+caf::expected<chief_actor> spawn_chief(caf::actor_system& sys,
+                                       chief_config cfg) {
+  if (auto err = cfg.validate())
+    return err;
+  return sys.spawn(chief, std::move(cfg));
+}
+
+} // namespace syncfac

@@ -1,0 +1,102 @@
+#pragma once
+
+// The chief: owns global_step and the token queue and runs the sync loop of
+// TF's SyncReplicasOptimizerV2. Each round it asks every PS shard to apply
+// the average of R gradients, then increments global_step and puts
+// max(N, R) tokens carrying it into the queue. Workers take one token per
+// step; a token request waits until one is there.
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/actors.hpp"
+
+namespace syncfac {
+
+/// What the chief tells its observer after each round.
+struct round_report {
+  int64_t global_step = 0;
+  /// Worker reports that arrived since the previous round.
+  int64_t reports = 0;
+  double mean_loss = 0;
+  double accuracy = 0;
+  /// Pushes dropped as stale so far, as the workers reported them.
+  int64_t stale_pushes = 0;
+  /// Time the round waited for the shards to aggregate and apply.
+  double round_s = 0;
+  /// Examples the workers have reported so far.
+  int64_t examples = 0;
+};
+
+struct chief_config {
+  /// N: workers computing gradients (total_num_replicas).
+  int32_t worker_replicas = 1;
+  /// R: gradients averaged per update (replicas_to_aggregate).
+  int32_t replicas_to_aggregate = 1;
+  /// Tokens put in the queue at start; -1 means R. Fewer than R - N cannot
+  /// finish the first step.
+  int64_t num_tokens = -1;
+  /// global_step at start (0, or a restored step).
+  int64_t start_step = 0;
+  /// Training ends when global_step reaches this.
+  int64_t steps = 1;
+  std::vector<ps_actor> shards;
+  /// Longest wait for one round (all shards aggregated and applied).
+  std::chrono::milliseconds step_timeout{120000};
+  /// Longest wait for a set_step or status answer.
+  std::chrono::milliseconds request_timeout{10000};
+  /// Called in the chief's context after every round (may be empty).
+  std::function<void(const round_report&)> on_round;
+
+  caf::error validate() const;
+
+  int64_t initial_tokens() const {
+    return num_tokens < 0 ? replicas_to_aggregate : num_tokens;
+  }
+
+  int64_t tokens_per_step() const {
+    return std::max<int64_t>(worker_replicas, replicas_to_aggregate);
+  }
+};
+
+struct chief_state {
+  static inline const char* name = "chief";
+
+  chief_config cfg;
+  int64_t global_step = 0;
+  std::deque<int64_t> tokens;
+  std::deque<caf::typed_response_promise<token_grant>> waiting;
+  int64_t tokens_granted = 0;
+  bool running = false;
+  bool finished = false;
+  caf::typed_response_promise<sync_summary> run_promise;
+  // Worker reports since the last round.
+  double window_loss = 0;
+  int64_t window_correct = 0;
+  int64_t window_count = 0;
+  int64_t window_reports = 0;
+  int64_t stale_pushes = 0;
+  int64_t examples = 0;
+  double last_loss = 0;
+  double last_accuracy = 0;
+};
+
+chief_actor::behavior_type
+chief(chief_actor::stateful_pointer<chief_state> self, chief_config cfg);
+
+/// Validates `cfg` and spawns the chief.
+caf::expected<chief_actor> spawn_chief(caf::actor_system& sys,
+                                       chief_config cfg);
+
+} // namespace syncfac

@@ -1,0 +1,142 @@
+#include "actors/evaluator.hpp"
+
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/gather.hpp"
+#include "runtime/data/batcher.hpp"
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+namespace {
+
+using self_ptr = evaluator_actor::stateful_pointer<evaluator_state>;
+using promise_type = caf::typed_response_promise<eval_result>;
+
+caf::error failed(const std::string& what, caf::error err) {
+  if (err == caf::sec::request_timeout)
+    return make_error(ec::timeout, "evaluator: no answer to " + what
+                                     + " in time");
+  return make_error(ec::peer_down, "evaluator: " + what + " failed: "
+                                     + render(err));
+}
+
+/// Evaluates slice [begin, ...) and the rest after it, then answers.
+void evaluate_from(self_ptr self, int64_t step, int64_t begin,
+                   std::shared_ptr<eval_result> total, promise_type rp) {
+  auto& st = self->state;
+  const auto& data = *st.cfg.data;
+  if (begin >= data.count) {
+    if (st.cfg.on_result)
+      st.cfg.on_result(step, *total);
+    rp.deliver(*total);
+    return;
+  }
+  auto end = std::min(data.count, begin + st.cfg.slice_size);
+  batch b;
+  slice(data, begin, end, b);
+  // await: one evaluation at a time, in order.
+  self->request(st.cfg.device, st.cfg.request_timeout, eval_atom::value,
+                std::move(b))
+    .await(
+      [=](eval_result& part) mutable {
+        *total += part;
+        evaluate_from(self, step, end, total, rp);
+      },
+      [=](caf::error& err) mutable {
+        rp.deliver(failed("evaluation", std::move(err)));
+      });
+}
+
+void evaluate_pulled(self_ptr self, int64_t step,
+                     std::vector<shard_params> pulled, promise_type rp) {
+  auto& st = self->state;
+  for (auto& sp : pulled)
+    for (auto& v : sp.values) {
+      auto i = st.slot_of.find(v.name);
+      if (i == st.slot_of.end()) {
+        rp.deliver(make_error(ec::unknown_name, "evaluator: ps:"
+                                                  + std::to_string(sp.shard)
+                                                  + " holds unknown '"
+                                                  + v.name + "'"));
+        return;
+      }
+      st.params[i->second].value = std::move(v.value);
+    }
+  self->request(st.cfg.device, st.cfg.request_timeout, params_atom::value,
+                st.params)
+    .await(
+      [=](caf::ok_atom) {
+        evaluate_from(self, step, 0, std::make_shared<eval_result>(), rp);
+      },
+      [=](caf::error& err) mutable {
+        rp.deliver(failed("parameter upload", std::move(err)));
+      });
+}
+
+void pull_and_evaluate(self_ptr self, int64_t step, promise_type rp) {
+  auto& st = self->state;
+  gather<shard_params>(
+    self, st.cfg.shards, st.cfg.request_timeout,
+    [=](std::vector<shard_params> pulled) {
+      evaluate_pulled(self, step, std::move(pulled), rp);
+    },
+    [=](size_t s, caf::error err) mutable {
+      rp.deliver(failed("pull from ps:" + std::to_string(s), std::move(err)));
+    },
+    pull_atom::value);
+}
+
+} // namespace
+
+caf::error evaluator_config::validate() const {
+  if (!data || data->count < 1)
+    return make_error(ec::invalid_config, "evaluator: no evaluation data");
+  if (!device)
+    return make_error(ec::invalid_config, "evaluator: no device actor");
+  if (shards.empty())
+    return make_error(ec::invalid_config, "evaluator: no PS shards");
+  if (slice_size < 1 || request_timeout.count() <= 0)
+    return make_error(ec::invalid_config,
+                      "evaluator: slice size and timeout must be positive");
+  return model.validate();
+}
+
+evaluator_actor::behavior_type evaluator(self_ptr self,
+                                         evaluator_config cfg) {
+  self->state.cfg = std::move(cfg);
+  return {
+    [=](eval_atom, int64_t step) -> caf::result<eval_result> {
+      auto rp = self->make_response_promise<eval_result>();
+      auto& st = self->state;
+      if (st.loaded) {
+        pull_and_evaluate(self, step, rp);
+        return rp;
+      }
+      self->request(st.cfg.device, st.cfg.request_timeout,
+                    load_model_atom::value, st.cfg.model, uint64_t{0})
+        .await(
+          [=](model_info& info) {
+            auto& st = self->state;
+            st.params = std::move(info.initial);
+            for (size_t i = 0; i < st.params.size(); ++i)
+              st.slot_of[st.params[i].name] = i;
+            st.loaded = true;
+            pull_and_evaluate(self, step, rp);
+          },
+          [=](caf::error& err) mutable {
+            rp.deliver(failed("model load", std::move(err)));
+          });
+      return rp;
+    },
+  };
+}
+
+caf::expected<evaluator_actor> spawn_evaluator(caf::actor_system& sys,
+                                               evaluator_config cfg) {
+  if (auto err = cfg.validate())
+    return err;
+  return sys.spawn(evaluator, std::move(cfg));
+}
+
+} // namespace syncfac

@@ -1,0 +1,62 @@
+#pragma once
+
+// Evaluates the current variables on a held-out set: pulls them from every
+// PS shard, loads them on its own device actor and runs the forward pass in
+// slices. It only reads, so the sync loop never waits for it; requests are
+// served one after another.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/actors.hpp"
+#include "runtime/data/dataset.hpp"
+
+namespace syncfac {
+
+/// Evaluates the PS shards' current variables on a held-out set.
+using evaluator_actor = caf::typed_actor<
+  // Evaluate now, labelling the result with `global_step`.
+  caf::replies_to<eval_atom, int64_t>::with<eval_result>>;
+
+struct evaluator_config {
+  model_spec model;
+  std::shared_ptr<const dataset> data;
+  device_actor device;
+  std::vector<ps_actor> shards;
+  /// Examples per device request (bounds activation memory).
+  int64_t slice_size = 500;
+  std::chrono::milliseconds request_timeout{60000};
+  /// Called with every result, in the evaluator's context (may be empty).
+  std::function<void(int64_t, const eval_result&)> on_result;
+
+  caf::error validate() const;
+};
+
+struct evaluator_state {
+  static inline const char* name = "evaluator";
+
+  evaluator_config cfg;
+  parameter_set params;
+  std::map<std::string, size_t> slot_of;
+  bool loaded = false;
+};
+
+evaluator_actor::behavior_type
+evaluator(evaluator_actor::stateful_pointer<evaluator_state> self,
+          evaluator_config cfg);
+
+caf::expected<evaluator_actor> spawn_evaluator(caf::actor_system& sys,
+                                               evaluator_config cfg);
+
+} // namespace syncfac

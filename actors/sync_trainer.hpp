@@ -1,0 +1,45 @@
+#pragma once
+
+// Training through the synchronous-replica runtime in one actor system:
+// P PS shards, one chief, N workers each with its own device actor, and an
+// evaluator. The seeds' SyncReplicasOptimizerV2 topology, in one process.
+
+#include <chrono>
+#include <cstdint>
+#include <iosfwd>
+
+#include <caf/actor_system.hpp>
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "actors/local_trainer.hpp"
+#include "runtime/sync/placement.hpp"
+
+namespace syncfac {
+
+struct sync_training_config {
+  /// Model, optimizer (applied on the shards), devices, data and logging.
+  local_training_config base;
+  /// N: workers computing gradients.
+  int32_t worker_replicas = 1;
+  /// R: gradients averaged per update (N > R: backups; N < R: several
+  /// batches per worker and update).
+  int32_t replicas_to_aggregate = 1;
+  /// P: PS shards.
+  int32_t ps_tasks = 1;
+  /// Initial tokens (-1: R).
+  int64_t num_tokens = -1;
+  placement_strategy placement = placement_strategy::round_robin;
+  /// Longest wait for one global step.
+  std::chrono::milliseconds step_timeout{120000};
+
+  caf::error validate() const;
+};
+
+/// Trains on `train` (sharded across the workers), evaluates on `test`.
+caf::expected<training_summary>
+train_sync(caf::actor_system& sys, const sync_training_config& cfg,
+           std::shared_ptr<const dataset> train,
+           std::shared_ptr<const dataset> test, std::ostream& log);
+
+} // namespace syncfac

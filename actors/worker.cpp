@@ -1,0 +1,302 @@
+#include "actors/worker.hpp"
+
+#include "actors/gather.hpp"
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+namespace {
+
+using self_ptr = worker_actor::stateful_pointer<worker_state>;
+
+std::string who(self_ptr self) {
+  return "worker " + std::to_string(self->state.cfg.index);
+}
+
+worker_status status_of(self_ptr self) {
+  auto& st = self->state;
+  return worker_status{st.cfg.index, st.local_step, st.steps,
+                       st.stale_pushes};
+}
+
+void fail(self_ptr self, caf::error err) {
+  auto& st = self->state;
+  if (st.promise.pending())
+    st.promise.deliver(err);
+  self->quit(std::move(err));
+}
+
+/// Wraps a failed request into an error naming the worker and the request.
+caf::error request_failed(self_ptr self, const std::string& what,
+                          caf::error err) {
+  if (err == caf::sec::request_timeout)
+    return make_error(ec::timeout, who(self) + ": no answer to " + what
+                                     + " in time");
+  return make_error(ec::peer_down, who(self) + ": " + what + " failed: "
+                                     + render(err));
+}
+
+void run_step(self_ptr self);
+
+void end_step(self_ptr self, const token_grant& grant) {
+  auto& st = self->state;
+  ++st.steps;
+  if (grant.stop) {
+    st.stopped = true;
+    st.running = false;
+    if (st.promise.pending())
+      st.promise.deliver(status_of(self));
+    return;
+  }
+  st.local_step = grant.global_step;
+  if (st.running)
+    run_step(self);
+  else if (st.promise.pending())
+    st.promise.deliver(status_of(self));
+}
+
+void take_token(self_ptr self, const step_result& res, int32_t stale) {
+  auto& st = self->state;
+  worker_report rep{st.cfg.index, st.local_step, res.loss, res.correct,
+                    res.count, stale};
+  self->request(st.cfg.chief, st.cfg.token_timeout, token_atom::value, rep)
+    .then([=](token_grant& grant) { end_step(self, grant); },
+          [=](caf::error& err) {
+            fail(self, request_failed(self, "token request", std::move(err)));
+          });
+}
+
+/// Splits the gradients by shard and pushes them, tagged with local_step.
+void push(self_ptr self, step_result res) {
+  auto& st = self->state;
+  std::vector<gradient_push> pushes(st.cfg.shards.size());
+  for (auto& p : pushes) {
+    p.worker = st.cfg.index;
+    p.local_step = st.local_step;
+  }
+  for (auto& g : res.gradients) {
+    auto i = st.slot_of.find(g.name);
+    if (i == st.slot_of.end())
+      return fail(self, make_error(ec::unknown_name,
+                                   who(self) + ": the device returned a "
+                                     "gradient for unknown variable '"
+                                     + g.name + "'"));
+    pushes[st.shard_of[i->second]].dense.push_back(std::move(g));
+  }
+  for (auto& g : res.sparse_gradients) {
+    auto i = st.slot_of.find(g.variable);
+    if (i == st.slot_of.end())
+      return fail(self, make_error(ec::unknown_name,
+                                   who(self) + ": the device returned a "
+                                     "gradient for unknown variable '"
+                                     + g.variable + "'"));
+    pushes[st.shard_of[i->second]].sparse.push_back(std::move(g));
+  }
+  res.gradients.clear();
+  res.sparse_gradients.clear();
+  auto remaining = std::make_shared<size_t>(0);
+  auto stale = std::make_shared<int32_t>(0);
+  auto failed = std::make_shared<bool>(false);
+  for (auto& p : pushes)
+    if (!p.dense.empty() || !p.sparse.empty())
+      ++*remaining;
+  if (*remaining == 0)
+    return take_token(self, res, 0);
+  for (size_t s = 0; s < pushes.size(); ++s) {
+    if (pushes[s].dense.empty() && pushes[s].sparse.empty())
+      continue;
+    self->request(st.cfg.shards[s], st.cfg.request_timeout, push_atom::value,
+                  std::move(pushes[s]))
+      .then(
+        [=](push_ack& ack) {
+          if (*failed)
+            return;
+          if (!ack.accepted)
+            ++*stale;
+          if (--*remaining == 0) {
+            if (*stale > 0)
+              ++self->state.stale_pushes;
+            take_token(self, res, *stale);
+          }
+        },
+        [=](caf::error& err) {
+          if (*failed)
+            return;
+          *failed = true;
+          fail(self, request_failed(self, "gradient push to ps:"
+                                            + std::to_string(s),
+                                    std::move(err)));
+        });
+  }
+}
+
+void compute(self_ptr self) {
+  auto& st = self->state;
+  st.batches->next(st.current);
+  self->request(st.cfg.device, st.cfg.request_timeout, grads_atom::value,
+                st.current)
+    .then([=](step_result& res) { push(self, std::move(res)); },
+          [=](caf::error& err) {
+            fail(self, request_failed(self, "gradient computation",
+                                      std::move(err)));
+          });
+}
+
+/// Copies pulled values into the model's parameter order.
+caf::error absorb(self_ptr self, std::vector<shard_params>& pulled) {
+  auto& st = self->state;
+  for (auto& sp : pulled)
+    for (auto& v : sp.values) {
+      auto i = st.slot_of.find(v.name);
+      if (i == st.slot_of.end())
+        return make_error(ec::unknown_name,
+                          who(self) + ": ps:" + std::to_string(sp.shard)
+                            + " holds '" + v.name
+                            + "', which the model does not have");
+      st.params[i->second].value = std::move(v.value);
+    }
+  return caf::none;
+}
+
+void run_step(self_ptr self) {
+  auto& st = self->state;
+  gather<shard_params>(
+    self, st.cfg.shards, st.cfg.request_timeout,
+    [=](std::vector<shard_params> pulled) {
+      auto& st = self->state;
+      if (auto err = absorb(self, pulled))
+        return fail(self, std::move(err));
+      self->request(st.cfg.device, st.cfg.request_timeout, params_atom::value,
+                    st.params)
+        .then([=](caf::ok_atom) { compute(self); },
+              [=](caf::error& err) {
+                fail(self, request_failed(self, "parameter upload",
+                                          std::move(err)));
+              });
+    },
+    [=](size_t s, caf::error err) {
+      fail(self, request_failed(self, "pull from ps:" + std::to_string(s),
+                                std::move(err)));
+    },
+    pull_atom::value);
+}
+
+/// Learns the model's variables and which shard holds each, and starts at
+/// the shards' global step (TF's local_step_init_op).
+void initialise(self_ptr self) {
+  auto& st = self->state;
+  self->request(st.cfg.device, st.cfg.request_timeout, load_model_atom::value,
+                st.cfg.model, st.cfg.seed)
+    .then(
+      [=](model_info& info) {
+        auto& st = self->state;
+        st.params = std::move(info.initial);
+        for (size_t i = 0; i < st.params.size(); ++i)
+          st.slot_of[st.params[i].name] = i;
+        st.shard_of.assign(st.params.size(), st.cfg.shards.size());
+        gather<shard_params>(
+          self, st.cfg.shards, st.cfg.request_timeout,
+          [=](std::vector<shard_params> pulled) {
+            auto& st = self->state;
+            for (size_t s = 0; s < pulled.size(); ++s)
+              for (auto& v : pulled[s].values) {
+                auto i = st.slot_of.find(v.name);
+                if (i == st.slot_of.end())
+                  return fail(self, make_error(ec::unknown_name,
+                                               who(self) + ": ps:"
+                                                 + std::to_string(s)
+                                                 + " holds unknown variable '"
+                                                 + v.name + "'"));
+                st.shard_of[i->second] = s;
+              }
+            for (size_t i = 0; i < st.params.size(); ++i)
+              if (st.shard_of[i] == st.cfg.shards.size())
+                return fail(self, make_error(ec::unknown_name,
+                                             who(self) + ": no PS shard holds '"
+                                               + st.params[i].name + "'"));
+            st.local_step = pulled.empty() ? 0 : pulled.front().global_step;
+            st.initialised = true;
+            if (st.promise.pending())
+              run_step(self);
+          },
+          [=](size_t s, caf::error err) {
+            fail(self, request_failed(self,
+                                      "first pull from ps:" + std::to_string(s),
+                                      std::move(err)));
+          },
+          pull_atom::value);
+      },
+      [=](caf::error& err) {
+        fail(self, request_failed(self, "model load", std::move(err)));
+      });
+}
+
+caf::result<worker_status> begin(self_ptr self, bool keep_running) {
+  auto& st = self->state;
+  if (st.promise.pending())
+    return make_error(ec::invalid_argument,
+                      who(self) + ": already running a step");
+  if (st.stopped)
+    return status_of(self);
+  st.running = keep_running;
+  st.promise = self->make_response_promise<worker_status>();
+  if (st.initialised)
+    run_step(self);
+  // else: the step starts once initialise() is done
+  return st.promise;
+}
+
+} // namespace
+
+caf::error worker_config::validate() const {
+  auto bad = [&](const std::string& what) {
+    return make_error(ec::invalid_config,
+                      "worker " + std::to_string(index) + ": " + what);
+  };
+  if (num_workers < 1 || index < 0 || index >= num_workers)
+    return bad("index must be in [0, " + std::to_string(num_workers) + ")");
+  if (batch_size < 1)
+    return bad("batch_size must be at least 1");
+  if (!data)
+    return bad("no training data");
+  if (!device)
+    return bad("no device actor");
+  if (!chief)
+    return bad("no chief");
+  if (shards.empty())
+    return bad("no PS shards");
+  if (request_timeout.count() <= 0 || token_timeout.count() <= 0)
+    return bad("timeouts must be positive");
+  return model.validate();
+}
+
+worker_actor::behavior_type worker(self_ptr self, worker_config cfg) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.batches = batcher{*st.cfg.data, st.cfg.batch_size, st.cfg.seed,
+                       st.cfg.index, st.cfg.num_workers};
+  // Linked: a worker that fails takes the run down with its reason instead
+  // of leaving the chief to time out, and a failed chief stops the worker.
+  self->link_to(st.cfg.chief);
+  // Like TF's local_step_init_op at session creation: the worker learns the
+  // global step now, not at its first step, so a late first step is stale.
+  initialise(self);
+  return {
+    [=](step_atom) { return begin(self, false); },
+    [=](run_atom) { return begin(self, true); },
+    [=](status_atom) { return status_of(self); },
+  };
+}
+
+caf::expected<worker_actor> spawn_worker(caf::actor_system& sys,
+                                         worker_config cfg) {
+  if (auto err = cfg.validate())
+    return err;
+  auto shard = batcher::make(*cfg.data, cfg.batch_size, cfg.seed, cfg.index,
+                             cfg.num_workers);
+  if (!shard)
+    return shard.error();
+  return sys.spawn(worker, std::move(cfg));
+}
+
+} // namespace syncfac

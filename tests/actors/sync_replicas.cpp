@@ -1,0 +1,346 @@
+#define BOOST_TEST_MODULE sync_replicas
+#include <boost/test/unit_test.hpp>
+
+// The seeds' SyncReplicasOptimizerV2 scenarios (test2Workers,
+// test3Workers1Backup) replayed against the real chief, PS shards and
+// workers. Only the device is a mock implementing the device interface: it
+// returns the seeds' constant gradients (worker i: v0 0.1 + 0.2 i, v1
+// 0.9 + 0.2 i, row 1 of v_sparse 0.1 + 0.2 i). Ordering is made
+// deterministic by CAF's test scheduler: nothing runs until the test says so.
+
+#include <chrono>
+#include <optional>
+
+#include <caf/actor_system.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/chief.hpp"
+#include "actors/ps_shard.hpp"
+#include "actors/worker.hpp"
+#include "runtime/program_config.hpp"
+#include "tests/helpers.hpp"
+
+using namespace syncfac;
+using namespace std::chrono_literals;
+
+namespace {
+
+float grad_of(int worker, float base) {
+  return base + 0.2f * static_cast<float>(worker);
+}
+
+/// A device that "computes" the seeds' constant gradients.
+device_actor::behavior_type
+seed_device(device_actor::pointer self, int worker, bool bad_shape) {
+  (void) self;
+  auto variables = [] {
+    return parameter_set{{"v0", tensor{tensor_shape{}}},
+                         {"v1", tensor{tensor_shape{}}},
+                         {"v_sparse", tensor{2, 1}}};
+  };
+  return {
+    [=](load_model_atom, const model_spec&, uint64_t) {
+      return model_info{"seed variables", 4, variables()};
+    },
+    [=](params_atom, const parameter_set&) { return caf::ok_atom::value; },
+    [=](params_atom) { return variables(); },
+    [=](optimizer_atom, const optimizer_config&) {
+      return caf::ok_atom::value;
+    },
+    [=](grads_atom, const batch& b) {
+      step_result res;
+      res.loss = 1.0f;
+      res.count = static_cast<int64_t>(b.labels.size());
+      auto v0 = bad_shape ? tensor{{2}, {1, 2}}
+                          : tensor{tensor_shape{}, {grad_of(worker, 0.1f)}};
+      res.gradients = {{"v0", v0},
+                       {"v1", tensor{tensor_shape{}, {grad_of(worker, 0.9f)}}}};
+      res.sparse_gradients = {
+        {"v_sparse", {1}, tensor{{1, 1}, {grad_of(worker, 0.1f)}}}};
+      return res;
+    },
+    [=](train_atom, const batch&) -> caf::result<step_result> {
+      return make_error(ec::unavailable, "seed device: no training");
+    },
+    [=](eval_atom, const batch&) { return eval_result{}; },
+    [=](gemm_atom, const tensor&, bool, const tensor&,
+        bool) -> caf::result<tensor> {
+      return make_error(ec::unavailable, "seed device: no gemm");
+    },
+    [=](info_atom) { return device_info{"seed", 1}; },
+  };
+}
+
+struct testing_config : program_config {
+  testing_config() {
+    set("scheduler.policy", caf::atom("testing"));
+  }
+};
+
+struct fixture {
+  testing_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scheduler::test_coordinator& sched
+    = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  caf::scoped_actor self{sys};
+  std::shared_ptr<const dataset> data
+    = std::make_shared<const dataset>(make_fake_dataset(64, 1));
+  std::vector<ps_actor> shards;
+  chief_actor chief;
+  std::vector<worker_actor> workers;
+
+  ~fixture() {
+    for (auto& w : workers)
+      self->send_exit(w, caf::exit_reason::user_shutdown);
+    self->send_exit(chief, caf::exit_reason::user_shutdown);
+    for (auto& s : shards)
+      self->send_exit(s, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
+  /// ps0: v0 = 0; ps1: v1 = 1 and v_sparse = [[3], [4]], SGD with lr 2.
+  void spawn_shards() {
+    optimizer_config sgd;
+    sgd.kind = optimizer_kind::sgd;
+    sgd.learning_rate = 2.0f;
+    ps_shard_config ps0;
+    ps0.index = 0;
+    ps0.optimizer = sgd;
+    ps0.variables = {{"v0", tensor{tensor_shape{}, {0.0f}}}};
+    ps_shard_config ps1;
+    ps1.index = 1;
+    ps1.optimizer = sgd;
+    ps1.variables = {{"v1", tensor{tensor_shape{}, {1.0f}}},
+                     {"v_sparse", tensor{{2, 1}, {3.0f, 4.0f}}}};
+    ps1.sparse_variables = {"v_sparse"};
+    for (auto* sc : {&ps0, &ps1}) {
+      auto shard = spawn_ps_shard(sys, *sc);
+      BOOST_REQUIRE_MESSAGE(shard, test::why(shard));
+      shards.push_back(*shard);
+    }
+  }
+
+  void start(int num_workers, int replicas_to_aggregate, int64_t num_tokens,
+             int bad_worker = -1) {
+    spawn_shards();
+    chief_config cc;
+    cc.worker_replicas = num_workers;
+    cc.replicas_to_aggregate = replicas_to_aggregate;
+    cc.num_tokens = num_tokens;
+    cc.steps = 100;
+    cc.shards = shards;
+    auto c = spawn_chief(sys, cc);
+    BOOST_REQUIRE_MESSAGE(c, test::why(c));
+    chief = *c;
+    for (int i = 0; i < num_workers; ++i) {
+      worker_config wc;
+      wc.index = i;
+      wc.num_workers = num_workers;
+      wc.batch_size = 4;
+      wc.data = data;
+      wc.device = sys.spawn(seed_device, i, i == bad_worker);
+      wc.shards = shards;
+      wc.chief = chief;
+      auto w = spawn_worker(sys, wc);
+      BOOST_REQUIRE_MESSAGE(w, test::why(w));
+      workers.push_back(*w);
+    }
+    self->send(chief, run_atom::value);
+    sched.run();
+  }
+
+  template <class T, class Handle, class... Ts>
+  T ask(const Handle& h, Ts... xs) {
+    std::optional<T> result;
+    auto pending = self->request(h, caf::infinite, xs...);
+    sched.run();
+    // The answer is in the mailbox by now; a blocking actor only takes a
+    // response through its request's handle.
+    pending.receive([&](T& x) { result = std::move(x); },
+                    [&](caf::error& err) {
+                      BOOST_FAIL("request failed: " << render(err));
+                    });
+    return *result;
+  }
+
+  int64_t global_step() {
+    return ask<chief_status>(chief, status_atom::value).global_step;
+  }
+
+  float value(size_t shard, size_t var, int64_t i = 0) {
+    auto p = ask<shard_params>(shards[shard], pull_atom::value);
+    return p.values.at(var).value[i];
+  }
+
+  int64_t local_step(size_t worker) {
+    return ask<worker_status>(workers[worker], status_atom::value).local_step;
+  }
+
+  /// Starts one step on each of `ids` and runs everything that can run.
+  void step(std::initializer_list<size_t> ids) {
+    for (auto i : ids)
+      self->send(workers[i], step_atom::value);
+    sched.run();
+  }
+
+  /// Collects the worker_status replies that have arrived.
+  size_t finished_steps() {
+    size_t n = 0;
+    bool more = true;
+    while (more)
+      self->receive([&](worker_status&) { ++n; },
+                    [&](caf::error& err) {
+                      BOOST_FAIL("step failed: " << render(err));
+                    },
+                    caf::after(0s) >> [&] { more = false; });
+    return n;
+  }
+};
+
+constexpr float tol = 1e-6f;
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(sync_replicas_tests, fixture)
+
+BOOST_AUTO_TEST_CASE(test2Workers) {
+  start(2, 2, 2);
+  BOOST_TEST(global_step() == 0);
+  BOOST_TEST(value(0, 0) == 0.0f);
+  BOOST_TEST(value(1, 0) == 1.0f);
+  BOOST_TEST(value(1, 1, 0) == 3.0f);
+  BOOST_TEST(value(1, 1, 1) == 4.0f);
+  // Initial tokens let the workers run one at a time.
+  step({0});
+  BOOST_TEST(finished_steps() == 1u);
+  step({1});
+  BOOST_TEST(finished_steps() == 1u);
+  BOOST_TEST(global_step() == 1);
+  BOOST_TEST(std::abs(value(0, 0) - (0 - (0.1f + 0.3f) / 2 * 2.0f)) < tol);
+  BOOST_TEST(std::abs(value(1, 0) - (1 - (0.9f + 1.1f) / 2 * 2.0f)) < tol);
+  BOOST_TEST(value(1, 1, 0) == 3.0f);
+  BOOST_TEST(std::abs(value(1, 1, 1) - (4.0f - (0.1f + 0.3f) / 2 * 2.0f))
+             < tol);
+  // The initial tokens carried step 0: the next round is wasted by design.
+  BOOST_TEST(local_step(0) == 0);
+  BOOST_TEST(local_step(1) == 0);
+  step({0});
+  step({1});
+  BOOST_TEST(finished_steps() == 2u);
+  BOOST_TEST(global_step() == 1);
+  BOOST_TEST(local_step(0) == 1);
+  BOOST_TEST(local_step(1) == 1);
+  BOOST_TEST(std::abs(value(0, 0) + 0.4f) < tol);
+  BOOST_TEST(std::abs(value(1, 0) + 1.0f) < tol);
+  auto st0 = ask<shard_status>(shards[0], status_atom::value);
+  BOOST_TEST(st0.stale_pushes == 2);
+  BOOST_TEST(st0.accepted_pushes == 2);
+  // The queue is empty now: one worker alone cannot finish the step.
+  step({0});
+  BOOST_TEST(finished_steps() == 0u);
+  BOOST_TEST(global_step() == 1);
+  step({1});
+  BOOST_TEST(finished_steps() == 2u);
+  BOOST_TEST(global_step() == 2);
+  BOOST_TEST(std::abs(value(0, 0) - (0 - 2 * (0.1f + 0.3f) / 2 * 2.0f)) < tol);
+  BOOST_TEST(std::abs(value(1, 0) - (1 - 2 * (0.9f + 1.1f) / 2 * 2.0f)) < tol);
+}
+
+BOOST_AUTO_TEST_CASE(test3Workers1Backup) {
+  start(3, 2, 3);
+  BOOST_TEST(global_step() == 0);
+  step({0});
+  step({2});
+  BOOST_TEST(finished_steps() == 2u);
+  BOOST_TEST(global_step() == 1);
+  BOOST_TEST(std::abs(value(0, 0) - (0 - (0.1f + 0.5f) / 2 * 2.0f)) < tol);
+  BOOST_TEST(std::abs(value(1, 0) - (1 - (0.9f + 1.3f) / 2 * 2.0f)) < tol);
+  // Worker 1 was late: its gradients are stale and dropped.
+  step({1});
+  BOOST_TEST(finished_steps() == 1u);
+  step({0});
+  step({1});
+  step({2});
+  BOOST_TEST(finished_steps() == 3u);
+  BOOST_TEST(global_step() == 1);
+  BOOST_TEST(local_step(1) == 1);
+  // Worker 0 alone waits; with worker 1 the step completes.
+  step({0});
+  BOOST_TEST(finished_steps() == 0u);
+  BOOST_TEST(global_step() == 1);
+  step({1});
+  BOOST_TEST(finished_steps() == 2u);
+  BOOST_TEST(global_step() == 2);
+  BOOST_TEST(std::abs(value(0, 0) - (-0.6f - (0.1f + 0.3f) / 2 * 2.0f)) < tol);
+  BOOST_TEST(std::abs(value(1, 0) - (-1.2f - (0.9f + 1.1f) / 2 * 2.0f)) < tol);
+  auto st1 = ask<shard_status>(shards[1], status_atom::value);
+  BOOST_TEST(st1.stale_pushes == 4);
+}
+
+BOOST_AUTO_TEST_CASE(fewer_workers_than_replicas_contribute_several_batches) {
+  // N = 1 < R = 2: the single worker needs R - N = 1 extra initial token.
+  start(1, 2, 1);
+  step({0});
+  BOOST_TEST(finished_steps() == 1u);
+  BOOST_TEST(global_step() == 0);
+  step({0});
+  BOOST_TEST(finished_steps() == 1u);
+  BOOST_TEST(global_step() == 1);
+  // Both gradients were the worker's own: the average is 0.1.
+  BOOST_TEST(std::abs(value(0, 0) + 0.2f) < tol);
+}
+
+BOOST_AUTO_TEST_CASE(a_faster_worker_contributes_twice) {
+  // N = 2, R = 2 and plenty of initial tokens: worker 0 runs twice before
+  // worker 1 arrives, so its two gradients make the first update.
+  start(2, 2, 4);
+  step({0});
+  step({0});
+  BOOST_TEST(finished_steps() == 2u);
+  BOOST_TEST(global_step() == 1);
+  BOOST_TEST(std::abs(value(0, 0) + 0.2f) < tol); // 0 - 0.1 * 2
+  step({1});
+  BOOST_TEST(finished_steps() == 1u);
+  auto st0 = ask<shard_status>(shards[0], status_atom::value);
+  BOOST_TEST(st0.stale_pushes == 1); // worker 1 computed at step 0
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_pushing_a_wrong_shape_fails_the_run) {
+  start(2, 2, 2, 1);
+  step({1});
+  std::optional<caf::error> failure;
+  bool more = true;
+  while (more)
+    self->receive([&](worker_status&) {},
+                  [&](sync_summary&) {},
+                  [&](caf::error& err) { failure = err; },
+                  caf::after(0s) >> [&] { more = false; });
+  BOOST_REQUIRE(failure.has_value());
+  BOOST_TEST(render(*failure).find("v0") != std::string::npos,
+             render(*failure));
+  auto st0 = ask<shard_status>(shards[0], status_atom::value);
+  BOOST_TEST(st0.refused_pushes == 1);
+  BOOST_TEST(value(0, 0) == 0.0f);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(too_few_initial_tokens_are_refused) {
+  chief_config cc;
+  cc.worker_replicas = 1;
+  cc.replicas_to_aggregate = 3;
+  cc.num_tokens = 1;
+  cc.steps = 10;
+  cc.shards.resize(1); // validation only counts them
+  auto err = cc.validate();
+  BOOST_REQUIRE(err);
+  BOOST_TEST(render(err).find("too few tokens to finish the first step")
+             != std::string::npos);
+  BOOST_TEST(render(err).find("1 (given) vs 2 (needed") != std::string::npos);
+  cc.num_tokens = 2;
+  BOOST_TEST(!cc.validate());
+  cc.num_tokens = -1; // defaults to R
+  BOOST_TEST(cc.initial_tokens() == 3);
+  BOOST_TEST(cc.tokens_per_step() == 3);
+}
