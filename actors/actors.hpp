@@ -29,6 +29,9 @@ using device_actor = caf::typed_actor<
   caf::replies_to<optimizer_atom, optimizer_config>::with<caf::ok_atom>,
   // Forward + backward: loss, accuracy and gradients of the batch.
   caf::replies_to<grads_atom, batch>::with<step_result>,
+  // The same at the given parameters (a worker's step: one round trip
+  // instead of an upload and a compute request).
+  caf::replies_to<grads_atom, parameter_set, batch>::with<step_result>,
   // Forward + backward + local optimizer step (single-process training).
   caf::replies_to<train_atom, batch>::with<step_result>,
   // Forward only: loss sum and correct count of the batch.

@@ -21,6 +21,17 @@ caf::error no_model() {
                     "device: no model loaded (send load_model first)");
 }
 
+caf::result<step_result> gradients_of(self_ptr self, const batch& b) {
+  auto& st = self->state;
+  if (!st.replica)
+    return refuse(self, no_model());
+  auto res = st.replica->forward_backward(*st.dev, b.images, b.labels);
+  if (!res)
+    return refuse(self, res.error());
+  return step_result{static_cast<float>(res->mean_loss()), res->correct,
+                     res->count, st.replica->gradients(), {}};
+}
+
 } // namespace
 
 caf::error device_config::validate() const {
@@ -75,14 +86,16 @@ device_actor::behavior_type device(self_ptr self,
       return caf::ok_atom::value;
     },
     [=](grads_atom, const batch& b) -> caf::result<step_result> {
+      return gradients_of(self, b);
+    },
+    [=](grads_atom, const parameter_set& values,
+        const batch& b) -> caf::result<step_result> {
       auto& st = self->state;
       if (!st.replica)
         return refuse(self, no_model());
-      auto res = st.replica->forward_backward(*st.dev, b.images, b.labels);
-      if (!res)
-        return refuse(self, res.error());
-      return step_result{static_cast<float>(res->mean_loss()), res->correct,
-                         res->count, st.replica->gradients(), {}};
+      if (auto err = st.replica->set_parameters(values))
+        return refuse(self, std::move(err));
+      return gradients_of(self, b);
     },
     [=](train_atom, const batch& b) -> caf::result<step_result> {
       auto& st = self->state;

@@ -129,7 +129,8 @@ json_object training_summary::to_json() const {
     .add("ps_tasks", ps_tasks)
     .add("accepted_pushes", accepted_pushes)
     .add("stale_pushes", stale_pushes)
-    .add("refused_pushes", refused_pushes);
+    .add("refused_pushes", refused_pushes)
+    .add("token_wait_share", token_wait_share);
   return obj;
 }
 

@@ -79,6 +79,8 @@ struct training_summary {
   int64_t accepted_pushes = 0;
   int64_t stale_pushes = 0;
   int64_t refused_pushes = 0;
+  /// Share of the workers' step time spent waiting for tokens.
+  double token_wait_share = 0;
 
   json_object to_json() const;
 };

@@ -253,6 +253,19 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
                                                    - warm->examples)
                                / timed;
   }
+  double step_s = 0;
+  double wait_s = 0;
+  for (auto& w : workers)
+    self->request(w, base.request_timeout, status_atom::value)
+      .receive(
+        [&](worker_status& ws) {
+          step_s += ws.step_s;
+          wait_s += ws.token_wait_s;
+        },
+        [&](caf::error&) {
+          // A worker that cannot report does not change the result.
+        });
+  summary.token_wait_share = step_s > 0 ? wait_s / step_s : 0.0;
   out.line("stale gradient pushes dropped: " + std::to_string(run->stale_pushes)
            + " (accepted " + std::to_string(run->accepted_pushes)
            + ", refused " + std::to_string(run->refused_pushes) + ")");

@@ -16,7 +16,7 @@ std::string who(self_ptr self) {
 worker_status status_of(self_ptr self) {
   auto& st = self->state;
   return worker_status{st.cfg.index, st.local_step, st.steps,
-                       st.stale_pushes};
+                       st.stale_pushes, st.step_s, st.token_wait_s};
 }
 
 void fail(self_ptr self, caf::error err) {
@@ -38,9 +38,15 @@ caf::error request_failed(self_ptr self, const std::string& what,
 
 void run_step(self_ptr self);
 
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+    .count();
+}
+
 void end_step(self_ptr self, const token_grant& grant) {
   auto& st = self->state;
   ++st.steps;
+  st.step_s += seconds_since(st.step_started);
   if (grant.stop) {
     st.stopped = true;
     st.running = false;
@@ -55,15 +61,70 @@ void end_step(self_ptr self, const token_grant& grant) {
     st.promise.deliver(status_of(self));
 }
 
+caf::error absorb(self_ptr self, std::vector<shard_params>& pulled);
+
+/// The token and a speculative pull travel together: when the pulled
+/// variables are already at the token's step, the next step needs no pull
+/// of its own (one round trip less on the critical path).
+struct step_end {
+  std::optional<token_grant> grant;
+  std::optional<std::vector<shard_params>> pulled;
+  bool failed = false;
+};
+
+void finish_step_end(self_ptr self, step_end& end) {
+  if (end.failed || !end.grant || (!end.pulled && !end.grant->stop))
+    return;
+  auto& st = self->state;
+  st.params_ready = false;
+  if (!end.grant->stop) {
+    bool current = true;
+    for (auto& sp : *end.pulled)
+      current = current && sp.global_step >= end.grant->global_step;
+    if (current) {
+      if (auto err = absorb(self, *end.pulled))
+        return fail(self, std::move(err));
+      st.params_ready = true;
+    }
+  }
+  auto grant = *end.grant;
+  end.failed = true; // done: ignore whatever arrives later
+  end_step(self, grant);
+}
+
 void take_token(self_ptr self, const step_result& res, int32_t stale) {
   auto& st = self->state;
   worker_report rep{st.cfg.index, st.local_step, res.loss, res.correct,
                     res.count, stale};
+  auto end = std::make_shared<step_end>();
+  auto asked = std::chrono::steady_clock::now();
   self->request(st.cfg.chief, st.cfg.token_timeout, token_atom::value, rep)
-    .then([=](token_grant& grant) { end_step(self, grant); },
-          [=](caf::error& err) {
-            fail(self, request_failed(self, "token request", std::move(err)));
-          });
+    .then(
+      [=](token_grant& grant) {
+        self->state.token_wait_s += seconds_since(asked);
+        end->grant = grant;
+        finish_step_end(self, *end);
+      },
+      [=](caf::error& err) {
+        if (end->failed)
+          return;
+        end->failed = true;
+        fail(self, request_failed(self, "token request", std::move(err)));
+      });
+  gather<shard_params>(
+    self, st.cfg.shards, st.cfg.request_timeout,
+    [=](std::vector<shard_params> pulled) {
+      end->pulled = std::move(pulled);
+      finish_step_end(self, *end);
+    },
+    [=](size_t s, caf::error err) {
+      if (end->failed)
+        return;
+      end->failed = true;
+      fail(self, request_failed(self, "pull from ps:" + std::to_string(s),
+                                std::move(err)));
+    },
+    pull_atom::value);
 }
 
 /// Splits the gradients by shard and pushes them, tagged with local_step.
@@ -134,7 +195,7 @@ void compute(self_ptr self) {
   auto& st = self->state;
   st.batches->next(st.current);
   self->request(st.cfg.device, st.cfg.request_timeout, grads_atom::value,
-                st.current)
+                st.params, st.current)
     .then([=](step_result& res) { push(self, std::move(res)); },
           [=](caf::error& err) {
             fail(self, request_failed(self, "gradient computation",
@@ -160,19 +221,15 @@ caf::error absorb(self_ptr self, std::vector<shard_params>& pulled) {
 
 void run_step(self_ptr self) {
   auto& st = self->state;
+  st.step_started = std::chrono::steady_clock::now();
+  if (st.params_ready)
+    return compute(self);
   gather<shard_params>(
     self, st.cfg.shards, st.cfg.request_timeout,
     [=](std::vector<shard_params> pulled) {
-      auto& st = self->state;
       if (auto err = absorb(self, pulled))
         return fail(self, std::move(err));
-      self->request(st.cfg.device, st.cfg.request_timeout, params_atom::value,
-                    st.params)
-        .then([=](caf::ok_atom) { compute(self); },
-              [=](caf::error& err) {
-                fail(self, request_failed(self, "parameter upload",
-                                          std::move(err)));
-              });
+      compute(self);
     },
     [=](size_t s, caf::error err) {
       fail(self, request_failed(self, "pull from ps:" + std::to_string(s),
@@ -215,6 +272,9 @@ void initialise(self_ptr self) {
                                              who(self) + ": no PS shard holds '"
                                                + st.params[i].name + "'"));
             st.local_step = pulled.empty() ? 0 : pulled.front().global_step;
+            if (auto err = absorb(self, pulled))
+              return fail(self, std::move(err));
+            st.params_ready = true;
             st.initialised = true;
             if (st.promise.pending())
               run_step(self);

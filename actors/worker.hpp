@@ -60,9 +60,14 @@ struct worker_state {
   std::map<std::string, size_t> slot_of;
   std::vector<size_t> shard_of;
   bool initialised = false;
+  /// Whether params hold the variables at local_step already.
+  bool params_ready = false;
   int64_t local_step = 0;
   int64_t steps = 0;
   int64_t stale_pushes = 0;
+  double step_s = 0;
+  double token_wait_s = 0;
+  std::chrono::steady_clock::time_point step_started;
   bool running = false;
   bool stopped = false;
   caf::typed_response_promise<worker_status> promise;

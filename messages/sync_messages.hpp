@@ -139,12 +139,15 @@ struct worker_status {
   int64_t local_step = 0;
   int64_t steps = 0;
   int64_t stale_pushes = 0;
+  /// Seconds spent in steps, and the part of it spent waiting for tokens.
+  double step_s = 0;
+  double token_wait_s = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_status& x) {
   return f(caf::meta::type_name("worker_status"), x.worker, x.local_step,
-           x.steps, x.stale_pushes);
+           x.steps, x.stale_pushes, x.step_s, x.token_wait_s);
 }
 
 /// The chief's view of the run.

@@ -48,7 +48,7 @@ seed_device(device_actor::pointer self, int worker, bool bad_shape) {
     [=](optimizer_atom, const optimizer_config&) {
       return caf::ok_atom::value;
     },
-    [=](grads_atom, const batch& b) {
+    [=](grads_atom, const parameter_set&, const batch& b) {
       step_result res;
       res.loss = 1.0f;
       res.count = static_cast<int64_t>(b.labels.size());
@@ -59,6 +59,9 @@ seed_device(device_actor::pointer self, int worker, bool bad_shape) {
       res.sparse_gradients = {
         {"v_sparse", {1}, tensor{{1, 1}, {grad_of(worker, 0.1f)}}}};
       return res;
+    },
+    [=](grads_atom, const batch&) -> caf::result<step_result> {
+      return make_error(ec::unavailable, "seed device: parameters first");
     },
     [=](train_atom, const batch&) -> caf::result<step_result> {
       return make_error(ec::unavailable, "seed device: no training");
