@@ -113,3 +113,71 @@ BOOST_AUTO_TEST_CASE(help_exits_cleanly) {
   BOOST_TEST(res.exit_code == 0);
   BOOST_TEST(res.output.find("learning_rate") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(sync_topologies_run_in_one_process) {
+  struct topology {
+    const char* flags;
+    bool backups;
+  };
+  for (auto t : {topology{"--worker_replicas 3 --replicas_to_aggregate 2"
+                          " --ps_tasks 2",
+                          true},
+                 topology{"--worker_replicas 1 --replicas_to_aggregate 2"
+                          " --ps_tasks 2 --placement by_size",
+                          false},
+                 topology{"--worker_replicas 2 --replicas_to_aggregate 2"
+                          " --ps_tasks 3",
+                          false}}) {
+    BOOST_TEST_CONTEXT(t.flags) {
+      temp_dir tmp;
+      auto summary = tmp.file("summary.json");
+      auto metrics = tmp.file("metrics.jsonl");
+      auto res = run_program(program + " --fake_data --steps 60"
+                             " --batch_size 32 --optimizer adam"
+                             " --learning_rate 0.001 --log_every 20"
+                             " --threads 2 --summary " + summary
+                             + " --metrics " + metrics + " " + t.flags);
+      BOOST_TEST_MESSAGE(res.output);
+      BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+      auto text = read_file(summary);
+      BOOST_TEST(json_numbers(text, "global_step").at(0) == 60);
+      BOOST_TEST(json_numbers(text, "accepted_pushes").at(0) > 0);
+      BOOST_TEST(json_numbers(text, "refused_pushes").at(0) == 0);
+      if (t.backups)
+        BOOST_TEST(json_numbers(text, "stale_pushes").at(0) > 0);
+      BOOST_TEST(json_numbers(text, "test_accuracy").at(0) > 0.5);
+      BOOST_TEST(res.output.find("stale gradient pushes dropped: ")
+                 != std::string::npos);
+      // Every log line's metrics carry the stale count so far.
+      BOOST_TEST(json_numbers(read_file(metrics), "stale_pushes").size()
+                 == 3u);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_topologies_are_refused) {
+  auto tokens = run_program(program + " --fake_data --worker_replicas 1"
+                            " --replicas_to_aggregate 3 --num_tokens 1");
+  BOOST_TEST(tokens.exit_code != 0);
+  BOOST_TEST(tokens.output.find("too few tokens") != std::string::npos,
+             tokens.output);
+  auto shards = run_program(program + " --fake_data --ps_tasks 0");
+  BOOST_TEST(shards.exit_code != 0);
+  BOOST_TEST(shards.output.find("ps_tasks") != std::string::npos,
+             shards.output);
+  auto runtime = run_program(program + " --fake_data --runtime magic");
+  BOOST_TEST(runtime.exit_code != 0);
+  BOOST_TEST(runtime.output.find("magic") != std::string::npos,
+             runtime.output);
+}
+
+BOOST_AUTO_TEST_CASE(plain_runtime_still_trains) {
+  temp_dir tmp;
+  auto summary = tmp.file("summary.json");
+  auto res = run_program(program + " --runtime plain --fake_data --steps 80"
+                         " --batch_size 32 --optimizer adam"
+                         " --learning_rate 0.001 --threads 2 --summary "
+                         + summary);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  BOOST_TEST(json_numbers(read_file(summary), "test_accuracy").at(0) > 0.5);
+}
