@@ -47,8 +47,9 @@ axis make_axis(int64_t in, int64_t k, int64_t stride, padding pad) {
   return result;
 }
 
-caf::error check_window(const char* what, const std::string& shapes,
-                        int64_t in_h, int64_t in_w, int64_t k_h, int64_t k_w,
+template <class Shapes>
+caf::error check_window(const char* what, const Shapes& shapes, int64_t in_h,
+                        int64_t in_w, int64_t k_h, int64_t k_w,
                         int64_t stride_h, int64_t stride_w, padding pad) {
   if (stride_h < 1 || stride_w < 1)
     return make_error(ec::invalid_argument,
@@ -57,11 +58,11 @@ caf::error check_window(const char* what, const std::string& shapes,
                         + std::to_string(stride_w));
   if (in_h < 1 || in_w < 1 || k_h < 1 || k_w < 1)
     return make_error(ec::shape_mismatch,
-                      std::string{what} + ": " + shapes
+                      std::string{what} + ": " + shapes()
                         + ": spatial sizes must be positive");
   if (pad == padding::valid && (k_h > in_h || k_w > in_w))
     return make_error(ec::shape_mismatch,
-                      std::string{what} + ": " + shapes
+                      std::string{what} + ": " + shapes()
                         + ": VALID window larger than the input");
   return caf::none;
 }
@@ -71,19 +72,22 @@ caf::error check_window(const char* what, const std::string& shapes,
 caf::expected<conv2d_geometry>
 conv2d_geometry::make(const tensor_shape& input, const tensor_shape& kernel,
                       int64_t stride_h, int64_t stride_w, padding pad) {
-  auto shapes = "input " + to_string(input) + " does not fit kernel "
-                + to_string(kernel);
+  // Built only on failure: make() runs on every conv call.
+  auto shapes = [&] {
+    return "input " + to_string(input) + " does not fit kernel "
+           + to_string(kernel);
+  };
   if (input.size() != 4 || kernel.size() != 4)
     return make_error(ec::shape_mismatch,
-                      "conv2d: " + shapes + ": both must have rank 4");
+                      "conv2d: " + shapes() + ": both must have rank 4");
   if (input[3] != kernel[2])
     return make_error(ec::shape_mismatch,
-                      "conv2d: " + shapes + ": channels "
+                      "conv2d: " + shapes() + ": channels "
                         + std::to_string(input[3]) + " vs "
                         + std::to_string(kernel[2]));
   if (input[0] < 0 || input[3] < 1 || kernel[3] < 1)
     return make_error(ec::shape_mismatch,
-                      "conv2d: " + shapes
+                      "conv2d: " + shapes()
                         + ": batch must be >= 0 and channels >= 1");
   if (auto err = check_window("conv2d", shapes, input[1], input[2],
                               kernel[0], kernel[1], stride_h, stride_w, pad))
@@ -111,14 +115,16 @@ conv2d_geometry::make(const tensor_shape& input, const tensor_shape& kernel,
 caf::expected<pool2d_geometry>
 pool2d_geometry::make(const tensor_shape& input, int64_t k_h, int64_t k_w,
                       int64_t stride_h, int64_t stride_w, padding pad) {
-  auto shapes = "input " + to_string(input) + " does not fit window "
-                + to_string(tensor_shape{k_h, k_w});
+  auto shapes = [&] {
+    return "input " + to_string(input) + " does not fit window "
+           + to_string(tensor_shape{k_h, k_w});
+  };
   if (input.size() != 4)
     return make_error(ec::shape_mismatch,
-                      "max_pool: " + shapes + ": input must have rank 4");
+                      "max_pool: " + shapes() + ": input must have rank 4");
   if (input[0] < 0 || input[3] < 1)
     return make_error(ec::shape_mismatch,
-                      "max_pool: " + shapes
+                      "max_pool: " + shapes()
                         + ": batch must be >= 0 and channels >= 1");
   if (auto err = check_window("max_pool", shapes, input[1], input[2], k_h,
                               k_w, stride_h, stride_w, pad))

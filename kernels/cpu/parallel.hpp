@@ -1,7 +1,8 @@
 #pragma once
 
-// Minimal OpenMP helpers. Work is always split the same way for a given
-// problem, whatever the thread count, so results do not depend on it.
+// Minimal OpenMP helpers. The caller fixes the work items; where results
+// must not depend on the thread count (the conv kernels), the items and the
+// order in which their partial sums are combined do not depend on it.
 
 #include <algorithm>
 #include <cstdint>
