@@ -23,6 +23,20 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<eval_result>("syncfac::eval_result");
   cfg.add_message_type<device_info>("syncfac::device_info");
   cfg.add_message_type<accumulator_stats>("syncfac::accumulator_stats");
+  cfg.add_message_type<sparse_update>("syncfac::sparse_update");
+  cfg.add_message_type<gradient_push>("syncfac::gradient_push");
+  cfg.add_message_type<push_ack>("syncfac::push_ack");
+  cfg.add_message_type<shard_params>("syncfac::shard_params");
+  cfg.add_message_type<applied>("syncfac::applied");
+  cfg.add_message_type<token_grant>("syncfac::token_grant");
+  cfg.add_message_type<worker_report>("syncfac::worker_report");
+  cfg.add_message_type<shard_status>("syncfac::shard_status");
+  cfg.add_message_type<worker_status>("syncfac::worker_status");
+  cfg.add_message_type<chief_status>("syncfac::chief_status");
+  cfg.add_message_type<sync_summary>("syncfac::sync_summary");
+  cfg.add_message_type<ps_actor>("syncfac::ps_actor");
+  cfg.add_message_type<chief_actor>("syncfac::chief_actor");
+  cfg.add_message_type<worker_actor>("syncfac::worker_actor");
   cfg.add_message_type<sparse_gradient>("syncfac::sparse_gradient");
   cfg.add_message_type<device_actor>("syncfac::device_actor");
   cfg.add_error_category(error_category,

@@ -6,6 +6,7 @@
 #include <caf/binary_serializer.hpp>
 
 #include "messages/device_messages.hpp"
+#include "messages/sync_messages.hpp"
 #include "runtime/error.hpp"
 #include "runtime/optimizer.hpp"
 #include "runtime/program_config.hpp"
@@ -155,6 +156,66 @@ BOOST_AUTO_TEST_CASE(errors_round_trip_and_render) {
   BOOST_TEST(err2 == ec::shape_mismatch);
   BOOST_TEST(render(err2) == "shape_mismatch: dense: [2, 3] vs [4, 5]");
   BOOST_TEST(sys.render(err2).find("[4, 5]") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(sync_message_tests, fixture)
+
+BOOST_AUTO_TEST_CASE(every_sync_message_round_trips) {
+  parameter_set ps{{"v0", ramp({3})}, {"v1", ramp({2, 2})}};
+  sparse_update rows{"emb", {1, 4}, ramp({2, 3})};
+
+  auto push = message_round_trip(gradient_push{2, 17, ps, {rows}});
+  BOOST_TEST(push.worker == 2);
+  BOOST_TEST(push.local_step == 17);
+  BOOST_TEST(push.dense[1].value == ps[1].value);
+  BOOST_TEST(push.sparse.at(0).indices == rows.indices);
+  BOOST_TEST(push.sparse.at(0).rows == rows.rows);
+
+  auto su = message_round_trip(rows);
+  BOOST_TEST(su.variable == "emb");
+
+  auto ack = message_round_trip(push_ack{true, 9});
+  BOOST_TEST(ack.accepted);
+  BOOST_TEST(ack.global_step == 9);
+
+  auto sp = message_round_trip(shard_params{1, 5, ps});
+  BOOST_TEST(sp.shard == 1);
+  BOOST_TEST(sp.values[0].value == ps[0].value);
+
+  auto ap = message_round_trip(applied{1, 6, 3});
+  BOOST_TEST(ap.global_step == 6);
+  BOOST_TEST(ap.gradients == 3);
+
+  auto tg = message_round_trip(token_grant{12, true});
+  BOOST_TEST(tg.global_step == 12);
+  BOOST_TEST(tg.stop);
+
+  auto rep = message_round_trip(worker_report{3, 4, 0.5f, 60, 64, 1});
+  BOOST_TEST(rep.loss == 0.5f);
+  BOOST_TEST(rep.stale_shards == 1);
+
+  accumulator_stats acc{"v0", 5, 2, 1, 7};
+  auto ss = message_round_trip(shard_status{0, 7, 5, 2, 1, {acc}});
+  BOOST_TEST(ss.stale_pushes == 2);
+  BOOST_TEST((ss.variables.at(0) == acc));
+
+  auto ws = message_round_trip(worker_status{1, 8, 9, 2, 1.5, 0.25});
+  BOOST_TEST(ws.token_wait_s == 0.25);
+
+  auto cs = message_round_trip(chief_status{8, 2, 1, 30, true});
+  BOOST_TEST(cs.tokens_granted == 30);
+  BOOST_TEST(cs.finished);
+
+  sync_summary sum;
+  sum.global_step = 100;
+  sum.examples = 12800;
+  sum.stale_pushes = 4;
+  sum.shards = {ss};
+  auto sum2 = message_round_trip(sum);
+  BOOST_TEST(sum2.examples == 12800);
+  BOOST_TEST((sum2.shards.at(0).variables.at(0) == acc));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
