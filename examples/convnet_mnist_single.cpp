@@ -40,6 +40,7 @@ struct options : program_config {
   std::string optimizer = "momentum";
   std::string model = "convnet";
   std::string init = "seeds";
+  std::string activation_name = "tanh";
   std::string backend = "cpu";
   int threads = 0;
   uint64_t seed = 0;
@@ -73,6 +74,8 @@ struct options : program_config {
       .add(optimizer, "optimizer", "sgd, momentum or adam")
       .add(model, "model", "convnet or mlp")
       .add(init, "init", "weight init: seeds, glorot or he")
+      .add(activation_name, "activation",
+           "MLP hidden activation: tanh, sigmoid, relu")
       .add(backend, "backend", "compute backend of the device actor")
       .add(threads, "threads", "compute threads (0: all cores)")
       .add(seed, "seed", "seed of initialisation and shuffling")
@@ -108,6 +111,10 @@ struct options : program_config {
     if (!scheme)
       return scheme.error();
     cfg.model.init = *scheme;
+    auto act = parse_activation(activation_name);
+    if (!act)
+      return act.error();
+    cfg.model.hidden_activation = *act;
     auto kind = parse_optimizer_kind(optimizer);
     if (!kind)
       return kind.error();
