@@ -1,5 +1,7 @@
 #include "actors/device_actor.hpp"
 
+#include <chrono>
+
 #include <caf/event_based_actor.hpp>
 #include <caf/spawn_options.hpp>
 
@@ -21,7 +23,14 @@ caf::error no_model() {
                     "device: no model loaded (send load_model first)");
 }
 
-caf::result<step_result> gradients_of(self_ptr self, const batch& b) {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+    .count();
+}
+
+caf::result<step_result> gradients_of(self_ptr self, const batch& b,
+                                      std::chrono::steady_clock::time_point t0
+                                      = std::chrono::steady_clock::now()) {
   auto& st = self->state;
   if (!st.replica)
     return refuse(self, no_model());
@@ -29,7 +38,8 @@ caf::result<step_result> gradients_of(self_ptr self, const batch& b) {
   if (!res)
     return refuse(self, res.error());
   return step_result{static_cast<float>(res->mean_loss()), res->correct,
-                     res->count, st.replica->gradients(), {}};
+                     res->count, st.replica->gradients(), {},
+                     seconds_since(t0)};
 }
 
 } // namespace
@@ -90,14 +100,16 @@ device_actor::behavior_type device(self_ptr self,
     },
     [=](grads_atom, const parameter_set& values,
         const batch& b) -> caf::result<step_result> {
+      auto t0 = std::chrono::steady_clock::now();
       auto& st = self->state;
       if (!st.replica)
         return refuse(self, no_model());
       if (auto err = st.replica->set_parameters(values))
         return refuse(self, std::move(err));
-      return gradients_of(self, b);
+      return gradients_of(self, b, t0);
     },
     [=](train_atom, const batch& b) -> caf::result<step_result> {
+      auto t0 = std::chrono::steady_clock::now();
       auto& st = self->state;
       if (!st.replica)
         return refuse(self, no_model());
@@ -112,7 +124,7 @@ device_actor::behavior_type device(self_ptr self,
                                                st.replica->gradients()))
         return refuse(self, std::move(err));
       return step_result{static_cast<float>(res->mean_loss()), res->correct,
-                         res->count, {}, {}};
+                         res->count, {}, {}, seconds_since(t0)};
     },
     [=](eval_atom, const batch& b) -> caf::result<eval_result> {
       auto& st = self->state;

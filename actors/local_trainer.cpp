@@ -130,7 +130,8 @@ json_object training_summary::to_json() const {
     .add("accepted_pushes", accepted_pushes)
     .add("stale_pushes", stale_pushes)
     .add("refused_pushes", refused_pushes)
-    .add("token_wait_share", token_wait_share);
+    .add("token_wait_share", token_wait_share)
+    .add("runtime_overhead", runtime_overhead);
   return obj;
 }
 
@@ -200,6 +201,7 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
   int64_t window_count = 0;
   int64_t window_steps = 0;
   double timed_s = 0;
+  double timed_compute_s = 0;
   int64_t timed_examples = 0;
   for (int64_t step = 1; step <= total_steps; ++step) {
     auto t0 = clock_type::now();
@@ -213,6 +215,7 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
     summary.train_s += dt;
     if (step > cfg.warmup) {
       timed_s += dt;
+      timed_compute_s += res->compute_s;
       timed_examples += res->count;
     }
     if (!std::isfinite(res->loss))
@@ -247,6 +250,8 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
                                            / timed_s
                                        : 0.0;
   summary.peak_rss_mib = peak_rss_mib();
+  if (timed_compute_s > 0)
+    summary.runtime_overhead = (timed_s - timed_compute_s) / timed_compute_s;
   return summary;
 }
 

@@ -81,6 +81,9 @@ struct training_summary {
   int64_t refused_pushes = 0;
   /// Share of the workers' step time spent waiting for tokens.
   double token_wait_share = 0;
+  /// Step time beyond the device's compute time, relative to the latter:
+  /// what the runtime (messages, data, optimizer, sync) costs.
+  double runtime_overhead = 0;
 
   json_object to_json() const;
 };

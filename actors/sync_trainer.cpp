@@ -255,17 +255,21 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
   }
   double step_s = 0;
   double wait_s = 0;
+  double compute_s = 0;
   for (auto& w : workers)
     self->request(w, base.request_timeout, status_atom::value)
       .receive(
         [&](worker_status& ws) {
           step_s += ws.step_s;
           wait_s += ws.token_wait_s;
+          compute_s += ws.compute_s;
         },
         [&](caf::error&) {
           // A worker that cannot report does not change the result.
         });
   summary.token_wait_share = step_s > 0 ? wait_s / step_s : 0.0;
+  if (compute_s > 0)
+    summary.runtime_overhead = (step_s - compute_s) / compute_s;
   out.line("stale gradient pushes dropped: " + std::to_string(run->stale_pushes)
            + " (accepted " + std::to_string(run->accepted_pushes)
            + ", refused " + std::to_string(run->refused_pushes) + ")");

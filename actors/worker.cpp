@@ -16,7 +16,8 @@ std::string who(self_ptr self) {
 worker_status status_of(self_ptr self) {
   auto& st = self->state;
   return worker_status{st.cfg.index, st.local_step, st.steps,
-                       st.stale_pushes, st.step_s, st.token_wait_s};
+                       st.stale_pushes, st.step_s, st.token_wait_s,
+                       st.compute_s};
 }
 
 void fail(self_ptr self, caf::error err) {
@@ -196,7 +197,11 @@ void compute(self_ptr self) {
   st.batches->next(st.current);
   self->request(st.cfg.device, st.cfg.request_timeout, grads_atom::value,
                 st.params, st.current)
-    .then([=](step_result& res) { push(self, std::move(res)); },
+    .then(
+      [=](step_result& res) {
+        self->state.compute_s += res.compute_s;
+        push(self, std::move(res));
+      },
           [=](caf::error& err) {
             fail(self, request_failed(self, "gradient computation",
                                       std::move(err)));

@@ -67,6 +67,7 @@ struct worker_state {
   int64_t stale_pushes = 0;
   double step_s = 0;
   double token_wait_s = 0;
+  double compute_s = 0;
   std::chrono::steady_clock::time_point step_started;
   bool running = false;
   bool stopped = false;

@@ -47,12 +47,15 @@ struct step_result {
   parameter_set gradients;
   /// Gradients of sparse (row-indexed) variables.
   std::vector<sparse_update> sparse_gradients;
+  /// Seconds the device spent on the request (what the runtime around it
+  /// adds is the step time minus this).
+  double compute_s = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("step_result"), x.loss, x.correct, x.count,
-           x.gradients, x.sparse_gradients);
+           x.gradients, x.sparse_gradients, x.compute_s);
 }
 
 /// A device's self-description.

@@ -142,12 +142,14 @@ struct worker_status {
   /// Seconds spent in steps, and the part of it spent waiting for tokens.
   double step_s = 0;
   double token_wait_s = 0;
+  /// The part of step_s the device spent computing.
+  double compute_s = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_status& x) {
   return f(caf::meta::type_name("worker_status"), x.worker, x.local_step,
-           x.steps, x.stale_pushes, x.step_s, x.token_wait_s);
+           x.steps, x.stale_pushes, x.step_s, x.token_wait_s, x.compute_s);
 }
 
 /// The chief's view of the run.
