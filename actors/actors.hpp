@@ -49,6 +49,12 @@ using ps_actor = caf::typed_actor<
   caf::replies_to<push_atom, gradient_push>::with<push_ack>,
   // The current values of the shard's variables.
   caf::replies_to<pull_atom>::with<shard_params>,
+  // Their exponential moving averages (TF's variable_averages), e.g. for
+  // evaluation; the initial values until the first update.
+  caf::replies_to<pull_atom, average_atom>::with<shard_params>,
+  // From the chief after each step's tokens are granted: update the moving
+  // averages with this decay.
+  caf::replies_to<average_atom, float>::with<caf::ok_atom>,
   // From the chief: once every accumulator holds at least n gradients,
   // average them, apply them through the optimizer and answer; `step` is
   // the global_step the chief expects the shard to be at.

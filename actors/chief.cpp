@@ -1,6 +1,7 @@
 #include "actors/chief.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "actors/gather.hpp"
 #include "runtime/error.hpp"
@@ -99,6 +100,46 @@ void report_round(self_ptr self, double round_s) {
     st.cfg.on_round(rep);
 }
 
+/// After the grant, as TF's variable_averages: the shards process it before
+/// the next round's apply (one mailbox, in order), so no step waits for it.
+void update_averages(self_ptr self) {
+  auto& st = self->state;
+  if (st.cfg.moving_average_decay <= 0)
+    return;
+  gather<caf::ok_atom>(
+    self, st.cfg.shards, st.cfg.request_timeout,
+    [](std::vector<caf::ok_atom>) {},
+    [=](size_t i, caf::error err) {
+      fail(self, make_error(ec::peer_down, "moving averages on "
+                                             + shard_name(i) + ": "
+                                             + render(err)));
+    },
+    average_atom::value, st.cfg.moving_average_decay);
+}
+
+/// A report a worker sends with its token request; a malformed one is
+/// refused (and counted), a diverged loss ends the run.
+caf::error check_report(self_ptr self, const worker_report& rep) {
+  auto& st = self->state;
+  auto bad = [&](const std::string& what) {
+    ++st.refused_reports;
+    return make_error(ec::bad_message, "chief: report of worker "
+                                         + std::to_string(rep.worker) + ": "
+                                         + what);
+  };
+  if (rep.worker < 0 || rep.worker >= st.cfg.worker_replicas)
+    return bad("worker index out of range [0, "
+               + std::to_string(st.cfg.worker_replicas) + ")");
+  if (rep.count < 0 || rep.correct < 0 || rep.correct > rep.count)
+    return bad("inconsistent counts " + std::to_string(rep.correct) + " of "
+               + std::to_string(rep.count));
+  if (rep.local_step < 0 || rep.local_step > st.global_step)
+    return bad("local_step " + std::to_string(rep.local_step)
+               + " is ahead of global_step "
+               + std::to_string(st.global_step));
+  return caf::none;
+}
+
 void run_round(self_ptr self) {
   auto& st = self->state;
   if (st.global_step >= st.cfg.steps) {
@@ -121,6 +162,7 @@ void run_round(self_ptr self) {
                                          + std::to_string(step + 1)));
       st.global_step = step + 1;
       put_tokens(self, st.cfg.tokens_per_step());
+      update_averages(self);
       report_round(self, std::chrono::duration<double>(clock_type::now()
                                                        - started)
                            .count());
@@ -192,6 +234,9 @@ caf::error chief_config::validate() const {
     return bad("no PS shards");
   if (step_timeout.count() <= 0 || request_timeout.count() <= 0)
     return bad("timeouts must be positive");
+  if (!(moving_average_decay >= 0 && moving_average_decay < 1))
+    return bad("moving_average_decay must be in [0, 1), got "
+               + std::to_string(moving_average_decay));
   return caf::none;
 }
 
@@ -214,6 +259,18 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
   return {
     [=](token_atom, const worker_report& rep) -> caf::result<token_grant> {
       auto& st = self->state;
+      if (auto err = check_report(self, rep))
+        return err;
+      if (!std::isfinite(rep.loss)) {
+        auto err = make_error(ec::non_finite,
+                              "training diverged: worker "
+                                + std::to_string(rep.worker) + " reported loss "
+                                + std::to_string(rep.loss) + " at step "
+                                + std::to_string(rep.local_step)
+                                + " (try a smaller learning rate)");
+        fail(self, err);
+        return err;
+      }
       st.window_loss += rep.loss;
       st.window_correct += rep.correct;
       st.window_count += rep.count;
@@ -238,7 +295,8 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
       return chief_status{st.global_step,
                           static_cast<int64_t>(st.tokens.size()),
                           static_cast<int64_t>(st.waiting.size()),
-                          st.tokens_granted, st.finished};
+                          st.tokens_granted, st.finished,
+                          st.refused_reports};
     },
   };
 }

@@ -56,6 +56,9 @@ struct chief_config {
   std::chrono::milliseconds step_timeout{120000};
   /// Longest wait for a set_step or status answer.
   std::chrono::milliseconds request_timeout{10000};
+  /// Decay of the variables' moving averages, updated on the shards after
+  /// each step's tokens are granted; 0 turns them off.
+  float moving_average_decay = 0;
   /// Called in the chief's context after every round (may be empty).
   std::function<void(const round_report&)> on_round;
 
@@ -88,6 +91,8 @@ struct chief_state {
   int64_t window_reports = 0;
   int64_t stale_pushes = 0;
   int64_t examples = 0;
+  /// Worker reports refused as malformed.
+  int64_t refused_reports = 0;
   double last_loss = 0;
   double last_accuracy = 0;
 };

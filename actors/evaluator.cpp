@@ -76,15 +76,18 @@ void evaluate_pulled(self_ptr self, int64_t step,
 
 void pull_and_evaluate(self_ptr self, int64_t step, promise_type rp) {
   auto& st = self->state;
-  gather<shard_params>(
-    self, st.cfg.shards, st.cfg.request_timeout,
-    [=](std::vector<shard_params> pulled) {
-      evaluate_pulled(self, step, std::move(pulled), rp);
-    },
-    [=](size_t s, caf::error err) mutable {
-      rp.deliver(failed("pull from ps:" + std::to_string(s), std::move(err)));
-    },
-    pull_atom::value);
+  auto done = [=](std::vector<shard_params> pulled) {
+    evaluate_pulled(self, step, std::move(pulled), rp);
+  };
+  auto failed_pull = [=](size_t s, caf::error err) mutable {
+    rp.deliver(failed("pull from ps:" + std::to_string(s), std::move(err)));
+  };
+  if (st.cfg.use_averages)
+    gather<shard_params>(self, st.cfg.shards, st.cfg.request_timeout, done,
+                         failed_pull, pull_atom::value, average_atom::value);
+  else
+    gather<shard_params>(self, st.cfg.shards, st.cfg.request_timeout, done,
+                         failed_pull, pull_atom::value);
 }
 
 } // namespace

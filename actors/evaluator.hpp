@@ -34,6 +34,8 @@ struct evaluator_config {
   std::shared_ptr<const dataset> data;
   device_actor device;
   std::vector<ps_actor> shards;
+  /// Evaluate the variables' moving averages instead of their values.
+  bool use_averages = false;
   /// Examples per device request (bounds activation memory).
   int64_t slice_size = 500;
   std::chrono::milliseconds request_timeout{60000};

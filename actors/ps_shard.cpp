@@ -118,6 +118,7 @@ caf::error init_state(ps_shard_state& st, ps_shard_config cfg) {
   }
   st.refused.assign(cfg.variables.size(), 0);
   st.variables = std::move(cfg.variables);
+  st.averages = st.variables;
   st.opt = std::move(*opt);
   return caf::none;
 }
@@ -466,6 +467,25 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
     [=](pull_atom) -> shard_params {
       const auto& st = self->state;
       return {st.index, st.global_step, st.variables};
+    },
+    [=](pull_atom, average_atom) -> shard_params {
+      const auto& st = self->state;
+      return {st.index, st.global_step, st.averages};
+    },
+    [=](average_atom, float decay) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (!(decay >= 0.0f && decay < 1.0f))
+        return make_error(ec::invalid_argument,
+                          shard_name(st.index)
+                            + ": moving-average decay must be in [0, 1), got "
+                            + std::to_string(decay));
+      for (size_t i = 0; i < st.variables.size(); ++i) {
+        auto& shadow = st.averages[i].value;
+        const auto& var = st.variables[i].value;
+        for (int64_t j = 0; j < var.size(); ++j)
+          shadow[j] -= (1.0f - decay) * (shadow[j] - var[j]);
+      }
+      return caf::ok_atom::value;
     },
     [=](apply_atom, int64_t step, int64_t n) -> caf::result<applied> {
       auto& st = self->state;

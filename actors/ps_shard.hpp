@@ -91,6 +91,9 @@ struct ps_shard_state {
 
   int32_t index = 0;
   parameter_set variables;
+  /// Moving averages of the variables, starting at their initial values
+  /// (TF's ExponentialMovingAverage shadows).
+  parameter_set averages;
   /// accumulators[i] belongs to variables[i].
   std::vector<shard_accumulator> accumulators;
   std::unordered_map<std::string, size_t> by_name;

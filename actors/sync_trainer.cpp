@@ -131,6 +131,7 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
   ec_cfg.device = *eval_dev;
   ec_cfg.shards = *shards;
   ec_cfg.slice_size = base.eval_batch;
+  ec_cfg.use_averages = cfg.moving_average_decay > 0;
   ec_cfg.request_timeout = base.request_timeout;
   ec_cfg.on_result = [&out](int64_t step, const eval_result& res) {
     out.eval(step, res);
@@ -147,6 +148,7 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
   cc.steps = total_steps;
   cc.shards = *shards;
   cc.step_timeout = cfg.step_timeout;
+  cc.moving_average_decay = cfg.moving_average_decay;
   cc.request_timeout = base.request_timeout;
   auto eval_handle = *eval;
   auto log_every = base.log_every;

@@ -30,6 +30,9 @@ struct sync_training_config {
   /// Initial tokens (-1: R).
   int64_t num_tokens = -1;
   placement_strategy placement = placement_strategy::round_robin;
+  /// Decay of the variables' moving averages (0: none); when set, the
+  /// evaluations use the averages.
+  float moving_average_decay = 0;
   /// Longest wait for one global step.
   std::chrono::milliseconds step_timeout{120000};
 

@@ -61,6 +61,7 @@ struct options : program_config {
   int64_t num_tokens = -1;
   std::string placement = "round_robin";
   int64_t step_timeout_ms = 120000;
+  float moving_average_decay = 0;
 
   options() {
     opt_group{custom_options_, "global"}
@@ -98,7 +99,9 @@ struct options : program_config {
       .add(num_tokens, "num_tokens", "initial tokens (-1: R)")
       .add(placement, "placement", "variables on shards: round_robin, by_size")
       .add(step_timeout_ms, "step_timeout_ms",
-           "longest wait for one global step");
+           "longest wait for one global step")
+      .add(moving_average_decay, "moving_average_decay",
+           "variable moving averages (0: off); evaluations use them");
   }
 
   caf::expected<local_training_config> to_training_config() const {
@@ -156,6 +159,7 @@ struct options : program_config {
       return strategy.error();
     cfg.placement = *strategy;
     cfg.step_timeout = std::chrono::milliseconds{step_timeout_ms};
+    cfg.moving_average_decay = moving_average_decay;
     if (auto err = cfg.validate())
       return err;
     return cfg;

@@ -39,6 +39,8 @@ using status_atom = caf::atom_constant<caf::atom("status")>;
 using token_atom = caf::atom_constant<caf::atom("token")>;
 /// Run one training step (a worker) for tests and tools.
 using step_atom = caf::atom_constant<caf::atom("step")>;
+/// Variable moving averages: update them (chief to shard), or pull them.
+using average_atom = caf::atom_constant<caf::atom("average")>;
 /// Run until training ends (chief, worker).
 using run_atom = caf::atom_constant<caf::atom("run")>;
 

@@ -159,13 +159,15 @@ struct chief_status {
   int64_t token_requests_waiting = 0;
   int64_t tokens_granted = 0;
   bool finished = false;
+  /// Worker reports refused as malformed.
+  int64_t refused_reports = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chief_status& x) {
   return f(caf::meta::type_name("chief_status"), x.global_step,
            x.tokens_queued, x.token_requests_waiting, x.tokens_granted,
-           x.finished);
+           x.finished, x.refused_reports);
 }
 
 /// What the chief reports when training has finished.

@@ -633,3 +633,42 @@ BOOST_AUTO_TEST_CASE(invalid_configs_are_refused_by_name) {
   BOOST_REQUIRE_MESSAGE(ok, test::why(ok));
   caf::anon_send_exit(*ok, caf::exit_reason::user_shutdown);
 }
+
+BOOST_AUTO_TEST_CASE(moving_averages_start_at_the_initial_values) {
+  program_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  ps_shard_config sc;
+  sc.optimizer.kind = optimizer_kind::sgd;
+  sc.optimizer.learning_rate = 1.0f;
+  sc.variables = {{"w", tensor{{2}, {1.0f, 2.0f}}}};
+  auto shard = spawn_ps_shard(sys, sc);
+  BOOST_REQUIRE_MESSAGE(shard, test::why(shard));
+  auto pull_avg = [&] {
+    shard_params out;
+    self->request(*shard, std::chrono::seconds(5), pull_atom::value,
+                  average_atom::value)
+      .receive([&](shard_params& p) { out = std::move(p); },
+               [](caf::error& err) { BOOST_FAIL(render(err)); });
+    return out.values.at(0).value;
+  };
+  BOOST_TEST(pull_avg()[1] == 2.0f);
+  gradient_push push;
+  push.dense = {{"w", tensor{{2}, {1.0f, 1.0f}}}};
+  self->request(*shard, std::chrono::seconds(5), push_atom::value, push)
+    .receive([](push_ack&) {}, [](caf::error& err) { BOOST_FAIL(render(err)); });
+  self->request(*shard, std::chrono::seconds(5), apply_atom::value,
+                int64_t{0}, int64_t{1})
+    .receive([](applied&) {}, [](caf::error& err) { BOOST_FAIL(render(err)); });
+  // w is now {0, 1}; with decay 0.75 the shadow moves a quarter of the way.
+  self->request(*shard, std::chrono::seconds(5), average_atom::value, 0.75f)
+    .receive([](caf::ok_atom) {}, [](caf::error& err) { BOOST_FAIL(render(err)); });
+  auto avg = pull_avg();
+  BOOST_TEST(std::abs(avg[0] - 0.75f) < 1e-6);
+  BOOST_TEST(std::abs(avg[1] - 1.75f) < 1e-6);
+  bool refused = false;
+  self->request(*shard, std::chrono::seconds(5), average_atom::value, 1.5f)
+    .receive([](caf::ok_atom) {}, [&](caf::error&) { refused = true; });
+  BOOST_TEST(refused);
+  self->send_exit(*shard, caf::exit_reason::user_shutdown);
+}

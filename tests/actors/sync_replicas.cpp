@@ -125,7 +125,7 @@ struct fixture {
   }
 
   void start(int num_workers, int replicas_to_aggregate, int64_t num_tokens,
-             int bad_worker = -1) {
+             int bad_worker = -1, float average_decay = 0) {
     spawn_shards();
     chief_config cc;
     cc.worker_replicas = num_workers;
@@ -133,6 +133,7 @@ struct fixture {
     cc.num_tokens = num_tokens;
     cc.steps = 100;
     cc.shards = shards;
+    cc.moving_average_decay = average_decay;
     auto c = spawn_chief(sys, cc);
     BOOST_REQUIRE_MESSAGE(c, test::why(c));
     chief = *c;
@@ -325,6 +326,42 @@ BOOST_AUTO_TEST_CASE(a_worker_pushing_a_wrong_shape_fails_the_run) {
   auto st0 = ask<shard_status>(shards[0], status_atom::value);
   BOOST_TEST(st0.refused_pushes == 1);
   BOOST_TEST(value(0, 0) == 0.0f);
+}
+
+BOOST_AUTO_TEST_CASE(moving_averages_follow_each_granted_step) {
+  start(2, 2, 2, -1, 0.5f);
+  step({0});
+  step({1});
+  BOOST_TEST(finished_steps() == 2u);
+  BOOST_TEST(global_step() == 1);
+  // v0: 0 -> -0.4; its shadow starts at 0 and moves half way.
+  auto avg = ask<shard_params>(shards[0], pull_atom::value,
+                               average_atom::value);
+  BOOST_TEST(std::abs(avg.values.at(0).value[0] + 0.2f) < tol);
+  BOOST_TEST(std::abs(value(0, 0) + 0.4f) < tol);
+}
+
+BOOST_AUTO_TEST_CASE(malformed_and_diverged_reports) {
+  start(2, 2, 2);
+  worker_report bad{7, 0, 1.0f, 1, 4, 0};
+  auto pending = self->request(chief, caf::infinite, token_atom::value, bad);
+  sched.run();
+  std::optional<caf::error> refused;
+  pending.receive([](token_grant&) { BOOST_FAIL("granted a bad report"); },
+                  [&](caf::error& err) { refused = err; });
+  BOOST_REQUIRE(refused.has_value());
+  BOOST_TEST(render(*refused).find("worker index out of range")
+             != std::string::npos);
+  BOOST_TEST(ask<chief_status>(chief, status_atom::value).refused_reports
+             == 1);
+  worker_report diverged{0, 0, NAN, 1, 4, 0};
+  auto last = self->request(chief, caf::infinite, token_atom::value,
+                            diverged);
+  sched.run();
+  std::optional<caf::error> failure;
+  last.receive([](token_grant&) {}, [&](caf::error& err) { failure = err; });
+  BOOST_REQUIRE(failure.has_value());
+  BOOST_TEST(render(*failure).find("diverged") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

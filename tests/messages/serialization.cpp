@@ -204,7 +204,8 @@ BOOST_AUTO_TEST_CASE(every_sync_message_round_trips) {
   auto ws = message_round_trip(worker_status{1, 8, 9, 2, 1.5, 0.25});
   BOOST_TEST(ws.token_wait_s == 0.25);
 
-  auto cs = message_round_trip(chief_status{8, 2, 1, 30, true});
+  auto cs = message_round_trip(chief_status{8, 2, 1, 30, true, 3});
+  BOOST_TEST(cs.refused_reports == 3);
   BOOST_TEST(cs.tokens_granted == 30);
   BOOST_TEST(cs.finished);
 
