@@ -6,10 +6,57 @@ namespace syncfac {
 
 namespace {
 
-class dense_layer : public layer {
+/// A layer with a weight and a bias and a fused activation: what dense and
+/// conv2d layers share, including what K-FAC reads of them.
+class weighted_layer : public layer {
+public:
+  void bind(named_tensor* params, named_tensor* grads) override {
+    w_ = &params[0].value;
+    b_ = &params[1].value;
+    dw_ = &grads[0].value;
+    db_ = &grads[1].value;
+  }
+
+  const tensor& output() const noexcept override {
+    return y_;
+  }
+
+protected:
+  weighted_layer(std::string name, activation act, std::string weight_name)
+    : layer(std::move(name)), act_(act), weight_name_(std::move(weight_name)) {
+  }
+
+  parameter_set named(tensor weight, tensor bias) const {
+    return {{name() + "/" + weight_name_, std::move(weight)},
+            {name() + "/bias", std::move(bias)}};
+  }
+
+  kfac_view view(layer_kind kind) const {
+    kfac_view result;
+    result.layer = name();
+    result.kind = kind;
+    result.input = x_;
+    result.preactivation_grad = &ds_;
+    result.weight_name = name() + "/" + weight_name_;
+    result.bias_name = name() + "/bias";
+    return result;
+  }
+
+  activation act_;
+  std::string weight_name_;
+  tensor* w_ = nullptr;
+  tensor* b_ = nullptr;
+  tensor* dw_ = nullptr;
+  tensor* db_ = nullptr;
+  const tensor* x_ = nullptr;
+  tensor y_;
+  tensor ds_;
+};
+
+class dense_layer : public weighted_layer {
 public:
   dense_layer(std::string name, int64_t in, int64_t out, activation act)
-    : layer(std::move(name)), in_(in), out_(out), act_(act) {
+    : weighted_layer(std::move(name), act, "weights"), in_(in), out_(out) {
   }
 
   caf::expected<tensor_shape>
@@ -23,15 +70,7 @@ public:
   }
 
   parameter_set make_parameters() const override {
-    return {{name() + "/weights", tensor{in_, out_}},
-            {name() + "/bias", tensor{out_}}};
-  }
-
-  void bind(named_tensor* params, named_tensor* grads) override {
-    w_ = &params[0].value;
-    b_ = &params[1].value;
-    dw_ = &grads[0].value;
-    db_ = &grads[1].value;
+    return named(tensor{in_, out_}, tensor{out_});
   }
 
   caf::error forward(backend& dev, const tensor& x) override {
@@ -39,49 +78,29 @@ public:
     return dev.dense_forward(x, *w_, *b_, act_, y_);
   }
 
-  const tensor& output() const noexcept override {
-    return y_;
-  }
-
   caf::error backward(backend& dev, const tensor& dy, tensor* dx) override {
     return dev.dense_backward(*x_, *w_, y_, dy, act_, ds_, *dw_, *db_, dx);
   }
 
   std::optional<kfac_view> kfac() const override {
-    kfac_view view;
-    view.layer = name();
-    view.kind = layer_kind::dense;
-    view.input = x_;
-    view.preactivation_grad = &ds_;
-    view.weight_name = name() + "/weights";
-    view.bias_name = name() + "/bias";
-    return view;
+    return view(layer_kind::dense);
   }
 
 private:
   int64_t in_;
   int64_t out_;
-  activation act_;
-  tensor* w_ = nullptr;
-  tensor* b_ = nullptr;
-  tensor* dw_ = nullptr;
-  tensor* db_ = nullptr;
-  const tensor* x_ = nullptr;
-  tensor y_;
-  tensor ds_;
 };
 
-class conv2d_layer : public layer {
+class conv2d_layer : public weighted_layer {
 public:
   conv2d_layer(std::string name, int64_t k, int64_t in_c, int64_t out_c,
                int64_t stride, padding pad, activation act)
-    : layer(std::move(name)),
+    : weighted_layer(std::move(name), act, "kernel"),
       k_(k),
       in_c_(in_c),
       out_c_(out_c),
       stride_(stride),
-      pad_(pad),
-      act_(act) {
+      pad_(pad) {
   }
 
   caf::expected<tensor_shape>
@@ -93,15 +112,7 @@ public:
   }
 
   parameter_set make_parameters() const override {
-    return {{name() + "/kernel", tensor{k_, k_, in_c_, out_c_}},
-            {name() + "/bias", tensor{out_c_}}};
-  }
-
-  void bind(named_tensor* params, named_tensor* grads) override {
-    w_ = &params[0].value;
-    b_ = &params[1].value;
-    dw_ = &grads[0].value;
-    db_ = &grads[1].value;
+    return named(tensor{k_, k_, in_c_, out_c_}, tensor{out_c_});
   }
 
   caf::error forward(backend& dev, const tensor& x) override {
@@ -113,25 +124,15 @@ public:
     return dev.conv2d_forward(geom_, x, *w_, *b_, act_, y_);
   }
 
-  const tensor& output() const noexcept override {
-    return y_;
-  }
-
   caf::error backward(backend& dev, const tensor& dy, tensor* dx) override {
     return dev.conv2d_backward(geom_, *x_, *w_, y_, dy, act_, ds_, *dw_, *db_,
                                dx);
   }
 
   std::optional<kfac_view> kfac() const override {
-    kfac_view view;
-    view.layer = name();
-    view.kind = layer_kind::conv2d;
-    view.input = x_;
-    view.preactivation_grad = &ds_;
-    view.geometry = geom_;
-    view.weight_name = name() + "/kernel";
-    view.bias_name = name() + "/bias";
-    return view;
+    auto result = view(layer_kind::conv2d);
+    result.geometry = geom_;
+    return result;
   }
 
 private:
@@ -149,15 +150,7 @@ private:
   int64_t out_c_;
   int64_t stride_;
   padding pad_;
-  activation act_;
   conv2d_geometry geom_;
-  tensor* w_ = nullptr;
-  tensor* b_ = nullptr;
-  tensor* dw_ = nullptr;
-  tensor* db_ = nullptr;
-  const tensor* x_ = nullptr;
-  tensor y_;
-  tensor ds_;
 };
 
 class max_pool_layer : public layer {
