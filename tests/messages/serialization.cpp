@@ -11,48 +11,13 @@
 #include "runtime/optimizer.hpp"
 #include "runtime/program_config.hpp"
 #include "tests/helpers.hpp"
+#include "tests/wire_fixture.hpp"
 
 using namespace syncfac;
 
 namespace {
 
-struct fixture {
-  program_config cfg;
-  caf::actor_system sys{cfg};
-
-  template <class T>
-  std::vector<char> save(T x) {
-    std::vector<char> buf;
-    caf::binary_serializer sink{sys, buf};
-    auto err = sink(x);
-    BOOST_REQUIRE_MESSAGE(!err, render(err));
-    return buf;
-  }
-
-  template <class T>
-  T round_trip(T x) {
-    auto buf = save(x);
-    T y;
-    caf::binary_deserializer source{sys, buf};
-    auto err = source(y);
-    BOOST_REQUIRE_MESSAGE(!err, render(err));
-    return y;
-  }
-
-  /// Round trip through a type-erased message, as actors exchange them.
-  template <class T>
-  T message_round_trip(T x) {
-    auto msg = caf::make_message(std::move(x));
-    std::vector<char> buf;
-    caf::binary_serializer sink{sys, buf};
-    BOOST_REQUIRE(!sink(msg));
-    caf::message copy;
-    caf::binary_deserializer source{sys, buf};
-    BOOST_REQUIRE(!source(copy));
-    BOOST_REQUIRE(copy.match_element<T>(0));
-    return copy.get_as<T>(0);
-  }
-};
+using fixture = test::wire_fixture;
 
 tensor ramp(tensor_shape shape) {
   tensor t{std::move(shape)};

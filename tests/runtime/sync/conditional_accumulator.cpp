@@ -16,6 +16,7 @@
 #include "runtime/program_config.hpp"
 #include "runtime/sync/conditional_accumulator.hpp"
 #include "tests/helpers.hpp"
+#include "tests/wire_fixture.hpp"
 
 namespace syncfac {
 
@@ -314,47 +315,7 @@ BOOST_AUTO_TEST_CASE(seed_test3Workers1Backup) {
 
 namespace {
 
-/// program_config registers syncfac's types; ours are added here as well,
-/// in case messages/registry.cpp does not list them yet (a second
-/// registration of the same name is a no-op).
-struct config : program_config {
-  config() {
-    add_message_type<accumulator_stats>("syncfac::accumulator_stats");
-  }
-};
-
-struct wire_fixture {
-  config cfg;
-  caf::actor_system sys{cfg};
-
-  template <class T>
-  T round_trip(T x) {
-    std::vector<char> buf;
-    caf::binary_serializer sink{sys, buf};
-    auto err = sink(x);
-    BOOST_REQUIRE_MESSAGE(!err, render(err));
-    T y;
-    caf::binary_deserializer source{sys, buf};
-    err = source(y);
-    BOOST_REQUIRE_MESSAGE(!err, render(err));
-    return y;
-  }
-
-  template <class T>
-  T message_round_trip(T x) {
-    auto msg = caf::make_message(std::move(x));
-    std::vector<char> buf;
-    caf::binary_serializer sink{sys, buf};
-    auto err = sink(msg);
-    BOOST_REQUIRE_MESSAGE(!err, render(err));
-    caf::message copy;
-    caf::binary_deserializer source{sys, buf};
-    err = source(copy);
-    BOOST_REQUIRE_MESSAGE(!err, render(err));
-    BOOST_REQUIRE(copy.match_element<T>(0));
-    return copy.get_as<T>(0);
-  }
-};
+using wire_fixture = test::wire_fixture;
 
 } // namespace
 
