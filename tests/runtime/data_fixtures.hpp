@@ -19,6 +19,7 @@
 
 #include "runtime/data/idx.hpp"
 #include "runtime/error.hpp"
+#include "tests/helpers.hpp"
 
 namespace syncfac::test {
 
@@ -112,13 +113,6 @@ inline bytes pattern(size_t n, uint8_t salt = 0) {
   for (size_t i = 0; i < n; ++i)
     result[i] = static_cast<uint8_t>(i * 7 + salt);
   return result;
-}
-
-/// The error of `x` rendered, or "ok": Boost.Test evaluates a message's
-/// operands even when the check passes, and error() of a value is UB.
-template <class T>
-std::string why(const caf::expected<T>& x) {
-  return x ? std::string{"ok"} : render(x.error());
 }
 
 inline bool has_code(const caf::error& err, ec code) {
