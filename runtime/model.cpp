@@ -178,7 +178,13 @@ model::forward_backward(backend& dev, const tensor& images,
   auto result = forward(dev, images, labels);
   if (!result)
     return result;
-  if (auto err = dev.softmax_xent_backward(probs_, labels, dlogits_))
+  if (auto err = backward(dev, labels))
+    return err;
+  return result;
+}
+
+caf::error model::backward(backend& dev, const label_vector& targets) {
+  if (auto err = dev.softmax_xent_backward(probs_, targets, dlogits_))
     return err;
   const tensor* dy = &dlogits_;
   for (size_t i = layers_.size(); i-- > 0;) {
@@ -187,7 +193,32 @@ model::forward_backward(backend& dev, const tensor& images,
       return err;
     dy = dx;
   }
-  return result;
+  return caf::none;
+}
+
+label_vector model::sample_targets(std::mt19937_64& rng) const {
+  // Inverse-CDF sampling from raw generator output: std:: distributions
+  // differ between standard libraries, and runs should replay anywhere.
+  label_vector targets;
+  if (probs_.rank() != 2)
+    return targets;
+  auto n = probs_.dim(0);
+  auto k = probs_.dim(1);
+  targets.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    double acc = 0;
+    int32_t pick = static_cast<int32_t>(k - 1);
+    for (int64_t j = 0; j < k; ++j) {
+      acc += probs_[i * k + j];
+      if (u < acc) {
+        pick = static_cast<int32_t>(j);
+        break;
+      }
+    }
+    targets.push_back(pick);
+  }
+  return targets;
 }
 
 caf::expected<eval_result> model::evaluate(backend& dev, const tensor& images,

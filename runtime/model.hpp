@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,19 @@ public:
   caf::expected<eval_result> evaluate(backend& dev, const tensor& images,
                                       const label_vector& labels);
 
+  /// The forward pass that backward() continues: keeps the activations.
+  caf::expected<eval_result> forward(backend& dev, const tensor& images,
+                                     const label_vector& labels);
+
+  /// Backward pass of the last forward() against `targets` (the labels,
+  /// or labels sampled from the model for the true Fisher): fills
+  /// gradients() and the layers' pre-activation gradients.
+  caf::error backward(backend& dev, const label_vector& targets);
+
+  /// One label per example of the last forward(), drawn from the model's
+  /// predictive distribution (softmax): the targets of the sampled Fisher.
+  label_vector sample_targets(std::mt19937_64& rng) const;
+
   /// Per layer with parameters, its input and pre-activation gradient from
   /// the last forward_backward (valid until the next call).
   std::vector<kfac_view> kfac_layers() const;
@@ -70,9 +84,6 @@ private:
 
   caf::error check_batch(const tensor& images,
                          const label_vector& labels) const;
-
-  caf::expected<eval_result> forward(backend& dev, const tensor& images,
-                                     const label_vector& labels);
 
   model_spec spec_;
   std::vector<layer_ptr> layers_;

@@ -216,3 +216,35 @@ BOOST_AUTO_TEST_CASE(kfac_views_expose_inputs_and_preactivation_grads) {
       BOOST_TEST(std::abs(expect - dw[i * 10 + j]) < 1e-4);
     }
 }
+
+BOOST_AUTO_TEST_CASE(sampled_targets_follow_the_predictive_distribution) {
+  auto dev = make_cpu_backend(1);
+  model_spec spec;
+  spec.arch = model_arch::mlp;
+  spec.height = spec.width = 2;
+  spec.hidden = {3};
+  spec.num_classes = 3;
+  auto m = make_model(spec, 4);
+  // Zero weights and a bias favouring class 2: softmax (e^0, e^0, e^2).
+  for (auto& p : m->parameters())
+    p.value.fill(0.0f);
+  m->parameters()[3].value[2] = 2.0f;
+  int64_t n = 4000;
+  auto images = random_images(n, 2, 2, 1, 1);
+  label_vector labels(static_cast<size_t>(n), 0);
+  BOOST_REQUIRE(m->forward(*dev, images, labels));
+  std::mt19937_64 rng{42};
+  auto targets = m->sample_targets(rng);
+  BOOST_REQUIRE_EQUAL(targets.size(), static_cast<size_t>(n));
+  int64_t twos = 0;
+  for (auto t : targets) {
+    BOOST_REQUIRE(t >= 0 && t < 3);
+    twos += t == 2 ? 1 : 0;
+  }
+  double expect = std::exp(2.0) / (2.0 + std::exp(2.0));
+  BOOST_TEST(std::abs(static_cast<double>(twos) / n - expect) < 0.03);
+  // Same seed, same draws; the backward pass against them runs.
+  std::mt19937_64 again{42};
+  BOOST_TEST(m->sample_targets(again) == targets);
+  BOOST_TEST(!m->backward(*dev, targets));
+}
