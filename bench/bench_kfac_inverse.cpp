@@ -1,0 +1,126 @@
+// Times the K-FAC inverse kernels on one thread at the factor sizes of the
+// seeds' ConvNet: conv1 A 26 / G 16, conv2 A 401 / G 16, dense A 785 / G 10:
+// damped_inverse (double Cholesky) and symmetric_eigen (double
+// SelfAdjointEigenSolver) of each factor, then both preconditioning paths
+// of each layer's gradient.
+//
+//   build/bin/bench_kfac_inverse [--seconds 0.5]
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "kernels/cpu/kfac_inverse.hpp"
+#include "runtime/error.hpp"
+
+using namespace syncfac;
+
+namespace {
+
+void ok(const caf::error& err) {
+  if (err) {
+    std::fprintf(stderr, "kernel failed: %s\n", render(err).c_str());
+    std::exit(1);
+  }
+}
+
+struct timing {
+  double best_ms;
+  double median_ms;
+};
+
+// Best and median per-call time over about `seconds` after a warm-up; the
+// machine is shared, so the best is the least disturbed figure.
+timing measure(const std::function<void()>& f, double seconds) {
+  using clock = std::chrono::steady_clock;
+  f();
+  std::vector<double> samples;
+  auto start = clock::now();
+  do {
+    auto t0 = clock::now();
+    f();
+    samples.push_back(
+      std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+  } while (std::chrono::duration<double>(clock::now() - start).count()
+             < seconds
+           || samples.size() < 3);
+  std::sort(samples.begin(), samples.end());
+  return {samples.front(), samples[samples.size() / 2]};
+}
+
+void report(const std::string& what, timing t) {
+  std::printf("%-46s best %9.3f ms  median %9.3f ms\n", what.c_str(),
+              t.best_ms, t.median_ms);
+}
+
+// A factor as the statistics code makes it: XᵀX / N over N rows of n
+// values whose last column is the bias 1 (for A) — rank-deficient when
+// N < n, as for a dense layer at batch 128.
+tensor factor(int64_t n, int64_t rows, bool bias, std::mt19937& rng) {
+  tensor x({rows, n});
+  std::uniform_real_distribution<float> dist(0.0f, 1.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < n; ++c)
+      x[r * n + c] = bias && c == n - 1 ? 1.0f : dist(rng) * dist(rng);
+  tensor f;
+  auto dev = make_cpu_backend(1);
+  ok(dev->gemm(x, true, x, false, 1.0f / static_cast<float>(rows), 0.0f, f));
+  return f;
+}
+
+struct layer_shape {
+  const char* name;
+  int64_t in; // A is [in, in], bias included
+  int64_t out;
+  int64_t rows; // rows behind the statistics
+};
+
+} // namespace
+
+int main(int argc, char** argv) {
+  double seconds = 0.5;
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (std::strcmp(argv[i], "--seconds") == 0)
+      seconds = std::atof(argv[i + 1]);
+  std::mt19937 rng(5);
+  const float lambda = 1e-3f;
+  for (auto s : {layer_shape{"conv1", 26, 16, 4096},
+                 layer_shape{"conv2", 401, 16, 4096},
+                 layer_shape{"dense", 785, 10, 128}}) {
+    auto A = factor(s.in, s.rows, true, rng);
+    auto G = factor(s.out, s.rows, false, rng);
+    auto plan = cpu::factored_damping(A, G, lambda, 1);
+    tensor A_inv, G_inv, eA, QA, eG, QG, grad({s.in, s.out}), out;
+    for (auto [fname, f, d, inv, e, q] :
+         {std::tuple{"A", &A, plan.a_damping, &A_inv, &eA, &QA},
+          std::tuple{"G", &G, plan.g_damping, &G_inv, &eG, &QG}}) {
+      auto n = std::to_string(f->dim(0));
+      auto label = std::string{s.name} + " " + fname + " " + n + "x" + n;
+      report("damped_inverse " + label,
+             measure([&, f = f, d = d, inv = inv] {
+               ok(cpu::damped_inverse(*f, d, *inv));
+             }, seconds));
+      report("symmetric_eigen " + label,
+             measure([&, f = f, e = e, q = q] {
+               ok(cpu::symmetric_eigen(*f, *e, *q));
+             }, seconds));
+    }
+    auto shape = std::string{s.name} + " [" + std::to_string(s.in) + ", "
+                 + std::to_string(s.out) + "]";
+    report("precondition_factored " + shape, measure([&] {
+             ok(cpu::precondition_factored(grad, A_inv, G_inv, 1.0f, out));
+           }, seconds));
+    report("precondition_eigen " + shape, measure([&] {
+             ok(cpu::precondition_eigen(grad, QA, eA, QG, eG, lambda, 1, out));
+           }, seconds));
+  }
+  return 0;
+}

@@ -1,0 +1,477 @@
+// K-FAC damped inverses, eigendecompositions and preconditioning; the
+// equations are in the header.
+
+#include "kernels/cpu/kfac_inverse.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <Eigen/Cholesky>
+#include <Eigen/Core>
+#include <Eigen/Eigenvalues>
+
+#include "kernels/cpu/checks.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/parallel.hpp"
+#include "runtime/error.hpp"
+
+namespace syncfac::cpu {
+
+namespace {
+
+// Factorisations run in double. The factors are Gram matrices that are
+// rank-deficient whenever the batch has fewer rows than the layer has
+// inputs (a dense layer with 785 inputs at batch 128), so the conditioning
+// of F + d·I is about λ_max / d: 50 / 0.0023 ≈ 2e4 for the seed ConvNet's
+// dense layer with conv-sized damping. Float Cholesky then leaves relative
+// errors of 1e-4 in the inverse, and more as λ shrinks; double leaves
+// 1e-13 at about twice the time (63 vs 34 ms at 785 x 785), and inverses
+// are computed every few steps only. The results are stored as float.
+using dmat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic>;
+
+// Used as a threshold on |eigenvalue| / largest |eigenvalue|; see
+// symmetric_eigen.
+constexpr double max_negative_eigen_ratio = 1e-3;
+
+// A damping of 0 that must be raised by the retry starts here (relative to
+// the mean diagonal of the factor).
+constexpr double zero_damping_floor = 1e-6;
+
+bool is_square(const tensor& x) {
+  return x.rank() == 2 && x.dim(0) == x.dim(1);
+}
+
+caf::error check_square(const char* op, const char* what, const tensor& x) {
+  if (is_square(x))
+    return caf::none;
+  auto n = x.rank() >= 1 ? x.dim(0) : 0;
+  return mismatch(op, what, x.shape(), "a square matrix", {n, n},
+                  "factors are [n, n]");
+}
+
+caf::error check_finite(const char* op, const char* what, const tensor& x) {
+  for (int64_t i = 0; i < x.size(); ++i)
+    if (!std::isfinite(x[i]))
+      return make_error(ec::non_finite,
+                        std::string{op} + ": " + what + " " + x.shape_string()
+                          + " holds " + std::to_string(x[i]) + " at index "
+                          + std::to_string(i));
+  return caf::none;
+}
+
+caf::error check_scalar(const char* op, const char* what, double x,
+                        bool non_negative) {
+  if (!std::isfinite(x))
+    return make_error(ec::non_finite, std::string{op} + ": " + what + " is "
+                                        + std::to_string(x));
+  if (non_negative && x < 0)
+    return make_error(ec::invalid_argument, std::string{op} + ": " + what
+                                              + " " + std::to_string(x)
+                                              + " is negative");
+  return caf::none;
+}
+
+// "%g" keeps small dampings (1e-07) readable where std::to_string prints
+// 0.000000.
+std::string num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", x);
+  return buf;
+}
+
+bool has_code(const caf::error& err, ec code) {
+  return err && err.category() == error_category
+         && err.code() == static_cast<uint8_t>(code);
+}
+
+// ½(F + Fᵀ) in double: Eigen's solvers read one triangle only, and the
+// answer should not depend on which one a slightly asymmetric factor (EMA
+// round-off) happens to store.
+dmat symmetric_part(const tensor& factor) {
+  auto n = static_cast<Eigen::Index>(factor.dim(0));
+  dmat m(n, n);
+  const float* f = factor.data();
+  for (Eigen::Index i = 0; i < n; ++i)
+    for (Eigen::Index j = 0; j < n; ++j)
+      m(i, j) = 0.5 * (double{f[i * n + j]} + double{f[j * n + i]});
+  return m;
+}
+
+// Runs f on the calling thread with Eigen single-threaded: outside an
+// OpenMP region Eigen's products would open a team of
+// omp_get_max_threads() threads next to whatever the other actors run.
+template <class F>
+void on_this_thread(F&& f) {
+  eigen_team(1, [&](int, int) { f(); });
+}
+
+// Writes a symmetric double matrix to a float tensor, or fails if a value
+// does not fit a float (an inverse of a nearly singular factor).
+caf::error store_symmetric(const char* op, const dmat& m, tensor& out) {
+  auto n = m.rows();
+  std::vector<float> values(static_cast<size_t>(n * n));
+  for (Eigen::Index i = 0; i < n; ++i)
+    for (Eigen::Index j = 0; j < n; ++j) {
+      auto v = static_cast<float>(m(i, j));
+      if (!std::isfinite(v))
+        return make_error(ec::numerical_failure,
+                          std::string{op} + ": inverse of dimension "
+                            + std::to_string(n) + " has "
+                            + num(m(i, j)) + " at [" + std::to_string(i)
+                            + ", " + std::to_string(j)
+                            + "], outside float range");
+      values[static_cast<size_t>(i * n + j)] = v;
+    }
+  out.resize({n, n});
+  out.values() = std::move(values);
+  return caf::none;
+}
+
+caf::error not_positive_definite(const char* op, int64_t n, float damping,
+                                 const std::string& detail) {
+  return make_error(ec::numerical_failure,
+                    std::string{op} + ": factor [" + std::to_string(n) + ", "
+                      + std::to_string(n) + "] (dimension "
+                      + std::to_string(n) + ") + damping " + num(damping)
+                      + " * I is not positive definite: " + detail);
+}
+
+// Eigen's LLT fails only on a pivot <= 0. A pivot that survives only by
+// round-off (a rank-deficient factor with damping 0 gives pivots of
+// ±1e-16 · scale) would yield an inverse of noise, so pivots below
+// n · ε · the largest diagonal entry count as zero too; they are
+// indistinguishable from singular at double precision.
+caf::error check_pivots(const char* op, const Eigen::LLT<dmat>& llt,
+                        const dmat& m, float damping) {
+  auto n = m.rows();
+  if (llt.info() != Eigen::Success)
+    return not_positive_definite(op, n, damping,
+                                 "Cholesky met a pivot <= 0");
+  if (n == 0)
+    return caf::none;
+  auto tol = static_cast<double>(n) * std::numeric_limits<double>::epsilon()
+             * m.diagonal().maxCoeff();
+  dmat l = llt.matrixL();
+  for (Eigen::Index k = 0; k < n; ++k) {
+    auto pivot = l(k, k) * l(k, k);
+    if (!(pivot > tol))
+      return not_positive_definite(op, n, damping,
+                                   "Cholesky pivot " + std::to_string(k)
+                                     + " is " + num(pivot)
+                                     + ", at most the round-off level "
+                                     + num(tol));
+  }
+  return caf::none;
+}
+
+matrix_operand operand(const float* data, int64_t rows, int64_t cols,
+                       bool trans = false) {
+  return {data, rows, cols, trans};
+}
+
+bool aliases(const tensor& out, std::initializer_list<const tensor*> inputs) {
+  return std::any_of(inputs.begin(), inputs.end(),
+                     [&](const tensor* x) { return x == &out; });
+}
+
+// Checks that grad is [p, q] and that the left factor is [p, p] and the right
+// one [q, q].
+caf::error check_sides(const char* op, const tensor& grad,
+                       const char* left_what, const tensor& left,
+                       const char* right_what, const tensor& right) {
+  if (grad.rank() != 2)
+    return mismatch(op, "grad", grad.shape(), left_what, left.shape(),
+                    "grad must be a matrix [in+1, out]");
+  auto p = grad.dim(0);
+  auto q = grad.dim(1);
+  if (left.shape() != tensor_shape{p, p})
+    return mismatch(op, left_what, left.shape(), "grad", grad.shape(),
+                    std::string{left_what} + " must be [" + std::to_string(p)
+                      + ", " + std::to_string(p) + "] (rows of grad)");
+  if (right.shape() != tensor_shape{q, q})
+    return mismatch(op, right_what, right.shape(), "grad", grad.shape(),
+                    std::string{right_what} + " must be [" + std::to_string(q)
+                      + ", " + std::to_string(q) + "] (columns of grad)");
+  return caf::none;
+}
+
+caf::error check_eigenvalues(const char* op, const char* what,
+                             const tensor& e, const char* q_what,
+                             const tensor& q) {
+  auto n = q.dim(0);
+  if (e.shape() == tensor_shape{n})
+    return caf::none;
+  return mismatch(op, what, e.shape(), q_what, q.shape(),
+                  "one eigenvalue per eigenvector column");
+}
+
+// out = alpha · lhs · rhs for row-major [m, k] · [k, n] on this thread.
+void product(const float* lhs, bool trans_lhs, int64_t lhs_rows,
+             int64_t lhs_cols, const float* rhs, bool trans_rhs,
+             int64_t rhs_rows, int64_t rhs_cols, float alpha, float* out) {
+  matmul(1, operand(lhs, lhs_rows, lhs_cols, trans_lhs),
+         operand(rhs, rhs_rows, rhs_cols, trans_rhs), alpha, 0.0f, out);
+}
+
+// Writes values of shape [p, q] to out, reusing out's storage.
+void store(std::vector<float>&& values, int64_t p, int64_t q, tensor& out) {
+  out.resize({p, q});
+  out.values() = std::move(values);
+}
+
+// The first i, j with T·eA_i·eG_j + λ not positive, as an error.
+caf::error check_divisors(const char* op, const tensor& eA, const tensor& eG,
+                          float lambda, float T) {
+  for (int64_t i = 0; i < eA.size(); ++i)
+    for (int64_t j = 0; j < eG.size(); ++j) {
+      auto d = T * eA[i] * eG[j] + lambda;
+      if (!(d > 0.0f) || !std::isfinite(d))
+        return make_error(ec::numerical_failure,
+                          std::string{op} + ": divisor T*eA[" + std::to_string(i)
+                            + "]*eG[" + std::to_string(j) + "] + lambda = "
+                            + num(T) + " * " + num(eA[i]) + " * "
+                            + num(eG[j]) + " + " + num(lambda) + " = "
+                            + num(d) + " is not positive");
+    }
+  return caf::none;
+}
+
+} // namespace
+
+float pi_adjustment(const tensor& A, const tensor& G) {
+  if (!is_square(A) || !is_square(G))
+    return 1.0f;
+  auto mean_diagonal = [](const tensor& x) {
+    auto n = x.dim(0);
+    double trace = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+      trace += x[i * n + i];
+    return n > 0 ? trace / static_cast<double>(n) : 0.0;
+  };
+  auto a = mean_diagonal(A);
+  auto g = mean_diagonal(G);
+  // !(x > 0) also catches NaN; a zero factor has no scale to balance.
+  if (!(a > 0.0) || !(g > 0.0))
+    return 1.0f;
+  auto pi = static_cast<float>(std::sqrt(a / g));
+  return std::isfinite(pi) && pi > 0.0f ? pi : 1.0f;
+}
+
+damping_plan factored_damping(const tensor& A, const tensor& G, float lambda,
+                              int64_t locations) {
+  if (!std::isfinite(lambda) || lambda < 0.0f || locations < 1) {
+    auto nan = std::numeric_limits<float>::quiet_NaN();
+    return {nan, nan};
+  }
+  double pi = pi_adjustment(A, G);
+  auto root = std::sqrt(double{lambda} / static_cast<double>(locations));
+  return {static_cast<float>(pi * root), static_cast<float>(root / pi)};
+}
+
+caf::error damped_inverse(const tensor& factor, float damping,
+                          tensor& inverse) {
+  const char* op = "damped_inverse";
+  if (auto err = check_square(op, "factor", factor))
+    return err;
+  if (auto err = check_scalar(op, "damping", damping, true))
+    return err;
+  if (auto err = check_finite(op, "factor", factor))
+    return err;
+  auto m = symmetric_part(factor);
+  m.diagonal().array() += double{damping};
+  caf::error err;
+  dmat x;
+  on_this_thread([&] {
+    Eigen::LLT<dmat> llt(m);
+    err = check_pivots(op, llt, m, damping);
+    if (err)
+      return;
+    x = llt.solve(dmat::Identity(m.rows(), m.cols()));
+    // The two triangular solves leave X asymmetric at about 1e-15
+    // relative. Rounding to float hides that except where an entry pair
+    // straddles a rounding boundary; averaging first makes the stored
+    // inverse exactly symmetric always, as the K-FAC algebra assumes.
+    x = 0.5 * (x + x.transpose());
+  });
+  if (err)
+    return err;
+  return store_symmetric(op, x, inverse);
+}
+
+caf::expected<float> damped_inverse_with_retry(const tensor& factor,
+                                               float damping, int max_retries,
+                                               tensor& inverse) {
+  const char* op = "damped_inverse_with_retry";
+  if (max_retries < 0)
+    return make_error(ec::invalid_argument,
+                      std::string{op} + ": max_retries "
+                        + std::to_string(max_retries) + " is negative");
+  auto current = damping;
+  caf::error last;
+  for (int attempt = 0;; ++attempt) {
+    last = damped_inverse(factor, current, inverse);
+    if (!last)
+      return current;
+    if (!has_code(last, ec::numerical_failure) || attempt == max_retries)
+      break;
+    float next = current * 10.0f;
+    if (current == 0.0f) {
+      // The factor is square and finite here (else no numerical_failure).
+      auto n = factor.dim(0);
+      double trace = 0.0;
+      for (int64_t i = 0; i < n; ++i)
+        trace += factor[i * n + i];
+      auto mean = trace / static_cast<double>(n);
+      next = static_cast<float>(zero_damping_floor * (mean > 0 ? mean : 1.0));
+    }
+    if (!std::isfinite(next))
+      break;
+    current = next;
+  }
+  if (!has_code(last, ec::numerical_failure))
+    return last;
+  return make_error(ec::numerical_failure,
+                    std::string{op} + ": damping " + num(damping)
+                      + " raised up to " + num(current) + " within "
+                      + std::to_string(max_retries)
+                      + " retries (x10 each) did not help; last: "
+                      + render(last));
+}
+
+caf::error symmetric_eigen(const tensor& factor, tensor& eigenvalues,
+                           tensor& eigenvectors) {
+  const char* op = "symmetric_eigen";
+  if (auto err = check_square(op, "factor", factor))
+    return err;
+  if (auto err = check_finite(op, "factor", factor))
+    return err;
+  auto m = symmetric_part(factor);
+  auto n = m.rows();
+  Eigen::SelfAdjointEigenSolver<dmat> solver;
+  on_this_thread([&] { solver.compute(m, Eigen::ComputeEigenvectors); });
+  if (solver.info() != Eigen::Success)
+    return make_error(ec::numerical_failure,
+                      std::string{op} + ": the eigensolver did not converge "
+                                        "for a factor of dimension "
+                        + std::to_string(n));
+  Eigen::VectorXd e = solver.eigenvalues();
+  // A factor is a second moment, positive semi-definite by construction.
+  // Its null directions (a batch smaller than the layer's fan-in) come out
+  // as eigenvalues of about ±ε·|F| from the float entries and float
+  // accumulation; a negative one would shrink the divisor T·eA·eG + λ below
+  // λ, or even below 0, so they are clamped to their true value 0. One far
+  // beyond round-off means the factor itself is wrong (not a Gram matrix).
+  auto largest = n > 0 ? e.cwiseAbs().maxCoeff() : 0.0;
+  for (Eigen::Index k = 0; k < n; ++k) {
+    if (e(k) < -max_negative_eigen_ratio * largest)
+      return make_error(ec::numerical_failure,
+                        std::string{op} + ": factor of dimension "
+                          + std::to_string(n)
+                          + " is not positive semi-definite: eigenvalue "
+                          + num(e(k)) + " against largest magnitude "
+                          + num(largest));
+    e(k) = std::max(e(k), 0.0);
+  }
+  const dmat& q = solver.eigenvectors();
+  std::vector<float> vectors(static_cast<size_t>(n * n));
+  for (Eigen::Index i = 0; i < n; ++i)
+    for (Eigen::Index k = 0; k < n; ++k)
+      vectors[static_cast<size_t>(i * n + k)] = static_cast<float>(q(i, k));
+  eigenvalues.resize({n});
+  for (Eigen::Index k = 0; k < n; ++k)
+    eigenvalues[k] = static_cast<float>(e(k));
+  store(std::move(vectors), n, n, eigenvectors);
+  return caf::none;
+}
+
+caf::error precondition_factored(const tensor& grad, const tensor& A_inv,
+                                 const tensor& G_inv, float scale,
+                                 tensor& out) {
+  const char* op = "precondition_factored";
+  if (auto err = check_sides(op, grad, "A_inv", A_inv, "G_inv", G_inv))
+    return err;
+  if (auto err = check_scalar(op, "scale", scale, false))
+    return err;
+  for (auto [what, x] : {std::pair{"grad", &grad}, std::pair{"A_inv", &A_inv},
+                         std::pair{"G_inv", &G_inv}})
+    if (auto err = check_finite(op, what, *x))
+      return err;
+  auto p = grad.dim(0);
+  auto q = grad.dim(1);
+  std::vector<float> right(static_cast<size_t>(p * q));
+  product(grad.data(), false, p, q, G_inv.data(), false, q, q, 1.0f,
+          right.data());
+  if (aliases(out, {&grad, &A_inv, &G_inv})) {
+    std::vector<float> result(static_cast<size_t>(p * q));
+    product(A_inv.data(), false, p, p, right.data(), false, p, q, scale,
+            result.data());
+    store(std::move(result), p, q, out);
+    return caf::none;
+  }
+  out.resize({p, q});
+  product(A_inv.data(), false, p, p, right.data(), false, p, q, scale,
+          out.data());
+  return caf::none;
+}
+
+caf::error precondition_eigen(const tensor& grad, const tensor& QA,
+                              const tensor& eA, const tensor& QG,
+                              const tensor& eG, float lambda,
+                              int64_t locations, tensor& out) {
+  const char* op = "precondition_eigen";
+  if (auto err = check_sides(op, grad, "QA", QA, "QG", QG))
+    return err;
+  if (auto err = check_eigenvalues(op, "eA", eA, "QA", QA))
+    return err;
+  if (auto err = check_eigenvalues(op, "eG", eG, "QG", QG))
+    return err;
+  if (auto err = check_scalar(op, "lambda", lambda, true))
+    return err;
+  if (locations < 1)
+    return make_error(ec::invalid_argument,
+                      std::string{op} + ": locations "
+                        + std::to_string(locations) + " must be >= 1");
+  for (auto [what, x] :
+       {std::pair{"grad", &grad}, std::pair{"QA", &QA}, std::pair{"eA", &eA},
+        std::pair{"QG", &QG}, std::pair{"eG", &eG}})
+    if (auto err = check_finite(op, what, *x))
+      return err;
+  auto T = static_cast<float>(locations);
+  if (auto err = check_divisors(op, eA, eG, lambda, T))
+    return err;
+  auto p = grad.dim(0);
+  auto q = grad.dim(1);
+  auto n = static_cast<size_t>(p * q);
+  std::vector<float> left(n);
+  std::vector<float> v(n);
+  // V = QAᵀ · grad · QG: grad in the eigenbasis, where T·(A⊗G) + λI is the
+  // diagonal T·eA_i·eG_j + λ.
+  product(QA.data(), true, p, p, grad.data(), false, p, q, 1.0f, left.data());
+  product(left.data(), false, p, q, QG.data(), false, q, q, 1.0f, v.data());
+  for (int64_t i = 0; i < p; ++i)
+    for (int64_t j = 0; j < q; ++j)
+      v[static_cast<size_t>(i * q + j)] /= T * eA[i] * eG[j] + lambda;
+  // Back: out = QA · V · QGᵀ.
+  product(QA.data(), false, p, p, v.data(), false, p, q, 1.0f, left.data());
+  product(left.data(), false, p, q, QG.data(), true, q, q, 1.0f, v.data());
+  store(std::move(v), p, q, out);
+  return caf::none;
+}
+
+double kl_clip_scale(double learning_rate, double kl_clip,
+                     double grad_dot_preconditioned) {
+  if (!(kl_clip > 0.0))
+    return 1.0;
+  auto denom = learning_rate * learning_rate * grad_dot_preconditioned;
+  // !(x > 0) also catches NaN: no meaningful step size to clip.
+  if (!(denom > 0.0))
+    return 1.0;
+  return std::min(1.0, std::sqrt(kl_clip / denom));
+}
+
+} // namespace syncfac::cpu
