@@ -5,6 +5,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/spawn_options.hpp>
 
+#include "kernels/cpu/kfac_inverse.hpp"
 #include "runtime/error.hpp"
 
 namespace syncfac {
@@ -42,6 +43,53 @@ caf::result<step_result> gradients_of(self_ptr self, const batch& b,
                      seconds_since(t0)};
 }
 
+/// One step of the seeds' single-machine K-FAC: statistics of the batch
+/// under the chosen Fisher fold into the factors, inverses every
+/// invert_every steps, then momentum on the preconditioned gradient
+/// (plain momentum for layers without an inverse yet).
+caf::result<step_result> kfac_step(self_ptr self, const batch& b,
+                                   std::chrono::steady_clock::time_point t0) {
+  auto& st = self->state;
+  auto& m = *st.replica;
+  const auto& cfg = st.local_optimizer->config();
+  auto res = m.forward(*st.dev, b.images, b.labels);
+  if (!res)
+    return refuse(self, res.error());
+  bool sampled = cfg.kfac.fisher == fisher_type::sampled;
+  auto err = m.backward(*st.dev, sampled ? m.sample_targets(st.rng)
+                                         : b.labels);
+  if (err)
+    return refuse(self, std::move(err));
+  if (!st.kfac) {
+    auto made = kfac_preconditioner::make(cfg.kfac, m.kfac_layers(),
+                                          m.parameters());
+    if (!made)
+      return refuse(self, made.error());
+    st.kfac = std::move(*made);
+  }
+  if (auto err = st.kfac->update_factors(m.kfac_layers(), st.dev->threads()))
+    return refuse(self, std::move(err));
+  if (sampled)
+    if (auto err = m.backward(*st.dev, b.labels))
+      return refuse(self, std::move(err));
+  if (++st.kfac_steps % cfg.kfac.invert_every == 0)
+    if (st.kfac->update_inverses())
+      ++st.kfac_inverse_failures; // the previous inverses stay in use
+  auto grads = m.gradients();
+  auto dot = st.kfac->precondition(grads);
+  if (!dot)
+    return refuse(self, dot.error());
+  auto scale = cpu::kl_clip_scale(cfg.learning_rate, cfg.kfac.kl_clip, *dot);
+  if (scale < 1.0)
+    for (auto& g : grads)
+      for (auto& v : g.value.values())
+        v *= static_cast<float>(scale);
+  if (auto err = st.local_optimizer->apply(m.parameters(), grads))
+    return refuse(self, std::move(err));
+  return step_result{static_cast<float>(res->mean_loss()), res->correct,
+                     res->count, {}, {}, seconds_since(t0)};
+}
+
 } // namespace
 
 caf::error device_config::validate() const {
@@ -66,6 +114,8 @@ device_actor::behavior_type device(self_ptr self,
       auto& st = self->state;
       st.replica = std::move(*replica);
       st.local_optimizer.reset();
+      st.kfac.reset();
+      st.kfac_steps = 0;
       return model_info{st.replica->summary(),
                         value_count(st.replica->parameters()),
                         st.replica->parameters()};
@@ -93,6 +143,8 @@ device_actor::behavior_type device(self_ptr self,
       if (!opt)
         return refuse(self, opt.error());
       st.local_optimizer = std::move(*opt);
+      st.kfac.reset();
+      st.kfac_steps = 0;
       return caf::ok_atom::value;
     },
     [=](grads_atom, const batch& b) -> caf::result<step_result> {
@@ -117,6 +169,8 @@ device_actor::behavior_type device(self_ptr self,
         return refuse(self, make_error(ec::invalid_argument,
                                        "device: no optimizer configured "
                                        "(send an optimizer_config first)"));
+      if (st.local_optimizer->config().kind == optimizer_kind::kfac)
+        return kfac_step(self, b, t0);
       auto res = st.replica->forward_backward(*st.dev, b.images, b.labels);
       if (!res)
         return refuse(self, res.error());

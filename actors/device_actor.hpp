@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 
 #include <caf/actor_system.hpp>
@@ -17,6 +18,7 @@
 
 #include "actors/actors.hpp"
 #include "kernels/backend.hpp"
+#include "runtime/kfac/kfac_preconditioner.hpp"
 #include "runtime/model.hpp"
 #include "runtime/optimizer.hpp"
 
@@ -37,6 +39,13 @@ struct device_state {
   std::shared_ptr<backend> dev;
   std::unique_ptr<model> replica;
   std::optional<optimizer> local_optimizer;
+  /// K-FAC's factors and inverses for train_atom with optimizer kfac.
+  std::optional<kfac_preconditioner> kfac;
+  int64_t kfac_steps = 0;
+  /// Inversions that failed and kept the previous inverse.
+  int64_t kfac_inverse_failures = 0;
+  /// Draws the sampled Fisher's targets.
+  std::mt19937_64 rng{0x5eed};
   /// Requests refused with an error, for status reports.
   int64_t refused = 0;
 };

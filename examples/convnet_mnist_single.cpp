@@ -62,6 +62,14 @@ struct options : program_config {
   std::string placement = "round_robin";
   int64_t step_timeout_ms = 120000;
   float moving_average_decay = 0;
+  float cov_ema_decay = 0.95f;
+  float damping = 1e-3f;
+  int64_t invert_every = 10;
+  std::string fisher = "sampled";
+  std::string inverse = "cholesky";
+  float kl_clip = 0;
+  int64_t stats_examples = 0;
+  int64_t stats_locations = 0;
 
   options() {
     opt_group{custom_options_, "global"}
@@ -101,7 +109,17 @@ struct options : program_config {
       .add(step_timeout_ms, "step_timeout_ms",
            "longest wait for one global step")
       .add(moving_average_decay, "moving_average_decay",
-           "variable moving averages (0: off); evaluations use them");
+           "variable moving averages (0: off); evaluations use them")
+      .add(cov_ema_decay, "cov_ema_decay", "kfac: factor moving-average decay")
+      .add(damping, "damping", "kfac: Tikhonov damping lambda")
+      .add(invert_every, "invert_every", "kfac: steps between inversions")
+      .add(fisher, "fisher", "kfac: sampled (true Fisher) or empirical")
+      .add(inverse, "inverse", "kfac: cholesky or eigen")
+      .add(kl_clip, "kl_clip", "kfac: KL/norm clip of the step (0: off)")
+      .add(stats_examples, "stats_examples",
+           "kfac: examples per batch used for statistics (0: all)")
+      .add(stats_locations, "stats_locations",
+           "kfac: conv locations per example for statistics (0: all)");
   }
 
   caf::expected<local_training_config> to_training_config() const {
@@ -124,6 +142,22 @@ struct options : program_config {
     cfg.optimizer.kind = *kind;
     cfg.optimizer.learning_rate = learning_rate;
     cfg.optimizer.momentum = momentum;
+    auto& kf = cfg.optimizer.kfac;
+    kf.cov_ema_decay = cov_ema_decay;
+    kf.damping = damping;
+    kf.invert_every = invert_every;
+    kf.kl_clip = kl_clip;
+    kf.sampling.max_examples = stats_examples;
+    kf.sampling.max_locations = stats_locations;
+    kf.sampling.seed = seed;
+    auto ft = parse_fisher_type(fisher);
+    if (!ft)
+      return ft.error();
+    kf.fisher = *ft;
+    auto im = parse_inverse_mode(inverse);
+    if (!im)
+      return im.error();
+    kf.mode = *im;
     cfg.device.backend = backend;
     cfg.device.threads = threads > 0 ? threads
                                      : static_cast<int>(std::max(
@@ -188,6 +222,10 @@ caf::expected<training_summary> train(options& opts) {
     return make_error(ec::invalid_config, "unknown runtime '" + opts.runtime
                                             + "' (expected sync or plain)");
   caf::expected<sync_training_config> cfg{caf::error{}};
+  if (opts.optimizer == "kfac" && opts.runtime != "plain")
+    return make_error(ec::unavailable,
+                      "--optimizer kfac runs with --runtime plain so far "
+                      "(K-FAC on the PS shards is not built yet)");
   if (opts.runtime == "sync") {
     cfg = opts.to_sync_config();
   } else {

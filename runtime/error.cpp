@@ -36,6 +36,17 @@ caf::error make_error(ec code) {
   return caf::error{static_cast<uint8_t>(code), error_category};
 }
 
+caf::error with_context(const caf::error& err, const std::string& prefix) {
+  auto code = err.category() == error_category ? static_cast<ec>(err.code())
+                                               : ec::internal;
+  auto text = render(err);
+  // render() starts with the code's name; keep only the message after it.
+  auto colon = text.find(": ");
+  if (err.category() == error_category && colon != std::string::npos)
+    text = text.substr(colon + 2);
+  return make_error(code, prefix + ": " + text);
+}
+
 std::string render(const caf::error& err) {
   if (!err)
     return "no error";

@@ -56,6 +56,10 @@ caf::error make_error(ec code, std::string context);
 /// Makes a syncfac error without context.
 caf::error make_error(ec code);
 
+/// `err` with `prefix` put before its message, keeping its code (errors of
+/// other categories become ec::internal with their rendering).
+caf::error with_context(const caf::error& err, const std::string& prefix);
+
 /// Renders any caf::error readably, also without an actor system (used in
 /// logs and by programs that print a reason before exiting).
 std::string render(const caf::error& err);

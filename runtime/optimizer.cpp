@@ -28,18 +28,19 @@ const char* to_string(optimizer_kind x) noexcept {
     case optimizer_kind::sgd: return "sgd";
     case optimizer_kind::momentum: return "momentum";
     case optimizer_kind::adam: return "adam";
+    case optimizer_kind::kfac: return "kfac";
   }
   return "?";
 }
 
 caf::expected<optimizer_kind> parse_optimizer_kind(const std::string& str) {
   for (auto x : {optimizer_kind::sgd, optimizer_kind::momentum,
-                 optimizer_kind::adam})
+                 optimizer_kind::adam, optimizer_kind::kfac})
     if (str == to_string(x))
       return x;
   return make_error(ec::invalid_argument,
                     "unknown optimizer '" + str
-                      + "' (expected sgd, momentum or adam)");
+                      + "' (expected sgd, momentum, adam or kfac)");
 }
 
 caf::error optimizer_config::validate() const {
@@ -57,6 +58,9 @@ caf::error optimizer_config::validate() const {
   if (!(epsilon > 0))
     return bad("adam epsilon must be positive, got "
                + std::to_string(epsilon));
+  if (kind == optimizer_kind::kfac)
+    if (auto err = kfac.validate())
+      return err;
   return caf::none;
 }
 
@@ -179,7 +183,8 @@ void optimizer::update_span(size_t i, float* theta_ptr, const float* grad_ptr,
     case optimizer_kind::sgd:
       theta -= lr * g;
       break;
-    case optimizer_kind::momentum: {
+    case optimizer_kind::momentum:
+    case optimizer_kind::kfac: { // on the already preconditioned gradient
       array_map v(slots_.first[i].value.data() + offset, n);
       v = config_.momentum * v + g;
       theta -= lr * v;

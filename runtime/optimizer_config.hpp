@@ -9,6 +9,8 @@
 #include <caf/expected.hpp>
 #include <caf/meta/type_name.hpp>
 
+#include "runtime/kfac/kfac_preconditioner.hpp"
+
 namespace syncfac {
 
 enum class optimizer_kind : uint8_t {
@@ -18,6 +20,9 @@ enum class optimizer_kind : uint8_t {
   momentum,
   /// Adam with bias correction (Kingma & Ba).
   adam,
+  /// K-FAC: momentum on the preconditioned gradient, v = mu * v + F^-1 g;
+  /// theta -= lr * v (the seeds' KfacOptimizer); see `kfac`.
+  kfac,
 };
 
 const char* to_string(optimizer_kind x) noexcept;
@@ -30,6 +35,8 @@ struct optimizer_config {
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float epsilon = 1e-8f;
+  /// K-FAC's own settings (kind kfac only).
+  kfac_config kfac;
 
   caf::error validate() const;
 };
@@ -37,7 +44,7 @@ struct optimizer_config {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
   return f(caf::meta::type_name("optimizer_config"), x.kind, x.learning_rate,
-           x.momentum, x.beta1, x.beta2, x.epsilon);
+           x.momentum, x.beta1, x.beta2, x.epsilon, x.kfac);
 }
 
 } // namespace syncfac

@@ -181,3 +181,26 @@ BOOST_AUTO_TEST_CASE(plain_runtime_still_trains) {
   BOOST_REQUIRE_EQUAL(res.exit_code, 0);
   BOOST_TEST(json_numbers(read_file(summary), "test_accuracy").at(0) > 0.5);
 }
+
+BOOST_AUTO_TEST_CASE(kfac_trains_in_the_plain_runtime) {
+  temp_dir tmp;
+  auto metrics = tmp.file("metrics.jsonl");
+  auto res = run_program(program + " --runtime plain --optimizer kfac"
+                         " --learning_rate 0.0001 --fake_data --steps 60"
+                         " --batch_size 64 --log_every 20 --invert_every 5"
+                         " --stats_locations 16 --threads 2 --metrics "
+                         + metrics);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto losses = json_numbers(read_file(metrics), "loss");
+  BOOST_REQUIRE_EQUAL(losses.size(), 3u);
+  BOOST_TEST(losses.back() < 0.5 * losses.front(),
+             "loss fell from " << losses.front() << " to " << losses.back());
+  auto sync = run_program(program + " --optimizer kfac --fake_data");
+  BOOST_TEST(sync.exit_code != 0);
+  BOOST_TEST(sync.output.find("--runtime plain") != std::string::npos);
+  auto fisher = run_program(program + " --runtime plain --optimizer kfac"
+                            " --fake_data --fisher nope");
+  BOOST_TEST(fisher.exit_code != 0);
+  BOOST_TEST(fisher.output.find("nope") != std::string::npos);
+}

@@ -1,0 +1,136 @@
+#pragma once
+
+// K-FAC's preconditioner for the layers of one model: the exponential
+// moving averages of each layer's Kronecker factors A and G, their damped
+// inverses (or eigendecompositions), and the preconditioned gradient
+// F̂⁻¹∇ = G⁻¹ ∇W A⁻¹ per layer (design.md §3). A layer's gradient is seen
+// as the matrix [in+1, out] (a conv kernel as [kh·kw·C + 1, out]) whose
+// last row is the bias, matching A's last row and column.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "kernels/cpu/kfac_factors.hpp"
+#include "runtime/layers.hpp"
+#include "runtime/named_tensor.hpp"
+
+namespace syncfac {
+
+enum class fisher_type : uint8_t {
+  /// Targets drawn from the model's predictive distribution (the true
+  /// Fisher; the seeds' default).
+  sampled,
+  /// The data labels (the empirical Fisher).
+  empirical,
+};
+
+enum class inverse_mode : uint8_t {
+  /// Cholesky inverses of the factors with factored Tikhonov damping.
+  cholesky,
+  /// Eigendecompositions, exact damping in the eigenbasis.
+  eigen,
+};
+
+const char* to_string(fisher_type x) noexcept;
+const char* to_string(inverse_mode x) noexcept;
+caf::expected<fisher_type> parse_fisher_type(const std::string& str);
+caf::expected<inverse_mode> parse_inverse_mode(const std::string& str);
+
+struct kfac_config {
+  float cov_ema_decay = 0.95f;
+  float damping = 1e-3f;
+  /// Inverses are recomputed every this many steps.
+  int64_t invert_every = 10;
+  /// No inverse before this many covariance updates: inverting too early
+  /// is the seeds' "Cholesky decomposition was not successful".
+  int64_t min_cov_updates = 1;
+  fisher_type fisher = fisher_type::sampled;
+  inverse_mode mode = inverse_mode::cholesky;
+  /// KL / norm clip of the step (0: none).
+  float kl_clip = 0;
+  /// Damping increases (x10 each) tried when a factor fails to invert.
+  int max_damping_retries = 4;
+  /// Sub-sampling of examples and locations for the statistics.
+  cpu::factor_sampling sampling;
+
+  caf::error validate() const;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kfac_config& x) {
+  return f(caf::meta::type_name("kfac_config"), x.cov_ema_decay, x.damping,
+           x.invert_every, x.min_cov_updates, x.fisher, x.mode, x.kl_clip,
+           x.max_damping_retries, x.sampling.max_examples,
+           x.sampling.max_locations, x.sampling.seed);
+}
+
+class kfac_preconditioner {
+public:
+  /// A preconditioner for the layers in `views` whose parameters are in
+  /// `params` (names as in the views).
+  static caf::expected<kfac_preconditioner>
+  make(const kfac_config& cfg, const std::vector<kfac_view>& views,
+       const parameter_set& params);
+
+  /// Folds one batch's statistics (from views valid after a backward pass
+  /// under the chosen Fisher) into the moving averages.
+  caf::error update_factors(const std::vector<kfac_view>& views,
+                            int threads);
+
+  /// Recomputes the inverses of every layer with enough covariance
+  /// updates. A factor that still fails after the damping retries keeps
+  /// its previous inverse; the error is returned for reporting.
+  caf::error update_inverses();
+
+  /// Replaces the gradient of every layer that has an inverse by F̂⁻¹∇
+  /// (others stay plain: momentum until the first inverse) and returns
+  /// Σ ⟨∇, F̂⁻¹∇⟩ over the preconditioned layers (for the KL clip).
+  caf::expected<double> precondition(parameter_set& grads) const;
+
+  /// Layers that have an inverse.
+  size_t ready_layers() const;
+
+  /// Inversions that needed more damping than asked for, so far.
+  int64_t damping_increases() const noexcept {
+    return damping_increases_;
+  }
+
+  const kfac_config& config() const noexcept {
+    return cfg_;
+  }
+
+private:
+  struct layer_state {
+    std::string name;
+    layer_kind kind = layer_kind::dense;
+    size_t weight = 0;
+    size_t bias = 0;
+    int64_t locations = 1;
+    tensor a_raw;
+    tensor g_raw;
+    float a_weight = 0;
+    float g_weight = 0;
+    int64_t cov_updates = 0;
+    bool ready = false;
+    // Cholesky mode: the damped inverses; eigen mode: Q and eigenvalues.
+    tensor a_inv;
+    tensor g_inv;
+    tensor a_vals;
+    tensor g_vals;
+  };
+
+  kfac_preconditioner(kfac_config cfg, std::vector<layer_state> layers);
+
+  caf::error invert(layer_state& l);
+
+  kfac_config cfg_;
+  std::vector<layer_state> layers_;
+  int64_t damping_increases_ = 0;
+};
+
+} // namespace syncfac
