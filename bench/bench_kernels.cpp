@@ -15,75 +15,16 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "bench/bench_util.hpp"
 #include "runtime/error.hpp"
 
 using namespace syncfac;
 
 namespace {
 
-struct options {
-  std::vector<int> threads{1, 2};
-  double seconds = 0.5; // per measurement
-  bool step_only = false;
-};
-
-options parse(int argc, char** argv) {
-  options opt;
-  for (int i = 1; i < argc; i += 2) {
-    if (std::strcmp(argv[i], "--step-only") == 0) {
-      opt.step_only = true;
-      --i;
-    } else if (i + 1 == argc) {
-      std::fprintf(stderr, "option %s needs a value\n", argv[i]);
-      std::exit(2);
-    } else if (std::strcmp(argv[i], "--seconds") == 0) {
-      opt.seconds = std::atof(argv[i + 1]);
-    } else if (std::strcmp(argv[i], "--threads") == 0) {
-      opt.threads.clear();
-      for (char* tok = std::strtok(argv[i + 1], ","); tok != nullptr;
-           tok = std::strtok(nullptr, ","))
-        opt.threads.push_back(std::atoi(tok));
-    } else {
-      std::fprintf(stderr, "unknown option %s\n", argv[i]);
-      std::exit(2);
-    }
-  }
-  return opt;
-}
-
-void ok(const caf::error& err) {
-  if (err) {
-    std::fprintf(stderr, "kernel failed: %s\n", render(err).c_str());
-    std::exit(1);
-  }
-}
-
-struct timing {
-  double best_ms;
-  double median_ms;
-};
-
-// Runs f repeatedly for about `seconds` after a warm-up and reports the best
-// and the median of the per-call times; the machine is shared, so the best
-// is the figure least disturbed by neighbours.
-timing measure(const std::function<void()>& f, double seconds) {
-  using clock = std::chrono::steady_clock;
-  f();
-  f();
-  std::vector<double> samples;
-  auto start = clock::now();
-  do {
-    auto t0 = clock::now();
-    f();
-    auto t1 = clock::now();
-    samples.push_back(std::chrono::duration<double, std::milli>(t1 - t0)
-                        .count());
-  } while (std::chrono::duration<double>(clock::now() - start).count()
-             < seconds
-           || samples.size() < 5);
-  std::sort(samples.begin(), samples.end());
-  return {samples.front(), samples[samples.size() / 2]};
-}
+using bench::ok;
+using bench::measure;
+using bench::timing;
 
 // Prints one timing; with a reference rate (the best SGEMM rate at this
 // thread count) also the share of it reached.
@@ -301,7 +242,7 @@ void bench_step(backend& dev, int64_t batch, double seconds, double sgemm) {
 } // namespace
 
 int main(int argc, char** argv) {
-  auto opt = parse(argc, argv);
+  auto opt = bench::parse_options(argc, argv);
   const int64_t batch = 128;
   std::printf("syncfac kernel bench, batch %lld, best and median of %.1fs "
               "of calls; GFLOP/s from the best\n\n",

@@ -19,41 +19,15 @@
 #include <vector>
 
 #include "kernels/cpu/kfac_factors.hpp"
+#include "bench/bench_util.hpp"
 #include "runtime/error.hpp"
 
 using namespace syncfac;
 
 namespace {
 
-struct options {
-  std::vector<int> threads{1, 2};
-  double seconds = 1.0; // per measurement
-};
-
-options parse(int argc, char** argv) {
-  options opt;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--seconds") == 0) {
-      opt.seconds = std::atof(argv[i + 1]);
-    } else if (std::strcmp(argv[i], "--threads") == 0) {
-      opt.threads.clear();
-      for (char* tok = std::strtok(argv[i + 1], ","); tok != nullptr;
-           tok = std::strtok(nullptr, ","))
-        opt.threads.push_back(std::atoi(tok));
-    } else {
-      std::fprintf(stderr, "unknown option %s\n", argv[i]);
-      std::exit(2);
-    }
-  }
-  return opt;
-}
-
-void ok(const caf::error& err) {
-  if (err) {
-    std::fprintf(stderr, "kernel failed: %s\n", render(err).c_str());
-    std::exit(1);
-  }
-}
+using bench::ok;
+using bench::timing;
 
 tensor random(const tensor_shape& shape, std::mt19937& rng, float scale) {
   tensor t(shape);
@@ -63,41 +37,8 @@ tensor random(const tensor_shape& shape, std::mt19937& rng, float scale) {
   return t;
 }
 
-// Best and median per-call wall milliseconds over about `seconds` (the
-// machine is shared, so the best is the figure to compare), and the best
-// process CPU milliseconds per call: on busy cores the wall time includes
-// waiting for a core, the CPU time does not.
-struct timing {
-  double best_ms;
-  double median_ms;
-  double best_cpu_ms;
-};
-
-double cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3
-         + static_cast<double>(ts.tv_nsec) * 1e-6;
-}
-
 timing measure(double seconds, const std::function<void()>& f) {
-  using clock = std::chrono::steady_clock;
-  f(); // warm-up: allocations, page faults, OpenMP team
-  std::vector<double> samples;
-  double best_cpu = 1e300;
-  auto start = clock::now();
-  do {
-    auto t0 = clock::now();
-    auto c0 = cpu_ms();
-    f();
-    best_cpu = std::min(best_cpu, cpu_ms() - c0);
-    samples.push_back(
-      std::chrono::duration<double, std::milli>(clock::now() - t0).count());
-  } while (std::chrono::duration<double>(clock::now() - start).count()
-             < seconds
-           || samples.size() < 3);
-  std::sort(samples.begin(), samples.end());
-  return {samples.front(), samples[samples.size() / 2], best_cpu};
+  return bench::measure(f, seconds);
 }
 
 void report(const char* what, int threads, const timing& t, double flops) {
@@ -110,7 +51,7 @@ void report(const char* what, int threads, const timing& t, double flops) {
 } // namespace
 
 int main(int argc, char** argv) {
-  auto opt = parse(argc, argv);
+  auto opt = bench::parse_options(argc, argv);
   std::mt19937 rng(42);
   auto g = conv2d_geometry::make({128, 14, 14, 16}, {5, 5, 16, 16}, 1, 1,
                                  padding::same);

@@ -19,42 +19,16 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
+#include "bench/bench_util.hpp"
 #include "runtime/error.hpp"
 
 using namespace syncfac;
 
 namespace {
 
-void ok(const caf::error& err) {
-  if (err) {
-    std::fprintf(stderr, "kernel failed: %s\n", render(err).c_str());
-    std::exit(1);
-  }
-}
-
-struct timing {
-  double best_ms;
-  double median_ms;
-};
-
-// Best and median per-call time over about `seconds` after a warm-up; the
-// machine is shared, so the best is the least disturbed figure.
-timing measure(const std::function<void()>& f, double seconds) {
-  using clock = std::chrono::steady_clock;
-  f();
-  std::vector<double> samples;
-  auto start = clock::now();
-  do {
-    auto t0 = clock::now();
-    f();
-    samples.push_back(
-      std::chrono::duration<double, std::milli>(clock::now() - t0).count());
-  } while (std::chrono::duration<double>(clock::now() - start).count()
-             < seconds
-           || samples.size() < 3);
-  std::sort(samples.begin(), samples.end());
-  return {samples.front(), samples[samples.size() / 2]};
-}
+using bench::ok;
+using bench::measure;
+using bench::timing;
 
 void report(const std::string& what, timing t) {
   std::printf("%-46s best %9.3f ms  median %9.3f ms\n", what.c_str(),
@@ -86,10 +60,7 @@ struct layer_shape {
 } // namespace
 
 int main(int argc, char** argv) {
-  double seconds = 0.5;
-  for (int i = 1; i + 1 < argc; i += 2)
-    if (std::strcmp(argv[i], "--seconds") == 0)
-      seconds = std::atof(argv[i + 1]);
+  auto seconds = bench::parse_options(argc, argv).seconds;
   std::mt19937 rng(5);
   const float lambda = 1e-3f;
   for (auto s : {layer_shape{"conv1", 26, 16, 4096},
