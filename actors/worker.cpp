@@ -46,6 +46,14 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 void end_step(self_ptr self, const token_grant& grant) {
   auto& st = self->state;
+  // A token never carries a step below the one it follows: the chief's
+  // global_step only grows (and a restarted chief restores it).
+  if (!grant.stop && grant.global_step < st.local_step)
+    return fail(self, make_error(ec::bad_message,
+                                 who(self) + ": token for step "
+                                   + std::to_string(grant.global_step)
+                                   + " is older than local_step "
+                                   + std::to_string(st.local_step)));
   ++st.steps;
   st.step_s += seconds_since(st.step_started);
   if (grant.stop) {
