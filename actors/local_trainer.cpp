@@ -2,11 +2,12 @@
 
 #include <cmath>
 #include <fstream>
-#include <functional>
 #include <iomanip>
 #include <ostream>
 
 #include <caf/scoped_actor.hpp>
+
+#include "actors/owned_actors.hpp"
 
 #include "runtime/data/batcher.hpp"
 #include "runtime/error.hpp"
@@ -154,14 +155,8 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
   if (!dev)
     return dev.error();
   caf::scoped_actor self{sys};
-  // Ends the device actor however this function returns.
-  auto stop_device = [&] { self->send_exit(*dev, caf::exit_reason::user_shutdown); };
-  struct guard {
-    std::function<void()> fn;
-    ~guard() {
-      fn();
-    }
-  } device_guard{stop_device};
+  owned_actors owned{self};
+  owned.own(*dev);
   auto info = ask<model_info>(self, *dev, cfg.request_timeout,
                               "load_model", load_model_atom::value, cfg.model,
                               cfg.seed);

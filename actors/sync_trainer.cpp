@@ -6,6 +6,7 @@
 
 #include "actors/chief.hpp"
 #include "actors/evaluator.hpp"
+#include "actors/owned_actors.hpp"
 #include "actors/ps_shard.hpp"
 #include "actors/worker.hpp"
 #include "runtime/error.hpp"
@@ -19,25 +20,9 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-/// Every actor of the run, so that all of them are stopped on any return.
-struct topology {
-  caf::scoped_actor& self;
-  std::vector<caf::actor> all;
-
-  template <class Handle>
-  void own(const Handle& h) {
-    all.push_back(caf::actor_cast<caf::actor>(h));
-  }
-
-  ~topology() {
-    for (auto& a : all)
-      self->send_exit(a, caf::exit_reason::user_shutdown);
-  }
-};
-
 caf::expected<std::vector<ps_actor>>
 spawn_shards(caf::actor_system& sys, const sync_training_config& cfg,
-             topology& top) {
+             owned_actors& top) {
   auto init = model::make(cfg.base.model, cfg.base.seed);
   if (!init)
     return init.error();
@@ -63,7 +48,7 @@ spawn_shards(caf::actor_system& sys, const sync_training_config& cfg,
 
 caf::expected<device_actor> spawn_worker_device(caf::actor_system& sys,
                                                 const sync_training_config& cfg,
-                                                topology& top) {
+                                                owned_actors& top) {
   auto dc = cfg.base.device;
   dc.threads = std::max(1, dc.threads / cfg.worker_replicas);
   auto dev = spawn_device(sys, dc);
@@ -114,7 +99,7 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
   if (auto err = out.open_metrics(base.metrics_path))
     return err;
   caf::scoped_actor self{sys};
-  topology top{self, {}};
+  owned_actors top{self};
   auto shards = spawn_shards(sys, cfg, top);
   if (!shards)
     return shards.error();
