@@ -87,10 +87,6 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
     return err;
   const auto& base = cfg.base;
   // Each global step consumes R batches, so an epoch has this many steps.
-  auto per_worker = batcher::make(*train, base.batch_size, base.seed, 0,
-                                  cfg.worker_replicas);
-  if (!per_worker)
-    return per_worker.error();
   auto steps_per_epoch = std::max<int64_t>(
     1, train->count / (base.batch_size * cfg.replicas_to_aggregate));
   auto total_steps = base.steps > 0 ? base.steps

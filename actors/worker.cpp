@@ -268,25 +268,19 @@ void initialise(self_ptr self) {
           self, st.cfg.shards, st.cfg.request_timeout,
           [=](std::vector<shard_params> pulled) {
             auto& st = self->state;
+            // absorb() refuses variables the model lacks; names stay
+            // readable after it moved the values out.
+            if (auto err = absorb(self, pulled))
+              return fail(self, std::move(err));
             for (size_t s = 0; s < pulled.size(); ++s)
-              for (auto& v : pulled[s].values) {
-                auto i = st.slot_of.find(v.name);
-                if (i == st.slot_of.end())
-                  return fail(self, make_error(ec::unknown_name,
-                                               who(self) + ": ps:"
-                                                 + std::to_string(s)
-                                                 + " holds unknown variable '"
-                                                 + v.name + "'"));
-                st.shard_of[i->second] = s;
-              }
+              for (auto& v : pulled[s].values)
+                st.shard_of[st.slot_of[v.name]] = s;
             for (size_t i = 0; i < st.params.size(); ++i)
               if (st.shard_of[i] == st.cfg.shards.size())
                 return fail(self, make_error(ec::unknown_name,
                                              who(self) + ": no PS shard holds '"
                                                + st.params[i].name + "'"));
             st.local_step = pulled.empty() ? 0 : pulled.front().global_step;
-            if (auto err = absorb(self, pulled))
-              return fail(self, std::move(err));
             st.params_ready = true;
             st.initialised = true;
             if (st.promise.pending())

@@ -18,17 +18,6 @@
 #include "tests/helpers.hpp"
 #include "tests/wire_fixture.hpp"
 
-namespace syncfac {
-
-// Readable values in failure messages.
-std::ostream& boost_test_print_type(std::ostream& os, const tensor& x) {
-  os << x.shape_string() << " {";
-  for (int64_t i = 0; i < x.size(); ++i)
-    os << (i > 0 ? ", " : "") << x[i];
-  return os << "}";
-}
-
-} // namespace syncfac
 
 using namespace syncfac;
 namespace tt = boost::test_tools;

@@ -21,21 +21,13 @@
 
 namespace syncfac {
 
-// Readable values in failure messages.
-std::ostream& boost_test_print_type(std::ostream& os, const tensor& x) {
-  os << x.shape_string() << " {";
-  for (int64_t i = 0; i < x.size(); ++i)
-    os << (i > 0 ? ", " : "") << x[i];
-  return os << "}";
-}
-
+// Readable values in failure messages (tensors print with operator<<).
 std::ostream& boost_test_print_type(std::ostream& os,
                                     const sparse_gradient& x) {
   os << "indices {";
   for (size_t i = 0; i < x.indices.size(); ++i)
     os << (i > 0 ? ", " : "") << x.indices[i];
-  os << "} rows ";
-  return boost_test_print_type(os, x.rows);
+  return os << "} rows " << x.rows;
 }
 
 } // namespace syncfac
