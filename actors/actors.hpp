@@ -32,6 +32,18 @@ using device_actor = caf::typed_actor<
   // The same at the given parameters (a worker's step: one round trip
   // instead of an upload and a compute request).
   caf::replies_to<grads_atom, parameter_set, batch>::with<step_result>,
+  // The same plus K-FAC factor statistics of the batch (a worker that
+  // feeds a covariance actor; one pass when the Fisher is empirical).
+  caf::replies_to<grads_atom, parameter_set, batch,
+                  stats_request>::with<step_result>,
+  // Only the statistics, at the given parameters (a dedicated statistics
+  // worker); worker and step are left for the caller to fill in.
+  caf::replies_to<stats_atom, parameter_set, batch,
+                  stats_request>::with<stats_update>,
+  // Damped inverses (or eigendecompositions) of K-FAC factors; layers
+  // with too few covariance updates or failing even with more damping are
+  // listed in the answer's problems, never an error for the whole set.
+  caf::replies_to<invert_atom, factor_set, kfac_config>::with<inverse_set>,
   // Forward + backward + local optimizer step (single-process training).
   caf::replies_to<train_atom, batch>::with<step_result>,
   // Forward only: loss sum and correct count of the batch.
@@ -61,8 +73,29 @@ using ps_actor = caf::typed_actor<
   caf::replies_to<apply_atom, int64_t, int64_t>::with<applied>,
   // From the chief at start and restore: set every accumulator's step.
   caf::replies_to<set_step_atom, int64_t>::with<caf::ok_atom>,
+  // K-FAC: inverses for layers this shard holds; later applies
+  // precondition those layers (plain momentum before the first one). An
+  // inverse for a layer the shard does not hold, or of the wrong shape, is
+  // refused whole with an error.
+  caf::replies_to<inverse_atom, inverse_set>::with<caf::ok_atom>,
   // Counts of accepted, stale and refused pushes, per variable too.
   caf::replies_to<status_atom>::with<shard_status>>;
+
+/// Keeps the moving-average K-FAC factors of some layers (design.md §3).
+using covariance_actor = caf::typed_actor<
+  // A worker's statistics for this actor's layers, tagged with the step
+  // they were computed at: contributions of one step are averaged into one
+  // EMA update; older than the last folded step is dropped as stale; a
+  // malformed or non-finite update is refused with an error.
+  caf::replies_to<stats_atom, stats_update>::with<stats_ack>,
+  caf::replies_to<status_atom>::with<covariance_status>>;
+
+/// Inverts factors on its device actor and ships the inverses to the PS
+/// shards owning the layers.
+using inverse_actor = caf::typed_actor<
+  // Factors from a covariance actor; answered once inverted and shipped.
+  caf::replies_to<factors_atom, factor_set>::with<caf::ok_atom>,
+  caf::replies_to<status_atom>::with<inverse_status>>;
 
 /// Owns global_step and the token queue; runs the sync loop.
 using chief_actor = caf::typed_actor<

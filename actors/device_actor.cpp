@@ -7,6 +7,8 @@
 
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "runtime/error.hpp"
+#include "runtime/kfac/kfac_stats.hpp"
+#include "runtime/kfac/layer_inversion.hpp"
 
 namespace syncfac {
 
@@ -29,18 +31,59 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     .count();
 }
 
+/// Forward + backward on b at the replica's parameters.
+caf::expected<step_result>
+compute_gradients(self_ptr self, const batch& b,
+                  std::chrono::steady_clock::time_point t0) {
+  auto& st = self->state;
+  auto res = st.replica->forward_backward(*st.dev, b.images, b.labels);
+  if (!res)
+    return res.error();
+  return step_result{static_cast<float>(res->mean_loss()), res->correct,
+                     res->count, st.replica->gradients(), {},
+                     seconds_since(t0), {}, 0};
+}
+
 caf::result<step_result> gradients_of(self_ptr self, const batch& b,
                                       std::chrono::steady_clock::time_point t0
                                       = std::chrono::steady_clock::now()) {
-  auto& st = self->state;
-  if (!st.replica)
+  if (!self->state.replica)
     return refuse(self, no_model());
-  auto res = st.replica->forward_backward(*st.dev, b.images, b.labels);
+  auto res = compute_gradients(self, b, t0);
   if (!res)
     return refuse(self, res.error());
-  return step_result{static_cast<float>(res->mean_loss()), res->correct,
-                     res->count, st.replica->gradients(), {},
-                     seconds_since(t0)};
+  return std::move(*res);
+}
+
+/// Factor statistics of `b` under `req`. With the empirical Fisher and
+/// `after_gradients`, the gradient pass just run on b already holds them;
+/// otherwise one forward and backward pass on the first max_examples
+/// examples, against targets drawn from the model (sampled Fisher) or the
+/// labels. Overwrites the replica's activations and gradients.
+caf::expected<std::vector<layer_stats>>
+statistics_of(self_ptr self, const batch& b, const stats_request& req,
+              bool after_gradients, int64_t& examples) {
+  auto& st = self->state;
+  auto& m = *st.replica;
+  auto sampling = req.sampling;
+  // Fresh locations every request: a fixed seed would pick the same ones
+  // forever and bias the factors.
+  sampling.seed = req.sampling.seed + 0x9e3779b97f4a7c15ULL * ++st.stats_requests;
+  auto total = static_cast<int64_t>(b.labels.size());
+  auto used = sampling.max_examples > 0
+                ? std::min(sampling.max_examples, total) : total;
+  examples = used;
+  if (req.fisher == fisher_type::empirical && after_gradients)
+    return layer_statistics(m.kfac_layers(), sampling, st.dev->threads());
+  auto part = batch_prefix(b, used);
+  if (auto res = m.forward(*st.dev, part.images, part.labels); !res)
+    return res.error();
+  auto targets = req.fisher == fisher_type::sampled
+                   ? m.sample_targets(st.rng) : part.labels;
+  if (auto err = m.backward(*st.dev, targets))
+    return err;
+  sampling.max_examples = 0;
+  return layer_statistics(m.kfac_layers(), sampling, st.dev->threads());
 }
 
 /// One step of the seeds' single-machine K-FAC: statistics of the batch
@@ -87,7 +130,7 @@ caf::result<step_result> kfac_step(self_ptr self, const batch& b,
   if (auto err = st.local_optimizer->apply(m.parameters(), grads))
     return refuse(self, std::move(err));
   return step_result{static_cast<float>(res->mean_loss()), res->correct,
-                     res->count, {}, {}, seconds_since(t0)};
+                     res->count, {}, {}, seconds_since(t0), {}, 0};
 }
 
 } // namespace
@@ -160,6 +203,45 @@ device_actor::behavior_type device(self_ptr self,
         return refuse(self, std::move(err));
       return gradients_of(self, b, t0);
     },
+    [=](grads_atom, const parameter_set& values, const batch& b,
+        const stats_request& req) -> caf::result<step_result> {
+      auto t0 = std::chrono::steady_clock::now();
+      auto& st = self->state;
+      if (!st.replica)
+        return refuse(self, no_model());
+      if (auto err = st.replica->set_parameters(values))
+        return refuse(self, std::move(err));
+      auto res = compute_gradients(self, b, t0);
+      if (!res)
+        return refuse(self, res.error());
+      auto& out = *res;
+      auto stats = statistics_of(self, b, req, true, out.stats_examples);
+      if (!stats)
+        return refuse(self, stats.error());
+      out.stats = std::move(*stats);
+      out.compute_s = seconds_since(t0);
+      return std::move(out);
+    },
+    [=](stats_atom, const parameter_set& values, const batch& b,
+        const stats_request& req) -> caf::result<stats_update> {
+      auto& st = self->state;
+      if (!st.replica)
+        return refuse(self, no_model());
+      if (auto err = st.replica->set_parameters(values))
+        return refuse(self, std::move(err));
+      stats_update out;
+      auto stats = statistics_of(self, b, req, false, out.examples);
+      if (!stats)
+        return refuse(self, stats.error());
+      out.layers = std::move(*stats);
+      return out;
+    },
+    [=](invert_atom, const factor_set& factors,
+        const kfac_config& cfg) -> caf::result<inverse_set> {
+      if (auto err = cfg.validate())
+        return refuse(self, std::move(err));
+      return invert_factors(factors, cfg);
+    },
     [=](train_atom, const batch& b) -> caf::result<step_result> {
       auto t0 = std::chrono::steady_clock::now();
       auto& st = self->state;
@@ -178,7 +260,7 @@ device_actor::behavior_type device(self_ptr self,
                                                st.replica->gradients()))
         return refuse(self, std::move(err));
       return step_result{static_cast<float>(res->mean_loss()), res->correct,
-                         res->count, {}, {}, seconds_since(t0)};
+                         res->count, {}, {}, seconds_since(t0), {}, 0};
     },
     [=](eval_atom, const batch& b) -> caf::result<eval_result> {
       auto& st = self->state;

@@ -44,6 +44,8 @@ struct device_state {
   int64_t kfac_steps = 0;
   /// Inversions that failed and kept the previous inverse.
   int64_t kfac_inverse_failures = 0;
+  /// Statistics requests so far (advances the location sampling seed).
+  uint64_t stats_requests = 0;
   /// Draws the sampled Fisher's targets.
   std::mt19937_64 rng{0x5eed};
   /// Requests refused with an error, for status reports.

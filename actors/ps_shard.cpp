@@ -9,6 +9,8 @@
 #include <caf/make_message.hpp>
 
 #include "runtime/error.hpp"
+#include "runtime/kfac/kfac_update.hpp"
+#include "runtime/kfac/layer_inversion.hpp"
 
 namespace syncfac {
 
@@ -96,6 +98,49 @@ caf::error check_sparse_names(const ps_shard_config& cfg) {
   return caf::none;
 }
 
+caf::error check_kfac_layers(const ps_shard_config& cfg) {
+  if (!cfg.kfac_layers.empty() && cfg.optimizer.kind != optimizer_kind::kfac)
+    return bad_config(cfg.index, "K-FAC layers given, but the optimizer is "
+                                 + std::string{to_string(cfg.optimizer.kind)});
+  if (cfg.optimizer.kind == optimizer_kind::kfac
+      && !cfg.sparse_variables.empty())
+    return bad_config(cfg.index, "K-FAC does not precondition sparse "
+                                 "variables such as "
+                                   + quoted(cfg.sparse_variables.front()));
+  std::unordered_set<std::string> seen;
+  std::unordered_set<std::string> sparse(cfg.sparse_variables.begin(),
+                                         cfg.sparse_variables.end());
+  for (const auto& l : cfg.kfac_layers) {
+    if (auto err = l.validate())
+      return prefixed(shard_name(cfg.index), err);
+    if (!seen.insert(l.name).second)
+      return bad_config(cfg.index, "K-FAC layer " + quoted(l.name)
+                                     + " is listed twice");
+    auto w = find_variable(cfg.variables, l.weight_name);
+    auto b = find_variable(cfg.variables, l.bias_name);
+    if (w == nullptr || b == nullptr)
+      return bad_config(cfg.index, "K-FAC layer " + quoted(l.name)
+                                     + " needs variables " + quoted(l.weight_name)
+                                     + " and " + quoted(l.bias_name)
+                                     + " on this shard");
+    if (sparse.count(l.weight_name) + sparse.count(l.bias_name) > 0)
+      return bad_config(cfg.index, "K-FAC layer " + quoted(l.name)
+                                     + " has a sparse variable");
+    if (b->value.size() != l.g_dim
+        || w->value.size() != (l.a_dim - 1) * l.g_dim)
+      return bad_config(cfg.index,
+                        "K-FAC layer " + quoted(l.name) + " has factors "
+                          + std::to_string(l.a_dim) + "x"
+                          + std::to_string(l.a_dim) + " and "
+                          + std::to_string(l.g_dim) + "x"
+                          + std::to_string(l.g_dim)
+                          + " that do not fit its weight "
+                          + w->value.shape_string() + " and bias "
+                          + b->value.shape_string());
+  }
+  return caf::none;
+}
+
 /// Builds the state from a validated config.
 caf::error init_state(ps_shard_state& st, ps_shard_config cfg) {
   if (auto err = cfg.validate())
@@ -116,6 +161,9 @@ caf::error init_state(ps_shard_state& st, ps_shard_config cfg) {
       st.accumulators.emplace_back(std::in_place_type<conditional_accumulator>,
                                    var.name, var.value.shape());
   }
+  for (const auto& l : cfg.kfac_layers)
+    st.kfac.push_back(shard_kfac_layer{l, st.by_name.at(l.weight_name),
+                                       st.by_name.at(l.bias_name), {}});
   st.refused.assign(cfg.variables.size(), 0);
   st.variables = std::move(cfg.variables);
   st.averages = st.variables;
@@ -343,10 +391,42 @@ caf::error update_variable(ps_shard_state& st, size_t i, int64_t n) {
   return st.opt->update_rows(i, param, average->indices, average->rows);
 }
 
+/// K-FAC's step: a layer's weight and bias are preconditioned together,
+/// so every average is taken first.
+caf::error complete_kfac(ps_shard_state& st, int64_t n) {
+  std::vector<tensor> averages;
+  averages.reserve(st.variables.size());
+  for (auto& acc : st.accumulators) {
+    auto average = std::get<conditional_accumulator>(acc).take(n);
+    if (!average)
+      return average.error();
+    averages.push_back(std::move(*average));
+  }
+  std::vector<kfac_layer_slot> slots;
+  for (const auto& l : st.kfac)
+    slots.push_back({l.weight, l.bias,
+                     l.inverse ? &*l.inverse : nullptr});
+  auto info = kfac_apply(*st.opt, st.variables, averages, slots);
+  if (!info)
+    return info.error();
+  st.preconditioned_applies += info->preconditioned > 0 ? 1 : 0;
+  st.last_clip = info->scale;
+  return caf::none;
+}
+
 /// One optimizer step from the averages; every accumulator is ready(n).
 /// Variable by variable, so at most one average exists at a time.
 caf::expected<applied> complete(ps_shard_state& st, int64_t n) {
   applied result{st.index, st.global_step + 1, fewest_gradients(st)};
+  if (st.opt->config().kind == optimizer_kind::kfac) {
+    if (auto err = complete_kfac(st, n))
+      return make_error(ec::internal, shard_name(st.index)
+                                        + ": K-FAC apply failed after the "
+                                          "checks: "
+                                        + render(err));
+    st.global_step = result.global_step;
+    return result;
+  }
   st.opt->begin_step();
   for (size_t i = 0; i < st.variables.size(); ++i)
     if (auto err = update_variable(st, i, n))
@@ -404,9 +484,42 @@ caf::error check_apply(const ps_shard_state& st, int64_t step, int64_t n) {
   return caf::none;
 }
 
+/// Checks a whole inverse set against the shard's layers, then installs
+/// it: one bad layer refuses the set, so a shard never mixes halves.
+caf::error install_inverses(ps_shard_state& st, const inverse_set& set) {
+  std::vector<size_t> targets;
+  for (const auto& inv : set.layers) {
+    auto i = std::find_if(st.kfac.begin(), st.kfac.end(),
+                          [&](const shard_kfac_layer& l) {
+                            return l.info.name == inv.layer;
+                          });
+    if (i == st.kfac.end())
+      return make_error(ec::unknown_name,
+                        shard_name(st.index) + ": inverse for layer "
+                          + quoted(inv.layer)
+                          + ", which this shard does not hold");
+    if (auto err = check_inverse(inv, i->info.a_dim, i->info.g_dim))
+      return prefixed(shard_name(st.index), err);
+    targets.push_back(static_cast<size_t>(i - st.kfac.begin()));
+  }
+  for (size_t k = 0; k < targets.size(); ++k)
+    st.kfac[targets[k]].inverse = set.layers[k];
+  ++st.inverse_sets;
+  return caf::none;
+}
+
 shard_status make_status(const ps_shard_state& st) {
   shard_status result{st.index,       st.global_step, st.accepted_pushes,
                       st.stale_pushes, st.refused_pushes, {}};
+  result.kfac_layers = static_cast<int64_t>(st.kfac.size());
+  result.kfac_ready = std::count_if(st.kfac.begin(), st.kfac.end(),
+                                    [](const shard_kfac_layer& l) {
+                                      return l.inverse.has_value();
+                                    });
+  result.inverse_sets = st.inverse_sets;
+  result.refused_inverses = st.refused_inverses;
+  result.preconditioned_applies = st.preconditioned_applies;
+  result.last_clip = st.last_clip;
   result.variables.reserve(st.accumulators.size());
   for (size_t i = 0; i < st.accumulators.size(); ++i) {
     auto stats = std::visit([](const auto& x) { return x.stats(); },
@@ -430,6 +543,8 @@ caf::error ps_shard_config::validate() const {
     return err;
   if (auto err = optimizer.validate())
     return prefixed(shard_name(index), err);
+  if (auto err = check_kfac_layers(*this))
+    return err;
   return caf::none;
 }
 
@@ -511,6 +626,14 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
       for (auto& acc : st.accumulators)
         std::visit([step](auto& x) { x.set_global_step(step); }, acc);
       st.global_step = step;
+      return caf::ok_atom::value;
+    },
+    [=](inverse_atom, const inverse_set& set) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (auto err = install_inverses(st, set)) {
+        ++st.refused_inverses;
+        return err;
+      }
       return caf::ok_atom::value;
     },
     [=](status_atom) -> shard_status {

@@ -41,6 +41,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/actors.hpp"
+#include "messages/kfac_messages.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/optimizer.hpp"
 #include "runtime/optimizer_config.hpp"
@@ -59,16 +60,30 @@ struct ps_shard_config {
   /// plus rows, e.g. an embedding table); each needs rank >= 1.
   std::vector<std::string> sparse_variables;
   optimizer_config optimizer;
+  /// Optimizer kind kfac: the layers whose weight and bias this shard
+  /// holds (from the model's layer_collection); their gradients are
+  /// preconditioned once an inverse arrives.
+  std::vector<kfac_layer> kfac_layers;
 
   /// ec::invalid_config unless: index >= 0; names non-empty and unique;
   /// values finite and matching their shapes; every sparse name names a
-  /// variable of rank >= 1, once; the optimizer is valid.
+  /// variable of rank >= 1, once; the optimizer is valid; every K-FAC
+  /// layer is valid, once, with a dense weight and bias of the shard that
+  /// fit its a_dim x g_dim (and K-FAC layers only with optimizer kfac).
   caf::error validate() const;
 };
 
 /// One variable's accumulator, dense or sparse as the config says.
 using shard_accumulator
   = std::variant<conditional_accumulator, sparse_accumulator>;
+
+/// A K-FAC layer of the shard: its variables and its latest inverse.
+struct shard_kfac_layer {
+  kfac_layer info;
+  size_t weight = 0;
+  size_t bias = 0;
+  std::optional<layer_inverse> inverse;
+};
 
 /// The chief's apply that waits for gradients.
 struct pending_apply {
@@ -111,6 +126,11 @@ struct ps_shard_state {
   /// first), so their own refused() stays 0 and status adds these.
   std::vector<int64_t> refused;
   std::optional<pending_apply> pending;
+  std::vector<shard_kfac_layer> kfac;
+  int64_t inverse_sets = 0;
+  int64_t refused_inverses = 0;
+  int64_t preconditioned_applies = 0;
+  double last_clip = 1;
 };
 
 ps_actor::behavior_type

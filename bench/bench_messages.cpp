@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   auto data = make_fake_dataset(batch_size, 1);
   batch b;
   slice(data, 0, batch_size, b);
-  step_result res{1.0f, 1, batch_size, params, {}};
+  step_result res{1.0f, 1, batch_size, params, {}, 0, {}, 0};
   std::printf("ConvNet (%lld parameters), batch %lld, %d PS shard(s)\n",
               static_cast<long long>(value_count(params)),
               static_cast<long long>(batch_size), shards);

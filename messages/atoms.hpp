@@ -44,4 +44,13 @@ using average_atom = caf::atom_constant<caf::atom("average")>;
 /// Run until training ends (chief, worker).
 using run_atom = caf::atom_constant<caf::atom("run")>;
 
+/// K-FAC: factor statistics (worker to covariance actor; device request).
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+/// K-FAC: moving-average factors (covariance to inverse actor).
+using factors_atom = caf::atom_constant<caf::atom("factors")>;
+/// K-FAC: invert factors (inverse actor to its device actor).
+using invert_atom = caf::atom_constant<caf::atom("invert")>;
+/// K-FAC: inverses for a shard's layers (inverse actor to PS shard).
+using inverse_atom = caf::atom_constant<caf::atom("inverse")>;
+
 } // namespace syncfac

@@ -16,6 +16,7 @@
 #include "runtime/model_spec.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/optimizer_config.hpp"
+#include "messages/kfac_messages.hpp"
 #include "messages/sync_messages.hpp"
 
 namespace syncfac {
@@ -50,12 +51,18 @@ struct step_result {
   /// Seconds the device spent on the request (what the runtime around it
   /// adds is the step time minus this).
   double compute_s = 0;
+  /// K-FAC factor statistics of the batch, when a stats_request came with
+  /// the gradient request (one entry per layer of the collection).
+  std::vector<layer_stats> stats;
+  /// Examples the statistics average over.
+  int64_t stats_examples = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("step_result"), x.loss, x.correct, x.count,
-           x.gradients, x.sparse_gradients, x.compute_s);
+           x.gradients, x.sparse_gradients, x.compute_s, x.stats,
+           x.stats_examples);
 }
 
 /// A device's self-description.

@@ -125,12 +125,23 @@ struct shard_status {
   int64_t stale_pushes = 0;
   int64_t refused_pushes = 0;
   std::vector<accumulator_stats> variables;
+  /// K-FAC: layers held, layers with an inverse, inverse sets installed
+  /// and refused, applies that preconditioned at least one layer, and the
+  /// last step's KL-clip factor.
+  int64_t kfac_layers = 0;
+  int64_t kfac_ready = 0;
+  int64_t inverse_sets = 0;
+  int64_t refused_inverses = 0;
+  int64_t preconditioned_applies = 0;
+  double last_clip = 1;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_status& x) {
   return f(caf::meta::type_name("shard_status"), x.shard, x.global_step,
-           x.accepted_pushes, x.stale_pushes, x.refused_pushes, x.variables);
+           x.accepted_pushes, x.stale_pushes, x.refused_pushes, x.variables,
+           x.kfac_layers, x.kfac_ready, x.inverse_sets, x.refused_inverses,
+           x.preconditioned_applies, x.last_clip);
 }
 
 /// A worker's counters and position.

@@ -1,6 +1,7 @@
 #include "runtime/model.hpp"
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -9,6 +10,28 @@
 namespace syncfac {
 
 namespace {
+
+/// The K-FAC entry of a layer with a weight and a bias (make_parameters
+/// order: weight, then bias [out]); `out` is its output shape.
+std::optional<kfac_layer> kfac_entry(const layer& l, const tensor_shape& out) {
+  auto params = l.make_parameters();
+  if (params.size() != 2 || params[1].value.shape().size() != 1)
+    return std::nullopt;
+  const auto& w = params[0];
+  const auto& b = params[1];
+  kfac_layer result;
+  result.name = l.name();
+  result.weight_name = w.name;
+  result.bias_name = b.name;
+  result.g_dim = b.value.shape()[0];
+  result.a_dim = w.value.size() / result.g_dim + 1;
+  if (w.value.shape().size() == 4 && out.size() == 4) {
+    result.kind = layer_kind::conv2d;
+    result.locations = out[1] * out[2];
+  }
+  return result;
+}
+
 
 std::vector<layer_ptr> convnet_layers(const model_spec& spec) {
   // TF kfac/examples/convnet.py: layer ids 0..4.
@@ -109,14 +132,18 @@ caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
   auto layers = spec.arch == model_arch::convnet ? convnet_layers(spec)
                                                  : mlp_layers(spec);
   // Shape-check the whole stack once, so a bad spec fails here.
+  layer_collection collection;
   tensor_shape shape{1, spec.height, spec.width, spec.channels};
   for (auto& l : layers) {
     auto next = l->output_shape(shape);
     if (!next)
       return next.error();
     shape = std::move(*next);
+    if (auto entry = kfac_entry(*l, shape))
+      collection.layers.push_back(std::move(*entry));
   }
   std::unique_ptr<model> result{new model(spec, std::move(layers))};
+  result->collection_ = std::move(collection);
   std::mt19937_64 rng{seed};
   for (auto& p : result->params_)
     initialise(p, spec.init, rng);

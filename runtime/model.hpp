@@ -14,6 +14,7 @@
 
 #include "kernels/backend.hpp"
 #include "runtime/eval_result.hpp"
+#include "runtime/kfac/layer_collection.hpp"
 #include "runtime/layers.hpp"
 #include "runtime/model_spec.hpp"
 #include "runtime/named_tensor.hpp"
@@ -76,6 +77,12 @@ public:
   /// the last forward_backward (valid until the next call).
   std::vector<kfac_view> kfac_layers() const;
 
+  /// K-FAC's view of the model: every layer with a weight and a bias, with
+  /// its factor shapes, and the predictive distribution of the loss.
+  const layer_collection& kfac_collection() const noexcept {
+    return collection_;
+  }
+
   /// One line per layer with its output shape and parameter count.
   std::string summary() const;
 
@@ -87,6 +94,7 @@ private:
 
   model_spec spec_;
   std::vector<layer_ptr> layers_;
+  layer_collection collection_;
   parameter_set params_;
   parameter_set grads_;
   /// grad_inputs_[i] = dL/d(input of layer i); index 0 stays unused.

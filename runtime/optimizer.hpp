@@ -58,6 +58,12 @@ public:
                          const std::vector<int64_t>& indices,
                          const tensor& rows);
 
+  /// The momentum slot of variable i (kinds momentum and kfac), which
+  /// K-FAC's update (runtime/kfac/kfac_update.hpp) drives itself.
+  tensor& velocity(size_t i) {
+    return slots_.first[i].value;
+  }
+
   const optimizer_config& config() const noexcept {
     return config_;
   }

@@ -20,8 +20,8 @@ enum class optimizer_kind : uint8_t {
   momentum,
   /// Adam with bias correction (Kingma & Ba).
   adam,
-  /// K-FAC: momentum on the preconditioned gradient, v = mu * v + F^-1 g;
-  /// theta -= lr * v (the seeds' KfacOptimizer); see `kfac`.
+  /// K-FAC: momentum and the preconditioned gradient as kfac.momentum
+  /// says (runtime/kfac/kfac_update.hpp); see `kfac`.
   kfac,
 };
 

@@ -36,6 +36,19 @@ const char* to_string(inverse_mode x) noexcept {
   return x == inverse_mode::cholesky ? "cholesky" : "eigen";
 }
 
+const char* to_string(kfac_momentum x) noexcept {
+  return x == kfac_momentum::adam ? "adam" : "regular";
+}
+
+caf::expected<kfac_momentum> parse_kfac_momentum(const std::string& str) {
+  for (auto x : {kfac_momentum::adam, kfac_momentum::regular})
+    if (str == to_string(x))
+      return x;
+  return make_error(ec::invalid_argument,
+                    "unknown K-FAC momentum type '" + str
+                      + "' (expected adam or regular)");
+}
+
 caf::expected<fisher_type> parse_fisher_type(const std::string& str) {
   for (auto x : {fisher_type::sampled, fisher_type::empirical})
     if (str == to_string(x))

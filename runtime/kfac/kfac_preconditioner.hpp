@@ -36,10 +36,21 @@ enum class inverse_mode : uint8_t {
   eigen,
 };
 
+/// Where momentum sits relative to the preconditioner (TF KfacOptimizer's
+/// momentum_type).
+enum class kfac_momentum : uint8_t {
+  /// v ← μv + ∇; θ ← θ − η·F̂⁻¹v (design.md §3; the default).
+  adam,
+  /// v ← μv + F̂⁻¹∇; θ ← θ − η·v (TF's "regular").
+  regular,
+};
+
 const char* to_string(fisher_type x) noexcept;
 const char* to_string(inverse_mode x) noexcept;
+const char* to_string(kfac_momentum x) noexcept;
 caf::expected<fisher_type> parse_fisher_type(const std::string& str);
 caf::expected<inverse_mode> parse_inverse_mode(const std::string& str);
+caf::expected<kfac_momentum> parse_kfac_momentum(const std::string& str);
 
 struct kfac_config {
   float cov_ema_decay = 0.95f;
@@ -53,6 +64,7 @@ struct kfac_config {
   inverse_mode mode = inverse_mode::cholesky;
   /// KL / norm clip of the step (0: none).
   float kl_clip = 0;
+  kfac_momentum momentum = kfac_momentum::adam;
   /// Damping increases (x10 each) tried when a factor fails to invert.
   int max_damping_retries = 4;
   /// Sub-sampling of examples and locations for the statistics.
@@ -65,6 +77,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kfac_config& x) {
   return f(caf::meta::type_name("kfac_config"), x.cov_ema_decay, x.damping,
            x.invert_every, x.min_cov_updates, x.fisher, x.mode, x.kl_clip,
+           x.momentum,
            x.max_damping_retries, x.sampling.max_examples,
            x.sampling.max_locations, x.sampling.seed);
 }

@@ -63,6 +63,18 @@ seed_device(device_actor::pointer self, int worker, bool bad_shape) {
     [=](grads_atom, const batch&) -> caf::result<step_result> {
       return make_error(ec::unavailable, "seed device: parameters first");
     },
+    [=](grads_atom, const parameter_set&, const batch&,
+        const stats_request&) -> caf::result<step_result> {
+      return make_error(ec::unavailable, "seed device: no K-FAC statistics");
+    },
+    [=](stats_atom, const parameter_set&, const batch&,
+        const stats_request&) -> caf::result<stats_update> {
+      return make_error(ec::unavailable, "seed device: no K-FAC statistics");
+    },
+    [=](invert_atom, const factor_set&,
+        const kfac_config&) -> caf::result<inverse_set> {
+      return make_error(ec::unavailable, "seed device: no K-FAC inverses");
+    },
     [=](train_atom, const batch&) -> caf::result<step_result> {
       return make_error(ec::unavailable, "seed device: no training");
     },

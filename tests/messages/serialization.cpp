@@ -101,7 +101,7 @@ BOOST_AUTO_TEST_CASE(every_device_message_round_trips) {
   BOOST_TEST(slots2.step == 3);
   BOOST_TEST(slots2.first[0].value == ps[0].value);
 
-  auto step2 = message_round_trip(step_result{1.5f, 3, 4, ps, {}});
+  auto step2 = message_round_trip(step_result{1.5f, 3, 4, ps, {}, 0, {}, 0});
   BOOST_TEST(step2.loss == 1.5f);
   BOOST_TEST(step2.correct == 3);
   BOOST_TEST(step2.gradients[1].value == ps[1].value);

@@ -1,0 +1,56 @@
+#pragma once
+
+// One K-FAC optimizer step on a set of variables: what a PS shard does with
+// the averaged gradient, and the device's single-process K-FAC likewise
+// (design.md §3). Per layer with an inverse, the gradient matrix
+// [a_dim, g_dim] (weight rows, bias row last) is preconditioned as
+// G⁻¹ ∇W A⁻¹; layers without an inverse yet, and variables that belong to
+// no layer, take plain momentum. Momentum as kfac_config::momentum says:
+//   adam:    v ← μv + ∇;  u = F̂⁻¹v;  θ ← θ − η·c·u
+//   regular: u = F̂⁻¹∇;   v ← μv + c·u;  θ ← θ − η·v
+// with c = min(1, √(kl_clip / (η² Σ⟨·, F̂⁻¹·⟩))) over the preconditioned
+// layers (1 without a clip).
+
+#include <cstddef>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "messages/kfac_messages.hpp"
+#include "runtime/named_tensor.hpp"
+#include "runtime/optimizer.hpp"
+
+namespace syncfac {
+
+/// A layer among the variables being updated, and its inverse if any.
+struct kfac_layer_slot {
+  /// Indices of the layer's weight and bias among the variables.
+  size_t weight = 0;
+  size_t bias = 0;
+  /// Null: no inverse yet (plain momentum for this layer).
+  const layer_inverse* inverse = nullptr;
+};
+
+struct kfac_step_info {
+  /// Σ⟨·, F̂⁻¹·⟩ over the preconditioned layers, and the clip factor c.
+  double dot = 0;
+  double scale = 1;
+  /// Layers preconditioned this step.
+  size_t preconditioned = 0;
+};
+
+/// Applies one step to `params` with `grads` (index-aligned, shapes
+/// checked by the caller) through `opt` (kind kfac, made for `params`).
+/// Errors name the layer; nothing is half-applied on an error of the
+/// preconditioning (which runs before any variable changes).
+caf::expected<kfac_step_info>
+kfac_apply(optimizer& opt, parameter_set& params,
+           const std::vector<tensor>& grads,
+           const std::vector<kfac_layer_slot>& layers);
+
+/// A layer's gradient matrix [rows + 1, out] from its weight [..., out]
+/// and bias [out], and back.
+tensor layer_matrix(const tensor& weight, const tensor& bias);
+void split_layer_matrix(const tensor& m, tensor& weight, tensor& bias);
+
+} // namespace syncfac
