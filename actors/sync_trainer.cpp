@@ -74,6 +74,9 @@ caf::error sync_training_config::validate() const {
                + std::to_string(replicas_to_aggregate));
   if (ps_tasks < 1)
     return bad("ps_tasks must be at least 1, got " + std::to_string(ps_tasks));
+  if (num_towers < 1)
+    return bad("num_towers must be at least 1, got "
+               + std::to_string(num_towers));
   if (step_timeout.count() <= 0)
     return bad("step timeout must be positive");
   return caf::none;

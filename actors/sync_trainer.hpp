@@ -33,6 +33,9 @@ struct sync_training_config {
   /// Decay of the variables' moving averages (0: none); when set, the
   /// evaluations use the averages.
   float moving_average_decay = 0;
+  /// Device actors per worker (multi-tower): the worker's batch is split
+  /// across them and their gradients and statistics averaged.
+  int32_t num_towers = 1;
   /// Longest wait for one global step.
   std::chrono::milliseconds step_timeout{120000};
 
