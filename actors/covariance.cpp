@@ -1,0 +1,357 @@
+#include "actors/covariance.hpp"
+
+#include <unordered_set>
+#include <utility>
+
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+namespace {
+
+using self_ptr = covariance_actor::stateful_pointer<covariance_state>;
+
+constexpr size_t no_layer = static_cast<size_t>(-1);
+
+std::string actor_name(int32_t index) {
+  return "covariance actor " + std::to_string(index);
+}
+
+std::string quoted(const std::string& name) {
+  return "'" + name + "'";
+}
+
+std::string square_shape(int64_t n) {
+  return std::to_string(n) + "x" + std::to_string(n);
+}
+
+bool is_square(const tensor& t, int64_t n) {
+  return t.rank() == 2 && t.dim(0) == n && t.dim(1) == n;
+}
+
+// -- configuration -----------------------------------------------------------
+
+caf::error bad_config(int32_t index, const std::string& what) {
+  return make_error(ec::invalid_config, actor_name(index) + ": " + what);
+}
+
+caf::error check_layers(const covariance_config& cfg) {
+  if (cfg.layers.empty())
+    return bad_config(cfg.index, "no layers to keep factors of");
+  std::unordered_set<std::string> names;
+  for (const auto& l : cfg.layers) {
+    if (auto err = l.validate())
+      return with_context(err, actor_name(cfg.index));
+    if (!names.insert(l.name).second)
+      return bad_config(cfg.index, "layer " + quoted(l.name)
+                                     + " is listed twice");
+  }
+  return caf::none;
+}
+
+caf::error check_inverses(const covariance_config& cfg) {
+  for (size_t k = 0; k < cfg.inverses.size(); ++k)
+    if (!cfg.inverses[k])
+      return bad_config(cfg.index, "inverse actor #" + std::to_string(k)
+                                     + " is not set");
+  if (cfg.inverse_of.size() != cfg.layers.size())
+    return bad_config(cfg.index, "inverse_of has "
+                                   + std::to_string(cfg.inverse_of.size())
+                                   + " entries for "
+                                   + std::to_string(cfg.layers.size())
+                                   + " layers");
+  for (size_t i = 0; i < cfg.layers.size(); ++i) {
+    auto k = cfg.inverse_of[i];
+    if (k < 0 || static_cast<size_t>(k) >= cfg.inverses.size())
+      return bad_config(cfg.index, "layer " + quoted(cfg.layers[i].name)
+                                     + " goes to inverse actor #"
+                                     + std::to_string(k) + " of "
+                                     + std::to_string(cfg.inverses.size()));
+  }
+  return caf::none;
+}
+
+void init_state(covariance_state& st, covariance_config cfg) {
+  st.status.index = cfg.index;
+  for (const auto& l : cfg.layers)
+    st.layers.push_back(covariance_layer{l, {}, {}, 0.0f});
+  for (const auto& handle : cfg.inverses)
+    st.peers.push_back(inverse_peer{handle, {}, false, false});
+  for (size_t i = 0; i < cfg.layers.size(); ++i)
+    st.peers[static_cast<size_t>(cfg.inverse_of[i])].layers.push_back(i);
+  st.cfg = std::move(cfg);
+}
+
+// -- stats updates -----------------------------------------------------------
+
+size_t find_layer(const covariance_state& st, const std::string& name) {
+  for (size_t i = 0; i < st.layers.size(); ++i)
+    if (st.layers[i].info.name == name)
+      return i;
+  return no_layer;
+}
+
+/// Checks a whole update before anything changes: one bad layer refuses
+/// it all, so the factors never mix a half-applied update in.
+caf::error check_update(const covariance_state& st, const stats_update& u) {
+  auto bad = [&](ec code, const std::string& what) {
+    return make_error(code, actor_name(st.cfg.index)
+                              + ": stats update from worker "
+                              + std::to_string(u.worker) + " (step "
+                              + std::to_string(u.step) + "): " + what);
+  };
+  if (u.step < 0)
+    return bad(ec::bad_message, "step must be >= 0");
+  if (u.examples < 1)
+    return bad(ec::bad_message, "examples must be >= 1, got "
+                                  + std::to_string(u.examples));
+  std::vector<bool> seen(st.layers.size(), false);
+  for (const auto& ls : u.layers) {
+    auto i = find_layer(st, ls.layer);
+    if (i == no_layer)
+      return bad(ec::bad_message, "unknown layer " + quoted(ls.layer)
+                                    + " (not kept by this actor)");
+    if (seen[i])
+      return bad(ec::bad_message, "layer " + quoted(ls.layer)
+                                    + " appears twice");
+    seen[i] = true;
+    const auto& info = st.layers[i].info;
+    if (!is_square(ls.a, info.a_dim))
+      return bad(ec::bad_message, "layer " + quoted(ls.layer) + ": A must be "
+                                    + square_shape(info.a_dim) + ", got "
+                                    + ls.a.shape_string());
+    if (!is_square(ls.g, info.g_dim))
+      return bad(ec::bad_message, "layer " + quoted(ls.layer) + ": G must be "
+                                    + square_shape(info.g_dim) + ", got "
+                                    + ls.g.shape_string());
+    if (!ls.a.all_finite() || !ls.g.all_finite())
+      return bad(ec::non_finite, "layer " + quoted(ls.layer)
+                                   + ": A or G holds NaN or Inf");
+  }
+  for (size_t i = 0; i < seen.size(); ++i)
+    if (!seen[i])
+      return bad(ec::bad_message, "layer " + quoted(st.layers[i].info.name)
+                                    + " is missing");
+  return caf::none;
+}
+
+/// Stale: its step was folded already, or a newer step is pending (which
+/// folds this one's step away without it).
+bool is_stale(const covariance_state& st, int64_t step) {
+  return step <= st.last_folded || (st.pending && step < st.pending->step);
+}
+
+/// mean += (x - mean) · w: the running example-weighted mean, which stays
+/// in range where a sum of examples · x could overflow.
+void blend(tensor& mean, const tensor& x, float w) {
+  for (int64_t k = 0; k < mean.size(); ++k)
+    mean[k] += (x[k] - mean[k]) * w;
+}
+
+/// Adds a checked update of the pending step.
+void add_contribution(covariance_state& st, const stats_update& u) {
+  auto& p = *st.pending;
+  p.examples += u.examples;
+  ++p.contributions;
+  auto w = static_cast<float>(static_cast<double>(u.examples)
+                              / static_cast<double>(p.examples));
+  for (const auto& ls : u.layers) {
+    auto i = find_layer(st, ls.layer);
+    if (p.a_mean[i].empty()) {
+      p.a_mean[i] = ls.a;
+      p.g_mean[i] = ls.g;
+    } else {
+      blend(p.a_mean[i], ls.a, w);
+      blend(p.g_mean[i], ls.g, w);
+    }
+  }
+}
+
+void start_pending(covariance_state& st, int64_t step) {
+  st.pending = pending_step{step, 0, 0, {}, {}};
+  st.pending->a_mean.resize(st.layers.size());
+  st.pending->g_mean.resize(st.layers.size());
+}
+
+// -- folding -----------------------------------------------------------------
+
+/// One EMA update of every layer with the step's means; nothing changes on
+/// an error.
+caf::error fold(covariance_state& st, const pending_step& p) {
+  for (size_t i = 0; i < st.layers.size(); ++i)
+    if (!p.a_mean[i].all_finite() || !p.g_mean[i].all_finite())
+      return make_error(ec::non_finite,
+                        actor_name(st.cfg.index) + ": the mean statistics of "
+                          + "step " + std::to_string(p.step) + " for layer "
+                          + quoted(st.layers[i].info.name)
+                          + " are not finite; the step is dropped");
+  const float decay = st.cfg.kfac.cov_ema_decay;
+  for (size_t i = 0; i < st.layers.size(); ++i) {
+    auto& l = st.layers[i];
+    // A and G share one weight: each update gets its own copy to advance.
+    float a_weight = l.weight;
+    float g_weight = l.weight;
+    if (auto err = cpu::ema_update(l.a_raw, a_weight, p.a_mean[i], decay))
+      return with_context(err, actor_name(st.cfg.index) + ", layer "
+                                 + quoted(l.info.name));
+    if (auto err = cpu::ema_update(l.g_raw, g_weight, p.g_mean[i], decay))
+      return with_context(err, actor_name(st.cfg.index) + ", layer "
+                                 + quoted(l.info.name));
+    l.weight = a_weight;
+  }
+  return caf::none;
+}
+
+// -- hand-offs ---------------------------------------------------------------
+
+/// The current factors of the peer's layers.
+caf::expected<factor_set> make_factor_set(const covariance_state& st,
+                                          const inverse_peer& peer) {
+  factor_set set;
+  set.step = st.last_folded;
+  for (auto i : peer.layers) {
+    const auto& l = st.layers[i];
+    layer_factors f;
+    f.layer = l.info.name;
+    f.locations = l.info.locations;
+    f.cov_updates = st.status.cov_updates;
+    if (auto err = cpu::ema_value(l.a_raw, l.weight, f.a))
+      return with_context(err, "layer " + quoted(l.info.name));
+    if (auto err = cpu::ema_value(l.g_raw, l.weight, f.g))
+      return with_context(err, "layer " + quoted(l.info.name));
+    set.layers.push_back(std::move(f));
+  }
+  return set;
+}
+
+void note_send_failure(covariance_state& st, size_t k,
+                       const caf::error& err) {
+  ++st.status.send_failures;
+  st.status.last_error = actor_name(st.cfg.index)
+                         + ": factor set for inverse actor #"
+                         + std::to_string(k) + ": " + render(err);
+}
+
+void hand_off(self_ptr self, size_t k);
+
+/// The peer answered (or the request failed): send what became due.
+void hand_off_done(self_ptr self, size_t k) {
+  auto& peer = self->state.peers[k];
+  peer.in_flight = false;
+  if (peer.due)
+    hand_off(self, k);
+}
+
+void hand_off(self_ptr self, size_t k) {
+  auto& st = self->state;
+  auto& peer = st.peers[k];
+  if (peer.in_flight) {
+    peer.due = true;
+    return;
+  }
+  peer.due = false;
+  auto set = make_factor_set(st, peer);
+  if (!set) {
+    note_send_failure(st, k, set.error());
+    return;
+  }
+  peer.in_flight = true;
+  ++st.status.factor_sets_sent;
+  self->request(peer.handle, st.cfg.request_timeout, factors_atom::value,
+                std::move(*set))
+    .then([self, k](caf::ok_atom) { hand_off_done(self, k); },
+          [self, k](caf::error& err) {
+            note_send_failure(self->state, k, err);
+            hand_off_done(self, k);
+          });
+}
+
+/// Folds the pending step; every invert_every-th fold hands the factors on.
+void fold_pending(self_ptr self) {
+  auto& st = self->state;
+  auto p = std::move(*st.pending);
+  st.pending.reset();
+  if (auto err = fold(st, p)) {
+    st.status.last_error = render(err);
+    return;
+  }
+  st.last_folded = p.step;
+  ++st.status.cov_updates;
+  if (st.status.cov_updates % st.cfg.kfac.invert_every != 0)
+    return;
+  for (size_t k = 0; k < st.peers.size(); ++k)
+    if (!st.peers[k].layers.empty())
+      hand_off(self, k);
+}
+
+caf::result<stats_ack> on_stats(self_ptr self, const stats_update& u) {
+  auto& st = self->state;
+  ++st.status.received;
+  if (auto err = check_update(st, u)) {
+    ++st.status.refused;
+    st.status.last_error = render(err);
+    return err;
+  }
+  if (is_stale(st, u.step)) {
+    ++st.status.stale;
+    return stats_ack{false, st.status.cov_updates};
+  }
+  // A newer step: the pending one will not get more contributions worth
+  // waiting for.
+  if (st.pending && u.step > st.pending->step)
+    fold_pending(self);
+  if (!st.pending)
+    start_pending(st, u.step);
+  add_contribution(st, u);
+  if (st.pending->contributions >= st.cfg.contributions_per_step)
+    fold_pending(self);
+  return stats_ack{true, st.status.cov_updates};
+}
+
+} // namespace
+
+// -- config and behaviour ----------------------------------------------------
+
+caf::error covariance_config::validate() const {
+  if (index < 0)
+    return bad_config(index, "index must be >= 0");
+  if (auto err = check_layers(*this))
+    return err;
+  if (auto err = kfac.validate())
+    return with_context(err, actor_name(index));
+  if (contributions_per_step < 1)
+    return bad_config(index, "contributions_per_step must be >= 1, got "
+                               + std::to_string(contributions_per_step));
+  if (auto err = check_inverses(*this))
+    return err;
+  if (request_timeout.count() <= 0)
+    return bad_config(index, "request_timeout must be positive");
+  return caf::none;
+}
+
+covariance_actor::behavior_type covariance_role(self_ptr self,
+                                                covariance_config cfg) {
+  if (auto err = cfg.validate()) {
+    // Only reachable when spawned around spawn_covariance, which validates.
+    self->quit(std::move(err));
+    return covariance_actor::behavior_type::make_empty_behavior();
+  }
+  init_state(self->state, std::move(cfg));
+  return {
+    [=](stats_atom, const stats_update& u) -> caf::result<stats_ack> {
+      return on_stats(self, u);
+    },
+    [=](status_atom) -> covariance_status {
+      return self->state.status;
+    },
+  };
+}
+
+caf::expected<covariance_actor> spawn_covariance(caf::actor_system& sys,
+                                                 covariance_config cfg) {
+  if (auto err = cfg.validate())
+    return err;
+  return sys.spawn(covariance_role, std::move(cfg));
+}
+
+} // namespace syncfac

@@ -1,0 +1,300 @@
+#include "actors/inverse.hpp"
+
+#include <memory>
+#include <unordered_set>
+#include <utility>
+
+#include <caf/typed_response_promise.hpp>
+
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+namespace {
+
+using self_ptr = inverse_actor::stateful_pointer<inverse_state>;
+using ok_promise = caf::typed_response_promise<caf::ok_atom>;
+
+constexpr size_t no_layer = static_cast<size_t>(-1);
+
+std::string actor_name(int32_t index) {
+  return "inverse actor " + std::to_string(index);
+}
+
+std::string quoted(const std::string& name) {
+  return "'" + name + "'";
+}
+
+std::string square_shape(int64_t n) {
+  return std::to_string(n) + "x" + std::to_string(n);
+}
+
+bool is_square(const tensor& t, int64_t n) {
+  return t.rank() == 2 && t.dim(0) == n && t.dim(1) == n;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+    .count();
+}
+
+// -- configuration -----------------------------------------------------------
+
+caf::error bad_config(int32_t index, const std::string& what) {
+  return make_error(ec::invalid_config, actor_name(index) + ": " + what);
+}
+
+caf::error check_layers(const inverse_config& cfg) {
+  if (cfg.layers.empty())
+    return bad_config(cfg.index, "no layers to invert");
+  std::unordered_set<std::string> names;
+  for (const auto& l : cfg.layers) {
+    if (auto err = l.validate())
+      return with_context(err, actor_name(cfg.index));
+    if (!names.insert(l.name).second)
+      return bad_config(cfg.index, "layer " + quoted(l.name)
+                                     + " is listed twice");
+  }
+  return caf::none;
+}
+
+caf::error check_shards(const inverse_config& cfg) {
+  for (size_t k = 0; k < cfg.shards.size(); ++k)
+    if (!cfg.shards[k])
+      return bad_config(cfg.index, "PS shard #" + std::to_string(k)
+                                     + " is not set");
+  if (cfg.shard_of.size() != cfg.layers.size())
+    return bad_config(cfg.index, "shard_of has "
+                                   + std::to_string(cfg.shard_of.size())
+                                   + " entries for "
+                                   + std::to_string(cfg.layers.size())
+                                   + " layers");
+  for (size_t i = 0; i < cfg.layers.size(); ++i) {
+    auto k = cfg.shard_of[i];
+    if (k < 0 || static_cast<size_t>(k) >= cfg.shards.size())
+      return bad_config(cfg.index, "layer " + quoted(cfg.layers[i].name)
+                                     + " goes to PS shard #"
+                                     + std::to_string(k) + " of "
+                                     + std::to_string(cfg.shards.size()));
+  }
+  return caf::none;
+}
+
+// -- factor sets -------------------------------------------------------------
+
+size_t find_layer(const inverse_config& cfg, const std::string& name) {
+  for (size_t i = 0; i < cfg.layers.size(); ++i)
+    if (cfg.layers[i].name == name)
+      return i;
+  return no_layer;
+}
+
+/// Checks a whole set before the device sees it: a peer that sends
+/// factors of the wrong shape has a different layer collection.
+caf::error check_set(const inverse_state& st, const factor_set& set) {
+  auto bad = [&](const std::string& what) {
+    return make_error(ec::bad_message, actor_name(st.cfg.index)
+                                         + ": factor set of step "
+                                         + std::to_string(set.step) + ": "
+                                         + what);
+  };
+  std::vector<bool> seen(st.cfg.layers.size(), false);
+  for (const auto& f : set.layers) {
+    auto i = find_layer(st.cfg, f.layer);
+    if (i == no_layer)
+      return bad("unknown layer " + quoted(f.layer)
+                 + " (not inverted by this actor)");
+    if (seen[i])
+      return bad("layer " + quoted(f.layer) + " appears twice");
+    seen[i] = true;
+    const auto& info = st.cfg.layers[i];
+    if (!is_square(f.a, info.a_dim))
+      return bad("layer " + quoted(f.layer) + ": A must be "
+                 + square_shape(info.a_dim) + ", got " + f.a.shape_string());
+    if (!is_square(f.g, info.g_dim))
+      return bad("layer " + quoted(f.layer) + ": G must be "
+                 + square_shape(info.g_dim) + ", got " + f.g.shape_string());
+    if (f.locations != info.locations)
+      return bad("layer " + quoted(f.layer) + ": "
+                 + std::to_string(f.locations) + " locations, expected "
+                 + std::to_string(info.locations));
+  }
+  return caf::none;
+}
+
+/// The set without the layers that are too early to invert; counts them.
+factor_set drop_too_early(inverse_state& st, factor_set set) {
+  factor_set ready;
+  ready.step = set.step;
+  for (auto& f : set.layers) {
+    if (f.cov_updates < st.cfg.kfac.min_cov_updates)
+      ++st.status.too_early;
+    else
+      ready.layers.push_back(std::move(f));
+  }
+  return ready;
+}
+
+void note_inversion(inverse_state& st, const inverse_set& inv,
+                    double seconds) {
+  st.status.inversions += static_cast<int64_t>(inv.layers.size());
+  st.status.failed += static_cast<int64_t>(inv.problems.size());
+  st.status.damping_raised += inv.damping_raised;
+  st.status.invert_s += seconds;
+  if (!inv.problems.empty())
+    st.status.last_error = actor_name(st.cfg.index) + ": "
+                           + inv.problems.back();
+}
+
+/// The inverses split by the shard owning their layers.
+std::vector<inverse_set> split_by_shard(inverse_state& st,
+                                        inverse_set inv) {
+  std::vector<inverse_set> parts(st.cfg.shards.size());
+  for (auto& part : parts)
+    part.step = inv.step;
+  for (auto& l : inv.layers) {
+    auto i = find_layer(st.cfg, l.layer);
+    if (i == no_layer) {
+      // The device answered for a layer it was not asked about.
+      ++st.status.failed;
+      st.status.last_error = actor_name(st.cfg.index)
+                             + ": the device returned an inverse for "
+                               "unknown layer "
+                             + quoted(l.layer);
+      continue;
+    }
+    auto k = static_cast<size_t>(st.cfg.shard_of[i]);
+    parts[k].layers.push_back(std::move(l));
+  }
+  return parts;
+}
+
+/// Sends each shard its part; answers `promise` once all have answered,
+/// with the first failure if any.
+void ship(self_ptr self, inverse_set inv, ok_promise promise) {
+  auto& st = self->state;
+  auto parts = split_by_shard(st, std::move(inv));
+  struct progress {
+    ok_promise promise;
+    size_t pending = 0;
+    caf::error first_error;
+  };
+  auto prog = std::make_shared<progress>();
+  prog->promise = std::move(promise);
+  for (const auto& part : parts)
+    prog->pending += part.layers.empty() ? 0 : 1;
+  if (prog->pending == 0) {
+    prog->promise.deliver(caf::ok_atom::value);
+    return;
+  }
+  auto finish = [prog] {
+    if (--prog->pending > 0)
+      return;
+    if (prog->first_error)
+      prog->promise.deliver(prog->first_error);
+    else
+      prog->promise.deliver(caf::ok_atom::value);
+  };
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (parts[k].layers.empty())
+      continue;
+    self->request(st.cfg.shards[k], st.cfg.request_timeout,
+                  inverse_atom::value, std::move(parts[k]))
+      .then(
+        [self, finish](caf::ok_atom) {
+          ++self->state.status.shipped;
+          finish();
+        },
+        [self, prog, finish, k](caf::error& err) {
+          auto& st = self->state;
+          ++st.status.ship_failures;
+          auto failure = with_context(err, actor_name(st.cfg.index)
+                                             + ": inverses for PS shard #"
+                                             + std::to_string(k));
+          st.status.last_error = render(failure);
+          if (!prog->first_error)
+            prog->first_error = std::move(failure);
+          finish();
+        });
+  }
+}
+
+caf::result<caf::ok_atom> on_factors(self_ptr self, factor_set set) {
+  auto& st = self->state;
+  ++st.status.received;
+  if (auto err = check_set(st, set)) {
+    ++st.status.refused;
+    st.status.last_error = render(err);
+    return err;
+  }
+  auto ready = drop_too_early(st, std::move(set));
+  if (ready.layers.empty())
+    return caf::ok_atom::value;
+  auto promise = self->make_response_promise<caf::ok_atom>();
+  auto layers = static_cast<int64_t>(ready.layers.size());
+  auto t0 = std::chrono::steady_clock::now();
+  self->request(st.cfg.device, st.cfg.request_timeout, invert_atom::value,
+                std::move(ready), st.cfg.kfac)
+    .then(
+      [self, promise, t0](inverse_set& inv) {
+        note_inversion(self->state, inv, seconds_since(t0));
+        ship(self, std::move(inv), promise);
+      },
+      [self, promise, layers](caf::error& err) mutable {
+        auto& st = self->state;
+        // Every layer of the set keeps its previous inverse.
+        st.status.failed += layers;
+        auto failure = with_context(err, actor_name(st.cfg.index)
+                                           + ": inverting on the device");
+        st.status.last_error = render(failure);
+        promise.deliver(std::move(failure));
+      });
+  return promise;
+}
+
+} // namespace
+
+// -- config and behaviour ----------------------------------------------------
+
+caf::error inverse_config::validate() const {
+  if (index < 0)
+    return bad_config(index, "index must be >= 0");
+  if (auto err = check_layers(*this))
+    return err;
+  if (auto err = kfac.validate())
+    return with_context(err, actor_name(index));
+  if (!device)
+    return bad_config(index, "no device actor");
+  if (auto err = check_shards(*this))
+    return err;
+  if (request_timeout.count() <= 0)
+    return bad_config(index, "request_timeout must be positive");
+  return caf::none;
+}
+
+inverse_actor::behavior_type inverse_role(self_ptr self, inverse_config cfg) {
+  if (auto err = cfg.validate()) {
+    // Only reachable when spawned around spawn_inverse, which validates.
+    self->quit(std::move(err));
+    return inverse_actor::behavior_type::make_empty_behavior();
+  }
+  self->state.status.index = cfg.index;
+  self->state.cfg = std::move(cfg);
+  return {
+    [=](factors_atom, factor_set& set) -> caf::result<caf::ok_atom> {
+      return on_factors(self, std::move(set));
+    },
+    [=](status_atom) -> inverse_status {
+      return self->state.status;
+    },
+  };
+}
+
+caf::expected<inverse_actor> spawn_inverse(caf::actor_system& sys,
+                                           inverse_config cfg) {
+  if (auto err = cfg.validate())
+    return err;
+  return sys.spawn(inverse_role, std::move(cfg));
+}
+
+} // namespace syncfac

@@ -1,0 +1,526 @@
+#define BOOST_TEST_MODULE runtime_kfac_update
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "kernels/cpu/kfac_inverse.hpp"
+#include "runtime/error.hpp"
+#include "runtime/kfac/kfac_update.hpp"
+#include "runtime/kfac/layer_inversion.hpp"
+#include "tests/helpers.hpp"
+
+using namespace syncfac;
+namespace tt = boost::test_tools;
+
+namespace {
+
+using matrix = Eigen::MatrixXd;
+
+// -- tensors and matrices ----------------------------------------------------
+
+tensor mat(int64_t rows, int64_t cols, std::vector<float> xs) {
+  return tensor{{rows, cols}, std::move(xs)};
+}
+
+tensor vec(std::vector<float> xs) {
+  auto n = static_cast<int64_t>(xs.size());
+  return tensor{{n}, std::move(xs)};
+}
+
+matrix to_matrix(const tensor& t) {
+  matrix m(t.dim(0), t.dim(1));
+  for (int64_t i = 0; i < t.dim(0); ++i)
+    for (int64_t j = 0; j < t.dim(1); ++j)
+      m(i, j) = t[i * t.dim(1) + j];
+  return m;
+}
+
+/// The layer's gradient matrix [in + 1, out]: weight rows, bias row last.
+matrix layer_grad(const tensor& w, const tensor& b) {
+  return to_matrix(layer_matrix(w, b));
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+/// The rendered error of an answer that must fail with `code`.
+std::string failure(const caf::error& err, ec code) {
+  BOOST_REQUIRE_MESSAGE(err, "expected an error");
+  BOOST_TEST(err.category() == error_category, render(err));
+  BOOST_TEST(static_cast<int>(err.code()) == static_cast<int>(code),
+             render(err));
+  return render(err);
+}
+
+template <class T>
+std::string failure(const caf::expected<T>& x, ec code) {
+  BOOST_REQUIRE_MESSAGE(!x, "expected an error, got a value");
+  return failure(x.error(), code);
+}
+
+// -- a dense layer fc0: w [2, 2], b [2] (a_dim 3, g_dim 2), plus a variable
+//    `scale` [3] of no layer -----------------------------------------------
+
+constexpr float lr = 0.1f;
+constexpr float mu = 0.9f;
+
+parameter_set variables() {
+  return {{"fc0/w", mat(2, 2, {0.5f, -0.25f, 1.0f, 0.75f})},
+          {"fc0/b", vec({0.1f, -0.2f})},
+          {"scale", vec({1.0f, 2.0f, 3.0f})}};
+}
+
+std::vector<tensor> gradients(float k) {
+  return {mat(2, 2, {0.3f * k, -0.1f, 0.2f, 0.4f * k}), vec({-0.5f, 0.25f * k}),
+          vec({0.1f * k, -0.2f, 0.3f})};
+}
+
+optimizer make_optimizer(kfac_momentum momentum, float kl_clip = 0) {
+  optimizer_config cfg;
+  cfg.kind = optimizer_kind::kfac;
+  cfg.learning_rate = lr;
+  cfg.momentum = mu;
+  cfg.kfac.momentum = momentum;
+  cfg.kfac.kl_clip = kl_clip;
+  auto opt = optimizer::make(cfg, variables());
+  BOOST_REQUIRE_MESSAGE(opt, test::why(opt));
+  return std::move(*opt);
+}
+
+tensor to_tensor(const matrix& m) {
+  tensor t(tensor_shape{m.rows(), m.cols()});
+  for (int64_t i = 0; i < m.rows(); ++i)
+    for (int64_t j = 0; j < m.cols(); ++j)
+      t[i * m.cols() + j] = static_cast<float>(m(i, j));
+  return t;
+}
+
+/// A Cholesky-mode inverse given directly by its two (symmetric) parts.
+layer_inverse cholesky_inverse(const matrix& a_inv, const matrix& g_inv) {
+  layer_inverse inv;
+  inv.layer = "fc0";
+  inv.mode = inverse_mode::cholesky;
+  inv.damping = 0.01f;
+  inv.a = to_tensor(a_inv);
+  inv.g = to_tensor(g_inv);
+  return inv;
+}
+
+matrix a_inv_1() {
+  matrix m(3, 3);
+  m << 2.0, 0.5, 0.0, 0.5, 1.0, 0.25, 0.0, 0.25, 0.5;
+  return m;
+}
+
+matrix g_inv_1() {
+  matrix m(2, 2);
+  m << 1.5, -0.5, -0.5, 1.0;
+  return m;
+}
+
+matrix a_inv_2() {
+  matrix m(3, 3);
+  m << 1.0, 0.0, 0.2, 0.0, 3.0, 0.0, 0.2, 0.0, 1.0;
+  return m;
+}
+
+matrix g_inv_2() {
+  matrix m(2, 2);
+  m << 0.5, 0.1, 0.1, 2.0;
+  return m;
+}
+
+/// The plain part of the variables (everything but the layer) as vectors.
+Eigen::VectorXd as_vector(const tensor& t) {
+  Eigen::VectorXd v(t.size());
+  for (int64_t i = 0; i < t.size(); ++i)
+    v(i) = t[i];
+  return v;
+}
+
+void require_close(const tensor& got, const Eigen::VectorXd& want,
+                   const std::string& what, double tol = 1e-5) {
+  BOOST_REQUIRE_EQUAL(got.size(), want.size());
+  // Absolute near zero, relative elsewhere.
+  for (int64_t i = 0; i < got.size(); ++i)
+    BOOST_TEST(std::abs(got[i] - want(i))
+                 <= tol * std::max(1.0, std::abs(want(i))),
+               what << "[" << i << "]: " << got[i] << " vs " << want(i));
+}
+
+/// The layer matrix split back into weight [4] and bias [2] vectors.
+void require_layer(const parameter_set& params, const matrix& want,
+                   const std::string& what, double tol = 1e-5) {
+  Eigen::VectorXd w(4), b(2);
+  w << want(0, 0), want(0, 1), want(1, 0), want(1, 1);
+  b << want(2, 0), want(2, 1);
+  require_close(params[0].value, w, what + " weight", tol);
+  require_close(params[1].value, b, what + " bias", tol);
+}
+
+matrix theta_layer(const parameter_set& params) {
+  return layer_grad(params[0].value, params[1].value);
+}
+
+} // namespace
+
+// -- kfac_apply --------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(without_inverses_every_variable_takes_plain_momentum) {
+  for (auto momentum : {kfac_momentum::adam, kfac_momentum::regular}) {
+    auto opt = make_optimizer(momentum);
+    auto params = variables();
+    std::vector<kfac_layer_slot> slots{{0, 1, nullptr}};
+    auto g1 = gradients(1.0f);
+    auto g2 = gradients(-2.0f);
+    auto s1 = kfac_apply(opt, params, g1, slots);
+    BOOST_REQUIRE_MESSAGE(s1, test::why(s1));
+    BOOST_TEST(s1->preconditioned == 0u);
+    BOOST_TEST(s1->scale == 1.0);
+    auto s2 = kfac_apply(opt, params, g2, slots);
+    BOOST_REQUIRE_MESSAGE(s2, test::why(s2));
+    // v1 = g1, v2 = mu g1 + g2; theta2 = theta0 - lr (v1 + v2).
+    auto init = variables();
+    for (size_t i = 0; i < params.size(); ++i) {
+      Eigen::VectorXd v1 = as_vector(g1[i]);
+      Eigen::VectorXd v2 = mu * v1 + as_vector(g2[i]);
+      Eigen::VectorXd want = as_vector(init[i].value) - lr * (v1 + v2);
+      require_close(params[i].value, want, params[i].name);
+      require_close(opt.velocity(i), v2, params[i].name + " velocity");
+    }
+    BOOST_TEST(opt.slots().step == 2);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(adam_momentum_preconditions_the_velocity) {
+  // v <- mu v + g; theta <- theta - lr F^-1 v, with the inverse changing
+  // between the steps (as when the shard installs a newer one).
+  auto opt = make_optimizer(kfac_momentum::adam);
+  auto params = variables();
+  auto inv1 = cholesky_inverse(a_inv_1(), g_inv_1());
+  auto inv2 = cholesky_inverse(a_inv_2(), g_inv_2());
+  auto g1 = gradients(1.0f);
+  auto g2 = gradients(0.5f);
+  std::vector<kfac_layer_slot> slots{{0, 1, &inv1}};
+  auto s1 = kfac_apply(opt, params, g1, slots);
+  BOOST_REQUIRE_MESSAGE(s1, test::why(s1));
+  BOOST_TEST(s1->preconditioned == 1u);
+  slots[0].inverse = &inv2;
+  auto s2 = kfac_apply(opt, params, g2, slots);
+  BOOST_REQUIRE_MESSAGE(s2, test::why(s2));
+  matrix v1 = layer_grad(g1[0], g1[1]);
+  matrix v2 = mu * v1 + layer_grad(g2[0], g2[1]);
+  matrix theta = theta_layer(variables())
+                 - lr * a_inv_1() * v1 * g_inv_1()
+                 - lr * a_inv_2() * v2 * g_inv_2();
+  require_layer(params, theta, "fc0");
+  // The velocity is kept unpreconditioned.
+  require_layer({{"w", opt.velocity(0)}, {"b", opt.velocity(1)}}, v2,
+                "fc0 velocity");
+  // The variable of no layer: plain momentum.
+  Eigen::VectorXd u1 = as_vector(g1[2]);
+  Eigen::VectorXd u2 = mu * u1 + as_vector(g2[2]);
+  require_close(params[2].value,
+                as_vector(variables()[2].value) - lr * (u1 + u2), "scale");
+  // dot = <v2, F^-1 v2> of the second step.
+  double dot = (v2.array() * (a_inv_2() * v2 * g_inv_2()).array()).sum();
+  BOOST_TEST(s2->dot == dot, tt::tolerance(1e-5));
+}
+
+BOOST_AUTO_TEST_CASE(regular_momentum_accumulates_preconditioned_gradients) {
+  // u = F^-1 g; v <- mu v + u; theta <- theta - lr v.
+  auto opt = make_optimizer(kfac_momentum::regular);
+  auto params = variables();
+  auto inv1 = cholesky_inverse(a_inv_1(), g_inv_1());
+  auto inv2 = cholesky_inverse(a_inv_2(), g_inv_2());
+  auto g1 = gradients(1.0f);
+  auto g2 = gradients(0.5f);
+  std::vector<kfac_layer_slot> slots{{0, 1, &inv1}};
+  BOOST_REQUIRE(kfac_apply(opt, params, g1, slots));
+  slots[0].inverse = &inv2;
+  BOOST_REQUIRE(kfac_apply(opt, params, g2, slots));
+  matrix v1 = a_inv_1() * layer_grad(g1[0], g1[1]) * g_inv_1();
+  matrix v2 = mu * v1 + a_inv_2() * layer_grad(g2[0], g2[1]) * g_inv_2();
+  require_layer(params, theta_layer(variables()) - lr * (v1 + v2), "fc0");
+  require_layer({{"w", opt.velocity(0)}, {"b", opt.velocity(1)}}, v2,
+                "fc0 velocity");
+  // With the inverse changing, the two momentum types differ.
+  auto adam = make_optimizer(kfac_momentum::adam);
+  auto other = variables();
+  slots[0].inverse = &inv1;
+  BOOST_REQUIRE(kfac_apply(adam, other, g1, slots));
+  slots[0].inverse = &inv2;
+  BOOST_REQUIRE(kfac_apply(adam, other, g2, slots));
+  float diff = 0;
+  for (int64_t k = 0; k < 4; ++k)
+    diff = std::max(diff, std::abs(other[0].value[k] - params[0].value[k]));
+  BOOST_TEST(diff > 1e-4f);
+}
+
+BOOST_AUTO_TEST_CASE(the_kl_clip_scales_the_whole_step) {
+  const float kl_clip = 1e-4f;
+  for (auto momentum : {kfac_momentum::adam, kfac_momentum::regular}) {
+    auto opt = make_optimizer(momentum, kl_clip);
+    auto params = variables();
+    auto inv = cholesky_inverse(a_inv_1(), g_inv_1());
+    auto g = gradients(1.0f);
+    std::vector<kfac_layer_slot> slots{{0, 1, &inv}};
+    auto step = kfac_apply(opt, params, g, slots);
+    BOOST_REQUIRE_MESSAGE(step, test::why(step));
+    matrix m = layer_grad(g[0], g[1]);
+    matrix u = a_inv_1() * m * g_inv_1();
+    double dot = (m.array() * u.array()).sum();
+    double c = std::sqrt(kl_clip / (double{lr} * lr * dot));
+    BOOST_REQUIRE(c < 1.0);
+    BOOST_TEST(step->dot == dot, tt::tolerance(1e-5));
+    BOOST_TEST(step->scale == c, tt::tolerance(1e-5));
+    require_layer(params, theta_layer(variables()) - lr * c * u, "fc0");
+    // The variable of no layer is scaled alike: the clip bounds the step.
+    require_close(params[2].value,
+                  as_vector(variables()[2].value) - lr * c * as_vector(g[2]),
+                  "scale");
+  }
+  // A large clip leaves the step alone.
+  auto opt = make_optimizer(kfac_momentum::adam, 1e6f);
+  auto params = variables();
+  auto inv = cholesky_inverse(a_inv_1(), g_inv_1());
+  std::vector<kfac_layer_slot> slots{{0, 1, &inv}};
+  auto step = kfac_apply(opt, params, gradients(1.0f), slots);
+  BOOST_REQUIRE_MESSAGE(step, test::why(step));
+  BOOST_TEST(step->scale == 1.0);
+}
+
+BOOST_AUTO_TEST_CASE(an_eigen_inverse_gives_the_exactly_damped_solve) {
+  matrix A(3, 3), G(2, 2);
+  A << 2.0, 0.3, 0.1, 0.3, 1.0, 0.2, 0.1, 0.2, 0.5;
+  G << 1.0, 0.4, 0.4, 0.8;
+  layer_factors f;
+  f.layer = "fc0";
+  f.cov_updates = 1;
+  f.a = to_tensor(A);
+  f.g = to_tensor(G);
+  kfac_config cfg;
+  cfg.mode = inverse_mode::eigen;
+  cfg.damping = 0.05f;
+  bool raised = true;
+  auto inv = invert_layer(f, cfg, raised);
+  BOOST_REQUIRE_MESSAGE(inv, test::why(inv));
+  BOOST_TEST(!raised);
+  auto opt = make_optimizer(kfac_momentum::adam);
+  auto params = variables();
+  auto g = gradients(1.0f);
+  std::vector<kfac_layer_slot> slots{{0, 1, &*inv}};
+  BOOST_REQUIRE(kfac_apply(opt, params, g, slots));
+  // (A ⊗ G + λ I)⁻¹ vec(grad) with the row-major vec of [3, 2].
+  matrix K(6, 6);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j)
+      for (int k = 0; k < 3; ++k)
+        for (int l = 0; l < 2; ++l)
+          K(i * 2 + j, k * 2 + l) = A(i, k) * G(j, l);
+  K += 0.05 * matrix::Identity(6, 6);
+  matrix m = layer_grad(g[0], g[1]);
+  Eigen::VectorXd v(6);
+  for (int i = 0; i < 6; ++i)
+    v(i) = m(i / 2, i % 2);
+  Eigen::VectorXd u = K.ldlt().solve(v);
+  matrix um(3, 2);
+  for (int i = 0; i < 6; ++i)
+    um(i / 2, i % 2) = u(i);
+  require_layer(params, theta_layer(variables()) - lr * um, "fc0", 1e-4);
+}
+
+BOOST_AUTO_TEST_CASE(an_inverse_of_the_wrong_size_changes_nothing) {
+  for (auto momentum : {kfac_momentum::adam, kfac_momentum::regular}) {
+    auto opt = make_optimizer(momentum);
+    auto params = variables();
+    // One good step first, so the velocity is not zero.
+    std::vector<kfac_layer_slot> plain{{0, 1, nullptr}};
+    BOOST_REQUIRE(kfac_apply(opt, params, gradients(1.0f), plain));
+    auto before = params;
+    auto velocities = opt.slots();
+    matrix small(2, 2);
+    small << 1.0, 0.0, 0.0, 1.0;
+    auto inv = cholesky_inverse(small, g_inv_1()); // A part 2x2, not 3x3
+    std::vector<kfac_layer_slot> slots{{0, 1, &inv}};
+    auto msg = failure(kfac_apply(opt, params, gradients(2.0f), slots),
+                       ec::shape_mismatch);
+    BOOST_TEST(contains(msg, "fc0"), msg);
+    for (size_t i = 0; i < params.size(); ++i) {
+      BOOST_TEST(params[i].value == before[i].value, params[i].name);
+      BOOST_TEST(opt.velocity(i) == velocities.first[i].value,
+                 params[i].name);
+    }
+    BOOST_TEST(opt.slots().step == velocities.step);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(malformed_calls_are_errors) {
+  auto opt = make_optimizer(kfac_momentum::adam);
+  auto params = variables();
+  std::vector<kfac_layer_slot> slots{{0, 1, nullptr}};
+  auto g = gradients(1.0f);
+  g.pop_back();
+  failure(kfac_apply(opt, params, g, slots), ec::shape_mismatch);
+  std::vector<kfac_layer_slot> outside{{0, 7, nullptr}};
+  failure(kfac_apply(opt, params, gradients(1.0f), outside), ec::internal);
+  optimizer_config momentum;
+  momentum.kind = optimizer_kind::momentum;
+  auto plain = optimizer::make(momentum, variables());
+  BOOST_REQUIRE(plain);
+  failure(kfac_apply(*plain, params, gradients(1.0f), slots), ec::internal);
+  BOOST_TEST(params[0].value == variables()[0].value);
+}
+
+BOOST_AUTO_TEST_CASE(layer_matrices_round_trip) {
+  auto m = layer_matrix(mat(2, 2, {1, 2, 3, 4}), vec({5, 6}));
+  BOOST_TEST(m == mat(3, 2, {1, 2, 3, 4, 5, 6}));
+  tensor w{2, 2};
+  tensor b{2};
+  split_layer_matrix(m, w, b);
+  BOOST_TEST(w == mat(2, 2, {1, 2, 3, 4}));
+  BOOST_TEST(b == vec({5, 6}));
+}
+
+// -- check_inverse -----------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(check_inverse_names_what_does_not_fit) {
+  auto good = cholesky_inverse(a_inv_1(), g_inv_1());
+  BOOST_TEST(!check_inverse(good, 3, 2));
+  auto msg = failure(check_inverse(good, 4, 2), ec::bad_message);
+  BOOST_TEST(contains(msg, "fc0"), msg);
+  BOOST_TEST(contains(msg, "4x4"), msg);
+  msg = failure(check_inverse(good, 3, 3), ec::bad_message);
+  BOOST_TEST(contains(msg, "G part"), msg);
+  auto bad = good;
+  bad.locations = 0;
+  failure(check_inverse(bad, 3, 2), ec::bad_message);
+  bad = good;
+  bad.damping = -1.0f;
+  failure(check_inverse(bad, 3, 2), ec::bad_message);
+  bad = good;
+  bad.g[1] = std::numeric_limits<float>::quiet_NaN();
+  failure(check_inverse(bad, 3, 2), ec::non_finite);
+  bad = good;
+  bad.mode = inverse_mode::eigen;
+  bad.a_values = vec({1, 2, 3});
+  bad.g_values = vec({1});
+  msg = failure(check_inverse(bad, 3, 2), ec::bad_message);
+  BOOST_TEST(contains(msg, "eigenvalue"), msg);
+  bad.g_values = vec({1, std::numeric_limits<float>::infinity()});
+  failure(check_inverse(bad, 3, 2), ec::non_finite);
+}
+
+// -- invert_layer and invert_factors -----------------------------------------
+
+namespace {
+
+layer_factors factors(const std::string& name, tensor a, tensor g,
+                      int64_t cov_updates = 1) {
+  layer_factors f;
+  f.layer = name;
+  f.cov_updates = cov_updates;
+  f.a = std::move(a);
+  f.g = std::move(g);
+  return f;
+}
+
+tensor identity(int64_t n) {
+  tensor t{n, n};
+  for (int64_t i = 0; i < n; ++i)
+    t[i * n + i] = 1.0f;
+  return t;
+}
+
+tensor diagonal(std::vector<float> xs) {
+  auto n = static_cast<int64_t>(xs.size());
+  tensor t{n, n};
+  for (int64_t i = 0; i < n; ++i)
+    t[i * n + i] = xs[static_cast<size_t>(i)];
+  return t;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(invert_layer_refuses_what_it_cannot_invert) {
+  kfac_config cfg;
+  cfg.min_cov_updates = 2;
+  bool raised = false;
+  auto early = invert_layer(factors("fc0", identity(3), identity(2), 1), cfg,
+                            raised);
+  auto msg = failure(early, ec::invalid_argument);
+  BOOST_TEST(contains(msg, "covariance updates"), msg);
+  BOOST_TEST(contains(msg, "fc0"), msg);
+  cfg.min_cov_updates = 1;
+  msg = failure(invert_layer(factors("fc0", mat(3, 2, {1, 0, 0, 1, 0, 0}),
+                                     identity(2)),
+                             cfg, raised),
+                ec::bad_message);
+  BOOST_TEST(contains(msg, "A must be square"), msg);
+  auto nan = identity(2);
+  nan[3] = std::numeric_limits<float>::quiet_NaN();
+  failure(invert_layer(factors("fc0", identity(3), nan), cfg, raised),
+          ec::non_finite);
+  auto f = factors("fc0", identity(3), identity(2));
+  f.locations = 0;
+  failure(invert_layer(f, cfg, raised), ec::bad_message);
+  // Indefinite beyond what the damping retries can fix.
+  cfg.max_damping_retries = 0;
+  msg = failure(invert_layer(factors("fc0", diagonal({1, -5, 1}),
+                                     identity(2)),
+                             cfg, raised),
+                ec::numerical_failure);
+  BOOST_TEST(contains(msg, "factor A"), msg);
+  // The eigen mode refuses a factor that is clearly not PSD.
+  cfg.mode = inverse_mode::eigen;
+  msg = failure(invert_layer(factors("fc0", identity(3),
+                                     diagonal({1, -5})),
+                             cfg, raised),
+                ec::numerical_failure);
+  BOOST_TEST(contains(msg, "factor G"), msg);
+}
+
+BOOST_AUTO_TEST_CASE(invert_layer_raises_the_damping_when_needed) {
+  kfac_config cfg;
+  cfg.damping = 1e-6f;
+  cfg.max_damping_retries = 4;
+  bool raised = false;
+  // Slightly indefinite: the factored damping (~1e-3) is too small.
+  auto inv = invert_layer(factors("fc0", diagonal({1, -0.01f, 1}),
+                                  identity(2)),
+                          cfg, raised);
+  BOOST_REQUIRE_MESSAGE(inv, test::why(inv));
+  BOOST_TEST(raised);
+  auto plan = cpu::factored_damping(diagonal({1, -0.01f, 1}), identity(2),
+                                    cfg.damping, 1);
+  BOOST_TEST(inv->a_damping > plan.a_damping);
+  BOOST_TEST(inv->g_damping == plan.g_damping);
+  BOOST_TEST(!check_inverse(*inv, 3, 2));
+}
+
+BOOST_AUTO_TEST_CASE(invert_factors_keeps_going_past_a_bad_layer) {
+  kfac_config cfg;
+  cfg.damping = 1e-6f;
+  cfg.max_damping_retries = 0;
+  cfg.min_cov_updates = 2;
+  factor_set set;
+  set.step = 7;
+  set.layers = {factors("early", identity(3), identity(2), 1),
+                factors("bad", diagonal({1, -5, 1}), identity(2), 3),
+                factors("good", identity(3), identity(2), 3)};
+  auto inv = invert_factors(set, cfg);
+  BOOST_TEST(inv.step == 7);
+  BOOST_REQUIRE_EQUAL(inv.layers.size(), 1u);
+  BOOST_TEST(inv.layers[0].layer == "good");
+  BOOST_REQUIRE_EQUAL(inv.problems.size(), 2u);
+  BOOST_TEST(contains(inv.problems[0], "early"), inv.problems[0]);
+  BOOST_TEST(contains(inv.problems[1], "bad"), inv.problems[1]);
+  BOOST_TEST(inv.damping_raised == 0);
+}
