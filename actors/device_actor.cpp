@@ -78,9 +78,9 @@ statistics_of(self_ptr self, const batch& b, const stats_request& req,
   auto part = batch_prefix(b, used);
   if (auto res = m.forward(*st.dev, part.images, part.labels); !res)
     return res.error();
-  auto targets = req.fisher == fisher_type::sampled
-                   ? m.sample_targets(st.rng) : part.labels;
-  if (auto err = m.backward(*st.dev, targets))
+  if (auto err = req.fisher == fisher_type::sampled
+                   ? m.backward_sampled(*st.dev, st.rng)
+                   : m.backward(*st.dev, part.labels))
     return err;
   sampling.max_examples = 0;
   return layer_statistics(m.kfac_layers(), sampling, st.dev->threads());
@@ -99,8 +99,8 @@ caf::result<step_result> kfac_step(self_ptr self, const batch& b,
   if (!res)
     return refuse(self, res.error());
   bool sampled = cfg.kfac.fisher == fisher_type::sampled;
-  auto err = m.backward(*st.dev, sampled ? m.sample_targets(st.rng)
-                                         : b.labels);
+  auto err = sampled ? m.backward_sampled(*st.dev, st.rng)
+                     : m.backward(*st.dev, b.labels);
   if (err)
     return refuse(self, std::move(err));
   if (!st.kfac) {

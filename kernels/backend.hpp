@@ -122,6 +122,22 @@ public:
                                            tensor& dlogits)
     = 0;
 
+  /// Mean over the N rows of logits [N, D] of the per-row sum of sigmoid
+  /// cross-entropies against targets [N, D] in [0, 1] (the Bernoulli
+  /// negative log-likelihood): loss = (1/N) sum_n sum_d
+  /// max(x, 0) - x t + log1p(exp(-|x|)), exact for any finite logit;
+  /// probs receives sigmoid(logits). Shapes must match (rank 2).
+  virtual caf::error sigmoid_xent_forward(const tensor& logits,
+                                          const tensor& targets,
+                                          tensor& probs, float& loss)
+    = 0;
+
+  /// dlogits = (probs - targets) / N, the gradient of the forward's loss.
+  virtual caf::error sigmoid_xent_backward(const tensor& probs,
+                                           const tensor& targets,
+                                           tensor& dlogits)
+    = 0;
+
   /// Number of rows whose arg-max logit equals the label.
   virtual caf::expected<int64_t> count_correct(const tensor& logits,
                                                const label_vector& labels)

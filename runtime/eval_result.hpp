@@ -12,11 +12,16 @@ struct eval_result {
   double loss_sum = 0;
   int64_t correct = 0;
   int64_t count = 0;
+  /// Autoencoders: the sum over examples of the squared reconstruction
+  /// error sum_d (x_d - sigmoid(logit_d))^2 (0 for classifiers, whose
+  /// `correct` counts instead).
+  double sq_error_sum = 0;
 
   eval_result& operator+=(const eval_result& other) {
     loss_sum += other.loss_sum;
     correct += other.correct;
     count += other.count;
+    sq_error_sum += other.sq_error_sum;
     return *this;
   }
 
@@ -28,12 +33,18 @@ struct eval_result {
     return count > 0 ? static_cast<double>(correct) / static_cast<double>(count)
                      : 0.0;
   }
+
+  /// The classic "reconstruction error" of autoencoder benchmarks: the mean
+  /// over examples of the per-example squared error.
+  double reconstruction_error() const {
+    return count > 0 ? sq_error_sum / static_cast<double>(count) : 0.0;
+  }
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
   return f(caf::meta::type_name("eval_result"), x.loss_sum, x.correct,
-           x.count);
+           x.count, x.sq_error_sum);
 }
 
 } // namespace syncfac

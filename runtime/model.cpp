@@ -66,6 +66,40 @@ std::vector<layer_ptr> mlp_layers(const model_spec& spec) {
   return layers;
 }
 
+std::vector<layer_ptr> autoencoder_layers(const model_spec& spec) {
+  // Encoder down to the linear code layer (the last hidden width), the
+  // mirror decoder, and one logit per input pixel.
+  std::vector<layer_ptr> layers;
+  layers.push_back(make_flatten_layer("flatten"));
+  auto pixels = spec.height * spec.width * spec.channels;
+  auto in = pixels;
+  auto depth = spec.hidden.size();
+  for (size_t i = 0; i < depth; ++i) {
+    auto act = i + 1 == depth ? activation::identity : spec.hidden_activation;
+    layers.push_back(make_dense_layer("enc" + std::to_string(i), in,
+                                      spec.hidden[i], act));
+    in = spec.hidden[i];
+  }
+  for (size_t i = depth - 1; i-- > 0;) {
+    layers.push_back(make_dense_layer("dec" + std::to_string(depth - 2 - i),
+                                      in, spec.hidden[i],
+                                      spec.hidden_activation));
+    in = spec.hidden[i];
+  }
+  layers.push_back(
+    make_dense_layer("output", in, pixels, activation::identity));
+  return layers;
+}
+
+std::vector<layer_ptr> make_layers(const model_spec& spec) {
+  switch (spec.arch) {
+    case model_arch::convnet: return convnet_layers(spec);
+    case model_arch::mlp: return mlp_layers(spec);
+    case model_arch::autoencoder: return autoencoder_layers(spec);
+  }
+  return {};
+}
+
 /// Fan-in and fan-out of a weight: [in, out] or [kh, kw, in_c, out_c].
 std::pair<double, double> fans(const tensor_shape& shape) {
   if (shape.size() == 4) {
@@ -102,6 +136,29 @@ void initialise(named_tensor& param, init_scheme scheme, std::mt19937_64& rng) {
     case init_scheme::he:
       fill_normal(std::sqrt(2.0 / fan_in));
       break;
+    case init_scheme::sparse: {
+      // The weight viewed as [fan_in, units] (row-major [in, out] and
+      // [kh, kw, in_c, out_c] both are): per unit (column), a partial
+      // Fisher-Yates shuffle picks the nonzero rows.
+      constexpr int64_t nonzero = 15;
+      auto rows = static_cast<int64_t>(fan_in);
+      auto units = value.size() / rows;
+      auto picks = std::min(nonzero, rows);
+      value.fill(0.0f);
+      std::vector<int64_t> order(static_cast<size_t>(rows));
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      for (int64_t j = 0; j < units; ++j) {
+        for (int64_t r = 0; r < rows; ++r)
+          order[static_cast<size_t>(r)] = r;
+        for (int64_t k = 0; k < picks; ++k) {
+          std::uniform_int_distribution<int64_t> pick(k, rows - 1);
+          std::swap(order[static_cast<size_t>(k)],
+                    order[static_cast<size_t>(pick(rng))]);
+          value[order[static_cast<size_t>(k)] * units + j] = dist(rng);
+        }
+      }
+      break;
+    }
   }
 }
 
@@ -129,10 +186,11 @@ caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
                                                   uint64_t seed) {
   if (auto err = spec.validate())
     return err;
-  auto layers = spec.arch == model_arch::convnet ? convnet_layers(spec)
-                                                 : mlp_layers(spec);
+  auto layers = make_layers(spec);
   // Shape-check the whole stack once, so a bad spec fails here.
   layer_collection collection;
+  if (spec.arch == model_arch::autoencoder)
+    collection.distribution = predictive_distribution::bernoulli;
   tensor_shape shape{1, spec.height, spec.width, spec.channels};
   for (auto& l : layers) {
     auto next = l->output_shape(shape);
@@ -189,14 +247,26 @@ caf::expected<eval_result> model::forward(backend& dev, const tensor& images,
     x = &l->output();
   }
   float loss = 0;
+  auto n = static_cast<int64_t>(labels.size());
+  if (bernoulli()) {
+    const auto& target = flat_inputs();
+    if (auto err = dev.sigmoid_xent_forward(*x, target, probs_, loss))
+      return err;
+    double sq_error = 0;
+    for (int64_t i = 0; i < probs_.size(); ++i) {
+      auto diff = static_cast<double>(target[i]) - probs_[i];
+      sq_error += diff * diff;
+    }
+    return eval_result{static_cast<double>(loss) * static_cast<double>(n), 0,
+                       n, sq_error};
+  }
   if (auto err = dev.softmax_xent_forward(*x, labels, probs_, loss))
     return err;
   auto correct = dev.count_correct(*x, labels);
   if (!correct)
     return correct.error();
-  auto n = static_cast<int64_t>(labels.size());
   return eval_result{static_cast<double>(loss) * static_cast<double>(n),
-                     *correct, n};
+                     *correct, n, 0};
 }
 
 caf::expected<eval_result>
@@ -211,8 +281,23 @@ model::forward_backward(backend& dev, const tensor& images,
 }
 
 caf::error model::backward(backend& dev, const label_vector& targets) {
-  if (auto err = dev.softmax_xent_backward(probs_, targets, dlogits_))
+  if (auto err = bernoulli()
+                   ? dev.sigmoid_xent_backward(probs_, flat_inputs(), dlogits_)
+                   : dev.softmax_xent_backward(probs_, targets, dlogits_))
     return err;
+  return backward_layers(dev);
+}
+
+caf::error model::backward_sampled(backend& dev, std::mt19937_64& rng) {
+  if (!bernoulli())
+    return backward(dev, sample_targets(rng));
+  sampled_pixels_ = sample_pixel_targets(rng);
+  if (auto err = dev.sigmoid_xent_backward(probs_, sampled_pixels_, dlogits_))
+    return err;
+  return backward_layers(dev);
+}
+
+caf::error model::backward_layers(backend& dev) {
   const tensor* dy = &dlogits_;
   for (size_t i = layers_.size(); i-- > 0;) {
     tensor* dx = i > 0 ? &grad_inputs_[i] : nullptr;
@@ -227,7 +312,7 @@ label_vector model::sample_targets(std::mt19937_64& rng) const {
   // Inverse-CDF sampling from raw generator output: std:: distributions
   // differ between standard libraries, and runs should replay anywhere.
   label_vector targets;
-  if (probs_.rank() != 2)
+  if (probs_.rank() != 2 || bernoulli())
     return targets;
   auto n = probs_.dim(0);
   auto k = probs_.dim(1);
@@ -244,6 +329,18 @@ label_vector model::sample_targets(std::mt19937_64& rng) const {
       }
     }
     targets.push_back(pick);
+  }
+  return targets;
+}
+
+tensor model::sample_pixel_targets(std::mt19937_64& rng) const {
+  // One raw draw per output, as sample_targets (replays anywhere).
+  if (probs_.rank() != 2 || !bernoulli())
+    return tensor{};
+  tensor targets{probs_.shape()};
+  for (int64_t i = 0; i < probs_.size(); ++i) {
+    double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    targets[i] = u < static_cast<double>(probs_[i]) ? 1.0f : 0.0f;
   }
   return targets;
 }

@@ -66,12 +66,33 @@ public:
 
   /// Backward pass of the last forward() against `targets` (the labels,
   /// or labels sampled from the model for the true Fisher): fills
-  /// gradients() and the layers' pre-activation gradients.
+  /// gradients() and the layers' pre-activation gradients. An autoencoder
+  /// ignores the labels: its targets are the inputs of the last forward().
   caf::error backward(backend& dev, const label_vector& targets);
+
+  /// Backward pass of the last forward() against targets drawn from the
+  /// model's predictive distribution (kfac_collection().distribution): the
+  /// sampled (true) Fisher's gradients. Categorical: one label per example,
+  /// as sample_targets(); Bernoulli: every output pixel, as
+  /// sample_pixel_targets().
+  caf::error backward_sampled(backend& dev, std::mt19937_64& rng);
 
   /// One label per example of the last forward(), drawn from the model's
   /// predictive distribution (softmax): the targets of the sampled Fisher.
+  /// Empty for a model with a Bernoulli distribution.
   label_vector sample_targets(std::mt19937_64& rng) const;
+
+  /// Bernoulli models (the autoencoder): per output of the last forward(),
+  /// 1 with probability sigmoid(logit), else 0; [N, D]. Empty for a
+  /// categorical model.
+  tensor sample_pixel_targets(std::mt19937_64& rng) const;
+
+  /// The predictive distribution's parameters from the last forward():
+  /// softmax probabilities [N, K], or Bernoulli means sigmoid(logits)
+  /// [N, D] (the autoencoder's reconstructions).
+  const tensor& predictions() const noexcept {
+    return probs_;
+  }
 
   /// Per layer with parameters, its input and pre-activation gradient from
   /// the last forward_backward (valid until the next call).
@@ -92,6 +113,19 @@ private:
   caf::error check_batch(const tensor& images,
                          const label_vector& labels) const;
 
+  bool bernoulli() const noexcept {
+    return collection_.distribution == predictive_distribution::bernoulli;
+  }
+
+  /// The autoencoder's targets: the last forward()'s input, flattened (the
+  /// output of its first layer).
+  const tensor& flat_inputs() const noexcept {
+    return layers_.front()->output();
+  }
+
+  /// Backward through the layers from dlogits_.
+  caf::error backward_layers(backend& dev);
+
   model_spec spec_;
   std::vector<layer_ptr> layers_;
   layer_collection collection_;
@@ -101,6 +135,7 @@ private:
   std::vector<tensor> grad_inputs_;
   tensor probs_;
   tensor dlogits_;
+  tensor sampled_pixels_;
 };
 
 } // namespace syncfac

@@ -21,6 +21,15 @@ enum class model_arch : uint8_t {
   /// Dense layers with `hidden` units and `hidden_activation`, then a dense
   /// layer to the classes (TF kfac/examples/mlp.py uses tanh).
   mlp,
+  /// Deep autoencoder (Hinton & Salakhutdinov 2006; Martens 2010; K-FAC,
+  /// Martens & Grosse 2015): dense encoder layers with the `hidden` widths
+  /// (classically 1000-500-250-30), the last of them the linear code layer,
+  /// the other ones with `hidden_activation`; then the mirror decoder
+  /// (250-500-1000) with `hidden_activation` and a dense output layer with
+  /// one logit per input pixel. The loss is the sigmoid cross-entropy of
+  /// the logits against the input itself (the labels are ignored): the
+  /// output is sigmoid(logit), a Bernoulli mean per pixel.
+  autoencoder,
 };
 
 enum class init_scheme : uint8_t {
@@ -30,6 +39,10 @@ enum class init_scheme : uint8_t {
   glorot,
   /// He normal, N(0, 2 / fan_in), for every weight.
   he,
+  /// Martens (2010)'s sparse init: each unit gets min(15, fan_in) nonzero
+  /// incoming weights drawn from N(0, 1), the others stay 0 (so unit
+  /// outputs neither saturate nor vanish whatever the layer width).
+  sparse,
 };
 
 const char* to_string(model_arch x) noexcept;
@@ -44,12 +57,18 @@ struct model_spec {
   int64_t width = 28;
   int64_t channels = 1;
   int64_t num_classes = 10;
-  /// Hidden layer widths of the MLP.
+  /// Hidden layer widths: the MLP's, or the autoencoder's encoder down to
+  /// its code layer (autoencoder_spec() has the classic ones).
   std::vector<int64_t> hidden = {128, 64, 32};
   activation hidden_activation = activation::tanh;
 
   caf::error validate() const;
 };
+
+/// The classic deep autoencoder of the K-FAC paper's MNIST benchmark:
+/// 784-1000-500-250-30-250-500-1000-784 with sigmoid hidden units, a linear
+/// code layer, and the sparse init.
+model_spec autoencoder_spec();
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_spec& x) {

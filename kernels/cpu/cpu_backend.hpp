@@ -77,6 +77,14 @@ public:
                                    const label_vector& labels,
                                    tensor& dlogits) override;
 
+  caf::error sigmoid_xent_forward(const tensor& logits,
+                                  const tensor& targets, tensor& probs,
+                                  float& loss) override;
+
+  caf::error sigmoid_xent_backward(const tensor& probs,
+                                   const tensor& targets,
+                                   tensor& dlogits) override;
+
   caf::expected<int64_t> count_correct(const tensor& logits,
                                        const label_vector& labels) override;
 
