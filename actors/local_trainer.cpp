@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iomanip>
 #include <ostream>
+#include <sstream>
 
 #include <caf/scoped_actor.hpp>
 
@@ -186,6 +187,14 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
     if (!res)
       return res.error();
     out.eval(step, *res);
+    if (cfg.model.arch == model_arch::autoencoder) {
+      std::ostringstream line;
+      line << "global_step: " << step << " | reconstruction_error: "
+           << std::setprecision(6) << res->reconstruction_error() << " ("
+           << res->count << " examples) | train_s: " << summary.train_s
+           << " | wall_s: " << out.elapsed();
+      out.line(line.str());
+    }
     summary.test = *res;
     return caf::none;
   };

@@ -1,0 +1,129 @@
+#define BOOST_TEST_MODULE examples_autoencoder_mnist
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+
+#include "tests/examples/process.hpp"
+
+using namespace syncfac::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string program = SYNCFAC_BINARY_DIR "/bin/autoencoder_mnist";
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    std::string tmpl = (fs::temp_directory_path() / "syncfac-XXXXXX").string();
+    path = mkdtemp(tmpl.data());
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const {
+    return (path / name).string();
+  }
+};
+
+/// The reconstruction errors the log reports, in order.
+std::vector<double> reconstruction_errors(const std::string& output) {
+  std::vector<double> result;
+  std::regex line{"reconstruction_error: ([0-9.eE+-]+)"};
+  for (std::sregex_iterator i{output.begin(), output.end(), line}, end;
+       i != end; ++i)
+    result.push_back(std::stod((*i)[1]));
+  return result;
+}
+
+// Small widths keep the suite fast; the classic 784-1000-500-250-30 model
+// is the default (and the benchmark's).
+const std::string small = " --fake_data --fake_train_size 2048"
+                          " --hidden 128,64,16 --threads 2 --no_progress"
+                          " --eval_examples 512 --batch_size 64";
+
+void check_training(const std::string& flags, int64_t steps,
+                    double factor) {
+  temp_dir tmp;
+  auto metrics = tmp.file("metrics.jsonl");
+  auto summary = tmp.file("summary.json");
+  auto res = run_program(program + small + flags + " --steps "
+                         + std::to_string(steps) + " --log_every "
+                         + std::to_string(steps / 4) + " --eval_every "
+                         + std::to_string(steps / 2) + " --metrics " + metrics
+                         + " --summary " + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto losses = json_numbers(read_file(metrics), "loss");
+  BOOST_REQUIRE_EQUAL(losses.size(), 4u);
+  BOOST_TEST(losses.back() < factor * losses.front(),
+             "loss fell from " << losses.front() << " to " << losses.back());
+  // One evaluation halfway and one at the end, on the training subset.
+  auto errors = reconstruction_errors(res.output);
+  BOOST_REQUIRE_EQUAL(errors.size(), 2u);
+  BOOST_TEST(errors[1] <= errors[0]);
+  BOOST_TEST(res.output.find("(512 examples)") != std::string::npos);
+  auto text = read_file(summary);
+  BOOST_TEST(json_numbers(text, "steps").at(0) == steps);
+  BOOST_TEST(json_numbers(text, "eval_examples").at(0) == 512);
+  auto final_error = json_numbers(text, "reconstruction_error").at(0);
+  BOOST_TEST(std::abs(final_error - errors[1]) <= 1e-4 * errors[1]);
+  BOOST_TEST(final_error > 0);
+}
+
+} // namespace
+
+// The fake images are class prototypes plus noise: the loss falls fast to
+// that of the mean image (~530) and then slowly.
+BOOST_AUTO_TEST_CASE(momentum_reduces_the_loss) {
+  check_training(" --optimizer momentum", 120, 0.9);
+}
+
+BOOST_AUTO_TEST_CASE(kfac_reduces_the_loss) {
+  check_training(" --optimizer kfac --invert_every 5", 80, 0.9);
+}
+
+BOOST_AUTO_TEST_CASE(sync_runtime_trains_first_order) {
+  temp_dir tmp;
+  auto summary = tmp.file("summary.json");
+  auto res = run_program(program + small + " --runtime sync --optimizer adam"
+                         " --steps 40 --summary " + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto text = read_file(summary);
+  BOOST_TEST(json_numbers(text, "global_step").at(0) == 40);
+  BOOST_TEST(json_numbers(text, "reconstruction_error").at(0) > 0);
+}
+
+BOOST_AUTO_TEST_CASE(bad_flags_are_clear_errors) {
+  temp_dir tmp;
+  struct bad_case {
+    std::string flags;
+    std::string mention;
+  };
+  for (const auto& c : std::vector<bad_case>{
+         {" --fake_data --optimizer rmsprop", "rmsprop"},
+         {" --fake_data --hidden 100,x,30", "100,x,30"},
+         {" --fake_data --hidden 100,0", "100,0"},
+         {" --fake_data --batch_size 0", "batch_size"},
+         {" --fake_data --steps 0", "steps"},
+         {" --fake_data --runtime magic", "magic"},
+         {" --fake_data --fisher nope", "nope"},
+         {" --fake_data --activation softmax", "softmax"},
+         {" --no_such_flag=1", "no_such_flag"},
+         {" --data_dir " + tmp.file("nope"), tmp.file("nope")}}) {
+    BOOST_TEST_CONTEXT(c.flags) {
+      auto res = run_program(program + c.flags);
+      BOOST_TEST(res.exit_code != 0);
+      BOOST_TEST(res.output.find(c.mention) != std::string::npos,
+                 res.output);
+      BOOST_TEST(res.output.find("autoencoder_mnist: ") != std::string::npos);
+    }
+  }
+  auto help = run_program(program + " --help");
+  BOOST_TEST(help.exit_code == 0);
+  BOOST_TEST(help.output.find("eval_examples") != std::string::npos);
+}
