@@ -8,6 +8,7 @@
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "runtime/error.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
+#include "runtime/kfac/kfac_update.hpp"
 #include "runtime/kfac/layer_inversion.hpp"
 
 namespace syncfac {
@@ -86,51 +87,44 @@ statistics_of(self_ptr self, const batch& b, const stats_request& req,
   return layer_statistics(m.kfac_layers(), sampling, st.dev->threads());
 }
 
-/// One step of the seeds' single-machine K-FAC: statistics of the batch
-/// under the chosen Fisher fold into the factors, inverses every
-/// invert_every steps, then momentum on the preconditioned gradient
-/// (plain momentum for layers without an inverse yet).
+/// One step of the seeds' single-machine K-FAC: gradients of the batch,
+/// its statistics (as a worker would send them) folded into the factors,
+/// inverses every invert_every steps, then the K-FAC update
+/// (runtime/kfac/kfac_update.hpp) — the same code the PS shards run.
 caf::result<step_result> kfac_step(self_ptr self, const batch& b,
                                    std::chrono::steady_clock::time_point t0) {
   auto& st = self->state;
   auto& m = *st.replica;
   const auto& cfg = st.local_optimizer->config();
-  auto res = m.forward(*st.dev, b.images, b.labels);
-  if (!res)
-    return refuse(self, res.error());
-  bool sampled = cfg.kfac.fisher == fisher_type::sampled;
-  auto err = sampled ? m.backward_sampled(*st.dev, st.rng)
-                     : m.backward(*st.dev, b.labels);
-  if (err)
-    return refuse(self, std::move(err));
   if (!st.kfac) {
-    auto made = kfac_preconditioner::make(cfg.kfac, m.kfac_layers(),
-                                          m.parameters());
+    auto made = kfac_preconditioner::make(
+      cfg.kfac, m.kfac_collection().layers, m.parameters());
     if (!made)
       return refuse(self, made.error());
     st.kfac = std::move(*made);
   }
-  if (auto err = st.kfac->update_factors(m.kfac_layers(), st.dev->threads()))
+  auto res = compute_gradients(self, b, t0);
+  if (!res)
+    return refuse(self, res.error());
+  std::vector<tensor> grads;
+  for (auto& g : res->gradients)
+    grads.push_back(std::move(g.value));
+  stats_request req{cfg.kfac.fisher, cfg.kfac.sampling};
+  int64_t examples = 0;
+  auto stats = statistics_of(self, b, req, true, examples);
+  if (!stats)
+    return refuse(self, stats.error());
+  if (auto err = st.kfac->update_factors(*stats))
     return refuse(self, std::move(err));
-  if (sampled)
-    if (auto err = m.backward(*st.dev, b.labels))
-      return refuse(self, std::move(err));
   if (++st.kfac_steps % cfg.kfac.invert_every == 0)
     if (st.kfac->update_inverses())
       ++st.kfac_inverse_failures; // the previous inverses stay in use
-  auto grads = m.gradients();
-  auto dot = st.kfac->precondition(grads);
-  if (!dot)
-    return refuse(self, dot.error());
-  auto scale = cpu::kl_clip_scale(cfg.learning_rate, cfg.kfac.kl_clip, *dot);
-  if (scale < 1.0)
-    for (auto& g : grads)
-      for (auto& v : g.value.values())
-        v *= static_cast<float>(scale);
-  if (auto err = st.local_optimizer->apply(m.parameters(), grads))
-    return refuse(self, std::move(err));
-  return step_result{static_cast<float>(res->mean_loss()), res->correct,
-                     res->count, {}, {}, seconds_since(t0), {}, 0};
+  auto info = kfac_apply(*st.local_optimizer, m.parameters(), grads,
+                         st.kfac->slots());
+  if (!info)
+    return refuse(self, info.error());
+  return step_result{res->loss, res->correct, res->count, {}, {},
+                     seconds_since(t0), {}, 0};
 }
 
 } // namespace
@@ -146,8 +140,10 @@ caf::error device_config::validate() const {
 }
 
 device_actor::behavior_type device(self_ptr self,
-                                   std::shared_ptr<backend> dev) {
+                                   std::shared_ptr<backend> dev,
+                                   uint64_t seed) {
   self->state.dev = std::move(dev);
+  self->state.rng.seed(seed);
   return {
     [=](load_model_atom, const model_spec& spec,
         uint64_t seed) -> caf::result<model_info> {
@@ -293,7 +289,7 @@ caf::expected<device_actor> spawn_device(caf::actor_system& sys,
   if (!dev)
     return dev.error();
   std::shared_ptr<backend> shared{std::move(*dev)};
-  return sys.spawn<caf::detached>(device, std::move(shared));
+  return sys.spawn<caf::detached>(device, std::move(shared), cfg.seed);
 }
 
 } // namespace syncfac

@@ -29,6 +29,9 @@ struct device_config {
   std::string backend = "cpu";
   /// CPU threads the backend's kernels use.
   int threads = 1;
+  /// Seeds the sampled Fisher's targets; devices of one run need distinct
+  /// seeds, or their k-th examples draw the same targets.
+  uint64_t seed = 0x5eed;
 
   caf::error validate() const;
 };
@@ -54,7 +57,7 @@ struct device_state {
 
 device_actor::behavior_type
 device(device_actor::stateful_pointer<device_state> self,
-       std::shared_ptr<backend> dev);
+       std::shared_ptr<backend> dev, uint64_t seed);
 
 /// Validates `cfg`, creates its backend and spawns the actor.
 caf::expected<device_actor> spawn_device(caf::actor_system& sys,

@@ -84,6 +84,8 @@ struct training_summary {
   /// Step time beyond the device's compute time, relative to the latter:
   /// what the runtime (messages, data, optimizer, sync) costs.
   double runtime_overhead = 0;
+  /// K-FAC's counters (strategy, statistics, inversions), if it ran.
+  json_object kfac;
 
   json_object to_json() const;
 };

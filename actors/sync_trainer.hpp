@@ -13,9 +13,37 @@
 #include <caf/expected.hpp>
 
 #include "actors/local_trainer.hpp"
+#include "runtime/kfac/layer_collection.hpp"
 #include "runtime/sync/placement.hpp"
 
 namespace syncfac {
+
+/// Where K-FAC's statistics and inverses are computed (optimizer kfac).
+enum class cov_inv_strategy : uint8_t {
+  /// The seeds' chief_worker: worker 0 (the chief worker) sends statistics
+  /// of its own batch every step; inverses every invert_every steps on the
+  /// chief's node. All workers compute gradients.
+  chief_worker,
+  /// The seeds' dedicated_workers: of N worker tasks the first ceil(0.6 N)
+  /// compute gradients (the sync step waits for that many), the next ones
+  /// compute statistics of their own batches, the last inverts.
+  dedicated_workers,
+  /// Beyond the seeds: every gradient worker sends (sub-sampled)
+  /// statistics of its own batch, so the factors see the global batch.
+  all_workers,
+};
+
+const char* to_string(cov_inv_strategy x) noexcept;
+caf::expected<cov_inv_strategy> parse_cov_inv_strategy(const std::string& str);
+
+/// K-FAC's topology in the sync runtime.
+struct kfac_topology {
+  cov_inv_strategy strategy = cov_inv_strategy::chief_worker;
+  /// Covariance and inverse actors; layers are placed on them.
+  int32_t covariance_actors = 1;
+  int32_t inverse_actors = 1;
+  kfac_placement placement = kfac_placement::round_robin;
+};
 
 struct sync_training_config {
   /// Model, optimizer (applied on the shards), devices, data and logging.
@@ -33,6 +61,8 @@ struct sync_training_config {
   /// Decay of the variables' moving averages (0: none); when set, the
   /// evaluations use the averages.
   float moving_average_decay = 0;
+  /// Optimizer kfac only.
+  kfac_topology kfac;
   /// Device actors per worker (multi-tower): the worker's batch is split
   /// across them and their gradients and statistics averaged.
   int32_t num_towers = 1;

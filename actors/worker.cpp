@@ -1,5 +1,9 @@
 #include "actors/worker.hpp"
 
+#include <functional>
+
+#include <caf/send.hpp>
+
 #include "actors/gather.hpp"
 #include "runtime/error.hpp"
 
@@ -15,9 +19,10 @@ std::string who(self_ptr self) {
 
 worker_status status_of(self_ptr self) {
   auto& st = self->state;
-  return worker_status{st.cfg.index, st.local_step, st.steps,
-                       st.stale_pushes, st.step_s, st.token_wait_s,
-                       st.compute_s};
+  return worker_status{st.cfg.index,     st.local_step,   st.steps,
+                       st.stale_pushes,  st.step_s,       st.token_wait_s,
+                       st.compute_s,     st.stats_sent,   st.stats_stale,
+                       st.stats_skipped, st.stats_failed, st.stats_error};
 }
 
 void fail(self_ptr self, caf::error err) {
@@ -38,6 +43,73 @@ caf::error request_failed(self_ptr self, const std::string& what,
 }
 
 void run_step(self_ptr self);
+
+// -- K-FAC statistics ---------------------------------------------------------
+
+/// Sends each covariance actor the statistics of its layers, tagged with
+/// the step they were computed at. Does not wait: a covariance actor that
+/// still works on this worker's previous update skips this one (counted),
+/// so a slow covariance actor never slows the gradient path. `done` runs
+/// once every send is answered (the statistics role paces itself by it).
+void send_stats(self_ptr self, std::vector<layer_stats> stats, int64_t step,
+                int64_t examples, std::function<void()> done = nullptr) {
+  auto& st = self->state;
+  auto n = st.cfg.covariance.size();
+  std::vector<stats_update> updates(n);
+  for (auto& u : updates) {
+    u.worker = st.cfg.index;
+    u.step = step;
+    u.examples = examples;
+  }
+  for (auto& ls : stats) {
+    auto i = st.cfg.covariance_of.find(ls.layer);
+    if (i == st.cfg.covariance_of.end())
+      return fail(self, make_error(ec::unknown_name,
+                                   who(self) + ": statistics for layer '"
+                                     + ls.layer
+                                     + "', which no covariance actor owns"));
+    updates[static_cast<size_t>(i->second)].layers.push_back(std::move(ls));
+  }
+  auto remaining = std::make_shared<size_t>(0);
+  auto finish = [remaining, done] {
+    if (--*remaining == 0 && done)
+      done();
+  };
+  for (size_t c = 0; c < n; ++c) {
+    if (updates[c].layers.empty())
+      continue;
+    if (st.stats_in_flight[c]) {
+      ++st.stats_skipped;
+      continue;
+    }
+    st.stats_in_flight[c] = true;
+    ++*remaining;
+    self->request(st.cfg.covariance[c], st.cfg.request_timeout,
+                  stats_atom::value, std::move(updates[c]))
+      .then(
+        [=](stats_ack& ack) {
+          auto& st = self->state;
+          st.stats_in_flight[c] = false;
+          ++st.stats_sent;
+          if (!ack.accepted)
+            ++st.stats_stale;
+          finish();
+        },
+        [=](caf::error& err) {
+          // A lost statistics update costs K-FAC one sample of the
+          // factors, not the run: count it and go on.
+          auto& st = self->state;
+          st.stats_in_flight[c] = false;
+          ++st.stats_failed;
+          st.stats_error = render(request_failed(
+            self, "statistics to covariance:" + std::to_string(c),
+            std::move(err)));
+          finish();
+        });
+  }
+  if (*remaining == 0 && done)
+    done();
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
@@ -203,17 +275,85 @@ void push(self_ptr self, step_result res) {
 void compute(self_ptr self) {
   auto& st = self->state;
   st.batches->next(st.current);
+  auto on_error = [=](caf::error& err) {
+    fail(self, request_failed(self, "gradient computation", std::move(err)));
+  };
+  if (!st.cfg.stats) {
+    self->request(st.cfg.device, st.cfg.request_timeout, grads_atom::value,
+                  st.params, st.current)
+      .then(
+        [=](step_result& res) {
+          self->state.compute_s += res.compute_s;
+          push(self, std::move(res));
+        },
+        on_error);
+    return;
+  }
   self->request(st.cfg.device, st.cfg.request_timeout, grads_atom::value,
-                st.params, st.current)
+                st.params, st.current, *st.cfg.stats)
     .then(
       [=](step_result& res) {
-        self->state.compute_s += res.compute_s;
+        auto& st = self->state;
+        st.compute_s += res.compute_s;
+        send_stats(self, std::move(res.stats), st.local_step,
+                   res.stats_examples);
+        res.stats.clear();
         push(self, std::move(res));
       },
+      on_error);
+}
+
+// -- the statistics role ------------------------------------------------------
+
+void statistics_step(self_ptr self);
+
+/// The statistics role's loop: one update per global step, polling the
+/// shards' step every poll_interval while the gradient workers move on.
+void statistics_after(self_ptr self, std::chrono::milliseconds delay) {
+  if (delay.count() == 0)
+    return statistics_step(self);
+  caf::delayed_anon_send(caf::actor_cast<worker_actor>(self), delay,
+                         step_atom::value);
+}
+
+void statistics_step(self_ptr self) {
+  auto& st = self->state;
+  if (!st.running)
+    return;
+  gather<shard_params>(
+    self, st.cfg.shards, st.cfg.request_timeout,
+    [=](std::vector<shard_params> pulled) {
+      auto& st = self->state;
+      auto step = pulled.empty() ? 0 : pulled.front().global_step;
+      if (step <= st.stats_step)
+        return statistics_after(self, st.cfg.poll_interval);
+      if (auto err = absorb(self, pulled))
+        return fail(self, std::move(err));
+      st.local_step = step;
+      st.batches->next(st.current);
+      auto t0 = std::chrono::steady_clock::now();
+      self->request(st.cfg.device, st.cfg.request_timeout, stats_atom::value,
+                    st.params, st.current, *st.cfg.stats)
+        .then(
+          [=](stats_update& u) {
+            auto& st = self->state;
+            st.compute_s += seconds_since(t0);
+            st.stats_step = step;
+            ++st.steps;
+            send_stats(self, std::move(u.layers), step, u.examples, [=] {
+              statistics_after(self, std::chrono::milliseconds{0});
+            });
+          },
           [=](caf::error& err) {
-            fail(self, request_failed(self, "gradient computation",
+            fail(self, request_failed(self, "statistics computation",
                                       std::move(err)));
           });
+    },
+    [=](size_t s, caf::error err) {
+      fail(self, request_failed(self, "pull from ps:" + std::to_string(s),
+                                std::move(err)));
+    },
+    pull_atom::value);
 }
 
 /// Copies pulled values into the model's parameter order.
@@ -283,7 +423,11 @@ void initialise(self_ptr self) {
             st.local_step = pulled.empty() ? 0 : pulled.front().global_step;
             st.params_ready = true;
             st.initialised = true;
-            if (st.promise.pending())
+            if (!st.promise.pending())
+              return;
+            if (st.cfg.role == worker_role::statistics)
+              statistics_step(self);
+            else
               run_step(self);
           },
           [=](size_t s, caf::error err) {
@@ -307,6 +451,13 @@ caf::result<worker_status> begin(self_ptr self, bool keep_running) {
     return status_of(self);
   st.running = keep_running;
   st.promise = self->make_response_promise<worker_status>();
+  if (st.cfg.role == worker_role::statistics) {
+    // Runs until stopped (the driver's exit), not step by step.
+    st.running = true;
+    if (st.initialised)
+      statistics_step(self);
+    return st.promise;
+  }
   if (st.initialised)
     run_step(self);
   // else: the step starts once initialise() is done
@@ -334,6 +485,18 @@ caf::error worker_config::validate() const {
     return bad("no PS shards");
   if (request_timeout.count() <= 0 || token_timeout.count() <= 0)
     return bad("timeouts must be positive");
+  if (role == worker_role::statistics && (!stats || covariance.empty()))
+    return bad("the statistics role needs a stats request and covariance "
+               "actors");
+  if (stats && covariance.empty())
+    return bad("statistics requested but no covariance actor to send them to");
+  for (const auto& [layer, c] : covariance_of)
+    if (c < 0 || static_cast<size_t>(c) >= covariance.size())
+      return bad("layer '" + layer + "' is assigned to covariance actor "
+                 + std::to_string(c) + " of "
+                 + std::to_string(covariance.size()));
+  if (poll_interval.count() <= 0)
+    return bad("poll_interval must be positive");
   return model.validate();
 }
 
@@ -342,14 +505,26 @@ worker_actor::behavior_type worker(self_ptr self, worker_config cfg) {
   st.cfg = std::move(cfg);
   st.batches = batcher{*st.cfg.data, st.cfg.batch_size, st.cfg.seed,
                        st.cfg.index, st.cfg.num_workers};
+  st.stats_in_flight.assign(st.cfg.covariance.size(), false);
   // Linked: a worker that fails takes the run down with its reason instead
   // of leaving the chief to time out, and a failed chief stops the worker.
-  self->link_to(st.cfg.chief);
+  // A statistics worker takes no tokens and outlives nothing: it is not
+  // part of the sync step, and the driver stops it.
+  if (st.cfg.role == worker_role::gradients)
+    self->link_to(st.cfg.chief);
   // Like TF's local_step_init_op at session creation: the worker learns the
   // global step now, not at its first step, so a late first step is stale.
   initialise(self);
   return {
-    [=](step_atom) { return begin(self, false); },
+    [=](step_atom) -> caf::result<worker_status> {
+      // The statistics role's own wake-up (delayed_anon_send): no reply.
+      if (self->state.cfg.role == worker_role::statistics
+          && self->state.running) {
+        statistics_step(self);
+        return status_of(self);
+      }
+      return begin(self, false);
+    },
     [=](run_atom) { return begin(self, true); },
     [=](status_atom) { return status_of(self); },
   };

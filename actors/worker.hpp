@@ -28,8 +28,19 @@
 
 namespace syncfac {
 
+/// What a worker task does (the seeds' dedicated_workers strategy gives
+/// some tasks statistics instead of gradients).
+enum class worker_role : uint8_t {
+  /// Gradients every step (with K-FAC statistics when `stats` is set).
+  gradients,
+  /// K-FAC statistics only: pull, compute statistics of its own batch,
+  /// send them, once per global step; no tokens.
+  statistics,
+};
+
 struct worker_config {
   int32_t index = 0;
+  worker_role role = worker_role::gradients;
   /// Workers sharing the training set (the data shards).
   int32_t num_workers = 1;
   model_spec model;
@@ -41,6 +52,14 @@ struct worker_config {
   device_actor device;
   std::vector<ps_actor> shards;
   chief_actor chief;
+  /// K-FAC: statistics of this worker's batches go to these covariance
+  /// actors, each layer to covariance[covariance_of[layer]]. Required for
+  /// the statistics role; optional (with `stats`) for gradient workers.
+  std::vector<covariance_actor> covariance;
+  std::map<std::string, int32_t> covariance_of;
+  std::optional<stats_request> stats;
+  /// Statistics role: how often to look for a new global step.
+  std::chrono::milliseconds poll_interval{2};
   /// Longest wait for a device, pull or push answer.
   std::chrono::milliseconds request_timeout{60000};
   /// Longest wait for a token (the slowest worker of the step sets it).
@@ -68,6 +87,17 @@ struct worker_state {
   double step_s = 0;
   double token_wait_s = 0;
   double compute_s = 0;
+  /// K-FAC statistics sent, dropped as stale by a covariance actor,
+  /// skipped (the previous send still in flight) and failed.
+  int64_t stats_sent = 0;
+  int64_t stats_stale = 0;
+  int64_t stats_skipped = 0;
+  int64_t stats_failed = 0;
+  std::string stats_error;
+  /// Covariance actors with a stats update in flight (back-pressure).
+  std::vector<bool> stats_in_flight;
+  /// Statistics role: the global step of the last statistics sent.
+  int64_t stats_step = -1;
   std::chrono::steady_clock::time_point step_started;
   bool running = false;
   bool stopped = false;

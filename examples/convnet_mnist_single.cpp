@@ -10,6 +10,9 @@
 //   build/bin/convnet_mnist_single --fake_data --steps 200
 //   build/bin/convnet_mnist_single --data_dir ~/mnist --optimizer adam
 //       --learning_rate 0.001 --eval_every 250 --metrics run.jsonl
+//   build/bin/convnet_mnist_single --optimizer kfac     # the seeds' K-FAC
+//   build/bin/convnet_mnist_single --optimizer kfac --worker_replicas 5
+//       --cov_inv_op_strategy dedicated_workers
 
 #include <cstdlib>
 #include <fstream>
@@ -29,13 +32,31 @@ using namespace syncfac;
 
 namespace {
 
+/// Statistics sub-sampling by default: the first 32 examples of a batch
+/// and 16 of a conv layer's output locations per example. The estimate
+/// stays unbiased and the factors' moving average over ~20 steps sees
+/// thousands of rows; the full statistics (--stats_examples 0
+/// --stats_locations 0) cost more than the gradient step itself.
+constexpr int64_t default_stats_examples = 32;
+constexpr int64_t default_stats_locations = 16;
+
+float default_rate(optimizer_kind kind) {
+  switch (kind) {
+    case optimizer_kind::adam: return 1e-3f;
+    case optimizer_kind::kfac: return 1e-4f;
+    default: return 0.01f;
+  }
+}
+
 struct options : program_config {
   std::string data_dir = default_mnist_dir;
   bool fake_data = false;
   int64_t num_epochs = 2;
   int64_t steps = 0;
   int64_t batch_size = 128;
-  float learning_rate = 0.01f;
+  /// Negative: the optimizer's default (sgd and momentum 0.01, adam 1e-3,
+  /// kfac 1e-4 as the seeds).
+  float learning_rate = -1;
   float momentum = 0.9f;
   std::string optimizer = "momentum";
   std::string model = "convnet";
@@ -68,8 +89,14 @@ struct options : program_config {
   std::string fisher = "sampled";
   std::string inverse = "cholesky";
   float kl_clip = 0;
-  int64_t stats_examples = 0;
-  int64_t stats_locations = 0;
+  int64_t stats_examples = -1;
+  int64_t stats_locations = -1;
+  std::string kfac_momentum = "adam";
+  int64_t min_cov_updates = 1;
+  std::string cov_inv_op_strategy = "chief_worker";
+  int32_t covariance_actors = 1;
+  int32_t inverse_actors = 1;
+  std::string kfac_placement = "round_robin";
 
   options() {
     opt_group{custom_options_, "global"}
@@ -78,9 +105,11 @@ struct options : program_config {
       .add(num_epochs, "num_epochs", "passes over the training set")
       .add(steps, "steps", "training steps (overrides num_epochs if > 0)")
       .add(batch_size, "batch_size", "examples per step")
-      .add(learning_rate, "learning_rate", "optimizer learning rate")
+      .add(learning_rate, "learning_rate",
+           "optimizer learning rate (default: sgd/momentum 0.01, adam 0.001, "
+           "kfac 0.0001)")
       .add(momentum, "momentum", "momentum coefficient")
-      .add(optimizer, "optimizer", "sgd, momentum or adam")
+      .add(optimizer, "optimizer", "sgd, momentum, adam or kfac")
       .add(model, "model", "convnet or mlp")
       .add(init, "init", "weight init: seeds, glorot or he")
       .add(activation_name, "activation",
@@ -117,9 +146,26 @@ struct options : program_config {
       .add(inverse, "inverse", "kfac: cholesky or eigen")
       .add(kl_clip, "kl_clip", "kfac: KL/norm clip of the step (0: off)")
       .add(stats_examples, "stats_examples",
-           "kfac: examples per batch used for statistics (0: all)")
+           "kfac: examples per batch used for statistics (0: all, "
+           "-1: the default)")
       .add(stats_locations, "stats_locations",
-           "kfac: conv locations per example for statistics (0: all)");
+           "kfac: conv locations per example for statistics (0: all, "
+           "-1: the default)")
+      .add(kfac_momentum, "kfac_momentum",
+           "kfac: adam (v = mu v + g, step F^-1 v) or regular "
+           "(v = mu v + F^-1 g)")
+      .add(min_cov_updates, "min_cov_updates",
+           "kfac: covariance updates before the first inversion")
+      .add(cov_inv_op_strategy, "cov_inv_op_strategy",
+           "kfac (sync runtime): chief_worker, dedicated_workers or "
+           "all_workers")
+      .add(covariance_actors, "covariance_actors",
+           "kfac: covariance actors the layers are placed on")
+      .add(inverse_actors, "inverse_actors",
+           "kfac: inverse actors the layers are placed on")
+      .add(kfac_placement, "kfac_placement",
+           "kfac: layers on covariance/inverse actors: round_robin or "
+           "by_cost");
   }
 
   caf::expected<local_training_config> to_training_config() const {
@@ -140,16 +186,25 @@ struct options : program_config {
     if (!kind)
       return kind.error();
     cfg.optimizer.kind = *kind;
-    cfg.optimizer.learning_rate = learning_rate;
+    cfg.optimizer.learning_rate = learning_rate >= 0 ? learning_rate
+                                                     : default_rate(*kind);
     cfg.optimizer.momentum = momentum;
     auto& kf = cfg.optimizer.kfac;
     kf.cov_ema_decay = cov_ema_decay;
     kf.damping = damping;
     kf.invert_every = invert_every;
     kf.kl_clip = kl_clip;
-    kf.sampling.max_examples = stats_examples;
-    kf.sampling.max_locations = stats_locations;
+    kf.sampling.max_examples = stats_examples >= 0 ? stats_examples
+                                                   : default_stats_examples;
+    kf.sampling.max_locations = stats_locations >= 0
+                                  ? stats_locations
+                                  : default_stats_locations;
     kf.sampling.seed = seed;
+    kf.min_cov_updates = min_cov_updates;
+    auto mt = parse_kfac_momentum(kfac_momentum);
+    if (!mt)
+      return mt.error();
+    kf.momentum = *mt;
     auto ft = parse_fisher_type(fisher);
     if (!ft)
       return ft.error();
@@ -194,6 +249,16 @@ struct options : program_config {
     cfg.placement = *strategy;
     cfg.step_timeout = std::chrono::milliseconds{step_timeout_ms};
     cfg.moving_average_decay = moving_average_decay;
+    auto cs = parse_cov_inv_strategy(cov_inv_op_strategy);
+    if (!cs)
+      return cs.error();
+    cfg.kfac.strategy = *cs;
+    cfg.kfac.covariance_actors = covariance_actors;
+    cfg.kfac.inverse_actors = inverse_actors;
+    auto kp = parse_kfac_placement(kfac_placement);
+    if (!kp)
+      return kp.error();
+    cfg.kfac.placement = *kp;
     if (auto err = cfg.validate())
       return err;
     return cfg;
@@ -222,10 +287,6 @@ caf::expected<training_summary> train(options& opts) {
     return make_error(ec::invalid_config, "unknown runtime '" + opts.runtime
                                             + "' (expected sync or plain)");
   caf::expected<sync_training_config> cfg{caf::error{}};
-  if (opts.optimizer == "kfac" && opts.runtime != "plain")
-    return make_error(ec::unavailable,
-                      "--optimizer kfac runs with --runtime plain so far "
-                      "(K-FAC on the PS shards is not built yet)");
   if (opts.runtime == "sync") {
     cfg = opts.to_sync_config();
   } else {

@@ -108,8 +108,18 @@ typename Inspector::result_type inspect(Inspector& f, factor_set& x) {
   return f(caf::meta::type_name("factor_set"), x.step, x.layers);
 }
 
+/// How a Cholesky-mode layer_inverse holds its factors.
+enum class inverse_form : uint8_t {
+  /// a = (A + a_damping I)⁻¹, g = (G + g_damping I)⁻¹.
+  inverse,
+  /// a, g are the lower Cholesky factors of (A + a_damping I) and
+  /// (G + g_damping I); preconditioning solves with them (what inverse
+  /// actors ship: a third of the inversion work).
+  cholesky_factor,
+};
+
 /// One layer's inverse, ready for preconditioning on a PS shard.
-/// Cholesky mode: a = (A + a_damping I)⁻¹, g = (G + g_damping I)⁻¹.
+/// Cholesky mode: see inverse_form.
 /// Eigen mode: a, g are the eigenvectors (columns), a_values, g_values the
 /// eigenvalues, and damping is λ (exact damping in the eigenbasis).
 struct layer_inverse {
@@ -126,13 +136,14 @@ struct layer_inverse {
   tensor g;
   tensor a_values;
   tensor g_values;
+  inverse_form form = inverse_form::inverse;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, layer_inverse& x) {
   return f(caf::meta::type_name("layer_inverse"), x.layer, x.mode,
            x.locations, x.damping, x.a_damping, x.g_damping, x.a, x.g,
-           x.a_values, x.g_values);
+           x.a_values, x.g_values, x.form);
 }
 
 /// Inverses of some layers, computed from one factor_set.

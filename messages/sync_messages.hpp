@@ -155,12 +155,21 @@ struct worker_status {
   double token_wait_s = 0;
   /// The part of step_s the device spent computing.
   double compute_s = 0;
+  /// K-FAC statistics sent, dropped as stale, skipped under back-pressure,
+  /// failed (with the last reason).
+  int64_t stats_sent = 0;
+  int64_t stats_stale = 0;
+  int64_t stats_skipped = 0;
+  int64_t stats_failed = 0;
+  std::string stats_error;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_status& x) {
   return f(caf::meta::type_name("worker_status"), x.worker, x.local_step,
-           x.steps, x.stale_pushes, x.step_s, x.token_wait_s, x.compute_s);
+           x.steps, x.stale_pushes, x.step_s, x.token_wait_s, x.compute_s,
+           x.stats_sent, x.stats_stale, x.stats_skipped, x.stats_failed,
+           x.stats_error);
 }
 
 /// The chief's view of the run.

@@ -26,6 +26,10 @@ public:
   /// Appends every field of `other`.
   json_object& merge(const json_object& other);
 
+  bool empty() const noexcept {
+    return body_.empty();
+  }
+
   /// The object as one line of JSON.
   std::string str() const {
     return "{" + body_ + "}";

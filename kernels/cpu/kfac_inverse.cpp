@@ -303,29 +303,33 @@ caf::error damped_inverse(const tensor& factor, float damping,
   return store_symmetric(op, x, inverse);
 }
 
-caf::expected<float> damped_inverse_with_retry(const tensor& factor,
-                                               float damping, int max_retries,
-                                               tensor& inverse) {
-  const char* op = "damped_inverse_with_retry";
+namespace {
+
+/// `attempt(damping)` (damped_inverse or damped_cholesky), retried with
+/// the damping raised x10 after each numerical_failure.
+template <class Attempt>
+caf::expected<float> retry_damping(const char* op, const tensor& factor,
+                                   float damping, int max_retries,
+                                   Attempt attempt) {
   if (max_retries < 0)
     return make_error(ec::invalid_argument,
                       std::string{op} + ": max_retries "
                         + std::to_string(max_retries) + " is negative");
   auto current = damping;
   caf::error last;
-  for (int attempt = 0;; ++attempt) {
-    last = damped_inverse(factor, current, inverse);
+  for (int i = 0;; ++i) {
+    last = attempt(current);
     if (!last)
       return current;
-    if (!has_code(last, ec::numerical_failure) || attempt == max_retries)
+    if (!has_code(last, ec::numerical_failure) || i == max_retries)
       break;
     float next = current * 10.0f;
     if (current == 0.0f) {
       // The factor is square and finite here (else no numerical_failure).
       auto n = factor.dim(0);
       double trace = 0.0;
-      for (int64_t i = 0; i < n; ++i)
-        trace += factor[i * n + i];
+      for (int64_t k = 0; k < n; ++k)
+        trace += factor[k * n + k];
       auto mean = trace / static_cast<double>(n);
       next = static_cast<float>(zero_damping_floor * (mean > 0 ? mean : 1.0));
     }
@@ -341,6 +345,57 @@ caf::expected<float> damped_inverse_with_retry(const tensor& factor,
                       + std::to_string(max_retries)
                       + " retries (x10 each) did not help; last: "
                       + render(last));
+}
+
+} // namespace
+
+caf::expected<float> damped_inverse_with_retry(const tensor& factor,
+                                               float damping, int max_retries,
+                                               tensor& inverse) {
+  return retry_damping("damped_inverse_with_retry", factor, damping,
+                       max_retries, [&](float d) {
+                         return damped_inverse(factor, d, inverse);
+                       });
+}
+
+caf::error damped_cholesky(const tensor& factor, float damping,
+                           tensor& lower) {
+  const char* op = "damped_cholesky";
+  if (auto err = check_square(op, "factor", factor))
+    return err;
+  if (auto err = check_scalar(op, "damping", damping, true))
+    return err;
+  if (auto err = check_finite(op, "factor", factor))
+    return err;
+  auto m = symmetric_part(factor);
+  m.diagonal().array() += double{damping};
+  caf::error err;
+  dmat l;
+  on_this_thread([&] {
+    Eigen::LLT<dmat> llt(m);
+    err = check_pivots(op, llt, m, damping);
+    if (!err)
+      l = llt.matrixL();
+  });
+  if (err)
+    return err;
+  auto n = l.rows();
+  std::vector<float> values(static_cast<size_t>(n * n), 0.0f);
+  for (Eigen::Index i = 0; i < n; ++i)
+    for (Eigen::Index j = 0; j <= i; ++j)
+      values[static_cast<size_t>(i * n + j)] = static_cast<float>(l(i, j));
+  store(std::move(values), n, n, lower);
+  return caf::none;
+}
+
+caf::expected<float> damped_cholesky_with_retry(const tensor& factor,
+                                                float damping,
+                                                int max_retries,
+                                                tensor& lower) {
+  return retry_damping("damped_cholesky_with_retry", factor, damping,
+                       max_retries, [&](float d) {
+                         return damped_cholesky(factor, d, lower);
+                       });
 }
 
 caf::error symmetric_eigen(const tensor& factor, tensor& eigenvalues,
@@ -416,6 +471,51 @@ caf::error precondition_factored(const tensor& grad, const tensor& A_inv,
   out.resize({p, q});
   product(A_inv.data(), false, p, p, right.data(), false, p, q, scale,
           out.data());
+  return caf::none;
+}
+
+caf::error precondition_cholesky(const tensor& grad, const tensor& LA,
+                                 const tensor& LG, float scale, tensor& out) {
+  const char* op = "precondition_cholesky";
+  if (auto err = check_sides(op, grad, "LA", LA, "LG", LG))
+    return err;
+  if (auto err = check_scalar(op, "scale", scale, false))
+    return err;
+  for (auto [what, x] : {std::pair{"grad", &grad}, std::pair{"LA", &LA},
+                         std::pair{"LG", &LG}})
+    if (auto err = check_finite(op, what, *x))
+      return err;
+  using fmat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic,
+                             Eigen::RowMajor>;
+  using cmap = Eigen::Map<const fmat>;
+  auto p = grad.dim(0);
+  auto q = grad.dim(1);
+  cmap la(LA.data(), p, p);
+  cmap lg(LG.data(), q, q);
+  fmat x = cmap(grad.data(), p, q);
+  for (Eigen::Index i = 0; i < p; ++i)
+    if (!(la(i, i) > 0))
+      return make_error(ec::numerical_failure,
+                        std::string{op} + ": LA has pivot " + num(la(i, i))
+                          + " at " + std::to_string(i));
+  for (Eigen::Index i = 0; i < q; ++i)
+    if (!(lg(i, i) > 0))
+      return make_error(ec::numerical_failure,
+                        std::string{op} + ": LG has pivot " + num(lg(i, i))
+                          + " at " + std::to_string(i));
+  on_this_thread([&] {
+    // (LA LAᵀ)⁻¹ X = LA⁻ᵀ (LA⁻¹ X), and X (LG LGᵀ)⁻¹ = (X LG⁻ᵀ) LG⁻¹.
+    // Each solve costs n² per column, where forming the inverses would
+    // cost n³ on the inverse side.
+    la.triangularView<Eigen::Lower>().solveInPlace(x);
+    la.transpose().triangularView<Eigen::Upper>().solveInPlace(x);
+    lg.transpose().triangularView<Eigen::Upper>()
+      .solveInPlace<Eigen::OnTheRight>(x);
+    lg.triangularView<Eigen::Lower>().solveInPlace<Eigen::OnTheRight>(x);
+    x *= scale;
+  });
+  std::vector<float> values(x.data(), x.data() + p * q);
+  store(std::move(values), p, q, out);
   return caf::none;
 }
 

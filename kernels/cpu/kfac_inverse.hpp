@@ -71,6 +71,19 @@ caf::expected<float> damped_inverse_with_retry(const tensor& factor,
                                                float damping, int max_retries,
                                                tensor& inverse);
 
+/// lower = L, the Cholesky factor of ½(F + Fᵀ) + damping·I (L Lᵀ, lower
+/// triangular, zeros above the diagonal), in double, stored as float. Same
+/// checks and errors as damped_inverse. A third of the work of the
+/// inverse (n³/3 instead of n³): what an inverse actor ships.
+caf::error damped_cholesky(const tensor& factor, float damping,
+                           tensor& lower);
+
+/// damped_cholesky with damped_inverse_with_retry's retry policy.
+caf::expected<float> damped_cholesky_with_retry(const tensor& factor,
+                                                float damping,
+                                                int max_retries,
+                                                tensor& lower);
+
 /// F = Q diag(e) Qᵀ of the symmetric part of a square factor, computed in
 /// double: eigenvalues [n] ascending, eigenvectors [n, n] with eigenvector
 /// k in column k. Negative eigenvalues from round-off are clamped to 0; one
@@ -87,6 +100,13 @@ caf::error symmetric_eigen(const tensor& factor, tensor& eigenvalues,
 caf::error precondition_factored(const tensor& grad, const tensor& A_inv,
                                  const tensor& G_inv, float scale,
                                  tensor& out);
+
+/// precondition_factored with the factors' Cholesky factors instead of
+/// their inverses: out = scale · (LA LAᵀ)⁻¹ · grad · (LG LGᵀ)⁻¹ by four
+/// triangular solves. A pivot that is not positive is
+/// ec::numerical_failure. out may be any of the inputs.
+caf::error precondition_cholesky(const tensor& grad, const tensor& LA,
+                                 const tensor& LG, float scale, tensor& out);
 
 /// Exact damping in the eigenbasis of A = QA diag(eA) QAᵀ and
 /// G = QG diag(eG) QGᵀ (as from symmetric_eigen):

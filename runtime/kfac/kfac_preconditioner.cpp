@@ -4,29 +4,14 @@
 #include <map>
 
 #include "kernels/cpu/kfac_inverse.hpp"
+#include "messages/kfac_messages.hpp"
 #include "runtime/error.hpp"
+#include "runtime/kfac/kfac_stats.hpp"
+#include "runtime/kfac/kfac_update.hpp"
+#include "runtime/kfac/layer_inversion.hpp"
 
 namespace syncfac {
 
-namespace {
-
-/// A layer's weight gradient [.., out] and bias gradient [out] as one
-/// matrix [rows + 1, out], bias last (A's bias row and column are last).
-tensor to_matrix(const tensor& w, const tensor& b) {
-  auto out = b.size();
-  auto rows = out > 0 ? w.size() / out : 0;
-  tensor m{rows + 1, out};
-  std::copy(w.data(), w.data() + w.size(), m.data());
-  std::copy(b.data(), b.data() + out, m.data() + rows * out);
-  return m;
-}
-
-void from_matrix(const tensor& m, tensor& w, tensor& b) {
-  std::copy(m.data(), m.data() + w.size(), w.data());
-  std::copy(m.data() + w.size(), m.data() + w.size() + b.size(), b.data());
-}
-
-} // namespace
 
 const char* to_string(fisher_type x) noexcept {
   return x == fisher_type::sampled ? "sampled" : "empirical";
@@ -124,80 +109,81 @@ kfac_preconditioner::make(const kfac_config& cfg,
   return kfac_preconditioner{cfg, std::move(layers)};
 }
 
+caf::expected<kfac_preconditioner>
+kfac_preconditioner::make(const kfac_config& cfg,
+                          const std::vector<kfac_layer>& layers,
+                          const parameter_set& params) {
+  std::vector<kfac_view> views;
+  for (const auto& l : layers) {
+    kfac_view v;
+    v.layer = l.name;
+    v.kind = l.kind;
+    v.weight_name = l.weight_name;
+    v.bias_name = l.bias_name;
+    views.push_back(std::move(v));
+  }
+  auto result = make(cfg, views, params);
+  if (result)
+    for (size_t i = 0; i < layers.size(); ++i)
+      result->layers_[i].locations = layers[i].locations;
+  return result;
+}
+
 caf::error kfac_preconditioner::update_factors(
   const std::vector<kfac_view>& views, int threads) {
-  if (views.size() != layers_.size())
+  auto stats = layer_statistics(views, cfg_.sampling, threads);
+  if (!stats)
+    return stats.error();
+  for (size_t i = 0; i < views.size() && i < layers_.size(); ++i)
+    if (views[i].kind == layer_kind::conv2d)
+      layers_[i].locations = views[i].geometry.locations();
+  return update_factors(*stats);
+}
+
+caf::error
+kfac_preconditioner::update_factors(const std::vector<layer_stats>& stats) {
+  if (stats.size() != layers_.size())
     return make_error(ec::shape_mismatch,
-                      "kfac: " + std::to_string(views.size())
-                        + " layer views for "
-                        + std::to_string(layers_.size()) + " layers");
-  tensor a;
-  tensor g;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    auto& l = layers_[i];
-    const auto& v = views[i];
-    if (v.layer != l.name || v.input == nullptr
-        || v.preactivation_grad == nullptr)
-      return make_error(ec::invalid_argument,
-                        "kfac: no statistics for layer '" + l.name
-                          + "' (run a backward pass first)");
-    auto err = v.kind == layer_kind::conv2d
-                 ? cpu::conv_factors(v.geometry, *v.input,
-                                     *v.preactivation_grad, true,
-                                     cfg_.sampling, threads, a, g)
-                 : cpu::dense_factors(*v.input, *v.preactivation_grad, true,
-                                      cfg_.sampling, threads, a, g);
-    if (err)
-      return with_context(err, "kfac: statistics of layer '" + l.name + "'");
-    if (v.kind == layer_kind::conv2d)
-      l.locations = v.geometry.locations();
-    // Both or neither: a factor pair must stay on the same update count.
-    auto a_raw = l.a_raw;
-    auto a_weight = l.a_weight;
-    if (auto e1 = cpu::ema_update(a_raw, a_weight, a, cfg_.cov_ema_decay))
-      return with_context(e1, "kfac: factor A of layer '" + l.name + "'");
-    if (auto e2 = cpu::ema_update(l.g_raw, l.g_weight, g, cfg_.cov_ema_decay))
-      return with_context(e2, "kfac: factor G of layer '" + l.name + "'");
-    l.a_raw = std::move(a_raw);
-    l.a_weight = a_weight;
+                      "kfac: statistics of " + std::to_string(stats.size())
+                        + " layers for " + std::to_string(layers_.size())
+                        + " layers");
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (stats[i].layer != layers_[i].name)
+      return make_error(ec::unknown_name,
+                        "kfac: statistics for layer '" + stats[i].layer
+                          + "' where layer '" + layers_[i].name
+                          + "' was expected");
+  // All layers or none: work on copies, then commit.
+  auto updated = layers_;
+  for (size_t i = 0; i < updated.size(); ++i) {
+    auto& l = updated[i];
+    if (auto err = cpu::ema_update(l.a_raw, l.a_weight, stats[i].a,
+                                   cfg_.cov_ema_decay))
+      return with_context(err, "kfac: factor A of layer '" + l.name + "'");
+    if (auto err = cpu::ema_update(l.g_raw, l.g_weight, stats[i].g,
+                                   cfg_.cov_ema_decay))
+      return with_context(err, "kfac: factor G of layer '" + l.name + "'");
     ++l.cov_updates;
   }
+  layers_ = std::move(updated);
   return caf::none;
 }
 
 caf::error kfac_preconditioner::invert(layer_state& l) {
-  tensor a;
-  tensor g;
-  if (auto err = cpu::ema_value(l.a_raw, l.a_weight, a))
+  layer_factors f;
+  f.layer = l.name;
+  f.locations = l.locations;
+  f.cov_updates = l.cov_updates;
+  if (auto err = cpu::ema_value(l.a_raw, l.a_weight, f.a))
     return err;
-  if (auto err = cpu::ema_value(l.g_raw, l.g_weight, g))
+  if (auto err = cpu::ema_value(l.g_raw, l.g_weight, f.g))
     return err;
-  if (cfg_.mode == inverse_mode::eigen) {
-    tensor qa, ea, qg, eg;
-    if (auto err = cpu::symmetric_eigen(a, ea, qa))
-      return err;
-    if (auto err = cpu::symmetric_eigen(g, eg, qg))
-      return err;
-    l.a_inv = std::move(qa);
-    l.a_vals = std::move(ea);
-    l.g_inv = std::move(qg);
-    l.g_vals = std::move(eg);
-    return caf::none;
-  }
-  auto plan = cpu::factored_damping(a, g, cfg_.damping, l.locations);
-  tensor a_inv, g_inv;
-  auto da = cpu::damped_inverse_with_retry(a, plan.a_damping,
-                                           cfg_.max_damping_retries, a_inv);
-  if (!da)
-    return da.error();
-  auto dg = cpu::damped_inverse_with_retry(g, plan.g_damping,
-                                           cfg_.max_damping_retries, g_inv);
-  if (!dg)
-    return dg.error();
-  if (*da > plan.a_damping || *dg > plan.g_damping)
-    ++damping_increases_;
-  l.a_inv = std::move(a_inv);
-  l.g_inv = std::move(g_inv);
+  bool raised = false;
+  auto inv = invert_layer(f, cfg_, raised);
+  if (!inv)
+    return inv.error();
+  damping_increases_ += raised ? 1 : 0;
+  l.inverse = std::make_shared<const layer_inverse>(std::move(*inv));
   return caf::none;
 }
 
@@ -206,13 +192,10 @@ caf::error kfac_preconditioner::update_inverses() {
   for (auto& l : layers_) {
     if (l.cov_updates < cfg_.min_cov_updates)
       continue;
-    if (auto err = invert(l)) {
+    if (auto err = invert(l))
       if (!first)
         first = with_context(err, "kfac: layer '" + l.name
                                     + "' keeps its previous inverse");
-      continue;
-    }
-    l.ready = true;
   }
   return first;
 }
@@ -222,34 +205,33 @@ kfac_preconditioner::precondition(parameter_set& grads) const {
   double dot = 0;
   tensor out;
   for (const auto& l : layers_) {
-    if (!l.ready)
+    if (!l.inverse)
       continue;
     if (l.weight >= grads.size() || l.bias >= grads.size())
       return make_error(ec::shape_mismatch,
                         "kfac: gradients lack layer '" + l.name + "'");
     auto& w = grads[l.weight].value;
     auto& b = grads[l.bias].value;
-    auto v = to_matrix(w, b);
-    auto err = cfg_.mode == inverse_mode::eigen
-                 ? cpu::precondition_eigen(v, l.a_inv, l.a_vals, l.g_inv,
-                                           l.g_vals, cfg_.damping,
-                                           l.locations, out)
-                 : cpu::precondition_factored(
-                   v, l.a_inv, l.g_inv,
-                   1.0f / static_cast<float>(l.locations), out);
-    if (err)
-      return with_context(err, "kfac: layer '" + l.name + "'");
-    for (int64_t i = 0; i < v.size(); ++i)
-      dot += static_cast<double>(v[i]) * out[i];
-    from_matrix(out, w, b);
+    auto d = precondition_layer(*l.inverse, layer_matrix(w, b), out);
+    if (!d)
+      return with_context(d.error(), "kfac");
+    dot += *d;
+    split_layer_matrix(out, w, b);
   }
   return dot;
+}
+
+std::vector<kfac_layer_slot> kfac_preconditioner::slots() const {
+  std::vector<kfac_layer_slot> result;
+  for (const auto& l : layers_)
+    result.push_back({l.weight, l.bias, l.inverse.get()});
+  return result;
 }
 
 size_t kfac_preconditioner::ready_layers() const {
   size_t n = 0;
   for (const auto& l : layers_)
-    n += l.ready ? 1 : 0;
+    n += l.inverse ? 1 : 0;
   return n;
 }
 

@@ -8,6 +8,7 @@
 // last row is the bias, matching A's last row and column.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,10 +17,15 @@
 #include <caf/meta/type_name.hpp>
 
 #include "kernels/cpu/kfac_factors.hpp"
+#include "runtime/kfac/layer_collection.hpp"
 #include "runtime/layers.hpp"
 #include "runtime/named_tensor.hpp"
 
 namespace syncfac {
+
+struct layer_stats;
+struct layer_inverse;
+struct kfac_layer_slot;
 
 enum class fisher_type : uint8_t {
   /// Targets drawn from the model's predictive distribution (the true
@@ -90,10 +96,19 @@ public:
   make(const kfac_config& cfg, const std::vector<kfac_view>& views,
        const parameter_set& params);
 
+  /// A preconditioner for the layers of a layer collection.
+  static caf::expected<kfac_preconditioner>
+  make(const kfac_config& cfg, const std::vector<kfac_layer>& layers,
+       const parameter_set& params);
+
   /// Folds one batch's statistics (from views valid after a backward pass
   /// under the chosen Fisher) into the moving averages.
   caf::error update_factors(const std::vector<kfac_view>& views,
                             int threads);
+
+  /// The same from statistics already computed (one entry per layer, in
+  /// layer order, as runtime/kfac/kfac_stats.hpp makes them).
+  caf::error update_factors(const std::vector<layer_stats>& stats);
 
   /// Recomputes the inverses of every layer with enough covariance
   /// updates. A factor that still fails after the damping retries keeps
@@ -107,6 +122,10 @@ public:
 
   /// Layers that have an inverse.
   size_t ready_layers() const;
+
+  /// Per layer, its weight and bias index and its inverse (null: none yet),
+  /// for kfac_apply (runtime/kfac/kfac_update.hpp).
+  std::vector<kfac_layer_slot> slots() const;
 
   /// Inversions that needed more damping than asked for, so far.
   int64_t damping_increases() const noexcept {
@@ -129,12 +148,9 @@ private:
     float a_weight = 0;
     float g_weight = 0;
     int64_t cov_updates = 0;
-    bool ready = false;
-    // Cholesky mode: the damped inverses; eigen mode: Q and eigenvalues.
-    tensor a_inv;
-    tensor g_inv;
-    tensor a_vals;
-    tensor g_vals;
+    /// The latest inverse; shared so that the state stays copyable while
+    /// layer_inverse is only declared here.
+    std::shared_ptr<const layer_inverse> inverse;
   };
 
   kfac_preconditioner(kfac_config cfg, std::vector<layer_state> layers);

@@ -66,12 +66,13 @@ caf::expected<layer_inverse> invert_layer(const layer_factors& f,
     return result;
   }
   auto plan = cpu::factored_damping(f.a, f.g, cfg.damping, f.locations);
-  auto da = cpu::damped_inverse_with_retry(f.a, plan.a_damping,
-                                           cfg.max_damping_retries, result.a);
+  result.form = inverse_form::cholesky_factor;
+  auto da = cpu::damped_cholesky_with_retry(f.a, plan.a_damping,
+                                            cfg.max_damping_retries, result.a);
   if (!da)
     return with_context(da.error(), context + ", factor A");
-  auto dg = cpu::damped_inverse_with_retry(f.g, plan.g_damping,
-                                           cfg.max_damping_retries, result.g);
+  auto dg = cpu::damped_cholesky_with_retry(f.g, plan.g_damping,
+                                            cfg.max_damping_retries, result.g);
   if (!dg)
     return with_context(dg.error(), context + ", factor G");
   result.a_damping = *da;
@@ -127,13 +128,16 @@ caf::error check_inverse(const layer_inverse& inv, int64_t a_dim,
 caf::expected<double> precondition_layer(const layer_inverse& inv,
                                          const tensor& grad, tensor& out) {
   tensor result;
-  auto err = inv.mode == inverse_mode::eigen
-               ? cpu::precondition_eigen(grad, inv.a, inv.a_values, inv.g,
-                                         inv.g_values, inv.damping,
-                                         inv.locations, result)
-               : cpu::precondition_factored(
-                 grad, inv.a, inv.g, 1.0f / static_cast<float>(inv.locations),
-                 result);
+  auto scale = 1.0f / static_cast<float>(inv.locations);
+  caf::error err;
+  if (inv.mode == inverse_mode::eigen)
+    err = cpu::precondition_eigen(grad, inv.a, inv.a_values, inv.g,
+                                  inv.g_values, inv.damping, inv.locations,
+                                  result);
+  else if (inv.form == inverse_form::cholesky_factor)
+    err = cpu::precondition_cholesky(grad, inv.a, inv.g, scale, result);
+  else
+    err = cpu::precondition_factored(grad, inv.a, inv.g, scale, result);
   if (err)
     return with_context(err, "layer '" + inv.layer + "'");
   double dot = 0;

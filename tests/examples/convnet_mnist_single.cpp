@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(bad_input_is_a_clear_error) {
   BOOST_TEST(flag.exit_code != 0);
   BOOST_TEST(flag.output.find("no_such_flag") != std::string::npos,
              flag.output);
-  auto lr = run_program(program + " --fake_data --learning_rate -1");
+  auto lr = run_program(program + " --fake_data --learning_rate 0");
   BOOST_TEST(lr.exit_code != 0);
   BOOST_TEST(lr.output.find("learning_rate") != std::string::npos, lr.output);
   auto backend = run_program(program + " --fake_data --backend tpu");
@@ -196,11 +196,66 @@ BOOST_AUTO_TEST_CASE(kfac_trains_in_the_plain_runtime) {
   BOOST_REQUIRE_EQUAL(losses.size(), 3u);
   BOOST_TEST(losses.back() < 0.5 * losses.front(),
              "loss fell from " << losses.front() << " to " << losses.back());
-  auto sync = run_program(program + " --optimizer kfac --fake_data");
-  BOOST_TEST(sync.exit_code != 0);
-  BOOST_TEST(sync.output.find("--runtime plain") != std::string::npos);
   auto fisher = run_program(program + " --runtime plain --optimizer kfac"
                             " --fake_data --fisher nope");
   BOOST_TEST(fisher.exit_code != 0);
   BOOST_TEST(fisher.output.find("nope") != std::string::npos);
+}
+
+namespace {
+
+/// K-FAC through the sync runtime on fake data: the loss must fall, the
+/// summary must show statistics folded, inverses computed and shipped, and
+/// steps preconditioned.
+void check_kfac_strategy(const std::string& flags) {
+  temp_dir tmp;
+  auto metrics = tmp.file("metrics.jsonl");
+  auto summary = tmp.file("summary.json");
+  auto res = run_program(program + " --optimizer kfac --learning_rate 0.0003"
+                         " --fake_data --fake_train_size 4000 --steps 60"
+                         " --batch_size 32 --log_every 20 --invert_every 5"
+                         " --threads 2 --no_final_eval --metrics "
+                         + metrics + " --summary " + summary + " " + flags);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto losses = json_numbers(read_file(metrics), "loss");
+  BOOST_REQUIRE_EQUAL(losses.size(), 3u);
+  BOOST_TEST(losses.back() < 0.5 * losses.front(),
+             "loss fell from " << losses.front() << " to " << losses.back());
+  auto text = read_file(summary);
+  BOOST_TEST(json_numbers(text, "cov_updates").at(0) >= 10);
+  BOOST_TEST(json_numbers(text, "layer_inversions").at(0) >= 3);
+  BOOST_TEST(json_numbers(text, "layers_ready").at(0) == 3);
+  BOOST_TEST(json_numbers(text, "preconditioned_steps").at(0) >= 10);
+  BOOST_TEST(json_numbers(text, "stats_refused").at(0) == 0);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(kfac_chief_worker_strategy) {
+  check_kfac_strategy("--worker_replicas 2 --replicas_to_aggregate 2"
+                      " --cov_inv_op_strategy chief_worker");
+}
+
+BOOST_AUTO_TEST_CASE(kfac_dedicated_workers_strategy) {
+  check_kfac_strategy("--worker_replicas 5"
+                      " --cov_inv_op_strategy dedicated_workers");
+  // 3 tasks leave no statistics worker: refused with the reason.
+  auto res = run_program(program + " --optimizer kfac --fake_data"
+                         " --worker_replicas 3"
+                         " --cov_inv_op_strategy dedicated_workers");
+  BOOST_TEST(res.exit_code != 0);
+  BOOST_TEST(res.output.find("at least 5 worker tasks") != std::string::npos,
+             res.output);
+}
+
+BOOST_AUTO_TEST_CASE(kfac_all_workers_strategy_by_cost_placement) {
+  check_kfac_strategy("--worker_replicas 2 --replicas_to_aggregate 2"
+                      " --cov_inv_op_strategy all_workers --ps_tasks 2"
+                      " --covariance_actors 2 --inverse_actors 2"
+                      " --kfac_placement by_cost --stats_examples 16");
+  auto res = run_program(program + " --optimizer kfac --fake_data"
+                         " --cov_inv_op_strategy everyone");
+  BOOST_TEST(res.exit_code != 0);
+  BOOST_TEST(res.output.find("everyone") != std::string::npos, res.output);
 }

@@ -102,7 +102,7 @@ tensor sentinel() {
 constexpr float nan_value = std::numeric_limits<float>::quiet_NaN();
 
 // The fixture of the comparisons: A 4x4 (3 inputs + bias), G 3x3, grad [4, 3].
-struct kfac_layer {
+struct tiny_layer {
   std::mt19937 rng{11};
   tensor A = random_gram(4, 9, rng);
   tensor G = random_gram(3, 7, rng);
@@ -113,7 +113,7 @@ struct kfac_layer {
 
 BOOST_AUTO_TEST_CASE(kronecker_of_row_major_vec_is_A_grad_G) {
   // The layout fact the kernels rely on: (A⊗G) vec(grad) = vec(A grad G).
-  kfac_layer l;
+  tiny_layer l;
   auto A = to_matrix(l.A);
   auto G = to_matrix(l.G);
   VectorXd lhs = kron(A, G) * vec(l.grad);
@@ -176,7 +176,7 @@ BOOST_AUTO_TEST_CASE(factored_damping_dense_and_conv) {
 }
 
 BOOST_AUTO_TEST_CASE(factored_preconditioning_matches_explicit_kronecker) {
-  kfac_layer l;
+  tiny_layer l;
   const float lambda = 0.05f;
   for (int64_t T : {1, 4}) {
     BOOST_TEST_CONTEXT("T = " << T) {
@@ -198,13 +198,78 @@ BOOST_AUTO_TEST_CASE(factored_preconditioning_matches_explicit_kronecker) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(cholesky_preconditioning_matches_explicit_kronecker) {
+  tiny_layer l;
+  const float lambda = 0.05f;
+  for (int64_t T : {1, 4}) {
+    BOOST_TEST_CONTEXT("T = " << T) {
+      auto plan = cpu::factored_damping(l.A, l.G, lambda, T);
+      tensor LA, LG, out;
+      SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(l.A, plan.a_damping, LA));
+      SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(l.G, plan.g_damping, LG));
+      SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(
+        l.grad, LA, LG, 1.0f / static_cast<float>(T), out));
+      MatrixXd Ad = to_matrix(l.A)
+                    + plan.a_damping * MatrixXd::Identity(4, 4);
+      MatrixXd Gd = to_matrix(l.G)
+                    + plan.g_damping * MatrixXd::Identity(3, 3);
+      MatrixXd K = static_cast<double>(T) * kron(Ad, Gd);
+      VectorXd x = K.fullPivLu().solve(vec(l.grad));
+      check_close(out, unvec(x, 4, 3), 1e-5, 1e-4, "preconditioned");
+      // The same as the explicit inverses.
+      tensor A_inv, G_inv, ref;
+      SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.A, plan.a_damping, A_inv));
+      SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.G, plan.g_damping, G_inv));
+      SYNCFAC_REQUIRE_OK(cpu::precondition_factored(
+        l.grad, A_inv, G_inv, 1.0f / static_cast<float>(T), ref));
+      check_close(out, ref, 1e-5, 1e-4, "vs explicit inverses");
+      // In place.
+      auto g = l.grad;
+      SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(
+        g, LA, LG, 1.0f / static_cast<float>(T), g));
+      check_close(g, out, 0, 0, "aliased output");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(damped_cholesky_is_lower_and_reconstructs) {
+  std::mt19937 rng{5};
+  auto F = random_gram(6, 4, rng); // rank 4: needs the damping
+  tensor L;
+  SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(F, 0.1f, L));
+  auto Ld = to_matrix(L);
+  for (int64_t i = 0; i < 6; ++i)
+    for (int64_t j = i + 1; j < 6; ++j)
+      BOOST_TEST(Ld(i, j) == 0.0);
+  MatrixXd expected = to_matrix(F) + 0.1 * MatrixXd::Identity(6, 6);
+  check_close(to_tensor(Ld * Ld.transpose()), to_tensor(expected), 1e-6,
+              1e-5, "L L^T");
+  // Not positive definite: refused, retried with more damping.
+  auto before = sentinel();
+  L = before;
+  auto err = cpu::damped_cholesky(identity(3, -1.0f), 0.5f, L);
+  check_error(err, ec::numerical_failure, {"not positive definite"});
+  BOOST_CHECK(L == before);
+  auto used = cpu::damped_cholesky_with_retry(identity(3, -1.0f), 0.5f, 2, L);
+  BOOST_REQUIRE_MESSAGE(used, why(used));
+  BOOST_CHECK_CLOSE(*used, 5.0f, 1e-4);
+  check_close(L, identity(3, 2.0f), 1e-6, 1e-6, "sqrt(4) I");
+  // A zero pivot in a shipped factor is refused at preconditioning.
+  tensor out;
+  auto bad = identity(3);
+  bad[4] = 0.0f;
+  check_error(cpu::precondition_cholesky(tensor({3, 3}), bad, identity(3),
+                                         1.0f, out),
+              ec::numerical_failure, {"LA", "pivot"});
+}
+
 BOOST_AUTO_TEST_CASE(eigen_preconditioning_is_exact_damped_block_inverse) {
   // With A = QA diag(eA) QAᵀ, G = QG diag(eG) QGᵀ, and Q = QA⊗QG orthogonal:
   //   T·(A⊗G) + λI = Q (T·diag(eA)⊗diag(eG) + λI) Qᵀ,
   //   Qᵀ vec(grad) = vec(QAᵀ grad QG),
   // so dividing that elementwise by T·eA_i·eG_j + λ and mapping back with
   // QA · V · QGᵀ gives exactly (T·(A⊗G) + λI)⁻¹ vec(grad).
-  kfac_layer l;
+  tiny_layer l;
   tensor eA, QA, eG, QG;
   SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(l.A, eA, QA));
   SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(l.G, eG, QG));
@@ -224,7 +289,7 @@ BOOST_AUTO_TEST_CASE(eigen_preconditioning_is_exact_damped_block_inverse) {
 }
 
 BOOST_AUTO_TEST_CASE(eigen_preconditioning_refuses_zero_divisors) {
-  kfac_layer l;
+  tiny_layer l;
   tensor eA, QA, eG, QG;
   SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(tensor({4, 4}), eA, QA));
   SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(l.G, eG, QG));
@@ -433,7 +498,7 @@ BOOST_AUTO_TEST_CASE(kl_clip_scale_values) {
 }
 
 BOOST_AUTO_TEST_CASE(preconditioning_shape_errors_name_both_shapes) {
-  kfac_layer l;
+  tiny_layer l;
   tensor eA, QA, eG, QG;
   SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(l.A, eA, QA));
   SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(l.G, eG, QG));
@@ -457,7 +522,7 @@ BOOST_AUTO_TEST_CASE(preconditioning_shape_errors_name_both_shapes) {
 }
 
 BOOST_AUTO_TEST_CASE(preconditioning_refuses_non_finite_inputs) {
-  kfac_layer l;
+  tiny_layer l;
   auto out = sentinel();
   auto bad = l.grad;
   bad[5] = nan_value;
@@ -482,7 +547,7 @@ BOOST_AUTO_TEST_CASE(preconditioning_refuses_non_finite_inputs) {
 }
 
 BOOST_AUTO_TEST_CASE(preconditioning_output_may_alias_an_input) {
-  kfac_layer l;
+  tiny_layer l;
   tensor A_inv, G_inv, expected;
   SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.A, 0.1f, A_inv));
   SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.G, 0.1f, G_inv));
