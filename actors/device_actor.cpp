@@ -76,15 +76,27 @@ statistics_of(self_ptr self, const batch& b, const stats_request& req,
   examples = used;
   if (req.fisher == fisher_type::empirical && after_gradients)
     return layer_statistics(m.kfac_layers(), sampling, st.dev->threads());
+  // A replica of its own for the statistics pass: its activations keep
+  // the statistics batch's size, where running the smaller batch through
+  // the main replica would reallocate every activation twice per step.
+  if (!st.stats_replica) {
+    auto made = model::make(m.spec(), 0);
+    if (!made)
+      return made.error();
+    st.stats_replica = std::move(*made);
+  }
+  auto& sm = *st.stats_replica;
+  if (auto err = sm.set_parameters(m.parameters()))
+    return err;
   auto part = batch_prefix(b, used);
-  if (auto res = m.forward(*st.dev, part.images, part.labels); !res)
+  if (auto res = sm.forward(*st.dev, part.images, part.labels); !res)
     return res.error();
   if (auto err = req.fisher == fisher_type::sampled
-                   ? m.backward_sampled(*st.dev, st.rng)
-                   : m.backward(*st.dev, part.labels))
+                   ? sm.backward_sampled(*st.dev, st.rng)
+                   : sm.backward(*st.dev, part.labels))
     return err;
   sampling.max_examples = 0;
-  return layer_statistics(m.kfac_layers(), sampling, st.dev->threads());
+  return layer_statistics(sm.kfac_layers(), sampling, st.dev->threads());
 }
 
 /// One step of the seeds' single-machine K-FAC: gradients of the batch,
@@ -152,6 +164,7 @@ device_actor::behavior_type device(self_ptr self,
         return refuse(self, replica.error());
       auto& st = self->state;
       st.replica = std::move(*replica);
+      st.stats_replica.reset();
       st.local_optimizer.reset();
       st.kfac.reset();
       st.kfac_steps = 0;

@@ -41,6 +41,8 @@ struct device_state {
 
   std::shared_ptr<backend> dev;
   std::unique_ptr<model> replica;
+  /// The K-FAC statistics pass runs here (at the replica's parameters).
+  std::unique_ptr<model> stats_replica;
   std::optional<optimizer> local_optimizer;
   /// K-FAC's factors and inverses for train_atom with optimizer kfac.
   std::optional<kfac_preconditioner> kfac;

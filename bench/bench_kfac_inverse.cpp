@@ -69,15 +69,19 @@ int main(int argc, char** argv) {
     auto A = factor(s.in, s.rows, true, rng);
     auto G = factor(s.out, s.rows, false, rng);
     auto plan = cpu::factored_damping(A, G, lambda, 1);
-    tensor A_inv, G_inv, eA, QA, eG, QG, grad({s.in, s.out}), out;
-    for (auto [fname, f, d, inv, e, q] :
-         {std::tuple{"A", &A, plan.a_damping, &A_inv, &eA, &QA},
-          std::tuple{"G", &G, plan.g_damping, &G_inv, &eG, &QG}}) {
+    tensor A_inv, G_inv, eA, QA, eG, QG, LA, LG, grad({s.in, s.out}), out;
+    for (auto [fname, f, d, inv, e, q, l] :
+         {std::tuple{"A", &A, plan.a_damping, &A_inv, &eA, &QA, &LA},
+          std::tuple{"G", &G, plan.g_damping, &G_inv, &eG, &QG, &LG}}) {
       auto n = std::to_string(f->dim(0));
       auto label = std::string{s.name} + " " + fname + " " + n + "x" + n;
       report("damped_inverse " + label,
              measure([&, f = f, d = d, inv = inv] {
                ok(cpu::damped_inverse(*f, d, *inv));
+             }, seconds));
+      report("damped_cholesky " + label,
+             measure([&, f = f, d = d, l = l] {
+               ok(cpu::damped_cholesky(*f, d, *l));
              }, seconds));
       report("symmetric_eigen " + label,
              measure([&, f = f, e = e, q = q] {
@@ -88,6 +92,9 @@ int main(int argc, char** argv) {
                  + std::to_string(s.out) + "]";
     report("precondition_factored " + shape, measure([&] {
              ok(cpu::precondition_factored(grad, A_inv, G_inv, 1.0f, out));
+           }, seconds));
+    report("precondition_cholesky " + shape, measure([&] {
+             ok(cpu::precondition_cholesky(grad, LA, LG, 1.0f, out));
            }, seconds));
     report("precondition_eigen " + shape, measure([&] {
              ok(cpu::precondition_eigen(grad, QA, eA, QG, eG, lambda, 1, out));

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "messages/kfac_messages.hpp"
@@ -153,10 +154,27 @@ kfac_preconditioner::update_factors(const std::vector<layer_stats>& stats) {
                         "kfac: statistics for layer '" + stats[i].layer
                           + "' where layer '" + layers_[i].name
                           + "' was expected");
-  // All layers or none: work on copies, then commit.
-  auto updated = layers_;
-  for (size_t i = 0; i < updated.size(); ++i) {
-    auto& l = updated[i];
+  // All layers or none: check every statistic first (ema_update refuses
+  // exactly these), then update in place without copying the factors.
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const auto& l = layers_[i];
+    for (auto [stat, raw, what] :
+         {std::tuple{&stats[i].a, &l.a_raw, "A"},
+          std::tuple{&stats[i].g, &l.g_raw, "G"}}) {
+      if (!raw->shape().empty() && stat->shape() != raw->shape())
+        return make_error(ec::shape_mismatch,
+                          "kfac: factor " + std::string{what} + " of layer '"
+                            + l.name + "' is " + raw->shape_string()
+                            + ", the statistic " + stat->shape_string());
+      if (!stat->all_finite())
+        return make_error(ec::non_finite, "kfac: statistic "
+                                            + std::string{what}
+                                            + " of layer '" + l.name
+                                            + "' holds NaN or Inf");
+    }
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    auto& l = layers_[i];
     if (auto err = cpu::ema_update(l.a_raw, l.a_weight, stats[i].a,
                                    cfg_.cov_ema_decay))
       return with_context(err, "kfac: factor A of layer '" + l.name + "'");
@@ -165,7 +183,6 @@ kfac_preconditioner::update_factors(const std::vector<layer_stats>& stats) {
       return with_context(err, "kfac: factor G of layer '" + l.name + "'");
     ++l.cov_updates;
   }
-  layers_ = std::move(updated);
   return caf::none;
 }
 
