@@ -6,6 +6,7 @@
 #include <caf/binary_serializer.hpp>
 
 #include "messages/device_messages.hpp"
+#include "messages/kfac_messages.hpp"
 #include "messages/sync_messages.hpp"
 #include "runtime/error.hpp"
 #include "runtime/optimizer.hpp"
@@ -166,7 +167,7 @@ BOOST_AUTO_TEST_CASE(every_sync_message_round_trips) {
   BOOST_TEST(ss.stale_pushes == 2);
   BOOST_TEST((ss.variables.at(0) == acc));
 
-  auto ws = message_round_trip(worker_status{1, 8, 9, 2, 1.5, 0.25});
+  auto ws = message_round_trip(worker_status{1, 8, 9, 2, 1.5, 0.25, 0, 0, 0, 0, 0, {}});
   BOOST_TEST(ws.token_wait_s == 0.25);
 
   auto cs = message_round_trip(chief_status{8, 2, 1, 30, true, 3});
@@ -182,6 +183,98 @@ BOOST_AUTO_TEST_CASE(every_sync_message_round_trips) {
   auto sum2 = message_round_trip(sum);
   BOOST_TEST(sum2.examples == 12800);
   BOOST_TEST((sum2.shards.at(0).variables.at(0) == acc));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(kfac_message_tests, fixture)
+
+BOOST_AUTO_TEST_CASE(every_kfac_message_round_trips) {
+  stats_request req{fisher_type::empirical, {16, 4, 99}};
+  auto req2 = message_round_trip(req);
+  BOOST_TEST((req2.fisher == fisher_type::empirical));
+  BOOST_TEST(req2.sampling.max_examples == 16);
+  BOOST_TEST(req2.sampling.max_locations == 4);
+  BOOST_TEST(req2.sampling.seed == 99u);
+
+  layer_stats ls{"fc", ramp({3, 3}), ramp({2, 2})};
+  auto upd = message_round_trip(stats_update{1, 42, 16, {ls}});
+  BOOST_TEST(upd.worker == 1);
+  BOOST_TEST(upd.step == 42);
+  BOOST_TEST(upd.examples == 16);
+  BOOST_TEST(upd.layers.at(0).layer == "fc");
+  BOOST_TEST(upd.layers.at(0).a == ls.a);
+  BOOST_TEST(upd.layers.at(0).g == ls.g);
+
+  auto ack = message_round_trip(stats_ack{true, 7});
+  BOOST_TEST(ack.accepted);
+  BOOST_TEST(ack.cov_updates == 7);
+
+  auto fs = message_round_trip(
+    factor_set{40, {layer_factors{"conv", 196, 12, ramp({3, 3}), ramp({2, 2})}}});
+  BOOST_TEST(fs.step == 40);
+  BOOST_TEST(fs.layers.at(0).locations == 196);
+  BOOST_TEST(fs.layers.at(0).cov_updates == 12);
+  BOOST_TEST(fs.layers.at(0).a == ramp({3, 3}));
+
+  layer_inverse inv;
+  inv.layer = "conv";
+  inv.mode = inverse_mode::eigen;
+  inv.locations = 196;
+  inv.damping = 1e-3f;
+  inv.a_damping = 0.25f;
+  inv.g_damping = 0.5f;
+  inv.a = ramp({3, 3});
+  inv.g = ramp({2, 2});
+  inv.a_values = ramp({3});
+  inv.g_values = ramp({2});
+  inv.form = inverse_form::cholesky_factor;
+  auto is = message_round_trip(inverse_set{40, {inv}, {"fc: too early"}, 1});
+  BOOST_TEST(is.step == 40);
+  BOOST_TEST(is.damping_raised == 1);
+  BOOST_TEST(is.problems.at(0) == "fc: too early");
+  const auto& inv2 = is.layers.at(0);
+  BOOST_TEST((inv2.mode == inverse_mode::eigen));
+  BOOST_TEST((inv2.form == inverse_form::cholesky_factor));
+  BOOST_TEST(inv2.locations == 196);
+  BOOST_TEST(inv2.g_damping == 0.5f);
+  BOOST_TEST(inv2.a_values == inv.a_values);
+  BOOST_TEST(inv2.g == inv.g);
+
+  kfac_config kc;
+  kc.momentum = kfac_momentum::regular;
+  kc.invert_every = 5;
+  auto kc2 = message_round_trip(kc);
+  BOOST_TEST((kc2.momentum == kfac_momentum::regular));
+  BOOST_TEST(kc2.invert_every == 5);
+
+  layer_collection lc{{kfac_layer{"fc", layer_kind::dense, "fc/weights",
+                                  "fc/bias", 785, 10, 1}},
+                      predictive_distribution::bernoulli};
+  auto lc2 = message_round_trip(lc);
+  BOOST_TEST(lc2.layers.at(0).a_dim == 785);
+  BOOST_TEST(lc2.layers.at(0).weight_name == "fc/weights");
+  BOOST_TEST((lc2.distribution == predictive_distribution::bernoulli));
+
+  covariance_status cs;
+  cs.index = 1;
+  cs.cov_updates = 9;
+  cs.last_error = "x";
+  auto cs2 = message_round_trip(cs);
+  BOOST_TEST(cs2.cov_updates == 9);
+  BOOST_TEST(cs2.last_error == "x");
+
+  inverse_status ist;
+  ist.inversions = 4;
+  ist.invert_s = 0.5;
+  auto ist2 = message_round_trip(ist);
+  BOOST_TEST(ist2.inversions == 4);
+  BOOST_TEST(ist2.invert_s == 0.5);
+
+  step_result res{1.0f, 1, 2, {}, {}, 0.1, {ls}, 16};
+  auto res2 = message_round_trip(res);
+  BOOST_TEST(res2.stats.at(0).a == ls.a);
+  BOOST_TEST(res2.stats_examples == 16);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
