@@ -139,3 +139,42 @@ BOOST_AUTO_TEST_CASE(invalid_settings_are_refused) {
   BOOST_TEST(!parse_fisher_type("bogus"));
   BOOST_TEST((*parse_inverse_mode("eigen") == inverse_mode::eigen));
 }
+
+BOOST_AUTO_TEST_CASE(the_convnet_collection_and_layer_placement) {
+  auto m = model::make(model_spec{}, 1);
+  BOOST_REQUIRE(m);
+  const auto& c = (*m)->kfac_collection();
+  BOOST_REQUIRE(!c.validate());
+  BOOST_REQUIRE_EQUAL(c.layers.size(), 3u);
+  // The seeds' ConvNet: 5x5x1 -> 16, 5x5x16 -> 16 (both SAME on 28x28 and
+  // 14x14), then 7*7*16 -> 10.
+  BOOST_TEST(c.layers[0].a_dim == 26);
+  BOOST_TEST(c.layers[0].g_dim == 16);
+  BOOST_TEST(c.layers[0].locations == 28 * 28);
+  BOOST_TEST(c.layers[1].a_dim == 401);
+  BOOST_TEST(c.layers[1].locations == 14 * 14);
+  BOOST_TEST(c.layers[2].a_dim == 785);
+  BOOST_TEST(c.layers[2].g_dim == 10);
+  BOOST_TEST(c.layers[2].locations == 1);
+  BOOST_TEST((c.layers[2].kind == layer_kind::dense));
+  BOOST_TEST((c.distribution == predictive_distribution::categorical));
+  BOOST_TEST(c.find(c.layers[1].name) == &c.layers[1]);
+  BOOST_TEST(c.find("nope") == nullptr);
+  // Round-robin in layer order; by cost the 785 dense layer alone on one
+  // actor, the two conv layers (401³ + 26³ < 785³) on the other.
+  BOOST_TEST((place_layers(c.layers, 2, kfac_placement::round_robin)
+              == std::vector<int32_t>{0, 1, 0}));
+  BOOST_TEST((place_layers(c.layers, 2, kfac_placement::by_cost)
+              == std::vector<int32_t>{1, 1, 0}));
+  BOOST_TEST((place_layers(c.layers, 1, kfac_placement::by_cost)
+              == std::vector<int32_t>{0, 0, 0}));
+  BOOST_TEST(!parse_kfac_placement("random"));
+  // A broken entry is named.
+  auto bad = c;
+  bad.layers[1].a_dim = 1;
+  BOOST_TEST(render(bad.validate()).find(c.layers[1].name)
+             != std::string::npos);
+  bad = c;
+  bad.layers[2].name = bad.layers[0].name;
+  BOOST_TEST(render(bad.validate()).find("twice") != std::string::npos);
+}
