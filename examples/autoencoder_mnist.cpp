@@ -21,7 +21,8 @@
 #include <iostream>
 #include <sstream>
 #include <string>
-#include <thread>
+#include <utility>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 
@@ -29,7 +30,7 @@
 #include "actors/sync_trainer.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/error.hpp"
-#include "runtime/program_config.hpp"
+#include "training_options.hpp"
 
 using namespace syncfac;
 
@@ -76,94 +77,51 @@ caf::expected<std::vector<int64_t>> parse_widths(const std::string& str) {
   return result;
 }
 
-struct options : program_config {
-  std::string data_dir = default_mnist_dir;
-  bool fake_data = false;
-  int64_t steps = 1000;
-  int64_t batch_size = 256;
-  /// Negative: default_rate() of the optimizer.
-  float learning_rate = -1;
-  float momentum = 0.9f;
-  std::string optimizer = "momentum";
-  std::string hidden = "1000,500,250,30";
-  std::string activation_name = "sigmoid";
-  std::string init = "sparse";
-  std::string backend = "cpu";
-  int threads = 0;
-  uint64_t seed = 0;
-  int64_t log_every = 100;
-  int64_t eval_every = 0;
-  int64_t eval_examples = 10000;
-  int64_t warmup = 20;
-  std::string metrics;
-  std::string summary;
-  bool no_progress = false;
-  int64_t request_timeout_ms = 120000;
-  int64_t fake_train_size = 12800;
-  std::string runtime = "plain";
-  int32_t worker_replicas = 1;
-  int32_t replicas_to_aggregate = 1;
-  int32_t ps_tasks = 1;
-  float cov_ema_decay = 0.95f;
-  /// Larger than the classifier's 1e-3: the summed per-pixel loss has a
-  /// large Fisher, and 1e-3 or 1e-2 let the first K-FAC steps diverge.
-  float damping = 0.1f;
-  int64_t invert_every = 10;
-  std::string fisher = "sampled";
-  std::string inverse = "cholesky";
-  float kl_clip = 0;
-  int64_t stats_examples = 0;
-  int64_t stats_locations = 0;
+/// The shared flags (examples/training_options.hpp) with the autoencoder's
+/// defaults and help texts, plus --hidden and --eval_examples.
+examples::training_help autoencoder_help() {
+  examples::training_help help;
+  help.steps = "training steps";
+  help.learning_rate = "learning rate (default: momentum 0.003, kfac 0.01, "
+                       "sgd and adam 0.001)";
+  help.momentum = "momentum coefficient (momentum, kfac)";
+  help.init = "weight init: sparse, glorot, he or seeds";
+  help.activation = "hidden activation: sigmoid, tanh, relu";
+  help.seed = "seed of initialisation, shuffling and sampling";
+  help.eval_every = "steps between reconstruction-error evaluations (0: end)";
+  help.runtime = "plain (one loop) or sync (chief, workers, PS shards)";
+  help.worker_replicas = "sync: N workers";
+  help.replicas_to_aggregate = "sync: R gradients averaged per update";
+  help.ps_tasks = "sync: P parameter-server shards";
+  help.stats_examples = "kfac: examples per batch used for statistics "
+                        "(0: all)";
+  help.stats_locations = "kfac: locations per example for statistics (0: "
+                         "all; dense layers have one)";
+  return help;
+}
 
-  options() {
+struct options : examples::training_options {
+  std::string hidden = "1000,500,250,30";
+  int64_t eval_examples = 10000;
+
+  options() : training_options{autoencoder_help()} {
+    steps = 1000;
+    batch_size = 256;
+    init = "sparse";
+    activation_name = "sigmoid";
+    request_timeout_ms = 120000;
+    runtime = "plain";
+    // Larger than the classifier's 1e-3: the summed per-pixel loss has a
+    // large Fisher, and 1e-3 or 1e-2 let the first K-FAC steps diverge.
+    damping = 0.1f;
+    stats_examples = 0;
+    stats_locations = 0;
     opt_group{custom_options_, "global"}
-      .add(data_dir, "data_dir", "directory of the MNIST-format IDX files")
-      .add(fake_data, "fake_data", "train on a deterministic synthetic set")
-      .add(steps, "steps", "training steps")
-      .add(batch_size, "batch_size", "examples per step")
-      .add(learning_rate, "learning_rate",
-           "learning rate (default: momentum 0.003, kfac 0.01, sgd and "
-           "adam 0.001)")
-      .add(momentum, "momentum", "momentum coefficient (momentum, kfac)")
-      .add(optimizer, "optimizer", "sgd, momentum, adam or kfac")
       .add(hidden, "hidden",
            "encoder widths down to the linear code layer; the decoder "
            "mirrors them")
-      .add(activation_name, "activation",
-           "hidden activation: sigmoid, tanh, relu")
-      .add(init, "init", "weight init: sparse, glorot, he or seeds")
-      .add(backend, "backend", "compute backend of the device actor")
-      .add(threads, "threads", "compute threads (0: all cores)")
-      .add(seed, "seed", "seed of initialisation, shuffling and sampling")
-      .add(log_every, "log_every", "steps between log lines")
-      .add(eval_every, "eval_every",
-           "steps between reconstruction-error evaluations (0: end)")
       .add(eval_examples, "eval_examples",
-           "first training images evaluated (0: all)")
-      .add(warmup, "warmup", "steps excluded from the examples/s figure")
-      .add(metrics, "metrics", "write metrics as JSON lines to this file")
-      .add(summary, "summary", "write a JSON summary to this file")
-      .add(no_progress, "no_progress", "no progress line on the terminal")
-      .add(request_timeout_ms, "request_timeout_ms",
-           "longest wait for one device request")
-      .add(fake_train_size, "fake_train_size", "examples of --fake_data")
-      .add(runtime, "runtime", "plain (one loop) or sync (chief, workers, "
-                               "PS shards)")
-      .add(worker_replicas, "worker_replicas", "sync: N workers")
-      .add(replicas_to_aggregate, "replicas_to_aggregate",
-           "sync: R gradients averaged per update")
-      .add(ps_tasks, "ps_tasks", "sync: P parameter-server shards")
-      .add(cov_ema_decay, "cov_ema_decay", "kfac: factor moving-average decay")
-      .add(damping, "damping", "kfac: Tikhonov damping lambda")
-      .add(invert_every, "invert_every", "kfac: steps between inversions")
-      .add(fisher, "fisher", "kfac: sampled (true Fisher) or empirical")
-      .add(inverse, "inverse", "kfac: cholesky or eigen")
-      .add(kl_clip, "kl_clip", "kfac: KL/norm clip of the step (0: off)")
-      .add(stats_examples, "stats_examples",
-           "kfac: examples per batch used for statistics (0: all)")
-      .add(stats_locations, "stats_locations",
-           "kfac: locations per example for statistics (0: all; dense "
-           "layers have one)");
+           "first training images evaluated (0: all)");
   }
 
   caf::expected<local_training_config> to_training_config() const {
@@ -173,50 +131,8 @@ struct options : program_config {
     if (!widths)
       return widths.error();
     cfg.model.hidden = std::move(*widths);
-    auto act = parse_activation(activation_name);
-    if (!act)
-      return act.error();
-    cfg.model.hidden_activation = *act;
-    auto scheme = parse_init_scheme(init);
-    if (!scheme)
-      return scheme.error();
-    cfg.model.init = *scheme;
-    auto kind = parse_optimizer_kind(optimizer);
-    if (!kind)
-      return kind.error();
-    cfg.optimizer.kind = *kind;
-    cfg.optimizer.learning_rate = learning_rate >= 0 ? learning_rate
-                                                     : default_rate(*kind);
-    cfg.optimizer.momentum = momentum;
-    auto& kf = cfg.optimizer.kfac;
-    kf.cov_ema_decay = cov_ema_decay;
-    kf.damping = damping;
-    kf.invert_every = invert_every;
-    kf.kl_clip = kl_clip;
-    kf.sampling.max_examples = stats_examples;
-    kf.sampling.max_locations = stats_locations;
-    kf.sampling.seed = seed;
-    auto ft = parse_fisher_type(fisher);
-    if (!ft)
-      return ft.error();
-    kf.fisher = *ft;
-    auto im = parse_inverse_mode(inverse);
-    if (!im)
-      return im.error();
-    kf.mode = *im;
-    cfg.device.backend = backend;
-    cfg.device.threads = threads > 0 ? threads
-                                     : static_cast<int>(std::max(
-                                       1u, std::thread::hardware_concurrency()));
-    cfg.batch_size = batch_size;
-    cfg.steps = steps;
-    cfg.seed = seed;
-    cfg.log_every = log_every;
-    cfg.eval_every = eval_every;
-    cfg.warmup = warmup;
-    cfg.metrics_path = metrics;
-    cfg.progress = !no_progress;
-    cfg.request_timeout = std::chrono::milliseconds{request_timeout_ms};
+    if (auto err = fill_training_config(cfg, default_rate))
+      return err;
     if (steps < 1)
       return make_error(ec::invalid_config,
                         "steps must be at least 1, got "
@@ -234,11 +150,7 @@ struct options : program_config {
     auto base = to_training_config();
     if (!base)
       return base.error();
-    sync_training_config cfg;
-    cfg.base = std::move(*base);
-    cfg.worker_replicas = worker_replicas;
-    cfg.replicas_to_aggregate = replicas_to_aggregate;
-    cfg.ps_tasks = ps_tasks;
+    auto cfg = make_sync_config(std::move(*base));
     if (auto err = cfg.validate())
       return err;
     return cfg;

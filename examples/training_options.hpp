@@ -1,0 +1,200 @@
+#pragma once
+
+// The flags every MNIST training example shares (convnet_mnist_single,
+// convnet_mnist_multi_tower through examples/convnet_options.hpp, and
+// autoencoder_mnist): data, steps and batch, the optimizer and its K-FAC
+// flags, threads, seed, logging, metrics and summary, the runtime and the
+// sync topology, with their conversion into local_training_config and
+// sync_training_config. A program derives from training_options, registers
+// its own flags, sets its own defaults in its constructor (the help texts
+// print no defaults, so assigning after registration is fine) and passes
+// the help texts that differ. Header-only: the examples need no library of
+// their own.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include <caf/error.hpp>
+
+#include "actors/local_trainer.hpp"
+#include "actors/sync_trainer.hpp"
+#include "runtime/data/dataset.hpp"
+#include "runtime/error.hpp"
+#include "runtime/program_config.hpp"
+
+namespace syncfac::examples {
+
+/// The help texts of the shared flags that differ between the programs;
+/// the defaults are those of convnet_mnist_single.
+struct training_help {
+  const char* steps = "training steps (overrides num_epochs if > 0)";
+  const char* batch_size = "examples per step";
+  const char* learning_rate = "optimizer learning rate (default: sgd/momentum "
+                              "0.01, adam 0.001, kfac 0.0001)";
+  const char* momentum = "momentum coefficient";
+  const char* init = "weight init: seeds, glorot or he";
+  const char* activation = "MLP hidden activation: tanh, sigmoid, relu";
+  const char* backend = "compute backend of the device actor";
+  const char* threads = "compute threads (0: all cores)";
+  const char* seed = "seed of initialisation and shuffling";
+  const char* eval_every = "steps between test evaluations (0: end)";
+  const char* request_timeout_ms = "longest wait for one device request";
+  const char* runtime = "sync (chief, workers, PS shards) or plain";
+  const char* worker_replicas = "N: workers";
+  const char* replicas_to_aggregate = "R: gradients averaged per update";
+  const char* ps_tasks = "P: parameter-server shards";
+  const char* stats_examples = "kfac: examples per batch used for statistics "
+                               "(0: all, -1: the default)";
+  const char* stats_locations = "kfac: conv locations per example for "
+                                "statistics (0: all, -1: the default)";
+};
+
+struct training_options : program_config {
+  std::string data_dir = default_mnist_dir;
+  bool fake_data = false;
+  int64_t steps = 0;
+  int64_t batch_size = 128;
+  /// Negative: the program's default rate of the optimizer.
+  float learning_rate = -1;
+  float momentum = 0.9f;
+  std::string optimizer = "momentum";
+  std::string init = "seeds";
+  std::string activation_name = "tanh";
+  std::string backend = "cpu";
+  int threads = 0;
+  uint64_t seed = 0;
+  int64_t log_every = 100;
+  int64_t eval_every = 0;
+  int64_t warmup = 20;
+  std::string metrics;
+  std::string summary;
+  bool no_progress = false;
+  int64_t request_timeout_ms = 60000;
+  int64_t fake_train_size = 12800;
+  std::string runtime = "sync";
+  int32_t worker_replicas = 1;
+  int32_t replicas_to_aggregate = 1;
+  int32_t ps_tasks = 1;
+  float cov_ema_decay = 0.95f;
+  float damping = 1e-3f;
+  int64_t invert_every = 10;
+  std::string fisher = "sampled";
+  std::string inverse = "cholesky";
+  float kl_clip = 0;
+  int64_t stats_examples = -1;
+  int64_t stats_locations = -1;
+
+  /// threads, or all cores when it is 0.
+  int total_threads() const {
+    return threads > 0 ? threads
+                       : static_cast<int>(std::max(
+                         1u, std::thread::hardware_concurrency()));
+  }
+
+protected:
+  explicit training_options(const training_help& help = {}) {
+    opt_group{custom_options_, "global"}
+      .add(data_dir, "data_dir", "directory of the MNIST-format IDX files")
+      .add(fake_data, "fake_data", "train on a deterministic synthetic set")
+      .add(steps, "steps", help.steps)
+      .add(batch_size, "batch_size", help.batch_size)
+      .add(learning_rate, "learning_rate", help.learning_rate)
+      .add(momentum, "momentum", help.momentum)
+      .add(optimizer, "optimizer", "sgd, momentum, adam or kfac")
+      .add(init, "init", help.init)
+      .add(activation_name, "activation", help.activation)
+      .add(backend, "backend", help.backend)
+      .add(threads, "threads", help.threads)
+      .add(seed, "seed", help.seed)
+      .add(log_every, "log_every", "steps between log lines")
+      .add(eval_every, "eval_every", help.eval_every)
+      .add(warmup, "warmup", "steps excluded from the examples/s figure")
+      .add(metrics, "metrics", "write metrics as JSON lines to this file")
+      .add(summary, "summary", "write a JSON summary to this file")
+      .add(no_progress, "no_progress", "no progress line on the terminal")
+      .add(request_timeout_ms, "request_timeout_ms", help.request_timeout_ms)
+      .add(fake_train_size, "fake_train_size", "examples of --fake_data")
+      .add(runtime, "runtime", help.runtime)
+      .add(worker_replicas, "worker_replicas", help.worker_replicas)
+      .add(replicas_to_aggregate, "replicas_to_aggregate",
+           help.replicas_to_aggregate)
+      .add(ps_tasks, "ps_tasks", help.ps_tasks)
+      .add(cov_ema_decay, "cov_ema_decay", "kfac: factor moving-average decay")
+      .add(damping, "damping", "kfac: Tikhonov damping lambda")
+      .add(invert_every, "invert_every", "kfac: steps between inversions")
+      .add(fisher, "fisher", "kfac: sampled (true Fisher) or empirical")
+      .add(inverse, "inverse", "kfac: cholesky or eigen")
+      .add(kl_clip, "kl_clip", "kfac: KL/norm clip of the step (0: off)")
+      .add(stats_examples, "stats_examples", help.stats_examples)
+      .add(stats_locations, "stats_locations", help.stats_locations);
+  }
+
+  /// Fills in the shared part of a local_training_config: init and
+  /// activation of `cfg.model` (the program sets the rest of the model),
+  /// the optimizer (`rate` gives the learning rate when --learning_rate is
+  /// negative), K-FAC with the statistics sub-sampling as given, device,
+  /// steps and logging. The caller validates.
+  caf::error fill_training_config(local_training_config& cfg,
+                                  float (*rate)(optimizer_kind)) const {
+    auto scheme = parse_init_scheme(init);
+    if (!scheme)
+      return scheme.error();
+    cfg.model.init = *scheme;
+    auto act = parse_activation(activation_name);
+    if (!act)
+      return act.error();
+    cfg.model.hidden_activation = *act;
+    auto kind = parse_optimizer_kind(optimizer);
+    if (!kind)
+      return kind.error();
+    cfg.optimizer.kind = *kind;
+    cfg.optimizer.learning_rate = learning_rate >= 0 ? learning_rate
+                                                     : rate(*kind);
+    cfg.optimizer.momentum = momentum;
+    auto& kf = cfg.optimizer.kfac;
+    kf.cov_ema_decay = cov_ema_decay;
+    kf.damping = damping;
+    kf.invert_every = invert_every;
+    kf.kl_clip = kl_clip;
+    kf.sampling.max_examples = stats_examples;
+    kf.sampling.max_locations = stats_locations;
+    kf.sampling.seed = seed;
+    auto ft = parse_fisher_type(fisher);
+    if (!ft)
+      return ft.error();
+    kf.fisher = *ft;
+    auto im = parse_inverse_mode(inverse);
+    if (!im)
+      return im.error();
+    kf.mode = *im;
+    cfg.device.backend = backend;
+    cfg.device.threads = total_threads();
+    cfg.batch_size = batch_size;
+    cfg.steps = steps;
+    cfg.seed = seed;
+    cfg.log_every = log_every;
+    cfg.eval_every = eval_every;
+    cfg.warmup = warmup;
+    cfg.metrics_path = metrics;
+    cfg.progress = !no_progress;
+    cfg.request_timeout = std::chrono::milliseconds{request_timeout_ms};
+    return {};
+  }
+
+  /// The sync runtime's config around `base` with the shared topology
+  /// (workers, replicas to aggregate, PS shards). The caller validates.
+  sync_training_config make_sync_config(local_training_config base) const {
+    sync_training_config cfg;
+    cfg.base = std::move(base);
+    cfg.worker_replicas = worker_replicas;
+    cfg.replicas_to_aggregate = replicas_to_aggregate;
+    cfg.ps_tasks = ps_tasks;
+    return cfg;
+  }
+};
+
+} // namespace syncfac::examples
