@@ -1,8 +1,8 @@
 #include "actors/covariance.hpp"
 
-#include <unordered_set>
 #include <utility>
 
+#include "actors/kfac_role_checks.hpp"
 #include "runtime/error.hpp"
 
 namespace syncfac {
@@ -35,41 +35,7 @@ caf::error bad_config(int32_t index, const std::string& what) {
   return make_error(ec::invalid_config, actor_name(index) + ": " + what);
 }
 
-caf::error check_layers(const covariance_config& cfg) {
-  if (cfg.layers.empty())
-    return bad_config(cfg.index, "no layers to keep factors of");
-  std::unordered_set<std::string> names;
-  for (const auto& l : cfg.layers) {
-    if (auto err = l.validate())
-      return with_context(err, actor_name(cfg.index));
-    if (!names.insert(l.name).second)
-      return bad_config(cfg.index, "layer " + quoted(l.name)
-                                     + " is listed twice");
-  }
-  return caf::none;
-}
 
-caf::error check_inverses(const covariance_config& cfg) {
-  for (size_t k = 0; k < cfg.inverses.size(); ++k)
-    if (!cfg.inverses[k])
-      return bad_config(cfg.index, "inverse actor #" + std::to_string(k)
-                                     + " is not set");
-  if (cfg.inverse_of.size() != cfg.layers.size())
-    return bad_config(cfg.index, "inverse_of has "
-                                   + std::to_string(cfg.inverse_of.size())
-                                   + " entries for "
-                                   + std::to_string(cfg.layers.size())
-                                   + " layers");
-  for (size_t i = 0; i < cfg.layers.size(); ++i) {
-    auto k = cfg.inverse_of[i];
-    if (k < 0 || static_cast<size_t>(k) >= cfg.inverses.size())
-      return bad_config(cfg.index, "layer " + quoted(cfg.layers[i].name)
-                                     + " goes to inverse actor #"
-                                     + std::to_string(k) + " of "
-                                     + std::to_string(cfg.inverses.size()));
-  }
-  return caf::none;
-}
 
 void init_state(covariance_state& st, covariance_config cfg) {
   st.status.index = cfg.index;
@@ -315,14 +281,17 @@ caf::result<stats_ack> on_stats(self_ptr self, const stats_update& u) {
 caf::error covariance_config::validate() const {
   if (index < 0)
     return bad_config(index, "index must be >= 0");
-  if (auto err = check_layers(*this))
+  if (auto err = check_role_layers(actor_name(index), layers,
+                                   "keep factors of"))
     return err;
   if (auto err = kfac.validate())
     return with_context(err, actor_name(index));
   if (contributions_per_step < 1)
     return bad_config(index, "contributions_per_step must be >= 1, got "
                                + std::to_string(contributions_per_step));
-  if (auto err = check_inverses(*this))
+  if (auto err = check_layer_peers(actor_name(index), "inverse actor",
+                                   inverses, "inverse_of", inverse_of,
+                                   layers))
     return err;
   if (request_timeout.count() <= 0)
     return bad_config(index, "request_timeout must be positive");

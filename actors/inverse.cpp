@@ -1,11 +1,11 @@
 #include "actors/inverse.hpp"
 
 #include <memory>
-#include <unordered_set>
 #include <utility>
 
 #include <caf/typed_response_promise.hpp>
 
+#include "actors/kfac_role_checks.hpp"
 #include "runtime/error.hpp"
 
 namespace syncfac {
@@ -44,41 +44,7 @@ caf::error bad_config(int32_t index, const std::string& what) {
   return make_error(ec::invalid_config, actor_name(index) + ": " + what);
 }
 
-caf::error check_layers(const inverse_config& cfg) {
-  if (cfg.layers.empty())
-    return bad_config(cfg.index, "no layers to invert");
-  std::unordered_set<std::string> names;
-  for (const auto& l : cfg.layers) {
-    if (auto err = l.validate())
-      return with_context(err, actor_name(cfg.index));
-    if (!names.insert(l.name).second)
-      return bad_config(cfg.index, "layer " + quoted(l.name)
-                                     + " is listed twice");
-  }
-  return caf::none;
-}
 
-caf::error check_shards(const inverse_config& cfg) {
-  for (size_t k = 0; k < cfg.shards.size(); ++k)
-    if (!cfg.shards[k])
-      return bad_config(cfg.index, "PS shard #" + std::to_string(k)
-                                     + " is not set");
-  if (cfg.shard_of.size() != cfg.layers.size())
-    return bad_config(cfg.index, "shard_of has "
-                                   + std::to_string(cfg.shard_of.size())
-                                   + " entries for "
-                                   + std::to_string(cfg.layers.size())
-                                   + " layers");
-  for (size_t i = 0; i < cfg.layers.size(); ++i) {
-    auto k = cfg.shard_of[i];
-    if (k < 0 || static_cast<size_t>(k) >= cfg.shards.size())
-      return bad_config(cfg.index, "layer " + quoted(cfg.layers[i].name)
-                                     + " goes to PS shard #"
-                                     + std::to_string(k) + " of "
-                                     + std::to_string(cfg.shards.size()));
-  }
-  return caf::none;
-}
 
 // -- factor sets -------------------------------------------------------------
 
@@ -259,13 +225,14 @@ caf::result<caf::ok_atom> on_factors(self_ptr self, factor_set set) {
 caf::error inverse_config::validate() const {
   if (index < 0)
     return bad_config(index, "index must be >= 0");
-  if (auto err = check_layers(*this))
+  if (auto err = check_role_layers(actor_name(index), layers, "invert"))
     return err;
   if (auto err = kfac.validate())
     return with_context(err, actor_name(index));
   if (!device)
     return bad_config(index, "no device actor");
-  if (auto err = check_shards(*this))
+  if (auto err = check_layer_peers(actor_name(index), "PS shard", shards,
+                                   "shard_of", shard_of, layers))
     return err;
   if (request_timeout.count() <= 0)
     return bad_config(index, "request_timeout must be positive");

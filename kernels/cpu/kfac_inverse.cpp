@@ -273,9 +273,14 @@ damping_plan factored_damping(const tensor& A, const tensor& G, float lambda,
   return {static_cast<float>(pi * root), static_cast<float>(root / pi)};
 }
 
-caf::error damped_inverse(const tensor& factor, float damping,
-                          tensor& inverse) {
-  const char* op = "damped_inverse";
+namespace {
+
+/// The Cholesky factorisation of ½(F + Fᵀ) + damping·I in double, after
+/// the checks both damped_inverse and damped_cholesky make; `use` turns
+/// the factorisation into their output.
+template <class Use>
+caf::error damped_llt(const char* op, const tensor& factor, float damping,
+                      Use use) {
   if (auto err = check_square(op, "factor", factor))
     return err;
   if (auto err = check_scalar(op, "damping", damping, true))
@@ -285,22 +290,29 @@ caf::error damped_inverse(const tensor& factor, float damping,
   auto m = symmetric_part(factor);
   m.diagonal().array() += double{damping};
   caf::error err;
-  dmat x;
   on_this_thread([&] {
     Eigen::LLT<dmat> llt(m);
     err = check_pivots(op, llt, m, damping);
-    if (err)
-      return;
-    x = llt.solve(dmat::Identity(m.rows(), m.cols()));
+    if (!err)
+      err = use(llt);
+  });
+  return err;
+}
+
+} // namespace
+
+caf::error damped_inverse(const tensor& factor, float damping,
+                          tensor& inverse) {
+  const char* op = "damped_inverse";
+  return damped_llt(op, factor, damping, [&](const Eigen::LLT<dmat>& llt) {
+    dmat x = llt.solve(dmat::Identity(llt.rows(), llt.cols()));
     // The two triangular solves leave X asymmetric at about 1e-15
     // relative. Rounding to float hides that except where an entry pair
     // straddles a rounding boundary; averaging first makes the stored
     // inverse exactly symmetric always, as the K-FAC algebra assumes.
     x = 0.5 * (x + x.transpose());
+    return store_symmetric(op, x, inverse);
   });
-  if (err)
-    return err;
-  return store_symmetric(op, x, inverse);
 }
 
 namespace {
@@ -360,32 +372,19 @@ caf::expected<float> damped_inverse_with_retry(const tensor& factor,
 
 caf::error damped_cholesky(const tensor& factor, float damping,
                            tensor& lower) {
-  const char* op = "damped_cholesky";
-  if (auto err = check_square(op, "factor", factor))
-    return err;
-  if (auto err = check_scalar(op, "damping", damping, true))
-    return err;
-  if (auto err = check_finite(op, "factor", factor))
-    return err;
-  auto m = symmetric_part(factor);
-  m.diagonal().array() += double{damping};
-  caf::error err;
-  dmat l;
-  on_this_thread([&] {
-    Eigen::LLT<dmat> llt(m);
-    err = check_pivots(op, llt, m, damping);
-    if (!err)
-      l = llt.matrixL();
-  });
-  if (err)
-    return err;
-  auto n = l.rows();
-  std::vector<float> values(static_cast<size_t>(n * n), 0.0f);
-  for (Eigen::Index i = 0; i < n; ++i)
-    for (Eigen::Index j = 0; j <= i; ++j)
-      values[static_cast<size_t>(i * n + j)] = static_cast<float>(l(i, j));
-  store(std::move(values), n, n, lower);
-  return caf::none;
+  return damped_llt("damped_cholesky", factor, damping,
+                    [&](const Eigen::LLT<dmat>& llt) {
+                      dmat l = llt.matrixL();
+                      auto n = l.rows();
+                      std::vector<float> values(static_cast<size_t>(n * n),
+                                                0.0f);
+                      for (Eigen::Index i = 0; i < n; ++i)
+                        for (Eigen::Index j = 0; j <= i; ++j)
+                          values[static_cast<size_t>(i * n + j)]
+                            = static_cast<float>(l(i, j));
+                      store(std::move(values), n, n, lower);
+                      return caf::error{};
+                    });
 }
 
 caf::expected<float> damped_cholesky_with_retry(const tensor& factor,

@@ -14,21 +14,6 @@ namespace {
 
 const std::string program = SYNCFAC_BINARY_DIR "/bin/autoencoder_mnist";
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string tmpl = (fs::temp_directory_path() / "syncfac-XXXXXX").string();
-    path = mkdtemp(tmpl.data());
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const {
-    return (path / name).string();
-  }
-};
-
 /// The reconstruction errors the log reports, in order.
 std::vector<double> reconstruction_errors(const std::string& output) {
   std::vector<double> result;

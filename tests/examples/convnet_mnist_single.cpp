@@ -13,21 +13,6 @@ namespace {
 
 const std::string program = SYNCFAC_BINARY_DIR "/bin/convnet_mnist_single";
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string tmpl = (fs::temp_directory_path() / "syncfac-XXXXXX").string();
-    path = mkdtemp(tmpl.data());
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const {
-    return (path / name).string();
-  }
-};
-
 } // namespace
 
 BOOST_AUTO_TEST_CASE(loss_falls_on_fake_data) {

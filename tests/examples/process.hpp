@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -50,5 +52,25 @@ inline std::vector<double> json_numbers(const std::string& text,
     result.push_back(std::stod(text.substr(pos + needle.size())));
   return result;
 }
+
+/// A fresh directory under the system's temp directory, removed with
+/// everything in it at the end of the scope.
+struct temp_dir {
+  std::filesystem::path path;
+  temp_dir() {
+    auto tmpl = (std::filesystem::temp_directory_path() / "syncfac-XXXXXX")
+                  .string();
+    path = mkdtemp(tmpl.data());
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  std::string file(const std::string& name) const {
+    return (path / name).string();
+  }
+};
 
 } // namespace syncfac::test
