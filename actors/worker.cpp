@@ -316,17 +316,14 @@ void statistics_after(self_ptr self, std::chrono::milliseconds delay) {
                          step_atom::value);
 }
 
-void statistics_step(self_ptr self) {
+/// Pulls the variables and computes and sends statistics at their step.
+void statistics_update(self_ptr self) {
   auto& st = self->state;
-  if (!st.running)
-    return;
   gather<shard_params>(
     self, st.cfg.shards, st.cfg.request_timeout,
     [=](std::vector<shard_params> pulled) {
       auto& st = self->state;
       auto step = pulled.empty() ? 0 : pulled.front().global_step;
-      if (step <= st.stats_step)
-        return statistics_after(self, st.cfg.poll_interval);
       if (auto err = absorb(self, pulled))
         return fail(self, std::move(err));
       st.local_step = step;
@@ -354,6 +351,26 @@ void statistics_step(self_ptr self) {
                                 std::move(err)));
     },
     pull_atom::value);
+}
+
+/// Waits for a global step it has no statistics of yet: asks one shard's
+/// status (a few bytes) rather than pulling every variable each poll.
+void statistics_step(self_ptr self) {
+  auto& st = self->state;
+  if (!st.running)
+    return;
+  self->request(st.cfg.shards.front(), st.cfg.request_timeout,
+                status_atom::value)
+    .then(
+      [=](shard_status& ss) {
+        auto& st = self->state;
+        if (ss.global_step <= st.stats_step)
+          return statistics_after(self, st.cfg.poll_interval);
+        statistics_update(self);
+      },
+      [=](caf::error& err) {
+        fail(self, request_failed(self, "status of ps:0", std::move(err)));
+      });
 }
 
 /// Copies pulled values into the model's parameter order.
