@@ -27,48 +27,16 @@
 #include "runtime/kfac/kfac_update.hpp"
 #include "runtime/program_config.hpp"
 #include "tests/helpers.hpp"
+#include "tests/kfac_test_utils.hpp"
 
 using namespace syncfac;
+using namespace syncfac::test;
 using namespace std::chrono_literals;
 namespace tt = boost::test_tools;
 
 namespace {
 
-using matrix = Eigen::MatrixXd;
-
 // -- tensors -----------------------------------------------------------------
-
-tensor mat(int64_t rows, int64_t cols, std::vector<float> xs) {
-  return tensor{{rows, cols}, std::move(xs)};
-}
-
-tensor vec(std::vector<float> xs) {
-  auto n = static_cast<int64_t>(xs.size());
-  return tensor{{n}, std::move(xs)};
-}
-
-matrix to_matrix(const tensor& t) {
-  matrix m(t.dim(0), t.dim(1));
-  for (int64_t i = 0; i < t.dim(0); ++i)
-    for (int64_t j = 0; j < t.dim(1); ++j)
-      m(i, j) = t[i * t.dim(1) + j];
-  return m;
-}
-
-tensor identity(int64_t n) {
-  tensor t(tensor_shape{n, n});
-  for (int64_t i = 0; i < n; ++i)
-    t[i * n + i] = 1.0f;
-  return t;
-}
-
-tensor diagonal(std::vector<float> xs) {
-  auto n = static_cast<int64_t>(xs.size());
-  tensor t(tensor_shape{n, n});
-  for (int64_t i = 0; i < n; ++i)
-    t[i * n + i] = xs[static_cast<size_t>(i)];
-  return t;
-}
 
 /// x·a + y·b, elementwise (the hand-computed EMA and means).
 tensor mix(float x, const tensor& a, float y, const tensor& b) {
@@ -88,20 +56,6 @@ void require_close(const tensor& got, const tensor& want,
     BOOST_TEST(std::abs(got[i] - want[i])
                  <= tol * std::max(1.0, std::abs(double{want[i]})),
                what << "[" << i << "]: " << got[i] << " vs " << want[i]);
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-/// The rendered error of an answer that must fail with `code`.
-template <class T>
-std::string failure(const caf::expected<T>& x, ec code) {
-  BOOST_REQUIRE_MESSAGE(!x, "expected an error, got a value");
-  BOOST_TEST(x.error().category() == error_category, render(x.error()));
-  BOOST_TEST(static_cast<int>(x.error().code()) == static_cast<int>(code),
-             render(x.error()));
-  return render(x.error());
 }
 
 // -- the layers --------------------------------------------------------------

@@ -14,55 +14,19 @@
 #include "runtime/kfac/kfac_update.hpp"
 #include "runtime/kfac/layer_inversion.hpp"
 #include "tests/helpers.hpp"
+#include "tests/kfac_test_utils.hpp"
 
 using namespace syncfac;
+using namespace syncfac::test;
 namespace tt = boost::test_tools;
 
 namespace {
 
-using matrix = Eigen::MatrixXd;
-
 // -- tensors and matrices ----------------------------------------------------
-
-tensor mat(int64_t rows, int64_t cols, std::vector<float> xs) {
-  return tensor{{rows, cols}, std::move(xs)};
-}
-
-tensor vec(std::vector<float> xs) {
-  auto n = static_cast<int64_t>(xs.size());
-  return tensor{{n}, std::move(xs)};
-}
-
-matrix to_matrix(const tensor& t) {
-  matrix m(t.dim(0), t.dim(1));
-  for (int64_t i = 0; i < t.dim(0); ++i)
-    for (int64_t j = 0; j < t.dim(1); ++j)
-      m(i, j) = t[i * t.dim(1) + j];
-  return m;
-}
 
 /// The layer's gradient matrix [in + 1, out]: weight rows, bias row last.
 matrix layer_grad(const tensor& w, const tensor& b) {
   return to_matrix(layer_matrix(w, b));
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-/// The rendered error of an answer that must fail with `code`.
-std::string failure(const caf::error& err, ec code) {
-  BOOST_REQUIRE_MESSAGE(err, "expected an error");
-  BOOST_TEST(err.category() == error_category, render(err));
-  BOOST_TEST(static_cast<int>(err.code()) == static_cast<int>(code),
-             render(err));
-  return render(err);
-}
-
-template <class T>
-std::string failure(const caf::expected<T>& x, ec code) {
-  BOOST_REQUIRE_MESSAGE(!x, "expected an error, got a value");
-  return failure(x.error(), code);
 }
 
 // -- a dense layer fc0: w [2, 2], b [2] (a_dim 3, g_dim 2), plus a variable
@@ -92,14 +56,6 @@ optimizer make_optimizer(kfac_momentum momentum, float kl_clip = 0) {
   auto opt = optimizer::make(cfg, variables());
   BOOST_REQUIRE_MESSAGE(opt, test::why(opt));
   return std::move(*opt);
-}
-
-tensor to_tensor(const matrix& m) {
-  tensor t(tensor_shape{m.rows(), m.cols()});
-  for (int64_t i = 0; i < m.rows(); ++i)
-    for (int64_t j = 0; j < m.cols(); ++j)
-      t[i * m.cols() + j] = static_cast<float>(m(i, j));
-  return t;
 }
 
 /// A Cholesky-mode inverse given directly by its two (symmetric) parts.
@@ -430,21 +386,6 @@ layer_factors factors(const std::string& name, tensor a, tensor g,
   f.a = std::move(a);
   f.g = std::move(g);
   return f;
-}
-
-tensor identity(int64_t n) {
-  tensor t{n, n};
-  for (int64_t i = 0; i < n; ++i)
-    t[i * n + i] = 1.0f;
-  return t;
-}
-
-tensor diagonal(std::vector<float> xs) {
-  auto n = static_cast<int64_t>(xs.size());
-  tensor t{n, n};
-  for (int64_t i = 0; i < n; ++i)
-    t[i * n + i] = xs[static_cast<size_t>(i)];
-  return t;
 }
 
 } // namespace

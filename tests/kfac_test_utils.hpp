@@ -1,0 +1,83 @@
+#pragma once
+
+// Small builders and checks the K-FAC tests share: tensors written out by
+// hand, their Eigen (double) views for explicit reference computations,
+// and the expected-error check.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include <Eigen/Dense>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "kernels/tensor.hpp"
+#include "runtime/error.hpp"
+
+namespace syncfac::test {
+
+using matrix = Eigen::MatrixXd;
+
+inline tensor mat(int64_t rows, int64_t cols, std::vector<float> xs) {
+  return tensor{{rows, cols}, std::move(xs)};
+}
+
+inline tensor vec(std::vector<float> xs) {
+  auto n = static_cast<int64_t>(xs.size());
+  return tensor{{n}, std::move(xs)};
+}
+
+inline tensor diagonal(std::vector<float> xs) {
+  auto n = static_cast<int64_t>(xs.size());
+  tensor t(tensor_shape{n, n});
+  for (int64_t i = 0; i < n; ++i)
+    t[i * n + i] = xs[static_cast<size_t>(i)];
+  return t;
+}
+
+inline tensor identity(int64_t n) {
+  return diagonal(std::vector<float>(static_cast<size_t>(n), 1.0f));
+}
+
+inline matrix to_matrix(const tensor& t) {
+  matrix m(t.dim(0), t.dim(1));
+  for (int64_t i = 0; i < t.dim(0); ++i)
+    for (int64_t j = 0; j < t.dim(1); ++j)
+      m(i, j) = t[i * t.dim(1) + j];
+  return m;
+}
+
+inline tensor to_tensor(const matrix& m) {
+  tensor t(tensor_shape{m.rows(), m.cols()});
+  for (int64_t i = 0; i < m.rows(); ++i)
+    for (int64_t j = 0; j < m.cols(); ++j)
+      t[i * m.cols() + j] = static_cast<float>(m(i, j));
+  return t;
+}
+
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+/// The rendered error, which must be a syncfac error with `code`.
+inline std::string failure(const caf::error& err, ec code) {
+  BOOST_REQUIRE_MESSAGE(err, "expected an error");
+  BOOST_TEST(err.category() == error_category, render(err));
+  BOOST_TEST(static_cast<int>(err.code()) == static_cast<int>(code),
+             render(err));
+  return render(err);
+}
+
+/// The same for an answer that must fail.
+template <class T>
+std::string failure(const caf::expected<T>& x, ec code) {
+  BOOST_REQUIRE_MESSAGE(!x, "expected an error, got a value");
+  return failure(x.error(), code);
+}
+
+} // namespace syncfac::test
