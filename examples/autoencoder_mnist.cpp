@@ -16,8 +16,6 @@
 //   build/bin/autoencoder_mnist --optimizer kfac --steps 2000
 //   build/bin/autoencoder_mnist --fake_data --steps 100 --hidden 64,16
 
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -30,9 +28,11 @@
 #include "actors/sync_trainer.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/error.hpp"
+#include "example_main.hpp"
 #include "training_options.hpp"
 
 using namespace syncfac;
+using namespace syncfac::examples;
 
 namespace {
 
@@ -182,19 +182,7 @@ dataset head(const dataset& data, int64_t n) {
 }
 
 caf::expected<training_summary> train(options& opts) {
-  if (opts.runtime != "sync" && opts.runtime != "plain")
-    return make_error(ec::invalid_config, "unknown runtime '" + opts.runtime
-                                            + "' (expected plain or sync)");
-  caf::expected<sync_training_config> cfg{caf::error{}};
-  if (opts.runtime == "sync") {
-    cfg = opts.to_sync_config();
-  } else {
-    auto base = opts.to_training_config();
-    if (!base)
-      return base.error();
-    cfg = sync_training_config{};
-    cfg->base = std::move(*base);
-  }
+  auto cfg = runtime_config(opts);
   if (!cfg)
     return cfg.error();
   auto data = load_train(opts);
@@ -212,10 +200,8 @@ caf::expected<training_summary> train(options& opts) {
 
 int run(options& opts) {
   auto summary = train(opts);
-  if (!summary) {
-    std::cerr << program_name << ": " << render(summary.error()) << "\n";
-    return EXIT_FAILURE;
-  }
+  if (!summary)
+    return fail(program_name, summary.error());
   const auto& final_eval = summary->test;
   auto json = summary->to_json();
   json.add("model", "autoencoder")
@@ -224,34 +210,16 @@ int run(options& opts) {
     .add("eval_examples", final_eval.count)
     .add("reconstruction_error", final_eval.reconstruction_error())
     .add("eval_cross_entropy", final_eval.mean_loss());
-  std::cout << "training reconstruction error: "
-            << final_eval.reconstruction_error() << " (first "
-            << final_eval.count << " training images)\n"
-            << "examples/sec (training steps only, after " << opts.warmup
-            << " warm-up steps): " << summary->examples_per_s << "\n"
-            << "peak RSS: " << summary->peak_rss_mib << " MiB\n"
-            << "SUMMARY " << json.str() << std::endl;
-  if (!opts.summary.empty()) {
-    std::ofstream out{opts.summary, std::ios::trunc};
-    out << json.str() << "\n";
-    if (!out.flush()) {
-      std::cerr << program_name << ": cannot write summary file '"
-                << opts.summary << "'\n";
-      return EXIT_FAILURE;
-    }
-  }
-  return EXIT_SUCCESS;
+  std::ostringstream lines;
+  lines << "training reconstruction error: "
+        << final_eval.reconstruction_error() << " (first " << final_eval.count
+        << " training images)\n";
+  return report(program_name, opts, *summary, json, lines.str());
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
   options opts;
-  if (auto err = opts.parse_cli(argc, argv)) {
-    std::cerr << program_name << ": " << render(err) << "\n";
-    return EXIT_FAILURE;
-  }
-  if (opts.help_printed)
-    return EXIT_SUCCESS;
-  return run(opts);
+  return example_main(program_name, argc, argv, opts, run);
 }

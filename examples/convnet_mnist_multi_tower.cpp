@@ -20,8 +20,6 @@
 // --runtime plain is refused.
 
 #include <algorithm>
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -31,6 +29,7 @@
 
 #include "actors/sync_trainer.hpp"
 #include "convnet_options.hpp"
+#include "example_main.hpp"
 #include "runtime/error.hpp"
 
 using namespace syncfac;
@@ -98,35 +97,14 @@ caf::expected<training_summary> train(options& opts) {
 
 int run(options& opts) {
   auto summary = train(opts);
-  if (!summary) {
-    std::cerr << program_name << ": " << render(summary.error()) << "\n";
-    return EXIT_FAILURE;
-  }
-  std::cout << "examples/sec (training steps only, after " << opts.warmup
-            << " warm-up steps): " << summary->examples_per_s << "\n"
-            << "peak RSS: " << summary->peak_rss_mib << " MiB\n"
-            << "SUMMARY " << summary->to_json().str() << std::endl;
-  if (!opts.summary.empty()) {
-    std::ofstream out{opts.summary, std::ios::trunc};
-    out << summary->to_json().str() << "\n";
-    if (!out.flush()) {
-      std::cerr << program_name << ": cannot write summary file '"
-                << opts.summary << "'\n";
-      return EXIT_FAILURE;
-    }
-  }
-  return EXIT_SUCCESS;
+  if (!summary)
+    return fail(program_name, summary.error());
+  return report(program_name, opts, *summary, summary->to_json());
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
   options opts;
-  if (auto err = opts.parse_cli(argc, argv)) {
-    std::cerr << program_name << ": " << render(err) << "\n";
-    return EXIT_FAILURE;
-  }
-  if (opts.help_printed)
-    return EXIT_SUCCESS;
-  return run(opts);
+  return example_main(program_name, argc, argv, opts, run);
 }

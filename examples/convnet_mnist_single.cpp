@@ -14,8 +14,6 @@
 //   build/bin/convnet_mnist_single --optimizer kfac --worker_replicas 5
 //       --cov_inv_op_strategy dedicated_workers
 
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -26,6 +24,7 @@
 #include "actors/local_trainer.hpp"
 #include "actors/sync_trainer.hpp"
 #include "convnet_options.hpp"
+#include "example_main.hpp"
 #include "runtime/error.hpp"
 
 using namespace syncfac;
@@ -33,20 +32,10 @@ using namespace syncfac::examples;
 
 namespace {
 
+constexpr const char* program_name = "convnet_mnist_single";
+
 caf::expected<training_summary> train(convnet_options& opts) {
-  if (opts.runtime != "sync" && opts.runtime != "plain")
-    return make_error(ec::invalid_config, "unknown runtime '" + opts.runtime
-                                            + "' (expected sync or plain)");
-  caf::expected<sync_training_config> cfg{caf::error{}};
-  if (opts.runtime == "sync") {
-    cfg = opts.to_sync_config();
-  } else {
-    auto base = opts.to_training_config();
-    if (!base)
-      return base.error();
-    cfg = sync_training_config{};
-    cfg->base = std::move(*base);
-  }
+  auto cfg = runtime_config(opts);
   if (!cfg)
     return cfg.error();
   auto data = load_data(opts);
@@ -62,36 +51,14 @@ caf::expected<training_summary> train(convnet_options& opts) {
 
 int run(convnet_options& opts) {
   auto summary = train(opts);
-  if (!summary) {
-    std::cerr << "convnet_mnist_single: " << render(summary.error()) << "\n";
-    return EXIT_FAILURE;
-  }
-  auto warmup = opts.warmup;
-  std::cout << "examples/sec (training steps only, after " << warmup
-            << " warm-up steps): " << summary->examples_per_s << "\n"
-            << "peak RSS: " << summary->peak_rss_mib << " MiB\n"
-            << "SUMMARY " << summary->to_json().str() << std::endl;
-  if (!opts.summary.empty()) {
-    std::ofstream out{opts.summary, std::ios::trunc};
-    out << summary->to_json().str() << "\n";
-    if (!out.flush()) {
-      std::cerr << "convnet_mnist_single: cannot write summary file '"
-                << opts.summary << "'\n";
-      return EXIT_FAILURE;
-    }
-  }
-  return EXIT_SUCCESS;
+  if (!summary)
+    return fail(program_name, summary.error());
+  return report(program_name, opts, *summary, summary->to_json());
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
   convnet_options opts;
-  if (auto err = opts.parse_cli(argc, argv)) {
-    std::cerr << "convnet_mnist_single: " << render(err) << "\n";
-    return EXIT_FAILURE;
-  }
-  if (opts.help_printed)
-    return EXIT_SUCCESS;
-  return run(opts);
+  return example_main(program_name, argc, argv, opts, run);
 }

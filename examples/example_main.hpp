@@ -1,0 +1,82 @@
+#pragma once
+
+// What every training example does around its own flags: pick the runtime's
+// configuration, report the run (figures, the SUMMARY line, --summary
+// FILE), and turn the command line into an exit code. Errors go to stderr
+// prefixed with the program's name; exec_main is not used because it
+// discards caf_main's return code.
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include <caf/expected.hpp>
+
+#include "actors/local_trainer.hpp"
+#include "actors/sync_trainer.hpp"
+#include "runtime/error.hpp"
+#include "runtime/json.hpp"
+#include "training_options.hpp"
+
+namespace syncfac::examples {
+
+/// The configuration of the runtime the options ask for: the sync
+/// runtime's in full, or the plain loop's (only `base` is used then).
+template <class Options>
+caf::expected<sync_training_config> runtime_config(const Options& opts) {
+  if (opts.runtime == "sync")
+    return opts.to_sync_config();
+  if (opts.runtime != "plain")
+    return make_error(ec::invalid_config, "unknown runtime '" + opts.runtime
+                                            + "' (expected sync or plain)");
+  auto base = opts.to_training_config();
+  if (!base)
+    return base.error();
+  sync_training_config cfg;
+  cfg.base = std::move(*base);
+  return cfg;
+}
+
+/// Prints `lines` (the program's own figures), the throughput and memory
+/// figures and the SUMMARY line of `json`, and writes `json` to --summary
+/// FILE if given. Returns the exit code.
+inline int report(const char* program, const training_options& opts,
+                  const training_summary& summary, const json_object& json,
+                  const std::string& lines = "") {
+  std::cout << lines << "examples/sec (training steps only, after "
+            << opts.warmup << " warm-up steps): " << summary.examples_per_s
+            << "\n"
+            << "peak RSS: " << summary.peak_rss_mib << " MiB\n"
+            << "SUMMARY " << json.str() << std::endl;
+  if (opts.summary.empty())
+    return EXIT_SUCCESS;
+  std::ofstream out{opts.summary, std::ios::trunc};
+  out << json.str() << "\n";
+  if (!out.flush()) {
+    std::cerr << program << ": cannot write summary file '" << opts.summary
+              << "'\n";
+    return EXIT_FAILURE;
+  }
+  return EXIT_SUCCESS;
+}
+
+/// The run's error on stderr; EXIT_FAILURE.
+inline int fail(const char* program, const caf::error& err) {
+  std::cerr << program << ": " << render(err) << "\n";
+  return EXIT_FAILURE;
+}
+
+/// Parses the command line into `opts` and, unless --help was asked for,
+/// returns run(opts).
+template <class Options, class Run>
+int example_main(const char* program, int argc, char** argv, Options& opts,
+                 Run run) {
+  if (auto err = opts.parse_cli(argc, argv))
+    return fail(program, err);
+  if (opts.help_printed)
+    return EXIT_SUCCESS;
+  return run(opts);
+}
+
+} // namespace syncfac::examples
