@@ -175,6 +175,17 @@ BOOST_AUTO_TEST_CASE(factored_damping_dense_and_conv) {
               ec::non_finite, {"damping"});
 }
 
+// The explicit 12 x 12 block T·(A + a I)⊗(G + g I) of the fixture's
+// layer, solved for its gradient in double.
+tensor explicit_solve(const tiny_layer& l, const cpu::damping_plan& plan,
+                      int64_t T) {
+  MatrixXd Ad = to_matrix(l.A) + plan.a_damping * MatrixXd::Identity(4, 4);
+  MatrixXd Gd = to_matrix(l.G) + plan.g_damping * MatrixXd::Identity(3, 3);
+  MatrixXd K = static_cast<double>(T) * kron(Ad, Gd);
+  VectorXd x = K.fullPivLu().solve(vec(l.grad));
+  return unvec(x, 4, 3);
+}
+
 BOOST_AUTO_TEST_CASE(factored_preconditioning_matches_explicit_kronecker) {
   tiny_layer l;
   const float lambda = 0.05f;
@@ -186,14 +197,8 @@ BOOST_AUTO_TEST_CASE(factored_preconditioning_matches_explicit_kronecker) {
       SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.G, plan.g_damping, G_inv));
       SYNCFAC_REQUIRE_OK(cpu::precondition_factored(
         l.grad, A_inv, G_inv, 1.0f / static_cast<float>(T), out));
-      // The explicit 12 x 12 block T·(A + a I)⊗(G + g I), solved in double.
-      MatrixXd Ad = to_matrix(l.A)
-                    + plan.a_damping * MatrixXd::Identity(4, 4);
-      MatrixXd Gd = to_matrix(l.G)
-                    + plan.g_damping * MatrixXd::Identity(3, 3);
-      MatrixXd K = static_cast<double>(T) * kron(Ad, Gd);
-      VectorXd x = K.fullPivLu().solve(vec(l.grad));
-      check_close(out, unvec(x, 4, 3), 1e-5, 1e-4, "preconditioned");
+      check_close(out, explicit_solve(l, plan, T), 1e-5, 1e-4,
+                  "preconditioned");
     }
   }
 }
@@ -209,13 +214,8 @@ BOOST_AUTO_TEST_CASE(cholesky_preconditioning_matches_explicit_kronecker) {
       SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(l.G, plan.g_damping, LG));
       SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(
         l.grad, LA, LG, 1.0f / static_cast<float>(T), out));
-      MatrixXd Ad = to_matrix(l.A)
-                    + plan.a_damping * MatrixXd::Identity(4, 4);
-      MatrixXd Gd = to_matrix(l.G)
-                    + plan.g_damping * MatrixXd::Identity(3, 3);
-      MatrixXd K = static_cast<double>(T) * kron(Ad, Gd);
-      VectorXd x = K.fullPivLu().solve(vec(l.grad));
-      check_close(out, unvec(x, 4, 3), 1e-5, 1e-4, "preconditioned");
+      check_close(out, explicit_solve(l, plan, T), 1e-5, 1e-4,
+                  "preconditioned");
       // The same as the explicit inverses.
       tensor A_inv, G_inv, ref;
       SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.A, plan.a_damping, A_inv));
