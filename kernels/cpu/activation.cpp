@@ -79,16 +79,10 @@ namespace syncfac::cpu {
 namespace {
 
 // Elementwise work is memory-bound: split only ranges long enough to pay
-// for waking a second thread.
-constexpr int64_t min_elements_per_part = int64_t{1} << 15;
-
+// for waking a second thread (n elements seen as n rows of one).
 template <class F>
 void for_parts(int threads, int64_t n, F&& f) {
-  auto parts = std::clamp<int64_t>(n / min_elements_per_part, 1, threads);
-  parallel_for(static_cast<int>(parts), parts, [&](int64_t i, int) {
-    auto r = split(n, parts, i);
-    f(r.begin, r.end - r.begin);
-  });
+  for_row_parts(threads, n, 1, [&](range r) { f(r.begin, r.end - r.begin); });
 }
 
 } // namespace

@@ -48,4 +48,21 @@ void eigen_team(int threads, F&& f) {
   }
 }
 
+/// Elementwise work below this many elements per part runs faster on one
+/// thread than split.
+inline constexpr int64_t min_elements_per_part = int64_t{1} << 15;
+
+/// f(rows) over contiguous row ranges of a [rows, cols] matrix, on as many
+/// threads (at most `threads`) as the elements are worth; row-wise kernels
+/// (softmax, sigmoid cross-entropy) are small and mostly stay on the
+/// calling thread.
+template <class F>
+void for_row_parts(int threads, int64_t rows, int64_t cols, F&& f) {
+  auto parts = std::clamp<int64_t>(rows * cols / min_elements_per_part, 1,
+                                   threads);
+  parts = std::min(parts, std::max<int64_t>(rows, 1));
+  parallel_for(static_cast<int>(parts), parts,
+               [&](int64_t i, int) { f(split(rows, parts, i)); });
+}
+
 } // namespace syncfac::cpu

@@ -13,18 +13,6 @@ namespace syncfac::cpu {
 
 namespace {
 
-// Elements per parallel part: below this one thread is faster.
-constexpr int64_t min_elements_per_part = int64_t{1} << 15;
-
-template <class F>
-void for_row_parts(int threads, int64_t rows, int64_t cols, F&& f) {
-  auto parts = std::clamp<int64_t>(rows * cols / min_elements_per_part, 1,
-                                   threads);
-  parts = std::min(parts, std::max<int64_t>(rows, 1));
-  parallel_for(static_cast<int>(parts), parts,
-               [&](int64_t i, int) { f(split(rows, parts, i)); });
-}
-
 caf::error check_pair(const char* op, const char* what, const tensor& x,
                       const tensor& targets) {
   if (x.rank() != 2)

@@ -12,19 +12,6 @@ namespace syncfac::cpu {
 
 namespace {
 
-// Rows per parallel part; classifier heads are small, so most calls run on
-// the calling thread.
-constexpr int64_t min_elements_per_part = int64_t{1} << 15;
-
-template <class F>
-void for_row_parts(int threads, int64_t rows, int64_t cols, F&& f) {
-  auto parts = std::clamp<int64_t>(rows * cols / min_elements_per_part, 1,
-                                   threads);
-  parts = std::min(parts, std::max<int64_t>(rows, 1));
-  parallel_for(static_cast<int>(parts), parts,
-               [&](int64_t i, int) { f(split(rows, parts, i)); });
-}
-
 // Writes softmax(x) to p and returns -log softmax(x)[label], shifting by
 // the row maximum so that exp never overflows.
 double softmax_row(const float* x, int64_t K, int32_t label, float* p) {
