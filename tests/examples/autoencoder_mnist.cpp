@@ -42,10 +42,7 @@ void check_training(const std::string& flags, int64_t steps,
                          + " --summary " + summary);
   BOOST_TEST_MESSAGE(res.output);
   BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  auto losses = json_numbers(read_file(metrics), "loss");
-  BOOST_REQUIRE_EQUAL(losses.size(), 4u);
-  BOOST_TEST(losses.back() < factor * losses.front(),
-             "loss fell from " << losses.front() << " to " << losses.back());
+  check_loss_fell(metrics, 4, factor);
   // One evaluation halfway and one at the end, on the training subset.
   auto errors = reconstruction_errors(res.output);
   BOOST_REQUIRE_EQUAL(errors.size(), 2u);

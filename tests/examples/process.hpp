@@ -13,6 +13,8 @@
 
 #include <sys/wait.h>
 
+#include <boost/test/unit_test.hpp>
+
 namespace syncfac::test {
 
 struct process_result {
@@ -51,6 +53,16 @@ inline std::vector<double> json_numbers(const std::string& text,
        pos = text.find(needle, pos + 1))
     result.push_back(std::stod(text.substr(pos + needle.size())));
   return result;
+}
+
+/// Checks that a metrics file holds `lines` training lines and that the
+/// loss of the last is below `factor` times the first's.
+inline void check_loss_fell(const std::string& metrics, size_t lines,
+                            double factor = 0.5) {
+  auto losses = json_numbers(read_file(metrics), "loss");
+  BOOST_REQUIRE_EQUAL(losses.size(), lines);
+  BOOST_TEST(losses.back() < factor * losses.front(),
+             "loss fell from " << losses.front() << " to " << losses.back());
 }
 
 /// A fresh directory under the system's temp directory, removed with
