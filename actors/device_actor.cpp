@@ -128,9 +128,10 @@ caf::result<step_result> kfac_step(self_ptr self, const batch& b,
     return refuse(self, stats.error());
   if (auto err = st.kfac->update_factors(*stats))
     return refuse(self, std::move(err));
+  // A layer that fails to invert keeps its previous inverse (or plain
+  // momentum): the step goes on, as on a PS shard.
   if (++st.kfac_steps % cfg.kfac.invert_every == 0)
-    if (st.kfac->update_inverses())
-      ++st.kfac_inverse_failures; // the previous inverses stay in use
+    (void) st.kfac->update_inverses();
   auto info = kfac_apply(*st.local_optimizer, m.parameters(), grads,
                          st.kfac->slots());
   if (!info)

@@ -47,8 +47,6 @@ struct device_state {
   /// K-FAC's factors and inverses for train_atom with optimizer kfac.
   std::optional<kfac_preconditioner> kfac;
   int64_t kfac_steps = 0;
-  /// Inversions that failed and kept the previous inverse.
-  int64_t kfac_inverse_failures = 0;
   /// Statistics requests so far (advances the location sampling seed).
   uint64_t stats_requests = 0;
   /// Draws the sampled Fisher's targets.

@@ -184,7 +184,9 @@ void optimizer::update_span(size_t i, float* theta_ptr, const float* grad_ptr,
       theta -= lr * g;
       break;
     case optimizer_kind::momentum:
-    case optimizer_kind::kfac: { // on the already preconditioned gradient
+    // K-FAC's own rule is kfac_apply (runtime/kfac/kfac_update.hpp); here
+    // kind kfac is plain momentum, as for layers without an inverse.
+    case optimizer_kind::kfac: {
       array_map v(slots_.first[i].value.data() + offset, n);
       v = config_.momentum * v + g;
       theta -= lr * v;
