@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libcaf-dev libeigen3-dev libboost-test-dev zlib1g-dev libssl-dev
+  nlohmann-json3-dev
   dataset-fashion-mnist
 )
 

@@ -1,0 +1,718 @@
+#define BOOST_TEST_MODULE cluster_spec
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "runtime/cluster/cluster_spec.hpp"
+#include "runtime/error.hpp"
+#include "tests/helpers.hpp"
+
+using namespace syncfac;
+
+namespace {
+
+const char* momentum_cluster = R"({
+  "cluster": {
+    "chief": ["localhost:47000"],
+    "worker": ["localhost:47001", "localhost:47002"],
+    "ps": ["localhost:47003"]
+  },
+  "task": {"type": "worker", "index": 1}
+})";
+
+const char* kfac_cluster = R"({
+  "cluster": {
+    "inverse": ["127.0.0.1:47015"],
+    "covariance": ["127.0.0.1:47014"],
+    "ps": ["127.0.0.1:47013"],
+    "worker": ["127.0.0.1:47011", "127.0.0.1:47012"],
+    "chief": ["127.0.0.1:47010"]
+  }
+})";
+
+/// The rendered error of parsing `text` from "x.json" ("ok" if it parsed).
+std::string parse_error(const std::string& text) {
+  auto spec = cluster_spec::parse(text, "x.json");
+  return test::why(spec);
+}
+
+/// Checks that parsing `text` fails with ec::invalid_config and a message
+/// containing every one of `parts`.
+void check_refused(const std::string& text,
+                   const std::vector<std::string>& parts) {
+  auto spec = cluster_spec::parse(text, "x.json");
+  BOOST_REQUIRE_MESSAGE(!spec, "accepted: " << text);
+  BOOST_CHECK_EQUAL(static_cast<ec>(spec.error().code()), ec::invalid_config);
+  auto msg = render(spec.error());
+  BOOST_CHECK_MESSAGE(msg.find("cluster file 'x.json': ") != std::string::npos,
+                      "no source in: " << msg);
+  for (const auto& part : parts)
+    BOOST_CHECK_MESSAGE(msg.find(part) != std::string::npos,
+                        "'" << part << "' not in: " << msg);
+}
+
+/// A cluster with the chief and the given worker list (JSON text).
+std::string with_workers(const std::string& workers) {
+  return R"({"cluster": {"chief": ["localhost:47000"], "worker": )" + workers
+         + "}}";
+}
+
+/// A temporary directory removed at the end of the test.
+struct temp_dir {
+  std::filesystem::path path;
+  temp_dir() {
+    auto base = std::filesystem::temp_directory_path()
+                / ("syncfac_cluster_" + std::to_string(::getpid()));
+    path = base;
+    std::filesystem::create_directories(path);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    auto p = path / name;
+    std::ofstream out{p};
+    out << text;
+    return p.string();
+  }
+};
+
+/// Sets (or with nullptr unsets) TF_CONFIG for one scope.
+struct tf_config_scope {
+  explicit tf_config_scope(const char* value) {
+    if (value != nullptr)
+      ::setenv("TF_CONFIG", value, 1);
+    else
+      ::unsetenv("TF_CONFIG");
+  }
+  ~tf_config_scope() {
+    ::unsetenv("TF_CONFIG");
+  }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(addresses)
+
+BOOST_AUTO_TEST_CASE(host_port_parses_names_ipv4_and_bracketed_ipv6) {
+  auto a = host_port::parse("localhost:47000");
+  BOOST_REQUIRE_MESSAGE(a, test::why(a));
+  BOOST_CHECK_EQUAL(a->host, "localhost");
+  BOOST_CHECK_EQUAL(a->port, 47000);
+  BOOST_CHECK_EQUAL(a->str(), "localhost:47000");
+  auto b = host_port::parse("10.0.0.2:1");
+  BOOST_REQUIRE_MESSAGE(b, test::why(b));
+  BOOST_CHECK_EQUAL(b->host, "10.0.0.2");
+  BOOST_CHECK_EQUAL(b->port, 1);
+  auto c = host_port::parse("[::1]:65535");
+  BOOST_REQUIRE_MESSAGE(c, test::why(c));
+  BOOST_CHECK_EQUAL(c->host, "::1");
+  BOOST_CHECK_EQUAL(c->port, 65535);
+  BOOST_CHECK_EQUAL(c->str(), "[::1]:65535");
+  auto d = host_port::parse("node-3.example.org:47001");
+  BOOST_REQUIRE_MESSAGE(d, test::why(d));
+  BOOST_CHECK_EQUAL(d->host, "node-3.example.org");
+  BOOST_CHECK_EQUAL(d->port, 47001);
+}
+
+BOOST_AUTO_TEST_CASE(host_port_leading_zeros_are_the_number) {
+  auto a = host_port::parse("h:00080");
+  BOOST_REQUIRE_MESSAGE(a, test::why(a));
+  BOOST_CHECK_EQUAL(a->port, 80);
+}
+
+BOOST_AUTO_TEST_CASE(host_port_refuses_bad_addresses) {
+  struct bad {
+    const char* text;
+    const char* why;
+  };
+  std::vector<bad> cases = {
+    {"", "empty address"},
+    {"localhost", "missing port"},
+    {"localhost:", "missing port"},
+    {":47000", "empty host"},
+    {"localhost:abc", "bad port \"abc\""},
+    {"localhost:-1", "bad port \"-1\""},
+    {"localhost:4 7", "bad port"},
+    {"localhost:0", "port out of range (1..65535)"},
+    {"localhost:65536", "port out of range (1..65535)"},
+    {"localhost:99999", "port out of range (1..65535)"},
+    {"localhost:123456789012345678901234567890", "port out of range"},
+    {"::1:47000", "IPv6 address needs brackets"},
+    {"[::1:47000", "missing ']'"},
+    {"[::1]47000", "missing port"},
+    {"[]:47000", "empty host"},
+    {"local host:47000", "bad host"},
+  };
+  for (const auto& c : cases) {
+    auto hp = host_port::parse(c.text);
+    BOOST_CHECK_MESSAGE(!hp, "accepted \"" << c.text << "\"");
+    if (!hp) {
+      BOOST_CHECK_EQUAL(static_cast<ec>(hp.error().code()),
+                        ec::invalid_config);
+      auto msg = render(hp.error());
+      BOOST_CHECK_MESSAGE(msg.find(c.why) != std::string::npos,
+                          "\"" << c.text << "\": '" << c.why
+                               << "' not in: " << msg);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(task_id_parses_and_prints) {
+  auto t = task_id::parse("worker:12");
+  BOOST_REQUIRE_MESSAGE(t, test::why(t));
+  BOOST_CHECK_EQUAL(t->job, "worker");
+  BOOST_CHECK_EQUAL(t->index, 12);
+  BOOST_CHECK_EQUAL(t->str(), "worker:12");
+  BOOST_CHECK(!task_id::parse("worker"));
+  BOOST_CHECK(!task_id::parse(":1"));
+  BOOST_CHECK(!task_id::parse("worker:"));
+  BOOST_CHECK(!task_id::parse("worker:-1"));
+  BOOST_CHECK(!task_id::parse("worker:x"));
+  BOOST_CHECK(!task_id::parse("worker:12345678901"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(parsing)
+
+BOOST_AUTO_TEST_CASE(reads_jobs_in_file_order_and_the_task) {
+  auto spec = cluster_spec::parse(momentum_cluster, "x.json");
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->jobs.size(), 3u);
+  BOOST_CHECK_EQUAL(spec->count("chief"), 1);
+  BOOST_CHECK_EQUAL(spec->count("worker"), 2);
+  BOOST_CHECK_EQUAL(spec->count("ps"), 1);
+  BOOST_CHECK_EQUAL(spec->count("covariance"), 0);
+  BOOST_CHECK_EQUAL(spec->count("nonsense"), 0);
+  BOOST_CHECK_EQUAL(spec->jobs.at("worker")[0].str(), "localhost:47001");
+  BOOST_CHECK_EQUAL(spec->jobs.at("worker")[1].str(), "localhost:47002");
+  BOOST_REQUIRE(spec->task);
+  BOOST_CHECK_EQUAL(spec->task->str(), "worker:1");
+  BOOST_CHECK_EQUAL(spec->address(*spec->task).str(), "localhost:47002");
+  BOOST_CHECK_EQUAL(spec->address({"chief", 0}).port, 47000);
+  BOOST_CHECK(spec->contains({"ps", 0}));
+  BOOST_CHECK(!spec->contains({"ps", 1}));
+  BOOST_CHECK(!spec->contains({"ps", -1}));
+  BOOST_CHECK(!spec->contains({"inverse", 0}));
+}
+
+BOOST_AUTO_TEST_CASE(task_is_optional) {
+  auto spec = cluster_spec::parse(kfac_cluster, "x.json");
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK(!spec->task);
+}
+
+BOOST_AUTO_TEST_CASE(tasks_come_chief_first_then_by_role) {
+  auto spec = cluster_spec::parse(kfac_cluster, "x.json");
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  std::vector<std::string> names;
+  for (const auto& t : spec->tasks())
+    names.push_back(t.str());
+  std::vector<std::string> want = {"chief:0",      "worker:0",
+                                   "worker:1",     "ps:0",
+                                   "covariance:0", "inverse:0"};
+  BOOST_CHECK_EQUAL_COLLECTIONS(names.begin(), names.end(), want.begin(),
+                                want.end());
+}
+
+BOOST_AUTO_TEST_CASE(other_jobs_come_last_by_name) {
+  cluster_spec spec;
+  spec.jobs["evaluator"] = {{"h", 5}};
+  spec.jobs["ps"] = {{"h", 4}};
+  spec.jobs["chief"] = {{"h", 1}};
+  spec.jobs["aardvark"] = {{"h", 7}};
+  std::vector<std::string> names;
+  for (const auto& t : spec.tasks())
+    names.push_back(t.str());
+  std::vector<std::string> want = {"chief:0", "ps:0", "aardvark:0",
+                                   "evaluator:0"};
+  BOOST_CHECK_EQUAL_COLLECTIONS(names.begin(), names.end(), want.begin(),
+                                want.end());
+  // ... and the ordering of task ids agrees.
+  BOOST_CHECK(task_id({"chief", 0}) < task_id({"worker", 0}));
+  BOOST_CHECK(task_id({"worker", 3}) < task_id({"ps", 0}));
+  BOOST_CHECK(task_id({"inverse", 9}) < task_id({"evaluator", 0}));
+  BOOST_CHECK(task_id({"worker", 1}) < task_id({"worker", 2}));
+}
+
+BOOST_AUTO_TEST_CASE(environment_key_is_allowed) {
+  auto text = R"({"cluster": {"chief": ["h:1"]}, "environment": "cloud",
+                  "task": {"type": "chief", "index": 0}})";
+  auto spec = cluster_spec::parse(text, "x.json");
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->task->str(), "chief:0");
+}
+
+BOOST_AUTO_TEST_CASE(empty_job_lists_count_zero) {
+  auto spec = cluster_spec::parse(
+    R"({"cluster": {"chief": ["h:1"], "ps": []}})", "x.json");
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->count("ps"), 0);
+  BOOST_CHECK_EQUAL(spec->tasks().size(), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(evaluator_job_is_known) {
+  auto spec = cluster_spec::parse(
+    R"({"cluster": {"chief": ["h:1"], "evaluator": ["h:2"]}})", "x.json");
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->count("evaluator"), 1);
+}
+
+BOOST_AUTO_TEST_CASE(to_json_round_trips) {
+  for (auto text : {momentum_cluster, kfac_cluster}) {
+    auto spec = cluster_spec::parse(text, "x.json");
+    BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+    auto json = spec->to_json();
+    BOOST_CHECK(json.find('\n') == std::string::npos);
+    auto again = cluster_spec::parse(json, "TF_CONFIG");
+    BOOST_REQUIRE_MESSAGE(again, test::why(again) << " in " << json);
+    BOOST_CHECK(*again == *spec);
+  }
+  auto spec = cluster_spec::parse(kfac_cluster, "x.json");
+  BOOST_REQUIRE(spec);
+  // Jobs in tasks() order, whatever the file's order.
+  BOOST_CHECK_EQUAL(spec->to_json(),
+                    R"({"cluster":{"chief":["127.0.0.1:47010"],)"
+                    R"("worker":["127.0.0.1:47011","127.0.0.1:47012"],)"
+                    R"("ps":["127.0.0.1:47013"],)"
+                    R"("covariance":["127.0.0.1:47014"],)"
+                    R"("inverse":["127.0.0.1:47015"]}})");
+}
+
+BOOST_AUTO_TEST_CASE(to_json_brackets_ipv6) {
+  cluster_spec spec;
+  spec.jobs["chief"] = {{"::1", 47000}};
+  spec.task = task_id{"chief", 0};
+  auto again = cluster_spec::parse(spec.to_json(), "TF_CONFIG");
+  BOOST_REQUIRE_MESSAGE(again, test::why(again));
+  BOOST_CHECK(*again == spec);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(refusals)
+
+BOOST_AUTO_TEST_CASE(not_json) {
+  check_refused("", {"not JSON"});
+  check_refused("{\"cluster\": ", {"not JSON", "line 1"});
+  check_refused("{\"cluster\": {}} trailing", {"not JSON"});
+  check_refused("{'cluster': {}}", {"not JSON"});
+}
+
+BOOST_AUTO_TEST_CASE(not_an_object) {
+  check_refused("[1, 2]", {"not a JSON object", "array"});
+  check_refused("\"chief\"", {"not a JSON object", "string"});
+  check_refused("null", {"not a JSON object"});
+}
+
+BOOST_AUTO_TEST_CASE(missing_cluster) {
+  check_refused("{}", {"no \"cluster\""});
+  check_refused(R"({"task": {"type": "chief", "index": 0}})",
+                {"no \"cluster\""});
+  check_refused(R"({"cluster": ["h:1"]})",
+                {"\"cluster\" is not an object", "array"});
+}
+
+BOOST_AUTO_TEST_CASE(unexpected_top_level_keys) {
+  check_refused(R"({"cluster": {"chief": ["h:1"]}, "tsak": {}})",
+                {"unexpected key \"tsak\" at the top level"});
+  check_refused(R"({"cluster": {"chief": ["h:1"]}, "rpc_layer": "grpc"})",
+                {"unexpected key \"rpc_layer\""});
+}
+
+BOOST_AUTO_TEST_CASE(duplicate_keys) {
+  check_refused(R"({"cluster": {"chief": ["h:1"], "worker": ["h:2"],
+                                "worker": ["h:3"]}})",
+                {"key \"worker\" appears twice in \"cluster\""});
+  check_refused(R"({"cluster": {"chief": ["h:1"]},
+                    "cluster": {"chief": ["h:2"]}})",
+                {"key \"cluster\" appears twice at the top level"});
+  check_refused(R"({"cluster": {"chief": ["h:1"]},
+                    "task": {"type": "chief", "index": 0, "index": 1}})",
+                {"key \"index\" appears twice in \"task\""});
+}
+
+BOOST_AUTO_TEST_CASE(same_key_in_different_objects_is_fine) {
+  auto text = R"({"cluster": {"chief": ["h:1"]},
+                  "task": {"type": "chief", "index": 0},
+                  "environment": {"type": "x", "index": 3}})";
+  // "environment" is not checked, but its keys are its own.
+  BOOST_CHECK_EQUAL(parse_error(text), "ok");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_job) {
+  check_refused(R"({"cluster": {"chief": ["h:1"], "wrker": ["h:2"]}})",
+                {"cluster.wrker: unknown job \"wrker\"",
+                 "known: chief, worker, ps, covariance, inverse, evaluator"});
+  check_refused(R"({"cluster": {"chief": ["h:1"], "master": ["h:2"]}})",
+                {"unknown job \"master\""});
+}
+
+BOOST_AUTO_TEST_CASE(jobs_must_be_lists_of_strings) {
+  check_refused(with_workers("\"h:2\""),
+                {"cluster.worker: not a list of \"host:port\" strings",
+                 "found string"});
+  check_refused(with_workers(R"({"0": "h:2"})"),
+                {"cluster.worker: not a list", "found object"});
+  check_refused(with_workers(R"(["h:2", 47003])"),
+                {"cluster.worker[1]: not a \"host:port\" string",
+                 "number 47003"});
+  check_refused(with_workers(R"(["h:2", null])"),
+                {"cluster.worker[1]: not a \"host:port\" string", "null"});
+  check_refused(with_workers(R"([["h:2"]])"),
+                {"cluster.worker[0]: not a \"host:port\" string", "array"});
+}
+
+BOOST_AUTO_TEST_CASE(bad_addresses_name_the_entry) {
+  check_refused(with_workers(R"(["localhost:47001", "localhost:99999"])"),
+                {"cluster file 'x.json': cluster.worker[1] "
+                 "\"localhost:99999\": port out of range (1..65535)"});
+  check_refused(with_workers(R"([":47001"])"),
+                {"cluster.worker[0] \":47001\": empty host"});
+  check_refused(with_workers(R"(["localhost"])"),
+                {"cluster.worker[0] \"localhost\": missing port"});
+  check_refused(with_workers(R"(["localhost:http"])"),
+                {"cluster.worker[0] \"localhost:http\": bad port"});
+  check_refused(with_workers(R"(["localhost:0"])"),
+                {"cluster.worker[0] \"localhost:0\": port out of range"});
+  check_refused(with_workers(R"([""])"),
+                {"cluster.worker[0] \"\": empty address"});
+}
+
+BOOST_AUTO_TEST_CASE(duplicate_addresses_name_both_entries) {
+  check_refused(with_workers(R"(["localhost:47001", "localhost:47000"])"),
+                {"cluster.worker[1] \"localhost:47000\": duplicate address, "
+                 "already used by cluster.chief[0] \"localhost:47000\""});
+  check_refused(with_workers(R"(["h:5", "h:5"])"),
+                {"cluster.worker[1] \"h:5\"", "cluster.worker[0] \"h:5\""});
+  // The same host spelt differently.
+  check_refused(with_workers(R"(["127.0.0.1:47000"])"),
+                {"cluster.worker[0] \"127.0.0.1:47000\": duplicate address",
+                 "cluster.chief[0] \"localhost:47000\""});
+  check_refused(with_workers(R"(["LocalHost:47000"])"),
+                {"duplicate address"});
+  // Same host, different ports, and different hosts, same port: fine.
+  BOOST_CHECK_EQUAL(parse_error(with_workers(R"(["localhost:47001"])")),
+                    "ok");
+  BOOST_CHECK_EQUAL(parse_error(with_workers(R"(["10.0.0.2:47000"])")),
+                    "ok");
+}
+
+BOOST_AUTO_TEST_CASE(exactly_one_chief) {
+  check_refused(R"({"cluster": {"worker": ["h:1"], "ps": ["h:2"]}})",
+                {"no \"chief\" job", "exactly one chief"});
+  check_refused(R"({"cluster": {}})", {"no \"chief\" job"});
+  check_refused(R"({"cluster": {"chief": [], "worker": ["h:1"]}})",
+                {"cluster.chief: 0 entries", "exactly one chief"});
+  check_refused(R"({"cluster": {"chief": ["h:1", "h:2"]}})",
+                {"cluster.chief: 2 entries", "exactly one chief"});
+}
+
+BOOST_AUTO_TEST_CASE(task_shape) {
+  auto c = std::string{R"({"cluster": {"chief": ["h:1"], "worker": ["h:2"]},
+                          "task": )"};
+  check_refused(c + R"("worker:0"})", {"\"task\" is not an object"});
+  check_refused(c + R"({"index": 0}})", {"task: no \"type\""});
+  check_refused(c + R"({"type": "worker"}})", {"task: no \"index\""});
+  check_refused(c + R"({"type": 1, "index": 0}})",
+                {"task.type: not a string"});
+  check_refused(c + R"({"type": "worker", "index": "0"}})",
+                {"task.index: not an integer", "string"});
+  check_refused(c + R"({"type": "worker", "index": 0.5}})",
+                {"task.index: not an integer"});
+  check_refused(c + R"({"type": "worker", "index": 0, "trial": 1}})",
+                {"task: unexpected key \"trial\""});
+  check_refused(c + R"({"type": "worker", "index": 5000000000}})",
+                {"task.index 5000000000: out of range"});
+}
+
+BOOST_AUTO_TEST_CASE(task_must_be_in_the_cluster) {
+  auto c = std::string{R"({"cluster": {"chief": ["h:1"], "worker": ["h:2",
+                          "h:3"]}, "task": )"};
+  check_refused(c + R"({"type": "wrker", "index": 0}})",
+                {"task wrker:0: unknown job \"wrker\""});
+  check_refused(c + R"({"type": "", "index": 0}})", {"task: empty type"});
+  check_refused(c + R"({"type": "ps", "index": 0}})",
+                {"task ps:0: the cluster has no job \"ps\"",
+                 "it has chief, worker"});
+  check_refused(c + R"({"type": "worker", "index": -1}})",
+                {"task worker:-1: negative index"});
+  check_refused(c + R"({"type": "worker", "index": 2}})",
+                {"task worker:2: index out of range",
+                 "cluster.worker has 2 entries: 0..1"});
+  check_refused(c + R"({"type": "chief", "index": 1}})",
+                {"task chief:1: index out of range",
+                 "cluster.chief has 1 entry: 0..0"});
+  BOOST_CHECK_EQUAL(parse_error(c + R"({"type": "worker", "index": 1}})"),
+                    "ok");
+}
+
+BOOST_AUTO_TEST_CASE(tf_config_source_is_named) {
+  auto spec = cluster_spec::parse("{}", "TF_CONFIG");
+  BOOST_REQUIRE(!spec);
+  auto msg = render(spec.error());
+  BOOST_CHECK_MESSAGE(msg.find("TF_CONFIG: no \"cluster\"") != std::string::npos,
+                      msg);
+  BOOST_CHECK(msg.find("cluster file") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(validation)
+
+BOOST_AUTO_TEST_CASE(validate_checks_a_built_spec) {
+  cluster_spec spec;
+  spec.jobs["chief"] = {{"h", 1}};
+  spec.jobs["worker"] = {{"h", 2}, {"", 3}};
+  auto err = spec.validate();
+  BOOST_REQUIRE(err);
+  BOOST_CHECK_EQUAL(static_cast<ec>(err.code()), ec::invalid_config);
+  BOOST_CHECK_MESSAGE(render(err).find("cluster.worker[1] \":3\": empty host")
+                        != std::string::npos,
+                      render(err));
+  spec.jobs["worker"][1] = {"h", 0};
+  err = spec.validate();
+  BOOST_REQUIRE(err);
+  BOOST_CHECK(render(err).find("port out of range") != std::string::npos);
+  spec.jobs["worker"][1] = {"h", 3};
+  BOOST_CHECK(!spec.validate());
+  spec.task = task_id{"worker", 2};
+  BOOST_CHECK(spec.validate());
+  spec.task = task_id{"worker", 1};
+  BOOST_CHECK(!spec.validate());
+}
+
+BOOST_AUTO_TEST_CASE(known_jobs_can_be_narrowed_or_widened) {
+  cluster_spec spec;
+  spec.jobs["chief"] = {{"h", 1}};
+  spec.jobs["covariance"] = {{"h", 2}};
+  BOOST_CHECK(!spec.validate());
+  auto err = spec.validate({"chief", "worker", "ps"});
+  BOOST_REQUIRE(err);
+  BOOST_CHECK_MESSAGE(render(err).find("cluster.covariance: unknown job")
+                        != std::string::npos,
+                      render(err));
+  BOOST_CHECK_MESSAGE(render(err).find("known: chief, worker, ps")
+                        != std::string::npos,
+                      render(err));
+  spec.jobs["sidecar"] = {{"h", 3}};
+  BOOST_CHECK(spec.validate());
+  auto wide = default_cluster_jobs();
+  wide.push_back("sidecar");
+  BOOST_CHECK(!spec.validate(wide));
+}
+
+BOOST_AUTO_TEST_CASE(default_jobs) {
+  std::vector<std::string> want = {"chief",      "worker",  "ps",
+                                   "covariance", "inverse", "evaluator"};
+  auto jobs = default_cluster_jobs();
+  BOOST_CHECK_EQUAL_COLLECTIONS(jobs.begin(), jobs.end(), want.begin(),
+                                want.end());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(files_and_environment)
+
+BOOST_AUTO_TEST_CASE(load_reads_a_file) {
+  temp_dir dir;
+  auto path = dir.write("c.json", momentum_cluster);
+  auto spec = cluster_spec::load(path);
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->count("worker"), 2);
+}
+
+BOOST_AUTO_TEST_CASE(load_names_the_file) {
+  temp_dir dir;
+  auto missing = (dir.path / "nope.json").string();
+  auto spec = cluster_spec::load(missing);
+  BOOST_REQUIRE(!spec);
+  BOOST_CHECK_EQUAL(static_cast<ec>(spec.error().code()), ec::io_error);
+  auto msg = render(spec.error());
+  BOOST_CHECK_MESSAGE(msg.find("cluster file '" + missing
+                               + "': cannot read: No such file")
+                        != std::string::npos,
+                      msg);
+  auto bad = dir.write("bad.json", with_workers(R"(["h:99999"])"));
+  spec = cluster_spec::load(bad);
+  BOOST_REQUIRE(!spec);
+  BOOST_CHECK_EQUAL(static_cast<ec>(spec.error().code()), ec::invalid_config);
+  msg = render(spec.error());
+  BOOST_CHECK_MESSAGE(msg.find("cluster file '" + bad
+                               + "': cluster.worker[0] \"h:99999\": port out "
+                                 "of range (1..65535)")
+                        != std::string::npos,
+                      msg);
+  // A directory is not a cluster file.
+  spec = cluster_spec::load(dir.path.string());
+  BOOST_CHECK(!spec);
+}
+
+BOOST_AUTO_TEST_CASE(resolve_takes_the_file_task) {
+  temp_dir dir;
+  auto path = dir.write("c.json", momentum_cluster);
+  tf_config_scope env{nullptr};
+  auto spec = resolve_cluster(path, "", -1);
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->task->str(), "worker:1");
+}
+
+BOOST_AUTO_TEST_CASE(resolve_overrides_the_task) {
+  temp_dir dir;
+  auto path = dir.write("c.json", momentum_cluster);
+  auto spec = resolve_cluster(path, "ps", 0);
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->task->str(), "ps:0");
+  // Only the index: the job stays the file's.
+  spec = resolve_cluster(path, "", 0);
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->task->str(), "worker:0");
+  // Only the job: the index stays the file's.
+  spec = resolve_cluster(path, "chief", -1);
+  BOOST_REQUIRE(!spec); // chief:1 does not exist
+  auto msg = render(spec.error());
+  BOOST_CHECK_MESSAGE(msg.find("with --job_name chief: task chief:1: index "
+                               "out of range")
+                        != std::string::npos,
+                      msg);
+}
+
+BOOST_AUTO_TEST_CASE(resolve_overrides_a_bad_file_task) {
+  temp_dir dir;
+  auto path = dir.write("c.json", R"({"cluster": {"chief": ["h:1"],
+    "worker": ["h:2"]}, "task": {"type": "worker", "index": 7}})");
+  auto spec = resolve_cluster(path, "", 0);
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->task->str(), "worker:0");
+  spec = resolve_cluster(path, "", -1);
+  BOOST_REQUIRE(!spec);
+  BOOST_CHECK(render(spec.error()).find("task worker:7: index out of range")
+              != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(resolve_needs_a_task) {
+  temp_dir dir;
+  auto path = dir.write("c.json", kfac_cluster);
+  auto spec = resolve_cluster(path, "", -1);
+  BOOST_REQUIRE(!spec);
+  auto msg = render(spec.error());
+  BOOST_CHECK_MESSAGE(msg.find("cluster file '" + path
+                               + "': no task: give --job_name and --task")
+                        != std::string::npos,
+                      msg);
+  spec = resolve_cluster(path, "worker", -1);
+  BOOST_REQUIRE(!spec);
+  BOOST_CHECK_MESSAGE(render(spec.error()).find("give --task too")
+                        != std::string::npos,
+                      render(spec.error()));
+  spec = resolve_cluster(path, "", 1);
+  BOOST_REQUIRE(!spec);
+  BOOST_CHECK_MESSAGE(render(spec.error()).find("give --job_name too")
+                        != std::string::npos,
+                      render(spec.error()));
+  spec = resolve_cluster(path, "inverse", 0);
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->address(*spec->task).str(), "127.0.0.1:47015");
+}
+
+BOOST_AUTO_TEST_CASE(resolve_checks_the_overridden_task) {
+  temp_dir dir;
+  auto path = dir.write("c.json", kfac_cluster);
+  auto spec = resolve_cluster(path, "worker", 2);
+  BOOST_REQUIRE(!spec);
+  auto msg = render(spec.error());
+  BOOST_CHECK_MESSAGE(msg.find("cluster file '" + path
+                               + "' with --job_name worker --task 2: task "
+                                 "worker:2: index out of range")
+                        != std::string::npos,
+                      msg);
+  spec = resolve_cluster(path, "evaluator", 0);
+  BOOST_REQUIRE(!spec);
+  BOOST_CHECK(render(spec.error()).find("the cluster has no job "
+                                        "\"evaluator\"")
+              != std::string::npos);
+  spec = resolve_cluster(path, "bogus", 0);
+  BOOST_REQUIRE(!spec);
+  BOOST_CHECK(render(spec.error()).find("unknown job \"bogus\"")
+              != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(resolve_checks_the_cluster_before_the_task) {
+  temp_dir dir;
+  auto path = dir.write("c.json", with_workers(R"(["h:1", "h:1"])"));
+  auto spec = resolve_cluster(path, "worker", 0);
+  BOOST_REQUIRE(!spec);
+  auto msg = render(spec.error());
+  // The cluster is at fault, not the flags.
+  BOOST_CHECK_MESSAGE(msg.find("cluster file '" + path
+                               + "': cluster.worker[1]")
+                        != std::string::npos,
+                      msg);
+}
+
+BOOST_AUTO_TEST_CASE(resolve_reads_tf_config) {
+  tf_config_scope env{momentum_cluster};
+  auto spec = resolve_cluster("", "", -1);
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->task->str(), "worker:1");
+  spec = resolve_cluster("", "chief", 0);
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->task->str(), "chief:0");
+}
+
+BOOST_AUTO_TEST_CASE(resolve_prefers_the_file_to_tf_config) {
+  temp_dir dir;
+  auto path = dir.write("c.json", kfac_cluster);
+  tf_config_scope env{momentum_cluster};
+  auto spec = resolve_cluster(path, "inverse", 0);
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->count("inverse"), 1);
+}
+
+BOOST_AUTO_TEST_CASE(resolve_names_tf_config_in_errors) {
+  tf_config_scope env{R"({"cluster": {"chief": ["h:1"], "worker": ["h:1"]},
+                          "task": {"type": "chief", "index": 0}})"};
+  auto spec = resolve_cluster("", "", -1);
+  BOOST_REQUIRE(!spec);
+  auto msg = render(spec.error());
+  BOOST_CHECK_MESSAGE(msg.find("TF_CONFIG: cluster.worker[0] \"h:1\": "
+                               "duplicate address")
+                        != std::string::npos,
+                      msg);
+}
+
+BOOST_AUTO_TEST_CASE(resolve_without_any_cluster) {
+  tf_config_scope env{nullptr};
+  auto spec = resolve_cluster("", "worker", 0);
+  BOOST_REQUIRE(!spec);
+  BOOST_CHECK_EQUAL(static_cast<ec>(spec.error().code()), ec::invalid_config);
+  BOOST_CHECK_MESSAGE(render(spec.error()).find("give --cluster FILE or set "
+                                                "the TF_CONFIG")
+                        != std::string::npos,
+                      render(spec.error()));
+  tf_config_scope empty{""};
+  spec = resolve_cluster("", "worker", 0);
+  BOOST_CHECK(!spec);
+}
+
+BOOST_AUTO_TEST_CASE(resolve_with_custom_known_jobs) {
+  temp_dir dir;
+  auto path = dir.write("c.json", R"({"cluster": {"chief": ["h:1"],
+                                       "sidecar": ["h:2"]}})");
+  auto jobs = default_cluster_jobs();
+  BOOST_CHECK(!resolve_cluster(path, "sidecar", 0));
+  jobs.push_back("sidecar");
+  auto spec = resolve_cluster(path, "sidecar", 0, jobs);
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->address(*spec->task).str(), "h:2");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
