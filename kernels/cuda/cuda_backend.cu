@@ -1,0 +1,1509 @@
+// The CUDA backend: cuBLAS for every product (dense layers, im2col
+// convolutions, gradients), small kernels for activations, pooling and the
+// losses. Tensors are row-major; cuBLAS is column-major, so a row-major
+// [r, c] matrix is passed as the column-major [c, r] matrix it is in memory
+// and C = A B is computed as Cᵀ = Bᵀ Aᵀ (gemm_rm).
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+#include <tuple>
+
+#include "kernels/cpu/checks.hpp"
+#include "kernels/cuda/cuda_impl.cuh"
+
+namespace syncfac::cuda {
+
+// -- status strings ----------------------------------------------------------
+
+std::string status_string(cudaError_t status) {
+  return std::string{cudaGetErrorName(status)} + ": "
+         + cudaGetErrorString(status);
+}
+
+std::string status_string(cublasStatus_t status) {
+  return std::string{"cuBLAS "} + cublasGetStatusName(status) + ": "
+         + cublasGetStatusString(status);
+}
+
+std::string status_string(cusolverStatus_t status) {
+  switch (status) {
+    case CUSOLVER_STATUS_SUCCESS: return "CUSOLVER_STATUS_SUCCESS";
+    case CUSOLVER_STATUS_NOT_INITIALIZED:
+      return "CUSOLVER_STATUS_NOT_INITIALIZED";
+    case CUSOLVER_STATUS_ALLOC_FAILED:
+      return "CUSOLVER_STATUS_ALLOC_FAILED (out of device memory)";
+    case CUSOLVER_STATUS_INVALID_VALUE: return "CUSOLVER_STATUS_INVALID_VALUE";
+    case CUSOLVER_STATUS_ARCH_MISMATCH: return "CUSOLVER_STATUS_ARCH_MISMATCH";
+    case CUSOLVER_STATUS_EXECUTION_FAILED:
+      return "CUSOLVER_STATUS_EXECUTION_FAILED";
+    case CUSOLVER_STATUS_INTERNAL_ERROR:
+      return "CUSOLVER_STATUS_INTERNAL_ERROR";
+    case CUSOLVER_STATUS_MATRIX_TYPE_NOT_SUPPORTED:
+      return "CUSOLVER_STATUS_MATRIX_TYPE_NOT_SUPPORTED";
+    case CUSOLVER_STATUS_NOT_SUPPORTED: return "CUSOLVER_STATUS_NOT_SUPPORTED";
+    default: break;
+  }
+  return "cuSOLVER status " + std::to_string(static_cast<int>(status));
+}
+
+std::string bytes_string(int64_t bytes) {
+  char buf[48];
+  double x = static_cast<double>(bytes);
+  if (x >= 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof(buf), "%.1f GiB", x / (1024.0 * 1024 * 1024));
+  else if (x >= 1024.0 * 1024)
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", x / (1024.0 * 1024));
+  else
+    std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(bytes));
+  return buf;
+}
+
+// -- device queries ----------------------------------------------------------
+
+int device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::string device_description(int device) {
+  cudaDeviceProp prop{};
+  auto status = cudaGetDeviceProperties(&prop, device);
+  if (status != cudaSuccess)
+    return "cuda:" + std::to_string(device) + " (" + status_string(status)
+           + ")";
+  return std::string{prop.name} + " ("
+         + std::to_string(prop.multiProcessorCount)
+         + " SMs, compute " + std::to_string(prop.major) + "."
+         + std::to_string(prop.minor) + ", "
+         + bytes_string(static_cast<int64_t>(prop.totalGlobalMem)) + ")";
+}
+
+double fp32_peak_tflops(int device) {
+  int sms = 0;
+  int clock_khz = 0;
+  int major = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)
+        != cudaSuccess
+      || cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device)
+           != cudaSuccess
+      || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                device)
+           != cudaSuccess) {
+    cudaGetLastError();
+    return 0.0;
+  }
+  // 128 FP32 lanes per SM on Ampere (8.x), Hopper (9.x) and Blackwell.
+  int lanes = major >= 8 ? 128 : 64;
+  return 2.0 * lanes * sms * (clock_khz * 1e3) / 1e12;
+}
+
+// -- kernels -----------------------------------------------------------------
+
+namespace {
+
+struct pool_dims {
+  int64_t N, H, W, C, KH, KW, SH, SW, OH, OW, PT, PL;
+};
+
+pool_dims dims_of(const pool2d_geometry& g) {
+  return {g.batch,    g.in_h,    g.in_w,   g.channels, g.k_h,  g.k_w,
+          g.stride_h, g.stride_w, g.out_h, g.out_w,    g.pad_top, g.pad_left};
+}
+
+#define SYNCFAC_GRID_STRIDE(i, n)                                            \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x)             \
+                   + threadIdx.x;                                            \
+       i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+__device__ inline float act_forward(activation act, float x) {
+  switch (act) {
+    case activation::identity: return x;
+    case activation::relu: return (x > 0.0f || x != x) ? x : 0.0f;
+    case activation::tanh: return tanhf(x);
+    case activation::sigmoid: return 1.0f / (1.0f + expf(-x));
+  }
+  return x;
+}
+
+__device__ inline float act_grad(activation act, float y, float dy) {
+  switch (act) {
+    case activation::identity: return dy;
+    case activation::relu: return y > 0.0f ? dy : 0.0f;
+    case activation::tanh: return dy * (1.0f - y * y);
+    case activation::sigmoid: return dy * y * (1.0f - y);
+  }
+  return dy;
+}
+
+__global__ void k_fill(float* x, int64_t n, float value) {
+  SYNCFAC_GRID_STRIDE(i, n) x[i] = value;
+}
+
+__global__ void k_bias_act(float* y, const float* b, int64_t rows,
+                           int64_t cols, activation act) {
+  SYNCFAC_GRID_STRIDE(i, rows * cols) {
+    y[i] = act_forward(act, y[i] + b[i % cols]);
+  }
+}
+
+__global__ void k_act_forward(const float* x, float* y, int64_t n,
+                              activation act) {
+  SYNCFAC_GRID_STRIDE(i, n) y[i] = act_forward(act, x[i]);
+}
+
+__global__ void k_act_backward(const float* y, const float* dy, float* dx,
+                               int64_t n, activation act) {
+  SYNCFAC_GRID_STRIDE(i, n) dx[i] = act_grad(act, y[i], dy[i]);
+}
+
+/// See launch_im2col.
+__global__ void k_im2col(const float* x, conv_dims d, const int64_t* rows,
+                         int64_t first, int64_t count, int64_t ld,
+                         float* col) {
+  const int64_t P = d.KH * d.KW * d.C;
+  const int64_t T = d.OH * d.OW;
+  SYNCFAC_GRID_STRIDE(i, count * ld) {
+    int64_t r = i / ld;
+    int64_t k = i % ld;
+    if (k == P) {
+      col[i] = 1.0f;
+      continue;
+    }
+    int64_t flat = rows != nullptr ? rows[first + r] : first + r;
+    int64_t n = flat / T;
+    int64_t t = flat % T;
+    int64_t oh = t / d.OW;
+    int64_t ow = t % d.OW;
+    int64_t c = k % d.C;
+    int64_t kw = (k / d.C) % d.KW;
+    int64_t kh = k / (d.C * d.KW);
+    int64_t ih = oh * d.SH - d.PT + kh;
+    int64_t iw = ow * d.SW - d.PL + kw;
+    col[i] = (ih >= 0 && ih < d.H && iw >= 0 && iw < d.W)
+               ? x[((n * d.H + ih) * d.W + iw) * d.C + c]
+               : 0.0f;
+  }
+}
+
+/// dx of images [n0, n0 + images) from dcol [images * T, P]: every input
+/// element gathers the patch entries that read it (deterministic, no
+/// atomics).
+__global__ void k_col2im(const float* dcol, conv_dims d, int64_t n0,
+                         int64_t images, float* dx) {
+  const int64_t P = d.KH * d.KW * d.C;
+  const int64_t T = d.OH * d.OW;
+  SYNCFAC_GRID_STRIDE(i, images * d.H * d.W * d.C) {
+    int64_t c = i % d.C;
+    int64_t iw = (i / d.C) % d.W;
+    int64_t ih = (i / (d.C * d.W)) % d.H;
+    int64_t n = i / (d.C * d.W * d.H); // local image
+    float sum = 0.0f;
+    for (int64_t kh = 0; kh < d.KH; ++kh) {
+      int64_t hnum = ih + d.PT - kh;
+      if (hnum < 0 || hnum % d.SH != 0)
+        continue;
+      int64_t oh = hnum / d.SH;
+      if (oh >= d.OH)
+        continue;
+      for (int64_t kw = 0; kw < d.KW; ++kw) {
+        int64_t wnum = iw + d.PL - kw;
+        if (wnum < 0 || wnum % d.SW != 0)
+          continue;
+        int64_t ow = wnum / d.SW;
+        if (ow >= d.OW)
+          continue;
+        sum += dcol[(n * T + oh * d.OW + ow) * P + (kh * d.KW + kw) * d.C
+                    + c];
+      }
+    }
+    dx[(n0 * d.H * d.W * d.C) + i] = sum;
+  }
+}
+
+} // namespace
+
+conv_dims conv_dims_of(const conv2d_geometry& g) {
+  return {g.batch,    g.in_h,     g.in_w,     g.in_c,  g.k_h,
+          g.k_w,      g.out_c,    g.stride_h, g.stride_w, g.out_h,
+          g.out_w,    g.pad_top,  g.pad_left};
+}
+
+void launch_im2col(cudaStream_t stream, const float* x, const conv_dims& d,
+                   const int64_t* rows, int64_t first, int64_t count,
+                   int64_t ld, float* col) {
+  if (count * ld > 0)
+    k_im2col<<<grid_for(count * ld), 256, 0, stream>>>(x, d, rows, first,
+                                                       count, ld, col);
+}
+
+void launch_fill(cudaStream_t stream, float* x, int64_t n, float value) {
+  if (n > 0)
+    k_fill<<<grid_for(n), 256, 0, stream>>>(x, n, value);
+}
+
+namespace {
+
+__global__ void k_max_pool(const float* x, pool_dims d, float* y,
+                           int32_t* argmax) {
+  SYNCFAC_GRID_STRIDE(i, d.N * d.OH * d.OW * d.C) {
+    int64_t c = i % d.C;
+    int64_t ow = (i / d.C) % d.OW;
+    int64_t oh = (i / (d.C * d.OW)) % d.OH;
+    int64_t n = i / (d.C * d.OW * d.OH);
+    int64_t h0 = oh * d.SH - d.PT;
+    int64_t w0 = ow * d.SW - d.PL;
+    int64_t h1 = min(h0 + d.KH, d.H);
+    int64_t w1 = min(w0 + d.KW, d.W);
+    h0 = max(h0, int64_t{0});
+    w0 = max(w0, int64_t{0});
+    int64_t base = n * d.H * d.W * d.C;
+    int64_t best_at = base + (h0 * d.W + w0) * d.C + c;
+    float best = x[best_at];
+    // Ties go to the first element, a NaN never displaces a number (as on
+    // the CPU).
+    for (int64_t ih = h0; ih < h1; ++ih)
+      for (int64_t iw = w0; iw < w1; ++iw) {
+        int64_t pos = base + (ih * d.W + iw) * d.C + c;
+        float v = x[pos];
+        if (v > best) {
+          best = v;
+          best_at = pos;
+        }
+      }
+    y[i] = best;
+    argmax[i] = static_cast<int32_t>(best_at);
+  }
+}
+
+__global__ void k_pool_scatter(const float* dy, const int32_t* argmax,
+                               int64_t n, float* dx) {
+  SYNCFAC_GRID_STRIDE(i, n) atomicAdd(dx + argmax[i], dy[i]);
+}
+
+__global__ void k_softmax_xent(const float* x, const int32_t* labels,
+                               int64_t N, int64_t K, float* p,
+                               double* row_loss) {
+  SYNCFAC_GRID_STRIDE(r, N) {
+    const float* xr = x + r * K;
+    float* pr = p + r * K;
+    float mx = xr[0];
+    for (int64_t k = 1; k < K; ++k)
+      if (mx < xr[k])
+        mx = xr[k];
+    double sum = 0.0;
+    for (int64_t k = 0; k < K; ++k) {
+      pr[k] = expf(xr[k] - mx);
+      sum += pr[k];
+    }
+    float inv = static_cast<float>(1.0 / sum);
+    for (int64_t k = 0; k < K; ++k)
+      pr[k] *= inv;
+    row_loss[r] = log(sum) - static_cast<double>(xr[labels[r]] - mx);
+  }
+}
+
+__global__ void k_softmax_back(const float* p, const int32_t* labels,
+                               int64_t N, int64_t K, float scale, float* d) {
+  SYNCFAC_GRID_STRIDE(i, N * K) {
+    int64_t r = i / K;
+    int64_t k = i % K;
+    float v = p[i] * scale;
+    d[i] = k == labels[r] ? v - scale : v;
+  }
+}
+
+__global__ void k_sigmoid_xent(const float* x, const float* t, int64_t N,
+                               int64_t D, float* p, double* row_loss) {
+  SYNCFAC_GRID_STRIDE(r, N) {
+    double sum = 0.0;
+    for (int64_t j = r * D; j < (r + 1) * D; ++j) {
+      float v = x[j];
+      float e = expf(-fabsf(v));
+      float inv = 1.0f / (1.0f + e);
+      p[j] = v >= 0.0f ? inv : e * inv;
+      sum += static_cast<double>(fmaxf(v, 0.0f) - v * t[j])
+             + static_cast<double>(log1pf(e));
+    }
+    row_loss[r] = sum;
+  }
+}
+
+__global__ void k_sigmoid_back(const float* p, const float* t, int64_t n,
+                               float scale, float* d) {
+  SYNCFAC_GRID_STRIDE(i, n) d[i] = (p[i] - t[i]) * scale;
+}
+
+__global__ void k_count_correct(const float* x, const int32_t* labels,
+                                int64_t N, int64_t K,
+                                unsigned long long* counter) {
+  SYNCFAC_GRID_STRIDE(r, N) {
+    const float* xr = x + r * K;
+    int64_t best = 0;
+    for (int64_t k = 1; k < K; ++k)
+      if (xr[best] < xr[k])
+        best = k;
+    if (best == labels[r])
+      atomicAdd(counter, 1ull);
+  }
+}
+
+constexpr int block = 256;
+
+// Patch matrices larger than this many floats (256 MiB) are built a chunk
+// of images at a time.
+constexpr int64_t col_budget = int64_t{64} << 20;
+
+bool fits_int(int64_t x) {
+  return x >= 0 && x <= INT_MAX;
+}
+
+} // namespace
+
+// -- the backend: set-up and helpers -----------------------------------------
+
+cuda_backend::cuda_backend(int device)
+  : device_(device), name_("cuda:" + std::to_string(device)) {
+  // nop
+}
+
+cuda_backend::~cuda_backend() {
+  cudaSetDevice(device_); // the handles and buffers belong to this device
+  if (stream_ != nullptr)
+    cudaStreamSynchronize(stream_);
+  if (solver_ != nullptr)
+    cusolverDnDestroy(solver_);
+  if (blas_ != nullptr)
+    cublasDestroy(blas_);
+  if (stream_ != nullptr)
+    cudaStreamDestroy(stream_);
+}
+
+caf::error cuda_backend::init() {
+  if (auto err = select("init"))
+    return err;
+  if (auto err = check(cudaStreamCreateWithFlags(&stream_,
+                                                 cudaStreamNonBlocking),
+                       "cudaStreamCreate"))
+    return err;
+  if (auto err = check(cublasCreate(&blas_), "cublasCreate"))
+    return err;
+  if (auto err = check(cublasSetStream(blas_, stream_), "cublasSetStream"))
+    return err;
+  // Plain FP32 products (no TF32): results comparable with the CPU's.
+  if (auto err = check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH),
+                       "cublasSetMathMode"))
+    return err;
+  if (auto err = check(cusolverDnCreate(&solver_), "cusolverDnCreate"))
+    return err;
+  if (auto err = check(cusolverDnSetStream(solver_, stream_),
+                       "cusolverDnSetStream"))
+    return err;
+  return caf::none;
+}
+
+std::string cuda_backend::name() const {
+  return name_;
+}
+
+int cuda_backend::threads() const {
+  return 1; // one stream
+}
+
+caf::error cuda_backend::check(cudaError_t status, const char* what) const {
+  if (status == cudaSuccess)
+    return caf::none;
+  cudaGetLastError(); // clear a non-sticky error
+  auto code = status == cudaErrorMemoryAllocation ? ec::unavailable
+                                                  : ec::internal;
+  return make_error(code, name_ + ": " + what + " failed: "
+                            + status_string(status));
+}
+
+caf::error cuda_backend::check(cublasStatus_t status,
+                               const char* what) const {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return caf::none;
+  auto code = status == CUBLAS_STATUS_ALLOC_FAILED ? ec::unavailable
+                                                   : ec::internal;
+  return make_error(code, name_ + ": " + what + " failed: "
+                            + status_string(status));
+}
+
+caf::error cuda_backend::check(cusolverStatus_t status,
+                               const char* what) const {
+  if (status == CUSOLVER_STATUS_SUCCESS)
+    return caf::none;
+  auto code = status == CUSOLVER_STATUS_ALLOC_FAILED ? ec::unavailable
+                                                     : ec::internal;
+  return make_error(code, name_ + ": " + what + " failed: "
+                            + status_string(status));
+}
+
+caf::error cuda_backend::check_launch(const char* what) const {
+  return check(cudaGetLastError(), what);
+}
+
+caf::error cuda_backend::select(const char* op) const {
+  auto status = cudaSetDevice(device_);
+  if (status == cudaSuccess)
+    return caf::none;
+  cudaGetLastError();
+  return make_error(ec::unavailable, name_ + ": " + op
+                                       + ": cannot select the device: "
+                                       + status_string(status));
+}
+
+caf::error cuda_backend::upload(float* dst, const float* src, int64_t n,
+                                const char* what) {
+  if (n == 0)
+    return caf::none;
+  return check(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
+                               cudaMemcpyHostToDevice, stream_),
+               what);
+}
+
+caf::error cuda_backend::download(float* dst, const float* src, int64_t n,
+                                  const char* what) {
+  if (n == 0)
+    return caf::none;
+  return check(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
+                               cudaMemcpyDeviceToHost, stream_),
+               what);
+}
+
+caf::error cuda_backend::sync(const char* what) {
+  return check(cudaStreamSynchronize(stream_), what);
+}
+
+caf::error cuda_backend::gemm_rm(bool trans_a, bool trans_b, int64_t m,
+                                 int64_t n, int64_t k, float alpha,
+                                 const float* A, int64_t lda, const float* B,
+                                 int64_t ldb, float beta, float* C,
+                                 int64_t ldc, const char* what) {
+  if (!fits_int(m) || !fits_int(n) || !fits_int(k) || !fits_int(lda)
+      || !fits_int(ldb) || !fits_int(ldc))
+    return make_error(ec::invalid_argument,
+                      name_ + ": " + what + ": product [" + std::to_string(m)
+                        + ", " + std::to_string(k) + "] x ["
+                        + std::to_string(k) + ", " + std::to_string(n)
+                        + "] exceeds cuBLAS's 32-bit dimensions");
+  if (m == 0 || n == 0)
+    return caf::none;
+  // Row-major C = op(A) op(B) is column-major Cᵀ = op(B)ᵀ op(A)ᵀ, and the
+  // column-major view of a row-major buffer is its transpose.
+  return check(cublasSgemm(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                           trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                           static_cast<int>(n), static_cast<int>(m),
+                           static_cast<int>(k), &alpha, B,
+                           static_cast<int>(ldb), A, static_cast<int>(lda),
+                           &beta, C, static_cast<int>(ldc)),
+               what);
+}
+
+caf::error cuda_backend::column_sums(const float* x, int64_t rows,
+                                     int64_t cols, float* db,
+                                     const char* what) {
+  if (cols == 0)
+    return caf::none;
+  if (rows == 0) {
+    k_fill<<<grid_for(cols), block, 0, stream_>>>(db, cols, 0.0f);
+    return check_launch(what);
+  }
+  if (!fits_int(rows) || !fits_int(cols))
+    return make_error(ec::invalid_argument,
+                      name_ + ": " + what + ": [" + std::to_string(rows)
+                        + ", " + std::to_string(cols)
+                        + "] exceeds cuBLAS's 32-bit dimensions");
+  if (auto err = ones_.reserve(rows, name_, "a vector of ones"))
+    return err;
+  if (ones_filled_ < rows) {
+    k_fill<<<grid_for(rows), block, 0, stream_>>>(ones_.get(), rows, 1.0f);
+    if (auto err = check_launch(what))
+      return err;
+    ones_filled_ = rows;
+  }
+  float one = 1.0f;
+  float zero = 0.0f;
+  // The column-major view of x is xᵀ [cols, rows]: db = xᵀ · 1.
+  return check(cublasSgemv(blas_, CUBLAS_OP_N, static_cast<int>(cols),
+                           static_cast<int>(rows), &one, x,
+                           static_cast<int>(cols), ones_.get(), 1, &zero, db,
+                           1),
+               what);
+}
+
+// -- the backend's kernels ---------------------------------------------------
+
+caf::error cuda_backend::gemm(const tensor& a, bool trans_a, const tensor& b,
+                              bool trans_b, float alpha, float beta,
+                              tensor& c) {
+  const char* op = "gemm";
+  if (a.rank() != 2 || b.rank() != 2)
+    return cpu::mismatch(op, "a", a.shape(), "b", b.shape(),
+                         "both must have rank 2");
+  auto m = trans_a ? a.dim(1) : a.dim(0);
+  auto k = trans_a ? a.dim(0) : a.dim(1);
+  auto kb = trans_b ? b.dim(1) : b.dim(0);
+  auto n = trans_b ? b.dim(0) : b.dim(1);
+  if (k != kb)
+    return cpu::mismatch(op, "a", a.shape(), "b", b.shape(),
+                         "inner dimensions " + std::to_string(k)
+                           + (trans_a ? " (transposed)" : "") + " vs "
+                           + std::to_string(kb)
+                           + (trans_b ? " (transposed)" : ""));
+  tensor_shape out{m, n};
+  if (beta != 0.0f)
+    if (auto err = cpu::expect_shape(op, "c", c.shape(), "op(a) op(b)", out))
+      return err;
+  if (auto err = select(op))
+    return err;
+  if (auto err = in_a_.reserve(a.size(), name_, "gemm operand a"))
+    return err;
+  if (auto err = in_b_.reserve(b.size(), name_, "gemm operand b"))
+    return err;
+  if (auto err = out_a_.reserve(m * n, name_, "gemm result c"))
+    return err;
+  if (auto err = upload(in_a_.get(), a.data(), a.size(), "gemm: copy a"))
+    return err;
+  if (auto err = upload(in_b_.get(), b.data(), b.size(), "gemm: copy b"))
+    return err;
+  if (beta != 0.0f)
+    if (auto err = upload(out_a_.get(), c.data(), c.size(), "gemm: copy c"))
+      return err;
+  if (k == 0) {
+    // No products: c = beta c.
+    if (beta == 0.0f) {
+      c.resize(out);
+      c.fill(0.0f);
+    } else {
+      for (auto& v : c.values())
+        v *= beta;
+    }
+    return caf::none;
+  }
+  if (auto err = gemm_rm(trans_a, trans_b, m, n, k, alpha, in_a_.get(),
+                         a.dim(1), in_b_.get(), b.dim(1), beta, out_a_.get(),
+                         n, "gemm: cublasSgemm"))
+    return err;
+  std::vector<float> result(static_cast<size_t>(m * n));
+  if (auto err = download(result.data(), out_a_.get(), m * n,
+                          "gemm: copy c back"))
+    return err;
+  if (auto err = sync("gemm"))
+    return err;
+  c.resize(out);
+  c.values() = std::move(result);
+  return caf::none;
+}
+
+namespace {
+
+caf::error check_dense(const char* op, const tensor& x, const tensor& w) {
+  if (x.rank() != 2 || w.rank() != 2)
+    return cpu::mismatch(op, "input", x.shape(), "weight", w.shape(),
+                         "both must have rank 2");
+  if (x.dim(1) != w.dim(0))
+    return cpu::mismatch(op, "input", x.shape(), "weight", w.shape(),
+                         "features " + std::to_string(x.dim(1)) + " vs "
+                           + std::to_string(w.dim(0)));
+  return caf::none;
+}
+
+caf::error check_conv(const char* op, const conv2d_geometry& g,
+                      const tensor& x, const tensor& w) {
+  if (auto err = cpu::check_geometry(op, g))
+    return err;
+  if (auto err = cpu::expect_shape(op, "input", x.shape(), "geometry input",
+                                   g.input_shape()))
+    return err;
+  if (w.shape() != g.kernel_shape())
+    return cpu::mismatch(op, "input", x.shape(), "kernel", w.shape(),
+                         "the geometry expects kernel "
+                           + to_string(g.kernel_shape()));
+  return caf::none;
+}
+
+/// Images per im2col chunk so that a chunk's patches stay within budget.
+int64_t chunk_images(const conv2d_geometry& g) {
+  auto per_image = std::max<int64_t>(1, g.locations() * g.patch_size());
+  return std::max<int64_t>(1, std::min(g.batch, col_budget / per_image));
+}
+
+} // namespace
+
+caf::error cuda_backend::dense_forward(const tensor& x, const tensor& w,
+                                       const tensor& b, activation act,
+                                       tensor& y) {
+  const char* op = "dense_forward";
+  if (auto err = check_dense(op, x, w))
+    return err;
+  auto n = x.dim(0);
+  auto in = w.dim(0);
+  auto out = w.dim(1);
+  if (auto err = cpu::expect_shape(op, "bias", b.shape(), "weight columns",
+                                   {out}))
+    return err;
+  if (auto err = select(op))
+    return err;
+  if (auto err = in_a_.reserve(x.size(), name_, "dense input"))
+    return err;
+  if (auto err = in_b_.reserve(w.size(), name_, "dense weight"))
+    return err;
+  if (auto err = in_c_.reserve(out, name_, "dense bias"))
+    return err;
+  if (auto err = out_a_.reserve(n * out, name_, "dense output"))
+    return err;
+  if (auto err = upload(in_a_.get(), x.data(), x.size(),
+                        "dense_forward: copy x"))
+    return err;
+  if (auto err = upload(in_b_.get(), w.data(), w.size(),
+                        "dense_forward: copy w"))
+    return err;
+  if (auto err = upload(in_c_.get(), b.data(), b.size(),
+                        "dense_forward: copy b"))
+    return err;
+  if (in == 0) {
+    k_fill<<<grid_for(n * out), block, 0, stream_>>>(out_a_.get(), n * out,
+                                                     0.0f);
+  } else if (auto err = gemm_rm(false, false, n, out, in, 1.0f, in_a_.get(),
+                                in, in_b_.get(), out, 0.0f, out_a_.get(), out,
+                                "dense_forward: cublasSgemm")) {
+    return err;
+  }
+  k_bias_act<<<grid_for(n * out), block, 0, stream_>>>(out_a_.get(),
+                                                       in_c_.get(), n, out,
+                                                       act);
+  if (auto err = check_launch("dense_forward: bias and activation"))
+    return err;
+  std::vector<float> result(static_cast<size_t>(n * out));
+  if (auto err = download(result.data(), out_a_.get(), n * out,
+                          "dense_forward: copy y back"))
+    return err;
+  if (auto err = sync(op))
+    return err;
+  y.resize({n, out});
+  y.values() = std::move(result);
+  return caf::none;
+}
+
+caf::error cuda_backend::dense_backward(const tensor& x, const tensor& w,
+                                        const tensor& y, const tensor& dy,
+                                        activation act, tensor& ds,
+                                        tensor& dw, tensor& db, tensor* dx) {
+  const char* op = "dense_backward";
+  if (auto err = check_dense(op, x, w))
+    return err;
+  auto n = x.dim(0);
+  auto in = w.dim(0);
+  auto out = w.dim(1);
+  if (auto err = cpu::expect_shape(op, "output", y.shape(), "x w", {n, out}))
+    return err;
+  if (auto err = cpu::expect_shape(op, "output gradient", dy.shape(),
+                                   "output", y.shape()))
+    return err;
+  if (auto err = select(op))
+    return err;
+  for (auto [buf, size, what] :
+       {std::tuple{&in_a_, x.size(), "dense input"},
+        std::tuple{&in_b_, w.size(), "dense weight"},
+        std::tuple{&in_c_, y.size(), "dense output"},
+        std::tuple{&in_d_, dy.size(), "dense output gradient"},
+        std::tuple{&out_a_, n * out, "dense ds"},
+        std::tuple{&out_b_, out, "dense db"},
+        std::tuple{&out_c_, in * out, "dense dw"},
+        std::tuple{&out_d_, n * in, "dense dx"}})
+    if (auto err = buf->reserve(size, name_, what))
+      return err;
+  if (auto err = upload(in_a_.get(), x.data(), x.size(),
+                        "dense_backward: copy x"))
+    return err;
+  if (auto err = upload(in_b_.get(), w.data(), w.size(),
+                        "dense_backward: copy w"))
+    return err;
+  if (auto err = upload(in_c_.get(), y.data(), y.size(),
+                        "dense_backward: copy y"))
+    return err;
+  if (auto err = upload(in_d_.get(), dy.data(), dy.size(),
+                        "dense_backward: copy dy"))
+    return err;
+  k_act_backward<<<grid_for(n * out), block, 0, stream_>>>(
+    in_c_.get(), in_d_.get(), out_a_.get(), n * out, act);
+  if (auto err = check_launch("dense_backward: activation gradient"))
+    return err;
+  if (n == 0) {
+    k_fill<<<grid_for(in * out), block, 0, stream_>>>(out_c_.get(), in * out,
+                                                      0.0f);
+  } else if (auto err = gemm_rm(true, false, in, out, n, 1.0f, in_a_.get(),
+                                in, out_a_.get(), out, 0.0f, out_c_.get(),
+                                out, "dense_backward: dw = x^T ds")) {
+    return err;
+  }
+  if (auto err = column_sums(out_a_.get(), n, out, out_b_.get(),
+                             "dense_backward: db"))
+    return err;
+  if (dx != nullptr) {
+    if (out == 0) {
+      k_fill<<<grid_for(n * in), block, 0, stream_>>>(out_d_.get(), n * in,
+                                                      0.0f);
+    } else if (auto err = gemm_rm(false, true, n, in, out, 1.0f, out_a_.get(),
+                                  out, in_b_.get(), out, 0.0f, out_d_.get(),
+                                  in, "dense_backward: dx = ds w^T")) {
+      return err;
+    }
+  }
+  if (auto err = check_launch("dense_backward"))
+    return err;
+  std::vector<float> h_ds(static_cast<size_t>(n * out));
+  std::vector<float> h_dw(static_cast<size_t>(in * out));
+  std::vector<float> h_db(static_cast<size_t>(out));
+  std::vector<float> h_dx(dx != nullptr ? static_cast<size_t>(n * in) : 0);
+  if (auto err = download(h_ds.data(), out_a_.get(), n * out,
+                          "dense_backward: copy ds back"))
+    return err;
+  if (auto err = download(h_dw.data(), out_c_.get(), in * out,
+                          "dense_backward: copy dw back"))
+    return err;
+  if (auto err = download(h_db.data(), out_b_.get(), out,
+                          "dense_backward: copy db back"))
+    return err;
+  if (dx != nullptr)
+    if (auto err = download(h_dx.data(), out_d_.get(), n * in,
+                            "dense_backward: copy dx back"))
+      return err;
+  if (auto err = sync(op))
+    return err;
+  ds.resize({n, out});
+  ds.values() = std::move(h_ds);
+  dw.resize({in, out});
+  dw.values() = std::move(h_dw);
+  db.resize({out});
+  db.values() = std::move(h_db);
+  if (dx != nullptr) {
+    dx->resize({n, in});
+    dx->values() = std::move(h_dx);
+  }
+  return caf::none;
+}
+
+caf::error cuda_backend::conv2d_forward(const conv2d_geometry& g,
+                                        const tensor& x, const tensor& w,
+                                        const tensor& b, activation act,
+                                        tensor& y) {
+  const char* op = "conv2d_forward";
+  if (auto err = check_conv(op, g, x, w))
+    return err;
+  if (auto err = cpu::expect_shape(op, "bias", b.shape(), "out channels",
+                                   {g.out_c}))
+    return err;
+  if (auto err = select(op))
+    return err;
+  auto T = g.locations();
+  auto P = g.patch_size();
+  auto O = g.out_c;
+  auto rows = g.batch * T;
+  auto chunk = chunk_images(g);
+  if (auto err = in_a_.reserve(x.size(), name_, "conv2d input"))
+    return err;
+  if (auto err = in_b_.reserve(w.size(), name_, "conv2d kernel"))
+    return err;
+  if (auto err = in_c_.reserve(O, name_, "conv2d bias"))
+    return err;
+  if (auto err = out_a_.reserve(rows * O, name_, "conv2d output"))
+    return err;
+  if (auto err = col_.reserve(chunk * T * P, name_, "conv2d im2col patches"))
+    return err;
+  if (auto err = upload(in_a_.get(), x.data(), x.size(),
+                        "conv2d_forward: copy x"))
+    return err;
+  if (auto err = upload(in_b_.get(), w.data(), w.size(),
+                        "conv2d_forward: copy w"))
+    return err;
+  if (auto err = upload(in_c_.get(), b.data(), b.size(),
+                        "conv2d_forward: copy b"))
+    return err;
+  auto d = conv_dims_of(g);
+  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
+    auto images = std::min(chunk, g.batch - n0);
+    auto count = images * T;
+    launch_im2col(stream_, in_a_.get(), d, nullptr, n0 * T, count, P,
+                  col_.get());
+    if (auto err = check_launch("conv2d_forward: im2col"))
+      return err;
+    if (P == 0) {
+      k_fill<<<grid_for(count * O), block, 0, stream_>>>(
+        out_a_.get() + n0 * T * O, count * O, 0.0f);
+    } else if (auto err = gemm_rm(false, false, count, O, P, 1.0f, col_.get(),
+                                  P, in_b_.get(), O, 0.0f,
+                                  out_a_.get() + n0 * T * O, O,
+                                  "conv2d_forward: patches x kernel")) {
+      return err;
+    }
+  }
+  k_bias_act<<<grid_for(rows * O), block, 0, stream_>>>(out_a_.get(),
+                                                        in_c_.get(), rows, O,
+                                                        act);
+  if (auto err = check_launch("conv2d_forward: bias and activation"))
+    return err;
+  std::vector<float> result(static_cast<size_t>(rows * O));
+  if (auto err = download(result.data(), out_a_.get(), rows * O,
+                          "conv2d_forward: copy y back"))
+    return err;
+  if (auto err = sync(op))
+    return err;
+  y.resize(g.output_shape());
+  y.values() = std::move(result);
+  return caf::none;
+}
+
+caf::error cuda_backend::conv2d_backward(const conv2d_geometry& g,
+                                         const tensor& x, const tensor& w,
+                                         const tensor& y, const tensor& dy,
+                                         activation act, tensor& ds,
+                                         tensor& dw, tensor& db, tensor* dx) {
+  const char* op = "conv2d_backward";
+  if (auto err = check_conv(op, g, x, w))
+    return err;
+  if (auto err = cpu::expect_shape(op, "output", y.shape(), "geometry output",
+                                   g.output_shape()))
+    return err;
+  if (auto err = cpu::expect_shape(op, "output gradient", dy.shape(),
+                                   "output", y.shape()))
+    return err;
+  if (auto err = select(op))
+    return err;
+  auto T = g.locations();
+  auto P = g.patch_size();
+  auto O = g.out_c;
+  auto rows = g.batch * T;
+  auto chunk = chunk_images(g);
+  for (auto [buf, size, what] :
+       {std::tuple{&in_a_, x.size(), "conv2d input"},
+        std::tuple{&in_b_, w.size(), "conv2d kernel"},
+        std::tuple{&in_c_, y.size(), "conv2d output"},
+        std::tuple{&in_d_, dy.size(), "conv2d output gradient"},
+        std::tuple{&out_a_, rows * O, "conv2d ds"},
+        std::tuple{&out_b_, O, "conv2d db"},
+        std::tuple{&out_c_, P * O, "conv2d dw"},
+        std::tuple{&out_d_, dx != nullptr ? x.size() : 0, "conv2d dx"},
+        std::tuple{&col_, chunk * T * P, "conv2d im2col patches"}})
+    if (auto err = buf->reserve(size, name_, what))
+      return err;
+  if (auto err = upload(in_a_.get(), x.data(), x.size(),
+                        "conv2d_backward: copy x"))
+    return err;
+  if (auto err = upload(in_b_.get(), w.data(), w.size(),
+                        "conv2d_backward: copy w"))
+    return err;
+  if (auto err = upload(in_c_.get(), y.data(), y.size(),
+                        "conv2d_backward: copy y"))
+    return err;
+  if (auto err = upload(in_d_.get(), dy.data(), dy.size(),
+                        "conv2d_backward: copy dy"))
+    return err;
+  k_act_backward<<<grid_for(rows * O), block, 0, stream_>>>(
+    in_c_.get(), in_d_.get(), out_a_.get(), rows * O, act);
+  if (auto err = check_launch("conv2d_backward: activation gradient"))
+    return err;
+  if (auto err = column_sums(out_a_.get(), rows, O, out_b_.get(),
+                             "conv2d_backward: db"))
+    return err;
+  if (g.batch == 0 || P == 0)
+    k_fill<<<grid_for(P * O), block, 0, stream_>>>(out_c_.get(), P * O, 0.0f);
+  auto d = conv_dims_of(g);
+  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
+    auto images = std::min(chunk, g.batch - n0);
+    auto count = images * T;
+    const float* ds_chunk = out_a_.get() + n0 * T * O;
+    launch_im2col(stream_, in_a_.get(), d, nullptr, n0 * T, count, P,
+                  col_.get());
+    if (auto err = check_launch("conv2d_backward: im2col"))
+      return err;
+    if (P > 0 && count > 0)
+      if (auto err = gemm_rm(true, false, P, O, count, 1.0f, col_.get(), P,
+                             ds_chunk, O, n0 == 0 ? 0.0f : 1.0f, out_c_.get(),
+                             O, "conv2d_backward: dw = patches^T ds"))
+        return err;
+    if (dx == nullptr)
+      continue;
+    // The patch gradients reuse the patch buffer (stream order keeps the
+    // dw product ahead of the overwrite).
+    if (O == 0) {
+      k_fill<<<grid_for(count * P), block, 0, stream_>>>(col_.get(),
+                                                         count * P, 0.0f);
+    } else if (auto err = gemm_rm(false, true, count, P, O, 1.0f, ds_chunk,
+                                  O, in_b_.get(), O, 0.0f, col_.get(), P,
+                                  "conv2d_backward: dpatches = ds w^T")) {
+      return err;
+    }
+    k_col2im<<<grid_for(images * g.in_h * g.in_w * g.in_c), block, 0,
+               stream_>>>(col_.get(), d, n0, images, out_d_.get());
+    if (auto err = check_launch("conv2d_backward: col2im"))
+      return err;
+  }
+  std::vector<float> h_ds(static_cast<size_t>(rows * O));
+  std::vector<float> h_dw(static_cast<size_t>(P * O));
+  std::vector<float> h_db(static_cast<size_t>(O));
+  std::vector<float> h_dx(dx != nullptr ? static_cast<size_t>(x.size()) : 0);
+  if (auto err = download(h_ds.data(), out_a_.get(), rows * O,
+                          "conv2d_backward: copy ds back"))
+    return err;
+  if (auto err = download(h_dw.data(), out_c_.get(), P * O,
+                          "conv2d_backward: copy dw back"))
+    return err;
+  if (auto err = download(h_db.data(), out_b_.get(), O,
+                          "conv2d_backward: copy db back"))
+    return err;
+  if (dx != nullptr)
+    if (auto err = download(h_dx.data(), out_d_.get(), x.size(),
+                            "conv2d_backward: copy dx back"))
+      return err;
+  if (auto err = sync(op))
+    return err;
+  ds.resize(g.output_shape());
+  ds.values() = std::move(h_ds);
+  dw.resize(g.kernel_shape());
+  dw.values() = std::move(h_dw);
+  db.resize({O});
+  db.values() = std::move(h_db);
+  if (dx != nullptr) {
+    dx->resize(g.input_shape());
+    dx->values() = std::move(h_dx);
+  }
+  return caf::none;
+}
+
+caf::error cuda_backend::activation_forward(activation act, const tensor& x,
+                                            tensor& y) {
+  const char* op = "activation_forward";
+  if (auto err = select(op))
+    return err;
+  auto n = x.size();
+  if (auto err = in_a_.reserve(n, name_, "activation input"))
+    return err;
+  if (auto err = out_a_.reserve(n, name_, "activation output"))
+    return err;
+  if (auto err = upload(in_a_.get(), x.data(), n, "activation_forward: copy x"))
+    return err;
+  k_act_forward<<<grid_for(n), block, 0, stream_>>>(in_a_.get(), out_a_.get(),
+                                                    n, act);
+  if (auto err = check_launch(op))
+    return err;
+  std::vector<float> result(static_cast<size_t>(n));
+  if (auto err = download(result.data(), out_a_.get(), n,
+                          "activation_forward: copy y back"))
+    return err;
+  if (auto err = sync(op))
+    return err;
+  y.resize(x.shape());
+  y.values() = std::move(result);
+  return caf::none;
+}
+
+caf::error cuda_backend::activation_backward(activation act, const tensor& y,
+                                             const tensor& dy, tensor& dx) {
+  const char* op = "activation_backward";
+  if (auto err = cpu::expect_shape(op, "output gradient", dy.shape(),
+                                   "output", y.shape()))
+    return err;
+  if (auto err = select(op))
+    return err;
+  auto n = y.size();
+  if (auto err = in_a_.reserve(n, name_, "activation output"))
+    return err;
+  if (auto err = in_b_.reserve(n, name_, "activation output gradient"))
+    return err;
+  if (auto err = out_a_.reserve(n, name_, "activation input gradient"))
+    return err;
+  if (auto err = upload(in_a_.get(), y.data(), n,
+                        "activation_backward: copy y"))
+    return err;
+  if (auto err = upload(in_b_.get(), dy.data(), n,
+                        "activation_backward: copy dy"))
+    return err;
+  k_act_backward<<<grid_for(n), block, 0, stream_>>>(
+    in_a_.get(), in_b_.get(), out_a_.get(), n, act);
+  if (auto err = check_launch(op))
+    return err;
+  std::vector<float> result(static_cast<size_t>(n));
+  if (auto err = download(result.data(), out_a_.get(), n,
+                          "activation_backward: copy dx back"))
+    return err;
+  if (auto err = sync(op))
+    return err;
+  dx.resize(y.shape());
+  dx.values() = std::move(result);
+  return caf::none;
+}
+
+caf::error cuda_backend::max_pool_forward(const pool2d_geometry& g,
+                                          const tensor& x, tensor& y,
+                                          std::vector<int32_t>& argmax) {
+  const char* op = "max_pool_forward";
+  if (auto err = cpu::check_geometry(op, g))
+    return err;
+  if (auto err = cpu::expect_shape(op, "input", x.shape(), "geometry input",
+                                   g.input_shape()))
+    return err;
+  if (x.size() > std::numeric_limits<int32_t>::max())
+    return make_error(ec::invalid_argument,
+                      std::string{op} + ": input " + x.shape_string()
+                        + " has too many elements for int32 argmax indices");
+  if (auto err = select(op))
+    return err;
+  auto out = element_count(g.output_shape());
+  if (auto err = in_a_.reserve(x.size(), name_, "pooling input"))
+    return err;
+  if (auto err = out_a_.reserve(out, name_, "pooling output"))
+    return err;
+  if (auto err = argmax_.reserve(out, name_, "pooling argmax"))
+    return err;
+  if (auto err = upload(in_a_.get(), x.data(), x.size(),
+                        "max_pool_forward: copy x"))
+    return err;
+  if (out > 0) {
+    k_max_pool<<<grid_for(out), block, 0, stream_>>>(in_a_.get(), dims_of(g),
+                                                     out_a_.get(),
+                                                     argmax_.get());
+    if (auto err = check_launch(op))
+      return err;
+  }
+  std::vector<float> result(static_cast<size_t>(out));
+  std::vector<int32_t> args(static_cast<size_t>(out));
+  if (auto err = download(result.data(), out_a_.get(), out,
+                          "max_pool_forward: copy y back"))
+    return err;
+  if (out > 0)
+    if (auto err = check(cudaMemcpyAsync(args.data(), argmax_.get(),
+                                         static_cast<size_t>(out)
+                                           * sizeof(int32_t),
+                                         cudaMemcpyDeviceToHost, stream_),
+                         "max_pool_forward: copy argmax back"))
+      return err;
+  if (auto err = sync(op))
+    return err;
+  y.resize(g.output_shape());
+  y.values() = std::move(result);
+  argmax = std::move(args);
+  return caf::none;
+}
+
+caf::error cuda_backend::max_pool_backward(const pool2d_geometry& g,
+                                           const tensor& dy,
+                                           const std::vector<int32_t>& argmax,
+                                           tensor& dx) {
+  const char* op = "max_pool_backward";
+  if (auto err = cpu::check_geometry(op, g))
+    return err;
+  if (auto err = cpu::expect_shape(op, "output gradient", dy.shape(),
+                                   "geometry output", g.output_shape()))
+    return err;
+  if (static_cast<int64_t>(argmax.size()) != dy.size())
+    return cpu::mismatch(op, "output gradient", dy.shape(), "argmax",
+                         {static_cast<int64_t>(argmax.size())},
+                         "one index per element");
+  auto in_size = g.in_h * g.in_w * g.channels;
+  auto out_size = g.out_h * g.out_w * g.channels;
+  // Every index must stay inside its own image, as on the CPU (a stray
+  // index would write out of bounds on the device).
+  for (int64_t i = 0; i < dy.size(); ++i) {
+    auto n = out_size > 0 ? i / out_size : 0;
+    auto a = argmax[static_cast<size_t>(i)];
+    if (a < n * in_size || a >= (n + 1) * in_size)
+      return make_error(ec::invalid_argument,
+                        std::string{op} + ": argmax[" + std::to_string(i)
+                          + "] = " + std::to_string(a)
+                          + " lies outside its image of input "
+                          + to_string(g.input_shape()));
+  }
+  if (auto err = select(op))
+    return err;
+  auto total = element_count(g.input_shape());
+  if (auto err = in_a_.reserve(dy.size(), name_, "pooling output gradient"))
+    return err;
+  if (auto err = argmax_.reserve(dy.size(), name_, "pooling argmax"))
+    return err;
+  if (auto err = out_a_.reserve(total, name_, "pooling input gradient"))
+    return err;
+  if (auto err = upload(in_a_.get(), dy.data(), dy.size(),
+                        "max_pool_backward: copy dy"))
+    return err;
+  if (dy.size() > 0)
+    if (auto err = check(cudaMemcpyAsync(argmax_.get(), argmax.data(),
+                                         argmax.size() * sizeof(int32_t),
+                                         cudaMemcpyHostToDevice, stream_),
+                         "max_pool_backward: copy argmax"))
+      return err;
+  if (total > 0)
+    if (auto err = check(cudaMemsetAsync(out_a_.get(), 0,
+                                         static_cast<size_t>(total)
+                                           * sizeof(float),
+                                         stream_),
+                         "max_pool_backward: clear dx"))
+      return err;
+  if (dy.size() > 0) {
+    k_pool_scatter<<<grid_for(dy.size()), block, 0, stream_>>>(
+      in_a_.get(), argmax_.get(), dy.size(), out_a_.get());
+    if (auto err = check_launch(op))
+      return err;
+  }
+  std::vector<float> result(static_cast<size_t>(total));
+  if (auto err = download(result.data(), out_a_.get(), total,
+                          "max_pool_backward: copy dx back"))
+    return err;
+  if (auto err = sync(op))
+    return err;
+  dx.resize(g.input_shape());
+  dx.values() = std::move(result);
+  return caf::none;
+}
+
+caf::error cuda_backend::softmax_xent_forward(const tensor& logits,
+                                              const label_vector& labels,
+                                              tensor& probs, float& loss) {
+  const char* op = "softmax_xent_forward";
+  if (auto err = cpu::check_labels(op, "logits", logits.shape(), labels))
+    return err;
+  if (auto err = select(op))
+    return err;
+  auto N = logits.dim(0);
+  auto K = logits.dim(1);
+  if (auto err = in_a_.reserve(N * K, name_, "logits"))
+    return err;
+  if (auto err = labels_.reserve(N, name_, "labels"))
+    return err;
+  if (auto err = out_a_.reserve(N * K, name_, "softmax probabilities"))
+    return err;
+  if (auto err = row_loss_.reserve(N, name_, "per-row losses"))
+    return err;
+  if (auto err = upload(in_a_.get(), logits.data(), N * K,
+                        "softmax_xent_forward: copy logits"))
+    return err;
+  if (N > 0)
+    if (auto err = check(cudaMemcpyAsync(labels_.get(), labels.data(),
+                                         labels.size() * sizeof(int32_t),
+                                         cudaMemcpyHostToDevice, stream_),
+                         "softmax_xent_forward: copy labels"))
+      return err;
+  host_losses_.resize(static_cast<size_t>(N));
+  std::vector<float> result(static_cast<size_t>(N * K));
+  if (N > 0 && K > 0) {
+    k_softmax_xent<<<grid_for(N, 128), 128, 0, stream_>>>(
+      in_a_.get(), labels_.get(), N, K, out_a_.get(), row_loss_.get());
+    if (auto err = check_launch(op))
+      return err;
+    if (auto err = check(cudaMemcpyAsync(host_losses_.data(), row_loss_.get(),
+                                         static_cast<size_t>(N)
+                                           * sizeof(double),
+                                         cudaMemcpyDeviceToHost, stream_),
+                         "softmax_xent_forward: copy losses back"))
+      return err;
+    if (auto err = download(result.data(), out_a_.get(), N * K,
+                            "softmax_xent_forward: copy probs back"))
+      return err;
+  }
+  if (auto err = sync(op))
+    return err;
+  probs.resize(logits.shape());
+  probs.values() = std::move(result);
+  // Summed in row order on the host: the CPU's order.
+  auto total = std::accumulate(host_losses_.begin(), host_losses_.end(), 0.0);
+  loss = N > 0 ? static_cast<float>(total / static_cast<double>(N)) : 0.0f;
+  return caf::none;
+}
+
+caf::error cuda_backend::softmax_xent_backward(const tensor& probs,
+                                               const label_vector& labels,
+                                               tensor& dlogits) {
+  const char* op = "softmax_xent_backward";
+  if (auto err = cpu::check_labels(op, "probs", probs.shape(), labels))
+    return err;
+  if (auto err = select(op))
+    return err;
+  auto N = probs.dim(0);
+  auto K = probs.dim(1);
+  if (auto err = in_a_.reserve(N * K, name_, "softmax probabilities"))
+    return err;
+  if (auto err = labels_.reserve(N, name_, "labels"))
+    return err;
+  if (auto err = out_a_.reserve(N * K, name_, "logit gradients"))
+    return err;
+  if (auto err = upload(in_a_.get(), probs.data(), N * K,
+                        "softmax_xent_backward: copy probs"))
+    return err;
+  if (N > 0)
+    if (auto err = check(cudaMemcpyAsync(labels_.get(), labels.data(),
+                                         labels.size() * sizeof(int32_t),
+                                         cudaMemcpyHostToDevice, stream_),
+                         "softmax_xent_backward: copy labels"))
+      return err;
+  auto scale = N > 0 ? 1.0f / static_cast<float>(N) : 0.0f;
+  if (N * K > 0) {
+    k_softmax_back<<<grid_for(N * K), block, 0, stream_>>>(
+      in_a_.get(), labels_.get(), N, K, scale, out_a_.get());
+    if (auto err = check_launch(op))
+      return err;
+  }
+  std::vector<float> result(static_cast<size_t>(N * K));
+  if (auto err = download(result.data(), out_a_.get(), N * K,
+                          "softmax_xent_backward: copy dlogits back"))
+    return err;
+  if (auto err = sync(op))
+    return err;
+  dlogits.resize(probs.shape());
+  dlogits.values() = std::move(result);
+  return caf::none;
+}
+
+namespace {
+
+caf::error check_pair(const char* op, const char* what, const tensor& x,
+                      const tensor& targets) {
+  if (x.rank() != 2)
+    return cpu::mismatch(op, what, x.shape(), "targets", targets.shape(),
+                         std::string{what} + " must be rank 2 [N, D]");
+  return cpu::expect_shape(op, "targets", targets.shape(), what, x.shape());
+}
+
+} // namespace
+
+caf::error cuda_backend::sigmoid_xent_forward(const tensor& logits,
+                                              const tensor& targets,
+                                              tensor& probs, float& loss) {
+  const char* op = "sigmoid_xent_forward";
+  if (auto err = check_pair(op, "logits", logits, targets))
+    return err;
+  if (auto err = select(op))
+    return err;
+  auto N = logits.dim(0);
+  auto D = logits.dim(1);
+  if (auto err = in_a_.reserve(N * D, name_, "logits"))
+    return err;
+  if (auto err = in_b_.reserve(N * D, name_, "targets"))
+    return err;
+  if (auto err = out_a_.reserve(N * D, name_, "sigmoid probabilities"))
+    return err;
+  if (auto err = row_loss_.reserve(N, name_, "per-row losses"))
+    return err;
+  if (auto err = upload(in_a_.get(), logits.data(), N * D,
+                        "sigmoid_xent_forward: copy logits"))
+    return err;
+  if (auto err = upload(in_b_.get(), targets.data(), N * D,
+                        "sigmoid_xent_forward: copy targets"))
+    return err;
+  host_losses_.resize(static_cast<size_t>(N));
+  if (N > 0) {
+    k_sigmoid_xent<<<grid_for(N, 128), 128, 0, stream_>>>(
+      in_a_.get(), in_b_.get(), N, D, out_a_.get(), row_loss_.get());
+    if (auto err = check_launch(op))
+      return err;
+    if (auto err = check(cudaMemcpyAsync(host_losses_.data(), row_loss_.get(),
+                                         static_cast<size_t>(N)
+                                           * sizeof(double),
+                                         cudaMemcpyDeviceToHost, stream_),
+                         "sigmoid_xent_forward: copy losses back"))
+      return err;
+  }
+  std::vector<float> result(static_cast<size_t>(N * D));
+  if (auto err = download(result.data(), out_a_.get(), N * D,
+                          "sigmoid_xent_forward: copy probs back"))
+    return err;
+  if (auto err = sync(op))
+    return err;
+  probs.resize(logits.shape());
+  probs.values() = std::move(result);
+  auto total = std::accumulate(host_losses_.begin(), host_losses_.end(), 0.0);
+  loss = N > 0 ? static_cast<float>(total / static_cast<double>(N)) : 0.0f;
+  return caf::none;
+}
+
+caf::error cuda_backend::sigmoid_xent_backward(const tensor& probs,
+                                               const tensor& targets,
+                                               tensor& dlogits) {
+  const char* op = "sigmoid_xent_backward";
+  if (auto err = check_pair(op, "probs", probs, targets))
+    return err;
+  if (auto err = select(op))
+    return err;
+  auto N = probs.dim(0);
+  auto n = probs.size();
+  if (auto err = in_a_.reserve(n, name_, "sigmoid probabilities"))
+    return err;
+  if (auto err = in_b_.reserve(n, name_, "targets"))
+    return err;
+  if (auto err = out_a_.reserve(n, name_, "logit gradients"))
+    return err;
+  if (auto err = upload(in_a_.get(), probs.data(), n,
+                        "sigmoid_xent_backward: copy probs"))
+    return err;
+  if (auto err = upload(in_b_.get(), targets.data(), n,
+                        "sigmoid_xent_backward: copy targets"))
+    return err;
+  auto scale = N > 0 ? 1.0f / static_cast<float>(N) : 0.0f;
+  k_sigmoid_back<<<grid_for(n), block, 0, stream_>>>(in_a_.get(), in_b_.get(),
+                                                     n, scale, out_a_.get());
+  if (auto err = check_launch(op))
+    return err;
+  std::vector<float> result(static_cast<size_t>(n));
+  if (auto err = download(result.data(), out_a_.get(), n,
+                          "sigmoid_xent_backward: copy dlogits back"))
+    return err;
+  if (auto err = sync(op))
+    return err;
+  dlogits.resize(probs.shape());
+  dlogits.values() = std::move(result);
+  return caf::none;
+}
+
+caf::expected<int64_t>
+cuda_backend::count_correct(const tensor& logits, const label_vector& labels) {
+  const char* op = "count_correct";
+  if (auto err = cpu::check_labels(op, "logits", logits.shape(), labels))
+    return err;
+  auto N = logits.dim(0);
+  auto K = logits.dim(1);
+  if (N == 0 || K == 0)
+    return int64_t{0};
+  if (auto err = select(op))
+    return err;
+  if (auto err = in_a_.reserve(N * K, name_, "logits"))
+    return err;
+  if (auto err = labels_.reserve(N, name_, "labels"))
+    return err;
+  if (auto err = counter_.reserve(1, name_, "a counter"))
+    return err;
+  if (auto err = upload(in_a_.get(), logits.data(), N * K,
+                        "count_correct: copy logits"))
+    return err;
+  if (auto err = check(cudaMemcpyAsync(labels_.get(), labels.data(),
+                                       labels.size() * sizeof(int32_t),
+                                       cudaMemcpyHostToDevice, stream_),
+                       "count_correct: copy labels"))
+    return err;
+  if (auto err = check(cudaMemsetAsync(counter_.get(), 0,
+                                       sizeof(unsigned long long), stream_),
+                       "count_correct: clear the counter"))
+    return err;
+  k_count_correct<<<grid_for(N, 128), 128, 0, stream_>>>(
+    in_a_.get(), labels_.get(), N, K, counter_.get());
+  if (auto err = check_launch(op))
+    return err;
+  unsigned long long correct = 0;
+  if (auto err = check(cudaMemcpyAsync(&correct, counter_.get(),
+                                       sizeof(correct),
+                                       cudaMemcpyDeviceToHost, stream_),
+                       "count_correct: copy the count back"))
+    return err;
+  if (auto err = sync(op))
+    return err;
+  return static_cast<int64_t>(correct);
+}
+
+caf::error cuda_backend::reserve_workspace(int64_t bytes) {
+  if (bytes < 0)
+    return make_error(ec::invalid_argument,
+                      name_ + ": reserve_workspace: negative size "
+                        + std::to_string(bytes));
+  if (auto err = select("reserve_workspace"))
+    return err;
+  return reserved_.reserve((bytes + 3) / 4, name_, "the reserved workspace");
+}
+
+// -- benchmark helper --------------------------------------------------------
+
+caf::expected<double> device_sgemm_seconds(int device, int64_t n, int reps) {
+  if (n < 1 || n > 32768 || reps < 1)
+    return make_error(ec::invalid_argument,
+                      "device_sgemm_seconds: n " + std::to_string(n)
+                        + " (1..32768) or reps " + std::to_string(reps)
+                        + " (>= 1) out of range");
+  auto made = make_cuda_backend(device);
+  if (!made)
+    return made.error();
+  auto& dev = static_cast<cuda_backend&>(**made);
+  const char* op = "device_sgemm_seconds";
+  if (auto err = dev.in_a_.reserve(n * n, dev.name_, "benchmark operand a"))
+    return err;
+  if (auto err = dev.in_b_.reserve(n * n, dev.name_, "benchmark operand b"))
+    return err;
+  if (auto err = dev.out_a_.reserve(n * n, dev.name_, "benchmark result"))
+    return err;
+  launch_fill(dev.stream_, dev.in_a_.get(), n * n, 0.5f);
+  launch_fill(dev.stream_, dev.in_b_.get(), n * n, 0.25f);
+  if (auto err = dev.check_launch(op))
+    return err;
+  cudaEvent_t start = nullptr;
+  cudaEvent_t stop = nullptr;
+  if (auto err = dev.check(cudaEventCreate(&start), "cudaEventCreate"))
+    return err;
+  if (auto err = dev.check(cudaEventCreate(&stop), "cudaEventCreate")) {
+    cudaEventDestroy(start);
+    return err;
+  }
+  auto product = [&] {
+    return dev.gemm_rm(false, false, n, n, n, 1.0f, dev.in_a_.get(), n,
+                       dev.in_b_.get(), n, 0.0f, dev.out_a_.get(), n,
+                       "benchmark cublasSgemm");
+  };
+  double best = -1.0;
+  caf::error err = product(); // warm-up
+  for (int r = 0; r < reps && !err; ++r) {
+    err = dev.check(cudaEventRecord(start, dev.stream_), "cudaEventRecord");
+    if (!err)
+      err = product();
+    if (!err)
+      err = dev.check(cudaEventRecord(stop, dev.stream_), "cudaEventRecord");
+    if (!err)
+      err = dev.check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0.0f;
+    if (!err)
+      err = dev.check(cudaEventElapsedTime(&ms, start, stop),
+                      "cudaEventElapsedTime");
+    if (!err && (best < 0.0 || ms * 1e-3 < best))
+      best = ms * 1e-3;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (err)
+    return err;
+  return best;
+}
+
+// -- factory -----------------------------------------------------------------
+
+caf::expected<std::unique_ptr<backend>> make_cuda_backend(int device) {
+  int count = 0;
+  auto status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    return make_error(ec::unavailable,
+                      "device gpu:" + std::to_string(device)
+                        + " is not available: no usable CUDA device ("
+                        + status_string(status) + ")");
+  }
+  if (device < 0 || device >= count)
+    return make_error(ec::unavailable,
+                      "device gpu:" + std::to_string(device)
+                        + " is not available: this machine has "
+                        + std::to_string(count) + " CUDA device"
+                        + (count == 1 ? "" : "s"));
+  auto result = std::make_unique<cuda_backend>(device);
+  if (auto err = result->init())
+    return make_error(ec::unavailable,
+                      "device gpu:" + std::to_string(device)
+                        + " could not be initialised: " + render(err));
+  return std::unique_ptr<backend>{std::move(result)};
+}
+
+kfac_kernels* kfac_of(backend& dev) noexcept {
+  return dynamic_cast<cuda_backend*>(&dev);
+}
+
+} // namespace syncfac::cuda

@@ -1,0 +1,254 @@
+#pragma once
+
+// Internal to kernels/cuda/*.cu: the CUDA backend class, its device
+// buffers and the status checks. Not included by anything outside.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+
+#include "kernels/cuda/cuda_backend.hpp"
+#include "runtime/error.hpp"
+
+namespace syncfac::cuda {
+
+/// "cudaErrorMemoryAllocation: out of memory".
+std::string status_string(cudaError_t status);
+std::string status_string(cublasStatus_t status);
+std::string status_string(cusolverStatus_t status);
+
+/// "3.0 GiB" style sizes for messages.
+std::string bytes_string(int64_t bytes);
+
+/// Grid size for a 1-d launch over n elements with `block` threads each,
+/// capped so that grid-stride loops cover the rest.
+inline unsigned grid_for(int64_t n, int block = 256) {
+  auto blocks = (n + block - 1) / block;
+  if (blocks < 1)
+    blocks = 1;
+  if (blocks > 65535 * 8)
+    blocks = 65535 * 8;
+  return static_cast<unsigned>(blocks);
+}
+
+/// Geometry of a convolution as plain integers for the kernels.
+struct conv_dims {
+  int64_t N, H, W, C, KH, KW, O, SH, SW, OH, OW, PT, PL;
+};
+
+conv_dims conv_dims_of(const conv2d_geometry& g);
+
+/// Queues the im2col of `count` output rows into col [count, ld]: row r is
+/// the patch of flat output row rows[first + r] (first + r when rows is
+/// null), flat row = n * T + t; patches are ordered (kh, kw, c), padding
+/// reads 0, and ld = P + 1 appends a 1 (the bias input).
+void launch_im2col(cudaStream_t stream, const float* x, const conv_dims& d,
+                   const int64_t* rows, int64_t first, int64_t count,
+                   int64_t ld, float* col);
+
+/// Queues x[0, n) = value.
+void launch_fill(cudaStream_t stream, float* x, int64_t n, float value);
+
+/// Device memory that grows to the largest size asked for and is reused.
+template <class T>
+class device_buffer {
+public:
+  device_buffer() = default;
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+
+  ~device_buffer() {
+    if (ptr_ != nullptr)
+      cudaFree(ptr_);
+  }
+
+  T* get() const noexcept {
+    return ptr_;
+  }
+
+  int64_t capacity() const noexcept {
+    return capacity_;
+  }
+
+  /// At least n elements; ec::unavailable naming `owner`, `what` and the
+  /// bytes asked for when the device cannot provide them.
+  caf::error reserve(int64_t n, const std::string& owner, const char* what) {
+    if (n <= capacity_)
+      return caf::none;
+    if (ptr_ != nullptr) {
+      cudaFree(ptr_);
+      ptr_ = nullptr;
+      capacity_ = 0;
+    }
+    auto bytes = static_cast<size_t>(n) * sizeof(T);
+    void* p = nullptr;
+    auto status = cudaMalloc(&p, bytes);
+    if (status != cudaSuccess) {
+      cudaGetLastError(); // clear the sticky-free allocation error
+      size_t free_bytes = 0;
+      size_t total_bytes = 0;
+      std::string mem;
+      if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess)
+        mem = " (free " + bytes_string(static_cast<int64_t>(free_bytes))
+              + " of " + bytes_string(static_cast<int64_t>(total_bytes))
+              + ")";
+      return make_error(ec::unavailable,
+                        owner + ": cannot allocate " + std::to_string(bytes)
+                          + " bytes (" + bytes_string(static_cast<int64_t>(
+                            bytes))
+                          + ") for " + what + mem + ": "
+                          + status_string(status));
+    }
+    ptr_ = static_cast<T*>(p);
+    capacity_ = n;
+    return caf::none;
+  }
+
+private:
+  T* ptr_ = nullptr;
+  int64_t capacity_ = 0;
+};
+
+class cuda_backend final : public backend, public kfac_kernels {
+public:
+  explicit cuda_backend(int device);
+  ~cuda_backend() override;
+
+  /// Creates the stream and the handles; the constructor does nothing that
+  /// can fail.
+  caf::error init();
+
+  std::string name() const override;
+  int threads() const override;
+
+  caf::error gemm(const tensor& a, bool trans_a, const tensor& b,
+                  bool trans_b, float alpha, float beta,
+                  tensor& c) override;
+  caf::error dense_forward(const tensor& x, const tensor& w, const tensor& b,
+                           activation act, tensor& y) override;
+  caf::error dense_backward(const tensor& x, const tensor& w,
+                            const tensor& y, const tensor& dy,
+                            activation act, tensor& ds, tensor& dw,
+                            tensor& db, tensor* dx) override;
+  caf::error conv2d_forward(const conv2d_geometry& g, const tensor& x,
+                            const tensor& w, const tensor& b, activation act,
+                            tensor& y) override;
+  caf::error conv2d_backward(const conv2d_geometry& g, const tensor& x,
+                             const tensor& w, const tensor& y,
+                             const tensor& dy, activation act, tensor& ds,
+                             tensor& dw, tensor& db, tensor* dx) override;
+  caf::error activation_forward(activation act, const tensor& x,
+                                tensor& y) override;
+  caf::error activation_backward(activation act, const tensor& y,
+                                 const tensor& dy, tensor& dx) override;
+  caf::error max_pool_forward(const pool2d_geometry& g, const tensor& x,
+                              tensor& y,
+                              std::vector<int32_t>& argmax) override;
+  caf::error max_pool_backward(const pool2d_geometry& g, const tensor& dy,
+                               const std::vector<int32_t>& argmax,
+                               tensor& dx) override;
+  caf::error softmax_xent_forward(const tensor& logits,
+                                  const label_vector& labels, tensor& probs,
+                                  float& loss) override;
+  caf::error softmax_xent_backward(const tensor& probs,
+                                   const label_vector& labels,
+                                   tensor& dlogits) override;
+  caf::error sigmoid_xent_forward(const tensor& logits,
+                                  const tensor& targets, tensor& probs,
+                                  float& loss) override;
+  caf::error sigmoid_xent_backward(const tensor& probs,
+                                   const tensor& targets,
+                                   tensor& dlogits) override;
+  caf::expected<int64_t> count_correct(const tensor& logits,
+                                       const label_vector& labels) override;
+
+  // kfac_kernels (kernels/cuda/kfac.cu)
+  caf::error damped_inverse(const tensor& factor, float damping,
+                            tensor& inverse) override;
+  caf::error damped_cholesky(const tensor& factor, float damping,
+                             tensor& lower) override;
+  caf::error symmetric_eigen(const tensor& factor, tensor& eigenvalues,
+                             tensor& eigenvectors) override;
+  caf::error precondition_factored(const tensor& grad, const tensor& A_inv,
+                                   const tensor& G_inv, float scale,
+                                   tensor& out) override;
+  caf::error precondition_cholesky(const tensor& grad, const tensor& LA,
+                                   const tensor& LG, float scale,
+                                   tensor& out) override;
+  caf::error precondition_eigen(const tensor& grad, const tensor& QA,
+                                const tensor& eA, const tensor& QG,
+                                const tensor& eG, float lambda,
+                                int64_t locations, tensor& out) override;
+  caf::error dense_factors(const tensor& input, const tensor& ds,
+                           bool with_bias, const cpu::factor_sampling& s,
+                           int threads, tensor& A, tensor& G) override;
+  caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
+                          const tensor& ds, bool with_bias,
+                          const cpu::factor_sampling& s, int threads,
+                          tensor& A, tensor& G) override;
+  caf::error reserve_workspace(int64_t bytes) override;
+
+  // Status checks: an error naming this device and `what`, or none.
+  caf::error check(cudaError_t status, const char* what) const;
+  caf::error check(cublasStatus_t status, const char* what) const;
+  caf::error check(cusolverStatus_t status, const char* what) const;
+  /// The launch status of the kernels queued last.
+  caf::error check_launch(const char* what) const;
+
+  /// Makes this backend's device current on the calling thread.
+  caf::error select(const char* op) const;
+
+  /// Copies n floats between host and device on the stream.
+  caf::error upload(float* dst, const float* src, int64_t n,
+                    const char* what);
+  caf::error download(float* dst, const float* src, int64_t n,
+                      const char* what);
+  caf::error sync(const char* what);
+
+  /// Row-major C[m, n] = alpha op(A) op(B) + beta C, A [m, k] (or [k, m]
+  /// when trans_a) with leading dimension lda, likewise B and C.
+  caf::error gemm_rm(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                     int64_t k, float alpha, const float* A, int64_t lda,
+                     const float* B, int64_t ldb, float beta, float* C,
+                     int64_t ldc, const char* what);
+
+  /// db[cols] = column sums of a row-major [rows, cols] matrix.
+  caf::error column_sums(const float* x, int64_t rows, int64_t cols,
+                         float* db, const char* what);
+
+  /// Upper triangle (column-major) of alpha Xᵀ X + beta C for a row-major
+  /// X [rows, cols] = C [cols, cols]; then symmetrise() fills the rest.
+  caf::error syrk_rm(const float* X, int64_t rows, int64_t cols, float alpha,
+                     float beta, float* C, const char* what);
+  caf::error symmetrise(float* C, int64_t n, const char* what);
+
+  /// The damped symmetric part of a host factor in d_work_ (double),
+  /// factorised by potrf (upper, column-major: lower L row-major), with
+  /// the CPU's pivot checks.
+  caf::error damped_potrf(const char* op, const tensor& factor,
+                          float damping);
+
+  int device_;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  cusolverDnHandle_t solver_ = nullptr;
+
+  // Named workspaces, reused across calls.
+  device_buffer<float> in_a_, in_b_, in_c_, in_d_, in_e_;
+  device_buffer<float> out_a_, out_b_, out_c_, out_d_;
+  device_buffer<float> col_, ones_, reserved_;
+  device_buffer<double> d_work_, d_solver_, d_values_, row_loss_;
+  device_buffer<int32_t> labels_, argmax_, info_;
+  device_buffer<int64_t> rows_;
+  device_buffer<unsigned long long> counter_;
+  int64_t ones_filled_ = 0;
+  std::vector<double> host_losses_;
+  std::vector<double> host_diag_;
+};
+
+} // namespace syncfac::cuda
