@@ -5,6 +5,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/spawn_options.hpp>
 
+#include "kernels/backend_factory.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "runtime/error.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
@@ -299,11 +300,11 @@ caf::expected<device_actor> spawn_device(caf::actor_system& sys,
                                          const device_config& cfg) {
   if (auto err = cfg.validate())
     return err;
-  auto dev = make_backend(cfg.backend, cfg.threads);
+  // cfg.backend is a device: cpu, gpu:N or auto (kernels/backend_factory).
+  auto dev = make_device_backend(cfg.backend, cfg.threads);
   if (!dev)
     return dev.error();
-  std::shared_ptr<backend> shared{std::move(*dev)};
-  return sys.spawn<caf::detached>(device, std::move(shared), cfg.seed);
+  return sys.spawn<caf::detached>(device, std::move(*dev), cfg.seed);
 }
 
 } // namespace syncfac

@@ -65,6 +65,8 @@ struct training_options : program_config {
   std::string init = "seeds";
   std::string activation_name = "tanh";
   std::string backend = "cpu";
+  /// cpu, gpu:N or auto; empty: --backend (kernels/backend_factory.hpp).
+  std::string device;
   int threads = 0;
   uint64_t seed = 0;
   int64_t log_every = 100;
@@ -108,6 +110,8 @@ protected:
       .add(init, "init", help.init)
       .add(activation_name, "activation", help.activation)
       .add(backend, "backend", help.backend)
+      .add(device, "device", "cpu, gpu:N or auto (a GPU if present); "
+                             "overrides --backend")
       .add(threads, "threads", help.threads)
       .add(seed, "seed", help.seed)
       .add(log_every, "log_every", "steps between log lines")
@@ -171,7 +175,7 @@ protected:
     if (!im)
       return im.error();
     kf.mode = *im;
-    cfg.device.backend = backend;
+    cfg.device.backend = device.empty() ? backend : device;
     cfg.device.threads = total_threads();
     cfg.batch_size = batch_size;
     cfg.steps = steps;
