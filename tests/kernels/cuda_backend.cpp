@@ -1,0 +1,398 @@
+// Every kernel of the CUDA backend against the CPU backend on the same
+// inputs, gradients against finite differences, and the error paths. Exits
+// 77 (skipped) without a CUDA device.
+
+#define BOOST_TEST_MODULE kernels_cuda_backend
+#include "tests/kernels/cuda_test_utils.hpp"
+
+using namespace syncfac;
+using namespace syncfac::test;
+
+namespace {
+
+// Per-kernel tolerances (absolute, relative): products accumulate in a
+// different order (cuBLAS vs Eigen/AVX2), elementwise kernels differ only
+// in the libm (tanh: Eigen's rational approximation vs CUDA's tanhf).
+constexpr double gemm_atol = 1e-4, gemm_rtol = 1e-4;
+constexpr double elem_atol = 2e-6, elem_rtol = 2e-6;
+
+conv2d_geometry conv_geom(tensor_shape x, tensor_shape w, int64_t sh,
+                          int64_t sw, padding pad) {
+  auto g = conv2d_geometry::make(x, w, sh, sw, pad);
+  BOOST_REQUIRE_MESSAGE(g, (g ? std::string{} : render(g.error())));
+  return *g;
+}
+
+pool2d_geometry pool_geom(tensor_shape x, int64_t k, int64_t s, padding pad) {
+  auto g = pool2d_geometry::make(x, k, k, s, s, pad);
+  BOOST_REQUIRE_MESSAGE(g, (g ? std::string{} : render(g.error())));
+  return *g;
+}
+
+label_vector random_labels(int64_t n, int32_t k, std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> dist(0, k - 1);
+  label_vector result(static_cast<size_t>(n));
+  for (auto& l : result)
+    l = dist(rng);
+  return result;
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(cuda_backend_ops, cuda_fixture)
+
+BOOST_AUTO_TEST_CASE(name_and_threads) {
+  BOOST_CHECK_EQUAL(gpu->name(), "cuda:0");
+  BOOST_CHECK_EQUAL(gpu->threads(), 1);
+  auto missing = cuda::make_cuda_backend(cuda::device_count());
+  BOOST_REQUIRE(!missing);
+  check_error(missing.error(), ec::unavailable,
+              {"gpu:" + std::to_string(cuda::device_count()),
+               "not available"});
+}
+
+BOOST_AUTO_TEST_CASE(gemm_matches_cpu) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (float beta : {0.0f, 0.5f}) {
+        int64_t m = 37, k = 53, n = 29;
+        auto a = random_tensor(ta ? tensor_shape{k, m} : tensor_shape{m, k},
+                               rng);
+        auto b = random_tensor(tb ? tensor_shape{n, k} : tensor_shape{k, n},
+                               rng);
+        auto c0 = random_tensor({m, n}, rng);
+        tensor c_gpu = c0;
+        tensor c_cpu = c0;
+        SYNCFAC_REQUIRE_OK(gpu->gemm(a, ta, b, tb, 0.7f, beta, c_gpu));
+        SYNCFAC_REQUIRE_OK(cpu->gemm(a, ta, b, tb, 0.7f, beta, c_cpu));
+        check_close(c_gpu, c_cpu, gemm_atol, gemm_rtol,
+                    "gemm ta=" + std::to_string(ta) + " tb="
+                      + std::to_string(tb) + " beta="
+                      + std::to_string(beta));
+      }
+  // A large square product (several cuBLAS tiles).
+  auto a = random_tensor({512, 768}, rng);
+  auto b = random_tensor({768, 384}, rng);
+  tensor c_gpu, c_cpu;
+  SYNCFAC_REQUIRE_OK(gpu->gemm(a, false, b, false, 1.0f, 0.0f, c_gpu));
+  SYNCFAC_REQUIRE_OK(cpu->gemm(a, false, b, false, 1.0f, 0.0f, c_cpu));
+  check_close(c_gpu, c_cpu, 1e-3, 1e-4, "gemm 512x768x384");
+  // c aliasing an input, as the CPU allows.
+  auto sq = random_tensor({16, 16}, rng);
+  tensor s_gpu = sq;
+  tensor s_cpu = sq;
+  SYNCFAC_REQUIRE_OK(gpu->gemm(s_gpu, false, s_gpu, true, 1.0f, 1.0f, s_gpu));
+  SYNCFAC_REQUIRE_OK(cpu->gemm(s_cpu, false, s_cpu, true, 1.0f, 1.0f, s_cpu));
+  check_close(s_gpu, s_cpu, gemm_atol, gemm_rtol, "gemm aliased");
+}
+
+BOOST_AUTO_TEST_CASE(gemm_errors_match_cpu) {
+  auto a = random_tensor({3, 4}, rng);
+  auto b = random_tensor({5, 6}, rng);
+  tensor c;
+  auto e_gpu = gpu->gemm(a, false, b, false, 1.0f, 0.0f, c);
+  auto e_cpu = cpu->gemm(a, false, b, false, 1.0f, 0.0f, c);
+  check_error(e_gpu, ec::shape_mismatch, {"[3, 4]", "[5, 6]"});
+  BOOST_CHECK_EQUAL(render(e_gpu), render(e_cpu));
+  BOOST_CHECK(c.empty());
+}
+
+BOOST_AUTO_TEST_CASE(dense_matches_cpu) {
+  for (auto act : all_activations()) {
+    BOOST_TEST_CONTEXT("activation " << to_string(act)) {
+      int64_t n = 33, in = 47, out = 19;
+      auto x = random_tensor({n, in}, rng);
+      auto w = random_tensor({in, out}, rng, -0.3f, 0.3f);
+      auto b = random_tensor({out}, rng);
+      tensor y_gpu, y_cpu;
+      SYNCFAC_REQUIRE_OK(gpu->dense_forward(x, w, b, act, y_gpu));
+      SYNCFAC_REQUIRE_OK(cpu->dense_forward(x, w, b, act, y_cpu));
+      check_close(y_gpu, y_cpu, gemm_atol, gemm_rtol, "dense y");
+      auto dy = random_tensor({n, out}, rng);
+      tensor ds_g, dw_g, db_g, dx_g, ds_c, dw_c, db_c, dx_c;
+      SYNCFAC_REQUIRE_OK(gpu->dense_backward(x, w, y_cpu, dy, act, ds_g, dw_g,
+                                             db_g, &dx_g));
+      SYNCFAC_REQUIRE_OK(cpu->dense_backward(x, w, y_cpu, dy, act, ds_c, dw_c,
+                                             db_c, &dx_c));
+      check_close(ds_g, ds_c, elem_atol, elem_rtol, "dense ds");
+      check_close(dw_g, dw_c, gemm_atol, gemm_rtol, "dense dw");
+      check_close(db_g, db_c, gemm_atol, gemm_rtol, "dense db");
+      check_close(dx_g, dx_c, gemm_atol, gemm_rtol, "dense dx");
+      // Without dx.
+      SYNCFAC_REQUIRE_OK(gpu->dense_backward(x, w, y_cpu, dy, act, ds_g, dw_g,
+                                             db_g, nullptr));
+      check_close(dw_g, dw_c, gemm_atol, gemm_rtol, "dense dw (no dx)");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(dense_errors_match_cpu) {
+  auto x = random_tensor({4, 5}, rng);
+  auto w = random_tensor({6, 3}, rng);
+  auto b = random_tensor({3}, rng);
+  tensor y;
+  auto e_gpu = gpu->dense_forward(x, w, b, activation::relu, y);
+  auto e_cpu = cpu->dense_forward(x, w, b, activation::relu, y);
+  check_error(e_gpu, ec::shape_mismatch, {"[4, 5]", "[6, 3]"});
+  BOOST_CHECK_EQUAL(render(e_gpu), render(e_cpu));
+}
+
+BOOST_AUTO_TEST_CASE(conv2d_matches_cpu) {
+  struct shape_case {
+    tensor_shape x, w;
+    int64_t sh, sw;
+    padding pad;
+  };
+  std::vector<shape_case> cases{
+    {{3, 9, 8, 3}, {3, 3, 3, 5}, 1, 1, padding::same},
+    {{2, 11, 10, 4}, {5, 4, 4, 6}, 2, 2, padding::valid},
+    {{2, 28, 28, 1}, {5, 5, 1, 8}, 1, 1, padding::same},
+    {{2, 7, 7, 6}, {1, 1, 6, 3}, 1, 1, padding::same},
+    {{1, 6, 9, 2}, {3, 2, 2, 4}, 2, 3, padding::same},
+  };
+  for (const auto& sc : cases)
+    for (auto act : {activation::identity, activation::relu,
+                     activation::tanh}) {
+      BOOST_TEST_CONTEXT("x " << to_string(sc.x) << " w " << to_string(sc.w)
+                              << " stride " << sc.sh << "x" << sc.sw << " "
+                              << to_string(sc.pad) << " "
+                              << to_string(act)) {
+        auto g = conv_geom(sc.x, sc.w, sc.sh, sc.sw, sc.pad);
+        auto x = random_tensor(sc.x, rng);
+        auto w = random_tensor(sc.w, rng, -0.3f, 0.3f);
+        auto b = random_tensor({g.out_c}, rng);
+        tensor y_gpu, y_cpu;
+        SYNCFAC_REQUIRE_OK(gpu->conv2d_forward(g, x, w, b, act, y_gpu));
+        SYNCFAC_REQUIRE_OK(cpu->conv2d_forward(g, x, w, b, act, y_cpu));
+        check_close(y_gpu, y_cpu, gemm_atol, gemm_rtol, "conv y");
+        auto dy = random_tensor(g.output_shape(), rng);
+        tensor ds_g, dw_g, db_g, dx_g, ds_c, dw_c, db_c, dx_c;
+        SYNCFAC_REQUIRE_OK(gpu->conv2d_backward(g, x, w, y_cpu, dy, act, ds_g,
+                                                dw_g, db_g, &dx_g));
+        SYNCFAC_REQUIRE_OK(cpu->conv2d_backward(g, x, w, y_cpu, dy, act, ds_c,
+                                                dw_c, db_c, &dx_c));
+        check_close(ds_g, ds_c, elem_atol, elem_rtol, "conv ds");
+        check_close(dw_g, dw_c, 2e-4, 2e-4, "conv dw");
+        check_close(db_g, db_c, 2e-4, 2e-4, "conv db");
+        check_close(dx_g, dx_c, gemm_atol, gemm_rtol, "conv dx");
+        tensor dw_n, db_n, ds_n;
+        SYNCFAC_REQUIRE_OK(gpu->conv2d_backward(g, x, w, y_cpu, dy, act, ds_n,
+                                                dw_n, db_n, nullptr));
+        check_close(dw_n, dw_c, 2e-4, 2e-4, "conv dw (no dx)");
+      }
+    }
+}
+
+// A batch whose patches exceed one im2col chunk (64 Mi floats): the weight
+// gradient accumulates over chunks.
+BOOST_AUTO_TEST_CASE(conv2d_chunked_matches_cpu) {
+  auto g = conv_geom({80, 56, 56, 32}, {3, 3, 32, 8}, 1, 1, padding::same);
+  BOOST_REQUIRE_GT(g.batch * g.locations() * g.patch_size(), int64_t{64} << 20);
+  auto x = random_tensor(g.input_shape(), rng);
+  auto w = random_tensor(g.kernel_shape(), rng, -0.1f, 0.1f);
+  auto b = random_tensor({g.out_c}, rng);
+  tensor y_gpu, y_cpu;
+  SYNCFAC_REQUIRE_OK(gpu->conv2d_forward(g, x, w, b, activation::relu, y_gpu));
+  SYNCFAC_REQUIRE_OK(cpu->conv2d_forward(g, x, w, b, activation::relu, y_cpu));
+  check_close(y_gpu, y_cpu, 2e-4, 2e-4, "chunked conv y");
+  auto dy = random_tensor(g.output_shape(), rng);
+  tensor ds_g, dw_g, db_g, dx_g, ds_c, dw_c, db_c, dx_c;
+  SYNCFAC_REQUIRE_OK(gpu->conv2d_backward(g, x, w, y_cpu, dy, activation::relu,
+                                          ds_g, dw_g, db_g, &dx_g));
+  SYNCFAC_REQUIRE_OK(cpu->conv2d_backward(g, x, w, y_cpu, dy, activation::relu,
+                                          ds_c, dw_c, db_c, &dx_c));
+  // dw sums 250,880 products per entry.
+  check_close(dw_g, dw_c, 5e-2, 1e-3, "chunked conv dw");
+  check_close(db_g, db_c, 5e-2, 1e-3, "chunked conv db");
+  check_close(dx_g, dx_c, 2e-4, 2e-4, "chunked conv dx");
+}
+
+BOOST_AUTO_TEST_CASE(conv2d_errors_match_cpu) {
+  auto g = conv_geom({2, 8, 8, 3}, {3, 3, 3, 4}, 1, 1, padding::same);
+  auto x = random_tensor({2, 8, 8, 2}, rng);
+  auto w = random_tensor(g.kernel_shape(), rng);
+  auto b = random_tensor({4}, rng);
+  tensor y;
+  auto e_gpu = gpu->conv2d_forward(g, x, w, b, activation::relu, y);
+  auto e_cpu = cpu->conv2d_forward(g, x, w, b, activation::relu, y);
+  check_error(e_gpu, ec::shape_mismatch, {"[2, 8, 8, 2]"});
+  BOOST_CHECK_EQUAL(render(e_gpu), render(e_cpu));
+}
+
+BOOST_AUTO_TEST_CASE(activations_match_cpu) {
+  auto x = random_tensor({7, 301}, rng, -4.0f, 4.0f);
+  for (auto act : all_activations()) {
+    BOOST_TEST_CONTEXT("activation " << to_string(act)) {
+      tensor y_gpu, y_cpu;
+      SYNCFAC_REQUIRE_OK(gpu->activation_forward(act, x, y_gpu));
+      SYNCFAC_REQUIRE_OK(cpu->activation_forward(act, x, y_cpu));
+      check_close(y_gpu, y_cpu, 1e-6, 1e-5, "activation y");
+      auto dy = random_tensor(x.shape(), rng);
+      tensor dx_gpu, dx_cpu;
+      SYNCFAC_REQUIRE_OK(gpu->activation_backward(act, y_cpu, dy, dx_gpu));
+      SYNCFAC_REQUIRE_OK(cpu->activation_backward(act, y_cpu, dy, dx_cpu));
+      check_close(dx_gpu, dx_cpu, elem_atol, elem_rtol, "activation dx");
+    }
+  }
+  tensor dx;
+  auto bad = random_tensor({3, 3}, rng);
+  check_error(gpu->activation_backward(activation::relu, x, bad, dx),
+              ec::shape_mismatch, {"[3, 3]", "[7, 301]"});
+}
+
+BOOST_AUTO_TEST_CASE(max_pool_matches_cpu) {
+  for (auto [k, s, pad] : {std::tuple{3, 2, padding::same},
+                           std::tuple{2, 2, padding::valid},
+                           std::tuple{3, 1, padding::same}}) {
+    BOOST_TEST_CONTEXT("pool " << k << "/" << s << " " << to_string(pad)) {
+      auto g = pool_geom({3, 13, 12, 5}, k, s, pad);
+      auto x = random_tensor(g.input_shape(), rng);
+      tensor y_gpu, y_cpu;
+      std::vector<int32_t> a_gpu, a_cpu;
+      SYNCFAC_REQUIRE_OK(gpu->max_pool_forward(g, x, y_gpu, a_gpu));
+      SYNCFAC_REQUIRE_OK(cpu->max_pool_forward(g, x, y_cpu, a_cpu));
+      BOOST_CHECK(y_gpu == y_cpu);
+      BOOST_CHECK(a_gpu == a_cpu);
+      auto dy = random_tensor(g.output_shape(), rng);
+      tensor dx_gpu, dx_cpu;
+      SYNCFAC_REQUIRE_OK(gpu->max_pool_backward(g, dy, a_cpu, dx_gpu));
+      SYNCFAC_REQUIRE_OK(cpu->max_pool_backward(g, dy, a_cpu, dx_cpu));
+      // Overlapping windows add in a different order (atomics).
+      check_close(dx_gpu, dx_cpu, 1e-6, 1e-6, "pool dx");
+    }
+  }
+  // A stray argmax is refused like on the CPU, and nothing is written.
+  auto g = pool_geom({2, 4, 4, 1}, 2, 2, padding::valid);
+  tensor dy(g.output_shape());
+  std::vector<int32_t> arg(static_cast<size_t>(dy.size()), 0);
+  arg.back() = 1000;
+  tensor dx({1});
+  auto e_gpu = gpu->max_pool_backward(g, dy, arg, dx);
+  auto e_cpu = cpu->max_pool_backward(g, dy, arg, dx);
+  check_error(e_gpu, ec::invalid_argument, {"argmax[7] = 1000"});
+  BOOST_CHECK_EQUAL(render(e_gpu), render(e_cpu));
+  BOOST_CHECK_EQUAL(dx.size(), 1);
+}
+
+BOOST_AUTO_TEST_CASE(softmax_xent_matches_cpu) {
+  int64_t n = 129, k = 10;
+  auto logits = random_tensor({n, k}, rng, -5.0f, 5.0f);
+  auto labels = random_labels(n, static_cast<int32_t>(k), rng);
+  tensor p_gpu, p_cpu;
+  float l_gpu = 0, l_cpu = 0;
+  SYNCFAC_REQUIRE_OK(gpu->softmax_xent_forward(logits, labels, p_gpu, l_gpu));
+  SYNCFAC_REQUIRE_OK(cpu->softmax_xent_forward(logits, labels, p_cpu, l_cpu));
+  check_close(p_gpu, p_cpu, 1e-7, 1e-5, "softmax probs");
+  BOOST_CHECK_CLOSE(l_gpu, l_cpu, 1e-4);
+  tensor d_gpu, d_cpu;
+  SYNCFAC_REQUIRE_OK(gpu->softmax_xent_backward(p_cpu, labels, d_gpu));
+  SYNCFAC_REQUIRE_OK(cpu->softmax_xent_backward(p_cpu, labels, d_cpu));
+  // The GPU may fuse p * scale - scale into one FMA.
+  check_close(d_gpu, d_cpu, 1e-8, 1e-6, "softmax dlogits");
+  auto c_gpu = gpu->count_correct(logits, labels);
+  auto c_cpu = cpu->count_correct(logits, labels);
+  BOOST_REQUIRE(c_gpu && c_cpu);
+  BOOST_CHECK_EQUAL(*c_gpu, *c_cpu);
+  // Labels out of range: the CPU's error.
+  labels[5] = 10;
+  auto e_gpu = gpu->softmax_xent_forward(logits, labels, p_gpu, l_gpu);
+  auto e_cpu = cpu->softmax_xent_forward(logits, labels, p_cpu, l_cpu);
+  check_error(e_gpu, ec::invalid_argument, {"10"});
+  BOOST_CHECK_EQUAL(render(e_gpu), render(e_cpu));
+  BOOST_CHECK(!gpu->count_correct(logits, labels));
+}
+
+BOOST_AUTO_TEST_CASE(sigmoid_xent_matches_cpu) {
+  int64_t n = 65, d = 784;
+  auto logits = random_tensor({n, d}, rng, -30.0f, 30.0f);
+  auto targets = random_tensor({n, d}, rng, 0.0f, 1.0f);
+  tensor p_gpu, p_cpu;
+  float l_gpu = 0, l_cpu = 0;
+  SYNCFAC_REQUIRE_OK(gpu->sigmoid_xent_forward(logits, targets, p_gpu, l_gpu));
+  SYNCFAC_REQUIRE_OK(cpu->sigmoid_xent_forward(logits, targets, p_cpu, l_cpu));
+  check_close(p_gpu, p_cpu, 1e-7, 1e-5, "sigmoid probs");
+  BOOST_CHECK_CLOSE(l_gpu, l_cpu, 1e-4);
+  tensor d_gpu, d_cpu;
+  SYNCFAC_REQUIRE_OK(gpu->sigmoid_xent_backward(p_cpu, targets, d_gpu));
+  SYNCFAC_REQUIRE_OK(cpu->sigmoid_xent_backward(p_cpu, targets, d_cpu));
+  check_close(d_gpu, d_cpu, 1e-9, 1e-6, "sigmoid dlogits");
+  auto bad = random_tensor({n, d + 1}, rng);
+  check_error(gpu->sigmoid_xent_forward(logits, bad, p_gpu, l_gpu),
+              ec::shape_mismatch, {"targets"});
+}
+
+// Gradients of the CUDA kernels against central differences of a probe
+// loss computed on the GPU itself.
+BOOST_AUTO_TEST_CASE(dense_gradients_by_finite_differences) {
+  int64_t n = 6, in = 9, out = 5;
+  auto x = random_tensor({n, in}, rng);
+  auto w = random_tensor({in, out}, rng, -0.5f, 0.5f);
+  auto b = random_tensor({out}, rng);
+  auto r = random_tensor({n, out}, rng);
+  auto act = activation::tanh;
+  tensor y;
+  SYNCFAC_REQUIRE_OK(gpu->dense_forward(x, w, b, act, y));
+  tensor ds, dw, db, dx;
+  SYNCFAC_REQUIRE_OK(gpu->dense_backward(x, w, y, r, act, ds, dw, db, &dx));
+  auto loss = [&] {
+    tensor yy;
+    SYNCFAC_REQUIRE_OK(gpu->dense_forward(x, w, b, act, yy));
+    return probe(yy, r);
+  };
+  check_gradient("dense dw", w, dw, loss);
+  check_gradient("dense db", b, db, loss);
+  check_gradient("dense dx", x, dx, loss);
+}
+
+BOOST_AUTO_TEST_CASE(conv2d_gradients_by_finite_differences) {
+  auto g = conv_geom({2, 7, 6, 3}, {3, 3, 3, 4}, 2, 1, padding::same);
+  auto x = random_tensor(g.input_shape(), rng);
+  auto w = random_tensor(g.kernel_shape(), rng, -0.3f, 0.3f);
+  auto b = random_tensor({g.out_c}, rng);
+  auto r = random_tensor(g.output_shape(), rng);
+  auto act = activation::sigmoid;
+  tensor y;
+  SYNCFAC_REQUIRE_OK(gpu->conv2d_forward(g, x, w, b, act, y));
+  tensor ds, dw, db, dx;
+  SYNCFAC_REQUIRE_OK(gpu->conv2d_backward(g, x, w, y, r, act, ds, dw, db, &dx));
+  auto loss = [&] {
+    tensor yy;
+    SYNCFAC_REQUIRE_OK(gpu->conv2d_forward(g, x, w, b, act, yy));
+    return probe(yy, r);
+  };
+  check_gradient("conv dw", w, dw, loss);
+  check_gradient("conv db", b, db, loss);
+  check_gradient("conv dx", x, dx, loss);
+}
+
+BOOST_AUTO_TEST_CASE(softmax_gradient_by_finite_differences) {
+  int64_t n = 5, k = 7;
+  auto logits = random_tensor({n, k}, rng, -2.0f, 2.0f);
+  auto labels = random_labels(n, static_cast<int32_t>(k), rng);
+  tensor p;
+  float loss = 0;
+  SYNCFAC_REQUIRE_OK(gpu->softmax_xent_forward(logits, labels, p, loss));
+  tensor d;
+  SYNCFAC_REQUIRE_OK(gpu->softmax_xent_backward(p, labels, d));
+  check_gradient("softmax dlogits", logits, d, [&] {
+    tensor pp;
+    float l = 0;
+    SYNCFAC_REQUIRE_OK(gpu->softmax_xent_forward(logits, labels, pp, l));
+    return double{l};
+  });
+}
+
+BOOST_AUTO_TEST_CASE(out_of_memory_is_reported_with_the_size) {
+  // 1 PiB: more than any device has.
+  int64_t bytes = int64_t{1} << 50;
+  auto err = kfac->reserve_workspace(bytes);
+  check_error(err, ec::unavailable,
+              {"cuda:0", std::to_string(bytes) + " bytes", "cannot allocate"});
+  // The backend still works afterwards.
+  auto a = random_tensor({8, 8}, rng);
+  tensor c;
+  SYNCFAC_REQUIRE_OK(gpu->gemm(a, false, a, false, 1.0f, 0.0f, c));
+  SYNCFAC_REQUIRE_OK(kfac->reserve_workspace(1 << 20));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,336 @@
+// The K-FAC kernels of the CUDA backend against the CPU ones: damped
+// inverses and Cholesky factors (round trips on ill-conditioned factors),
+// eigendecompositions, the three preconditioning products, the factor
+// statistics, and the error paths (a factor that is not positive definite
+// is reported, not a crash). Exits 77 (skipped) without a CUDA device.
+
+#define BOOST_TEST_MODULE kernels_cuda_kfac
+#include "tests/kernels/cuda_test_utils.hpp"
+
+#include "kernels/cpu/kfac_factors.hpp"
+#include "kernels/cpu/kfac_inverse.hpp"
+
+using namespace syncfac;
+using namespace syncfac::test;
+
+namespace {
+
+/// A factor like K-FAC's: (1/m) Xᵀ X of m rows, rank-deficient when
+/// m < n, with entries of order `scale`.
+tensor gram(int64_t n, int64_t m, std::mt19937& rng, float scale = 1.0f) {
+  auto x = random_tensor({m, n}, rng);
+  tensor result({n, n});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j <= i; ++j) {
+      double sum = 0.0;
+      for (int64_t r = 0; r < m; ++r)
+        sum += double{x[r * n + i]} * double{x[r * n + j]};
+      auto v = static_cast<float>(scale * sum / static_cast<double>(m));
+      result[i * n + j] = v;
+      result[j * n + i] = v;
+    }
+  return result;
+}
+
+/// An ill-conditioned SPD factor: Q diag(λ) Qᵀ with λ log-spaced from
+/// 1 down to `smallest` and Q a product of random Householder reflections.
+tensor ill_conditioned(int64_t n, double smallest, std::mt19937& rng) {
+  std::vector<double> q(static_cast<size_t>(n * n), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    q[static_cast<size_t>(i * n + i)] = 1.0;
+  std::normal_distribution<double> dist;
+  for (int h = 0; h < 3; ++h) {
+    std::vector<double> v(static_cast<size_t>(n));
+    double norm = 0.0;
+    for (auto& e : v) {
+      e = dist(rng);
+      norm += e * e;
+    }
+    norm = std::sqrt(norm);
+    for (auto& e : v)
+      e /= norm;
+    // q ← q (I - 2 v vᵀ)
+    for (int64_t i = 0; i < n; ++i) {
+      double dot = 0.0;
+      for (int64_t j = 0; j < n; ++j)
+        dot += q[static_cast<size_t>(i * n + j)] * v[static_cast<size_t>(j)];
+      for (int64_t j = 0; j < n; ++j)
+        q[static_cast<size_t>(i * n + j)] -= 2.0 * dot
+                                              * v[static_cast<size_t>(j)];
+    }
+  }
+  tensor result({n, n});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (int64_t k = 0; k < n; ++k) {
+        auto lambda = std::pow(smallest, static_cast<double>(k)
+                                           / static_cast<double>(n - 1));
+        sum += q[static_cast<size_t>(i * n + k)] * lambda
+               * q[static_cast<size_t>(j * n + k)];
+      }
+      result[i * n + j] = static_cast<float>(sum);
+    }
+  // Exactly symmetric.
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < i; ++j)
+      result[j * n + i] = result[i * n + j];
+  return result;
+}
+
+/// max |(F + d I) X - I| in double.
+double round_trip_error(const tensor& f, float damping, const tensor& x) {
+  auto n = f.dim(0);
+  double worst = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = double{damping} * double{x[i * n + j]};
+      for (int64_t k = 0; k < n; ++k)
+        sum += double{f[i * n + k]} * double{x[k * n + j]};
+      worst = std::max(worst, std::abs(sum - (i == j ? 1.0 : 0.0)));
+    }
+  return worst;
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(cuda_kfac, cuda_fixture)
+
+BOOST_AUTO_TEST_CASE(damped_inverse_matches_cpu) {
+  for (auto [n, m] : {std::pair{1, 4}, std::pair{7, 3}, std::pair{64, 200},
+                      std::pair{301, 100}}) {
+    BOOST_TEST_CONTEXT("n " << n << " m " << m) {
+      auto f = gram(n, m, rng);
+      tensor inv_gpu, inv_cpu;
+      SYNCFAC_REQUIRE_OK(kfac->damped_inverse(f, 1e-2f, inv_gpu));
+      SYNCFAC_REQUIRE_OK(cpu::damped_inverse(f, 1e-2f, inv_cpu));
+      check_close(inv_gpu, inv_cpu, 1e-5 * max_abs(inv_cpu), 1e-4,
+                  "damped inverse");
+      // Exactly symmetric, as on the CPU.
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < i; ++j)
+          BOOST_REQUIRE_EQUAL(inv_gpu[i * n + j], inv_gpu[j * n + i]);
+      BOOST_CHECK_LE(round_trip_error(f, 1e-2f, inv_gpu),
+                     2.0 * round_trip_error(f, 1e-2f, inv_cpu) + 1e-4);
+      tensor l_gpu, l_cpu;
+      SYNCFAC_REQUIRE_OK(kfac->damped_cholesky(f, 1e-2f, l_gpu));
+      SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(f, 1e-2f, l_cpu));
+      check_close(l_gpu, l_cpu, 1e-6 * max_abs(l_cpu), 1e-5, "cholesky");
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = i + 1; j < n; ++j)
+          BOOST_REQUIRE_EQUAL(l_gpu[i * n + j], 0.0f);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(inverse_round_trip_on_ill_conditioned_factors) {
+  // Condition numbers 1e4 and 1e5. The factorisation runs in double, but
+  // the inverse is stored as float, so the round trip (F + dI) X - I is
+  // about sqrt(n) · cond · 6e-8 on either device: the GPU must do as well
+  // as the CPU, and stay within that bound.
+  for (auto [n, smallest, tol] : {std::tuple{50, 1e-4, 5e-2},
+                                  std::tuple{200, 1e-5, 1.0}}) {
+    BOOST_TEST_CONTEXT("n " << n << " smallest eigenvalue " << smallest) {
+      auto f = ill_conditioned(n, smallest, rng);
+      tensor inv_gpu, inv_cpu;
+      SYNCFAC_REQUIRE_OK(kfac->damped_inverse(f, 1e-7f, inv_gpu));
+      SYNCFAC_REQUIRE_OK(cpu::damped_inverse(f, 1e-7f, inv_cpu));
+      auto err_gpu = round_trip_error(f, 1e-7f, inv_gpu);
+      auto err_cpu = round_trip_error(f, 1e-7f, inv_cpu);
+      BOOST_TEST_MESSAGE("round trip n " << n << ": gpu " << err_gpu
+                                         << ", cpu " << err_cpu);
+      BOOST_CHECK_LT(err_gpu, tol);
+      BOOST_CHECK_LE(err_gpu, 2.0 * err_cpu + 1e-4);
+      check_close(inv_gpu, inv_cpu, 1e-4 * max_abs(inv_cpu), 1e-3,
+                  "ill-conditioned inverse");
+    }
+  }
+  // A large factor, as the ConvNet's second conv layer has (401 + more).
+  auto f = gram(2048, 4096, rng);
+  tensor inv_gpu, inv_cpu;
+  SYNCFAC_REQUIRE_OK(kfac->damped_inverse(f, 1e-3f, inv_gpu));
+  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(f, 1e-3f, inv_cpu));
+  check_close(inv_gpu, inv_cpu, 1e-4 * max_abs(inv_cpu), 1e-3,
+              "inverse 2048");
+}
+
+BOOST_AUTO_TEST_CASE(not_positive_definite_is_reported) {
+  auto n = int64_t{5};
+  tensor neg({n, n});
+  for (int64_t i = 0; i < n; ++i)
+    neg[i * n + i] = -1.0f;
+  tensor out({1});
+  auto err = kfac->damped_inverse(neg, 0.0f, out);
+  check_error(err, ec::numerical_failure,
+              {"damped_inverse", "dimension 5", "not positive definite"});
+  BOOST_CHECK_EQUAL(out.size(), 1); // untouched
+  check_error(kfac->damped_cholesky(neg, 0.0f, out), ec::numerical_failure,
+              {"damped_cholesky", "dimension 5"});
+  // All zeros with no damping: the pivots are zero (the round-off test).
+  tensor zero({n, n});
+  check_error(kfac->damped_inverse(zero, 0.0f, out), ec::numerical_failure,
+              {"dimension 5"});
+  // The retry raises the damping exactly as the CPU's does.
+  tensor inv_gpu, inv_cpu;
+  auto d_gpu = kfac->damped_inverse_with_retry(zero, 0.0f, 3, inv_gpu);
+  auto d_cpu = cpu::damped_inverse_with_retry(zero, 0.0f, 3, inv_cpu);
+  BOOST_REQUIRE(d_gpu && d_cpu);
+  BOOST_CHECK_EQUAL(*d_gpu, *d_cpu);
+  check_close(inv_gpu, inv_cpu, 1e-3, 1e-5, "retried inverse");
+  auto fail = kfac->damped_inverse_with_retry(neg, 0.0f, 1, inv_gpu);
+  BOOST_REQUIRE(!fail);
+  check_error(fail.error(), ec::numerical_failure, {"retries"});
+  // The device is fine afterwards.
+  auto f = gram(9, 20, rng);
+  SYNCFAC_REQUIRE_OK(kfac->damped_inverse(f, 1e-3f, out));
+  BOOST_CHECK_LT(round_trip_error(f, 1e-3f, out), 1e-3);
+}
+
+BOOST_AUTO_TEST_CASE(argument_errors_match_cpu) {
+  tensor out;
+  auto rect = random_tensor({3, 4}, rng);
+  check_error(kfac->damped_inverse(rect, 0.1f, out), ec::shape_mismatch,
+              {"[3, 4]"});
+  auto f = gram(4, 8, rng);
+  f[5] = std::numeric_limits<float>::quiet_NaN();
+  auto e_gpu = kfac->damped_inverse(f, 0.1f, out);
+  auto e_cpu = cpu::damped_inverse(f, 0.1f, out);
+  check_error(e_gpu, ec::non_finite, {"index 5"});
+  BOOST_CHECK_EQUAL(render(e_gpu), render(e_cpu));
+  auto g = gram(4, 8, rng);
+  check_error(kfac->damped_inverse(g, -1.0f, out), ec::invalid_argument,
+              {"damping"});
+}
+
+BOOST_AUTO_TEST_CASE(symmetric_eigen_matches_cpu) {
+  for (auto [n, m] : {std::pair{1, 2}, std::pair{16, 8}, std::pair{150, 400}}) {
+    BOOST_TEST_CONTEXT("n " << n) {
+      auto f = gram(n, m, rng);
+      tensor e_gpu, q_gpu, e_cpu, q_cpu;
+      SYNCFAC_REQUIRE_OK(kfac->symmetric_eigen(f, e_gpu, q_gpu));
+      SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(f, e_cpu, q_cpu));
+      check_close(e_gpu, e_cpu, 1e-5 * max_abs(e_cpu), 1e-4, "eigenvalues");
+      // Eigenvectors are unique up to sign: compare Q diag(e) Qᵀ and QᵀQ.
+      double worst_f = 0.0;
+      double worst_i = 0.0;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double rec = 0.0;
+          double orth = 0.0;
+          for (int64_t k = 0; k < n; ++k) {
+            rec += double{q_gpu[i * n + k]} * e_gpu[k] * q_gpu[j * n + k];
+            orth += double{q_gpu[k * n + i]} * q_gpu[k * n + j];
+          }
+          worst_f = std::max(worst_f, std::abs(rec - f[i * n + j]));
+          worst_i = std::max(worst_i, std::abs(orth - (i == j ? 1.0 : 0.0)));
+        }
+      BOOST_CHECK_LT(worst_f, 1e-4 * std::max(1.0, max_abs(f)));
+      BOOST_CHECK_LT(worst_i, 1e-4);
+    }
+  }
+  auto n = int64_t{4};
+  tensor neg({n, n});
+  for (int64_t i = 0; i < n; ++i)
+    neg[i * n + i] = i == 0 ? -1.0f : 1.0f;
+  tensor e, q;
+  check_error(kfac->symmetric_eigen(neg, e, q), ec::numerical_failure,
+              {"not positive semi-definite"});
+}
+
+BOOST_AUTO_TEST_CASE(preconditioning_matches_cpu) {
+  int64_t p = 41, q = 13;
+  auto A = gram(p, 60, rng);
+  auto G = gram(q, 30, rng);
+  auto grad = random_tensor({p, q}, rng);
+  tensor A_inv, G_inv;
+  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(A, 0.05f, A_inv));
+  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(G, 0.05f, G_inv));
+  tensor out_gpu, out_cpu;
+  SYNCFAC_REQUIRE_OK(
+    kfac->precondition_factored(grad, A_inv, G_inv, 0.25f, out_gpu));
+  SYNCFAC_REQUIRE_OK(
+    cpu::precondition_factored(grad, A_inv, G_inv, 0.25f, out_cpu));
+  check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-4, "factored");
+
+  tensor LA, LG;
+  SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(A, 0.05f, LA));
+  SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(G, 0.05f, LG));
+  SYNCFAC_REQUIRE_OK(kfac->precondition_cholesky(grad, LA, LG, 0.25f, out_gpu));
+  SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(grad, LA, LG, 0.25f, out_cpu));
+  check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-4, "cholesky");
+  // Both forms agree (the same damped factors).
+  SYNCFAC_REQUIRE_OK(
+    cpu::precondition_factored(grad, A_inv, G_inv, 0.25f, out_cpu));
+  check_close(out_gpu, out_cpu, 1e-3 * max_abs(out_cpu), 1e-3,
+              "cholesky vs inverses");
+
+  tensor eA, QA, eG, QG;
+  SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(A, eA, QA));
+  SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(G, eG, QG));
+  SYNCFAC_REQUIRE_OK(
+    kfac->precondition_eigen(grad, QA, eA, QG, eG, 1e-3f, 4, out_gpu));
+  SYNCFAC_REQUIRE_OK(
+    cpu::precondition_eigen(grad, QA, eA, QG, eG, 1e-3f, 4, out_cpu));
+  check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-3, "eigen");
+
+  // Errors as on the CPU.
+  tensor bad_l = LA;
+  bad_l[0] = -1.0f;
+  auto e_gpu = kfac->precondition_cholesky(grad, bad_l, LG, 1.0f, out_gpu);
+  auto e_cpu = cpu::precondition_cholesky(grad, bad_l, LG, 1.0f, out_cpu);
+  check_error(e_gpu, ec::numerical_failure, {"LA has pivot"});
+  BOOST_CHECK_EQUAL(render(e_gpu), render(e_cpu));
+  tensor zero_e(eA.shape());
+  e_gpu = kfac->precondition_eigen(grad, QA, zero_e, QG, eG, 0.0f, 1,
+                                   out_gpu);
+  check_error(e_gpu, ec::numerical_failure, {"not positive"});
+  auto wrong = random_tensor({q, q}, rng);
+  check_error(kfac->precondition_factored(grad, wrong, G_inv, 1.0f, out_gpu),
+              ec::shape_mismatch, {"A_inv"});
+}
+
+BOOST_AUTO_TEST_CASE(factor_statistics_match_cpu) {
+  for (bool bias : {false, true}) {
+    BOOST_TEST_CONTEXT("bias " << bias) {
+      auto input = random_tensor({37, 23}, rng);
+      auto ds = random_tensor({37, 11}, rng, -0.01f, 0.01f);
+      for (int64_t examples : {int64_t{0}, int64_t{16}}) {
+        cpu::factor_sampling s;
+        s.max_examples = examples;
+        tensor A_g, G_g, A_c, G_c;
+        SYNCFAC_REQUIRE_OK(
+          kfac->dense_factors(input, ds, bias, s, 1, A_g, G_g));
+        SYNCFAC_REQUIRE_OK(
+          cpu::dense_factors(input, ds, bias, s, 1, A_c, G_c));
+        check_close(A_g, A_c, 1e-5 * max_abs(A_c), 1e-4, "dense A");
+        check_close(G_g, G_c, 1e-5 * max_abs(G_c), 1e-4, "dense G");
+      }
+      auto g = conv2d_geometry::make({6, 14, 14, 8}, {5, 5, 8, 16}, 1, 1,
+                                     padding::same);
+      BOOST_REQUIRE(g);
+      auto x = random_tensor(g->input_shape(), rng);
+      auto cds = random_tensor(g->output_shape(), rng, -0.01f, 0.01f);
+      for (auto [examples, locations] :
+           {std::pair{int64_t{0}, int64_t{0}},
+            std::pair{int64_t{4}, int64_t{20}}}) {
+        cpu::factor_sampling s;
+        s.max_examples = examples;
+        s.max_locations = locations;
+        s.seed = 7;
+        tensor A_g, G_g, A_c, G_c;
+        SYNCFAC_REQUIRE_OK(
+          kfac->conv_factors(*g, x, cds, bias, s, 1, A_g, G_g));
+        SYNCFAC_REQUIRE_OK(cpu::conv_factors(*g, x, cds, bias, s, 1, A_c, G_c));
+        check_close(A_g, A_c, 1e-5 * max_abs(A_c), 1e-4, "conv A");
+        check_close(G_g, G_c, 1e-5 * max_abs(G_c), 1e-4, "conv G");
+      }
+    }
+  }
+  tensor A, G;
+  auto input = random_tensor({4, 3}, rng);
+  auto ds = random_tensor({5, 2}, rng);
+  check_error(kfac->dense_factors(input, ds, true, {}, 1, A, G),
+              ec::shape_mismatch, {"[4, 3]", "[5, 2]"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
