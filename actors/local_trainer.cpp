@@ -134,6 +134,8 @@ json_object training_summary::to_json() const {
     .add("refused_pushes", refused_pushes)
     .add("token_wait_share", token_wait_share)
     .add("runtime_overhead", runtime_overhead);
+  if (!params_digest.empty())
+    obj.add("params_digest", params_digest);
   if (!kfac.empty())
     obj.add("kfac", kfac);
   return obj;

@@ -79,6 +79,8 @@ struct training_summary {
   int64_t accepted_pushes = 0;
   int64_t stale_pushes = 0;
   int64_t refused_pushes = 0;
+  /// parameter_digest() of the final parameters (sync runtime).
+  std::string params_digest;
   /// Share of the workers' step time spent waiting for tokens.
   double token_wait_share = 0;
   /// Step time beyond the device's compute time, relative to the latter:

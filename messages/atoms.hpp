@@ -53,4 +53,9 @@ using invert_atom = caf::atom_constant<caf::atom("invert")>;
 /// K-FAC: inverses for a shard's layers (inverse actor to PS shard).
 using inverse_atom = caf::atom_constant<caf::atom("inverse")>;
 
+/// Cluster: a node introduces itself to a peer it connected to.
+using hello_atom = caf::atom_constant<caf::atom("hello")>;
+/// Cluster: the chief tells a node that the run is over.
+using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+
 } // namespace syncfac

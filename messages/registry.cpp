@@ -1,6 +1,7 @@
 #include "messages/registry.hpp"
 
 #include "actors/actors.hpp"
+#include "actors/node.hpp"
 #include "messages/device_messages.hpp"
 #include "runtime/error.hpp"
 #include "runtime/optimizer.hpp"
@@ -54,6 +55,9 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<worker_actor>("syncfac::worker_actor");
   cfg.add_message_type<sparse_gradient>("syncfac::sparse_gradient");
   cfg.add_message_type<device_actor>("syncfac::device_actor");
+  cfg.add_message_type<node_hello>("syncfac::node_hello");
+  cfg.add_message_type<node_info>("syncfac::node_info");
+  cfg.add_message_type<node_actor>("syncfac::node_actor");
   cfg.add_error_category(error_category,
                          [](uint8_t code, caf::atom_value,
                             const caf::message& context) {

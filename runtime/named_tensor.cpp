@@ -1,5 +1,8 @@
 #include "runtime/named_tensor.hpp"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "runtime/error.hpp"
 
 namespace syncfac {
@@ -35,6 +38,29 @@ int64_t value_count(const parameter_set& xs) {
   for (const auto& x : xs)
     n += x.value.size();
   return n;
+}
+
+std::string parameter_digest(parameter_set xs) {
+  std::sort(xs.begin(), xs.end(),
+            [](const named_tensor& a, const named_tensor& b) {
+              return a.name < b.name;
+            });
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](const void* p, size_t n) {
+    auto bytes = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) {
+      h ^= bytes[i];
+      h *= 1099511628211ull;
+    }
+  };
+  for (const auto& x : xs) {
+    mix(x.name.data(), x.name.size() + 1);
+    mix(x.value.data(), static_cast<size_t>(x.value.size()) * sizeof(float));
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx",
+                static_cast<unsigned long long>(h));
+  return buf;
 }
 
 } // namespace syncfac

@@ -34,4 +34,9 @@ caf::error check_matches(const parameter_set& expected,
 /// Total number of values.
 int64_t value_count(const parameter_set& xs);
 
+/// A 64-bit FNV-1a digest of names and values, independent of the order
+/// of `xs` (16 hex digits): equal digests mean bit-identical parameters,
+/// e.g. of the same run in one process and across processes.
+std::string parameter_digest(parameter_set xs);
+
 } // namespace syncfac

@@ -1,0 +1,278 @@
+#include "actors/chief_driver.hpp"
+
+#include <algorithm>
+
+#include "runtime/error.hpp"
+#include "runtime/json.hpp"
+#include "runtime/process_stats.hpp"
+
+namespace syncfac {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// K-FAC's counters for the summary, from every role involved.
+json_object kfac_report(caf::scoped_actor& self,
+                        const sync_training_config& cfg,
+                        const run_roles& kfac,
+                        const std::vector<ps_actor>& shards,
+                        const std::vector<worker_actor>& workers) {
+  auto timeout = cfg.base.request_timeout;
+  int64_t received = 0, folded = 0, stale = 0, refused = 0, handed = 0;
+  for (auto& c : kfac.covariance)
+    self->request(c, timeout, status_atom::value)
+      .receive(
+        [&](covariance_status& cs) {
+          received += cs.received;
+          folded = std::max(folded, cs.cov_updates);
+          stale += cs.stale;
+          refused += cs.refused;
+          handed += cs.factor_sets_sent;
+        },
+        [&](caf::error&) {});
+  int64_t inversions = 0, too_early = 0, failed = 0, raised = 0;
+  double invert_s = 0;
+  for (auto& inv : kfac.inverses)
+    self->request(inv, timeout, status_atom::value)
+      .receive(
+        [&](inverse_status& is) {
+          inversions += is.inversions;
+          too_early += is.too_early;
+          failed += is.failed;
+          raised += is.damping_raised;
+          invert_s += is.invert_s;
+        },
+        [&](caf::error&) {});
+  int64_t ready = 0, layers = 0, preconditioned = 0;
+  for (auto& sh : shards)
+    self->request(sh, timeout, status_atom::value)
+      .receive(
+        [&](shard_status& ss) {
+          ready += ss.kfac_ready;
+          layers += ss.kfac_layers;
+          preconditioned = std::max(preconditioned, ss.preconditioned_applies);
+        },
+        [&](caf::error&) {});
+  int64_t skipped = 0, send_failed = 0;
+  for (auto& w : workers)
+    self->request(w, timeout, status_atom::value)
+      .receive(
+        [&](worker_status& ws) {
+          skipped += ws.stats_skipped;
+          send_failed += ws.stats_failed;
+        },
+        [&](caf::error&) {});
+  json_object obj;
+  obj.add("strategy", to_string(cfg.kfac.strategy))
+    .add("covariance_actors", cfg.kfac.covariance_actors)
+    .add("inverse_actors", cfg.kfac.inverse_actors)
+    .add("stats_received", received)
+    .add("cov_updates", folded)
+    .add("stats_stale", stale)
+    .add("stats_refused", refused)
+    .add("stats_skipped", skipped)
+    .add("stats_send_failures", send_failed)
+    .add("factor_sets", handed)
+    .add("layer_inversions", inversions)
+    .add("inversions_too_early", too_early)
+    .add("inversions_failed", failed)
+    .add("damping_raised", raised)
+    .add("invert_s", invert_s)
+    .add("layers_ready", ready)
+    .add("layers", layers)
+    .add("preconditioned_steps", preconditioned);
+  return obj;
+}
+
+} // namespace
+
+/// Throughput after the warm-up steps, as the plain trainer measures it.
+struct chief_driver::warm_mark {
+  clock_type::time_point when;
+  int64_t examples = 0;
+  bool set = false;
+};
+
+caf::expected<std::unique_ptr<chief_driver>>
+chief_driver::make(caf::actor_system& sys, owned_actors& top,
+                   const sync_training_config& cfg, const task_plan& tasks,
+                   int64_t steps, std::vector<ps_actor> shards,
+                   std::shared_ptr<const dataset> test, training_log& out) {
+  const auto& base = cfg.base;
+  std::unique_ptr<chief_driver> d{new chief_driver};
+  d->cfg_ = cfg;
+  d->tasks_ = tasks;
+  d->steps_ = steps;
+  d->shards_ = shards;
+  d->out_ = &out;
+  d->warm_ = std::make_shared<warm_mark>();
+  // The evaluator: its own device, all threads (it runs between steps or
+  // at the end).
+  auto eval_dev = spawn_device(sys, base.device);
+  if (!eval_dev)
+    return eval_dev.error();
+  top.own(*eval_dev);
+  evaluator_config ec_cfg;
+  ec_cfg.model = base.model;
+  ec_cfg.data = std::move(test);
+  ec_cfg.device = *eval_dev;
+  ec_cfg.shards = shards;
+  ec_cfg.slice_size = base.eval_batch;
+  ec_cfg.use_averages = cfg.moving_average_decay > 0;
+  ec_cfg.request_timeout = base.request_timeout;
+  auto log = &out;
+  ec_cfg.on_result = [log](int64_t step, const eval_result& res) {
+    log->eval(step, res);
+  };
+  auto eval = spawn_evaluator(sys, std::move(ec_cfg));
+  if (!eval)
+    return eval.error();
+  top.own(*eval);
+  d->evaluator_ = *eval;
+
+  auto cc = make_chief_config(cfg, tasks, steps, std::move(shards));
+  auto eval_handle = *eval;
+  auto log_every = base.log_every;
+  auto eval_every = base.eval_every;
+  auto warm = d->warm_;
+  auto warmup = std::max<int64_t>(base.warmup, 0);
+  cc.on_round = [log, eval_handle, log_every, eval_every, steps, warm,
+                 warmup](const round_report& r) {
+    if (!warm->set && r.global_step >= warmup) {
+      warm->when = clock_type::now();
+      warm->examples = r.examples;
+      warm->set = true;
+    }
+    if (r.global_step % log_every == 0 || r.global_step == steps) {
+      json_object extra;
+      extra.add("stale_pushes", r.stale_pushes);
+      log->train(r.global_step, r.mean_loss, r.accuracy, extra);
+    }
+    if (eval_every > 0 && r.global_step % eval_every == 0
+        && r.global_step < steps)
+      caf::anon_send(eval_handle, eval_atom::value, r.global_step);
+    log->progress(r.global_step);
+  };
+  auto chief = spawn_chief(sys, std::move(cc));
+  if (!chief)
+    return chief.error();
+  top.own(*chief);
+  d->chief_ = *chief;
+  return d;
+}
+
+caf::expected<std::string>
+chief_driver::final_digest(caf::scoped_actor& self) {
+  parameter_set all;
+  caf::error err;
+  for (auto& sh : shards_)
+    self->request(sh, cfg_.base.request_timeout, pull_atom::value)
+      .receive(
+        [&](shard_params& p) {
+          for (auto& x : p.values)
+            all.push_back(std::move(x));
+        },
+        [&](caf::error& e) {
+          err = make_error(ec::peer_down, "final parameters: " + render(e));
+        });
+  if (err)
+    return err;
+  return parameter_digest(std::move(all));
+}
+
+caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
+                                                  const run_roles& roles) {
+  const auto& base = cfg_.base;
+  auto& out = *out_;
+  training_summary summary;
+  summary.runtime = "sync";
+  summary.backend = base.device.backend;
+  summary.threads = base.device.threads;
+  summary.workers = tasks_.gradient_workers;
+  summary.replicas_to_aggregate = tasks_.replicas_to_aggregate;
+  summary.ps_tasks = cfg_.ps_tasks;
+  auto t0 = clock_type::now();
+  for (auto& w : roles.workers)
+    self->send(w, run_atom::value);
+  for (auto& w : roles.stats_workers)
+    self->send(w, run_atom::value);
+  // Bounded: every step is bounded by step_timeout.
+  auto run_timeout = cfg_.step_timeout * (steps_ + 1);
+  caf::expected<sync_summary> run{caf::error{}};
+  self->request(chief_, run_timeout, run_atom::value)
+    .receive([&](sync_summary& s) { run = std::move(s); },
+             [&](caf::error& err) {
+               run = make_error(err == caf::sec::request_timeout
+                                  ? ec::timeout
+                                  : ec::peer_down,
+                                "training run: " + render(err));
+             });
+  if (!run)
+    return run.error();
+  summary.train_s = std::chrono::duration<double>(clock_type::now() - t0)
+                      .count();
+  summary.global_step = run->global_step;
+  summary.steps = run->global_step;
+  summary.accepted_pushes = run->accepted_pushes;
+  summary.stale_pushes = run->stale_pushes;
+  summary.refused_pushes = run->refused_pushes;
+  summary.last_loss = run->last_loss;
+  summary.last_accuracy = run->last_accuracy;
+  summary.examples = run->examples;
+  if (warm_->set) {
+    auto timed = std::chrono::duration<double>(clock_type::now()
+                                               - warm_->when)
+                   .count();
+    if (timed > 0)
+      summary.examples_per_s = static_cast<double>(run->examples
+                                                   - warm_->examples)
+                               / timed;
+  }
+  double step_s = 0;
+  double wait_s = 0;
+  double compute_s = 0;
+  for (auto& w : roles.workers)
+    self->request(w, base.request_timeout, status_atom::value)
+      .receive(
+        [&](worker_status& ws) {
+          step_s += ws.step_s;
+          wait_s += ws.token_wait_s;
+          compute_s += ws.compute_s;
+        },
+        [&](caf::error&) {
+          // A worker that cannot report does not change the result.
+        });
+  summary.token_wait_share = step_s > 0 ? wait_s / step_s : 0.0;
+  if (uses_kfac(cfg_)) {
+    auto all = roles.workers;
+    all.insert(all.end(), roles.stats_workers.begin(),
+               roles.stats_workers.end());
+    summary.kfac = kfac_report(self, cfg_, roles, shards_, all);
+  }
+  if (compute_s > 0)
+    summary.runtime_overhead = (step_s - compute_s) / compute_s;
+  auto digest = final_digest(self);
+  if (!digest)
+    return digest.error();
+  summary.params_digest = *digest;
+  out.line("stale gradient pushes dropped: " + std::to_string(run->stale_pushes)
+           + " (accepted " + std::to_string(run->accepted_pushes)
+           + ", refused " + std::to_string(run->refused_pushes) + ")");
+  if (!base.skip_final_eval) {
+    caf::expected<eval_result> res{caf::error{}};
+    self->request(evaluator_, base.request_timeout * 4, eval_atom::value,
+                  run->global_step)
+      .receive([&](eval_result& r) { res = r; },
+               [&](caf::error& err) { res = err; });
+    if (!res)
+      return make_error(ec::peer_down,
+                        "final evaluation: " + render(res.error()));
+    summary.test = *res;
+  }
+  summary.wall_s = out.elapsed();
+  summary.peak_rss_mib = peak_rss_mib();
+  return summary;
+}
+
+} // namespace syncfac

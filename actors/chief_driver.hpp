@@ -1,0 +1,77 @@
+#pragma once
+
+// The chief's side of a synchronous run, wherever the other roles live:
+// the evaluator and the chief actor with the run's logging, then the run
+// itself (start the workers, wait for the chief, bounded), the counters
+// every role reports and the final evaluation. The in-process trainer and
+// the chief node of a cluster both drive their runs through it.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/actors.hpp"
+#include "actors/evaluator.hpp"
+#include "actors/local_trainer.hpp"
+#include "actors/owned_actors.hpp"
+#include "actors/sync_trainer.hpp"
+#include "actors/topology.hpp"
+#include "runtime/training_log.hpp"
+
+namespace syncfac {
+
+/// The roles a run's chief talks to besides the shards it was made with.
+struct run_roles {
+  /// Gradient workers, then statistics workers.
+  std::vector<worker_actor> workers;
+  std::vector<worker_actor> stats_workers;
+  /// K-FAC only (for the summary's counters).
+  std::vector<covariance_actor> covariance;
+  std::vector<inverse_actor> inverses;
+};
+
+class chief_driver {
+public:
+  /// Spawns the evaluator (on its own device) and the chief of a run of
+  /// `steps` global steps over `shards`; logs to `out`, which must outlive
+  /// the driver.
+  static caf::expected<std::unique_ptr<chief_driver>>
+  make(caf::actor_system& sys, owned_actors& top,
+       const sync_training_config& cfg, const task_plan& tasks, int64_t steps,
+       std::vector<ps_actor> shards, std::shared_ptr<const dataset> test,
+       training_log& out);
+
+  chief_actor chief() const {
+    return chief_;
+  }
+
+  /// Starts every worker, waits for the chief's last round (bounded by
+  /// step_timeout per step), collects the roles' counters and evaluates
+  /// on the test set.
+  caf::expected<training_summary> run(caf::scoped_actor& self,
+                                      const run_roles& roles);
+
+private:
+  struct warm_mark;
+
+  chief_driver() = default;
+
+  /// parameter_digest() of every shard's variables.
+  caf::expected<std::string> final_digest(caf::scoped_actor& self);
+
+  sync_training_config cfg_;
+  task_plan tasks_;
+  int64_t steps_ = 0;
+  std::vector<ps_actor> shards_;
+  evaluator_actor evaluator_;
+  chief_actor chief_;
+  training_log* out_ = nullptr;
+  std::shared_ptr<warm_mark> warm_;
+};
+
+} // namespace syncfac

@@ -1,0 +1,640 @@
+#include "actors/cluster_node.hpp"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <caf/scoped_actor.hpp>
+
+#include "actors/chief_driver.hpp"
+#include "actors/owned_actors.hpp"
+#include "actors/topology.hpp"
+#include "runtime/error.hpp"
+#include "runtime/training_log.hpp"
+
+namespace syncfac {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::string role_name(const std::string& job, int32_t index) {
+  return task_id{job, index}.str();
+}
+
+bool dedicated_inverter(const sync_training_config& sync,
+                        const cluster_spec& cluster, const task_id& t) {
+  return uses_kfac(sync) && cluster.count("inverse") == 0
+         && sync.kfac.strategy == cov_inv_strategy::dedicated_workers
+         && t.job == "worker" && t.index == cluster.count("worker") - 1;
+}
+
+/// Everything one node builds, connects to and hosts.
+class node_run {
+public:
+  node_run(caf::actor_system& sys, const cluster_run_config& cfg,
+           const data_loader& load, std::ostream& log)
+    : sys_(sys),
+      cfg_(cfg),
+      sync_(cfg.sync),
+      load_(load),
+      log_(log),
+      self_(sys),
+      top_(self_),
+      roles_(std::make_shared<std::map<std::string, caf::actor>>()) {
+  }
+
+  caf::expected<node_outcome> run() {
+    if (auto err = prepare())
+      return err;
+    const auto& job = cfg_.task.job;
+    caf::error err;
+    if (job == "chief")
+      return run_chief();
+    if (job == "ps")
+      err = host_shard();
+    else if (job == "inverse")
+      err = host_inverses({cfg_.task.index});
+    else if (job == "covariance")
+      err = host_covariance({cfg_.task.index});
+    else if (job == "worker")
+      err = dedicated_inverter(sync_, cfg_.cluster, cfg_.task)
+              ? host_inverses(all_of(sync_.kfac.inverse_actors))
+              : host_worker();
+    else
+      err = make_error(ec::invalid_config, "task " + cfg_.task.str()
+                                             + ": this program has no role "
+                                               "for job '"
+                                             + job + "'");
+    if (err)
+      return err;
+    if (auto err2 = publish())
+      return err2;
+    if (auto err2 = wait_for_end())
+      return err2;
+    return node_outcome{};
+  }
+
+private:
+  static std::vector<int32_t> all_of(int32_t n) {
+    std::vector<int32_t> xs(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i)
+      xs[static_cast<size_t>(i)] = i;
+    return xs;
+  }
+
+  std::string me() const {
+    return cfg_.task.str();
+  }
+
+  caf::error prepare() {
+    auto tasks = plan_tasks(sync_);
+    if (!tasks)
+      return tasks.error();
+    tasks_ = *tasks;
+    auto init = model::make(sync_.base.model, sync_.base.seed);
+    if (!init)
+      return init.error();
+    init_ = std::move(*init);
+    auto layout = layout_shards(sync_, *init_);
+    if (!layout)
+      return layout.error();
+    layout_ = std::move(*layout);
+    if (uses_kfac(sync_))
+      kfac_ = layout_kfac(sync_, init_->kfac_collection(), tasks_);
+    // The node actor exists from the start (its handle goes into every
+    // hello); its roles are filled in before it is published.
+    node_config nc;
+    nc.task = cfg_.task;
+    nc.roles = roles_;
+    nc.owner = caf::actor_cast<caf::actor>(self_);
+    node_ = sys_.spawn(node, std::move(nc));
+    top_.own(node_);
+    hello_ = make_hello(sys_, cfg_.task, caf::actor_cast<caf::actor>(node_));
+    return caf::none;
+  }
+
+  void host(const std::string& role, const caf::actor& a) {
+    (*roles_)[role] = a;
+  }
+
+  caf::error publish() {
+    const auto& addr = cfg_.cluster.address(cfg_.task);
+    auto port = publish_node(node_, addr.port, cfg_.tls);
+    if (!port)
+      return with_context(port.error(), me() + ": ");
+    std::string hosted;
+    for (const auto& kvp : *roles_)
+      hosted += (hosted.empty() ? "" : ", ") + kvp.first;
+    log_ << me() << ": listening on " << addr.str()
+         << (cfg_.tls ? " (TLS)" : "") << ", hosting " << hosted << std::endl;
+    return caf::none;
+  }
+
+  /// Connects to the tasks not connected yet.
+  caf::error connect(std::vector<task_id> peers) {
+    std::vector<task_id> todo;
+    for (auto& t : peers)
+      if (t != cfg_.task && nodes_.count(t.str()) == 0
+          && std::find(todo.begin(), todo.end(), t) == todo.end())
+        todo.push_back(t);
+    if (todo.empty())
+      return caf::none;
+    auto infos = connect_nodes(sys_, self_, cfg_.cluster, todo, hello_,
+                               cfg_.connect, log_);
+    if (!infos)
+      return with_context(infos.error(), me() + ": ");
+    for (auto& kvp : *infos)
+      nodes_.emplace(kvp.first, std::move(kvp.second));
+    return caf::none;
+  }
+
+  /// The actor of `role` hosted by `host` (here or on a connected node).
+  template <class Handle>
+  caf::expected<Handle> find(const task_id& host, const std::string& role) {
+    if (host == cfg_.task) {
+      auto i = roles_->find(role);
+      if (i == roles_->end())
+        return make_error(ec::internal, me() + " does not host " + role);
+      return caf::actor_cast<Handle>(i->second);
+    }
+    auto i = nodes_.find(host.str());
+    if (i == nodes_.end())
+      return make_error(ec::internal, me() + " is not connected to "
+                                        + host.str());
+    return role_of<Handle>(i->second, role);
+  }
+
+  caf::expected<std::vector<ps_actor>> shards() {
+    std::vector<task_id> hosts;
+    for (int32_t s = 0; s < sync_.ps_tasks; ++s)
+      hosts.push_back({"ps", s});
+    if (auto err = connect(hosts))
+      return err;
+    std::vector<ps_actor> out;
+    for (int32_t s = 0; s < sync_.ps_tasks; ++s) {
+      auto h = find<ps_actor>({"ps", s}, role_name("ps", s));
+      if (!h)
+        return h.error();
+      out.push_back(*h);
+    }
+    return out;
+  }
+
+  caf::expected<std::vector<inverse_actor>> inverses() {
+    std::vector<task_id> hosts;
+    for (int32_t k = 0; k < sync_.kfac.inverse_actors; ++k)
+      hosts.push_back(inverse_host(sync_, cfg_.cluster, k));
+    if (auto err = connect(hosts))
+      return err;
+    std::vector<inverse_actor> out;
+    for (int32_t k = 0; k < sync_.kfac.inverse_actors; ++k) {
+      auto h = find<inverse_actor>(hosts[static_cast<size_t>(k)],
+                                   role_name("inverse", k));
+      if (!h)
+        return h.error();
+      out.push_back(*h);
+    }
+    return out;
+  }
+
+  caf::expected<std::vector<covariance_actor>> covariances() {
+    std::vector<task_id> hosts;
+    for (int32_t c = 0; c < sync_.kfac.covariance_actors; ++c)
+      hosts.push_back(covariance_host(sync_, cfg_.cluster, c));
+    if (auto err = connect(hosts))
+      return err;
+    std::vector<covariance_actor> out;
+    for (int32_t c = 0; c < sync_.kfac.covariance_actors; ++c) {
+      auto h = find<covariance_actor>(hosts[static_cast<size_t>(c)],
+                                      role_name("covariance", c));
+      if (!h)
+        return h.error();
+      out.push_back(*h);
+    }
+    return out;
+  }
+
+  caf::error host_shard() {
+    auto s = cfg_.task.index;
+    auto shard = spawn_ps_shard(sys_, layout_.shards[static_cast<size_t>(s)]);
+    if (!shard)
+      return shard.error();
+    top_.own(*shard);
+    host(role_name("ps", s), caf::actor_cast<caf::actor>(*shard));
+    return caf::none;
+  }
+
+  caf::error host_inverses(const std::vector<int32_t>& which) {
+    auto ps = shards();
+    if (!ps)
+      return ps.error();
+    for (auto k : which) {
+      device_config dc = sync_.base.device;
+      dc.threads = 1; // the inverse kernels run on the calling thread
+      auto dev = spawn_device(sys_, dc);
+      if (!dev)
+        return dev.error();
+      top_.own(*dev);
+      auto inv = spawn_inverse(sys_, make_inverse_config(sync_, *kfac_,
+                                                         layout_, k, *ps,
+                                                         *dev));
+      if (!inv)
+        return inv.error();
+      top_.own(*inv);
+      host(role_name("inverse", k), caf::actor_cast<caf::actor>(*inv));
+    }
+    return caf::none;
+  }
+
+  caf::error host_covariance(const std::vector<int32_t>& which) {
+    auto inv = inverses();
+    if (!inv)
+      return inv.error();
+    for (auto c : which) {
+      auto cov = spawn_covariance(sys_, make_covariance_config(sync_, *kfac_,
+                                                               c, *inv));
+      if (!cov)
+        return cov.error();
+      top_.own(*cov);
+      host(role_name("covariance", c), caf::actor_cast<caf::actor>(*cov));
+    }
+    return caf::none;
+  }
+
+  caf::error load_data() {
+    if (train_)
+      return caf::none;
+    auto data = load_();
+    if (!data)
+      return data.error();
+    train_ = data->first;
+    test_ = data->second;
+    return caf::none;
+  }
+
+  caf::error host_worker() {
+    auto i = cfg_.task.index;
+    if (i >= tasks_.worker_tasks())
+      return make_error(ec::invalid_config,
+                        me() + ": no worker role for this task ("
+                          + std::to_string(tasks_.worker_tasks())
+                          + " worker tasks)");
+    if (auto err = load_data())
+      return err;
+    // One worker per process: the task has the process's threads alone.
+    auto dev = spawn_worker_device(sys_, sync_, i, 1, top_);
+    if (!dev)
+      return dev.error();
+    auto ps = shards();
+    if (!ps)
+      return ps.error();
+    if (auto err = connect({{"chief", 0}}))
+      return err;
+    auto chief = find<chief_actor>({"chief", 0}, "chief");
+    if (!chief)
+      return chief.error();
+    std::vector<covariance_actor> cov;
+    if (sends_statistics(sync_, tasks_, i)) {
+      auto c = covariances();
+      if (!c)
+        return c.error();
+      cov = std::move(*c);
+    }
+    auto w = spawn_worker(sys_, make_worker_config(sync_, tasks_,
+                                                   kfac_ ? &*kfac_ : nullptr,
+                                                   i, train_, *dev, *ps,
+                                                   *chief, std::move(cov)));
+    if (!w)
+      return w.error();
+    top_.own(*w);
+    host(role_name("worker", i), caf::actor_cast<caf::actor>(*w));
+    return caf::none;
+  }
+
+  /// Non-chief nodes: until the chief ends the run. Bounded by max_wait
+  /// while the chief has not said hello yet or after its node went down.
+  caf::error wait_for_end() {
+    auto deadline = clock_type::now() + cfg_.max_wait;
+    bool chief_here = false;
+    std::string reason;
+    caf::error err;
+    bool done = false;
+    auto since = clock_type::now();
+    while (!done) {
+      self_->receive(
+        [&](shutdown_atom, std::string& why) {
+          reason = why;
+          done = true;
+        },
+        [&](hello_atom, std::string& peer, caf::actor& peer_node) {
+          if (peer == "chief:0" && peer_node) {
+            self_->monitor(peer_node);
+            chief_node_ = peer_node;
+            chief_here = true;
+          }
+        },
+        [&](caf::down_msg& dm) {
+          if (dm.source == chief_node_.address()) {
+            chief_here = false;
+            since = clock_type::now();
+            deadline = since + cfg_.max_wait;
+            log_ << me() << ": the chief's node went down ("
+                 << sys_.render(dm.reason) << "); waiting up to "
+                 << cfg_.max_wait.count() << " ms for it to return"
+                 << std::endl;
+          }
+        },
+        caf::after(std::chrono::milliseconds{500}) >> [&] {
+          if (!chief_here && clock_type::now() >= deadline) {
+            auto waited = std::chrono::duration_cast<std::chrono::seconds>(
+              clock_type::now() - since);
+            err = make_error(ec::timeout,
+                             me() + ": no word from the chief (chief:0 at "
+                               + cfg_.cluster.address({"chief", 0}).str()
+                               + ") for " + std::to_string(waited.count())
+                               + " s (--max_wait)");
+            done = true;
+          }
+        });
+    }
+    if (err)
+      return err;
+    log_ << me() << ": the chief ended the run: " << reason << std::endl;
+    return caf::none;
+  }
+
+  caf::expected<node_outcome> run_chief() {
+    if (auto err = load_data())
+      return err;
+    auto ps = shards();
+    if (!ps)
+      return ps.error();
+    bool kfac = uses_kfac(sync_);
+    if (kfac) {
+      std::vector<int32_t> here;
+      for (int32_t k = 0; k < sync_.kfac.inverse_actors; ++k)
+        if (inverse_host(sync_, cfg_.cluster, k) == cfg_.task)
+          here.push_back(k);
+      if (!here.empty())
+        if (auto err = host_inverses(here))
+          return err;
+      here.clear();
+      for (int32_t c = 0; c < sync_.kfac.covariance_actors; ++c)
+        if (covariance_host(sync_, cfg_.cluster, c) == cfg_.task)
+          here.push_back(c);
+      if (!here.empty())
+        if (auto err = host_covariance(here))
+          return err;
+    }
+    auto steps = total_steps(sync_, tasks_, train_->count);
+    training_log out{log_, steps, sync_.base.progress};
+    if (auto err = out.open_metrics(sync_.base.metrics_path))
+      return err;
+    auto driver = chief_driver::make(sys_, top_, sync_, tasks_, steps, *ps,
+                                     test_, out);
+    if (!driver)
+      return driver.error();
+    host("chief", caf::actor_cast<caf::actor>((*driver)->chief()));
+    if (auto err = publish())
+      return err;
+    // Everyone else; training starts once all are here.
+    std::vector<task_id> everyone;
+    for (const auto& t : cfg_.cluster.tasks())
+      if (t != cfg_.task && t.job != "evaluator")
+        everyone.push_back(t);
+    if (auto err = connect(everyone))
+      return err;
+    run_roles roles;
+    for (int32_t i = 0; i < tasks_.worker_tasks(); ++i) {
+      auto w = find<worker_actor>({"worker", i}, role_name("worker", i));
+      if (!w)
+        return w.error();
+      (i >= tasks_.gradient_workers ? roles.stats_workers : roles.workers)
+        .push_back(*w);
+    }
+    if (kfac) {
+      auto cov = covariances();
+      if (!cov)
+        return cov.error();
+      roles.covariance = std::move(*cov);
+      auto inv = inverses();
+      if (!inv)
+        return inv.error();
+      roles.inverses = std::move(*inv);
+    }
+    out.line("cluster: " + std::to_string(cfg_.cluster.tasks().size())
+             + " tasks connected" + (cfg_.tls ? " over TLS" : "") + "; "
+             + std::to_string(tasks_.gradient_workers) + " worker(s), "
+             + "replicas_to_aggregate "
+             + std::to_string(tasks_.replicas_to_aggregate) + ", "
+             + std::to_string(sync_.ps_tasks) + " PS shard(s), "
+             + std::to_string(steps) + " global steps of "
+             + std::to_string(sync_.base.batch_size)
+             + " examples per worker");
+    auto summary = (*driver)->run(self_, roles);
+    node_outcome outcome;
+    outcome.cluster = cluster_report(*ps, roles);
+    end_run(summary ? "training finished"
+                    : "training failed: " + render(summary.error()));
+    if (!summary)
+      return summary.error();
+    outcome.summary = std::move(*summary);
+    return outcome;
+  }
+
+  /// Per task: what its roles refused or failed (the chief's summary).
+  json_object cluster_report(const std::vector<ps_actor>& ps,
+                             const run_roles& roles) {
+    auto timeout = sync_.base.request_timeout;
+    json_object tasks;
+    for (size_t s = 0; s < ps.size(); ++s) {
+      json_object t;
+      self_->request(ps[s], timeout, status_atom::value)
+        .receive(
+          [&](shard_status& st) {
+            t.add("errors", st.refused_pushes + st.refused_inverses)
+              .add("stale_pushes", st.stale_pushes);
+          },
+          [&](caf::error& err) { t.add("unreachable", render(err)); });
+      tasks.add(role_name("ps", static_cast<int32_t>(s)), t);
+    }
+    auto workers = roles.workers;
+    workers.insert(workers.end(), roles.stats_workers.begin(),
+                   roles.stats_workers.end());
+    for (size_t i = 0; i < workers.size(); ++i) {
+      json_object t;
+      self_->request(workers[i], timeout, status_atom::value)
+        .receive(
+          [&](worker_status& st) {
+            t.add("errors", st.stats_failed)
+              .add("stale_pushes", st.stale_pushes)
+              .add("steps", st.steps);
+          },
+          [&](caf::error& err) { t.add("unreachable", render(err)); });
+      tasks.add(role_name("worker", static_cast<int32_t>(i)), t);
+    }
+    for (size_t c = 0; c < roles.covariance.size(); ++c) {
+      json_object t;
+      self_->request(roles.covariance[c], timeout, status_atom::value)
+        .receive(
+          [&](covariance_status& st) {
+            t.add("errors", st.refused).add("stale", st.stale);
+          },
+          [&](caf::error& err) { t.add("unreachable", render(err)); });
+      tasks.add(role_name("covariance", static_cast<int32_t>(c)), t);
+    }
+    for (size_t k = 0; k < roles.inverses.size(); ++k) {
+      json_object t;
+      self_->request(roles.inverses[k], timeout, status_atom::value)
+        .receive(
+          [&](inverse_status& st) {
+            t.add("errors", st.failed).add("inversions", st.inversions);
+          },
+          [&](caf::error& err) { t.add("unreachable", render(err)); });
+      tasks.add(role_name("inverse", static_cast<int32_t>(k)), t);
+    }
+    json_object out;
+    out.add("tasks", static_cast<int64_t>(cfg_.cluster.tasks().size()))
+      .add("tls", cfg_.tls)
+      .add("roles", tasks);
+    return out;
+  }
+
+  /// Tells every connected node that the run is over (bounded per node).
+  void end_run(const std::string& reason) {
+    for (auto& kvp : nodes_) {
+      if (kvp.second.job == "chief")
+        continue;
+      auto peer = caf::actor_cast<node_actor>(node_of(kvp.second));
+      if (!peer)
+        continue;
+      self_->request(peer, cfg_.connect.request_timeout,
+                     shutdown_atom::value, reason)
+        .receive([](caf::ok_atom) {},
+                 [&](caf::error& err) {
+                   log_ << me() << ": could not tell " << kvp.first
+                        << " that the run is over: " << render(err)
+                        << std::endl;
+                 });
+    }
+  }
+
+  /// The node actor behind a connected node's roles: any role's handle
+  /// would do for messages, but shutdown goes to the node itself, which
+  /// connect_nodes kept as the "node" role.
+  static caf::actor node_of(const node_info& info) {
+    for (size_t i = 0; i < info.role_names.size(); ++i)
+      if (info.role_names[i] == "node")
+        return info.role_actors[i];
+    return {};
+  }
+
+  caf::actor_system& sys_;
+  const cluster_run_config& cfg_;
+  sync_training_config sync_;
+  const data_loader& load_;
+  std::ostream& log_;
+  caf::scoped_actor self_;
+  owned_actors top_;
+  std::shared_ptr<std::map<std::string, caf::actor>> roles_;
+  node_actor node_;
+  node_hello hello_;
+  task_plan tasks_;
+  std::unique_ptr<model> init_;
+  shard_layout layout_;
+  std::optional<kfac_layout> kfac_;
+  std::map<std::string, node_info> nodes_;
+  std::shared_ptr<const dataset> train_;
+  std::shared_ptr<const dataset> test_;
+  caf::actor chief_node_;
+};
+
+} // namespace
+
+caf::error cluster_run_config::validate() const {
+  if (auto err = sync.validate())
+    return err;
+  if (auto err = cluster.validate())
+    return err;
+  if (!cluster.contains(task))
+    return make_error(ec::invalid_config, "task " + task.str()
+                                            + " is not in the cluster");
+  if (max_wait.count() <= 0 || connect.timeout.count() <= 0)
+    return make_error(ec::invalid_config,
+                      "max_wait and the connect timeout must be positive");
+  return caf::none;
+}
+
+caf::error derive_topology(sync_training_config& sync,
+                           const cluster_spec& cluster, bool explicit_workers,
+                           bool explicit_ps) {
+  auto check = [](const char* flag, int32_t given, const char* job,
+                  int32_t tasks) -> caf::error {
+    if (given == tasks)
+      return caf::none;
+    return make_error(ec::invalid_config,
+                      std::string{"--"} + flag + " " + std::to_string(given)
+                        + " contradicts the cluster file's "
+                        + std::to_string(tasks) + " '" + job + "' task(s)");
+  };
+  auto workers = cluster.count("worker");
+  auto ps = cluster.count("ps");
+  if (workers < 1)
+    return make_error(ec::invalid_config,
+                      "the cluster has no 'worker' task: training needs at "
+                      "least one");
+  if (ps < 1)
+    return make_error(ec::invalid_config,
+                      "the cluster has no 'ps' task: training needs at "
+                      "least one parameter-server shard");
+  if (explicit_workers)
+    if (auto err = check("worker_replicas", sync.worker_replicas, "worker",
+                         workers))
+      return err;
+  if (explicit_ps)
+    if (auto err = check("ps_tasks", sync.ps_tasks, "ps", ps))
+      return err;
+  sync.worker_replicas = workers;
+  sync.ps_tasks = ps;
+  if (cluster.count("covariance") > 0)
+    sync.kfac.covariance_actors = cluster.count("covariance");
+  if (cluster.count("inverse") > 0)
+    sync.kfac.inverse_actors = cluster.count("inverse");
+  bool kfac = uses_kfac(sync);
+  if (!kfac && (cluster.count("covariance") > 0
+                || cluster.count("inverse") > 0))
+    return make_error(ec::invalid_config,
+                      "the cluster has covariance or inverse tasks, but the "
+                      "optimizer is not kfac");
+  return caf::none;
+}
+
+task_id covariance_host(const sync_training_config&,
+                        const cluster_spec& cluster, int32_t c) {
+  if (cluster.count("covariance") > 0)
+    return {"covariance", c};
+  return {"chief", 0};
+}
+
+task_id inverse_host(const sync_training_config& sync,
+                     const cluster_spec& cluster, int32_t k) {
+  if (cluster.count("inverse") > 0)
+    return {"inverse", k};
+  if (sync.kfac.strategy == cov_inv_strategy::dedicated_workers)
+    return {"worker", cluster.count("worker") - 1};
+  return {"chief", 0};
+}
+
+caf::expected<node_outcome> run_cluster_node(caf::actor_system& sys,
+                                             const cluster_run_config& cfg,
+                                             const data_loader& load,
+                                             std::ostream& log) {
+  if (auto err = cfg.validate())
+    return err;
+  node_run run{sys, cfg, load, log};
+  return run.run();
+}
+
+} // namespace syncfac

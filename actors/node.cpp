@@ -1,0 +1,199 @@
+#include "actors/node.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/send.hpp>
+#include <caf/openssl/publish.hpp>
+#include <caf/openssl/remote_actor.hpp>
+
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// Names in `a` missing from `b`, comma-separated.
+std::string missing_from(const std::vector<std::string>& a,
+                         const std::vector<std::string>& b) {
+  std::string out;
+  for (const auto& x : a)
+    if (!std::binary_search(b.begin(), b.end(), x))
+      out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+/// Why `peer` (who says `protocol` and `types`) cannot talk with `me`, or
+/// an empty string.
+std::string incompatibility(const std::string& peer, uint32_t protocol,
+                            std::vector<std::string> types,
+                            const std::vector<std::string>& mine) {
+  if (protocol != cluster_protocol)
+    return peer + " speaks cluster protocol " + std::to_string(protocol)
+           + ", this node " + std::to_string(cluster_protocol);
+  std::sort(types.begin(), types.end());
+  auto unknown_here = missing_from(types, mine);
+  auto unknown_there = missing_from(mine, types);
+  if (unknown_here.empty() && unknown_there.empty())
+    return {};
+  std::string why = peer + " does not know the same message types";
+  if (!unknown_here.empty())
+    why += "; unknown here: " + unknown_here;
+  if (!unknown_there.empty())
+    why += "; unknown there: " + unknown_there;
+  return why;
+}
+
+std::string task_name(const std::string& job, int32_t index) {
+  return task_id{job, index}.str();
+}
+
+} // namespace
+
+std::vector<std::string> known_message_types(caf::actor_system& sys) {
+  std::vector<std::string> out;
+  for (const auto& kvp : sys.config().value_factories_by_name)
+    if (kvp.first.rfind("syncfac::", 0) == 0)
+      out.push_back(kvp.first);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+node_hello make_hello(caf::actor_system& sys, const task_id& me,
+                      const caf::actor& my_node) {
+  node_hello h;
+  h.job = me.job;
+  h.index = me.index;
+  h.message_types = known_message_types(sys);
+  h.node = my_node;
+  return h;
+}
+
+node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
+                               node_config cfg) {
+  self->state.cfg = std::move(cfg);
+  return {
+    [=](hello_atom, node_hello& h) -> caf::result<node_info> {
+      auto& st = self->state;
+      auto peer = task_name(h.job, h.index);
+      auto why = incompatibility("node " + peer, h.protocol, h.message_types,
+                                 known_message_types(self->system()));
+      if (!why.empty())
+        return make_error(ec::bad_message, "refused at connect to "
+                                             + st.cfg.task.str() + ": " + why);
+      if (st.cfg.owner)
+        caf::anon_send(st.cfg.owner, hello_atom::value, peer, h.node);
+      node_info info;
+      info.job = st.cfg.task.job;
+      info.index = st.cfg.task.index;
+      info.message_types = known_message_types(self->system());
+      if (st.cfg.roles)
+        for (const auto& kvp : *st.cfg.roles) {
+          info.role_names.push_back(kvp.first);
+          info.role_actors.push_back(kvp.second);
+        }
+      info.role_names.emplace_back("node");
+      info.role_actors.push_back(caf::actor_cast<caf::actor>(self));
+      return info;
+    },
+    [=](shutdown_atom, std::string& reason) {
+      auto& st = self->state;
+      if (st.cfg.owner)
+        caf::anon_send(st.cfg.owner, shutdown_atom::value, reason);
+      return caf::ok_atom::value;
+    },
+  };
+}
+
+caf::expected<uint16_t> publish_node(const node_actor& n, uint16_t port,
+                                     bool tls) {
+  auto& sys = n.home_system();
+  auto res = tls ? caf::openssl::publish(n, port, nullptr, true)
+                 : sys.middleman().publish(n, port, nullptr, true);
+  if (!res)
+    return make_error(ec::io_error,
+                      std::string{"cannot publish this node on port "}
+                        + std::to_string(port) + (tls ? " (TLS)" : "") + ": "
+                        + sys.render(res.error()));
+  return res;
+}
+
+caf::expected<std::map<std::string, node_info>>
+connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,
+              const cluster_spec& cluster, const std::vector<task_id>& peers,
+              const node_hello& hello, const connect_options& opts,
+              std::ostream& log) {
+  auto started = clock_type::now();
+  auto deadline = started + opts.timeout;
+  auto next_report = started + opts.report_every;
+  std::map<std::string, node_info> result;
+  std::map<std::string, std::string> last_error;
+  auto mine = known_message_types(sys);
+  while (true) {
+    for (const auto& t : peers) {
+      auto name = t.str();
+      if (result.count(name) > 0)
+        continue;
+      const auto& addr = cluster.address(t);
+      auto peer = opts.tls
+                    ? caf::openssl::remote_actor<node_actor>(sys, addr.host,
+                                                             addr.port)
+                    : sys.middleman().remote_actor<node_actor>(addr.host,
+                                                               addr.port);
+      if (!peer) {
+        last_error[name] = sys.render(peer.error());
+        continue;
+      }
+      caf::expected<node_info> info{caf::error{}};
+      self->request(*peer, opts.request_timeout, hello_atom::value, hello)
+        .receive([&](node_info& x) { info = std::move(x); },
+                 [&](caf::error& err) { info = std::move(err); });
+      if (!info) {
+        // A refusal (protocol, types) will not change: give up at once.
+        if (info.error().category() == error_category
+            && info.error().code() == static_cast<uint8_t>(ec::bad_message))
+          return info.error();
+        last_error[name] = render(info.error());
+        continue;
+      }
+      auto why = incompatibility("node " + name + " at " + addr.str(),
+                                 info->protocol, info->message_types, mine);
+      if (!why.empty())
+        return make_error(ec::bad_message, "refused at connect: " + why);
+      if (info->job != t.job || info->index != t.index)
+        return make_error(ec::invalid_config,
+                          "expected " + name + " at " + addr.str()
+                            + " but found "
+                            + task_name(info->job, info->index)
+                            + ": do the nodes use the same cluster file?");
+      result.emplace(name, std::move(*info));
+    }
+    if (result.size() == peers.size())
+      return result;
+    auto now = clock_type::now();
+    std::string missing;
+    for (const auto& t : peers)
+      if (result.count(t.str()) == 0)
+        missing += (missing.empty() ? "" : ", ") + t.str() + " at "
+                   + cluster.address(t).str() + " ("
+                   + last_error[t.str()] + ")";
+    auto waited = std::chrono::duration_cast<std::chrono::seconds>(now
+                                                                   - started);
+    if (now >= deadline)
+      return make_error(ec::timeout,
+                        "peers not reachable after "
+                          + std::to_string(waited.count()) + " s: " + missing);
+    if (now >= next_report) {
+      log << hello.job << ":" << hello.index << ": waiting for "
+          << missing << " since " << waited.count() << " s" << std::endl;
+      next_report = now + opts.report_every;
+    }
+    std::this_thread::sleep_for(opts.retry);
+  }
+}
+
+} // namespace syncfac

@@ -1,0 +1,105 @@
+#pragma once
+
+// The node actor: the one actor a process of a cluster publishes on its
+// port. A peer that connects says hello; the node checks that both speak
+// the same protocol and know the same message types, and answers with the
+// actors it hosts (by role name). The chief tells it when the run is over.
+// It also watches the chief's node and tells its owner when that node goes
+// down, so that no process of a cluster waits for a dead chief forever.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "messages/atoms.hpp"
+#include "messages/cluster_messages.hpp"
+#include "runtime/cluster/cluster_spec.hpp"
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+using node_actor = caf::typed_actor<
+  // A peer connected: who it is; answered with this node's roles, or an
+  // error when protocol or message types differ.
+  caf::replies_to<hello_atom, node_hello>::with<node_info>,
+  // From the chief: the run is over (the reason is logged).
+  caf::replies_to<shutdown_atom, std::string>::with<caf::ok_atom>>;
+
+struct node_config {
+  task_id task;
+  /// Actors hosted here, by role name; filled in before the node is
+  /// published. Every answer also names the node actor itself ("node").
+  std::shared_ptr<const std::map<std::string, caf::actor>> roles;
+  /// Receives (shutdown_atom, std::string reason) and
+  /// (hello_atom, std::string peer, caf::actor peer_node).
+  caf::actor owner;
+};
+
+struct node_state {
+  static inline const char* name = "node";
+  node_config cfg;
+};
+
+node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
+                               node_config cfg);
+
+/// The registered syncfac message types of `sys`, sorted.
+std::vector<std::string> known_message_types(caf::actor_system& sys);
+
+/// This node's hello to a peer.
+node_hello make_hello(caf::actor_system& sys, const task_id& me,
+                      const caf::actor& my_node);
+
+/// Publishes `n` on `port` (all interfaces), with TLS when `tls`.
+caf::expected<uint16_t> publish_node(const node_actor& n, uint16_t port,
+                                     bool tls);
+
+struct connect_options {
+  bool tls = false;
+  /// Longest wait for a peer to be reachable (it may still be starting).
+  std::chrono::milliseconds timeout{60000};
+  /// Pause between attempts.
+  std::chrono::milliseconds retry{250};
+  /// Longest wait for a hello's answer.
+  std::chrono::milliseconds request_timeout{10000};
+  /// How often to log the peers still missing.
+  std::chrono::milliseconds report_every{5000};
+};
+
+/// Connects to every task of `peers` (in the order given, retrying each
+/// until it answers or the deadline passes), says hello and returns their
+/// answers by task name ("worker:1"). While it waits it logs, every
+/// report_every, which tasks are still missing and since when; running out
+/// of time is ec::timeout naming them.
+caf::expected<std::map<std::string, node_info>>
+connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,
+              const cluster_spec& cluster, const std::vector<task_id>& peers,
+              const node_hello& hello, const connect_options& opts,
+              std::ostream& log);
+
+/// The actor of role `role` in `info`, cast to `Handle`; an error names the
+/// node and the role when it is missing.
+template <class Handle>
+caf::expected<Handle> role_of(const node_info& info, const std::string& role) {
+  for (size_t i = 0; i < info.role_names.size(); ++i)
+    if (info.role_names[i] == role && i < info.role_actors.size()
+        && info.role_actors[i])
+      return caf::actor_cast<Handle>(info.role_actors[i]);
+  return make_error(ec::unknown_name, "node " + info.job + ":"
+                                        + std::to_string(info.index)
+                                        + " hosts no role " + role);
+}
+
+} // namespace syncfac

@@ -1,0 +1,169 @@
+// Trains the seeds' ConvNet with one process per task of a cluster file
+// (TF kfac/examples/convnet_mnist_distributed_main.py): the chief, the
+// workers, the PS shards and, for K-FAC, covariance and inverse tasks, each
+// its own actor system, talking through CAF's middleman (optionally over
+// TLS with mutual authentication). Every node takes the same flags; the
+// cluster file says who listens where and which task this process is.
+//
+//   build/bin/syncfac-launch --cluster examples/topologies/momentum_2w_1ps.json
+//       -- --fake_data --steps 200           # the whole cluster, locally
+//   build/bin/convnet_mnist_distributed --cluster cluster.json
+//       --job_name worker --task 1            # one node, by hand
+//   TF_CONFIG='{"cluster": {...}, "task": {"type": "ps", "index": 0}}'
+//       build/bin/convnet_mnist_distributed --steps 1000
+//
+// The chief logs the run, writes --summary FILE at the end and tells every
+// node that the run is over; the other nodes exit 0 then.
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <caf/actor_system.hpp>
+
+#include "actors/cluster_node.hpp"
+#include "convnet_options.hpp"
+#include "example_main.hpp"
+#include "runtime/error.hpp"
+#include "runtime/net/tls.hpp"
+
+using namespace syncfac;
+using namespace syncfac::examples;
+
+namespace {
+
+constexpr const char* program_name = "convnet_mnist_distributed";
+
+/// The ConvNet flags plus the cluster's.
+struct distributed_options : convnet_options {
+  std::string cluster;
+  std::string job_name;
+  int32_t task = -1;
+  std::string tls_dir;
+  int64_t connect_timeout_ms = 120000;
+  int64_t max_wait_ms = 300000;
+  int64_t heartbeat_ms = 1000;
+  int64_t connection_timeout_ms = 10000;
+
+  distributed_options() {
+    // 0: take the count from the cluster file (a value given must agree);
+    // R defaults to every worker task (no backups).
+    worker_replicas = 0;
+    ps_tasks = 0;
+    replicas_to_aggregate = 0;
+    opt_group{custom_options_, "global"}
+      .add(cluster, "cluster", "cluster file (TF_CONFIG's shape); else the "
+                               "TF_CONFIG environment variable")
+      .add(job_name, "job_name", "this task's job (overrides the file's)")
+      .add(task, "task", "this task's index (overrides the file's)")
+      .add(tls_dir, "tls_dir", "TLS with mutual authentication: directory "
+                               "with ca.pem, node.pem, node.key")
+      .add(connect_timeout_ms, "connect_timeout_ms",
+           "longest wait for the peers a node needs to be reachable")
+      .add(max_wait_ms, "max_wait_ms",
+           "longest a non-chief node waits for word from the chief")
+      .add(heartbeat_ms, "heartbeat_ms",
+           "middleman heartbeat interval (0: off)")
+      .add(connection_timeout_ms, "connection_timeout_ms",
+           "a peer silent this long is taken for dead (0: never)");
+  }
+};
+
+caf::expected<cluster_run_config> make_config(distributed_options& opts) {
+  if (opts.runtime != "sync")
+    return make_error(ec::invalid_config,
+                      "--runtime " + opts.runtime
+                        + ": a cluster runs the sync runtime only");
+  bool explicit_workers = opts.worker_replicas > 0;
+  bool explicit_ps = opts.ps_tasks > 0;
+  auto cluster = resolve_cluster(opts.cluster, opts.job_name, opts.task);
+  if (!cluster)
+    return cluster.error();
+  // The sync config's validation needs counts >= 1; the cluster's replace
+  // them right after.
+  bool default_r = opts.replicas_to_aggregate == 0;
+  opts.worker_replicas = std::max(opts.worker_replicas, 1);
+  opts.ps_tasks = std::max(opts.ps_tasks, 1);
+  opts.replicas_to_aggregate = std::max(opts.replicas_to_aggregate, 1);
+  auto sync = opts.to_sync_config();
+  if (!sync)
+    return sync.error();
+  cluster_run_config cfg;
+  cfg.sync = std::move(*sync);
+  if (auto err = derive_topology(cfg.sync, *cluster, explicit_workers,
+                                 explicit_ps))
+    return err;
+  if (default_r)
+    cfg.sync.replicas_to_aggregate = cfg.sync.worker_replicas;
+  cfg.cluster = std::move(*cluster);
+  cfg.task = *cfg.cluster.task;
+  cfg.tls = !opts.tls_dir.empty();
+  cfg.connect.tls = cfg.tls;
+  cfg.connect.timeout = std::chrono::milliseconds{opts.connect_timeout_ms};
+  cfg.connect.request_timeout = cfg.sync.base.request_timeout;
+  cfg.max_wait = std::chrono::milliseconds{opts.max_wait_ms};
+  // Only the chief draws progress; the other nodes' output is interleaved
+  // by the launcher.
+  if (cfg.task.job != "chief")
+    cfg.sync.base.progress = false;
+  if (auto err = cfg.validate())
+    return err;
+  return cfg;
+}
+
+/// Liveness and TLS go into the actor system's configuration before it
+/// starts: a frozen peer is seen within heartbeat + connection timeout,
+/// and half-configured TLS is refused here instead of inside CAF.
+caf::error configure_system(distributed_options& opts) {
+  if (opts.heartbeat_ms < 0 || opts.connection_timeout_ms < 0)
+    return make_error(ec::invalid_config,
+                      "heartbeat_ms and connection_timeout_ms must be >= 0");
+  opts.set("middleman.heartbeat-interval",
+           caf::timespan{std::chrono::milliseconds{opts.heartbeat_ms}});
+  opts.set("middleman.connection-timeout",
+           caf::timespan{
+             std::chrono::milliseconds{opts.connection_timeout_ms}});
+  if (opts.tls_dir.empty())
+    return caf::none;
+  auto files = net::load_tls_dir(opts.tls_dir);
+  if (!files)
+    return files.error();
+  return net::apply_tls(opts, *files);
+}
+
+int run(distributed_options& opts) {
+  auto cfg = make_config(opts);
+  if (!cfg)
+    return fail(program_name, cfg.error());
+  if (auto err = configure_system(opts))
+    return fail(program_name, err);
+  data_loader load = [&opts]() -> caf::expected<
+                                 std::pair<std::shared_ptr<const dataset>,
+                                           std::shared_ptr<const dataset>>> {
+    auto data = load_data(opts);
+    if (!data)
+      return data.error();
+    return std::make_pair(
+      std::make_shared<const dataset>(std::move(data->first)),
+      std::make_shared<const dataset>(std::move(data->second)));
+  };
+  caf::actor_system sys{opts};
+  auto outcome = run_cluster_node(sys, *cfg, load, std::cout);
+  if (!outcome)
+    return fail(program_name, with_context(outcome.error(),
+                                           cfg->task.str() + ": "));
+  if (!outcome->summary)
+    return EXIT_SUCCESS;
+  auto json = outcome->summary->to_json();
+  json.add("cluster", outcome->cluster);
+  return report(program_name, opts, *outcome->summary, json);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  distributed_options opts;
+  return example_main(program_name, argc, argv, opts, run);
+}

@@ -1,0 +1,54 @@
+#pragma once
+
+// Messages between the nodes of a cluster (one actor system per task of
+// the cluster file): the handshake that tells a connecting peer who a node
+// is and which actors it hosts, and the chief's end-of-run notice.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/meta/type_name.hpp>
+
+namespace syncfac {
+
+/// The wire protocol's version: nodes of one cluster must agree on it.
+/// Bump it whenever a message changes its fields.
+constexpr uint32_t cluster_protocol = 1;
+
+/// What a connecting node says about itself.
+struct node_hello {
+  std::string job;
+  int32_t index = 0;
+  uint32_t protocol = cluster_protocol;
+  /// The message types the caller's actor system knows (registered names).
+  std::vector<std::string> message_types;
+  /// The caller's node actor, so the callee can watch it (may be unset).
+  caf::actor node;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
+  return f(caf::meta::type_name("node_hello"), x.job, x.index, x.protocol,
+           x.message_types, x.node);
+}
+
+/// A node's answer to a hello: who it is and the actors it hosts, by role
+/// name ("ps:0", "chief", "covariance:1", "inverse:0", "worker:2").
+struct node_info {
+  std::string job;
+  int32_t index = 0;
+  uint32_t protocol = cluster_protocol;
+  std::vector<std::string> message_types;
+  std::vector<std::string> role_names;
+  std::vector<caf::actor> role_actors;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_info& x) {
+  return f(caf::meta::type_name("node_info"), x.job, x.index, x.protocol,
+           x.message_types, x.role_names, x.role_actors);
+}
+
+} // namespace syncfac
