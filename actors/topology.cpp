@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "actors/tower_device.hpp"
+#include "kernels/backend_factory.hpp"
 #include "runtime/error.hpp"
 
 namespace syncfac {
@@ -194,6 +195,9 @@ device_config worker_device_config(const sync_training_config& cfg,
   dc.threads = std::max(1, dc.threads / (sharing_tasks * cfg.num_towers));
   dc.seed = cfg.base.seed * 1000003u
             + static_cast<uint64_t>(task * cfg.num_towers + tower) + 1;
+  // Towers spread over the GPUs (gpu:0..N-1) when the device is a GPU.
+  if (cfg.num_towers > 1)
+    dc.backend = tower_device(dc.backend, tower);
   return dc;
 }
 
