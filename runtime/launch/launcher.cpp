@@ -1,0 +1,1136 @@
+#include "runtime/launch/launcher.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using time_point = clock_type::time_point;
+
+constexpr const char* default_program = "convnet_mnist_distributed";
+
+/// How long a task may stay unreaped after SIGKILL before the launcher
+/// stops waiting for it (a process stuck in the kernel).
+constexpr auto kill_give_up = std::chrono::seconds{5};
+
+/// The longest poll() wait, so that a lost wake-up costs little.
+constexpr auto max_poll_wait = std::chrono::milliseconds{250};
+
+/// Output kept at most per stream before a line without '\n' is emitted.
+constexpr size_t max_line = 64 * 1024;
+
+caf::error bad_arg(std::string what) {
+  return make_error(ec::invalid_argument, std::move(what));
+}
+
+bool parse_int(const std::string& text, int64_t& result) {
+  if (text.empty() || text.size() > 18)
+    return false;
+  size_t i = text[0] == '-' ? 1 : 0;
+  if (i == text.size())
+    return false;
+  for (size_t k = i; k < text.size(); ++k)
+    if (!std::isdigit(static_cast<unsigned char>(text[k])))
+      return false;
+  result = std::stoll(text);
+  return true;
+}
+
+bool parse_double(const std::string& text, double& result) {
+  if (text.empty())
+    return false;
+  char* end = nullptr;
+  errno = 0;
+  result = std::strtod(text.c_str(), &end);
+  return errno == 0 && end == text.c_str() + text.size();
+}
+
+/// The context of a syncfac error without the code's name.
+std::string message_of(const caf::error& err) {
+  auto text = render(err);
+  auto colon = text.find(": ");
+  return colon == std::string::npos ? text : text.substr(colon + 2);
+}
+
+std::string seconds_str(double s) {
+  std::ostringstream os;
+  os << s;
+  return os.str();
+}
+
+std::string ms_str(int64_t ms) {
+  return std::to_string(ms) + " ms";
+}
+
+/// The directory of the running executable ("" if unknown).
+std::string own_dir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec)
+    return {};
+  return exe.parent_path().string();
+}
+
+bool is_executable_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)
+         && ::access(path.c_str(), X_OK) == 0;
+}
+
+void write_all(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    auto n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return; // a log that cannot be written does not stop the run
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+// -- signals ------------------------------------------------------------------
+
+/// The self-pipe: signal handlers write the signal number, poll() wakes.
+int signal_pipe[2] = {-1, -1};
+
+extern "C" void on_launcher_signal(int sig) {
+  int saved = errno;
+  unsigned char byte = static_cast<unsigned char>(sig);
+  if (signal_pipe[1] >= 0) {
+    auto n = ::write(signal_pipe[1], &byte, 1);
+    static_cast<void>(n);
+  }
+  errno = saved;
+}
+
+/// Installs the launcher's handlers for the lifetime of a run and restores
+/// the previous ones afterwards.
+class signal_scope {
+public:
+  signal_scope() {
+    if (::pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+      signal_pipe[0] = signal_pipe[1] = -1;
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_launcher_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    for (size_t i = 0; i < handled_.size(); ++i)
+      ::sigaction(handled_[i], &sa, &old_[i]);
+    struct sigaction ignore;
+    std::memset(&ignore, 0, sizeof(ignore));
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    ::sigaction(SIGPIPE, &ignore, &old_pipe_);
+  }
+
+  ~signal_scope() {
+    for (size_t i = 0; i < handled_.size(); ++i)
+      ::sigaction(handled_[i], &old_[i], nullptr);
+    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+    for (auto& fd : signal_pipe) {
+      if (fd >= 0)
+        ::close(fd);
+      fd = -1;
+    }
+  }
+
+  signal_scope(const signal_scope&) = delete;
+  signal_scope& operator=(const signal_scope&) = delete;
+
+  /// The signals received since the last call.
+  std::vector<int> drain() {
+    std::vector<int> result;
+    unsigned char buf[64];
+    ssize_t n;
+    while ((n = ::read(signal_pipe[0], buf, sizeof(buf))) > 0)
+      for (ssize_t i = 0; i < n; ++i)
+        result.push_back(buf[i]);
+    return result;
+  }
+
+  int fd() const {
+    return signal_pipe[0];
+  }
+
+private:
+  std::array<int, 4> handled_{{SIGINT, SIGTERM, SIGHUP, SIGCHLD}};
+  std::array<struct sigaction, 4> old_;
+  struct sigaction old_pipe_;
+};
+
+// -- tasks --------------------------------------------------------------------
+
+struct output_stream {
+  int fd = -1;
+  std::string buf;
+};
+
+struct task_proc {
+  task_id id;
+  std::string label; // "[worker:1] "
+  pid_t pid = -1;
+  bool running = false;
+  int starts = 0;
+  output_stream out;
+  output_stream err;
+  int log_fd = -1;
+  /// The signal a --kill hook sent last (0: none).
+  int hook_signal = 0;
+  std::optional<time_point> restart_at;
+  std::optional<time_point> term_at;
+  std::optional<time_point> kill_at;
+  std::optional<time_point> give_up_at;
+  /// The last stopping signal sent (SIGTERM, or a forwarded one) and how
+  /// long it has before SIGKILL, for the report.
+  int stop_signal = SIGTERM;
+  int64_t stop_wait_ms = 0;
+  int status = 0;
+};
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status))
+    return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status))
+    return "killed by " + signal_name(WTERMSIG(status))
+           + (WCOREDUMP(status) ? " (core dumped)" : "");
+  return "ended with status " + std::to_string(status);
+}
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status);
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return 1;
+}
+
+class launcher {
+public:
+  launcher(const launch_options& opts, const cluster_spec& spec,
+           std::string program, std::ostream& out, std::ostream& err)
+    : opts_(opts), program_(std::move(program)), out_(out), err_(err) {
+    for (const auto& t : spec.tasks()) {
+      task_proc p;
+      p.id = t;
+      p.label = "[" + t.str() + "] ";
+      procs_.push_back(std::move(p));
+    }
+    kills_fired_.assign(opts.kills.size(), false);
+    restarts_used_.assign(opts.restarts.size(), false);
+  }
+
+  ~launcher() {
+    for (auto& p : procs_) {
+      close_streams(p);
+      if (p.log_fd >= 0)
+        ::close(p.log_fd);
+    }
+  }
+
+  int run() {
+    started_ = clock_type::now();
+    if (opts_.max_wall_s > 0)
+      wall_deadline_ = started_
+                       + std::chrono::duration_cast<clock_type::duration>(
+                         std::chrono::duration<double>(opts_.max_wall_s));
+    if (!opts_.log_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(opts_.log_dir, ec);
+      if (ec) {
+        report("cannot create --log_dir '" + opts_.log_dir
+               + "': " + ec.message());
+        return 2;
+      }
+    }
+    report("starting " + std::to_string(procs_.size()) + " tasks of "
+           + opts_.cluster_file + " with " + program_);
+    for (auto& p : procs_) {
+      if (!start(p)) {
+        stop_all("a task could not be started");
+        wait_all_bounded();
+        return 127;
+      }
+    }
+    loop();
+    if (wall_hit_)
+      return 124;
+    if (!chief_done_)
+      return 1;
+    return exit_code_of(chief_status_);
+  }
+
+private:
+  // -- reporting --------------------------------------------------------------
+
+  void report(const std::string& line) {
+    err_ << "syncfac-launch: " << line << '\n';
+    err_.flush();
+  }
+
+  /// A report about one task: also goes into its log file.
+  void report(task_proc& p, const std::string& line) {
+    report(p.id.str() + " " + line);
+    if (p.log_fd >= 0)
+      write_all(p.log_fd, "syncfac-launch: " + p.id.str() + " " + line + "\n");
+  }
+
+  // -- starting ---------------------------------------------------------------
+
+  bool open_log(task_proc& p) {
+    if (opts_.log_dir.empty() || p.log_fd >= 0)
+      return true;
+    auto path = (std::filesystem::path{opts_.log_dir}
+                 / (p.id.job + "-" + std::to_string(p.id.index) + ".log"))
+                  .string();
+    p.log_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                      0644);
+    if (p.log_fd < 0) {
+      report("cannot write " + path + ": " + std::strerror(errno));
+      return false;
+    }
+    return true;
+  }
+
+  bool start(task_proc& p) {
+    if (!open_log(p))
+      return false;
+    std::vector<std::string> args = {program_,         "--cluster",
+                                     opts_.cluster_file, "--job_name",
+                                     p.id.job,         "--task",
+                                     std::to_string(p.id.index)};
+    args.insert(args.end(), opts_.program_args.begin(),
+                opts_.program_args.end());
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int out_pipe[2];
+    int err_pipe[2];
+    int exec_pipe[2];
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0)
+      return start_failed(p, "pipe", errno);
+    if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+      int e = errno;
+      ::close(out_pipe[0]);
+      ::close(out_pipe[1]);
+      return start_failed(p, "pipe", e);
+    }
+    if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+      int e = errno;
+      for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
+        ::close(fd);
+      return start_failed(p, "pipe", e);
+    }
+    // Block the handled signals across fork so that the child never runs
+    // the launcher's handler; the child resets them before exec.
+    sigset_t block;
+    sigset_t old_mask;
+    sigemptyset(&block);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD})
+      sigaddset(&block, sig);
+    ::sigprocmask(SIG_BLOCK, &block, &old_mask);
+    auto parent = ::getpid();
+    auto pid = ::fork();
+    if (pid == 0) {
+      // The child: its own process group (a terminal's ^C reaches only the
+      // launcher, which forwards it), killed if the launcher dies.
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent)
+        ::_exit(1);
+      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE})
+        ::signal(sig, SIG_DFL);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      int null_fd = ::open("/dev/null", O_RDONLY);
+      if (null_fd >= 0) {
+        ::dup2(null_fd, 0);
+        ::close(null_fd);
+      }
+      ::dup2(out_pipe[1], 1);
+      ::dup2(err_pipe[1], 2);
+      ::execvp(argv[0], argv.data());
+      int e = errno;
+      auto n = ::write(exec_pipe[1], &e, sizeof(e));
+      static_cast<void>(n);
+      ::_exit(127);
+    }
+    int fork_errno = errno;
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+    ::close(exec_pipe[1]);
+    if (pid < 0) {
+      for (int fd : {out_pipe[0], err_pipe[0], exec_pipe[0]})
+        ::close(fd);
+      return start_failed(p, "fork", fork_errno);
+    }
+    ::setpgid(pid, pid); // also here: no race with the child's own call
+    // Wait for exec: the pipe closes on success, carries errno on failure.
+    int exec_errno = 0;
+    ssize_t n;
+    do {
+      n = ::read(exec_pipe[0], &exec_errno, sizeof(exec_errno));
+    } while (n < 0 && errno == EINTR);
+    ::close(exec_pipe[0]);
+    if (n > 0) {
+      int status = 0;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      ::close(out_pipe[0]);
+      ::close(err_pipe[0]);
+      return start_failed(p, "exec " + program_, exec_errno);
+    }
+    for (int fd : {out_pipe[0], err_pipe[0]})
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    p.out.fd = out_pipe[0];
+    p.err.fd = err_pipe[0];
+    p.pid = pid;
+    p.running = true;
+    p.hook_signal = 0;
+    p.term_at.reset();
+    p.kill_at.reset();
+    p.give_up_at.reset();
+    ++p.starts;
+    report(p, std::string{p.starts == 1 ? "started" : "restarted"} + " (pid "
+                + std::to_string(pid)
+                + (p.starts > 1 ? ", start " + std::to_string(p.starts) : "")
+                + ")");
+    return true;
+  }
+
+  bool start_failed(task_proc& p, const std::string& what, int e) {
+    report(p, "cannot be started: " + what + ": " + std::strerror(e));
+    return false;
+  }
+
+  // -- output -----------------------------------------------------------------
+
+  void emit(task_proc& p, const std::string& line, bool is_err) {
+    auto& os = is_err ? err_ : out_;
+    os << p.label << line << '\n';
+    os.flush();
+    if (p.log_fd >= 0)
+      write_all(p.log_fd, line + "\n");
+    if (p.id.job == "chief") {
+      auto step = parse_global_step(line);
+      if (step > chief_step_) {
+        chief_step_ = step;
+        fire_kill_hooks();
+      }
+    }
+  }
+
+  /// Emits the complete lines of `s` (all of it at EOF).
+  void split_lines(task_proc& p, output_stream& s, bool is_err, bool eof) {
+    size_t begin = 0;
+    for (;;) {
+      auto nl = s.buf.find('\n', begin);
+      if (nl == std::string::npos)
+        break;
+      emit(p, s.buf.substr(begin, nl - begin), is_err);
+      begin = nl + 1;
+    }
+    s.buf.erase(0, begin);
+    if (!s.buf.empty() && (eof || s.buf.size() >= max_line)) {
+      emit(p, s.buf, is_err);
+      s.buf.clear();
+    }
+  }
+
+  /// Reads what `s` has now; closes it at EOF. `limit` bounds the bytes
+  /// read in one call (a descendant of an exited task may keep writing).
+  void read_stream(task_proc& p, output_stream& s, bool is_err,
+                   size_t limit) {
+    char buf[16384];
+    size_t total = 0;
+    while (s.fd >= 0 && total < limit) {
+      auto n = ::read(s.fd, buf, sizeof(buf));
+      if (n > 0) {
+        s.buf.append(buf, static_cast<size_t>(n));
+        total += static_cast<size_t>(n);
+        split_lines(p, s, is_err, false);
+        continue;
+      }
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && errno == EAGAIN)
+        return;
+      // EOF or an error: the stream is done.
+      ::close(s.fd);
+      s.fd = -1;
+      split_lines(p, s, is_err, true);
+    }
+  }
+
+  void close_streams(task_proc& p) {
+    for (auto* s : {&p.out, &p.err}) {
+      if (s->fd >= 0)
+        ::close(s->fd);
+      s->fd = -1;
+    }
+  }
+
+  // -- hooks ------------------------------------------------------------------
+
+  void fire_kill_hooks() {
+    for (size_t i = 0; i < opts_.kills.size(); ++i) {
+      const auto& hook = opts_.kills[i];
+      if (kills_fired_[i] || hook.step > chief_step_)
+        continue;
+      kills_fired_[i] = true;
+      auto* p = find(hook.task);
+      auto what = "--kill " + hook.task.str() + "@" + std::to_string(hook.step)
+                  + ":" + signal_name(hook.signal).substr(3);
+      if (p == nullptr || !p->running) {
+        report(what + ": " + hook.task.str() + " is not running; skipped");
+        continue;
+      }
+      report(*p, "gets " + signal_name(hook.signal) + " at global_step "
+                   + std::to_string(chief_step_) + " (" + what + ")");
+      p->hook_signal = hook.signal;
+      ::kill(p->pid, hook.signal);
+    }
+  }
+
+  /// Schedules a restart of `p` if a --restart flag is left for it.
+  bool schedule_restart(task_proc& p) {
+    for (size_t i = 0; i < opts_.restarts.size(); ++i) {
+      const auto& hook = opts_.restarts[i];
+      if (restarts_used_[i] || hook.task != p.id)
+        continue;
+      restarts_used_[i] = true;
+      p.restart_at = clock_type::now()
+                     + std::chrono::milliseconds{hook.delay_ms};
+      report(p, "restarts in " + ms_str(hook.delay_ms) + " (--restart "
+                  + hook.task.str() + "@" + std::to_string(hook.delay_ms)
+                  + ")");
+      return true;
+    }
+    return false;
+  }
+
+  task_proc* find(const task_id& t) {
+    for (auto& p : procs_)
+      if (p.id == t)
+        return &p;
+    return nullptr;
+  }
+
+  // -- ending -----------------------------------------------------------------
+
+  void cancel_restarts(const std::string& why) {
+    for (auto& p : procs_)
+      if (p.restart_at) {
+        p.restart_at.reset();
+        report(p, "is not restarted: " + why);
+      }
+  }
+
+  /// Sends SIGTERM now (and SIGCONT, so that a stopped task sees it), then
+  /// SIGKILL after term_ms.
+  void terminate(task_proc& p) {
+    ::kill(p.pid, SIGTERM);
+    ::kill(p.pid, SIGCONT);
+    p.term_at.reset();
+    p.kill_at = clock_type::now() + std::chrono::milliseconds{opts_.term_ms};
+    p.stop_signal = SIGTERM;
+    p.stop_wait_ms = opts_.term_ms;
+  }
+
+  void stop_all(const std::string& why) {
+    stopping_ = true;
+    cancel_restarts(why);
+    for (auto& p : procs_)
+      if (p.running && !p.give_up_at) {
+        report(p, "gets SIGTERM: " + why);
+        terminate(p);
+      }
+  }
+
+  void on_chief_done(task_proc& chief) {
+    chief_done_ = true;
+    chief_status_ = chief.status;
+    cancel_restarts("the chief has exited");
+    if (stopping_)
+      return; // the others already have their deadlines
+    auto at = clock_type::now() + std::chrono::milliseconds{opts_.grace_ms};
+    for (auto& p : procs_)
+      if (p.running)
+        p.term_at = at;
+  }
+
+  void on_exit(task_proc& p, int status) {
+    p.running = false;
+    p.status = status;
+    p.term_at.reset();
+    p.kill_at.reset();
+    p.give_up_at.reset();
+    // Whatever it wrote before it exited is in the pipes now.
+    read_stream(p, p.out, false, 1 << 20);
+    read_stream(p, p.err, true, 1 << 20);
+    split_lines(p, p.out, false, true);
+    split_lines(p, p.err, true, true);
+    close_streams(p);
+    auto text = describe_status(status);
+    if (p.hook_signal != 0 && WIFSIGNALED(status)
+        && WTERMSIG(status) == p.hook_signal)
+      text += " (--kill)";
+    bool chief = p.id.job == "chief";
+    if (!chief && !chief_done_ && !stopping_
+        && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+      text += " before the chief; the chief decides how the run ends";
+    report(p, text);
+    if (!chief_done_ && !stopping_ && schedule_restart(p))
+      return;
+    if (chief)
+      on_chief_done(p);
+  }
+
+  void reap() {
+    for (auto& p : procs_) {
+      if (!p.running)
+        continue;
+      int status = 0;
+      auto r = ::waitpid(p.pid, &status, WNOHANG);
+      if (r == p.pid)
+        on_exit(p, status);
+      else if (r < 0 && errno == ECHILD) {
+        report(p, "vanished (no exit status)");
+        p.running = false;
+        close_streams(p);
+        if (p.id.job == "chief") {
+          p.status = 1 << 8; // as exit code 1
+          on_chief_done(p);
+        }
+      }
+    }
+  }
+
+  void on_timers() {
+    auto now = clock_type::now();
+    if (wall_deadline_ && now >= *wall_deadline_ && !wall_hit_) {
+      wall_hit_ = true;
+      wall_deadline_.reset();
+      report("--max_wall_s " + seconds_str(opts_.max_wall_s)
+             + " reached: stopping every task");
+      stop_all("--max_wall_s reached");
+    }
+    for (auto& p : procs_) {
+      if (p.restart_at && now >= *p.restart_at) {
+        p.restart_at.reset();
+        if (!start(p) && p.id.job == "chief") {
+          p.status = 127 << 8;
+          on_chief_done(p);
+        }
+        continue;
+      }
+      if (!p.running)
+        continue;
+      if (p.term_at && now >= *p.term_at) {
+        report(p, "still running " + ms_str(opts_.grace_ms)
+                    + " after the chief exited: sending SIGTERM");
+        terminate(p);
+      } else if (p.kill_at && now >= *p.kill_at) {
+        report(p, "did not exit " + ms_str(p.stop_wait_ms) + " after "
+                    + signal_name(p.stop_signal) + ": sending SIGKILL");
+        ::kill(p.pid, SIGKILL);
+        p.kill_at.reset();
+        p.give_up_at = now + kill_give_up;
+      } else if (p.give_up_at && now >= *p.give_up_at) {
+        report(p, "(pid " + std::to_string(p.pid)
+                    + ") did not die after SIGKILL; no longer waiting for it");
+        p.running = false;
+        p.give_up_at.reset();
+        close_streams(p);
+        if (p.id.job == "chief") {
+          p.status = SIGKILL; // as killed by SIGKILL
+          on_chief_done(p);
+        }
+      }
+    }
+  }
+
+  void on_signal(int sig) {
+    if (sig == SIGCHLD)
+      return; // reap() runs every round
+    ++signal_count_;
+    if (signal_count_ > 1) {
+      report("got " + signal_name(sig) + " again: killing every task");
+      stopping_ = true;
+      cancel_restarts("the launcher was interrupted");
+      auto now = clock_type::now();
+      for (auto& p : procs_)
+        if (p.running && !p.give_up_at) {
+          ::kill(p.pid, SIGKILL);
+          p.term_at.reset();
+          p.kill_at.reset();
+          p.give_up_at = now + kill_give_up;
+        }
+      return;
+    }
+    report("got " + signal_name(sig) + ": forwarding it to every task");
+    stopping_ = true;
+    cancel_restarts("the launcher was interrupted");
+    auto at = clock_type::now() + std::chrono::milliseconds{opts_.grace_ms};
+    for (auto& p : procs_)
+      if (p.running) {
+        ::kill(p.pid, sig);
+        ::kill(p.pid, SIGCONT);
+        p.term_at.reset();
+        p.kill_at = at; // SIGKILL if still there after the grace period
+        p.stop_signal = sig;
+        p.stop_wait_ms = opts_.grace_ms;
+      }
+  }
+
+  bool busy() const {
+    for (const auto& p : procs_)
+      if (p.running || p.restart_at)
+        return true;
+    return false;
+  }
+
+  std::chrono::milliseconds poll_wait() const {
+    auto now = clock_type::now();
+    auto next = now + max_poll_wait;
+    auto consider = [&](const std::optional<time_point>& t) {
+      if (t && *t < next)
+        next = *t;
+    };
+    consider(wall_deadline_);
+    for (const auto& p : procs_) {
+      consider(p.restart_at);
+      consider(p.term_at);
+      consider(p.kill_at);
+      consider(p.give_up_at);
+    }
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next
+                                                                      - now);
+    return std::max(wait, std::chrono::milliseconds{0})
+           + std::chrono::milliseconds{1};
+  }
+
+  void loop() {
+    while (busy()) {
+      std::vector<pollfd> fds;
+      std::vector<std::pair<task_proc*, bool>> owners; // (task, is_err)
+      fds.push_back(pollfd{signals_fd_, POLLIN, 0});
+      owners.emplace_back(nullptr, false);
+      for (auto& p : procs_) {
+        if (p.out.fd >= 0) {
+          fds.push_back(pollfd{p.out.fd, POLLIN, 0});
+          owners.emplace_back(&p, false);
+        }
+        if (p.err.fd >= 0) {
+          fds.push_back(pollfd{p.err.fd, POLLIN, 0});
+          owners.emplace_back(&p, true);
+        }
+      }
+      auto n = ::poll(fds.data(), fds.size(),
+                      static_cast<int>(poll_wait().count()));
+      if (n > 0) {
+        for (size_t i = 0; i < fds.size(); ++i) {
+          if (fds[i].revents == 0)
+            continue;
+          if (i == 0) {
+            for (int sig : signals_->drain())
+              on_signal(sig);
+            continue;
+          }
+          auto [p, is_err] = owners[i];
+          read_stream(*p, is_err ? p->err : p->out, is_err, 1 << 20);
+        }
+      }
+      reap();
+      on_timers();
+    }
+  }
+
+  void wait_all_bounded() {
+    loop();
+  }
+
+public:
+  void attach(signal_scope& signals) {
+    signals_ = &signals;
+    signals_fd_ = signals.fd();
+  }
+
+private:
+  const launch_options& opts_;
+  std::string program_;
+  std::ostream& out_;
+  std::ostream& err_;
+  std::vector<task_proc> procs_;
+  std::vector<bool> kills_fired_;
+  std::vector<bool> restarts_used_;
+  signal_scope* signals_ = nullptr;
+  int signals_fd_ = -1;
+  time_point started_;
+  std::optional<time_point> wall_deadline_;
+  bool wall_hit_ = false;
+  bool stopping_ = false;
+  int signal_count_ = 0;
+  bool chief_done_ = false;
+  int chief_status_ = 0;
+  int64_t chief_step_ = -1;
+};
+
+struct signal_entry {
+  const char* name;
+  int number;
+};
+
+const signal_entry signal_table[] = {
+  {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ABRT", SIGABRT},
+  {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"SEGV", SIGSEGV}, {"USR2", SIGUSR2},
+  {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CONT", SIGCONT},
+  {"STOP", SIGSTOP},
+};
+
+} // namespace
+
+// -- hooks and options --------------------------------------------------------
+
+int signal_by_name(const std::string& name) {
+  std::string upper;
+  for (unsigned char c : name)
+    upper += static_cast<char>(std::toupper(c));
+  if (upper.rfind("SIG", 0) == 0)
+    upper = upper.substr(3);
+  for (const auto& e : signal_table)
+    if (upper == e.name)
+      return e.number;
+  int64_t number = 0;
+  if (parse_int(upper, number))
+    for (const auto& e : signal_table)
+      if (e.number == number)
+        return e.number;
+  return 0;
+}
+
+std::string signal_name(int sig) {
+  for (const auto& e : signal_table)
+    if (e.number == sig)
+      return std::string{"SIG"} + e.name;
+  return "signal " + std::to_string(sig);
+}
+
+caf::expected<kill_hook> kill_hook::parse(const std::string& text) {
+  auto fail = [&](const std::string& why) {
+    return bad_arg("--kill '" + text + "': " + why
+                   + " (expected JOB:INDEX@STEP[:SIGNAL], e.g. "
+                     "worker:1@100 or worker:1@100:STOP)");
+  };
+  auto at = text.find('@');
+  if (at == std::string::npos)
+    return fail("no '@STEP'");
+  auto task = task_id::parse(text.substr(0, at));
+  if (!task)
+    return fail(message_of(task.error()));
+  kill_hook result;
+  result.task = std::move(*task);
+  auto rest = text.substr(at + 1);
+  auto colon = rest.find(':');
+  auto step = rest.substr(0, colon);
+  if (!parse_int(step, result.step) || result.step < 0)
+    return fail("the step must be a number >= 0");
+  if (colon != std::string::npos) {
+    auto name = rest.substr(colon + 1);
+    result.signal = signal_by_name(name);
+    if (result.signal == 0)
+      return fail("unknown signal '" + name + "' (KILL, TERM, STOP, CONT, "
+                  "INT, HUP, QUIT, ABRT, SEGV, USR1, USR2, ...)");
+  }
+  return result;
+}
+
+caf::expected<restart_hook> restart_hook::parse(const std::string& text) {
+  auto fail = [&](const std::string& why) {
+    return bad_arg("--restart '" + text + "': " + why
+                   + " (expected JOB:INDEX@MS, e.g. worker:1@500)");
+  };
+  auto at = text.find('@');
+  if (at == std::string::npos)
+    return fail("no '@MS'");
+  auto task = task_id::parse(text.substr(0, at));
+  if (!task)
+    return fail(message_of(task.error()));
+  restart_hook result;
+  result.task = std::move(*task);
+  if (!parse_int(text.substr(at + 1), result.delay_ms) || result.delay_ms < 0)
+    return fail("the delay must be a number of milliseconds >= 0");
+  return result;
+}
+
+caf::error launch_options::validate(const cluster_spec& spec) const {
+  if (cluster_file.empty())
+    return bad_arg("--cluster FILE is required");
+  if (grace_ms < 0)
+    return bad_arg("--grace_ms must be >= 0, got " + std::to_string(grace_ms));
+  if (term_ms < 0)
+    return bad_arg("--term_ms must be >= 0, got " + std::to_string(term_ms));
+  if (!(max_wall_s >= 0))
+    return bad_arg("--max_wall_s must be >= 0");
+  auto check = [&](const std::string& flag, const task_id& t,
+                   const std::string& spelt) -> caf::error {
+    if (spec.contains(t))
+      return caf::none;
+    auto n = spec.count(t.job);
+    return bad_arg(flag + " " + spelt + ": no task " + t.str()
+                   + " in the cluster ("
+                   + (n == 0 ? "no job \"" + t.job + "\""
+                             : t.job + " has " + std::to_string(n)
+                                 + (n == 1 ? " task" : " tasks"))
+                   + ")");
+  };
+  for (const auto& k : kills)
+    if (auto err = check("--kill", k.task,
+                         k.task.str() + "@" + std::to_string(k.step)))
+      return err;
+  for (const auto& r : restarts)
+    if (auto err = check("--restart", r.task,
+                         r.task.str() + "@" + std::to_string(r.delay_ms)))
+      return err;
+  return caf::none;
+}
+
+std::string launch_usage() {
+  return R"(usage: syncfac-launch --cluster FILE [launcher flags] [--] [program flags...]
+
+Starts every task of the cluster file as its own process on this machine:
+  PROGRAM --cluster FILE --job_name JOB --task I [program flags...]
+prefixes each output line with "[job:index] ", forwards SIGINT/SIGTERM, and
+returns the chief's exit code (128+N if signal N ended it).
+
+  --cluster FILE       the cluster file (TF_CONFIG shape, docs/cluster.md)
+  --program PATH       the node program (default: convnet_mnist_distributed
+                       next to this launcher; a bare name is looked up next
+                       to the launcher, then on PATH)
+  --log_dir DIR        also write each task's output to DIR/job-index.log
+  --grace_ms N         how long the others may run on after the chief exited
+                       before SIGTERM (default 10000)
+  --term_ms N          how long after SIGTERM before SIGKILL (default 3000)
+  --max_wall_s X       hard limit on the whole run; past it every task is
+                       stopped and the launcher exits 124 (default 0: none)
+  --kill JOB:INDEX@STEP[:SIGNAL]
+                       send SIGNAL (default KILL; TERM, STOP, CONT, INT, ...)
+                       to the task once the chief logged "global_step: N"
+                       with N >= STEP (repeatable)
+  --restart JOB:INDEX@MS
+                       start the task again MS ms after it died (once per
+                       flag; repeatable)
+  --help               this text
+
+Every other argument, and everything after "--", goes to the program.
+Exit codes: the chief's; 2 bad command line or cluster file; 124 max_wall_s
+ran out; 127 the program could not be started.
+)";
+}
+
+caf::expected<launch_options>
+parse_launch_args(const std::vector<std::string>& args) {
+  launch_options opts;
+  bool any_cluster = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto& arg = args[i];
+    if (arg == "--") {
+      for (size_t k = i + 1; k < args.size(); ++k)
+        opts.program_args.push_back(args[k]);
+      break;
+    }
+    if (arg == "--help" || arg == "-h") {
+      opts.help = true;
+      continue;
+    }
+    std::string name = arg;
+    std::optional<std::string> value;
+    auto eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    }
+    static const char* ours[] = {"--cluster",    "--program",  "--log_dir",
+                                 "--grace_ms",   "--term_ms",  "--max_wall_s",
+                                 "--kill",       "--restart"};
+    if (std::find_if(std::begin(ours), std::end(ours),
+                     [&](const char* x) { return name == x; })
+        == std::end(ours)) {
+      opts.program_args.push_back(arg);
+      continue;
+    }
+    if (!value) {
+      if (i + 1 >= args.size())
+        return bad_arg(name + " needs a value");
+      value = args[++i];
+    }
+    const auto& v = *value;
+    if (name == "--cluster") {
+      opts.cluster_file = v;
+      any_cluster = true;
+    } else if (name == "--program") {
+      opts.program = v;
+    } else if (name == "--log_dir") {
+      opts.log_dir = v;
+    } else if (name == "--grace_ms" || name == "--term_ms") {
+      int64_t ms = 0;
+      if (!parse_int(v, ms) || ms < 0)
+        return bad_arg(name + " '" + v
+                       + "': expected a number of milliseconds >= 0");
+      (name == "--grace_ms" ? opts.grace_ms : opts.term_ms) = ms;
+    } else if (name == "--max_wall_s") {
+      if (!parse_double(v, opts.max_wall_s) || !(opts.max_wall_s >= 0))
+        return bad_arg("--max_wall_s '" + v
+                       + "': expected a number of seconds >= 0");
+    } else if (name == "--kill") {
+      auto hook = kill_hook::parse(v);
+      if (!hook)
+        return hook.error();
+      opts.kills.push_back(std::move(*hook));
+    } else if (name == "--restart") {
+      auto hook = restart_hook::parse(v);
+      if (!hook)
+        return hook.error();
+      opts.restarts.push_back(std::move(*hook));
+    }
+  }
+  for (const auto& a : opts.program_args)
+    for (const char* taken : {"--cluster", "--job_name", "--task"}) {
+      auto t = std::string{taken};
+      if (a == t || a.rfind(t + "=", 0) == 0)
+        return bad_arg("program flag '" + a
+                       + "': the launcher gives every task --cluster, "
+                         "--job_name and --task itself");
+    }
+  if (!any_cluster && !opts.help)
+    return bad_arg("--cluster FILE is required");
+  return opts;
+}
+
+int64_t parse_global_step(const std::string& line) {
+  static const std::string key = "global_step";
+  size_t pos = 0;
+  while ((pos = line.find(key, pos)) != std::string::npos) {
+    size_t i = pos + key.size();
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t'))
+      ++i;
+    if (i < line.size() && (line[i] == ':' || line[i] == '='))
+      ++i;
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t'))
+      ++i;
+    size_t digits = i;
+    while (digits < line.size()
+           && std::isdigit(static_cast<unsigned char>(line[digits])))
+      ++digits;
+    if (digits > i && digits - i <= 18)
+      return std::stoll(line.substr(i, digits - i));
+    pos += key.size();
+  }
+  return -1;
+}
+
+caf::expected<std::string> resolve_program(const std::string& program) {
+  auto dir = own_dir();
+  if (program.empty()) {
+    auto path = dir.empty() ? std::string{default_program}
+                            : dir + "/" + default_program;
+    if (is_executable_file(path))
+      return path;
+    return make_error(ec::io_error,
+                      "no program: " + path
+                        + " is not there (build the target "
+                        + default_program + ", or give --program PATH)");
+  }
+  if (program.find('/') != std::string::npos) {
+    if (is_executable_file(program))
+      return program;
+    return make_error(ec::io_error, "--program '" + program
+                                      + "': not an executable file");
+  }
+  if (!dir.empty() && is_executable_file(dir + "/" + program))
+    return dir + "/" + program;
+  const char* path_env = std::getenv("PATH");
+  std::string paths = path_env != nullptr ? path_env : "";
+  size_t begin = 0;
+  while (begin <= paths.size()) {
+    auto end = paths.find(':', begin);
+    if (end == std::string::npos)
+      end = paths.size();
+    auto entry = paths.substr(begin, end - begin);
+    if (entry.empty())
+      entry = ".";
+    if (is_executable_file(entry + "/" + program))
+      return entry + "/" + program;
+    begin = end + 1;
+  }
+  return make_error(ec::io_error,
+                    "--program '" + program + "': not found next to the "
+                      "launcher (" + dir + ") or on PATH");
+}
+
+int run_launcher(const launch_options& opts, const cluster_spec& spec,
+                 std::ostream& out, std::ostream& err) {
+  auto program = resolve_program(opts.program);
+  if (!program) {
+    err << "syncfac-launch: " << render(program.error()) << '\n';
+    return 127;
+  }
+  signal_scope signals;
+  launcher l{opts, spec, *program, out, err};
+  l.attach(signals);
+  return l.run();
+}
+
+int launch_main(const std::vector<std::string>& args, std::ostream& out,
+                std::ostream& err) {
+  auto opts = parse_launch_args(args);
+  if (!opts) {
+    err << "syncfac-launch: " << render(opts.error())
+        << "\n(syncfac-launch --help lists the flags)\n";
+    return 2;
+  }
+  if (opts->help) {
+    out << launch_usage();
+    return 0;
+  }
+  auto spec = cluster_spec::load(opts->cluster_file);
+  if (!spec) {
+    err << "syncfac-launch: " << render(spec.error()) << '\n';
+    return 2;
+  }
+  if (auto e = opts->validate(*spec)) {
+    err << "syncfac-launch: " << render(e) << '\n';
+    return 2;
+  }
+  return run_launcher(*opts, *spec, out, err);
+}
+
+} // namespace syncfac

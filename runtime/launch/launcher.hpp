@@ -1,0 +1,105 @@
+#pragma once
+
+// The local launcher: starts every task of a cluster file as its own
+// process on this machine (PROGRAM --cluster FILE --job_name JOB --task I
+// <program flags>), prefixes and collects their output, forwards SIGINT and
+// SIGTERM, and returns the chief's exit code once the chief is gone and the
+// others have exited (after a grace period, terminated). Fault hooks kill a
+// task at a global step of the chief's log and restart a task after it
+// died. One thread: fork/execvp, pipes and poll; every wait is bounded.
+// docs/cluster.md describes the flags.
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "runtime/cluster/cluster_spec.hpp"
+
+namespace syncfac {
+
+/// --kill JOB:INDEX@STEP[:SIGNAL]: send SIGNAL to the task once the chief
+/// logged "global_step: N" with N >= STEP.
+struct kill_hook {
+  task_id task;
+  int64_t step = 0;
+  int signal = 9; // SIGKILL
+
+  /// Parses "worker:1@100" or "worker:1@100:STOP".
+  static caf::expected<kill_hook> parse(const std::string& text);
+};
+
+/// --restart JOB:INDEX@MS: start the task again MS milliseconds after it
+/// died (once per flag; give it twice for two restarts).
+struct restart_hook {
+  task_id task;
+  int64_t delay_ms = 0;
+
+  /// Parses "worker:1@500".
+  static caf::expected<restart_hook> parse(const std::string& text);
+};
+
+struct launch_options {
+  /// The cluster file every task gets with --cluster.
+  std::string cluster_file;
+  /// The node program; empty: convnet_mnist_distributed next to the
+  /// launcher's own executable. A name without '/' is looked up next to
+  /// the launcher first, then on PATH.
+  std::string program;
+  /// Where each task's output also goes (DIR/job-index.log); empty: none.
+  std::string log_dir;
+  /// How long the others may take to exit once the chief has exited.
+  int64_t grace_ms = 10000;
+  /// How long a task may take between SIGTERM and SIGKILL.
+  int64_t term_ms = 3000;
+  /// Hard limit on the whole run (0: none); past it everything is killed.
+  double max_wall_s = 0;
+  std::vector<kill_hook> kills;
+  std::vector<restart_hook> restarts;
+  /// Passed to every task after --cluster/--job_name/--task.
+  std::vector<std::string> program_args;
+  /// --help was given (and printed).
+  bool help = false;
+
+  /// Checks the values and the hooks' tasks against the cluster.
+  caf::error validate(const cluster_spec& spec) const;
+};
+
+/// The launcher's usage text.
+std::string launch_usage();
+
+/// Parses the launcher's command line (argv[0] excluded). Unrecognised
+/// arguments and everything after "--" go to the program.
+caf::expected<launch_options> parse_launch_args(
+  const std::vector<std::string>& args);
+
+/// The signal number of "KILL", "SIGTERM", "STOP", "9", ...; 0 if unknown.
+int signal_by_name(const std::string& name);
+
+/// "SIGKILL" for 9, ...
+std::string signal_name(int sig);
+
+/// The N of the first "global_step: N" (or "global_step N"/"global_step=N")
+/// in `line`, or -1.
+int64_t parse_global_step(const std::string& line);
+
+/// The program to run: `program` resolved as launch_options::program says.
+caf::expected<std::string> resolve_program(const std::string& program);
+
+/// Runs the cluster until the chief is done and returns the exit code:
+/// the chief's (128 + signal if a signal ended it), 124 when max_wall_s
+/// ran out, 127 when a task could not be started. Task output goes to
+/// `out` prefixed with "[job:index] ", the launcher's reports to `err`
+/// prefixed with "syncfac-launch: ".
+int run_launcher(const launch_options& opts, const cluster_spec& spec,
+                 std::ostream& out, std::ostream& err);
+
+/// The whole program: parse, load and validate the cluster, run. Returns
+/// the exit code (2 for a bad command line or cluster file).
+int launch_main(const std::vector<std::string>& args, std::ostream& out,
+                std::ostream& err);
+
+} // namespace syncfac

@@ -1,0 +1,467 @@
+#define BOOST_TEST_MODULE launch_processes
+#include <boost/test/unit_test.hpp>
+
+// The launcher with real processes: build/bin/syncfac-launch runs a small
+// stand-in node program (fake_node.cpp) for every task of a cluster file.
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string launcher_path = SYNCFAC_BINARY_DIR "/bin/syncfac-launch";
+const std::string fake_node_path = SYNCFAC_BINARY_DIR "/tests/fake_node";
+
+/// A chief, two workers and a PS on ports nobody binds (the fake node
+/// does not listen).
+const char* cluster_text = R"({"cluster": {
+  "chief": ["localhost:47990"],
+  "worker": ["localhost:47991", "localhost:47992"],
+  "ps": ["localhost:47993"]}})";
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in{path};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+int count_of(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (auto pos = text.find(part); pos != std::string::npos;
+       pos = text.find(part, pos + 1))
+    ++n;
+  return n;
+}
+
+/// A temporary directory with a cluster file in it.
+struct fixture {
+  fs::path dir;
+  std::string cluster;
+
+  fixture() {
+    static int counter = 0;
+    dir = fs::temp_directory_path()
+          / ("syncfac_launch_" + std::to_string(::getpid()) + "_"
+             + std::to_string(++counter));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "pids");
+    cluster = write("cluster.json", cluster_text);
+  }
+
+  ~fixture() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream out{dir / name};
+    out << text;
+    return (dir / name).string();
+  }
+
+  std::string pids() const {
+    return (dir / "pids").string();
+  }
+
+  /// The pids a task wrote (one per start).
+  std::vector<pid_t> pids_of(const std::string& file) const {
+    std::ifstream in{dir / "pids" / (file + ".pid")};
+    std::vector<pid_t> result;
+    pid_t p;
+    while (in >> p)
+      result.push_back(p);
+    return result;
+  }
+};
+
+/// A launcher run: its exit code and output.
+struct run_result {
+  int status = -1;
+  bool timed_out = false;
+  std::string out;
+  std::string err;
+
+  int code() const {
+    if (WIFEXITED(status))
+      return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+      return 128 + WTERMSIG(status);
+    return -1;
+  }
+};
+
+std::ostream& operator<<(std::ostream& os, const run_result& r) {
+  return os << "exit " << r.code() << (r.timed_out ? " (timed out)" : "")
+            << "\n--- stdout\n" << r.out << "--- stderr\n" << r.err;
+}
+
+/// Starts the launcher with `args`, its stdout and stderr in files.
+pid_t spawn_launcher(const fixture& fx, const std::vector<std::string>& args) {
+  std::vector<std::string> all = {launcher_path};
+  all.insert(all.end(), args.begin(), args.end());
+  auto out = (fx.dir / "launcher.out").string();
+  auto err = (fx.dir / "launcher.err").string();
+  auto pid = ::fork();
+  if (pid == 0) {
+    int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    std::vector<char*> argv;
+    for (auto& a : all)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// Waits at most `limit` for the launcher; kills it (and fails) past that.
+run_result wait_launcher(const fixture& fx, pid_t pid,
+                         std::chrono::seconds limit = 60s) {
+  run_result r;
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    auto w = ::waitpid(pid, &r.status, WNOHANG);
+    if (w == pid)
+      break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      r.timed_out = true;
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &r.status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  r.out = slurp(fx.dir / "launcher.out");
+  r.err = slurp(fx.dir / "launcher.err");
+  return r;
+}
+
+run_result launch(const fixture& fx, std::vector<std::string> args,
+                  std::chrono::seconds limit = 60s) {
+  std::vector<std::string> all = {"--cluster", fx.cluster, "--program",
+                                  fake_node_path};
+  all.insert(all.end(), args.begin(), args.end());
+  auto r = wait_launcher(fx, spawn_launcher(fx, all), limit);
+  BOOST_CHECK_MESSAGE(!r.timed_out, "the launcher did not finish: " << r);
+  return r;
+}
+
+bool alive(pid_t pid) {
+  return ::kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(collects_prefixed_output_and_returns_the_chiefs_code) {
+  fixture fx;
+  auto logs = (fx.dir / "logs").string();
+  auto r = launch(fx, {"--log_dir", logs, "--steps", "3", "--worker_ms", "0",
+                       "--partial", "--exit_code", "3"});
+  BOOST_CHECK_MESSAGE(r.code() == 3, r);
+  // Every task ran with the launcher's flags and the program's flags.
+  for (auto task : {"chief:0", "worker:0", "worker:1", "ps:0"}) {
+    auto label = std::string{"["} + task + "] ";
+    BOOST_CHECK_MESSAGE(contains(r.out, label + "hello from " + task), r);
+    BOOST_CHECK_MESSAGE(contains(r.err, label + "note from " + task
+                                          + " on stderr"),
+                        r);
+    BOOST_CHECK_MESSAGE(contains(r.out, label + "partial line from " + task
+                                          + "\n"),
+                        r);
+  }
+  BOOST_CHECK_MESSAGE(
+    contains(r.out, "[worker:1] args: --cluster " + fx.cluster
+                      + " --job_name worker --task 1 --steps 3 --worker_ms 0 "
+                        "--partial --exit_code 3\n"),
+    r);
+  BOOST_CHECK_MESSAGE(
+    contains(r.out, "[chief:0] global_step: 3 | loss: 0.5 | accuracy: 0.8\n"),
+    r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "syncfac-launch: chief:0 exited with "
+                                      "code 3"),
+                      r);
+  // The per-task logs hold the task's lines without the prefix.
+  auto chief_log = slurp(fs::path{logs} / "chief-0.log");
+  BOOST_CHECK_MESSAGE(contains(chief_log, "\nglobal_step: 2 | loss"),
+                      chief_log);
+  BOOST_CHECK_MESSAGE(contains(chief_log, "note from chief:0 on stderr\n"),
+                      chief_log);
+  BOOST_CHECK(!contains(chief_log, "[chief:0]"));
+  auto ps_log = slurp(fs::path{logs} / "ps-0.log");
+  BOOST_CHECK_MESSAGE(contains(ps_log, "hello from ps:0"), ps_log);
+  BOOST_CHECK(fs::exists(fs::path{logs} / "worker-0.log"));
+  BOOST_CHECK(fs::exists(fs::path{logs} / "worker-1.log"));
+}
+
+BOOST_AUTO_TEST_CASE(chief_exit_code_zero) {
+  fixture fx;
+  auto r = launch(fx, {"--steps", "2", "--worker_ms", "0"});
+  BOOST_CHECK_MESSAGE(r.code() == 0, r);
+  BOOST_CHECK_MESSAGE(!contains(r.err, "SIGTERM"), r);
+}
+
+BOOST_AUTO_TEST_CASE(a_failing_worker_is_reported_and_the_chief_decides) {
+  fixture fx;
+  auto r = launch(fx, {"--pid_dir", fx.pids(), "--fail", "worker:1=5",
+                       "--steps", "3", "--worker_ms", "200"});
+  BOOST_CHECK_MESSAGE(r.code() == 0, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "worker:1 exited with code 5 before "
+                                      "the chief"),
+                      r);
+  BOOST_CHECK_MESSAGE(contains(r.out, "[chief:0] global_step: 3"), r);
+}
+
+BOOST_AUTO_TEST_CASE(a_chief_killed_by_a_signal_gives_128_plus_the_signal) {
+  fixture fx;
+  auto r = launch(fx, {"--pid_dir", fx.pids(), "--kill", "chief:0@2",
+                       "--steps", "200", "--step_ms", "20", "--worker_ms",
+                       "100", "--grace_ms", "2000"});
+  BOOST_CHECK_MESSAGE(r.code() == 128 + SIGKILL, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "chief:0 killed by SIGKILL (--kill)"), r);
+}
+
+BOOST_AUTO_TEST_CASE(stragglers_get_sigterm_after_the_grace_period) {
+  fixture fx;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = launch(fx, {"--pid_dir", fx.pids(), "--steps", "2", "--worker_ms",
+                       "60000", "--grace_ms", "300"});
+  auto took = std::chrono::steady_clock::now() - t0;
+  BOOST_CHECK_MESSAGE(r.code() == 0, r);
+  for (auto task : {"worker:0", "worker:1", "ps:0"}) {
+    BOOST_CHECK_MESSAGE(contains(r.err, std::string{task}
+                                          + " still running 300 ms after the "
+                                            "chief exited: sending SIGTERM"),
+                        r);
+    BOOST_CHECK_MESSAGE(contains(r.err, std::string{task}
+                                          + " killed by SIGTERM"),
+                        r);
+  }
+  BOOST_CHECK_MESSAGE(!contains(r.err, "SIGKILL"), r);
+  BOOST_CHECK(took < 30s);
+  for (auto file : {"worker-0", "worker-1", "ps-0"})
+    for (auto pid : fx.pids_of(file))
+      BOOST_CHECK_MESSAGE(!alive(pid), file << " pid " << pid << " alive");
+}
+
+BOOST_AUTO_TEST_CASE(stragglers_ignoring_sigterm_get_sigkill) {
+  fixture fx;
+  auto r = launch(fx, {"--pid_dir", fx.pids(), "--steps", "1", "--worker_ms",
+                       "60000", "--ignore_term", "--grace_ms", "200",
+                       "--term_ms", "300"});
+  BOOST_CHECK_MESSAGE(r.code() == 0, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "worker:0 did not exit 300 ms after "
+                                      "SIGTERM: sending SIGKILL"),
+                      r);
+  BOOST_CHECK_MESSAGE(count_of(r.err, "killed by SIGKILL") == 3, r);
+  for (auto file : {"worker-0", "worker-1", "ps-0"})
+    for (auto pid : fx.pids_of(file))
+      BOOST_CHECK_MESSAGE(!alive(pid), file << " pid " << pid << " alive");
+}
+
+BOOST_AUTO_TEST_CASE(kill_at_a_step_sends_the_signal) {
+  fixture fx;
+  auto r = launch(fx, {"--pid_dir", fx.pids(), "--kill", "worker:1@3",
+                       "--steps", "10", "--worker_ms", "60000", "--grace_ms",
+                       "200"});
+  BOOST_CHECK_MESSAGE(r.code() == 0, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "worker:1 gets SIGKILL at global_step 3 "
+                                      "(--kill worker:1@3:KILL)"),
+                      r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "worker:1 killed by SIGKILL (--kill)"),
+                      r);
+  // ... and only that task; the others end after the chief.
+  BOOST_CHECK_MESSAGE(count_of(r.err, "killed by SIGKILL") == 1, r);
+  BOOST_CHECK_MESSAGE(count_of(r.err, "killed by SIGTERM") == 2, r);
+}
+
+BOOST_AUTO_TEST_CASE(kill_with_term_and_stop) {
+  fixture fx;
+  // worker:0 gets SIGTERM at step 2; ps:0 is stopped at step 3 and, once
+  // the chief is done, terminated (SIGTERM and SIGCONT) after the grace.
+  auto r = launch(fx, {"--pid_dir", fx.pids(), "--kill", "worker:0@2:TERM",
+                       "--kill", "ps:0@3:STOP", "--steps", "6",
+                       "--worker_ms", "60000", "--grace_ms", "300"});
+  BOOST_CHECK_MESSAGE(r.code() == 0, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "worker:0 killed by SIGTERM (--kill)"),
+                      r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "ps:0 gets SIGSTOP at global_step 3"), r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "ps:0 still running 300 ms after the "
+                                      "chief exited: sending SIGTERM"),
+                      r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "ps:0 killed by SIGTERM"), r);
+}
+
+BOOST_AUTO_TEST_CASE(kill_for_a_task_that_is_gone_is_skipped) {
+  fixture fx;
+  auto r = launch(fx, {"--pid_dir", fx.pids(), "--fail", "ps:0=0", "--kill",
+                       "ps:0@4", "--steps", "6", "--worker_ms", "0"});
+  BOOST_CHECK_MESSAGE(r.code() == 0, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "--kill ps:0@4:KILL: ps:0 is not "
+                                      "running; skipped"),
+                      r);
+}
+
+BOOST_AUTO_TEST_CASE(restart_starts_a_dead_task_again) {
+  fixture fx;
+  // worker:1 is killed at step 2 and restarted 100 ms later; the chief
+  // waits until it has started twice.
+  auto r = launch(fx, {"--pid_dir", fx.pids(), "--kill", "worker:1@2",
+                       "--restart", "worker:1@100", "--steps", "3",
+                       "--wait_starts", "worker:1=2", "--worker_ms",
+                       "60000", "--grace_ms", "200"});
+  BOOST_CHECK_MESSAGE(r.code() == 0, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "worker:1 killed by SIGKILL (--kill)"),
+                      r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "worker:1 restarts in 100 ms "
+                                      "(--restart worker:1@100)"),
+                      r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "worker:1 restarted (pid "), r);
+  BOOST_CHECK_MESSAGE(contains(r.out, "[chief:0] worker:1 started 2 times"), r);
+  BOOST_CHECK_MESSAGE(count_of(r.out, "[worker:1] hello from worker:1") == 2,
+                      r);
+  auto pids = fx.pids_of("worker-1");
+  BOOST_REQUIRE_EQUAL(pids.size(), 2u);
+  BOOST_CHECK_NE(pids[0], pids[1]);
+  for (auto pid : pids)
+    BOOST_CHECK(!alive(pid));
+}
+
+BOOST_AUTO_TEST_CASE(restart_is_used_once_per_flag) {
+  fixture fx;
+  // worker:0 exits at once every time: one restart, then it stays down.
+  auto r = launch(fx, {"--pid_dir", fx.pids(), "--fail", "worker:0=4",
+                       "--restart", "worker:0@50", "--steps", "3",
+                       "--wait_starts", "worker:0=2", "--chief_ms", "300",
+                       "--worker_ms", "0"});
+  BOOST_CHECK_MESSAGE(r.code() == 0, r);
+  BOOST_CHECK_MESSAGE(count_of(r.err, "worker:0 exited with code 4") == 2, r);
+  BOOST_CHECK_EQUAL(fx.pids_of("worker-0").size(), 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_cluster_file_is_refused_before_anything_starts) {
+  fixture fx;
+  auto bad = fx.write("bad.json", R"({"cluster": {"chief": ["localhost:1"],
+    "worker": ["localhost:47001", "localhost:99999"]}})");
+  auto r = wait_launcher(fx, spawn_launcher(fx, {"--cluster", bad,
+                                                 "--program",
+                                                 fake_node_path}),
+                         30s);
+  BOOST_CHECK_MESSAGE(r.code() == 2, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "cluster file '" + bad
+                                        + "': cluster.worker[1] "
+                                          "\"localhost:99999\": port out of "
+                                          "range (1..65535)"),
+                      r);
+  BOOST_CHECK_MESSAGE(!contains(r.err, "started"), r);
+  r = wait_launcher(fx, spawn_launcher(fx, {"--cluster",
+                                            (fx.dir / "none.json").string()}),
+                    30s);
+  BOOST_CHECK_MESSAGE(r.code() == 2, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "cannot read"), r);
+  r = wait_launcher(fx, spawn_launcher(fx, {"--cluster", fx.cluster, "--kill",
+                                            "worker:7@1"}),
+                    30s);
+  BOOST_CHECK_MESSAGE(r.code() == 2, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "no task worker:7 in the cluster"), r);
+  r = wait_launcher(fx, spawn_launcher(fx, {"--steps", "3"}), 30s);
+  BOOST_CHECK_MESSAGE(r.code() == 2, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "--cluster FILE is required"), r);
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_program_exits_127) {
+  fixture fx;
+  auto r = wait_launcher(fx, spawn_launcher(fx, {"--cluster", fx.cluster,
+                                                 "--program",
+                                                 "/nonexistent/node"}),
+                         30s);
+  BOOST_CHECK_MESSAGE(r.code() == 127, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "'/nonexistent/node': not an "
+                                      "executable file"),
+                      r);
+}
+
+BOOST_AUTO_TEST_CASE(sigterm_to_the_launcher_reaches_every_task) {
+  fixture fx;
+  auto pid = spawn_launcher(fx, {"--cluster", fx.cluster, "--program",
+                                 fake_node_path, "--pid_dir", fx.pids(),
+                                 "--steps", "0", "--chief_ms", "60000",
+                                 "--worker_ms", "60000"});
+  // Wait until every task is up.
+  std::vector<pid_t> tasks;
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  for (;;) {
+    tasks.clear();
+    for (auto file : {"chief-0", "worker-0", "worker-1", "ps-0"})
+      for (auto p : fx.pids_of(file))
+        tasks.push_back(p);
+    if (tasks.size() == 4 || std::chrono::steady_clock::now() > deadline)
+      break;
+    std::this_thread::sleep_for(10ms);
+  }
+  BOOST_REQUIRE_EQUAL(tasks.size(), 4u);
+  ::kill(pid, SIGTERM);
+  auto r = wait_launcher(fx, pid, 30s);
+  BOOST_CHECK_MESSAGE(!r.timed_out, r);
+  BOOST_CHECK_MESSAGE(r.code() == 128 + SIGTERM, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "got SIGTERM: forwarding it to every "
+                                      "task"),
+                      r);
+  BOOST_CHECK_MESSAGE(count_of(r.err, "killed by SIGTERM") == 4, r);
+  for (auto p : tasks)
+    BOOST_CHECK_MESSAGE(!alive(p), "pid " << p << " alive");
+}
+
+BOOST_AUTO_TEST_CASE(sigint_is_forwarded_too) {
+  fixture fx;
+  auto pid = spawn_launcher(fx, {"--cluster", fx.cluster, "--program",
+                                 fake_node_path, "--pid_dir", fx.pids(),
+                                 "--steps", "0", "--chief_ms", "60000",
+                                 "--worker_ms", "60000"});
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (fx.pids_of("chief-0").empty() || fx.pids_of("ps-0").empty()
+         || fx.pids_of("worker-0").empty() || fx.pids_of("worker-1").empty()) {
+    BOOST_REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(10ms);
+  }
+  ::kill(pid, SIGINT);
+  auto r = wait_launcher(fx, pid, 30s);
+  BOOST_CHECK_MESSAGE(r.code() == 128 + SIGINT, r);
+  BOOST_CHECK_MESSAGE(count_of(r.err, "killed by SIGINT") == 4, r);
+}
+
+BOOST_AUTO_TEST_CASE(max_wall_s_stops_everything) {
+  fixture fx;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = launch(fx, {"--pid_dir", fx.pids(), "--steps", "0", "--chief_ms",
+                       "60000", "--worker_ms", "60000", "--max_wall_s", "1"});
+  auto took = std::chrono::steady_clock::now() - t0;
+  BOOST_CHECK_MESSAGE(r.code() == 124, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "--max_wall_s 1 reached: stopping every "
+                                      "task"),
+                      r);
+  BOOST_CHECK_MESSAGE(count_of(r.err, "killed by SIGTERM") == 4, r);
+  BOOST_CHECK(took < 30s);
+}
