@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -713,6 +714,48 @@ BOOST_AUTO_TEST_CASE(resolve_with_custom_known_jobs) {
   auto spec = resolve_cluster(path, "sidecar", 0, jobs);
   BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
   BOOST_CHECK_EQUAL(spec->address(*spec->task).str(), "h:2");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(ready_topologies)
+
+BOOST_AUTO_TEST_CASE(example_cluster_files_are_valid_and_use_distinct_ports) {
+  auto dir = std::filesystem::path{SYNCFAC_SOURCE_DIR} / "examples"
+             / "topologies";
+  std::map<uint16_t, std::string> owner; // port -> file
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator{dir}) {
+    if (entry.path().extension() != ".json")
+      continue;
+    ++files;
+    auto name = entry.path().filename().string();
+    auto spec = cluster_spec::load(entry.path().string());
+    BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+    BOOST_CHECK_MESSAGE(!spec->task, name << " names a task");
+    BOOST_CHECK_EQUAL(spec->count("chief"), 1);
+    BOOST_CHECK_MESSAGE(spec->count("worker") >= 2, name);
+    BOOST_CHECK_MESSAGE(spec->count("ps") >= 1, name);
+    for (const auto& t : spec->tasks()) {
+      const auto& hp = spec->address(t);
+      BOOST_CHECK_MESSAGE(hp.host == "localhost", name << " " << t.str());
+      BOOST_CHECK_MESSAGE(hp.port >= 47000 && hp.port <= 47999,
+                          name << " " << t.str() << " port " << hp.port);
+      auto [pos, added] = owner.emplace(hp.port, name);
+      BOOST_CHECK_MESSAGE(added, name << " " << t.str() << " port "
+                                      << hp.port << " also in "
+                                      << pos->second);
+    }
+  }
+  BOOST_CHECK_GE(files, 4);
+  // The seeds' K-FAC strategies.
+  auto cw = cluster_spec::load((dir / "kfac_chief_worker.json").string());
+  BOOST_REQUIRE_MESSAGE(cw, test::why(cw));
+  BOOST_CHECK_EQUAL(cw->count("covariance"), 1);
+  BOOST_CHECK_EQUAL(cw->count("inverse"), 1);
+  auto dw = cluster_spec::load((dir / "kfac_dedicated_workers.json").string());
+  BOOST_REQUIRE_MESSAGE(dw, test::why(dw));
+  BOOST_CHECK_EQUAL(dw->count("worker"), 5);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
