@@ -84,6 +84,19 @@ public:
                                      tensor* dx)
     = 0;
 
+  /// conv2d_backward without the weight and bias gradients: only ds and,
+  /// unless dx is null, dx (K-FAC's statistics pass needs no parameter
+  /// gradients). The default runs conv2d_backward into scratch tensors.
+  virtual caf::error conv2d_backward_data(const conv2d_geometry& g,
+                                          const tensor& x, const tensor& w,
+                                          const tensor& y, const tensor& dy,
+                                          activation act, tensor& ds,
+                                          tensor* dx) {
+    tensor dw;
+    tensor db;
+    return conv2d_backward(g, x, w, y, dy, act, ds, dw, db, dx);
+  }
+
   /// Elementwise y = act(x).
   virtual caf::error activation_forward(activation act, const tensor& x,
                                         tensor& y)

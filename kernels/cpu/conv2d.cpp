@@ -76,6 +76,7 @@ void input_grad_tile(const backward_job& job, const tile_span& s,
     unpad_images(acc, s.images, p.padded, p.in, g.pad_top, g.pad_left, dx);
 }
 
+// dw_partial null: ds and dx only (no weight and bias gradients).
 void backward_tile(const backward_job& job, int64_t t, int thread,
                    float* dw_partial, float* db_partial) {
   const auto& g = job.g;
@@ -86,11 +87,13 @@ void backward_tile(const backward_job& job, int64_t t, int thread,
   float* ds = job.ds + s.first_row * O;
   activation_grad(job.act, job.y + s.first_row * O,
                   job.dy + s.first_row * O, ds, s.rows * O);
-  add_column_sums(ds, s.rows, O, db_partial);
-  const float* base
-    = tile_input(g, p, job.x, s, job.ws.padded[idx].data());
-  conv_weight_grad(base, p.layout, job.ws.tap_offsets.data(), p.K, s.rows, ds,
-                   O, dw_partial, p.opad);
+  if (dw_partial != nullptr) {
+    add_column_sums(ds, s.rows, O, db_partial);
+    const float* base
+      = tile_input(g, p, job.x, s, job.ws.padded[idx].data());
+    conv_weight_grad(base, p.layout, job.ws.tap_offsets.data(), p.K, s.rows,
+                     ds, O, dw_partial, p.opad);
+  }
   if (job.dx != nullptr)
     input_grad_tile(job, s, ds, idx);
 }
@@ -199,6 +202,40 @@ caf::error cpu_backend::conv2d_backward(const conv2d_geometry& g,
     add_column_sums(conv_.db_partials.data() + c * p.opad, 1, g.out_c,
                     db.data());
   }
+  return caf::none;
+}
+
+caf::error cpu_backend::conv2d_backward_data(const conv2d_geometry& g,
+                                             const tensor& x, const tensor& w,
+                                             const tensor& y,
+                                             const tensor& dy, activation act,
+                                             tensor& ds, tensor* dx) {
+  const char* op = "conv2d_backward_data";
+  if (auto err = check_conv_inputs(op, g, x, w))
+    return err;
+  if (auto err = expect_shape(op, "output", y.shape(), "geometry output",
+                              g.output_shape()))
+    return err;
+  if (auto err = expect_shape(op, "output gradient", dy.shape(), "output",
+                              y.shape()))
+    return err;
+  ds.resize(g.output_shape());
+  if (dx == nullptr) { // elementwise only
+    for_row_parts(threads_, ds.size(), 1, [&](range r) {
+      activation_grad(act, y.data() + r.begin, dy.data() + r.begin,
+                      ds.data() + r.begin, r.end - r.begin);
+    });
+    return caf::none;
+  }
+  auto p = make_plan(g);
+  auto d = make_dx_plan(g);
+  prepare_backward(g, p, d, w.data(), true, threads_, conv_);
+  dx->resize(g.input_shape());
+  backward_job job{g,         p,        d,        conv_,     act,
+                   x.data(),  y.data(), dy.data(), ds.data(), dx->data()};
+  parallel_for(threads_, p.tiles, [&](int64_t t, int thread) {
+    backward_tile(job, t, thread, nullptr, nullptr);
+  });
   return caf::none;
 }
 

@@ -55,6 +55,11 @@ public:
                              const tensor& dy, activation act, tensor& ds,
                              tensor& dw, tensor& db, tensor* dx) override;
 
+  caf::error conv2d_backward_data(const conv2d_geometry& g, const tensor& x,
+                                  const tensor& w, const tensor& y,
+                                  const tensor& dy, activation act,
+                                  tensor& ds, tensor* dx) override;
+
   caf::error activation_forward(activation act, const tensor& x,
                                 tensor& y) override;
 

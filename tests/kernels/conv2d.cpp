@@ -221,6 +221,49 @@ BOOST_AUTO_TEST_CASE(null_dx_skips_input_gradient_only) {
   BOOST_CHECK(db1 == db2);
 }
 
+BOOST_AUTO_TEST_CASE(backward_data_equals_the_full_backward_without_dw) {
+  // K-FAC's statistics pass: ds and dx as conv2d_backward computes them,
+  // bit for bit, with and without dx, for every case and activation.
+  std::mt19937 rng(11);
+  for (int threads : {1, 2}) {
+    auto dev = make_cpu_backend(threads);
+    for (const auto& cc : forward_cases())
+      for (auto act : {activation::relu, activation::tanh}) {
+        BOOST_TEST_CONTEXT(cc.str() << " " << to_string(act) << " threads "
+                                    << threads) {
+          auto g = geometry(cc);
+          auto x = random_tensor(g.input_shape(), rng);
+          auto w = random_tensor(g.kernel_shape(), rng);
+          auto b = random_tensor({g.out_c}, rng);
+          auto dy = random_tensor(g.output_shape(), rng);
+          tensor y, ds1, dw, db, dx1, ds2, dx2, ds3;
+          SYNCFAC_REQUIRE_OK(dev->conv2d_forward(g, x, w, b, act, y));
+          SYNCFAC_REQUIRE_OK(
+            dev->conv2d_backward(g, x, w, y, dy, act, ds1, dw, db, &dx1));
+          SYNCFAC_REQUIRE_OK(
+            dev->conv2d_backward_data(g, x, w, y, dy, act, ds2, &dx2));
+          SYNCFAC_REQUIRE_OK(
+            dev->conv2d_backward_data(g, x, w, y, dy, act, ds3, nullptr));
+          BOOST_CHECK(ds2 == ds1);
+          BOOST_CHECK(dx2 == dx1);
+          BOOST_CHECK(ds3 == ds1);
+        }
+      }
+  }
+  // Shapes are checked as in conv2d_backward.
+  auto dev = make_cpu_backend(1);
+  auto g = geometry({2, 5, 5, 3, 3, 3, 4, 1, 1, padding::same});
+  auto x = random_tensor(g.input_shape(), rng);
+  auto w = random_tensor(g.kernel_shape(), rng);
+  auto y = random_tensor(g.output_shape(), rng);
+  auto dy = random_tensor({2, 5, 5, 5}, rng);
+  tensor ds, dx;
+  auto err = dev->conv2d_backward_data(g, x, w, y, dy, activation::relu, ds,
+                                       &dx);
+  BOOST_CHECK(err);
+  BOOST_CHECK(ds.empty());
+}
+
 BOOST_AUTO_TEST_CASE(one_and_two_threads_agree_over_many_tiles) {
   std::mt19937 rng(5);
   auto one = make_cpu_backend(1);
