@@ -59,9 +59,12 @@ caf::result<step_result> gradients_of(self_ptr self, const batch& b,
 
 /// Factor statistics of `b` under `req`. With the empirical Fisher and
 /// `after_gradients`, the gradient pass just run on b already holds them;
-/// otherwise one forward and backward pass on the first max_examples
-/// examples, against targets drawn from the model (sampled Fisher) or the
-/// labels. Overwrites the replica's activations and gradients.
+/// otherwise a backward pass on the first max_examples examples, against
+/// targets drawn from the model (sampled Fisher) or the labels, that
+/// computes pre-activation gradients only (no parameter gradients). Its
+/// forward activations are those of the gradient pass just run on b
+/// (`after_gradients`: same parameters, the examples a prefix of b), or a
+/// forward pass of their own.
 caf::expected<std::vector<layer_stats>>
 statistics_of(self_ptr self, const batch& b, const stats_request& req,
               bool after_gradients, int64_t& examples) {
@@ -89,13 +92,21 @@ statistics_of(self_ptr self, const batch& b, const stats_request& req,
   auto& sm = *st.stats_replica;
   if (auto err = sm.set_parameters(m.parameters()))
     return err;
-  auto part = batch_prefix(b, used);
-  if (auto res = sm.forward(*st.dev, part.images, part.labels); !res)
-    return res.error();
-  if (auto err = req.fisher == fisher_type::sampled
-                   ? sm.backward_sampled(*st.dev, st.rng)
-                   : sm.backward(*st.dev, part.labels))
-    return err;
+  if (after_gradients) {
+    if (auto err = sm.adopt_forward(m, used))
+      return err;
+    // Only the sampled Fisher gets here: the empirical one returned above.
+    if (auto err = sm.backward_sampled(*st.dev, st.rng, false))
+      return err;
+  } else {
+    auto part = batch_prefix(b, used);
+    if (auto res = sm.forward(*st.dev, part.images, part.labels); !res)
+      return res.error();
+    if (auto err = req.fisher == fisher_type::sampled
+                     ? sm.backward_sampled(*st.dev, st.rng, false)
+                     : sm.backward(*st.dev, part.labels, false))
+      return err;
+  }
   sampling.max_examples = 0;
   return layer_statistics(sm.kfac_layers(), sampling, st.dev->threads());
 }

@@ -1,10 +1,45 @@
 #include "runtime/layers.hpp"
 
+#include <algorithm>
+
 #include "runtime/error.hpp"
 
 namespace syncfac {
 
 namespace {
+
+/// dst = the first n examples (rows of dimension 0) of src.
+void copy_prefix(const tensor& src, int64_t n, tensor& dst) {
+  auto shape = src.shape();
+  auto per_example = shape[0] > 0 ? src.size() / shape[0] : 0;
+  shape[0] = n;
+  dst.resize(shape);
+  std::copy(src.data(), src.data() + n * per_example, dst.data());
+}
+
+/// The layer as the type T that adopt_prefix needs, and a check that n
+/// examples fit its last forward and x.
+template <class T>
+caf::expected<const T*> prefix_source(const layer& self, const layer& source,
+                                      const tensor& x, int64_t n,
+                                      const tensor& source_output) {
+  auto cast = dynamic_cast<const T*>(&source);
+  if (cast == nullptr)
+    return make_error(ec::invalid_argument,
+                      self.name() + ": cannot adopt the state of layer '"
+                        + source.name() + "' (a different kind)");
+  if (source_output.rank() < 1 || n < 1 || n > source_output.dim(0))
+    return make_error(ec::invalid_argument,
+                      self.name() + ": cannot adopt " + std::to_string(n)
+                        + " examples of a forward pass whose output is "
+                        + source_output.shape_string());
+  if (x.rank() < 1 || x.dim(0) != n)
+    return make_error(ec::shape_mismatch,
+                      self.name() + ": adopted input " + x.shape_string()
+                        + " does not hold " + std::to_string(n)
+                        + " examples");
+  return cast;
+}
 
 /// A layer with a weight and a bias and a fused activation: what dense and
 /// conv2d layers share, including what K-FAC reads of them.
@@ -82,6 +117,29 @@ public:
     return dev.dense_backward(*x_, *w_, y_, dy, act_, ds_, *dw_, *db_, dx);
   }
 
+  caf::error backward_data(backend& dev, const tensor& dy,
+                           tensor* dx) override {
+    if (auto err = dev.activation_backward(act_, y_, dy, ds_))
+      return err;
+    if (dx == nullptr)
+      return caf::none;
+    // dx = ds w^T
+    return dev.gemm(ds_, false, *w_, true, 1.0f, 0.0f, *dx);
+  }
+
+  caf::error adopt_prefix(const layer& source, const tensor& x,
+                          int64_t n) override {
+    auto src = prefix_source<dense_layer>(*this, source, x, n,
+                                          source.output());
+    if (!src)
+      return src.error();
+    if (auto shape = output_shape(x.shape()); !shape)
+      return shape.error();
+    x_ = &x;
+    copy_prefix((*src)->y_, n, y_);
+    return caf::none;
+  }
+
   std::optional<kfac_view> kfac() const override {
     return view(layer_kind::dense);
   }
@@ -127,6 +185,26 @@ public:
   caf::error backward(backend& dev, const tensor& dy, tensor* dx) override {
     return dev.conv2d_backward(geom_, *x_, *w_, y_, dy, act_, ds_, *dw_, *db_,
                                dx);
+  }
+
+  caf::error backward_data(backend& dev, const tensor& dy,
+                           tensor* dx) override {
+    return dev.conv2d_backward_data(geom_, *x_, *w_, y_, dy, act_, ds_, dx);
+  }
+
+  caf::error adopt_prefix(const layer& source, const tensor& x,
+                          int64_t n) override {
+    auto src = prefix_source<conv2d_layer>(*this, source, x, n,
+                                           source.output());
+    if (!src)
+      return src.error();
+    auto g = geometry(x.shape());
+    if (!g)
+      return g.error();
+    geom_ = *g;
+    x_ = &x;
+    copy_prefix((*src)->y_, n, y_);
+    return caf::none;
   }
 
   std::optional<kfac_view> kfac() const override {
@@ -187,6 +265,25 @@ public:
     return dev.max_pool_backward(geom_, dy, argmax_, *dx);
   }
 
+  caf::error adopt_prefix(const layer& source, const tensor& x,
+                          int64_t n) override {
+    auto src = prefix_source<max_pool_layer>(*this, source, x, n,
+                                             source.output());
+    if (!src)
+      return src.error();
+    auto g = pool2d_geometry::make(x.shape(), k_, k_, stride_, stride_, pad_);
+    if (!g)
+      return make_error(ec::shape_mismatch,
+                        name() + ": " + render(g.error()));
+    geom_ = *g;
+    copy_prefix((*src)->y_, n, y_);
+    // The winners of the first n examples index into their first n inputs.
+    auto per_example = y_.size() / n;
+    const auto& from = (*src)->argmax_;
+    argmax_.assign(from.begin(), from.begin() + n * per_example);
+    return caf::none;
+  }
+
 private:
   int64_t k_;
   int64_t stride_;
@@ -222,6 +319,17 @@ public:
 
   const tensor& output() const noexcept override {
     return y_;
+  }
+
+  caf::error adopt_prefix(const layer& source, const tensor& x,
+                          int64_t n) override {
+    auto src = prefix_source<flatten_layer>(*this, source, x, n,
+                                            source.output());
+    if (!src)
+      return src.error();
+    input_shape_ = x.shape();
+    copy_prefix((*src)->y_, n, y_);
+    return caf::none;
   }
 
   caf::error backward(backend&, const tensor& dy, tensor* dx) override {

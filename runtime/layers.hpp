@@ -68,6 +68,23 @@ public:
   /// null, dx = dL/d(input).
   virtual caf::error backward(backend& dev, const tensor& dy, tensor* dx) = 0;
 
+  /// backward() without parameter gradients (K-FAC's statistics pass):
+  /// the pre-activation gradient of a layer with parameters and, unless dx
+  /// is null, dx; the parameter gradients keep their values.
+  virtual caf::error backward_data(backend& dev, const tensor& dy,
+                                   tensor* dx) {
+    return backward(dev, dy, dx);
+  }
+
+  /// Leaves the state forward(dev, x) would leave, taken from `source` (a
+  /// layer of the same kind and configuration in another replica, with
+  /// the same parameters) for the first n examples of the batch its last
+  /// forward ran on; x holds those n examples of source's input and, as
+  /// in forward, must outlive the next backward. Copies, computes nothing.
+  virtual caf::error adopt_prefix(const layer& source, const tensor& x,
+                                  int64_t n)
+    = 0;
+
   /// The K-FAC view of a layer with parameters.
   virtual std::optional<kfac_view> kfac() const {
     return std::nullopt;

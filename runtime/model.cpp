@@ -1,5 +1,6 @@
 #include "runtime/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -240,6 +241,7 @@ caf::expected<eval_result> model::forward(backend& dev, const tensor& images,
                                           const label_vector& labels) {
   if (auto err = check_batch(images, labels))
     return err;
+  input_ = &images;
   const tensor* x = &images;
   for (auto& l : layers_) {
     if (auto err = l->forward(dev, *x))
@@ -280,31 +282,86 @@ model::forward_backward(backend& dev, const tensor& images,
   return result;
 }
 
-caf::error model::backward(backend& dev, const label_vector& targets) {
+caf::error model::backward(backend& dev, const label_vector& targets,
+                           bool parameter_grads) {
   if (auto err = bernoulli()
                    ? dev.sigmoid_xent_backward(probs_, flat_inputs(), dlogits_)
                    : dev.softmax_xent_backward(probs_, targets, dlogits_))
     return err;
-  return backward_layers(dev);
+  return backward_layers(dev, parameter_grads);
 }
 
-caf::error model::backward_sampled(backend& dev, std::mt19937_64& rng) {
+caf::error model::backward_sampled(backend& dev, std::mt19937_64& rng,
+                                   bool parameter_grads) {
   if (!bernoulli())
-    return backward(dev, sample_targets(rng));
+    return backward(dev, sample_targets(rng), parameter_grads);
   sampled_pixels_ = sample_pixel_targets(rng);
   if (auto err = dev.sigmoid_xent_backward(probs_, sampled_pixels_, dlogits_))
     return err;
-  return backward_layers(dev);
+  return backward_layers(dev, parameter_grads);
 }
 
-caf::error model::backward_layers(backend& dev) {
+caf::error model::backward_layers(backend& dev, bool parameter_grads) {
   const tensor* dy = &dlogits_;
-  for (size_t i = layers_.size(); i-- > 0;) {
-    tensor* dx = i > 0 ? &grad_inputs_[i] : nullptr;
-    if (auto err = layers_[i]->backward(dev, *dy, dx))
+  // Without parameter gradients nothing below the first layer with
+  // parameters is needed: its input gradient feeds no statistic.
+  size_t first = 0;
+  if (!parameter_grads)
+    while (first + 1 < layers_.size() && !layers_[first]->kfac())
+      ++first;
+  for (size_t i = layers_.size(); i-- > first;) {
+    tensor* dx = i > first ? &grad_inputs_[i] : nullptr;
+    auto err = parameter_grads ? layers_[i]->backward(dev, *dy, dx)
+                               : layers_[i]->backward_data(dev, *dy, dx);
+    if (err)
       return err;
     dy = dx;
   }
+  return caf::none;
+}
+
+caf::error model::adopt_forward(const model& source, int64_t n) {
+  if (&source == this)
+    return make_error(ec::invalid_argument,
+                      "model: adopt_forward from the model itself");
+  const auto& a = source.spec_;
+  const auto& b = spec_;
+  if (a.arch != b.arch || a.height != b.height || a.width != b.width
+      || a.channels != b.channels || a.num_classes != b.num_classes
+      || a.hidden != b.hidden || a.hidden_activation != b.hidden_activation)
+    return make_error(ec::invalid_argument,
+                      std::string{"model: adopt_forward from a replica of "
+                                  "another model ("}
+                        + to_string(a.arch) + " vs " + to_string(b.arch)
+                        + " or other shapes)");
+  if (source.input_ == nullptr || source.probs_.rank() != 2)
+    return make_error(ec::invalid_argument,
+                      "model: adopt_forward from a replica without a "
+                      "forward pass");
+  auto batch = source.probs_.dim(0);
+  if (n < 1 || n > batch)
+    return make_error(ec::invalid_argument,
+                      "model: adopt_forward of " + std::to_string(n)
+                        + " examples from a forward pass of "
+                        + std::to_string(batch));
+  const auto& from = *source.input_;
+  auto in_shape = from.shape();
+  auto per_example = from.size() / in_shape[0];
+  in_shape[0] = n;
+  adopted_input_.resize(in_shape);
+  std::copy(from.data(), from.data() + n * per_example,
+            adopted_input_.data());
+  input_ = &adopted_input_;
+  const tensor* x = &adopted_input_;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (auto err = layers_[i]->adopt_prefix(*source.layers_[i], *x, n))
+      return err;
+    x = &layers_[i]->output();
+  }
+  auto cols = source.probs_.dim(1);
+  probs_.resize({n, cols});
+  std::copy(source.probs_.data(), source.probs_.data() + n * cols,
+            probs_.data());
   return caf::none;
 }
 

@@ -68,14 +68,29 @@ public:
   /// or labels sampled from the model for the true Fisher): fills
   /// gradients() and the layers' pre-activation gradients. An autoencoder
   /// ignores the labels: its targets are the inputs of the last forward().
-  caf::error backward(backend& dev, const label_vector& targets);
+  /// Without parameter_grads only the pre-activation gradients (what
+  /// kfac_layers() shows) are computed and gradients() keeps its values:
+  /// K-FAC's statistics pass.
+  caf::error backward(backend& dev, const label_vector& targets,
+                      bool parameter_grads = true);
+
+  /// Takes, instead of running forward() on them, the activations of the
+  /// first n examples of the batch `source` last ran forward() on: source
+  /// is another replica of this model's spec, and this model must hold the
+  /// same parameters (set_parameters). Afterwards this model is as if its
+  /// last forward() had run on those n examples (up to float rounding in
+  /// kernels whose blocking depends on the batch size), ready for
+  /// backward() or backward_sampled(). Copies activations, computes
+  /// nothing; source is not changed.
+  caf::error adopt_forward(const model& source, int64_t n);
 
   /// Backward pass of the last forward() against targets drawn from the
   /// model's predictive distribution (kfac_collection().distribution): the
   /// sampled (true) Fisher's gradients. Categorical: one label per example,
   /// as sample_targets(); Bernoulli: every output pixel, as
   /// sample_pixel_targets().
-  caf::error backward_sampled(backend& dev, std::mt19937_64& rng);
+  caf::error backward_sampled(backend& dev, std::mt19937_64& rng,
+                              bool parameter_grads = true);
 
   /// One label per example of the last forward(), drawn from the model's
   /// predictive distribution (softmax): the targets of the sampled Fisher.
@@ -124,7 +139,7 @@ private:
   }
 
   /// Backward through the layers from dlogits_.
-  caf::error backward_layers(backend& dev);
+  caf::error backward_layers(backend& dev, bool parameter_grads);
 
   model_spec spec_;
   std::vector<layer_ptr> layers_;
@@ -134,6 +149,10 @@ private:
   /// grad_inputs_[i] = dL/d(input of layer i); index 0 stays unused.
   std::vector<tensor> grad_inputs_;
   tensor probs_;
+  /// The input of the last forward() (the caller's batch), and the copy of
+  /// the first examples an adopt_forward() takes.
+  const tensor* input_ = nullptr;
+  tensor adopted_input_;
   tensor dlogits_;
   tensor sampled_pixels_;
 };

@@ -1,13 +1,21 @@
 #define BOOST_TEST_MODULE model
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "kernels/backend.hpp"
 #include "runtime/error.hpp"
 #include "tests/helpers.hpp"
+#include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/model.hpp"
+
+#define REQUIRE_OK(expr)                                                      \
+  do {                                                                        \
+    auto require_ok_err = (expr);                                             \
+    BOOST_REQUIRE_MESSAGE(!require_ok_err, render(require_ok_err));           \
+  } while (false)
 
 using namespace syncfac;
 
@@ -247,4 +255,205 @@ BOOST_AUTO_TEST_CASE(sampled_targets_follow_the_predictive_distribution) {
   std::mt19937_64 again{42};
   BOOST_TEST(m->sample_targets(again) == targets);
   BOOST_TEST(!m->backward(*dev, targets));
+}
+
+namespace {
+
+/// The first n examples of images [N, ...].
+tensor image_prefix(const tensor& images, int64_t n) {
+  auto shape = images.shape();
+  auto per = images.size() / shape[0];
+  shape[0] = n;
+  tensor result{shape};
+  std::copy(images.data(), images.data() + n * per, result.data());
+  return result;
+}
+
+void check_close(const tensor& got, const tensor& expect, double tol,
+                 const std::string& what) {
+  BOOST_REQUIRE_MESSAGE(got.shape() == expect.shape(),
+                        what << ": " << got.shape_string() << " vs "
+                             << expect.shape_string());
+  double worst = 0;
+  for (int64_t i = 0; i < got.size(); ++i) {
+    auto scale = std::max(1.0, std::abs(static_cast<double>(expect[i])));
+    worst = std::max(worst,
+                     std::abs(static_cast<double>(got[i]) - expect[i]) / scale);
+  }
+  BOOST_TEST(worst <= tol, what << ": worst relative difference " << worst);
+}
+
+void check_views_close(const model& got, const model& expect, double tol) {
+  auto a = got.kfac_layers();
+  auto b = expect.kfac_layers();
+  BOOST_REQUIRE_EQUAL(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    BOOST_TEST(a[i].layer == b[i].layer);
+    check_close(*a[i].input, *b[i].input, tol, a[i].layer + " input");
+    // ds of the mean loss is O(1/N): compare N * ds.
+    tensor ga = *a[i].preactivation_grad;
+    tensor gb = *b[i].preactivation_grad;
+    for (auto* t : {&ga, &gb})
+      for (auto& v : t->values())
+        v *= static_cast<float>(t->dim(0));
+    check_close(ga, gb, tol, a[i].layer + " preactivation gradient");
+    BOOST_TEST((a[i].geometry.batch == b[i].geometry.batch));
+  }
+}
+
+model_spec small_specs(int which) {
+  model_spec spec;
+  spec.init = init_scheme::glorot;
+  if (which == 1) {
+    spec.arch = model_arch::mlp;
+    spec.hidden = {12, 7};
+    spec.hidden_activation = activation::relu;
+  } else if (which == 2) {
+    spec.arch = model_arch::autoencoder;
+    spec.height = spec.width = 4;
+    spec.hidden = {9, 5, 3};
+    spec.hidden_activation = activation::sigmoid;
+  }
+  return spec;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(adopted_forward_gives_the_statistics_of_a_fresh_one) {
+  // The statistics pass reuses the gradient pass's activations of the
+  // first n examples: its K-FAC views must equal those of a forward pass
+  // on those examples alone, for the labels and for sampled targets.
+  auto dev = make_cpu_backend(2);
+  for (int which : {0, 1, 2}) {
+    auto spec = small_specs(which);
+    BOOST_TEST_CONTEXT("model " << to_string(spec.arch)) {
+      int64_t batch = 12;
+      int64_t n = 5;
+      auto images = random_images(batch, spec.height, spec.width,
+                                  spec.channels, 21);
+      label_vector labels;
+      for (int64_t i = 0; i < batch; ++i)
+        labels.push_back(static_cast<int32_t>((i * 7) % 10));
+      label_vector first(labels.begin(), labels.begin() + n);
+      auto part = image_prefix(images, n);
+      auto main = make_model(spec, 8);
+      auto adopted = make_model(spec, 8);
+      auto fresh = make_model(spec, 8);
+      BOOST_REQUIRE(main->forward_backward(*dev, images, labels));
+      auto grads = main->gradients();
+      for (bool sampled : {false, true}) {
+        BOOST_TEST_CONTEXT((sampled ? "sampled" : "labels")) {
+          REQUIRE_OK(adopted->adopt_forward(*main, n));
+          BOOST_REQUIRE(fresh->forward(*dev, part, first));
+          check_close(adopted->predictions(), fresh->predictions(), 1e-5,
+                      "predictions");
+          std::mt19937_64 r1{5};
+          std::mt19937_64 r2{5};
+          if (sampled) {
+            REQUIRE_OK(adopted->backward_sampled(*dev, r1, false));
+            REQUIRE_OK(fresh->backward_sampled(*dev, r2));
+          } else {
+            REQUIRE_OK(adopted->backward(*dev, first, false));
+            REQUIRE_OK(fresh->backward(*dev, first));
+          }
+          check_views_close(*adopted, *fresh, 1e-4);
+          // The statistics are those of the fresh pass.
+          cpu::factor_sampling s;
+          s.max_locations = 3;
+          s.seed = 9;
+          auto sa = layer_statistics(adopted->kfac_layers(), s, 2);
+          auto sf = layer_statistics(fresh->kfac_layers(), s, 2);
+          BOOST_REQUIRE(sa && sf);
+          BOOST_REQUIRE_EQUAL(sa->size(), sf->size());
+          for (size_t i = 0; i < sa->size(); ++i) {
+            check_close((*sa)[i].a, (*sf)[i].a, 1e-4, (*sa)[i].layer + " A");
+            check_close((*sa)[i].g, (*sf)[i].g, 1e-4, (*sa)[i].layer + " G");
+          }
+        }
+      }
+      // The source replica is untouched.
+      for (size_t i = 0; i < grads.size(); ++i)
+        BOOST_CHECK(main->gradients()[i].value == grads[i].value);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(backward_without_parameter_grads_gives_the_same_ds) {
+  auto dev = make_cpu_backend(2);
+  for (int which : {0, 1, 2}) {
+    auto spec = small_specs(which);
+    BOOST_TEST_CONTEXT("model " << to_string(spec.arch)) {
+      auto images = random_images(6, spec.height, spec.width, spec.channels,
+                                  31);
+      label_vector labels{1, 2, 3, 4, 5, 6};
+      auto full = make_model(spec, 2);
+      auto data_only = make_model(spec, 2);
+      BOOST_REQUIRE(full->forward_backward(*dev, images, labels));
+      BOOST_REQUIRE(data_only->forward(*dev, images, labels));
+      // Gradients stay as they were: zeros, as the model was made.
+      REQUIRE_OK(data_only->backward(*dev, labels, false));
+      check_views_close(*data_only, *full, 1e-5);
+      for (const auto& g : data_only->gradients())
+        for (auto v : g.value.values())
+          BOOST_REQUIRE(v == 0.0f);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(adopt_forward_refuses_what_does_not_fit) {
+  auto dev = make_cpu_backend(1);
+  auto main = make_model(model_spec{});
+  auto other = make_model(model_spec{});
+  // No forward pass yet.
+  BOOST_TEST(other->adopt_forward(*main, 1));
+  auto images = random_images(4, 28, 28, 1, 3);
+  BOOST_REQUIRE(main->forward(*dev, images, {1, 2, 3, 4}));
+  BOOST_TEST(other->adopt_forward(*main, 0));
+  BOOST_TEST(other->adopt_forward(*main, 5));
+  BOOST_TEST(main->adopt_forward(*main, 2));
+  auto mlp = make_model(small_specs(1));
+  BOOST_TEST(mlp->adopt_forward(*main, 2));
+  BOOST_TEST(!other->adopt_forward(*main, 4));
+}
+
+BOOST_AUTO_TEST_CASE(layer_statistics_do_not_depend_on_the_thread_count) {
+  // Sub-sampled statistics run one layer per thread; full ones split each
+  // layer over the threads. Either way: the kernels' results, bit for bit.
+  auto dev = make_cpu_backend(2);
+  auto m = make_model(small_specs(0), 4);
+  auto images = random_images(20, 28, 28, 1, 41);
+  label_vector labels(20, 3);
+  BOOST_REQUIRE(m->forward_backward(*dev, images, labels));
+  auto views = m->kfac_layers();
+  for (int64_t examples : {16, 0}) {
+    cpu::factor_sampling s;
+    s.max_examples = examples;
+    s.max_locations = examples > 0 ? 4 : 0;
+    s.seed = 77;
+    auto one = layer_statistics(views, s, 1);
+    auto two = layer_statistics(views, s, 2);
+    BOOST_REQUIRE(one && two);
+    BOOST_REQUIRE_EQUAL(one->size(), views.size());
+    for (size_t i = 0; i < views.size(); ++i) {
+      BOOST_TEST((*one)[i].layer == views[i].layer);
+      BOOST_TEST((*two)[i].layer == views[i].layer);
+      BOOST_CHECK((*one)[i].a == (*two)[i].a);
+      BOOST_CHECK((*one)[i].g == (*two)[i].g);
+      tensor a, g;
+      auto err = views[i].kind == layer_kind::conv2d
+                   ? cpu::conv_factors(views[i].geometry, *views[i].input,
+                                       *views[i].preactivation_grad, true, s,
+                                       1, a, g)
+                   : cpu::dense_factors(*views[i].input,
+                                        *views[i].preactivation_grad, true, s,
+                                        1, a, g);
+      REQUIRE_OK(err);
+      BOOST_CHECK((*two)[i].a == a);
+      BOOST_CHECK((*two)[i].g == g);
+    }
+  }
+  // A layer without a backward pass is named.
+  auto fresh = make_model(small_specs(0), 4);
+  auto bad = layer_statistics(fresh->kfac_layers(), {}, 2);
+  BOOST_TEST(!bad);
 }
