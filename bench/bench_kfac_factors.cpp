@@ -92,6 +92,32 @@ int main(int argc, char** argv) {
                                           G));
                    }),
            conv_flops * 16.0 / 196.0);
+    // The defaults of the statistics pass: 16 examples, 4 conv locations
+    // each (a backward pass of 16 examples: ds scaled for N = 16).
+    cpu::factor_sampling d;
+    d.max_examples = 16;
+    d.max_locations = 4;
+    d.seed = 1;
+    report("conv2 A+G, 16 examples x 4 locations", threads,
+           measure(opt.seconds,
+                   [&] {
+                     ok(cpu::conv_factors(*g, x, ds, true, d, threads, A,
+                                          G));
+                   }),
+           2.0 * 64 * width * width);
+    report("conv0 A+G, 16 examples x 4 locations", threads,
+           measure(opt.seconds,
+                   [&] {
+                     ok(cpu::conv_factors(*g0, x0, ds0, true, d, threads, A,
+                                          G));
+                   }),
+           2.0 * 64 * 26 * 26);
+    report("fc4 A+G, 16 examples", threads,
+           measure(opt.seconds,
+                   [&] {
+                     ok(cpu::dense_factors(dx, dds, true, d, threads, A, G));
+                   }),
+           2.0 * 16 * 785.0 * 785.0);
     report("conv0 A+G (100352 x 26, O 16)", threads,
            measure(opt.seconds,
                    [&] {

@@ -27,6 +27,7 @@
 #include "kernels/cpu/checks.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/parallel.hpp"
+#include "kernels/cpu/simd.hpp"
 #include "runtime/error.hpp"
 
 namespace syncfac::cpu {
@@ -196,6 +197,134 @@ void direct_gram(int threads, const float* x, int64_t rows, int64_t cols,
   });
 }
 
+// -- few rows: the sub-sampled statistics ------------------------------------
+//
+// With sub-sampling a factor has few rows (16 examples; 16 x 4 conv
+// locations) and a wide output (785^2 for the ConvNet's dense layer): the
+// Gram matrix is bound by writing its output, and the blocked SYRK above
+// pays for partial sums, a reduction and a transposed mirror pass. Here
+// every output row is computed whole, both triangles, by a register-blocked
+// kernel that streams the rows once per block of output rows: no partials,
+// no mirror, the scaling fused into the store. out[i][j] and out[j][i] are
+// the same FMA chain over k = 0..m-1 (x_ki x_kj = x_kj x_ki exactly), so the
+// result is exactly symmetric; blocks never depend on the thread count.
+constexpr int block_rows = 4; // output rows per micro-kernel call
+constexpr int block_vecs = 3; // 8-float vectors per row and call
+
+// float(double(x) * scale) per lane, as finish_row rounds, into dst[0, n).
+inline void store_scaled(float* dst, simd::vf x, double scale, int n) {
+#ifdef SYNCFAC_SIMD_AVX2
+  auto s = _mm256_set1_pd(scale);
+  auto lo = _mm256_cvtpd_ps(_mm256_mul_pd(
+    _mm256_cvtps_pd(_mm256_castps256_ps128(x)), s));
+  auto hi = _mm256_cvtpd_ps(_mm256_mul_pd(
+    _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)), s));
+  auto r = _mm256_set_m128(hi, lo);
+  if (n == simd::width)
+    simd::store(dst, r);
+  else
+    simd::store(dst, r, simd::first_lanes(n));
+#else
+  float tmp[simd::width];
+  simd::store(tmp, x);
+  for (int l = 0; l < n; ++l)
+    dst[l] = static_cast<float>(double{tmp[l]} * scale);
+#endif
+}
+
+// Rows i0 .. i0+R-1 of scale * X^T X, columns [0, cols), into out (row
+// stride `stride`); X [m, cols] with row stride ld.
+template <int R>
+void few_rows_block(const float* x, int64_t m, int64_t ld, int64_t cols,
+                    int64_t i0, double scale, float* out, int64_t stride) {
+  constexpr int V = block_vecs;
+  constexpr int64_t chunk = V * simd::width;
+  for (int64_t j0 = 0; j0 < cols; j0 += chunk) {
+    auto left = cols - j0;
+    simd::vf acc[R][V];
+    for (auto& row : acc)
+      for (auto& v : row)
+        v = simd::zero();
+    if (left >= chunk) {
+      for (int64_t k = 0; k < m; ++k) {
+        const float* xk = x + k * ld;
+        simd::vf c[V];
+        for (int v = 0; v < V; ++v)
+          c[v] = simd::load(xk + j0 + v * simd::width);
+        for (int r = 0; r < R; ++r) {
+          auto b = simd::broadcast(xk + i0 + r);
+          for (int v = 0; v < V; ++v)
+            acc[r][v] = simd::fma(b, c[v], acc[r][v]);
+        }
+      }
+    } else {
+      simd::lanes mask[V];
+      for (int v = 0; v < V; ++v)
+        mask[v] = simd::first_lanes(static_cast<int>(std::clamp<int64_t>(
+          left - v * simd::width, 0, simd::width)));
+      for (int64_t k = 0; k < m; ++k) {
+        const float* xk = x + k * ld;
+        simd::vf c[V];
+        for (int v = 0; v < V; ++v)
+          c[v] = simd::load(xk + j0 + v * simd::width, mask[v]);
+        for (int r = 0; r < R; ++r) {
+          auto b = simd::broadcast(xk + i0 + r);
+          for (int v = 0; v < V; ++v)
+            acc[r][v] = simd::fma(b, c[v], acc[r][v]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) {
+        auto n = std::clamp<int64_t>(left - v * simd::width, 0, simd::width);
+        if (n > 0)
+          store_scaled(out + (i0 + r) * stride + j0 + v * simd::width,
+                       acc[r][v], scale, static_cast<int>(n));
+      }
+  }
+}
+
+// Sets out [width, width], width = cols (+ 1 with a bias), to scale *
+// Σ ā ā^T over the m rows a of x [m, cols] (row stride ld), ā = [a, 1]
+// with a bias; for few rows (see above).
+void few_rows_gram(int threads, const float* x, int64_t m, int64_t ld,
+                   int64_t cols, bool bias, double scale, tensor& out) {
+  auto width = cols + (bias ? 1 : 0);
+  out.resize({width, width});
+  float* o = out.data();
+  auto blocks = (cols + block_rows - 1) / block_rows;
+  // Output writes dominate: a second thread pays from ~64K elements on.
+  auto team = width * width * std::max<int64_t>(m, 8) >= (int64_t{1} << 19)
+                ? threads : 1;
+  auto parts = std::min<int64_t>(team, blocks);
+  parallel_for(static_cast<int>(parts), parts, [&](int64_t part, int) {
+    auto span = split(blocks, parts, part);
+    for (auto b = span.begin; b < span.end; ++b) {
+      auto i0 = b * block_rows;
+      switch (std::min<int64_t>(block_rows, cols - i0)) {
+        case 4: few_rows_block<4>(x, m, ld, cols, i0, scale, o, width); break;
+        case 3: few_rows_block<3>(x, m, ld, cols, i0, scale, o, width); break;
+        case 2: few_rows_block<2>(x, m, ld, cols, i0, scale, o, width); break;
+        default: few_rows_block<1>(x, m, ld, cols, i0, scale, o, width);
+      }
+    }
+  });
+  if (!bias)
+    return;
+  // The bias row and column: column sums in row order, then m ones.
+  std::vector<float> sums(static_cast<size_t>(cols), 0.0f);
+  for (int64_t k = 0; k < m; ++k)
+    for (int64_t c = 0; c < cols; ++c)
+      sums[static_cast<size_t>(c)] += x[k * ld + c];
+  for (int64_t c = 0; c < cols; ++c) {
+    auto v = static_cast<float>(double{sums[static_cast<size_t>(c)]} * scale);
+    o[c * width + cols] = v;
+    o[cols * width + c] = v;
+  }
+  o[cols * width + cols]
+    = static_cast<float>(static_cast<double>(static_cast<float>(m)) * scale);
+}
+
 // Copies the selected rows of a row-major [*, cols] matrix (the
 // gradients of the sampled locations of a conv layer).
 struct gather_rows {
@@ -353,6 +482,12 @@ caf::error dense_factors(const tensor& input, const tensor& ds,
   auto m = s.max_examples > 0 ? std::min(batch, s.max_examples) : batch;
   auto inv_m = 1.0 / static_cast<double>(m);
   auto n = static_cast<double>(batch);
+  if (m <= few_factor_rows) {
+    few_rows_gram(threads, input.data(), m, in, in, with_bias, inv_m, A);
+    few_rows_gram(threads, ds.data(), m, ds.dim(1), ds.dim(1), false,
+                  n * n * inv_m, G);
+    return caf::none;
+  }
   direct_gram(threads, input.data(), m, in, with_bias, inv_m, A);
   // G = (1/m) Σ (N ds)(N ds)^T.
   direct_gram(threads, ds.data(), m, ds.dim(1), false, n * n * inv_m, G);
@@ -372,6 +507,19 @@ caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
   auto m = static_cast<int64_t>(rows.size());
   auto inv_m = 1.0 / static_cast<double>(m);
   auto n = static_cast<double>(g.batch);
+  if (m <= few_factor_rows) {
+    // Gather the rows (patches without the bias 1, which few_rows_gram
+    // adds) and the gradients, then one pass each.
+    auto P = g.patch_size();
+    std::vector<float> patches(static_cast<size_t>(m * P));
+    std::vector<float> grads(static_cast<size_t>(m * g.out_c));
+    extract_patches{g, x.data(), rows.data(), false}(0, m, patches.data());
+    gather_rows{ds.data(), g.out_c, rows.data()}(0, m, grads.data());
+    few_rows_gram(threads, patches.data(), m, P, P, with_bias, inv_m, A);
+    few_rows_gram(threads, grads.data(), m, g.out_c, g.out_c, false,
+                  n * n * inv_m, G);
+    return caf::none;
+  }
   tiled_gram(threads, m, g.patch_size() + (with_bias ? 1 : 0), inv_m,
              extract_patches{g, x.data(), rows.data(), with_bias}, A);
   // G = (1/m) Σ (N ds)(N ds)^T over the same (n, t).

@@ -49,6 +49,11 @@ struct factor_sampling {
   uint64_t seed = 0;
 };
 
+/// Factors of at most this many rows (sub-sampled statistics) are computed
+/// by a kernel for few rows: whole output rows, both triangles, no partial
+/// sums; on one thread when called with threads == 1.
+inline constexpr int64_t few_factor_rows = 256;
+
 /// The rows (flat indices n * locations + t, ascending) that `s` selects in
 /// a batch of `batch` examples with `locations` positions each (1 for a
 /// dense layer). Sampled positions come from one std::mt19937_64 seeded

@@ -2,32 +2,85 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/parallel.hpp"
 #include "runtime/error.hpp"
 
 namespace syncfac {
 
+namespace {
+
+// Rows of the layer's factors under s (examples, times locations of a
+// conv layer).
+int64_t factor_rows(const kfac_view& v, const cpu::factor_sampling& s) {
+  const auto& x = *v.input;
+  auto batch = x.rank() > 0 ? x.dim(0) : 0;
+  auto examples = s.max_examples > 0 ? std::min(batch, s.max_examples)
+                                     : batch;
+  if (v.kind != layer_kind::conv2d)
+    return examples;
+  auto T = v.geometry.locations();
+  return examples * (s.max_locations > 0 ? std::min(T, s.max_locations) : T);
+}
+
+// Width of the layer's input factor (the larger one).
+int64_t factor_width(const kfac_view& v) {
+  return v.kind == layer_kind::conv2d
+           ? v.geometry.patch_size()
+           : (v.input->rank() == 2 ? v.input->dim(1) : 0);
+}
+
+caf::error one_layer(const kfac_view& v, const cpu::factor_sampling& s,
+                     int threads, layer_stats& st) {
+  st.layer = v.layer;
+  auto err = v.kind == layer_kind::conv2d
+               ? cpu::conv_factors(v.geometry, *v.input,
+                                   *v.preactivation_grad, true, s, threads,
+                                   st.a, st.g)
+               : cpu::dense_factors(*v.input, *v.preactivation_grad, true, s,
+                                    threads, st.a, st.g);
+  if (err)
+    return with_context(err, "kfac: statistics of layer '" + v.layer + "'");
+  return caf::none;
+}
+
+} // namespace
+
 caf::expected<std::vector<layer_stats>>
 layer_statistics(const std::vector<kfac_view>& views,
                  const cpu::factor_sampling& s, int threads) {
-  std::vector<layer_stats> result;
-  result.reserve(views.size());
-  for (const auto& v : views) {
+  for (const auto& v : views)
     if (v.input == nullptr || v.preactivation_grad == nullptr)
       return make_error(ec::invalid_argument,
                         "kfac: no statistics for layer '" + v.layer
                           + "' (run a backward pass first)");
-    layer_stats st;
-    st.layer = v.layer;
-    auto err = v.kind == layer_kind::conv2d
-                 ? cpu::conv_factors(v.geometry, *v.input,
-                                     *v.preactivation_grad, true, s, threads,
-                                     st.a, st.g)
-                 : cpu::dense_factors(*v.input, *v.preactivation_grad, true,
-                                      s, threads, st.a, st.g);
-    if (err)
-      return with_context(err, "kfac: statistics of layer '" + v.layer + "'");
-    result.push_back(std::move(st));
+  std::vector<layer_stats> result(views.size());
+  // Sub-sampled statistics (few rows per factor) run a layer per thread,
+  // largest first: one parallel region instead of two per factor. The
+  // factors do not depend on the thread count, so neither does the result.
+  bool few = threads > 1 && views.size() > 1;
+  for (const auto& v : views)
+    few = few && factor_rows(v, s) <= cpu::few_factor_rows;
+  if (!few) {
+    for (size_t i = 0; i < views.size(); ++i)
+      if (auto err = one_layer(views[i], s, threads, result[i]))
+        return err;
+    return result;
   }
+  std::vector<size_t> order(views.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return factor_width(views[a]) > factor_width(views[b]);
+  });
+  std::vector<caf::error> errors(views.size());
+  cpu::parallel_for(threads, static_cast<int64_t>(order.size()),
+                    [&](int64_t k, int) {
+                      auto i = order[static_cast<size_t>(k)];
+                      errors[i] = one_layer(views[i], s, 1, result[i]);
+                    });
+  for (auto& err : errors)
+    if (err)
+      return std::move(err);
   return result;
 }
 

@@ -479,6 +479,58 @@ BOOST_AUTO_TEST_CASE(max_locations_matches_brute_force_on_the_subset) {
   check_close(G, ref.G(), 1e-6, 1e-5, "G sampled, 2 examples");
 }
 
+BOOST_AUTO_TEST_CASE(default_sub_sampling_of_the_convnet) {
+  // The statistics pass's defaults on the ConvNet's shapes (16 examples,
+  // 4 locations): few rows, wide factors whose widths are no multiple of
+  // the kernel's blocks; the same for any thread count, exactly symmetric,
+  // the brute force on the chosen rows.
+  std::mt19937 rng(23);
+  factor_sampling s;
+  s.max_examples = 16;
+  s.max_locations = 4;
+  s.seed = 5;
+  for (auto k : {conv_case{20, 14, 14, 16, 5, 5, 16, 1, 1, padding::same},
+                 conv_case{17, 28, 28, 1, 5, 5, 16, 1, 1, padding::same}}) {
+    auto d = make_conv_data(k, rng);
+    std::vector<tensor> as, gs;
+    for (int threads : {1, 2, 3}) {
+      tensor A, G;
+      SYNCFAC_REQUIRE_OK(
+        cpu::conv_factors(d.g, d.x, d.ds, true, s, threads, A, G));
+      as.push_back(A);
+      gs.push_back(G);
+    }
+    BOOST_CHECK(as[0] == as[1]);
+    BOOST_CHECK(as[0] == as[2]);
+    BOOST_CHECK(gs[0] == gs[1]);
+    BOOST_CHECK(gs[0] == gs[2]);
+    auto rows = cpu::sampled_rows(s, d.g.batch, d.g.locations());
+    BOOST_REQUIRE_EQUAL(rows.size(), 64u);
+    auto ref = ref_conv(d.g, d.x, d.ds, true, rows);
+    check_close(as[0], ref.A(), 1e-5, 1e-4, "A conv");
+    check_close(gs[0], ref.G(), 1e-5, 1e-4, "G conv");
+    check_symmetric(as[0], "A conv");
+    check_symmetric(gs[0], "G conv");
+    BOOST_CHECK_EQUAL(as[0][as[0].size() - 1], 1.0f);
+  }
+  auto x = random_tensor({128, 784}, rng);
+  auto ds = random_tensor({128, 10}, rng, -1.0f / 128, 1.0f / 128);
+  std::vector<tensor> as, gs;
+  for (int threads : {1, 2}) {
+    tensor A, G;
+    SYNCFAC_REQUIRE_OK(cpu::dense_factors(x, ds, true, s, threads, A, G));
+    as.push_back(A);
+    gs.push_back(G);
+  }
+  BOOST_CHECK(as[0] == as[1]);
+  BOOST_CHECK(gs[0] == gs[1]);
+  auto ref = ref_dense(x, ds, true, 16);
+  check_close(as[0], ref.A(), 1e-5, 1e-4, "A dense");
+  check_close(gs[0], ref.G(), 1e-5, 1e-4, "G dense");
+  check_symmetric(as[0], "A dense");
+  BOOST_CHECK_EQUAL(as[0][as[0].size() - 1], 1.0f);
+}
+
 BOOST_AUTO_TEST_CASE(same_seed_same_result_other_seed_other_result) {
   conv_case k{4, 8, 8, 3, 3, 3, 5, 1, 1, padding::same};
   std::mt19937 rng(21);
