@@ -232,6 +232,30 @@ BOOST_AUTO_TEST_CASE(cholesky_preconditioning_matches_explicit_kronecker) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(cholesky_preconditioning_of_wider_layers) {
+  // Few outputs (up to 32) take the row-wise solves, more take Eigen's
+  // blocked ones; both equal the explicit inverses' product, also with
+  // row counts that are no multiple of the vector width.
+  std::mt19937 rng(17);
+  for (auto [p, q] : {std::pair<int64_t, int64_t>{37, 5}, {70, 17},
+                      {9, 32}, {23, 40}, {1, 1}}) {
+    BOOST_TEST_CONTEXT("[" << p << ", " << q << "]") {
+      auto A = random_gram(p, 2 * p + 3, rng);
+      auto G = random_gram(q, 2 * q + 3, rng);
+      auto grad = random_tensor({p, q}, rng);
+      tensor LA, LG, out, A_inv, G_inv, ref;
+      SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(A, 0.1f, LA));
+      SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(G, 0.1f, LG));
+      SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(grad, LA, LG, 0.5f, out));
+      SYNCFAC_REQUIRE_OK(cpu::damped_inverse(A, 0.1f, A_inv));
+      SYNCFAC_REQUIRE_OK(cpu::damped_inverse(G, 0.1f, G_inv));
+      SYNCFAC_REQUIRE_OK(
+        cpu::precondition_factored(grad, A_inv, G_inv, 0.5f, ref));
+      check_close(out, ref, 1e-4, 1e-4, "vs explicit inverses");
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(damped_cholesky_is_lower_and_reconstructs) {
   std::mt19937 rng{5};
   auto F = random_gram(6, 4, rng); // rank 4: needs the damping
