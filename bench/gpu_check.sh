@@ -57,7 +57,8 @@ timeout 300 cmake --build "$BUILD_DIR" -j"$JOBS" --target "${TARGETS[@]}" \
 
 stage "tests"
 TEST_LOG="$BUILD_DIR/gpu_check_tests.log"
-timeout 300 ctest --test-dir "$BUILD_DIR" -R '^kernels_cuda_' \
+timeout 300 ctest --test-dir "$BUILD_DIR" \
+  -R '^kernels_cuda_(backend|kfac|device_selection)$' \
   --output-on-failure >"$TEST_LOG" 2>&1
 tests_rc=$?
 grep -E "Test +#|tests passed|Skipped|Failed|\*\*\*" "$TEST_LOG"

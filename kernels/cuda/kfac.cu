@@ -30,8 +30,6 @@ constexpr int block = 256;
 // magnitude means the factor is not positive semi-definite.
 constexpr double max_negative_eigen_ratio = 1e-3;
 
-constexpr double zero_damping_floor = 1e-6;
-
 #define SYNCFAC_GRID_STRIDE(i, n)                                            \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x)             \
                    + threadIdx.x;                                            \
@@ -126,11 +124,6 @@ std::string num(double x) {
   return buf;
 }
 
-bool has_code(const caf::error& err, ec code) {
-  return err && err.category() == error_category
-         && err.code() == static_cast<uint8_t>(code);
-}
-
 caf::error check_square(const char* op, const char* what, const tensor& x) {
   if (x.rank() == 2 && x.dim(0) == x.dim(1))
     return caf::none;
@@ -214,64 +207,7 @@ caf::error check_solver_size(const std::string& dev, const char* op,
                       + " exceeds cuSOLVER's 32-bit sizes");
 }
 
-template <class Attempt>
-caf::expected<float> retry_damping(const char* op, const tensor& factor,
-                                   float damping, int max_retries,
-                                   Attempt attempt) {
-  if (max_retries < 0)
-    return make_error(ec::invalid_argument,
-                      std::string{op} + ": max_retries "
-                        + std::to_string(max_retries) + " is negative");
-  auto current = damping;
-  caf::error last;
-  for (int i = 0;; ++i) {
-    last = attempt(current);
-    if (!last)
-      return current;
-    if (!has_code(last, ec::numerical_failure) || i == max_retries)
-      break;
-    float next = current * 10.0f;
-    if (current == 0.0f) {
-      auto n = factor.dim(0);
-      double trace = 0.0;
-      for (int64_t k = 0; k < n; ++k)
-        trace += factor[k * n + k];
-      auto mean = trace / static_cast<double>(n);
-      next = static_cast<float>(zero_damping_floor * (mean > 0 ? mean : 1.0));
-    }
-    if (!std::isfinite(next))
-      break;
-    current = next;
-  }
-  if (!has_code(last, ec::numerical_failure))
-    return last;
-  return make_error(ec::numerical_failure,
-                    std::string{op} + ": damping " + num(damping)
-                      + " raised up to " + num(current) + " within "
-                      + std::to_string(max_retries)
-                      + " retries (x10 each) did not help; last: "
-                      + render(last));
-}
-
 } // namespace
-
-caf::expected<float>
-kfac_kernels::damped_inverse_with_retry(const tensor& factor, float damping,
-                                        int max_retries, tensor& inverse) {
-  return retry_damping("damped_inverse_with_retry", factor, damping,
-                       max_retries, [&](float d) {
-                         return damped_inverse(factor, d, inverse);
-                       });
-}
-
-caf::expected<float>
-kfac_kernels::damped_cholesky_with_retry(const tensor& factor, float damping,
-                                         int max_retries, tensor& lower) {
-  return retry_damping("damped_cholesky_with_retry", factor, damping,
-                       max_retries, [&](float d) {
-                         return damped_cholesky(factor, d, lower);
-                       });
-}
 
 // -- factorisations ----------------------------------------------------------
 
