@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Network speed between two processes over loopback (bench_net): gradient
+# push + ack of 1 MiB and 16 MiB tensors and a small request/reply round
+# trip, through CAF (plain and TLS) against raw TCP, in interleaved rounds;
+# prints the medians and writes bench/results/net-<UTC time>-*.json. Runs
+# twice: with CAF's default middleman settings, and with
+# middleman.workers=0 (the multiplexer deserialises incoming messages
+# itself instead of copying each payload to a deserialisation worker).
+#
+#   bench/run_net.sh [rounds=7] [seconds=0.5]
+#
+# SYNCFAC_BIN_DIR (default build/bin) says where bench_net is.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-7}
+seconds=${2:-0.5}
+bin=${SYNCFAC_BIN_DIR:-build/bin}/bench_net
+[ -x "$bin" ] || { echo "bench: $bin not built (run scripts/build.sh)" >&2; exit 1; }
+mkdir -p bench/results
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "--- CAF defaults"
+"$bin" --rounds "$rounds" --seconds "$seconds" --sizes 1,16 \
+  --json "bench/results/net-$stamp-default.json"
+echo "--- middleman.workers=0"
+"$bin" --rounds "$rounds" --seconds "$seconds" --sizes 1,16 \
+  --set middleman.workers=0 --json "bench/results/net-$stamp-workers0.json"
+echo "machine load after: $(cut -d' ' -f1-3 /proc/loadavg)"
