@@ -397,6 +397,13 @@ BOOST_AUTO_TEST_CASE(apply_tls_sets_the_openssl_options) {
   BOOST_TEST(caf::get_or(cfg, "openssl.cafile", std::string{})
              == files->cafile);
   BOOST_TEST(cfg.module_factories.size() == modules + 1);
+  // Parsing a command line afterwards keeps them.
+  char prog[] = "prog";
+  char* argv[] = {prog, nullptr};
+  BOOST_REQUIRE(!cfg.parse_cli(1, argv));
+  BOOST_TEST(cfg.openssl_certificate == files->certificate);
+  BOOST_TEST(cfg.openssl_key == files->key);
+  BOOST_TEST(cfg.openssl_passphrase == "abcd1234");
 }
 
 BOOST_AUTO_TEST_CASE(apply_tls_refuses_half_configured_files) {
