@@ -868,7 +868,29 @@ caf::error cuda_backend::conv2d_backward(const conv2d_geometry& g,
                                          const tensor& y, const tensor& dy,
                                          activation act, tensor& ds,
                                          tensor& dw, tensor& db, tensor* dx) {
-  const char* op = "conv2d_backward";
+  return conv_backward("conv2d_backward", g, x, w, y, dy, act, ds, &dw, &db,
+                       dx);
+}
+
+caf::error cuda_backend::conv2d_backward_data(const conv2d_geometry& g,
+                                              const tensor& x,
+                                              const tensor& w,
+                                              const tensor& y,
+                                              const tensor& dy,
+                                              activation act, tensor& ds,
+                                              tensor* dx) {
+  return conv_backward("conv2d_backward_data", g, x, w, y, dy, act, ds,
+                       nullptr, nullptr, dx);
+}
+
+caf::error cuda_backend::conv_backward(const char* op,
+                                       const conv2d_geometry& g,
+                                       const tensor& x, const tensor& w,
+                                       const tensor& y, const tensor& dy,
+                                       activation act, tensor& ds,
+                                       tensor* dw, tensor* db, tensor* dx) {
+  // Without dw (and db) only ds and dx: no patches, no weight product.
+  bool params = dw != nullptr && db != nullptr;
   if (auto err = check_conv(op, g, x, w))
     return err;
   if (auto err = cpu::expect_shape(op, "output", y.shape(), "geometry output",
@@ -890,10 +912,11 @@ caf::error cuda_backend::conv2d_backward(const conv2d_geometry& g,
         std::tuple{&in_c_, y.size(), "conv2d output"},
         std::tuple{&in_d_, dy.size(), "conv2d output gradient"},
         std::tuple{&out_a_, rows * O, "conv2d ds"},
-        std::tuple{&out_b_, O, "conv2d db"},
-        std::tuple{&out_c_, P * O, "conv2d dw"},
+        std::tuple{&out_b_, params ? O : 0, "conv2d db"},
+        std::tuple{&out_c_, params ? P * O : 0, "conv2d dw"},
         std::tuple{&out_d_, dx != nullptr ? x.size() : 0, "conv2d dx"},
-        std::tuple{&col_, chunk * T * P, "conv2d im2col patches"}})
+        std::tuple{&col_, params || dx != nullptr ? chunk * T * P : 0,
+                   "conv2d im2col patches"}})
     if (auto err = buf->reserve(size, name_, what))
       return err;
   if (auto err = upload(in_a_.get(), x.data(), x.size(),
@@ -912,25 +935,31 @@ caf::error cuda_backend::conv2d_backward(const conv2d_geometry& g,
     in_c_.get(), in_d_.get(), out_a_.get(), rows * O, act);
   if (auto err = check_launch("conv2d_backward: activation gradient"))
     return err;
-  if (auto err = column_sums(out_a_.get(), rows, O, out_b_.get(),
-                             "conv2d_backward: db"))
-    return err;
-  if (g.batch == 0 || P == 0)
-    k_fill<<<grid_for(P * O), block, 0, stream_>>>(out_c_.get(), P * O, 0.0f);
+  if (params) {
+    if (auto err = column_sums(out_a_.get(), rows, O, out_b_.get(),
+                               "conv2d_backward: db"))
+      return err;
+    if (g.batch == 0 || P == 0)
+      launch_fill(stream_, out_c_.get(), P * O, 0.0f);
+  }
   auto d = conv_dims_of(g);
-  for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
+  for (int64_t n0 = 0; n0 < g.batch && (params || dx != nullptr);
+       n0 += chunk) {
     auto images = std::min(chunk, g.batch - n0);
     auto count = images * T;
     const float* ds_chunk = out_a_.get() + n0 * T * O;
-    launch_im2col(stream_, in_a_.get(), d, nullptr, n0 * T, count, P,
-                  col_.get());
-    if (auto err = check_launch("conv2d_backward: im2col"))
-      return err;
-    if (P > 0 && count > 0)
-      if (auto err = gemm_rm(true, false, P, O, count, 1.0f, col_.get(), P,
-                             ds_chunk, O, n0 == 0 ? 0.0f : 1.0f, out_c_.get(),
-                             O, "conv2d_backward: dw = patches^T ds"))
+    if (params) {
+      launch_im2col(stream_, in_a_.get(), d, nullptr, n0 * T, count, P,
+                    col_.get());
+      if (auto err = check_launch("conv2d_backward: im2col"))
         return err;
+      if (P > 0 && count > 0)
+        if (auto err = gemm_rm(true, false, P, O, count, 1.0f, col_.get(), P,
+                               ds_chunk, O, n0 == 0 ? 0.0f : 1.0f,
+                               out_c_.get(), O,
+                               "conv2d_backward: dw = patches^T ds"))
+          return err;
+    }
     if (dx == nullptr)
       continue;
     // The patch gradients reuse the patch buffer (stream order keeps the
@@ -949,18 +978,20 @@ caf::error cuda_backend::conv2d_backward(const conv2d_geometry& g,
       return err;
   }
   std::vector<float> h_ds(static_cast<size_t>(rows * O));
-  std::vector<float> h_dw(static_cast<size_t>(P * O));
-  std::vector<float> h_db(static_cast<size_t>(O));
+  std::vector<float> h_dw(params ? static_cast<size_t>(P * O) : 0);
+  std::vector<float> h_db(params ? static_cast<size_t>(O) : 0);
   std::vector<float> h_dx(dx != nullptr ? static_cast<size_t>(x.size()) : 0);
   if (auto err = download(h_ds.data(), out_a_.get(), rows * O,
                           "conv2d_backward: copy ds back"))
     return err;
-  if (auto err = download(h_dw.data(), out_c_.get(), P * O,
-                          "conv2d_backward: copy dw back"))
-    return err;
-  if (auto err = download(h_db.data(), out_b_.get(), O,
-                          "conv2d_backward: copy db back"))
-    return err;
+  if (params) {
+    if (auto err = download(h_dw.data(), out_c_.get(), P * O,
+                            "conv2d_backward: copy dw back"))
+      return err;
+    if (auto err = download(h_db.data(), out_b_.get(), O,
+                            "conv2d_backward: copy db back"))
+      return err;
+  }
   if (dx != nullptr)
     if (auto err = download(h_dx.data(), out_d_.get(), x.size(),
                             "conv2d_backward: copy dx back"))
@@ -969,10 +1000,12 @@ caf::error cuda_backend::conv2d_backward(const conv2d_geometry& g,
     return err;
   ds.resize(g.output_shape());
   ds.values() = std::move(h_ds);
-  dw.resize(g.kernel_shape());
-  dw.values() = std::move(h_dw);
-  db.resize({O});
-  db.values() = std::move(h_db);
+  if (params) {
+    dw->resize(g.kernel_shape());
+    dw->values() = std::move(h_dw);
+    db->resize({O});
+    db->values() = std::move(h_db);
+  }
   if (dx != nullptr) {
     dx->resize(g.input_shape());
     dx->values() = std::move(h_dx);

@@ -141,6 +141,10 @@ public:
                              const tensor& w, const tensor& y,
                              const tensor& dy, activation act, tensor& ds,
                              tensor& dw, tensor& db, tensor* dx) override;
+  caf::error conv2d_backward_data(const conv2d_geometry& g, const tensor& x,
+                                  const tensor& w, const tensor& y,
+                                  const tensor& dy, activation act,
+                                  tensor& ds, tensor* dx) override;
   caf::error activation_forward(activation act, const tensor& x,
                                 tensor& y) override;
   caf::error activation_backward(activation act, const tensor& y,
@@ -215,6 +219,12 @@ public:
                      int64_t k, float alpha, const float* A, int64_t lda,
                      const float* B, int64_t ldb, float beta, float* C,
                      int64_t ldc, const char* what);
+
+  /// conv2d_backward, and without dw and db (both null) its _data form.
+  caf::error conv_backward(const char* op, const conv2d_geometry& g,
+                           const tensor& x, const tensor& w, const tensor& y,
+                           const tensor& dy, activation act, tensor& ds,
+                           tensor* dw, tensor* db, tensor* dx);
 
   /// db[cols] = column sums of a row-major [rows, cols] matrix.
   caf::error column_sums(const float* x, int64_t rows, int64_t cols,

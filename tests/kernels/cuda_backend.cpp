@@ -181,6 +181,15 @@ BOOST_AUTO_TEST_CASE(conv2d_matches_cpu) {
         SYNCFAC_REQUIRE_OK(gpu->conv2d_backward(g, x, w, y_cpu, dy, act, ds_n,
                                                 dw_n, db_n, nullptr));
         check_close(dw_n, dw_c, 2e-4, 2e-4, "conv dw (no dx)");
+        // Without the parameter gradients (K-FAC's statistics pass).
+        tensor ds_d, dx_d;
+        SYNCFAC_REQUIRE_OK(gpu->conv2d_backward_data(g, x, w, y_cpu, dy, act,
+                                                     ds_d, &dx_d));
+        check_close(ds_d, ds_c, elem_atol, elem_rtol, "conv data ds");
+        check_close(dx_d, dx_c, gemm_atol, gemm_rtol, "conv data dx");
+        SYNCFAC_REQUIRE_OK(gpu->conv2d_backward_data(g, x, w, y_cpu, dy, act,
+                                                     ds_d, nullptr));
+        check_close(ds_d, ds_c, elem_atol, elem_rtol, "conv data ds only");
       }
     }
 }
