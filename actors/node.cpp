@@ -42,9 +42,10 @@ std::string incompatibility(const std::string& peer, uint32_t protocol,
     return {};
   std::string why = peer + " does not know the same message types";
   if (!unknown_here.empty())
-    why += "; unknown here: " + unknown_here;
+    why += "; registered there but unknown here: " + unknown_here;
   if (!unknown_there.empty())
-    why += "; unknown there: " + unknown_there;
+    why += "; registered here but unknown there: " + unknown_there;
+  why += " (every node of a cluster must register the same types)";
   return why;
 }
 
@@ -55,9 +56,23 @@ std::string task_name(const std::string& job, int32_t index) {
 } // namespace
 
 std::vector<std::string> known_message_types(caf::actor_system& sys) {
+  const auto& types = sys.config().value_factories_by_name;
+  // add_message_type<T>("x") also registers "std::vector<x>" and
+  // "stream<x>": naming "x" says it all.
+  auto derived = [&](const std::string& name) {
+    for (const char* wrapper : {"std::vector<", "stream<"}) {
+      std::string w = wrapper;
+      if (name.size() > w.size() + 1 && name.compare(0, w.size(), w) == 0
+          && name.back() == '>'
+          && types.count(name.substr(w.size(), name.size() - w.size() - 1))
+               > 0)
+        return true;
+    }
+    return false;
+  };
   std::vector<std::string> out;
-  for (const auto& kvp : sys.config().value_factories_by_name)
-    if (kvp.first.rfind("syncfac::", 0) == 0)
+  for (const auto& kvp : types)
+    if (kvp.first.rfind("caf::", 0) != 0 && !derived(kvp.first))
       out.push_back(kvp.first);
   std::sort(out.begin(), out.end());
   return out;
@@ -85,6 +100,8 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
       if (!why.empty())
         return make_error(ec::bad_message, "refused at connect to "
                                              + st.cfg.task.str() + ": " + why);
+      if (h.node)
+        st.callers[peer] = h.node;
       if (st.cfg.owner)
         caf::anon_send(st.cfg.owner, hello_atom::value, peer, h.node);
       node_info info;
@@ -100,11 +117,23 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
       info.role_actors.push_back(caf::actor_cast<caf::actor>(self));
       return info;
     },
-    [=](shutdown_atom, std::string& reason) {
+    [=](shutdown_atom, std::string& reason) -> caf::result<caf::ok_atom> {
       auto& st = self->state;
+      if (st.cfg.owner && st.cfg.owner_confirms_shutdown)
+        return self->delegate(caf::actor_cast<shutdown_handler>(st.cfg.owner),
+                              shutdown_atom::value, std::move(reason));
       if (st.cfg.owner)
         caf::anon_send(st.cfg.owner, shutdown_atom::value, reason);
       return caf::ok_atom::value;
+    },
+    [=](hello_atom) {
+      std::vector<std::string> names;
+      std::vector<caf::actor> nodes;
+      for (const auto& kvp : self->state.callers) {
+        names.push_back(kvp.first);
+        nodes.push_back(kvp.second);
+      }
+      return caf::make_result(std::move(names), std::move(nodes));
     },
   };
 }

@@ -35,7 +35,12 @@ using node_actor = caf::typed_actor<
   // error when protocol or message types differ.
   caf::replies_to<hello_atom, node_hello>::with<node_info>,
   // From the chief: the run is over (the reason is logged).
-  caf::replies_to<shutdown_atom, std::string>::with<caf::ok_atom>>;
+  caf::replies_to<shutdown_atom, std::string>::with<caf::ok_atom>,
+  // From its own process: the peers that said hello so far (task names
+  // and their node actors, the latest per task), e.g. for the chief to end
+  // the nodes that joined on their own.
+  caf::replies_to<hello_atom>::with<std::vector<std::string>,
+                                    std::vector<caf::actor>>>;
 
 struct node_config {
   task_id task;
@@ -45,17 +50,34 @@ struct node_config {
   /// Receives (shutdown_atom, std::string reason) and
   /// (hello_atom, std::string peer, caf::actor peer_node).
   caf::actor owner;
+  /// When set, the owner answers the chief's shutdown itself (with
+  /// caf::ok_atom, a request the node delegates to it): the chief waits
+  /// for that answer (bounded by its request timeout), so the owner may
+  /// finish work first, e.g. an evaluator's final evaluation while the
+  /// shards are still up. Otherwise the node answers at once.
+  bool owner_confirms_shutdown = false;
 };
+
+/// What a node's owner implements when it confirms the chief's shutdown.
+using shutdown_handler = caf::typed_actor<
+  caf::replies_to<shutdown_atom, std::string>::with<caf::ok_atom>>;
 
 struct node_state {
   static inline const char* name = "node";
   node_config cfg;
+  /// Peers that said hello: task name -> their node actor.
+  std::map<std::string, caf::actor> callers;
 };
 
 node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
                                node_config cfg);
 
-/// The registered syncfac message types of `sys`, sorted.
+/// Every message type `sys` registered by name, sorted: syncfac's and any a
+/// program added (cfg.add_message_type<T>("myproj::T")); CAF's own types,
+/// which every node has, are left out. Nodes of one cluster must agree on
+/// this list: a peer with a type the other does not know is refused at
+/// hello with an error naming the type (CAF would drop its messages
+/// silently).
 std::vector<std::string> known_message_types(caf::actor_system& sys);
 
 /// This node's hello to a peer.
