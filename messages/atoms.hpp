@@ -57,5 +57,7 @@ using inverse_atom = caf::atom_constant<caf::atom("inverse")>;
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 /// Cluster: the chief tells a node that the run is over.
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+/// Cluster: a role reports a record to the chief's metrics sink.
+using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
 
 } // namespace syncfac

@@ -1,6 +1,7 @@
 #include "messages/registry.hpp"
 
 #include "actors/actors.hpp"
+#include "actors/metrics_sink.hpp"
 #include "actors/node.hpp"
 #include "messages/device_messages.hpp"
 #include "runtime/error.hpp"
@@ -58,6 +59,8 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<node_hello>("syncfac::node_hello");
   cfg.add_message_type<node_info>("syncfac::node_info");
   cfg.add_message_type<node_actor>("syncfac::node_actor");
+  cfg.add_message_type<metrics_record>("syncfac::metrics_record");
+  cfg.add_message_type<metrics_actor>("syncfac::metrics_actor");
   cfg.add_error_category(error_category,
                          [](uint8_t code, caf::atom_value,
                             const caf::message& context) {

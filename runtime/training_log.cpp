@@ -75,6 +75,18 @@ void training_log::line(const std::string& text) {
   out_.flush();
 }
 
+void training_log::record(const std::string& text,
+                          const json_object& fields) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  progress_.clear();
+  out_ << text << "\n";
+  out_.flush();
+  json_object obj;
+  obj.add("wall_s", elapsed());
+  obj.merge(fields);
+  write_metrics(obj);
+}
+
 void training_log::progress(int64_t step) {
   std::lock_guard<std::mutex> guard{mtx_};
   progress_.update(step);

@@ -39,6 +39,10 @@ public:
   /// Any other line of the log.
   void line(const std::string& text);
 
+  /// A line of the log and a metrics object with `fields` (after "wall_s"):
+  /// what other roles report through the chief's metrics sink.
+  void record(const std::string& text, const json_object& fields);
+
   /// Advances the progress display.
   void progress(int64_t step);
 

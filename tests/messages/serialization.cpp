@@ -5,6 +5,7 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
+#include "actors/metrics_sink.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/kfac_messages.hpp"
 #include "messages/sync_messages.hpp"
@@ -275,6 +276,18 @@ BOOST_AUTO_TEST_CASE(every_kfac_message_round_trips) {
   auto res2 = message_round_trip(res);
   BOOST_TEST(res2.stats.at(0).a == ls.a);
   BOOST_TEST(res2.stats_examples == 16);
+}
+
+BOOST_AUTO_TEST_CASE(metrics_records_round_trip) {
+  metrics_record rec;
+  rec.source = "evaluator:0";
+  rec.step = 40;
+  rec.fields["test_accuracy"] = 0.8125;
+  rec.fields["test_loss"] = 0.5;
+  auto rec2 = message_round_trip(rec);
+  BOOST_TEST(rec2.source == "evaluator:0");
+  BOOST_TEST(rec2.step == 40);
+  BOOST_TEST(rec2.fields == rec.fields);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,196 @@
+#include "actors/cluster_member.hpp"
+
+#include <algorithm>
+
+#include <caf/exit_reason.hpp>
+
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// The node actor behind a connected node's roles ("node" in its answer).
+caf::actor node_of(const node_info& info) {
+  for (size_t i = 0; i < info.role_names.size(); ++i)
+    if (info.role_names[i] == "node" && i < info.role_actors.size())
+      return info.role_actors[i];
+  return {};
+}
+
+} // namespace
+
+caf::error member_config::validate() const {
+  if (auto err = cluster.validate())
+    return err;
+  if (!cluster.contains(task))
+    return make_error(ec::invalid_config,
+                      "task " + task.str() + " is not in the cluster");
+  if (connect.timeout.count() <= 0 || connect.retry.count() <= 0
+      || connect.request_timeout.count() <= 0)
+    return make_error(ec::invalid_config,
+                      "cluster member " + task.str()
+                        + ": connect timeouts and retry must be positive");
+  if (max_reconnects < 0)
+    return make_error(ec::invalid_config,
+                      "cluster member " + task.str()
+                        + ": max_reconnects must be >= 0");
+  return caf::none;
+}
+
+caf::expected<std::unique_ptr<cluster_member>>
+cluster_member::make(caf::actor_system& sys, member_config cfg,
+                     std::ostream& log) {
+  if (auto err = cfg.validate())
+    return err;
+  return std::unique_ptr<cluster_member>{
+    new cluster_member(sys, std::move(cfg), log)};
+}
+
+cluster_member::cluster_member(caf::actor_system& sys, member_config cfg,
+                               std::ostream& log)
+  : sys_(sys),
+    cfg_(std::move(cfg)),
+    log_(log),
+    self_(sys),
+    roles_(std::make_shared<std::map<std::string, caf::actor>>()) {
+  node_config nc;
+  nc.task = cfg_.task;
+  nc.roles = roles_;
+  nc.owner = caf::actor_cast<caf::actor>(self_);
+  nc.owner_confirms_shutdown = true;
+  node_ = sys_.spawn(node, std::move(nc));
+  hello_ = make_hello(sys_, cfg_.task, caf::actor_cast<caf::actor>(node_));
+}
+
+cluster_member::~cluster_member() {
+  self_->send_exit(node_, caf::exit_reason::user_shutdown);
+}
+
+void cluster_member::host(const std::string& name, caf::actor role) {
+  (*roles_)[name] = std::move(role);
+}
+
+caf::error cluster_member::publish() {
+  const auto& addr = cfg_.cluster.address(cfg_.task);
+  auto port = publish_node(node_, addr.port, cfg_.connect.tls);
+  if (!port)
+    return with_context(port.error(), me());
+  std::string hosted;
+  for (const auto& kvp : *roles_)
+    hosted += (hosted.empty() ? "" : ", ") + kvp.first;
+  log_ << me() << ": listening on " << addr.str()
+       << (cfg_.connect.tls ? " (TLS)" : "") << ", hosting "
+       << (hosted.empty() ? "no roles" : hosted) << std::endl;
+  return caf::none;
+}
+
+caf::error cluster_member::add_peers(const std::vector<task_id>& peers) {
+  auto infos = connect_nodes(sys_, self_, cfg_.cluster, peers, hello_,
+                             cfg_.connect, log_);
+  if (!infos)
+    return with_context(infos.error(), me());
+  for (auto& kvp : *infos) {
+    auto n = node_of(kvp.second);
+    if (n) {
+      self_->monitor(n);
+      peer_nodes_[kvp.first] = n;
+    }
+    peers_[kvp.first] = std::move(kvp.second);
+  }
+  return caf::none;
+}
+
+caf::error cluster_member::connect(const std::vector<task_id>& peers) {
+  std::vector<task_id> todo;
+  for (const auto& t : peers)
+    if (t != cfg_.task && peers_.count(t.str()) == 0)
+      todo.push_back(t);
+  if (todo.empty())
+    return caf::none;
+  return add_peers(todo);
+}
+
+caf::error cluster_member::reconnect(const task_id& peer) {
+  auto name = peer.str();
+  auto& n = reconnects_[name];
+  if (n >= cfg_.max_reconnects)
+    return make_error(ec::peer_down,
+                      me() + ": " + name + " went away again after "
+                        + std::to_string(n)
+                        + " reconnection(s) (max_reconnects)");
+  ++n;
+  auto i = peer_nodes_.find(name);
+  if (i != peer_nodes_.end()) {
+    self_->demonitor(i->second);
+    peer_nodes_.erase(i);
+  }
+  peers_.erase(name);
+  log_ << me() << ": reconnecting to " << name << " at "
+       << cfg_.cluster.address(peer).str() << " (" << n << " of "
+       << cfg_.max_reconnects << ")" << std::endl;
+  if (auto err = add_peers({peer}))
+    return err;
+  reconnected_.push_back(peer);
+  log_ << me() << ": " << name << " is back" << std::endl;
+  return caf::none;
+}
+
+std::vector<task_id> cluster_member::take_reconnected() {
+  std::vector<task_id> out;
+  out.swap(reconnected_);
+  return out;
+}
+
+caf::expected<bool> cluster_member::wait(std::chrono::milliseconds d) {
+  std::vector<task_id> gone;
+  self_->receive(
+    [&](shutdown_atom, std::string& why) -> caf::ok_atom {
+      ended_ = true;
+      end_reason_ = why;
+      log_ << me() << ": the chief ended the run: " << why << std::endl;
+      if (on_shutdown)
+        on_shutdown(why);
+      return caf::ok_atom::value;
+    },
+    [&](hello_atom, std::string&, caf::actor&) {
+      // A peer connected to this node; nothing to do.
+    },
+    [&](caf::down_msg& dm) {
+      for (const auto& kvp : peer_nodes_)
+        if (kvp.second.address() == dm.source) {
+          log_ << me() << ": the node of " << kvp.first << " went down ("
+               << sys_.render(dm.reason) << ")" << std::endl;
+          if (auto t = task_id::parse(kvp.first))
+            gone.push_back(*t);
+        }
+    },
+    caf::after(d) >> [] {});
+  if (!ended_)
+    for (const auto& t : gone)
+      if (auto err = reconnect(t))
+        return err;
+  return ended_;
+}
+
+caf::error cluster_member::wait_for_end(std::chrono::milliseconds max) {
+  auto start = clock_type::now();
+  auto deadline = start + max;
+  while (!ended_) {
+    auto now = clock_type::now();
+    if (now >= deadline)
+      return make_error(ec::timeout,
+                        me() + ": the chief did not end the run within "
+                          + std::to_string(max.count()) + " ms");
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - now);
+    if (auto res = wait(std::min(left, std::chrono::milliseconds{500}));
+        !res)
+      return res.error();
+  }
+  return caf::none;
+}
+
+} // namespace syncfac
