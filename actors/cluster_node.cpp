@@ -5,9 +5,11 @@
 #include <memory>
 #include <set>
 
+#include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include "actors/chief_driver.hpp"
+#include "actors/metrics_sink.hpp"
 #include "actors/owned_actors.hpp"
 #include "actors/topology.hpp"
 #include "runtime/error.hpp"
@@ -392,6 +394,21 @@ private:
     training_log out{log_, steps, sync_.base.progress};
     if (auto err = out.open_metrics(sync_.base.metrics_path))
       return err;
+    // The metrics sink other roles report to (role "metrics"); it writes
+    // into `out`, so it stops before `out` ends.
+    auto sink = spawn_metrics_sink(sys_, metrics_sink_config{&out});
+    if (!sink)
+      return sink.error();
+    metrics_ = *sink;
+    struct stop_sink {
+      caf::scoped_actor& self;
+      metrics_actor sink;
+      ~stop_sink() {
+        self->send_exit(sink, caf::exit_reason::user_shutdown);
+        self->wait_for(sink);
+      }
+    } stop{self_, *sink};
+    host("metrics", caf::actor_cast<caf::actor>(*sink));
     auto driver = chief_driver::make(sys_, top_, sync_, tasks_, steps, *ps,
                                      test_, out);
     if (!driver)
@@ -434,10 +451,14 @@ private:
              + std::to_string(sync_.base.batch_size)
              + " examples per worker");
     auto summary = (*driver)->run(self_, roles);
+    auto reason = summary ? std::string{"training finished"}
+                          : "training failed: " + render(summary.error());
+    // Nodes that joined on their own (an evaluator) end first, while the
+    // shards are still up: they may finish a last evaluation.
+    end_callers(reason);
     node_outcome outcome;
     outcome.cluster = cluster_report(*ps, roles);
-    end_run(summary ? "training finished"
-                    : "training failed: " + render(summary.error()));
+    end_run(reason);
     if (!summary)
       return summary.error();
     outcome.summary = std::move(*summary);
@@ -499,7 +520,58 @@ private:
     out.add("tasks", static_cast<int64_t>(cfg_.cluster.tasks().size()))
       .add("tls", cfg_.tls)
       .add("roles", tasks);
+    // What other roles reported to the metrics sink: the last record of
+    // each source and how many it sent.
+    if (metrics_) {
+      json_object sources;
+      self_->request(metrics_, timeout, status_atom::value)
+        .receive(
+          [&](std::vector<metrics_record>& recs) {
+            for (auto& r : recs) {
+              json_object t;
+              t.add("last_step", r.step);
+              for (const auto& kvp : r.fields)
+                if (kvp.first == "reports")
+                  t.add(kvp.first, static_cast<int64_t>(kvp.second));
+                else
+                  t.add(kvp.first, kvp.second);
+              sources.add(r.source, t);
+            }
+          },
+          [&](caf::error& err) { sources.add("unreachable", render(err)); });
+      out.add("metrics", sources);
+    }
     return out;
+  }
+
+  /// Tells the nodes that said hello to this one but are no task the
+  /// chief connected to (e.g. an evaluator; the last hello of each counts)
+  /// that the run is over, one after another, each bounded by the request
+  /// timeout: they may finish work before they answer.
+  void end_callers(const std::string& reason) {
+    std::map<std::string, caf::actor> callers;
+    self_->request(node_, cfg_.connect.request_timeout, hello_atom::value)
+      .receive(
+        [&](std::vector<std::string>& names, std::vector<caf::actor>& nodes) {
+          for (size_t i = 0; i < names.size() && i < nodes.size(); ++i)
+            if (names[i] != me() && nodes_.count(names[i]) == 0)
+              callers[names[i]] = nodes[i];
+        },
+        [&](caf::error& err) {
+          log_ << me() << ": cannot list the nodes that joined: "
+               << render(err) << std::endl;
+        });
+    for (auto& kvp : callers) {
+      auto peer = caf::actor_cast<node_actor>(kvp.second);
+      self_->request(peer, cfg_.connect.request_timeout,
+                     shutdown_atom::value, reason)
+        .receive([](caf::ok_atom) {},
+                 [&](caf::error& err) {
+                   log_ << me() << ": could not tell " << kvp.first
+                        << " that the run is over: " << render(err)
+                        << std::endl;
+                 });
+    }
   }
 
   /// Tells every connected node that the run is over (bounded per node).
@@ -549,6 +621,7 @@ private:
   std::shared_ptr<const dataset> train_;
   std::shared_ptr<const dataset> test_;
   caf::actor chief_node_;
+  metrics_actor metrics_;
 };
 
 } // namespace
