@@ -1,0 +1,174 @@
+#include "eval_role.hpp"
+
+#include <algorithm>
+
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/gather.hpp"
+#include "runtime/data/batcher.hpp"
+#include "runtime/error.hpp"
+
+namespace evaluator_role {
+
+using namespace syncfac;
+
+namespace {
+
+using self_ptr = eval_role_actor::stateful_pointer<eval_role_state>;
+using promise_type = caf::typed_response_promise<metrics_record>;
+
+caf::error failed(const std::string& what, const caf::error& err) {
+  if (err == caf::sec::request_timeout)
+    return make_error(ec::timeout, "evaluator role: no answer to " + what
+                                     + " in time");
+  return with_context(err, "evaluator role: " + what);
+}
+
+/// Evaluates slice [begin, ...) and the rest, then answers.
+void evaluate_from(self_ptr self, int64_t step, int64_t begin,
+                   std::shared_ptr<eval_result> total, promise_type rp) {
+  auto& st = self->state;
+  const auto& data = *st.cfg.data;
+  if (begin >= data.count) {
+    metrics_record rec;
+    rec.source = st.cfg.source;
+    rec.step = step;
+    rec.fields["test_loss"] = total->mean_loss();
+    rec.fields["test_accuracy"] = total->accuracy();
+    rec.fields["examples"] = static_cast<double>(total->count);
+    st.last = rec;
+    rp.deliver(std::move(rec));
+    return;
+  }
+  auto end = std::min(data.count, begin + st.cfg.slice_size);
+  batch b;
+  slice(data, begin, end, b);
+  self->request(st.cfg.device, st.cfg.request_timeout, eval_atom::value,
+                std::move(b))
+    .await(
+      [=](eval_result& part) {
+        *total += part;
+        evaluate_from(self, step, end, total, rp);
+      },
+      [=](caf::error& err) mutable {
+        rp.deliver(failed("evaluation", err));
+      });
+}
+
+void evaluate_pulled(self_ptr self, std::vector<shard_params> pulled,
+                     promise_type rp) {
+  auto& st = self->state;
+  // Shards apply a step one after another: different steps mean an update
+  // is in flight, and the variables would mix two steps.
+  auto step = pulled.empty() ? 0 : pulled.front().global_step;
+  for (const auto& sp : pulled)
+    if (sp.global_step != step) {
+      rp.deliver(make_error(ec::unavailable,
+                            "evaluator role: ps:0 is at step "
+                              + std::to_string(step) + ", ps:"
+                              + std::to_string(sp.shard) + " at "
+                              + std::to_string(sp.global_step)
+                              + " (an update is in flight)"));
+      return;
+    }
+  for (auto& sp : pulled)
+    for (auto& v : sp.values) {
+      auto i = st.slot_of.find(v.name);
+      if (i == st.slot_of.end()) {
+        rp.deliver(make_error(ec::unknown_name,
+                              "evaluator role: ps:" + std::to_string(sp.shard)
+                                + " holds '" + v.name
+                                + "', which the model does not have"));
+        return;
+      }
+      st.params[i->second].value = std::move(v.value);
+    }
+  self->request(st.cfg.device, st.cfg.request_timeout, params_atom::value,
+                st.params)
+    .await(
+      [=](caf::ok_atom) {
+        evaluate_from(self, step, 0, std::make_shared<eval_result>(), rp);
+      },
+      [=](caf::error& err) mutable {
+        rp.deliver(failed("parameter upload", err));
+      });
+}
+
+void pull_and_evaluate(self_ptr self, std::vector<ps_actor> shards,
+                       promise_type rp) {
+  auto& st = self->state;
+  gather<shard_params>(
+    self, shards, st.cfg.request_timeout,
+    [=](std::vector<shard_params> pulled) {
+      evaluate_pulled(self, std::move(pulled), rp);
+    },
+    [=](size_t s, caf::error err) mutable {
+      rp.deliver(failed("pull from ps:" + std::to_string(s), err));
+    },
+    pull_atom::value);
+}
+
+} // namespace
+
+caf::error eval_role_config::validate() const {
+  if (source.empty())
+    return make_error(ec::invalid_config, "evaluator role: no source name");
+  if (!data || data->count < 1)
+    return make_error(ec::invalid_config,
+                      "evaluator role: no evaluation data");
+  if (!device)
+    return make_error(ec::invalid_config, "evaluator role: no device actor");
+  if (slice_size < 1 || request_timeout.count() <= 0)
+    return make_error(ec::invalid_config, "evaluator role: slice size and "
+                                          "request timeout must be positive");
+  return model.validate();
+}
+
+eval_role_actor::behavior_type eval_role(self_ptr self, eval_role_config cfg) {
+  self->state.cfg = std::move(cfg);
+  self->state.last.source = self->state.cfg.source;
+  self->state.last.step = -1;
+  return {
+    [=](eval_atom, std::vector<ps_actor>& shards)
+      -> caf::result<metrics_record> {
+      auto rp = self->make_response_promise<metrics_record>();
+      if (shards.empty()) {
+        rp.deliver(make_error(ec::invalid_argument,
+                              "evaluator role: no PS shards to pull from"));
+        return rp;
+      }
+      auto& st = self->state;
+      if (st.loaded) {
+        pull_and_evaluate(self, std::move(shards), rp);
+        return rp;
+      }
+      // The replica's shapes and names come from the model; its values
+      // are replaced by the pulled ones.
+      self->request(st.cfg.device, st.cfg.request_timeout,
+                    load_model_atom::value, st.cfg.model, uint64_t{0})
+        .await(
+          [=](model_info& info) mutable {
+            auto& st = self->state;
+            st.params = std::move(info.initial);
+            for (size_t i = 0; i < st.params.size(); ++i)
+              st.slot_of[st.params[i].name] = i;
+            st.loaded = true;
+            pull_and_evaluate(self, std::move(shards), rp);
+          },
+          [=](caf::error& err) mutable {
+            rp.deliver(failed("model load", err));
+          });
+      return rp;
+    },
+    [=](status_atom) { return self->state.last; },
+  };
+}
+
+caf::expected<eval_role_actor> spawn_eval_role(caf::actor_system& sys,
+                                               eval_role_config cfg) {
+  if (auto err = cfg.validate())
+    return err;
+  return sys.spawn(eval_role, std::move(cfg));
+}
+
+} // namespace evaluator_role

@@ -1,0 +1,394 @@
+// syncfac_evaluator: joins a running cluster as task evaluator:i and
+// evaluates the PS shards' variables on the held-out set every K global
+// steps, on its own device actor. It only reads from the shards, so the
+// training step never waits for it. Each result goes to the chief's
+// metrics sink (its log and --metrics file), to this program's log and, with
+// --metrics FILE, to a JSON-lines file of its own. When the chief ends the
+// run, it evaluates the final variables once more before it lets the chief
+// go on (the shards are still up then). A shard or the chief that restarts
+// (its process comes back on the same address) is reconnected to, a
+// bounded number of times. Checkpoints do not exist yet: it evaluates every
+// K steps, not on each checkpoint.
+//
+//   syncfac_evaluator --cluster cluster.json --task 0 --eval_every_steps 100
+//       --fake_data --fake_test_size 500
+//
+// Built only against the installed syncfac package (find_package(syncfac)).
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/config_option_adder.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include "actors/cluster_member.hpp"
+#include "actors/device_actor.hpp"
+#include "actors/metrics_sink.hpp"
+#include "eval_role.hpp"
+#include "runtime/error.hpp"
+#include "runtime/json.hpp"
+#include "runtime/net/tls.hpp"
+#include "runtime/program_config.hpp"
+
+using namespace syncfac;
+using namespace evaluator_role;
+
+namespace {
+
+constexpr const char* program_name = "syncfac_evaluator";
+
+struct evaluator_options : program_config {
+  std::string cluster;
+  std::string job_name = "evaluator";
+  int32_t task = 0;
+  int64_t eval_every_steps = 100;
+  int64_t poll_ms = 200;
+  std::string data_dir = default_mnist_dir;
+  bool fake_data = false;
+  int64_t fake_test_size = 2000;
+  std::string model = "convnet";
+  int32_t threads = 1;
+  int64_t eval_batch = 500;
+  std::string metrics;
+  std::string tls_dir;
+  int64_t connect_timeout_ms = 120000;
+  int64_t request_timeout_ms = 60000;
+  int32_t max_reconnects = 5;
+  int64_t max_run_s = 86400;
+  int64_t heartbeat_ms = 1000;
+  int64_t connection_timeout_ms = 10000;
+
+  evaluator_options() {
+    caf::config_option_adder{custom_options_, "global"}
+      .add(cluster, "cluster", "cluster file (TF_CONFIG's shape); else the "
+                               "TF_CONFIG environment variable")
+      .add(job_name, "job_name", "this task's job")
+      .add(task, "task", "this task's index")
+      .add(eval_every_steps, "eval_every_steps",
+           "evaluate every K global steps (K > 0)")
+      .add(poll_ms, "poll_ms", "how often to ask the shards for their step")
+      .add(data_dir, "data_dir", "MNIST-format IDX files (the test split)")
+      .add(fake_data, "fake_data", "the deterministic synthetic test set")
+      .add(fake_test_size, "fake_test_size", "test examples of --fake_data")
+      .add(model, "model", "convnet or mlp (as the cluster trains)")
+      .add(threads, "threads", "compute threads of the device actor")
+      .add(eval_batch, "eval_batch", "examples per device request")
+      .add(metrics, "metrics", "this evaluator's own JSON-lines file")
+      .add(tls_dir, "tls_dir", "TLS with mutual authentication: directory "
+                               "with ca.pem, node.pem, node.key")
+      .add(connect_timeout_ms, "connect_timeout_ms",
+           "longest wait for a peer to be reachable")
+      .add(request_timeout_ms, "request_timeout_ms",
+           "longest wait for one request")
+      .add(max_reconnects, "max_reconnects",
+           "most times one peer may restart and be reconnected to")
+      .add(max_run_s, "max_run_s", "longest wait for the end of the run")
+      .add(heartbeat_ms, "heartbeat_ms",
+           "middleman heartbeat interval (0: off)")
+      .add(connection_timeout_ms, "connection_timeout_ms",
+           "a peer silent this long is taken for dead (0: never)");
+  }
+};
+
+int fail(const caf::error& err) {
+  std::cerr << program_name << ": " << render(err) << std::endl;
+  return EXIT_FAILURE;
+}
+
+caf::expected<std::shared_ptr<const dataset>>
+load_test_set(const evaluator_options& opts) {
+  if (opts.fake_data) {
+    if (opts.fake_test_size < 1)
+      return make_error(ec::invalid_config,
+                        "--fake_test_size must be positive");
+    // The same test set the example trainers use with --fake_data.
+    return std::make_shared<const dataset>(
+      make_fake_dataset(opts.fake_test_size, 2));
+  }
+  auto test = load_mnist(opts.data_dir, split::test);
+  if (!test)
+    return test.error();
+  return std::make_shared<const dataset>(std::move(*test));
+}
+
+/// The evaluator's loop: handles, the shards' step, evaluations, reports.
+class evaluator_program {
+public:
+  evaluator_program(const evaluator_options& opts, cluster_member& member,
+                    eval_role_actor role, int32_t shards)
+    : opts_(opts), member_(member), role_(std::move(role)), count_(shards) {
+  }
+
+  caf::error open_metrics() {
+    if (opts_.metrics.empty())
+      return caf::none;
+    metrics_.open(opts_.metrics, std::ios::out | std::ios::trunc);
+    if (!metrics_)
+      return make_error(ec::io_error, "cannot open metrics file '"
+                                        + opts_.metrics + "' for writing");
+    return caf::none;
+  }
+
+  /// (Re)reads the role handles of the connected chief and shards.
+  caf::error refresh() {
+    auto sink = member_.role<metrics_actor>({"chief", 0}, "metrics");
+    if (!sink)
+      return sink.error();
+    sink_ = *sink;
+    shards_.clear();
+    for (int32_t s = 0; s < count_; ++s) {
+      auto name = task_id{"ps", s}.str();
+      auto h = member_.role<ps_actor>({"ps", s}, name);
+      if (!h)
+        return h.error();
+      shards_.push_back(*h);
+    }
+    return caf::none;
+  }
+
+  /// The lowest global step of the shards; on failure the shard that
+  /// failed in `bad`.
+  caf::expected<int64_t> poll_step(caf::scoped_actor& self, int32_t& bad) {
+    int64_t step = -1;
+    caf::error err;
+    for (int32_t s = 0; s < count_ && !err; ++s)
+      self->request(shards_[static_cast<size_t>(s)], timeout(),
+                    status_atom::value)
+        .receive(
+          [&](shard_status& st) {
+            step = step < 0 ? st.global_step
+                            : std::min(step, st.global_step);
+          },
+          [&](caf::error& e) {
+            bad = s;
+            err = std::move(e);
+          });
+    if (err)
+      return err;
+    return step;
+  }
+
+  /// Evaluates now and reports; false when the shards were mid-update.
+  caf::expected<bool> evaluate(caf::scoped_actor& self, bool final) {
+    caf::expected<metrics_record> rec{caf::error{}};
+    // The role works through the whole held-out set: give it the time of
+    // one request per slice.
+    self->request(role_, timeout() * 4, eval_atom::value, shards_)
+      .receive([&](metrics_record& r) { rec = std::move(r); },
+               [&](caf::error& e) { rec = std::move(e); });
+    if (!rec) {
+      if (rec.error().category() == error_category
+          && rec.error().code() == static_cast<uint8_t>(ec::unavailable))
+        return false;
+      return rec.error();
+    }
+    if (final)
+      rec->fields["final"] = 1;
+    last_ = rec->step;
+    // One-way: the chief never makes the evaluator wait, nor the reverse.
+    caf::anon_send(sink_, metrics_atom::value, *rec);
+    std::cout << to_log_line(*rec) << std::endl;
+    if (metrics_.is_open()) {
+      json_object obj;
+      obj.add("source", rec->source).add("step", rec->step);
+      for (const auto& kvp : rec->fields)
+        obj.add(kvp.first, kvp.second);
+      metrics_ << obj.str() << '\n';
+      metrics_.flush();
+    }
+    return true;
+  }
+
+  /// Until the chief ends the run: poll, evaluate every K steps.
+  caf::error run() {
+    auto& self = member_.self();
+    auto deadline = std::chrono::steady_clock::now()
+                    + std::chrono::seconds{opts_.max_run_s};
+    while (true) {
+      auto over = member_.wait(std::chrono::milliseconds{opts_.poll_ms});
+      if (!over)
+        return over.error();
+      if (*over)
+        return error_;
+      if (std::chrono::steady_clock::now() >= deadline)
+        return make_error(ec::timeout,
+                          member_.me() + ": the chief did not end the run "
+                                         "within --max_run_s "
+                            + std::to_string(opts_.max_run_s) + " s");
+      if (!member_.take_reconnected().empty())
+        if (auto err = refresh())
+          return err;
+      int32_t bad = -1;
+      auto step = poll_step(self, bad);
+      if (!step) {
+        // A shard that does not answer may be restarting: reconnect
+        // (bounded); its node going down is handled by wait() as well.
+        std::cout << member_.me() << ": ps:" << bad << " did not answer ("
+                  << render(step.error()) << ")" << std::endl;
+        if (auto err = member_.reconnect({"ps", bad}))
+          return err;
+        if (auto err = refresh())
+          return err;
+        continue;
+      }
+      if (*step < last_) {
+        std::cout << member_.me() << ": the global step went back from "
+                  << last_ << " to " << *step << " (a shard restarted)"
+                  << std::endl;
+        last_ = -1;
+      }
+      auto due = (std::max<int64_t>(last_, 0) / opts_.eval_every_steps + 1)
+                 * opts_.eval_every_steps;
+      if (*step >= due)
+        if (auto done = evaluate(self, false); !done)
+          return done.error();
+    }
+  }
+
+  /// The chief ended the run: evaluate the final variables unless done.
+  void finish() {
+    caf::scoped_actor self{member_.system()};
+    int32_t bad = -1;
+    auto step = poll_step(self, bad);
+    if (!step) {
+      error_ = with_context(step.error(), "final evaluation: ps:"
+                                            + std::to_string(bad));
+      return;
+    }
+    if (*step == last_)
+      return;
+    auto done = evaluate(self, true);
+    if (!done)
+      error_ = with_context(done.error(), "final evaluation");
+    else if (!*done)
+      error_ = make_error(ec::internal, "final evaluation: the shards are "
+                                        "at different steps after the run");
+  }
+
+private:
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds{opts_.request_timeout_ms};
+  }
+
+  const evaluator_options& opts_;
+  cluster_member& member_;
+  eval_role_actor role_;
+  int32_t count_;
+  metrics_actor sink_;
+  std::vector<ps_actor> shards_;
+  int64_t last_ = -1;
+  std::ofstream metrics_;
+  caf::error error_;
+};
+
+caf::error configure(evaluator_options& opts) {
+  if (opts.eval_every_steps < 1 || opts.poll_ms < 1 || opts.threads < 1
+      || opts.eval_batch < 1 || opts.max_run_s < 1)
+    return make_error(ec::invalid_config,
+                      "--eval_every_steps, --poll_ms, --threads, "
+                      "--eval_batch and --max_run_s must be positive");
+  if (opts.heartbeat_ms < 0 || opts.connection_timeout_ms < 0)
+    return make_error(ec::invalid_config,
+                      "--heartbeat_ms and --connection_timeout_ms must be "
+                      ">= 0");
+  opts.set("middleman.heartbeat-interval",
+           caf::timespan{std::chrono::milliseconds{opts.heartbeat_ms}});
+  opts.set("middleman.connection-timeout",
+           caf::timespan{
+             std::chrono::milliseconds{opts.connection_timeout_ms}});
+  if (opts.tls_dir.empty())
+    return caf::none;
+  auto files = net::load_tls_dir(opts.tls_dir);
+  if (!files)
+    return files.error();
+  return net::apply_tls(opts, *files);
+}
+
+int run(evaluator_options& opts) {
+  auto cluster = resolve_cluster(opts.cluster, opts.job_name, opts.task);
+  if (!cluster)
+    return fail(cluster.error());
+  if (cluster->count("ps") < 1)
+    return fail(make_error(ec::invalid_config,
+                           "the cluster has no 'ps' task to evaluate"));
+  if (auto err = configure(opts))
+    return fail(err);
+  auto arch = parse_model_arch(opts.model);
+  if (!arch)
+    return fail(arch.error());
+  auto data = load_test_set(opts);
+  if (!data)
+    return fail(data.error());
+  caf::actor_system sys{opts};
+  member_config mc;
+  mc.cluster = *cluster;
+  mc.task = *cluster->task;
+  mc.connect.tls = !opts.tls_dir.empty();
+  mc.connect.timeout = std::chrono::milliseconds{opts.connect_timeout_ms};
+  mc.connect.request_timeout
+    = std::chrono::milliseconds{opts.request_timeout_ms};
+  mc.max_reconnects = opts.max_reconnects;
+  auto member = cluster_member::make(sys, mc, std::cout);
+  if (!member)
+    return fail(member.error());
+  auto& m = **member;
+  device_config dc;
+  dc.threads = opts.threads;
+  auto dev = spawn_device(sys, dc);
+  if (!dev)
+    return fail(dev.error());
+  eval_role_config rc;
+  rc.source = m.me();
+  rc.model.arch = *arch;
+  rc.data = *data;
+  rc.device = *dev;
+  rc.slice_size = opts.eval_batch;
+  rc.request_timeout = mc.connect.request_timeout;
+  auto role = spawn_eval_role(sys, rc);
+  if (!role)
+    return fail(role.error());
+  // Peers find the role by the task's name, as the library's roles.
+  m.host(m.me(), caf::actor_cast<caf::actor>(*role));
+  if (auto err = m.publish())
+    return fail(err);
+  std::vector<task_id> peers{{"chief", 0}};
+  for (int32_t s = 0; s < cluster->count("ps"); ++s)
+    peers.push_back({"ps", s});
+  if (auto err = m.connect(peers))
+    return fail(err);
+  evaluator_program prog{opts, m, *role, cluster->count("ps")};
+  if (auto err = prog.open_metrics())
+    return fail(err);
+  if (auto err = prog.refresh())
+    return fail(err);
+  m.on_shutdown = [&prog](const std::string&) { prog.finish(); };
+  std::cout << m.me() << ": evaluating " << (*data)->count
+            << " examples every " << opts.eval_every_steps
+            << " global steps" << std::endl;
+  auto err = prog.run();
+  m.self()->send_exit(*role, caf::exit_reason::user_shutdown);
+  m.self()->send_exit(*dev, caf::exit_reason::user_shutdown);
+  if (err)
+    return fail(err);
+  return EXIT_SUCCESS;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  evaluator_options opts;
+  if (auto err = opts.parse_cli(argc, argv))
+    return fail(err);
+  if (opts.help_printed)
+    return EXIT_SUCCESS;
+  return run(opts);
+}
