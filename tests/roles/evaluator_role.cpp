@@ -1,0 +1,179 @@
+#define BOOST_TEST_MODULE roles_evaluator
+#include <boost/test/unit_test.hpp>
+
+// The evaluator role (examples/evaluator_role, a program built only on the
+// public headers) in real loopback clusters: its reports reach the chief's
+// metrics stream and summary and match the chief's own evaluation of the
+// same final parameters; it survives a shard and the chief restarting; and
+// a process whose actor system registered a message type the others do
+// not know is refused at connect, the error naming the type.
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/roles/cluster_processes.hpp"
+
+using namespace syncfac::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
+const std::string node = bin + "convnet_mnist_distributed";
+const std::string evaluator = bin + "syncfac_evaluator";
+const std::string rogue = SYNCFAC_BINARY_DIR "/tests/test_rogue_member";
+
+const std::string common = " --fake_data --fake_train_size 2048"
+                           " --fake_test_size 500 --batch_size 32"
+                           " --threads 1 --seed 3 --no_progress"
+                           " --connect_timeout_ms 60000 --num_tokens 0"
+                           " --max_wait_ms 60000";
+
+const std::string eval_flags = " --task 0 --fake_data --fake_test_size 500"
+                               " --threads 1 --eval_every_steps 20"
+                               " --poll_ms 50 --connect_timeout_ms 60000";
+
+std::string task(const std::string& cluster, const std::string& job,
+                 int index) {
+  return node + " --cluster " + cluster + " --job_name " + job + " --task "
+         + std::to_string(index) + common;
+}
+
+/// The lines of `text` that contain `needle`.
+std::vector<std::string> lines_with(const std::string& text,
+                                    const std::string& needle) {
+  std::vector<std::string> out;
+  std::istringstream in{text};
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find(needle) != std::string::npos)
+      out.push_back(line);
+  return out;
+}
+
+double number(const std::string& json, const std::string& key) {
+  auto xs = json_numbers(json, key);
+  BOOST_REQUIRE_MESSAGE(!xs.empty(), "no \"" << key << "\" in " << json);
+  return xs.front();
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(final_report_equals_the_chiefs_evaluation) {
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
+                                     {"evaluator", 1}});
+  auto summary = tmp.file("summary.json");
+  auto metrics = tmp.file("metrics.jsonl");
+  auto own = tmp.file("evaluator.jsonl");
+  child ps{task(cluster, "ps", 0), tmp.file("ps.log")};
+  child eval{evaluator + " --cluster " + cluster + eval_flags + " --metrics "
+               + own,
+             tmp.file("evaluator.log")};
+  child worker{task(cluster, "worker", 0), tmp.file("worker.log")};
+  // 50 steps: the reports every 20 come from polling, the one at 50 from
+  // the end of the run (the chief waits for it before the shards go).
+  child chief{task(cluster, "chief", 0) + " --steps 50 --log_every 10"
+                " --summary " + summary + " --metrics " + metrics,
+              tmp.file("chief.log")};
+  auto chief_rc = chief.wait(300s);
+  BOOST_TEST_MESSAGE("chief:\n" << chief.output());
+  BOOST_TEST_MESSAGE("evaluator:\n" << eval.output());
+  BOOST_REQUIRE_EQUAL(chief_rc, 0);
+  BOOST_REQUIRE_EQUAL(eval.wait(60s), 0);
+  BOOST_REQUIRE_EQUAL(ps.wait(60s), 0);
+  BOOST_REQUIRE_EQUAL(worker.wait(60s), 0);
+
+  // Its own log: reports every 20 steps or so, and a final one at step 50.
+  auto reports = lines_with(read_file(own), "\"source\": \"evaluator:0\"");
+  BOOST_TEST_MESSAGE("evaluator's records:\n" << read_file(own));
+  BOOST_REQUIRE_GE(reports.size(), 2u);
+  auto finals = lines_with(read_file(own), "\"final\"");
+  BOOST_REQUIRE_EQUAL(finals.size(), 1u);
+  const auto& last = finals.front();
+  BOOST_TEST(number(last, "step") == 50);
+  BOOST_TEST(number(last, "examples") == 500);
+  for (const auto& r : reports)
+    BOOST_TEST(number(r, "step") >= 20);
+
+  // The chief evaluated the same parameters on the same test set.
+  auto text = read_file(summary);
+  BOOST_TEST(number(text, "global_step") == 50);
+  auto chief_accuracy = number(text, "test_accuracy");
+  auto chief_loss = number(text, "test_loss");
+  BOOST_TEST(number(last, "test_accuracy") == chief_accuracy);
+  BOOST_TEST(std::abs(number(last, "test_loss") - chief_loss)
+               <= 1e-8 * std::abs(chief_loss),
+             "evaluator's loss " << number(last, "test_loss")
+                                 << ", chief's " << chief_loss);
+
+  // The chief's metrics stream has every report, tagged with its source,
+  // and the summary the last one.
+  auto streamed = lines_with(read_file(metrics), "\"source\": \"evaluator:0\"");
+  BOOST_TEST(streamed.size() == reports.size());
+  BOOST_TEST(chief.output().find("[evaluator:0] global_step: 50")
+             != std::string::npos);
+  auto accuracies = json_numbers(text, "test_accuracy");
+  BOOST_REQUIRE_EQUAL(accuracies.size(), 2u);
+  BOOST_TEST(accuracies[1] == chief_accuracy);
+  BOOST_TEST(json_numbers(text, "reports").at(0)
+             == static_cast<double>(reports.size()));
+}
+
+BOOST_AUTO_TEST_CASE(survives_a_shard_and_the_chief_restarting) {
+  // Before training starts (no worker yet) the chief and the shard wait,
+  // published; the shard and then the chief are killed and started again
+  // on the same address, and the evaluator reconnects to each. Then the
+  // worker comes and the run goes to its end, evaluated.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
+                                     {"evaluator", 1}});
+  auto summary = tmp.file("summary.json");
+  auto chief_cmd = task(cluster, "chief", 0) + " --steps 40 --summary "
+                   + summary;
+  auto ps = std::make_unique<child>(task(cluster, "ps", 0),
+                                    tmp.file("ps.log"));
+  auto chief = std::make_unique<child>(chief_cmd, tmp.file("chief.log"));
+  child eval{evaluator + " --cluster " + cluster + eval_flags
+               + " --max_reconnects 2",
+             tmp.file("evaluator.log")};
+  BOOST_REQUIRE_MESSAGE(eval.wait_for_output("evaluating 500 examples", 120s),
+                        eval.output());
+
+  ps->crash();
+  ps = std::make_unique<child>(task(cluster, "ps", 0), tmp.file("ps2.log"));
+  BOOST_REQUIRE_MESSAGE(eval.wait_for_output("ps:0 is back", 120s),
+                        eval.output());
+
+  chief->crash();
+  chief = std::make_unique<child>(chief_cmd, tmp.file("chief2.log"));
+  BOOST_REQUIRE_MESSAGE(eval.wait_for_output("chief:0 is back", 120s),
+                        eval.output());
+
+  child worker{task(cluster, "worker", 0), tmp.file("worker.log")};
+  auto chief_rc = chief->wait(300s);
+  BOOST_TEST_MESSAGE("chief:\n" << chief->output());
+  BOOST_TEST_MESSAGE("evaluator:\n" << eval.output());
+  BOOST_REQUIRE_EQUAL(chief_rc, 0);
+  BOOST_REQUIRE_EQUAL(eval.wait(60s), 0);
+  auto out = eval.output();
+  BOOST_TEST(out.find("[evaluator:0] global_step: 40") != std::string::npos);
+  BOOST_TEST(chief->output().find("[evaluator:0] global_step: 40")
+             != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_message_type_is_refused_at_connect) {
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
+                                     {"evaluator", 1}});
+  child ps{task(cluster, "ps", 0), tmp.file("ps.log")};
+  auto res = run_program(rogue + " " + cluster);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_TEST(res.exit_code != 0);
+  BOOST_TEST(res.output.find("refused at connect") != std::string::npos);
+  BOOST_TEST(res.output.find("rogue::probe") != std::string::npos);
+  // Refused at once, not after the connect timeout.
+  BOOST_TEST(res.output.find("not reachable") == std::string::npos);
+}
