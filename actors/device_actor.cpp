@@ -92,6 +92,9 @@ statistics_of(self_ptr self, const batch& b, const stats_request& req,
   auto& sm = *st.stats_replica;
   if (auto err = sm.set_parameters(m.parameters()))
     return err;
+  // The statistics pass keeps pointers to its input: `part` must live
+  // until layer_statistics has read it.
+  batch part;
   if (after_gradients) {
     if (auto err = sm.adopt_forward(m, used))
       return err;
@@ -99,7 +102,7 @@ statistics_of(self_ptr self, const batch& b, const stats_request& req,
     if (auto err = sm.backward_sampled(*st.dev, st.rng, false))
       return err;
   } else {
-    auto part = batch_prefix(b, used);
+    part = batch_prefix(b, used);
     if (auto res = sm.forward(*st.dev, part.images, part.labels); !res)
       return res.error();
     if (auto err = req.fisher == fisher_type::sampled
