@@ -125,7 +125,7 @@ private:
     const auto& addr = cfg_.cluster.address(cfg_.task);
     auto port = publish_node(node_, addr.port, cfg_.tls);
     if (!port)
-      return with_context(port.error(), me() + ": ");
+      return port.error();
     std::string hosted;
     for (const auto& kvp : *roles_)
       hosted += (hosted.empty() ? "" : ", ") + kvp.first;
@@ -146,7 +146,7 @@ private:
     auto infos = connect_nodes(sys_, self_, cfg_.cluster, todo, hello_,
                                cfg_.connect, log_);
     if (!infos)
-      return with_context(infos.error(), me() + ": ");
+      return infos.error();
     for (auto& kvp : *infos)
       nodes_.emplace(kvp.first, std::move(kvp.second));
     return caf::none;
@@ -280,7 +280,7 @@ private:
     auto i = cfg_.task.index;
     if (i >= tasks_.worker_tasks())
       return make_error(ec::invalid_config,
-                        me() + ": no worker role for this task ("
+                        "no worker role for this task ("
                           + std::to_string(tasks_.worker_tasks())
                           + " worker tasks)");
     if (auto err = load_data())
@@ -324,6 +324,23 @@ private:
     caf::error err;
     bool done = false;
     auto since = clock_type::now();
+    // A task that connected to the chief watches the chief's node from
+    // the start; the others once the chief says hello.
+    if (auto i = nodes_.find("chief:0"); i != nodes_.end())
+      if (auto n = node_of(i->second)) {
+        self_->monitor(n);
+        chief_node_ = n;
+        chief_here = true;
+      }
+    // A role that stops on its own (an error) ends this node with the
+    // reason: the rest of the cluster then sees the node go down.
+    std::map<caf::actor_addr, std::string> hosted;
+    std::string role_failure;
+    auto failure_deadline = clock_type::now();
+    for (const auto& [name, actor] : *roles_) {
+      self_->monitor(actor);
+      hosted.emplace(actor.address(), name);
+    }
     while (!done) {
       self_->receive(
         [&](shutdown_atom, std::string& why) {
@@ -338,7 +355,13 @@ private:
           }
         },
         [&](caf::down_msg& dm) {
-          if (dm.source == chief_node_.address()) {
+          if (auto i = hosted.find(dm.source); i != hosted.end()) {
+            // At the end of a run a worker may stop (with the chief it is
+            // linked to) just before the chief's word arrives: wait for it
+            // a little before calling this a failure.
+            role_failure = i->second + " stopped: " + sys_.render(dm.reason);
+            failure_deadline = clock_type::now() + std::chrono::seconds{5};
+          } else if (dm.source == chief_node_.address()) {
             chief_here = false;
             since = clock_type::now();
             deadline = since + cfg_.max_wait;
@@ -349,11 +372,15 @@ private:
           }
         },
         caf::after(std::chrono::milliseconds{500}) >> [&] {
-          if (!chief_here && clock_type::now() >= deadline) {
+          if (!role_failure.empty()
+              && clock_type::now() >= failure_deadline) {
+            err = make_error(ec::peer_down, role_failure);
+            done = true;
+          } else if (!chief_here && clock_type::now() >= deadline) {
             auto waited = std::chrono::duration_cast<std::chrono::seconds>(
               clock_type::now() - since);
             err = make_error(ec::timeout,
-                             me() + ": no word from the chief (chief:0 at "
+                             "no word from the chief (chief:0 at "
                                + cfg_.cluster.address({"chief", 0}).str()
                                + ") for " + std::to_string(waited.count())
                                + " s (--max_wait)");
@@ -363,8 +390,85 @@ private:
     }
     if (err)
       return err;
+    if (!role_failure.empty())
+      log_ << me() << ": " << role_failure << std::endl;
     log_ << me() << ": the chief ended the run: " << reason << std::endl;
     return caf::none;
+  }
+
+  /// Whether task `t` connects to the chief on its own (so the chief
+  /// waits for its hello instead of connecting to it).
+  bool connects_to_chief(const task_id& t) const {
+    if (t.job == "worker")
+      return !dedicated_inverter(sync_, cfg_.cluster, t);
+    if (t.job == "covariance" && uses_kfac(sync_))
+      for (int32_t k = 0; k < sync_.kfac.inverse_actors; ++k)
+        if (inverse_host(sync_, cfg_.cluster, k) == task_id{"chief", 0})
+          return true;
+    return false;
+  }
+
+  /// Waits until every task of `peers` has said hello (bounded by the
+  /// connect timeout, logging who is missing), then asks each for its
+  /// roles over the connection it opened.
+  caf::error await_hellos(const std::vector<task_id>& peers) {
+    auto started = clock_type::now();
+    auto deadline = started + cfg_.connect.timeout;
+    auto next_report = started + cfg_.connect.report_every;
+    auto missing = [&] {
+      std::string out;
+      for (const auto& t : peers)
+        if (nodes_.count(t.str()) == 0)
+          out += (out.empty() ? "" : ", ") + t.str() + " at "
+                 + cfg_.cluster.address(t).str();
+      return out;
+    };
+    // Peers that said hello; asked for their roles until they have
+    // published them (a worker says hello before its worker exists).
+    std::map<std::string, node_actor> heard;
+    caf::error err;
+    while (!err && !missing().empty()) {
+      for (auto& [peer, handle] : heard) {
+        if (nodes_.count(peer) > 0)
+          continue;
+        self_->request(handle, cfg_.connect.request_timeout,
+                       hello_atom::value, hello_)
+          .receive(
+            [&, name = peer](node_info& info) {
+              if (info.role_names.size() > 1) // more than "node"
+                nodes_.emplace(name, std::move(info));
+            },
+            [&, name = peer](caf::error& e) {
+              err = with_context(e, "hello to " + name);
+            });
+      }
+      self_->receive(
+        [&](hello_atom, std::string& peer, caf::actor& peer_node) {
+          bool wanted = std::any_of(peers.begin(), peers.end(),
+                                    [&](const task_id& t) {
+                                      return t.str() == peer;
+                                    });
+          if (wanted && peer_node)
+            heard[peer] = caf::actor_cast<node_actor>(peer_node);
+        },
+        caf::after(std::chrono::milliseconds{100}) >> [&] {
+          auto now = clock_type::now();
+          auto waited = std::chrono::duration_cast<std::chrono::seconds>(
+                          now - started)
+                          .count();
+          if (now >= deadline)
+            err = make_error(ec::timeout,
+                             "tasks that never connected after "
+                               + std::to_string(waited)
+                               + " s: " + missing());
+          else if (now >= next_report) {
+            log_ << me() << ": waiting for " << missing() << " since "
+                 << waited << " s" << std::endl;
+            next_report = now + cfg_.connect.report_every;
+          }
+        });
+    }
+    return err;
   }
 
   caf::expected<node_outcome> run_chief() {
@@ -416,12 +520,18 @@ private:
     host("chief", caf::actor_cast<caf::actor>((*driver)->chief()));
     if (auto err = publish())
       return err;
-    // Everyone else; training starts once all are here.
-    std::vector<task_id> everyone;
+    // Everyone else; training starts once all are here. Tasks that connect
+    // to the chief themselves are awaited rather than connected to: a
+    // second connection between the same two nodes confuses CAF's TLS
+    // transport.
+    std::vector<task_id> active;
+    std::vector<task_id> passive;
     for (const auto& t : cfg_.cluster.tasks())
       if (t != cfg_.task && t.job != "evaluator")
-        everyone.push_back(t);
-    if (auto err = connect(everyone))
+        (connects_to_chief(t) ? passive : active).push_back(t);
+    if (auto err = connect(active))
+      return err;
+    if (auto err = await_hellos(passive))
       return err;
     run_roles roles;
     for (int32_t i = 0; i < tasks_.worker_tasks(); ++i) {
@@ -576,21 +686,37 @@ private:
 
   /// Tells every connected node that the run is over (bounded per node).
   void end_run(const std::string& reason) {
+    // Each node answers and exits; its process may be gone before the
+    // answer leaves (TLS flushes lazily), so its node going down counts
+    // as an answer too.
+    std::map<caf::actor_addr, std::string> waiting;
     for (auto& kvp : nodes_) {
       if (kvp.second.job == "chief")
         continue;
       auto peer = caf::actor_cast<node_actor>(node_of(kvp.second));
       if (!peer)
         continue;
-      self_->request(peer, cfg_.connect.request_timeout,
-                     shutdown_atom::value, reason)
-        .receive([](caf::ok_atom) {},
-                 [&](caf::error& err) {
-                   log_ << me() << ": could not tell " << kvp.first
-                        << " that the run is over: " << render(err)
-                        << std::endl;
-                 });
+      self_->monitor(peer);
+      waiting.emplace(peer.address(), kvp.first);
+      self_->send(peer, shutdown_atom::value, reason);
     }
+    auto deadline = clock_type::now() + cfg_.connect.request_timeout;
+    while (!waiting.empty() && clock_type::now() < deadline) {
+      self_->receive(
+        [&](caf::ok_atom) {
+          waiting.erase(self_->current_sender()
+                          ? caf::actor_cast<caf::actor_addr>(
+                            self_->current_sender())
+                          : caf::actor_addr{});
+        },
+        [&](caf::down_msg& dm) { waiting.erase(dm.source); },
+        [&](caf::error&) {},
+        caf::after(std::chrono::milliseconds{200}) >> [] {});
+    }
+    for (const auto& kvp : waiting)
+      log_ << me() << ": " << kvp.second
+           << " neither confirmed the end of the run nor went down within "
+           << cfg_.connect.request_timeout.count() << " ms" << std::endl;
   }
 
   /// The node actor behind a connected node's roles: any role's handle
@@ -707,7 +833,10 @@ caf::expected<node_outcome> run_cluster_node(caf::actor_system& sys,
   if (auto err = cfg.validate())
     return err;
   node_run run{sys, cfg, load, log};
-  return run.run();
+  auto outcome = run.run();
+  if (!outcome)
+    return with_context(outcome.error(), cfg.task.str());
+  return outcome;
 }
 
 } // namespace syncfac

@@ -1,0 +1,236 @@
+#define BOOST_TEST_MODULE convnet_mnist_distributed
+#include <boost/test/unit_test.hpp>
+
+// Real clusters on loopback: one process per task of a cluster file,
+// started by syncfac-launch, talking through CAF's middleman (and TLS).
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/examples/process.hpp"
+
+using namespace syncfac::test;
+
+namespace {
+
+const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
+const std::string launcher = bin + "syncfac-launch";
+const std::string program = bin + "convnet_mnist_distributed";
+const std::string single = bin + "convnet_mnist_single";
+
+/// A port nobody listens on right now (the kernel's choice).
+uint16_t free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+/// A loopback cluster file with `counts` tasks per job; returns its path.
+std::string write_cluster(const temp_dir& tmp,
+                          const std::map<std::string, int>& counts) {
+  std::string json = "{\"cluster\": {";
+  bool first_job = true;
+  for (const auto& [job, n] : counts) {
+    json += std::string{first_job ? "" : ", "} + "\"" + job + "\": [";
+    first_job = false;
+    for (int i = 0; i < n; ++i)
+      json += std::string{i == 0 ? "" : ", "} + "\"127.0.0.1:"
+              + std::to_string(free_port()) + "\"";
+    json += "]";
+  }
+  json += "}}";
+  auto path = tmp.file("cluster.json");
+  std::ofstream{path} << json << "\n";
+  return path;
+}
+
+/// The one string value that follows `"key": "` in `text`.
+std::string json_string(const std::string& text, const std::string& key) {
+  auto needle = "\"" + key + "\": \"";
+  auto pos = text.find(needle);
+  if (pos == std::string::npos)
+    return {};
+  pos += needle.size();
+  return text.substr(pos, text.find('"', pos) - pos);
+}
+
+const std::string common = " --fake_data --fake_train_size 2048"
+                           " --fake_test_size 500 --batch_size 32"
+                           " --threads 1 --seed 3 --no_progress"
+                           " --connect_timeout_ms 60000 --num_tokens 0";
+
+/// The data and seed flags of `common` for convnet_mnist_single.
+const std::string local_data = " --fake_data --fake_train_size 2048"
+                               " --fake_test_size 500 --batch_size 32"
+                               " --seed 3 --no_progress --num_tokens 0";
+
+process_result launch(const std::string& cluster, const std::string& flags) {
+  return run_program(launcher + " --cluster " + cluster + " --program "
+                     + program + " --max_wall_s 300 -- " + flags);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(one_worker_run_equals_the_in_process_run) {
+  // One worker without initial tokens (--num_tokens 0): every step takes
+  // exactly the worker's next batch, so the protocol is deterministic and
+  // the parameters must be bit-identical to the run in one process.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
+  auto summary = tmp.file("summary.json");
+  auto res = launch(cluster, common + " --steps 40 --log_every 10"
+                               " --summary " + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto text = read_file(summary);
+  BOOST_TEST(json_numbers(text, "global_step").at(0) == 40);
+  auto distributed = json_string(text, "params_digest");
+  BOOST_REQUIRE(!distributed.empty());
+  auto local_summary = tmp.file("local.json");
+  auto local = run_program(single + local_data + " --threads 1 --steps 40"
+                           " --ps_tasks 2 --summary " + local_summary);
+  BOOST_REQUIRE_EQUAL(local.exit_code, 0);
+  BOOST_TEST(json_string(read_file(local_summary), "params_digest")
+             == distributed);
+}
+
+BOOST_AUTO_TEST_CASE(two_worker_run_matches_the_in_process_run) {
+  // Two workers race for tokens (a fast one may push twice in a step, in
+  // one process as across processes), so the runs are not bit-identical;
+  // the stated tolerance: test accuracy within 0.05, every step applied.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}});
+  auto summary = tmp.file("summary.json");
+  auto res = launch(cluster, common + " --steps 60 --log_every 20"
+                               " --summary " + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto local_summary = tmp.file("local.json");
+  // 2 threads split over 2 workers: 1 per device, as on the nodes.
+  auto local = run_program(single + local_data + " --threads 2 --steps 60"
+                           " --worker_replicas 2 --replicas_to_aggregate 2"
+                           " --summary " + local_summary);
+  BOOST_REQUIRE_EQUAL(local.exit_code, 0);
+  auto text = read_file(summary);
+  auto local_text = read_file(local_summary);
+  BOOST_TEST(json_numbers(text, "global_step").at(0) == 60);
+  BOOST_TEST(json_numbers(text, "accepted_pushes").at(0) >= 120);
+  auto across = json_numbers(text, "test_accuracy").at(0);
+  auto here = json_numbers(local_text, "test_accuracy").at(0);
+  BOOST_TEST(std::abs(across - here) <= 0.05,
+             "test accuracy across processes " << across
+                                               << ", in one process " << here);
+}
+
+BOOST_AUTO_TEST_CASE(kfac_chief_worker_with_covariance_and_inverse_tasks) {
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1},
+                                     {"worker", 2},
+                                     {"ps", 1},
+                                     {"covariance", 1},
+                                     {"inverse", 1}});
+  auto metrics = tmp.file("metrics.jsonl");
+  auto summary = tmp.file("summary.json");
+  auto res = launch(cluster, common + " --steps 60 --log_every 10"
+                               " --optimizer kfac --learning_rate 0.0003"
+                               " --init glorot --metrics " + metrics
+                               + " --summary " + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  check_loss_fell(metrics, 6, 0.7);
+  auto text = read_file(summary);
+  BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
+  BOOST_TEST(json_numbers(text, "preconditioned_steps").at(0) > 0);
+}
+
+BOOST_AUTO_TEST_CASE(kfac_dedicated_workers_across_processes) {
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 5}, {"ps", 1}});
+  auto metrics = tmp.file("metrics.jsonl");
+  auto summary = tmp.file("summary.json");
+  auto res = launch(cluster, common + " --steps 40 --log_every 10"
+                               " --optimizer kfac --learning_rate 0.0003"
+                               " --init glorot"
+                               " --cov_inv_op_strategy dedicated_workers"
+                               " --metrics " + metrics + " --summary "
+                               + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  check_loss_fell(metrics, 4, 0.8);
+  auto text = read_file(summary);
+  // ceil(0.6 * 5) = 3 gradient workers; the fifth task inverts.
+  BOOST_TEST(json_numbers(text, "workers").at(0) == 3);
+  BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
+}
+
+BOOST_AUTO_TEST_CASE(tls_cluster_trains_to_the_same_parameters) {
+  temp_dir tmp;
+  auto certs = tmp.file("certs");
+  auto made = run_program("bash " SYNCFAC_SOURCE_DIR
+                          "/scripts/make-cluster-certs.sh " + certs);
+  BOOST_TEST_MESSAGE(made.output);
+  BOOST_REQUIRE_EQUAL(made.exit_code, 0);
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}});
+  auto plain = tmp.file("plain.json");
+  auto tls = tmp.file("tls.json");
+  auto res = launch(cluster, common + " --steps 20 --summary " + plain);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  res = launch(cluster, common + " --steps 20 --tls_dir " + certs + "/node"
+                 + " --summary " + tls);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  BOOST_TEST(res.output.find("(TLS)") != std::string::npos);
+  BOOST_TEST(json_string(read_file(tls), "params_digest")
+             == json_string(read_file(plain), "params_digest"));
+}
+
+BOOST_AUTO_TEST_CASE(flags_that_contradict_the_cluster_are_refused) {
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}});
+  auto res = run_program(program + " --cluster " + cluster
+                         + " --job_name chief --task 0 --worker_replicas 3"
+                         + common);
+  BOOST_TEST(res.exit_code != 0);
+  BOOST_TEST(res.output.find("--worker_replicas 3 contradicts the cluster "
+                             "file's 2 'worker' task(s)")
+               != std::string::npos,
+             res.output);
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_peer_is_named_and_bounded) {
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
+  // Only the chief starts: it waits for ps:0, says so, and gives up.
+  auto res = run_program(program + " --cluster " + cluster
+                         + " --job_name chief --task 0" + common
+                         + " --connect_timeout_ms 3000");
+  BOOST_TEST(res.exit_code != 0);
+  BOOST_TEST(res.output.find("ps:0") != std::string::npos, res.output);
+  BOOST_TEST(res.output.find("not reachable") != std::string::npos,
+             res.output);
+}
+
+BOOST_AUTO_TEST_CASE(a_node_without_the_chief_gives_up_after_max_wait) {
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
+  auto res = run_program(program + " --cluster " + cluster
+                         + " --job_name ps --task 0" + common
+                         + " --max_wait_ms 2000");
+  BOOST_TEST(res.exit_code != 0);
+  BOOST_TEST(res.output.find("no word from the chief") != std::string::npos,
+             res.output);
+}
