@@ -1,6 +1,7 @@
 #include "actors/cluster_member.hpp"
 
 #include <algorithm>
+#include <thread>
 
 #include <caf/exit_reason.hpp>
 
@@ -11,6 +12,9 @@ namespace syncfac {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+
+/// Longest wait for a hello's answer when reconnecting (see reconnect()).
+constexpr std::chrono::milliseconds reconnect_hello{3000};
 
 /// The node actor behind a connected node's roles ("node" in its answer).
 caf::actor node_of(const node_info& info) {
@@ -87,9 +91,10 @@ caf::error cluster_member::publish() {
   return caf::none;
 }
 
-caf::error cluster_member::add_peers(const std::vector<task_id>& peers) {
-  auto infos = connect_nodes(sys_, self_, cfg_.cluster, peers, hello_,
-                             cfg_.connect, log_);
+caf::error cluster_member::add_peers(const std::vector<task_id>& peers,
+                                     const connect_options& opts) {
+  auto infos = connect_nodes(sys_, self_, cfg_.cluster, peers, hello_, opts,
+                             log_);
   if (!infos)
     return with_context(infos.error(), me());
   for (auto& kvp : *infos) {
@@ -110,7 +115,7 @@ caf::error cluster_member::connect(const std::vector<task_id>& peers) {
       todo.push_back(t);
   if (todo.empty())
     return caf::none;
-  return add_peers(todo);
+  return add_peers(todo, cfg_.connect);
 }
 
 caf::error cluster_member::reconnect(const task_id& peer) {
@@ -131,7 +136,14 @@ caf::error cluster_member::reconnect(const task_id& peer) {
   log_ << me() << ": reconnecting to " << name << " at "
        << cfg_.cluster.address(peer).str() << " (" << n << " of "
        << cfg_.max_reconnects << ")" << std::endl;
-  if (auto err = add_peers({peer}))
+  // CAF's middleman caches the handle of the peer's last incarnation
+  // until it has seen that node go down too, and a hello to that handle
+  // may go unanswered: give it a moment, and give each hello a short
+  // timeout, so that the next attempt (a fresh connection) comes soon.
+  std::this_thread::sleep_for(cfg_.connect.retry);
+  auto opts = cfg_.connect;
+  opts.request_timeout = std::min(opts.request_timeout, reconnect_hello);
+  if (auto err = add_peers({peer}, opts))
     return err;
   reconnected_.push_back(peer);
   log_ << me() << ": " << name << " is back" << std::endl;

@@ -139,7 +139,8 @@ private:
   cluster_member(caf::actor_system& sys, member_config cfg,
                  std::ostream& log);
 
-  caf::error add_peers(const std::vector<task_id>& peers);
+  caf::error add_peers(const std::vector<task_id>& peers,
+                       const connect_options& opts);
 
   caf::actor_system& sys_;
   member_config cfg_;
