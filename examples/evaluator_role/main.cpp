@@ -52,6 +52,7 @@ struct evaluator_options : program_config {
   int32_t task = 0;
   int64_t eval_every_steps = 100;
   int64_t poll_ms = 200;
+  int64_t poll_timeout_ms = 2000;
   std::string data_dir = default_mnist_dir;
   bool fake_data = false;
   int64_t fake_test_size = 2000;
@@ -76,6 +77,8 @@ struct evaluator_options : program_config {
       .add(eval_every_steps, "eval_every_steps",
            "evaluate every K global steps (K > 0)")
       .add(poll_ms, "poll_ms", "how often to ask the shards for their step")
+      .add(poll_timeout_ms, "poll_timeout_ms",
+           "longest wait for a shard's step (then it is reconnected to)")
       .add(data_dir, "data_dir", "MNIST-format IDX files (the test split)")
       .add(fake_data, "fake_data", "the deterministic synthetic test set")
       .add(fake_test_size, "fake_test_size", "test examples of --fake_data")
@@ -161,7 +164,10 @@ public:
     int64_t step = -1;
     caf::error err;
     for (int32_t s = 0; s < count_ && !err; ++s)
-      self->request(shards_[static_cast<size_t>(s)], timeout(),
+      // Short: a request in flight when a peer's connection breaks may
+      // go unanswered (CAF 0.17) and would stall the loop until it ends.
+      self->request(shards_[static_cast<size_t>(s)],
+                    std::chrono::milliseconds{opts_.poll_timeout_ms},
                     status_atom::value)
         .receive(
           [&](shard_status& st) {
@@ -248,9 +254,20 @@ public:
       }
       auto due = (std::max<int64_t>(last_, 0) / opts_.eval_every_steps + 1)
                  * opts_.eval_every_steps;
-      if (*step >= due)
-        if (auto done = evaluate(self, false); !done)
-          return done.error();
+      if (*step < due)
+        continue;
+      if (auto done = evaluate(self, false); !done) {
+        // A shard that went away mid-evaluation: the next poll finds it
+        // and reconnects. Anything that keeps failing ends the program.
+        std::cout << member_.me() << ": evaluation at step " << *step
+                  << " failed: " << render(done.error()) << std::endl;
+        if (++failures_ >= max_failures)
+          return with_context(done.error(),
+                              std::to_string(max_failures)
+                                + " evaluations in a row failed");
+      } else if (*done) {
+        failures_ = 0;
+      }
     }
   }
 
@@ -286,16 +303,20 @@ private:
   metrics_actor sink_;
   std::vector<ps_actor> shards_;
   int64_t last_ = -1;
+  static constexpr int max_failures = 3;
+  int failures_ = 0;
   std::ofstream metrics_;
   caf::error error_;
 };
 
 caf::error configure(evaluator_options& opts) {
-  if (opts.eval_every_steps < 1 || opts.poll_ms < 1 || opts.threads < 1
-      || opts.eval_batch < 1 || opts.max_run_s < 1)
+  if (opts.eval_every_steps < 1 || opts.poll_ms < 1
+      || opts.poll_timeout_ms < 1 || opts.threads < 1 || opts.eval_batch < 1
+      || opts.max_run_s < 1)
     return make_error(ec::invalid_config,
-                      "--eval_every_steps, --poll_ms, --threads, "
-                      "--eval_batch and --max_run_s must be positive");
+                      "--eval_every_steps, --poll_ms, --poll_timeout_ms, "
+                      "--threads, --eval_batch and --max_run_s must be "
+                      "positive");
   if (opts.heartbeat_ms < 0 || opts.connection_timeout_ms < 0)
     return make_error(ec::invalid_config,
                       "--heartbeat_ms and --connection_timeout_ms must be "
