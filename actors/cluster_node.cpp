@@ -361,7 +361,7 @@ private:
             // a little before calling this a failure.
             role_failure = i->second + " stopped: " + sys_.render(dm.reason);
             failure_deadline = clock_type::now() + std::chrono::seconds{5};
-          } else if (dm.source == chief_node_.address()) {
+          } else if (dm.source == chief_node_.address() && chief_here) {
             chief_here = false;
             since = clock_type::now();
             deadline = since + cfg_.max_wait;

@@ -234,3 +234,22 @@ BOOST_AUTO_TEST_CASE(a_node_without_the_chief_gives_up_after_max_wait) {
   BOOST_TEST(res.output.find("no word from the chief") != std::string::npos,
              res.output);
 }
+
+BOOST_AUTO_TEST_CASE(a_frozen_chief_is_seen_within_seconds) {
+  // SIGSTOP keeps the chief's sockets open: only the middleman's heartbeat
+  // and connection timeout reveal it. The other nodes must notice, wait
+  // --max_wait_ms and give up naming the chief; the launcher's wall limit
+  // then ends the frozen chief.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
+  auto res = run_program(launcher + " --cluster " + cluster + " --program "
+                         + program + " --max_wall_s 15 --kill chief:0@20:STOP"
+                         + " --" + common + " --steps 100000 --log_every 10"
+                         + " --heartbeat_ms 200 --connection_timeout_ms 2000"
+                         + " --max_wait_ms 3000");
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_TEST(res.exit_code != 0);
+  BOOST_TEST(res.output.find("[ps:0] ps:0: the chief's node went down")
+               != std::string::npos);
+  BOOST_TEST(res.output.find("no word from the chief") != std::string::npos);
+}
