@@ -657,7 +657,8 @@ private:
   /// Tells the nodes that said hello to this one but are no task the
   /// chief connected to (e.g. an evaluator; the last hello of each counts)
   /// that the run is over, one after another, each bounded by the request
-  /// timeout: they may finish work before they answer.
+  /// timeout: they may finish work before they answer. As in end_run(),
+  /// a node that goes down instead of answering counts as an answer.
   void end_callers(const std::string& reason) {
     std::map<std::string, caf::actor> callers;
     self_->request(node_, cfg_.connect.request_timeout, hello_atom::value)
@@ -673,14 +674,24 @@ private:
         });
     for (auto& kvp : callers) {
       auto peer = caf::actor_cast<node_actor>(kvp.second);
-      self_->request(peer, cfg_.connect.request_timeout,
-                     shutdown_atom::value, reason)
-        .receive([](caf::ok_atom) {},
-                 [&](caf::error& err) {
-                   log_ << me() << ": could not tell " << kvp.first
-                        << " that the run is over: " << render(err)
-                        << std::endl;
-                 });
+      self_->monitor(peer);
+      self_->send(peer, shutdown_atom::value, reason);
+      auto deadline = clock_type::now() + cfg_.connect.request_timeout;
+      bool done = false;
+      while (!done && clock_type::now() < deadline)
+        self_->receive(
+          [&](caf::ok_atom) { done = true; },
+          [&](caf::down_msg& dm) { done = dm.source == peer.address(); },
+          [&](caf::error& err) {
+            log_ << me() << ": could not tell " << kvp.first
+                 << " that the run is over: " << render(err) << std::endl;
+            done = true;
+          },
+          caf::after(std::chrono::milliseconds{200}) >> [] {});
+      if (!done)
+        log_ << me() << ": " << kvp.first
+             << " neither confirmed the end of the run nor went down within "
+             << cfg_.connect.request_timeout.count() << " ms" << std::endl;
     }
   }
 
