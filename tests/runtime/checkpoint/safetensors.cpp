@@ -2,9 +2,12 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
+
+#include <sys/wait.h>
 
 #include "fixtures.hpp"
 
@@ -366,4 +369,55 @@ BOOST_AUTO_TEST_CASE(unreadable_paths) {
   auto a_dir = read_safetensors_file(dir.path());
   BOOST_REQUIRE(!a_dir);
   BOOST_CHECK(is_code(a_dir.error(), ec::io_error));
+}
+
+// With Python's safetensors present (SYNCFAC_PYTHON names the interpreter,
+// default python3), its reader opens our file and we open its file.
+BOOST_AUTO_TEST_CASE(python_safetensors_interoperates) {
+  const char* env = std::getenv("SYNCFAC_PYTHON");
+  std::string python = env != nullptr ? env : "python3";
+  ckpt_temp_dir dir;
+  auto ours = dir.file("ours.safetensors");
+  auto theirs = dir.file("theirs.safetensors");
+  BOOST_REQUIRE(!write_safetensors_file(ours, sample_tensors(),
+                                        {{"global_step", "7"}, {"m", "x"}}));
+  auto script = dir.file("check.py");
+  spit(script, R"(import sys
+try:
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+    from safetensors import safe_open
+except ImportError:
+    sys.exit(77)
+ours, theirs = sys.argv[1], sys.argv[2]
+t = load_file(ours)
+assert t["conv1/weights"].shape == (2, 3), t["conv1/weights"].shape
+assert t["conv1/weights"].dtype == np.float32
+assert list(t["conv1/weights"].ravel()) == [1, -2, 3.5, 0, np.float32(1e-30), 7]
+assert t["global_scale"].shape == () and float(t["global_scale"]) == 42.0
+assert t["empty"].shape == (4, 0, 2)
+with safe_open(ours, "np") as f:
+    assert f.metadata() == {"global_step": "7", "m": "x"}, f.metadata()
+save_file({"b": np.arange(6, dtype=np.float32).reshape(3, 2),
+           "a": np.array(-1.5, dtype=np.float32)}, theirs,
+          metadata={"who": "python"})
+)");
+  auto cmd = python + " " + script + " " + ours + " " + theirs;
+  int status = std::system(cmd.c_str());
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code == 77 || code == 127) {
+    BOOST_TEST_MESSAGE("Python's safetensors (and numpy) not available to "
+                       << python << ": interoperability not checked");
+    return;
+  }
+  BOOST_REQUIRE_MESSAGE(code == 0, "python's safetensors refused our file: "
+                                   << cmd);
+  auto x = read_safetensors_file(theirs);
+  BOOST_REQUIRE_MESSAGE(x, why(x));
+  BOOST_CHECK_EQUAL(x->metadata.at("who"), "python");
+  BOOST_REQUIRE_EQUAL(x->tensors.size(), 2u);
+  const auto& a = x->tensors[0].name == "a" ? x->tensors[0] : x->tensors[1];
+  const auto& b = x->tensors[0].name == "b" ? x->tensors[0] : x->tensors[1];
+  BOOST_CHECK(a.value == (tensor{tensor_shape{}, {-1.5f}}));
+  BOOST_CHECK(b.value == (tensor{{3, 2}, {0, 1, 2, 3, 4, 5}}));
 }
