@@ -320,12 +320,15 @@ private:
   bool start(task_proc& p) {
     if (!open_log(p))
       return false;
-    std::vector<std::string> args = {program_,         "--cluster",
+    const auto& program = program_for(p.id.job);
+    std::vector<std::string> args = {program,          "--cluster",
                                      opts_.cluster_file, "--job_name",
                                      p.id.job,         "--task",
                                      std::to_string(p.id.index)};
-    args.insert(args.end(), opts_.program_args.begin(),
-                opts_.program_args.end());
+    auto own = opts_.job_args.find(p.id.job);
+    const auto& extra = own != opts_.job_args.end() ? own->second
+                                                    : opts_.program_args;
+    args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args)
       argv.push_back(a.data());
@@ -406,7 +409,7 @@ private:
       }
       ::close(out_pipe[0]);
       ::close(err_pipe[0]);
-      return start_failed(p, "exec " + program_, exec_errno);
+      return start_failed(p, "exec " + program_for(p.id.job), exec_errno);
     }
     for (int fd : {out_pipe[0], err_pipe[0]})
       ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -784,9 +787,20 @@ public:
     signals_fd_ = signals.fd();
   }
 
+  void set_job_programs(std::map<std::string, std::string> xs) {
+    job_programs_ = std::move(xs);
+  }
+
 private:
+  const std::string& program_for(const std::string& job) const {
+    auto i = job_programs_.find(job);
+    return i != job_programs_.end() ? i->second : program_;
+  }
+
   const launch_options& opts_;
   std::string program_;
+  /// Resolved --job_program paths.
+  std::map<std::string, std::string> job_programs_;
   std::ostream& out_;
   std::ostream& err_;
   std::vector<task_proc> procs_;
@@ -920,6 +934,19 @@ caf::error launch_options::validate(const cluster_spec& spec) const {
     if (auto err = check("--restart", r.task,
                          r.task.str() + "@" + std::to_string(r.delay_ms)))
       return err;
+  auto check_job = [&](const std::string& flag,
+                       const std::string& job) -> caf::error {
+    if (spec.count(job) > 0)
+      return caf::none;
+    return bad_arg(flag + " " + job + "=...: no job \"" + job
+                   + "\" in the cluster");
+  };
+  for (const auto& kvp : job_programs)
+    if (auto err = check_job("--job_program", kvp.first))
+      return err;
+  for (const auto& kvp : job_args)
+    if (auto err = check_job("--job_flags", kvp.first))
+      return err;
   return caf::none;
 }
 
@@ -948,6 +975,12 @@ returns the chief's exit code (128+N if signal N ended it).
   --restart JOB:INDEX@MS
                        start the task again MS ms after it died (once per
                        flag; repeatable)
+  --job_program JOB=PATH
+                       run PATH instead of the program for JOB's tasks
+                       (e.g. an evaluator written outside the library)
+  --job_flags JOB="FLAGS"
+                       JOB's tasks get FLAGS (split at spaces) instead of
+                       the program flags
   --help               this text
 
 Every other argument, and everything after "--", goes to the program.
@@ -978,9 +1011,10 @@ parse_launch_args(const std::vector<std::string>& args) {
       name = arg.substr(0, eq);
       value = arg.substr(eq + 1);
     }
-    static const char* ours[] = {"--cluster",    "--program",  "--log_dir",
-                                 "--grace_ms",   "--term_ms",  "--max_wall_s",
-                                 "--kill",       "--restart"};
+    static const char* ours[] = {"--cluster",     "--program",  "--log_dir",
+                                 "--grace_ms",    "--term_ms",  "--max_wall_s",
+                                 "--kill",        "--restart",  "--job_program",
+                                 "--job_flags"};
     if (std::find_if(std::begin(ours), std::end(ours),
                      [&](const char* x) { return name == x; })
         == std::end(ours)) {
@@ -1020,6 +1054,20 @@ parse_launch_args(const std::vector<std::string>& args) {
       if (!hook)
         return hook.error();
       opts.restarts.push_back(std::move(*hook));
+    } else if (name == "--job_program" || name == "--job_flags") {
+      auto sep = v.find('=');
+      if (sep == 0 || sep == std::string::npos)
+        return bad_arg(name + " '" + v + "': expected JOB=VALUE");
+      auto job = v.substr(0, sep);
+      auto rest = v.substr(sep + 1);
+      if (name == "--job_program") {
+        opts.job_programs[job] = rest;
+      } else {
+        std::istringstream words{rest};
+        auto& list = opts.job_args[job];
+        for (std::string w; words >> w;)
+          list.push_back(w);
+      }
     }
   }
   for (const auto& a : opts.program_args)
@@ -1103,8 +1151,19 @@ int run_launcher(const launch_options& opts, const cluster_spec& spec,
     err << "syncfac-launch: " << render(program.error()) << '\n';
     return 127;
   }
+  std::map<std::string, std::string> job_programs;
+  for (const auto& [job, path] : opts.job_programs) {
+    auto resolved = resolve_program(path);
+    if (!resolved) {
+      err << "syncfac-launch: --job_program " << job << ": "
+          << render(resolved.error()) << '\n';
+      return 127;
+    }
+    job_programs[job] = *resolved;
+  }
   signal_scope signals;
   launcher l{opts, spec, *program, out, err};
+  l.set_job_programs(std::move(job_programs));
   l.attach(signals);
   return l.run();
 }

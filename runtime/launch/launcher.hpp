@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,12 @@ struct launch_options {
   std::vector<restart_hook> restarts;
   /// Passed to every task after --cluster/--job_name/--task.
   std::vector<std::string> program_args;
+  /// Per job (--job_program JOB=PATH): another program for that job's
+  /// tasks, e.g. a role written outside the library.
+  std::map<std::string, std::string> job_programs;
+  /// Per job (--job_flags JOB="FLAGS", split at white space): the flags
+  /// that job's tasks get instead of program_args.
+  std::map<std::string, std::vector<std::string>> job_args;
   /// --help was given (and printed).
   bool help = false;
 

@@ -216,6 +216,33 @@ BOOST_AUTO_TEST_CASE(collects_prefixed_output_and_returns_the_chiefs_code) {
   BOOST_CHECK(fs::exists(fs::path{logs} / "worker-1.log"));
 }
 
+BOOST_AUTO_TEST_CASE(a_job_can_run_its_own_program_with_its_own_flags) {
+  // E.g. an evaluator written outside the library: /bin/echo stands in and
+  // shows the arguments it was given.
+  fixture fx;
+  auto r = launch(fx, {"--job_program", "ps=/bin/echo", "--job_flags",
+                       "ps=--eval_every 5", "--steps", "2", "--worker_ms",
+                       "0"});
+  BOOST_CHECK_MESSAGE(r.code() == 0, r);
+  BOOST_CHECK_MESSAGE(contains(r.out, "[ps:0] --cluster " + fx.cluster
+                                        + " --job_name ps --task 0"
+                                          " --eval_every 5\n"),
+                      r);
+  BOOST_CHECK_MESSAGE(
+    contains(r.out, "[worker:0] args: --cluster " + fx.cluster
+                      + " --job_name worker --task 0 --steps 2 "
+                        "--worker_ms 0\n"),
+    r);
+}
+
+BOOST_AUTO_TEST_CASE(a_job_program_for_an_unknown_job_is_refused) {
+  fixture fx;
+  auto r = launch(fx, {"--job_program", "evaluator=/bin/echo"});
+  BOOST_CHECK_MESSAGE(r.code() == 2, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "no job \"evaluator\" in the cluster"),
+                      r);
+}
+
 BOOST_AUTO_TEST_CASE(chief_exit_code_zero) {
   fixture fx;
   auto r = launch(fx, {"--steps", "2", "--worker_ms", "0"});
