@@ -67,7 +67,7 @@ std::array<uint32_t, 256> make_crc_table() {
   return table;
 }
 
-const std::array<uint32_t, 256>& crc_table() {
+[[maybe_unused]] const std::array<uint32_t, 256>& crc_table() {
   static const auto table = make_crc_table();
   return table;
 }
@@ -426,11 +426,24 @@ decode(byte_source& src, const std::string& origin,
 } // namespace
 
 uint32_t crc32c(uint32_t crc, const void* data, size_t size) noexcept {
-  const auto& table = crc_table();
   const auto* p = static_cast<const unsigned char*>(data);
   crc = ~crc;
+#if defined(__SSE4_2__) && defined(__x86_64__)
+  // The CPU's CRC32 instruction computes CRC-32C, 8 bytes at a time.
+  uint64_t c = crc;
+  for (; size >= 8; size -= 8, p += 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    c = __builtin_ia32_crc32di(c, word);
+  }
+  crc = static_cast<uint32_t>(c);
+  for (; size > 0; --size, ++p)
+    crc = __builtin_ia32_crc32qi(crc, *p);
+#else
+  const auto& table = crc_table();
   for (size_t i = 0; i < size; ++i)
     crc = table[(crc ^ p[i]) & 0xFFu] ^ (crc >> 8);
+#endif
   return ~crc;
 }
 

@@ -77,6 +77,34 @@ BOOST_AUTO_TEST_CASE(crc32c_known_answer) {
   BOOST_CHECK_EQUAL(crc32c(crc32c(0, "1234", 4), "56789", 5), 0xE3069283u);
   BOOST_CHECK_EQUAL(crc32c(0, "", 0), 0u);
   BOOST_CHECK_EQUAL(format_crc32c(0xE3069283u), "crc32c:e3069283");
+  // Against a bit-at-a-time reference, at every length and alignment.
+  auto reference = [](const unsigned char* p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; ++i) {
+      c ^= p[i];
+      for (int k = 0; k < 8; ++k)
+        c = (c & 1) != 0 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    }
+    return ~c;
+  };
+  std::string buf(300, '\0');
+  for (size_t i = 0; i < buf.size(); ++i)
+    buf[i] = static_cast<char>((i * 131 + 7) & 0xFF);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(buf.data());
+  for (size_t start = 0; start < 9; ++start)
+    for (size_t n = 0; start + n <= buf.size(); n += 7)
+      BOOST_REQUIRE_EQUAL(crc32c(0, bytes + start, n),
+                          reference(bytes + start, n));
+}
+
+BOOST_AUTO_TEST_CASE(header_length_limit) {
+  // A header over 100,000,000 bytes is refused even when the file holds it.
+  const uint64_t n = safetensors_max_header + 8;
+  std::string bytes(8 + n, ' ');
+  for (int i = 0; i < 8; ++i)
+    bytes[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  bytes[8] = '{';
+  expect_refused(bytes, "exceeds the limit of 100000000");
 }
 
 BOOST_AUTO_TEST_CASE(round_trip_values_shapes_metadata) {
