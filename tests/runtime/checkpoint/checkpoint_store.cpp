@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <limits>
@@ -378,4 +379,35 @@ BOOST_AUTO_TEST_CASE(validate_compatible_names_first_difference) {
   BOOST_CHECK(is_code(err, ec::unknown_name));
   BOOST_CHECK(says(err, "holds variable 'conv1/biases'"));
   BOOST_CHECK(!validate_compatible(fewer, *ckpt, true));
+}
+
+BOOST_AUTO_TEST_CASE(autoencoder_sized_round_trip) {
+  // About the deep autoencoder's 2.8 M parameters, in a few large tensors.
+  ckpt_temp_dir dir;
+  checkpoint_store store{dir.path(), 2};
+  parameter_set xs;
+  for (int i = 0; i < 4; ++i) {
+    tensor t{tensor_shape{784, 1000}};
+    for (int64_t k = 0; k < t.size(); ++k)
+      t[k] = static_cast<float>((k * 7 + i) % 1000) * 1e-3f - 0.5f;
+    xs.push_back({"layer" + std::to_string(i) + "/weights", std::move(t)});
+  }
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  auto saved = store.save(1000, xs, {{"model", "autoencoder"}});
+  auto t1 = clock::now();
+  BOOST_REQUIRE_MESSAGE(saved, why(saved));
+  auto loaded = store.load_latest();
+  auto t2 = clock::now();
+  BOOST_REQUIRE_MESSAGE(loaded, why(loaded));
+  BOOST_REQUIRE(loaded->latest);
+  BOOST_REQUIRE_EQUAL(loaded->latest->tensors.size(), xs.size());
+  for (size_t i = 0; i < xs.size(); ++i)
+    BOOST_CHECK(loaded->latest->tensors[i].value == xs[i].value);
+  auto ms = [](auto d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
+  BOOST_TEST_MESSAGE(saved->bytes << " bytes: save (with fsync) "
+                                  << ms(t1 - t0) << " ms, load and verify "
+                                  << ms(t2 - t1) << " ms");
 }
