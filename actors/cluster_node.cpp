@@ -656,9 +656,7 @@ private:
 
   /// Tells the nodes that said hello to this one but are no task the
   /// chief connected to (e.g. an evaluator; the last hello of each counts)
-  /// that the run is over, one after another, each bounded by the request
-  /// timeout: they may finish work before they answer. As in end_run(),
-  /// a node that goes down instead of answering counts as an answer.
+  /// that the run is over; they may finish work before they answer.
   void end_callers(const std::string& reason) {
     std::map<std::string, caf::actor> callers;
     self_->request(node_, cfg_.connect.request_timeout, hello_atom::value)
@@ -672,53 +670,39 @@ private:
           log_ << me() << ": cannot list the nodes that joined: "
                << render(err) << std::endl;
         });
-    for (auto& kvp : callers) {
-      auto peer = caf::actor_cast<node_actor>(kvp.second);
-      self_->monitor(peer);
-      self_->send(peer, shutdown_atom::value, reason);
-      auto deadline = clock_type::now() + cfg_.connect.request_timeout;
-      bool done = false;
-      while (!done && clock_type::now() < deadline)
-        self_->receive(
-          [&](caf::ok_atom) { done = true; },
-          [&](caf::down_msg& dm) { done = dm.source == peer.address(); },
-          [&](caf::error& err) {
-            log_ << me() << ": could not tell " << kvp.first
-                 << " that the run is over: " << render(err) << std::endl;
-            done = true;
-          },
-          caf::after(std::chrono::milliseconds{200}) >> [] {});
-      if (!done)
-        log_ << me() << ": " << kvp.first
-             << " neither confirmed the end of the run nor went down within "
-             << cfg_.connect.request_timeout.count() << " ms" << std::endl;
-    }
+    tell_run_over(callers, reason);
   }
 
-  /// Tells every connected node that the run is over (bounded per node).
+  /// Tells every connected node that the run is over.
   void end_run(const std::string& reason) {
-    // Each node answers and exits; its process may be gone before the
-    // answer leaves (TLS flushes lazily), so its node going down counts
-    // as an answer too.
+    std::map<std::string, caf::actor> peers;
+    for (auto& kvp : nodes_)
+      if (kvp.second.job != "chief")
+        if (auto n = node_of(kvp.second))
+          peers[kvp.first] = n;
+    tell_run_over(peers, reason);
+  }
+
+  /// Sends `peers` (node actors by task name) the end of the run and waits,
+  /// bounded by the request timeout, until each has answered or gone down:
+  /// a node answers and exits, and its process may be gone before the
+  /// answer leaves (TLS flushes lazily), so going down counts as an answer.
+  void tell_run_over(const std::map<std::string, caf::actor>& peers,
+                     const std::string& reason) {
     std::map<caf::actor_addr, std::string> waiting;
-    for (auto& kvp : nodes_) {
-      if (kvp.second.job == "chief")
-        continue;
-      auto peer = caf::actor_cast<node_actor>(node_of(kvp.second));
-      if (!peer)
-        continue;
+    for (const auto& [name, n] : peers) {
+      auto peer = caf::actor_cast<node_actor>(n);
       self_->monitor(peer);
-      waiting.emplace(peer.address(), kvp.first);
+      waiting.emplace(peer.address(), name);
       self_->send(peer, shutdown_atom::value, reason);
     }
     auto deadline = clock_type::now() + cfg_.connect.request_timeout;
     while (!waiting.empty() && clock_type::now() < deadline) {
       self_->receive(
         [&](caf::ok_atom) {
-          waiting.erase(self_->current_sender()
-                          ? caf::actor_cast<caf::actor_addr>(
-                            self_->current_sender())
-                          : caf::actor_addr{});
+          // A node's owner may answer for it: then its going down counts.
+          if (auto sender = self_->current_sender())
+            waiting.erase(caf::actor_cast<caf::actor_addr>(sender));
         },
         [&](caf::down_msg& dm) { waiting.erase(dm.source); },
         [&](caf::error&) {},
