@@ -1,17 +1,22 @@
 #pragma once
 
 // Runs a program of this build as a real child process and captures its
-// combined output and exit status.
+// combined output and exit status; loopback cluster files for the cluster
+// tests (examples, roles).
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
 
@@ -84,5 +89,38 @@ struct temp_dir {
     return (path / name).string();
   }
 };
+
+/// A port nobody listens on right now (the kernel's choice).
+inline uint16_t free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+/// A loopback cluster file with `counts` tasks per job; returns its path.
+inline std::string write_cluster(const temp_dir& tmp,
+                                 const std::map<std::string, int>& counts) {
+  std::string json = "{\"cluster\": {";
+  bool first_job = true;
+  for (const auto& [job, n] : counts) {
+    json += std::string{first_job ? "" : ", "} + "\"" + job + "\": [";
+    first_job = false;
+    for (int i = 0; i < n; ++i)
+      json += std::string{i == 0 ? "" : ", "} + "\"127.0.0.1:"
+              + std::to_string(free_port()) + "\"";
+    json += "]";
+  }
+  json += "}}";
+  auto path = tmp.file("cluster.json");
+  std::ofstream{path} << json << "\n";
+  return path;
+}
 
 } // namespace syncfac::test

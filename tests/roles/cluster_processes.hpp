@@ -22,39 +22,6 @@
 
 namespace syncfac::test {
 
-/// A port nobody listens on right now (the kernel's choice).
-inline uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-/// A loopback cluster file with `counts` tasks per job; returns its path.
-inline std::string write_cluster(const temp_dir& tmp,
-                                 const std::map<std::string, int>& counts) {
-  std::string json = "{\"cluster\": {";
-  bool first_job = true;
-  for (const auto& [job, n] : counts) {
-    json += std::string{first_job ? "" : ", "} + "\"" + job + "\": [";
-    first_job = false;
-    for (int i = 0; i < n; ++i)
-      json += std::string{i == 0 ? "" : ", "} + "\"127.0.0.1:"
-              + std::to_string(free_port()) + "\"";
-    json += "]";
-  }
-  json += "}}";
-  auto path = tmp.file("cluster.json");
-  std::ofstream{path} << json << "\n";
-  return path;
-}
-
 /// A program running in the background (`sh -c command`), its stdout and
 /// stderr in `log`. Killed at the end of the scope if still running.
 class child {
