@@ -16,14 +16,6 @@ using clock_type = std::chrono::steady_clock;
 /// Longest wait for a hello's answer when reconnecting (see reconnect()).
 constexpr std::chrono::milliseconds reconnect_hello{3000};
 
-/// The node actor behind a connected node's roles ("node" in its answer).
-caf::actor node_of(const node_info& info) {
-  for (size_t i = 0; i < info.role_names.size(); ++i)
-    if (info.role_names[i] == "node" && i < info.role_actors.size())
-      return info.role_actors[i];
-  return {};
-}
-
 } // namespace
 
 caf::error member_config::validate() const {
@@ -109,10 +101,7 @@ caf::error cluster_member::add_peers(const std::vector<task_id>& peers,
 }
 
 caf::error cluster_member::connect(const std::vector<task_id>& peers) {
-  std::vector<task_id> todo;
-  for (const auto& t : peers)
-    if (t != cfg_.task && peers_.count(t.str()) == 0)
-      todo.push_back(t);
+  auto todo = missing_peers(peers, cfg_.task, peers_);
   if (todo.empty())
     return caf::none;
   return add_peers(todo, cfg_.connect);

@@ -136,11 +136,7 @@ private:
 
   /// Connects to the tasks not connected yet.
   caf::error connect(std::vector<task_id> peers) {
-    std::vector<task_id> todo;
-    for (auto& t : peers)
-      if (t != cfg_.task && nodes_.count(t.str()) == 0
-          && std::find(todo.begin(), todo.end(), t) == todo.end())
-        todo.push_back(t);
+    auto todo = missing_peers(peers, cfg_.task, nodes_);
     if (todo.empty())
       return caf::none;
     auto infos = connect_nodes(sys_, self_, cfg_.cluster, todo, hello_,
@@ -712,16 +708,6 @@ private:
       log_ << me() << ": " << kvp.second
            << " neither confirmed the end of the run nor went down within "
            << cfg_.connect.request_timeout.count() << " ms" << std::endl;
-  }
-
-  /// The node actor behind a connected node's roles: any role's handle
-  /// would do for messages, but shutdown goes to the node itself, which
-  /// connect_nodes kept as the "node" role.
-  static caf::actor node_of(const node_info& info) {
-    for (size_t i = 0; i < info.role_names.size(); ++i)
-      if (info.role_names[i] == "node")
-        return info.role_actors[i];
-    return {};
   }
 
   caf::actor_system& sys_;

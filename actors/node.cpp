@@ -78,6 +78,24 @@ std::vector<std::string> known_message_types(caf::actor_system& sys) {
   return out;
 }
 
+caf::actor node_of(const node_info& info) {
+  for (size_t i = 0; i < info.role_names.size(); ++i)
+    if (info.role_names[i] == "node" && i < info.role_actors.size())
+      return info.role_actors[i];
+  return {};
+}
+
+std::vector<task_id>
+missing_peers(const std::vector<task_id>& peers, const task_id& me,
+              const std::map<std::string, node_info>& known) {
+  std::vector<task_id> out;
+  for (const auto& t : peers)
+    if (t != me && known.count(t.str()) == 0
+        && std::find(out.begin(), out.end(), t) == out.end())
+      out.push_back(t);
+  return out;
+}
+
 node_hello make_hello(caf::actor_system& sys, const task_id& me,
                       const caf::actor& my_node) {
   node_hello h;

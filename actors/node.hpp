@@ -111,6 +111,16 @@ connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,
               const node_hello& hello, const connect_options& opts,
               std::ostream& log);
 
+/// The node actor of a connected node (the role every answer names
+/// "node"); unset if `info` lacks it.
+caf::actor node_of(const node_info& info);
+
+/// The tasks of `peers` other than `me` that `known` (answers by task name)
+/// does not hold yet, each once, in order.
+std::vector<task_id>
+missing_peers(const std::vector<task_id>& peers, const task_id& me,
+              const std::map<std::string, node_info>& known);
+
 /// The actor of role `role` in `info`, cast to `Handle`; an error names the
 /// node and the role when it is missing.
 template <class Handle>
