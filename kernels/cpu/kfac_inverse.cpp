@@ -19,6 +19,7 @@
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/parallel.hpp"
 #include "kernels/cpu/simd.hpp"
+#include "kernels/damping_retry.hpp"
 #include "runtime/error.hpp"
 
 namespace syncfac::cpu {
@@ -38,10 +39,6 @@ using dmat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic>;
 // Used as a threshold on |eigenvalue| / largest |eigenvalue|; see
 // symmetric_eigen.
 constexpr double max_negative_eigen_ratio = 1e-3;
-
-// A damping of 0 that must be raised by the retry starts here (relative to
-// the mean diagonal of the factor).
-constexpr double zero_damping_floor = 1e-6;
 
 bool is_square(const tensor& x) {
   return x.rank() == 2 && x.dim(0) == x.dim(1);
@@ -86,11 +83,6 @@ std::string num(double x) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", x);
   return buf;
-}
-
-bool has_code(const caf::error& err, ec code) {
-  return err && err.category() == error_category
-         && err.code() == static_cast<uint8_t>(code);
 }
 
 // ½(F + Fᵀ) in double: Eigen's solvers read one triangle only, and the
@@ -319,51 +311,6 @@ caf::error damped_inverse(const tensor& factor, float damping,
   });
 }
 
-namespace {
-
-/// `attempt(damping)` (damped_inverse or damped_cholesky), retried with
-/// the damping raised x10 after each numerical_failure.
-template <class Attempt>
-caf::expected<float> retry_damping(const char* op, const tensor& factor,
-                                   float damping, int max_retries,
-                                   Attempt attempt) {
-  if (max_retries < 0)
-    return make_error(ec::invalid_argument,
-                      std::string{op} + ": max_retries "
-                        + std::to_string(max_retries) + " is negative");
-  auto current = damping;
-  caf::error last;
-  for (int i = 0;; ++i) {
-    last = attempt(current);
-    if (!last)
-      return current;
-    if (!has_code(last, ec::numerical_failure) || i == max_retries)
-      break;
-    float next = current * 10.0f;
-    if (current == 0.0f) {
-      // The factor is square and finite here (else no numerical_failure).
-      auto n = factor.dim(0);
-      double trace = 0.0;
-      for (int64_t k = 0; k < n; ++k)
-        trace += factor[k * n + k];
-      auto mean = trace / static_cast<double>(n);
-      next = static_cast<float>(zero_damping_floor * (mean > 0 ? mean : 1.0));
-    }
-    if (!std::isfinite(next))
-      break;
-    current = next;
-  }
-  if (!has_code(last, ec::numerical_failure))
-    return last;
-  return make_error(ec::numerical_failure,
-                    std::string{op} + ": damping " + num(damping)
-                      + " raised up to " + num(current) + " within "
-                      + std::to_string(max_retries)
-                      + " retries (x10 each) did not help; last: "
-                      + render(last));
-}
-
-} // namespace
 
 caf::expected<float> damped_inverse_with_retry(const tensor& factor,
                                                float damping, int max_retries,
