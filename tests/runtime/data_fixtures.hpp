@@ -20,42 +20,11 @@
 #include "runtime/data/idx.hpp"
 #include "runtime/error.hpp"
 #include "tests/helpers.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace syncfac::test {
 
 using bytes = std::vector<uint8_t>;
-
-/// A fresh directory (mkdtemp) removed with everything in it on scope exit.
-class temp_dir {
-public:
-  temp_dir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string{base != nullptr ? base : "/tmp"}
-                          + "/syncfac-data-XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr)
-      throw std::runtime_error("mkdtemp failed for " + pattern);
-    path_ = pattern;
-  }
-
-  ~temp_dir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-
-  const std::string& path() const {
-    return path_;
-  }
-
-  std::string file(const std::string& name) const {
-    return path_ + "/" + name;
-  }
-
-private:
-  std::string path_;
-};
 
 inline void write_bytes(const std::string& path, const bytes& data) {
   std::ofstream out{path, std::ios::binary | std::ios::trunc};

@@ -72,7 +72,7 @@ void corrupt_data(const std::string& path) {
 } // namespace
 
 BOOST_AUTO_TEST_CASE(save_and_load_round_trip) {
-  ckpt_temp_dir dir;
+  temp_dir dir;
   checkpoint_store store{dir.file("ckpts/"), 3};
   auto xs = sample_tensors();
   tensor_metadata meta{{"topology", "worker:2,ps:1"},
@@ -114,7 +114,7 @@ BOOST_AUTO_TEST_CASE(save_and_load_round_trip) {
 }
 
 BOOST_AUTO_TEST_CASE(missing_directory_is_empty) {
-  ckpt_temp_dir dir;
+  temp_dir dir;
   checkpoint_store store{dir.file("not/yet")};
   auto steps = store.list_steps();
   BOOST_REQUIRE(steps);
@@ -126,7 +126,7 @@ BOOST_AUTO_TEST_CASE(missing_directory_is_empty) {
 }
 
 BOOST_AUTO_TEST_CASE(keep_last_k) {
-  ckpt_temp_dir dir;
+  temp_dir dir;
   checkpoint_store store{dir.path(), 3};
   save_steps(store, {10, 20, 30});
   auto r = store.save(40, sample_tensors(), {});
@@ -166,7 +166,7 @@ BOOST_AUTO_TEST_CASE(keep_last_k) {
 }
 
 BOOST_AUTO_TEST_CASE(load_latest_skips_corrupt_newest) {
-  ckpt_temp_dir dir;
+  temp_dir dir;
   checkpoint_store store{dir.path(), 5};
   save_steps(store, {10, 20, 30});
   // A flipped data bit: the checksum catches it.
@@ -214,7 +214,7 @@ BOOST_AUTO_TEST_CASE(load_latest_skips_corrupt_newest) {
 }
 
 BOOST_AUTO_TEST_CASE(foreign_safetensors_without_checksum_refused) {
-  ckpt_temp_dir dir;
+  temp_dir dir;
   checkpoint_store store{dir.path()};
   BOOST_REQUIRE(!write_safetensors_file(store.path_of(5), sample_tensors(),
                                         {{"global_step", "5"}}));
@@ -224,7 +224,7 @@ BOOST_AUTO_TEST_CASE(foreign_safetensors_without_checksum_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(stray_temporary_ignored_and_cleaned) {
-  ckpt_temp_dir dir;
+  temp_dir dir;
   checkpoint_store store{dir.path(), 3};
   save_steps(store, {10});
   // A save that crashed before its rename leaves only its temporary file.
@@ -248,7 +248,7 @@ BOOST_AUTO_TEST_CASE(stray_temporary_ignored_and_cleaned) {
 }
 
 BOOST_AUTO_TEST_CASE(full_disk_keeps_previous_checkpoints) {
-  ckpt_temp_dir dir;
+  temp_dir dir;
   checkpoint_store store{dir.path(), 2};
   save_steps(store, {10, 20});
   auto before_10 = slurp(store.path_of(10));
@@ -293,7 +293,7 @@ BOOST_AUTO_TEST_CASE(full_disk_keeps_previous_checkpoints) {
 }
 
 BOOST_AUTO_TEST_CASE(unreadable_directory) {
-  ckpt_temp_dir dir;
+  temp_dir dir;
   // A path under a regular file: refused whoever runs the test.
   spit(dir.file("plain-file"), "x");
   checkpoint_store store{dir.file("plain-file/ckpts")};
@@ -326,7 +326,7 @@ BOOST_AUTO_TEST_CASE(unreadable_directory) {
 }
 
 BOOST_AUTO_TEST_CASE(save_refusals) {
-  ckpt_temp_dir dir;
+  temp_dir dir;
   checkpoint_store store{dir.path()};
   auto xs = sample_tensors();
   xs[1].value[2] = std::numeric_limits<float>::quiet_NaN();
@@ -351,7 +351,7 @@ BOOST_AUTO_TEST_CASE(save_refusals) {
 }
 
 BOOST_AUTO_TEST_CASE(validate_compatible_names_first_difference) {
-  ckpt_temp_dir dir;
+  temp_dir dir;
   checkpoint_store store{dir.path()};
   save_steps(store, {3});
   auto ckpt = store.load(3);
@@ -383,7 +383,7 @@ BOOST_AUTO_TEST_CASE(validate_compatible_names_first_difference) {
 
 BOOST_AUTO_TEST_CASE(autoencoder_sized_round_trip) {
   // About the deep autoencoder's 2.8 M parameters, in a few large tensors.
-  ckpt_temp_dir dir;
+  temp_dir dir;
   checkpoint_store store{dir.path(), 2};
   parameter_set xs;
   for (int i = 0; i < 4; ++i) {

@@ -1,7 +1,7 @@
 #pragma once
 
-// Helpers of the checkpoint suites: a temporary directory, whole-file
-// reads and writes, error checks.
+// Helpers of the checkpoint suites: whole-file reads and writes, error
+// checks (scratch directories: tests/temp_dir.hpp).
 
 #include <cstdint>
 #include <cstdlib>
@@ -17,41 +17,9 @@
 
 #include "runtime/error.hpp"
 #include "runtime/named_tensor.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace syncfac::test {
-
-class ckpt_temp_dir {
-public:
-  ckpt_temp_dir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string{base != nullptr ? base : "/tmp"}
-                          + "/syncfac-ckpt-XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr)
-      throw std::runtime_error("mkdtemp failed for " + pattern);
-    path_ = pattern;
-  }
-
-  ~ckpt_temp_dir() {
-    std::error_code ignored;
-    std::filesystem::permissions(path_, std::filesystem::perms::owner_all,
-                                 std::filesystem::perm_options::add, ignored);
-    std::filesystem::remove_all(path_, ignored);
-  }
-
-  ckpt_temp_dir(const ckpt_temp_dir&) = delete;
-  ckpt_temp_dir& operator=(const ckpt_temp_dir&) = delete;
-
-  const std::string& path() const {
-    return path_;
-  }
-
-  std::string file(const std::string& name) const {
-    return path_ + "/" + name;
-  }
-
-private:
-  std::string path_;
-};
 
 inline std::string slurp(const std::string& path) {
   std::ifstream in{path, std::ios::binary};

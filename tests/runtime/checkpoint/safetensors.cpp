@@ -125,7 +125,7 @@ BOOST_AUTO_TEST_CASE(round_trip_values_shapes_metadata) {
   BOOST_CHECK_EQUAL(back->data_crc32c, data_crc32c(xs));
   BOOST_CHECK_EQUAL(8 + back->header_bytes + back->data_bytes, bytes->size());
   // Through a file.
-  ckpt_temp_dir dir;
+  temp_dir dir;
   auto path = dir.file("x.safetensors");
   BOOST_REQUIRE(!write_safetensors_file(path, xs, meta));
   BOOST_CHECK(slurp(path) == *bytes);
@@ -205,7 +205,7 @@ BOOST_AUTO_TEST_CASE(writer_refuses_bad_names) {
   auto m = encode_safetensors({}, {{"k", "\xc3"}});
   BOOST_REQUIRE(!m);
   BOOST_CHECK(says(m.error(), "UTF-8"));
-  ckpt_temp_dir dir;
+  temp_dir dir;
   auto err = write_safetensors_file(dir.file("no/such/dir/x.safetensors"),
                                     sample_tensors(), {});
   BOOST_CHECK(is_code(err, ec::io_error));
@@ -357,7 +357,7 @@ BOOST_AUTO_TEST_CASE(truncation_at_every_byte_refused) {
     BOOST_CHECK_MESSAGE(is_code(x.error(), ec::bad_data), render(x.error()));
   }
   // The same through files.
-  ckpt_temp_dir dir;
+  temp_dir dir;
   auto path = dir.file("cut.safetensors");
   for (size_t n = 0; n < bytes->size(); ++n) {
     spit(path, bytes->substr(0, n));
@@ -389,7 +389,7 @@ BOOST_AUTO_TEST_CASE(every_byte_changed_never_crashes) {
 }
 
 BOOST_AUTO_TEST_CASE(unreadable_paths) {
-  ckpt_temp_dir dir;
+  temp_dir dir;
   auto missing = read_safetensors_file(dir.file("missing.safetensors"));
   BOOST_REQUIRE(!missing);
   BOOST_CHECK(is_code(missing.error(), ec::io_error));
@@ -404,7 +404,7 @@ BOOST_AUTO_TEST_CASE(unreadable_paths) {
 BOOST_AUTO_TEST_CASE(python_safetensors_interoperates) {
   const char* env = std::getenv("SYNCFAC_PYTHON");
   std::string python = env != nullptr ? env : "python3";
-  ckpt_temp_dir dir;
+  temp_dir dir;
   auto ours = dir.file("ours.safetensors");
   auto theirs = dir.file("theirs.safetensors");
   BOOST_REQUIRE(!write_safetensors_file(ours, sample_tensors(),
