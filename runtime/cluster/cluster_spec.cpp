@@ -25,8 +25,10 @@ caf::error config_error(std::string what) {
   return make_error(ec::invalid_config, std::move(what));
 }
 
+// Quotes text for a message. It may come from a command line and not be
+// UTF-8, where nlohmann's dump() would throw: invalid bytes become U+FFFD.
 std::string jquote(const std::string& str) {
-  return json(str).dump();
+  return json(str).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string join(const std::vector<std::string>& xs) {
@@ -137,7 +139,9 @@ caf::expected<cluster_spec> parse_syntax(const std::string& text) {
                                      json& parsed) {
       return (*finder)(depth, event, parsed);
     });
-  } catch (const json::parse_error& err) {
+  } catch (const json::exception& err) {
+    // parse_error, and also out_of_range for a number too large for a
+    // double (1e400), which escaped here before and ended the program.
     std::string what = err.what();
     // Drop nlohmann's "[json.exception.parse_error.101] " tag.
     if (!what.empty() && what.front() == '[') {
@@ -470,7 +474,9 @@ std::string cluster_spec::to_json() const {
   doc["cluster"] = std::move(cluster);
   if (task)
     doc["task"] = json{{"type", task->job}, {"index", task->index}};
-  return doc.dump();
+  // A task set from a command line may not be UTF-8 (validate() refuses
+  // it; to_json must not throw on it).
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 caf::expected<cluster_spec> cluster_spec::parse(const std::string& json_text,
