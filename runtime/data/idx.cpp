@@ -316,11 +316,33 @@ caf::expected<size_t> count_trailing(byte_source& src) {
   return total;
 }
 
+// Reads `count` bytes into `out`, growing it with what actually arrives
+// (reads of 1 MiB, then as much as read so far): a 20-byte file whose
+// header claims 2 GiB must not make us allocate 2 GiB. Returns the number
+// of bytes read, short only at the end of the data.
+caf::expected<size_t> read_growing(byte_source& src, size_t count,
+                                   std::vector<uint8_t>& out) {
+  constexpr size_t first_read = size_t{1} << 20;
+  out.clear();
+  size_t total = 0;
+  while (total < count) {
+    auto n = std::min(count - total, std::max(first_read, total));
+    out.resize(total + n);
+    auto got = src.read(out.data() + total, n);
+    if (!got)
+      return std::move(got.error());
+    total += *got;
+    if (*got < n)
+      break;
+  }
+  out.resize(total);
+  return total;
+}
+
 caf::error read_payload(const std::string& path, byte_source& src,
                         idx_array& out) {
   auto count = static_cast<size_t>(out.element_count());
-  out.data.resize(count);
-  auto got = src.read(out.data.data(), count);
+  auto got = read_growing(src, count, out.data);
   if (!got)
     return std::move(got.error());
   if (*got < count)
