@@ -8,6 +8,7 @@ packages=(
   libcaf-dev libeigen3-dev libboost-test-dev zlib1g-dev libssl-dev
   nlohmann-json3-dev
   dataset-fashion-mnist
+  clang-14 libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz)
 )
 
 missing=()
