@@ -84,7 +84,7 @@ BOOST_AUTO_TEST_CASE(corrupt_data_files_are_named) {
     std::ofstream out{tmp.file(name), std::ios::binary};
     out << "not an idx file";
   }
-  auto res = run_program(program + " --data_dir " + tmp.path.string());
+  auto res = run_program(program + " --data_dir " + tmp.path());
   BOOST_TEST(res.exit_code != 0);
   BOOST_TEST(res.output.find("train-images-idx3-ubyte") != std::string::npos,
              res.output);

@@ -2,7 +2,7 @@
 
 // Runs a program of this build as a real child process and captures its
 // combined output and exit status; loopback cluster files for the cluster
-// tests (examples, roles).
+// tests (examples, roles). Scratch directories: tests/temp_dir.hpp.
 
 #include <array>
 #include <cstdio>
@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
+
+#include "tests/temp_dir.hpp"
 
 namespace syncfac::test {
 
@@ -69,26 +71,6 @@ inline void check_loss_fell(const std::string& metrics, size_t lines,
   BOOST_TEST(losses.back() < factor * losses.front(),
              "loss fell from " << losses.front() << " to " << losses.back());
 }
-
-/// A fresh directory under the system's temp directory, removed with
-/// everything in it at the end of the scope.
-struct temp_dir {
-  std::filesystem::path path;
-  temp_dir() {
-    auto tmpl = (std::filesystem::temp_directory_path() / "syncfac-XXXXXX")
-                  .string();
-    path = mkdtemp(tmpl.data());
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  std::string file(const std::string& name) const {
-    return (path / name).string();
-  }
-};
 
 /// A port nobody listens on right now (the kernel's choice).
 inline uint16_t free_port() {

@@ -93,7 +93,7 @@ struct cluster {
     return tmp.file(node);
   }
   explicit cluster(const std::string& options = "") {
-    make_certs(tmp.path.string(), "a b", options);
+    make_certs(tmp.path(), "a b", options);
   }
 };
 
