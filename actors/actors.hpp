@@ -10,6 +10,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "messages/atoms.hpp"
+#include "messages/checkpoint_messages.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/sync_messages.hpp"
 
@@ -78,6 +79,12 @@ using ps_actor = caf::typed_actor<
   // inverse for a layer the shard does not hold, or of the wrong shape, is
   // refused whole with an error.
   caf::replies_to<inverse_atom, inverse_set>::with<caf::ok_atom>,
+  // From the chief between a step's apply and its tokens: the variables,
+  // moving averages, optimizer slots and K-FAC inverses of this step.
+  caf::replies_to<checkpoint_atom>::with<shard_snapshot>,
+  // From the chief on a restore: replace all of that (and the step); a
+  // snapshot that does not fit the shard's variables is refused whole.
+  caf::replies_to<restore_atom, shard_snapshot>::with<caf::ok_atom>,
   // Counts of accepted, stale and refused pushes, per variable too.
   caf::replies_to<status_atom>::with<shard_status>>;
 
@@ -88,6 +95,10 @@ using covariance_actor = caf::typed_actor<
   // EMA update; older than the last folded step is dropped as stale; a
   // malformed or non-finite update is refused with an error.
   caf::replies_to<stats_atom, stats_update>::with<stats_ack>,
+  // The factors' EMA state for a checkpoint, and its restore (refused
+  // whole when a layer or a shape does not fit).
+  caf::replies_to<checkpoint_atom>::with<covariance_snapshot>,
+  caf::replies_to<restore_atom, covariance_snapshot>::with<caf::ok_atom>,
   caf::replies_to<status_atom>::with<covariance_status>>;
 
 /// Inverts factors on its device actor and ships the inverses to the PS
@@ -104,8 +115,20 @@ using chief_actor = caf::typed_actor<
   caf::replies_to<token_atom, worker_report>::with<token_grant>,
   // Start the sync loop; the answer comes when training has finished.
   caf::replies_to<run_atom>::with<sync_summary>,
+  // The same, with the covariance actors whose factors go into the
+  // checkpoints (in a cluster they are known only once connected).
+  caf::replies_to<run_atom, std::vector<covariance_actor>>::with<
+    sync_summary>,
+  // Its own timer: write the checkpoint of this step even though some
+  // worker has not reported its data position yet.
+  caf::reacts_to<checkpoint_atom, int64_t>,
   // The chief's counters.
   caf::replies_to<status_atom>::with<chief_status>>;
+
+/// Writes the chief's checkpoints (blocking file I/O, off the sync loop).
+using checkpointer_actor = caf::typed_actor<
+  caf::replies_to<checkpoint_atom, checkpoint_contents>::with<
+    checkpoint_written>>;
 
 /// Computes gradients on its data shard with its device actor.
 using worker_actor = caf::typed_actor<
@@ -113,6 +136,9 @@ using worker_actor = caf::typed_actor<
   caf::replies_to<step_atom>::with<worker_status>,
   // Steps until the chief hands out a stop token.
   caf::replies_to<run_atom>::with<worker_status>,
+  // The same from a restored checkpoint: start at its global step and,
+  // when recorded, at its position in the data order.
+  caf::replies_to<run_atom, resume_point>::with<worker_status>,
   // The worker's counters.
   caf::replies_to<status_atom>::with<worker_status>>;
 

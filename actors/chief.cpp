@@ -51,10 +51,8 @@ std::string shard_name(size_t index) {
   return "ps:" + std::to_string(index);
 }
 
-void finish(self_ptr self) {
+void deliver_summary(self_ptr self) {
   auto& st = self->state;
-  st.finished = true;
-  grant_waiting(self);
   gather<shard_status>(
     self, st.cfg.shards, st.cfg.request_timeout,
     [=](std::vector<shard_status> statuses) {
@@ -70,6 +68,9 @@ void finish(self_ptr self) {
         summary.refused_pushes += s.refused_pushes;
       }
       summary.shards = std::move(statuses);
+      summary.checkpoints_written = st.checkpoints_written;
+      summary.last_checkpoint = st.last_checkpoint;
+      summary.checkpoint_errors = st.checkpoint_errors;
       st.run_promise.deliver(std::move(summary));
     },
     [=](size_t i, caf::error err) {
@@ -77,6 +78,152 @@ void finish(self_ptr self) {
                                            + ": " + render(err)));
     },
     status_atom::value);
+}
+
+/// Ends the run once the checkpoints begun are written (or failed).
+void finish(self_ptr self) {
+  auto& st = self->state;
+  st.finished = true;
+  grant_waiting(self);
+  if (st.checkpoints_in_flight > 0) {
+    st.summary_waits = true;
+    return;
+  }
+  deliver_summary(self);
+}
+
+// -- checkpoints --------------------------------------------------------------
+
+bool checkpoint_due(const chief_state& st) {
+  if (!st.cfg.checkpointer || st.global_step == st.cfg.start_step)
+    return false;
+  return st.global_step == st.cfg.steps
+         || (st.cfg.checkpoint_every > 0
+             && st.global_step % st.cfg.checkpoint_every == 0);
+}
+
+void checkpoint_done(self_ptr self, caf::expected<checkpoint_written> res) {
+  auto& st = self->state;
+  if (res) {
+    ++st.checkpoints_written;
+    st.last_checkpoint = res->path;
+  } else {
+    st.checkpoint_errors.push_back(render(res.error()));
+  }
+  if (st.cfg.on_checkpoint)
+    st.cfg.on_checkpoint(res);
+  if (--st.checkpoints_in_flight == 0 && st.summary_waits)
+    deliver_summary(self);
+}
+
+/// Every gradient worker has reported the position after the batch of
+/// the checkpoint's last step (step - 1).
+bool positions_complete(const chief_state& st, int64_t step) {
+  for (const auto& q : st.positions)
+    if (q.empty() || q.back().local_step < step - 1)
+      return false;
+  return true;
+}
+
+/// Each worker's newest position not past the checkpoint's last step.
+void collect_positions(const chief_state& st, checkpoint_contents& c) {
+  for (const auto& q : st.positions) {
+    const worker_position* best = nullptr;
+    for (const auto& p : q)
+      if (p.local_step <= c.global_step - 1)
+        best = &p;
+    if (best)
+      c.data_order.push_back(*best);
+  }
+}
+
+void try_write_checkpoint(self_ptr self) {
+  auto& st = self->state;
+  if (!st.checkpoint || !st.checkpoint->snapshots_in)
+    return;
+  if (!st.checkpoint->grace_over
+      && !positions_complete(st, st.checkpoint->step))
+    return;
+  auto contents = std::move(st.checkpoint->contents);
+  st.checkpoint.reset();
+  collect_positions(st, contents);
+  auto step = contents.global_step;
+  self->request(st.cfg.checkpointer, st.cfg.step_timeout,
+                checkpoint_atom::value, std::move(contents))
+    .then([=](checkpoint_written& w) { checkpoint_done(self, std::move(w)); },
+          [=](caf::error& err) {
+            checkpoint_done(self, with_context(err, "checkpoint of step "
+                                                      + std::to_string(step)));
+          });
+}
+
+void record_position(self_ptr self, const worker_report& rep) {
+  auto& st = self->state;
+  if (!st.cfg.checkpointer)
+    return;
+  auto& q = st.positions[static_cast<size_t>(rep.worker)];
+  q.push_back(worker_position{rep.worker, rep.local_step, rep.data});
+  while (q.size() > 4)
+    q.pop_front();
+  try_write_checkpoint(self);
+}
+
+/// Asks the shards (and covariance actors) for their snapshots: before the
+/// step's tokens go out, so no apply can come between.
+void begin_checkpoint(self_ptr self) {
+  auto& st = self->state;
+  auto step = st.global_step;
+  if (st.checkpoint) {
+    // The previous one still waits: write it with the positions known.
+    st.checkpoint->grace_over = true;
+    try_write_checkpoint(self);
+    if (st.checkpoint) {
+      st.checkpoint_errors.push_back(
+        "checkpoint of step " + std::to_string(step)
+        + " skipped: the snapshots of step "
+        + std::to_string(st.checkpoint->step) + " were still being taken");
+      return;
+    }
+  }
+  st.checkpoint = pending_checkpoint{};
+  st.checkpoint->step = step;
+  st.checkpoint->contents.global_step = step;
+  ++st.checkpoints_in_flight;
+  auto failed = [=](std::string who, caf::error err) {
+    auto& st = self->state;
+    if (st.checkpoint && st.checkpoint->step == step)
+      st.checkpoint.reset();
+    checkpoint_done(self, make_error(ec::peer_down,
+                                     "checkpoint of step "
+                                       + std::to_string(step) + ": snapshot of "
+                                       + who + ": " + render(err)));
+  };
+  gather<shard_snapshot>(
+    self, st.cfg.shards, st.cfg.request_timeout,
+    [=](std::vector<shard_snapshot> shards) {
+      auto& st = self->state;
+      if (!st.checkpoint || st.checkpoint->step != step)
+        return;
+      st.checkpoint->contents.shards = std::move(shards);
+      gather<covariance_snapshot>(
+        self, st.cfg.covariance, st.cfg.request_timeout,
+        [=](std::vector<covariance_snapshot> covs) {
+          auto& st = self->state;
+          if (!st.checkpoint || st.checkpoint->step != step)
+            return;
+          st.checkpoint->contents.covariance = std::move(covs);
+          st.checkpoint->snapshots_in = true;
+          try_write_checkpoint(self);
+        },
+        [=](size_t i, caf::error err) {
+          failed("covariance actor " + std::to_string(i), std::move(err));
+        },
+        checkpoint_atom::value);
+    },
+    [=](size_t i, caf::error err) { failed(shard_name(i), std::move(err)); },
+    checkpoint_atom::value);
+  self->delayed_send(caf::actor_cast<chief_actor>(self),
+                     st.cfg.checkpoint_grace, checkpoint_atom::value, step);
 }
 
 void report_round(self_ptr self, double round_s) {
@@ -161,6 +308,8 @@ void run_round(self_ptr self) {
                                          + ", the chief to "
                                          + std::to_string(step + 1)));
       st.global_step = step + 1;
+      if (checkpoint_due(st))
+        begin_checkpoint(self);
       put_tokens(self, st.cfg.tokens_per_step());
       update_averages(self);
       report_round(self, std::chrono::duration<double>(clock_type::now()
@@ -208,6 +357,15 @@ void start(self_ptr self) {
     set_step_atom::value, st.cfg.start_step);
 }
 
+caf::result<sync_summary> run(self_ptr self) {
+  auto& st = self->state;
+  if (st.running)
+    return make_error(ec::invalid_argument, "chief: already running");
+  st.run_promise = self->make_response_promise<sync_summary>();
+  start(self);
+  return st.run_promise;
+}
+
 } // namespace
 
 caf::error chief_config::validate() const {
@@ -234,6 +392,11 @@ caf::error chief_config::validate() const {
     return bad("no PS shards");
   if (step_timeout.count() <= 0 || request_timeout.count() <= 0)
     return bad("timeouts must be positive");
+  if (checkpoint_every < 0)
+    return bad("checkpoint_every must be >= 0, got "
+               + std::to_string(checkpoint_every));
+  if (checkpointer && checkpoint_grace.count() <= 0)
+    return bad("checkpoint_grace must be positive");
   if (!(moving_average_decay >= 0 && moving_average_decay < 1))
     return bad("moving_average_decay must be in [0, 1), got "
                + std::to_string(moving_average_decay));
@@ -243,6 +406,8 @@ caf::error chief_config::validate() const {
 chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
   self->state.cfg = std::move(cfg);
   self->state.global_step = self->state.cfg.start_step;
+  self->state.positions.resize(
+    static_cast<size_t>(self->state.cfg.worker_replicas));
   // Workers link to the chief; one that ends normally is of no concern, one
   // that fails ends the run with its reason.
   self->set_exit_handler([=](caf::exit_msg& msg) {
@@ -277,18 +442,27 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
       st.examples += rep.count;
       st.stale_pushes += rep.stale_shards > 0 ? 1 : 0;
       ++st.window_reports;
+      record_position(self, rep);
       auto rp = self->make_response_promise<token_grant>();
       st.waiting.push_back(rp);
       grant_waiting(self);
       return rp;
     },
     [=](run_atom) -> caf::result<sync_summary> {
+      return run(self);
+    },
+    [=](run_atom, std::vector<covariance_actor>& cov)
+      -> caf::result<sync_summary> {
+      if (!self->state.running)
+        self->state.cfg.covariance = std::move(cov);
+      return run(self);
+    },
+    [=](checkpoint_atom, int64_t step) {
       auto& st = self->state;
-      if (st.running)
-        return make_error(ec::invalid_argument, "chief: already running");
-      st.run_promise = self->make_response_promise<sync_summary>();
-      start(self);
-      return st.run_promise;
+      if (st.checkpoint && st.checkpoint->step == step) {
+        st.checkpoint->grace_over = true;
+        try_write_checkpoint(self);
+      }
     },
     [=](status_atom) -> chief_status {
       auto& st = self->state;

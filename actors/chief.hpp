@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,19 @@ struct chief_config {
   float moving_average_decay = 0;
   /// Called in the chief's context after every round (may be empty).
   std::function<void(const round_report&)> on_round;
+  /// Checkpoints (none without a writer): every `checkpoint_every` global
+  /// steps (0: only at the end) and when training ends. The snapshots are
+  /// taken between a step's apply and its tokens, so they are consistent;
+  /// the file is written with the workers' data positions once every
+  /// gradient worker reported the step's, or after `checkpoint_grace`.
+  checkpointer_actor checkpointer;
+  int64_t checkpoint_every = 0;
+  std::chrono::milliseconds checkpoint_grace{2000};
+  /// K-FAC: their factors go into the checkpoints too.
+  std::vector<covariance_actor> covariance;
+  /// Called in the chief's context after each checkpoint: the file
+  /// written, or why none was (the run goes on either way).
+  std::function<void(const caf::expected<checkpoint_written>&)> on_checkpoint;
 
   caf::error validate() const;
 
@@ -71,6 +85,14 @@ struct chief_config {
   int64_t tokens_per_step() const {
     return std::max<int64_t>(worker_replicas, replicas_to_aggregate);
   }
+};
+
+/// A checkpoint on its way to the writer.
+struct pending_checkpoint {
+  int64_t step = 0;
+  checkpoint_contents contents;
+  bool snapshots_in = false;
+  bool grace_over = false;
 };
 
 struct chief_state {
@@ -95,6 +117,18 @@ struct chief_state {
   int64_t refused_reports = 0;
   double last_loss = 0;
   double last_accuracy = 0;
+  /// Per gradient worker, its latest data positions, newest last.
+  std::vector<std::deque<worker_position>> positions;
+  /// The checkpoint whose snapshots are being taken or that waits for the
+  /// workers' positions (one at a time).
+  std::optional<pending_checkpoint> checkpoint;
+  /// Checkpoints begun but not yet written or failed; the run's end waits
+  /// for them.
+  int64_t checkpoints_in_flight = 0;
+  bool summary_waits = false;
+  int64_t checkpoints_written = 0;
+  std::string last_checkpoint;
+  std::vector<std::string> checkpoint_errors;
 };
 
 chief_actor::behavior_type

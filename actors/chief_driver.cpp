@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "actors/checkpoint_writer.hpp"
 #include "runtime/error.hpp"
 #include "runtime/json.hpp"
 #include "runtime/process_stats.hpp"
@@ -131,7 +132,31 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   top.own(*eval);
   d->evaluator_ = *eval;
 
+  if (auto err = d->prepare_checkpoints(sys, top))
+    return err;
   auto cc = make_chief_config(cfg, tasks, steps, std::move(shards));
+  if (d->restored_) {
+    cc.start_step = d->restored_->global_step;
+    if (cc.start_step >= steps)
+      out.line("checkpoint: global step " + std::to_string(cc.start_step)
+               + " is not below the run's " + std::to_string(steps)
+               + " steps: nothing left to train");
+    cc.steps = std::max(steps, cc.start_step);
+    d->steps_ = cc.steps;
+  }
+  if (d->checkpointer_) {
+    cc.checkpointer = d->checkpointer_;
+    cc.checkpoint_every = cfg.checkpoint.every;
+    cc.on_checkpoint = [log](const caf::expected<checkpoint_written>& w) {
+      if (w)
+        log->line("checkpoint: wrote " + w->path + " ("
+                  + std::to_string(w->bytes) + " bytes in "
+                  + std::to_string(w->write_s) + " s)");
+      else
+        log->line("checkpoint failed (the previous one stays): "
+                  + render(w.error()));
+    };
+  }
   auto eval_handle = *eval;
   auto log_every = base.log_every;
   auto eval_every = base.eval_every;
@@ -160,6 +185,155 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   top.own(*chief);
   d->chief_ = *chief;
   return d;
+}
+
+namespace {
+
+run_identity identity_of(const sync_training_config& cfg,
+                         const task_plan& tasks) {
+  return make_run_identity(cfg.base.model, cfg.base.optimizer,
+                           tasks.gradient_workers, tasks.replicas_to_aggregate,
+                           cfg.ps_tasks,
+                           uses_kfac(cfg) ? to_string(cfg.kfac.strategy) : "",
+                           cfg.moving_average_decay > 0);
+}
+
+/// Asks `target` for its current snapshot (which names its variables or
+/// layers), fills that from the checkpoint and sends it back to restore.
+template <class Snapshot, class Handle>
+caf::error restore_one(caf::scoped_actor& self, const Handle& target,
+                       const restored_run& run, std::chrono::milliseconds timeout,
+                       const std::string& who) {
+  caf::error err;
+  Snapshot snap;
+  self->request(target, timeout, checkpoint_atom::value)
+    .receive([&](Snapshot& x) { snap = std::move(x); },
+             [&](caf::error& e) {
+               err = make_error(ec::peer_down,
+                                "restore: snapshot of " + who + ": "
+                                  + render(e));
+             });
+  if (err)
+    return err;
+  if (auto e = fill_snapshot(run, snap))
+    return e;
+  self->request(target, timeout, restore_atom::value, std::move(snap))
+    .receive([](caf::ok_atom) {}, [&](caf::error& e) { err = e; });
+  return err;
+}
+
+/// Every variable of the checkpoint has found a shard.
+caf::error check_all_restored(const restored_run& run, size_t restored) {
+  if (restored == run.variables.size())
+    return caf::none;
+  return make_error(ec::unknown_name,
+                    "checkpoint " + run.path + " holds "
+                      + std::to_string(run.variables.size())
+                      + " variables, the model "
+                      + std::to_string(restored)
+                      + " (it was written for another model)");
+}
+
+} // namespace
+
+caf::error chief_driver::prepare_checkpoints(caf::actor_system& sys,
+                                             owned_actors& top) {
+  const auto& opts = cfg_.checkpoint;
+  if (opts.directory.empty())
+    return caf::none;
+  auto id = identity_of(cfg_, tasks_);
+  checkpoint_store store{opts.directory, static_cast<size_t>(opts.keep)};
+  auto latest = store.load_latest();
+  if (!latest)
+    return with_context(latest.error(), "checkpoint directory");
+  for (const auto& w : latest->warnings)
+    out_->line("checkpoint: " + w);
+  if (latest->latest) {
+    auto run = decode_run_checkpoint(*latest->latest, id);
+    if (!run)
+      return run.error();
+    caf::scoped_actor self{sys};
+    size_t restored = 0;
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      if (auto err = restore_one<shard_snapshot>(self, shards_[i], *run,
+                                                 cfg_.base.request_timeout,
+                                                 "ps:" + std::to_string(i)))
+        return err;
+      self->request(shards_[i], cfg_.base.request_timeout, pull_atom::value)
+        .receive([&](shard_params& p) { restored += p.values.size(); },
+                 [](caf::error&) {});
+    }
+    if (auto err = check_all_restored(*run, restored))
+      return err;
+    const auto& was = run->written_under;
+    out_->line("checkpoint: restored " + run->path + " at global step "
+               + std::to_string(run->global_step) + " (written with "
+               + std::to_string(was.workers) + " worker(s), "
+               + std::to_string(was.ps_tasks) + " PS shard(s)"
+               + (was.workers == tasks_.gradient_workers
+                    ? std::string{"; data order resumes where it was)"}
+                    : std::string{"; data order starts the next epoch)"}));
+    restored_ = std::make_shared<const restored_run>(std::move(*run));
+  }
+  checkpoint_writer_config wc;
+  wc.directory = opts.directory;
+  wc.keep_last = static_cast<size_t>(opts.keep);
+  wc.run = id;
+  auto writer = spawn_checkpoint_writer(sys, std::move(wc));
+  if (!writer)
+    return writer.error();
+  top.own(*writer);
+  checkpointer_ = *writer;
+  return caf::none;
+}
+
+caf::error
+chief_driver::restore_covariance(caf::scoped_actor& self,
+                                 const std::vector<covariance_actor>& cov) {
+  if (!restored_)
+    return caf::none;
+  for (size_t c = 0; c < cov.size(); ++c)
+    if (auto err = restore_one<covariance_snapshot>(
+          self, cov[c], *restored_, cfg_.base.request_timeout,
+          "covariance:" + std::to_string(c)))
+      return err;
+  return caf::none;
+}
+
+void chief_driver::start_workers(caf::scoped_actor& self,
+                                 const run_roles& roles) {
+  auto n = static_cast<int32_t>(roles.workers.size());
+  for (int32_t i = 0; i < n; ++i) {
+    const auto& w = roles.workers[static_cast<size_t>(i)];
+    if (restored_)
+      self->send(w, run_atom::value, resume_of(*restored_, i, n));
+    else
+      self->send(w, run_atom::value);
+  }
+  // Statistics workers only need the step; their data order starts over.
+  for (auto& w : roles.stats_workers) {
+    if (restored_)
+      self->send(w, run_atom::value,
+                 resume_point{restored_->global_step, false, {}});
+    else
+      self->send(w, run_atom::value);
+  }
+}
+
+json_object chief_driver::checkpoint_report(const sync_summary& run) const {
+  json_object obj;
+  if (cfg_.checkpoint.directory.empty())
+    return obj;
+  obj.add("directory", cfg_.checkpoint.directory)
+    .add("every", cfg_.checkpoint.every)
+    .add("restored_step", restored_ ? restored_->global_step : int64_t{-1})
+    .add("restored_from", restored_ ? restored_->path : std::string{})
+    .add("written", run.checkpoints_written)
+    .add("last", run.last_checkpoint)
+    .add("failed", static_cast<int64_t>(run.checkpoint_errors.size()));
+  if (!run.checkpoint_errors.empty())
+    obj.add("last_error", run.checkpoint_errors.back());
+  return obj;
 }
 
 caf::expected<std::string>
@@ -192,15 +366,14 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   summary.workers = tasks_.gradient_workers;
   summary.replicas_to_aggregate = tasks_.replicas_to_aggregate;
   summary.ps_tasks = cfg_.ps_tasks;
+  if (auto err = restore_covariance(self, roles.covariance))
+    return err;
   auto t0 = clock_type::now();
-  for (auto& w : roles.workers)
-    self->send(w, run_atom::value);
-  for (auto& w : roles.stats_workers)
-    self->send(w, run_atom::value);
+  start_workers(self, roles);
   // Bounded: every step is bounded by step_timeout.
   auto run_timeout = cfg_.step_timeout * (steps_ + 1);
   caf::expected<sync_summary> run{caf::error{}};
-  self->request(chief_, run_timeout, run_atom::value)
+  self->request(chief_, run_timeout, run_atom::value, roles.covariance)
     .receive([&](sync_summary& s) { run = std::move(s); },
              [&](caf::error& err) {
                run = make_error(err == caf::sec::request_timeout
@@ -220,6 +393,7 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   summary.last_loss = run->last_loss;
   summary.last_accuracy = run->last_accuracy;
   summary.examples = run->examples;
+  summary.checkpoints = checkpoint_report(*run);
   if (warm_->set) {
     auto timed = std::chrono::duration<double>(clock_type::now()
                                                - warm_->when)

@@ -21,6 +21,7 @@
 #include "actors/owned_actors.hpp"
 #include "actors/sync_trainer.hpp"
 #include "actors/topology.hpp"
+#include "runtime/checkpoint/run_checkpoint.hpp"
 #include "runtime/training_log.hpp"
 
 namespace syncfac {
@@ -64,6 +65,20 @@ private:
   /// parameter_digest() of every shard's variables.
   caf::expected<std::string> final_digest(caf::scoped_actor& self);
 
+  /// Restores the shards from the newest good checkpoint of the run's
+  /// directory, if there is one, and spawns the checkpoint writer.
+  caf::error prepare_checkpoints(caf::actor_system& sys, owned_actors& top);
+
+  /// Restores the covariance actors' factors from the checkpoint.
+  caf::error restore_covariance(caf::scoped_actor& self,
+                                const std::vector<covariance_actor>& cov);
+
+  /// Starts the workers, each at its resume point.
+  void start_workers(caf::scoped_actor& self, const run_roles& roles);
+
+  /// The summary's "checkpoints" object.
+  json_object checkpoint_report(const sync_summary& run) const;
+
   sync_training_config cfg_;
   task_plan tasks_;
   int64_t steps_ = 0;
@@ -72,6 +87,9 @@ private:
   chief_actor chief_;
   training_log* out_ = nullptr;
   std::shared_ptr<warm_mark> warm_;
+  /// The checkpoint the run continues from, if any.
+  std::shared_ptr<const restored_run> restored_;
+  checkpointer_actor checkpointer_;
 };
 
 } // namespace syncfac

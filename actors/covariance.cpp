@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "actors/kfac_role_checks.hpp"
+#include "actors/role_snapshots.hpp"
 #include "runtime/error.hpp"
 
 namespace syncfac {
@@ -309,6 +310,14 @@ covariance_actor::behavior_type covariance_role(self_ptr self,
   return {
     [=](stats_atom, const stats_update& u) -> caf::result<stats_ack> {
       return on_stats(self, u);
+    },
+    [=](checkpoint_atom) -> covariance_snapshot {
+      return take_snapshot(self->state);
+    },
+    [=](restore_atom, covariance_snapshot& snap) -> caf::result<caf::ok_atom> {
+      if (auto err = restore_snapshot(self->state, std::move(snap)))
+        return err;
+      return caf::ok_atom::value;
     },
     [=](status_atom) -> covariance_status {
       return self->state.status;

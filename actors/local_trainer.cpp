@@ -138,6 +138,8 @@ json_object training_summary::to_json() const {
     obj.add("params_digest", params_digest);
   if (!kfac.empty())
     obj.add("kfac", kfac);
+  if (!checkpoints.empty())
+    obj.add("checkpoints", checkpoints);
   return obj;
 }
 

@@ -88,6 +88,9 @@ struct training_summary {
   double runtime_overhead = 0;
   /// K-FAC's counters (strategy, statistics, inversions), if it ran.
   json_object kfac;
+  /// Checkpoints: restored from, written, failed (sync runtime with a
+  /// checkpoint directory).
+  json_object checkpoints;
 
   json_object to_json() const;
 };

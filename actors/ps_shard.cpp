@@ -8,6 +8,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/make_message.hpp>
 
+#include "actors/role_snapshots.hpp"
 #include "runtime/error.hpp"
 #include "runtime/kfac/kfac_update.hpp"
 #include "runtime/kfac/layer_inversion.hpp"
@@ -634,6 +635,18 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
         ++st.refused_inverses;
         return err;
       }
+      return caf::ok_atom::value;
+    },
+    [=](checkpoint_atom) -> shard_snapshot {
+      return take_snapshot(self->state);
+    },
+    [=](restore_atom, shard_snapshot& snap) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      auto step = snap.global_step;
+      if (auto err = restore_snapshot(st, std::move(snap)))
+        return err;
+      abandon_pending(st, ec::invalid_argument,
+                      "the shard was restored to step " + std::to_string(step));
       return caf::ok_atom::value;
     },
     [=](status_atom) -> shard_status {

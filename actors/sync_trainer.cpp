@@ -147,6 +147,12 @@ caf::error sync_training_config::validate() const {
                + std::to_string(num_towers));
   if (step_timeout.count() <= 0)
     return bad("step timeout must be positive");
+  if (checkpoint.every < 0)
+    return bad("checkpoint_every must be >= 0, got "
+               + std::to_string(checkpoint.every));
+  if (checkpoint.keep < 1)
+    return bad("keep_checkpoints must be at least 1, got "
+               + std::to_string(checkpoint.keep));
   return caf::none;
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <iosfwd>
+#include <string>
 
 #include <caf/actor_system.hpp>
 #include <caf/error.hpp>
@@ -45,6 +46,17 @@ struct kfac_topology {
   kfac_placement placement = kfac_placement::round_robin;
 };
 
+/// Where and how often the chief checkpoints the run; a run with a
+/// directory restores from its newest good checkpoint first.
+struct checkpoint_options {
+  /// Empty: no checkpoints.
+  std::string directory;
+  /// Global steps between checkpoints (0: only at the end).
+  int64_t every = 0;
+  /// Checkpoints kept (the newest ones).
+  int32_t keep = 3;
+};
+
 struct sync_training_config {
   /// Model, optimizer (applied on the shards), devices, data and logging.
   local_training_config base;
@@ -68,6 +80,7 @@ struct sync_training_config {
   int32_t num_towers = 1;
   /// Longest wait for one global step.
   std::chrono::milliseconds step_timeout{120000};
+  checkpoint_options checkpoint;
 
   caf::error validate() const;
 };

@@ -1,5 +1,6 @@
 #include "actors/worker.hpp"
 
+#include <algorithm>
 #include <functional>
 
 #include <caf/send.hpp>
@@ -176,7 +177,7 @@ void finish_step_end(self_ptr self, step_end& end) {
 void take_token(self_ptr self, const step_result& res, int32_t stale) {
   auto& st = self->state;
   worker_report rep{st.cfg.index, st.local_step, res.loss, res.correct,
-                    res.count, stale};
+                    res.count, stale, st.batches->state()};
   auto end = std::make_shared<step_end>();
   auto asked = std::chrono::steady_clock::now();
   self->request(st.cfg.chief, st.cfg.token_timeout, token_atom::value, rep)
@@ -437,8 +438,11 @@ void initialise(self_ptr self) {
                 return fail(self, make_error(ec::unknown_name,
                                              who(self) + ": no PS shard holds '"
                                                + st.params[i].name + "'"));
-            st.local_step = pulled.empty() ? 0 : pulled.front().global_step;
-            st.params_ready = true;
+            // A resume point that came first (a restored run) wins over
+            // a pull answered before the restore reached the shards.
+            auto pulled_step = pulled.empty() ? 0 : pulled.front().global_step;
+            st.params_ready = pulled_step >= st.local_step;
+            st.local_step = std::max(st.local_step, pulled_step);
             st.initialised = true;
             if (!st.promise.pending())
               return;
@@ -457,6 +461,24 @@ void initialise(self_ptr self) {
       [=](caf::error& err) {
         fail(self, request_failed(self, "model load", std::move(err)));
       });
+}
+
+/// Starts from a restored checkpoint: its step (an earlier pull is out of
+/// date, so the first step pulls again) and its data position.
+caf::error resume(self_ptr self, const resume_point& rp) {
+  auto& st = self->state;
+  if (rp.global_step < 0)
+    return make_error(ec::invalid_argument,
+                      who(self) + ": resume at negative step "
+                        + std::to_string(rp.global_step));
+  if (rp.has_data_order)
+    if (auto err = st.batches->restore(rp.data_order))
+      return with_context(err, who(self) + ": data order of the checkpoint");
+  if (rp.global_step > st.local_step) {
+    st.local_step = rp.global_step;
+    st.params_ready = false;
+  }
+  return caf::none;
 }
 
 caf::result<worker_status> begin(self_ptr self, bool keep_running) {
@@ -543,6 +565,14 @@ worker_actor::behavior_type worker(self_ptr self, worker_config cfg) {
       return begin(self, false);
     },
     [=](run_atom) { return begin(self, true); },
+    [=](run_atom, const resume_point& rp) -> caf::result<worker_status> {
+      if (self->state.promise.pending())
+        return make_error(ec::invalid_argument,
+                          who(self) + ": already running a step");
+      if (auto err = resume(self, rp))
+        return err;
+      return begin(self, true);
+    },
     [=](status_atom) { return status_of(self); },
   };
 }

@@ -30,6 +30,10 @@ caf::expected<sync_training_config> runtime_config(const Options& opts) {
   if (opts.runtime != "plain")
     return make_error(ec::invalid_config, "unknown runtime '" + opts.runtime
                                             + "' (expected sync or plain)");
+  if (!opts.checkpoint_dir.empty())
+    return make_error(ec::invalid_config,
+                      "--checkpoint_dir needs --runtime sync (the chief "
+                      "coordinates checkpoints)");
   auto base = opts.to_training_config();
   if (!base)
     return base.error();

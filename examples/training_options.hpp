@@ -89,6 +89,9 @@ struct training_options : program_config {
   float kl_clip = 0;
   int64_t stats_examples = -1;
   int64_t stats_locations = -1;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int32_t keep_checkpoints = 3;
 
   /// threads, or all cores when it is 0.
   int total_threads() const {
@@ -134,7 +137,14 @@ protected:
       .add(inverse, "inverse", "kfac: cholesky or eigen")
       .add(kl_clip, "kl_clip", "kfac: KL/norm clip of the step (0: off)")
       .add(stats_examples, "stats_examples", help.stats_examples)
-      .add(stats_locations, "stats_locations", help.stats_locations);
+      .add(stats_locations, "stats_locations", help.stats_locations)
+      .add(checkpoint_dir, "checkpoint_dir",
+           "sync: checkpoint into this directory and resume from its "
+           "newest good checkpoint")
+      .add(checkpoint_every, "checkpoint_every",
+           "sync: global steps between checkpoints (0: only at the end)")
+      .add(keep_checkpoints, "keep_checkpoints",
+           "sync: checkpoints kept in --checkpoint_dir");
   }
 
   /// Fills in the shared part of a local_training_config: init and
@@ -197,6 +207,9 @@ protected:
     cfg.worker_replicas = worker_replicas;
     cfg.replicas_to_aggregate = replicas_to_aggregate;
     cfg.ps_tasks = ps_tasks;
+    cfg.checkpoint.directory = checkpoint_dir;
+    cfg.checkpoint.every = checkpoint_every;
+    cfg.checkpoint.keep = keep_checkpoints;
     return cfg;
   }
 };

@@ -53,6 +53,12 @@ using invert_atom = caf::atom_constant<caf::atom("invert")>;
 /// K-FAC: inverses for a shard's layers (inverse actor to PS shard).
 using inverse_atom = caf::atom_constant<caf::atom("inverse")>;
 
+/// Checkpoints: take a snapshot (chief to shard and covariance actor),
+/// write one (chief to its writer), or the chief's own grace timer.
+using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
+/// Checkpoints: restore a role's state from a snapshot.
+using restore_atom = caf::atom_constant<caf::atom("restore")>;
+
 /// Cluster: a node introduces itself to a peer it connected to.
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 /// Cluster: the chief tells a node that the run is over.

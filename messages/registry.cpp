@@ -56,6 +56,14 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<worker_actor>("syncfac::worker_actor");
   cfg.add_message_type<sparse_gradient>("syncfac::sparse_gradient");
   cfg.add_message_type<device_actor>("syncfac::device_actor");
+  cfg.add_message_type<shard_snapshot>("syncfac::shard_snapshot");
+  cfg.add_message_type<covariance_snapshot>("syncfac::covariance_snapshot");
+  cfg.add_message_type<resume_point>("syncfac::resume_point");
+  cfg.add_message_type<batcher_state>("syncfac::batcher_state");
+  cfg.add_message_type<checkpoint_contents>("syncfac::checkpoint_contents");
+  cfg.add_message_type<checkpoint_written>("syncfac::checkpoint_written");
+  cfg.add_message_type<std::vector<covariance_actor>>(
+    "syncfac::covariance_actors");
   cfg.add_message_type<node_hello>("syncfac::node_hello");
   cfg.add_message_type<node_info>("syncfac::node_info");
   cfg.add_message_type<node_actor>("syncfac::node_actor");

@@ -12,6 +12,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "kernels/tensor.hpp"
+#include "runtime/data/batcher.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/sync/conditional_accumulator.hpp"
 
@@ -109,12 +110,14 @@ struct worker_report {
   int64_t count = 0;
   /// Shards that dropped this step's push as stale.
   int32_t stale_shards = 0;
+  /// The worker's data order after this step's batch (for checkpoints).
+  batcher_state data;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
   return f(caf::meta::type_name("worker_report"), x.worker, x.local_step,
-           x.loss, x.correct, x.count, x.stale_shards);
+           x.loss, x.correct, x.count, x.stale_shards, x.data);
 }
 
 /// A shard's counters.
@@ -202,13 +205,19 @@ struct sync_summary {
   double last_loss = 0;
   double last_accuracy = 0;
   std::vector<shard_status> shards;
+  /// Checkpoints written, the newest one's path, and every failed one's
+  /// reason (the run goes on; the previous checkpoint stays).
+  int64_t checkpoints_written = 0;
+  std::string last_checkpoint;
+  std::vector<std::string> checkpoint_errors;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sync_summary& x) {
   return f(caf::meta::type_name("sync_summary"), x.global_step, x.examples,
            x.accepted_pushes, x.stale_pushes, x.refused_pushes, x.last_loss,
-           x.last_accuracy, x.shards);
+           x.last_accuracy, x.shards, x.checkpoints_written,
+           x.last_checkpoint, x.checkpoint_errors);
 }
 
 } // namespace syncfac
