@@ -55,9 +55,51 @@ void evaluate_from(self_ptr self, int64_t step, int64_t begin,
       });
 }
 
+/// Uploads `values` (every variable of the model, by name) to the device
+/// and evaluates them as the variables of `step`.
+void evaluate_values(self_ptr self, int64_t step, parameter_set values,
+                     const std::string& origin, promise_type rp) {
+  auto& st = self->state;
+  std::vector<bool> seen(st.params.size(), false);
+  for (auto& v : values) {
+    auto i = st.slot_of.find(v.name);
+    if (i == st.slot_of.end()) {
+      rp.deliver(make_error(ec::unknown_name,
+                            "evaluator role: " + origin + " holds '" + v.name
+                              + "', which the model does not have"));
+      return;
+    }
+    if (v.value.shape() != st.params[i->second].value.shape()) {
+      rp.deliver(make_error(ec::shape_mismatch,
+                            "evaluator role: " + origin + ": '" + v.name
+                              + "' has shape " + to_string(v.value.shape())
+                              + ", the model's "
+                              + to_string(st.params[i->second].value.shape())));
+      return;
+    }
+    st.params[i->second].value = std::move(v.value);
+    seen[i->second] = true;
+  }
+  for (size_t i = 0; i < seen.size(); ++i)
+    if (!seen[i]) {
+      rp.deliver(make_error(ec::unknown_name,
+                            "evaluator role: " + origin + " lacks '"
+                              + st.params[i].name + "'"));
+      return;
+    }
+  self->request(st.cfg.device, st.cfg.request_timeout, params_atom::value,
+                st.params)
+    .await(
+      [=](caf::ok_atom) {
+        evaluate_from(self, step, 0, std::make_shared<eval_result>(), rp);
+      },
+      [=](caf::error& err) mutable {
+        rp.deliver(failed("parameter upload", err));
+      });
+}
+
 void evaluate_pulled(self_ptr self, std::vector<shard_params> pulled,
                      promise_type rp) {
-  auto& st = self->state;
   // Shards apply a step one after another: different steps mean an update
   // is in flight, and the variables would mix two steps.
   auto step = pulled.empty() ? 0 : pulled.front().global_step;
@@ -71,27 +113,34 @@ void evaluate_pulled(self_ptr self, std::vector<shard_params> pulled,
                               + " (an update is in flight)"));
       return;
     }
+  parameter_set values;
   for (auto& sp : pulled)
-    for (auto& v : sp.values) {
-      auto i = st.slot_of.find(v.name);
-      if (i == st.slot_of.end()) {
-        rp.deliver(make_error(ec::unknown_name,
-                              "evaluator role: ps:" + std::to_string(sp.shard)
-                                + " holds '" + v.name
-                                + "', which the model does not have"));
-        return;
-      }
-      st.params[i->second].value = std::move(v.value);
-    }
-  self->request(st.cfg.device, st.cfg.request_timeout, params_atom::value,
-                st.params)
+    for (auto& v : sp.values)
+      values.push_back(std::move(v));
+  evaluate_values(self, step, std::move(values), "the PS shards", rp);
+}
+
+/// Runs `then` once the device holds a model replica (its names and
+/// shapes; the values are replaced by every evaluation's).
+template <class F>
+void with_model(self_ptr self, promise_type rp, F then) {
+  auto& st = self->state;
+  if (st.loaded) {
+    then();
+    return;
+  }
+  self->request(st.cfg.device, st.cfg.request_timeout, load_model_atom::value,
+                st.cfg.model, uint64_t{0})
     .await(
-      [=](caf::ok_atom) {
-        evaluate_from(self, step, 0, std::make_shared<eval_result>(), rp);
+      [=](model_info& info) mutable {
+        auto& st = self->state;
+        st.params = std::move(info.initial);
+        for (size_t i = 0; i < st.params.size(); ++i)
+          st.slot_of[st.params[i].name] = i;
+        st.loaded = true;
+        then();
       },
-      [=](caf::error& err) mutable {
-        rp.deliver(failed("parameter upload", err));
-      });
+      [=](caf::error& err) mutable { rp.deliver(failed("model load", err)); });
 }
 
 void pull_and_evaluate(self_ptr self, std::vector<ps_actor> shards,
@@ -137,27 +186,16 @@ eval_role_actor::behavior_type eval_role(self_ptr self, eval_role_config cfg) {
                               "evaluator role: no PS shards to pull from"));
         return rp;
       }
-      auto& st = self->state;
-      if (st.loaded) {
-        pull_and_evaluate(self, std::move(shards), rp);
-        return rp;
-      }
-      // The replica's shapes and names come from the model; its values
-      // are replaced by the pulled ones.
-      self->request(st.cfg.device, st.cfg.request_timeout,
-                    load_model_atom::value, st.cfg.model, uint64_t{0})
-        .await(
-          [=](model_info& info) mutable {
-            auto& st = self->state;
-            st.params = std::move(info.initial);
-            for (size_t i = 0; i < st.params.size(); ++i)
-              st.slot_of[st.params[i].name] = i;
-            st.loaded = true;
-            pull_and_evaluate(self, std::move(shards), rp);
-          },
-          [=](caf::error& err) mutable {
-            rp.deliver(failed("model load", err));
-          });
+      with_model(self, rp, [=] { pull_and_evaluate(self, shards, rp); });
+      return rp;
+    },
+    [=](eval_atom, int64_t step, parameter_set& values)
+      -> caf::result<metrics_record> {
+      auto rp = self->make_response_promise<metrics_record>();
+      auto shared = std::make_shared<parameter_set>(std::move(values));
+      with_model(self, rp, [=] {
+        evaluate_values(self, step, std::move(*shared), "the checkpoint", rp);
+      });
       return rp;
     },
     [=](status_atom) { return self->state.last; },

@@ -3,8 +3,9 @@
 // An evaluator role written the way a user of syncfac writes a role: only
 // against the installed headers. Asked to, it pulls the variables of every
 // PS shard (reads only: the shards serve pulls between their updates, so
-// the sync loop never waits for it), loads them on its own device actor,
-// evaluates them on a held-out set and answers with a metrics record.
+// the sync loop never waits for it) or takes given ones (a checkpoint's),
+// loads them on its own device actor, evaluates them on a held-out set and
+// answers with a metrics record.
 
 #include <chrono>
 #include <cstdint>
@@ -33,6 +34,10 @@ using eval_role_actor = caf::typed_actor<
   // answer with {source, global step, test_loss, test_accuracy, examples}.
   caf::replies_to<syncfac::eval_atom,
                   std::vector<syncfac::ps_actor>>::with<syncfac::metrics_record>,
+  // Evaluate these variables (e.g. a checkpoint's) as those of `step`;
+  // every variable of the model must be there, nothing else.
+  caf::replies_to<syncfac::eval_atom, int64_t,
+                  syncfac::parameter_set>::with<syncfac::metrics_record>,
   // The last record (step -1 before the first evaluation); any peer may
   // ask, metrics_record being a registered syncfac type.
   caf::replies_to<syncfac::status_atom>::with<syncfac::metrics_record>>;

@@ -7,11 +7,17 @@
 // run, it evaluates the final variables once more before it lets the chief
 // go on (the shards are still up then). A shard or the chief that restarts
 // (its process comes back on the same address) is reconnected to, a
-// bounded number of times. Checkpoints do not exist yet: it evaluates every
-// K steps, not on each checkpoint.
+// bounded number of times.
+//
+// With --checkpoint_dir DIR (the run's, on a file system both see) it
+// evaluates each checkpoint the chief writes instead of pulling every K
+// steps: exactly the variables of that checkpoint. --evaluate_checkpoint
+// FILE evaluates one checkpoint file offline, without a cluster, and
+// prints the same record.
 //
 //   syncfac_evaluator --cluster cluster.json --task 0 --eval_every_steps 100
 //       --fake_data --fake_test_size 500
+//   syncfac_evaluator --evaluate_checkpoint ckpt/ckpt-300.safetensors
 //
 // Built only against the installed syncfac package (find_package(syncfac)).
 
@@ -34,6 +40,7 @@
 #include "actors/device_actor.hpp"
 #include "actors/metrics_sink.hpp"
 #include "eval_role.hpp"
+#include "runtime/checkpoint/run_checkpoint.hpp"
 #include "runtime/error.hpp"
 #include "runtime/json.hpp"
 #include "runtime/net/tls.hpp"
@@ -67,6 +74,8 @@ struct evaluator_options : program_config {
   int64_t max_run_s = 86400;
   int64_t heartbeat_ms = 1000;
   int64_t connection_timeout_ms = 10000;
+  std::string checkpoint_dir;
+  std::string evaluate_checkpoint;
 
   evaluator_options() {
     caf::config_option_adder{custom_options_, "global"}
@@ -98,13 +107,40 @@ struct evaluator_options : program_config {
       .add(heartbeat_ms, "heartbeat_ms",
            "middleman heartbeat interval (0: off)")
       .add(connection_timeout_ms, "connection_timeout_ms",
-           "a peer silent this long is taken for dead (0: never)");
+           "a peer silent this long is taken for dead (0: never)")
+      .add(checkpoint_dir, "checkpoint_dir",
+           "evaluate each checkpoint the chief writes here instead of "
+           "pulling every --eval_every_steps")
+      .add(evaluate_checkpoint, "evaluate_checkpoint",
+           "evaluate this checkpoint file offline, print its record, exit");
   }
 };
 
 int fail(const caf::error& err) {
   std::cerr << program_name << ": " << render(err) << std::endl;
   return EXIT_FAILURE;
+}
+
+/// Asks the role and waits (bounded) for its record.
+template <class... Ts>
+caf::expected<metrics_record> ask_role(caf::scoped_actor& self,
+                                       const eval_role_actor& role,
+                                       std::chrono::milliseconds timeout,
+                                       Ts&&... xs) {
+  caf::expected<metrics_record> rec{caf::error{}};
+  self->request(role, timeout, std::forward<Ts>(xs)...)
+    .receive([&](metrics_record& r) { rec = std::move(r); },
+             [&](caf::error& e) { rec = std::move(e); });
+  return rec;
+}
+
+/// A record as one JSON line (the --metrics format).
+std::string record_json(const metrics_record& rec) {
+  json_object obj;
+  obj.add("source", rec.source).add("step", rec.step);
+  for (const auto& kvp : rec.fields)
+    obj.add(kvp.first, kvp.second);
+  return obj.str();
 }
 
 caf::expected<std::shared_ptr<const dataset>>
@@ -185,12 +221,9 @@ public:
 
   /// Evaluates now and reports; false when the shards were mid-update.
   caf::expected<bool> evaluate(caf::scoped_actor& self, bool final) {
-    caf::expected<metrics_record> rec{caf::error{}};
     // The role works through the whole held-out set: give it the time of
     // one request per slice.
-    self->request(role_, timeout() * 4, eval_atom::value, shards_)
-      .receive([&](metrics_record& r) { rec = std::move(r); },
-               [&](caf::error& e) { rec = std::move(e); });
+    auto rec = ask_role(self, role_, timeout() * 4, eval_atom::value, shards_);
     if (!rec) {
       if (rec.error().category() == error_category
           && rec.error().code() == static_cast<uint8_t>(ec::unavailable))
@@ -199,19 +232,50 @@ public:
     }
     if (final)
       rec->fields["final"] = 1;
-    last_ = rec->step;
+    report(*rec);
+    return true;
+  }
+
+  /// Evaluates the checkpoints of --checkpoint_dir not evaluated yet, in
+  /// step order; one that does not read (corrupt, or removed as too old
+  /// meanwhile) is reported and skipped.
+  caf::error evaluate_checkpoints(caf::scoped_actor& self, bool final) {
+    checkpoint_store store{opts_.checkpoint_dir};
+    auto steps = store.list_steps();
+    if (!steps)
+      return steps.error();
+    for (auto step : *steps) {
+      if (step <= last_)
+        continue;
+      last_ = step;
+      auto ckpt = store.load(step);
+      if (!ckpt) {
+        std::cout << member_.me() << ": checkpoint of step " << step
+                  << " skipped: " << render(ckpt.error()) << std::endl;
+        continue;
+      }
+      auto rec = ask_role(self, role_, timeout() * 4, eval_atom::value, step,
+                          checkpoint_variables(*ckpt));
+      if (!rec)
+        return with_context(rec.error(), ckpt->path);
+      rec->fields["checkpoint"] = 1;
+      if (final && step == steps->back())
+        rec->fields["final"] = 1;
+      report(*rec);
+    }
+    return caf::none;
+  }
+
+  /// To the chief's metrics sink, the log and --metrics.
+  void report(const metrics_record& rec) {
+    last_ = rec.step;
     // One-way: the chief never makes the evaluator wait, nor the reverse.
-    caf::anon_send(sink_, metrics_atom::value, *rec);
-    std::cout << to_log_line(*rec) << std::endl;
+    caf::anon_send(sink_, metrics_atom::value, rec);
+    std::cout << to_log_line(rec) << std::endl;
     if (metrics_.is_open()) {
-      json_object obj;
-      obj.add("source", rec->source).add("step", rec->step);
-      for (const auto& kvp : rec->fields)
-        obj.add(kvp.first, kvp.second);
-      metrics_ << obj.str() << '\n';
+      metrics_ << record_json(rec) << '\n';
       metrics_.flush();
     }
-    return true;
   }
 
   /// Until the chief ends the run: poll, evaluate every K steps.
@@ -233,6 +297,11 @@ public:
       if (!member_.take_reconnected().empty())
         if (auto err = refresh())
           return err;
+      if (!opts_.checkpoint_dir.empty()) {
+        if (auto err = evaluate_checkpoints(self, false))
+          return err;
+        continue;
+      }
       int32_t bad = -1;
       auto step = poll_step(self, bad);
       if (!step) {
@@ -274,6 +343,11 @@ public:
   /// The chief ended the run: evaluate the final variables unless done.
   void finish() {
     caf::scoped_actor self{member_.system()};
+    if (!opts_.checkpoint_dir.empty()) {
+      // The chief wrote its last checkpoint before it ended the run.
+      error_ = evaluate_checkpoints(self, true);
+      return;
+    }
     int32_t bad = -1;
     auto step = poll_step(self, bad);
     if (!step) {
@@ -334,7 +408,51 @@ caf::error configure(evaluator_options& opts) {
   return net::apply_tls(opts, *files);
 }
 
+/// --evaluate_checkpoint FILE: the role on a device of its own, without a
+/// cluster; prints the record as --metrics would.
+int evaluate_offline(evaluator_options& opts, model_arch arch,
+                     std::shared_ptr<const dataset> data) {
+  auto ckpt = read_checkpoint_file(opts.evaluate_checkpoint);
+  if (!ckpt)
+    return fail(ckpt.error());
+  caf::actor_system sys{opts};
+  device_config dc;
+  dc.threads = opts.threads;
+  auto dev = spawn_device(sys, dc);
+  if (!dev)
+    return fail(dev.error());
+  eval_role_config rc;
+  rc.source = "offline";
+  rc.model.arch = arch;
+  rc.data = std::move(data);
+  rc.device = *dev;
+  rc.slice_size = opts.eval_batch;
+  rc.request_timeout = std::chrono::milliseconds{opts.request_timeout_ms};
+  auto role = spawn_eval_role(sys, rc);
+  if (!role)
+    return fail(role.error());
+  caf::scoped_actor self{sys};
+  auto rec = ask_role(self, *role, rc.request_timeout * 4, eval_atom::value,
+                      ckpt->global_step, checkpoint_variables(*ckpt));
+  self->send_exit(*role, caf::exit_reason::user_shutdown);
+  self->send_exit(*dev, caf::exit_reason::user_shutdown);
+  if (!rec)
+    return fail(with_context(rec.error(), ckpt->path));
+  rec->fields["checkpoint"] = 1;
+  std::cout << record_json(*rec) << std::endl;
+  return EXIT_SUCCESS;
+}
+
 int run(evaluator_options& opts) {
+  if (!opts.evaluate_checkpoint.empty()) {
+    auto arch = parse_model_arch(opts.model);
+    if (!arch)
+      return fail(arch.error());
+    auto data = load_test_set(opts);
+    if (!data)
+      return fail(data.error());
+    return evaluate_offline(opts, *arch, *data);
+  }
   auto cluster = resolve_cluster(opts.cluster, opts.job_name, opts.task);
   if (!cluster)
     return fail(cluster.error());
@@ -392,9 +510,12 @@ int run(evaluator_options& opts) {
   if (auto err = prog.refresh())
     return fail(err);
   m.on_shutdown = [&prog](const std::string&) { prog.finish(); };
-  std::cout << m.me() << ": evaluating " << (*data)->count
-            << " examples every " << opts.eval_every_steps
-            << " global steps" << std::endl;
+  std::cout << m.me() << ": evaluating " << (*data)->count << " examples "
+            << (opts.checkpoint_dir.empty()
+                  ? "every " + std::to_string(opts.eval_every_steps)
+                      + " global steps"
+                  : "of each checkpoint in " + opts.checkpoint_dir)
+            << std::endl;
   auto err = prog.run();
   m.self()->send_exit(*role, caf::exit_reason::user_shutdown);
   m.self()->send_exit(*dev, caf::exit_reason::user_shutdown);

@@ -363,6 +363,14 @@ caf::expected<restored_run> decode_run_checkpoint(const checkpoint& ckpt,
   return run;
 }
 
+parameter_set checkpoint_variables(const checkpoint& ckpt) {
+  parameter_set out;
+  for (const auto& t : ckpt.tensors)
+    if (starts_with(t.name, "variables/"))
+      out.push_back(named_tensor{t.name.substr(10), t.value});
+  return out;
+}
+
 caf::error fill_snapshot(const restored_run& run, shard_snapshot& snap) {
   snap.global_step = run.global_step;
   if (auto err = fill_set(run.variables, "the value", run.path,

@@ -84,6 +84,10 @@ struct restored_run {
 caf::expected<restored_run> decode_run_checkpoint(const checkpoint& ckpt,
                                                   const run_identity& now);
 
+/// The model's variables of a run's checkpoint ("variables/<name>" as
+/// <name>), e.g. to evaluate them.
+parameter_set checkpoint_variables(const checkpoint& ckpt);
+
 /// Fills a shard's snapshot (taken from the live shard, so it names the
 /// shard's variables and K-FAC layers) with the checkpoint's values; an
 /// error names the first variable the checkpoint lacks or shapes wrong.

@@ -9,6 +9,7 @@
 // not know is refused at connect, the error naming the type.
 
 #include <cmath>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -122,6 +123,74 @@ BOOST_AUTO_TEST_CASE(final_report_equals_the_chiefs_evaluation) {
   BOOST_TEST(accuracies[1] == chief_accuracy);
   BOOST_TEST(json_numbers(text, "reports").at(0)
              == static_cast<double>(reports.size()));
+}
+
+BOOST_AUTO_TEST_CASE(checkpoint_reports_match_an_offline_evaluation) {
+  // The evaluator watches the run's checkpoint directory and evaluates
+  // each checkpoint the chief writes; evaluating the same files offline
+  // afterwards gives the same figures, and the last one equals the chief's
+  // own final evaluation.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
+                                     {"evaluator", 1}});
+  auto summary = tmp.file("summary.json");
+  auto own = tmp.file("evaluator.jsonl");
+  auto dir = tmp.file("ckpt");
+  child ps{task(cluster, "ps", 0), tmp.file("ps.log")};
+  child eval{evaluator + " --cluster " + cluster + eval_flags
+               + " --checkpoint_dir " + dir + " --metrics " + own,
+             tmp.file("evaluator.log")};
+  child chief{task(cluster, "chief", 0) + " --steps 30 --checkpoint_every 10"
+                " --keep_checkpoints 10 --checkpoint_dir " + dir
+                + " --summary " + summary,
+              tmp.file("chief.log")};
+  BOOST_REQUIRE_MESSAGE(eval.wait_for_output("of each checkpoint in", 120s),
+                        eval.output());
+  child worker{task(cluster, "worker", 0), tmp.file("worker.log")};
+  auto chief_rc = chief.wait(300s);
+  BOOST_TEST_MESSAGE("chief:\n" << chief.output());
+  BOOST_TEST_MESSAGE("evaluator:\n" << eval.output());
+  BOOST_REQUIRE_EQUAL(chief_rc, 0);
+  BOOST_REQUIRE_EQUAL(eval.wait(60s), 0);
+  BOOST_REQUIRE_EQUAL(ps.wait(60s), 0);
+  BOOST_REQUIRE_EQUAL(worker.wait(60s), 0);
+
+  auto reports = lines_with(read_file(own), "\"checkpoint\": 1");
+  BOOST_TEST_MESSAGE("evaluator's records:\n" << read_file(own));
+  BOOST_REQUIRE_EQUAL(reports.size(), 3u);
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const auto& online = reports[i];
+    auto step = static_cast<int64_t>(number(online, "step"));
+    BOOST_TEST(step == static_cast<int64_t>(10 * (i + 1)));
+    auto file = dir + "/ckpt-" + std::to_string(step) + ".safetensors";
+    auto offline = run_program(evaluator + " --evaluate_checkpoint " + file
+                               + " --fake_data --fake_test_size 500"
+                                 " --threads 1");
+    BOOST_TEST_MESSAGE(offline.output);
+    BOOST_REQUIRE_EQUAL(offline.exit_code, 0);
+    BOOST_TEST(number(offline.output, "step") == step);
+    BOOST_TEST(number(offline.output, "examples") == 500);
+    BOOST_TEST(number(offline.output, "test_accuracy")
+               == number(online, "test_accuracy"));
+    BOOST_TEST(number(offline.output, "test_loss")
+               == number(online, "test_loss"));
+  }
+  auto text = read_file(summary);
+  BOOST_TEST(number(reports.back(), "test_accuracy")
+             == number(text, "test_accuracy"));
+  BOOST_TEST(std::abs(number(reports.back(), "test_loss")
+                      - number(text, "test_loss"))
+             <= 1e-8 * std::abs(number(text, "test_loss")));
+}
+
+BOOST_AUTO_TEST_CASE(an_offline_evaluation_refuses_a_broken_checkpoint) {
+  temp_dir tmp;
+  auto file = tmp.file("ckpt-5.safetensors");
+  std::ofstream{file} << "not a checkpoint";
+  auto res = run_program(evaluator + " --evaluate_checkpoint " + file
+                         + " --fake_data --fake_test_size 50");
+  BOOST_TEST(res.exit_code != 0);
+  BOOST_TEST(res.output.find(file) != std::string::npos, res.output);
 }
 
 BOOST_AUTO_TEST_CASE(survives_a_shard_and_the_chief_restarting) {

@@ -1,0 +1,222 @@
+#define BOOST_TEST_MODULE examples_checkpoints
+#include <boost/test/unit_test.hpp>
+
+// Checkpoints of whole runs, through the real programs: a run stopped and
+// resumed from its checkpoint ends where an uninterrupted run does (bit
+// for bit where the protocol is deterministic), in one process and across
+// processes; K-FAC's factors and inverses come back; a checkpoint of
+// another model, a corrupt newest checkpoint and a changed topology get
+// what docs/checkpoints.md promises.
+
+#include <filesystem>
+#include <string>
+
+#include "runtime/checkpoint/checkpoint_store.hpp"
+#include "tests/examples/process.hpp"
+
+using namespace syncfac;
+using namespace syncfac::test;
+
+namespace {
+
+const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
+const std::string single = bin + "convnet_mnist_single";
+
+/// One worker without initial tokens: every step takes the worker's next
+/// batch, so a run is deterministic (docs/distributed.md).
+const std::string deterministic = " --fake_data --fake_train_size 2048"
+                                  " --fake_test_size 500 --batch_size 32"
+                                  " --seed 3 --threads 1 --no_progress"
+                                  " --num_tokens 0 --no_final_eval";
+
+std::string json_string(const std::string& text, const std::string& key) {
+  auto needle = "\"" + key + "\": \"";
+  auto pos = text.find(needle);
+  if (pos == std::string::npos)
+    return {};
+  pos += needle.size();
+  return text.substr(pos, text.find('"', pos) - pos);
+}
+
+/// Runs `command` to success and returns its summary file's text.
+std::string summary_of(const temp_dir& tmp, const std::string& command,
+                       const std::string& name) {
+  auto summary = tmp.file(name + ".json");
+  auto res = run_program(command + " --summary " + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  return read_file(summary);
+}
+
+bool contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_resumed_run_ends_where_an_uninterrupted_one_does) {
+  temp_dir tmp;
+  auto flags = single + deterministic + " --optimizer momentum";
+  auto whole = summary_of(tmp, flags + " --steps 40", "whole");
+  auto dir = tmp.file("ckpt");
+  auto first = summary_of(tmp, flags + " --steps 20 --checkpoint_dir " + dir,
+                          "first");
+  BOOST_TEST(json_numbers(first, "written").at(0) == 1);
+  auto second = summary_of(tmp, flags + " --steps 40 --checkpoint_dir " + dir,
+                           "second");
+  BOOST_TEST(json_numbers(second, "restored_step").at(0) == 20);
+  BOOST_TEST(json_numbers(second, "global_step").at(0) == 40);
+  // Momentum slots, data order and step all came back.
+  BOOST_TEST(json_string(second, "params_digest")
+             == json_string(whole, "params_digest"));
+  checkpoint_store store{dir};
+  auto steps = store.list_steps();
+  BOOST_REQUIRE(steps);
+  BOOST_TEST((*steps == std::vector<int64_t>{20, 40}));
+}
+
+BOOST_AUTO_TEST_CASE(checkpoints_every_k_steps_keep_the_newest) {
+  temp_dir tmp;
+  auto dir = tmp.file("ckpt");
+  auto text = summary_of(tmp, single + deterministic
+                                + " --steps 50 --checkpoint_every 10"
+                                  " --keep_checkpoints 2 --checkpoint_dir "
+                                + dir,
+                         "run");
+  BOOST_TEST(json_numbers(text, "written").at(0) == 5);
+  BOOST_TEST(json_numbers(text, "failed").at(0) == 0);
+  checkpoint_store store{dir};
+  auto steps = store.list_steps();
+  BOOST_REQUIRE(steps);
+  BOOST_TEST((*steps == std::vector<int64_t>{40, 50}));
+  auto latest = store.load(50);
+  BOOST_REQUIRE(latest);
+  BOOST_TEST(latest->metadata.at("format") == "syncfac-run-1");
+  BOOST_TEST(contains(latest->metadata.at("data_order"), "\"worker\":0"));
+}
+
+BOOST_AUTO_TEST_CASE(kfac_factors_and_inverses_come_back) {
+  temp_dir tmp;
+  auto dir = tmp.file("ckpt");
+  auto flags = single + deterministic
+               + " --optimizer kfac --learning_rate 0.0003 --init glorot"
+                 " --invert_every 5 --checkpoint_every 20 --checkpoint_dir "
+               + dir;
+  summary_of(tmp, flags + " --steps 60", "first");
+  // Factors fold every step, so every checkpoint has them; inverses come
+  // asynchronously from the inverse actor, so the newest checkpoints of a
+  // run of 12 inversion periods have them.
+  checkpoint_store store{dir};
+  auto count = [&](int64_t step, const std::string& prefix) {
+    auto ckpt = store.load(step);
+    BOOST_REQUIRE_MESSAGE(ckpt, "checkpoint of step " << step);
+    size_t n = 0;
+    for (const auto& t : ckpt->tensors)
+      n += contains(t.name, prefix) ? 1 : 0;
+    return n;
+  };
+  // Three layers, A and G each.
+  BOOST_TEST(count(60, "kfac/factors/") == 6u);
+  auto inverses = count(60, "kfac/inverse/");
+  BOOST_TEST(count(40, "kfac/inverse/") + inverses > 0u);
+  auto second = summary_of(tmp, flags + " --steps 70", "second");
+  BOOST_TEST(json_numbers(second, "restored_step").at(0) == 60);
+  BOOST_TEST(json_numbers(second, "cov_updates").at(0) > 60);
+  // Restored inverses precondition from the first step on.
+  if (inverses == 6u)
+    BOOST_TEST(json_numbers(second, "preconditioned_steps").at(0) == 10);
+}
+
+BOOST_AUTO_TEST_CASE(more_workers_and_shards_resume_a_checkpoint) {
+  temp_dir tmp;
+  auto dir = tmp.file("ckpt");
+  summary_of(tmp, single + deterministic + " --steps 20 --checkpoint_dir "
+                    + dir,
+             "first");
+  auto res = run_program(single + deterministic
+                         + " --steps 30 --worker_replicas 2"
+                           " --replicas_to_aggregate 2 --ps_tasks 2"
+                           " --checkpoint_dir " + dir);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  BOOST_TEST(contains(res.output, "restored " + dir + "/ckpt-20.safetensors"));
+  BOOST_TEST(contains(res.output, "data order starts the next epoch"));
+  BOOST_TEST(contains(res.output, "\"global_step\": 30"));
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_is_a_clear_error) {
+  temp_dir tmp;
+  auto dir = tmp.file("ckpt");
+  summary_of(tmp, single + deterministic + " --steps 5 --checkpoint_dir "
+                    + dir,
+             "convnet");
+  auto res = run_program(bin + "autoencoder_mnist --runtime sync --fake_data"
+                               " --fake_train_size 256 --batch_size 32"
+                               " --steps 5 --no_progress --checkpoint_dir "
+                         + dir);
+  BOOST_TEST(res.exit_code != 0);
+  BOOST_TEST(contains(res.output, "was written for the model 'convnet"),
+             res.output);
+  BOOST_TEST(contains(res.output, "this run trains 'autoencoder"), res.output);
+  // Nothing of the convnet's checkpoint was touched.
+  BOOST_TEST(static_cast<bool>(checkpoint_store{dir}.load(5)));
+}
+
+BOOST_AUTO_TEST_CASE(a_corrupt_newest_checkpoint_falls_back_to_the_previous) {
+  temp_dir tmp;
+  auto dir = tmp.file("ckpt");
+  summary_of(tmp, single + deterministic + " --steps 20 --checkpoint_every 10"
+                                           " --checkpoint_dir " + dir,
+             "first");
+  // Cut the newest file in half, as a crash during a copy would.
+  auto newest = dir + "/ckpt-20.safetensors";
+  std::filesystem::resize_file(newest,
+                               std::filesystem::file_size(newest) / 2);
+  auto res = run_program(single + deterministic
+                         + " --steps 25 --checkpoint_dir " + dir);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  BOOST_TEST(contains(res.output, "ckpt-20.safetensors"));
+  BOOST_TEST(contains(res.output, "restored " + dir + "/ckpt-10.safetensors"));
+  BOOST_TEST(contains(res.output, "\"restored_step\": 10"));
+}
+
+BOOST_AUTO_TEST_CASE(the_plain_runtime_refuses_a_checkpoint_directory) {
+  temp_dir tmp;
+  auto res = run_program(single + deterministic
+                         + " --runtime plain --steps 5 --checkpoint_dir "
+                         + tmp.file("ckpt"));
+  BOOST_TEST(res.exit_code != 0);
+  BOOST_TEST(contains(res.output, "--checkpoint_dir needs --runtime sync"),
+             res.output);
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_cluster_resumes_from_the_chiefs_checkpoint) {
+  // Every process of a cluster stops after 20 steps and a new cluster
+  // continues to 40 from the chief's checkpoint: the parameters equal
+  // those of 40 uninterrupted steps in one process.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
+  auto dir = tmp.file("ckpt");
+  auto launch = [&](int steps, const std::string& name) {
+    auto summary = tmp.file(name + ".json");
+    auto res = run_program(bin + "syncfac-launch --cluster " + cluster
+                           + " --program " + bin
+                           + "convnet_mnist_distributed --max_wall_s 300 -- "
+                           + deterministic + " --connect_timeout_ms 60000"
+                             " --steps " + std::to_string(steps)
+                           + " --checkpoint_dir " + dir + " --summary "
+                           + summary);
+    BOOST_TEST_MESSAGE(res.output);
+    BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+    return read_file(summary);
+  };
+  launch(20, "first");
+  auto second = launch(40, "second");
+  BOOST_TEST(json_numbers(second, "restored_step").at(0) == 20);
+  auto whole = summary_of(tmp, single + deterministic
+                                 + " --steps 40 --ps_tasks 2",
+                          "whole");
+  BOOST_TEST(json_string(second, "params_digest")
+             == json_string(whole, "params_digest"));
+}
