@@ -5,7 +5,7 @@
 // moving the same bytes with an ack per message, in the same run.
 //
 //   build/bin/bench_net [--rounds 5] [--seconds 1] [--sizes 1,16]
-//                       [--tls_dir DIR] [--json FILE]
+//                       [--tls_dir DIR] [--json FILE] [--paths raw,caf,tls]
 //
 // The receiver of each path is this program started again as a separate
 // process (--serve raw|caf|tls); the sender is this process. Every push
@@ -21,12 +21,15 @@
 // over the rounds. Besides MB/s, the CPU seconds both processes spent per
 // GB pushed: on a busy machine the wall time includes waiting for a core,
 // the CPU time does not. --set key=value passes a CAF option to both
-// processes of the CAF paths (e.g. --set middleman.workers=0). Without --tls_dir, a throw-away cluster certificate is
+// processes of the CAF paths (e.g. --set middleman.workers=0); --paths
+// caf (or raw,tls, ...) measures only those paths, e.g. to profile one.
+// Without --tls_dir, a throw-away cluster certificate is
 // made with scripts/make-cluster-certs.sh in a temp directory.
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -310,6 +313,9 @@ struct options {
   std::vector<int> sizes_mib{1, 16};
   std::string tls_dir;
   std::string json;
+  /// Which paths to measure (0 raw, 1 CAF, 2 TLS); a subset is for
+  /// profiling one path alone, the ratios need raw.
+  std::vector<int> paths{0, 1, 2};
 };
 
 /// Runs `f` (one exchange) for about `seconds` after two warm-up calls;
@@ -339,7 +345,10 @@ run_stats time_exchanges(F&& f, double seconds) {
           samples[samples.size() / 2], samples.size()};
 }
 
+/// NaN for no values: a path left out with --paths.
 double median(std::vector<double> xs) {
+  if (xs.empty())
+    return std::nan("");
   std::sort(xs.begin(), xs.end());
   auto n = xs.size();
   return n % 2 == 1 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
@@ -474,6 +483,28 @@ std::vector<int> parse_list(const char* s) {
   return xs;
 }
 
+/// "raw,caf,tls" (any subset, in any order) as path indices.
+std::vector<int> parse_paths(const std::string& text) {
+  std::vector<int> xs;
+  std::istringstream in{text};
+  std::string tok;
+  while (std::getline(in, tok, ',')) {
+    if (tok == "raw")
+      xs.push_back(0);
+    else if (tok == "caf")
+      xs.push_back(1);
+    else if (tok == "tls")
+      xs.push_back(2);
+    else
+      die("unknown path " + tok + " (raw, caf, tls)");
+  }
+  std::sort(xs.begin(), xs.end());
+  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+  if (xs.empty())
+    die("--paths names no path");
+  return xs;
+}
+
 std::string iso_now() {
   char buf[32];
   auto t = std::time(nullptr);
@@ -505,6 +536,8 @@ int main(int argc, char** argv) {
       opt.json = v;
     else if (arg == "--set")
       opt.sets.emplace_back(v);
+    else if (arg == "--paths")
+      opt.paths = parse_paths(v);
     else
       die("unknown option " + arg);
   }
@@ -536,7 +569,7 @@ int main(int argc, char** argv) {
   // results[path][round]
   std::vector<std::vector<path_round>> results(3);
   for (int round = 0; round < opt.rounds; ++round) {
-    for (int p = 0; p < 3; ++p) {
+    for (int p : opt.paths) {
       receiver r{self_exe, modes[p], opt.tls_dir, opt.sets};
       results[static_cast<size_t>(p)].push_back(
         p == 0 ? measure_raw(r, opt) : measure_caf(r, p == 2, opt));
@@ -578,6 +611,8 @@ int main(int argc, char** argv) {
     std::printf(" %10d MiB %8s", mib, "vs raw");
   std::printf(" %14s %8s\n", "small RTT us", "vs raw");
   for (size_t p = 0; p < 3; ++p) {
+    if (results[p].empty())
+      continue;
     std::printf("%-10s", names[p]);
     for (size_t s = 0; s < nsizes; ++s)
       std::printf(" %14.0f %7.0f%%", mb[p][s], 100.0 * mb[p][s] / mb[0][s]);
@@ -585,6 +620,8 @@ int main(int argc, char** argv) {
   }
   std::printf("CPU seconds per GB pushed (sender + receiver process)\n");
   for (size_t p = 0; p < 3; ++p) {
+    if (results[p].empty())
+      continue;
     std::printf("%-10s", names[p]);
     for (size_t s = 0; s < nsizes; ++s)
       std::printf(" %10d MiB %6.2f s %5.1fx", opt.sizes_mib[s], cpu[p][s],
@@ -601,7 +638,12 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < opt.sets.size(); ++i)
       out << (i ? ", " : "") << "\"" << opt.sets[i] << "\"";
     out << "],\n  \"paths\": [\n";
+    bool first = true;
     for (size_t p = 0; p < 3; ++p) {
+      if (results[p].empty())
+        continue;
+      out << (first ? "" : ",\n");
+      first = false;
       out << "    {\"path\": \"" << modes[p] << "\", \"push_mb_s\": {";
       for (size_t s = 0; s < nsizes; ++s)
         out << (s ? ", " : "") << "\"" << opt.sizes_mib[s]
@@ -621,9 +663,9 @@ int main(int argc, char** argv) {
           out << (s ? ", " : "") << results[p][r].mb_s[s];
         out << "]";
       }
-      out << "]}" << (p + 1 < 3 ? "," : "") << "\n";
+      out << "]}";
     }
-    out << "  ]\n}\n";
+    out << "\n  ]\n}\n";
     if (!out)
       die("cannot write " + opt.json);
     std::fprintf(stderr, "wrote %s\n", opt.json.c_str());
