@@ -4,6 +4,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
+#include <caf/stream_deserializer.hpp>
+#include <caf/stream_serializer.hpp>
+#include <caf/streambuf.hpp>
 
 #include "actors/metrics_sink.hpp"
 #include "messages/device_messages.hpp"
@@ -58,6 +61,76 @@ BOOST_AUTO_TEST_CASE(truncated_or_hostile_tensors_are_refused) {
   auto negative = save(tensor_shape{4, -2});
   caf::binary_deserializer neg{sys, negative};
   BOOST_TEST(load_tensor(neg, y));
+}
+
+// load_tensor builds the values straight from the message's bytes, which
+// sit at any offset in a BASP payload: every alignment must read the same.
+BOOST_AUTO_TEST_CASE(tensors_load_at_every_byte_alignment) {
+  auto t = ramp({3, 37});
+  auto block = save(t);
+  for (size_t offset = 0; offset < 8; ++offset) {
+    std::vector<char> buf(offset, '\x7f');
+    buf.insert(buf.end(), block.begin(), block.end());
+    caf::binary_deserializer source{sys, buf};
+    source.skip(offset);
+    tensor y;
+    auto err = load_tensor(source, y);
+    BOOST_REQUIRE_MESSAGE(!err, render(err));
+    BOOST_TEST(y == t, "offset " << offset);
+    BOOST_TEST(source.remaining() == 0u);
+  }
+}
+
+// A block cut anywhere inside its values, or a count that agrees with the
+// shape but not with the bytes that follow, is refused with a message
+// naming both, before anything of the claimed size is allocated.
+BOOST_AUTO_TEST_CASE(truncated_value_blocks_are_refused_before_allocating) {
+  auto block = save(ramp({4, 25}));
+  auto values_at = block.size() - 100 * sizeof(float);
+  for (auto cut : {values_at, values_at + 1, values_at + 203,
+                   block.size() - 1}) {
+    std::vector<char> buf(block.begin(), block.begin() + cut);
+    caf::binary_deserializer source{sys, buf};
+    tensor y;
+    auto err = load_tensor(source, y);
+    BOOST_REQUIRE_MESSAGE(err, "cut at " << cut);
+    BOOST_TEST(render(err).find("claims 100 values") != std::string::npos,
+               render(err));
+    BOOST_TEST(y.empty());
+  }
+  // 2^30 values (4 GiB) claimed by a 30-byte message.
+  std::vector<char> claim;
+  {
+    caf::binary_serializer sink{sys, claim};
+    tensor_shape shape{int64_t{1} << 30};
+    size_t count = size_t{1} << 30;
+    BOOST_REQUIRE(!sink(shape));
+    BOOST_REQUIRE(!sink.begin_sequence(count));
+  }
+  caf::binary_deserializer source{sys, claim};
+  tensor y;
+  auto err = load_tensor(source, y);
+  BOOST_REQUIRE(err);
+  BOOST_TEST(render(err).find("holds only 0 more bytes") != std::string::npos,
+             render(err));
+}
+
+// Deserializers other than CAF's binary one (none in the runtime today)
+// read into a zero-filled vector instead.
+BOOST_AUTO_TEST_CASE(tensors_round_trip_through_stream_serializers) {
+  auto t = ramp({2, 9});
+  std::vector<char> buf;
+  {
+    caf::vectorbuf out{buf};
+    caf::stream_serializer<caf::vectorbuf&> sink{sys, out};
+    BOOST_REQUIRE(!save_tensor(sink, t));
+  }
+  caf::charbuf in{buf.data(), buf.size()};
+  caf::stream_deserializer<caf::charbuf&> source{sys, in};
+  tensor y;
+  auto err = load_tensor(source, y);
+  BOOST_REQUIRE_MESSAGE(!err, render(err));
+  BOOST_TEST(y == t);
 }
 
 BOOST_AUTO_TEST_CASE(every_device_message_round_trips) {
@@ -197,8 +270,11 @@ BOOST_AUTO_TEST_CASE(every_kfac_message_round_trips) {
   BOOST_TEST(req2.sampling.max_examples == 16);
   BOOST_TEST(req2.sampling.max_locations == 4);
   BOOST_TEST(req2.sampling.seed == 99u);
+  BOOST_TEST(!req2.rows);
+  req.rows = true;
+  BOOST_TEST(message_round_trip(req).rows);
 
-  layer_stats ls{"fc", ramp({3, 3}), ramp({2, 2})};
+  layer_stats ls{"fc", {}, ramp({2, 2}), {ramp({2, 3}), 0.125}, {}};
   auto upd = message_round_trip(stats_update{1, 42, 16, {ls}});
   BOOST_TEST(upd.worker == 1);
   BOOST_TEST(upd.step == 42);
@@ -206,6 +282,9 @@ BOOST_AUTO_TEST_CASE(every_kfac_message_round_trips) {
   BOOST_TEST(upd.layers.at(0).layer == "fc");
   BOOST_TEST(upd.layers.at(0).a == ls.a);
   BOOST_TEST(upd.layers.at(0).g == ls.g);
+  BOOST_TEST(upd.layers.at(0).a_rows.x == ls.a_rows.x);
+  BOOST_TEST(upd.layers.at(0).a_rows.scale == 0.125);
+  BOOST_TEST(upd.layers.at(0).g_rows.x.empty());
 
   auto ack = message_round_trip(stats_ack{true, 7});
   BOOST_TEST(ack.accepted);
