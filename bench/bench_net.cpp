@@ -6,6 +6,7 @@
 //
 //   build/bin/bench_net [--rounds 5] [--seconds 1] [--sizes 1,16]
 //                       [--tls_dir DIR] [--json FILE] [--paths raw,caf,tls]
+//                       [--chunks 1]
 //
 // The receiver of each path is this program started again as a separate
 // process (--serve raw|caf|tls); the sender is this process. Every push
@@ -23,6 +24,11 @@
 // the CPU time does not. --set key=value passes a CAF option to both
 // processes of the CAF paths (e.g. --set middleman.workers=0); --paths
 // caf (or raw,tls, ...) measures only those paths, e.g. to profile one.
+// --chunks N sends each CAF push as N messages of 1/N of the bytes, all
+// before awaiting their N acks: a prototype of chunked pushes, measuring
+// what overlapping one part's (de)serialisation with the next part's
+// transfer would give (the runtime sends one message per push; raw TCP
+// still moves each push as one message with one ack).
 // Without --tls_dir, a throw-away cluster certificate is
 // made with scripts/make-cluster-certs.sh in a temp directory.
 
@@ -316,6 +322,9 @@ struct options {
   /// Which paths to measure (0 raw, 1 CAF, 2 TLS); a subset is for
   /// profiling one path alone, the ratios need raw.
   std::vector<int> paths{0, 1, 2};
+  /// Each CAF push as this many messages, all sent before the acks are
+  /// awaited (a prototype of chunked pushes; the runtime sends one).
+  int chunks = 1;
 };
 
 /// Runs `f` (one exchange) for about `seconds` after two warm-up calls;
@@ -422,6 +431,24 @@ path_round measure_raw(const receiver& r, const options& opt) {
   return out;
 }
 
+/// The push of `bytes` as `parts` gradient_push messages of (nearly) equal
+/// size, each one dense variable, pre-built: the sender moves its push into
+/// the message, so the same message is sent again each time.
+std::vector<caf::message> push_messages(size_t bytes, int parts) {
+  auto floats = static_cast<int64_t>(bytes / sizeof(float));
+  std::vector<caf::message> msgs;
+  for (int i = 0; i < parts; ++i) {
+    auto first = floats * i / parts;
+    auto last = floats * (i + 1) / parts;
+    gradient_push push;
+    push.worker = 0;
+    push.local_step = 7;
+    push.dense = {{"layer/weights", tensor{{last - first}}}};
+    msgs.push_back(caf::make_message(push_atom::value, std::move(push)));
+  }
+  return msgs;
+}
+
 path_round measure_caf(const receiver& r, bool tls, const options& opt) {
   path_round out;
   program_config cfg;
@@ -439,18 +466,20 @@ path_round measure_caf(const receiver& r, bool tls, const options& opt) {
   caf::scoped_actor self{sys};
   for (int mib : opt.sizes_mib) {
     size_t bytes = static_cast<size_t>(mib) << 20;
-    gradient_push push;
-    push.worker = 0;
-    push.local_step = 7;
-    push.dense = {{"layer/weights",
-                   tensor{{static_cast<int64_t>(bytes / sizeof(float))}}}};
-    auto msg = caf::make_message(push_atom::value, std::move(push));
+    auto msgs = push_messages(bytes, opt.chunks);
+    using handle = decltype(self->request(dest, 60s, msgs[0]));
+    std::vector<handle> pending;
     auto c0 = cpu_s(r.pid);
     auto st = time_exchanges(
       [&] {
-        self->request(dest, 60s, msg)
-          .receive([](push_ack&) {},
-                   [&](caf::error& err) { die("push: " + sys.render(err)); });
+        // All parts leave before the first ack is awaited, so that the
+        // receiver loads one part while the next is on the wire.
+        for (const auto& msg : msgs)
+          pending.push_back(self->request(dest, 60s, msg));
+        for (auto& h : pending)
+          h.receive([](push_ack&) {},
+                    [&](caf::error& err) { die("push: " + sys.render(err)); });
+        pending.clear();
       },
       opt.seconds);
     record(out, bytes, st, cpu_s(r.pid) - c0);
@@ -538,6 +567,8 @@ int main(int argc, char** argv) {
       opt.sets.emplace_back(v);
     else if (arg == "--paths")
       opt.paths = parse_paths(v);
+    else if (arg == "--chunks")
+      opt.chunks = std::max(1, std::atoi(v));
     else
       die("unknown option " + arg);
   }
@@ -606,6 +637,9 @@ int main(int argc, char** argv) {
   std::printf("gradient push + ack between two processes over loopback "
               "(MB/s, median of %d rounds of %.1f s)\n",
               opt.rounds, opt.seconds);
+  if (opt.chunks > 1)
+    std::printf("each CAF push as %d messages (prototype), raw TCP as one\n",
+                opt.chunks);
   std::printf("%-10s", "path");
   for (int mib : opt.sizes_mib)
     std::printf(" %10d MiB %8s", mib, "vs raw");
@@ -634,6 +668,7 @@ int main(int argc, char** argv) {
     out << "{\n  \"benchmark\": \"bench_net\",\n  \"date\": \"" << iso_now()
         << "\",\n  \"rounds\": " << opt.rounds
         << ",\n  \"seconds_per_measurement\": " << opt.seconds
+        << ",\n  \"caf_push_messages\": " << opt.chunks
         << ",\n  \"caf_settings\": [";
     for (size_t i = 0; i < opt.sets.size(); ++i)
       out << (i ? ", " : "") << "\"" << opt.sets[i] << "\"";
