@@ -510,6 +510,7 @@ BOOST_AUTO_TEST_CASE(malformed_cluster_file) {
                             + " --job_name chief --task 0 --fake_data");
     BOOST_TEST_MESSAGE(f.name << " (node): " << node.output);
     BOOST_TEST(node.exit_code != 0, f.name << ": " << node.exit_code);
+    BOOST_TEST(node.exit_code < 128, f.name << ": killed by a signal");
     says_all(node.output, {"cluster file '" + path + "'", f.needle});
     auto launch = run_program(bin + "syncfac-launch --cluster " + path
                               + " --program " + bin
