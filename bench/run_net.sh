@@ -3,9 +3,12 @@
 # push + ack of 1 MiB and 16 MiB tensors and a small request/reply round
 # trip, through CAF (plain and TLS) against raw TCP, in interleaved rounds;
 # prints the medians and writes bench/results/net-<UTC time>-*.json. Runs
-# twice: with CAF's default middleman settings, and with
+# with CAF's default middleman settings, then with
 # middleman.workers=0 (the multiplexer deserialises incoming messages
 # itself instead of copying each payload to a deserialisation worker).
+# A third run sends each CAF push as 16 messages before awaiting their acks
+# (bench_net --chunks: what chunked pushes would give; the runtime sends
+# one message per push, raw TCP is unchanged).
 #
 #   bench/run_net.sh [rounds=7] [seconds=0.5]
 #
@@ -25,4 +28,8 @@ echo "--- CAF defaults"
 echo "--- middleman.workers=0"
 "$bin" --rounds "$rounds" --seconds "$seconds" --sizes 1,16 \
   --set middleman.workers=0 --json "bench/results/net-$stamp-workers0.json"
+echo "--- middleman.workers=0, each CAF push as 16 messages (prototype)"
+"$bin" --rounds "$rounds" --seconds "$seconds" --sizes 1,16 \
+  --set middleman.workers=0 --chunks 16 \
+  --json "bench/results/net-$stamp-workers0-chunks16.json"
 echo "machine load after: $(cut -d' ' -f1-3 /proc/loadavg)"
