@@ -27,26 +27,46 @@ struct stats_request {
   /// locations differ from step to step; the sampled Fisher's targets come
   /// from the device's own generator.
   cpu::factor_sampling sampling;
+  /// A factor with fewer rows than columns may come as its rows
+  /// (layer_stats::a_rows): what a covariance actor takes. A single
+  /// process folding matrices asks for matrices only.
+  bool rows = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stats_request& x) {
   return f(caf::meta::type_name("stats_request"), x.fisher,
            x.sampling.max_examples, x.sampling.max_locations,
-           x.sampling.seed);
+           x.sampling.seed, x.rows);
 }
 
+namespace cpu {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gram_rows& x) {
+  return f(caf::meta::type_name("gram_rows"), x.x, x.scale);
+}
+
+} // namespace cpu
+
 /// One layer's factor statistics of one batch: A [a_dim, a_dim],
-/// G [g_dim, g_dim] (kernels/cpu/kfac_factors.hpp conventions).
+/// G [g_dim, g_dim] (kernels/cpu/kfac_factors.hpp conventions). Each
+/// factor comes either as the matrix or, asked for with
+/// stats_request::rows and fewer rows than columns, as its rows
+/// (a_rows.x [m, a_dim], A = a_rows.scale · xᵀx; the matrix empty): 16
+/// rows of the ConvNet's dense layer are 50x smaller than its 785² A.
 struct layer_stats {
   std::string layer;
   tensor a;
   tensor g;
+  cpu::gram_rows a_rows;
+  cpu::gram_rows g_rows;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, layer_stats& x) {
-  return f(caf::meta::type_name("layer_stats"), x.layer, x.a, x.g);
+  return f(caf::meta::type_name("layer_stats"), x.layer, x.a, x.g,
+           x.a_rows, x.g_rows);
 }
 
 /// A worker's statistics for the layers one covariance actor owns.

@@ -16,6 +16,7 @@
 #include "kernels/cpu/kfac_factors.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -434,6 +435,121 @@ caf::error check_conv(const char* op, const conv2d_geometry& g,
 }
 
 
+
+// The first m rows of input [*, in] with a 1 appended when `bias`.
+tensor dense_rows(const tensor& input, int64_t m, bool bias) {
+  auto in = input.dim(1);
+  auto width = in + (bias ? 1 : 0);
+  tensor out({m, width});
+  for (int64_t r = 0; r < m; ++r) {
+    const float* src = input.data() + r * in;
+    std::copy(src, src + in, out.data() + r * width);
+    if (bias)
+      out[r * width + in] = 1.0f;
+  }
+  return out;
+}
+
+// A_rows / G_rows null: both factors as matrices (dense_factors).
+caf::error dense_impl(const tensor& input, const tensor& ds, bool with_bias,
+                      const factor_sampling& s, int threads, tensor& A,
+                      tensor& G, gram_rows* A_rows, gram_rows* G_rows) {
+  const char* op = "dense_factors";
+  if (auto err = check_common(op, s, threads))
+    return err;
+  if (auto err = check_dense(op, input, ds))
+    return err;
+  auto batch = input.dim(0);
+  auto in = input.dim(1);
+  auto out = ds.dim(1);
+  // The sampled examples are the first m rows: no copy needed.
+  auto m = s.max_examples > 0 ? std::min(batch, s.max_examples) : batch;
+  auto inv_m = 1.0 / static_cast<double>(m);
+  auto n = static_cast<double>(batch);
+  if (A_rows != nullptr && m < in + (with_bias ? 1 : 0)) {
+    *A_rows = gram_rows{dense_rows(input, m, with_bias), inv_m};
+    A = tensor{};
+  } else {
+    if (A_rows != nullptr)
+      *A_rows = gram_rows{};
+    if (m <= few_factor_rows)
+      few_rows_gram(threads, input.data(), m, in, in, with_bias, inv_m, A);
+    else
+      direct_gram(threads, input.data(), m, in, with_bias, inv_m, A);
+  }
+  // G = (1/m) Σ (N ds)(N ds)^T.
+  if (G_rows != nullptr && m < out) {
+    *G_rows = gram_rows{dense_rows(ds, m, false), n * n * inv_m};
+    G = tensor{};
+  } else {
+    if (G_rows != nullptr)
+      *G_rows = gram_rows{};
+    if (m <= few_factor_rows)
+      few_rows_gram(threads, ds.data(), m, out, out, false, n * n * inv_m, G);
+    else
+      direct_gram(threads, ds.data(), m, out, false, n * n * inv_m, G);
+  }
+  return caf::none;
+}
+
+// A_rows / G_rows null: both factors as matrices (conv_factors).
+caf::error conv_impl(const conv2d_geometry& g, const tensor& x,
+                     const tensor& ds, bool with_bias,
+                     const factor_sampling& s, int threads, tensor& A,
+                     tensor& G, gram_rows* A_rows, gram_rows* G_rows) {
+  const char* op = "conv_factors";
+  if (auto err = check_common(op, s, threads))
+    return err;
+  if (auto err = check_conv(op, g, x, ds))
+    return err;
+  auto rows = sampled_rows(s, g.batch, g.locations());
+  auto m = static_cast<int64_t>(rows.size());
+  auto inv_m = 1.0 / static_cast<double>(m);
+  auto n = static_cast<double>(g.batch);
+  auto P = g.patch_size();
+  auto width = P + (with_bias ? 1 : 0);
+  if (A_rows != nullptr && m < width) {
+    tensor patches({m, width});
+    extract_patches{g, x.data(), rows.data(), with_bias}(0, m,
+                                                         patches.data());
+    *A_rows = gram_rows{std::move(patches), inv_m};
+    A = tensor{};
+  } else {
+    if (A_rows != nullptr)
+      *A_rows = gram_rows{};
+    if (m <= few_factor_rows) {
+      // Gather the rows (patches without the bias 1, which few_rows_gram
+      // adds), then one pass.
+      std::vector<float> patches(static_cast<size_t>(m * P));
+      extract_patches{g, x.data(), rows.data(), false}(0, m, patches.data());
+      few_rows_gram(threads, patches.data(), m, P, P, with_bias, inv_m, A);
+    } else {
+      tiled_gram(threads, m, width, inv_m,
+                 extract_patches{g, x.data(), rows.data(), with_bias}, A);
+    }
+  }
+  // G = (1/m) Σ (N ds)(N ds)^T over the same (n, t).
+  if (G_rows != nullptr && m < g.out_c) {
+    tensor grads({m, g.out_c});
+    gather_rows{ds.data(), g.out_c, rows.data()}(0, m, grads.data());
+    *G_rows = gram_rows{std::move(grads), n * n * inv_m};
+    G = tensor{};
+  } else {
+    if (G_rows != nullptr)
+      *G_rows = gram_rows{};
+    if (m <= few_factor_rows) {
+      std::vector<float> grads(static_cast<size_t>(m * g.out_c));
+      gather_rows{ds.data(), g.out_c, rows.data()}(0, m, grads.data());
+      few_rows_gram(threads, grads.data(), m, g.out_c, g.out_c, false,
+                    n * n * inv_m, G);
+    } else {
+      tiled_gram(threads, m, g.out_c, n * n * inv_m,
+                 gather_rows{ds.data(), g.out_c, rows.data()}, G);
+    }
+  }
+  return caf::none;
+}
+
 } // namespace
 
 std::vector<int64_t> sampled_rows(const factor_sampling& s, int64_t batch,
@@ -471,60 +587,90 @@ std::vector<int64_t> sampled_rows(const factor_sampling& s, int64_t batch,
 caf::error dense_factors(const tensor& input, const tensor& ds,
                          bool with_bias, const factor_sampling& s,
                          int threads, tensor& A, tensor& G) {
-  const char* op = "dense_factors";
-  if (auto err = check_common(op, s, threads))
-    return err;
-  if (auto err = check_dense(op, input, ds))
-    return err;
-  auto batch = input.dim(0);
-  auto in = input.dim(1);
-  // The sampled examples are the first m rows: no copy needed.
-  auto m = s.max_examples > 0 ? std::min(batch, s.max_examples) : batch;
-  auto inv_m = 1.0 / static_cast<double>(m);
-  auto n = static_cast<double>(batch);
-  if (m <= few_factor_rows) {
-    few_rows_gram(threads, input.data(), m, in, in, with_bias, inv_m, A);
-    few_rows_gram(threads, ds.data(), m, ds.dim(1), ds.dim(1), false,
-                  n * n * inv_m, G);
-    return caf::none;
-  }
-  direct_gram(threads, input.data(), m, in, with_bias, inv_m, A);
-  // G = (1/m) Σ (N ds)(N ds)^T.
-  direct_gram(threads, ds.data(), m, ds.dim(1), false, n * n * inv_m, G);
-  return caf::none;
+  return dense_impl(input, ds, with_bias, s, threads, A, G, nullptr,
+                    nullptr);
+}
+
+caf::error dense_factors(const tensor& input, const tensor& ds,
+                         bool with_bias, const factor_sampling& s,
+                         int threads, tensor& A, tensor& G, gram_rows& A_rows,
+                         gram_rows& G_rows) {
+  return dense_impl(input, ds, with_bias, s, threads, A, G, &A_rows,
+                    &G_rows);
 }
 
 caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
                         const tensor& ds, bool with_bias,
                         const factor_sampling& s, int threads, tensor& A,
                         tensor& G) {
-  const char* op = "conv_factors";
-  if (auto err = check_common(op, s, threads))
-    return err;
-  if (auto err = check_conv(op, g, x, ds))
-    return err;
-  auto rows = sampled_rows(s, g.batch, g.locations());
-  auto m = static_cast<int64_t>(rows.size());
-  auto inv_m = 1.0 / static_cast<double>(m);
-  auto n = static_cast<double>(g.batch);
-  if (m <= few_factor_rows) {
-    // Gather the rows (patches without the bias 1, which few_rows_gram
-    // adds) and the gradients, then one pass each.
-    auto P = g.patch_size();
-    std::vector<float> patches(static_cast<size_t>(m * P));
-    std::vector<float> grads(static_cast<size_t>(m * g.out_c));
-    extract_patches{g, x.data(), rows.data(), false}(0, m, patches.data());
-    gather_rows{ds.data(), g.out_c, rows.data()}(0, m, grads.data());
-    few_rows_gram(threads, patches.data(), m, P, P, with_bias, inv_m, A);
-    few_rows_gram(threads, grads.data(), m, g.out_c, g.out_c, false,
-                  n * n * inv_m, G);
-    return caf::none;
+  return conv_impl(g, x, ds, with_bias, s, threads, A, G, nullptr, nullptr);
+}
+
+caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
+                        const tensor& ds, bool with_bias,
+                        const factor_sampling& s, int threads, tensor& A,
+                        tensor& G, gram_rows& A_rows, gram_rows& G_rows) {
+  return conv_impl(g, x, ds, with_bias, s, threads, A, G, &A_rows, &G_rows);
+}
+
+caf::error fold_rows(tensor& raw, double beta,
+                     const std::vector<gram_rows>& rows,
+                     const std::vector<double>& weights) {
+  const char* op = "fold_rows";
+  auto bad = [&](const std::string& what) {
+    return make_error(ec::invalid_argument, std::string{op} + ": " + what);
+  };
+  if (rows.size() != weights.size())
+    return bad(std::to_string(rows.size()) + " blocks of rows but "
+               + std::to_string(weights.size()) + " weights");
+  if (!(std::isfinite(beta) && beta >= 0.0))
+    return bad("beta must be finite and >= 0, got " + std::to_string(beta));
+  if (!raw.empty() && (raw.rank() != 2 || raw.dim(0) != raw.dim(1)))
+    return bad("the matrix must be square, got " + raw.shape_string());
+  int64_t width = raw.empty() ? -1 : raw.dim(1);
+  int64_t total = 0;
+  for (size_t b = 0; b < rows.size(); ++b) {
+    const auto& x = rows[b].x;
+    if (x.rank() != 2 || (width >= 0 && x.dim(1) != width))
+      return mismatch(op, "rows", x.shape(), "matrix",
+                      width >= 0 ? tensor_shape{width, width} : raw.shape(),
+                      "block " + std::to_string(b));
+    width = x.dim(1);
+    auto f = weights[b] * rows[b].scale;
+    if (!(std::isfinite(f) && weights[b] >= 0.0 && rows[b].scale >= 0.0))
+      return bad("block " + std::to_string(b) + ": weight "
+                 + std::to_string(weights[b]) + " and scale "
+                 + std::to_string(rows[b].scale)
+                 + " must be finite and >= 0");
+    total += x.dim(0);
   }
-  tiled_gram(threads, m, g.patch_size() + (with_bias ? 1 : 0), inv_m,
-             extract_patches{g, x.data(), rows.data(), with_bias}, A);
-  // G = (1/m) Σ (N ds)(N ds)^T over the same (n, t).
-  tiled_gram(threads, m, g.out_c, n * n * inv_m,
-             gather_rows{ds.data(), g.out_c, rows.data()}, G);
+  if (width < 0)
+    return caf::none; // nothing to scale, nothing to add
+  if (raw.empty())
+    raw = tensor({width, width});
+  // All blocks in one rank-k update: each scaled by the square root of its
+  // weight (in double, rounded once), so that the rows' outer products
+  // carry weight · scale.
+  std::vector<float> y(static_cast<size_t>(total * width));
+  float* dst = y.data();
+  for (size_t b = 0; b < rows.size(); ++b) {
+    auto f = std::sqrt(weights[b] * rows[b].scale);
+    for (auto v : rows[b].x.values())
+      *dst++ = static_cast<float>(double{v} * f);
+  }
+  Eigen::Map<row_matrix> sum(raw.data(), width, width);
+  auto b = static_cast<float>(beta);
+  if (b != 1.0f)
+    for (int64_t r = 0; r < width; ++r)
+      for (int64_t c = 0; c <= r; ++c)
+        sum(r, c) *= b;
+  if (total > 0) {
+    Eigen::Map<const row_matrix> stacked(y.data(), total, width);
+    sum.selfadjointView<Eigen::Lower>().rankUpdate(stacked.transpose());
+  }
+  for (int64_t r = 0; r < width; ++r)
+    for (int64_t c = 0; c < r; ++c)
+      sum(c, r) = sum(r, c);
   return caf::none;
 }
 

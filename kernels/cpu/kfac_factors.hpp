@@ -77,6 +77,40 @@ caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
                         const factor_sampling& s, int threads, tensor& A,
                         tensor& G);
 
+/// A factor given by its rows: F = scale · xᵀ x, x [m, width]. A factor
+/// with fewer rows than columns (the ConvNet's dense A: 16 sampled examples,
+/// 785 columns) is far smaller this way, and a moving average can collect
+/// such rows over several steps and fold them in one pass over the matrix
+/// (fold_rows) instead of one pass per step.
+struct gram_rows {
+  tensor x;
+  double scale = 0;
+};
+
+/// As dense_factors / conv_factors, but a factor with fewer rows than
+/// columns comes as its rows (A: [a, 1] or the patches with their 1, scale
+/// 1/m; G: ds, scale N²/m) in *_rows, its matrix left empty; a factor with
+/// at least as many rows as columns comes as the matrix (bit-identical to
+/// dense_factors / conv_factors), its rows left empty.
+caf::error dense_factors(const tensor& input, const tensor& ds,
+                         bool with_bias, const factor_sampling& s,
+                         int threads, tensor& A, tensor& G, gram_rows& A_rows,
+                         gram_rows& G_rows);
+caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
+                        const tensor& ds, bool with_bias,
+                        const factor_sampling& s, int threads, tensor& A,
+                        tensor& G, gram_rows& A_rows, gram_rows& G_rows);
+
+/// raw = beta · raw + Σ_b weights[b] · rows[b].scale · rows[b].xᵀ rows[b].x,
+/// both triangles, exactly symmetric (the rows of all blocks in one
+/// symmetric rank-k update). An empty raw starts as zeros of the blocks'
+/// width. Blocks of another width than raw's are ec::shape_mismatch,
+/// weights that are negative or not finite, or a count other than the
+/// blocks', ec::invalid_argument; nothing changes on error.
+caf::error fold_rows(tensor& raw, double beta,
+                     const std::vector<gram_rows>& rows,
+                     const std::vector<double>& weights);
+
 /// Zero-start exponential moving average with weight normalisation:
 ///   raw = decay * raw + (1 - decay) * stat,
 ///   weight = decay * weight + (1 - decay),

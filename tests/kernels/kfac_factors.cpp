@@ -653,3 +653,141 @@ BOOST_AUTO_TEST_CASE(value_before_any_update_is_refused) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(rows)
+
+namespace {
+
+/// scale · xᵀx in double.
+tensor gram_of(const cpu::gram_rows& r) {
+  auto m = r.x.dim(0);
+  auto w = r.x.dim(1);
+  tensor out({w, w});
+  for (int64_t i = 0; i < w; ++i)
+    for (int64_t j = 0; j < w; ++j) {
+      double s = 0.0;
+      for (int64_t k = 0; k < m; ++k)
+        s += double{r.x[k * w + i]} * r.x[k * w + j];
+      out[i * w + j] = static_cast<float>(s * r.scale);
+    }
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(narrow_factors_come_as_rows_the_others_as_before) {
+  std::mt19937 rng(11);
+  // 40 inputs, 4 outputs: with 5 examples A (41 wide) comes as rows and G
+  // (4 wide) as the matrix; with 50 both as matrices.
+  for (int64_t examples : {5, 50}) {
+    auto x = random_tensor({60, 40}, rng);
+    auto ds = random_tensor({60, 4}, rng, -1.0f / 60, 1.0f / 60);
+    factor_sampling s;
+    s.max_examples = examples;
+    tensor A0, G0, A, G;
+    cpu::gram_rows A_rows, G_rows;
+    SYNCFAC_REQUIRE_OK(cpu::dense_factors(x, ds, true, s, 2, A0, G0));
+    SYNCFAC_REQUIRE_OK(
+      cpu::dense_factors(x, ds, true, s, 2, A, G, A_rows, G_rows));
+    auto what = std::to_string(examples) + " examples";
+    BOOST_CHECK(G == G0);
+    BOOST_CHECK(G_rows.x.empty());
+    if (examples < 41) {
+      BOOST_CHECK(A.empty());
+      BOOST_REQUIRE(A_rows.x.shape() == (tensor_shape{examples, 41}));
+      BOOST_CHECK_EQUAL(A_rows.scale, 1.0 / static_cast<double>(examples));
+      check_close(gram_of(A_rows), A0, 1e-6, 1e-5, "A from rows, " + what);
+    } else {
+      BOOST_CHECK(A == A0);
+      BOOST_CHECK(A_rows.x.empty());
+    }
+  }
+  // A narrow G: 3 examples of 8 outputs.
+  auto x = random_tensor({3, 2}, rng);
+  auto ds = random_tensor({3, 8}, rng, -1.0f / 3, 1.0f / 3);
+  tensor A0, G0, A, G;
+  cpu::gram_rows A_rows, G_rows;
+  SYNCFAC_REQUIRE_OK(cpu::dense_factors(x, ds, true, {}, 1, A0, G0));
+  SYNCFAC_REQUIRE_OK(
+    cpu::dense_factors(x, ds, true, {}, 1, A, G, A_rows, G_rows));
+  BOOST_CHECK(A == A0);
+  BOOST_CHECK(G.empty());
+  BOOST_REQUIRE(G_rows.x.shape() == (tensor_shape{3, 8}));
+  BOOST_CHECK_EQUAL(G_rows.scale, 9.0 / 3.0);
+  check_close(gram_of(G_rows), G0, 1e-6, 1e-5, "G from rows");
+}
+
+BOOST_AUTO_TEST_CASE(conv_rows_are_the_sampled_patches) {
+  std::mt19937 rng(12);
+  // 5x5x3 kernel: patches of 76 with the 1; 2 examples x 4 locations.
+  auto d = make_conv_data({3, 8, 8, 3, 5, 5, 4, 1, 1, padding::same}, rng);
+  factor_sampling s;
+  s.max_examples = 2;
+  s.max_locations = 4;
+  s.seed = 9;
+  tensor A0, G0, A, G;
+  cpu::gram_rows A_rows, G_rows;
+  SYNCFAC_REQUIRE_OK(cpu::conv_factors(d.g, d.x, d.ds, true, s, 2, A0, G0));
+  SYNCFAC_REQUIRE_OK(
+    cpu::conv_factors(d.g, d.x, d.ds, true, s, 2, A, G, A_rows, G_rows));
+  BOOST_CHECK(A.empty());
+  BOOST_REQUIRE(A_rows.x.shape() == (tensor_shape{8, 76}));
+  BOOST_CHECK_EQUAL(A_rows.scale, 1.0 / 8.0);
+  check_close(gram_of(A_rows), A0, 1e-6, 1e-5, "conv A from rows");
+  // Rows of the reference patches, the 1 last.
+  auto ref = ref_conv(d.g, d.x, d.ds, true, cpu::sampled_rows(s, 3, 64));
+  for (int64_t r = 0; r < 8; ++r)
+    for (int64_t c = 0; c < 76; ++c)
+      BOOST_REQUIRE_EQUAL(A_rows.x[r * 76 + c],
+                          static_cast<float>(ref.a_rows[r][c]));
+  // G (4 wide, 8 rows) stays a matrix, bit-identical.
+  BOOST_CHECK(G == G0);
+  BOOST_CHECK(G_rows.x.empty());
+}
+
+BOOST_AUTO_TEST_CASE(fold_rows_matches_brute_force) {
+  std::mt19937 rng(13);
+  cpu::gram_rows r1{random_tensor({3, 5}, rng), 0.5};
+  cpu::gram_rows r2{random_tensor({4, 5}, rng), 2.0};
+  auto start = random_tensor({5, 5}, rng);
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < i; ++j)
+      start[j * 5 + i] = start[i * 5 + j];
+  auto raw = start;
+  SYNCFAC_REQUIRE_OK(cpu::fold_rows(raw, 0.9, {r1, r2}, {0.25, 0.125}));
+  auto g1 = gram_of(r1);
+  auto g2 = gram_of(r2);
+  tensor want({5, 5});
+  for (int64_t k = 0; k < 25; ++k)
+    want[k] = static_cast<float>(0.9 * start[k] + 0.25 * g1[k]
+                                 + 0.125 * g2[k]);
+  check_close(raw, want, 1e-6, 1e-5, "folded rows");
+  check_symmetric(raw, "folded rows");
+  // An empty matrix starts at zeros; no rows only scales.
+  tensor fresh;
+  SYNCFAC_REQUIRE_OK(cpu::fold_rows(fresh, 0.3, {r1}, {1.0}));
+  check_close(fresh, g1, 1e-6, 1e-5, "from zeros");
+  auto scaled = start;
+  SYNCFAC_REQUIRE_OK(cpu::fold_rows(scaled, 0.5, {}, {}));
+  for (int64_t k = 0; k < 25; ++k)
+    BOOST_CHECK_EQUAL(scaled[k], 0.5f * start[k]);
+}
+
+BOOST_AUTO_TEST_CASE(fold_rows_refuses_bad_input_and_changes_nothing) {
+  std::mt19937 rng(14);
+  auto raw = random_tensor({4, 4}, rng);
+  auto before = raw;
+  cpu::gram_rows good{random_tensor({2, 4}, rng), 1.0};
+  cpu::gram_rows wide{random_tensor({2, 5}, rng), 1.0};
+  check_error(cpu::fold_rows(raw, 1.0, {good, wide}, {1.0, 1.0}),
+              ec::shape_mismatch, {"[2, 5]", "[4, 4]", "block 1"});
+  check_error(cpu::fold_rows(raw, 1.0, {good}, {}), ec::invalid_argument,
+              {"1 blocks", "0 weights"});
+  check_error(cpu::fold_rows(raw, 1.0, {good}, {-1.0}),
+              ec::invalid_argument, {"block 0"});
+  check_error(cpu::fold_rows(raw, std::nan(""), {good}, {1.0}),
+              ec::invalid_argument, {"beta"});
+  BOOST_CHECK(raw == before);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
