@@ -1,5 +1,6 @@
 #include "actors/covariance.hpp"
 
+#include <cmath>
 #include <utility>
 
 #include "actors/kfac_role_checks.hpp"
@@ -40,8 +41,11 @@ caf::error bad_config(int32_t index, const std::string& what) {
 
 void init_state(covariance_state& st, covariance_config cfg) {
   st.status.index = cfg.index;
-  for (const auto& l : cfg.layers)
-    st.layers.push_back(covariance_layer{l, {}, {}, 0.0f});
+  for (const auto& l : cfg.layers) {
+    covariance_layer layer;
+    layer.info = l;
+    st.layers.push_back(std::move(layer));
+  }
   for (const auto& handle : cfg.inverses)
     st.peers.push_back(inverse_peer{handle, {}, false, false});
   for (size_t i = 0; i < cfg.layers.size(); ++i)
@@ -56,6 +60,26 @@ size_t find_layer(const covariance_state& st, const std::string& name) {
     if (st.layers[i].info.name == name)
       return i;
   return no_layer;
+}
+
+/// What is wrong with one factor of an update (empty: nothing): it comes
+/// as the matrix [dim, dim] or as rows [m >= 1, dim] with a positive
+/// scale, never both.
+std::string factor_problem(const std::string& name, const tensor& matrix,
+                           const cpu::gram_rows& rows, int64_t dim) {
+  if (rows.x.empty())
+    return is_square(matrix, dim) ? std::string{}
+                                  : name + " must be " + square_shape(dim)
+                                      + ", got " + matrix.shape_string();
+  if (!matrix.empty())
+    return name + " comes both as a matrix and as rows";
+  if (rows.x.rank() != 2 || rows.x.dim(1) != dim)
+    return name + " rows must be [m, " + std::to_string(dim) + "], got "
+           + rows.x.shape_string();
+  if (!(std::isfinite(rows.scale) && rows.scale > 0.0))
+    return name + " rows' scale must be positive and finite, got "
+           + std::to_string(rows.scale);
+  return {};
 }
 
 /// Checks a whole update before anything changes: one bad layer refuses
@@ -83,15 +107,14 @@ caf::error check_update(const covariance_state& st, const stats_update& u) {
                                     + " appears twice");
     seen[i] = true;
     const auto& info = st.layers[i].info;
-    if (!is_square(ls.a, info.a_dim))
-      return bad(ec::bad_message, "layer " + quoted(ls.layer) + ": A must be "
-                                    + square_shape(info.a_dim) + ", got "
-                                    + ls.a.shape_string());
-    if (!is_square(ls.g, info.g_dim))
-      return bad(ec::bad_message, "layer " + quoted(ls.layer) + ": G must be "
-                                    + square_shape(info.g_dim) + ", got "
-                                    + ls.g.shape_string());
-    if (!ls.a.all_finite() || !ls.g.all_finite())
+    for (const auto& problem :
+         {factor_problem("A", ls.a, ls.a_rows, info.a_dim),
+          factor_problem("G", ls.g, ls.g_rows, info.g_dim)})
+      if (!problem.empty())
+        return bad(ec::bad_message, "layer " + quoted(ls.layer) + ": "
+                                      + problem);
+    if (!ls.a.all_finite() || !ls.g.all_finite() || !ls.a_rows.x.all_finite()
+        || !ls.g_rows.x.all_finite())
       return bad(ec::non_finite, "layer " + quoted(ls.layer)
                                    + ": A or G holds NaN or Inf");
   }
@@ -115,38 +138,93 @@ void blend(tensor& mean, const tensor& x, float w) {
     mean[k] += (x[k] - mean[k]) * w;
 }
 
+/// Adds one factor of a checked contribution of `examples` examples.
+void add_factor(pending_factor& p, const tensor& matrix,
+                const cpu::gram_rows& rows, int64_t examples) {
+  if (!rows.x.empty()) {
+    p.rows.push_back(rows);
+    p.row_examples.push_back(examples);
+    return;
+  }
+  p.mean_examples += examples;
+  if (p.mean.empty())
+    p.mean = matrix;
+  else
+    blend(p.mean, matrix,
+          static_cast<float>(static_cast<double>(examples)
+                             / static_cast<double>(p.mean_examples)));
+}
+
 /// Adds a checked update of the pending step.
 void add_contribution(covariance_state& st, const stats_update& u) {
   auto& p = *st.pending;
   p.examples += u.examples;
   ++p.contributions;
-  auto w = static_cast<float>(static_cast<double>(u.examples)
-                              / static_cast<double>(p.examples));
   for (const auto& ls : u.layers) {
     auto i = find_layer(st, ls.layer);
-    if (p.a_mean[i].empty()) {
-      p.a_mean[i] = ls.a;
-      p.g_mean[i] = ls.g;
-    } else {
-      blend(p.a_mean[i], ls.a, w);
-      blend(p.g_mean[i], ls.g, w);
-    }
+    add_factor(p.a[i], ls.a, ls.a_rows, u.examples);
+    add_factor(p.g[i], ls.g, ls.g_rows, u.examples);
   }
 }
 
 void start_pending(covariance_state& st, int64_t step) {
   st.pending = pending_step{step, 0, 0, {}, {}};
-  st.pending->a_mean.resize(st.layers.size());
-  st.pending->g_mean.resize(st.layers.size());
+  st.pending->a.resize(st.layers.size());
+  st.pending->g.resize(st.layers.size());
 }
 
 // -- folding -----------------------------------------------------------------
 
-/// One EMA update of every layer with the step's means; nothing changes on
-/// an error.
-caf::error fold(covariance_state& st, const pending_step& p) {
+/// Folds a factor's waiting rows into its matrix.
+caf::error fold_now(tensor& raw, deferred_rows& d) {
+  if (d.rows.empty() && d.raw_scale == 1.0)
+    return caf::none;
+  if (auto err = cpu::fold_rows(raw, d.raw_scale, d.rows, d.weights))
+    return err;
+  d = deferred_rows{};
+  return caf::none;
+}
+
+/// One EMA update of a factor with the step's contributions (`examples`
+/// in all): raw ← decay · raw + (1 - decay) · mean, as cpu::ema_update,
+/// for those that came as matrices; those that came as rows wait (see
+/// deferred_rows) until they hold `dim` rows.
+caf::error fold_factor(tensor& raw, deferred_rows& d, pending_factor& p,
+                       int64_t examples, float decay, int64_t dim) {
+  const float rest = 1.0f - decay;
+  for (auto& w : d.weights)
+    w *= decay;
+  d.raw_scale *= decay;
+  if (!p.mean.empty()) {
+    auto beta = static_cast<float>(d.raw_scale);
+    auto share = p.mean_examples == examples
+                   ? rest
+                   : static_cast<float>(
+                       double{rest} * static_cast<double>(p.mean_examples)
+                       / static_cast<double>(examples));
+    if (raw.empty())
+      raw = tensor(p.mean.shape()); // the zero start
+    for (int64_t k = 0; k < raw.size(); ++k)
+      raw[k] = beta * raw[k] + share * p.mean[k];
+    d.raw_scale = 1.0;
+  }
+  for (size_t j = 0; j < p.rows.size(); ++j) {
+    d.weights.push_back(double{rest}
+                        * static_cast<double>(p.row_examples[j])
+                        / static_cast<double>(examples));
+    d.count += p.rows[j].x.dim(0);
+    d.rows.push_back(std::move(p.rows[j]));
+  }
+  // More rows than columns would outgrow the matrix.
+  return d.count >= dim ? fold_now(raw, d) : caf::none;
+}
+
+/// One EMA update of every layer with the step's contributions; a mean
+/// that is not finite drops the step before anything changes (later
+/// errors mean a bug: shapes are checked when updates arrive).
+caf::error fold(covariance_state& st, pending_step& p) {
   for (size_t i = 0; i < st.layers.size(); ++i)
-    if (!p.a_mean[i].all_finite() || !p.g_mean[i].all_finite())
+    if (!p.a[i].mean.all_finite() || !p.g[i].mean.all_finite())
       return make_error(ec::non_finite,
                         actor_name(st.cfg.index) + ": the mean statistics of "
                           + "step " + std::to_string(p.step) + " for layer "
@@ -155,16 +233,16 @@ caf::error fold(covariance_state& st, const pending_step& p) {
   const float decay = st.cfg.kfac.cov_ema_decay;
   for (size_t i = 0; i < st.layers.size(); ++i) {
     auto& l = st.layers[i];
-    // A and G share one weight: each update gets its own copy to advance.
-    float a_weight = l.weight;
-    float g_weight = l.weight;
-    if (auto err = cpu::ema_update(l.a_raw, a_weight, p.a_mean[i], decay))
+    if (auto err = fold_factor(l.a_raw, l.a_deferred, p.a[i], p.examples,
+                               decay, l.info.a_dim))
       return with_context(err, actor_name(st.cfg.index) + ", layer "
                                  + quoted(l.info.name));
-    if (auto err = cpu::ema_update(l.g_raw, g_weight, p.g_mean[i], decay))
+    if (auto err = fold_factor(l.g_raw, l.g_deferred, p.g[i], p.examples,
+                               decay, l.info.g_dim))
       return with_context(err, actor_name(st.cfg.index) + ", layer "
                                  + quoted(l.info.name));
-    l.weight = a_weight;
+    // A and G share one weight (as cpu::ema_update advances it).
+    l.weight = decay * l.weight + (1.0f - decay);
   }
   return caf::none;
 }
@@ -217,6 +295,10 @@ void hand_off(self_ptr self, size_t k) {
     return;
   }
   peer.due = false;
+  if (auto err = fold_deferred(st)) {
+    note_send_failure(st, k, err);
+    return;
+  }
   auto set = make_factor_set(st, peer);
   if (!set) {
     note_send_failure(st, k, set.error());
@@ -279,6 +361,18 @@ caf::result<stats_ack> on_stats(self_ptr self, const stats_update& u) {
 
 // -- config and behaviour ----------------------------------------------------
 
+caf::error fold_deferred(covariance_state& st) {
+  for (auto& l : st.layers) {
+    auto err = fold_now(l.a_raw, l.a_deferred);
+    if (!err)
+      err = fold_now(l.g_raw, l.g_deferred);
+    if (err)
+      return with_context(err, actor_name(st.cfg.index) + ", layer "
+                                 + quoted(l.info.name));
+  }
+  return caf::none;
+}
+
 caf::error covariance_config::validate() const {
   if (index < 0)
     return bad_config(index, "index must be >= 0");
@@ -311,12 +405,20 @@ covariance_actor::behavior_type covariance_role(self_ptr self,
     [=](stats_atom, const stats_update& u) -> caf::result<stats_ack> {
       return on_stats(self, u);
     },
-    [=](checkpoint_atom) -> covariance_snapshot {
+    [=](checkpoint_atom) -> caf::result<covariance_snapshot> {
+      // A snapshot saves the matrices: the rows waiting go in first.
+      if (auto err = fold_deferred(self->state))
+        return err;
       return take_snapshot(self->state);
     },
     [=](restore_atom, covariance_snapshot& snap) -> caf::result<caf::ok_atom> {
       if (auto err = restore_snapshot(self->state, std::move(snap)))
         return err;
+      // The restored matrices are the whole average: no rows wait.
+      for (auto& l : self->state.layers) {
+        l.a_deferred = deferred_rows{};
+        l.g_deferred = deferred_rows{};
+      }
       return caf::ok_atom::value;
     },
     [=](status_atom) -> covariance_status {

@@ -64,23 +64,54 @@ struct covariance_config {
   caf::error validate() const;
 };
 
+/// Rows (cpu::gram_rows) of steps folded into a factor's average but not
+/// yet into its matrix. The EMA is linear: k folds whose statistics came
+/// as rows X_j are
+///   raw ← decay^k · raw + Σ_j decay^(k-j) · (1 - decay) · w_j · X_jᵀX_j
+/// (w_j: the step's example share, times the rows' scale), so they go into
+/// the matrix in one pass when a hand-off needs it, or once they hold as
+/// many rows as the factor has columns, instead of one pass per step.
+struct deferred_rows {
+  /// What raw is still to be multiplied by (decay^k).
+  double raw_scale = 1;
+  std::vector<cpu::gram_rows> rows;
+  /// Per block: decay^(k-j) · (1 - decay) · w_j.
+  std::vector<double> weights;
+  /// Rows in all blocks.
+  int64_t count = 0;
+};
+
 /// The EMA of one layer's factors.
 struct covariance_layer {
   kfac_layer info;
   /// Zero-start EMA numerators (cpu::ema_update) and their common weight.
+  /// The weight is always current; a_raw and g_raw only after
+  /// fold_deferred (rows may wait in a_deferred and g_deferred). Whoever
+  /// sets a_raw and g_raw (a restore) must clear the deferred rows.
   tensor a_raw;
   tensor g_raw;
   float weight = 0;
+  deferred_rows a_deferred;
+  deferred_rows g_deferred;
 };
 
-/// Contributions of the step not folded yet: per layer the example-
-/// weighted means of A and G so far.
+/// One factor's contributions to the step not folded yet: the example-
+/// weighted mean of those that came as matrices (and their examples), and
+/// those that came as rows (with theirs).
+struct pending_factor {
+  tensor mean;
+  int64_t mean_examples = 0;
+  std::vector<cpu::gram_rows> rows;
+  std::vector<int64_t> row_examples;
+};
+
+/// Contributions of the step not folded yet, per layer.
 struct pending_step {
   int64_t step = 0;
   int64_t examples = 0;
   int32_t contributions = 0;
-  std::vector<tensor> a_mean;
-  std::vector<tensor> g_mean;
+  std::vector<pending_factor> a;
+  std::vector<pending_factor> g;
 };
 
 /// One inverse actor as seen from here.
@@ -105,6 +136,13 @@ struct covariance_state {
   std::vector<inverse_peer> peers;
   covariance_status status;
 };
+
+/// Folds the rows waiting in every layer into a_raw and g_raw: afterwards
+/// a_raw / weight and g_raw / weight are the averages of every step up to
+/// last_folded (what a hand-off sends and a snapshot must save). An error
+/// names the layer; shapes are checked when updates arrive, so it means a
+/// bug.
+caf::error fold_deferred(covariance_state& st);
 
 covariance_actor::behavior_type
 covariance_role(covariance_actor::stateful_pointer<covariance_state> self,

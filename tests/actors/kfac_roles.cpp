@@ -483,6 +483,163 @@ BOOST_AUTO_TEST_CASE(malformed_updates_are_refused_and_change_nothing) {
   require_close(sets[0].layers[1].a, identity(4), "A of fc1");
 }
 
+// -- covariance: statistics as rows ------------------------------------------
+
+namespace {
+
+/// m rows of width w with values from k (no two alike).
+cpu::gram_rows rows_of(int64_t m, int64_t w, float k, double scale) {
+  tensor x({m, w});
+  for (int64_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(k * 1.7f + static_cast<float>(i) * 0.61f);
+  return cpu::gram_rows{std::move(x), scale};
+}
+
+/// scale · xᵀx in double.
+std::vector<double> gram(const cpu::gram_rows& r) {
+  auto m = r.x.dim(0);
+  auto w = r.x.dim(1);
+  std::vector<double> out(static_cast<size_t>(w * w), 0.0);
+  for (int64_t i = 0; i < w; ++i)
+    for (int64_t j = 0; j < w; ++j)
+      for (int64_t k = 0; k < m; ++k)
+        out[static_cast<size_t>(i * w + j)]
+          += r.scale * r.x[k * w + i] * r.x[k * w + j];
+  return out;
+}
+
+std::vector<double> as_doubles(const tensor& t) {
+  return {t.values().begin(), t.values().end()};
+}
+
+tensor as_tensor(const std::vector<double>& v, int64_t w, double divisor) {
+  tensor out({w, w});
+  for (int64_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<float>(v[static_cast<size_t>(i)] / divisor);
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(rows_are_folded_as_the_matrices_they_stand_for) {
+  // fc: a_dim 6, g_dim 2. Two workers per step: worker 0 sends A as 2 rows
+  // (3 blocks outgrow the 6 columns and fold early), worker 1 alternates
+  // rows and a matrix; G comes as one row from worker 1 in odd steps.
+  auto fc = dense_layer("fc", 5, 2);
+  const float decay = 0.8f;
+  auto log = std::make_shared<mock_log>();
+  auto m = mock(log);
+  auto cov = covariance({fc}, {m}, settings(5, decay), 2);
+  std::vector<double> a_raw(36, 0.0), g_raw(4, 0.0);
+  double weight = 0.0;
+  for (int64_t step = 0; step < 5; ++step) {
+    auto k = static_cast<float>(step);
+    layer_stats w0{fc.name, {}, g_stat(k), rows_of(2, 6, k, 0.5), {}};
+    layer_stats w1{fc.name, {}, {}, {}, {}};
+    if (step % 2 == 0) {
+      w1.a = as_tensor(gram(rows_of(4, 6, k + 0.5f, 0.25)), 6, 1.0);
+      w1.g = g_stat(k + 1.0f);
+    } else {
+      w1.a_rows = rows_of(3, 6, k + 0.5f, 1.0 / 3.0);
+      w1.g_rows = rows_of(1, 2, k, 2.0);
+    }
+    // The step's mean, by examples (3 and 1), in double.
+    auto a0 = gram(w0.a_rows);
+    auto a1 = w1.a.empty() ? gram(w1.a_rows) : as_doubles(w1.a);
+    auto g0 = as_doubles(w0.g);
+    auto g1 = w1.g.empty() ? gram(w1.g_rows) : as_doubles(w1.g);
+    for (size_t i = 0; i < a_raw.size(); ++i)
+      a_raw[i] = decay * a_raw[i] + (1.0 - decay) * (0.75 * a0[i] + 0.25 * a1[i]);
+    for (size_t i = 0; i < g_raw.size(); ++i)
+      g_raw[i] = decay * g_raw[i] + (1.0 - decay) * (0.75 * g0[i] + 0.25 * g1[i]);
+    weight = decay * weight + (1.0 - decay);
+    BOOST_TEST(send(cov, update(step, 3, {w0}, 0)).accepted);
+    BOOST_TEST(send(cov, update(step, 1, {w1}, 1)).accepted);
+  }
+  auto sets = received(m, log);
+  BOOST_REQUIRE_EQUAL(sets.size(), 1u);
+  BOOST_TEST(sets[0].step == 4);
+  BOOST_REQUIRE_EQUAL(sets[0].layers.size(), 1u);
+  require_close(sets[0].layers[0].a, as_tensor(a_raw, 6, weight),
+                "A after 5 steps of rows and matrices");
+  require_close(sets[0].layers[0].g, as_tensor(g_raw, 2, weight),
+                "G after 5 steps of rows and matrices");
+  const auto& a = sets[0].layers[0].a;
+  for (int64_t i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < i; ++j)
+      BOOST_TEST(a[i * 6 + j] == a[j * 6 + i]);
+  BOOST_TEST(status(cov).cov_updates == 5);
+}
+
+BOOST_AUTO_TEST_CASE(malformed_rows_are_refused_and_change_nothing) {
+  auto log = std::make_shared<mock_log>();
+  auto m = mock(log);
+  auto cov = covariance({fc0()}, {m}, settings(1));
+  auto with = [](tensor a, tensor g, cpu::gram_rows a_rows,
+                 cpu::gram_rows g_rows) {
+    return update(0, 2, {layer_stats{"fc0", std::move(a), std::move(g),
+                                     std::move(a_rows), std::move(g_rows)}});
+  };
+  auto nan_rows = rows_of(2, 3, 1.0f, 0.5);
+  nan_rows.x[4] = std::numeric_limits<float>::infinity();
+  struct bad_case {
+    stats_update u;
+    ec code;
+    std::string needle;
+  };
+  std::vector<bad_case> cases{
+    {with({}, g_stat(), rows_of(2, 4, 1.0f, 0.5), {}), ec::bad_message,
+     "A rows must be [m, 3], got [2, 4]"},
+    {with(a_stat(), g_stat(), rows_of(2, 3, 1.0f, 0.5), {}),
+     ec::bad_message, "A comes both as a matrix and as rows"},
+    {with({}, g_stat(), rows_of(2, 3, 1.0f, 0.0), {}), ec::bad_message,
+     "A rows' scale must be positive"},
+    {with(a_stat(), {}, {}, rows_of(1, 2, 1.0f, -1.0)), ec::bad_message,
+     "G rows' scale must be positive"},
+    {with({}, g_stat(), nan_rows, {}), ec::non_finite, "layer 'fc0'"},
+  };
+  for (const auto& c : cases) {
+    auto msg = failure(ask<stats_ack>(cov, stats_atom::value, c.u), c.code);
+    BOOST_TEST(contains(msg, c.needle), msg);
+  }
+  auto st = status(cov);
+  BOOST_TEST(st.refused == static_cast<int64_t>(cases.size()));
+  BOOST_TEST(st.cov_updates == 0);
+  BOOST_TEST(received(m, log).empty());
+}
+
+BOOST_AUTO_TEST_CASE(fold_deferred_brings_the_matrices_up_to_date) {
+  covariance_state st;
+  covariance_layer l;
+  l.info = fc0();
+  l.a_raw = a_stat(1.0f);
+  l.g_raw = g_stat(1.0f);
+  l.weight = 0.36f;
+  auto r = rows_of(2, 3, 2.0f, 0.5);
+  l.a_deferred.raw_scale = 0.8;
+  l.a_deferred.rows = {r};
+  l.a_deferred.weights = {0.2};
+  l.a_deferred.count = 2;
+  st.layers.push_back(l);
+  auto err = fold_deferred(st);
+  BOOST_REQUIRE_MESSAGE(!err, render(err));
+  const auto& got = st.layers[0];
+  auto g = gram(r);
+  tensor want({3, 3});
+  for (int64_t i = 0; i < 9; ++i)
+    want[i] = static_cast<float>(0.8 * a_stat(1.0f)[i] + 0.2 * g[i]);
+  require_close(got.a_raw, want, "A after fold_deferred");
+  BOOST_TEST(got.g_raw == g_stat(1.0f)); // nothing waited: untouched
+  BOOST_TEST(got.weight == 0.36f);
+  BOOST_TEST(got.a_deferred.rows.empty());
+  BOOST_TEST(got.a_deferred.raw_scale == 1.0);
+  BOOST_TEST(got.a_deferred.count == 0);
+  // Again: nothing left to fold.
+  auto before = got.a_raw;
+  BOOST_REQUIRE(!fold_deferred(st));
+  BOOST_TEST(st.layers[0].a_raw == before);
+}
+
 // -- covariance: hand-offs ---------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(hand_offs_coalesce_while_one_is_in_flight) {
