@@ -79,7 +79,8 @@ statistics_of(self_ptr self, const batch& b, const stats_request& req,
                 ? std::min(sampling.max_examples, total) : total;
   examples = used;
   if (req.fisher == fisher_type::empirical && after_gradients)
-    return layer_statistics(m.kfac_layers(), sampling, st.dev->threads());
+    return layer_statistics(m.kfac_layers(), sampling, st.dev->threads(),
+                            req.rows);
   // A replica of its own for the statistics pass: its activations keep
   // the statistics batch's size, where running the smaller batch through
   // the main replica would reallocate every activation twice per step.
@@ -111,7 +112,8 @@ statistics_of(self_ptr self, const batch& b, const stats_request& req,
       return err;
   }
   sampling.max_examples = 0;
-  return layer_statistics(sm.kfac_layers(), sampling, st.dev->threads());
+  return layer_statistics(sm.kfac_layers(), sampling, st.dev->threads(),
+                          req.rows);
 }
 
 /// One step of the seeds' single-machine K-FAC: gradients of the batch,

@@ -152,6 +152,8 @@ caf::expected<split_plan> plan_split(self_ptr self, const batch& b,
 stats_request tower_request(const stats_request& req, int64_t total,
                             int64_t towers, int64_t k, bool& skip) {
   auto out = req;
+  // Matrices from every tower: combine_stats averages matrices.
+  out.rows = false;
   skip = false;
   auto m = req.sampling.max_examples;
   if (m > 0 && m < total) {

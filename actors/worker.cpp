@@ -545,6 +545,11 @@ worker_actor::behavior_type worker(self_ptr self, worker_config cfg) {
   st.batches = batcher{*st.cfg.data, st.cfg.batch_size, st.cfg.seed,
                        st.cfg.index, st.cfg.num_workers};
   st.stats_in_flight.assign(st.cfg.covariance.size(), false);
+  // The statistics go to covariance actors, which take a factor with fewer
+  // rows than columns as its rows: far less to compute, send, check and
+  // fold than the matrix (the ConvNet's dense A: 16 x 785 against 785²).
+  if (st.cfg.stats)
+    st.cfg.stats->rows = true;
   // Linked: a worker that fails takes the run down with its reason instead
   // of leaving the chief to time out, and a failed chief stops the worker.
   // A statistics worker takes no tokens and outlives nothing: it is not

@@ -158,6 +158,13 @@ kfac_preconditioner::update_factors(const std::vector<layer_stats>& stats) {
   // exactly these), then update in place without copying the factors.
   for (size_t i = 0; i < layers_.size(); ++i) {
     const auto& l = layers_[i];
+    // Rows are for covariance actors (stats_request::rows); this folds
+    // every step's matrices.
+    if (!stats[i].a_rows.x.empty() || !stats[i].g_rows.x.empty())
+      return make_error(ec::invalid_argument,
+                        "kfac: statistics of layer '" + l.name
+                          + "' come as rows, not as the matrices folded "
+                            "here");
     for (auto [stat, raw, what] :
          {std::tuple{&stats[i].a, &l.a_raw, "A"},
           std::tuple{&stats[i].g, &l.g_raw, "G"}}) {

@@ -30,14 +30,22 @@ int64_t factor_width(const kfac_view& v) {
 }
 
 caf::error one_layer(const kfac_view& v, const cpu::factor_sampling& s,
-                     int threads, layer_stats& st) {
+                     int threads, bool rows, layer_stats& st) {
   st.layer = v.layer;
-  auto err = v.kind == layer_kind::conv2d
-               ? cpu::conv_factors(v.geometry, *v.input,
-                                   *v.preactivation_grad, true, s, threads,
-                                   st.a, st.g)
-               : cpu::dense_factors(*v.input, *v.preactivation_grad, true, s,
-                                    threads, st.a, st.g);
+  caf::error err;
+  if (rows)
+    err = v.kind == layer_kind::conv2d
+            ? cpu::conv_factors(v.geometry, *v.input, *v.preactivation_grad,
+                                true, s, threads, st.a, st.g, st.a_rows,
+                                st.g_rows)
+            : cpu::dense_factors(*v.input, *v.preactivation_grad, true, s,
+                                 threads, st.a, st.g, st.a_rows, st.g_rows);
+  else
+    err = v.kind == layer_kind::conv2d
+            ? cpu::conv_factors(v.geometry, *v.input, *v.preactivation_grad,
+                                true, s, threads, st.a, st.g)
+            : cpu::dense_factors(*v.input, *v.preactivation_grad, true, s,
+                                 threads, st.a, st.g);
   if (err)
     return with_context(err, "kfac: statistics of layer '" + v.layer + "'");
   return caf::none;
@@ -47,7 +55,7 @@ caf::error one_layer(const kfac_view& v, const cpu::factor_sampling& s,
 
 caf::expected<std::vector<layer_stats>>
 layer_statistics(const std::vector<kfac_view>& views,
-                 const cpu::factor_sampling& s, int threads) {
+                 const cpu::factor_sampling& s, int threads, bool rows) {
   for (const auto& v : views)
     if (v.input == nullptr || v.preactivation_grad == nullptr)
       return make_error(ec::invalid_argument,
@@ -62,7 +70,7 @@ layer_statistics(const std::vector<kfac_view>& views,
     few = few && factor_rows(v, s) <= cpu::few_factor_rows;
   if (!few) {
     for (size_t i = 0; i < views.size(); ++i)
-      if (auto err = one_layer(views[i], s, threads, result[i]))
+      if (auto err = one_layer(views[i], s, threads, rows, result[i]))
         return err;
     return result;
   }
@@ -76,7 +84,7 @@ layer_statistics(const std::vector<kfac_view>& views,
   cpu::parallel_for(threads, static_cast<int64_t>(order.size()),
                     [&](int64_t k, int) {
                       auto i = order[static_cast<size_t>(k)];
-                      errors[i] = one_layer(views[i], s, 1, result[i]);
+                      errors[i] = one_layer(views[i], s, 1, rows, result[i]);
                     });
   for (auto& err : errors)
     if (err)
