@@ -41,8 +41,11 @@ struct device_state {
 
   std::shared_ptr<backend> dev;
   std::unique_ptr<model> replica;
-  /// The K-FAC statistics pass runs here (at the replica's parameters).
+  /// The K-FAC statistics pass runs here (at the replica's parameters);
+  /// one of few examples on stats_dev: for a CPU device one thread of its
+  /// own, otherwise dev itself.
   std::unique_ptr<model> stats_replica;
+  std::shared_ptr<backend> stats_dev;
   std::optional<optimizer> local_optimizer;
   /// K-FAC's factors and inverses for train_atom with optimizer kfac.
   std::optional<kfac_preconditioner> kfac;
