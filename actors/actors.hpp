@@ -119,6 +119,9 @@ using chief_actor = caf::typed_actor<
   // checkpoints (in a cluster they are known only once connected).
   caf::replies_to<run_atom, std::vector<covariance_actor>>::with<
     sync_summary>,
+  // A worker task that (re)started while the run goes on: the global
+  // step and its last reported data position to resume from.
+  caf::replies_to<run_atom, int32_t>::with<resume_point>,
   // Its own timer: write the checkpoint of this step even though some
   // worker has not reported its data position yet.
   caf::reacts_to<checkpoint_atom, int64_t>,

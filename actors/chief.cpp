@@ -17,6 +17,7 @@ void grant_waiting(self_ptr self) {
   auto& st = self->state;
   while (!st.waiting.empty() && (st.finished || !st.tokens.empty())) {
     token_grant grant;
+    auto& req = st.waiting.front();
     if (st.finished) {
       grant.stop = true;
       grant.global_step = st.global_step;
@@ -24,10 +25,47 @@ void grant_waiting(self_ptr self) {
       grant.global_step = st.tokens.front();
       st.tokens.pop_front();
       ++st.tokens_granted;
+      st.workers[static_cast<size_t>(req.worker)].granted_step
+        = grant.global_step;
     }
-    st.waiting.front().deliver(grant);
+    req.promise.deliver(grant);
     st.waiting.pop_front();
   }
+}
+
+void note(self_ptr self, const std::string& line) {
+  if (self->state.cfg.on_event)
+    self->state.cfg.on_event(line);
+}
+
+/// A worker's process or node went away: its waiting requests go, and a
+/// token it held for the current step goes back to the queue (the step
+/// still needs R gradients; whoever comes next may take it).
+void lose_worker(self_ptr self, const caf::actor_addr& who) {
+  auto& st = self->state;
+  auto i = std::find_if(st.workers.begin(), st.workers.end(),
+                        [&](const worker_record& w) { return w.actor == who; });
+  if (i == st.workers.end()) {
+    note(self, "chief: a worker went away before its first report");
+    return;
+  }
+  auto index = static_cast<int32_t>(i - st.workers.begin());
+  ++i->losses;
+  i->actor = caf::actor_addr{};
+  st.waiting.erase(std::remove_if(st.waiting.begin(), st.waiting.end(),
+                                  [&](const token_request& r) {
+                                    return r.sender == who;
+                                  }),
+                   st.waiting.end());
+  bool regrant = !st.finished && i->granted_step == st.global_step;
+  if (regrant)
+    st.tokens.push_front(st.global_step);
+  i->granted_step = -1;
+  note(self, "chief: worker " + std::to_string(index)
+               + " lost at global step " + std::to_string(st.global_step)
+               + (regrant ? " (its token goes back to the queue)" : "")
+               + "; the run goes on and it may rejoin");
+  grant_waiting(self);
 }
 
 void put_tokens(self_ptr self, int64_t count) {
@@ -68,6 +106,10 @@ void deliver_summary(self_ptr self) {
         summary.refused_pushes += s.refused_pushes;
       }
       summary.shards = std::move(statuses);
+      for (const auto& w : st.workers) {
+        summary.worker_losses += w.losses;
+        summary.worker_rejoins += w.rejoins;
+      }
       summary.checkpoints_written = st.checkpoints_written;
       summary.last_checkpoint = st.last_checkpoint;
       summary.checkpoint_errors = st.checkpoint_errors;
@@ -159,8 +201,6 @@ void try_write_checkpoint(self_ptr self) {
 
 void record_position(self_ptr self, const worker_report& rep) {
   auto& st = self->state;
-  if (!st.cfg.checkpointer)
-    return;
   auto& q = st.positions[static_cast<size_t>(rep.worker)];
   q.push_back(worker_position{rep.worker, rep.local_step, rep.data});
   while (q.size() > 4)
@@ -287,6 +327,18 @@ caf::error check_report(self_ptr self, const worker_report& rep) {
   return caf::none;
 }
 
+/// Which workers are lost and have not come back, for a step that waited
+/// in vain.
+std::string lost_workers(const chief_state& st) {
+  std::string out;
+  for (size_t i = 0; i < st.workers.size(); ++i)
+    if (st.workers[i].losses > 0 && !st.workers[i].actor)
+      out += (out.empty() ? "" : ", ") + std::to_string(i);
+  if (out.empty())
+    return "are enough workers alive?";
+  return "worker(s) " + out + " lost and not back";
+}
+
 void run_round(self_ptr self) {
   auto& st = self->state;
   if (st.global_step >= st.cfg.steps) {
@@ -326,7 +378,7 @@ void run_round(self_ptr self) {
                            + std::to_string(st.cfg.replicas_to_aggregate)
                            + " gradients per variable within "
                            + std::to_string(st.cfg.step_timeout.count())
-                           + " ms (are enough workers alive?)");
+                           + " ms (" + lost_workers(st) + ")");
       else
         err = make_error(ec::peer_down, "step " + std::to_string(step) + ": "
                                           + shard_name(i)
@@ -355,6 +407,32 @@ void start(self_ptr self) {
                                              + render(err)));
     },
     set_step_atom::value, st.cfg.start_step);
+}
+
+/// A worker task that (re)started during the run: where it resumes.
+caf::result<resume_point> rejoin(self_ptr self, int32_t worker) {
+  auto& st = self->state;
+  if (!st.running || st.finished)
+    return make_error(ec::unavailable,
+                      st.finished ? "chief: the run is over"
+                                  : "chief: the run has not started yet");
+  if (worker < 0 || worker >= st.cfg.worker_replicas)
+    return make_error(ec::invalid_argument,
+                      "chief: no gradient worker " + std::to_string(worker)
+                        + " (the run has "
+                        + std::to_string(st.cfg.worker_replicas) + ")");
+  auto& rec = st.workers[static_cast<size_t>(worker)];
+  ++rec.rejoins;
+  resume_point rp;
+  rp.global_step = st.global_step;
+  const auto& q = st.positions[static_cast<size_t>(worker)];
+  if (!q.empty()) {
+    rp.has_data_order = true;
+    rp.data_order = q.back().data;
+  }
+  note(self, "chief: worker " + std::to_string(worker)
+               + " rejoins at global step " + std::to_string(st.global_step));
+  return rp;
 }
 
 caf::result<sync_summary> run(self_ptr self) {
@@ -408,6 +486,8 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
   self->state.global_step = self->state.cfg.start_step;
   self->state.positions.resize(
     static_cast<size_t>(self->state.cfg.worker_replicas));
+  self->state.workers.resize(
+    static_cast<size_t>(self->state.cfg.worker_replicas));
   // Workers link to the chief; one that ends normally is of no concern, one
   // that fails ends the run with its reason.
   self->set_exit_handler([=](caf::exit_msg& msg) {
@@ -416,6 +496,10 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
     if (msg.reason == caf::exit_reason::user_shutdown
         || msg.reason == caf::exit_reason::kill) {
       self->quit(msg.reason);
+      return;
+    }
+    if (msg.reason == caf::exit_reason::remote_link_unreachable) {
+      lose_worker(self, msg.source);
       return;
     }
     fail(self, make_error(ec::peer_down,
@@ -443,8 +527,10 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
       st.stale_pushes += rep.stale_shards > 0 ? 1 : 0;
       ++st.window_reports;
       record_position(self, rep);
+      auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+      st.workers[static_cast<size_t>(rep.worker)].actor = sender;
       auto rp = self->make_response_promise<token_grant>();
-      st.waiting.push_back(rp);
+      st.waiting.push_back(token_request{rp, rep.worker, sender});
       grant_waiting(self);
       return rp;
     },
@@ -456,6 +542,9 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
       if (!self->state.running)
         self->state.cfg.covariance = std::move(cov);
       return run(self);
+    },
+    [=](run_atom, int32_t worker) -> caf::result<resume_point> {
+      return rejoin(self, worker);
     },
     [=](checkpoint_atom, int64_t step) {
       auto& st = self->state;

@@ -5,6 +5,15 @@
 // the average of R gradients, then increments global_step and puts
 // max(N, R) tokens carrying it into the queue. Workers take one token per
 // step; a token request waits until one is there.
+//
+// A worker whose process or node goes away (its link breaks) is lost, not
+// fatal: the run goes on with the others (with backups the steps complete
+// without it; without, the step waits, bounded by step_timeout, for it to
+// come back). A token it was granted for the current step goes back into
+// the queue, and its waiting requests are dropped. A restarted worker asks
+// where to resume (run_atom, index) and continues from the current step
+// and its last reported data position. A worker that fails with an error
+// of its own (bad data, divergence) still ends the run with that error.
 
 #include <chrono>
 #include <cstdint>
@@ -75,6 +84,9 @@ struct chief_config {
   /// Called in the chief's context after each checkpoint: the file
   /// written, or why none was (the run goes on either way).
   std::function<void(const caf::expected<checkpoint_written>&)> on_checkpoint;
+  /// Called in the chief's context with a line worth logging (a worker
+  /// lost or rejoining).
+  std::function<void(const std::string&)> on_event;
 
   caf::error validate() const;
 
@@ -85,6 +97,23 @@ struct chief_config {
   int64_t tokens_per_step() const {
     return std::max<int64_t>(worker_replicas, replicas_to_aggregate);
   }
+};
+
+/// A worker's token request waiting for a token.
+struct token_request {
+  caf::typed_response_promise<token_grant> promise;
+  int32_t worker = 0;
+  caf::actor_addr sender;
+};
+
+/// What the chief knows of one gradient worker task.
+struct worker_record {
+  /// The worker actor of the task now (a restart brings a new one).
+  caf::actor_addr actor;
+  /// The step of the last token it was granted (-1: none).
+  int64_t granted_step = -1;
+  int64_t losses = 0;
+  int64_t rejoins = 0;
 };
 
 /// A checkpoint on its way to the writer.
@@ -101,7 +130,7 @@ struct chief_state {
   chief_config cfg;
   int64_t global_step = 0;
   std::deque<int64_t> tokens;
-  std::deque<caf::typed_response_promise<token_grant>> waiting;
+  std::deque<token_request> waiting;
   int64_t tokens_granted = 0;
   bool running = false;
   bool finished = false;
@@ -117,6 +146,8 @@ struct chief_state {
   int64_t refused_reports = 0;
   double last_loss = 0;
   double last_accuracy = 0;
+  /// Per gradient worker task.
+  std::vector<worker_record> workers;
   /// Per gradient worker, its latest data positions, newest last.
   std::vector<std::deque<worker_position>> positions;
   /// The checkpoint whose snapshots are being taken or that waits for the

@@ -19,7 +19,7 @@ json_object kfac_report(caf::scoped_actor& self,
                         const run_roles& kfac,
                         const std::vector<ps_actor>& shards,
                         const std::vector<worker_actor>& workers) {
-  auto timeout = cfg.base.request_timeout;
+  auto timeout = counters_timeout(cfg);
   int64_t received = 0, folded = 0, stale = 0, refused = 0, handed = 0;
   for (auto& c : kfac.covariance)
     self->request(c, timeout, status_atom::value)
@@ -144,6 +144,7 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
     cc.steps = std::max(steps, cc.start_step);
     d->steps_ = cc.steps;
   }
+  cc.on_event = [log](const std::string& line) { log->line(line); };
   if (d->checkpointer_) {
     cc.checkpointer = d->checkpointer_;
     cc.checkpoint_every = cfg.checkpoint.every;
@@ -394,6 +395,8 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   summary.last_accuracy = run->last_accuracy;
   summary.examples = run->examples;
   summary.checkpoints = checkpoint_report(*run);
+  summary.faults.add("workers_lost", run->worker_losses)
+    .add("workers_rejoined", run->worker_rejoins);
   if (warm_->set) {
     auto timed = std::chrono::duration<double>(clock_type::now()
                                                - warm_->when)
@@ -407,7 +410,7 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   double wait_s = 0;
   double compute_s = 0;
   for (auto& w : roles.workers)
-    self->request(w, base.request_timeout, status_atom::value)
+    self->request(w, counters_timeout(cfg_), status_atom::value)
       .receive(
         [&](worker_status& ws) {
           step_s += ws.step_s;

@@ -7,6 +7,7 @@
 
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
 
 #include "actors/chief_driver.hpp"
 #include "actors/metrics_sink.hpp"
@@ -73,6 +74,7 @@ public:
       return err;
     if (auto err2 = publish())
       return err2;
+    rejoin_if_running();
     if (auto err2 = wait_for_end())
       return err2;
     return node_outcome{};
@@ -272,6 +274,25 @@ private:
     return caf::none;
   }
 
+  /// A worker task started while the run is under way (a restart): the
+  /// chief says where to resume and the worker starts on its own, since
+  /// the chief's driver started the workers it knew at the beginning.
+  void rejoin_if_running() {
+    if (!worker_ || !chief_)
+      return;
+    self_->request(chief_, cfg_.connect.request_timeout, run_atom::value,
+                   cfg_.task.index)
+      .receive(
+        [&](resume_point& rp) {
+          log_ << me() << ": the run is under way; rejoining at global step "
+               << rp.global_step << std::endl;
+          caf::anon_send(worker_, run_atom::value, rp);
+        },
+        [&](caf::error&) {
+          // Not running yet: the chief's driver starts this worker.
+        });
+  }
+
   caf::error host_worker() {
     auto i = cfg_.task.index;
     if (i >= tasks_.worker_tasks())
@@ -307,6 +328,8 @@ private:
     if (!w)
       return w.error();
     top_.own(*w);
+    worker_ = *w;
+    chief_ = *chief;
     host(role_name("worker", i), caf::actor_cast<caf::actor>(*w));
     return caf::none;
   }
@@ -574,7 +597,7 @@ private:
   /// Per task: what its roles refused or failed (the chief's summary).
   json_object cluster_report(const std::vector<ps_actor>& ps,
                              const run_roles& roles) {
-    auto timeout = sync_.base.request_timeout;
+    auto timeout = counters_timeout(sync_);
     json_object tasks;
     for (size_t s = 0; s < ps.size(); ++s) {
       json_object t;
@@ -669,14 +692,33 @@ private:
     tell_run_over(callers, reason);
   }
 
-  /// Tells every connected node that the run is over.
+  /// Tells every connected node that the run is over; a task that
+  /// restarted during the run (and said hello again) under its new node.
   void end_run(const std::string& reason) {
     std::map<std::string, caf::actor> peers;
     for (auto& kvp : nodes_)
       if (kvp.second.job != "chief")
         if (auto n = node_of(kvp.second))
           peers[kvp.first] = n;
+    for (auto& kvp : late_hellos())
+      if (peers.count(kvp.first) > 0)
+        peers[kvp.first] = kvp.second;
     tell_run_over(peers, reason);
+  }
+
+  /// The hellos the node actor passed on while the run went on, newest
+  /// per task.
+  std::map<std::string, caf::actor> late_hellos() {
+    std::map<std::string, caf::actor> out;
+    bool more = true;
+    while (more)
+      self_->receive(
+        [&](hello_atom, std::string& peer, caf::actor& peer_node) {
+          if (peer_node)
+            out[peer] = peer_node;
+        },
+        caf::after(std::chrono::milliseconds{0}) >> [&] { more = false; });
+    return out;
   }
 
   /// Sends `peers` (node actors by task name) the end of the run and waits,
@@ -729,6 +771,9 @@ private:
   std::shared_ptr<const dataset> test_;
   caf::actor chief_node_;
   metrics_actor metrics_;
+  /// A worker task's worker and the chief it reports to.
+  worker_actor worker_;
+  chief_actor chief_;
 };
 
 } // namespace

@@ -140,6 +140,8 @@ json_object training_summary::to_json() const {
     obj.add("kfac", kfac);
   if (!checkpoints.empty())
     obj.add("checkpoints", checkpoints);
+  if (!faults.empty())
+    obj.add("faults", faults);
   return obj;
 }
 

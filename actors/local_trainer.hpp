@@ -91,6 +91,8 @@ struct training_summary {
   /// Checkpoints: restored from, written, failed (sync runtime with a
   /// checkpoint directory).
   json_object checkpoints;
+  /// Roles lost and restarted during the run (sync runtime).
+  json_object faults;
 
   json_object to_json() const;
 };

@@ -7,6 +7,8 @@
 // and layers, the same task split and the same seeds without talking to
 // the others first.
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -124,5 +126,13 @@ caf::expected<device_actor> spawn_worker_device(caf::actor_system& sys,
                                                 int32_t task,
                                                 int32_t sharing_tasks,
                                                 owned_actors& top);
+
+/// Longest wait for a role's counters at the end of a run: they only go
+/// into the summary, and a role whose process went away (a lost worker)
+/// must not hold the summary up for a whole request timeout.
+inline std::chrono::milliseconds
+counters_timeout(const sync_training_config& cfg) {
+  return std::min(cfg.base.request_timeout, std::chrono::milliseconds{3000});
+}
 
 } // namespace syncfac

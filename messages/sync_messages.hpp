@@ -210,6 +210,9 @@ struct sync_summary {
   int64_t checkpoints_written = 0;
   std::string last_checkpoint;
   std::vector<std::string> checkpoint_errors;
+  /// Gradient workers lost (process or node gone) and rejoined.
+  int64_t worker_losses = 0;
+  int64_t worker_rejoins = 0;
 };
 
 template <class Inspector>
@@ -217,7 +220,8 @@ typename Inspector::result_type inspect(Inspector& f, sync_summary& x) {
   return f(caf::meta::type_name("sync_summary"), x.global_step, x.examples,
            x.accepted_pushes, x.stale_pushes, x.refused_pushes, x.last_loss,
            x.last_accuracy, x.shards, x.checkpoints_written,
-           x.last_checkpoint, x.checkpoint_errors);
+           x.last_checkpoint, x.checkpoint_errors, x.worker_losses,
+           x.worker_rejoins);
 }
 
 } // namespace syncfac
