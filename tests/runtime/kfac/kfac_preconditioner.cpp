@@ -7,7 +7,10 @@
 #include <Eigen/Dense>
 
 #include "kernels/backend.hpp"
+#include "messages/kfac_messages.hpp"
+#include "runtime/error.hpp"
 #include "runtime/kfac/kfac_preconditioner.hpp"
+#include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/model.hpp"
 #include "tests/helpers.hpp"
 
@@ -177,4 +180,43 @@ BOOST_AUTO_TEST_CASE(the_convnet_collection_and_layer_placement) {
   bad = c;
   bad.layers[2].name = bad.layers[0].name;
   BOOST_TEST(render(bad.validate()).find("twice") != std::string::npos);
+}
+
+BOOST_FIXTURE_TEST_CASE(statistics_as_rows_stand_for_the_matrices, tiny) {
+  // 3 of the 5 examples: A (5 wide) comes as 3 rows, G (3 wide) as the
+  // matrix, bit-identical to the matrices-only statistics.
+  cpu::factor_sampling s;
+  s.max_examples = 3;
+  auto plain = layer_statistics(m->kfac_layers(), s, 1);
+  auto rows = layer_statistics(m->kfac_layers(), s, 1, true);
+  BOOST_REQUIRE_MESSAGE(plain, test::why(plain));
+  BOOST_REQUIRE_MESSAGE(rows, test::why(rows));
+  const auto& p = plain->at(0);
+  const auto& r = rows->at(0);
+  BOOST_TEST(r.a.empty());
+  BOOST_REQUIRE(r.a_rows.x.shape() == (tensor_shape{3, 5}));
+  BOOST_TEST(r.g == p.g);
+  BOOST_TEST(r.g_rows.x.empty());
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 5; ++j) {
+      double sum = 0;
+      for (int k = 0; k < 3; ++k)
+        sum += double{r.a_rows.x[k * 5 + i]} * r.a_rows.x[k * 5 + j];
+      BOOST_TEST(std::abs(sum * r.a_rows.scale - p.a[i * 5 + j])
+                   <= 1e-6 * (1 + std::abs(p.a[i * 5 + j])),
+                 "A " << i << "," << j);
+    }
+  // The preconditioner folds matrices: rows are refused, nothing changes.
+  kfac_config cfg;
+  auto pre = kfac_preconditioner::make(cfg, m->kfac_layers(),
+                                       m->parameters());
+  BOOST_REQUIRE(pre);
+  auto err = pre->update_factors(*rows);
+  BOOST_REQUIRE(err);
+  BOOST_TEST(err.code() == static_cast<uint8_t>(ec::invalid_argument));
+  BOOST_TEST(render(err).find("come as rows") != std::string::npos,
+             render(err));
+  BOOST_TEST(!pre->update_inverses());
+  BOOST_TEST(pre->ready_layers() == 0u);
+  BOOST_REQUIRE(!pre->update_factors(*plain));
 }
