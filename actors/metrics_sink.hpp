@@ -20,6 +20,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "messages/atoms.hpp"
+#include "runtime/wire_float.hpp"
 #include "runtime/training_log.hpp"
 
 namespace syncfac {
@@ -37,7 +38,7 @@ struct metrics_record {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, metrics_record& x) {
   return f(caf::meta::type_name("metrics_record"), x.source, x.step,
-           x.fields);
+           wire(x.fields));
 }
 
 using metrics_actor = caf::typed_actor<

@@ -14,6 +14,7 @@
 #include "kernels/tensor.hpp"
 #include "runtime/data/batcher.hpp"
 #include "runtime/named_tensor.hpp"
+#include "runtime/wire_float.hpp"
 #include "runtime/sync/conditional_accumulator.hpp"
 
 namespace syncfac {
@@ -117,7 +118,7 @@ struct worker_report {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
   return f(caf::meta::type_name("worker_report"), x.worker, x.local_step,
-           x.loss, x.correct, x.count, x.stale_shards, x.data);
+           wire(x.loss), x.correct, x.count, x.stale_shards, x.data);
 }
 
 /// A shard's counters.
@@ -218,8 +219,8 @@ struct sync_summary {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sync_summary& x) {
   return f(caf::meta::type_name("sync_summary"), x.global_step, x.examples,
-           x.accepted_pushes, x.stale_pushes, x.refused_pushes, x.last_loss,
-           x.last_accuracy, x.shards, x.checkpoints_written,
+           x.accepted_pushes, x.stale_pushes, x.refused_pushes,
+           wire(x.last_loss), wire(x.last_accuracy), x.shards, x.checkpoints_written,
            x.last_checkpoint, x.checkpoint_errors, x.worker_losses,
            x.worker_rejoins);
 }

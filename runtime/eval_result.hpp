@@ -4,6 +4,8 @@
 
 #include <caf/meta/type_name.hpp>
 
+#include "runtime/wire_float.hpp"
+
 namespace syncfac {
 
 /// Loss and accuracy sums over some examples; sums so that results of
@@ -43,8 +45,8 @@ struct eval_result {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
-  return f(caf::meta::type_name("eval_result"), x.loss_sum, x.correct,
-           x.count, x.sq_error_sum);
+  return f(caf::meta::type_name("eval_result"), wire(x.loss_sum), x.correct,
+           x.count, wire(x.sq_error_sum));
 }
 
 } // namespace syncfac

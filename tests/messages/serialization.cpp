@@ -8,6 +8,9 @@
 #include <caf/stream_serializer.hpp>
 #include <caf/streambuf.hpp>
 
+#include <cmath>
+#include <limits>
+
 #include "actors/metrics_sink.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/kfac_messages.hpp"
@@ -367,6 +370,34 @@ BOOST_AUTO_TEST_CASE(metrics_records_round_trip) {
   BOOST_TEST(rec2.source == "evaluator:0");
   BOOST_TEST(rec2.step == 40);
   BOOST_TEST(rec2.fields == rec.fields);
+}
+
+BOOST_AUTO_TEST_CASE(non_finite_scalars_cross_the_wire_unchanged) {
+  // CAF 0.17 would loop forever on Inf and turn NaN into a finite number:
+  // a diverged loss must arrive as what it is, or no check can see it.
+  auto inf = std::numeric_limits<float>::infinity();
+  worker_report rep;
+  rep.loss = std::numeric_limits<float>::quiet_NaN();
+  BOOST_TEST(std::isnan(message_round_trip(rep).loss));
+  rep.loss = -inf;
+  BOOST_TEST(message_round_trip(rep).loss == -inf);
+  rep.loss = 1.5f;
+  BOOST_TEST(message_round_trip(rep).loss == 1.5f);
+  eval_result res;
+  res.loss_sum = std::numeric_limits<double>::infinity();
+  res.sq_error_sum = std::numeric_limits<double>::quiet_NaN();
+  auto res2 = message_round_trip(res);
+  BOOST_TEST(std::isinf(res2.loss_sum));
+  BOOST_TEST(std::isnan(res2.sq_error_sum));
+  metrics_record rec;
+  rec.fields["test_loss"] = std::numeric_limits<double>::infinity();
+  rec.fields["test_accuracy"] = std::numeric_limits<double>::quiet_NaN();
+  auto rec2 = message_round_trip(rec);
+  BOOST_TEST(std::isinf(rec2.fields.at("test_loss")));
+  BOOST_TEST(std::isnan(rec2.fields.at("test_accuracy")));
+  sync_summary sum;
+  sum.last_loss = std::numeric_limits<double>::quiet_NaN();
+  BOOST_TEST(std::isnan(message_round_trip(sum).last_loss));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
