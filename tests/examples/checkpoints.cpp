@@ -29,15 +29,6 @@ const std::string deterministic = " --fake_data --fake_train_size 2048"
                                   " --seed 3 --threads 1 --no_progress"
                                   " --num_tokens 0 --no_final_eval";
 
-std::string json_string(const std::string& text, const std::string& key) {
-  auto needle = "\"" + key + "\": \"";
-  auto pos = text.find(needle);
-  if (pos == std::string::npos)
-    return {};
-  pos += needle.size();
-  return text.substr(pos, text.find('"', pos) - pos);
-}
-
 /// Runs `command` to success and returns its summary file's text.
 std::string summary_of(const temp_dir& tmp, const std::string& command,
                        const std::string& name) {

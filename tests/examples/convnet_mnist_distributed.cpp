@@ -25,16 +25,6 @@ const std::string launcher = bin + "syncfac-launch";
 const std::string program = bin + "convnet_mnist_distributed";
 const std::string single = bin + "convnet_mnist_single";
 
-/// The one string value that follows `"key": "` in `text`.
-std::string json_string(const std::string& text, const std::string& key) {
-  auto needle = "\"" + key + "\": \"";
-  auto pos = text.find(needle);
-  if (pos == std::string::npos)
-    return {};
-  pos += needle.size();
-  return text.substr(pos, text.find('"', pos) - pos);
-}
-
 const std::string common = " --fake_data --fake_train_size 2048"
                            " --fake_test_size 500 --batch_size 32"
                            " --threads 1 --seed 3 --no_progress"

@@ -86,6 +86,17 @@ inline uint16_t free_port() {
   return ntohs(addr.sin_port);
 }
 
+/// The string value of the first "key" in a JSON text ("" if none).
+inline std::string json_string(const std::string& text,
+                               const std::string& key) {
+  auto needle = "\"" + key + "\": \"";
+  auto pos = text.find(needle);
+  if (pos == std::string::npos)
+    return {};
+  pos += needle.size();
+  return text.substr(pos, text.find('"', pos) - pos);
+}
+
 /// A loopback cluster file with `counts` tasks per job; returns its path.
 inline std::string write_cluster(const temp_dir& tmp,
                                  const std::map<std::string, int>& counts) {
