@@ -89,7 +89,7 @@ tensor g_stat(float k = 1.0f) {
 }
 
 layer_stats stats_of(const kfac_layer& l, tensor a, tensor g) {
-  return layer_stats{l.name, std::move(a), std::move(g)};
+  return layer_stats{l.name, std::move(a), std::move(g), {}, {}};
 }
 
 stats_update update(int64_t step, int64_t examples,

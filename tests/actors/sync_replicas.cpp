@@ -355,7 +355,7 @@ BOOST_AUTO_TEST_CASE(moving_averages_follow_each_granted_step) {
 
 BOOST_AUTO_TEST_CASE(malformed_and_diverged_reports) {
   start(2, 2, 2);
-  worker_report bad{7, 0, 1.0f, 1, 4, 0};
+  worker_report bad{7, 0, 1.0f, 1, 4, 0, {}};
   auto pending = self->request(chief, caf::infinite, token_atom::value, bad);
   sched.run();
   std::optional<caf::error> refused;
@@ -366,7 +366,7 @@ BOOST_AUTO_TEST_CASE(malformed_and_diverged_reports) {
              != std::string::npos);
   BOOST_TEST(ask<chief_status>(chief, status_atom::value).refused_reports
              == 1);
-  worker_report diverged{0, 0, NAN, 1, 4, 0};
+  worker_report diverged{0, 0, NAN, 1, 4, 0, {}};
   auto last = self->request(chief, caf::infinite, token_atom::value,
                             diverged);
   sched.run();
