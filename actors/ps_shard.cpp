@@ -168,6 +168,13 @@ caf::error init_state(ps_shard_state& st, ps_shard_config cfg) {
   st.refused.assign(cfg.variables.size(), 0);
   st.variables = std::move(cfg.variables);
   st.averages = st.variables;
+  auto* state = &st;
+  st.assembler.emplace([state](const std::string& name) -> const tensor_shape* {
+    auto i = state->by_name.find(name);
+    return i == state->by_name.end()
+             ? nullptr
+             : &state->variables[i->second].value.shape();
+  });
   st.opt = std::move(*opt);
   return caf::none;
 }
@@ -562,8 +569,17 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
     return ps_actor::behavior_type::make_empty_behavior();
   }
   return {
-    [=](push_atom, const gradient_push& push) -> caf::result<push_ack> {
+    [=](push_atom, gradient_push& part) -> caf::result<push_ack> {
       auto& st = self->state;
+      auto whole = st.assembler->add(std::move(part));
+      if (!whole) {
+        ++st.refused_pushes;
+        return prefixed(shard_name(st.index), whole.error());
+      }
+      // A part taken, the rest of the push still to come.
+      if (!*whole)
+        return push_ack{true, st.global_step};
+      const auto& push = **whole;
       if (auto bad = push_check{st, push}.run())
         return refuse(st, std::move(*bad));
       // The step the push was judged against, even when it completes a

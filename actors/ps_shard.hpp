@@ -46,6 +46,7 @@
 #include "runtime/optimizer.hpp"
 #include "runtime/optimizer_config.hpp"
 #include "runtime/sync/conditional_accumulator.hpp"
+#include "runtime/sync/push_parts.hpp"
 #include "runtime/sync/sparse_accumulator.hpp"
 
 namespace syncfac {
@@ -126,6 +127,8 @@ struct ps_shard_state {
   /// first), so their own refused() stays 0 and status adds these.
   std::vector<int64_t> refused;
   std::optional<pending_apply> pending;
+  /// Pushes that come in parts (over the network) wait here until whole.
+  std::optional<push_assembler> assembler;
   std::vector<shard_kfac_layer> kfac;
   int64_t inverse_sets = 0;
   int64_t refused_inverses = 0;

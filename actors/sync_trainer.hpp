@@ -16,6 +16,7 @@
 #include "actors/local_trainer.hpp"
 #include "runtime/kfac/layer_collection.hpp"
 #include "runtime/sync/placement.hpp"
+#include "runtime/sync/push_parts.hpp"
 
 namespace syncfac {
 
@@ -81,6 +82,9 @@ struct sync_training_config {
   /// Longest wait for one global step.
   std::chrono::milliseconds step_timeout{120000};
   checkpoint_options checkpoint;
+  /// Pushes to shards in other processes go as parts of about this many
+  /// bytes (0: whole); in one process they always go whole.
+  int64_t push_part_bytes = default_push_part_bytes;
 
   caf::error validate() const;
 };

@@ -237,39 +237,53 @@ void push(self_ptr self, step_result res) {
   }
   res.gradients.clear();
   res.sparse_gradients.clear();
-  auto remaining = std::make_shared<size_t>(0);
-  auto stale = std::make_shared<int32_t>(0);
-  auto failed = std::make_shared<bool>(false);
-  for (auto& p : pushes)
-    if (!p.dense.empty() || !p.sparse.empty())
-      ++*remaining;
-  if (*remaining == 0)
-    return take_token(self, res, 0);
+  // Across the network a large push goes as parts, sent back to back; a
+  // shard's push is stale when its last part's answer says so.
+  struct progress {
+    size_t remaining = 0;
+    std::vector<bool> stale;
+    bool failed = false;
+  };
+  auto prog = std::make_shared<progress>();
+  prog->stale.assign(pushes.size(), false);
+  std::vector<std::vector<gradient_push>> parts(pushes.size());
   for (size_t s = 0; s < pushes.size(); ++s) {
     if (pushes[s].dense.empty() && pushes[s].sparse.empty())
       continue;
-    self->request(st.cfg.shards[s], st.cfg.request_timeout, push_atom::value,
-                  std::move(pushes[s]))
-      .then(
-        [=](push_ack& ack) {
-          if (*failed)
-            return;
-          if (!ack.accepted)
-            ++*stale;
-          if (--*remaining == 0) {
-            if (*stale > 0)
-              ++self->state.stale_pushes;
-            take_token(self, res, *stale);
-          }
-        },
-        [=](caf::error& err) {
-          if (*failed)
-            return;
-          *failed = true;
-          fail(self, request_failed(self, "gradient push to ps:"
-                                            + std::to_string(s),
-                                    std::move(err)));
-        });
+    bool remote = st.cfg.shards[s].node() != self->home_system().node();
+    parts[s] = split_push(std::move(pushes[s]),
+                          remote ? st.cfg.push_part_bytes : 0);
+    prog->remaining += parts[s].size();
+  }
+  if (prog->remaining == 0)
+    return take_token(self, res, 0);
+  for (size_t s = 0; s < parts.size(); ++s) {
+    for (auto& part : parts[s]) {
+      self->request(st.cfg.shards[s], st.cfg.request_timeout, push_atom::value,
+                    std::move(part))
+        .then(
+          [=](push_ack& ack) {
+            if (prog->failed)
+              return;
+            if (!ack.accepted)
+              prog->stale[s] = true;
+            if (--prog->remaining == 0) {
+              auto stale = static_cast<int32_t>(
+                std::count(prog->stale.begin(), prog->stale.end(), true));
+              if (stale > 0)
+                ++self->state.stale_pushes;
+              take_token(self, res, stale);
+            }
+          },
+          [=](caf::error& err) {
+            if (prog->failed)
+              return;
+            prog->failed = true;
+            fail(self, request_failed(self, "gradient push to ps:"
+                                              + std::to_string(s),
+                                      std::move(err)));
+          });
+    }
   }
 }
 

@@ -25,6 +25,7 @@
 #include "runtime/data/batcher.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/model_spec.hpp"
+#include "runtime/sync/push_parts.hpp"
 
 namespace syncfac {
 
@@ -60,6 +61,9 @@ struct worker_config {
   std::optional<stats_request> stats;
   /// Statistics role: how often to look for a new global step.
   std::chrono::milliseconds poll_interval{2};
+  /// A push to a shard in another process goes as parts of about this
+  /// many bytes (runtime/sync/push_parts.hpp); 0: always whole.
+  int64_t push_part_bytes = default_push_part_bytes;
   /// Longest wait for a device, pull or push answer.
   std::chrono::milliseconds request_timeout{60000};
   /// Longest wait for a token (the slowest worker of the step sets it).

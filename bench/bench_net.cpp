@@ -6,7 +6,7 @@
 //
 //   build/bin/bench_net [--rounds 5] [--seconds 1] [--sizes 1,16]
 //                       [--tls_dir DIR] [--json FILE] [--paths raw,caf,tls]
-//                       [--chunks 1]
+//                       [--part_kib 0]
 //
 // The receiver of each path is this program started again as a separate
 // process (--serve raw|caf|tls); the sender is this process. Every push
@@ -24,11 +24,12 @@
 // the CPU time does not. --set key=value passes a CAF option to both
 // processes of the CAF paths (e.g. --set middleman.workers=0); --paths
 // caf (or raw,tls, ...) measures only those paths, e.g. to profile one.
-// --chunks N sends each CAF push as N messages of 1/N of the bytes, all
-// before awaiting their N acks: a prototype of chunked pushes, measuring
-// what overlapping one part's (de)serialisation with the next part's
-// transfer would give (the runtime sends one message per push; raw TCP
-// still moves each push as one message with one ack).
+// --part_kib K splits each CAF push into parts of K KiB as a worker does
+// with --push_part_kib K (split_push, runtime/sync/push_parts.hpp), all
+// sent before their acks are awaited, and the receiver assembles them with
+// the shard's push_assembler into the whole tensor; 0 (the runtime's
+// default) sends each push as one message. Raw TCP moves each push
+// as one message with one ack either way.
 // Without --tls_dir, a throw-away cluster certificate is
 // made with scripts/make-cluster-certs.sh in a temp directory.
 
@@ -38,6 +39,8 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -68,6 +71,7 @@
 #include "runtime/error.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/program_config.hpp"
+#include "runtime/sync/push_parts.hpp"
 
 using namespace syncfac;
 using namespace std::chrono_literals;
@@ -83,10 +87,29 @@ using sink_actor = caf::typed_actor<
   caf::replies_to<push_atom, gradient_push>::with<push_ack>,
   caf::replies_to<token_atom, worker_report>::with<token_grant>>;
 
-sink_actor::behavior_type sink(sink_actor::pointer) {
+[[noreturn]] void die(const std::string& what);
+
+struct sink_state {
+  std::map<std::string, tensor_shape> shapes;
+  std::optional<push_assembler> assembler;
+};
+
+/// Parts are assembled into the whole tensor, as a shard does.
+sink_actor::behavior_type sink(sink_actor::stateful_pointer<sink_state> self) {
+  auto* st = &self->state;
+  st->assembler.emplace([st](const std::string& name) -> const tensor_shape* {
+    auto& shape = st->shapes[name];
+    if (shape.empty())
+      shape = tensor_shape{std::stoll(name.substr(1))};
+    return &shape;
+  });
   return {
-    [](push_atom, const gradient_push& p) {
-      return push_ack{!p.dense.empty(), p.local_step};
+    [st](push_atom, gradient_push& p) {
+      auto step = p.local_step;
+      auto whole = st->assembler->add(std::move(p));
+      if (!whole)
+        die("push: " + render(whole.error()));
+      return push_ack{true, step};
     },
     [](token_atom, const worker_report& r) {
       return token_grant{r.local_step + 1, false};
@@ -324,7 +347,7 @@ struct options {
   std::vector<int> paths{0, 1, 2};
   /// Each CAF push as this many messages, all sent before the acks are
   /// awaited (a prototype of chunked pushes; the runtime sends one).
-  int chunks = 1;
+  int64_t part_kib = default_push_part_bytes / 1024;
 };
 
 /// Runs `f` (one exchange) for about `seconds` after two warm-up calls;
@@ -431,21 +454,25 @@ path_round measure_raw(const receiver& r, const options& opt) {
   return out;
 }
 
-/// The push of `bytes` as `parts` gradient_push messages of (nearly) equal
-/// size, each one dense variable, pre-built: the sender moves its push into
-/// the message, so the same message is sent again each time.
-std::vector<caf::message> push_messages(size_t bytes, int parts) {
+/// Variable names carry their size, so the receiver's assembler knows
+/// each variable's shape as a shard knows its own.
+std::string variable_of(int64_t floats) {
+  return "w" + std::to_string(floats);
+}
+
+/// The push of `bytes` as the runtime's worker sends it to a shard in
+/// another process (parts of `part_bytes`; 0: whole), pre-built: the
+/// sender moves its push into the message, so the same messages are sent
+/// again each time.
+std::vector<caf::message> push_messages(size_t bytes, int64_t part_bytes) {
   auto floats = static_cast<int64_t>(bytes / sizeof(float));
+  gradient_push push;
+  push.worker = 0;
+  push.local_step = 7;
+  push.dense = {{variable_of(floats), tensor{{floats}}}};
   std::vector<caf::message> msgs;
-  for (int i = 0; i < parts; ++i) {
-    auto first = floats * i / parts;
-    auto last = floats * (i + 1) / parts;
-    gradient_push push;
-    push.worker = 0;
-    push.local_step = 7;
-    push.dense = {{"layer/weights", tensor{{last - first}}}};
-    msgs.push_back(caf::make_message(push_atom::value, std::move(push)));
-  }
+  for (auto& part : split_push(std::move(push), part_bytes))
+    msgs.push_back(caf::make_message(push_atom::value, std::move(part)));
   return msgs;
 }
 
@@ -466,7 +493,7 @@ path_round measure_caf(const receiver& r, bool tls, const options& opt) {
   caf::scoped_actor self{sys};
   for (int mib : opt.sizes_mib) {
     size_t bytes = static_cast<size_t>(mib) << 20;
-    auto msgs = push_messages(bytes, opt.chunks);
+    auto msgs = push_messages(bytes, opt.part_kib * 1024);
     using handle = decltype(self->request(dest, 60s, msgs[0]));
     std::vector<handle> pending;
     auto c0 = cpu_s(r.pid);
@@ -484,7 +511,7 @@ path_round measure_caf(const receiver& r, bool tls, const options& opt) {
       opt.seconds);
     record(out, bytes, st, cpu_s(r.pid) - c0);
   }
-  worker_report report{0, 41, 0.5f, 100, 128, 0};
+  worker_report report{0, 41, 0.5f, 100, 128, 0, {}};
   auto st = time_exchanges(
     [&] {
       self->request(*remote, 10s, token_atom::value, report)
@@ -567,8 +594,8 @@ int main(int argc, char** argv) {
       opt.sets.emplace_back(v);
     else if (arg == "--paths")
       opt.paths = parse_paths(v);
-    else if (arg == "--chunks")
-      opt.chunks = std::max(1, std::atoi(v));
+    else if (arg == "--part_kib")
+      opt.part_kib = std::max(0, std::atoi(v));
     else
       die("unknown option " + arg);
   }
@@ -637,9 +664,12 @@ int main(int argc, char** argv) {
   std::printf("gradient push + ack between two processes over loopback "
               "(MB/s, median of %d rounds of %.1f s)\n",
               opt.rounds, opt.seconds);
-  if (opt.chunks > 1)
-    std::printf("each CAF push as %d messages (prototype), raw TCP as one\n",
-                opt.chunks);
+  if (opt.part_kib > 0)
+    std::printf("each CAF push in parts of %lld KiB (split and assembled "
+                "as the runtime does), raw TCP as one\n",
+                static_cast<long long>(opt.part_kib));
+  else
+    std::printf("each CAF push as one message\n");
   std::printf("%-10s", "path");
   for (int mib : opt.sizes_mib)
     std::printf(" %10d MiB %8s", mib, "vs raw");
@@ -668,7 +698,7 @@ int main(int argc, char** argv) {
     out << "{\n  \"benchmark\": \"bench_net\",\n  \"date\": \"" << iso_now()
         << "\",\n  \"rounds\": " << opt.rounds
         << ",\n  \"seconds_per_measurement\": " << opt.seconds
-        << ",\n  \"caf_push_messages\": " << opt.chunks
+        << ",\n  \"caf_push_part_kib\": " << opt.part_kib
         << ",\n  \"caf_settings\": [";
     for (size_t i = 0; i < opt.sets.size(); ++i)
       out << (i ? ", " : "") << "\"" << opt.sets[i] << "\"";

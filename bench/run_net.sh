@@ -6,9 +6,10 @@
 # with CAF's default middleman settings, then with
 # middleman.workers=0 (the multiplexer deserialises incoming messages
 # itself instead of copying each payload to a deserialisation worker).
-# A third run sends each CAF push as 16 messages before awaiting their acks
-# (bench_net --chunks: what chunked pushes would give; the runtime sends
-# one message per push, raw TCP is unchanged).
+# CAF pushes go as one message each, as the runtime sends them; a third
+# run splits each push into 1 MiB parts and assembles them again
+# (--part_kib 1024, the runtime's --push_part_kib). Raw TCP moves each push
+# as one message.
 #
 #   bench/run_net.sh [rounds=7] [seconds=0.5]
 #
@@ -28,8 +29,8 @@ echo "--- CAF defaults"
 echo "--- middleman.workers=0"
 "$bin" --rounds "$rounds" --seconds "$seconds" --sizes 1,16 \
   --set middleman.workers=0 --json "bench/results/net-$stamp-workers0.json"
-echo "--- middleman.workers=0, each CAF push as 16 messages (prototype)"
+echo "--- middleman.workers=0, each CAF push in 1 MiB parts"
 "$bin" --rounds "$rounds" --seconds "$seconds" --sizes 1,16 \
-  --set middleman.workers=0 --chunks 16 \
-  --json "bench/results/net-$stamp-workers0-chunks16.json"
+  --set middleman.workers=0 --part_kib 1024 \
+  --json "bench/results/net-$stamp-workers0-parts.json"
 echo "machine load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -28,6 +28,7 @@
 #include "example_main.hpp"
 #include "runtime/error.hpp"
 #include "runtime/net/tls.hpp"
+#include "runtime/sync/push_parts.hpp"
 
 using namespace syncfac;
 using namespace syncfac::examples;
@@ -48,6 +49,7 @@ struct distributed_options : convnet_options {
   int64_t middleman_workers = 0;
   /// -1: 10 s, or off with TLS (see configure_system).
   int64_t connection_timeout_ms = -1;
+  int64_t push_part_kib = default_push_part_bytes / 1024;
 
   distributed_options() {
     // 0: take the count from the cluster file (a value given must agree);
@@ -73,7 +75,10 @@ struct distributed_options : convnet_options {
            "middleman heartbeat interval (0: off)")
       .add(connection_timeout_ms, "connection_timeout_ms",
            "a peer silent this long is taken for dead (0: never; "
-           "default 10000, off with --tls_dir)");
+           "default 10000, off with --tls_dir)")
+      .add(push_part_kib, "push_part_kib",
+           "a gradient push to another process goes as parts of about this "
+           "many KiB (0, the default: whole)");
   }
 };
 
@@ -96,6 +101,10 @@ caf::expected<cluster_run_config> make_config(distributed_options& opts) {
   auto sync = opts.to_sync_config();
   if (!sync)
     return sync.error();
+  if (opts.push_part_kib < 0)
+    return make_error(ec::invalid_config, "--push_part_kib must be >= 0, got "
+                                            + std::to_string(opts.push_part_kib));
+  sync->push_part_bytes = opts.push_part_kib * 1024;
   cluster_run_config cfg;
   cfg.sync = std::move(*sync);
   if (auto err = derive_topology(cfg.sync, *cluster, explicit_workers,

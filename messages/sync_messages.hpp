@@ -6,10 +6,13 @@
 // status. Every struct a peer can send is validated by its receiver.
 
 #include <cstdint>
+#include <type_traits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <caf/meta/type_name.hpp>
+#include <caf/serializer.hpp>
 
 #include "kernels/tensor.hpp"
 #include "runtime/data/batcher.hpp"
@@ -33,7 +36,61 @@ typename Inspector::result_type inspect(Inspector& f, sparse_update& x) {
            x.rows);
 }
 
-/// A worker's gradients for the variables of one PS shard.
+/// Elements [offset, offset + size()) of a dense variable's gradient in
+/// row-major order (a part of a push split for the network). The sender's
+/// slices view the gradient (`source`, `count`) and are written to the
+/// wire straight from it, so splitting copies nothing; a received slice
+/// holds its elements in `values`. Both look the same on the wire.
+struct dense_slice {
+  std::string variable;
+  int64_t offset = 0;
+  tensor values;
+  std::shared_ptr<const tensor> source;
+  int64_t count = 0;
+
+  const float* data() const noexcept {
+    return source ? source->data() + offset : values.data();
+  }
+
+  int64_t size() const noexcept {
+    return source ? count : values.size();
+  }
+};
+
+/// Writes `n` floats as a 1-D tensor would be written (save_tensor).
+inline caf::error save_floats(caf::serializer& sink, const float* xs,
+                              int64_t n) {
+  tensor_shape shape{n};
+  if (auto err = sink(shape))
+    return err;
+  auto count = static_cast<size_t>(n);
+  if (auto err = sink.begin_sequence(count))
+    return err;
+  if (count > 0)
+    if (auto err = sink.apply_raw(count * sizeof(float),
+                                  const_cast<float*>(xs)))
+      return err;
+  return sink.end_sequence();
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, dense_slice& x) {
+  if constexpr (std::is_base_of<caf::serializer, Inspector>::value) {
+    if (x.source) {
+      if (auto err = f(x.variable, x.offset))
+        return err;
+      return save_floats(f, x.data(), x.count);
+    }
+  }
+  return f(caf::meta::type_name("dense_slice"), x.variable, x.offset,
+           x.values);
+}
+
+/// A worker's gradients for the variables of one PS shard. Across the
+/// network a large push travels as `parts` messages (part 0 .. parts-1, the
+/// same worker and local_step), whole variables in `dense` and pieces of
+/// large ones in `slices`; the shard assembles them and then treats the
+/// whole as one push (runtime/sync/push_parts.hpp).
 struct gradient_push {
   int32_t worker = 0;
   /// The global step the gradients were computed at (the worker's
@@ -41,12 +98,15 @@ struct gradient_push {
   int64_t local_step = 0;
   parameter_set dense;
   std::vector<sparse_update> sparse;
+  int32_t part = 0;
+  int32_t parts = 1;
+  std::vector<dense_slice> slices;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gradient_push& x) {
   return f(caf::meta::type_name("gradient_push"), x.worker, x.local_step,
-           x.dense, x.sparse);
+           x.dense, x.sparse, x.part, x.parts, x.slices);
 }
 
 /// A shard's answer to a push: whether the gradients were accumulated or

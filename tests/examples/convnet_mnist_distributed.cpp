@@ -49,8 +49,10 @@ BOOST_AUTO_TEST_CASE(one_worker_run_equals_the_in_process_run) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
   auto summary = tmp.file("summary.json");
+  // Pushes go in 4 KiB parts (the ConvNet's dense and conv2 gradients in
+  // several), so the shards' assembly is on the path too.
   auto res = launch(cluster, common + " --steps 40 --log_every 10"
-                               " --summary " + summary);
+                               " --push_part_kib 4 --summary " + summary);
   BOOST_TEST_MESSAGE(res.output);
   BOOST_REQUIRE_EQUAL(res.exit_code, 0);
   auto text = read_file(summary);

@@ -8,13 +8,16 @@
 #include <caf/stream_serializer.hpp>
 #include <caf/streambuf.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "actors/metrics_sink.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/kfac_messages.hpp"
 #include "messages/sync_messages.hpp"
+#include "runtime/sync/push_parts.hpp"
 #include "runtime/error.hpp"
 #include "runtime/optimizer.hpp"
 #include "runtime/program_config.hpp"
@@ -209,7 +212,7 @@ BOOST_AUTO_TEST_CASE(every_sync_message_round_trips) {
   parameter_set ps{{"v0", ramp({3})}, {"v1", ramp({2, 2})}};
   sparse_update rows{"emb", {1, 4}, ramp({2, 3})};
 
-  auto push = message_round_trip(gradient_push{2, 17, ps, {rows}});
+  auto push = message_round_trip(gradient_push{2, 17, ps, {rows}, 0, 1, {}});
   BOOST_TEST(push.worker == 2);
   BOOST_TEST(push.local_step == 17);
   BOOST_TEST(push.dense[1].value == ps[1].value);
@@ -235,7 +238,7 @@ BOOST_AUTO_TEST_CASE(every_sync_message_round_trips) {
   BOOST_TEST(tg.global_step == 12);
   BOOST_TEST(tg.stop);
 
-  auto rep = message_round_trip(worker_report{3, 4, 0.5f, 60, 64, 1});
+  auto rep = message_round_trip(worker_report{3, 4, 0.5f, 60, 64, 1, {}});
   BOOST_TEST(rep.loss == 0.5f);
   BOOST_TEST(rep.stale_shards == 1);
 
@@ -398,6 +401,39 @@ BOOST_AUTO_TEST_CASE(non_finite_scalars_cross_the_wire_unchanged) {
   sync_summary sum;
   sum.last_loss = std::numeric_limits<double>::quiet_NaN();
   BOOST_TEST(std::isnan(message_round_trip(sum).last_loss));
+}
+
+BOOST_AUTO_TEST_CASE(split_pushes_assemble_after_the_wire) {
+  // The sender's slices view the gradient; on the wire they are ordinary
+  // 1-D tensors, and the receiver's assembly gives the gradient back.
+  gradient_push push;
+  push.worker = 1;
+  push.local_step = 3;
+  push.dense = {{"w", ramp({50, 40})}, {"b", ramp({40})}};
+  auto want = push.dense;
+  auto parts = split_push(std::move(push), 1024);
+  BOOST_REQUIRE_GT(parts.size(), 2u);
+  static const tensor_shape w_shape{50, 40};
+  push_assembler assembler{[](const std::string& name) -> const tensor_shape* {
+    return name == "w" ? &w_shape : nullptr;
+  }};
+  std::optional<gradient_push> whole;
+  for (auto& part : parts) {
+    auto got = assembler.add(message_round_trip(part));
+    BOOST_REQUIRE_MESSAGE(got, test::why(got));
+    if (got->has_value())
+      whole = std::move(**got);
+  }
+  BOOST_REQUIRE(whole);
+  BOOST_REQUIRE_EQUAL(whole->dense.size(), 2u);
+  for (const auto& w : want) {
+    auto i = std::find_if(whole->dense.begin(), whole->dense.end(),
+                          [&](const named_tensor& t) {
+                            return t.name == w.name;
+                          });
+    BOOST_REQUIRE(i != whole->dense.end());
+    BOOST_TEST((i->value == w.value), w.name);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,90 @@
+#pragma once
+
+// Splitting a gradient push into parts for the network, and assembling it
+// again on the shard. CAF 0.17 serialises a whole message before its first
+// byte leaves and hands it over only after its last byte arrived, so one
+// 16 MiB push overlaps nothing; as parts sent back to back the receiver
+// could load one while the next is on the wire. Measured (docs/benchmarks.md
+// "Network"), the shard's assembly into the whole tensor costs what the
+// overlap saves: 1 MiB parts 45-48 % of raw TCP against 49-52 % whole. So
+// pushes go whole by default; parts bound the size of one message (a very
+// large variable) where that matters (--push_part_kib).
+//
+// The shard sees the assembled push exactly as if it had come whole: the
+// same validation, the same accumulation, the same staleness rule.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "messages/sync_messages.hpp"
+
+namespace syncfac {
+
+/// Pushes go whole unless asked otherwise (see above).
+constexpr int64_t default_push_part_bytes = 0;
+
+/// `push` as parts of at most about `max_part_bytes` of dense values each
+/// (whole variables packed together, larger ones sliced; sparse updates go
+/// with part 0). One part, unchanged, when it is that small already or
+/// `max_part_bytes` is 0.
+std::vector<gradient_push> split_push(gradient_push push,
+                                      int64_t max_part_bytes);
+
+/// Assembles parts into whole pushes, one push in assembly per worker: a
+/// part of a newer local_step from the same worker replaces an unfinished
+/// older one (which can no longer be fresh), and a malformed part drops the
+/// worker's whole push.
+class push_assembler {
+public:
+  /// The shape of a dense variable of the shard, or null if it has none
+  /// of that name.
+  using shape_lookup = std::function<const tensor_shape*(const std::string&)>;
+
+  explicit push_assembler(shape_lookup shape_of);
+
+  /// Adds one part: the whole push once its last part is in, none while
+  /// parts are missing, or ec::bad_message naming what is wrong with the
+  /// part (part index, parts count, slice range or overlap, a variable
+  /// sent twice or unknown). A push of one part comes back as it is.
+  caf::expected<std::optional<gradient_push>> add(gradient_push part);
+
+  /// Pushes of older steps dropped unfinished (their worker went on).
+  int64_t abandoned() const noexcept {
+    return abandoned_;
+  }
+
+  /// Workers with a push in assembly.
+  size_t in_assembly() const noexcept {
+    return assemblies_.size();
+  }
+
+private:
+  struct assembly {
+    int64_t local_step = 0;
+    int32_t parts = 0;
+    std::vector<bool> seen;
+    int32_t received = 0;
+    gradient_push whole;
+    /// Per sliced variable: its index in whole.dense and the element
+    /// ranges filled so far.
+    std::map<std::string, size_t> sliced;
+    std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> ranges;
+  };
+
+  caf::error take(assembly& a, gradient_push& part);
+  caf::error take_slice(assembly& a, dense_slice& s);
+  caf::error check_complete(const assembly& a) const;
+
+  shape_lookup shape_of_;
+  std::map<int32_t, assembly> assemblies_;
+  int64_t abandoned_ = 0;
+};
+
+} // namespace syncfac

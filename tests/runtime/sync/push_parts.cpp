@@ -1,0 +1,225 @@
+#define BOOST_TEST_MODULE sync_push_parts
+#include <boost/test/unit_test.hpp>
+
+// A gradient push split into parts for the network and assembled again:
+// the assembly equals the whole push, on its own and through a real PS
+// shard, whatever order the parts come in; malformed parts are refused
+// naming what is wrong, and drop the worker's push.
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/ps_shard.hpp"
+#include "runtime/error.hpp"
+#include "runtime/program_config.hpp"
+#include "runtime/sync/push_parts.hpp"
+#include "tests/helpers.hpp"
+
+using namespace syncfac;
+using namespace std::chrono_literals;
+
+namespace {
+
+tensor ramp(tensor_shape shape, float salt) {
+  tensor t{std::move(shape)};
+  for (int64_t i = 0; i < t.size(); ++i)
+    t[i] = static_cast<float>(i % 97) * 0.25f + salt;
+  return t;
+}
+
+/// A big matrix (4,000 floats), a small one, a vector.
+gradient_push sample_push(int32_t worker, int64_t step, float salt = 0) {
+  gradient_push p;
+  p.worker = worker;
+  p.local_step = step;
+  p.dense = {{"fc/weights", ramp({40, 100}, salt)},
+             {"fc/biases", ramp({100}, salt)},
+             {"conv/weights", ramp({3, 3, 2, 4}, salt)}};
+  return p;
+}
+
+const tensor_shape* shape_of(const std::string& name) {
+  static const auto whole = sample_push(0, 0);
+  for (const auto& g : whole.dense)
+    if (g.name == name)
+      return &g.value.shape();
+  return nullptr;
+}
+
+bool same_dense(const gradient_push& a, const gradient_push& b) {
+  if (a.dense.size() != b.dense.size())
+    return false;
+  for (const auto& x : a.dense) {
+    auto y = std::find_if(b.dense.begin(), b.dense.end(),
+                          [&](const named_tensor& t) {
+                            return t.name == x.name;
+                          });
+    if (y == b.dense.end() || y->value != x.value)
+      return false;
+  }
+  return true;
+}
+
+std::string refusal(push_assembler& a, gradient_push part) {
+  auto r = a.add(std::move(part));
+  return r ? std::string{"accepted"} : render(r.error());
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_small_push_stays_whole) {
+  auto parts = split_push(sample_push(0, 3), 1 << 20);
+  BOOST_REQUIRE_EQUAL(parts.size(), 1u);
+  BOOST_TEST(parts[0].parts == 1);
+  BOOST_TEST(parts[0].slices.empty());
+  BOOST_TEST(split_push(sample_push(0, 3), 0).size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(parts_in_any_order_assemble_to_the_whole_push) {
+  auto whole = sample_push(2, 5);
+  // 1 KiB parts: the 16,000-byte matrix in 16 slices, the small ones
+  // packed.
+  auto parts = split_push(whole, 1024);
+  BOOST_REQUIRE_GT(parts.size(), 16u);
+  for (const auto& p : parts) {
+    BOOST_TEST(p.parts == static_cast<int32_t>(parts.size()));
+    int64_t bytes = 0;
+    for (const auto& g : p.dense)
+      bytes += g.value.size() * 4;
+    for (const auto& s : p.slices)
+      bytes += s.size() * 4;
+    BOOST_TEST(bytes <= 1024);
+  }
+  std::reverse(parts.begin(), parts.end());
+  std::swap(parts[1], parts[5]);
+  push_assembler a{shape_of};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    auto r = a.add(parts[i]);
+    BOOST_REQUIRE_MESSAGE(r, test::why(r));
+    if (i + 1 < parts.size()) {
+      BOOST_TEST(!r->has_value());
+    } else {
+      BOOST_REQUIRE(r->has_value());
+      BOOST_TEST((*r)->worker == 2);
+      BOOST_TEST((*r)->local_step == 5);
+      BOOST_TEST(same_dense(**r, whole));
+    }
+  }
+  BOOST_TEST(a.in_assembly() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(malformed_parts_are_refused_and_drop_the_push) {
+  auto parts = split_push(sample_push(0, 5), 1024);
+  push_assembler a{shape_of};
+  BOOST_REQUIRE(a.add(parts[0]));
+  BOOST_TEST(refusal(a, parts[0]).find("part sent twice")
+             != std::string::npos);
+  BOOST_TEST(a.in_assembly() == 0u);
+  auto wrong_count = parts[1];
+  wrong_count.parts += 1;
+  BOOST_REQUIRE(a.add(parts[0]));
+  BOOST_TEST(refusal(a, wrong_count).find("earlier parts said")
+             != std::string::npos);
+  auto index = parts[1];
+  index.part = index.parts;
+  BOOST_TEST(refusal(a, index).find("part index out of range")
+             != std::string::npos);
+  // A slice beyond the variable, one overlapping another, one of a
+  // variable the shard lacks.
+  auto sliced = std::find_if(parts.begin(), parts.end(),
+                             [](const gradient_push& p) {
+                               return !p.slices.empty();
+                             });
+  BOOST_REQUIRE(sliced != parts.end());
+  auto beyond = *sliced;
+  beyond.slices[0].offset = 3990;
+  BOOST_TEST(refusal(a, beyond).find("is not a 1-D range within its 4000")
+             != std::string::npos);
+  auto first = *sliced;
+  auto overlap = *sliced;
+  overlap.part = (sliced->part + 1) % sliced->parts;
+  overlap.slices[0].offset += 10;
+  BOOST_REQUIRE(a.add(first));
+  BOOST_TEST(refusal(a, overlap).find("overlaps an earlier one")
+             != std::string::npos);
+  auto unknown = *sliced;
+  unknown.slices[0].variable = "nope";
+  BOOST_TEST(refusal(a, unknown).find("'nope', which the shard does not hold")
+             != std::string::npos);
+  // Missing elements show when the last part is in.
+  auto gap = split_push(sample_push(0, 6), 1024);
+  for (auto& p : gap)
+    for (auto& s : p.slices)
+      if (s.offset == 0) {
+        s.source.reset();
+        s.values = tensor{tensor_shape{10}};
+      }
+  push_assembler b{shape_of};
+  caf::expected<std::optional<gradient_push>> r{std::optional<gradient_push>{}};
+  for (auto& p : gap)
+    r = b.add(p);
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(render(r.error()).find("cover") != std::string::npos,
+             render(r.error()));
+}
+
+BOOST_AUTO_TEST_CASE(a_newer_step_replaces_an_unfinished_push) {
+  auto old_parts = split_push(sample_push(1, 5), 1024);
+  auto new_parts = split_push(sample_push(1, 6, 1.0f), 1024);
+  push_assembler a{shape_of};
+  BOOST_REQUIRE(a.add(old_parts[0]));
+  caf::expected<std::optional<gradient_push>> r{std::optional<gradient_push>{}};
+  for (auto& p : new_parts)
+    r = a.add(p);
+  BOOST_REQUIRE(r);
+  BOOST_REQUIRE(r->has_value());
+  BOOST_TEST((*r)->local_step == 6);
+  BOOST_TEST(a.abandoned() == 1);
+  // The rest of the older push is refused, not mixed in.
+  BOOST_TEST(refusal(a, new_parts[0]) == "accepted");
+  BOOST_TEST(refusal(a, old_parts[1]).find("older than the push in assembly")
+             != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_shard_applies_a_push_in_parts_as_the_whole_push) {
+  program_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto make_shard = [&] {
+    ps_shard_config sc;
+    auto vars = sample_push(0, 0, 3.0f).dense;
+    sc.variables = vars;
+    sc.optimizer.kind = optimizer_kind::sgd;
+    sc.optimizer.learning_rate = 0.5f;
+    auto shard = spawn_ps_shard(sys, sc);
+    BOOST_REQUIRE(shard);
+    return *shard;
+  };
+  auto push_all = [&](const ps_actor& shard, std::vector<gradient_push> ps) {
+    bool fresh = false;
+    for (auto& p : ps)
+      self->request(shard, 10s, push_atom::value, std::move(p))
+        .receive([&](push_ack& ack) { fresh = ack.accepted; },
+                 [&](caf::error& err) { BOOST_FAIL(render(err)); });
+    self->request(shard, 10s, apply_atom::value, int64_t{0}, int64_t{1})
+      .receive([](applied&) {},
+               [&](caf::error& err) { BOOST_FAIL(render(err)); });
+    shard_params out;
+    self->request(shard, 10s, pull_atom::value)
+      .receive([&](shard_params& p) { out = std::move(p); },
+               [&](caf::error& err) { BOOST_FAIL(render(err)); });
+    BOOST_TEST(fresh);
+    return out;
+  };
+  auto whole = push_all(make_shard(), {sample_push(0, 0)});
+  auto in_parts = push_all(make_shard(), split_push(sample_push(0, 0), 512));
+  BOOST_REQUIRE_EQUAL(whole.values.size(), in_parts.values.size());
+  for (size_t i = 0; i < whole.values.size(); ++i)
+    BOOST_TEST((whole.values[i].value == in_parts.values[i].value),
+               whole.values[i].name);
+}
