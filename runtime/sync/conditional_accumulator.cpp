@@ -146,4 +146,9 @@ caf::expected<tensor> conditional_accumulator::take(int64_t n) {
   return average;
 }
 
+void conditional_accumulator::discard() {
+  as_array(sum_).setZero();
+  reset_round();
+}
+
 } // namespace syncfac

@@ -102,6 +102,11 @@ protected:
   /// Ends a round after a take: the counter restarts, the step moves on.
   void close_round();
 
+  /// Forgets the round's gradients without a take (the step stays).
+  void reset_round() noexcept {
+    count_ = 0;
+  }
+
   /// "variable 'v0': " + what; every error message names the variable.
   std::string context(const std::string& what) const;
 
@@ -146,6 +151,10 @@ public:
   /// global_step. ec::invalid_argument when n <= 0 or fewer than n
   /// gradients arrived (the caller waits for ready(n) and asks again).
   caf::expected<tensor> take(int64_t n);
+
+  /// Drops the gradients since the last take: after a rollback to a
+  /// checkpoint they belong to variables that no longer exist.
+  void discard();
 
   const tensor_shape& shape() const noexcept {
     return shape_;

@@ -121,6 +121,16 @@ caf::expected<bool> sparse_accumulator::apply(
   return true;
 }
 
+void sparse_accumulator::discard() {
+  const auto len = static_cast<Eigen::Index>(row_size_);
+  for (auto row : touched_) {
+    row_map{sum_.data() + row * row_size_, len}.setZero();
+    hits_[static_cast<size_t>(row)] = 0;
+  }
+  touched_.clear();
+  reset_round();
+}
+
 caf::expected<sparse_gradient> sparse_accumulator::take(int64_t n) {
   if (auto err = check_take(n))
     return err;

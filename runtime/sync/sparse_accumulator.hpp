@@ -66,6 +66,9 @@ public:
   /// increments global_step. Errors as conditional_accumulator::take.
   caf::expected<sparse_gradient> take(int64_t n);
 
+  /// Drops the rows since the last take (a rollback; see the dense one).
+  void discard();
+
   const tensor_shape& shape() const noexcept {
     return shape_;
   }
