@@ -122,6 +122,12 @@ using chief_actor = caf::typed_actor<
   // A worker task that (re)started while the run goes on: the global
   // step and its last reported data position to resume from.
   caf::replies_to<run_atom, int32_t>::with<resume_point>,
+  // After a PS shard's loss paused the steps (the run request failed with
+  // ec::peer_lost): go on from `step`, the checkpoint every shard was
+  // restored to, with these shards. Answers the run's new incarnation; a
+  // run request starts the steps again.
+  caf::replies_to<restore_atom, int64_t, std::vector<ps_actor>>::with<
+    int64_t>,
   // Its own timer: write the checkpoint of this step even though some
   // worker has not reported its data position yet.
   caf::reacts_to<checkpoint_atom, int64_t>,
@@ -142,6 +148,15 @@ using worker_actor = caf::typed_actor<
   // The same from a restored checkpoint: start at its global step and,
   // when recorded, at its position in the data order.
   caf::replies_to<run_atom, resume_point>::with<worker_status>,
+  // Rebinding after a fault: a restarted chief, or a chief that rolled the
+  // run back after a PS shard came back, says where to go on (a resume
+  // point without a data order keeps the worker's own) and with whom
+  // (covariance actors: empty keeps the worker's). Whatever the worker had
+  // in flight is abandoned.
+  caf::replies_to<run_atom, resume_point, chief_actor, std::vector<ps_actor>,
+                  std::vector<covariance_actor>>::with<worker_status>,
+  // Its own deadline for such a rebinding after it lost a peer.
+  caf::reacts_to<stall_atom, int64_t>,
   // The worker's counters.
   caf::replies_to<status_atom>::with<worker_status>>;
 

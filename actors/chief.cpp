@@ -15,6 +15,8 @@ using clock_type = std::chrono::steady_clock;
 
 void grant_waiting(self_ptr self) {
   auto& st = self->state;
+  if (st.paused)
+    return;
   while (!st.waiting.empty() && (st.finished || !st.tokens.empty())) {
     token_grant grant;
     auto& req = st.waiting.front();
@@ -89,6 +91,85 @@ std::string shard_name(size_t index) {
   return "ps:" + std::to_string(index);
 }
 
+/// The run request fails with ec::peer_lost once the checkpoints begun
+/// before the loss are written: the driver rolls back to the newest.
+void report_pause(self_ptr self) {
+  auto& st = self->state;
+  if (!st.run_promise.pending())
+    return;
+  st.run_promise.deliver(make_error(
+    ec::peer_lost,
+    shard_name(static_cast<size_t>(st.lost_shard)) + " lost at global step "
+      + std::to_string(st.lost_at)));
+}
+
+void checkpoint_done(self_ptr self, caf::expected<checkpoint_written> res);
+
+/// A PS shard went away: no step can complete without it. The steps
+/// pause: no token goes out, the token requests and the checkpoint whose
+/// snapshots were being taken are dropped (the workers give their steps
+/// up when they are rebound), and the driver hears of it.
+void lose_shard(self_ptr self, size_t index) {
+  auto& st = self->state;
+  if (!st.running || st.finished || st.paused)
+    return;
+  st.paused = true;
+  st.lost_shard = static_cast<int32_t>(index);
+  st.lost_at = st.global_step;
+  st.waiting.clear();
+  st.tokens.clear();
+  note(self, "chief: " + shard_name(index) + " lost at global step "
+               + std::to_string(st.global_step) + "; the steps pause");
+  if (st.checkpoint) {
+    auto step = st.checkpoint->step;
+    st.checkpoint.reset();
+    checkpoint_done(self, make_error(ec::peer_lost,
+                                     "checkpoint of step "
+                                       + std::to_string(step) + ": "
+                                       + shard_name(index)
+                                       + " was lost before its snapshot"));
+    return; // checkpoint_done reports the pause once none is in flight
+  }
+  if (st.checkpoints_in_flight == 0)
+    report_pause(self);
+}
+
+/// Goes on after lose_shard, from `step` (every shard restored to the
+/// checkpoint of that step) with `shards`: a new incarnation of the run.
+caf::result<int64_t> roll_back(self_ptr self, int64_t step,
+                               std::vector<ps_actor> shards) {
+  auto& st = self->state;
+  if (!st.paused)
+    return make_error(ec::invalid_argument,
+                      "chief: a rollback needs a paused run");
+  if (shards.size() != st.cfg.shards.size() || step < 0
+      || step > st.cfg.steps)
+    return make_error(ec::invalid_argument,
+                      "chief: rollback to step " + std::to_string(step)
+                        + " with " + std::to_string(shards.size())
+                        + " shard(s); the run has "
+                        + std::to_string(st.cfg.shards.size())
+                        + " and ends at step "
+                        + std::to_string(st.cfg.steps));
+  st.cfg.shards = std::move(shards);
+  st.cfg.start_step = step;
+  st.global_step = step;
+  ++st.incarnation;
+  st.paused = false;
+  st.running = false;
+  st.lost_shard = -1;
+  st.lost_at = -1;
+  st.waiting.clear();
+  st.tokens.clear();
+  st.window_loss = 0;
+  st.window_correct = st.window_count = st.window_reports = 0;
+  for (auto& q : st.positions)
+    q.clear();
+  for (auto& w : st.workers)
+    w.granted_step = -1;
+  return st.incarnation;
+}
+
 void deliver_summary(self_ptr self) {
   auto& st = self->state;
   gather<shard_status>(
@@ -156,6 +237,8 @@ void checkpoint_done(self_ptr self, caf::expected<checkpoint_written> res) {
     st.cfg.on_checkpoint(res);
   if (--st.checkpoints_in_flight == 0 && st.summary_waits)
     deliver_summary(self);
+  else if (st.checkpoints_in_flight == 0 && st.paused)
+    report_pause(self);
 }
 
 /// Every gradient worker has reported the position after the batch of
@@ -297,6 +380,8 @@ void update_averages(self_ptr self) {
     self, st.cfg.shards, st.cfg.request_timeout,
     [](std::vector<caf::ok_atom>) {},
     [=](size_t i, caf::error err) {
+      if (self->state.paused)
+        return;
       fail(self, make_error(ec::peer_down, "moving averages on "
                                              + shard_name(i) + ": "
                                              + render(err)));
@@ -347,10 +432,13 @@ void run_round(self_ptr self) {
   }
   auto started = clock_type::now();
   auto step = st.global_step;
+  auto incarnation = st.incarnation;
   gather<applied>(
     self, st.cfg.shards, st.cfg.step_timeout,
     [=](std::vector<applied> results) {
       auto& st = self->state;
+      if (st.paused || st.incarnation != incarnation)
+        return;
       for (size_t i = 0; i < results.size(); ++i)
         if (results[i].global_step != step + 1)
           return fail(self, make_error(ec::internal,
@@ -371,6 +459,8 @@ void run_round(self_ptr self) {
     },
     [=](size_t i, caf::error err) {
       auto& st = self->state;
+      if (st.paused || st.incarnation != incarnation)
+        return;
       if (err == caf::sec::request_timeout)
         err = make_error(ec::timeout,
                          "step " + std::to_string(step) + ": "
@@ -393,6 +483,10 @@ void start(self_ptr self) {
   auto& st = self->state;
   st.running = true;
   st.global_step = st.cfg.start_step;
+  // A shard whose process goes away pauses the steps at once (rather
+  // than after step_timeout) and lets the driver bring it back.
+  for (const auto& s : st.cfg.shards)
+    self->monitor(s);
   // Every accumulator starts at the chief's step, so that gradients
   // computed before a (re)start are recognised as stale.
   gather<caf::ok_atom>(
@@ -416,6 +510,11 @@ caf::result<resume_point> rejoin(self_ptr self, int32_t worker) {
     return make_error(ec::unavailable,
                       st.finished ? "chief: the run is over"
                                   : "chief: the run has not started yet");
+  if (st.paused)
+    return make_error(ec::unavailable, "chief: the steps are paused ("
+                                         + shard_name(static_cast<size_t>(
+                                           st.lost_shard))
+                                         + " was lost)");
   if (worker < 0 || worker >= st.cfg.worker_replicas)
     return make_error(ec::invalid_argument,
                       "chief: no gradient worker " + std::to_string(worker)
@@ -425,6 +524,7 @@ caf::result<resume_point> rejoin(self_ptr self, int32_t worker) {
   ++rec.rejoins;
   resume_point rp;
   rp.global_step = st.global_step;
+  rp.incarnation = st.incarnation;
   const auto& q = st.positions[static_cast<size_t>(worker)];
   if (!q.empty()) {
     rp.has_data_order = true;
@@ -502,12 +602,30 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
       lose_worker(self, msg.source);
       return;
     }
+    // A worker rebound to another chief leaves this one normally; one of
+    // an abandoned incarnation may fail with the steps it gave up.
+    if (self->state.paused)
+      return;
     fail(self, make_error(ec::peer_down,
                           "a linked worker failed: " + render(msg.reason)));
+  });
+  self->set_down_handler([=](caf::down_msg& msg) {
+    auto& shards = self->state.cfg.shards;
+    for (size_t i = 0; i < shards.size(); ++i)
+      if (shards[i].address() == msg.source)
+        lose_shard(self, i);
   });
   return {
     [=](token_atom, const worker_report& rep) -> caf::result<token_grant> {
       auto& st = self->state;
+      // A step abandoned by a rollback: the worker has given it up.
+      if (rep.incarnation != st.incarnation)
+        return make_error(ec::invalid_argument,
+                          "chief: report of worker "
+                            + std::to_string(rep.worker) + " from incarnation "
+                            + std::to_string(rep.incarnation)
+                            + " of the run, which is at "
+                            + std::to_string(st.incarnation));
       if (auto err = check_report(self, rep))
         return err;
       if (!std::isfinite(rep.loss)) {
@@ -546,6 +664,10 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
     [=](run_atom, int32_t worker) -> caf::result<resume_point> {
       return rejoin(self, worker);
     },
+    [=](restore_atom, int64_t step, std::vector<ps_actor>& shards)
+      -> caf::result<int64_t> {
+      return roll_back(self, step, std::move(shards));
+    },
     [=](checkpoint_atom, int64_t step) {
       auto& st = self->state;
       if (st.checkpoint && st.checkpoint->step == step) {
@@ -559,7 +681,7 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
                           static_cast<int64_t>(st.tokens.size()),
                           static_cast<int64_t>(st.waiting.size()),
                           st.tokens_granted, st.finished,
-                          st.refused_reports};
+                          st.refused_reports, st.lost_shard, st.lost_at};
     },
   };
 }

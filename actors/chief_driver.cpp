@@ -132,10 +132,23 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   top.own(*eval);
   d->evaluator_ = *eval;
 
+  {
+    caf::scoped_actor self{sys};
+    auto kept = d->kept_step(self);
+    if (!kept)
+      return kept.error();
+    d->kept_step_ = *kept;
+  }
   if (auto err = d->prepare_checkpoints(sys, top))
     return err;
   auto cc = make_chief_config(cfg, tasks, steps, std::move(shards));
-  if (d->restored_) {
+  if (d->shards_kept()) {
+    cc.start_step = std::min(d->kept_step_, steps);
+    out.line("chief: the PS shards are at global step "
+             + std::to_string(d->kept_step_)
+             + " of a run under way; going on from there (a restarted "
+               "chief)");
+  } else if (d->restored_) {
     cc.start_step = d->restored_->global_step;
     if (cc.start_step >= steps)
       out.line("checkpoint: global step " + std::to_string(cc.start_step)
@@ -243,28 +256,19 @@ caf::error chief_driver::prepare_checkpoints(caf::actor_system& sys,
   if (opts.directory.empty())
     return caf::none;
   auto id = identity_of(cfg_, tasks_);
-  checkpoint_store store{opts.directory, static_cast<size_t>(opts.keep)};
-  auto latest = store.load_latest();
-  if (!latest)
-    return with_context(latest.error(), "checkpoint directory");
-  for (const auto& w : latest->warnings)
-    out_->line("checkpoint: " + w);
-  if (latest->latest) {
-    auto run = decode_run_checkpoint(*latest->latest, id);
-    if (!run)
-      return run.error();
+  auto newest = newest_checkpoint();
+  if (!newest)
+    return newest.error();
+  if (*newest && shards_kept()) {
+    factors_from_ = *newest;
+    if (uses_kfac(cfg_))
+      out_->line("checkpoint: the K-FAC factors come from " + (*newest)->path
+                 + " (global step " + std::to_string((*newest)->global_step)
+                 + ")");
+  } else if (*newest) {
+    auto run = *newest;
     caf::scoped_actor self{sys};
-    size_t restored = 0;
-    for (size_t i = 0; i < shards_.size(); ++i) {
-      if (auto err = restore_one<shard_snapshot>(self, shards_[i], *run,
-                                                 cfg_.base.request_timeout,
-                                                 "ps:" + std::to_string(i)))
-        return err;
-      self->request(shards_[i], cfg_.base.request_timeout, pull_atom::value)
-        .receive([&](shard_params& p) { restored += p.values.size(); },
-                 [](caf::error&) {});
-    }
-    if (auto err = check_all_restored(*run, restored))
+    if (auto err = restore_shards(self, *run))
       return err;
     const auto& was = run->written_under;
     out_->line("checkpoint: restored " + run->path + " at global step "
@@ -274,7 +278,7 @@ caf::error chief_driver::prepare_checkpoints(caf::actor_system& sys,
                + (was.workers == tasks_.gradient_workers
                     ? std::string{"; data order resumes where it was)"}
                     : std::string{"; data order starts the next epoch)"}));
-    restored_ = std::make_shared<const restored_run>(std::move(*run));
+    restored_ = run;
   }
   checkpoint_writer_config wc;
   wc.directory = opts.directory;
@@ -288,21 +292,114 @@ caf::error chief_driver::prepare_checkpoints(caf::actor_system& sys,
   return caf::none;
 }
 
+caf::expected<std::shared_ptr<const restored_run>>
+chief_driver::newest_checkpoint() {
+  const auto& opts = cfg_.checkpoint;
+  if (opts.directory.empty())
+    return std::shared_ptr<const restored_run>{};
+  checkpoint_store store{opts.directory, static_cast<size_t>(opts.keep)};
+  auto latest = store.load_latest();
+  if (!latest)
+    return with_context(latest.error(), "checkpoint directory");
+  for (const auto& w : latest->warnings)
+    out_->line("checkpoint: " + w);
+  if (!latest->latest)
+    return std::shared_ptr<const restored_run>{};
+  auto run = decode_run_checkpoint(*latest->latest, identity_of(cfg_, tasks_));
+  if (!run)
+    return run.error();
+  return std::make_shared<const restored_run>(std::move(*run));
+}
+
+caf::error chief_driver::restore_shards(caf::scoped_actor& self,
+                                        const restored_run& run) {
+  size_t restored = 0;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (auto err = restore_one<shard_snapshot>(self, shards_[i], run,
+                                               cfg_.base.request_timeout,
+                                               "ps:" + std::to_string(i)))
+      return err;
+    self->request(shards_[i], cfg_.base.request_timeout, pull_atom::value)
+      .receive([&](shard_params& p) { restored += p.values.size(); },
+               [](caf::error&) {});
+  }
+  return check_all_restored(run, restored);
+}
+
+caf::expected<int64_t> chief_driver::kept_step(caf::scoped_actor& self) {
+  std::vector<int64_t> steps;
+  caf::error err;
+  for (size_t i = 0; i < shards_.size() && !err; ++i)
+    self->request(shards_[i], cfg_.base.request_timeout, status_atom::value)
+      .receive([&](shard_status& ss) { steps.push_back(ss.global_step); },
+               [&](caf::error& e) {
+                 err = make_error(ec::peer_down,
+                                  "status of ps:" + std::to_string(i) + ": "
+                                    + render(e));
+               });
+  if (err)
+    return err;
+  auto [lo, hi] = std::minmax_element(steps.begin(), steps.end());
+  if (steps.empty() || *hi == 0)
+    return int64_t{-1};
+  if (*lo == *hi)
+    return *hi;
+  // A chief lost between its applies to different shards.
+  std::string all;
+  for (size_t i = 0; i < steps.size(); ++i)
+    all += (i == 0 ? "" : ", ") + std::string{"ps:"} + std::to_string(i)
+           + " at " + std::to_string(steps[i]);
+  if (cfg_.checkpoint.directory.empty())
+    return make_error(ec::invalid_config,
+                      "the PS shards disagree on the global step (" + all
+                        + ") and the run writes no checkpoints to roll back "
+                          "to (--checkpoint_dir)");
+  out_->line("chief: the PS shards disagree on the global step (" + all
+             + "): rolling back to the newest checkpoint");
+  return int64_t{-1};
+}
+
 caf::error
 chief_driver::restore_covariance(caf::scoped_actor& self,
                                  const std::vector<covariance_actor>& cov) {
-  if (!restored_)
+  auto from = restored_ ? restored_ : factors_from_;
+  if (!from)
     return caf::none;
   for (size_t c = 0; c < cov.size(); ++c)
     if (auto err = restore_one<covariance_snapshot>(
-          self, cov[c], *restored_, cfg_.base.request_timeout,
+          self, cov[c], *from, cfg_.base.request_timeout,
           "covariance:" + std::to_string(c)))
       return err;
   return caf::none;
 }
 
+void chief_driver::rebind_workers(caf::scoped_actor& self,
+                                  const run_roles& roles,
+                                  int64_t incarnation) {
+  auto n = static_cast<int32_t>(roles.workers.size());
+  auto at = [&](int32_t i) {
+    resume_point rp;
+    if (restored_ && !shards_kept())
+      rp = resume_of(*restored_, i, n);
+    else
+      rp.global_step = kept_step_;
+    rp.incarnation = incarnation;
+    return rp;
+  };
+  for (int32_t i = 0; i < n; ++i)
+    self->send(roles.workers[static_cast<size_t>(i)], run_atom::value, at(i),
+               chief_, shards_, roles.covariance);
+  for (auto& w : roles.stats_workers) {
+    auto rp = at(0);
+    rp.has_data_order = false;
+    self->send(w, run_atom::value, rp, chief_, shards_, roles.covariance);
+  }
+}
+
 void chief_driver::start_workers(caf::scoped_actor& self,
                                  const run_roles& roles) {
+  if (shards_kept())
+    return rebind_workers(self, roles, 0);
   auto n = static_cast<int32_t>(roles.workers.size());
   for (int32_t i = 0; i < n; ++i) {
     const auto& w = roles.workers[static_cast<size_t>(i)];
@@ -356,6 +453,65 @@ chief_driver::final_digest(caf::scoped_actor& self) {
   return parameter_digest(std::move(all));
 }
 
+caf::error chief_driver::recover(caf::scoped_actor& self,
+                                const run_roles& roles) {
+  chief_status cs;
+  caf::error err;
+  self->request(chief_, cfg_.base.request_timeout, status_atom::value)
+    .receive([&](chief_status& x) { cs = x; },
+             [&](caf::error& e) { err = e; });
+  if (err)
+    return with_context(err, "status of the paused chief");
+  auto lost = "ps:" + std::to_string(cs.lost_shard) + " lost at global step "
+              + std::to_string(cs.lost_at);
+  if (!recover_shard_)
+    return make_error(ec::peer_lost, lost);
+  if (cfg_.checkpoint.directory.empty())
+    return make_error(ec::peer_lost, lost
+                                       + ", and the run writes no checkpoints "
+                                         "to restore it from "
+                                         "(--checkpoint_dir)");
+  // Inverse actors ship to the shard they were made with: a shard that
+  // comes back under K-FAC needs the cluster restarted from the checkpoint.
+  if (uses_kfac(cfg_))
+    return make_error(ec::unavailable,
+                      lost + ": a PS shard coming back under K-FAC is not "
+                             "supported; restart the cluster, which resumes "
+                             "from the newest checkpoint");
+  auto shards = recover_shard_(cs.lost_shard);
+  if (!shards)
+    return with_context(shards.error(), lost);
+  auto newest = newest_checkpoint();
+  if (!newest)
+    return with_context(newest.error(), lost);
+  if (!*newest)
+    return make_error(ec::peer_lost,
+                      lost + ", before the run's first checkpoint: nothing "
+                             "to restore it from");
+  shards_ = std::move(*shards);
+  if (auto e = restore_shards(self, **newest))
+    return with_context(e, lost);
+  restored_ = *newest;
+  kept_step_ = -1;
+  int64_t incarnation = 0;
+  self->request(chief_, cfg_.base.request_timeout, restore_atom::value,
+                restored_->global_step, shards_)
+    .receive([&](int64_t x) { incarnation = x; },
+             [&](caf::error& e) { err = e; });
+  if (err)
+    return with_context(err, lost + ": rollback of the chief");
+  self->send(evaluator_, restore_atom::value, shards_);
+  ++shards_lost_;
+  rolled_back_steps_ += std::max<int64_t>(0, cs.lost_at
+                                               - restored_->global_step);
+  out_->line("chief: " + lost + " is back; the run rolls back to global step "
+             + std::to_string(restored_->global_step) + " (" + restored_->path
+             + "), " + std::to_string(cs.lost_at - restored_->global_step)
+             + " step(s) to do again");
+  rebind_workers(self, roles, incarnation);
+  return caf::none;
+}
+
 caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
                                                   const run_roles& roles) {
   const auto& base = cfg_.base;
@@ -374,14 +530,26 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   // Bounded: every step is bounded by step_timeout.
   auto run_timeout = cfg_.step_timeout * (steps_ + 1);
   caf::expected<sync_summary> run{caf::error{}};
-  self->request(chief_, run_timeout, run_atom::value, roles.covariance)
-    .receive([&](sync_summary& s) { run = std::move(s); },
-             [&](caf::error& err) {
-               run = make_error(err == caf::sec::request_timeout
-                                  ? ec::timeout
-                                  : ec::peer_down,
-                                "training run: " + render(err));
-             });
+  for (;;) {
+    bool lost = false;
+    self->request(chief_, run_timeout, run_atom::value, roles.covariance)
+      .receive([&](sync_summary& s) { run = std::move(s); },
+               [&](caf::error& err) {
+                 lost = err.category() == error_category
+                        && err.code() == static_cast<uint8_t>(ec::peer_lost);
+                 run = lost ? err
+                            : make_error(err == caf::sec::request_timeout
+                                           ? ec::timeout
+                                           : ec::peer_down,
+                                         "training run: " + render(err));
+               });
+    if (run || !lost)
+      break;
+    if (auto err = recover(self, roles)) {
+      run = err;
+      break;
+    }
+  }
   if (!run)
     return run.error();
   summary.train_s = std::chrono::duration<double>(clock_type::now() - t0)
@@ -396,7 +564,11 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   summary.examples = run->examples;
   summary.checkpoints = checkpoint_report(*run);
   summary.faults.add("workers_lost", run->worker_losses)
-    .add("workers_rejoined", run->worker_rejoins);
+    .add("workers_rejoined", run->worker_rejoins)
+    .add("ps_lost", shards_lost_)
+    .add("rolled_back_steps", rolled_back_steps_)
+    .add("chief_restarted", shards_kept())
+    .add("resumed_at", shards_kept() ? kept_step_ : int64_t{-1});
   if (warm_->set) {
     auto timed = std::chrono::duration<double>(clock_type::now()
                                                - warm_->when)

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -51,6 +52,27 @@ public:
     return chief_;
   }
 
+  /// The PS shards now (a shard that came back has a new actor).
+  const std::vector<ps_actor>& shards() const {
+    return shards_;
+  }
+
+  /// In a cluster: brings PS shard `lost` back (waits for its task to
+  /// return, bounded) and answers every shard's actor, so that the run
+  /// can roll back to its newest checkpoint instead of failing.
+  using shard_recovery
+    = std::function<caf::expected<std::vector<ps_actor>>(int32_t lost)>;
+
+  void recover_shards_with(shard_recovery f) {
+    recover_shard_ = std::move(f);
+  }
+
+  /// Whether the shards were found at a step of a run already under way
+  /// (this chief replaces one that went away): the run goes on from there.
+  bool shards_kept() const {
+    return kept_step_ >= 0;
+  }
+
   /// Starts every worker, waits for the chief's last round (bounded by
   /// step_timeout per step), collects the roles' counters and evaluates
   /// on the test set.
@@ -66,8 +88,15 @@ private:
   caf::expected<std::string> final_digest(caf::scoped_actor& self);
 
   /// Restores the shards from the newest good checkpoint of the run's
-  /// directory, if there is one, and spawns the checkpoint writer.
+  /// directory, if there is one (only the covariance factors when the
+  /// shards kept the run), and spawns the checkpoint writer.
   caf::error prepare_checkpoints(caf::actor_system& sys, owned_actors& top);
+
+  /// The newest good checkpoint of the run's directory (none: nullptr).
+  caf::expected<std::shared_ptr<const restored_run>> newest_checkpoint();
+
+  /// Restores every shard from `run`.
+  caf::error restore_shards(caf::scoped_actor& self, const restored_run& run);
 
   /// Restores the covariance actors' factors from the checkpoint.
   caf::error restore_covariance(caf::scoped_actor& self,
@@ -75,6 +104,21 @@ private:
 
   /// Starts the workers, each at its resume point.
   void start_workers(caf::scoped_actor& self, const run_roles& roles);
+
+  /// Rebinds the workers to this chief and the shards, each at its resume
+  /// point (the shards' step when they kept the run, else the restored
+  /// checkpoint's).
+  void rebind_workers(caf::scoped_actor& self, const run_roles& roles,
+                      int64_t incarnation);
+
+  /// The step every shard is at, when they agree on one above 0 (the
+  /// run's previous chief went away), else -1; shards that disagree are
+  /// an error unless a checkpoint can bring them back in line.
+  caf::expected<int64_t> kept_step(caf::scoped_actor& self);
+
+  /// After the loss of a PS shard: brings it back, restores every shard
+  /// from the newest checkpoint and rolls the chief back to it.
+  caf::error recover(caf::scoped_actor& self, const run_roles& roles);
 
   /// The summary's "checkpoints" object.
   json_object checkpoint_report(const sync_summary& run) const;
@@ -89,7 +133,14 @@ private:
   std::shared_ptr<warm_mark> warm_;
   /// The checkpoint the run continues from, if any.
   std::shared_ptr<const restored_run> restored_;
+  /// The checkpoint only the covariance factors come from (the shards
+  /// kept the run).
+  std::shared_ptr<const restored_run> factors_from_;
   checkpointer_actor checkpointer_;
+  shard_recovery recover_shard_;
+  int64_t kept_step_ = -1;
+  int64_t shards_lost_ = 0;
+  int64_t rolled_back_steps_ = 0;
 };
 
 } // namespace syncfac

@@ -321,10 +321,11 @@ private:
         return c.error();
       cov = std::move(*c);
     }
-    auto w = spawn_worker(sys_, make_worker_config(sync_, tasks_,
-                                                   kfac_ ? &*kfac_ : nullptr,
-                                                   i, train_, *dev, *ps,
-                                                   *chief, std::move(cov)));
+    auto wc = make_worker_config(sync_, tasks_, kfac_ ? &*kfac_ : nullptr, i,
+                                 train_, *dev, *ps, *chief, std::move(cov));
+    // Losing the chief or a shard: wait for a chief to rebind the worker.
+    wc.peer_wait = cfg_.max_wait;
+    auto w = spawn_worker(sys_, std::move(wc));
     if (!w)
       return w.error();
     top_.own(*w);
@@ -360,6 +361,45 @@ private:
       self_->monitor(actor);
       hosted.emplace(actor.address(), name);
     }
+    // A worker's node connects again to the chief and shards it lost, as
+    // at start: a restarted chief waits for its hello, and a shard that
+    // came back is then reached directly, not through the chief's node.
+    std::map<caf::actor_addr, task_id> peers;
+    std::set<task_id> lost;
+    const bool reconnects = static_cast<bool>(worker_);
+    auto watch = [&](const task_id& t) {
+      if (auto i = nodes_.find(t.str()); i != nodes_.end())
+        if (auto n = node_of(i->second)) {
+          self_->monitor(n);
+          peers[n.address()] = t;
+        }
+    };
+    if (reconnects)
+      for (int32_t s = 0; s < sync_.ps_tasks; ++s)
+        watch({"ps", s});
+    auto reconnect = [&] {
+      std::ostream quiet{nullptr};
+      for (auto t : std::set<task_id>{lost}) {
+        auto opts = cfg_.connect;
+        opts.timeout = std::chrono::milliseconds{1000};
+        opts.report_every = std::chrono::hours{1};
+        nodes_.erase(t.str());
+        auto infos = connect_nodes(sys_, self_, cfg_.cluster, {t}, hello_,
+                                   opts, quiet);
+        if (!infos)
+          continue;
+        for (auto& kvp : *infos)
+          nodes_.emplace(kvp.first, std::move(kvp.second));
+        lost.erase(t);
+        watch(t);
+        log_ << me() << ": connected again to " << t.str() << std::endl;
+        if (t.job == "chief")
+          if (auto i = nodes_.find(t.str()); i != nodes_.end()) {
+            chief_node_ = node_of(i->second);
+            chief_here = true;
+          }
+      }
+    };
     while (!done) {
       self_->receive(
         [&](shutdown_atom, std::string& why) {
@@ -388,9 +428,18 @@ private:
                  << sys_.render(dm.reason) << "); waiting up to "
                  << cfg_.max_wait.count() << " ms for it to return"
                  << std::endl;
+            if (reconnects)
+              lost.insert({"chief", 0});
+          } else if (auto p = peers.find(dm.source); p != peers.end()) {
+            log_ << me() << ": " << p->second.str() << " went down ("
+                 << sys_.render(dm.reason) << ")" << std::endl;
+            lost.insert(p->second);
+            peers.erase(p);
           }
         },
         caf::after(std::chrono::milliseconds{500}) >> [&] {
+          if (!lost.empty())
+            reconnect();
           if (!role_failure.empty()
               && clock_type::now() >= failure_deadline) {
             err = make_error(ec::peer_down, role_failure);
@@ -537,6 +586,8 @@ private:
     if (!driver)
       return driver.error();
     host("chief", caf::actor_cast<caf::actor>((*driver)->chief()));
+    (*driver)->recover_shards_with(
+      [this](int32_t lost) { return shard_back(lost); });
     if (auto err = publish())
       return err;
     // Everyone else; training starts once all are here. Tasks that connect
@@ -586,12 +637,32 @@ private:
     // shards are still up: they may finish a last evaluation.
     end_callers(reason);
     node_outcome outcome;
-    outcome.cluster = cluster_report(*ps, roles);
+    outcome.cluster = cluster_report((*driver)->shards(), roles);
     end_run(reason);
     if (!summary)
       return summary.error();
     outcome.summary = std::move(*summary);
     return outcome;
+  }
+
+  /// PS shard `lost` went away: waits (bounded by max_wait, reporting who
+  /// is missing) for its task to be back on its address, then answers the
+  /// shards' actors.
+  caf::expected<std::vector<ps_actor>> shard_back(int32_t lost) {
+    task_id t{"ps", lost};
+    nodes_.erase(t.str());
+    log_ << me() << ": waiting up to " << cfg_.max_wait.count()
+         << " ms for " << t.str() << " at " << cfg_.cluster.address(t).str()
+         << " to come back" << std::endl;
+    auto opts = cfg_.connect;
+    opts.timeout = cfg_.max_wait;
+    auto infos = connect_nodes(sys_, self_, cfg_.cluster, {t}, hello_, opts,
+                               log_);
+    if (!infos)
+      return infos.error();
+    for (auto& kvp : *infos)
+      nodes_.emplace(kvp.first, std::move(kvp.second));
+    return shards();
   }
 
   /// Per task: what its roles refused or failed (the chief's summary).

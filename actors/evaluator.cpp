@@ -109,6 +109,10 @@ evaluator_actor::behavior_type evaluator(self_ptr self,
                                          evaluator_config cfg) {
   self->state.cfg = std::move(cfg);
   return {
+    [=](restore_atom, std::vector<ps_actor>& shards) {
+      if (shards.size() == self->state.cfg.shards.size())
+        self->state.cfg.shards = std::move(shards);
+    },
     [=](eval_atom, int64_t step) -> caf::result<eval_result> {
       auto rp = self->make_response_promise<eval_result>();
       auto& st = self->state;

@@ -27,7 +27,10 @@ namespace syncfac {
 /// Evaluates the PS shards' current variables on a held-out set.
 using evaluator_actor = caf::typed_actor<
   // Evaluate now, labelling the result with `global_step`.
-  caf::replies_to<eval_atom, int64_t>::with<eval_result>>;
+  caf::replies_to<eval_atom, int64_t>::with<eval_result>,
+  // Pull from these shards from now on (a PS shard came back after a
+  // loss); as many as before.
+  caf::reacts_to<restore_atom, std::vector<ps_actor>>>;
 
 struct evaluator_config {
   model_spec model;

@@ -23,7 +23,8 @@ worker_status status_of(self_ptr self) {
   return worker_status{st.cfg.index,     st.local_step,   st.steps,
                        st.stale_pushes,  st.step_s,       st.token_wait_s,
                        st.compute_s,     st.stats_sent,   st.stats_stale,
-                       st.stats_skipped, st.stats_failed, st.stats_error};
+                       st.stats_skipped, st.stats_failed, st.stats_error,
+                       st.peers_lost,    st.rebinds};
 }
 
 void fail(self_ptr self, caf::error err) {
@@ -41,6 +42,35 @@ caf::error request_failed(self_ptr self, const std::string& what,
                                      + " in time");
   return make_error(ec::peer_down, who(self) + ": " + what + " failed: "
                                      + render(err));
+}
+
+/// Whether an answer belongs to a step the worker has since abandoned.
+bool outdated(self_ptr self, int64_t generation) {
+  return self->state.generation != generation;
+}
+
+/// The chief or a shard did not answer (a broken connection, a dead or
+/// frozen process): in a cluster the worker abandons its step and waits,
+/// bounded by peer_wait, for a chief to rebind it; otherwise it fails. An
+/// error the peer answered with (a refused push, a failed run) is no loss.
+void stall(self_ptr self, std::string reason) {
+  auto& st = self->state;
+  if (st.stalled)
+    return;
+  st.stalled = true;
+  st.stall_reason = std::move(reason);
+  st.stalled_since = std::chrono::steady_clock::now();
+  ++st.generation;
+  ++st.peers_lost;
+  self->delayed_send(self, st.cfg.peer_wait, stall_atom::value,
+                     st.generation);
+}
+
+void lose_peer(self_ptr self, const std::string& what, caf::error err) {
+  if (self->state.cfg.peer_wait.count() == 0
+      || err.category() != caf::atom("system"))
+    return fail(self, request_failed(self, what, std::move(err)));
+  stall(self, render(request_failed(self, what, std::move(err))));
 }
 
 void run_step(self_ptr self);
@@ -72,6 +102,7 @@ void send_stats(self_ptr self, std::vector<layer_stats> stats, int64_t step,
     updates[static_cast<size_t>(i->second)].layers.push_back(std::move(ls));
   }
   auto remaining = std::make_shared<size_t>(0);
+  auto gen = st.generation;
   auto finish = [remaining, done] {
     if (--*remaining == 0 && done)
       done();
@@ -89,6 +120,8 @@ void send_stats(self_ptr self, std::vector<layer_stats> stats, int64_t step,
                   stats_atom::value, std::move(updates[c]))
       .then(
         [=](stats_ack& ack) {
+          if (outdated(self, gen))
+            return;
           auto& st = self->state;
           st.stats_in_flight[c] = false;
           ++st.stats_sent;
@@ -99,6 +132,8 @@ void send_stats(self_ptr self, std::vector<layer_stats> stats, int64_t step,
         [=](caf::error& err) {
           // A lost statistics update costs K-FAC one sample of the
           // factors, not the run: count it and go on.
+          if (outdated(self, gen))
+            return;
           auto& st = self->state;
           st.stats_in_flight[c] = false;
           ++st.stats_failed;
@@ -176,35 +211,40 @@ void finish_step_end(self_ptr self, step_end& end) {
 
 void take_token(self_ptr self, const step_result& res, int32_t stale) {
   auto& st = self->state;
-  worker_report rep{st.cfg.index, st.local_step, res.loss, res.correct,
-                    res.count, stale, st.batches->state()};
+  worker_report rep{st.cfg.index, st.local_step, res.loss,
+                    res.correct,    res.count,     stale,
+                    st.batches->state(), st.incarnation};
   auto end = std::make_shared<step_end>();
   auto asked = std::chrono::steady_clock::now();
+  auto gen = st.generation;
   self->request(st.cfg.chief, st.cfg.token_timeout, token_atom::value, rep)
     .then(
       [=](token_grant& grant) {
+        if (outdated(self, gen))
+          return;
         self->state.token_wait_s += seconds_since(asked);
         end->grant = grant;
         finish_step_end(self, *end);
       },
       [=](caf::error& err) {
-        if (end->failed)
+        if (end->failed || outdated(self, gen))
           return;
         end->failed = true;
-        fail(self, request_failed(self, "token request", std::move(err)));
+        lose_peer(self, "token request", std::move(err));
       });
   gather<shard_params>(
     self, st.cfg.shards, st.cfg.request_timeout,
     [=](std::vector<shard_params> pulled) {
+      if (outdated(self, gen))
+        return;
       end->pulled = std::move(pulled);
       finish_step_end(self, *end);
     },
     [=](size_t s, caf::error err) {
-      if (end->failed)
+      if (end->failed || outdated(self, gen))
         return;
       end->failed = true;
-      fail(self, request_failed(self, "pull from ps:" + std::to_string(s),
-                                std::move(err)));
+      lose_peer(self, "pull from ps:" + std::to_string(s), std::move(err));
     },
     pull_atom::value);
 }
@@ -257,13 +297,14 @@ void push(self_ptr self, step_result res) {
   }
   if (prog->remaining == 0)
     return take_token(self, res, 0);
+  auto gen = st.generation;
   for (size_t s = 0; s < parts.size(); ++s) {
     for (auto& part : parts[s]) {
       self->request(st.cfg.shards[s], st.cfg.request_timeout, push_atom::value,
                     std::move(part))
         .then(
           [=](push_ack& ack) {
-            if (prog->failed)
+            if (prog->failed || outdated(self, gen))
               return;
             if (!ack.accepted)
               prog->stale[s] = true;
@@ -276,12 +317,11 @@ void push(self_ptr self, step_result res) {
             }
           },
           [=](caf::error& err) {
-            if (prog->failed)
+            if (prog->failed || outdated(self, gen))
               return;
             prog->failed = true;
-            fail(self, request_failed(self, "gradient push to ps:"
-                                              + std::to_string(s),
-                                      std::move(err)));
+            lose_peer(self, "gradient push to ps:" + std::to_string(s),
+                      std::move(err));
           });
     }
   }
@@ -290,7 +330,10 @@ void push(self_ptr self, step_result res) {
 void compute(self_ptr self) {
   auto& st = self->state;
   st.batches->next(st.current);
+  auto gen = st.generation;
   auto on_error = [=](caf::error& err) {
+    if (outdated(self, gen))
+      return;
     fail(self, request_failed(self, "gradient computation", std::move(err)));
   };
   if (!st.cfg.stats) {
@@ -298,6 +341,8 @@ void compute(self_ptr self) {
                   st.params, st.current)
       .then(
         [=](step_result& res) {
+          if (outdated(self, gen))
+            return;
           self->state.compute_s += res.compute_s;
           push(self, std::move(res));
         },
@@ -308,6 +353,8 @@ void compute(self_ptr self) {
                 st.params, st.current, *st.cfg.stats)
     .then(
       [=](step_result& res) {
+        if (outdated(self, gen))
+          return;
         auto& st = self->state;
         st.compute_s += res.compute_s;
         send_stats(self, std::move(res.stats), st.local_step,
@@ -334,9 +381,12 @@ void statistics_after(self_ptr self, std::chrono::milliseconds delay) {
 /// Pulls the variables and computes and sends statistics at their step.
 void statistics_update(self_ptr self) {
   auto& st = self->state;
+  auto gen = st.generation;
   gather<shard_params>(
     self, st.cfg.shards, st.cfg.request_timeout,
     [=](std::vector<shard_params> pulled) {
+      if (outdated(self, gen))
+        return;
       auto& st = self->state;
       auto step = pulled.empty() ? 0 : pulled.front().global_step;
       if (auto err = absorb(self, pulled))
@@ -348,6 +398,8 @@ void statistics_update(self_ptr self) {
                     st.params, st.current, *st.cfg.stats)
         .then(
           [=](stats_update& u) {
+            if (outdated(self, gen))
+              return;
             auto& st = self->state;
             st.compute_s += seconds_since(t0);
             st.stats_step = step;
@@ -357,13 +409,16 @@ void statistics_update(self_ptr self) {
             });
           },
           [=](caf::error& err) {
+            if (outdated(self, gen))
+              return;
             fail(self, request_failed(self, "statistics computation",
                                       std::move(err)));
           });
     },
     [=](size_t s, caf::error err) {
-      fail(self, request_failed(self, "pull from ps:" + std::to_string(s),
-                                std::move(err)));
+      if (outdated(self, gen))
+        return;
+      lose_peer(self, "pull from ps:" + std::to_string(s), std::move(err));
     },
     pull_atom::value);
 }
@@ -374,17 +429,22 @@ void statistics_step(self_ptr self) {
   auto& st = self->state;
   if (!st.running)
     return;
+  auto gen = st.generation;
   self->request(st.cfg.shards.front(), st.cfg.request_timeout,
                 status_atom::value)
     .then(
       [=](shard_status& ss) {
+        if (outdated(self, gen))
+          return;
         auto& st = self->state;
         if (ss.global_step <= st.stats_step)
           return statistics_after(self, st.cfg.poll_interval);
         statistics_update(self);
       },
       [=](caf::error& err) {
-        fail(self, request_failed(self, "status of ps:0", std::move(err)));
+        if (outdated(self, gen))
+          return;
+        lose_peer(self, "status of ps:0", std::move(err));
       });
 }
 
@@ -409,16 +469,20 @@ void run_step(self_ptr self) {
   st.step_started = std::chrono::steady_clock::now();
   if (st.params_ready)
     return compute(self);
+  auto gen = st.generation;
   gather<shard_params>(
     self, st.cfg.shards, st.cfg.request_timeout,
     [=](std::vector<shard_params> pulled) {
+      if (outdated(self, gen))
+        return;
       if (auto err = absorb(self, pulled))
         return fail(self, std::move(err));
       compute(self);
     },
     [=](size_t s, caf::error err) {
-      fail(self, request_failed(self, "pull from ps:" + std::to_string(s),
-                                std::move(err)));
+      if (outdated(self, gen))
+        return;
+      lose_peer(self, "pull from ps:" + std::to_string(s), std::move(err));
     },
     pull_atom::value);
 }
@@ -427,6 +491,7 @@ void run_step(self_ptr self) {
 /// the shards' global step (TF's local_step_init_op).
 void initialise(self_ptr self) {
   auto& st = self->state;
+  st.initialising = true;
   self->request(st.cfg.device, st.cfg.request_timeout, load_model_atom::value,
                 st.cfg.model, st.cfg.seed)
     .then(
@@ -458,6 +523,7 @@ void initialise(self_ptr self) {
             st.params_ready = pulled_step >= st.local_step;
             st.local_step = std::max(st.local_step, pulled_step);
             st.initialised = true;
+            st.initialising = false;
             if (!st.promise.pending())
               return;
             if (st.cfg.role == worker_role::statistics)
@@ -466,9 +532,9 @@ void initialise(self_ptr self) {
               run_step(self);
           },
           [=](size_t s, caf::error err) {
-            fail(self, request_failed(self,
-                                      "first pull from ps:" + std::to_string(s),
-                                      std::move(err)));
+            self->state.initialising = false;
+            lose_peer(self, "first pull from ps:" + std::to_string(s),
+                      std::move(err));
           },
           pull_atom::value);
       },
@@ -488,11 +554,83 @@ caf::error resume(self_ptr self, const resume_point& rp) {
   if (rp.has_data_order)
     if (auto err = st.batches->restore(rp.data_order))
       return with_context(err, who(self) + ": data order of the checkpoint");
+  st.incarnation = rp.incarnation;
   if (rp.global_step > st.local_step) {
     st.local_step = rp.global_step;
     st.params_ready = false;
   }
   return caf::none;
+}
+
+/// Goes on with another chief and shards after a fault, from `rp`: the
+/// step abandoned, local_step set to the resume point's (lower after a
+/// rollback to a checkpoint) and, when it has one, the data position.
+caf::result<worker_status> begin(self_ptr self, bool keep_running);
+
+caf::result<worker_status> rebind(self_ptr self, const resume_point& rp,
+                                  chief_actor chief,
+                                  std::vector<ps_actor> shards,
+                                  std::vector<covariance_actor> covariance) {
+  auto& st = self->state;
+  if (!chief || shards.size() != st.cfg.shards.size()
+      || std::any_of(shards.begin(), shards.end(),
+                     [](const ps_actor& s) { return !s; }))
+    return make_error(ec::invalid_argument,
+                      who(self) + ": rebinding needs a chief and "
+                        + std::to_string(st.cfg.shards.size())
+                        + " PS shard(s), got "
+                        + std::to_string(shards.size()));
+  if (!covariance.empty() && !st.cfg.covariance.empty()
+      && covariance.size() != st.cfg.covariance.size())
+    return make_error(ec::invalid_argument,
+                      who(self) + ": rebinding with "
+                        + std::to_string(covariance.size())
+                        + " covariance actors, the worker sends to "
+                        + std::to_string(st.cfg.covariance.size()));
+  if (rp.global_step < 0)
+    return make_error(ec::invalid_argument,
+                      who(self) + ": resume at negative step "
+                        + std::to_string(rp.global_step));
+  if (rp.has_data_order)
+    if (auto err = st.batches->restore(rp.data_order))
+      return with_context(err, who(self) + ": data order to resume from");
+  ++st.generation;
+  if (st.cfg.role == worker_role::gradients && st.cfg.chief != chief) {
+    self->unlink_from(st.cfg.chief);
+    self->link_to(chief);
+  }
+  st.cfg.chief = std::move(chief);
+  st.cfg.shards = std::move(shards);
+  if (!covariance.empty() && !st.cfg.covariance.empty())
+    st.cfg.covariance = std::move(covariance);
+  st.incarnation = rp.incarnation;
+  st.stats_in_flight.assign(st.stats_in_flight.size(), false);
+  st.stalled = false;
+  ++st.rebinds;
+  // Whoever started the abandoned run (a chief that may be gone) hears
+  // how far it went; the new run's caller gets the next answer.
+  if (st.promise.pending())
+    st.promise.deliver(status_of(self));
+  st.stopped = false;
+  st.local_step = rp.global_step;
+  st.stats_step = rp.global_step - 1;
+  st.params_ready = false;
+  if (!st.initialised && !st.initialising)
+    initialise(self);
+  return begin(self, true);
+}
+
+/// The rebinding did not come within peer_wait of the loss.
+void give_up_waiting(self_ptr self, int64_t generation) {
+  auto& st = self->state;
+  if (!st.stalled || st.generation != generation)
+    return;
+  auto waited = std::chrono::duration_cast<std::chrono::seconds>(
+    std::chrono::steady_clock::now() - st.stalled_since);
+  fail(self, make_error(ec::timeout,
+                        who(self) + ": no chief rebound it within "
+                          + std::to_string(waited.count())
+                          + " s (--max_wait_ms) after: " + st.stall_reason));
 }
 
 caf::result<worker_status> begin(self_ptr self, bool keep_running) {
@@ -538,6 +676,8 @@ caf::error worker_config::validate() const {
     return bad("no PS shards");
   if (request_timeout.count() <= 0 || token_timeout.count() <= 0)
     return bad("timeouts must be positive");
+  if (peer_wait.count() < 0)
+    return bad("peer_wait must not be negative");
   if (role == worker_role::statistics && (!stats || covariance.empty()))
     return bad("the statistics role needs a stats request and covariance "
                "actors");
@@ -570,6 +710,23 @@ worker_actor::behavior_type worker(self_ptr self, worker_config cfg) {
   // part of the sync step, and the driver stops it.
   if (st.cfg.role == worker_role::gradients)
     self->link_to(st.cfg.chief);
+  // A chief whose process or node went away is, in a cluster, a peer to
+  // wait for (lose_peer); any other failure of the chief stops the worker.
+  self->set_exit_handler([=](caf::exit_msg& msg) {
+    if (!msg.reason || msg.reason == caf::exit_reason::normal)
+      return;
+    auto& st = self->state;
+    if (msg.reason == caf::exit_reason::remote_link_unreachable
+        && msg.source == st.cfg.chief.address()
+        && st.cfg.peer_wait.count() > 0) {
+      stall(self, who(self) + ": lost the chief (its link broke)");
+      return;
+    }
+    if (msg.source != st.cfg.chief.address()
+        && msg.reason == caf::exit_reason::remote_link_unreachable)
+      return; // an earlier chief, since replaced
+    fail(self, std::move(msg.reason));
+  });
   // Like TF's local_step_init_op at session creation: the worker learns the
   // global step now, not at its first step, so a late first step is stale.
   initialise(self);
@@ -592,6 +749,14 @@ worker_actor::behavior_type worker(self_ptr self, worker_config cfg) {
         return err;
       return begin(self, true);
     },
+    [=](run_atom, const resume_point& rp, chief_actor& chief,
+        std::vector<ps_actor>& shards,
+        std::vector<covariance_actor>& covariance)
+      -> caf::result<worker_status> {
+      return rebind(self, rp, std::move(chief), std::move(shards),
+                    std::move(covariance));
+    },
+    [=](stall_atom, int64_t generation) { give_up_waiting(self, generation); },
     [=](status_atom) { return status_of(self); },
   };
 }

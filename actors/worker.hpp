@@ -68,6 +68,12 @@ struct worker_config {
   std::chrono::milliseconds request_timeout{60000};
   /// Longest wait for a token (the slowest worker of the step sets it).
   std::chrono::milliseconds token_timeout{120000};
+  /// In a cluster, losing the chief or a PS shard (its link breaks, a
+  /// request to it times out) is survivable: the worker abandons its step
+  /// and waits this long to be rebound (run_atom, resume_point, chief,
+  /// shards) by a restarted or recovered chief before it fails, naming
+  /// what it lost. 0: such a loss fails the worker at once.
+  std::chrono::milliseconds peer_wait{0};
 
   caf::error validate() const;
 };
@@ -106,6 +112,18 @@ struct worker_state {
   bool running = false;
   bool stopped = false;
   caf::typed_response_promise<worker_status> promise;
+  /// Bumped when the worker abandons its step (a lost peer, a rebinding):
+  /// answers to requests of an older generation are ignored.
+  int64_t generation = 0;
+  bool initialising = false;
+  /// Waiting to be rebound since `stalled_since`, after losing a peer.
+  bool stalled = false;
+  std::string stall_reason;
+  std::chrono::steady_clock::time_point stalled_since;
+  int64_t peers_lost = 0;
+  int64_t rebinds = 0;
+  /// The chief's run incarnation (resume_point::incarnation).
+  int64_t incarnation = 0;
 };
 
 worker_actor::behavior_type

@@ -43,6 +43,9 @@ using step_atom = caf::atom_constant<caf::atom("step")>;
 using average_atom = caf::atom_constant<caf::atom("average")>;
 /// Run until training ends (chief, worker).
 using run_atom = caf::atom_constant<caf::atom("run")>;
+/// A worker's own deadline for being rebound after it lost its chief or a
+/// PS shard.
+using stall_atom = caf::atom_constant<caf::atom("stall")>;
 
 /// K-FAC: factor statistics (worker to covariance actor; device request).
 using stats_atom = caf::atom_constant<caf::atom("stats")>;

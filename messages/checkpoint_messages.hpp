@@ -64,12 +64,14 @@ struct resume_point {
   int64_t global_step = 0;
   bool has_data_order = false;
   batcher_state data_order;
+  /// The chief's run incarnation (worker_report::incarnation).
+  int64_t incarnation = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, resume_point& x) {
   return f(caf::meta::type_name("resume_point"), x.global_step,
-           x.has_data_order, x.data_order);
+           x.has_data_order, x.data_order, x.incarnation);
 }
 
 /// Where a worker's data order stood after the batch of `local_step`.

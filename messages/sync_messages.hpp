@@ -173,12 +173,17 @@ struct worker_report {
   int32_t stale_shards = 0;
   /// The worker's data order after this step's batch (for checkpoints).
   batcher_state data;
+  /// The chief's run incarnation the worker was bound in: each rollback to
+  /// a checkpoint starts a new one, and reports of an older one (a step
+  /// abandoned by the rollback) are refused.
+  int64_t incarnation = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
   return f(caf::meta::type_name("worker_report"), x.worker, x.local_step,
-           wire(x.loss), x.correct, x.count, x.stale_shards, x.data);
+           wire(x.loss), x.correct, x.count, x.stale_shards, x.data,
+           x.incarnation);
 }
 
 /// A shard's counters.
@@ -226,6 +231,9 @@ struct worker_status {
   int64_t stats_skipped = 0;
   int64_t stats_failed = 0;
   std::string stats_error;
+  /// Times it lost its chief or a shard, and was rebound after that.
+  int64_t peers_lost = 0;
+  int64_t rebinds = 0;
 };
 
 template <class Inspector>
@@ -233,7 +241,7 @@ typename Inspector::result_type inspect(Inspector& f, worker_status& x) {
   return f(caf::meta::type_name("worker_status"), x.worker, x.local_step,
            x.steps, x.stale_pushes, x.step_s, x.token_wait_s, x.compute_s,
            x.stats_sent, x.stats_stale, x.stats_skipped, x.stats_failed,
-           x.stats_error);
+           x.stats_error, x.peers_lost, x.rebinds);
 }
 
 /// The chief's view of the run.
@@ -245,13 +253,17 @@ struct chief_status {
   bool finished = false;
   /// Worker reports refused as malformed.
   int64_t refused_reports = 0;
+  /// The PS shard whose loss paused the steps (-1: none).
+  int32_t lost_shard = -1;
+  /// The step at which it was lost.
+  int64_t lost_at = -1;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chief_status& x) {
   return f(caf::meta::type_name("chief_status"), x.global_step,
            x.tokens_queued, x.token_requests_waiting, x.tokens_granted,
-           x.finished, x.refused_reports);
+           x.finished, x.refused_reports, x.lost_shard, x.lost_at);
 }
 
 /// What the chief reports when training has finished.

@@ -19,6 +19,7 @@ const char* to_string(ec code) noexcept {
     case ec::unknown_name: return "unknown_name";
     case ec::timeout: return "timeout";
     case ec::peer_down: return "peer_down";
+    case ec::peer_lost: return "peer_lost";
     case ec::bad_message: return "bad_message";
     case ec::numerical_failure: return "numerical_failure";
     case ec::unavailable: return "unavailable";

@@ -35,6 +35,8 @@ enum class ec : uint8_t {
   timeout,
   /// A peer actor is gone.
   peer_down,
+  /// A peer task went away mid-run; the run may go on once it is back.
+  peer_lost,
   /// A message from a peer was malformed and has been refused.
   bad_message,
   /// A numerical routine failed (e.g. a factor is not positive definite).

@@ -33,10 +33,12 @@ struct outcome {
   std::string summary;
 };
 
-/// Runs a cluster of `jobs` with the launcher's fault flags.
+/// Runs a cluster of `jobs` with the launcher's fault flags; the chief
+/// must exit with `expected_exit`.
 outcome launch(const temp_dir& tmp,
                const std::map<std::string, int>& jobs,
-               const std::string& faults, const std::string& flags) {
+               const std::string& faults, const std::string& flags,
+               int expected_exit = 0) {
   auto cluster = write_cluster(tmp, jobs);
   auto summary = tmp.file("summary.json");
   auto res = run_program(bin + "syncfac-launch --cluster " + cluster
@@ -46,8 +48,11 @@ outcome launch(const temp_dir& tmp,
                          + " --connect_timeout_ms 60000 --summary "
                          + summary);
   BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  return {res.output, read_file(summary)};
+  if (expected_exit == 0)
+    BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  else
+    BOOST_REQUIRE_NE(res.exit_code, 0);
+  return {res.output, expected_exit == 0 ? read_file(summary) : ""};
 }
 
 /// The chief's "global_step: N" log lines, in order.
@@ -67,6 +72,21 @@ void check_monotonic(const std::string& output, long last) {
   BOOST_REQUIRE(!steps.empty());
   for (size_t i = 1; i < steps.size(); ++i)
     BOOST_TEST(steps[i] > steps[i - 1]);
+  BOOST_TEST(steps.back() == last);
+}
+
+/// The chief's steps grow, except once per rollback (to a checkpoint's
+/// step, so the next logged step may repeat one logged before), and end
+/// at `last`.
+void check_monotonic_but_rollbacks(const std::string& output, long last,
+                                   int rollbacks) {
+  auto steps = chief_steps(output);
+  BOOST_REQUIRE(!steps.empty());
+  int drops = 0;
+  for (size_t i = 1; i < steps.size(); ++i)
+    if (steps[i] <= steps[i - 1])
+      ++drops;
+  BOOST_TEST(drops <= rollbacks);
   BOOST_TEST(steps.back() == last);
 }
 
@@ -142,4 +162,64 @@ BOOST_AUTO_TEST_CASE(a_frozen_worker_comes_back_with_stale_gradients) {
   auto reference = undisturbed(tmp, flags + " --worker_replicas 3");
   BOOST_TEST(std::abs(number(run.summary, "test_accuracy") - reference)
                <= 0.1);
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_chief_goes_on_from_the_shards_step) {
+  // The chief SIGKILLed at step 40 and started again: the workers and the
+  // shard keep their state and wait for it; the new chief finds the shard
+  // at the run's step, rebinds the workers (each keeps its data position)
+  // and goes on from there, losing no update.
+  temp_dir tmp;
+  auto flags = std::string{" --steps 150 --replicas_to_aggregate 2"};
+  auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}},
+                    "--kill chief:0@40 --restart chief:0@300", flags);
+  check_monotonic(run.output, 150);
+  BOOST_TEST(run.summary.find("\"chief_restarted\": true")
+             != std::string::npos);
+  BOOST_TEST(number(run.summary, "resumed_at") >= 40);
+  BOOST_TEST(run.output.find("going on from there (a restarted chief)")
+             != std::string::npos);
+  BOOST_TEST(run.output.find("worker:1: connected again to chief:0")
+             != std::string::npos);
+  auto reference = undisturbed(tmp, flags + " --worker_replicas 2");
+  BOOST_TEST(std::abs(number(run.summary, "test_accuracy") - reference)
+               <= 0.1,
+             "accuracy " << number(run.summary, "test_accuracy")
+                         << ", undisturbed " << reference);
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_ps_shard_rolls_the_run_back) {
+  // ps:1 SIGKILLed at step 50 and started again: the chief pauses the
+  // steps, waits for it, restores both shards from the checkpoint of step
+  // 40, rolls itself and the workers back and goes on; the summary says
+  // how many steps were done again.
+  temp_dir tmp;
+  auto flags = " --steps 150 --replicas_to_aggregate 2 --checkpoint_dir "
+               + tmp.file("ckpt") + " --checkpoint_every 20";
+  auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 2}},
+                    "--kill ps:1@50 --restart ps:1@300", flags);
+  check_monotonic_but_rollbacks(run.output, 150, 1);
+  BOOST_TEST(number(run.summary, "ps_lost") == 1);
+  auto redone = number(run.summary, "rolled_back_steps");
+  BOOST_TEST(redone >= 10);
+  BOOST_TEST(redone < 40);
+  BOOST_TEST(run.output.find("the run rolls back to global step")
+             != std::string::npos);
+  auto reference = undisturbed(tmp, " --steps 150 --replicas_to_aggregate 2"
+                                    " --ps_tasks 2 --worker_replicas 2");
+  BOOST_TEST(std::abs(number(run.summary, "test_accuracy") - reference)
+               <= 0.1,
+             "accuracy " << number(run.summary, "test_accuracy")
+                         << ", undisturbed " << reference);
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_ps_shard_without_checkpoints_ends_the_run) {
+  // Nothing to restore it from: the run ends at once, naming the shard
+  // and the missing flag, instead of waiting for the step timeout.
+  temp_dir tmp;
+  auto run = launch(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}},
+                    "--kill ps:0@30", " --steps 400", 1);
+  BOOST_TEST(run.output.find("ps:0 lost at global step")
+             != std::string::npos);
+  BOOST_TEST(run.output.find("--checkpoint_dir") != std::string::npos);
 }

@@ -238,22 +238,26 @@ BOOST_AUTO_TEST_CASE(every_sync_message_round_trips) {
   BOOST_TEST(tg.global_step == 12);
   BOOST_TEST(tg.stop);
 
-  auto rep = message_round_trip(worker_report{3, 4, 0.5f, 60, 64, 1, {}});
+  auto rep = message_round_trip(worker_report{3, 4, 0.5f, 60, 64, 1, {}, 2});
   BOOST_TEST(rep.loss == 0.5f);
   BOOST_TEST(rep.stale_shards == 1);
+  BOOST_TEST(rep.incarnation == 2);
 
   accumulator_stats acc{"v0", 5, 2, 1, 7};
   auto ss = message_round_trip(shard_status{0, 7, 5, 2, 1, {acc}});
   BOOST_TEST(ss.stale_pushes == 2);
   BOOST_TEST((ss.variables.at(0) == acc));
 
-  auto ws = message_round_trip(worker_status{1, 8, 9, 2, 1.5, 0.25, 0, 0, 0, 0, 0, {}});
+  auto ws = message_round_trip(worker_status{1, 8, 9, 2, 1.5, 0.25, 0, 0, 0, 0, 0, {}, 1, 1});
   BOOST_TEST(ws.token_wait_s == 0.25);
+  BOOST_TEST(ws.rebinds == 1);
 
-  auto cs = message_round_trip(chief_status{8, 2, 1, 30, true, 3});
+  auto cs = message_round_trip(chief_status{8, 2, 1, 30, true, 3, 1, 7});
   BOOST_TEST(cs.refused_reports == 3);
   BOOST_TEST(cs.tokens_granted == 30);
   BOOST_TEST(cs.finished);
+  BOOST_TEST(cs.lost_shard == 1);
+  BOOST_TEST(cs.lost_at == 7);
 
   sync_summary sum;
   sum.global_step = 100;
