@@ -96,6 +96,11 @@ int main(int argc, char** argv) {
     report("precondition_cholesky " + shape, measure([&] {
              ok(cpu::precondition_cholesky(grad, LA, LG, 1.0f, out));
            }, seconds));
+    // As a PS shard runs it: the factors were checked when they arrived.
+    report("precondition_cholesky trusted " + shape, measure([&] {
+             ok(cpu::precondition_cholesky(grad, LA, LG, 1.0f, out,
+                                           cpu::factor_scan::trusted));
+           }, seconds));
     report("precondition_eigen " + shape, measure([&] {
              ok(cpu::precondition_eigen(grad, QA, eA, QG, eG, lambda, 1, out));
            }, seconds));

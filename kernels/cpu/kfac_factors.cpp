@@ -668,9 +668,17 @@ caf::error fold_rows(tensor& raw, double beta,
     Eigen::Map<const row_matrix> stacked(y.data(), total, width);
     sum.selfadjointView<Eigen::Lower>().rankUpdate(stacked.transpose());
   }
-  for (int64_t r = 0; r < width; ++r)
-    for (int64_t c = 0; c < r; ++c)
-      sum(c, r) = sum(r, c);
+  // The mirror by square tiles: element by element, the writes down a
+  // column of the row-major matrix miss the cache at every row (785 wide).
+  constexpr int64_t tile = 32;
+  for (int64_t r0 = 0; r0 < width; r0 += tile)
+    for (int64_t c0 = 0; c0 <= r0; c0 += tile) {
+      auto r1 = std::min(r0 + tile, width);
+      auto c1 = std::min(c0 + tile, width);
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t r = std::max(r0, c + 1); r < r1; ++r)
+          sum(c, r) = sum(r, c);
+    }
   return caf::none;
 }
 

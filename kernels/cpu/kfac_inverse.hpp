@@ -101,12 +101,20 @@ caf::error precondition_factored(const tensor& grad, const tensor& A_inv,
                                  const tensor& G_inv, float scale,
                                  tensor& out);
 
+/// Whether precondition_cholesky and precondition_eigen scan the factors
+/// (LA, LG; QA, eA, QG, eG) for NaN or Inf. `trusted`: the caller checked
+/// them once when they arrived (a PS shard checks every inverse it
+/// installs), so the scan, a pass over the whole factors per call, is
+/// left out; the gradient is always scanned.
+enum class factor_scan : uint8_t { scan, trusted };
+
 /// precondition_factored with the factors' Cholesky factors instead of
 /// their inverses: out = scale · (LA LAᵀ)⁻¹ · grad · (LG LGᵀ)⁻¹ by four
 /// triangular solves. A pivot that is not positive is
 /// ec::numerical_failure. out may be any of the inputs.
 caf::error precondition_cholesky(const tensor& grad, const tensor& LA,
-                                 const tensor& LG, float scale, tensor& out);
+                                 const tensor& LG, float scale, tensor& out,
+                                 factor_scan scan = factor_scan::scan);
 
 /// Exact damping in the eigenbasis of A = QA diag(eA) QAᵀ and
 /// G = QG diag(eG) QGᵀ (as from symmetric_eigen):
@@ -119,7 +127,8 @@ caf::error precondition_cholesky(const tensor& grad, const tensor& LA,
 caf::error precondition_eigen(const tensor& grad, const tensor& QA,
                               const tensor& eA, const tensor& QG,
                               const tensor& eG, float lambda,
-                              int64_t locations, tensor& out);
+                              int64_t locations, tensor& out,
+                              factor_scan scan = factor_scan::scan);
 
 /// The KL / norm clip of the K-FAC step: min(1, sqrt(kl_clip / (lr² · dot)))
 /// with dot = Σ over layers ⟨grad, F̂⁻¹ grad⟩. 1 when lr² · dot is not

@@ -206,6 +206,9 @@ caf::error kfac_preconditioner::invert(layer_state& l) {
   auto inv = invert_layer(f, cfg_, raised);
   if (!inv)
     return inv.error();
+  // Checked once here: precondition_layer trusts the inverse every step.
+  if (auto err = check_inverse(*inv, f.a.dim(0), f.g.dim(0)))
+    return err;
   damping_increases_ += raised ? 1 : 0;
   l.inverse = std::make_shared<const layer_inverse>(std::move(*inv));
   return caf::none;

@@ -133,9 +133,10 @@ caf::expected<double> precondition_layer(const layer_inverse& inv,
   if (inv.mode == inverse_mode::eigen)
     err = cpu::precondition_eigen(grad, inv.a, inv.a_values, inv.g,
                                   inv.g_values, inv.damping, inv.locations,
-                                  result);
+                                  result, cpu::factor_scan::trusted);
   else if (inv.form == inverse_form::cholesky_factor)
-    err = cpu::precondition_cholesky(grad, inv.a, inv.g, scale, result);
+    err = cpu::precondition_cholesky(grad, inv.a, inv.g, scale, result,
+                                     cpu::factor_scan::trusted);
   else
     err = cpu::precondition_factored(grad, inv.a, inv.g, scale, result);
   if (err)

@@ -38,7 +38,9 @@ caf::error check_inverse(const layer_inverse& inv, int64_t a_dim,
 /// out = F̂⁻¹ grad for the layer's gradient matrix grad [a_dim, g_dim]
 /// (bias row last): A⁻¹ grad G⁻¹ / T (Cholesky mode) or the exact damped
 /// solve in the eigenbasis; returns ⟨grad, out⟩ for the KL clip. out may
-/// alias grad.
+/// alias grad. `inv` must have passed check_inverse (its holder checks it
+/// once, when it arrives): only grad is scanned for NaN or Inf here, on
+/// every step.
 caf::expected<double> precondition_layer(const layer_inverse& inv,
                                          const tensor& grad, tensor& out);
 
