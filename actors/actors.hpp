@@ -88,6 +88,16 @@ using ps_actor = caf::typed_actor<
   // Counts of accepted, stale and refused pushes, per variable too.
   caf::replies_to<status_atom>::with<shard_status>>;
 
+/// Inverts factors on its device actor and ships the inverses to the PS
+/// shards owning the layers.
+using inverse_actor = caf::typed_actor<
+  // Factors from a covariance actor; answered once inverted and shipped.
+  caf::replies_to<factors_atom, factor_set>::with<caf::ok_atom>,
+  // Ship to these shards from now on (a PS shard came back after a loss);
+  // as many as before.
+  caf::reacts_to<restore_atom, std::vector<ps_actor>>,
+  caf::replies_to<status_atom>::with<inverse_status>>;
+
 /// Keeps the moving-average K-FAC factors of some layers (design.md §3).
 using covariance_actor = caf::typed_actor<
   // A worker's statistics for this actor's layers, tagged with the step
@@ -99,14 +109,10 @@ using covariance_actor = caf::typed_actor<
   // whole when a layer or a shape does not fit).
   caf::replies_to<checkpoint_atom>::with<covariance_snapshot>,
   caf::replies_to<restore_atom, covariance_snapshot>::with<caf::ok_atom>,
+  // Hand the factors to these inverse actors from now on (an inverse task
+  // came back after a loss); as many as before.
+  caf::reacts_to<restore_atom, std::vector<inverse_actor>>,
   caf::replies_to<status_atom>::with<covariance_status>>;
-
-/// Inverts factors on its device actor and ships the inverses to the PS
-/// shards owning the layers.
-using inverse_actor = caf::typed_actor<
-  // Factors from a covariance actor; answered once inverted and shipped.
-  caf::replies_to<factors_atom, factor_set>::with<caf::ok_atom>,
-  caf::replies_to<status_atom>::with<inverse_status>>;
 
 /// Owns global_step and the token queue; runs the sync loop.
 using chief_actor = caf::typed_actor<
@@ -122,12 +128,16 @@ using chief_actor = caf::typed_actor<
   // A worker task that (re)started while the run goes on: the global
   // step and its last reported data position to resume from.
   caf::replies_to<run_atom, int32_t>::with<resume_point>,
-  // After a PS shard's loss paused the steps (the run request failed with
-  // ec::peer_lost): go on from `step`, the checkpoint every shard was
-  // restored to, with these shards. Answers the run's new incarnation; a
+  // After a role's loss paused the steps (the run request failed with
+  // ec::peer_lost): go on from `step` (after a PS shard's loss the
+  // checkpoint every shard was restored to) with these shards. Answers the run's new incarnation; a
   // run request starts the steps again.
   caf::replies_to<restore_atom, int64_t, std::vector<ps_actor>>::with<
     int64_t>,
+  // The K-FAC roles of the run now (their factors go into checkpoints):
+  // watched like the shards, one that goes away pauses the steps.
+  caf::reacts_to<restore_atom, std::vector<covariance_actor>,
+                 std::vector<inverse_actor>>,
   // Its own timer: write the checkpoint of this step even though some
   // worker has not reported its data position yet.
   caf::reacts_to<checkpoint_atom, int64_t>,

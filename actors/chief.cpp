@@ -97,28 +97,28 @@ void report_pause(self_ptr self) {
   auto& st = self->state;
   if (!st.run_promise.pending())
     return;
-  st.run_promise.deliver(make_error(
-    ec::peer_lost,
-    shard_name(static_cast<size_t>(st.lost_shard)) + " lost at global step "
-      + std::to_string(st.lost_at)));
+  st.run_promise.deliver(make_error(ec::peer_lost,
+                                    st.lost_task + " lost at global step "
+                                      + std::to_string(st.lost_at)));
 }
 
 void checkpoint_done(self_ptr self, caf::expected<checkpoint_written> res);
 
-/// A PS shard went away: no step can complete without it. The steps
-/// pause: no token goes out, the token requests and the checkpoint whose
-/// snapshots were being taken are dropped (the workers give their steps
-/// up when they are rebound), and the driver hears of it.
-void lose_shard(self_ptr self, size_t index) {
+/// A PS shard went away (no step can complete without it), or a K-FAC
+/// role (its work and the checkpoints need it). The steps pause: no token
+/// goes out, the token requests and the checkpoint whose snapshots were
+/// being taken are dropped (the workers give their steps up when they are
+/// rebound), and the driver hears of it.
+void lose_task(self_ptr self, const std::string& task) {
   auto& st = self->state;
   if (!st.running || st.finished || st.paused)
     return;
   st.paused = true;
-  st.lost_shard = static_cast<int32_t>(index);
+  st.lost_task = task;
   st.lost_at = st.global_step;
   st.waiting.clear();
   st.tokens.clear();
-  note(self, "chief: " + shard_name(index) + " lost at global step "
+  note(self, "chief: " + task + " lost at global step "
                + std::to_string(st.global_step) + "; the steps pause");
   if (st.checkpoint) {
     auto step = st.checkpoint->step;
@@ -126,7 +126,7 @@ void lose_shard(self_ptr self, size_t index) {
     checkpoint_done(self, make_error(ec::peer_lost,
                                      "checkpoint of step "
                                        + std::to_string(step) + ": "
-                                       + shard_name(index)
+                                       + task
                                        + " was lost before its snapshot"));
     return; // checkpoint_done reports the pause once none is in flight
   }
@@ -157,7 +157,7 @@ caf::result<int64_t> roll_back(self_ptr self, int64_t step,
   ++st.incarnation;
   st.paused = false;
   st.running = false;
-  st.lost_shard = -1;
+  st.lost_task.clear();
   st.lost_at = -1;
   st.waiting.clear();
   st.tokens.clear();
@@ -512,9 +512,7 @@ caf::result<resume_point> rejoin(self_ptr self, int32_t worker) {
                                   : "chief: the run has not started yet");
   if (st.paused)
     return make_error(ec::unavailable, "chief: the steps are paused ("
-                                         + shard_name(static_cast<size_t>(
-                                           st.lost_shard))
-                                         + " was lost)");
+                                         + st.lost_task + " was lost)");
   if (worker < 0 || worker >= st.cfg.worker_replicas)
     return make_error(ec::invalid_argument,
                       "chief: no gradient worker " + std::to_string(worker)
@@ -610,10 +608,15 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
                           "a linked worker failed: " + render(msg.reason)));
   });
   self->set_down_handler([=](caf::down_msg& msg) {
-    auto& shards = self->state.cfg.shards;
-    for (size_t i = 0; i < shards.size(); ++i)
-      if (shards[i].address() == msg.source)
-        lose_shard(self, i);
+    auto& st = self->state;
+    auto lost = [&](const auto& handles, const std::string& job) {
+      for (size_t i = 0; i < handles.size(); ++i)
+        if (handles[i].address() == msg.source)
+          lose_task(self, job + ":" + std::to_string(i));
+    };
+    lost(st.cfg.shards, "ps");
+    lost(st.cfg.covariance, "covariance");
+    lost(st.inverses, "inverse");
   });
   return {
     [=](token_atom, const worker_report& rep) -> caf::result<token_grant> {
@@ -668,6 +671,16 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
       -> caf::result<int64_t> {
       return roll_back(self, step, std::move(shards));
     },
+    [=](restore_atom, std::vector<covariance_actor>& cov,
+        std::vector<inverse_actor>& inv) {
+      auto& st = self->state;
+      st.cfg.covariance = std::move(cov);
+      st.inverses = std::move(inv);
+      for (const auto& c : st.cfg.covariance)
+        self->monitor(c);
+      for (const auto& k : st.inverses)
+        self->monitor(k);
+    },
     [=](checkpoint_atom, int64_t step) {
       auto& st = self->state;
       if (st.checkpoint && st.checkpoint->step == step) {
@@ -681,7 +694,7 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
                           static_cast<int64_t>(st.tokens.size()),
                           static_cast<int64_t>(st.waiting.size()),
                           st.tokens_granted, st.finished,
-                          st.refused_reports, st.lost_shard, st.lost_at};
+                          st.refused_reports, st.lost_task, st.lost_at};
     },
   };
 }

@@ -160,12 +160,14 @@ struct chief_state {
   int64_t checkpoints_written = 0;
   std::string last_checkpoint;
   std::vector<std::string> checkpoint_errors;
-  /// A PS shard went away: the steps wait for the driver to bring it back
-  /// and roll the run back (restore_atom). Answers that arrive meanwhile
-  /// belong to the abandoned steps.
+  /// A PS shard or K-FAC role went away: the steps wait for the driver
+  /// to bring it back (restore_atom). Answers that arrive meanwhile belong
+  /// to the abandoned steps.
   bool paused = false;
-  int32_t lost_shard = -1;
+  std::string lost_task;
   int64_t lost_at = -1;
+  /// K-FAC: the inverse actors, watched like the shards.
+  std::vector<inverse_actor> inverses;
   /// Bumped by each rollback (worker_report::incarnation).
   int64_t incarnation = 0;
 };

@@ -375,11 +375,13 @@ chief_driver::restore_covariance(caf::scoped_actor& self,
 
 void chief_driver::rebind_workers(caf::scoped_actor& self,
                                   const run_roles& roles,
-                                  int64_t incarnation) {
+                                  int64_t incarnation, int64_t step) {
   auto n = static_cast<int32_t>(roles.workers.size());
   auto at = [&](int32_t i) {
     resume_point rp;
-    if (restored_ && !shards_kept())
+    if (step >= 0)
+      rp.global_step = step; // the workers keep their data positions
+    else if (restored_ && !shards_kept())
       rp = resume_of(*restored_, i, n);
     else
       rp.global_step = kept_step_;
@@ -453,8 +455,7 @@ chief_driver::final_digest(caf::scoped_actor& self) {
   return parameter_digest(std::move(all));
 }
 
-caf::error chief_driver::recover(caf::scoped_actor& self,
-                                const run_roles& roles) {
+caf::error chief_driver::recover(caf::scoped_actor& self) {
   chief_status cs;
   caf::error err;
   self->request(chief_, cfg_.base.request_timeout, status_atom::value)
@@ -462,53 +463,86 @@ caf::error chief_driver::recover(caf::scoped_actor& self,
              [&](caf::error& e) { err = e; });
   if (err)
     return with_context(err, "status of the paused chief");
-  auto lost = "ps:" + std::to_string(cs.lost_shard) + " lost at global step "
+  auto lost = cs.lost_task + " lost at global step "
               + std::to_string(cs.lost_at);
-  if (!recover_shard_)
+  bool shard = cs.lost_task.rfind("ps:", 0) == 0;
+  if (!recover_)
     return make_error(ec::peer_lost, lost);
-  if (cfg_.checkpoint.directory.empty())
-    return make_error(ec::peer_lost, lost
-                                       + ", and the run writes no checkpoints "
-                                         "to restore it from "
-                                         "(--checkpoint_dir)");
-  // Inverse actors ship to the shard they were made with: a shard that
-  // comes back under K-FAC needs the cluster restarted from the checkpoint.
-  if (uses_kfac(cfg_))
-    return make_error(ec::unavailable,
-                      lost + ": a PS shard coming back under K-FAC is not "
-                             "supported; restart the cluster, which resumes "
-                             "from the newest checkpoint");
-  auto shards = recover_shard_(cs.lost_shard);
-  if (!shards)
-    return with_context(shards.error(), lost);
-  auto newest = newest_checkpoint();
-  if (!newest)
-    return with_context(newest.error(), lost);
-  if (!*newest)
-    return make_error(ec::peer_lost,
-                      lost + ", before the run's first checkpoint: nothing "
-                             "to restore it from");
-  shards_ = std::move(*shards);
-  if (auto e = restore_shards(self, **newest))
-    return with_context(e, lost);
-  restored_ = *newest;
-  kept_step_ = -1;
+  // A shard comes back empty: the run rolls back to a checkpoint.
+  std::shared_ptr<const restored_run> newest;
+  if (shard) {
+    if (cfg_.checkpoint.directory.empty())
+      return make_error(ec::peer_lost,
+                        lost + ", and the run writes no checkpoints to "
+                               "restore it from (--checkpoint_dir)");
+    auto latest = newest_checkpoint();
+    if (!latest)
+      return with_context(latest.error(), lost);
+    if (!*latest)
+      return make_error(ec::peer_lost,
+                        lost + ", before the run's first checkpoint: "
+                               "nothing to restore it from");
+    newest = *latest;
+  }
+  auto back = recover_(cs.lost_task);
+  if (!back)
+    return with_context(back.error(), lost);
+  auto before = roles_;
+  roles_ = std::move(*back);
+  shards_ = roles_.shards;
+  auto step = cs.lost_at;
+  if (shard) {
+    if (auto e = restore_shards(self, *newest))
+      return with_context(e, lost);
+    restored_ = newest;
+    kept_step_ = -1;
+    step = newest->global_step;
+    ++shards_lost_;
+  } else {
+    ++kfac_roles_lost_;
+    auto latest = newest_checkpoint();
+    if (!latest)
+      return with_context(latest.error(), lost);
+    newest = *latest;
+  }
+  // Covariance actors: all back to the checkpoint after a rollback, a new
+  // one from it (or from nothing, before the first checkpoint).
+  for (size_t c = 0; c < roles_.covariance.size(); ++c) {
+    bool fresh = c >= before.covariance.size()
+                 || before.covariance[c] != roles_.covariance[c];
+    if (!newest || (!shard && !fresh))
+      continue;
+    if (auto e = restore_one<covariance_snapshot>(
+          self, roles_.covariance[c], *newest, cfg_.base.request_timeout,
+          "covariance:" + std::to_string(c)))
+      return with_context(e, lost);
+  }
+  for (auto& inv : roles_.inverses)
+    self->send(inv, restore_atom::value, shards_);
+  for (auto& cov : roles_.covariance)
+    self->send(cov, restore_atom::value, roles_.inverses);
   int64_t incarnation = 0;
-  self->request(chief_, cfg_.base.request_timeout, restore_atom::value,
-                restored_->global_step, shards_)
+  self->request(chief_, cfg_.base.request_timeout, restore_atom::value, step,
+                shards_)
     .receive([&](int64_t x) { incarnation = x; },
              [&](caf::error& e) { err = e; });
   if (err)
     return with_context(err, lost + ": rollback of the chief");
+  self->send(chief_, restore_atom::value, roles_.covariance, roles_.inverses);
   self->send(evaluator_, restore_atom::value, shards_);
-  ++shards_lost_;
-  rolled_back_steps_ += std::max<int64_t>(0, cs.lost_at
-                                               - restored_->global_step);
-  out_->line("chief: " + lost + " is back; the run rolls back to global step "
-             + std::to_string(restored_->global_step) + " (" + restored_->path
-             + "), " + std::to_string(cs.lost_at - restored_->global_step)
-             + " step(s) to do again");
-  rebind_workers(self, roles, incarnation);
+  if (shard) {
+    rolled_back_steps_ += std::max<int64_t>(0, cs.lost_at - step);
+    out_->line("chief: " + lost + " is back; the run rolls back to global "
+               "step " + std::to_string(step) + " (" + newest->path + "), "
+               + std::to_string(cs.lost_at - step) + " step(s) to do again");
+    rebind_workers(self, roles_, incarnation);
+  } else {
+    out_->line("chief: " + lost + " is back; the run goes on from there"
+               + (newest ? " (factors of a new covariance actor from "
+                             + newest->path + ")"
+                         : std::string{}));
+    rebind_workers(self, roles_, incarnation, step);
+  }
   return caf::none;
 }
 
@@ -525,6 +559,9 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   summary.ps_tasks = cfg_.ps_tasks;
   if (auto err = restore_covariance(self, roles.covariance))
     return err;
+  roles_ = roles;
+  roles_.shards = shards_;
+  self->send(chief_, restore_atom::value, roles_.covariance, roles_.inverses);
   auto t0 = clock_type::now();
   start_workers(self, roles);
   // Bounded: every step is bounded by step_timeout.
@@ -532,7 +569,7 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   caf::expected<sync_summary> run{caf::error{}};
   for (;;) {
     bool lost = false;
-    self->request(chief_, run_timeout, run_atom::value, roles.covariance)
+    self->request(chief_, run_timeout, run_atom::value, roles_.covariance)
       .receive([&](sync_summary& s) { run = std::move(s); },
                [&](caf::error& err) {
                  lost = err.category() == error_category
@@ -545,7 +582,7 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
                });
     if (run || !lost)
       break;
-    if (auto err = recover(self, roles)) {
+    if (auto err = recover(self)) {
       run = err;
       break;
     }
@@ -566,6 +603,7 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   summary.faults.add("workers_lost", run->worker_losses)
     .add("workers_rejoined", run->worker_rejoins)
     .add("ps_lost", shards_lost_)
+    .add("kfac_roles_lost", kfac_roles_lost_)
     .add("rolled_back_steps", rolled_back_steps_)
     .add("chief_restarted", shards_kept())
     .add("resumed_at", shards_kept() ? kept_step_ : int64_t{-1});
@@ -581,7 +619,7 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   double step_s = 0;
   double wait_s = 0;
   double compute_s = 0;
-  for (auto& w : roles.workers)
+  for (auto& w : roles_.workers)
     self->request(w, counters_timeout(cfg_), status_atom::value)
       .receive(
         [&](worker_status& ws) {
@@ -594,10 +632,10 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
         });
   summary.token_wait_share = step_s > 0 ? wait_s / step_s : 0.0;
   if (uses_kfac(cfg_)) {
-    auto all = roles.workers;
-    all.insert(all.end(), roles.stats_workers.begin(),
-               roles.stats_workers.end());
-    summary.kfac = kfac_report(self, cfg_, roles, shards_, all);
+    auto all = roles_.workers;
+    all.insert(all.end(), roles_.stats_workers.begin(),
+               roles_.stats_workers.end());
+    summary.kfac = kfac_report(self, cfg_, roles_, shards_, all);
   }
   if (compute_s > 0)
     summary.runtime_overhead = (step_s - compute_s) / compute_s;

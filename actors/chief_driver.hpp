@@ -29,6 +29,8 @@ namespace syncfac {
 
 /// The roles a run's chief talks to besides the shards it was made with.
 struct run_roles {
+  /// The PS shards (set by the driver).
+  std::vector<ps_actor> shards;
   /// Gradient workers, then statistics workers.
   std::vector<worker_actor> workers;
   std::vector<worker_actor> stats_workers;
@@ -57,14 +59,20 @@ public:
     return shards_;
   }
 
-  /// In a cluster: brings PS shard `lost` back (waits for its task to
-  /// return, bounded) and answers every shard's actor, so that the run
-  /// can roll back to its newest checkpoint instead of failing.
-  using shard_recovery
-    = std::function<caf::expected<std::vector<ps_actor>>(int32_t lost)>;
+  /// In a cluster: brings the task hosting a lost role ("ps:1",
+  /// "covariance:0", "inverse:0") back (waits for it, bounded) and answers
+  /// the run's roles as they are now, so that the run goes on (after a
+  /// shard's loss from its newest checkpoint) instead of failing.
+  using role_recovery
+    = std::function<caf::expected<run_roles>(const std::string& lost)>;
 
-  void recover_shards_with(shard_recovery f) {
-    recover_shard_ = std::move(f);
+  void recover_roles_with(role_recovery f) {
+    recover_ = std::move(f);
+  }
+
+  /// The roles of the run now (a role that came back has a new actor).
+  const run_roles& roles() const {
+    return roles_;
   }
 
   /// Whether the shards were found at a step of a run already under way
@@ -109,7 +117,7 @@ private:
   /// point (the shards' step when they kept the run, else the restored
   /// checkpoint's).
   void rebind_workers(caf::scoped_actor& self, const run_roles& roles,
-                      int64_t incarnation);
+                      int64_t incarnation, int64_t step = -1);
 
   /// The step every shard is at, when they agree on one above 0 (the
   /// run's previous chief went away), else -1; shards that disagree are
@@ -117,8 +125,11 @@ private:
   caf::expected<int64_t> kept_step(caf::scoped_actor& self);
 
   /// After the loss of a PS shard: brings it back, restores every shard
-  /// from the newest checkpoint and rolls the chief back to it.
-  caf::error recover(caf::scoped_actor& self, const run_roles& roles);
+  /// and covariance actor from the newest checkpoint and rolls the chief
+  /// back to it. After a K-FAC role's: brings it back (a covariance actor
+  /// with the checkpoint's factors) and goes on from the step it was lost
+  /// at. Then rebinds the workers.
+  caf::error recover(caf::scoped_actor& self);
 
   /// The summary's "checkpoints" object.
   json_object checkpoint_report(const sync_summary& run) const;
@@ -137,9 +148,11 @@ private:
   /// kept the run).
   std::shared_ptr<const restored_run> factors_from_;
   checkpointer_actor checkpointer_;
-  shard_recovery recover_shard_;
+  role_recovery recover_;
+  run_roles roles_;
   int64_t kept_step_ = -1;
   int64_t shards_lost_ = 0;
+  int64_t kfac_roles_lost_ = 0;
   int64_t rolled_back_steps_ = 0;
 };
 

@@ -361,12 +361,13 @@ private:
       self_->monitor(actor);
       hosted.emplace(actor.address(), name);
     }
-    // A worker's node connects again to the chief and shards it lost, as
-    // at start: a restarted chief waits for its hello, and a shard that
-    // came back is then reached directly, not through the chief's node.
+    // A node connects again to the shards it lost, as at start, and to
+    // the chief if it connected to the chief at start: a restarted chief
+    // waits for its hello, and a shard that came back is then reached
+    // directly, not through the chief's node.
     std::map<caf::actor_addr, task_id> peers;
     std::set<task_id> lost;
-    const bool reconnects = static_cast<bool>(worker_);
+    const bool reconnects = connects_to_chief(cfg_.task);
     auto watch = [&](const task_id& t) {
       if (auto i = nodes_.find(t.str()); i != nodes_.end())
         if (auto n = node_of(i->second)) {
@@ -374,8 +375,8 @@ private:
           peers[n.address()] = t;
         }
     };
-    if (reconnects)
-      for (int32_t s = 0; s < sync_.ps_tasks; ++s)
+    for (int32_t s = 0; s < sync_.ps_tasks; ++s)
+      if (task_id{"ps", s} != cfg_.task)
         watch({"ps", s});
     auto reconnect = [&] {
       std::ostream quiet{nullptr};
@@ -586,8 +587,8 @@ private:
     if (!driver)
       return driver.error();
     host("chief", caf::actor_cast<caf::actor>((*driver)->chief()));
-    (*driver)->recover_shards_with(
-      [this](int32_t lost) { return shard_back(lost); });
+    (*driver)->recover_roles_with(
+      [this](const std::string& lost) { return role_back(lost); });
     if (auto err = publish())
       return err;
     // Everyone else; training starts once all are here. Tasks that connect
@@ -603,24 +604,10 @@ private:
       return err;
     if (auto err = await_hellos(passive))
       return err;
-    run_roles roles;
-    for (int32_t i = 0; i < tasks_.worker_tasks(); ++i) {
-      auto w = find<worker_actor>({"worker", i}, role_name("worker", i));
-      if (!w)
-        return w.error();
-      (i >= tasks_.gradient_workers ? roles.stats_workers : roles.workers)
-        .push_back(*w);
-    }
-    if (kfac) {
-      auto cov = covariances();
-      if (!cov)
-        return cov.error();
-      roles.covariance = std::move(*cov);
-      auto inv = inverses();
-      if (!inv)
-        return inv.error();
-      roles.inverses = std::move(*inv);
-    }
+    auto found = current_roles();
+    if (!found)
+      return found.error();
+    auto roles = std::move(*found);
     out.line("cluster: " + std::to_string(cfg_.cluster.tasks().size())
              + " tasks connected" + (cfg_.tls ? " over TLS" : "") + "; "
              + std::to_string(tasks_.gradient_workers) + " worker(s), "
@@ -637,7 +624,7 @@ private:
     // shards are still up: they may finish a last evaluation.
     end_callers(reason);
     node_outcome outcome;
-    outcome.cluster = cluster_report((*driver)->shards(), roles);
+    outcome.cluster = cluster_report((*driver)->shards(), (*driver)->roles());
     end_run(reason);
     if (!summary)
       return summary.error();
@@ -645,24 +632,80 @@ private:
     return outcome;
   }
 
-  /// PS shard `lost` went away: waits (bounded by max_wait, reporting who
-  /// is missing) for its task to be back on its address, then answers the
-  /// shards' actors.
-  caf::expected<std::vector<ps_actor>> shard_back(int32_t lost) {
-    task_id t{"ps", lost};
-    nodes_.erase(t.str());
-    log_ << me() << ": waiting up to " << cfg_.max_wait.count()
-         << " ms for " << t.str() << " at " << cfg_.cluster.address(t).str()
+  /// The task hosting role `role` ("ps:1", "covariance:0", "inverse:0").
+  caf::expected<task_id> host_of(const std::string& role) {
+    auto colon = role.find(':');
+    auto job = role.substr(0, colon);
+    int32_t index = -1;
+    if (colon != std::string::npos)
+      index = static_cast<int32_t>(std::strtol(role.c_str() + colon + 1,
+                                               nullptr, 10));
+    if (job == "ps" && index >= 0 && index < sync_.ps_tasks)
+      return task_id{"ps", index};
+    if (job == "covariance" && index >= 0
+        && index < sync_.kfac.covariance_actors)
+      return covariance_host(sync_, cfg_.cluster, index);
+    if (job == "inverse" && index >= 0 && index < sync_.kfac.inverse_actors)
+      return inverse_host(sync_, cfg_.cluster, index);
+    return make_error(ec::internal, "no task hosts role '" + role + "'");
+  }
+
+  /// The task hosting role `lost` went away: waits (bounded by max_wait,
+  /// reporting who is missing) for it to be back on its address, then
+  /// answers the run's roles as they are now.
+  caf::expected<run_roles> role_back(const std::string& lost) {
+    auto t = host_of(lost);
+    if (!t)
+      return t.error();
+    if (*t == cfg_.task)
+      return make_error(ec::internal, lost + " is hosted by the chief");
+    nodes_.erase(t->str());
+    log_ << me() << ": waiting up to " << cfg_.max_wait.count() << " ms for "
+         << t->str() << " at " << cfg_.cluster.address(*t).str()
          << " to come back" << std::endl;
     auto opts = cfg_.connect;
     opts.timeout = cfg_.max_wait;
-    auto infos = connect_nodes(sys_, self_, cfg_.cluster, {t}, hello_, opts,
-                               log_);
-    if (!infos)
-      return infos.error();
-    for (auto& kvp : *infos)
-      nodes_.emplace(kvp.first, std::move(kvp.second));
-    return shards();
+    if (connects_to_chief(*t)) {
+      // It connects to the chief itself (a second connection between the
+      // same two nodes confuses CAF's TLS transport).
+      if (auto err = await_hellos({*t}))
+        return err;
+    } else {
+      auto infos = connect_nodes(sys_, self_, cfg_.cluster, {*t}, hello_, opts,
+                                 log_);
+      if (!infos)
+        return infos.error();
+      for (auto& kvp : *infos)
+        nodes_.emplace(kvp.first, std::move(kvp.second));
+    }
+    return current_roles();
+  }
+
+  /// The run's roles, found on the connected nodes.
+  caf::expected<run_roles> current_roles() {
+    run_roles roles;
+    auto ps = shards();
+    if (!ps)
+      return ps.error();
+    roles.shards = std::move(*ps);
+    for (int32_t i = 0; i < tasks_.worker_tasks(); ++i) {
+      auto w = find<worker_actor>({"worker", i}, role_name("worker", i));
+      if (!w)
+        return w.error();
+      (i >= tasks_.gradient_workers ? roles.stats_workers : roles.workers)
+        .push_back(*w);
+    }
+    if (uses_kfac(sync_)) {
+      auto cov = covariances();
+      if (!cov)
+        return cov.error();
+      roles.covariance = std::move(*cov);
+      auto inv = inverses();
+      if (!inv)
+        return inv.error();
+      roles.inverses = std::move(*inv);
+    }
+    return roles;
   }
 
   /// Per task: what its roles refused or failed (the chief's summary).

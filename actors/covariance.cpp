@@ -405,6 +405,15 @@ covariance_actor::behavior_type covariance_role(self_ptr self,
     [=](stats_atom, const stats_update& u) -> caf::result<stats_ack> {
       return on_stats(self, u);
     },
+    [=](restore_atom, std::vector<inverse_actor>& inverses) {
+      auto& peers = self->state.peers;
+      if (inverses.size() != peers.size())
+        return;
+      // A hand-off to the old actor is abandoned: the next one goes out.
+      for (size_t k = 0; k < peers.size(); ++k)
+        peers[k] = inverse_peer{std::move(inverses[k]),
+                                std::move(peers[k].layers), false, false};
+    },
     [=](checkpoint_atom) -> caf::result<covariance_snapshot> {
       // A snapshot saves the matrices: the rows waiting go in first.
       if (auto err = fold_deferred(self->state))

@@ -253,8 +253,9 @@ struct chief_status {
   bool finished = false;
   /// Worker reports refused as malformed.
   int64_t refused_reports = 0;
-  /// The PS shard whose loss paused the steps (-1: none).
-  int32_t lost_shard = -1;
+  /// The task whose loss paused the steps ("ps:1", "covariance:0",
+  /// "inverse:0"; empty: none).
+  std::string lost_task;
   /// The step at which it was lost.
   int64_t lost_at = -1;
 };
@@ -263,7 +264,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chief_status& x) {
   return f(caf::meta::type_name("chief_status"), x.global_step,
            x.tokens_queued, x.token_requests_waiting, x.tokens_granted,
-           x.finished, x.refused_reports, x.lost_shard, x.lost_at);
+           x.finished, x.refused_reports, x.lost_task, x.lost_at);
 }
 
 /// What the chief reports when training has finished.

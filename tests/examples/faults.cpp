@@ -223,3 +223,65 @@ BOOST_AUTO_TEST_CASE(a_lost_ps_shard_without_checkpoints_ends_the_run) {
              != std::string::npos);
   BOOST_TEST(run.output.find("--checkpoint_dir") != std::string::npos);
 }
+
+namespace {
+
+const std::map<std::string, int> kfac_cluster{{"chief", 1},
+                                              {"worker", 2},
+                                              {"ps", 1},
+                                              {"covariance", 1},
+                                              {"inverse", 1}};
+
+std::string kfac_flags(const temp_dir& tmp) {
+  return " --steps 120 --replicas_to_aggregate 2 --optimizer kfac"
+         " --learning_rate 0.0003 --checkpoint_dir "
+         + tmp.file("ckpt") + " --checkpoint_every 20";
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_restarted_inverse_task_is_rebound) {
+  // inverse:0 SIGKILLed at step 30 and started again: the chief pauses,
+  // waits for it, gives the covariance actor the new inverse actor and
+  // goes on from the step it paused at (no rollback); the new actor
+  // inverts the next factors and the shard preconditions with them.
+  temp_dir tmp;
+  auto run = launch(tmp, kfac_cluster,
+                    "--kill inverse:0@30 --restart inverse:0@300",
+                    kfac_flags(tmp));
+  check_monotonic(run.output, 120);
+  BOOST_TEST(number(run.summary, "kfac_roles_lost") == 1);
+  BOOST_TEST(number(run.summary, "rolled_back_steps") == 0);
+  BOOST_TEST(run.output.find("inverse:0 lost at global step 30 is back; the "
+                             "run goes on from there")
+             != std::string::npos);
+  // Counted by the inverse actor now: the restarted one inverted.
+  BOOST_TEST(number(run.summary, "layer_inversions") > 0);
+  BOOST_TEST(number(run.summary, "preconditioned_steps") > 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_covariance_task_takes_the_checkpoints_factors) {
+  temp_dir tmp;
+  auto run = launch(tmp, kfac_cluster,
+                    "--kill covariance:0@50 --restart covariance:0@300",
+                    kfac_flags(tmp));
+  check_monotonic(run.output, 120);
+  BOOST_TEST(number(run.summary, "kfac_roles_lost") == 1);
+  BOOST_TEST(run.output.find("(factors of a new covariance actor from")
+             != std::string::npos);
+  BOOST_TEST(number(run.summary, "cov_updates") > 0);
+  BOOST_TEST(number(run.summary, "layer_inversions") > 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_ps_shard_under_kfac_rolls_back) {
+  // The restored shard has the checkpoint's inverses; the covariance
+  // actor's factors go back to the checkpoint too, and the inverse actor
+  // ships to the shard's new actor.
+  temp_dir tmp;
+  auto run = launch(tmp, kfac_cluster, "--kill ps:0@50 --restart ps:0@300",
+                    kfac_flags(tmp));
+  check_monotonic_but_rollbacks(run.output, 120, 1);
+  BOOST_TEST(number(run.summary, "ps_lost") == 1);
+  BOOST_TEST(number(run.summary, "rolled_back_steps") >= 10);
+  BOOST_TEST(number(run.summary, "layers_ready") > 0);
+}

@@ -252,11 +252,11 @@ BOOST_AUTO_TEST_CASE(every_sync_message_round_trips) {
   BOOST_TEST(ws.token_wait_s == 0.25);
   BOOST_TEST(ws.rebinds == 1);
 
-  auto cs = message_round_trip(chief_status{8, 2, 1, 30, true, 3, 1, 7});
+  auto cs = message_round_trip(chief_status{8, 2, 1, 30, true, 3, "ps:1", 7});
   BOOST_TEST(cs.refused_reports == 3);
   BOOST_TEST(cs.tokens_granted == 30);
   BOOST_TEST(cs.finished);
-  BOOST_TEST(cs.lost_shard == 1);
+  BOOST_TEST(cs.lost_task == "ps:1");
   BOOST_TEST(cs.lost_at == 7);
 
   sync_summary sum;
