@@ -56,7 +56,9 @@ json_object kfac_report(caf::scoped_actor& self,
         },
         [&](caf::error&) {});
   int64_t skipped = 0, send_failed = 0;
-  for (auto& w : workers)
+  for (auto& w : workers) {
+    if (!w)
+      continue; // not back after a restart of the chief
     self->request(w, timeout, status_atom::value)
       .receive(
         [&](worker_status& ws) {
@@ -64,6 +66,7 @@ json_object kfac_report(caf::scoped_actor& self,
           send_failed += ws.stats_failed;
         },
         [&](caf::error&) {});
+  }
   json_object obj;
   obj.add("strategy", to_string(cfg.kfac.strategy))
     .add("covariance_actors", cfg.kfac.covariance_actors)
@@ -389,9 +392,12 @@ void chief_driver::rebind_workers(caf::scoped_actor& self,
     return rp;
   };
   for (int32_t i = 0; i < n; ++i)
-    self->send(roles.workers[static_cast<size_t>(i)], run_atom::value, at(i),
-               chief_, shards_, roles.covariance);
+    if (const auto& w = roles.workers[static_cast<size_t>(i)])
+      self->send(w, run_atom::value, at(i), chief_, shards_,
+                 roles.covariance);
   for (auto& w : roles.stats_workers) {
+    if (!w)
+      continue;
     auto rp = at(0);
     rp.has_data_order = false;
     self->send(w, run_atom::value, rp, chief_, shards_, roles.covariance);
@@ -619,7 +625,9 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   double step_s = 0;
   double wait_s = 0;
   double compute_s = 0;
-  for (auto& w : roles_.workers)
+  for (auto& w : roles_.workers) {
+    if (!w)
+      continue; // not back after a restart of the chief
     self->request(w, counters_timeout(cfg_), status_atom::value)
       .receive(
         [&](worker_status& ws) {
@@ -630,6 +638,7 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
         [&](caf::error&) {
           // A worker that cannot report does not change the result.
         });
+  }
   summary.token_wait_share = step_s > 0 ? wait_s / step_s : 0.0;
   if (uses_kfac(cfg_)) {
     auto all = roles_.workers;

@@ -293,6 +293,37 @@ private:
         });
   }
 
+  /// A worker task that connected again to a chief whose run is under way
+  /// (a chief that went on without it): the chief says where to resume
+  /// and the worker is rebound to it. A chief not running yet rebinds the
+  /// workers itself once they are all back.
+  void rebind_if_running() {
+    if (!worker_ || cfg_.task.index >= tasks_.gradient_workers)
+      return;
+    auto chief = find<chief_actor>({"chief", 0}, "chief");
+    if (!chief)
+      return;
+    chief_ = *chief;
+    self_->request(chief_, cfg_.connect.request_timeout, run_atom::value,
+                   cfg_.task.index)
+      .receive(
+        [&](resume_point& rp) {
+          auto ps = shards();
+          if (!ps)
+            return;
+          std::vector<covariance_actor> cov;
+          if (sends_statistics(sync_, tasks_, cfg_.task.index))
+            if (auto c = covariances())
+              cov = std::move(*c);
+          log_ << me() << ": the run is under way; rejoining at global step "
+               << rp.global_step << std::endl;
+          caf::anon_send(worker_, run_atom::value, rp, chief_, *ps, cov);
+        },
+        [&](caf::error&) {
+          // Not running yet: the chief rebinds this worker when it starts.
+        });
+  }
+
   caf::error host_worker() {
     auto i = cfg_.task.index;
     if (i >= tasks_.worker_tasks())
@@ -398,6 +429,7 @@ private:
           if (auto i = nodes_.find(t.str()); i != nodes_.end()) {
             chief_node_ = node_of(i->second);
             chief_here = true;
+            rebind_if_running();
           }
       }
     };
@@ -481,8 +513,15 @@ private:
   /// connect timeout, logging who is missing), then asks each for its
   /// roles over the connection it opened.
   caf::error await_hellos(const std::vector<task_id>& peers) {
+    return await_hellos(peers, cfg_.connect.timeout, false);
+  }
+
+  /// The same, bounded by `timeout`; with `partial`, gradient worker tasks
+  /// still missing then are left out (logged), not an error.
+  caf::error await_hellos(const std::vector<task_id>& peers,
+                          std::chrono::milliseconds timeout, bool partial) {
     auto started = clock_type::now();
-    auto deadline = started + cfg_.connect.timeout;
+    auto deadline = started + timeout;
     auto next_report = started + cfg_.connect.report_every;
     auto missing = [&] {
       std::string out;
@@ -496,7 +535,8 @@ private:
     // published them (a worker says hello before its worker exists).
     std::map<std::string, node_actor> heard;
     caf::error err;
-    while (!err && !missing().empty()) {
+    bool done = false;
+    while (!err && !done && !missing().empty()) {
       for (auto& [peer, handle] : heard) {
         if (nodes_.count(peer) > 0)
           continue;
@@ -525,7 +565,15 @@ private:
           auto waited = std::chrono::duration_cast<std::chrono::seconds>(
                           now - started)
                           .count();
-          if (now >= deadline)
+          if (now >= deadline && partial && only_workers_missing(peers)) {
+            log_ << me() << ": going on without " << missing()
+                 << " (not back after " << waited
+                 << " s; each may rejoin when it is)" << std::endl;
+            for (const auto& t : peers)
+              if (nodes_.count(t.str()) == 0)
+                absent_.insert(t);
+            done = true;
+          } else if (now >= deadline)
             err = make_error(ec::timeout,
                              "tasks that never connected after "
                                + std::to_string(waited)
@@ -538,6 +586,15 @@ private:
         });
     }
     return err;
+  }
+
+  /// Whether every task of `peers` not connected is a gradient worker.
+  bool only_workers_missing(const std::vector<task_id>& peers) const {
+    for (const auto& t : peers)
+      if (nodes_.count(t.str()) == 0
+          && (t.job != "worker" || t.index >= tasks_.gradient_workers))
+        return false;
+    return true;
   }
 
   caf::expected<node_outcome> run_chief() {
@@ -602,7 +659,13 @@ private:
         (connects_to_chief(t) ? passive : active).push_back(t);
     if (auto err = connect(active))
       return err;
-    if (auto err = await_hellos(passive))
+    // A restarted chief goes on with the workers that come back soon; a
+    // lost one (e.g. a backup killed for good) may rejoin later.
+    bool restarted = (*driver)->shards_kept();
+    auto wait = restarted ? std::min<std::chrono::milliseconds>(
+                              cfg_.connect.timeout, std::chrono::seconds{10})
+                          : cfg_.connect.timeout;
+    if (auto err = await_hellos(passive, wait, restarted))
       return err;
     auto found = current_roles();
     if (!found)
@@ -689,11 +752,17 @@ private:
       return ps.error();
     roles.shards = std::move(*ps);
     for (int32_t i = 0; i < tasks_.worker_tasks(); ++i) {
+      auto& into = i >= tasks_.gradient_workers ? roles.stats_workers
+                                                : roles.workers;
+      if (absent_.count({"worker", i}) > 0
+          && nodes_.count(task_id{"worker", i}.str()) == 0) {
+        into.emplace_back(); // not back: skipped until it rejoins
+        continue;
+      }
       auto w = find<worker_actor>({"worker", i}, role_name("worker", i));
       if (!w)
         return w.error();
-      (i >= tasks_.gradient_workers ? roles.stats_workers : roles.workers)
-        .push_back(*w);
+      into.push_back(*w);
     }
     if (uses_kfac(sync_)) {
       auto cov = covariances();
@@ -729,6 +798,11 @@ private:
                    roles.stats_workers.end());
     for (size_t i = 0; i < workers.size(); ++i) {
       json_object t;
+      if (!workers[i]) {
+        tasks.add(role_name("worker", static_cast<int32_t>(i)),
+                  t.add("unreachable", "not back after the chief's restart"));
+        continue;
+      }
       self_->request(workers[i], timeout, status_atom::value)
         .receive(
           [&](worker_status& st) {
@@ -888,6 +962,8 @@ private:
   /// A worker task's worker and the chief it reports to.
   worker_actor worker_;
   chief_actor chief_;
+  /// Gradient worker tasks a restarted chief went on without.
+  std::set<task_id> absent_;
 };
 
 } // namespace

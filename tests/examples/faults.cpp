@@ -188,6 +188,25 @@ BOOST_AUTO_TEST_CASE(a_restarted_chief_goes_on_from_the_shards_step) {
                          << ", undisturbed " << reference);
 }
 
+BOOST_AUTO_TEST_CASE(a_restarted_chief_goes_on_without_a_dead_backup) {
+  // The backup worker killed for good, then the chief: the new chief
+  // waits a few seconds for every worker, then goes on with the two that
+  // came back (R = 2), the backup counted as not back.
+  temp_dir tmp;
+  auto flags = std::string{" --steps 120 --replicas_to_aggregate 2"};
+  auto run = launch(tmp, {{"chief", 1}, {"worker", 3}, {"ps", 1}},
+                    "--kill worker:2@20 --kill chief:0@40"
+                    " --restart chief:0@300",
+                    flags);
+  check_monotonic(run.output, 120);
+  BOOST_TEST(run.output.find("chief:0: going on without worker:2")
+             != std::string::npos);
+  BOOST_TEST(run.summary.find("\"chief_restarted\": true")
+             != std::string::npos);
+  BOOST_TEST(run.summary.find("not back after the chief's restart")
+             != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(a_restarted_ps_shard_rolls_the_run_back) {
   // ps:1 SIGKILLed at step 50 and started again: the chief pauses the
   // steps, waits for it, restores both shards from the checkpoint of step
@@ -284,4 +303,19 @@ BOOST_AUTO_TEST_CASE(a_restarted_ps_shard_under_kfac_rolls_back) {
   BOOST_TEST(number(run.summary, "ps_lost") == 1);
   BOOST_TEST(number(run.summary, "rolled_back_steps") >= 10);
   BOOST_TEST(number(run.summary, "layers_ready") > 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_chief_under_kfac_goes_on) {
+  // The covariance and inverse tasks keep their factors and inverses
+  // while the chief is away; the new chief finds the shard at the run's
+  // step and goes on, the K-FAC roles watched again.
+  temp_dir tmp;
+  auto run = launch(tmp, kfac_cluster,
+                    "--kill chief:0@40 --restart chief:0@300",
+                    kfac_flags(tmp));
+  check_monotonic(run.output, 120);
+  BOOST_TEST(run.summary.find("\"chief_restarted\": true")
+             != std::string::npos);
+  BOOST_TEST(number(run.summary, "layers_ready") > 0);
+  BOOST_TEST(number(run.summary, "preconditioned_steps") > 0);
 }
