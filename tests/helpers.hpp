@@ -2,15 +2,20 @@
 
 // Small helpers shared by the test suites.
 
+#include <chrono>
 #include <ostream>
 #include <string>
 #include <type_traits>
+#include <utility>
 
+#include <caf/error.hpp>
 #include <caf/expected.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include "kernels/backend.hpp"
 #include "runtime/error.hpp"
 #include "runtime/model_spec.hpp"
+#include "runtime/named_tensor.hpp"
 #include "runtime/optimizer_config.hpp"
 
 namespace syncfac::test {
@@ -21,6 +26,28 @@ namespace syncfac::test {
 template <class T>
 std::string why(const caf::expected<T>& x) {
   return x ? std::string{"ok"} : render(x.error());
+}
+
+/// Same names, shapes and values, in order.
+inline bool same(const parameter_set& xs, const parameter_set& ys) {
+  if (xs.size() != ys.size())
+    return false;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (xs[i].name != ys[i].name || xs[i].value != ys[i].value)
+      return false;
+  return true;
+}
+
+/// The answer of `dest` to a request (10 s at most), or the error it
+/// produced.
+template <class T, class Handle, class... Ts>
+caf::expected<T> ask(caf::scoped_actor& self, const Handle& dest,
+                     Ts&&... xs) {
+  caf::expected<T> result{caf::error{}};
+  self->request(dest, std::chrono::seconds{10}, std::forward<Ts>(xs)...)
+    .receive([&](T& x) { result = std::move(x); },
+             [&](caf::error& err) { result = std::move(err); });
+  return result;
 }
 
 } // namespace syncfac::test

@@ -159,6 +159,9 @@ mock_inverse(mock_inverse_actor::stateful_pointer<mock_state> self,
       return self->state.held.back();
     },
     [=](status_atom) -> inverse_status { return {}; },
+    [](restore_atom, std::vector<ps_actor>&) {
+      // Shards do not matter here: nothing is shipped.
+    },
     [=](caf::get_atom) -> int64_t {
       std::lock_guard<std::mutex> guard{log->mtx};
       return static_cast<int64_t>(log->sets.size());

@@ -16,6 +16,7 @@
 #include "tests/helpers.hpp"
 
 using namespace syncfac;
+using syncfac::test::same;
 using namespace std::chrono_literals;
 namespace tt = boost::test_tools;
 
@@ -59,16 +60,6 @@ gradient_push seed_push(int32_t worker, int64_t local_step) {
   p.dense = {{"v0", scalar(g0)}, {"v1", scalar(g1)}};
   p.sparse = {{"v_sparse", {1}, tensor{{1, 1}, {g0}}}};
   return p;
-}
-
-/// Same names, shapes and values, in order.
-bool same(const parameter_set& xs, const parameter_set& ys) {
-  if (xs.size() != ys.size())
-    return false;
-  for (size_t i = 0; i < xs.size(); ++i)
-    if (xs[i].name != ys[i].name || xs[i].value != ys[i].value)
-      return false;
-  return true;
 }
 
 bool contains(const std::string& haystack, const std::string& needle) {
@@ -118,11 +109,7 @@ struct fixture {
   /// The answer to a request, or the error it produced.
   template <class T, class... Ts>
   caf::expected<T> ask(Ts&&... xs) {
-    caf::expected<T> result{caf::error{}};
-    self->request(ps, 10s, std::forward<Ts>(xs)...)
-      .receive([&](T& x) { result = std::move(x); },
-               [&](caf::error& err) { result = std::move(err); });
-    return result;
+    return test::ask<T>(self, ps, std::forward<Ts>(xs)...);
   }
 
   push_ack push(const gradient_push& p) {

@@ -1,7 +1,8 @@
 #pragma once
 
 // Helpers of the checkpoint suites: whole-file reads and writes, error
-// checks (scratch directories: tests/temp_dir.hpp).
+// checks (scratch directories: tests/temp_dir.hpp; why() and same():
+// tests/helpers.hpp).
 
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/named_tensor.hpp"
+#include "tests/helpers.hpp"
 #include "tests/temp_dir.hpp"
 
 namespace syncfac::test {
@@ -33,13 +35,6 @@ inline void spit(const std::string& path, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (!out)
     throw std::runtime_error("cannot write " + path);
-}
-
-/// The rendered error of `x`, or "ok" (Boost evaluates a check's message
-/// even when it passes; error() of an expected holding a value is UB).
-template <class T>
-std::string why(const caf::expected<T>& x) {
-  return x ? std::string{"ok"} : render(x.error());
 }
 
 inline bool is_code(const caf::error& err, ec code) {

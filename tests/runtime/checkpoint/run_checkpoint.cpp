@@ -131,15 +131,6 @@ checkpoint written(const temp_dir& dir, const checkpoint_contents& contents,
   return *back;
 }
 
-bool same(const parameter_set& xs, const parameter_set& ys) {
-  if (xs.size() != ys.size())
-    return false;
-  for (size_t i = 0; i < xs.size(); ++i)
-    if (xs[i].name != ys[i].name || xs[i].value != ys[i].value)
-      return false;
-  return true;
-}
-
 struct actor_fixture {
   program_config cfg;
   caf::actor_system sys{cfg};
@@ -147,11 +138,7 @@ struct actor_fixture {
 
   template <class T, class Handle, class... Ts>
   caf::expected<T> ask(const Handle& h, Ts&&... xs) {
-    caf::expected<T> result{caf::error{}};
-    self->request(h, 10s, std::forward<Ts>(xs)...)
-      .receive([&](T& x) { result = std::move(x); },
-               [&](caf::error& err) { result = std::move(err); });
-    return result;
+    return test::ask<T>(self, h, std::forward<Ts>(xs)...);
   }
 };
 
