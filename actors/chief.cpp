@@ -45,6 +45,10 @@ void note(self_ptr self, const std::string& line) {
 /// still needs R gradients; whoever comes next may take it).
 void lose_worker(self_ptr self, const caf::actor_addr& who) {
   auto& st = self->state;
+  // Once the run is over the workers' processes end, and their links
+  // break: no loss, and the driver's log may be gone already.
+  if (st.finished)
+    return;
   auto i = std::find_if(st.workers.begin(), st.workers.end(),
                         [&](const worker_record& w) { return w.actor == who; });
   if (i == st.workers.end()) {

@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Soak run: many loopback clusters, each with random faults injected.
+
+Each round starts a cluster (chief, 3 workers of which one is a backup,
+2 PS shards; one process per task, via syncfac-launch) with checkpoints,
+and injects one or two faults picked at random: a worker killed and
+restarted, the backup killed for good, a worker or a PS shard frozen and
+thawed, a PS shard killed and restarted, the chief killed and restarted.
+Per fault kind it reports how many were injected and survived (the run
+finished every step with exit code 0), the test accuracy against an
+undisturbed run, the longest pause each fault caused (from the moment
+its signal was sent to the chief's next step, every step logged) and what the summaries accounted
+for (workers lost and rejoined, shards lost, steps rolled back, stale
+pushes dropped).
+
+  bench/soak.py [--rounds N] [--steps S] [--seed K] [--bin DIR] [--fake]
+                [--kfac] [--references R]
+
+With --kfac the run is K-FAC with a covariance and an inverse task, and
+those are killed and restarted too.
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+STEP_LINE = re.compile(r"^\[chief:0\] global_step: (\d+) \|(?!.*test_loss)")
+KILL_LINE = re.compile(r"^syncfac-launch: \S+ gets SIG\w+ at global_step \d+ "
+                       r"\(--kill (\S+)\)")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_cluster(path, jobs):
+    cluster = {job: ["127.0.0.1:%d" % free_port() for _ in range(n)]
+               for job, n in jobs.items()}
+    with open(path, "w") as f:
+        json.dump({"cluster": cluster}, f)
+
+
+def faults_of(kind, step, rng):
+    """Launcher flags for one fault of `kind` at global step `step`."""
+    back = rng.choice([200, 1000, 3000])
+    if kind == "worker killed, restarted":
+        w = rng.randrange(3)
+        return ["--kill", "worker:%d@%d" % (w, step),
+                "--restart", "worker:%d@%d" % (w, back)]
+    if kind == "backup worker killed":
+        return ["--kill", "worker:2@%d" % step]
+    if kind == "worker frozen, thawed":
+        w = rng.randrange(3)
+        return ["--kill", "worker:%d@%d:STOP" % (w, step),
+                "--kill", "worker:%d@%d:CONT" % (w, step + 15)]
+    if kind == "PS shard killed, restarted":
+        s = rng.randrange(2)
+        return ["--kill", "ps:%d@%d" % (s, step),
+                "--restart", "ps:%d@%d" % (s, back)]
+    if kind == "chief killed, restarted":
+        return ["--kill", "chief:0@%d" % step,
+                "--restart", "chief:0@%d" % back]
+    if kind in ("covariance task killed, restarted",
+                "inverse task killed, restarted"):
+        job = kind.split()[0]
+        return ["--kill", "%s:0@%d" % (job, step),
+                "--restart", "%s:0@%d" % (job, back)]
+    raise ValueError(kind)
+
+
+KINDS = ["worker killed, restarted", "backup worker killed",
+         "worker frozen, thawed", "PS shard killed, restarted",
+         "chief killed, restarted"]
+KFAC_KINDS = ["covariance task killed, restarted",
+              "inverse task killed, restarted"]
+
+
+def run_cluster(args, tmp, flags, faults, tag):
+    cluster = os.path.join(tmp, "cluster_%s.json" % tag)
+    summary = os.path.join(tmp, "summary_%s.json" % tag)
+    jobs = {"chief": 1, "worker": 3, "ps": 2}
+    if args.kfac:
+        jobs.update({"covariance": 1, "inverse": 1})
+    write_cluster(cluster, jobs)
+    cmd = [os.path.join(args.bin, "syncfac-launch"), "--cluster", cluster,
+           "--program", os.path.join(args.bin, "convnet_mnist_distributed"),
+           "--max_wall_s", "600"] + faults + ["--"] + flags + [
+           "--summary", summary]
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    stamps = []
+    log = []
+    # Per --kill hook: when it fired, and the pause it caused (until the
+    # chief's next step, whoever took it).
+    fired = {}
+    pauses = {}
+    for line in proc.stdout:
+        now = time.monotonic()
+        log.append(line)
+        m = STEP_LINE.match(line)
+        if m:
+            stamps.append((now, int(m.group(1))))
+            for spec, t in list(fired.items()):
+                pauses[spec] = now - t
+                del fired[spec]
+        k = KILL_LINE.match(line)
+        if k:
+            fired[k.group(1)] = now
+    code = proc.wait()
+    wall = time.monotonic() - started
+    result = {"code": code, "wall_s": wall, "log": "".join(log),
+              "pauses": pauses}
+    gaps = [b[0] - a[0] for a, b in zip(stamps, stamps[1:])]
+    result["longest_pause_s"] = max(gaps) if gaps else float("nan")
+    steps = [s for _, s in stamps]
+    result["last_step"] = steps[-1] if steps else -1
+    try:
+        with open(summary) as f:
+            result["summary"] = json.load(f)
+    except (OSError, ValueError):
+        result["summary"] = None
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--bin", default=os.environ.get("SYNCFAC_BIN_DIR",
+                                                    "build/bin"))
+    ap.add_argument("--fake", action="store_true",
+                    help="fake data instead of Fashion-MNIST")
+    ap.add_argument("--references", type=int, default=3,
+                    help="undisturbed runs to compare with")
+    ap.add_argument("--kfac", action="store_true",
+                    help="K-FAC with a covariance and an inverse task, "
+                         "which are killed too")
+    args = ap.parse_args()
+    for p in ("syncfac-launch", "convnet_mnist_distributed"):
+        if not os.access(os.path.join(args.bin, p), os.X_OK):
+            sys.exit("soak: %s/%s not built (run scripts/build.sh)"
+                     % (args.bin, p))
+    rng = random.Random(args.seed)
+    data = (["--fake_data", "--fake_train_size", "4096",
+             "--fake_test_size", "1000"] if args.fake else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        base = data + ["--steps", str(args.steps), "--batch_size", "64",
+                       "--replicas_to_aggregate", "2", "--threads", "1",
+                       "--seed", "3", "--init", "glorot", "--no_progress",
+                       "--log_every", "1", "--connect_timeout_ms", "60000",
+                       "--max_wait_ms", "60000"]
+        if args.kfac:
+            base += ["--optimizer", "kfac", "--learning_rate", "0.0003"]
+        kinds_here = KINDS + (KFAC_KINDS if args.kfac else [])
+        # Undisturbed runs vary too (the order in which gradients arrive):
+        # the delta is taken against their mean, and their spread shown.
+        ref_accs = []
+        for i in range(args.references):
+            reference = run_cluster(args, tmp, base, [], "undisturbed%d" % i)
+            if reference["code"] != 0 or not reference["summary"]:
+                print(reference["log"])
+                sys.exit("soak: the undisturbed run failed")
+            ref_accs.append(reference["summary"]["test_accuracy"])
+            print("undisturbed: test accuracy %.4f, longest gap between "
+                  "steps %.3f s, %.1f s" % (ref_accs[-1],
+                                            reference["longest_pause_s"],
+                                            reference["wall_s"]), flush=True)
+        ref_acc = statistics.mean(ref_accs)
+        print("undisturbed: mean test accuracy %.4f (%.4f to %.4f)"
+              % (ref_acc, min(ref_accs), max(ref_accs)), flush=True)
+        per_kind = {k: {"injected": 0, "survived": 0, "deltas": [],
+                        "pauses": []} for k in kinds_here}
+        totals = {"workers_lost": 0, "workers_rejoined": 0, "ps_lost": 0,
+                  "kfac_roles_lost": 0,
+                  "rolled_back_steps": 0, "stale_pushes": 0,
+                  "chief_restarts": 0}
+        for r in range(args.rounds):
+            kinds = rng.sample(kinds_here, rng.choice([1, 2]))
+            faults = []
+            specs = []
+            # Far enough apart that one recovery ends before the next
+            # fault; after the first checkpoint (every 25 steps).
+            first = rng.randrange(30, args.steps // 2)
+            for i, kind in enumerate(kinds):
+                flags_of_kind = faults_of(kind, first + i * (args.steps // 4),
+                                          rng)
+                faults += flags_of_kind
+                spec = flags_of_kind[1]
+                specs.append(spec if ":" in spec.split("@")[1]
+                             else spec + ":KILL")
+            ckpt = os.path.join(tmp, "ckpt_%d" % r)
+            flags = base + ["--checkpoint_dir", ckpt,
+                            "--checkpoint_every", "25"]
+            res = run_cluster(args, tmp, flags, faults, str(r))
+            s = res["summary"]
+            ok = (res["code"] == 0 and s is not None
+                  and s.get("global_step") == args.steps)
+            delta = (s["test_accuracy"] - ref_acc) if ok else float("nan")
+            for kind, spec in zip(kinds, specs):
+                k = per_kind[kind]
+                k["injected"] += 1
+                if ok:
+                    k["survived"] += 1
+                    k["deltas"].append(delta)
+                    if spec in res["pauses"]:
+                        k["pauses"].append(res["pauses"][spec])
+            if ok:
+                f = s.get("faults", {})
+                for key in ("workers_lost", "workers_rejoined", "ps_lost",
+                            "kfac_roles_lost", "rolled_back_steps"):
+                    totals[key] += f.get(key, 0)
+                totals["chief_restarts"] += 1 if f.get("chief_restarted") \
+                    else 0
+                totals["stale_pushes"] += s.get("stale_pushes", 0)
+            print("round %d: %s -> %s (%.1f s, longest pause %.2f s, "
+                  "accuracy delta %+.4f)" % (
+                      r + 1, " + ".join(kinds),
+                      "finished" if ok else "FAILED (exit %d)" % res["code"],
+                      res["wall_s"], res["longest_pause_s"], delta),
+                  flush=True)
+            if not ok:
+                print(res["log"][-4000:])
+        print()
+        print("| fault | injected | survived | accuracy delta (mean, worst)"
+              " | longest pause s (max) |")
+        print("|---|---|---|---|---|")
+        for kind in kinds_here:
+            k = per_kind[kind]
+            if k["injected"] == 0:
+                continue
+            d = k["deltas"]
+            print("| %s | %d | %d | %s | %s |" % (
+                kind, k["injected"], k["survived"],
+                "%+.4f, %+.4f" % (statistics.mean(d), min(d)) if d else "-",
+                "%.2f" % max(k["pauses"]) if k["pauses"] else "-"))
+        print()
+        print("accounted in the summaries: " + ", ".join(
+            "%s %d" % kv for kv in totals.items()))
+        failed = sum(k["injected"] - k["survived"] for k in per_kind.values())
+        sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
