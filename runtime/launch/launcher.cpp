@@ -203,6 +203,8 @@ struct task_proc {
   /// The signal a --kill hook sent last (0: none).
   int hook_signal = 0;
   std::optional<time_point> restart_at;
+  /// A --kill ...:STOP+MS hook's SIGCONT.
+  std::optional<time_point> thaw_at;
   std::optional<time_point> term_at;
   std::optional<time_point> kill_at;
   std::optional<time_point> give_up_at;
@@ -516,10 +518,15 @@ private:
         report(what + ": " + hook.task.str() + " is not running; skipped");
         continue;
       }
+      if (hook.thaw_after_ms > 0)
+        what += "+" + std::to_string(hook.thaw_after_ms);
       report(*p, "gets " + signal_name(hook.signal) + " at global_step "
                    + std::to_string(chief_step_) + " (" + what + ")");
       p->hook_signal = hook.signal;
       ::kill(p->pid, hook.signal);
+      if (hook.thaw_after_ms > 0)
+        p->thaw_at = clock_type::now()
+                     + std::chrono::milliseconds{hook.thaw_after_ms};
     }
   }
 
@@ -657,6 +664,11 @@ private:
       }
       if (!p.running)
         continue;
+      if (p.thaw_at && now >= *p.thaw_at) {
+        p.thaw_at.reset();
+        report(p, "gets SIGCONT (the --kill hook's thaw)");
+        ::kill(p.pid, SIGCONT);
+      }
       if (p.term_at && now >= *p.term_at) {
         report(p, "still running " + ms_str(opts_.grace_ms)
                     + " after the chief exited: sending SIGTERM");
@@ -731,6 +743,7 @@ private:
     consider(wall_deadline_);
     for (const auto& p : procs_) {
       consider(p.restart_at);
+      consider(p.thaw_at);
       consider(p.term_at);
       consider(p.kill_at);
       consider(p.give_up_at);
@@ -879,10 +892,20 @@ caf::expected<kill_hook> kill_hook::parse(const std::string& text) {
     return fail("the step must be a number >= 0");
   if (colon != std::string::npos) {
     auto name = rest.substr(colon + 1);
+    auto plus = name.find('+');
+    if (plus != std::string::npos) {
+      if (!parse_int(name.substr(plus + 1), result.thaw_after_ms)
+          || result.thaw_after_ms <= 0)
+        return fail("the thaw delay after '+' must be a number of "
+                    "milliseconds > 0");
+      name = name.substr(0, plus);
+    }
     result.signal = signal_by_name(name);
     if (result.signal == 0)
       return fail("unknown signal '" + name + "' (KILL, TERM, STOP, CONT, "
                   "INT, HUP, QUIT, ABRT, SEGV, USR1, USR2, ...)");
+    if (result.thaw_after_ms > 0 && result.signal != SIGSTOP)
+      return fail("only STOP takes a thaw delay (+MS)");
   }
   return result;
 }
@@ -968,10 +991,11 @@ returns the chief's exit code (128+N if signal N ended it).
   --term_ms N          how long after SIGTERM before SIGKILL (default 3000)
   --max_wall_s X       hard limit on the whole run; past it every task is
                        stopped and the launcher exits 124 (default 0: none)
-  --kill JOB:INDEX@STEP[:SIGNAL]
+  --kill JOB:INDEX@STEP[:SIGNAL[+MS]]
                        send SIGNAL (default KILL; TERM, STOP, CONT, INT, ...)
                        to the task once the chief logged "global_step: N"
-                       with N >= STEP (repeatable)
+                       with N >= STEP (repeatable); STOP+MS sends SIGCONT
+                       MS ms later
   --restart JOB:INDEX@MS
                        start the task again MS ms after it died (once per
                        flag; repeatable)

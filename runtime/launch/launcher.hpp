@@ -22,14 +22,18 @@
 
 namespace syncfac {
 
-/// --kill JOB:INDEX@STEP[:SIGNAL]: send SIGNAL to the task once the chief
-/// logged "global_step: N" with N >= STEP.
+/// --kill JOB:INDEX@STEP[:SIGNAL[+MS]]: send SIGNAL to the task once the
+/// chief logged "global_step: N" with N >= STEP; with +MS (STOP only),
+/// SIGCONT MS milliseconds later (a freeze that does not wait for a step,
+/// e.g. of a task no step can go without).
 struct kill_hook {
   task_id task;
   int64_t step = 0;
   int signal = 9; // SIGKILL
+  /// STOP only: thaw after this long (0: not by this hook).
+  int64_t thaw_after_ms = 0;
 
-  /// Parses "worker:1@100" or "worker:1@100:STOP".
+  /// Parses "worker:1@100", "worker:1@100:STOP" or "ps:0@100:STOP+2000".
   static caf::expected<kill_hook> parse(const std::string& text);
 };
 

@@ -71,6 +71,21 @@ BOOST_AUTO_TEST_CASE(kill_hook_takes_signal_names) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(kill_hook_takes_a_thaw_delay_for_stop) {
+  auto k = kill_hook::parse("ps:0@20:STOP+2500");
+  BOOST_REQUIRE_MESSAGE(k, test::why(k));
+  BOOST_CHECK_EQUAL(k->signal, SIGSTOP);
+  BOOST_CHECK_EQUAL(k->step, 20);
+  BOOST_CHECK_EQUAL(k->thaw_after_ms, 2500);
+  auto plain = kill_hook::parse("ps:0@20:STOP");
+  BOOST_REQUIRE_MESSAGE(plain, test::why(plain));
+  BOOST_CHECK_EQUAL(plain->thaw_after_ms, 0);
+  check_refused(kill_hook::parse("ps:0@20:KILL+100"), "only STOP");
+  check_refused(kill_hook::parse("ps:0@20:STOP+"), "thaw delay");
+  check_refused(kill_hook::parse("ps:0@20:STOP+0"), "thaw delay");
+  check_refused(kill_hook::parse("ps:0@20:STOP+x"), "thaw delay");
+}
+
 BOOST_AUTO_TEST_CASE(kill_hook_refusals) {
   check_refused(kill_hook::parse("worker:1"), "no '@STEP'");
   check_refused(kill_hook::parse("worker@1"), "expected JOB:INDEX");
