@@ -514,9 +514,9 @@ caf::result<resume_point> rejoin(self_ptr self, int32_t worker) {
     return make_error(ec::unavailable,
                       st.finished ? "chief: the run is over"
                                   : "chief: the run has not started yet");
-  if (st.paused)
-    return make_error(ec::unavailable, "chief: the steps are paused ("
-                                         + st.lost_task + " was lost)");
+  if (st.paused) // ask again once the lost task is back
+    return make_error(ec::peer_lost, "chief: the steps are paused ("
+                                       + st.lost_task + " was lost)");
   if (worker < 0 || worker >= st.cfg.worker_replicas)
     return make_error(ec::invalid_argument,
                       "chief: no gradient worker " + std::to_string(worker)

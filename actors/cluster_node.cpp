@@ -297,13 +297,17 @@ private:
   /// (a chief that went on without it): the chief says where to resume
   /// and the worker is rebound to it. A chief not running yet rebinds the
   /// workers itself once they are all back.
-  void rebind_if_running() {
+  /// Answers whether to ask again later: the chief's steps are paused (it
+  /// waits for another lost task) and it rebinds no one it lost until they
+  /// are back.
+  bool rebind_if_running() {
     if (!worker_ || cfg_.task.index >= tasks_.gradient_workers)
-      return;
+      return false;
     auto chief = find<chief_actor>({"chief", 0}, "chief");
     if (!chief)
-      return;
+      return false;
     chief_ = *chief;
+    bool again = false;
     self_->request(chief_, cfg_.connect.request_timeout, run_atom::value,
                    cfg_.task.index)
       .receive(
@@ -319,9 +323,12 @@ private:
                << rp.global_step << std::endl;
           caf::anon_send(worker_, run_atom::value, rp, chief_, *ps, cov);
         },
-        [&](caf::error&) {
+        [&](caf::error& err) {
           // Not running yet: the chief rebinds this worker when it starts.
+          again = err.category() == error_category
+                  && err.code() == static_cast<uint8_t>(ec::peer_lost);
         });
+    return again;
   }
 
   caf::error host_worker() {
@@ -398,6 +405,7 @@ private:
     // directly, not through the chief's node.
     std::map<caf::actor_addr, task_id> peers;
     std::set<task_id> lost;
+    bool rejoin_later = false;
     const bool reconnects = connects_to_chief(cfg_.task);
     auto watch = [&](const task_id& t) {
       if (auto i = nodes_.find(t.str()); i != nodes_.end())
@@ -429,7 +437,7 @@ private:
           if (auto i = nodes_.find(t.str()); i != nodes_.end()) {
             chief_node_ = node_of(i->second);
             chief_here = true;
-            rebind_if_running();
+            rejoin_later = rebind_if_running();
           }
       }
     };
@@ -473,6 +481,8 @@ private:
         caf::after(std::chrono::milliseconds{500}) >> [&] {
           if (!lost.empty())
             reconnect();
+          if (rejoin_later)
+            rejoin_later = rebind_if_running();
           if (!role_failure.empty()
               && clock_type::now() >= failure_deadline) {
             err = make_error(ec::peer_down, role_failure);
