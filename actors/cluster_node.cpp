@@ -280,6 +280,21 @@ private:
   void rejoin_if_running() {
     if (!worker_ || !chief_)
       return;
+    if (cfg_.task.index >= tasks_.gradient_workers) {
+      // A statistics worker takes no tokens: it starts at the shards' step
+      // once the chief's run is under way.
+      self_->request(chief_, cfg_.connect.request_timeout, status_atom::value)
+        .receive(
+          [&](chief_status& cs) {
+            if (cs.finished || cs.tokens_granted == 0)
+              return;
+            log_ << me() << ": the run is under way; the statistics worker "
+                 << "starts at global step " << cs.global_step << std::endl;
+            caf::anon_send(worker_, run_atom::value);
+          },
+          [&](caf::error&) {});
+      return;
+    }
     self_->request(chief_, cfg_.connect.request_timeout, run_atom::value,
                    cfg_.task.index)
       .receive(

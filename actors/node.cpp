@@ -6,8 +6,8 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/send.hpp>
+#include <caf/openssl/manager.hpp>
 #include <caf/openssl/publish.hpp>
-#include <caf/openssl/remote_actor.hpp>
 
 #include "runtime/error.hpp"
 
@@ -169,6 +169,46 @@ caf::expected<uint16_t> publish_node(const node_actor& n, uint16_t port,
   return res;
 }
 
+namespace {
+
+/// CAF's remote_actor, bounded: CAF 0.17's waits without a timeout for a
+/// peer that accepts the connection but never answers the handshake (a
+/// frozen process). A handshake that completes later stays with the
+/// middleman, which answers the next attempt at once.
+caf::expected<node_actor> reach_node(caf::actor_system& sys,
+                                     caf::scoped_actor& self,
+                                     const host_port& addr, bool tls,
+                                     std::chrono::milliseconds timeout) {
+  const auto& manager = tls ? sys.openssl_manager().actor_handle()
+                            : sys.middleman().actor_handle();
+  caf::expected<node_actor> result{caf::error{}};
+  self->request(manager, timeout, caf::connect_atom::value, addr.host,
+                addr.port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr& ptr,
+          std::set<std::string>& ifs) {
+        caf::detail::type_list<node_actor> expected_ifs;
+        if (!ptr)
+          result = caf::make_error(caf::sec::no_actor_published_at_port);
+        else if (!sys.assignable(ifs, sys.message_types(expected_ifs)))
+          result = caf::make_error(
+            caf::sec::unexpected_actor_messaging_interface);
+        else
+          result = caf::actor_cast<node_actor>(std::move(ptr));
+      },
+      [&](caf::error& err) {
+        if (err == caf::sec::request_timeout)
+          err = make_error(ec::timeout,
+                           "no handshake within "
+                             + std::to_string(timeout.count())
+                             + " ms (a frozen process?)");
+        result = std::move(err);
+      });
+  return result;
+}
+
+} // namespace
+
 caf::expected<std::map<std::string, node_info>>
 connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,
               const cluster_spec& cluster, const std::vector<task_id>& peers,
@@ -186,13 +226,10 @@ connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,
       if (result.count(name) > 0)
         continue;
       const auto& addr = cluster.address(t);
-      auto peer = opts.tls
-                    ? caf::openssl::remote_actor<node_actor>(sys, addr.host,
-                                                             addr.port)
-                    : sys.middleman().remote_actor<node_actor>(addr.host,
-                                                               addr.port);
+      auto peer = reach_node(sys, self, addr, opts.tls,
+                             opts.request_timeout);
       if (!peer) {
-        last_error[name] = sys.render(peer.error());
+        last_error[name] = render(peer.error());
         continue;
       }
       caf::expected<node_info> info{caf::error{}};

@@ -369,3 +369,20 @@ BOOST_AUTO_TEST_CASE(a_chief_frozen_too_long_gets_its_workers_back) {
   BOOST_TEST(number(run.summary, "workers_lost") == 2);
   BOOST_TEST(number(run.summary, "workers_rejoined") >= 2);
 }
+
+BOOST_AUTO_TEST_CASE(a_restarted_statistics_worker_starts_again) {
+  // dedicated_workers with 5 tasks: 3 gradient workers, worker:3 computes
+  // statistics, worker:4 inverts. The statistics worker killed and
+  // restarted starts again at the shards' step.
+  temp_dir tmp;
+  auto run = launch(tmp, {{"chief", 1}, {"worker", 5}, {"ps", 1}},
+                    "--kill worker:3@30 --restart worker:3@300",
+                    " --steps 120 --optimizer kfac --learning_rate 0.0003"
+                    " --cov_inv_op_strategy dedicated_workers");
+  check_monotonic(run.output, 120);
+  BOOST_TEST(run.output.find("worker:3: the run is under way; the "
+                             "statistics worker starts at global step")
+             != std::string::npos);
+  BOOST_TEST(run.output.find("worker:3 exited with code 0")
+             != std::string::npos);
+}
