@@ -543,9 +543,9 @@ void initialise(self_ptr self) {
       });
 }
 
-/// Starts from a restored checkpoint: its step (an earlier pull is out of
-/// date, so the first step pulls again) and its data position.
-caf::error resume(self_ptr self, const resume_point& rp) {
+/// Takes a resume point's data position (when it has one) and run
+/// incarnation; refuses a negative step.
+caf::error take_resume_point(self_ptr self, const resume_point& rp) {
   auto& st = self->state;
   if (rp.global_step < 0)
     return make_error(ec::invalid_argument,
@@ -553,8 +553,17 @@ caf::error resume(self_ptr self, const resume_point& rp) {
                         + std::to_string(rp.global_step));
   if (rp.has_data_order)
     if (auto err = st.batches->restore(rp.data_order))
-      return with_context(err, who(self) + ": data order of the checkpoint");
+      return with_context(err, who(self) + ": data order to resume from");
   st.incarnation = rp.incarnation;
+  return caf::none;
+}
+
+/// Starts from a restored checkpoint: its step (an earlier pull is out of
+/// date, so the first step pulls again) and its data position.
+caf::error resume(self_ptr self, const resume_point& rp) {
+  auto& st = self->state;
+  if (auto err = take_resume_point(self, rp))
+    return err;
   if (rp.global_step > st.local_step) {
     st.local_step = rp.global_step;
     st.params_ready = false;
@@ -562,11 +571,11 @@ caf::error resume(self_ptr self, const resume_point& rp) {
   return caf::none;
 }
 
+caf::result<worker_status> begin(self_ptr self, bool keep_running);
+
 /// Goes on with another chief and shards after a fault, from `rp`: the
 /// step abandoned, local_step set to the resume point's (lower after a
 /// rollback to a checkpoint) and, when it has one, the data position.
-caf::result<worker_status> begin(self_ptr self, bool keep_running);
-
 caf::result<worker_status> rebind(self_ptr self, const resume_point& rp,
                                   chief_actor chief,
                                   std::vector<ps_actor> shards,
@@ -587,13 +596,8 @@ caf::result<worker_status> rebind(self_ptr self, const resume_point& rp,
                         + std::to_string(covariance.size())
                         + " covariance actors, the worker sends to "
                         + std::to_string(st.cfg.covariance.size()));
-  if (rp.global_step < 0)
-    return make_error(ec::invalid_argument,
-                      who(self) + ": resume at negative step "
-                        + std::to_string(rp.global_step));
-  if (rp.has_data_order)
-    if (auto err = st.batches->restore(rp.data_order))
-      return with_context(err, who(self) + ": data order to resume from");
+  if (auto err = take_resume_point(self, rp))
+    return err;
   ++st.generation;
   if (st.cfg.role == worker_role::gradients && st.cfg.chief != chief) {
     self->unlink_from(st.cfg.chief);
@@ -603,7 +607,6 @@ caf::result<worker_status> rebind(self_ptr self, const resume_point& rp,
   st.cfg.shards = std::move(shards);
   if (!covariance.empty() && !st.cfg.covariance.empty())
     st.cfg.covariance = std::move(covariance);
-  st.incarnation = rp.incarnation;
   st.stats_in_flight.assign(st.stats_in_flight.size(), false);
   st.stalled = false;
   ++st.rebinds;
