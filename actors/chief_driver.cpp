@@ -141,6 +141,8 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
     if (!kept)
       return kept.error();
     d->kept_step_ = *kept;
+    d->restarted_ = d->shards_kept();
+    d->resumed_at_ = d->kept_step_;
   }
   if (auto err = d->prepare_checkpoints(sys, top))
     return err;
@@ -611,8 +613,8 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
     .add("ps_lost", shards_lost_)
     .add("kfac_roles_lost", kfac_roles_lost_)
     .add("rolled_back_steps", rolled_back_steps_)
-    .add("chief_restarted", shards_kept())
-    .add("resumed_at", shards_kept() ? kept_step_ : int64_t{-1});
+    .add("chief_restarted", restarted_)
+    .add("resumed_at", restarted_ ? resumed_at_ : int64_t{-1});
   if (warm_->set) {
     auto timed = std::chrono::duration<double>(clock_type::now()
                                                - warm_->when)

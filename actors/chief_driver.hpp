@@ -151,6 +151,9 @@ private:
   role_recovery recover_;
   run_roles roles_;
   int64_t kept_step_ = -1;
+  /// This chief replaced one that went away (the shards kept the run).
+  bool restarted_ = false;
+  int64_t resumed_at_ = -1;
   int64_t shards_lost_ = 0;
   int64_t kfac_roles_lost_ = 0;
   int64_t rolled_back_steps_ = 0;
