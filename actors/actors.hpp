@@ -141,6 +141,8 @@ using chief_actor = caf::typed_actor<
   // Its own timer: write the checkpoint of this step even though some
   // worker has not reported its data position yet.
   caf::reacts_to<checkpoint_atom, int64_t>,
+  // Its own timer: probe the K-FAC roles (chief_config::role_probe_timeout).
+  caf::reacts_to<probe_atom>,
   // The chief's counters.
   caf::replies_to<status_atom>::with<chief_status>>;
 

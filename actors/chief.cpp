@@ -108,6 +108,21 @@ void report_pause(self_ptr self) {
 
 void checkpoint_done(self_ptr self, caf::expected<checkpoint_written> res);
 
+/// Drops the checkpoint whose snapshots are being taken, because `task`,
+/// whose snapshot it needs, is lost. Whether there was one.
+bool abandon_checkpoint(self_ptr self, const std::string& task) {
+  auto& st = self->state;
+  if (!st.checkpoint)
+    return false;
+  auto step = st.checkpoint->step;
+  st.checkpoint.reset();
+  checkpoint_done(self, make_error(ec::peer_lost,
+                                   "checkpoint of step " + std::to_string(step)
+                                     + ": " + task
+                                     + " was lost before its snapshot"));
+  return true;
+}
+
 /// A PS shard went away (no step can complete without it), or a K-FAC
 /// role (its work and the checkpoints need it). The steps pause: no token
 /// goes out, the token requests and the checkpoint whose snapshots were
@@ -115,8 +130,13 @@ void checkpoint_done(self_ptr self, caf::expected<checkpoint_written> res);
 /// rebound), and the driver hears of it.
 void lose_task(self_ptr self, const std::string& task) {
   auto& st = self->state;
-  if (!st.running || st.finished || st.paused)
+  if (!st.running || st.paused)
     return;
+  if (st.finished) {
+    // The steps are over: only the last checkpoint may still wait for it.
+    abandon_checkpoint(self, task);
+    return;
+  }
   st.paused = true;
   st.lost_task = task;
   st.lost_at = st.global_step;
@@ -124,18 +144,64 @@ void lose_task(self_ptr self, const std::string& task) {
   st.tokens.clear();
   note(self, "chief: " + task + " lost at global step "
                + std::to_string(st.global_step) + "; the steps pause");
-  if (st.checkpoint) {
-    auto step = st.checkpoint->step;
-    st.checkpoint.reset();
-    checkpoint_done(self, make_error(ec::peer_lost,
-                                     "checkpoint of step "
-                                       + std::to_string(step) + ": "
-                                       + task
-                                       + " was lost before its snapshot"));
+  if (abandon_checkpoint(self, task))
     return; // checkpoint_done reports the pause once none is in flight
-  }
   if (st.checkpoints_in_flight == 0)
     report_pause(self);
+}
+
+/// Whether a K-FAC role's loss would change anything now: the steps run,
+/// or the last checkpoint waits for its snapshots.
+bool probing_matters(const chief_state& st) {
+  return st.running && !st.paused && (!st.finished || st.checkpoint);
+}
+
+/// Asks each of `roles` (those of `job` now, as `current` answers them)
+/// for its status; one that does not answer within role_probe_timeout is
+/// lost like one whose process went away.
+template <class Status, class Handle, class Current>
+void probe_each(self_ptr self, const std::vector<Handle>& roles,
+                const std::string& job, Current current) {
+  auto timeout = self->state.cfg.role_probe_timeout;
+  for (size_t i = 0; i < roles.size(); ++i) {
+    auto role = roles[i];
+    auto name = job + ":" + std::to_string(i);
+    self->request(role, timeout, status_atom::value)
+      .then([](const Status&) {},
+            [=](caf::error& err) {
+              // An answer to a probe of a role replaced meanwhile says
+              // nothing of the one there now.
+              const auto& now = current(self->state);
+              if (i >= now.size() || now[i] != role)
+                return;
+              if (probing_matters(self->state))
+                note(self, "chief: " + name + " did not answer a liveness "
+                             "probe within "
+                             + std::to_string(timeout.count()) + " ms ("
+                             + render(err) + ")");
+              lose_task(self, name);
+            });
+  }
+}
+
+/// The probe timer (chief_config::role_probe_timeout): twice per timeout,
+/// while the steps run.
+void probe_roles(self_ptr self) {
+  auto& st = self->state;
+  auto timeout = st.cfg.role_probe_timeout;
+  if (timeout.count() <= 0 || (st.finished && !st.checkpoint))
+    return;
+  if (probing_matters(st)) {
+    probe_each<covariance_status>(self, st.cfg.covariance, "covariance",
+                                  [](chief_state& s) -> const auto& {
+                                    return s.cfg.covariance;
+                                  });
+    probe_each<inverse_status>(self, st.inverses, "inverse",
+                               [](chief_state& s) -> const auto& {
+                                 return s.inverses;
+                               });
+  }
+  self->delayed_send(self, timeout / 2, probe_atom::value);
 }
 
 /// Goes on after lose_shard, from `step` (every shard restored to the
@@ -318,8 +384,10 @@ void begin_checkpoint(self_ptr self) {
   ++st.checkpoints_in_flight;
   auto failed = [=](std::string who, caf::error err) {
     auto& st = self->state;
-    if (st.checkpoint && st.checkpoint->step == step)
-      st.checkpoint.reset();
+    // Abandoned already (a role's loss), and counted then.
+    if (!st.checkpoint || st.checkpoint->step != step)
+      return;
+    st.checkpoint.reset();
     checkpoint_done(self, make_error(ec::peer_down,
                                      "checkpoint of step "
                                        + std::to_string(step) + ": snapshot of "
@@ -491,6 +559,10 @@ void start(self_ptr self) {
   // than after step_timeout) and lets the driver bring it back.
   for (const auto& s : st.cfg.shards)
     self->monitor(s);
+  if (!st.probing && st.cfg.role_probe_timeout.count() > 0) {
+    st.probing = true;
+    probe_roles(self);
+  }
   // Every accumulator starts at the chief's step, so that gradients
   // computed before a (re)start are recognised as stale.
   gather<caf::ok_atom>(
@@ -572,6 +644,9 @@ caf::error chief_config::validate() const {
     return bad("no PS shards");
   if (step_timeout.count() <= 0 || request_timeout.count() <= 0)
     return bad("timeouts must be positive");
+  if (role_probe_timeout.count() < 0)
+    return bad("role_probe_timeout must be >= 0 (0: no probe), got "
+               + std::to_string(role_probe_timeout.count()) + " ms");
   if (checkpoint_every < 0)
     return bad("checkpoint_every must be >= 0, got "
                + std::to_string(checkpoint_every));
@@ -692,6 +767,7 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
         try_write_checkpoint(self);
       }
     },
+    [=](probe_atom) { probe_roles(self); },
     [=](status_atom) -> chief_status {
       auto& st = self->state;
       return chief_status{st.global_step,

@@ -81,6 +81,11 @@ struct chief_config {
   std::chrono::milliseconds checkpoint_grace{2000};
   /// K-FAC: their factors go into the checkpoints too.
   std::vector<covariance_actor> covariance;
+  /// A covariance or inverse actor of another process that leaves a
+  /// status request unanswered this long is taken for lost, as one whose
+  /// process went away (0: not probed). Needed because a frozen process's
+  /// link can stay up through the other nodes, so no down message comes.
+  std::chrono::milliseconds role_probe_timeout{0};
   /// Called in the chief's context after each checkpoint: the file
   /// written, or why none was (the run goes on either way).
   std::function<void(const caf::expected<checkpoint_written>&)> on_checkpoint;
@@ -168,6 +173,8 @@ struct chief_state {
   int64_t lost_at = -1;
   /// K-FAC: the inverse actors, watched like the shards.
   std::vector<inverse_actor> inverses;
+  /// The probe timer of the K-FAC roles runs (started once).
+  bool probing = false;
   /// Bumped by each rollback (worker_report::incarnation).
   int64_t incarnation = 0;
 };

@@ -463,6 +463,24 @@ chief_driver::final_digest(caf::scoped_actor& self) {
   return parameter_digest(std::move(all));
 }
 
+namespace {
+
+/// How a lost K-FAC role came back, for the log: a restarted task's new
+/// actors (a covariance actor's factors from `factors_from`), or the same
+/// ones (a frozen task thawed, its state kept).
+std::string back_how(const run_roles& before, const run_roles& now,
+                     const std::shared_ptr<const restored_run>& factors_from) {
+  if (before.covariance == now.covariance && before.inverses == now.inverses)
+    return " (the same actors: the task was frozen and thawed, its state "
+           "kept)";
+  if (factors_from)
+    return " (factors of a new covariance actor from " + factors_from->path
+           + ")";
+  return {};
+}
+
+} // namespace
+
 caf::error chief_driver::recover(caf::scoped_actor& self) {
   chief_status cs;
   caf::error err;
@@ -515,11 +533,13 @@ caf::error chief_driver::recover(caf::scoped_actor& self) {
   }
   // Covariance actors: all back to the checkpoint after a rollback, a new
   // one from it (or from nothing, before the first checkpoint).
+  bool new_factors = false;
   for (size_t c = 0; c < roles_.covariance.size(); ++c) {
     bool fresh = c >= before.covariance.size()
                  || before.covariance[c] != roles_.covariance[c];
     if (!newest || (!shard && !fresh))
       continue;
+    new_factors = true;
     if (auto e = restore_one<covariance_snapshot>(
           self, roles_.covariance[c], *newest, cfg_.base.request_timeout,
           "covariance:" + std::to_string(c)))
@@ -546,9 +566,7 @@ caf::error chief_driver::recover(caf::scoped_actor& self) {
     rebind_workers(self, roles_, incarnation);
   } else {
     out_->line("chief: " + lost + " is back; the run goes on from there"
-               + (newest ? " (factors of a new covariance actor from "
-                             + newest->path + ")"
-                         : std::string{}));
+               + back_how(before, roles_, new_factors ? newest : nullptr));
     rebind_workers(self, roles_, incarnation, step);
   }
   return caf::none;

@@ -753,6 +753,10 @@ private:
          << " to come back" << std::endl;
     auto opts = cfg_.connect;
     opts.timeout = cfg_.max_wait;
+    // A hello sent while the task was frozen is lost when it thaws (its
+    // middleman drops the connections it timed out): ask again soon.
+    opts.request_timeout = std::min(opts.request_timeout,
+                                    std::chrono::milliseconds{2000});
     if (connects_to_chief(*t)) {
       // It connects to the chief itself (a second connection between the
       // same two nodes confuses CAF's TLS transport).

@@ -147,6 +147,9 @@ caf::error sync_training_config::validate() const {
                + std::to_string(num_towers));
   if (step_timeout.count() <= 0)
     return bad("step timeout must be positive");
+  if (role_probe_timeout.count() < 0)
+    return bad("role_probe_timeout must be >= 0 (0: no probe), got "
+               + std::to_string(role_probe_timeout.count()) + " ms");
   if (checkpoint.every < 0)
     return bad("checkpoint_every must be >= 0, got "
                + std::to_string(checkpoint.every));

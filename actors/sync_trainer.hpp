@@ -81,6 +81,10 @@ struct sync_training_config {
   int32_t num_towers = 1;
   /// Longest wait for one global step.
   std::chrono::milliseconds step_timeout{120000};
+  /// In a cluster: how long the chief lets a covariance or inverse actor
+  /// leave its liveness probe unanswered before taking it for lost
+  /// (chief_config::role_probe_timeout; 0: no probe).
+  std::chrono::milliseconds role_probe_timeout{0};
   checkpoint_options checkpoint;
   /// Pushes to shards in other processes go as parts of about this many
   /// bytes (0: whole); in one process they always go whole.

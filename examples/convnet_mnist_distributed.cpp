@@ -15,6 +15,7 @@
 // The chief logs the run, writes --summary FILE at the end and tells every
 // node that the run is over; the other nodes exit 0 then.
 
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -50,6 +51,16 @@ struct distributed_options : convnet_options {
   /// -1: 10 s, or off with TLS (see configure_system).
   int64_t connection_timeout_ms = -1;
   int64_t push_part_kib = default_push_part_bytes / 1024;
+
+  /// The middleman's connection timeout in effect. CAF 0.17's TLS
+  /// transport closes healthy connections within seconds when one is set
+  /// (measured here), so under TLS a frozen peer is seen by the request
+  /// timeouts instead.
+  std::chrono::milliseconds connection_timeout() const {
+    if (connection_timeout_ms >= 0)
+      return std::chrono::milliseconds{connection_timeout_ms};
+    return std::chrono::milliseconds{tls_dir.empty() ? 10000 : 0};
+  }
 
   distributed_options() {
     // 0: take the count from the cluster file (a value given must agree);
@@ -119,6 +130,11 @@ caf::expected<cluster_run_config> make_config(distributed_options& opts) {
   cfg.connect.timeout = std::chrono::milliseconds{opts.connect_timeout_ms};
   cfg.connect.request_timeout = cfg.sync.base.request_timeout;
   cfg.max_wait = std::chrono::milliseconds{opts.max_wait_ms};
+  // A frozen covariance or inverse task can keep its link to the chief up
+  // through the other nodes: the chief probes them itself.
+  cfg.sync.role_probe_timeout = opts.connection_timeout().count() > 0
+                                  ? opts.connection_timeout()
+                                  : cfg.sync.base.request_timeout;
   // Only the chief draws progress; the other nodes' output is interleaved
   // by the launcher.
   if (cfg.task.job != "chief")
@@ -145,16 +161,10 @@ caf::error configure_system(distributed_options& opts) {
   if (opts.heartbeat_ms < 0 || opts.connection_timeout_ms < -1)
     return make_error(ec::invalid_config,
                       "heartbeat_ms and connection_timeout_ms must be >= 0");
-  // CAF 0.17's TLS transport closes healthy connections within seconds
-  // when a connection timeout is set (measured here), so under TLS a
-  // frozen peer is seen by the request timeouts instead.
-  if (opts.connection_timeout_ms < 0)
-    opts.connection_timeout_ms = opts.tls_dir.empty() ? 10000 : 0;
   opts.set("middleman.heartbeat-interval",
            caf::timespan{std::chrono::milliseconds{opts.heartbeat_ms}});
   opts.set("middleman.connection-timeout",
-           caf::timespan{
-             std::chrono::milliseconds{opts.connection_timeout_ms}});
+           caf::timespan{opts.connection_timeout()});
   if (opts.tls_dir.empty())
     return caf::none;
   auto files = net::load_tls_dir(opts.tls_dir);

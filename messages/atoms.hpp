@@ -61,6 +61,8 @@ using inverse_atom = caf::atom_constant<caf::atom("inverse")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 /// Checkpoints: restore a role's state from a snapshot.
 using restore_atom = caf::atom_constant<caf::atom("restore")>;
+/// The chief's own timer: ask the K-FAC roles whether they still answer.
+using probe_atom = caf::atom_constant<caf::atom("probe")>;
 
 /// Cluster: a node introduces itself to a peer it connected to.
 using hello_atom = caf::atom_constant<caf::atom("hello")>;

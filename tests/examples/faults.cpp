@@ -1,13 +1,14 @@
 #define BOOST_TEST_MODULE examples_faults
 #include <boost/test/unit_test.hpp>
 
-// Fault injection on real multi-process clusters (via syncfac-launch): a
-// worker SIGKILLed with and without backups, restarted, frozen with
-// SIGSTOP and thawed. (A worker frozen beyond the connection timeout is
-// taken for lost, as a killed one; without backups the steps wait for
-// that, bounded by --connection_timeout_ms.) Each run must finish, its global_step must only
-// grow, its test accuracy must be within 0.1 of an undisturbed run's, and
-// its summary must account for every loss, rejoin and stale push.
+// Fault injection on real multi-process clusters (via syncfac-launch):
+// every role (worker, backup worker, statistics worker, PS shard, chief,
+// covariance, inverse) SIGKILLed and restarted, or frozen with SIGSTOP
+// below and beyond the connection timeout and thawed, while the others
+// run. Each run must finish, its global_step must only grow (except once
+// per rollback to a checkpoint), its test accuracy must stay near an
+// undisturbed run's where the topology has one in one process, and its
+// summary must account for every loss, rejoin, rollback and stale push.
 
 #include <cmath>
 #include <map>
@@ -315,6 +316,40 @@ BOOST_AUTO_TEST_CASE(a_restarted_chief_under_kfac_goes_on) {
              != std::string::npos);
   BOOST_TEST(number(run.summary, "layers_ready") > 0);
   BOOST_TEST(number(run.summary, "preconditioned_steps") > 0);
+}
+
+BOOST_AUTO_TEST_CASE(frozen_covariance_and_inverse_tasks_are_lost_and_come_back) {
+  // Each frozen for 6 s with a 2 s connection timeout, one after the
+  // other. The steps do not wait for them, and a frozen task's link to
+  // the chief can stay up through the other nodes, so the chief's
+  // liveness probe (or its link) takes it for lost: the steps pause, and
+  // once thawed the same actors go on with their state (no rollback).
+  temp_dir tmp;
+  auto flags = " --steps 600 --replicas_to_aggregate 2 --optimizer kfac"
+               " --learning_rate 0.0003 --connection_timeout_ms 2000"
+               " --checkpoint_dir "
+               + tmp.file("ckpt") + " --checkpoint_every 20";
+  auto run = launch(tmp, kfac_cluster,
+                    "--kill covariance:0@30:STOP+6000"
+                    " --kill inverse:0@350:STOP+6000",
+                    flags);
+  check_monotonic(run.output, 600);
+  // Seen by the probe or by the link, whichever comes first.
+  BOOST_TEST(run.output.find("chief: covariance:0 lost at global step")
+             != std::string::npos);
+  BOOST_TEST(run.output.find("chief: inverse:0 lost at global step")
+             != std::string::npos);
+  BOOST_TEST(number(run.summary, "kfac_roles_lost") == 2);
+  BOOST_TEST(number(run.summary, "rolled_back_steps") == 0);
+  BOOST_TEST(run.output.find("the task was frozen and thawed, its state kept")
+             != std::string::npos);
+  // Both kept working after their thaw.
+  BOOST_TEST(number(run.summary, "cov_updates") > 250);
+  BOOST_TEST(number(run.summary, "layer_inversions") > 0);
+  check_accuracy_near_undisturbed(tmp, run,
+                                  " --steps 600 --worker_replicas 2"
+                                  " --replicas_to_aggregate 2 --optimizer kfac"
+                                  " --learning_rate 0.0003");
 }
 
 BOOST_AUTO_TEST_CASE(a_briefly_frozen_ps_shard_and_chief_only_hold_the_steps) {
