@@ -4,8 +4,9 @@
 Each round starts a cluster (chief, 3 workers of which one is a backup,
 2 PS shards; one process per task, via syncfac-launch) with checkpoints,
 and injects one or two faults picked at random: a worker killed and
-restarted, the backup killed for good, a worker or a PS shard frozen and
-thawed, a PS shard killed and restarted, the chief killed and restarted.
+restarted, the backup killed for good, a worker frozen and thawed, a PS
+shard killed and restarted, the chief killed and restarted, a PS shard or
+the chief frozen beyond the connection timeout (3 s here) and thawed.
 Per fault kind it reports how many were injected and survived (the run
 finished every step with exit code 0), the test accuracy against an
 undisturbed run, the longest pause each fault caused (from the moment
@@ -17,7 +18,7 @@ pushes dropped).
                 [--kfac] [--references R]
 
 With --kfac the run is K-FAC with a covariance and an inverse task, and
-those are killed and restarted too.
+those are killed and restarted, or frozen and thawed, too.
 """
 
 import argparse
@@ -75,14 +76,28 @@ def faults_of(kind, step, rng):
         job = kind.split()[0]
         return ["--kill", "%s:0@%d" % (job, step),
                 "--restart", "%s:0@%d" % (job, back)]
+    if kind.endswith("frozen beyond the connection timeout, thawed"):
+        # Twice the connection timeout (base flags): taken for lost, then
+        # brought back once thawed.
+        task = {"PS": "ps:%d" % rng.randrange(2), "chief": "chief:0",
+                "covariance": "covariance:0",
+                "inverse": "inverse:0"}[kind.split()[0]]
+        return ["--kill", "%s@%d:STOP+%d" % (task, step,
+                                             2 * CONNECTION_TIMEOUT_MS)]
     raise ValueError(kind)
 
 
 KINDS = ["worker killed, restarted", "backup worker killed",
          "worker frozen, thawed", "PS shard killed, restarted",
-         "chief killed, restarted"]
+         "chief killed, restarted",
+         "PS shard frozen beyond the connection timeout, thawed",
+         "chief frozen beyond the connection timeout, thawed"]
 KFAC_KINDS = ["covariance task killed, restarted",
-              "inverse task killed, restarted"]
+              "inverse task killed, restarted",
+              "covariance task frozen beyond the connection timeout, thawed",
+              "inverse task frozen beyond the connection timeout, thawed"]
+# Short, so that a freeze beyond it stays a short fault.
+CONNECTION_TIMEOUT_MS = 3000
 
 
 def run_cluster(args, tmp, flags, faults, tag):
@@ -160,7 +175,9 @@ def main():
                        "--replicas_to_aggregate", "2", "--threads", "1",
                        "--seed", "3", "--init", "glorot", "--no_progress",
                        "--log_every", "1", "--connect_timeout_ms", "60000",
-                       "--max_wait_ms", "60000"]
+                       "--max_wait_ms", "60000",
+                       "--connection_timeout_ms",
+                       str(CONNECTION_TIMEOUT_MS)]
         if args.kfac:
             base += ["--optimizer", "kfac", "--learning_rate", "0.0003"]
         kinds_here = KINDS + (KFAC_KINDS if args.kfac else [])
