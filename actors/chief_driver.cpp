@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "actors/checkpoint_writer.hpp"
+#include "actors/gather.hpp"
 #include "runtime/error.hpp"
 #include "runtime/json.hpp"
 #include "runtime/process_stats.hpp"
@@ -20,53 +21,48 @@ json_object kfac_report(caf::scoped_actor& self,
                         const std::vector<ps_actor>& shards,
                         const std::vector<worker_actor>& workers) {
   auto timeout = counters_timeout(cfg);
+  auto ignore = [](size_t, const caf::error&) {};
   int64_t received = 0, folded = 0, stale = 0, refused = 0, handed = 0;
-  for (auto& c : kfac.covariance)
-    self->request(c, timeout, status_atom::value)
-      .receive(
-        [&](covariance_status& cs) {
-          received += cs.received;
-          folded = std::max(folded, cs.cov_updates);
-          stale += cs.stale;
-          refused += cs.refused;
-          handed += cs.factor_sets_sent;
-        },
-        [&](caf::error&) {});
+  ask_each<covariance_status>(
+    self, kfac.covariance, timeout,
+    [&](size_t, const covariance_status& cs) {
+      received += cs.received;
+      folded = std::max(folded, cs.cov_updates);
+      stale += cs.stale;
+      refused += cs.refused;
+      handed += cs.factor_sets_sent;
+    },
+    ignore, status_atom::value);
   int64_t inversions = 0, too_early = 0, failed = 0, raised = 0;
   double invert_s = 0;
-  for (auto& inv : kfac.inverses)
-    self->request(inv, timeout, status_atom::value)
-      .receive(
-        [&](inverse_status& is) {
-          inversions += is.inversions;
-          too_early += is.too_early;
-          failed += is.failed;
-          raised += is.damping_raised;
-          invert_s += is.invert_s;
-        },
-        [&](caf::error&) {});
+  ask_each<inverse_status>(
+    self, kfac.inverses, timeout,
+    [&](size_t, const inverse_status& is) {
+      inversions += is.inversions;
+      too_early += is.too_early;
+      failed += is.failed;
+      raised += is.damping_raised;
+      invert_s += is.invert_s;
+    },
+    ignore, status_atom::value);
   int64_t ready = 0, layers = 0, preconditioned = 0;
-  for (auto& sh : shards)
-    self->request(sh, timeout, status_atom::value)
-      .receive(
-        [&](shard_status& ss) {
-          ready += ss.kfac_ready;
-          layers += ss.kfac_layers;
-          preconditioned = std::max(preconditioned, ss.preconditioned_applies);
-        },
-        [&](caf::error&) {});
+  ask_each<shard_status>(
+    self, shards, timeout,
+    [&](size_t, const shard_status& ss) {
+      ready += ss.kfac_ready;
+      layers += ss.kfac_layers;
+      preconditioned = std::max(preconditioned, ss.preconditioned_applies);
+    },
+    ignore, status_atom::value);
+  // Unset workers (not back after a restart of the chief) are skipped.
   int64_t skipped = 0, send_failed = 0;
-  for (auto& w : workers) {
-    if (!w)
-      continue; // not back after a restart of the chief
-    self->request(w, timeout, status_atom::value)
-      .receive(
-        [&](worker_status& ws) {
-          skipped += ws.stats_skipped;
-          send_failed += ws.stats_failed;
-        },
-        [&](caf::error&) {});
-  }
+  ask_each<worker_status>(
+    self, workers, timeout,
+    [&](size_t, const worker_status& ws) {
+      skipped += ws.stats_skipped;
+      send_failed += ws.stats_failed;
+    },
+    ignore, status_atom::value);
   json_object obj;
   obj.add("strategy", to_string(cfg.kfac.strategy))
     .add("covariance_actors", cfg.kfac.covariance_actors)
@@ -481,6 +477,58 @@ std::string back_how(const run_roles& before, const run_roles& now,
 
 } // namespace
 
+namespace {
+
+bool is_shard(const std::string& role) {
+  return role.rfind("ps:", 0) == 0;
+}
+
+/// Appends the name ("ps:0") of each of `roles` that does not answer a
+/// status request within `timeout`.
+template <class Status, class Handle>
+void add_silent(caf::scoped_actor& self, const std::vector<Handle>& roles,
+                const std::string& job, std::chrono::milliseconds timeout,
+                std::vector<std::string>& out) {
+  for (size_t i = 0; i < roles.size(); ++i) {
+    bool answered = false;
+    self->request(roles[i], timeout, status_atom::value)
+      .receive([&](Status&) { answered = true; }, [](caf::error&) {});
+    if (!answered)
+      out.push_back(job + ":" + std::to_string(i));
+  }
+}
+
+} // namespace
+
+std::vector<std::string> chief_driver::silent_roles(caf::scoped_actor& self,
+                                                    const run_roles& roles) {
+  auto timeout = cfg_.role_probe_timeout.count() > 0
+                   ? cfg_.role_probe_timeout
+                   : cfg_.base.request_timeout;
+  std::vector<std::string> out;
+  add_silent<shard_status>(self, roles.shards, "ps", timeout, out);
+  add_silent<covariance_status>(self, roles.covariance, "covariance", timeout,
+                                out);
+  add_silent<inverse_status>(self, roles.inverses, "inverse", timeout, out);
+  return out;
+}
+
+caf::expected<std::shared_ptr<const restored_run>>
+chief_driver::checkpoint_for_shard(const std::string& lost) {
+  if (cfg_.checkpoint.directory.empty())
+    return make_error(ec::peer_lost,
+                      lost + ", and the run writes no checkpoints to "
+                             "restore it from (--checkpoint_dir)");
+  auto latest = newest_checkpoint();
+  if (!latest)
+    return with_context(latest.error(), lost);
+  if (!*latest)
+    return make_error(ec::peer_lost,
+                      lost + ", before the run's first checkpoint: "
+                             "nothing to restore it from");
+  return *latest;
+}
+
 caf::error chief_driver::recover(caf::scoped_actor& self) {
   chief_status cs;
   caf::error err;
@@ -491,28 +539,46 @@ caf::error chief_driver::recover(caf::scoped_actor& self) {
     return with_context(err, "status of the paused chief");
   auto lost = cs.lost_task + " lost at global step "
               + std::to_string(cs.lost_at);
-  bool shard = cs.lost_task.rfind("ps:", 0) == 0;
+  bool shard = is_shard(cs.lost_task);
   if (!recover_)
     return make_error(ec::peer_lost, lost);
   // A shard comes back empty: the run rolls back to a checkpoint.
   std::shared_ptr<const restored_run> newest;
   if (shard) {
-    if (cfg_.checkpoint.directory.empty())
-      return make_error(ec::peer_lost,
-                        lost + ", and the run writes no checkpoints to "
-                               "restore it from (--checkpoint_dir)");
-    auto latest = newest_checkpoint();
+    auto latest = checkpoint_for_shard(lost);
     if (!latest)
-      return with_context(latest.error(), lost);
-    if (!*latest)
-      return make_error(ec::peer_lost,
-                        lost + ", before the run's first checkpoint: "
-                               "nothing to restore it from");
+      return latest.error();
     newest = *latest;
   }
   auto back = recover_(cs.lost_task);
   if (!back)
     return with_context(back.error(), lost);
+  // Whoever froze (the chief itself, say) may have lost others whose
+  // loss never reached the chief: their link to it can stay up through
+  // the other nodes. Every role that does not answer is brought back too.
+  int64_t also_lost_shards = 0;
+  int64_t also_lost_kfac = 0;
+  for (const auto& name : silent_roles(self, *back)) {
+    out_->line("chief: " + name + " does not answer either; waiting for it "
+                                  "too");
+    if (is_shard(name)) {
+      ++also_lost_shards;
+      if (!shard) {
+        shard = true;
+        auto latest = checkpoint_for_shard(lost + ", then " + name);
+        if (!latest)
+          return latest.error();
+        newest = *latest;
+      }
+    } else {
+      ++also_lost_kfac;
+    }
+    back = recover_(name);
+    if (!back)
+      return with_context(back.error(), lost + ", then " + name);
+  }
+  shards_lost_ += also_lost_shards;
+  kfac_roles_lost_ += also_lost_kfac;
   auto before = roles_;
   roles_ = std::move(*back);
   shards_ = roles_.shards;
@@ -523,7 +589,8 @@ caf::error chief_driver::recover(caf::scoped_actor& self) {
     restored_ = newest;
     kept_step_ = -1;
     step = newest->global_step;
-    ++shards_lost_;
+    shards_lost_ += is_shard(cs.lost_task) ? 1 : 0;
+    kfac_roles_lost_ += is_shard(cs.lost_task) ? 0 : 1;
   } else {
     ++kfac_roles_lost_;
     auto latest = newest_checkpoint();
@@ -645,20 +712,16 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   double step_s = 0;
   double wait_s = 0;
   double compute_s = 0;
-  for (auto& w : roles_.workers) {
-    if (!w)
-      continue; // not back after a restart of the chief
-    self->request(w, counters_timeout(cfg_), status_atom::value)
-      .receive(
-        [&](worker_status& ws) {
-          step_s += ws.step_s;
-          wait_s += ws.token_wait_s;
-          compute_s += ws.compute_s;
-        },
-        [&](caf::error&) {
-          // A worker that cannot report does not change the result.
-        });
-  }
+  // Unset workers (not back after a restart of the chief) are skipped;
+  // one that cannot report does not change the result.
+  ask_each<worker_status>(
+    self, roles_.workers, counters_timeout(cfg_),
+    [&](size_t, const worker_status& ws) {
+      step_s += ws.step_s;
+      wait_s += ws.token_wait_s;
+      compute_s += ws.compute_s;
+    },
+    [](size_t, const caf::error&) {}, status_atom::value);
   summary.token_wait_share = step_s > 0 ? wait_s / step_s : 0.0;
   if (uses_kfac(cfg_)) {
     auto all = roles_.workers;

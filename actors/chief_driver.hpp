@@ -131,6 +131,17 @@ private:
   /// at. Then rebinds the workers.
   caf::error recover(caf::scoped_actor& self);
 
+  /// The roles of `roles` that do not answer a status request within the
+  /// probe timeout (or the request timeout), by name ("ps:0").
+  std::vector<std::string> silent_roles(caf::scoped_actor& self,
+                                        const run_roles& roles);
+
+  /// The checkpoint a shard lost (`lost` says which, and when) is
+  /// restored from: the newest good one; an error naming the flag when
+  /// the run writes none, or before the first.
+  caf::expected<std::shared_ptr<const restored_run>>
+  checkpoint_for_shard(const std::string& lost);
+
   /// The summary's "checkpoints" object.
   json_object checkpoint_report(const sync_summary& run) const;
 

@@ -10,6 +10,7 @@
 #include <caf/send.hpp>
 
 #include "actors/chief_driver.hpp"
+#include "actors/gather.hpp"
 #include "actors/metrics_sink.hpp"
 #include "actors/owned_actors.hpp"
 #include "actors/topology.hpp"
@@ -811,57 +812,45 @@ private:
                              const run_roles& roles) {
     auto timeout = counters_timeout(sync_);
     json_object tasks;
-    for (size_t s = 0; s < ps.size(); ++s) {
-      json_object t;
-      self_->request(ps[s], timeout, status_atom::value)
-        .receive(
-          [&](shard_status& st) {
-            t.add("errors", st.refused_pushes + st.refused_inverses)
-              .add("stale_pushes", st.stale_pushes);
-          },
-          [&](caf::error& err) { t.add("unreachable", render(err)); });
-      tasks.add(role_name("ps", static_cast<int32_t>(s)), t);
-    }
+    // Per role, in order: its counters or why it could not be reached.
+    auto ask = [&](const auto& handles, const std::string& job, auto status,
+                   auto fill) {
+      using status_type = decltype(status);
+      std::vector<json_object> entries(handles.size());
+      ask_each<status_type>(
+        self_, handles, timeout,
+        [&](size_t i, const status_type& st) { fill(entries[i], st); },
+        [&](size_t i, const caf::error& err) {
+          entries[i].add("unreachable", render(err));
+        },
+        status_atom::value);
+      for (size_t i = 0; i < handles.size(); ++i) {
+        if (!handles[i])
+          entries[i].add("unreachable", "not back after the chief's restart");
+        tasks.add(role_name(job, static_cast<int32_t>(i)), entries[i]);
+      }
+    };
+    ask(ps, "ps", shard_status{}, [](json_object& t, const shard_status& st) {
+      t.add("errors", st.refused_pushes + st.refused_inverses)
+        .add("stale_pushes", st.stale_pushes);
+    });
     auto workers = roles.workers;
     workers.insert(workers.end(), roles.stats_workers.begin(),
                    roles.stats_workers.end());
-    for (size_t i = 0; i < workers.size(); ++i) {
-      json_object t;
-      if (!workers[i]) {
-        tasks.add(role_name("worker", static_cast<int32_t>(i)),
-                  t.add("unreachable", "not back after the chief's restart"));
-        continue;
-      }
-      self_->request(workers[i], timeout, status_atom::value)
-        .receive(
-          [&](worker_status& st) {
-            t.add("errors", st.stats_failed)
-              .add("stale_pushes", st.stale_pushes)
-              .add("steps", st.steps);
-          },
-          [&](caf::error& err) { t.add("unreachable", render(err)); });
-      tasks.add(role_name("worker", static_cast<int32_t>(i)), t);
-    }
-    for (size_t c = 0; c < roles.covariance.size(); ++c) {
-      json_object t;
-      self_->request(roles.covariance[c], timeout, status_atom::value)
-        .receive(
-          [&](covariance_status& st) {
-            t.add("errors", st.refused).add("stale", st.stale);
-          },
-          [&](caf::error& err) { t.add("unreachable", render(err)); });
-      tasks.add(role_name("covariance", static_cast<int32_t>(c)), t);
-    }
-    for (size_t k = 0; k < roles.inverses.size(); ++k) {
-      json_object t;
-      self_->request(roles.inverses[k], timeout, status_atom::value)
-        .receive(
-          [&](inverse_status& st) {
-            t.add("errors", st.failed).add("inversions", st.inversions);
-          },
-          [&](caf::error& err) { t.add("unreachable", render(err)); });
-      tasks.add(role_name("inverse", static_cast<int32_t>(k)), t);
-    }
+    ask(workers, "worker", worker_status{},
+        [](json_object& t, const worker_status& st) {
+          t.add("errors", st.stats_failed)
+            .add("stale_pushes", st.stale_pushes)
+            .add("steps", st.steps);
+        });
+    ask(roles.covariance, "covariance", covariance_status{},
+        [](json_object& t, const covariance_status& st) {
+          t.add("errors", st.refused).add("stale", st.stale);
+        });
+    ask(roles.inverses, "inverse", inverse_status{},
+        [](json_object& t, const inverse_status& st) {
+          t.add("errors", st.failed).add("inversions", st.inversions);
+        });
     json_object out;
     out.add("tasks", static_cast<int64_t>(cfg_.cluster.tasks().size()))
       .add("tls", cfg_.tls)

@@ -8,9 +8,11 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <caf/error.hpp>
+#include <caf/scoped_actor.hpp>
 
 namespace syncfac {
 
@@ -49,6 +51,29 @@ void gather(Self* self, const std::vector<Handle>& targets,
           st->over = true;
           failed(i, std::move(err));
         });
+  }
+}
+
+/// From a blocking context: asks every target at once and calls
+/// `answered(i, result)` or `failed(i, error)` for each. The waits
+/// overlap, so targets whose process went away (requests to them fail
+/// only by their timeout) cost one timeout in all, not one each. Unset
+/// targets are skipped.
+template <class Result, class Handle, class Answered, class Failed,
+          class... Ts>
+void ask_each(caf::scoped_actor& self, const std::vector<Handle>& targets,
+              std::chrono::milliseconds timeout, Answered answered,
+              Failed failed, const Ts&... xs) {
+  using pending_request
+    = decltype(self->request(std::declval<const Handle&>(), timeout, xs...));
+  std::vector<std::pair<size_t, pending_request>> pending;
+  for (size_t i = 0; i < targets.size(); ++i)
+    if (targets[i])
+      pending.emplace_back(i, self->request(targets[i], timeout, xs...));
+  for (auto& [i, request] : pending) {
+    auto index = i;
+    request.receive([&](Result& x) { answered(index, x); },
+                    [&](caf::error& err) { failed(index, err); });
   }
 }
 
