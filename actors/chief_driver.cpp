@@ -484,18 +484,17 @@ bool is_shard(const std::string& role) {
 }
 
 /// Appends the name ("ps:0") of each of `roles` that does not answer a
-/// status request within `timeout`.
+/// status request within `timeout` (asked at once).
 template <class Status, class Handle>
 void add_silent(caf::scoped_actor& self, const std::vector<Handle>& roles,
                 const std::string& job, std::chrono::milliseconds timeout,
                 std::vector<std::string>& out) {
-  for (size_t i = 0; i < roles.size(); ++i) {
-    bool answered = false;
-    self->request(roles[i], timeout, status_atom::value)
-      .receive([&](Status&) { answered = true; }, [](caf::error&) {});
-    if (!answered)
+  ask_each<Status>(
+    self, roles, timeout, [](size_t, const Status&) {},
+    [&](size_t i, const caf::error&) {
       out.push_back(job + ":" + std::to_string(i));
-  }
+    },
+    status_atom::value);
 }
 
 } // namespace

@@ -713,7 +713,8 @@ private:
     // shards are still up: they may finish a last evaluation.
     end_callers(reason);
     node_outcome outcome;
-    outcome.cluster = cluster_report((*driver)->shards(), (*driver)->roles());
+    outcome.cluster = cluster_report((*driver)->shards(),
+                                     with_current_workers((*driver)->roles()));
     end_run(reason);
     if (!summary)
       return summary.error();
@@ -774,8 +775,32 @@ private:
     return current_roles();
   }
 
+  /// Takes the node information of tasks whose nodes connected again
+  /// while the run went on (after a freeze of the chief, say): the roles
+  /// behind the old connections cannot be reached any more.
+  void refresh_from_hellos() {
+    for (auto& [peer, peer_node] : late_hellos()) {
+      if (peer == me() || nodes_.count(peer) == 0)
+        continue;
+      self_->request(caf::actor_cast<node_actor>(peer_node),
+                     std::min(cfg_.connect.request_timeout,
+                              std::chrono::milliseconds{3000}),
+                     hello_atom::value, hello_)
+        .receive(
+          [&, name = peer](node_info& info) {
+            if (info.role_names.size() > 1) // more than "node"
+              nodes_[name] = std::move(info);
+          },
+          [&, name = peer](caf::error& err) {
+            log_ << me() << ": " << name << " said hello again but did not "
+                 << "answer: " << render(err) << std::endl;
+          });
+    }
+  }
+
   /// The run's roles, found on the connected nodes.
   caf::expected<run_roles> current_roles() {
+    refresh_from_hellos();
     run_roles roles;
     auto ps = shards();
     if (!ps)
@@ -804,6 +829,24 @@ private:
         return inv.error();
       roles.inverses = std::move(*inv);
     }
+    return roles;
+  }
+
+  /// `roles` with each worker as its node answers it now (a worker's node
+  /// may have connected again since the roles were found).
+  run_roles with_current_workers(run_roles roles) {
+    refresh_from_hellos();
+    auto refresh = [&](std::vector<worker_actor>& into, int32_t first) {
+      for (size_t k = 0; k < into.size(); ++k) {
+        task_id t{"worker", first + static_cast<int32_t>(k)};
+        if (nodes_.count(t.str()) == 0)
+          continue;
+        if (auto w = find<worker_actor>(t, role_name("worker", t.index)))
+          into[k] = *w;
+      }
+    };
+    refresh(roles.workers, 0);
+    refresh(roles.stats_workers, tasks_.gradient_workers);
     return roles;
   }
 

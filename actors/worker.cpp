@@ -596,6 +596,13 @@ caf::result<worker_status> rebind(self_ptr self, const resume_point& rp,
                         + std::to_string(covariance.size())
                         + " covariance actors, the worker sends to "
                         + std::to_string(st.cfg.covariance.size()));
+  // Bound to this incarnation of the run already and going on (the
+  // chief's driver rebound it; its node's rejoin comes second): giving the
+  // step up now would waste a token it may be waiting for, and without
+  // backups the steps would wait for it forever.
+  if (st.rebinds > 0 && !st.stalled && !st.stopped
+      && rp.incarnation == st.incarnation && st.cfg.chief == chief)
+    return status_of(self);
   if (auto err = take_resume_point(self, rp))
     return err;
   ++st.generation;
