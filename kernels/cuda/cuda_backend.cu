@@ -546,23 +546,13 @@ caf::error cuda_backend::gemm(const tensor& a, bool trans_a, const tensor& b,
                               bool trans_b, float alpha, float beta,
                               tensor& c) {
   const char* op = "gemm";
-  if (a.rank() != 2 || b.rank() != 2)
-    return cpu::mismatch(op, "a", a.shape(), "b", b.shape(),
-                         "both must have rank 2");
-  auto m = trans_a ? a.dim(1) : a.dim(0);
-  auto k = trans_a ? a.dim(0) : a.dim(1);
-  auto kb = trans_b ? b.dim(1) : b.dim(0);
-  auto n = trans_b ? b.dim(0) : b.dim(1);
-  if (k != kb)
-    return cpu::mismatch(op, "a", a.shape(), "b", b.shape(),
-                         "inner dimensions " + std::to_string(k)
-                           + (trans_a ? " (transposed)" : "") + " vs "
-                           + std::to_string(kb)
-                           + (trans_b ? " (transposed)" : ""));
-  tensor_shape out{m, n};
-  if (beta != 0.0f)
-    if (auto err = cpu::expect_shape(op, "c", c.shape(), "op(a) op(b)", out))
-      return err;
+  auto sizes = cpu::check_gemm(op, a, trans_a, b, trans_b, beta, c);
+  if (!sizes)
+    return std::move(sizes.error());
+  auto m = sizes->m;
+  auto n = sizes->n;
+  auto k = sizes->k;
+  const auto& out = sizes->c_shape;
   if (auto err = select(op))
     return err;
   if (auto err = in_a_.reserve(a.size(), name_, "gemm operand a"))
