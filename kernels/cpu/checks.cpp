@@ -30,8 +30,8 @@ const char* transposed(bool trans) {
   return trans ? " (transposed)" : "";
 }
 
-// The sizes of op(a) op(b) from the last two dimensions of a and b (the
-// caller has checked their ranks); c_shape is left to the caller.
+// The per-entry sizes of op(a) op(b) from the last two dimensions of a and
+// b (the caller has checked their ranks); c_shape is left to the caller.
 caf::expected<gemm_sizes> product_sizes(const char* op, const tensor& a,
                                         bool trans_a, const tensor& b,
                                         bool trans_b) {
@@ -65,6 +65,34 @@ caf::expected<gemm_sizes> check_gemm(const char* op, const tensor& a,
   if (!sizes)
     return sizes;
   sizes->c_shape = {sizes->m, sizes->n};
+  if (beta != 0.0f)
+    if (auto err = expect_shape(op, "c", c.shape(), "op(a) op(b)",
+                                sizes->c_shape))
+      return err;
+  return sizes;
+}
+
+caf::expected<gemm_sizes> check_gemm_batched(const char* op, const tensor& a,
+                                             bool trans_a, const tensor& b,
+                                             bool trans_b, float beta,
+                                             const tensor& c) {
+  if (a.rank() != 3)
+    return mismatch(op, "a", a.shape(), "b", b.shape(),
+                    "a must have rank 3 ([batch, rows, cols])");
+  if (b.rank() != 3 && b.rank() != 2)
+    return mismatch(op, "a", a.shape(), "b", b.shape(),
+                    "b must have rank 3 ([batch, rows, cols]) or 2 (one "
+                    "matrix for every entry)");
+  if (b.rank() == 3 && b.dim(0) != a.dim(0))
+    return mismatch(op, "a", a.shape(), "b", b.shape(),
+                    "batch sizes " + std::to_string(a.dim(0)) + " vs "
+                      + std::to_string(b.dim(0)));
+  auto sizes = product_sizes(op, a, trans_a, b, trans_b);
+  if (!sizes)
+    return sizes;
+  sizes->batch = a.dim(0);
+  sizes->shared_b = b.rank() == 2;
+  sizes->c_shape = {sizes->batch, sizes->m, sizes->n};
   if (beta != 0.0f)
     if (auto err = expect_shape(op, "c", c.shape(), "op(a) op(b)",
                                 sizes->c_shape))
