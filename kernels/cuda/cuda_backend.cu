@@ -1500,25 +1500,29 @@ caf::error cuda_backend::reserve_workspace(int64_t bytes) {
 
 // -- benchmark helper --------------------------------------------------------
 
-caf::expected<double> device_sgemm_seconds(int device, int64_t n, int reps) {
-  if (n < 1 || n > 32768 || reps < 1)
+caf::expected<double> device_sgemm_seconds(int device, int64_t n, int reps,
+                                           int64_t batch) {
+  if (n < 1 || n > 32768 || reps < 1 || batch < 1
+      || batch * n * n > (int64_t{1} << 31))
     return make_error(ec::invalid_argument,
                       "device_sgemm_seconds: n " + std::to_string(n)
-                        + " (1..32768) or reps " + std::to_string(reps)
-                        + " (>= 1) out of range");
+                        + " (1..32768), reps " + std::to_string(reps)
+                        + " (>= 1) or batch " + std::to_string(batch)
+                        + " (>= 1, batch n² <= 2^31) out of range");
   auto made = make_cuda_backend(device);
   if (!made)
     return made.error();
   auto& dev = static_cast<cuda_backend&>(**made);
   const char* op = "device_sgemm_seconds";
-  if (auto err = dev.in_a_.reserve(n * n, dev.name_, "benchmark operand a"))
+  auto size = batch * n * n;
+  if (auto err = dev.in_a_.reserve(size, dev.name_, "benchmark operand a"))
     return err;
-  if (auto err = dev.in_b_.reserve(n * n, dev.name_, "benchmark operand b"))
+  if (auto err = dev.in_b_.reserve(size, dev.name_, "benchmark operand b"))
     return err;
-  if (auto err = dev.out_a_.reserve(n * n, dev.name_, "benchmark result"))
+  if (auto err = dev.out_a_.reserve(size, dev.name_, "benchmark result"))
     return err;
-  launch_fill(dev.stream_, dev.in_a_.get(), n * n, 0.5f);
-  launch_fill(dev.stream_, dev.in_b_.get(), n * n, 0.25f);
+  launch_fill(dev.stream_, dev.in_a_.get(), size, 0.5f);
+  launch_fill(dev.stream_, dev.in_b_.get(), size, 0.25f);
   if (auto err = dev.check_launch(op))
     return err;
   cudaEvent_t start = nullptr;
@@ -1530,6 +1534,11 @@ caf::expected<double> device_sgemm_seconds(int device, int64_t n, int reps) {
     return err;
   }
   auto product = [&] {
+    if (batch > 1)
+      return dev.gemm_batched_rm(false, false, batch, n, n, n, 1.0f,
+                                 dev.in_a_.get(), n, n * n, dev.in_b_.get(),
+                                 n, n * n, 0.0f, dev.out_a_.get(), n, n * n,
+                                 "benchmark cublasSgemmStridedBatched");
     return dev.gemm_rm(false, false, n, n, n, 1.0f, dev.in_a_.get(), n,
                        dev.in_b_.get(), n, 0.0f, dev.out_a_.get(), n,
                        "benchmark cublasSgemm");
