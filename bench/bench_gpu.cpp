@@ -6,10 +6,13 @@
 //     double, one thread as the inverse actors run it); CPU sizes above
 //     --cpu-max-size are not run but extrapolated by n³ from the largest
 //     measured size and marked "est",
-//   - cuBLAS SGEMM TFLOP/s against the device's FP32 peak.
+//   - cuBLAS SGEMM TFLOP/s against the device's FP32 peak,
+//   - batched GEMM (64 products of 256 x 256 matrices) TFLOP/s: the
+//     backend's gemm_batched on the GPU against the CPU, and the
+//     device-resident cublasSgemmStridedBatched against the peak.
 // GPU times go through the backend interface and so include the host
-// copies (a factor and its inverse cross PCIe once each), except the SGEMM
-// line, which times device-resident operands with CUDA events.
+// copies (a factor and its inverse cross PCIe once each), except the two
+// "sgemm" lines, which time device-resident operands with CUDA events.
 //
 //   build-gpu/bin/bench_gpu [--device N] [--cpu-threads N]
 //                           [--cpu-max-size N] [--seconds S]
@@ -254,10 +257,46 @@ int main(int argc, char** argv) {
                 fmt(tflops, "%.1f").c_str(), fmt(peak, "peak %.1f").c_str(),
                 100.0 * tflops / peak);
   }
-  std::printf("\nnotes: peak = %s; gpu inverse/eigen times include the host "
-              "copies of the factor and result; cpu factor sizes above %lld "
-              "are extrapolated by n^3 (est), not run; \"gpu/cpu\" is the "
-              "speed-up.\n",
+
+  // Batched GEMM: many small products, as towers or layers sharing a shape
+  // run them. Through the backend both ways (the GPU's time includes the
+  // host copies of a, b and c, 48 MiB), then on device-resident operands.
+  {
+    constexpr int64_t batch = 64;
+    constexpr int64_t n = 256;
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    tensor a({batch, n, n});
+    tensor b({batch, n, n});
+    for (auto* x : {&a, &b})
+      for (auto& v : x->values())
+        v = dist(rng);
+    tensor c;
+    auto flops = 2.0 * batch * n * n * n;
+    auto tflops_of = [&](backend& dev, const char* what) {
+      auto product = [&] {
+        ok(dev.gemm_batched(a, false, b, false, 1.0f, 0.0f, c), what);
+      };
+      product(); // sizes the device buffers
+      return flops / best_time(5, product) / 1e12;
+    };
+    auto gpu_tflops = tflops_of(gpu, "gpu gemm_batched");
+    auto cpu_tflops = tflops_of(*cpu, "cpu gemm_batched");
+    std::printf("%-34s %14s %14s %8.1fx\n", "gemm_batched TFLOP/s 64x256^3",
+                fmt(gpu_tflops, "%.2f").c_str(),
+                fmt(cpu_tflops, "%.2f").c_str(), gpu_tflops / cpu_tflops);
+    auto seconds = cuda::device_sgemm_seconds(opt.device, n, 5, batch);
+    ok(seconds ? caf::error{} : seconds.error(), "device batched sgemm");
+    auto device_tflops = flops / *seconds / 1e12;
+    std::printf("%-34s %14s %14s %8.0f%%\n",
+                "batched sgemm 64x256^3 (of peak)",
+                fmt(device_tflops, "%.1f").c_str(),
+                fmt(peak, "peak %.1f").c_str(), 100.0 * device_tflops / peak);
+  }
+  std::printf("\nnotes: peak = %s; gpu inverse/eigen and gemm_batched times "
+              "include the host copies of their operands and results; cpu "
+              "factor sizes above %lld are extrapolated by n^3 (est), not "
+              "run; \"gpu/cpu\" is the speed-up.\n",
               peak_note.c_str(), static_cast<long long>(opt.cpu_max_size));
   return 0;
 }

@@ -56,6 +56,16 @@ public:
                           bool trans_b, float alpha, float beta, tensor& c)
     = 0;
 
+  /// c[i] = alpha * op(a[i]) * op(b[i]) + beta * c[i] for i in [0, batch):
+  /// a is [batch, rows, cols] and c [batch, m, n]; b is either
+  /// [batch, rows, cols] or one rank-2 matrix shared by every entry (towers
+  /// or layers sharing weights). With beta == 0 c is resized and need not
+  /// be initialised; errors as gemm's, naming the operand that does not fit.
+  virtual caf::error gemm_batched(const tensor& a, bool trans_a,
+                                  const tensor& b, bool trans_b, float alpha,
+                                  float beta, tensor& c)
+    = 0;
+
   /// y = act(x w + b): x [N, in], w [in, out], b [out] -> y [N, out].
   virtual caf::error dense_forward(const tensor& x, const tensor& w,
                                    const tensor& b, activation act, tensor& y)

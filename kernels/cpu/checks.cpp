@@ -26,6 +26,82 @@ caf::error mismatch(const char* op, const char* a_what,
 
 namespace {
 
+const char* transposed(bool trans) {
+  return trans ? " (transposed)" : "";
+}
+
+// The per-entry sizes of op(a) op(b) from the last two dimensions of a and
+// b (the caller has checked their ranks); c_shape is left to the caller.
+caf::expected<gemm_sizes> product_sizes(const char* op, const tensor& a,
+                                        bool trans_a, const tensor& b,
+                                        bool trans_b) {
+  auto a_rows = a.dim(a.rank() - 2);
+  auto a_cols = a.dim(a.rank() - 1);
+  auto b_rows = b.dim(b.rank() - 2);
+  auto b_cols = b.dim(b.rank() - 1);
+  gemm_sizes result;
+  result.m = trans_a ? a_cols : a_rows;
+  result.k = trans_a ? a_rows : a_cols;
+  result.n = trans_b ? b_rows : b_cols;
+  auto b_inner = trans_b ? b_cols : b_rows;
+  if (result.k != b_inner)
+    return mismatch(op, "a", a.shape(), "b", b.shape(),
+                    "inner dimensions " + std::to_string(result.k)
+                      + transposed(trans_a) + " vs "
+                      + std::to_string(b_inner) + transposed(trans_b));
+  return result;
+}
+
+} // namespace
+
+caf::expected<gemm_sizes> check_gemm(const char* op, const tensor& a,
+                                     bool trans_a, const tensor& b,
+                                     bool trans_b, float beta,
+                                     const tensor& c) {
+  if (a.rank() != 2 || b.rank() != 2)
+    return mismatch(op, "a", a.shape(), "b", b.shape(),
+                    "both must have rank 2");
+  auto sizes = product_sizes(op, a, trans_a, b, trans_b);
+  if (!sizes)
+    return sizes;
+  sizes->c_shape = {sizes->m, sizes->n};
+  if (beta != 0.0f)
+    if (auto err = expect_shape(op, "c", c.shape(), "op(a) op(b)",
+                                sizes->c_shape))
+      return err;
+  return sizes;
+}
+
+caf::expected<gemm_sizes> check_gemm_batched(const char* op, const tensor& a,
+                                             bool trans_a, const tensor& b,
+                                             bool trans_b, float beta,
+                                             const tensor& c) {
+  if (a.rank() != 3)
+    return mismatch(op, "a", a.shape(), "b", b.shape(),
+                    "a must have rank 3 ([batch, rows, cols])");
+  if (b.rank() != 3 && b.rank() != 2)
+    return mismatch(op, "a", a.shape(), "b", b.shape(),
+                    "b must have rank 3 ([batch, rows, cols]) or 2 (one "
+                    "matrix for every entry)");
+  if (b.rank() == 3 && b.dim(0) != a.dim(0))
+    return mismatch(op, "a", a.shape(), "b", b.shape(),
+                    "batch sizes " + std::to_string(a.dim(0)) + " vs "
+                      + std::to_string(b.dim(0)));
+  auto sizes = product_sizes(op, a, trans_a, b, trans_b);
+  if (!sizes)
+    return sizes;
+  sizes->batch = a.dim(0);
+  sizes->shared_b = b.rank() == 2;
+  sizes->c_shape = {sizes->batch, sizes->m, sizes->n};
+  if (beta != 0.0f)
+    if (auto err = expect_shape(op, "c", c.shape(), "op(a) op(b)",
+                                sizes->c_shape))
+      return err;
+  return sizes;
+}
+
+namespace {
+
 caf::error inconsistent(const char* op, const tensor_shape& input) {
   return make_error(ec::invalid_argument,
                     std::string{op} + ": geometry for input "

@@ -4,9 +4,11 @@
 // ec::shape_mismatch (or ec::invalid_argument for labels) with a context
 // that names the operation and both shapes, so a caller can see what to fix.
 
+#include <cstdint>
 #include <string>
 
 #include <caf/error.hpp>
+#include <caf/expected.hpp>
 
 #include "kernels/backend.hpp"
 
@@ -21,6 +23,31 @@ caf::error expect_shape(const char* op, const char* what,
 caf::error mismatch(const char* op, const char* a_what,
                     const tensor_shape& a, const char* b_what,
                     const tensor_shape& b, const std::string& reason);
+
+/// The sizes of c = alpha op(a) op(b) + beta c, per entry for gemm_batched:
+/// op(a) is [m, k] and op(b) [k, n].
+struct gemm_sizes {
+  int64_t batch = 1;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  bool shared_b = false; // gemm_batched's rank-2 b, used by every entry
+  tensor_shape c_shape;  // [m, n], or [batch, m, n] for gemm_batched
+};
+
+/// gemm's operands: a and b of rank 2 with agreeing inner dimensions and,
+/// when beta != 0 (c is read), c of the product's shape.
+caf::expected<gemm_sizes> check_gemm(const char* op, const tensor& a,
+                                     bool trans_a, const tensor& b,
+                                     bool trans_b, float beta,
+                                     const tensor& c);
+
+/// gemm_batched's operands: a [batch, ., .], b [batch, ., .] or rank 2
+/// (shared), otherwise as check_gemm.
+caf::expected<gemm_sizes> check_gemm_batched(const char* op, const tensor& a,
+                                             bool trans_a, const tensor& b,
+                                             bool trans_b, float beta,
+                                             const tensor& c);
 
 /// Whether g is what conv2d_geometry::make derives from its own fields
 /// (a hand-edited geometry would make the kernels read out of bounds).

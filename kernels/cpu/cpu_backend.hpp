@@ -38,6 +38,10 @@ public:
                   bool trans_b, float alpha, float beta,
                   tensor& c) override;
 
+  caf::error gemm_batched(const tensor& a, bool trans_a, const tensor& b,
+                          bool trans_b, float alpha, float beta,
+                          tensor& c) override;
+
   caf::error dense_forward(const tensor& x, const tensor& w, const tensor& b,
                            activation act, tensor& y) override;
 

@@ -508,6 +508,33 @@ caf::error cuda_backend::gemm_rm(bool trans_a, bool trans_b, int64_t m,
                what);
 }
 
+caf::error cuda_backend::gemm_batched_rm(
+  bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
+  float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
+  int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
+  int64_t stride_c, const char* what) {
+  if (!fits_int(batch) || !fits_int(m) || !fits_int(n) || !fits_int(k)
+      || !fits_int(lda) || !fits_int(ldb) || !fits_int(ldc))
+    return make_error(ec::invalid_argument,
+                      name_ + ": " + what + ": " + std::to_string(batch)
+                        + " products [" + std::to_string(m) + ", "
+                        + std::to_string(k) + "] x [" + std::to_string(k)
+                        + ", " + std::to_string(n)
+                        + "] exceed cuBLAS's 32-bit dimensions");
+  if (batch == 0 || m == 0 || n == 0)
+    return caf::none;
+  // As in gemm_rm: each row-major entry is the column-major
+  // Cᵀ = op(B)ᵀ op(A)ᵀ; a stride of 0 reads the same B for every entry.
+  return check(cublasSgemmStridedBatched(
+                 blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+                 static_cast<int>(m), static_cast<int>(k), &alpha, B,
+                 static_cast<int>(ldb), stride_b, A, static_cast<int>(lda),
+                 stride_a, &beta, C, static_cast<int>(ldc), stride_c,
+                 static_cast<int>(batch)),
+               what);
+}
+
 caf::error cuda_backend::column_sums(const float* x, int64_t rows,
                                      int64_t cols, float* db,
                                      const char* what) {
@@ -545,43 +572,41 @@ caf::error cuda_backend::column_sums(const float* x, int64_t rows,
 caf::error cuda_backend::gemm(const tensor& a, bool trans_a, const tensor& b,
                               bool trans_b, float alpha, float beta,
                               tensor& c) {
-  const char* op = "gemm";
-  if (a.rank() != 2 || b.rank() != 2)
-    return cpu::mismatch(op, "a", a.shape(), "b", b.shape(),
-                         "both must have rank 2");
-  auto m = trans_a ? a.dim(1) : a.dim(0);
-  auto k = trans_a ? a.dim(0) : a.dim(1);
-  auto kb = trans_b ? b.dim(1) : b.dim(0);
-  auto n = trans_b ? b.dim(0) : b.dim(1);
-  if (k != kb)
-    return cpu::mismatch(op, "a", a.shape(), "b", b.shape(),
-                         "inner dimensions " + std::to_string(k)
-                           + (trans_a ? " (transposed)" : "") + " vs "
-                           + std::to_string(kb)
-                           + (trans_b ? " (transposed)" : ""));
-  tensor_shape out{m, n};
-  if (beta != 0.0f)
-    if (auto err = cpu::expect_shape(op, "c", c.shape(), "op(a) op(b)", out))
-      return err;
+  auto sizes = cpu::check_gemm("gemm", a, trans_a, b, trans_b, beta, c);
+  if (!sizes)
+    return std::move(sizes.error());
+  return run_gemm("gemm", *sizes, a, trans_a, b, trans_b, alpha, beta, c);
+}
+
+caf::error cuda_backend::gemm_batched(const tensor& a, bool trans_a,
+                                      const tensor& b, bool trans_b,
+                                      float alpha, float beta, tensor& c) {
+  auto sizes = cpu::check_gemm_batched("gemm_batched", a, trans_a, b,
+                                       trans_b, beta, c);
+  if (!sizes)
+    return std::move(sizes.error());
+  return run_gemm("gemm_batched", *sizes, a, trans_a, b, trans_b, alpha,
+                  beta, c);
+}
+
+caf::error cuda_backend::run_gemm(const char* op, const cpu::gemm_sizes& s,
+                                  const tensor& a, bool trans_a,
+                                  const tensor& b, bool trans_b, float alpha,
+                                  float beta, tensor& c) {
+  auto what = [op](const char* step) { return std::string{op} + step; };
+  auto c_size = s.batch * s.m * s.n;
   if (auto err = select(op))
     return err;
-  if (auto err = in_a_.reserve(a.size(), name_, "gemm operand a"))
+  if (auto err = in_a_.reserve(a.size(), name_, what(" operand a").c_str()))
     return err;
-  if (auto err = in_b_.reserve(b.size(), name_, "gemm operand b"))
+  if (auto err = in_b_.reserve(b.size(), name_, what(" operand b").c_str()))
     return err;
-  if (auto err = out_a_.reserve(m * n, name_, "gemm result c"))
+  if (auto err = out_a_.reserve(c_size, name_, what(" result c").c_str()))
     return err;
-  if (auto err = upload(in_a_.get(), a.data(), a.size(), "gemm: copy a"))
-    return err;
-  if (auto err = upload(in_b_.get(), b.data(), b.size(), "gemm: copy b"))
-    return err;
-  if (beta != 0.0f)
-    if (auto err = upload(out_a_.get(), c.data(), c.size(), "gemm: copy c"))
-      return err;
-  if (k == 0) {
+  if (s.k == 0) {
     // No products: c = beta c.
     if (beta == 0.0f) {
-      c.resize(out);
+      c.resize(s.c_shape);
       c.fill(0.0f);
     } else {
       for (auto& v : c.values())
@@ -589,17 +614,41 @@ caf::error cuda_backend::gemm(const tensor& a, bool trans_a, const tensor& b,
     }
     return caf::none;
   }
-  if (auto err = gemm_rm(trans_a, trans_b, m, n, k, alpha, in_a_.get(),
-                         a.dim(1), in_b_.get(), b.dim(1), beta, out_a_.get(),
-                         n, "gemm: cublasSgemm"))
+  if (auto err = upload(in_a_.get(), a.data(), a.size(),
+                        what(": copy a").c_str()))
     return err;
-  std::vector<float> result(static_cast<size_t>(m * n));
-  if (auto err = download(result.data(), out_a_.get(), m * n,
-                          "gemm: copy c back"))
+  if (auto err = upload(in_b_.get(), b.data(), b.size(),
+                        what(": copy b").c_str()))
     return err;
-  if (auto err = sync("gemm"))
+  if (beta != 0.0f)
+    if (auto err = upload(out_a_.get(), c.data(), c.size(),
+                          what(": copy c").c_str()))
+      return err;
+  // Row-major operands: a's (and b's) leading dimension is its last one.
+  auto lda = a.dim(a.rank() - 1);
+  auto ldb = b.dim(b.rank() - 1);
+  if (s.batch == 1 || (s.shared_b && !trans_a)) {
+    // One entry, or untransposed entries of a stacked into one
+    // [batch * m, k] matrix times the shared b: one SGEMM, faster than a
+    // batch of small ones.
+    if (auto err = gemm_rm(trans_a, trans_b, s.batch * s.m, s.n, s.k, alpha,
+                           in_a_.get(), lda, in_b_.get(), ldb, beta,
+                           out_a_.get(), s.n, what(": cublasSgemm").c_str()))
+      return err;
+  } else if (auto err = gemm_batched_rm(
+               trans_a, trans_b, s.batch, s.m, s.n, s.k, alpha, in_a_.get(),
+               lda, s.m * s.k, in_b_.get(), ldb, s.shared_b ? 0 : s.k * s.n,
+               beta, out_a_.get(), s.n, s.m * s.n,
+               what(": cublasSgemmStridedBatched").c_str())) {
     return err;
-  c.resize(out);
+  }
+  std::vector<float> result(static_cast<size_t>(c_size));
+  if (auto err = download(result.data(), out_a_.get(), c_size,
+                          what(": copy c back").c_str()))
+    return err;
+  if (auto err = sync(op))
+    return err;
+  c.resize(s.c_shape);
   c.values() = std::move(result);
   return caf::none;
 }
@@ -1451,25 +1500,29 @@ caf::error cuda_backend::reserve_workspace(int64_t bytes) {
 
 // -- benchmark helper --------------------------------------------------------
 
-caf::expected<double> device_sgemm_seconds(int device, int64_t n, int reps) {
-  if (n < 1 || n > 32768 || reps < 1)
+caf::expected<double> device_sgemm_seconds(int device, int64_t n, int reps,
+                                           int64_t batch) {
+  if (n < 1 || n > 32768 || reps < 1 || batch < 1
+      || batch * n * n > (int64_t{1} << 31))
     return make_error(ec::invalid_argument,
                       "device_sgemm_seconds: n " + std::to_string(n)
-                        + " (1..32768) or reps " + std::to_string(reps)
-                        + " (>= 1) out of range");
+                        + " (1..32768), reps " + std::to_string(reps)
+                        + " (>= 1) or batch " + std::to_string(batch)
+                        + " (>= 1, batch n² <= 2^31) out of range");
   auto made = make_cuda_backend(device);
   if (!made)
     return made.error();
   auto& dev = static_cast<cuda_backend&>(**made);
   const char* op = "device_sgemm_seconds";
-  if (auto err = dev.in_a_.reserve(n * n, dev.name_, "benchmark operand a"))
+  auto size = batch * n * n;
+  if (auto err = dev.in_a_.reserve(size, dev.name_, "benchmark operand a"))
     return err;
-  if (auto err = dev.in_b_.reserve(n * n, dev.name_, "benchmark operand b"))
+  if (auto err = dev.in_b_.reserve(size, dev.name_, "benchmark operand b"))
     return err;
-  if (auto err = dev.out_a_.reserve(n * n, dev.name_, "benchmark result"))
+  if (auto err = dev.out_a_.reserve(size, dev.name_, "benchmark result"))
     return err;
-  launch_fill(dev.stream_, dev.in_a_.get(), n * n, 0.5f);
-  launch_fill(dev.stream_, dev.in_b_.get(), n * n, 0.25f);
+  launch_fill(dev.stream_, dev.in_a_.get(), size, 0.5f);
+  launch_fill(dev.stream_, dev.in_b_.get(), size, 0.25f);
   if (auto err = dev.check_launch(op))
     return err;
   cudaEvent_t start = nullptr;
@@ -1481,6 +1534,11 @@ caf::expected<double> device_sgemm_seconds(int device, int64_t n, int reps) {
     return err;
   }
   auto product = [&] {
+    if (batch > 1)
+      return dev.gemm_batched_rm(false, false, batch, n, n, n, 1.0f,
+                                 dev.in_a_.get(), n, n * n, dev.in_b_.get(),
+                                 n, n * n, 0.0f, dev.out_a_.get(), n, n * n,
+                                 "benchmark cublasSgemmStridedBatched");
     return dev.gemm_rm(false, false, n, n, n, 1.0f, dev.in_a_.get(), n,
                        dev.in_b_.get(), n, 0.0f, dev.out_a_.get(), n,
                        "benchmark cublasSgemm");

@@ -45,9 +45,11 @@ double fp32_peak_tflops(int device);
 
 /// Seconds per cuBLAS SGEMM [n, n] x [n, n] on device-resident data (the
 /// best of `reps` after a warm-up, timed with CUDA events): the product
-/// alone, without the host copies the backend interface makes. For
-/// benchmarks (bench/bench_gpu.cpp).
-caf::expected<double> device_sgemm_seconds(int device, int64_t n, int reps);
+/// alone, without the host copies the backend interface makes; with
+/// batch > 1, one cublasSgemmStridedBatched of `batch` such products (as
+/// gemm_batched runs them). For benchmarks (bench/bench_gpu.cpp).
+caf::expected<double> device_sgemm_seconds(int device, int64_t n, int reps,
+                                           int64_t batch = 1);
 
 /// A backend on CUDA device `device` (0-based). ec::unavailable naming the
 /// device when it does not exist or cannot be initialised.

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
 
+#include "kernels/cpu/checks.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
 #include "runtime/error.hpp"
 
@@ -128,6 +129,9 @@ public:
   caf::error gemm(const tensor& a, bool trans_a, const tensor& b,
                   bool trans_b, float alpha, float beta,
                   tensor& c) override;
+  caf::error gemm_batched(const tensor& a, bool trans_a, const tensor& b,
+                          bool trans_b, float alpha, float beta,
+                          tensor& c) override;
   caf::error dense_forward(const tensor& x, const tensor& w, const tensor& b,
                            activation act, tensor& y) override;
   caf::error dense_backward(const tensor& x, const tensor& w,
@@ -219,6 +223,21 @@ public:
                      int64_t k, float alpha, const float* A, int64_t lda,
                      const float* B, int64_t ldb, float beta, float* C,
                      int64_t ldc, const char* what);
+
+  /// gemm_rm for `batch` entries: entry i reads A + i stride_a and
+  /// B + i stride_b (0: one B for every entry) and writes C + i stride_c.
+  caf::error gemm_batched_rm(bool trans_a, bool trans_b, int64_t batch,
+                             int64_t m, int64_t n, int64_t k, float alpha,
+                             const float* A, int64_t lda, int64_t stride_a,
+                             const float* B, int64_t ldb, int64_t stride_b,
+                             float beta, float* C, int64_t ldc,
+                             int64_t stride_c, const char* what);
+
+  /// gemm and gemm_batched after their checks (s): copies the operands to
+  /// the device, runs the products and copies c back.
+  caf::error run_gemm(const char* op, const cpu::gemm_sizes& s,
+                      const tensor& a, bool trans_a, const tensor& b,
+                      bool trans_b, float alpha, float beta, tensor& c);
 
   /// conv2d_backward, and without dw and db (both null) its _data form.
   caf::error conv_backward(const char* op, const conv2d_geometry& g,

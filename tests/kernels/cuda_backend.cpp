@@ -99,6 +99,63 @@ BOOST_AUTO_TEST_CASE(gemm_errors_match_cpu) {
   BOOST_CHECK(c.empty());
 }
 
+BOOST_AUTO_TEST_CASE(gemm_batched_matches_cpu) {
+  // b batched or one matrix shared by every entry (the shared one, with a
+  // untransposed, runs on the GPU as one product of the stacked entries).
+  for (bool shared_b : {false, true})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (float beta : {0.0f, 0.5f}) {
+          int64_t batch = 5, m = 37, k = 53, n = 29;
+          auto a = random_tensor(ta ? tensor_shape{batch, k, m}
+                                    : tensor_shape{batch, m, k},
+                                 rng);
+          auto b_entry = tb ? tensor_shape{n, k} : tensor_shape{k, n};
+          auto b_shape = b_entry;
+          if (!shared_b)
+            b_shape.insert(b_shape.begin(), batch);
+          auto b = random_tensor(b_shape, rng);
+          auto c0 = random_tensor({batch, m, n}, rng);
+          tensor c_gpu = c0;
+          tensor c_cpu = c0;
+          SYNCFAC_REQUIRE_OK(
+            gpu->gemm_batched(a, ta, b, tb, 0.7f, beta, c_gpu));
+          SYNCFAC_REQUIRE_OK(
+            cpu->gemm_batched(a, ta, b, tb, 0.7f, beta, c_cpu));
+          check_close(c_gpu, c_cpu, gemm_atol, gemm_rtol,
+                      "gemm_batched shared_b=" + std::to_string(shared_b)
+                        + " ta=" + std::to_string(ta) + " tb="
+                        + std::to_string(tb) + " beta="
+                        + std::to_string(beta));
+        }
+  // Batch 1, and the benchmark's shape (64 entries of 256 x 256).
+  for (int64_t batch : {int64_t{1}, int64_t{64}}) {
+    auto a = random_tensor({batch, 256, 256}, rng);
+    auto b = random_tensor({batch, 256, 256}, rng);
+    tensor c_gpu, c_cpu;
+    SYNCFAC_REQUIRE_OK(gpu->gemm_batched(a, false, b, true, 1.0f, 0.0f,
+                                         c_gpu));
+    SYNCFAC_REQUIRE_OK(cpu->gemm_batched(a, false, b, true, 1.0f, 0.0f,
+                                         c_cpu));
+    check_close(c_gpu, c_cpu, 1e-3, 1e-4,
+                "gemm_batched " + std::to_string(batch) + " x 256^3");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gemm_batched_errors_match_cpu) {
+  auto a = random_tensor({2, 3, 4}, rng);
+  tensor c;
+  for (const auto& b : {random_tensor({3, 4, 6}, rng),
+                        random_tensor({2, 5, 6}, rng),
+                        random_tensor({5, 6}, rng)}) {
+    auto e_gpu = gpu->gemm_batched(a, false, b, false, 1.0f, 0.0f, c);
+    auto e_cpu = cpu->gemm_batched(a, false, b, false, 1.0f, 0.0f, c);
+    check_error(e_gpu, ec::shape_mismatch, {"[2, 3, 4]", b.shape_string()});
+    BOOST_CHECK_EQUAL(render(e_gpu), render(e_cpu));
+  }
+  BOOST_CHECK(c.empty());
+}
+
 BOOST_AUTO_TEST_CASE(dense_matches_cpu) {
   for (auto act : all_activations()) {
     BOOST_TEST_CONTEXT("activation " << to_string(act)) {
