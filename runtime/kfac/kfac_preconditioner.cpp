@@ -193,7 +193,8 @@ kfac_preconditioner::update_factors(const std::vector<layer_stats>& stats) {
   return caf::none;
 }
 
-caf::error kfac_preconditioner::invert(layer_state& l) {
+caf::error kfac_preconditioner::invert(layer_state& l,
+                                       kfac_inverter& inverter) {
   layer_factors f;
   f.layer = l.name;
   f.locations = l.locations;
@@ -203,7 +204,7 @@ caf::error kfac_preconditioner::invert(layer_state& l) {
   if (auto err = cpu::ema_value(l.g_raw, l.g_weight, f.g))
     return err;
   bool raised = false;
-  auto inv = invert_layer(f, cfg_, raised);
+  auto inv = invert_layer(f, cfg_, inverter, raised);
   if (!inv)
     return inv.error();
   // Checked once here: precondition_layer trusts the inverse every step.
@@ -215,11 +216,15 @@ caf::error kfac_preconditioner::invert(layer_state& l) {
 }
 
 caf::error kfac_preconditioner::update_inverses() {
+  return update_inverses(cpu_kfac_inverter());
+}
+
+caf::error kfac_preconditioner::update_inverses(kfac_inverter& inverter) {
   caf::error first;
   for (auto& l : layers_) {
     if (l.cov_updates < cfg_.min_cov_updates)
       continue;
-    if (auto err = invert(l))
+    if (auto err = invert(l, inverter))
       if (!first)
         first = with_context(err, "kfac: layer '" + l.name
                                     + "' keeps its previous inverse");

@@ -17,6 +17,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "kernels/cpu/kfac_factors.hpp"
+#include "kernels/kfac_inverter.hpp"
 #include "runtime/kfac/layer_collection.hpp"
 #include "runtime/layers.hpp"
 #include "runtime/named_tensor.hpp"
@@ -112,7 +113,11 @@ public:
 
   /// Recomputes the inverses of every layer with enough covariance
   /// updates. A factor that still fails after the damping retries keeps
-  /// its previous inverse; the error is returned for reporting.
+  /// its previous inverse; the error is returned for reporting. The
+  /// factorisations run on `inverter`'s device.
+  caf::error update_inverses(kfac_inverter& inverter);
+
+  /// update_inverses on the CPU.
   caf::error update_inverses();
 
   /// Replaces the gradient of every layer that has an inverse by F̂⁻¹∇
@@ -155,7 +160,7 @@ private:
 
   kfac_preconditioner(kfac_config cfg, std::vector<layer_state> layers);
 
-  caf::error invert(layer_state& l);
+  caf::error invert(layer_state& l, kfac_inverter& inverter);
 
   kfac_config cfg_;
   std::vector<layer_state> layers_;

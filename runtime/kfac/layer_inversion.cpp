@@ -41,6 +41,7 @@ caf::error check_factors(const layer_factors& f) {
 
 caf::expected<layer_inverse> invert_layer(const layer_factors& f,
                                           const kfac_config& cfg,
+                                          kfac_inverter& inverter,
                                           bool& damping_raised) {
   damping_raised = false;
   if (f.cov_updates < cfg.min_cov_updates)
@@ -59,20 +60,20 @@ caf::expected<layer_inverse> invert_layer(const layer_factors& f,
   result.damping = cfg.damping;
   auto context = "layer '" + f.layer + "'";
   if (cfg.mode == inverse_mode::eigen) {
-    if (auto err = cpu::symmetric_eigen(f.a, result.a_values, result.a))
+    if (auto err = inverter.symmetric_eigen(f.a, result.a_values, result.a))
       return with_context(err, context + ", factor A");
-    if (auto err = cpu::symmetric_eigen(f.g, result.g_values, result.g))
+    if (auto err = inverter.symmetric_eigen(f.g, result.g_values, result.g))
       return with_context(err, context + ", factor G");
     return result;
   }
   auto plan = cpu::factored_damping(f.a, f.g, cfg.damping, f.locations);
   result.form = inverse_form::cholesky_factor;
-  auto da = cpu::damped_cholesky_with_retry(f.a, plan.a_damping,
-                                            cfg.max_damping_retries, result.a);
+  auto da = inverter.damped_cholesky_with_retry(
+    f.a, plan.a_damping, cfg.max_damping_retries, result.a);
   if (!da)
     return with_context(da.error(), context + ", factor A");
-  auto dg = cpu::damped_cholesky_with_retry(f.g, plan.g_damping,
-                                            cfg.max_damping_retries, result.g);
+  auto dg = inverter.damped_cholesky_with_retry(
+    f.g, plan.g_damping, cfg.max_damping_retries, result.g);
   if (!dg)
     return with_context(dg.error(), context + ", factor G");
   result.a_damping = *da;
@@ -81,12 +82,19 @@ caf::expected<layer_inverse> invert_layer(const layer_factors& f,
   return result;
 }
 
-inverse_set invert_factors(const factor_set& factors, const kfac_config& cfg) {
+caf::expected<layer_inverse> invert_layer(const layer_factors& f,
+                                          const kfac_config& cfg,
+                                          bool& damping_raised) {
+  return invert_layer(f, cfg, cpu_kfac_inverter(), damping_raised);
+}
+
+inverse_set invert_factors(const factor_set& factors, const kfac_config& cfg,
+                           kfac_inverter& inverter) {
   inverse_set result;
   result.step = factors.step;
   for (const auto& f : factors.layers) {
     bool raised = false;
-    auto inv = invert_layer(f, cfg, raised);
+    auto inv = invert_layer(f, cfg, inverter, raised);
     if (!inv) {
       result.problems.push_back(render(inv.error()));
       continue;
@@ -95,6 +103,10 @@ inverse_set invert_factors(const factor_set& factors, const kfac_config& cfg) {
     result.layers.push_back(std::move(*inv));
   }
   return result;
+}
+
+inverse_set invert_factors(const factor_set& factors, const kfac_config& cfg) {
+  return invert_factors(factors, cfg, cpu_kfac_inverter());
 }
 
 caf::error check_inverse(const layer_inverse& inv, int64_t a_dim,

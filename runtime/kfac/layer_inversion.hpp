@@ -4,13 +4,16 @@
 // device computes (design.md §3). Per layer, Cholesky inverses of
 // (A + π√(λ/T) I) and (G + π⁻¹√(λ/T) I), or eigendecompositions for exact
 // damping in the eigenbasis; and the preconditioning of one layer's
-// gradient matrix with such an inverse.
+// gradient matrix with such an inverse. The factorisations run on the
+// device of the kfac_inverter given (kernels/kfac_inverter.hpp); the
+// overloads without one use the CPU.
 
 #include <string>
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "kernels/kfac_inverter.hpp"
 #include "messages/kfac_messages.hpp"
 
 namespace syncfac {
@@ -22,9 +25,19 @@ namespace syncfac {
 /// in use wherever it is); one needing more damping counts in
 /// damping_raised. Never an error for the whole set: one bad layer must
 /// not stop the others.
+inverse_set invert_factors(const factor_set& factors, const kfac_config& cfg,
+                           kfac_inverter& inverter);
+
+/// invert_factors on the CPU.
 inverse_set invert_factors(const factor_set& factors, const kfac_config& cfg);
 
 /// One layer: the same rules, the reason as an error.
+caf::expected<layer_inverse> invert_layer(const layer_factors& factors,
+                                          const kfac_config& cfg,
+                                          kfac_inverter& inverter,
+                                          bool& damping_raised);
+
+/// invert_layer on the CPU.
 caf::expected<layer_inverse> invert_layer(const layer_factors& factors,
                                           const kfac_config& cfg,
                                           bool& damping_raised);
