@@ -161,7 +161,7 @@ caf::result<step_result> kfac_step(self_ptr self, const batch& b,
   // A layer that fails to invert keeps its previous inverse (or plain
   // momentum): the step goes on, as on a PS shard.
   if (++st.kfac_steps % cfg.kfac.invert_every == 0)
-    (void) st.kfac->update_inverses();
+    (void) st.kfac->update_inverses(*st.inverter);
   auto info = kfac_apply(*st.local_optimizer, m.parameters(), grads,
                          st.kfac->slots());
   if (!info)
@@ -184,8 +184,10 @@ caf::error device_config::validate() const {
 
 device_actor::behavior_type device(self_ptr self,
                                    std::shared_ptr<backend> dev,
+                                   std::shared_ptr<kfac_inverter> inverter,
                                    uint64_t seed) {
   self->state.dev = std::move(dev);
+  self->state.inverter = std::move(inverter);
   self->state.rng.seed(seed);
   return {
     [=](load_model_atom, const model_spec& spec,
@@ -280,7 +282,7 @@ device_actor::behavior_type device(self_ptr self,
         const kfac_config& cfg) -> caf::result<inverse_set> {
       if (auto err = cfg.validate())
         return refuse(self, std::move(err));
-      return invert_factors(factors, cfg);
+      return invert_factors(factors, cfg, *self->state.inverter);
     },
     [=](train_atom, const batch& b) -> caf::result<step_result> {
       auto t0 = std::chrono::steady_clock::now();
@@ -333,7 +335,11 @@ caf::expected<device_actor> spawn_device(caf::actor_system& sys,
   auto dev = make_device_backend(cfg.backend, cfg.threads);
   if (!dev)
     return dev.error();
-  return sys.spawn<caf::detached>(device, std::move(*dev), cfg.seed);
+  auto inverter = make_kfac_inverter(*dev);
+  if (!inverter)
+    return inverter.error();
+  return sys.spawn<caf::detached>(device, std::move(*dev),
+                                  std::move(*inverter), cfg.seed);
 }
 
 } // namespace syncfac

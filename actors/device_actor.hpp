@@ -18,6 +18,7 @@
 
 #include "actors/actors.hpp"
 #include "kernels/backend.hpp"
+#include "kernels/kfac_inverter.hpp"
 #include "runtime/kfac/kfac_preconditioner.hpp"
 #include "runtime/model.hpp"
 #include "runtime/optimizer.hpp"
@@ -40,6 +41,9 @@ struct device_state {
   static inline const char* name = "device";
 
   std::shared_ptr<backend> dev;
+  /// The K-FAC inversions (invert_atom, and the local K-FAC step's
+  /// inverses) on dev's device: cuSOLVER on a GPU, Eigen on the CPU.
+  std::shared_ptr<kfac_inverter> inverter;
   std::unique_ptr<model> replica;
   /// The K-FAC statistics pass runs here (at the replica's parameters);
   /// one of few examples on stats_dev: for a CPU device one thread of its
@@ -58,11 +62,15 @@ struct device_state {
   int64_t refused = 0;
 };
 
+/// `inverter` (not null) runs on dev's device: make_kfac_inverter(dev).
 device_actor::behavior_type
 device(device_actor::stateful_pointer<device_state> self,
-       std::shared_ptr<backend> dev, uint64_t seed);
+       std::shared_ptr<backend> dev, std::shared_ptr<kfac_inverter> inverter,
+       uint64_t seed);
 
-/// Validates `cfg`, creates its backend and spawns the actor.
+/// Validates `cfg`, creates its backend and the K-FAC inverter on it, and
+/// spawns the actor. A GPU backend without GPU inversion kernels is
+/// ec::unavailable naming the device, not a device inverting on the CPU.
 caf::expected<device_actor> spawn_device(caf::actor_system& sys,
                                          const device_config& cfg);
 
