@@ -2,81 +2,24 @@
 // inverses and Cholesky factors (round trips on ill-conditioned factors),
 // eigendecompositions, the three preconditioning products, the factor
 // statistics, and the error paths (a factor that is not positive definite
-// is reported, not a crash). Exits 77 (skipped) without a CUDA device.
+// is reported, not a crash); and the runtime's inversions (invert_factors)
+// through the CUDA inverter against the CPU one. Exits 77 (skipped) without
+// a CUDA device.
 
 #define BOOST_TEST_MODULE kernels_cuda_kfac
 #include "tests/kernels/cuda_test_utils.hpp"
 
+#include "kernels/backend_factory.hpp"
 #include "kernels/cpu/kfac_factors.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
+#include "kernels/kfac_inverter.hpp"
+#include "tests/helpers.hpp"
+#include "tests/kernels/cuda_inverse_sets.hpp"
 
 using namespace syncfac;
 using namespace syncfac::test;
 
 namespace {
-
-/// A factor like K-FAC's: (1/m) Xᵀ X of m rows, rank-deficient when
-/// m < n, with entries of order `scale`.
-tensor gram(int64_t n, int64_t m, std::mt19937& rng, float scale = 1.0f) {
-  auto x = random_tensor({m, n}, rng);
-  tensor result({n, n});
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j <= i; ++j) {
-      double sum = 0.0;
-      for (int64_t r = 0; r < m; ++r)
-        sum += double{x[r * n + i]} * double{x[r * n + j]};
-      auto v = static_cast<float>(scale * sum / static_cast<double>(m));
-      result[i * n + j] = v;
-      result[j * n + i] = v;
-    }
-  return result;
-}
-
-/// An ill-conditioned SPD factor: Q diag(λ) Qᵀ with λ log-spaced from
-/// 1 down to `smallest` and Q a product of random Householder reflections.
-tensor ill_conditioned(int64_t n, double smallest, std::mt19937& rng) {
-  std::vector<double> q(static_cast<size_t>(n * n), 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    q[static_cast<size_t>(i * n + i)] = 1.0;
-  std::normal_distribution<double> dist;
-  for (int h = 0; h < 3; ++h) {
-    std::vector<double> v(static_cast<size_t>(n));
-    double norm = 0.0;
-    for (auto& e : v) {
-      e = dist(rng);
-      norm += e * e;
-    }
-    norm = std::sqrt(norm);
-    for (auto& e : v)
-      e /= norm;
-    // q ← q (I - 2 v vᵀ)
-    for (int64_t i = 0; i < n; ++i) {
-      double dot = 0.0;
-      for (int64_t j = 0; j < n; ++j)
-        dot += q[static_cast<size_t>(i * n + j)] * v[static_cast<size_t>(j)];
-      for (int64_t j = 0; j < n; ++j)
-        q[static_cast<size_t>(i * n + j)] -= 2.0 * dot
-                                              * v[static_cast<size_t>(j)];
-    }
-  }
-  tensor result({n, n});
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double sum = 0.0;
-      for (int64_t k = 0; k < n; ++k) {
-        auto lambda = std::pow(smallest, static_cast<double>(k)
-                                           / static_cast<double>(n - 1));
-        sum += q[static_cast<size_t>(i * n + k)] * lambda
-               * q[static_cast<size_t>(j * n + k)];
-      }
-      result[i * n + j] = static_cast<float>(sum);
-    }
-  // Exactly symmetric.
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < i; ++j)
-      result[j * n + i] = result[i * n + j];
-  return result;
-}
 
 /// max |(F + d I) X - I| in double.
 double round_trip_error(const tensor& f, float damping, const tensor& x) {
@@ -90,6 +33,22 @@ double round_trip_error(const tensor& f, float damping, const tensor& x) {
       worst = std::max(worst, std::abs(sum - (i == j ? 1.0 : 0.0)));
     }
   return worst;
+}
+
+/// The GPU inverter under test: on a GPU, the one make_kfac_inverter picks
+/// for a gpu:0 backend (a backend of its own next to the fixture's); in the
+/// self-check, the CUDA adapter over the fixture's CPU stand-in kernels.
+std::shared_ptr<kfac_inverter> gpu_inverter(cuda_fixture& fx) {
+#ifdef SYNCFAC_CUDA_TESTS_ON_CPU
+  return make_cuda_kfac_inverter(*fx.kfac, "cuda:0");
+#else
+  (void) fx;
+  auto dev = make_device_backend("gpu:0", 1);
+  BOOST_REQUIRE_MESSAGE(dev, "gpu:0: " << why(dev));
+  auto made = make_kfac_inverter(*dev);
+  BOOST_REQUIRE_MESSAGE(made, "gpu:0: " << why(made));
+  return *made;
+#endif
 }
 
 } // namespace
@@ -334,6 +293,56 @@ BOOST_AUTO_TEST_CASE(factor_statistics_match_cpu) {
   auto ds = random_tensor({5, 2}, rng);
   check_error(kfac->dense_factors(input, ds, true, {}, 1, A, G),
               ec::shape_mismatch, {"[4, 3]", "[5, 2]"});
+}
+
+BOOST_AUTO_TEST_CASE(invert_factors_on_the_gpu_matches_cpu) {
+  auto inverter = gpu_inverter(*this);
+  BOOST_CHECK_EQUAL(inverter->device(), "cuda:0");
+  auto set = hard_factor_set(rng);
+  auto cfg = hard_factor_config(inverse_mode::cholesky);
+  auto on_gpu = invert_factors(set, cfg, *inverter);
+  auto on_cpu = invert_factors(set, cfg);
+  check_inverse_sets_close(on_gpu, on_cpu, 1e-5, rng);
+  // What the CPU tests (tests/runtime/kfac_update.cpp) expect of these
+  // factors, on the GPU: the indefinite layer is inverted with more
+  // damping, the hopeless one reported, and the others go on.
+  BOOST_REQUIRE_EQUAL(on_gpu.layers.size(), 3u);
+  BOOST_CHECK_EQUAL(on_gpu.layers[2].layer, "indefinite");
+  auto plan = cpu::factored_damping(set.layers[2].a, set.layers[2].g,
+                                    cfg.damping, 1);
+  BOOST_CHECK_GT(on_gpu.layers[2].a_damping, plan.a_damping);
+  BOOST_CHECK_EQUAL(on_gpu.layers[2].g_damping, plan.g_damping);
+  BOOST_CHECK_EQUAL(on_gpu.damping_raised, 1);
+  BOOST_REQUIRE_EQUAL(on_gpu.problems.size(), 1u);
+  const auto& problem = on_gpu.problems[0];
+  BOOST_CHECK_MESSAGE(contains(problem, "numerical_failure")
+                        && contains(problem, "layer 'hopeless', factor G")
+                        && contains(problem, "retries"),
+                      problem);
+  // The device is fine afterwards: the same answer again.
+  auto again = invert_factors(set, cfg, *inverter);
+  check_inverse_sets_close(again, on_cpu, 1e-5, rng);
+}
+
+BOOST_AUTO_TEST_CASE(invert_factors_on_the_gpu_matches_cpu_in_eigen_mode) {
+  auto inverter = gpu_inverter(*this);
+  auto set = hard_factor_set(rng);
+  auto cfg = hard_factor_config(inverse_mode::eigen);
+  auto on_gpu = invert_factors(set, cfg, *inverter);
+  auto on_cpu = invert_factors(set, cfg);
+  // Looser than the Cholesky mode: the preconditioning divides by
+  // eigenvalues down to λ, which magnifies the eigenvectors' rounding.
+  check_inverse_sets_close(on_gpu, on_cpu, 1e-4, rng);
+  BOOST_REQUIRE_EQUAL(on_gpu.layers.size(), 2u);
+  BOOST_REQUIRE_EQUAL(on_gpu.problems.size(), 2u);
+  BOOST_CHECK_MESSAGE(contains(on_gpu.problems[0],
+                               "layer 'indefinite', factor A")
+                        && contains(on_gpu.problems[0],
+                                    "not positive semi-definite"),
+                      on_gpu.problems[0]);
+  BOOST_CHECK_MESSAGE(contains(on_gpu.problems[1],
+                               "layer 'hopeless', factor G"),
+                      on_gpu.problems[1]);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
