@@ -51,14 +51,14 @@ grep -q "CUDA compiler found: ON" "$LOG" \
 
 stage "build ($JOBS jobs)"
 TARGETS=(test_kernels_cuda_backend test_kernels_cuda_kfac
-         test_kernels_cuda_device_selection bench_gpu)
+         test_kernels_cuda_device_selection test_actors_device_gpu bench_gpu)
 timeout 300 cmake --build "$BUILD_DIR" -j"$JOBS" --target "${TARGETS[@]}" \
   >>"$LOG" 2>&1 || { grep -E "error|Error" "$LOG" | head -40; fail "build"; }
 
 stage "tests"
 TEST_LOG="$BUILD_DIR/gpu_check_tests.log"
 timeout 300 ctest --test-dir "$BUILD_DIR" \
-  -R '^kernels_cuda_(backend|kfac|device_selection)$' \
+  -R '^(kernels_cuda_(backend|kfac|device_selection)|actors_device_gpu)$' \
   --output-on-failure >"$TEST_LOG" 2>&1
 tests_rc=$?
 grep -E "Test +#|tests passed|Skipped|Failed|\*\*\*" "$TEST_LOG"
