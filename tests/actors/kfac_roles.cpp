@@ -307,11 +307,22 @@ struct fixture {
     return require<shard_status>(ps, status_atom::value);
   }
 
-  /// The sets the mock has received, after its mailbox caught up.
+  /// The sets the mock has received, after its mailbox caught up, and
+  /// once there are `at_least` (bounded: 5 s). A hand-off made while the
+  /// previous one is unanswered waits for that answer, so it can leave
+  /// after the ack of the update that caused it.
   std::vector<factor_set> received(const mock_inverse_actor& m,
-                                   const std::shared_ptr<mock_log>& log) {
-    require<int64_t>(m, caf::get_atom::value);
-    return log->get();
+                                   const std::shared_ptr<mock_log>& log,
+                                   size_t at_least = 0) {
+    auto deadline = std::chrono::steady_clock::now() + 5s;
+    for (;;) {
+      require<int64_t>(m, caf::get_atom::value);
+      auto sets = log->get();
+      if (sets.size() >= at_least
+          || std::chrono::steady_clock::now() >= deadline)
+        return sets;
+      std::this_thread::sleep_for(1ms);
+    }
   }
 };
 
@@ -337,7 +348,7 @@ BOOST_AUTO_TEST_CASE(the_ema_of_two_updates_is_the_normalised_average) {
   BOOST_TEST(ack.accepted);
   BOOST_TEST(ack.cov_updates == 1);
   BOOST_TEST(send(cov, fc0_update(1, 3.0f)).cov_updates == 2);
-  auto sets = received(m, log);
+  auto sets = received(m, log, 2);
   BOOST_REQUIRE_EQUAL(sets.size(), 2u);
   // The first update is the batch statistic itself.
   BOOST_TEST(sets[0].step == 0);
@@ -378,7 +389,7 @@ BOOST_AUTO_TEST_CASE(contributions_of_one_step_are_averaged_by_examples) {
   BOOST_TEST(send(cov, fc0_update(0, 2.0f, 3, 1)).cov_updates == 1);
   auto mean_a = mix(0.25f, a_stat(1.0f), 0.75f, a_stat(2.0f));
   auto mean_g = mix(0.25f, g_stat(1.0f), 0.75f, g_stat(2.0f));
-  auto sets = received(m, log);
+  auto sets = received(m, log, 1);
   BOOST_REQUIRE_EQUAL(sets.size(), 1u);
   require_close(sets[0].layers[0].a, mean_a, "A of step 0");
   require_close(sets[0].layers[0].g, mean_g, "G of step 0");
@@ -387,7 +398,7 @@ BOOST_AUTO_TEST_CASE(contributions_of_one_step_are_averaged_by_examples) {
   auto ack = send(cov, fc0_update(2, 5.0f, 5, 1));
   BOOST_TEST(ack.accepted);
   BOOST_TEST(ack.cov_updates == 2);
-  sets = received(m, log);
+  sets = received(m, log, 2);
   BOOST_REQUIRE_EQUAL(sets.size(), 2u);
   BOOST_TEST(sets[1].step == 1);
   // raw = 0.25·mean0 + 0.5·x(step 1), weight 0.75.
@@ -412,7 +423,7 @@ BOOST_AUTO_TEST_CASE(stale_updates_are_dropped_and_counted) {
   BOOST_TEST(!send(cov, fc0_update(1, 9.0f, 4, 1)).accepted);
   // Step 2 completes with its second contribution, untouched by step 1's.
   BOOST_TEST(send(cov, fc0_update(2, 2.0f, 4, 1)).cov_updates == 2);
-  auto sets = received(m, log);
+  auto sets = received(m, log, 2);
   BOOST_REQUIRE_EQUAL(sets.size(), 2u);
   BOOST_TEST(sets[1].step == 2);
   auto decay = 0.8f;
@@ -478,7 +489,7 @@ BOOST_AUTO_TEST_CASE(malformed_updates_are_refused_and_change_nothing) {
   BOOST_TEST(received(m, log).empty());
   // Step 0's second contribution: the mean of the two good ones only.
   BOOST_TEST(send(cov, good(0, 3.0f, 1)).cov_updates == 1);
-  auto sets = received(m, log);
+  auto sets = received(m, log, 1);
   BOOST_REQUIRE_EQUAL(sets.size(), 1u);
   BOOST_REQUIRE_EQUAL(sets[0].layers.size(), 2u);
   require_close(sets[0].layers[0].a,
@@ -559,7 +570,7 @@ BOOST_AUTO_TEST_CASE(rows_are_folded_as_the_matrices_they_stand_for) {
     BOOST_TEST(send(cov, update(step, 3, {w0}, 0)).accepted);
     BOOST_TEST(send(cov, update(step, 1, {w1}, 1)).accepted);
   }
-  auto sets = received(m, log);
+  auto sets = received(m, log, 1);
   BOOST_REQUIRE_EQUAL(sets.size(), 1u);
   BOOST_TEST(sets[0].step == 4);
   BOOST_REQUIRE_EQUAL(sets[0].layers.size(), 1u);
@@ -677,7 +688,7 @@ BOOST_AUTO_TEST_CASE(failed_hand_offs_are_counted_and_retried_later) {
   BOOST_TEST(contains(st.last_error, "inverse actor #0"), st.last_error);
   // Still serving, and the next fold hands off again.
   BOOST_TEST(send(cov, fc0_update(1, 2.0f)).accepted);
-  BOOST_TEST(received(m, log).size() == 2u);
+  BOOST_TEST(received(m, log, 2).size() == 2u);
   BOOST_TEST(status(cov).factor_sets_sent == 2);
 }
 
