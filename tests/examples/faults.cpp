@@ -367,17 +367,30 @@ BOOST_AUTO_TEST_CASE(a_briefly_frozen_ps_shard_and_chief_only_hold_the_steps) {
   BOOST_TEST(number(run.summary, "workers_lost") == 0);
 }
 
+namespace {
+
+/// A 100-step cluster of 2 workers (no backups) and `shards` shards,
+/// checkpoints every 20 steps, where `task` is frozen at step 30 for 6 s
+/// against a 2 s connection timeout; the steps grow but for one rollback.
+outcome frozen_too_long(const temp_dir& tmp, const std::string& task,
+                        int shards) {
+  auto flags = " --steps 100 --replicas_to_aggregate 2"
+               " --connection_timeout_ms 2000 --checkpoint_dir "
+               + tmp.file("ckpt") + " --checkpoint_every 20";
+  auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", shards}},
+                    "--kill " + task + "@30:STOP+6000", flags);
+  check_monotonic_but_rollbacks(run.output, 100, 1);
+  return run;
+}
+
+} // namespace
+
 BOOST_AUTO_TEST_CASE(a_ps_shard_frozen_too_long_is_lost_and_rolled_back) {
   // Frozen for 6 s with a 2 s connection timeout: the chief takes it for
   // lost, waits for it, and once it is thawed restores the shards from
   // the checkpoint as for a restarted one.
   temp_dir tmp;
-  auto flags = " --steps 100 --replicas_to_aggregate 2"
-               " --connection_timeout_ms 2000 --checkpoint_dir "
-               + tmp.file("ckpt") + " --checkpoint_every 20";
-  auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}},
-                    "--kill ps:0@30:STOP+6000", flags);
-  check_monotonic_but_rollbacks(run.output, 100, 1);
+  auto run = frozen_too_long(tmp, "ps:0", 1);
   BOOST_TEST(number(run.summary, "ps_lost") == 1);
   BOOST_TEST(run.output.find("the run rolls back to global step")
              != std::string::npos);
@@ -391,12 +404,7 @@ BOOST_AUTO_TEST_CASE(a_chief_frozen_too_long_gets_its_workers_back) {
   // is brought back too, the shards roll back to the checkpoint, and the
   // workers' nodes connect again and rejoin.
   temp_dir tmp;
-  auto flags = " --steps 100 --replicas_to_aggregate 2"
-               " --connection_timeout_ms 2000 --checkpoint_dir "
-               + tmp.file("ckpt") + " --checkpoint_every 20";
-  auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 2}},
-                    "--kill chief:0@30:STOP+6000", flags);
-  check_monotonic_but_rollbacks(run.output, 100, 1);
+  auto run = frozen_too_long(tmp, "chief:0", 2);
   BOOST_TEST(number(run.summary, "workers_lost") == 2);
   BOOST_TEST(number(run.summary, "workers_rejoined") >= 2);
   BOOST_TEST(number(run.summary, "ps_lost") == 2);
