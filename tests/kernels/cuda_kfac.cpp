@@ -35,6 +35,24 @@ double round_trip_error(const tensor& f, float damping, const tensor& x) {
   return worst;
 }
 
+/// hard_factor_set() in `mode`, inverted by `inverter` and by the CPU.
+struct inverted_both_ways {
+  factor_set set;
+  kfac_config cfg;
+  inverse_set on_gpu;
+  inverse_set on_cpu;
+};
+
+inverted_both_ways invert_on_both(kfac_inverter& inverter, std::mt19937& rng,
+                                  inverse_mode mode) {
+  inverted_both_ways out;
+  out.set = hard_factor_set(rng);
+  out.cfg = hard_factor_config(mode);
+  out.on_gpu = invert_factors(out.set, out.cfg, inverter);
+  out.on_cpu = invert_factors(out.set, out.cfg);
+  return out;
+}
+
 /// The GPU inverter under test: on a GPU, the one make_kfac_inverter picks
 /// for a gpu:0 backend (a backend of its own next to the fixture's); in the
 /// self-check, the CUDA adapter over the fixture's CPU stand-in kernels.
@@ -298,10 +316,8 @@ BOOST_AUTO_TEST_CASE(factor_statistics_match_cpu) {
 BOOST_AUTO_TEST_CASE(invert_factors_on_the_gpu_matches_cpu) {
   auto inverter = gpu_inverter(*this);
   BOOST_CHECK_EQUAL(inverter->device(), "cuda:0");
-  auto set = hard_factor_set(rng);
-  auto cfg = hard_factor_config(inverse_mode::cholesky);
-  auto on_gpu = invert_factors(set, cfg, *inverter);
-  auto on_cpu = invert_factors(set, cfg);
+  auto [set, cfg, on_gpu, on_cpu] = invert_on_both(*inverter, rng,
+                                                   inverse_mode::cholesky);
   check_inverse_sets_close(on_gpu, on_cpu, 1e-5, rng);
   // What the CPU tests (tests/runtime/kfac_update.cpp) expect of these
   // factors, on the GPU: the indefinite layer is inverted with more
@@ -326,10 +342,8 @@ BOOST_AUTO_TEST_CASE(invert_factors_on_the_gpu_matches_cpu) {
 
 BOOST_AUTO_TEST_CASE(invert_factors_on_the_gpu_matches_cpu_in_eigen_mode) {
   auto inverter = gpu_inverter(*this);
-  auto set = hard_factor_set(rng);
-  auto cfg = hard_factor_config(inverse_mode::eigen);
-  auto on_gpu = invert_factors(set, cfg, *inverter);
-  auto on_cpu = invert_factors(set, cfg);
+  auto [set, cfg, on_gpu, on_cpu] = invert_on_both(*inverter, rng,
+                                                   inverse_mode::eigen);
   // Looser than the Cholesky mode: the preconditioning divides by
   // eigenvalues down to λ, which magnifies the eigenvectors' rounding.
   check_inverse_sets_close(on_gpu, on_cpu, 1e-4, rng);
