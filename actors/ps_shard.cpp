@@ -203,6 +203,9 @@ public:
     for (const auto& entry : push_.sparse)
       if (auto bad = sparse(entry))
         return bad;
+    for (auto& [name, pieces] : pieces_by_variable(push_))
+      if (auto bad = sliced(name, pieces))
+        return bad;
     return std::nullopt;
   }
 
@@ -226,6 +229,21 @@ private:
                     + std::to_string(
                       detail::first_non_finite(grad.data(), grad.size()))
                     + ")");
+    return std::nullopt;
+  }
+
+  /// A variable that came in slices (a push in parts).
+  std::optional<refusal> sliced(const std::string& name,
+                                std::vector<gradient_piece>& pieces) {
+    size_t i = 0;
+    if (auto bad = claim(name, i))
+      return bad;
+    auto acc = std::get_if<conditional_accumulator>(&st_.accumulators[i]);
+    if (acc == nullptr)
+      return fail(ec::bad_message, i,
+                  "is sparse: its gradient must come as rows, not dense");
+    if (auto problem = detail::check_pieces(acc->shape(), pieces))
+      return fail(problem->code, i, problem->what);
     return std::nullopt;
   }
 
@@ -349,6 +367,13 @@ caf::expected<bool> accumulate(ps_shard_state& st, const gradient_push& p) {
       st.accumulators[st.by_name.at(entry.name)]);
     if (auto err = check_lockstep(st, acc.apply(p.local_step, entry.value),
                                   fresh, entry.name))
+      return err;
+  }
+  for (auto& [name, pieces] : pieces_by_variable(p)) {
+    auto& acc = std::get<conditional_accumulator>(
+      st.accumulators[st.by_name.at(name)]);
+    if (auto err = check_lockstep(
+          st, acc.apply(p.local_step, std::move(pieces)), fresh, name))
       return err;
   }
   for (const auto& entry : p.sparse) {

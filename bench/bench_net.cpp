@@ -6,7 +6,7 @@
 //
 //   build/bin/bench_net [--rounds 5] [--seconds 1] [--sizes 1,16]
 //                       [--tls_dir DIR] [--json FILE] [--paths raw,caf,tls]
-//                       [--part_kib 0]
+//                       [--part_kib 1024]
 //
 // The receiver of each path is this program started again as a separate
 // process (--serve raw|caf|tls); the sender is this process. Every push
@@ -25,11 +25,12 @@
 // processes of the CAF paths (e.g. --set middleman.workers=0); --paths
 // caf (or raw,tls, ...) measures only those paths, e.g. to profile one.
 // --part_kib K splits each CAF push into parts of K KiB as a worker does
-// with --push_part_kib K (split_push, runtime/sync/push_parts.hpp), all
-// sent before their acks are awaited, and the receiver assembles them with
-// the shard's push_assembler into the whole tensor; 0 (the runtime's
-// default) sends each push as one message. Raw TCP moves each push
-// as one message with one ack either way.
+// with --push_part_kib K (split_push, runtime/sync/push_parts.hpp; 1024 is
+// the runtime's default), all sent before their acks are awaited, and the
+// receiver assembles them with the shard's push_assembler (which keeps
+// the slices, as the shard does); 0 sends each push as one message. Both
+// processes keep freed memory as the programs do (runtime/allocator.hpp).
+// Raw TCP moves each push as one message with one ack either way.
 // Without --tls_dir, a throw-away cluster certificate is
 // made with scripts/make-cluster-certs.sh in a temp directory.
 
@@ -68,6 +69,7 @@
 
 #include "messages/atoms.hpp"
 #include "messages/sync_messages.hpp"
+#include "runtime/allocator.hpp"
 #include "runtime/error.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/program_config.hpp"
@@ -571,6 +573,8 @@ std::string iso_now() {
 } // namespace
 
 int main(int argc, char** argv) {
+  // Both processes, as the programs do (example_main).
+  keep_freed_memory();
   options opt;
   std::string serve;
   for (int i = 1; i < argc; ++i) {

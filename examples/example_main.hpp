@@ -15,6 +15,7 @@
 
 #include "actors/local_trainer.hpp"
 #include "actors/sync_trainer.hpp"
+#include "runtime/allocator.hpp"
 #include "runtime/error.hpp"
 #include "runtime/json.hpp"
 #include "training_options.hpp"
@@ -76,6 +77,9 @@ inline int fail(const char* program, const caf::error& err) {
 template <class Options, class Run>
 int example_main(const char* program, int argc, char** argv, Options& opts,
                  Run run) {
+  // Before any thread starts: factor copies and message parts reuse the
+  // memory freed by the last ones (runtime/allocator.hpp).
+  keep_freed_memory();
   if (auto err = opts.parse_cli(argc, argv))
     return fail(program, err);
   if (opts.help_printed)

@@ -199,16 +199,19 @@ void tensor::fill(float value) {
 }
 
 bool tensor::all_finite() const noexcept {
+  return syncfac::all_finite(values_.data(),
+                             static_cast<int64_t>(values_.size()));
+}
+
+bool all_finite(const float* xs, int64_t n) noexcept {
   // NaN and Inf are the floats whose exponent bits are all ones. An OR of
   // integer flags vectorises; a float sum (x*0 accumulates NaN) would not,
   // since the compiler may not reorder it, and ran at one element per add
   // latency: ~1.5 ms per K-FAC step on the factors' 1.2M values.
   uint32_t bad = 0;
-  const float* p = values_.data();
-  auto n = values_.size();
-  for (size_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
-    std::memcpy(&bits, p + i, sizeof(bits));
+    std::memcpy(&bits, xs + i, sizeof(bits));
     bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
   }
   return bad == 0;

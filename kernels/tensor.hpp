@@ -128,6 +128,9 @@ private:
 /// "tensor[2, 3]{1, 2, 3, 4, 5, 6}", eliding values past the first 8.
 std::ostream& operator<<(std::ostream& out, const tensor& x);
 
+/// Whether none of xs[0..n) is NaN or Inf (tensor::all_finite of a view).
+bool all_finite(const float* xs, int64_t n) noexcept;
+
 caf::error load_tensor(caf::deserializer& source, tensor& x);
 caf::error save_tensor(caf::serializer& sink, tensor& x);
 

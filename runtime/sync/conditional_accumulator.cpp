@@ -1,5 +1,6 @@
 #include "runtime/sync/conditional_accumulator.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -83,6 +84,41 @@ bool has_shape(const tensor& x, const tensor_shape& shape) noexcept {
   return x.shape() == shape && x.size() == element_count(shape);
 }
 
+std::optional<piece_problem> check_pieces(const tensor_shape& shape,
+                                          std::vector<gradient_piece>& pieces) {
+  std::sort(pieces.begin(), pieces.end(),
+            [](const gradient_piece& x, const gradient_piece& y) {
+              return x.offset < y.offset;
+            });
+  auto total = element_count(shape);
+  int64_t next = 0;
+  for (const auto& p : pieces) {
+    if (p.offset != next || p.count < 1 || p.values == nullptr
+        || p.count > total - next)
+      return piece_problem{ec::shape_mismatch,
+                           "gradient pieces do not cover its "
+                             + std::to_string(total)
+                             + " elements exactly once (a piece of "
+                             + std::to_string(p.count) + " at element "
+                             + std::to_string(p.offset) + " where "
+                             + std::to_string(next) + " was next)"};
+    next += p.count;
+  }
+  if (next != total)
+    return piece_problem{ec::shape_mismatch,
+                         "gradient pieces cover " + std::to_string(next)
+                           + " of its " + std::to_string(total)
+                           + " elements"};
+  for (const auto& p : pieces)
+    if (!all_finite(p.values, p.count))
+      return piece_problem{
+        ec::non_finite,
+        "gradient holds NaN or Inf (first at element "
+          + std::to_string(p.offset + first_non_finite(p.values, p.count))
+          + ")"};
+  return std::nullopt;
+}
+
 } // namespace detail
 
 namespace {
@@ -132,6 +168,20 @@ caf::expected<bool> conditional_accumulator::apply(int64_t local_step,
   if (!admit(local_step))
     return false;
   as_array(sum_) += as_array(grad);
+  return true;
+}
+
+caf::expected<bool>
+conditional_accumulator::apply(int64_t local_step,
+                               std::vector<gradient_piece> pieces) {
+  if (auto problem = detail::check_pieces(shape_, pieces))
+    return refuse(make_error(problem->code, context(problem->what)));
+  if (!admit(local_step))
+    return false;
+  for (const auto& p : pieces) {
+    array_map sum{sum_.data() + p.offset, static_cast<Eigen::Index>(p.count)};
+    sum += const_array_map{p.values, static_cast<Eigen::Index>(p.count)};
+  }
   return true;
 }
 

@@ -7,13 +7,16 @@
 // owns them holds pending take requests itself until ready() says so.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 #include <caf/meta/type_name.hpp>
 
 #include "kernels/tensor.hpp"
+#include "runtime/error.hpp"
 
 namespace syncfac {
 
@@ -133,6 +136,30 @@ bool has_shape(const tensor& x, const tensor_shape& shape) noexcept;
 
 } // namespace detail
 
+/// `count` values of a gradient from element `offset` of its flattened
+/// variable on: one slice of a push that came in parts. A view: the values
+/// belong to the push.
+struct gradient_piece {
+  int64_t offset = 0;
+  const float* values = nullptr;
+  int64_t count = 0;
+};
+
+namespace detail {
+
+/// What is wrong with a gradient's pieces, without the variable's name.
+struct piece_problem {
+  ec code;
+  std::string what;
+};
+
+/// Sorts `pieces` by offset; the problem when they do not cover `shape`
+/// exactly once (ec::shape_mismatch) or hold NaN/Inf (ec::non_finite).
+std::optional<piece_problem> check_pieces(const tensor_shape& shape,
+                                          std::vector<gradient_piece>& pieces);
+
+} // namespace detail
+
 /// Accumulates dense gradients of one variable.
 class conditional_accumulator : private accumulator_ledger {
 public:
@@ -145,6 +172,15 @@ public:
   /// (ec::shape_mismatch) or with NaN/Inf (ec::non_finite) is refused and
   /// changes nothing but refused().
   caf::expected<bool> apply(int64_t local_step, const tensor& grad);
+
+  /// The same for a gradient that came in pieces (a push in parts,
+  /// runtime/sync/push_parts.hpp), added where they belong without
+  /// assembling the whole first: the sums are those of the whole gradient,
+  /// bit for bit. Pieces that do not cover the variable exactly once are
+  /// refused (ec::shape_mismatch), as are NaN/Inf (ec::non_finite), and
+  /// change nothing but refused().
+  caf::expected<bool> apply(int64_t local_step,
+                            std::vector<gradient_piece> pieces);
 
   /// The average of the gradients since the last take, divided by count()
   /// (which may exceed n, as in TF); then resets and increments

@@ -1,7 +1,6 @@
 #include "runtime/sync/push_parts.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "runtime/error.hpp"
 
@@ -76,6 +75,14 @@ std::vector<gradient_push> split_push(gradient_push push,
   return parts;
 }
 
+std::map<std::string, std::vector<gradient_piece>>
+pieces_by_variable(const gradient_push& push) {
+  std::map<std::string, std::vector<gradient_piece>> result;
+  for (const auto& s : push.slices)
+    result[s.variable].push_back({s.offset, s.data(), s.size()});
+  return result;
+}
+
 push_assembler::push_assembler(shape_lookup shape_of)
   : shape_of_(std::move(shape_of)) {
 }
@@ -130,7 +137,7 @@ push_assembler::add(gradient_push part) {
 
 caf::error push_assembler::take(assembly& a, gradient_push& part) {
   for (auto& g : part.dense) {
-    if (a.sliced.count(g.name) > 0)
+    if (a.ranges.count(g.name) > 0)
       return make_error(ec::bad_message,
                         "'" + g.name + "' comes whole and sliced");
     a.whole.dense.push_back(std::move(g));
@@ -157,15 +164,11 @@ caf::error push_assembler::take_slice(assembly& a, dense_slice& s) {
                         + std::to_string(s.offset + n) + ") of '" + s.variable
                         + "' is not a 1-D range within its "
                         + std::to_string(total) + " elements");
-  auto k = a.sliced.find(s.variable);
-  if (k == a.sliced.end()) {
+  if (a.ranges.count(s.variable) == 0)
     for (const auto& g : a.whole.dense)
       if (g.name == s.variable)
         return make_error(ec::bad_message,
                           "'" + s.variable + "' comes whole and sliced");
-    a.whole.dense.push_back(named_tensor{s.variable, tensor{*shape}});
-    k = a.sliced.emplace(s.variable, a.whole.dense.size() - 1).first;
-  }
   auto& ranges = a.ranges[s.variable];
   for (const auto& [lo, hi] : ranges)
     if (s.offset < hi && lo < s.offset + n)
@@ -174,8 +177,7 @@ caf::error push_assembler::take_slice(assembly& a, dense_slice& s) {
                           + std::to_string(s.offset + n) + ") of '"
                           + s.variable + "' overlaps an earlier one");
   ranges.emplace_back(s.offset, s.offset + n);
-  std::memcpy(a.whole.dense[k->second].value.data() + s.offset, s.data(),
-              static_cast<size_t>(n) * sizeof(float));
+  a.whole.slices.push_back(std::move(s));
   return caf::none;
 }
 
@@ -184,7 +186,11 @@ caf::error push_assembler::check_complete(const assembly& a) const {
     int64_t covered = 0;
     for (const auto& r : ranges)
       covered += r.second - r.first;
-    auto total = a.whole.dense[a.sliced.at(name)].value.size();
+    auto shape = shape_of_(name);
+    if (shape == nullptr)
+      return make_error(ec::unknown_name, "'" + name + "' is no longer held "
+                                          "by the shard");
+    auto total = element_count(*shape);
     if (covered != total)
       return make_error(ec::bad_message,
                         "the slices of '" + name + "' cover "

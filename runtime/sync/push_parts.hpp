@@ -4,14 +4,14 @@
 // again on the shard. CAF 0.17 serialises a whole message before its first
 // byte leaves and hands it over only after its last byte arrived, so one
 // 16 MiB push overlaps nothing; as parts sent back to back the receiver
-// could load one while the next is on the wire. Measured (docs/benchmarks.md
-// "Network"), the shard's assembly into the whole tensor costs what the
-// overlap saves: 1 MiB parts 45-48 % of raw TCP against 49-52 % whole. So
-// pushes go whole by default; parts bound the size of one message (a very
-// large variable) where that matters (--push_part_kib).
+// loads one while the next is on the wire. The assembly copies nothing: a
+// sliced variable stays in its slices, which the shard checks as one
+// gradient and adds where they belong (conditional_accumulator's pieces).
+// An assembly into a whole tensor cost what the overlap saved (1 MiB parts
+// 45-48 % of raw TCP against 49-52 % whole, docs/benchmarks.md "Network").
 //
-// The shard sees the assembled push exactly as if it had come whole: the
-// same validation, the same accumulation, the same staleness rule.
+// The shard treats the assembled push as if it had come whole: the same
+// validation, the same sums bit for bit, the same staleness rule.
 
 #include <cstdint>
 #include <functional>
@@ -24,11 +24,13 @@
 #include <caf/expected.hpp>
 
 #include "messages/sync_messages.hpp"
+#include "runtime/sync/conditional_accumulator.hpp"
 
 namespace syncfac {
 
-/// Pushes go whole unless asked otherwise (see above).
-constexpr int64_t default_push_part_bytes = 0;
+/// Pushes to shards in other processes go in parts of 1 MiB (see above);
+/// smaller ones go whole.
+constexpr int64_t default_push_part_bytes = int64_t{1} << 20;
 
 /// `push` as parts of at most about `max_part_bytes` of dense values each
 /// (whole variables packed together, larger ones sliced; sparse updates go
@@ -36,6 +38,11 @@ constexpr int64_t default_push_part_bytes = 0;
 /// `max_part_bytes` is 0.
 std::vector<gradient_push> split_push(gradient_push push,
                                       int64_t max_part_bytes);
+
+/// The slices of an assembled push, by variable, as the accumulator's
+/// pieces (views of the push's values).
+std::map<std::string, std::vector<gradient_piece>>
+pieces_by_variable(const gradient_push& push);
 
 /// Assembles parts into whole pushes, one push in assembly per worker: a
 /// part of a newer local_step from the same worker replaces an unfinished
@@ -49,10 +56,12 @@ public:
 
   explicit push_assembler(shape_lookup shape_of);
 
-  /// Adds one part: the whole push once its last part is in, none while
-  /// parts are missing, or ec::bad_message naming what is wrong with the
-  /// part (part index, parts count, slice range or overlap, a variable
-  /// sent twice or unknown). A push of one part comes back as it is.
+  /// Adds one part: the whole push once its last part is in (variables
+  /// that came whole in `dense`, sliced ones as their slices in `slices`,
+  /// which cover each exactly once), none while parts are missing, or
+  /// ec::bad_message naming what is wrong with the part (part index,
+  /// parts count, slice range or overlap, a variable sent twice or
+  /// unknown). A push of one part comes back as it is.
   caf::expected<std::optional<gradient_push>> add(gradient_push part);
 
   /// Pushes of older steps dropped unfinished (their worker went on).
@@ -72,9 +81,7 @@ private:
     std::vector<bool> seen;
     int32_t received = 0;
     gradient_push whole;
-    /// Per sliced variable: its index in whole.dense and the element
-    /// ranges filled so far.
-    std::map<std::string, size_t> sliced;
+    /// Per sliced variable, the element ranges its slices cover so far.
     std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> ranges;
   };
 

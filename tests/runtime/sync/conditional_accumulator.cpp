@@ -211,6 +211,59 @@ BOOST_AUTO_TEST_CASE(nan_and_inf_are_refused_and_counted) {
   BOOST_TEST(take(acc, 1) == vec({1, 2, 3}));
 }
 
+// -- gradients in pieces (pushes in parts) ------------------------------------
+
+BOOST_AUTO_TEST_CASE(pieces_in_any_order_sum_as_the_whole_gradient) {
+  conditional_accumulator whole{"w", {2, 3}};
+  conditional_accumulator pieces{"w", {2, 3}};
+  std::vector<float> g1{0.1f, 0.7f, -1.3f, 2.9f, 1e-3f, 5.5f};
+  std::vector<float> g2{3.3f, -0.2f, 0.6f, 1.1f, 4e4f, -7.25f};
+  for (const auto* g : {&g1, &g2}) {
+    BOOST_TEST(push(whole, 0, tensor{{2, 3}, *g}));
+    // The last piece first, as parts may come.
+    auto added = pieces.apply(0, {{4, g->data() + 4, 2},
+                                  {0, g->data(), 1},
+                                  {1, g->data() + 1, 3}});
+    BOOST_REQUIRE_MESSAGE(added, test::why(added));
+    BOOST_TEST(*added);
+  }
+  BOOST_TEST(take(pieces, 2) == take(whole, 2));
+  // Stale pieces are dropped as a whole gradient would be.
+  auto stale = pieces.apply(0, {{0, g1.data(), 6}});
+  BOOST_REQUIRE(stale);
+  BOOST_TEST(!*stale);
+  BOOST_TEST(pieces.dropped_stale() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(pieces_with_gaps_overlaps_or_nan_are_refused) {
+  conditional_accumulator acc{"v", {6}};
+  std::vector<float> g{1, 2, 3, 4, 5, 6};
+  auto gap = failure(acc.apply(0, {{0, g.data(), 2}, {3, g.data() + 3, 3}}),
+                     ec::shape_mismatch);
+  BOOST_TEST(contains(gap, "variable 'v'"), gap);
+  BOOST_TEST(contains(gap, "at element 3 where 2 was next"), gap);
+  auto overlap = failure(acc.apply(0, {{0, g.data(), 4},
+                                       {2, g.data() + 2, 4}}),
+                         ec::shape_mismatch);
+  BOOST_TEST(contains(overlap, "exactly once"), overlap);
+  auto short_ = failure(acc.apply(0, {{0, g.data(), 5}}), ec::shape_mismatch);
+  BOOST_TEST(contains(short_, "cover 5 of its 6 elements"), short_);
+  auto beyond = failure(acc.apply(0, {{0, g.data(), 6}, {6, g.data(), 1}}),
+                        ec::shape_mismatch);
+  BOOST_TEST(contains(beyond, "exactly once"), beyond);
+  std::vector<float> bad = g;
+  bad[4] = std::nanf("");
+  auto nan = failure(acc.apply(0, {{3, bad.data() + 3, 3},
+                                   {0, bad.data(), 3}}),
+                     ec::non_finite);
+  BOOST_TEST(contains(nan, "first at element 4"), nan);
+  BOOST_TEST(acc.refused() == 5);
+  BOOST_TEST(acc.count() == 0);
+  // Nothing was added by the refused ones.
+  BOOST_TEST(push(acc, 0, vec(g)));
+  BOOST_TEST(take(acc, 1) == vec(g));
+}
+
 // -- the seeds' scenarios -------------------------------------------------------
 
 // test2Workers: two workers, R = N = 2, SGD with learning rate 2.0; worker

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -51,15 +52,34 @@ const tensor_shape* shape_of(const std::string& name) {
   return nullptr;
 }
 
+/// The assembled push's values of every variable, whole or from its
+/// slices (which must cover it exactly once).
+parameter_set values_of(const gradient_push& p) {
+  auto result = p.dense;
+  for (auto& [name, pieces] : pieces_by_variable(p)) {
+    tensor t{*shape_of(name)};
+    int64_t covered = 0;
+    for (const auto& piece : pieces) {
+      std::copy(piece.values, piece.values + piece.count,
+                t.data() + piece.offset);
+      covered += piece.count;
+    }
+    BOOST_REQUIRE_EQUAL(covered, t.size());
+    result.push_back({name, std::move(t)});
+  }
+  return result;
+}
+
 bool same_dense(const gradient_push& a, const gradient_push& b) {
-  if (a.dense.size() != b.dense.size())
+  auto xs = values_of(a);
+  auto ys = values_of(b);
+  if (xs.size() != ys.size())
     return false;
-  for (const auto& x : a.dense) {
-    auto y = std::find_if(b.dense.begin(), b.dense.end(),
-                          [&](const named_tensor& t) {
-                            return t.name == x.name;
-                          });
-    if (y == b.dense.end() || y->value != x.value)
+  for (const auto& x : xs) {
+    auto y = std::find_if(ys.begin(), ys.end(), [&](const named_tensor& t) {
+      return t.name == x.name;
+    });
+    if (y == ys.end() || y->value != x.value)
       return false;
   }
   return true;
@@ -108,6 +128,10 @@ BOOST_AUTO_TEST_CASE(parts_in_any_order_assemble_to_the_whole_push) {
       BOOST_TEST((*r)->worker == 2);
       BOOST_TEST((*r)->local_step == 5);
       BOOST_TEST(same_dense(**r, whole));
+      // The big matrix stays in its 16 slices: nothing is copied into a
+      // whole tensor.
+      BOOST_TEST((*r)->slices.size() == 16u);
+      BOOST_TEST((*r)->dense.size() == 2u);
     }
   }
   BOOST_TEST(a.in_assembly() == 0u);
@@ -222,4 +246,70 @@ BOOST_AUTO_TEST_CASE(a_shard_applies_a_push_in_parts_as_the_whole_push) {
   for (size_t i = 0; i < whole.values.size(); ++i)
     BOOST_TEST((whole.values[i].value == in_parts.values[i].value),
                whole.values[i].name);
+}
+
+BOOST_AUTO_TEST_CASE(a_shard_refuses_a_push_in_parts_with_nan_whole) {
+  program_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  ps_shard_config sc;
+  sc.variables = sample_push(0, 0, 3.0f).dense;
+  sc.optimizer.kind = optimizer_kind::sgd;
+  sc.optimizer.learning_rate = 0.5f;
+  auto shard = spawn_ps_shard(sys, sc);
+  BOOST_REQUIRE(shard);
+  // NaN in the last slice of the big matrix: the parts before it were
+  // taken, but nothing of the push may reach the accumulators.
+  auto parts = split_push(sample_push(0, 0), 1024);
+  int64_t nan_at = -1;
+  for (auto it = parts.rbegin(); it != parts.rend() && nan_at < 0; ++it)
+    for (auto& s : it->slices) {
+      tensor copy{tensor_shape{s.size()}};
+      std::copy(s.data(), s.data() + s.size(), copy.data());
+      copy[3] = std::nanf("");
+      nan_at = s.offset + 3;
+      s.source.reset();
+      s.values = std::move(copy);
+      break;
+    }
+  BOOST_REQUIRE_GE(nan_at, 0);
+  std::string refused;
+  for (auto& p : parts)
+    self->request(*shard, 10s, push_atom::value, std::move(p))
+      .receive([](push_ack&) {},
+               [&](caf::error& err) { refused = render(err); });
+  BOOST_TEST(refused.find("'fc/weights'") != std::string::npos, refused);
+  BOOST_TEST(refused.find("NaN or Inf (first at element "
+                          + std::to_string(nan_at) + ")")
+               != std::string::npos,
+             refused);
+  // The same push without the NaN is then accepted and applied alone.
+  for (auto& p : split_push(sample_push(0, 0), 1024))
+    self->request(*shard, 10s, push_atom::value, std::move(p))
+      .receive([](push_ack&) {},
+               [&](caf::error& err) { BOOST_FAIL(render(err)); });
+  applied done;
+  self->request(*shard, 10s, apply_atom::value, int64_t{0}, int64_t{1})
+    .receive([&](applied& a) { done = a; },
+             [&](caf::error& err) { BOOST_FAIL(render(err)); });
+  shard_params out;
+  self->request(*shard, 10s, pull_atom::value)
+    .receive([&](shard_params& p) { out = std::move(p); },
+             [&](caf::error& err) { BOOST_FAIL(render(err)); });
+  auto start = sample_push(0, 0, 3.0f).dense;
+  auto grad = sample_push(0, 0).dense;
+  for (size_t i = 0; i < out.values.size(); ++i) {
+    const auto& v = out.values[i];
+    auto g = std::find_if(grad.begin(), grad.end(),
+                          [&](const named_tensor& t) {
+                            return t.name == v.name;
+                          });
+    auto s = std::find_if(start.begin(), start.end(),
+                          [&](const named_tensor& t) {
+                            return t.name == v.name;
+                          });
+    BOOST_REQUIRE(g != grad.end());
+    for (int64_t k = 0; k < v.value.size(); ++k)
+      BOOST_REQUIRE_EQUAL(v.value[k], s->value[k] - 0.5f * g->value[k]);
+  }
 }
