@@ -96,7 +96,7 @@ struct sink_state {
   std::optional<push_assembler> assembler;
 };
 
-/// Parts are assembled into the whole tensor, as a shard does.
+/// Parts are assembled as a shard assembles them (the slices kept).
 sink_actor::behavior_type sink(sink_actor::stateful_pointer<sink_state> self) {
   auto* st = &self->state;
   st->assembler.emplace([st](const std::string& name) -> const tensor_shape* {
