@@ -19,6 +19,13 @@ gradient_push empty_like(const gradient_push& push) {
   return p;
 }
 
+bool sliced(const gradient_push& p, const std::string& variable) {
+  return std::any_of(p.slices.begin(), p.slices.end(),
+                     [&](const dense_slice& s) {
+                       return s.variable == variable;
+                     });
+}
+
 std::string part_name(const gradient_push& p) {
   return "push of worker " + std::to_string(p.worker) + " at step "
          + std::to_string(p.local_step) + ", part "
@@ -137,7 +144,7 @@ push_assembler::add(gradient_push part) {
 
 caf::error push_assembler::take(assembly& a, gradient_push& part) {
   for (auto& g : part.dense) {
-    if (a.ranges.count(g.name) > 0)
+    if (sliced(a.whole, g.name))
       return make_error(ec::bad_message,
                         "'" + g.name + "' comes whole and sliced");
     a.whole.dense.push_back(std::move(g));
@@ -164,28 +171,28 @@ caf::error push_assembler::take_slice(assembly& a, dense_slice& s) {
                         + std::to_string(s.offset + n) + ") of '" + s.variable
                         + "' is not a 1-D range within its "
                         + std::to_string(total) + " elements");
-  if (a.ranges.count(s.variable) == 0)
-    for (const auto& g : a.whole.dense)
-      if (g.name == s.variable)
-        return make_error(ec::bad_message,
-                          "'" + s.variable + "' comes whole and sliced");
-  auto& ranges = a.ranges[s.variable];
-  for (const auto& [lo, hi] : ranges)
-    if (s.offset < hi && lo < s.offset + n)
+  for (const auto& g : a.whole.dense)
+    if (g.name == s.variable)
+      return make_error(ec::bad_message,
+                        "'" + s.variable + "' comes whole and sliced");
+  for (const auto& t : a.whole.slices)
+    if (t.variable == s.variable && s.offset < t.offset + t.size()
+        && t.offset < s.offset + n)
       return make_error(ec::bad_message,
                         "slice [" + std::to_string(s.offset) + ", "
                           + std::to_string(s.offset + n) + ") of '"
                           + s.variable + "' overlaps an earlier one");
-  ranges.emplace_back(s.offset, s.offset + n);
   a.whole.slices.push_back(std::move(s));
   return caf::none;
 }
 
 caf::error push_assembler::check_complete(const assembly& a) const {
-  for (const auto& [name, ranges] : a.ranges) {
+  // The slices do not overlap (take_slice): their sizes add up to what
+  // they cover.
+  for (const auto& [name, pieces] : pieces_by_variable(a.whole)) {
     int64_t covered = 0;
-    for (const auto& r : ranges)
-      covered += r.second - r.first;
+    for (const auto& p : pieces)
+      covered += p.count;
     auto shape = shape_of_(name);
     if (shape == nullptr)
       return make_error(ec::unknown_name, "'" + name + "' is no longer held "

@@ -80,9 +80,8 @@ private:
     int32_t parts = 0;
     std::vector<bool> seen;
     int32_t received = 0;
+    /// The parts' whole variables, sparse updates and slices so far.
     gradient_push whole;
-    /// Per sliced variable, the element ranges its slices cover so far.
-    std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> ranges;
   };
 
   caf::error take(assembly& a, gradient_push& part);
