@@ -6,6 +6,9 @@
 #   bash bench/gpu_check.sh            # from the repository root
 #
 # Environment: BUILD_DIR (default build-gpu), JOBS (default: all cores),
+# GPU_BUNDLE (a folder made by scripts/gpu_bundle.sh: run its programs
+# instead of configuring and building, for GPU machines without the
+# project's build dependencies),
 # CUDA_ARCH (default 90), BENCH_SECONDS (default 2: seconds per ConvNet
 # measurement), CPU_MAX_SIZE (default 2048: largest factor the CPU inverts;
 # larger sizes are extrapolated and marked "est").
@@ -42,48 +45,98 @@ else
   echo "nvidia-smi not found" | tee -a "$LOG"
 fi
 
-stage "configure ($BUILD_DIR, CUDA arch $CUDA_ARCH)"
-timeout 120 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
-  -DSYNCFAC_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" \
-  >>"$LOG" 2>&1 || { tail -40 "$LOG"; fail "cmake configure"; }
-grep -q "CUDA compiler found: ON" "$LOG" \
-  || { tail -40 "$LOG"; fail "CMake found no CUDA compiler (set CUDACXX)"; }
+# prog NAME [ARGS]: a program of the build, or of the bundle.
+prog() {
+  local name=$1
+  shift
+  if [ -n "${GPU_BUNDLE:-}" ]; then
+    "$GPU_BUNDLE/run" "$name" "$@"
+  elif [ -x "$BUILD_DIR/bin/$name" ]; then
+    "$BUILD_DIR/bin/$name" "$@"
+  else
+    "$BUILD_DIR/tests/$name" "$@"
+  fi
+}
 
-stage "build ($JOBS jobs)"
-TARGETS=(test_kernels_cuda_backend test_kernels_cuda_kfac
-         test_kernels_cuda_device_selection test_actors_device_gpu bench_gpu)
-timeout 300 cmake --build "$BUILD_DIR" -j"$JOBS" --target "${TARGETS[@]}" \
-  >>"$LOG" 2>&1 || { grep -E "error|Error" "$LOG" | head -40; fail "build"; }
+TESTS=(test_kernels_cuda_backend test_kernels_cuda_kfac
+       test_kernels_cuda_device_selection test_actors_device_gpu)
+if [ -n "${GPU_BUNDLE:-}" ]; then
+  stage "prebuilt programs from $GPU_BUNDLE"
+  ls "$GPU_BUNDLE/bin" | tee -a "$LOG"
+else
+  stage "configure ($BUILD_DIR, CUDA arch $CUDA_ARCH)"
+  timeout 120 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
+    -DSYNCFAC_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" \
+    >>"$LOG" 2>&1 || { tail -40 "$LOG"; fail "cmake configure"; }
+  grep -q "CUDA compiler found: ON" "$LOG" \
+    || { tail -40 "$LOG"; fail "CMake found no CUDA compiler (set CUDACXX)"; }
+
+  stage "build ($JOBS jobs)"
+  timeout 300 cmake --build "$BUILD_DIR" -j"$JOBS" --target "${TESTS[@]}" \
+    bench_gpu convnet_mnist_single >>"$LOG" 2>&1 \
+    || { grep -E "error|Error" "$LOG" | head -40; fail "build"; }
+fi
 
 stage "tests"
 TEST_LOG="$BUILD_DIR/gpu_check_tests.log"
-timeout 300 ctest --test-dir "$BUILD_DIR" \
-  -R '^(kernels_cuda_(backend|kfac|device_selection)|actors_device_gpu)$' \
-  --output-on-failure >"$TEST_LOG" 2>&1
-tests_rc=$?
-grep -E "Test +#|tests passed|Skipped|Failed|\*\*\*" "$TEST_LOG"
-if grep -q "Skipped" "$TEST_LOG"; then
-  tests_note="SKIPPED (no GPU visible to the tests)"
-  tests_rc=1
-elif [ $tests_rc -eq 0 ]; then
-  tests_note="passed"
-else
-  tests_note="FAILED (see $TEST_LOG)"
-  tail -60 "$TEST_LOG"
-fi
+: > "$TEST_LOG"
+tests_rc=0
+tests_note="passed"
+for t in "${TESTS[@]}"; do
+  t0=$(date +%s)
+  timeout 300 bash -c "$(declare -f prog); GPU_BUNDLE='${GPU_BUNDLE:-}' \
+    BUILD_DIR='$BUILD_DIR' prog $t --log_level=test_suite" \
+    >>"$TEST_LOG" 2>&1
+  rc=$?
+  case $rc in
+    0) verdict="passed" ;;
+    77) verdict="SKIPPED (no GPU visible)"; tests_rc=1
+        tests_note="SKIPPED (no GPU visible to the tests)" ;;
+    *) verdict="FAILED (exit $rc)"; tests_rc=1
+       tests_note="FAILED (see $TEST_LOG)" ;;
+  esac
+  printf '%-40s %s (%d s)\n' "$t" "$verdict" $(( $(date +%s) - t0 )) \
+    | tee -a "$LOG"
+done
+grep -E "error|failed|fatal" "$TEST_LOG" | grep -v "^Leaving\|no errors" \
+  | head -60
+
+stage "training through the actors (sync runtime, fake data)"
+TRAIN_OUT="$BUILD_DIR/gpu_train.txt"
+: > "$TRAIN_OUT"
+train_rc=0
+for opt in sgd kfac; do
+  for batch in 128 1024; do
+    for dev in gpu:0 cpu; do
+      line=$(timeout 60 bash -c "$(declare -f prog); \
+        GPU_BUNDLE='${GPU_BUNDLE:-}' BUILD_DIR='$BUILD_DIR' \
+        prog convnet_mnist_single --device $dev --fake_data \
+          --fake_train_size 16384 --steps 200 --warmup 30 \
+          --batch_size $batch --optimizer $opt --no_progress \
+          --no_final_eval --threads 0" 2>&1 \
+        | tee -a "$LOG" | grep -E "^examples/sec" | tail -1)
+      [ -n "$line" ] || train_rc=1
+      printf 'train %-5s batch %-5s %-6s %s\n' "$opt" "$batch" "$dev" \
+        "${line:-FAILED (see $LOG)}" | tee -a "$TRAIN_OUT"
+    done
+  done
+done
 
 stage "benchmark"
 BENCH_OUT="$BUILD_DIR/bench_gpu.txt"
-timeout 300 "$BUILD_DIR/bin/bench_gpu" --seconds "$BENCH_SECONDS" \
-  --cpu-max-size "$CPU_MAX_SIZE" >"$BENCH_OUT" 2>&1
+timeout 300 bash -c "$(declare -f prog); GPU_BUNDLE='${GPU_BUNDLE:-}' \
+  BUILD_DIR='$BUILD_DIR' prog bench_gpu --seconds "$BENCH_SECONDS" \
+  --cpu-max-size $CPU_MAX_SIZE" >"$BENCH_OUT" 2>&1
 bench_rc=$?
 
 echo
 echo "==================== syncfac GPU check ===================="
 cat "$BENCH_OUT"
 echo "-----------------------------------------------------------"
+cat "$TRAIN_OUT"
+echo "-----------------------------------------------------------"
 echo "GPU tests: $tests_note"
 echo "benchmark: $([ $bench_rc -eq 0 ] && echo ok || echo "FAILED (exit $bench_rc)")"
 echo "total: $(elapsed) s (build dir $BUILD_DIR, log $LOG)"
 echo "==========================================================="
-[ $tests_rc -eq 0 ] && [ $bench_rc -eq 0 ]
+[ $tests_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $train_rc -eq 0 ]
