@@ -180,10 +180,73 @@ tensor::tensor(tensor_shape shape, std::vector<float> values)
                                 + std::to_string(values_.size()));
 }
 
+tensor::tensor(const tensor& other) : shape_(other.shape_) {
+  other.read_on_host();
+  values_ = other.values_;
+}
+
+tensor& tensor::operator=(const tensor& other) {
+  if (this == &other)
+    return *this;
+  other.read_on_host();
+  shape_ = other.shape_;
+  values_ = other.values_;
+  // A device copy of our own stays attached (stale) for reuse.
+  where_ = residency::host;
+  return *this;
+}
+
+tensor::tensor(tensor&& other) noexcept
+  : shape_(std::move(other.shape_)),
+    values_(std::move(other.values_)),
+    device_(std::move(other.device_)),
+    where_(other.where_) {
+  other.shape_.clear();
+  other.values_.clear();
+  other.where_ = residency::host;
+}
+
+tensor& tensor::operator=(tensor&& other) noexcept {
+  if (this == &other)
+    return *this;
+  shape_ = std::move(other.shape_);
+  values_ = std::move(other.values_);
+  device_ = std::move(other.device_);
+  where_ = other.where_;
+  other.shape_.clear();
+  other.values_.clear();
+  other.device_ = nullptr;
+  other.where_ = residency::host;
+  return *this;
+}
+
+void tensor::attach_device(std::shared_ptr<device_copy> copy, residency r) {
+  if (copy == nullptr || r == residency::host
+      || copy->capacity() < size())
+    throw std::invalid_argument("tensor " + to_string(shape_)
+                                + ": device copy missing or too small");
+  device_ = std::move(copy);
+  where_ = r;
+}
+
+void tensor::fetch_from_device() const {
+  // The host vector always has the tensor's size (resize keeps it so), so
+  // the device values land in place.
+  device_->copy_to_host(values_.data(), static_cast<int64_t>(values_.size()));
+  where_ = residency::both;
+}
+
 void tensor::resize(const tensor_shape& shape) {
   require_valid_shape(shape);
+  // The same element count keeps the values wherever they are (callers may
+  // resize to the shape a tensor already has); another count leaves them
+  // unspecified, and the host copy is the one of the right size.
+  auto n = element_count(shape);
+  if (n != size()) {
+    values_.resize(static_cast<size_t>(n));
+    where_ = residency::host;
+  }
   shape_ = shape;
-  values_.resize(static_cast<size_t>(element_count(shape_)));
 }
 
 void tensor::reshape(tensor_shape shape) {
@@ -195,12 +258,12 @@ void tensor::reshape(tensor_shape shape) {
 }
 
 void tensor::fill(float value) {
+  where_ = residency::host;
   std::fill(values_.begin(), values_.end(), value);
 }
 
-bool tensor::all_finite() const noexcept {
-  return syncfac::all_finite(values_.data(),
-                             static_cast<int64_t>(values_.size()));
+bool tensor::all_finite() const {
+  return syncfac::all_finite(data(), size());
 }
 
 bool all_finite(const float* xs, int64_t n) noexcept {
@@ -232,6 +295,7 @@ std::ostream& operator<<(std::ostream& out, const tensor& x) {
 // and no values, while a rank-0 tensor built from a shape holds one.
 caf::error save_tensor(caf::serializer& sink, tensor& x) {
   static_assert(sizeof(float) == 4, "float must be IEEE-754 binary32");
+  x.read_on_host();
   if (auto err = sink(x.shape_))
     return err;
   auto count = x.values_.size();
@@ -284,6 +348,7 @@ caf::error load_tensor(caf::deserializer& source, tensor& x) {
     return err;
   x.shape_ = std::move(shape);
   x.values_ = std::move(values);
+  x.where_ = residency::host;
   return caf::none;
 }
 

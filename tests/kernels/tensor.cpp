@@ -27,6 +27,34 @@ caf::error load(const std::vector<char>& buf, tensor& x) {
   return inspect(source, x);
 }
 
+// Device memory played by host memory (this machine has no GPU; the CUDA
+// backend's copies are tested in kernels_cuda_backend): what a tensor must
+// do with a copy whatever device holds it.
+struct host_memory_copy : device_copy {
+  explicit host_memory_copy(std::vector<float> xs) : values(std::move(xs)) {
+  }
+
+  void copy_to_host(float* dst, int64_t n) const override {
+    ++fetches;
+    std::copy(values.begin(), values.begin() + n, dst);
+  }
+
+  int64_t capacity() const noexcept override {
+    return static_cast<int64_t>(values.size());
+  }
+
+  std::vector<float> values;
+  mutable int fetches = 0;
+};
+
+/// x with device values `xs` that the host has not seen yet.
+std::shared_ptr<host_memory_copy> put_on_device(tensor& x,
+                                                std::vector<float> xs) {
+  auto copy = std::make_shared<host_memory_copy>(std::move(xs));
+  x.attach_device(copy, residency::device);
+  return copy;
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(shapes_and_counts) {
@@ -104,4 +132,84 @@ BOOST_AUTO_TEST_CASE(caf_refuses_bad_shapes) {
   buf.resize(buf.size() - 3);
   tensor y;
   BOOST_CHECK(load(buf, y));
+}
+
+BOOST_AUTO_TEST_CASE(reading_fetches_device_values_once) {
+  tensor x({2, 2}, {1, 2, 3, 4});
+  auto copy = put_on_device(x, {5, 6, 7, 8});
+  BOOST_CHECK(x.where() == residency::device);
+  const auto& cx = x;
+  BOOST_CHECK_EQUAL(cx[2], 7.0f);
+  BOOST_CHECK(x.where() == residency::both);
+  BOOST_CHECK_EQUAL(cx.data()[3], 8.0f);
+  BOOST_CHECK((cx.values() == std::vector<float>{5, 6, 7, 8}));
+  BOOST_CHECK_EQUAL(copy->fetches, 1);
+  // Shape queries need no values.
+  auto y = tensor({3});
+  auto ycopy = put_on_device(y, {1, 1, 1});
+  BOOST_CHECK_EQUAL(y.size(), 3);
+  BOOST_CHECK_EQUAL(y.shape_string(), "[3]");
+  BOOST_CHECK_EQUAL(ycopy->fetches, 0);
+}
+
+BOOST_AUTO_TEST_CASE(writing_on_the_host_makes_the_device_copy_stale) {
+  tensor x({3}, {1, 2, 3});
+  auto copy = put_on_device(x, {4, 5, 6});
+  x[0] = 9; // fetches first: the other values are the device's
+  BOOST_CHECK(x.where() == residency::host);
+  BOOST_CHECK((x.values() == std::vector<float>{9, 5, 6}));
+  BOOST_CHECK_EQUAL(copy->fetches, 1);
+  // A backend that copied the host values over marks both current.
+  x.mark_both();
+  BOOST_CHECK(x.where() == residency::both);
+  x.fill(0.0f);
+  BOOST_CHECK(x.where() == residency::host);
+  BOOST_CHECK(x.device() != nullptr); // kept for reuse
+}
+
+BOOST_AUTO_TEST_CASE(copies_moves_equality_and_the_wire_see_device_values) {
+  tensor x({2}, {0, 0});
+  put_on_device(x, {1.5f, -2.5f});
+  tensor copied = x;
+  BOOST_CHECK(copied.where() == residency::host);
+  BOOST_CHECK(copied.device() == nullptr);
+  BOOST_CHECK((copied.values() == std::vector<float>{1.5f, -2.5f}));
+
+  tensor y({2}, {0, 0});
+  put_on_device(y, {1.5f, -2.5f});
+  BOOST_CHECK(y == copied);
+  tensor moved = std::move(y);
+  BOOST_CHECK(y.where() == residency::host); // NOLINT: checked after move
+  BOOST_CHECK(y.empty());
+  BOOST_CHECK(moved.where() == residency::both);
+
+  tensor z({2}, {0, 0});
+  put_on_device(z, {7, 8});
+  tensor assigned({5});
+  assigned = z;
+  BOOST_CHECK((assigned.values() == std::vector<float>{7, 8}));
+
+  tensor w({2}, {0, 0});
+  put_on_device(w, {3, 4});
+  auto buf = save(w);
+  tensor loaded;
+  SYNCFAC_REQUIRE_OK(load(buf, loaded));
+  BOOST_CHECK((loaded.values() == std::vector<float>{3, 4}));
+  BOOST_CHECK(w.all_finite());
+}
+
+BOOST_AUTO_TEST_CASE(resize_keeps_device_values_only_for_the_same_count) {
+  tensor x({2, 3});
+  auto copy = put_on_device(x, {1, 2, 3, 4, 5, 6});
+  x.resize({3, 2}); // same count: still the device's values
+  BOOST_CHECK(x.where() == residency::device);
+  BOOST_CHECK_EQUAL(static_cast<const tensor&>(x)[5], 6.0f);
+  x.resize({4});
+  BOOST_CHECK(x.where() == residency::host);
+  BOOST_CHECK_EQUAL(x.size(), 4);
+  BOOST_CHECK_THROW(x.attach_device(copy, residency::host),
+                    std::invalid_argument);
+  tensor big({7});
+  BOOST_CHECK_THROW(big.attach_device(copy, residency::device),
+                    std::invalid_argument);
 }
