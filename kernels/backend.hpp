@@ -165,6 +165,21 @@ public:
   virtual caf::expected<int64_t> count_correct(const tensor& logits,
                                                const label_vector& labels)
     = 0;
+
+  /// Keeps x's values on this backend's device from now on: a GPU backend
+  /// copies them there unless its copy is already current, so that the
+  /// kernels reading x (a parameter: the forward and the backward pass) find
+  /// them there; host code changing x later makes the copy stale again. The
+  /// CPU backend has nothing to do.
+  virtual caf::error make_resident(tensor& x) {
+    (void) x;
+    return caf::none;
+  }
+
+  /// y = x with `shape` (the same element count), copied where x's current
+  /// values are: a flatten layer's output stays on the device.
+  virtual caf::error reshape_copy(const tensor& x, const tensor_shape& shape,
+                                  tensor& y);
 };
 
 /// The CPU (Eigen) backend using `threads` threads (>= 1).

@@ -34,6 +34,18 @@ caf::expected<activation> parse_activation(const std::string& str) {
                         "sigmoid)");
 }
 
+caf::error backend::reshape_copy(const tensor& x, const tensor_shape& shape,
+                                 tensor& y) {
+  if (element_count(shape) != x.size())
+    return make_error(ec::shape_mismatch,
+                      "reshape_copy: tensor " + x.shape_string()
+                        + " cannot take shape " + to_string(shape));
+  if (&x != &y)
+    y = x;
+  y.reshape(shape);
+  return caf::none;
+}
+
 namespace cpu {
 
 cpu_backend::cpu_backend(int threads) : threads_(threads) {

@@ -307,14 +307,12 @@ public:
                                                             input[0], 1)};
   }
 
-  caf::error forward(backend&, const tensor& x) override {
+  caf::error forward(backend& dev, const tensor& x) override {
     auto shape = output_shape(x.shape());
     if (!shape)
       return shape.error();
     input_shape_ = x.shape();
-    y_.resize(*shape);
-    std::copy(x.data(), x.data() + x.size(), y_.data());
-    return caf::none;
+    return dev.reshape_copy(x, *shape, y_);
   }
 
   const tensor& output() const noexcept override {
@@ -332,7 +330,7 @@ public:
     return caf::none;
   }
 
-  caf::error backward(backend&, const tensor& dy, tensor* dx) override {
+  caf::error backward(backend& dev, const tensor& dy, tensor* dx) override {
     if (dx == nullptr)
       return caf::none;
     if (dy.size() != element_count(input_shape_))
@@ -340,9 +338,7 @@ public:
                         name() + ": gradient " + dy.shape_string()
                           + " does not fit input "
                           + to_string(input_shape_));
-    dx->resize(input_shape_);
-    std::copy(dy.data(), dy.data() + dy.size(), dx->data());
-    return caf::none;
+    return dev.reshape_copy(dy, input_shape_, *dx);
   }
 
 private:

@@ -241,6 +241,11 @@ caf::expected<eval_result> model::forward(backend& dev, const tensor& images,
                                           const label_vector& labels) {
   if (auto err = check_batch(images, labels))
     return err;
+  // The forward and the backward pass both read the parameters: on a GPU,
+  // one copy to the device per change instead of one per kernel call.
+  for (auto& p : params_)
+    if (auto err = dev.make_resident(p.value))
+      return err;
   input_ = &images;
   const tensor* x = &images;
   for (auto& l : layers_) {

@@ -382,17 +382,18 @@ cuda_backend::~cuda_backend() {
     cusolverDnDestroy(solver_);
   if (blas_ != nullptr)
     cublasDestroy(blas_);
-  if (stream_ != nullptr)
-    cudaStreamDestroy(stream_);
+  // The stream belongs to ctx_, which lives on while tensors hold copies.
 }
 
 caf::error cuda_backend::init() {
   if (auto err = select("init"))
     return err;
-  if (auto err = check(cudaStreamCreateWithFlags(&stream_,
+  ctx_ = std::make_shared<cuda_context>(device_, name_);
+  if (auto err = check(cudaStreamCreateWithFlags(&ctx_->stream,
                                                  cudaStreamNonBlocking),
                        "cudaStreamCreate"))
     return err;
+  stream_ = ctx_->stream;
   if (auto err = check(cublasCreate(&blas_), "cublasCreate"))
     return err;
   if (auto err = check(cublasSetStream(blas_, stream_), "cublasSetStream"))
@@ -481,6 +482,191 @@ caf::error cuda_backend::download(float* dst, const float* src, int64_t n,
 
 caf::error cuda_backend::sync(const char* what) {
   return check(cudaStreamSynchronize(stream_), what);
+}
+
+// -- device copies of tensors -------------------------------------------------
+
+cuda_context::cuda_context(int dev, std::string nm)
+  : device(dev), name(std::move(nm)) {
+  // nop
+}
+
+cuda_context::~cuda_context() {
+  cudaSetDevice(device);
+  if (stream != nullptr)
+    cudaStreamSynchronize(stream);
+  free_pool();
+  if (stream != nullptr)
+    cudaStreamDestroy(stream);
+}
+
+void cuda_context::free_pool() noexcept {
+  for (auto& [capacity, block] : free_)
+    cudaFree(block);
+  free_.clear();
+}
+
+caf::expected<float*> cuda_context::allocate(int64_t n, int64_t& capacity,
+                                             const char* what) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = free_.lower_bound(n);
+  if (i != free_.end() && i->first <= 2 * n + 1024) {
+    capacity = i->first;
+    auto* block = i->second;
+    free_.erase(i);
+    return block;
+  }
+  if (n == 0) {
+    capacity = 0;
+    return static_cast<float*>(nullptr);
+  }
+  cudaSetDevice(device);
+  auto bytes = static_cast<size_t>(n) * sizeof(float);
+  void* p = nullptr;
+  auto status = cudaMalloc(&p, bytes);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    cudaStreamSynchronize(stream);
+    free_pool();
+    status = cudaMalloc(&p, bytes);
+  }
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    return make_error(ec::unavailable,
+                      name + ": cannot allocate " + std::to_string(bytes)
+                        + " bytes (" + bytes_string(static_cast<int64_t>(
+                          bytes))
+                        + ") for " + what + ": " + status_string(status));
+  }
+  capacity = n;
+  return static_cast<float*>(p);
+}
+
+void cuda_context::release(float* block, int64_t capacity) noexcept {
+  if (block == nullptr)
+    return;
+  std::lock_guard<std::mutex> guard{mtx_};
+  free_.emplace(capacity, block);
+}
+
+void cuda_copy::copy_to_host(float* dst, int64_t n) const {
+  if (n == 0)
+    return;
+  // Another thread may read a tensor its device actor handed over: select
+  // the device here, and queue on the stream that wrote the values.
+  auto status = cudaSetDevice(ctx_->device);
+  if (status == cudaSuccess)
+    status = cudaMemcpyAsync(dst, block_, static_cast<size_t>(n)
+                                            * sizeof(float),
+                             cudaMemcpyDeviceToHost, ctx_->stream);
+  if (status == cudaSuccess)
+    status = cudaStreamSynchronize(ctx_->stream);
+  if (status != cudaSuccess)
+    throw std::runtime_error(ctx_->name + ": copying a tensor of "
+                             + std::to_string(n)
+                             + " values to the host failed: "
+                             + status_string(status));
+}
+
+cuda_copy* cuda_backend::resident(const tensor& x) const noexcept {
+  if (x.where() == residency::host)
+    return nullptr;
+  auto* copy = dynamic_cast<cuda_copy*>(x.device().get());
+  return copy != nullptr && copy->context() == ctx_.get() ? copy : nullptr;
+}
+
+caf::error cuda_backend::input(const tensor& x, device_buffer<float>& staging,
+                               const char* what, const float*& values,
+                               int64_t count) {
+  if (auto* copy = resident(x)) {
+    values = copy->data();
+    return caf::none;
+  }
+  auto n = count >= 0 ? std::min(count, x.size()) : x.size();
+  if (auto err = staging.reserve(n, name_, what))
+    return err;
+  if (auto err = upload(staging.get(), x.data(), n, what))
+    return err;
+  values = staging.get();
+  return caf::none;
+}
+
+caf::expected<std::shared_ptr<cuda_copy>>
+cuda_backend::block_for(const tensor& y, int64_t n, const char* what) {
+  auto own = std::dynamic_pointer_cast<cuda_copy>(y.device());
+  if (own != nullptr && own->context() == ctx_.get() && own->capacity() >= n)
+    return own;
+  int64_t capacity = 0;
+  auto block = ctx_->allocate(n, capacity, what);
+  if (!block)
+    return block.error();
+  return std::make_shared<cuda_copy>(ctx_, *block, capacity);
+}
+
+caf::error cuda_backend::output(tensor& y, const tensor_shape& shape,
+                                const char* what, float*& values) {
+  auto copy = block_for(y, element_count(shape), what);
+  if (!copy)
+    return copy.error();
+  values = (*copy)->data();
+  y.resize(shape);
+  y.attach_device(std::move(*copy), residency::device);
+  return caf::none;
+}
+
+caf::error cuda_backend::copy_in(const tensor& x, float* dst,
+                                 const char* what) {
+  if (x.size() == 0)
+    return caf::none;
+  if (auto* copy = resident(x))
+    return check(cudaMemcpyAsync(dst, copy->data(),
+                                 static_cast<size_t>(x.size()) * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, stream_),
+                 what);
+  return upload(dst, x.data(), x.size(), what);
+}
+
+caf::error cuda_backend::make_resident(tensor& x) {
+  if (resident(x) != nullptr)
+    return caf::none;
+  if (auto err = select("make_resident"))
+    return err;
+  auto copy = block_for(x, x.size(), "a resident tensor");
+  if (!copy)
+    return copy.error();
+  // Read through const: the non-const accessor would mark a copy stale.
+  const auto& values = static_cast<const tensor&>(x);
+  if (auto err = upload((*copy)->data(), values.data(), x.size(),
+                        "make_resident: copy values"))
+    return err;
+  x.attach_device(std::move(*copy), residency::both);
+  return caf::none;
+}
+
+caf::error cuda_backend::reshape_copy(const tensor& x,
+                                      const tensor_shape& shape, tensor& y) {
+  if (resident(x) == nullptr)
+    return backend::reshape_copy(x, shape, y);
+  if (element_count(shape) != x.size())
+    return make_error(ec::shape_mismatch,
+                      "reshape_copy: tensor " + x.shape_string()
+                        + " cannot take shape " + to_string(shape));
+  if (&x == &y) {
+    y.reshape(shape);
+    return caf::none;
+  }
+  if (auto err = select("reshape_copy"))
+    return err;
+  const float* src = resident(x)->data();
+  float* dst = nullptr;
+  if (auto err = output(y, shape, "a reshaped copy", dst))
+    return err;
+  if (x.size() == 0)
+    return caf::none;
+  return check(cudaMemcpyAsync(dst, src,
+                               static_cast<size_t>(x.size()) * sizeof(float),
+                               cudaMemcpyDeviceToDevice, stream_),
+               "reshape_copy: device copy");
 }
 
 caf::error cuda_backend::gemm_rm(bool trans_a, bool trans_b, int64_t m,
@@ -597,12 +783,6 @@ caf::error cuda_backend::run_gemm(const char* op, const cpu::gemm_sizes& s,
   auto c_size = s.batch * s.m * s.n;
   if (auto err = select(op))
     return err;
-  if (auto err = in_a_.reserve(a.size(), name_, what(" operand a").c_str()))
-    return err;
-  if (auto err = in_b_.reserve(b.size(), name_, what(" operand b").c_str()))
-    return err;
-  if (auto err = out_a_.reserve(c_size, name_, what(" result c").c_str()))
-    return err;
   if (s.k == 0) {
     // No products: c = beta c.
     if (beta == 0.0f) {
@@ -614,16 +794,31 @@ caf::error cuda_backend::run_gemm(const char* op, const cpu::gemm_sizes& s,
     }
     return caf::none;
   }
-  if (auto err = upload(in_a_.get(), a.data(), a.size(),
-                        what(": copy a").c_str()))
+  const float* a_dev = nullptr;
+  const float* b_dev = nullptr;
+  if (auto err = input(a, in_a_, what(": copy a").c_str(), a_dev))
     return err;
-  if (auto err = upload(in_b_.get(), b.data(), b.size(),
-                        what(": copy b").c_str()))
+  if (auto err = input(b, in_b_, what(": copy b").c_str(), b_dev))
     return err;
-  if (beta != 0.0f)
-    if (auto err = upload(out_a_.get(), c.data(), c.size(),
-                          what(": copy c").c_str()))
+  // c may be a or b (gemm's contract): then the product goes to a
+  // workspace and is copied into c afterwards.
+  bool aliased = &c == &a || &c == &b;
+  float* c_dev = nullptr;
+  if (aliased) {
+    if (auto err = out_a_.reserve(c_size, name_, what(" result c").c_str()))
       return err;
+    c_dev = out_a_.get();
+    if (beta != 0.0f)
+      if (auto err = copy_in(c, c_dev, what(": copy c").c_str()))
+        return err;
+  } else {
+    // With beta != 0, c's current values must be in its device copy.
+    if (beta != 0.0f)
+      if (auto err = make_resident(c))
+        return err;
+    if (auto err = output(c, s.c_shape, what(" result c").c_str(), c_dev))
+      return err;
+  }
   // Row-major operands: a's (and b's) leading dimension is its last one.
   auto lda = a.dim(a.rank() - 1);
   auto ldb = b.dim(b.rank() - 1);
@@ -632,25 +827,24 @@ caf::error cuda_backend::run_gemm(const char* op, const cpu::gemm_sizes& s,
     // [batch * m, k] matrix times the shared b: one SGEMM, faster than a
     // batch of small ones.
     if (auto err = gemm_rm(trans_a, trans_b, s.batch * s.m, s.n, s.k, alpha,
-                           in_a_.get(), lda, in_b_.get(), ldb, beta,
-                           out_a_.get(), s.n, what(": cublasSgemm").c_str()))
+                           a_dev, lda, b_dev, ldb, beta, c_dev, s.n,
+                           what(": cublasSgemm").c_str()))
       return err;
   } else if (auto err = gemm_batched_rm(
-               trans_a, trans_b, s.batch, s.m, s.n, s.k, alpha, in_a_.get(),
-               lda, s.m * s.k, in_b_.get(), ldb, s.shared_b ? 0 : s.k * s.n,
-               beta, out_a_.get(), s.n, s.m * s.n,
-               what(": cublasSgemmStridedBatched").c_str())) {
+               trans_a, trans_b, s.batch, s.m, s.n, s.k, alpha, a_dev, lda,
+               s.m * s.k, b_dev, ldb, s.shared_b ? 0 : s.k * s.n, beta, c_dev,
+               s.n, s.m * s.n, what(": cublasSgemmStridedBatched").c_str())) {
     return err;
   }
-  std::vector<float> result(static_cast<size_t>(c_size));
-  if (auto err = download(result.data(), out_a_.get(), c_size,
-                          what(": copy c back").c_str()))
+  if (!aliased)
+    return caf::none;
+  float* dst = nullptr;
+  if (auto err = output(c, s.c_shape, what(" result c").c_str(), dst))
     return err;
-  if (auto err = sync(op))
-    return err;
-  c.resize(s.c_shape);
-  c.values() = std::move(result);
-  return caf::none;
+  return check(cudaMemcpyAsync(dst, c_dev,
+                               static_cast<size_t>(c_size) * sizeof(float),
+                               cudaMemcpyDeviceToDevice, stream_),
+               what(": copy the product into c").c_str());
 }
 
 namespace {
@@ -702,45 +896,25 @@ caf::error cuda_backend::dense_forward(const tensor& x, const tensor& w,
     return err;
   if (auto err = select(op))
     return err;
-  if (auto err = in_a_.reserve(x.size(), name_, "dense input"))
+  const float *xd = nullptr, *wd = nullptr, *bd = nullptr;
+  float* yd = nullptr;
+  if (auto err = input(x, in_a_, "dense_forward: copy x", xd))
     return err;
-  if (auto err = in_b_.reserve(w.size(), name_, "dense weight"))
+  if (auto err = input(w, in_b_, "dense_forward: copy w", wd))
     return err;
-  if (auto err = in_c_.reserve(out, name_, "dense bias"))
+  if (auto err = input(b, in_c_, "dense_forward: copy b", bd))
     return err;
-  if (auto err = out_a_.reserve(n * out, name_, "dense output"))
-    return err;
-  if (auto err = upload(in_a_.get(), x.data(), x.size(),
-                        "dense_forward: copy x"))
-    return err;
-  if (auto err = upload(in_b_.get(), w.data(), w.size(),
-                        "dense_forward: copy w"))
-    return err;
-  if (auto err = upload(in_c_.get(), b.data(), b.size(),
-                        "dense_forward: copy b"))
+  if (auto err = output(y, {n, out}, "dense output", yd))
     return err;
   if (in == 0) {
-    k_fill<<<grid_for(n * out), block, 0, stream_>>>(out_a_.get(), n * out,
-                                                     0.0f);
-  } else if (auto err = gemm_rm(false, false, n, out, in, 1.0f, in_a_.get(),
-                                in, in_b_.get(), out, 0.0f, out_a_.get(), out,
+    k_fill<<<grid_for(n * out), block, 0, stream_>>>(yd, n * out, 0.0f);
+  } else if (auto err = gemm_rm(false, false, n, out, in, 1.0f, xd, in, wd,
+                                out, 0.0f, yd, out,
                                 "dense_forward: cublasSgemm")) {
     return err;
   }
-  k_bias_act<<<grid_for(n * out), block, 0, stream_>>>(out_a_.get(),
-                                                       in_c_.get(), n, out,
-                                                       act);
-  if (auto err = check_launch("dense_forward: bias and activation"))
-    return err;
-  std::vector<float> result(static_cast<size_t>(n * out));
-  if (auto err = download(result.data(), out_a_.get(), n * out,
-                          "dense_forward: copy y back"))
-    return err;
-  if (auto err = sync(op))
-    return err;
-  y.resize({n, out});
-  y.values() = std::move(result);
-  return caf::none;
+  k_bias_act<<<grid_for(n * out), block, 0, stream_>>>(yd, bd, n, out, act);
+  return check_launch("dense_forward: bias and activation");
 }
 
 caf::error cuda_backend::dense_backward(const tensor& x, const tensor& w,
@@ -760,86 +934,48 @@ caf::error cuda_backend::dense_backward(const tensor& x, const tensor& w,
     return err;
   if (auto err = select(op))
     return err;
-  for (auto [buf, size, what] :
-       {std::tuple{&in_a_, x.size(), "dense input"},
-        std::tuple{&in_b_, w.size(), "dense weight"},
-        std::tuple{&in_c_, y.size(), "dense output"},
-        std::tuple{&in_d_, dy.size(), "dense output gradient"},
-        std::tuple{&out_a_, n * out, "dense ds"},
-        std::tuple{&out_b_, out, "dense db"},
-        std::tuple{&out_c_, in * out, "dense dw"},
-        std::tuple{&out_d_, n * in, "dense dx"}})
-    if (auto err = buf->reserve(size, name_, what))
+  const float *xd = nullptr, *wd = nullptr, *yd = nullptr, *dyd = nullptr;
+  float *dsd = nullptr, *dwd = nullptr, *dbd = nullptr, *dxd = nullptr;
+  if (auto err = input(x, in_a_, "dense_backward: copy x", xd))
+    return err;
+  if (auto err = input(w, in_b_, "dense_backward: copy w", wd))
+    return err;
+  if (auto err = input(y, in_c_, "dense_backward: copy y", yd))
+    return err;
+  if (auto err = input(dy, in_d_, "dense_backward: copy dy", dyd))
+    return err;
+  if (auto err = output(ds, {n, out}, "dense ds", dsd))
+    return err;
+  if (auto err = output(dw, {in, out}, "dense dw", dwd))
+    return err;
+  if (auto err = output(db, {out}, "dense db", dbd))
+    return err;
+  if (dx != nullptr)
+    if (auto err = output(*dx, {n, in}, "dense dx", dxd))
       return err;
-  if (auto err = upload(in_a_.get(), x.data(), x.size(),
-                        "dense_backward: copy x"))
-    return err;
-  if (auto err = upload(in_b_.get(), w.data(), w.size(),
-                        "dense_backward: copy w"))
-    return err;
-  if (auto err = upload(in_c_.get(), y.data(), y.size(),
-                        "dense_backward: copy y"))
-    return err;
-  if (auto err = upload(in_d_.get(), dy.data(), dy.size(),
-                        "dense_backward: copy dy"))
-    return err;
-  k_act_backward<<<grid_for(n * out), block, 0, stream_>>>(
-    in_c_.get(), in_d_.get(), out_a_.get(), n * out, act);
+  k_act_backward<<<grid_for(n * out), block, 0, stream_>>>(yd, dyd, dsd,
+                                                           n * out, act);
   if (auto err = check_launch("dense_backward: activation gradient"))
     return err;
   if (n == 0) {
-    k_fill<<<grid_for(in * out), block, 0, stream_>>>(out_c_.get(), in * out,
-                                                      0.0f);
-  } else if (auto err = gemm_rm(true, false, in, out, n, 1.0f, in_a_.get(),
-                                in, out_a_.get(), out, 0.0f, out_c_.get(),
-                                out, "dense_backward: dw = x^T ds")) {
+    k_fill<<<grid_for(in * out), block, 0, stream_>>>(dwd, in * out, 0.0f);
+  } else if (auto err = gemm_rm(true, false, in, out, n, 1.0f, xd, in, dsd,
+                                out, 0.0f, dwd, out,
+                                "dense_backward: dw = x^T ds")) {
     return err;
   }
-  if (auto err = column_sums(out_a_.get(), n, out, out_b_.get(),
-                             "dense_backward: db"))
+  if (auto err = column_sums(dsd, n, out, dbd, "dense_backward: db"))
     return err;
   if (dx != nullptr) {
     if (out == 0) {
-      k_fill<<<grid_for(n * in), block, 0, stream_>>>(out_d_.get(), n * in,
-                                                      0.0f);
-    } else if (auto err = gemm_rm(false, true, n, in, out, 1.0f, out_a_.get(),
-                                  out, in_b_.get(), out, 0.0f, out_d_.get(),
-                                  in, "dense_backward: dx = ds w^T")) {
+      k_fill<<<grid_for(n * in), block, 0, stream_>>>(dxd, n * in, 0.0f);
+    } else if (auto err = gemm_rm(false, true, n, in, out, 1.0f, dsd, out, wd,
+                                  out, 0.0f, dxd, in,
+                                  "dense_backward: dx = ds w^T")) {
       return err;
     }
   }
-  if (auto err = check_launch("dense_backward"))
-    return err;
-  std::vector<float> h_ds(static_cast<size_t>(n * out));
-  std::vector<float> h_dw(static_cast<size_t>(in * out));
-  std::vector<float> h_db(static_cast<size_t>(out));
-  std::vector<float> h_dx(dx != nullptr ? static_cast<size_t>(n * in) : 0);
-  if (auto err = download(h_ds.data(), out_a_.get(), n * out,
-                          "dense_backward: copy ds back"))
-    return err;
-  if (auto err = download(h_dw.data(), out_c_.get(), in * out,
-                          "dense_backward: copy dw back"))
-    return err;
-  if (auto err = download(h_db.data(), out_b_.get(), out,
-                          "dense_backward: copy db back"))
-    return err;
-  if (dx != nullptr)
-    if (auto err = download(h_dx.data(), out_d_.get(), n * in,
-                            "dense_backward: copy dx back"))
-      return err;
-  if (auto err = sync(op))
-    return err;
-  ds.resize({n, out});
-  ds.values() = std::move(h_ds);
-  dw.resize({in, out});
-  dw.values() = std::move(h_dw);
-  db.resize({out});
-  db.values() = std::move(h_db);
-  if (dx != nullptr) {
-    dx->resize({n, in});
-    dx->values() = std::move(h_dx);
-  }
-  return caf::none;
+  return check_launch("dense_backward");
 }
 
 caf::error cuda_backend::conv2d_forward(const conv2d_geometry& g,
@@ -859,57 +995,36 @@ caf::error cuda_backend::conv2d_forward(const conv2d_geometry& g,
   auto O = g.out_c;
   auto rows = g.batch * T;
   auto chunk = chunk_images(g);
-  if (auto err = in_a_.reserve(x.size(), name_, "conv2d input"))
-    return err;
-  if (auto err = in_b_.reserve(w.size(), name_, "conv2d kernel"))
-    return err;
-  if (auto err = in_c_.reserve(O, name_, "conv2d bias"))
-    return err;
-  if (auto err = out_a_.reserve(rows * O, name_, "conv2d output"))
-    return err;
   if (auto err = col_.reserve(chunk * T * P, name_, "conv2d im2col patches"))
     return err;
-  if (auto err = upload(in_a_.get(), x.data(), x.size(),
-                        "conv2d_forward: copy x"))
+  const float *xd = nullptr, *wd = nullptr, *bd = nullptr;
+  float* yd = nullptr;
+  if (auto err = input(x, in_a_, "conv2d_forward: copy x", xd))
     return err;
-  if (auto err = upload(in_b_.get(), w.data(), w.size(),
-                        "conv2d_forward: copy w"))
+  if (auto err = input(w, in_b_, "conv2d_forward: copy w", wd))
     return err;
-  if (auto err = upload(in_c_.get(), b.data(), b.size(),
-                        "conv2d_forward: copy b"))
+  if (auto err = input(b, in_c_, "conv2d_forward: copy b", bd))
+    return err;
+  if (auto err = output(y, g.output_shape(), "conv2d output", yd))
     return err;
   auto d = conv_dims_of(g);
   for (int64_t n0 = 0; n0 < g.batch; n0 += chunk) {
     auto images = std::min(chunk, g.batch - n0);
     auto count = images * T;
-    launch_im2col(stream_, in_a_.get(), d, nullptr, n0 * T, count, P,
-                  col_.get());
+    launch_im2col(stream_, xd, d, nullptr, n0 * T, count, P, col_.get());
     if (auto err = check_launch("conv2d_forward: im2col"))
       return err;
     if (P == 0) {
-      k_fill<<<grid_for(count * O), block, 0, stream_>>>(
-        out_a_.get() + n0 * T * O, count * O, 0.0f);
+      k_fill<<<grid_for(count * O), block, 0, stream_>>>(yd + n0 * T * O,
+                                                         count * O, 0.0f);
     } else if (auto err = gemm_rm(false, false, count, O, P, 1.0f, col_.get(),
-                                  P, in_b_.get(), O, 0.0f,
-                                  out_a_.get() + n0 * T * O, O,
+                                  P, wd, O, 0.0f, yd + n0 * T * O, O,
                                   "conv2d_forward: patches x kernel")) {
       return err;
     }
   }
-  k_bias_act<<<grid_for(rows * O), block, 0, stream_>>>(out_a_.get(),
-                                                        in_c_.get(), rows, O,
-                                                        act);
-  if (auto err = check_launch("conv2d_forward: bias and activation"))
-    return err;
-  std::vector<float> result(static_cast<size_t>(rows * O));
-  if (auto err = download(result.data(), out_a_.get(), rows * O,
-                          "conv2d_forward: copy y back"))
-    return err;
-  if (auto err = sync(op))
-    return err;
-  y.resize(g.output_shape());
-  y.values() = std::move(result);
-  return caf::none;
+  k_bias_act<<<grid_for(rows * O), block, 0, stream_>>>(yd, bd, rows, O, act);
+  return check_launch("conv2d_forward: bias and activation");
 }
 
 caf::error cuda_backend::conv2d_backward(const conv2d_geometry& g,
@@ -955,57 +1070,53 @@ caf::error cuda_backend::conv_backward(const char* op,
   auto O = g.out_c;
   auto rows = g.batch * T;
   auto chunk = chunk_images(g);
-  for (auto [buf, size, what] :
-       {std::tuple{&in_a_, x.size(), "conv2d input"},
-        std::tuple{&in_b_, w.size(), "conv2d kernel"},
-        std::tuple{&in_c_, y.size(), "conv2d output"},
-        std::tuple{&in_d_, dy.size(), "conv2d output gradient"},
-        std::tuple{&out_a_, rows * O, "conv2d ds"},
-        std::tuple{&out_b_, params ? O : 0, "conv2d db"},
-        std::tuple{&out_c_, params ? P * O : 0, "conv2d dw"},
-        std::tuple{&out_d_, dx != nullptr ? x.size() : 0, "conv2d dx"},
-        std::tuple{&col_, params || dx != nullptr ? chunk * T * P : 0,
-                   "conv2d im2col patches"}})
-    if (auto err = buf->reserve(size, name_, what))
+  if (auto err = col_.reserve(params || dx != nullptr ? chunk * T * P : 0,
+                              name_, "conv2d im2col patches"))
+    return err;
+  const float *xd = nullptr, *wd = nullptr, *yd = nullptr, *dyd = nullptr;
+  float *dsd = nullptr, *dwd = nullptr, *dbd = nullptr, *dxd = nullptr;
+  if (auto err = input(x, in_a_, "conv2d_backward: copy x", xd))
+    return err;
+  if (auto err = input(w, in_b_, "conv2d_backward: copy w", wd))
+    return err;
+  if (auto err = input(y, in_c_, "conv2d_backward: copy y", yd))
+    return err;
+  if (auto err = input(dy, in_d_, "conv2d_backward: copy dy", dyd))
+    return err;
+  if (auto err = output(ds, g.output_shape(), "conv2d ds", dsd))
+    return err;
+  if (params) {
+    if (auto err = output(*dw, g.kernel_shape(), "conv2d dw", dwd))
       return err;
-  if (auto err = upload(in_a_.get(), x.data(), x.size(),
-                        "conv2d_backward: copy x"))
-    return err;
-  if (auto err = upload(in_b_.get(), w.data(), w.size(),
-                        "conv2d_backward: copy w"))
-    return err;
-  if (auto err = upload(in_c_.get(), y.data(), y.size(),
-                        "conv2d_backward: copy y"))
-    return err;
-  if (auto err = upload(in_d_.get(), dy.data(), dy.size(),
-                        "conv2d_backward: copy dy"))
-    return err;
-  k_act_backward<<<grid_for(rows * O), block, 0, stream_>>>(
-    in_c_.get(), in_d_.get(), out_a_.get(), rows * O, act);
+    if (auto err = output(*db, {O}, "conv2d db", dbd))
+      return err;
+  }
+  if (dx != nullptr)
+    if (auto err = output(*dx, g.input_shape(), "conv2d dx", dxd))
+      return err;
+  k_act_backward<<<grid_for(rows * O), block, 0, stream_>>>(yd, dyd, dsd,
+                                                            rows * O, act);
   if (auto err = check_launch("conv2d_backward: activation gradient"))
     return err;
   if (params) {
-    if (auto err = column_sums(out_a_.get(), rows, O, out_b_.get(),
-                               "conv2d_backward: db"))
+    if (auto err = column_sums(dsd, rows, O, dbd, "conv2d_backward: db"))
       return err;
     if (g.batch == 0 || P == 0)
-      launch_fill(stream_, out_c_.get(), P * O, 0.0f);
+      launch_fill(stream_, dwd, P * O, 0.0f);
   }
   auto d = conv_dims_of(g);
   for (int64_t n0 = 0; n0 < g.batch && (params || dx != nullptr);
        n0 += chunk) {
     auto images = std::min(chunk, g.batch - n0);
     auto count = images * T;
-    const float* ds_chunk = out_a_.get() + n0 * T * O;
+    const float* ds_chunk = dsd + n0 * T * O;
     if (params) {
-      launch_im2col(stream_, in_a_.get(), d, nullptr, n0 * T, count, P,
-                    col_.get());
+      launch_im2col(stream_, xd, d, nullptr, n0 * T, count, P, col_.get());
       if (auto err = check_launch("conv2d_backward: im2col"))
         return err;
       if (P > 0 && count > 0)
         if (auto err = gemm_rm(true, false, P, O, count, 1.0f, col_.get(), P,
-                               ds_chunk, O, n0 == 0 ? 0.0f : 1.0f,
-                               out_c_.get(), O,
+                               ds_chunk, O, n0 == 0 ? 0.0f : 1.0f, dwd, O,
                                "conv2d_backward: dw = patches^T ds"))
           return err;
     }
@@ -1017,47 +1128,14 @@ caf::error cuda_backend::conv_backward(const char* op,
       k_fill<<<grid_for(count * P), block, 0, stream_>>>(col_.get(),
                                                          count * P, 0.0f);
     } else if (auto err = gemm_rm(false, true, count, P, O, 1.0f, ds_chunk,
-                                  O, in_b_.get(), O, 0.0f, col_.get(), P,
+                                  O, wd, O, 0.0f, col_.get(), P,
                                   "conv2d_backward: dpatches = ds w^T")) {
       return err;
     }
     k_col2im<<<grid_for(images * g.in_h * g.in_w * g.in_c), block, 0,
-               stream_>>>(col_.get(), d, n0, images, out_d_.get());
+               stream_>>>(col_.get(), d, n0, images, dxd);
     if (auto err = check_launch("conv2d_backward: col2im"))
       return err;
-  }
-  std::vector<float> h_ds(static_cast<size_t>(rows * O));
-  std::vector<float> h_dw(params ? static_cast<size_t>(P * O) : 0);
-  std::vector<float> h_db(params ? static_cast<size_t>(O) : 0);
-  std::vector<float> h_dx(dx != nullptr ? static_cast<size_t>(x.size()) : 0);
-  if (auto err = download(h_ds.data(), out_a_.get(), rows * O,
-                          "conv2d_backward: copy ds back"))
-    return err;
-  if (params) {
-    if (auto err = download(h_dw.data(), out_c_.get(), P * O,
-                            "conv2d_backward: copy dw back"))
-      return err;
-    if (auto err = download(h_db.data(), out_b_.get(), O,
-                            "conv2d_backward: copy db back"))
-      return err;
-  }
-  if (dx != nullptr)
-    if (auto err = download(h_dx.data(), out_d_.get(), x.size(),
-                            "conv2d_backward: copy dx back"))
-      return err;
-  if (auto err = sync(op))
-    return err;
-  ds.resize(g.output_shape());
-  ds.values() = std::move(h_ds);
-  if (params) {
-    dw->resize(g.kernel_shape());
-    dw->values() = std::move(h_dw);
-    db->resize({O});
-    db->values() = std::move(h_db);
-  }
-  if (dx != nullptr) {
-    dx->resize(g.input_shape());
-    dx->values() = std::move(h_dx);
   }
   return caf::none;
 }
@@ -1068,25 +1146,14 @@ caf::error cuda_backend::activation_forward(activation act, const tensor& x,
   if (auto err = select(op))
     return err;
   auto n = x.size();
-  if (auto err = in_a_.reserve(n, name_, "activation input"))
+  const float* xd = nullptr;
+  float* yd = nullptr;
+  if (auto err = input(x, in_a_, "activation_forward: copy x", xd))
     return err;
-  if (auto err = out_a_.reserve(n, name_, "activation output"))
+  if (auto err = output(y, x.shape(), "activation output", yd))
     return err;
-  if (auto err = upload(in_a_.get(), x.data(), n, "activation_forward: copy x"))
-    return err;
-  k_act_forward<<<grid_for(n), block, 0, stream_>>>(in_a_.get(), out_a_.get(),
-                                                    n, act);
-  if (auto err = check_launch(op))
-    return err;
-  std::vector<float> result(static_cast<size_t>(n));
-  if (auto err = download(result.data(), out_a_.get(), n,
-                          "activation_forward: copy y back"))
-    return err;
-  if (auto err = sync(op))
-    return err;
-  y.resize(x.shape());
-  y.values() = std::move(result);
-  return caf::none;
+  k_act_forward<<<grid_for(n), block, 0, stream_>>>(xd, yd, n, act);
+  return check_launch(op);
 }
 
 caf::error cuda_backend::activation_backward(activation act, const tensor& y,
@@ -1098,31 +1165,16 @@ caf::error cuda_backend::activation_backward(activation act, const tensor& y,
   if (auto err = select(op))
     return err;
   auto n = y.size();
-  if (auto err = in_a_.reserve(n, name_, "activation output"))
+  const float *yd = nullptr, *dyd = nullptr;
+  float* dxd = nullptr;
+  if (auto err = input(y, in_a_, "activation_backward: copy y", yd))
     return err;
-  if (auto err = in_b_.reserve(n, name_, "activation output gradient"))
+  if (auto err = input(dy, in_b_, "activation_backward: copy dy", dyd))
     return err;
-  if (auto err = out_a_.reserve(n, name_, "activation input gradient"))
+  if (auto err = output(dx, y.shape(), "activation input gradient", dxd))
     return err;
-  if (auto err = upload(in_a_.get(), y.data(), n,
-                        "activation_backward: copy y"))
-    return err;
-  if (auto err = upload(in_b_.get(), dy.data(), n,
-                        "activation_backward: copy dy"))
-    return err;
-  k_act_backward<<<grid_for(n), block, 0, stream_>>>(
-    in_a_.get(), in_b_.get(), out_a_.get(), n, act);
-  if (auto err = check_launch(op))
-    return err;
-  std::vector<float> result(static_cast<size_t>(n));
-  if (auto err = download(result.data(), out_a_.get(), n,
-                          "activation_backward: copy dx back"))
-    return err;
-  if (auto err = sync(op))
-    return err;
-  dx.resize(y.shape());
-  dx.values() = std::move(result);
-  return caf::none;
+  k_act_backward<<<grid_for(n), block, 0, stream_>>>(yd, dyd, dxd, n, act);
+  return check_launch(op);
 }
 
 caf::error cuda_backend::max_pool_forward(const pool2d_geometry& g,
@@ -1141,27 +1193,23 @@ caf::error cuda_backend::max_pool_forward(const pool2d_geometry& g,
   if (auto err = select(op))
     return err;
   auto out = element_count(g.output_shape());
-  if (auto err = in_a_.reserve(x.size(), name_, "pooling input"))
-    return err;
-  if (auto err = out_a_.reserve(out, name_, "pooling output"))
-    return err;
   if (auto err = argmax_.reserve(out, name_, "pooling argmax"))
     return err;
-  if (auto err = upload(in_a_.get(), x.data(), x.size(),
-                        "max_pool_forward: copy x"))
+  const float* xd = nullptr;
+  float* yd = nullptr;
+  if (auto err = input(x, in_a_, "max_pool_forward: copy x", xd))
+    return err;
+  if (auto err = output(y, g.output_shape(), "pooling output", yd))
     return err;
   if (out > 0) {
-    k_max_pool<<<grid_for(out), block, 0, stream_>>>(in_a_.get(), dims_of(g),
-                                                     out_a_.get(),
+    k_max_pool<<<grid_for(out), block, 0, stream_>>>(xd, dims_of(g), yd,
                                                      argmax_.get());
     if (auto err = check_launch(op))
       return err;
   }
-  std::vector<float> result(static_cast<size_t>(out));
+  // The interface hands argmax to the host (the layer keeps it for the
+  // backward pass); y stays on the device.
   std::vector<int32_t> args(static_cast<size_t>(out));
-  if (auto err = download(result.data(), out_a_.get(), out,
-                          "max_pool_forward: copy y back"))
-    return err;
   if (out > 0)
     if (auto err = check(cudaMemcpyAsync(args.data(), argmax_.get(),
                                          static_cast<size_t>(out)
@@ -1171,8 +1219,6 @@ caf::error cuda_backend::max_pool_forward(const pool2d_geometry& g,
       return err;
   if (auto err = sync(op))
     return err;
-  y.resize(g.output_shape());
-  y.values() = std::move(result);
   argmax = std::move(args);
   return caf::none;
 }
@@ -1208,14 +1254,13 @@ caf::error cuda_backend::max_pool_backward(const pool2d_geometry& g,
   if (auto err = select(op))
     return err;
   auto total = element_count(g.input_shape());
-  if (auto err = in_a_.reserve(dy.size(), name_, "pooling output gradient"))
-    return err;
   if (auto err = argmax_.reserve(dy.size(), name_, "pooling argmax"))
     return err;
-  if (auto err = out_a_.reserve(total, name_, "pooling input gradient"))
+  const float* dyd = nullptr;
+  float* dxd = nullptr;
+  if (auto err = input(dy, in_a_, "max_pool_backward: copy dy", dyd))
     return err;
-  if (auto err = upload(in_a_.get(), dy.data(), dy.size(),
-                        "max_pool_backward: copy dy"))
+  if (auto err = output(dx, g.input_shape(), "pooling input gradient", dxd))
     return err;
   if (dy.size() > 0)
     if (auto err = check(cudaMemcpyAsync(argmax_.get(), argmax.data(),
@@ -1224,7 +1269,7 @@ caf::error cuda_backend::max_pool_backward(const pool2d_geometry& g,
                          "max_pool_backward: copy argmax"))
       return err;
   if (total > 0)
-    if (auto err = check(cudaMemsetAsync(out_a_.get(), 0,
+    if (auto err = check(cudaMemsetAsync(dxd, 0,
                                          static_cast<size_t>(total)
                                            * sizeof(float),
                                          stream_),
@@ -1232,18 +1277,10 @@ caf::error cuda_backend::max_pool_backward(const pool2d_geometry& g,
       return err;
   if (dy.size() > 0) {
     k_pool_scatter<<<grid_for(dy.size()), block, 0, stream_>>>(
-      in_a_.get(), argmax_.get(), dy.size(), out_a_.get());
+      dyd, argmax_.get(), dy.size(), dxd);
     if (auto err = check_launch(op))
       return err;
   }
-  std::vector<float> result(static_cast<size_t>(total));
-  if (auto err = download(result.data(), out_a_.get(), total,
-                          "max_pool_backward: copy dx back"))
-    return err;
-  if (auto err = sync(op))
-    return err;
-  dx.resize(g.input_shape());
-  dx.values() = std::move(result);
   return caf::none;
 }
 
@@ -1257,16 +1294,16 @@ caf::error cuda_backend::softmax_xent_forward(const tensor& logits,
     return err;
   auto N = logits.dim(0);
   auto K = logits.dim(1);
-  if (auto err = in_a_.reserve(N * K, name_, "logits"))
-    return err;
   if (auto err = labels_.reserve(N, name_, "labels"))
-    return err;
-  if (auto err = out_a_.reserve(N * K, name_, "softmax probabilities"))
     return err;
   if (auto err = row_loss_.reserve(N, name_, "per-row losses"))
     return err;
-  if (auto err = upload(in_a_.get(), logits.data(), N * K,
-                        "softmax_xent_forward: copy logits"))
+  const float* xd = nullptr;
+  float* pd = nullptr;
+  if (auto err = input(logits, in_a_, "softmax_xent_forward: copy logits",
+                       xd))
+    return err;
+  if (auto err = output(probs, logits.shape(), "softmax probabilities", pd))
     return err;
   if (N > 0)
     if (auto err = check(cudaMemcpyAsync(labels_.get(), labels.data(),
@@ -1275,10 +1312,9 @@ caf::error cuda_backend::softmax_xent_forward(const tensor& logits,
                          "softmax_xent_forward: copy labels"))
       return err;
   host_losses_.resize(static_cast<size_t>(N));
-  std::vector<float> result(static_cast<size_t>(N * K));
   if (N > 0 && K > 0) {
     k_softmax_xent<<<grid_for(N, 128), 128, 0, stream_>>>(
-      in_a_.get(), labels_.get(), N, K, out_a_.get(), row_loss_.get());
+      xd, labels_.get(), N, K, pd, row_loss_.get());
     if (auto err = check_launch(op))
       return err;
     if (auto err = check(cudaMemcpyAsync(host_losses_.data(), row_loss_.get(),
@@ -1287,14 +1323,9 @@ caf::error cuda_backend::softmax_xent_forward(const tensor& logits,
                                          cudaMemcpyDeviceToHost, stream_),
                          "softmax_xent_forward: copy losses back"))
       return err;
-    if (auto err = download(result.data(), out_a_.get(), N * K,
-                            "softmax_xent_forward: copy probs back"))
-      return err;
   }
   if (auto err = sync(op))
     return err;
-  probs.resize(logits.shape());
-  probs.values() = std::move(result);
   // Summed in row order on the host: the CPU's order.
   auto total = std::accumulate(host_losses_.begin(), host_losses_.end(), 0.0);
   loss = N > 0 ? static_cast<float>(total / static_cast<double>(N)) : 0.0f;
@@ -1311,14 +1342,14 @@ caf::error cuda_backend::softmax_xent_backward(const tensor& probs,
     return err;
   auto N = probs.dim(0);
   auto K = probs.dim(1);
-  if (auto err = in_a_.reserve(N * K, name_, "softmax probabilities"))
-    return err;
   if (auto err = labels_.reserve(N, name_, "labels"))
     return err;
-  if (auto err = out_a_.reserve(N * K, name_, "logit gradients"))
+  const float* pd = nullptr;
+  float* gd = nullptr;
+  if (auto err = input(probs, in_a_, "softmax_xent_backward: copy probs",
+                       pd))
     return err;
-  if (auto err = upload(in_a_.get(), probs.data(), N * K,
-                        "softmax_xent_backward: copy probs"))
+  if (auto err = output(dlogits, probs.shape(), "logit gradients", gd))
     return err;
   if (N > 0)
     if (auto err = check(cudaMemcpyAsync(labels_.get(), labels.data(),
@@ -1329,18 +1360,10 @@ caf::error cuda_backend::softmax_xent_backward(const tensor& probs,
   auto scale = N > 0 ? 1.0f / static_cast<float>(N) : 0.0f;
   if (N * K > 0) {
     k_softmax_back<<<grid_for(N * K), block, 0, stream_>>>(
-      in_a_.get(), labels_.get(), N, K, scale, out_a_.get());
+      pd, labels_.get(), N, K, scale, gd);
     if (auto err = check_launch(op))
       return err;
   }
-  std::vector<float> result(static_cast<size_t>(N * K));
-  if (auto err = download(result.data(), out_a_.get(), N * K,
-                          "softmax_xent_backward: copy dlogits back"))
-    return err;
-  if (auto err = sync(op))
-    return err;
-  dlogits.resize(probs.shape());
-  dlogits.values() = std::move(result);
   return caf::none;
 }
 
@@ -1366,24 +1389,22 @@ caf::error cuda_backend::sigmoid_xent_forward(const tensor& logits,
     return err;
   auto N = logits.dim(0);
   auto D = logits.dim(1);
-  if (auto err = in_a_.reserve(N * D, name_, "logits"))
-    return err;
-  if (auto err = in_b_.reserve(N * D, name_, "targets"))
-    return err;
-  if (auto err = out_a_.reserve(N * D, name_, "sigmoid probabilities"))
-    return err;
   if (auto err = row_loss_.reserve(N, name_, "per-row losses"))
     return err;
-  if (auto err = upload(in_a_.get(), logits.data(), N * D,
-                        "sigmoid_xent_forward: copy logits"))
+  const float *xd = nullptr, *td = nullptr;
+  float* pd = nullptr;
+  if (auto err = input(logits, in_a_, "sigmoid_xent_forward: copy logits",
+                       xd))
     return err;
-  if (auto err = upload(in_b_.get(), targets.data(), N * D,
-                        "sigmoid_xent_forward: copy targets"))
+  if (auto err = input(targets, in_b_, "sigmoid_xent_forward: copy targets",
+                       td))
+    return err;
+  if (auto err = output(probs, logits.shape(), "sigmoid probabilities", pd))
     return err;
   host_losses_.resize(static_cast<size_t>(N));
   if (N > 0) {
     k_sigmoid_xent<<<grid_for(N, 128), 128, 0, stream_>>>(
-      in_a_.get(), in_b_.get(), N, D, out_a_.get(), row_loss_.get());
+      xd, td, N, D, pd, row_loss_.get());
     if (auto err = check_launch(op))
       return err;
     if (auto err = check(cudaMemcpyAsync(host_losses_.data(), row_loss_.get(),
@@ -1393,14 +1414,8 @@ caf::error cuda_backend::sigmoid_xent_forward(const tensor& logits,
                          "sigmoid_xent_forward: copy losses back"))
       return err;
   }
-  std::vector<float> result(static_cast<size_t>(N * D));
-  if (auto err = download(result.data(), out_a_.get(), N * D,
-                          "sigmoid_xent_forward: copy probs back"))
-    return err;
   if (auto err = sync(op))
     return err;
-  probs.resize(logits.shape());
-  probs.values() = std::move(result);
   auto total = std::accumulate(host_losses_.begin(), host_losses_.end(), 0.0);
   loss = N > 0 ? static_cast<float>(total / static_cast<double>(N)) : 0.0f;
   return caf::none;
@@ -1416,32 +1431,18 @@ caf::error cuda_backend::sigmoid_xent_backward(const tensor& probs,
     return err;
   auto N = probs.dim(0);
   auto n = probs.size();
-  if (auto err = in_a_.reserve(n, name_, "sigmoid probabilities"))
+  const float *pd = nullptr, *td = nullptr;
+  float* gd = nullptr;
+  if (auto err = input(probs, in_a_, "sigmoid_xent_backward: copy probs", pd))
     return err;
-  if (auto err = in_b_.reserve(n, name_, "targets"))
+  if (auto err = input(targets, in_b_, "sigmoid_xent_backward: copy targets",
+                       td))
     return err;
-  if (auto err = out_a_.reserve(n, name_, "logit gradients"))
-    return err;
-  if (auto err = upload(in_a_.get(), probs.data(), n,
-                        "sigmoid_xent_backward: copy probs"))
-    return err;
-  if (auto err = upload(in_b_.get(), targets.data(), n,
-                        "sigmoid_xent_backward: copy targets"))
+  if (auto err = output(dlogits, probs.shape(), "logit gradients", gd))
     return err;
   auto scale = N > 0 ? 1.0f / static_cast<float>(N) : 0.0f;
-  k_sigmoid_back<<<grid_for(n), block, 0, stream_>>>(in_a_.get(), in_b_.get(),
-                                                     n, scale, out_a_.get());
-  if (auto err = check_launch(op))
-    return err;
-  std::vector<float> result(static_cast<size_t>(n));
-  if (auto err = download(result.data(), out_a_.get(), n,
-                          "sigmoid_xent_backward: copy dlogits back"))
-    return err;
-  if (auto err = sync(op))
-    return err;
-  dlogits.resize(probs.shape());
-  dlogits.values() = std::move(result);
-  return caf::none;
+  k_sigmoid_back<<<grid_for(n), block, 0, stream_>>>(pd, td, n, scale, gd);
+  return check_launch(op);
 }
 
 caf::expected<int64_t>
@@ -1455,14 +1456,12 @@ cuda_backend::count_correct(const tensor& logits, const label_vector& labels) {
     return int64_t{0};
   if (auto err = select(op))
     return err;
-  if (auto err = in_a_.reserve(N * K, name_, "logits"))
-    return err;
   if (auto err = labels_.reserve(N, name_, "labels"))
     return err;
   if (auto err = counter_.reserve(1, name_, "a counter"))
     return err;
-  if (auto err = upload(in_a_.get(), logits.data(), N * K,
-                        "count_correct: copy logits"))
+  const float* xd = nullptr;
+  if (auto err = input(logits, in_a_, "count_correct: copy logits", xd))
     return err;
   if (auto err = check(cudaMemcpyAsync(labels_.get(), labels.data(),
                                        labels.size() * sizeof(int32_t),
@@ -1474,7 +1473,7 @@ cuda_backend::count_correct(const tensor& logits, const label_vector& labels) {
                        "count_correct: clear the counter"))
     return err;
   k_count_correct<<<grid_for(N, 128), 128, 0, stream_>>>(
-    in_a_.get(), labels_.get(), N, K, counter_.get());
+    xd, labels_.get(), N, K, counter_.get());
   if (auto err = check_launch(op))
     return err;
   unsigned long long correct = 0;

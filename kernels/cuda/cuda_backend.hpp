@@ -7,10 +7,12 @@
 //
 // One backend owns one device: its own non-blocking stream, cuBLAS and
 // cuSOLVER handles, and device buffers that grow to the largest request and
-// are reused afterwards (a steady-state step allocates nothing). The
-// interface takes host tensors, so every call copies its inputs to the
-// device and its outputs back; everything in between (im2col patches,
-// pre-activation gradients, factorisations) stays on the device.
+// are reused afterwards (a steady-state step allocates nothing). Outputs
+// stay on the device in the output tensors' device copies (kernels/
+// tensor.hpp), where the next kernel reads them; a tensor's host values are
+// brought up to date only when host code reads them (docs/cuda.md, "What
+// stays on the GPU"). The K-FAC kernels below still take and return host
+// values.
 //
 // Errors: a CUDA, cuBLAS or cuSOLVER call that fails is ec::internal naming
 // the device, the operation and the library's error string; an allocation

@@ -4,6 +4,9 @@
 // buffers and the status checks. Not included by anything outside.
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -114,6 +117,71 @@ private:
   int64_t capacity_ = 0;
 };
 
+/// One backend's device, stream and pool of device blocks, shared with the
+/// device copies of tensors it made: a copy stays readable (copy_to_host)
+/// and returns its block to the pool after the backend is gone.
+class cuda_context {
+public:
+  cuda_context(int device, std::string name);
+  ~cuda_context();
+  cuda_context(const cuda_context&) = delete;
+  cuda_context& operator=(const cuda_context&) = delete;
+
+  int device;
+  std::string name;
+  cudaStream_t stream = nullptr;
+
+  /// A block of at least n floats: a free one of the pool (at most twice
+  /// the size) or a new one; when the device is full, the pool's free
+  /// blocks are given back first. ec::unavailable naming the device, the
+  /// bytes and `what` when even that fails.
+  caf::expected<float*> allocate(int64_t n, int64_t& capacity,
+                                 const char* what);
+
+  /// Returns a block to the pool. Freeing it (cudaFree) would wait for the
+  /// whole device, and the next step asks for the same sizes again; the
+  /// stream orders any queued use of it before its next user's.
+  void release(float* block, int64_t capacity) noexcept;
+
+private:
+  void free_pool() noexcept;
+
+  std::mutex mtx_;
+  std::multimap<int64_t, float*> free_;
+};
+
+/// A tensor's values on a CUDA device (kernels/tensor.hpp).
+class cuda_copy final : public device_copy {
+public:
+  cuda_copy(std::shared_ptr<cuda_context> ctx, float* block,
+            int64_t capacity) noexcept
+    : ctx_(std::move(ctx)), block_(block), capacity_(capacity) {
+  }
+
+  ~cuda_copy() override {
+    ctx_->release(block_, capacity_);
+  }
+
+  void copy_to_host(float* dst, int64_t n) const override;
+
+  int64_t capacity() const noexcept override {
+    return capacity_;
+  }
+
+  float* data() const noexcept {
+    return block_;
+  }
+
+  const cuda_context* context() const noexcept {
+    return ctx_.get();
+  }
+
+private:
+  std::shared_ptr<cuda_context> ctx_;
+  float* block_;
+  int64_t capacity_;
+};
+
 class cuda_backend final : public backend, public kfac_kernels {
 public:
   explicit cuda_backend(int device);
@@ -173,6 +241,9 @@ public:
                                    tensor& dlogits) override;
   caf::expected<int64_t> count_correct(const tensor& logits,
                                        const label_vector& labels) override;
+  caf::error make_resident(tensor& x) override;
+  caf::error reshape_copy(const tensor& x, const tensor_shape& shape,
+                          tensor& y) override;
 
   // kfac_kernels (kernels/cuda/kfac.cu)
   caf::error damped_inverse(const tensor& factor, float damping,
@@ -209,6 +280,32 @@ public:
 
   /// Makes this backend's device current on the calling thread.
   caf::error select(const char* op) const;
+
+  /// x's device copy if it is this device's and holds x's current values;
+  /// nullptr otherwise.
+  cuda_copy* resident(const tensor& x) const noexcept;
+
+  /// x's values on this device: its resident copy, or else x's host values
+  /// copied into `staging` (the first `count` of them when count >= 0:
+  /// callers that read only a prefix).
+  caf::error input(const tensor& x, device_buffer<float>& staging,
+                   const char* what, const float*& values,
+                   int64_t count = -1);
+
+  /// Gives y `shape` and a device copy on this device (y's own when it is
+  /// this device's and large enough) that the caller writes: y's current
+  /// values are on the device afterwards. Call it after input() for every
+  /// operand, as y may be one of them.
+  caf::error output(tensor& y, const tensor_shape& shape, const char* what,
+                    float*& values);
+
+  /// y's device copy when it is this device's and holds n values, else a
+  /// new one from the pool.
+  caf::expected<std::shared_ptr<cuda_copy>>
+  block_for(const tensor& y, int64_t n, const char* what);
+
+  /// Copies x's current values (resident or on the host) to dst.
+  caf::error copy_in(const tensor& x, float* dst, const char* what);
 
   /// Copies n floats between host and device on the stream.
   caf::error upload(float* dst, const float* src, int64_t n,
@@ -263,7 +360,8 @@ public:
 
   int device_;
   std::string name_;
-  cudaStream_t stream_ = nullptr;
+  std::shared_ptr<cuda_context> ctx_;
+  cudaStream_t stream_ = nullptr; // ctx_'s
   cublasHandle_t blas_ = nullptr;
   cusolverDnHandle_t solver_ = nullptr;
 

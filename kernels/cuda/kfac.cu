@@ -797,22 +797,26 @@ caf::error cuda_backend::dense_factors(const tensor& input, const tensor& ds,
   auto inv_m = 1.0 / static_cast<double>(m);
   auto nn = static_cast<double>(batch) * static_cast<double>(batch);
   for (auto [buf, size, what] :
-       {std::tuple{&in_a_, m * in, "the layer input"},
-        std::tuple{&in_b_, m * out, "the preactivation gradient"},
-        std::tuple{&col_, m * wa, "the input rows with their bias 1"},
+       {std::tuple{&col_, m * wa, "the input rows with their bias 1"},
         std::tuple{&out_a_, wa * wa, "the factor A"},
         std::tuple{&out_b_, out * out, "the factor G"}})
     if (auto err = buf->reserve(size, name_, what))
       return err;
-  // The sampled examples are the first m rows.
-  if (auto err = upload(in_a_.get(), input.data(), m * in, "copy the input"))
+  // The sampled examples are the first m rows; a layer's input and ds are
+  // usually still on the device from the passes that made them.
+  const float* x_dev = nullptr;
+  const float* ds_dev = nullptr;
+  // (`input` names the parameter here.)
+  if (auto err = this->input(input, in_a_, "dense_factors: copy the input",
+                             x_dev, m * in))
     return err;
-  if (auto err = upload(in_b_.get(), ds.data(), m * out, "copy ds"))
+  if (auto err = this->input(ds, in_b_, "dense_factors: copy ds", ds_dev,
+                             m * out))
     return err;
-  const float* a_rows = in_a_.get();
+  const float* a_rows = x_dev;
   if (with_bias) {
     k_gather_rows<<<grid_for(m * wa), block, 0, stream_>>>(
-      in_a_.get(), in, nullptr, 0, m, wa, col_.get());
+      x_dev, in, nullptr, 0, m, wa, col_.get());
     if (auto err = check_launch("dense_factors: append the bias 1"))
       return err;
     a_rows = col_.get();
@@ -820,7 +824,7 @@ caf::error cuda_backend::dense_factors(const tensor& input, const tensor& ds,
   if (auto err = syrk_rm(a_rows, m, wa, static_cast<float>(inv_m), 0.0f,
                          out_a_.get(), "dense_factors: A by cublasSsyrk"))
     return err;
-  if (auto err = syrk_rm(in_b_.get(), m, out, static_cast<float>(nn * inv_m),
+  if (auto err = syrk_rm(ds_dev, m, out, static_cast<float>(nn * inv_m),
                          0.0f, out_b_.get(), "dense_factors: G by cublasSsyrk"))
     return err;
   if (auto err = symmetrise(out_a_.get(), wa, "dense_factors: mirror A"))
@@ -874,18 +878,18 @@ caf::error cuda_backend::conv_factors(const conv2d_geometry& g,
   auto nn = static_cast<double>(g.batch) * static_cast<double>(g.batch);
   auto chunk = std::min(m, chunk_rows(std::max(wa, O)));
   for (auto [buf, size, what] :
-       {std::tuple{&in_a_, x.size(), "the layer input"},
-        std::tuple{&in_b_, ds.size(), "the preactivation gradient"},
-        std::tuple{&col_, chunk * std::max(wa, O), "a chunk of patches"},
+       {std::tuple{&col_, chunk * std::max(wa, O), "a chunk of patches"},
         std::tuple{&out_a_, wa * wa, "the factor A"},
         std::tuple{&out_b_, O * O, "the factor G"}})
     if (auto err = buf->reserve(size, name_, what))
       return err;
   if (auto err = rows_.reserve(m, name_, "the sampled rows"))
     return err;
-  if (auto err = upload(in_a_.get(), x.data(), x.size(), "copy the input"))
+  const float* x_dev = nullptr;
+  const float* ds_dev = nullptr;
+  if (auto err = input(x, in_a_, "conv_factors: copy the input", x_dev))
     return err;
-  if (auto err = upload(in_b_.get(), ds.data(), ds.size(), "copy ds"))
+  if (auto err = input(ds, in_b_, "conv_factors: copy ds", ds_dev))
     return err;
   if (m > 0)
     if (auto err = check(cudaMemcpyAsync(rows_.get(), rows.data(),
@@ -904,7 +908,7 @@ caf::error cuda_backend::conv_factors(const conv2d_geometry& g,
   for (int64_t first = 0; first < m; first += chunk) {
     auto count = std::min(chunk, m - first);
     float beta = first == 0 ? 0.0f : 1.0f;
-    launch_im2col(stream_, in_a_.get(), d, rows_.get(), first, count, wa,
+    launch_im2col(stream_, x_dev, d, rows_.get(), first, count, wa,
                   col_.get());
     if (auto err = check_launch("conv_factors: patches"))
       return err;
@@ -913,7 +917,7 @@ caf::error cuda_backend::conv_factors(const conv2d_geometry& g,
                            "conv_factors: A by cublasSsyrk"))
       return err;
     k_gather_rows<<<grid_for(count * O), block, 0, stream_>>>(
-      in_b_.get(), O, rows_.get(), first, count, O, col_.get());
+      ds_dev, O, rows_.get(), first, count, O, col_.get());
     if (auto err = check_launch("conv_factors: gather ds rows"))
       return err;
     if (auto err = syrk_rm(col_.get(), count, O,

@@ -5,6 +5,10 @@
 #define BOOST_TEST_MODULE kernels_cuda_backend
 #include "tests/kernels/cuda_test_utils.hpp"
 
+#include <thread>
+
+#include "runtime/model.hpp"
+
 using namespace syncfac;
 using namespace syncfac::test;
 
@@ -27,6 +31,23 @@ pool2d_geometry pool_geom(tensor_shape x, int64_t k, int64_t s, padding pad) {
   auto g = pool2d_geometry::make(x, k, k, s, s, pad);
   BOOST_REQUIRE_MESSAGE(g, (g ? std::string{} : render(g.error())));
   return *g;
+}
+
+#ifdef SYNCFAC_CUDA_TESTS_ON_CPU
+constexpr bool on_gpu = false;
+#else
+constexpr bool on_gpu = true;
+#endif
+
+/// A second backend of the kind under test, for lifetime checks.
+std::unique_ptr<backend> another_backend() {
+#ifdef SYNCFAC_CUDA_TESTS_ON_CPU
+  return make_cpu_backend(1);
+#else
+  auto made = cuda::make_cuda_backend(0);
+  BOOST_REQUIRE_MESSAGE(made, (made ? std::string{} : render(made.error())));
+  return std::move(*made);
+#endif
 }
 
 label_vector random_labels(int64_t n, int32_t k, std::mt19937& rng) {
@@ -464,6 +485,127 @@ BOOST_AUTO_TEST_CASE(out_of_memory_is_reported_with_the_size) {
   tensor c;
   SYNCFAC_REQUIRE_OK(gpu->gemm(a, false, a, false, 1.0f, 0.0f, c));
   SYNCFAC_REQUIRE_OK(kfac->reserve_workspace(1 << 20));
+}
+
+// Residency: a GPU backend leaves its outputs on the device, where the next
+// kernel reads them, until host code reads them; parameters made resident
+// follow later host changes.
+
+BOOST_AUTO_TEST_CASE(chained_kernels_keep_values_on_the_device) {
+  auto x = random_tensor({64, 40}, rng);
+  auto w1 = random_tensor({40, 30}, rng, -0.3f, 0.3f);
+  auto b1 = random_tensor({30}, rng);
+  auto w2 = random_tensor({30, 10}, rng, -0.3f, 0.3f);
+  auto b2 = random_tensor({10}, rng);
+  tensor h_g, y_g, h_c, y_c;
+  SYNCFAC_REQUIRE_OK(gpu->dense_forward(x, w1, b1, activation::relu, h_g));
+  SYNCFAC_REQUIRE_OK(gpu->dense_forward(h_g, w2, b2, activation::tanh, y_g));
+  if (on_gpu) {
+    BOOST_CHECK(h_g.where() == residency::device); // read on the device
+    BOOST_CHECK(y_g.where() == residency::device);
+  }
+  SYNCFAC_REQUIRE_OK(cpu->dense_forward(x, w1, b1, activation::relu, h_c));
+  SYNCFAC_REQUIRE_OK(cpu->dense_forward(h_c, w2, b2, activation::tanh, y_c));
+  check_close(y_g, y_c, gemm_atol, gemm_rtol, "chained dense y");
+  BOOST_CHECK(y_g.where() != residency::device);
+  // A reshaped copy and a product aliasing its operands, all on the device.
+  tensor flat_g;
+  SYNCFAC_REQUIRE_OK(gpu->reshape_copy(h_g, {64 * 30}, flat_g));
+  tensor sq_g, sq_c;
+  SYNCFAC_REQUIRE_OK(gpu->gemm(h_g, true, h_g, false, 0.1f, 0.0f, sq_g));
+  SYNCFAC_REQUIRE_OK(gpu->gemm(sq_g, false, sq_g, false, 0.1f, 1.0f, sq_g));
+  if (on_gpu) {
+    BOOST_CHECK(flat_g.where() == residency::device);
+    BOOST_CHECK(sq_g.where() == residency::device);
+  }
+  SYNCFAC_REQUIRE_OK(cpu->gemm(h_c, true, h_c, false, 0.1f, 0.0f, sq_c));
+  SYNCFAC_REQUIRE_OK(cpu->gemm(sq_c, false, sq_c, false, 0.1f, 1.0f, sq_c));
+  check_close(sq_g, sq_c, 1e-3, 1e-4, "aliased product of device values");
+  BOOST_CHECK_EQUAL(flat_g.shape_string(), "[1920]");
+  check_close(tensor({64, 30}, flat_g.values()), h_c, gemm_atol, gemm_rtol,
+              "reshaped copy");
+}
+
+BOOST_AUTO_TEST_CASE(resident_parameters_follow_host_changes) {
+  auto x = random_tensor({16, 12}, rng);
+  auto w = random_tensor({12, 5}, rng);
+  auto b = random_tensor({5}, rng);
+  SYNCFAC_REQUIRE_OK(gpu->make_resident(w));
+  SYNCFAC_REQUIRE_OK(gpu->make_resident(b));
+  if (on_gpu)
+    BOOST_CHECK(w.where() == residency::both);
+  tensor y_g, y_c;
+  auto compare = [&](const char* what) {
+    SYNCFAC_REQUIRE_OK(gpu->dense_forward(x, w, b, activation::identity, y_g));
+    SYNCFAC_REQUIRE_OK(cpu->dense_forward(x, w, b, activation::identity, y_c));
+    check_close(y_g, y_c, gemm_atol, gemm_rtol, what);
+  };
+  compare("resident parameters");
+  w[3] += 1.0f; // host changes: the device copies are stale now
+  b.values()[0] -= 2.0f;
+  BOOST_CHECK(w.where() == residency::host);
+  compare("parameters changed on the host");
+  SYNCFAC_REQUIRE_OK(gpu->make_resident(w));
+  compare("parameters made resident again");
+  w.data()[7] = 5.0f;
+  SYNCFAC_REQUIRE_OK(gpu->make_resident(w));
+  SYNCFAC_REQUIRE_OK(gpu->make_resident(w)); // current already: no-op
+  compare("changed and made resident again");
+}
+
+BOOST_AUTO_TEST_CASE(device_values_outlive_their_backend_and_cross_threads) {
+  auto x = random_tensor({32, 8}, rng);
+  auto w = random_tensor({8, 6}, rng);
+  auto b = random_tensor({6}, rng);
+  tensor y_c;
+  SYNCFAC_REQUIRE_OK(cpu->dense_forward(x, w, b, activation::sigmoid, y_c));
+  tensor after_backend, other_thread;
+  {
+    auto dev = another_backend();
+    SYNCFAC_REQUIRE_OK(dev->dense_forward(x, w, b, activation::sigmoid,
+                                          after_backend));
+    SYNCFAC_REQUIRE_OK(dev->dense_forward(x, w, b, activation::sigmoid,
+                                          other_thread));
+  }
+  check_close(after_backend, y_c, gemm_atol, gemm_rtol,
+              "read after the backend is gone");
+  tensor read_there;
+  std::thread reader{[&] { read_there = other_thread; }};
+  reader.join();
+  check_close(read_there, y_c, gemm_atol, gemm_rtol,
+              "read on another thread");
+}
+
+BOOST_AUTO_TEST_CASE(model_training_steps_match_cpu) {
+  // The runtime's use: parameters resident, activations and gradients left
+  // on the device, host SGD updates in between (staleness on every step).
+  auto m_g = model::make(model_spec{}, 7);
+  auto m_c = model::make(model_spec{}, 7);
+  BOOST_REQUIRE(m_g && m_c);
+  auto images = random_tensor({16, 28, 28, 1}, rng, 0.0f, 1.0f);
+  auto labels = random_labels(16, 10, rng);
+  for (int step = 0; step < 3; ++step) {
+    BOOST_TEST_CONTEXT("step " << step) {
+      auto r_g = (*m_g)->forward_backward(*gpu, images, labels);
+      auto r_c = (*m_c)->forward_backward(*cpu, images, labels);
+      BOOST_REQUIRE(r_g && r_c);
+      BOOST_CHECK_CLOSE(r_g->loss_sum, r_c->loss_sum, 1e-2);
+      BOOST_CHECK_EQUAL(r_g->correct, r_c->correct);
+      for (auto* m : {&**m_g, &**m_c}) {
+        auto& params = m->parameters();
+        for (size_t i = 0; i < params.size(); ++i) {
+          const auto& g = m->gradients()[i].value;
+          for (int64_t k = 0; k < g.size(); ++k)
+            params[i].value[k] -= 0.05f * g[k];
+        }
+      }
+    }
+  }
+  const auto& p_g = (*m_g)->parameters();
+  const auto& p_c = (*m_c)->parameters();
+  for (size_t i = 0; i < p_g.size(); ++i)
+    check_close(p_g[i].value, p_c[i].value, 1e-3, 1e-3,
+                "parameter " + p_g[i].name);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
