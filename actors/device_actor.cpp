@@ -83,7 +83,7 @@ statistics_of(self_ptr self, const batch& b, const stats_request& req,
   examples = used;
   if (req.fisher == fisher_type::empirical && after_gradients)
     return layer_statistics(m.kfac_layers(), sampling, st.dev->threads(),
-                            req.rows);
+                            req.rows, *st.inverter);
   // A replica of its own for the statistics pass: its activations keep
   // the statistics batch's size, where running the smaller batch through
   // the main replica would reallocate every activation twice per step.
@@ -125,8 +125,10 @@ statistics_of(self_ptr self, const batch& b, const stats_request& req,
       return err;
   }
   sampling.max_examples = 0;
+  // stats_dev is a CPU backend exactly when dev is, so the device's
+  // kernels fit either.
   return layer_statistics(sm.kfac_layers(), sampling, dev.threads(),
-                          req.rows);
+                          req.rows, *st.inverter);
 }
 
 /// One step of the seeds' single-machine K-FAC: gradients of the batch,
@@ -163,7 +165,7 @@ caf::result<step_result> kfac_step(self_ptr self, const batch& b,
   if (++st.kfac_steps % cfg.kfac.invert_every == 0)
     (void) st.kfac->update_inverses(*st.inverter);
   auto info = kfac_apply(*st.local_optimizer, m.parameters(), grads,
-                         st.kfac->slots());
+                         st.kfac->slots(), *st.inverter);
   if (!info)
     return refuse(self, info.error());
   return step_result{res->loss, res->correct, res->count, {}, {},

@@ -41,8 +41,10 @@ struct device_state {
   static inline const char* name = "device";
 
   std::shared_ptr<backend> dev;
-  /// The K-FAC inversions (invert_atom, and the local K-FAC step's
-  /// inverses) on dev's device: cuSOLVER on a GPU, Eigen on the CPU.
+  /// The K-FAC kernels on dev's device (cuBLAS and cuSOLVER on a GPU,
+  /// Eigen on the CPU): the factor statistics (stats requests, the local
+  /// K-FAC step), the inversions (invert_atom, the local step's inverses)
+  /// and the local step's preconditioning.
   std::shared_ptr<kfac_inverter> inverter;
   std::unique_ptr<model> replica;
   /// The K-FAC statistics pass runs here (at the replica's parameters);
@@ -68,9 +70,10 @@ device(device_actor::stateful_pointer<device_state> self,
        std::shared_ptr<backend> dev, std::shared_ptr<kfac_inverter> inverter,
        uint64_t seed);
 
-/// Validates `cfg`, creates its backend and the K-FAC inverter on it, and
-/// spawns the actor. A GPU backend without GPU inversion kernels is
-/// ec::unavailable naming the device, not a device inverting on the CPU.
+/// Validates `cfg`, creates its backend and the K-FAC kernels on it, and
+/// spawns the actor. A GPU backend without GPU K-FAC kernels is
+/// ec::unavailable naming the device, not a device running K-FAC on the
+/// CPU.
 caf::expected<device_actor> spawn_device(caf::actor_system& sys,
                                          const device_config& cfg);
 

@@ -1,8 +1,7 @@
-// The CPU K-FAC inverter and the choice of inverter for a backend.
+// The CPU K-FAC kernels and the choice of kernels for a backend.
 
 #include "kernels/kfac_inverter.hpp"
 
-#include "kernels/cpu/kfac_inverse.hpp"
 #include "runtime/error.hpp"
 
 #ifdef SYNCFAC_HAVE_CUDA
@@ -19,6 +18,41 @@ public:
     return "cpu";
   }
 
+  bool concurrent() const override {
+    return true;
+  }
+
+  caf::error dense_factors(const tensor& input, const tensor& ds,
+                           bool with_bias, const cpu::factor_sampling& s,
+                           int threads, tensor& A, tensor& G) override {
+    return cpu::dense_factors(input, ds, with_bias, s, threads, A, G);
+  }
+
+  caf::error dense_factors(const tensor& input, const tensor& ds,
+                           bool with_bias, const cpu::factor_sampling& s,
+                           int threads, tensor& A, tensor& G,
+                           cpu::gram_rows& A_rows,
+                           cpu::gram_rows& G_rows) override {
+    return cpu::dense_factors(input, ds, with_bias, s, threads, A, G, A_rows,
+                              G_rows);
+  }
+
+  caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
+                          const tensor& ds, bool with_bias,
+                          const cpu::factor_sampling& s, int threads,
+                          tensor& A, tensor& G) override {
+    return cpu::conv_factors(g, x, ds, with_bias, s, threads, A, G);
+  }
+
+  caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
+                          const tensor& ds, bool with_bias,
+                          const cpu::factor_sampling& s, int threads,
+                          tensor& A, tensor& G, cpu::gram_rows& A_rows,
+                          cpu::gram_rows& G_rows) override {
+    return cpu::conv_factors(g, x, ds, with_bias, s, threads, A, G, A_rows,
+                             G_rows);
+  }
+
   caf::expected<float> damped_cholesky_with_retry(const tensor& factor,
                                                   float damping,
                                                   int max_retries,
@@ -30,6 +64,27 @@ public:
   caf::error symmetric_eigen(const tensor& factor, tensor& eigenvalues,
                              tensor& eigenvectors) override {
     return cpu::symmetric_eigen(factor, eigenvalues, eigenvectors);
+  }
+
+  caf::error precondition_factored(const tensor& grad, const tensor& A_inv,
+                                   const tensor& G_inv, float scale,
+                                   tensor& out) override {
+    return cpu::precondition_factored(grad, A_inv, G_inv, scale, out);
+  }
+
+  caf::error precondition_cholesky(const tensor& grad, const tensor& LA,
+                                   const tensor& LG, float scale, tensor& out,
+                                   cpu::factor_scan scan) override {
+    return cpu::precondition_cholesky(grad, LA, LG, scale, out, scan);
+  }
+
+  caf::error precondition_eigen(const tensor& grad, const tensor& QA,
+                                const tensor& eA, const tensor& QG,
+                                const tensor& eG, float lambda,
+                                int64_t locations, tensor& out,
+                                cpu::factor_scan scan) override {
+    return cpu::precondition_eigen(grad, QA, eA, QG, eG, lambda, locations,
+                                   out, scan);
   }
 };
 
@@ -44,7 +99,7 @@ caf::expected<std::shared_ptr<kfac_inverter>>
 make_kfac_inverter(std::shared_ptr<backend> dev) {
   if (!dev)
     return make_error(ec::invalid_argument,
-                      "K-FAC inverter: no backend given");
+                      "K-FAC kernels: no backend given");
   auto name = dev->name();
   if (name == "cpu")
     return std::make_shared<cpu_inverter>();
@@ -54,12 +109,12 @@ make_kfac_inverter(std::shared_ptr<backend> dev) {
       make_cuda_kfac_inverter(*kernels, name, dev)};
   return make_error(ec::unavailable,
                     "device " + name
-                      + ": the backend has no K-FAC inversion kernels "
+                      + ": the backend has no K-FAC kernels "
                         "(expected cpu or a CUDA backend)");
 #else
   return make_error(ec::unavailable,
                     "device " + name
-                      + ": no K-FAC inversion kernels for this backend "
+                      + ": no K-FAC kernels for this backend "
                         "(this build has no CUDA backend, see docs/cuda.md)");
 #endif
 }

@@ -132,7 +132,14 @@ kfac_preconditioner::make(const kfac_config& cfg,
 
 caf::error kfac_preconditioner::update_factors(
   const std::vector<kfac_view>& views, int threads) {
-  auto stats = layer_statistics(views, cfg_.sampling, threads);
+  return update_factors(views, threads, cpu_kfac_inverter());
+}
+
+caf::error
+kfac_preconditioner::update_factors(const std::vector<kfac_view>& views,
+                                    int threads, kfac_inverter& kernels) {
+  auto stats = layer_statistics(views, cfg_.sampling, threads, false,
+                                kernels);
   if (!stats)
     return stats.error();
   for (size_t i = 0; i < views.size() && i < layers_.size(); ++i)
@@ -234,6 +241,12 @@ caf::error kfac_preconditioner::update_inverses(kfac_inverter& inverter) {
 
 caf::expected<double>
 kfac_preconditioner::precondition(parameter_set& grads) const {
+  return precondition(grads, cpu_kfac_inverter());
+}
+
+caf::expected<double>
+kfac_preconditioner::precondition(parameter_set& grads,
+                                  kfac_inverter& kernels) const {
   double dot = 0;
   tensor out;
   for (const auto& l : layers_) {
@@ -244,7 +257,8 @@ kfac_preconditioner::precondition(parameter_set& grads) const {
                         "kfac: gradients lack layer '" + l.name + "'");
     auto& w = grads[l.weight].value;
     auto& b = grads[l.bias].value;
-    auto d = precondition_layer(*l.inverse, layer_matrix(w, b), out);
+    auto d = precondition_layer(*l.inverse, layer_matrix(w, b), out,
+                                kernels);
     if (!d)
       return with_context(d.error(), "kfac");
     dot += *d;

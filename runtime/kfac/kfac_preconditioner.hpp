@@ -17,13 +17,13 @@
 #include <caf/meta/type_name.hpp>
 
 #include "kernels/cpu/kfac_factors.hpp"
-#include "kernels/kfac_inverter.hpp"
 #include "runtime/kfac/layer_collection.hpp"
 #include "runtime/layers.hpp"
 #include "runtime/named_tensor.hpp"
 
 namespace syncfac {
 
+class kfac_inverter;
 struct layer_stats;
 struct layer_inverse;
 struct kfac_layer_slot;
@@ -103,7 +103,12 @@ public:
        const parameter_set& params);
 
   /// Folds one batch's statistics (from views valid after a backward pass
-  /// under the chosen Fisher) into the moving averages.
+  /// under the chosen Fisher), computed by `kernels`, into the moving
+  /// averages (on the host).
+  caf::error update_factors(const std::vector<kfac_view>& views,
+                            int threads, kfac_inverter& kernels);
+
+  /// update_factors with the statistics computed on the CPU.
   caf::error update_factors(const std::vector<kfac_view>& views,
                             int threads);
 
@@ -122,7 +127,12 @@ public:
 
   /// Replaces the gradient of every layer that has an inverse by F̂⁻¹∇
   /// (others stay plain: momentum until the first inverse) and returns
-  /// Σ ⟨∇, F̂⁻¹∇⟩ over the preconditioned layers (for the KL clip).
+  /// Σ ⟨∇, F̂⁻¹∇⟩ over the preconditioned layers (for the KL clip). The
+  /// products run on `kernels`' device.
+  caf::expected<double> precondition(parameter_set& grads,
+                                     kfac_inverter& kernels) const;
+
+  /// precondition on the CPU.
   caf::expected<double> precondition(parameter_set& grads) const;
 
   /// Layers that have an inverse.

@@ -30,22 +30,25 @@ int64_t factor_width(const kfac_view& v) {
 }
 
 caf::error one_layer(const kfac_view& v, const cpu::factor_sampling& s,
-                     int threads, bool rows, layer_stats& st) {
+                     int threads, bool rows, kfac_inverter& kernels,
+                     layer_stats& st) {
   st.layer = v.layer;
   caf::error err;
   if (rows)
     err = v.kind == layer_kind::conv2d
-            ? cpu::conv_factors(v.geometry, *v.input, *v.preactivation_grad,
-                                true, s, threads, st.a, st.g, st.a_rows,
-                                st.g_rows)
-            : cpu::dense_factors(*v.input, *v.preactivation_grad, true, s,
-                                 threads, st.a, st.g, st.a_rows, st.g_rows);
+            ? kernels.conv_factors(v.geometry, *v.input,
+                                   *v.preactivation_grad, true, s, threads,
+                                   st.a, st.g, st.a_rows, st.g_rows)
+            : kernels.dense_factors(*v.input, *v.preactivation_grad, true, s,
+                                    threads, st.a, st.g, st.a_rows,
+                                    st.g_rows);
   else
     err = v.kind == layer_kind::conv2d
-            ? cpu::conv_factors(v.geometry, *v.input, *v.preactivation_grad,
-                                true, s, threads, st.a, st.g)
-            : cpu::dense_factors(*v.input, *v.preactivation_grad, true, s,
-                                 threads, st.a, st.g);
+            ? kernels.conv_factors(v.geometry, *v.input,
+                                   *v.preactivation_grad, true, s, threads,
+                                   st.a, st.g)
+            : kernels.dense_factors(*v.input, *v.preactivation_grad, true, s,
+                                    threads, st.a, st.g);
   if (err)
     return with_context(err, "kfac: statistics of layer '" + v.layer + "'");
   return caf::none;
@@ -55,7 +58,8 @@ caf::error one_layer(const kfac_view& v, const cpu::factor_sampling& s,
 
 caf::expected<std::vector<layer_stats>>
 layer_statistics(const std::vector<kfac_view>& views,
-                 const cpu::factor_sampling& s, int threads, bool rows) {
+                 const cpu::factor_sampling& s, int threads, bool rows,
+                 kfac_inverter& kernels) {
   for (const auto& v : views)
     if (v.input == nullptr || v.preactivation_grad == nullptr)
       return make_error(ec::invalid_argument,
@@ -65,12 +69,14 @@ layer_statistics(const std::vector<kfac_view>& views,
   // Sub-sampled statistics (few rows per factor) run a layer per thread,
   // largest first: one parallel region instead of two per factor. The
   // factors do not depend on the thread count, so neither does the result.
-  bool few = threads > 1 && views.size() > 1;
+  // Only for kernels that take concurrent calls: a GPU's take turns.
+  bool few = threads > 1 && views.size() > 1 && kernels.concurrent();
   for (const auto& v : views)
     few = few && factor_rows(v, s) <= cpu::few_factor_rows;
   if (!few) {
     for (size_t i = 0; i < views.size(); ++i)
-      if (auto err = one_layer(views[i], s, threads, rows, result[i]))
+      if (auto err = one_layer(views[i], s, threads, rows, kernels,
+                               result[i]))
         return err;
     return result;
   }
@@ -84,12 +90,19 @@ layer_statistics(const std::vector<kfac_view>& views,
   cpu::parallel_for(threads, static_cast<int64_t>(order.size()),
                     [&](int64_t k, int) {
                       auto i = order[static_cast<size_t>(k)];
-                      errors[i] = one_layer(views[i], s, 1, rows, result[i]);
+                      errors[i] = one_layer(views[i], s, 1, rows, kernels,
+                                            result[i]);
                     });
   for (auto& err : errors)
     if (err)
       return std::move(err);
   return result;
+}
+
+caf::expected<std::vector<layer_stats>>
+layer_statistics(const std::vector<kfac_view>& views,
+                 const cpu::factor_sampling& s, int threads, bool rows) {
+  return layer_statistics(views, s, threads, rows, cpu_kfac_inverter());
 }
 
 batch batch_prefix(const batch& b, int64_t n) {

@@ -29,7 +29,8 @@ namespace {
 /// inverse; the rest keep source[i]. Returns Σ⟨source, F̂⁻¹ source⟩.
 caf::expected<double>
 precondition_all(const std::vector<kfac_layer_slot>& layers,
-                 std::vector<tensor>& directions, size_t& preconditioned) {
+                 kfac_inverter& kernels, std::vector<tensor>& directions,
+                 size_t& preconditioned) {
   double dot = 0;
   preconditioned = 0;
   tensor out;
@@ -39,7 +40,7 @@ precondition_all(const std::vector<kfac_layer_slot>& layers,
     auto& w = directions[l.weight];
     auto& b = directions[l.bias];
     auto m = layer_matrix(w, b);
-    auto d = precondition_layer(*l.inverse, m, out);
+    auto d = precondition_layer(*l.inverse, m, out, kernels);
     if (!d)
       return with_context(d.error(), "kfac update");
     dot += *d;
@@ -54,7 +55,8 @@ precondition_all(const std::vector<kfac_layer_slot>& layers,
 caf::expected<kfac_step_info>
 kfac_apply(optimizer& opt, parameter_set& params,
            const std::vector<tensor>& grads,
-           const std::vector<kfac_layer_slot>& layers) {
+           const std::vector<kfac_layer_slot>& layers,
+           kfac_inverter& kernels) {
   const auto& cfg = opt.config();
   if (cfg.kind != optimizer_kind::kfac)
     return make_error(ec::internal, "kfac update with a non-K-FAC optimizer");
@@ -86,7 +88,8 @@ kfac_apply(optimizer& opt, parameter_set& params,
   std::vector<tensor> velocities;
   if (adam)
     velocities = directions; // before preconditioning
-  auto dot = precondition_all(layers, directions, info.preconditioned);
+  auto dot = precondition_all(layers, kernels, directions,
+                              info.preconditioned);
   if (!dot)
     return dot.error();
   info.dot = *dot;
@@ -109,6 +112,13 @@ kfac_apply(optimizer& opt, parameter_set& params,
     }
   }
   return info;
+}
+
+caf::expected<kfac_step_info>
+kfac_apply(optimizer& opt, parameter_set& params,
+           const std::vector<tensor>& grads,
+           const std::vector<kfac_layer_slot>& layers) {
+  return kfac_apply(opt, params, grads, layers, cpu_kfac_inverter());
 }
 
 } // namespace syncfac

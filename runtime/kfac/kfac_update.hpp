@@ -16,6 +16,7 @@
 
 #include <caf/expected.hpp>
 
+#include "kernels/kfac_inverter.hpp"
 #include "messages/kfac_messages.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/optimizer.hpp"
@@ -40,9 +41,18 @@ struct kfac_step_info {
 };
 
 /// Applies one step to `params` with `grads` (index-aligned, shapes
-/// checked by the caller) through `opt` (kind kfac, made for `params`).
-/// Errors name the layer; nothing is half-applied on an error of the
-/// preconditioning (which runs before any variable changes).
+/// checked by the caller) through `opt` (kind kfac, made for `params`),
+/// the preconditioning products on `kernels`' device (the momentum and the
+/// update on the host). Errors name the layer; nothing is half-applied on
+/// an error of the preconditioning (which runs before any variable
+/// changes).
+caf::expected<kfac_step_info>
+kfac_apply(optimizer& opt, parameter_set& params,
+           const std::vector<tensor>& grads,
+           const std::vector<kfac_layer_slot>& layers,
+           kfac_inverter& kernels);
+
+/// kfac_apply with the preconditioning on the CPU (a PS shard's).
 caf::expected<kfac_step_info>
 kfac_apply(optimizer& opt, parameter_set& params,
            const std::vector<tensor>& grads,

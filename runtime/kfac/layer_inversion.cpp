@@ -138,19 +138,21 @@ caf::error check_inverse(const layer_inverse& inv, int64_t a_dim,
 }
 
 caf::expected<double> precondition_layer(const layer_inverse& inv,
-                                         const tensor& grad, tensor& out) {
+                                         const tensor& grad, tensor& out,
+                                         kfac_inverter& kernels) {
   tensor result;
   auto scale = 1.0f / static_cast<float>(inv.locations);
   caf::error err;
   if (inv.mode == inverse_mode::eigen)
-    err = cpu::precondition_eigen(grad, inv.a, inv.a_values, inv.g,
-                                  inv.g_values, inv.damping, inv.locations,
-                                  result, cpu::factor_scan::trusted);
-  else if (inv.form == inverse_form::cholesky_factor)
-    err = cpu::precondition_cholesky(grad, inv.a, inv.g, scale, result,
+    err = kernels.precondition_eigen(grad, inv.a, inv.a_values, inv.g,
+                                     inv.g_values, inv.damping,
+                                     inv.locations, result,
                                      cpu::factor_scan::trusted);
+  else if (inv.form == inverse_form::cholesky_factor)
+    err = kernels.precondition_cholesky(grad, inv.a, inv.g, scale, result,
+                                        cpu::factor_scan::trusted);
   else
-    err = cpu::precondition_factored(grad, inv.a, inv.g, scale, result);
+    err = kernels.precondition_factored(grad, inv.a, inv.g, scale, result);
   if (err)
     return with_context(err, "layer '" + inv.layer + "'");
   double dot = 0;
@@ -158,6 +160,11 @@ caf::expected<double> precondition_layer(const layer_inverse& inv,
     dot += static_cast<double>(grad[i]) * result[i];
   out = std::move(result);
   return dot;
+}
+
+caf::expected<double> precondition_layer(const layer_inverse& inv,
+                                         const tensor& grad, tensor& out) {
+  return precondition_layer(inv, grad, out, cpu_kfac_inverter());
 }
 
 } // namespace syncfac

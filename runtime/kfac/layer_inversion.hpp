@@ -4,9 +4,9 @@
 // device computes (design.md §3). Per layer, Cholesky inverses of
 // (A + π√(λ/T) I) and (G + π⁻¹√(λ/T) I), or eigendecompositions for exact
 // damping in the eigenbasis; and the preconditioning of one layer's
-// gradient matrix with such an inverse. The factorisations run on the
-// device of the kfac_inverter given (kernels/kfac_inverter.hpp); the
-// overloads without one use the CPU.
+// gradient matrix with such an inverse. The factorisations and the
+// preconditioning products run on the device of the kfac_inverter given
+// (kernels/kfac_inverter.hpp); the overloads without one use the CPU.
 
 #include <string>
 
@@ -53,7 +53,12 @@ caf::error check_inverse(const layer_inverse& inv, int64_t a_dim,
 /// solve in the eigenbasis; returns ⟨grad, out⟩ for the KL clip. out may
 /// alias grad. `inv` must have passed check_inverse (its holder checks it
 /// once, when it arrives): only grad is scanned for NaN or Inf here, on
-/// every step.
+/// every step. The product runs on `kernels`' device; the dot on the host.
+caf::expected<double> precondition_layer(const layer_inverse& inv,
+                                         const tensor& grad, tensor& out,
+                                         kfac_inverter& kernels);
+
+/// precondition_layer on the CPU.
 caf::expected<double> precondition_layer(const layer_inverse& inv,
                                          const tensor& grad, tensor& out);
 

@@ -141,10 +141,14 @@ inline std::string problem_context(const std::string& problem) {
 /// failures); the Cholesky factors and eigenvalues agree within
 /// `tol` x the largest magnitude (and 10 x `tol` relative); eigenvectors,
 /// unique only up to sign, are compared through the preconditioning of a
-/// random gradient, within 10 x `tol` of its largest magnitude.
+/// random gradient, within 10 x `tol` of its largest magnitude: `got`'s by
+/// `got_kernels` (a GPU's, to check its preconditioning too), `want`'s on
+/// the CPU.
 inline void check_inverse_sets_close(const inverse_set& got,
                                      const inverse_set& want, double tol,
-                                     std::mt19937& rng) {
+                                     std::mt19937& rng,
+                                     kfac_inverter& got_kernels
+                                     = cpu_kfac_inverter()) {
   BOOST_CHECK_EQUAL(got.step, want.step);
   BOOST_CHECK_EQUAL(got.damping_raised, want.damping_raised);
   BOOST_REQUIRE_EQUAL(got.problems.size(), want.problems.size());
@@ -177,7 +181,7 @@ inline void check_inverse_sets_close(const inverse_set& got,
       BOOST_REQUIRE(!check_inverse(x, y.a.dim(0), y.g.dim(0)));
       auto grad = random_tensor({y.a.dim(0), y.g.dim(0)}, rng);
       tensor out_got, out_want;
-      auto dot_got = precondition_layer(x, grad, out_got);
+      auto dot_got = precondition_layer(x, grad, out_got, got_kernels);
       auto dot_want = precondition_layer(y, grad, out_want);
       BOOST_REQUIRE(dot_got && dot_want);
       check_close(out_got, out_want, 10 * tol * max_abs(out_want), 10 * tol,

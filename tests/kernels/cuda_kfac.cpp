@@ -2,9 +2,11 @@
 // inverses and Cholesky factors (round trips on ill-conditioned factors),
 // eigendecompositions, the three preconditioning products, the factor
 // statistics, and the error paths (a factor that is not positive definite
-// is reported, not a crash); and the runtime's inversions (invert_factors)
-// through the CUDA inverter against the CPU one. Exits 77 (skipped) without
-// a CUDA device.
+// is reported, not a crash); the statistics and preconditioning of the
+// CUDA kfac_inverter (what layer_statistics and precondition_layer call)
+// against the CPU functions; and the runtime's inversions (invert_factors)
+// and preconditioning (precondition_layer) through the CUDA inverter
+// against the CPU. Exits 77 (skipped) without a CUDA device.
 
 #define BOOST_TEST_MODULE kernels_cuda_kfac
 #include "tests/kernels/cuda_test_utils.hpp"
@@ -67,6 +69,26 @@ std::shared_ptr<kfac_inverter> gpu_inverter(cuda_fixture& fx) {
   BOOST_REQUIRE_MESSAGE(made, "gpu:0: " << why(made));
   return *made;
 #endif
+}
+
+/// One statistics call's outputs.
+struct factor_stats {
+  tensor A;
+  tensor G;
+  cpu::gram_rows A_rows;
+  cpu::gram_rows G_rows;
+};
+
+/// Matrices within the factor_statistics_match_cpu tolerances, rows equal
+/// (gathered on the host by the same code), the same ones empty.
+void check_stats_close(const factor_stats& got, const factor_stats& want,
+                       const std::string& what) {
+  check_close(got.A, want.A, 1e-5 * max_abs(want.A), 1e-4, what + " A");
+  check_close(got.G, want.G, 1e-5 * max_abs(want.G), 1e-4, what + " G");
+  BOOST_CHECK_MESSAGE(got.A_rows.x == want.A_rows.x, what << " A rows");
+  BOOST_CHECK_EQUAL(got.A_rows.scale, want.A_rows.scale);
+  BOOST_CHECK_MESSAGE(got.G_rows.x == want.G_rows.x, what << " G rows");
+  BOOST_CHECK_EQUAL(got.G_rows.scale, want.G_rows.scale);
 }
 
 } // namespace
@@ -313,12 +335,120 @@ BOOST_AUTO_TEST_CASE(factor_statistics_match_cpu) {
               ec::shape_mismatch, {"[4, 3]", "[5, 2]"});
 }
 
+BOOST_AUTO_TEST_CASE(inverter_statistics_match_cpu) {
+  auto k = gpu_inverter(*this);
+  BOOST_CHECK(!k->concurrent());
+  auto input = random_tensor({37, 23}, rng);
+  auto ds = random_tensor({37, 11}, rng, -0.01f, 0.01f);
+  // 37 rows: both factors are matrices; 16: A comes as rows, G as a
+  // matrix; 8: both as rows.
+  for (int64_t examples : {0, 16, 8}) {
+    BOOST_TEST_CONTEXT("dense, examples " << examples) {
+      cpu::factor_sampling s;
+      s.max_examples = examples;
+      factor_stats got, want;
+      SYNCFAC_REQUIRE_OK(
+        k->dense_factors(input, ds, true, s, 1, got.A, got.G));
+      SYNCFAC_REQUIRE_OK(
+        cpu::dense_factors(input, ds, true, s, 1, want.A, want.G));
+      check_stats_close(got, want, "dense");
+      SYNCFAC_REQUIRE_OK(k->dense_factors(input, ds, true, s, 1, got.A,
+                                          got.G, got.A_rows, got.G_rows));
+      SYNCFAC_REQUIRE_OK(cpu::dense_factors(input, ds, true, s, 1, want.A,
+                                            want.G, want.A_rows,
+                                            want.G_rows));
+      check_stats_close(got, want, "dense with rows");
+    }
+  }
+  auto g = conv2d_geometry::make({6, 14, 14, 8}, {5, 5, 8, 16}, 1, 1,
+                                 padding::same);
+  BOOST_REQUIRE(g);
+  auto x = random_tensor(g->input_shape(), rng);
+  auto cds = random_tensor(g->output_shape(), rng, -0.01f, 0.01f);
+  // 1176 rows (matrices), 80 (A as rows) and 8 (both as rows).
+  for (auto [examples, locations] :
+       {std::pair{int64_t{0}, int64_t{0}}, std::pair{int64_t{4}, int64_t{20}},
+        std::pair{int64_t{2}, int64_t{4}}}) {
+    BOOST_TEST_CONTEXT("conv, examples " << examples << ", locations "
+                                         << locations) {
+      cpu::factor_sampling s;
+      s.max_examples = examples;
+      s.max_locations = locations;
+      s.seed = 3;
+      factor_stats got, want;
+      SYNCFAC_REQUIRE_OK(
+        k->conv_factors(*g, x, cds, true, s, 1, got.A, got.G));
+      SYNCFAC_REQUIRE_OK(
+        cpu::conv_factors(*g, x, cds, true, s, 1, want.A, want.G));
+      check_stats_close(got, want, "conv");
+      SYNCFAC_REQUIRE_OK(k->conv_factors(*g, x, cds, true, s, 1, got.A,
+                                         got.G, got.A_rows, got.G_rows));
+      SYNCFAC_REQUIRE_OK(cpu::conv_factors(*g, x, cds, true, s, 1, want.A,
+                                           want.G, want.A_rows,
+                                           want.G_rows));
+      check_stats_close(got, want, "conv with rows");
+    }
+  }
+  // Errors as on the CPU, with rows or without.
+  auto short_ds = random_tensor({36, 11}, rng);
+  factor_stats got, want;
+  auto e_gpu = k->dense_factors(input, short_ds, true, {}, 1, got.A, got.G,
+                                got.A_rows, got.G_rows);
+  auto e_cpu = cpu::dense_factors(input, short_ds, true, {}, 1, want.A,
+                                  want.G, want.A_rows, want.G_rows);
+  check_error(e_gpu, ec::shape_mismatch, {"[37, 23]", "[36, 11]"});
+  BOOST_CHECK_EQUAL(render(e_gpu), render(e_cpu));
+}
+
+BOOST_AUTO_TEST_CASE(inverter_preconditioning_matches_cpu) {
+  auto k = gpu_inverter(*this);
+  int64_t p = 41, q = 13;
+  auto A = gram(p, 60, rng);
+  auto G = gram(q, 30, rng);
+  auto grad = random_tensor({p, q}, rng);
+  tensor A_inv, G_inv, LA, LG, eA, QA, eG, QG;
+  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(A, 0.05f, A_inv));
+  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(G, 0.05f, G_inv));
+  SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(A, 0.05f, LA));
+  SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(G, 0.05f, LG));
+  SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(A, eA, QA));
+  SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(G, eG, QG));
+  tensor out_gpu, out_cpu;
+  SYNCFAC_REQUIRE_OK(
+    k->precondition_factored(grad, A_inv, G_inv, 0.25f, out_gpu));
+  SYNCFAC_REQUIRE_OK(
+    cpu::precondition_factored(grad, A_inv, G_inv, 0.25f, out_cpu));
+  check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-4, "factored");
+  // precondition_layer passes trusted factors.
+  for (auto scan : {cpu::factor_scan::scan, cpu::factor_scan::trusted}) {
+    SYNCFAC_REQUIRE_OK(
+      k->precondition_cholesky(grad, LA, LG, 0.25f, out_gpu, scan));
+    SYNCFAC_REQUIRE_OK(
+      cpu::precondition_cholesky(grad, LA, LG, 0.25f, out_cpu, scan));
+    check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-4,
+                "cholesky");
+    SYNCFAC_REQUIRE_OK(k->precondition_eigen(grad, QA, eA, QG, eG, 1e-3f, 4,
+                                             out_gpu, scan));
+    SYNCFAC_REQUIRE_OK(cpu::precondition_eigen(grad, QA, eA, QG, eG, 1e-3f,
+                                               4, out_cpu, scan));
+    check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-3, "eigen");
+  }
+  tensor bad_l = LA;
+  bad_l[0] = -1.0f;
+  auto e_gpu = k->precondition_cholesky(grad, bad_l, LG, 1.0f, out_gpu,
+                                        cpu::factor_scan::scan);
+  auto e_cpu = cpu::precondition_cholesky(grad, bad_l, LG, 1.0f, out_cpu);
+  check_error(e_gpu, ec::numerical_failure, {"LA has pivot"});
+  BOOST_CHECK_EQUAL(render(e_gpu), render(e_cpu));
+}
+
 BOOST_AUTO_TEST_CASE(invert_factors_on_the_gpu_matches_cpu) {
   auto inverter = gpu_inverter(*this);
   BOOST_CHECK_EQUAL(inverter->device(), "cuda:0");
   auto [set, cfg, on_gpu, on_cpu] = invert_on_both(*inverter, rng,
                                                    inverse_mode::cholesky);
-  check_inverse_sets_close(on_gpu, on_cpu, 1e-5, rng);
+  // Preconditioned on the GPU too.
+  check_inverse_sets_close(on_gpu, on_cpu, 1e-5, rng, *inverter);
   // What the CPU tests (tests/runtime/kfac_update.cpp) expect of these
   // factors, on the GPU: the indefinite layer is inverted with more
   // damping, the hopeless one reported, and the others go on.
@@ -346,7 +476,7 @@ BOOST_AUTO_TEST_CASE(invert_factors_on_the_gpu_matches_cpu_in_eigen_mode) {
                                                    inverse_mode::eigen);
   // Looser than the Cholesky mode: the preconditioning divides by
   // eigenvalues down to λ, which magnifies the eigenvectors' rounding.
-  check_inverse_sets_close(on_gpu, on_cpu, 1e-4, rng);
+  check_inverse_sets_close(on_gpu, on_cpu, 1e-4, rng, *inverter);
   BOOST_REQUIRE_EQUAL(on_gpu.layers.size(), 2u);
   BOOST_REQUIRE_EQUAL(on_gpu.problems.size(), 2u);
   BOOST_CHECK_MESSAGE(contains(on_gpu.problems[0],
