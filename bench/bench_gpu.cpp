@@ -1,6 +1,7 @@
 // The GPU benchmark of bench/gpu_check.sh: one compact table of
 //   - ConvNet training steps/s (forward, backward, SGD on the host) at
-//     batch 128 and 1024 on the GPU against the CPU path,
+//     batch 128 and 1024 on the GPU against the CPU path, and the bytes a
+//     GPU step copies between host and device,
 //   - damped Cholesky inverse and eigendecomposition time of K-FAC factors
 //     of size 512, 2048, 4096, 8192 on the GPU against the CPU (Eigen,
 //     double, one thread as the inverse actors run it); CPU sizes above
@@ -89,7 +90,11 @@ options parse(int argc, char** argv) {
 
 /// Steps per second of the seeds' ConvNet on `dev`: at least 3 timed steps
 /// after 2 warm-up steps, then until `seconds` have passed.
-double convnet_steps_per_second(backend& dev, int64_t batch, double seconds) {
+/// With bytes_per_step, also the bytes a step copied between host and GPU
+/// (cuda::transfers; 0 on the CPU): the batch, and the parameters and
+/// gradients the host updates, as in the runtime.
+double convnet_steps_per_second(backend& dev, int64_t batch, double seconds,
+                                double* bytes_per_step = nullptr) {
   auto made = model::make(model_spec{}, 1);
   ok(made ? caf::error{} : made.error(), "model::make");
   auto& net = **made;
@@ -117,12 +122,19 @@ double convnet_steps_per_second(backend& dev, int64_t batch, double seconds) {
   step();
   step();
   int steps = 0;
+  auto moved0 = cuda::transfers(dev);
   auto t0 = clock_type::now();
   while (steps < 3 || seconds_since(t0) < seconds) {
     step();
     ++steps;
   }
-  return steps / seconds_since(t0);
+  auto elapsed = seconds_since(t0);
+  auto moved = cuda::transfers(dev);
+  if (bytes_per_step != nullptr)
+    *bytes_per_step = static_cast<double>(moved.to_device - moved0.to_device
+                                          + moved.to_host - moved0.to_host)
+                      / steps;
+  return steps / elapsed;
 }
 
 /// A K-FAC-like factor: (1/m) XᵀX of m = n/2 rows (rank-deficient, as a
@@ -182,12 +194,17 @@ int main(int argc, char** argv) {
 
   // ConvNet training steps.
   for (int64_t batch : {int64_t{128}, int64_t{1024}}) {
-    auto g = convnet_steps_per_second(gpu, batch, opt.seconds);
+    double moved = 0;
+    auto g = convnet_steps_per_second(gpu, batch, opt.seconds, &moved);
     auto c = convnet_steps_per_second(*cpu, batch, opt.seconds);
     std::printf("%-34s %14s %14s %8.1fx\n",
                 ("convnet train steps/s, batch " + std::to_string(batch))
                   .c_str(),
                 fmt(g, "%.1f").c_str(), fmt(c, "%.1f").c_str(), g / c);
+    std::printf("%-34s %14s %14s %9s\n",
+                ("  host<->gpu per step, batch " + std::to_string(batch))
+                  .c_str(),
+                fmt(moved / 1e6, "%.1f MB").c_str(), "-", "");
     std::fflush(stdout);
   }
 

@@ -466,17 +466,33 @@ caf::error cuda_backend::upload(float* dst, const float* src, int64_t n,
                                 const char* what) {
   if (n == 0)
     return caf::none;
-  return check(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
-                               cudaMemcpyHostToDevice, stream_),
-               what);
+  return to_device(dst, src, static_cast<size_t>(n) * sizeof(float), what);
 }
 
 caf::error cuda_backend::download(float* dst, const float* src, int64_t n,
                                   const char* what) {
   if (n == 0)
     return caf::none;
-  return check(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
-                               cudaMemcpyDeviceToHost, stream_),
+  return to_host(dst, src, static_cast<size_t>(n) * sizeof(float), what);
+}
+
+caf::error cuda_backend::to_device(void* dst, const void* src, size_t bytes,
+                                   const char* what) {
+  if (bytes == 0)
+    return caf::none;
+  ctx_->bytes_to_device += static_cast<int64_t>(bytes);
+  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                               stream_),
+               what);
+}
+
+caf::error cuda_backend::to_host(void* dst, const void* src, size_t bytes,
+                                 const char* what) {
+  if (bytes == 0)
+    return caf::none;
+  ctx_->bytes_to_host += static_cast<int64_t>(bytes);
+  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                               stream_),
                what);
 }
 
@@ -554,6 +570,7 @@ void cuda_copy::copy_to_host(float* dst, int64_t n) const {
     return;
   // Another thread may read a tensor its device actor handed over: select
   // the device here, and queue on the stream that wrote the values.
+  ctx_->bytes_to_host += n * static_cast<int64_t>(sizeof(float));
   auto status = cudaSetDevice(ctx_->device);
   if (status == cudaSuccess)
     status = cudaMemcpyAsync(dst, block_, static_cast<size_t>(n)
@@ -1211,11 +1228,9 @@ caf::error cuda_backend::max_pool_forward(const pool2d_geometry& g,
   // backward pass); y stays on the device.
   std::vector<int32_t> args(static_cast<size_t>(out));
   if (out > 0)
-    if (auto err = check(cudaMemcpyAsync(args.data(), argmax_.get(),
-                                         static_cast<size_t>(out)
-                                           * sizeof(int32_t),
-                                         cudaMemcpyDeviceToHost, stream_),
-                         "max_pool_forward: copy argmax back"))
+    if (auto err = to_host(args.data(), argmax_.get(),
+                           static_cast<size_t>(out) * sizeof(int32_t),
+                           "max_pool_forward: copy argmax back"))
       return err;
   if (auto err = sync(op))
     return err;
@@ -1263,10 +1278,9 @@ caf::error cuda_backend::max_pool_backward(const pool2d_geometry& g,
   if (auto err = output(dx, g.input_shape(), "pooling input gradient", dxd))
     return err;
   if (dy.size() > 0)
-    if (auto err = check(cudaMemcpyAsync(argmax_.get(), argmax.data(),
-                                         argmax.size() * sizeof(int32_t),
-                                         cudaMemcpyHostToDevice, stream_),
-                         "max_pool_backward: copy argmax"))
+    if (auto err = to_device(argmax_.get(), argmax.data(),
+                             argmax.size() * sizeof(int32_t),
+                             "max_pool_backward: copy argmax"))
       return err;
   if (total > 0)
     if (auto err = check(cudaMemsetAsync(dxd, 0,
@@ -1306,10 +1320,9 @@ caf::error cuda_backend::softmax_xent_forward(const tensor& logits,
   if (auto err = output(probs, logits.shape(), "softmax probabilities", pd))
     return err;
   if (N > 0)
-    if (auto err = check(cudaMemcpyAsync(labels_.get(), labels.data(),
-                                         labels.size() * sizeof(int32_t),
-                                         cudaMemcpyHostToDevice, stream_),
-                         "softmax_xent_forward: copy labels"))
+    if (auto err = to_device(labels_.get(), labels.data(),
+                             labels.size() * sizeof(int32_t),
+                             "softmax_xent_forward: copy labels"))
       return err;
   host_losses_.resize(static_cast<size_t>(N));
   if (N > 0 && K > 0) {
@@ -1317,11 +1330,9 @@ caf::error cuda_backend::softmax_xent_forward(const tensor& logits,
       xd, labels_.get(), N, K, pd, row_loss_.get());
     if (auto err = check_launch(op))
       return err;
-    if (auto err = check(cudaMemcpyAsync(host_losses_.data(), row_loss_.get(),
-                                         static_cast<size_t>(N)
-                                           * sizeof(double),
-                                         cudaMemcpyDeviceToHost, stream_),
-                         "softmax_xent_forward: copy losses back"))
+    if (auto err = to_host(host_losses_.data(), row_loss_.get(),
+                           static_cast<size_t>(N) * sizeof(double),
+                           "softmax_xent_forward: copy losses back"))
       return err;
   }
   if (auto err = sync(op))
@@ -1352,10 +1363,9 @@ caf::error cuda_backend::softmax_xent_backward(const tensor& probs,
   if (auto err = output(dlogits, probs.shape(), "logit gradients", gd))
     return err;
   if (N > 0)
-    if (auto err = check(cudaMemcpyAsync(labels_.get(), labels.data(),
-                                         labels.size() * sizeof(int32_t),
-                                         cudaMemcpyHostToDevice, stream_),
-                         "softmax_xent_backward: copy labels"))
+    if (auto err = to_device(labels_.get(), labels.data(),
+                             labels.size() * sizeof(int32_t),
+                             "softmax_xent_backward: copy labels"))
       return err;
   auto scale = N > 0 ? 1.0f / static_cast<float>(N) : 0.0f;
   if (N * K > 0) {
@@ -1407,11 +1417,9 @@ caf::error cuda_backend::sigmoid_xent_forward(const tensor& logits,
       xd, td, N, D, pd, row_loss_.get());
     if (auto err = check_launch(op))
       return err;
-    if (auto err = check(cudaMemcpyAsync(host_losses_.data(), row_loss_.get(),
-                                         static_cast<size_t>(N)
-                                           * sizeof(double),
-                                         cudaMemcpyDeviceToHost, stream_),
-                         "sigmoid_xent_forward: copy losses back"))
+    if (auto err = to_host(host_losses_.data(), row_loss_.get(),
+                           static_cast<size_t>(N) * sizeof(double),
+                           "sigmoid_xent_forward: copy losses back"))
       return err;
   }
   if (auto err = sync(op))
@@ -1463,10 +1471,9 @@ cuda_backend::count_correct(const tensor& logits, const label_vector& labels) {
   const float* xd = nullptr;
   if (auto err = input(logits, in_a_, "count_correct: copy logits", xd))
     return err;
-  if (auto err = check(cudaMemcpyAsync(labels_.get(), labels.data(),
-                                       labels.size() * sizeof(int32_t),
-                                       cudaMemcpyHostToDevice, stream_),
-                       "count_correct: copy labels"))
+  if (auto err = to_device(labels_.get(), labels.data(),
+                           labels.size() * sizeof(int32_t),
+                           "count_correct: copy labels"))
     return err;
   if (auto err = check(cudaMemsetAsync(counter_.get(), 0,
                                        sizeof(unsigned long long), stream_),
@@ -1477,10 +1484,8 @@ cuda_backend::count_correct(const tensor& logits, const label_vector& labels) {
   if (auto err = check_launch(op))
     return err;
   unsigned long long correct = 0;
-  if (auto err = check(cudaMemcpyAsync(&correct, counter_.get(),
-                                       sizeof(correct),
-                                       cudaMemcpyDeviceToHost, stream_),
-                       "count_correct: copy the count back"))
+  if (auto err = to_host(&correct, counter_.get(), sizeof(correct),
+                         "count_correct: copy the count back"))
     return err;
   if (auto err = sync(op))
     return err;
@@ -1590,6 +1595,14 @@ caf::expected<std::unique_ptr<backend>> make_cuda_backend(int device) {
                       "device gpu:" + std::to_string(device)
                         + " could not be initialised: " + render(err));
   return std::unique_ptr<backend>{std::move(result)};
+}
+
+transfer_totals transfers(const backend& dev) noexcept {
+  auto* cuda = dynamic_cast<const cuda_backend*>(&dev);
+  if (cuda == nullptr || cuda->ctx_ == nullptr)
+    return {};
+  return {cuda->ctx_->bytes_to_device.load(),
+          cuda->ctx_->bytes_to_host.load()};
 }
 
 kfac_kernels* kfac_of(backend& dev) noexcept {

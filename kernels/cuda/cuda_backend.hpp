@@ -126,6 +126,17 @@ public:
   virtual caf::error reserve_workspace(int64_t bytes) = 0;
 };
 
+/// Bytes a backend made by make_cuda_backend has copied to its device and
+/// back since it was made, its tensors' fetches included: what keeping
+/// values on the device saves (tests, benchmarks). Zeros for any other
+/// backend.
+struct transfer_totals {
+  int64_t to_device = 0;
+  int64_t to_host = 0;
+};
+
+transfer_totals transfers(const backend& dev) noexcept;
+
 /// The K-FAC kernels of a backend made by make_cuda_backend; nullptr for
 /// any other backend.
 kfac_kernels* kfac_of(backend& dev) noexcept;

@@ -3,6 +3,7 @@
 // Internal to kernels/cuda/*.cu: the CUDA backend class, its device
 // buffers and the status checks. Not included by anything outside.
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -130,6 +131,11 @@ public:
   int device;
   std::string name;
   cudaStream_t stream = nullptr;
+
+  // Bytes copied between host and device (cuda::transfers): atomic, since
+  // a tensor's fetch may run on any thread.
+  std::atomic<int64_t> bytes_to_device{0};
+  std::atomic<int64_t> bytes_to_host{0};
 
   /// A block of at least n floats: a free one of the pool (at most twice
   /// the size) or a new one; when the device is full, the pool's free
@@ -306,6 +312,13 @@ public:
 
   /// Copies x's current values (resident or on the host) to dst.
   caf::error copy_in(const tensor& x, float* dst, const char* what);
+
+  /// Queues a copy of `bytes` between host and device on the stream,
+  /// counted in the context's transfer totals.
+  caf::error to_device(void* dst, const void* src, size_t bytes,
+                       const char* what);
+  caf::error to_host(void* dst, const void* src, size_t bytes,
+                     const char* what);
 
   /// Copies n floats between host and device on the stream.
   caf::error upload(float* dst, const float* src, int64_t n,

@@ -262,15 +262,12 @@ caf::error cuda_backend::damped_potrf(const char* op, const tensor& factor,
     return err;
   int info = 0;
   host_diag_.resize(static_cast<size_t>(n));
-  if (auto err = check(cudaMemcpyAsync(&info, info_.get(), sizeof(int),
-                                       cudaMemcpyDeviceToHost, stream_),
-                       "copy the potrf status back"))
+  if (auto err = to_host(&info, info_.get(), sizeof(int),
+                         "copy the potrf status back"))
     return err;
-  if (auto err = check(cudaMemcpyAsync(host_diag_.data(), d_values_.get(),
-                                       static_cast<size_t>(n)
-                                         * sizeof(double),
-                                       cudaMemcpyDeviceToHost, stream_),
-                       "copy the Cholesky pivots back"))
+  if (auto err = to_host(host_diag_.data(), d_values_.get(),
+                         static_cast<size_t>(n) * sizeof(double),
+                         "copy the Cholesky pivots back"))
     return err;
   if (auto err = sync(op))
     return err;
@@ -335,9 +332,8 @@ caf::error cuda_backend::damped_inverse(const tensor& factor, float damping,
     return err;
   int info = 0;
   std::vector<float> values(static_cast<size_t>(n * n));
-  if (auto err = check(cudaMemcpyAsync(&info, info_.get(), sizeof(int),
-                                       cudaMemcpyDeviceToHost, stream_),
-                       "copy the potri status back"))
+  if (auto err = to_host(&info, info_.get(), sizeof(int),
+                         "copy the potri status back"))
     return err;
   if (auto err = download(values.data(), out_a_.get(), n * n,
                           "copy the inverse back"))
@@ -447,15 +443,12 @@ caf::error cuda_backend::symmetric_eigen(const tensor& factor,
   int info = 0;
   std::vector<double> e(static_cast<size_t>(n));
   std::vector<float> vectors(static_cast<size_t>(n * n));
-  if (auto err = check(cudaMemcpyAsync(&info, info_.get(), sizeof(int),
-                                       cudaMemcpyDeviceToHost, stream_),
-                       "copy the syevd status back"))
+  if (auto err = to_host(&info, info_.get(), sizeof(int),
+                         "copy the syevd status back"))
     return err;
-  if (auto err = check(cudaMemcpyAsync(e.data(), d_values_.get(),
-                                       static_cast<size_t>(n)
-                                         * sizeof(double),
-                                       cudaMemcpyDeviceToHost, stream_),
-                       "copy the eigenvalues back"))
+  if (auto err = to_host(e.data(), d_values_.get(),
+                         static_cast<size_t>(n) * sizeof(double),
+                         "copy the eigenvalues back"))
     return err;
   if (auto err = download(vectors.data(), out_a_.get(), n * n,
                           "copy the eigenvectors back"))
@@ -892,11 +885,9 @@ caf::error cuda_backend::conv_factors(const conv2d_geometry& g,
   if (auto err = input(ds, in_b_, "conv_factors: copy ds", ds_dev))
     return err;
   if (m > 0)
-    if (auto err = check(cudaMemcpyAsync(rows_.get(), rows.data(),
-                                         static_cast<size_t>(m)
-                                           * sizeof(int64_t),
-                                         cudaMemcpyHostToDevice, stream_),
-                         "conv_factors: copy the sampled rows"))
+    if (auto err = to_device(rows_.get(), rows.data(),
+                             static_cast<size_t>(m) * sizeof(int64_t),
+                             "conv_factors: copy the sampled rows"))
       return err;
   if (m == 0) {
     // Nothing sampled (max_locations 0 is all, so only an empty output):

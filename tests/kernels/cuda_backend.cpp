@@ -608,4 +608,50 @@ BOOST_AUTO_TEST_CASE(model_training_steps_match_cpu) {
                 "parameter " + p_g[i].name);
 }
 
+#ifndef SYNCFAC_CUDA_TESTS_ON_CPU
+BOOST_AUTO_TEST_CASE(a_step_copies_the_batch_not_parameters_or_activations) {
+  auto made = model::make(model_spec{}, 3);
+  BOOST_REQUIRE(made);
+  auto& net = **made;
+  auto images = random_tensor({32, 28, 28, 1}, rng, 0.0f, 1.0f);
+  auto labels = random_labels(32, 10, rng);
+  int64_t param_bytes = 0;
+  for (const auto& p : net.parameters())
+    param_bytes += p.value.size() * 4;
+  auto step = [&] {
+    BOOST_REQUIRE(net.forward_backward(*gpu, images, labels));
+  };
+  step(); // the parameters go over once
+  auto t0 = cuda::transfers(*gpu);
+  BOOST_CHECK_GE(t0.to_device, param_bytes);
+  step(); // unchanged parameters, nothing read on the host
+  auto t1 = cuda::transfers(*gpu);
+  auto up = t1.to_device - t0.to_device;
+  auto down = t1.to_host - t0.to_host;
+  BOOST_TEST_MESSAGE("a step with resident parameters: " << up
+                       << " bytes to the GPU, " << down << " back ("
+                       << param_bytes << " bytes of parameters)");
+  // The batch (twice), the labels and the pooling indices: a small part
+  // of the parameters, which the gradients match in size, and of the
+  // activations, which are larger still.
+  BOOST_CHECK_LT(up, param_bytes / 4);
+  BOOST_CHECK_LT(down, param_bytes / 4);
+  // Reading the gradients brings them over once; a host update of the
+  // parameters sends them again on the next step.
+  double sum = 0;
+  for (const auto& g : net.gradients())
+    for (auto v : g.value.values())
+      sum += v;
+  BOOST_CHECK(std::isfinite(sum));
+  auto t2 = cuda::transfers(*gpu);
+  BOOST_CHECK_GE(t2.to_host - t1.to_host, param_bytes);
+  BOOST_CHECK_LT(t2.to_host - t1.to_host, param_bytes + param_bytes / 4);
+  for (auto& p : net.parameters())
+    p.value[0] += 1e-3f;
+  step();
+  auto t3 = cuda::transfers(*gpu);
+  BOOST_CHECK_GE(t3.to_device - t2.to_device, param_bytes);
+}
+#endif
+
 BOOST_AUTO_TEST_SUITE_END()
