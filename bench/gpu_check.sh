@@ -45,16 +45,15 @@ else
   echo "nvidia-smi not found" | tee -a "$LOG"
 fi
 
-# prog NAME [ARGS]: a program of the build, or of the bundle.
+# prog NAME: the command line (array PROG) that runs a program of the
+# build, or of the bundle, so that `timeout` can run it.
 prog() {
-  local name=$1
-  shift
   if [ -n "${GPU_BUNDLE:-}" ]; then
-    "$GPU_BUNDLE/run" "$name" "$@"
-  elif [ -x "$BUILD_DIR/bin/$name" ]; then
-    "$BUILD_DIR/bin/$name" "$@"
+    PROG=("$GPU_BUNDLE/run" "$1")
+  elif [ -x "$BUILD_DIR/bin/$1" ]; then
+    PROG=("$BUILD_DIR/bin/$1")
   else
-    "$BUILD_DIR/tests/$name" "$@"
+    PROG=("$BUILD_DIR/tests/$1")
   fi
 }
 
@@ -84,9 +83,8 @@ tests_rc=0
 tests_note="passed"
 for t in "${TESTS[@]}"; do
   t0=$(date +%s)
-  timeout 300 bash -c "$(declare -f prog); GPU_BUNDLE='${GPU_BUNDLE:-}' \
-    BUILD_DIR='$BUILD_DIR' prog $t --log_level=test_suite" \
-    >>"$TEST_LOG" 2>&1
+  prog "$t"
+  timeout 300 "${PROG[@]}" --log_level=test_suite >>"$TEST_LOG" 2>&1
   rc=$?
   case $rc in
     0) verdict="passed" ;;
@@ -108,12 +106,11 @@ train_rc=0
 for opt in sgd kfac; do
   for batch in 128 1024; do
     for dev in gpu:0 cpu; do
-      line=$(timeout 60 bash -c "$(declare -f prog); \
-        GPU_BUNDLE='${GPU_BUNDLE:-}' BUILD_DIR='$BUILD_DIR' \
-        prog convnet_mnist_single --device $dev --fake_data \
+      prog convnet_mnist_single
+      line=$(timeout 60 "${PROG[@]}" --device "$dev" --fake_data \
           --fake_train_size 16384 --steps 200 --warmup 30 \
-          --batch_size $batch --optimizer $opt --no_progress \
-          --no_final_eval --threads 0" 2>&1 \
+          --batch_size "$batch" --optimizer "$opt" --no_progress \
+          --no_final_eval --threads 0 2>&1 \
         | tee -a "$LOG" | grep -E "^examples/sec" | tail -1)
       [ -n "$line" ] || train_rc=1
       printf 'train %-5s batch %-5s %-6s %s\n' "$opt" "$batch" "$dev" \
@@ -124,9 +121,9 @@ done
 
 stage "benchmark"
 BENCH_OUT="$BUILD_DIR/bench_gpu.txt"
-timeout 300 bash -c "$(declare -f prog); GPU_BUNDLE='${GPU_BUNDLE:-}' \
-  BUILD_DIR='$BUILD_DIR' prog bench_gpu --seconds "$BENCH_SECONDS" \
-  --cpu-max-size $CPU_MAX_SIZE" >"$BENCH_OUT" 2>&1
+prog bench_gpu
+timeout 300 "${PROG[@]}" --seconds "$BENCH_SECONDS" \
+  --cpu-max-size "$CPU_MAX_SIZE" >"$BENCH_OUT" 2>&1
 bench_rc=$?
 
 echo

@@ -155,13 +155,6 @@ public:
   /// values are; `r` must not be residency::host.
   void attach_device(std::shared_ptr<device_copy> copy, residency r);
 
-  /// Records that the device copy and the host values agree (after the
-  /// backend copied the host values to the device).
-  void mark_both() noexcept {
-    if (device_ != nullptr)
-      where_ = residency::both;
-  }
-
   /// Gives the tensor `shape`, reusing its storage (a device copy too); the
   /// values are unspecified afterwards (kernels overwrite their outputs).
   void resize(const tensor_shape& shape);

@@ -463,7 +463,7 @@ caf::error dense_impl(const tensor& input, const tensor& ds, bool with_bias,
   auto in = input.dim(1);
   auto out = ds.dim(1);
   // The sampled examples are the first m rows: no copy needed.
-  auto m = s.max_examples > 0 ? std::min(batch, s.max_examples) : batch;
+  auto m = sampled_row_count(s, batch, 1);
   auto inv_m = 1.0 / static_cast<double>(m);
   auto n = static_cast<double>(batch);
   if (A_rows != nullptr && m < in + (with_bias ? 1 : 0)) {
@@ -552,6 +552,15 @@ caf::error conv_impl(const conv2d_geometry& g, const tensor& x,
 
 } // namespace
 
+int64_t sampled_row_count(const factor_sampling& s, int64_t batch,
+                          int64_t locations) {
+  auto examples = s.max_examples > 0 ? std::min(batch, s.max_examples)
+                                     : batch;
+  auto per = s.max_locations > 0 ? std::min(locations, s.max_locations)
+                                  : locations;
+  return examples * per;
+}
+
 std::vector<int64_t> sampled_rows(const factor_sampling& s, int64_t batch,
                                   int64_t locations) {
   auto examples = s.max_examples > 0 ? std::min(batch, s.max_examples)
@@ -559,7 +568,8 @@ std::vector<int64_t> sampled_rows(const factor_sampling& s, int64_t batch,
   auto per = s.max_locations > 0 ? std::min(locations, s.max_locations)
                                   : locations;
   std::vector<int64_t> result;
-  result.reserve(static_cast<size_t>(examples * per));
+  result.reserve(static_cast<size_t>(sampled_row_count(s, batch,
+                                                       locations)));
   if (per == locations) {
     for (int64_t r = 0; r < examples * locations; ++r)
       result.push_back(r);

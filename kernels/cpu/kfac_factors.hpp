@@ -54,6 +54,12 @@ struct factor_sampling {
 /// sums; on one thread when called with threads == 1.
 inline constexpr int64_t few_factor_rows = 256;
 
+/// How many rows `s` selects in a batch of `batch` examples with
+/// `locations` positions each (1 for a dense layer): sampled_rows' size,
+/// without drawing them.
+int64_t sampled_row_count(const factor_sampling& s, int64_t batch,
+                          int64_t locations);
+
 /// The rows (flat indices n * locations + t, ascending) that `s` selects in
 /// a batch of `batch` examples with `locations` positions each (1 for a
 /// dense layer). Sampled positions come from one std::mt19937_64 seeded

@@ -662,25 +662,16 @@ caf::error cuda_backend::make_resident(tensor& x) {
 
 caf::error cuda_backend::reshape_copy(const tensor& x,
                                       const tensor_shape& shape, tensor& y) {
-  if (resident(x) == nullptr)
+  // Host values, a reshape in place and a wrong count: the base class's.
+  auto* src = resident(x);
+  if (src == nullptr || &x == &y || element_count(shape) != x.size())
     return backend::reshape_copy(x, shape, y);
-  if (element_count(shape) != x.size())
-    return make_error(ec::shape_mismatch,
-                      "reshape_copy: tensor " + x.shape_string()
-                        + " cannot take shape " + to_string(shape));
-  if (&x == &y) {
-    y.reshape(shape);
-    return caf::none;
-  }
   if (auto err = select("reshape_copy"))
     return err;
-  const float* src = resident(x)->data();
   float* dst = nullptr;
   if (auto err = output(y, shape, "a reshaped copy", dst))
     return err;
-  if (x.size() == 0)
-    return caf::none;
-  return check(cudaMemcpyAsync(dst, src,
+  return check(cudaMemcpyAsync(dst, src->data(),
                                static_cast<size_t>(x.size()) * sizeof(float),
                                cudaMemcpyDeviceToDevice, stream_),
                "reshape_copy: device copy");

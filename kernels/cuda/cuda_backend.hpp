@@ -11,8 +11,8 @@
 // stay on the device in the output tensors' device copies (kernels/
 // tensor.hpp), where the next kernel reads them; a tensor's host values are
 // brought up to date only when host code reads them (docs/cuda.md, "What
-// stays on the GPU"). The K-FAC kernels below still take and return host
-// values.
+// stays on the GPU"). The K-FAC kernels below return host values; the
+// statistics read a resident input in place.
 //
 // Errors: a CUDA, cuBLAS or cuSOLVER call that fails is ec::internal naming
 // the device, the operation and the library's error string; an allocation

@@ -380,7 +380,7 @@ public:
 
   // Named workspaces, reused across calls.
   device_buffer<float> in_a_, in_b_, in_c_, in_d_, in_e_;
-  device_buffer<float> out_a_, out_b_, out_c_, out_d_;
+  device_buffer<float> out_a_, out_b_;
   device_buffer<float> col_, ones_, reserved_;
   device_buffer<double> d_work_, d_solver_, d_values_, row_loss_;
   device_buffer<int32_t> labels_, argmax_, info_;

@@ -15,7 +15,6 @@
 
 #include "kernels/kfac_inverter.hpp"
 
-#include <algorithm>
 #include <utility>
 
 #include "kernels/cuda/cuda_backend.hpp"
@@ -23,18 +22,6 @@
 namespace syncfac {
 
 namespace {
-
-/// Rows of the factors under s in a batch of `batch` examples with
-/// `locations` positions each (cpu::sampled_rows(s, batch, locations)
-/// has this many entries).
-int64_t sampled_count(const cpu::factor_sampling& s, int64_t batch,
-                      int64_t locations) {
-  auto examples = s.max_examples > 0 ? std::min(batch, s.max_examples)
-                                     : batch;
-  auto per = s.max_locations > 0 ? std::min(locations, s.max_locations)
-                                  : locations;
-  return examples * per;
-}
 
 /// Whether both factors come as matrices: at least as many rows as
 /// columns (cpu::dense_factors' rule for its rows outputs).
@@ -71,7 +58,7 @@ public:
                            cpu::gram_rows& G_rows) override {
     // Malformed shapes go to the GPU kernels, which report them.
     if (input.rank() != 2 || ds.rank() != 2
-        || both_matrices(sampled_count(s, input.dim(0), 1),
+        || both_matrices(cpu::sampled_row_count(s, input.dim(0), 1),
                          input.dim(1) + (with_bias ? 1 : 0), ds.dim(1)))
       return matrices_only(
         kernels_.dense_factors(input, ds, with_bias, s, threads, A, G),
@@ -92,7 +79,7 @@ public:
                           const cpu::factor_sampling& s, int threads,
                           tensor& A, tensor& G, cpu::gram_rows& A_rows,
                           cpu::gram_rows& G_rows) override {
-    if (both_matrices(sampled_count(s, g.batch, g.locations()),
+    if (both_matrices(cpu::sampled_row_count(s, g.batch, g.locations()),
                       g.patch_size() + (with_bias ? 1 : 0), g.out_c))
       return matrices_only(
         kernels_.conv_factors(g, x, ds, with_bias, s, threads, A, G), A_rows,

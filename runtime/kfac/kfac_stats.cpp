@@ -14,12 +14,8 @@ namespace {
 int64_t factor_rows(const kfac_view& v, const cpu::factor_sampling& s) {
   const auto& x = *v.input;
   auto batch = x.rank() > 0 ? x.dim(0) : 0;
-  auto examples = s.max_examples > 0 ? std::min(batch, s.max_examples)
-                                     : batch;
-  if (v.kind != layer_kind::conv2d)
-    return examples;
-  auto T = v.geometry.locations();
-  return examples * (s.max_locations > 0 ? std::min(T, s.max_locations) : T);
+  auto locations = v.kind == layer_kind::conv2d ? v.geometry.locations() : 1;
+  return cpu::sampled_row_count(s, batch, locations);
 }
 
 // Width of the layer's input factor (the larger one).

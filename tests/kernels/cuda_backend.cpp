@@ -522,6 +522,9 @@ BOOST_AUTO_TEST_CASE(chained_kernels_keep_values_on_the_device) {
   SYNCFAC_REQUIRE_OK(cpu->gemm(sq_c, false, sq_c, false, 0.1f, 1.0f, sq_c));
   check_close(sq_g, sq_c, 1e-3, 1e-4, "aliased product of device values");
   BOOST_CHECK_EQUAL(flat_g.shape_string(), "[1920]");
+  check_error(gpu->reshape_copy(h_g, {7}, flat_g), ec::shape_mismatch,
+              {"[64, 30]", "[7]"});
+  BOOST_CHECK_EQUAL(flat_g.shape_string(), "[1920]"); // untouched
   check_close(tensor({64, 30}, flat_g.values()), h_c, gemm_atol, gemm_rtol,
               "reshaped copy");
 }
@@ -609,6 +612,28 @@ BOOST_AUTO_TEST_CASE(model_training_steps_match_cpu) {
 }
 
 #ifndef SYNCFAC_CUDA_TESTS_ON_CPU
+BOOST_AUTO_TEST_CASE(an_output_the_device_cannot_hold_is_reported) {
+  // 4 MiB of inputs, 4 TiB of output: the device copy of y cannot exist.
+  auto x = random_tensor({int64_t{1} << 20, 1}, rng);
+  auto w = random_tensor({1, int64_t{1} << 20}, rng);
+  auto b = random_tensor({int64_t{1} << 20}, rng);
+  tensor y;
+  auto err = gpu->dense_forward(x, w, b, activation::identity, y);
+  check_error(err, ec::unavailable,
+              {"cuda:0", "4398046511104 bytes", "dense output"});
+  BOOST_CHECK(y.empty());
+  // The backend carries on.
+  auto small = random_tensor({4, 1}, rng);
+  auto w1 = random_tensor({1, 3}, rng);
+  auto b1 = random_tensor({3}, rng);
+  tensor y_g, y_c;
+  SYNCFAC_REQUIRE_OK(gpu->dense_forward(small, w1, b1, activation::relu,
+                                        y_g));
+  SYNCFAC_REQUIRE_OK(cpu->dense_forward(small, w1, b1, activation::relu,
+                                        y_c));
+  check_close(y_g, y_c, gemm_atol, gemm_rtol, "after a failed allocation");
+}
+
 BOOST_AUTO_TEST_CASE(a_step_copies_the_batch_not_parameters_or_activations) {
   auto made = model::make(model_spec{}, 3);
   BOOST_REQUIRE(made);

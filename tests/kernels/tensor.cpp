@@ -160,7 +160,7 @@ BOOST_AUTO_TEST_CASE(writing_on_the_host_makes_the_device_copy_stale) {
   BOOST_CHECK((x.values() == std::vector<float>{9, 5, 6}));
   BOOST_CHECK_EQUAL(copy->fetches, 1);
   // A backend that copied the host values over marks both current.
-  x.mark_both();
+  x.attach_device(copy, residency::both);
   BOOST_CHECK(x.where() == residency::both);
   x.fill(0.0f);
   BOOST_CHECK(x.where() == residency::host);
