@@ -6,10 +6,9 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/send.hpp>
-#include <caf/openssl/manager.hpp>
-#include <caf/openssl/publish.hpp>
 
 #include "runtime/error.hpp"
+#include "runtime/net/tls_transport.hpp"
 
 namespace syncfac {
 
@@ -159,7 +158,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
 caf::expected<uint16_t> publish_node(const node_actor& n, uint16_t port,
                                      bool tls) {
   auto& sys = n.home_system();
-  auto res = tls ? caf::openssl::publish(n, port, nullptr, true)
+  auto res = tls ? net::tls_publish(n, port, nullptr, true)
                  : sys.middleman().publish(n, port, nullptr, true);
   if (!res)
     return make_error(ec::io_error,
@@ -171,40 +170,23 @@ caf::expected<uint16_t> publish_node(const node_actor& n, uint16_t port,
 
 namespace {
 
-/// CAF's remote_actor, bounded: CAF 0.17's waits without a timeout for a
-/// peer that accepts the connection but never answers the handshake (a
-/// frozen process). A handshake that completes later stays with the
-/// middleman, which answers the next attempt at once.
+/// The node at `addr`, through CAF's middleman or the TLS one, with a
+/// bounded wait (remote_actor_via).
 caf::expected<node_actor> reach_node(caf::actor_system& sys,
                                      caf::scoped_actor& self,
                                      const host_port& addr, bool tls,
                                      std::chrono::milliseconds timeout) {
-  const auto& manager = tls ? sys.openssl_manager().actor_handle()
-                            : sys.middleman().actor_handle();
-  caf::expected<node_actor> result{caf::error{}};
-  self->request(manager, timeout, caf::connect_atom::value, addr.host,
-                addr.port)
-    .receive(
-      [&](const caf::node_id&, caf::strong_actor_ptr& ptr,
-          std::set<std::string>& ifs) {
-        caf::detail::type_list<node_actor> expected_ifs;
-        if (!ptr)
-          result = caf::make_error(caf::sec::no_actor_published_at_port);
-        else if (!sys.assignable(ifs, sys.message_types(expected_ifs)))
-          result = caf::make_error(
-            caf::sec::unexpected_actor_messaging_interface);
-        else
-          result = caf::actor_cast<node_actor>(std::move(ptr));
-      },
-      [&](caf::error& err) {
-        if (err == caf::sec::request_timeout)
-          err = make_error(ec::timeout,
-                           "no handshake within "
-                             + std::to_string(timeout.count())
-                             + " ms (a frozen process?)");
-        result = std::move(err);
-      });
-  return result;
+  auto manager = tls ? net::tls_middleman(sys)
+                     : caf::expected<caf::io::middleman_actor>{
+                       sys.middleman().actor_handle()};
+  if (!manager)
+    return manager.error();
+  caf::detail::type_list<node_actor> expected_ifs;
+  auto ptr = net::remote_actor_via(self, *manager, addr.host, addr.port,
+                                   sys.message_types(expected_ifs), timeout);
+  if (!ptr)
+    return ptr.error();
+  return caf::actor_cast<node_actor>(std::move(*ptr));
 }
 
 } // namespace

@@ -5,7 +5,8 @@
 // moving the same bytes with an ack per message, in the same run.
 //
 //   build/bin/bench_net [--rounds 5] [--seconds 1] [--sizes 1,16]
-//                       [--tls_dir DIR] [--json FILE] [--paths raw,caf,tls]
+//                       [--tls_dir DIR] [--json FILE]
+//                       [--paths raw,caf,tls,openssl]
 //                       [--part_kib 1024]
 //
 // The receiver of each path is this program started again as a separate
@@ -24,6 +25,9 @@
 // the CPU time does not. --set key=value passes a CAF option to both
 // processes of the CAF paths (e.g. --set middleman.workers=0); --paths
 // caf (or raw,tls, ...) measures only those paths, e.g. to profile one.
+// CAF+TLS is the runtime's transport (runtime/net/tls_transport.hpp);
+// the path openssl (not measured by default) is CAF's own caf::openssl
+// module with the same certificates, for comparison.
 // --part_kib K splits each CAF push into parts of K KiB as a worker does
 // with --push_part_kib K (split_push, runtime/sync/push_parts.hpp; 1024 is
 // the runtime's default), all sent before their acks are awaited, and the
@@ -62,6 +66,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 #include <caf/openssl/publish.hpp>
 #include <caf/openssl/remote_actor.hpp>
 #include <caf/scoped_actor.hpp>
@@ -72,6 +77,7 @@
 #include "runtime/allocator.hpp"
 #include "runtime/error.hpp"
 #include "runtime/net/tls.hpp"
+#include "runtime/net/tls_transport.hpp"
 #include "runtime/program_config.hpp"
 #include "runtime/sync/push_parts.hpp"
 
@@ -239,24 +245,54 @@ void apply_sets(program_config& cfg, const std::vector<std::string>& sets) {
   }
 }
 
-void configure_tls(program_config& cfg, const std::string& tls_dir) {
+/// How a CAF path reaches the other process.
+enum class transport { plain, tls, caf_openssl };
+
+void configure_transport(program_config& cfg, transport t,
+                         const std::string& tls_dir) {
+  if (t == transport::plain)
+    return;
   auto files = net::load_tls_dir(tls_dir);
   if (!files)
     die(render(files.error()));
   if (auto err = net::apply_tls(cfg, *files))
     die(render(err));
+  if (t == transport::caf_openssl)
+    cfg.load<caf::openssl::manager>(); // reads the same openssl.* options
 }
 
-int serve_caf(bool tls, const std::string& tls_dir,
+caf::expected<uint16_t> publish_sink(caf::actor_system& sys,
+                                     const sink_actor& a, transport t) {
+  switch (t) {
+    case transport::tls:
+      return net::tls_publish(a, 0, "127.0.0.1");
+    case transport::caf_openssl:
+      return caf::openssl::publish(a, 0, "127.0.0.1");
+    default:
+      return sys.middleman().publish(a, 0, "127.0.0.1");
+  }
+}
+
+caf::expected<sink_actor> reach_sink(caf::actor_system& sys, uint16_t port,
+                                     transport t) {
+  switch (t) {
+    case transport::tls:
+      return net::tls_remote_actor<sink_actor>(sys, "127.0.0.1", port);
+    case transport::caf_openssl:
+      return caf::openssl::remote_actor<sink_actor>(sys, "127.0.0.1", port);
+    default:
+      return sys.middleman().remote_actor<sink_actor>("127.0.0.1", port);
+  }
+}
+
+int serve_caf(transport t, const std::string& tls_dir,
               const std::vector<std::string>& sets) {
   program_config cfg;
   apply_sets(cfg, sets);
-  if (tls)
-    configure_tls(cfg, tls_dir);
+  configure_transport(cfg, t, tls_dir);
   caf::actor_system sys{cfg};
   auto a = sys.spawn(sink);
-  auto port = tls ? caf::openssl::publish(a, 0, "127.0.0.1")
-                  : sys.middleman().publish(a, 0, "127.0.0.1");
+  auto port = publish_sink(sys, a, t);
   if (!port)
     die("publish: " + sys.render(port.error()));
   std::printf("PORT %u\n", static_cast<unsigned>(*port));
@@ -344,7 +380,7 @@ struct options {
   std::vector<int> sizes_mib{1, 16};
   std::string tls_dir;
   std::string json;
-  /// Which paths to measure (0 raw, 1 CAF, 2 TLS); a subset is for
+  /// Which paths to measure (0 raw, 1 CAF, 2 TLS, 3 caf::openssl); a subset is for
   /// profiling one path alone, the ratios need raw.
   std::vector<int> paths{0, 1, 2};
   /// Each CAF push as this many messages, all sent before the acks are
@@ -478,17 +514,14 @@ std::vector<caf::message> push_messages(size_t bytes, int64_t part_bytes) {
   return msgs;
 }
 
-path_round measure_caf(const receiver& r, bool tls, const options& opt) {
+path_round measure_caf(const receiver& r, transport t, const options& opt) {
   path_round out;
   program_config cfg;
   apply_sets(cfg, opt.sets);
-  if (tls)
-    configure_tls(cfg, opt.tls_dir);
+  configure_transport(cfg, t, opt.tls_dir);
   caf::actor_system sys{cfg};
   auto port = static_cast<uint16_t>(r.port);
-  auto remote
-    = tls ? caf::openssl::remote_actor<sink_actor>(sys, "127.0.0.1", port)
-          : sys.middleman().remote_actor<sink_actor>("127.0.0.1", port);
+  auto remote = reach_sink(sys, port, t);
   if (!remote)
     die("remote_actor: " + sys.render(remote.error()));
   auto dest = caf::actor_cast<caf::actor>(*remote);
@@ -541,7 +574,7 @@ std::vector<int> parse_list(const char* s) {
   return xs;
 }
 
-/// "raw,caf,tls" (any subset, in any order) as path indices.
+/// "raw,caf,tls,openssl" (any subset, in any order) as path indices.
 std::vector<int> parse_paths(const std::string& text) {
   std::vector<int> xs;
   std::istringstream in{text};
@@ -553,8 +586,10 @@ std::vector<int> parse_paths(const std::string& text) {
       xs.push_back(1);
     else if (tok == "tls")
       xs.push_back(2);
+    else if (tok == "openssl")
+      xs.push_back(3);
     else
-      die("unknown path " + tok + " (raw, caf, tls)");
+      die("unknown path " + tok + " (raw, caf, tls, openssl)");
   }
   std::sort(xs.begin(), xs.end());
   xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
@@ -605,8 +640,12 @@ int main(int argc, char** argv) {
   }
   if (serve == "raw")
     return serve_raw();
-  if (serve == "caf" || serve == "tls")
-    return serve_caf(serve == "tls", opt.tls_dir, opt.sets);
+  if (serve == "caf")
+    return serve_caf(transport::plain, opt.tls_dir, opt.sets);
+  if (serve == "tls")
+    return serve_caf(transport::tls, opt.tls_dir, opt.sets);
+  if (serve == "openssl")
+    return serve_caf(transport::caf_openssl, opt.tls_dir, opt.sets);
   if (!serve.empty())
     die("unknown --serve " + serve);
 
@@ -626,15 +665,19 @@ int main(int argc, char** argv) {
     opt.tls_dir = tmp_dir + "/node";
   }
 
-  const char* names[] = {"raw TCP", "CAF", "CAF+TLS"};
-  const char* modes[] = {"raw", "caf", "tls"};
+  const char* names[] = {"raw TCP", "CAF", "CAF+TLS", "caf::openssl"};
+  const char* modes[] = {"raw", "caf", "tls", "openssl"};
+  const transport transports[] = {transport::plain, transport::plain,
+                                  transport::tls, transport::caf_openssl};
+  constexpr size_t npaths = 4;
   // results[path][round]
-  std::vector<std::vector<path_round>> results(3);
+  std::vector<std::vector<path_round>> results(npaths);
   for (int round = 0; round < opt.rounds; ++round) {
     for (int p : opt.paths) {
       receiver r{self_exe, modes[p], opt.tls_dir, opt.sets};
       results[static_cast<size_t>(p)].push_back(
-        p == 0 ? measure_raw(r, opt) : measure_caf(r, p == 2, opt));
+        p == 0 ? measure_raw(r, opt)
+               : measure_caf(r, transports[p], opt));
     }
     std::fprintf(stderr, "round %d/%d done\n", round + 1, opt.rounds);
   }
@@ -645,10 +688,10 @@ int main(int argc, char** argv) {
 
   // Medians over rounds.
   auto nsizes = opt.sizes_mib.size();
-  std::vector<std::vector<double>> mb(3, std::vector<double>(nsizes));
-  std::vector<std::vector<double>> cpu(3, std::vector<double>(nsizes));
-  std::vector<double> rtt(3);
-  for (size_t p = 0; p < 3; ++p) {
+  std::vector<std::vector<double>> mb(npaths, std::vector<double>(nsizes));
+  std::vector<std::vector<double>> cpu(npaths, std::vector<double>(nsizes));
+  std::vector<double> rtt(npaths);
+  for (size_t p = 0; p < npaths; ++p) {
     for (size_t s = 0; s < nsizes; ++s) {
       std::vector<double> xs;
       for (const auto& r : results[p])
@@ -678,7 +721,7 @@ int main(int argc, char** argv) {
   for (int mib : opt.sizes_mib)
     std::printf(" %10d MiB %8s", mib, "vs raw");
   std::printf(" %14s %8s\n", "small RTT us", "vs raw");
-  for (size_t p = 0; p < 3; ++p) {
+  for (size_t p = 0; p < npaths; ++p) {
     if (results[p].empty())
       continue;
     std::printf("%-10s", names[p]);
@@ -687,7 +730,7 @@ int main(int argc, char** argv) {
     std::printf(" %14.1f %7.2fx\n", rtt[p], rtt[p] / rtt[0]);
   }
   std::printf("CPU seconds per GB pushed (sender + receiver process)\n");
-  for (size_t p = 0; p < 3; ++p) {
+  for (size_t p = 0; p < npaths; ++p) {
     if (results[p].empty())
       continue;
     std::printf("%-10s", names[p]);
@@ -708,7 +751,7 @@ int main(int argc, char** argv) {
       out << (i ? ", " : "") << "\"" << opt.sets[i] << "\"";
     out << "],\n  \"paths\": [\n";
     bool first = true;
-    for (size_t p = 0; p < 3; ++p) {
+    for (size_t p = 0; p < npaths; ++p) {
       if (results[p].empty())
         continue;
       out << (first ? "" : ",\n");

@@ -17,11 +17,24 @@
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
-#include <caf/openssl/manager.hpp>
-
 #include "runtime/error.hpp"
+#include "runtime/net/tls_session.hpp"
 
 namespace syncfac::net {
+
+std::string take_ssl_errors() {
+  std::string result;
+  while (auto code = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(code, buf, sizeof(buf));
+    if (result.find(buf) != std::string::npos)
+      continue; // OpenSSL repeats itself across its layers
+    if (!result.empty())
+      result += "; ";
+    result += buf;
+  }
+  return result;
+}
 
 namespace {
 
@@ -57,11 +70,6 @@ struct stack_free {
     sk_X509_free(p); // the certificates are owned elsewhere
   }
 };
-struct ssl_ctx_free {
-  void operator()(SSL_CTX* p) const noexcept {
-    SSL_CTX_free(p);
-  }
-};
 
 using bio_ptr = std::unique_ptr<BIO, bio_free>;
 using x509_ptr = std::unique_ptr<X509, x509_free>;
@@ -71,23 +79,8 @@ caf::error fail(const std::string& path, const std::string& problem) {
   return make_error(ec::invalid_config, "TLS: " + path + ": " + problem);
 }
 
-/// The OpenSSL error queue as text ("" when empty); clears the queue.
-std::string ssl_errors() {
-  std::string result;
-  while (auto code = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(code, buf, sizeof(buf));
-    if (result.find(buf) != std::string::npos)
-      continue; // OpenSSL repeats itself across its layers
-    if (!result.empty())
-      result += "; ";
-    result += buf;
-  }
-  return result;
-}
-
 std::string with_ssl_errors(std::string problem) {
-  auto errs = ssl_errors();
+  auto errs = take_ssl_errors();
   if (!errs.empty())
     problem += " (OpenSSL: " + errs + ")";
   return problem;
@@ -232,38 +225,6 @@ caf::expected<std::string> read_passphrase(const std::string& path) {
 
 /// Loads the files into an SSL context exactly as caf::openssl::session
 /// does (CAF 0.17.6): what passes here does not throw inside CAF.
-caf::error check_as_caf_does(const tls_files& files) {
-  ERR_clear_error();
-  std::unique_ptr<SSL_CTX, ssl_ctx_free> ctx{SSL_CTX_new(TLS_method())};
-  if (!ctx)
-    return make_error(ec::internal,
-                      with_ssl_errors("TLS: cannot create an SSL context"));
-  if (SSL_CTX_use_certificate_chain_file(ctx.get(), files.certificate.c_str())
-      != 1)
-    return fail(files.certificate,
-                with_ssl_errors("OpenSSL refuses the certificate chain"));
-  std::string passphrase = files.passphrase;
-  passphrase_call call{&passphrase};
-  SSL_CTX_set_default_passwd_cb(ctx.get(), passphrase_cb);
-  SSL_CTX_set_default_passwd_cb_userdata(ctx.get(), &call);
-  if (SSL_CTX_use_PrivateKey_file(ctx.get(), files.key.c_str(),
-                                  SSL_FILETYPE_PEM)
-      != 1)
-    return fail(files.key, with_ssl_errors("OpenSSL refuses the private key"));
-  if (SSL_CTX_check_private_key(ctx.get()) != 1)
-    return fail(files.key,
-                with_ssl_errors("does not belong to " + files.certificate));
-  if (SSL_CTX_load_verify_locations(ctx.get(), files.cafile.c_str(), nullptr)
-      != 1)
-    return fail(files.cafile,
-                with_ssl_errors("OpenSSL refuses the CA certificates"));
-  if (SSL_CTX_set_cipher_list(ctx.get(), "HIGH:!aNULL:!MD5") != 1)
-    return make_error(ec::internal,
-                      with_ssl_errors("TLS: cannot set the cipher list"));
-  ERR_clear_error();
-  return caf::none;
-}
-
 /// Every check of load_tls_dir on files whose paths are known.
 caf::error check_files(const tls_files& files) {
   for (const auto* p : {&files.cafile, &files.certificate, &files.key})
@@ -337,7 +298,9 @@ caf::error check_files(const tls_files& files) {
                 "certificate cannot authenticate a TLS client (its key "
                 "usage or extended key usage lacks clientAuth)");
   ERR_clear_error();
-  return check_as_caf_does(files);
+  // Last, the context the transport will build from them.
+  auto ctx = make_ssl_context(files);
+  return ctx ? caf::none : ctx.error();
 }
 
 } // namespace
@@ -371,6 +334,46 @@ caf::expected<tls_files> load_tls_dir(const std::string& dir) {
   return files;
 }
 
+caf::expected<ssl_context_ptr> make_ssl_context(const tls_files& files) {
+  ERR_clear_error();
+  ssl_context_ptr ctx{SSL_CTX_new(TLS_method()), SSL_CTX_free};
+  if (!ctx)
+    return make_error(ec::internal,
+                      with_ssl_errors("TLS: cannot create an SSL context"));
+  auto* raw = ctx.get();
+  SSL_CTX_set_min_proto_version(raw, TLS1_2_VERSION);
+  if (SSL_CTX_use_certificate_chain_file(raw, files.certificate.c_str()) != 1)
+    return fail(files.certificate,
+                with_ssl_errors("OpenSSL refuses the certificate chain"));
+  passphrase_call call{&files.passphrase};
+  SSL_CTX_set_default_passwd_cb(raw, passphrase_cb);
+  SSL_CTX_set_default_passwd_cb_userdata(raw, &call);
+  auto key_loaded = SSL_CTX_use_PrivateKey_file(raw, files.key.c_str(),
+                                                SSL_FILETYPE_PEM);
+  // The callback's data lives on this stack: no later call may use it.
+  SSL_CTX_set_default_passwd_cb(raw, nullptr);
+  SSL_CTX_set_default_passwd_cb_userdata(raw, nullptr);
+  if (key_loaded != 1)
+    return fail(files.key, with_ssl_errors("OpenSSL refuses the private key"));
+  if (SSL_CTX_check_private_key(raw) != 1)
+    return fail(files.key,
+                with_ssl_errors("does not belong to " + files.certificate));
+  if (SSL_CTX_load_verify_locations(raw, files.cafile.c_str(), nullptr) != 1)
+    return fail(files.cafile,
+                with_ssl_errors("OpenSSL refuses the CA certificates"));
+  SSL_CTX_set_verify(raw, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+                     nullptr);
+  if (SSL_CTX_set_cipher_list(raw, "HIGH:!aNULL:!MD5") != 1)
+    return make_error(ec::internal,
+                      with_ssl_errors("TLS: cannot set the cipher list"));
+  // Nodes reconnect with a full handshake: tickets would only cost a
+  // message after every handshake.
+  SSL_CTX_set_num_tickets(raw, 0);
+  SSL_CTX_set_options(raw, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
+  ERR_clear_error();
+  return ctx;
+}
+
 caf::error apply_tls(caf::actor_system_config& cfg, const tls_files& files) {
   if (auto err = check_files(files))
     return err;
@@ -383,7 +386,6 @@ caf::error apply_tls(caf::actor_system_config& cfg, const tls_files& files) {
   cfg.set("openssl.key", files.key);
   cfg.set("openssl.passphrase", files.passphrase);
   cfg.set("openssl.cafile", files.cafile);
-  cfg.load<caf::openssl::manager>();
   return caf::none;
 }
 

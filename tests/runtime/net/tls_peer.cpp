@@ -9,8 +9,10 @@
 //     "quit" stops.
 //
 //   tls_peer client --port N [--tls_dir DIR | --tls_anon] [--timeout S]
-//     connects (--tls_dir: with that certificate; --tls_anon: TLS without
-//     any certificate; neither: plain TCP), pushes the gradient [1, 1, 1, 1]
+//     connects (--tls_dir: with that certificate, through the runtime's
+//     TLS transport; --tls_anon: TLS without any certificate, through
+//     CAF's own caf::openssl, as a foreign client would; neither: plain
+//     TCP), pushes the gradient [1, 1, 1, 1]
 //     for step 0, asks the shard to apply it and pulls the parameters:
 //     prints "CONNECTED", "PUSHED accepted=<0|1>", "PULLED step=<s>
 //     w=<v0>,<v1>,...".
@@ -40,6 +42,7 @@
 #include "messages/sync_messages.hpp"
 #include "runtime/error.hpp"
 #include "runtime/net/tls.hpp"
+#include "runtime/net/tls_transport.hpp"
 #include "runtime/program_config.hpp"
 
 using namespace syncfac;
@@ -110,10 +113,6 @@ void configure(program_config& cfg, const options& opt) {
   }
 }
 
-bool use_tls(const options& opt) {
-  return !opt.tls_dir.empty() || opt.tls_anon;
-}
-
 int serve(const options& opt) {
   program_config cfg;
   configure(cfg, opt);
@@ -127,8 +126,10 @@ int serve(const options& opt) {
     std::printf("SPAWN FAILED: %s\n", render(ps.error()).c_str());
     return 5;
   }
-  auto port = use_tls(opt) ? caf::openssl::publish(*ps, 0, "127.0.0.1")
-                           : sys.middleman().publish(*ps, 0, "127.0.0.1");
+  auto port = !opt.tls_dir.empty()
+                ? net::tls_publish(*ps, 0, "127.0.0.1")
+              : opt.tls_anon ? caf::openssl::publish(*ps, 0, "127.0.0.1")
+                             : sys.middleman().publish(*ps, 0, "127.0.0.1");
   if (!port) {
     std::printf("PUBLISH FAILED: %s\n", sys.render(port.error()).c_str());
     return 5;
@@ -172,7 +173,9 @@ int client(const options& opt) {
   configure(cfg, opt);
   caf::actor_system sys{cfg};
   auto port = static_cast<uint16_t>(opt.port);
-  auto ps = use_tls(opt)
+  auto ps = !opt.tls_dir.empty()
+              ? net::tls_remote_actor<ps_actor>(sys, "127.0.0.1", port)
+            : opt.tls_anon
               ? caf::openssl::remote_actor<ps_actor>(sys, "127.0.0.1", port)
               : sys.middleman().remote_actor<ps_actor>("127.0.0.1", port);
   if (!ps) {

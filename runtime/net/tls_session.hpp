@@ -1,0 +1,109 @@
+#pragma once
+
+// One TLS connection as CAF's stream drives it (the policy of a
+// caf::io::network::stream_impl), and the SSL context all of a node's
+// connections share. Internal to runtime/net: tls_transport.hpp is the
+// interface.
+//
+// Why not caf::openssl::session: it lets OpenSSL write each 16 KiB record
+// with its own send(), so a 16 MiB push costs a thousand sends, each
+// carried through the loopback stack on its own, and it blocks and
+// unblocks SIGPIPE around every call. Here OpenSSL writes its records into
+// a buffer and the session sends up to write_chunk of them at once, with
+// MSG_NOSIGNAL. Reads go through OpenSSL's socket BIO with read-ahead, so
+// that one read() brings several records.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+#include <caf/io/network/native_socket.hpp>
+#include <caf/io/network/rw_state.hpp>
+
+#include "runtime/net/tls.hpp"
+
+struct ssl_st;
+struct ssl_ctx_st;
+
+namespace syncfac::net {
+
+/// The OpenSSL error queue as text ("" when empty); clears the queue.
+std::string take_ssl_errors();
+
+using ssl_context_ptr = std::shared_ptr<ssl_ctx_st>;
+
+/// The context every connection of a node uses: its certificate chain and
+/// key, the cluster CA as the only trust anchor, peers must present a
+/// certificate (mutual authentication), TLS 1.2 or later, no session
+/// tickets. ec::invalid_config naming the file OpenSSL refuses.
+caf::expected<ssl_context_ptr> make_ssl_context(const tls_files& files);
+
+/// One connection. Not thread-safe: CAF's multiplexer thread drives it,
+/// after the thread that connected ran the first handshake step.
+class tls_session {
+public:
+  using native_socket = caf::io::network::native_socket;
+  using rw_state = caf::io::network::rw_state;
+
+  /// Plaintext encrypted per send(): large enough that the sends of a
+  /// 16 MiB message are few, small enough to keep the buffer in cache.
+  static constexpr size_t write_chunk = 256 * 1024;
+
+  /// OpenSSL's read-ahead buffer: several records per read().
+  static constexpr size_t read_buffer = 256 * 1024;
+
+  /// A session on the connected socket `fd`, its handshake started (the
+  /// client's hello sent); ec::io_error saying why when OpenSSL fails, the
+  /// peer does not speak TLS or the socket is gone.
+  static caf::expected<std::unique_ptr<tls_session>>
+  make(const ssl_context_ptr& ctx, native_socket fd, bool server);
+
+  ~tls_session();
+  tls_session(const tls_session&) = delete;
+  tls_session& operator=(const tls_session&) = delete;
+
+  /// CAF's stream policy: success with result 0 means "nothing now, call
+  /// again on the next event"; indeterminate (only for len 0) tells the
+  /// stream there is nothing left to write.
+  rw_state read_some(size_t& result, native_socket fd, void* buf, size_t len);
+  rw_state write_some(size_t& result, native_socket fd, const void* buf,
+                      size_t len);
+  bool must_read_more(native_socket fd, size_t threshold);
+
+  bool handshake_done() const {
+    return !handshaking_;
+  }
+
+  /// Appends ciphertext for the socket (OpenSSL's output BIO calls this).
+  void buffer_output(const char* data, size_t size);
+
+private:
+  tls_session(ssl_st* ssl, bool server);
+
+  enum class progress { done, pending, failed };
+
+  progress continue_handshake(native_socket fd);
+  std::string why_failed() const {
+    return failure_;
+  }
+  /// Sends buffered ciphertext until done or the socket would block; false
+  /// when the connection is gone.
+  bool send_buffered(native_socket fd);
+  bool output_pending() const {
+    return out_sent_ < out_.size();
+  }
+
+  ssl_st* ssl_;
+  bool handshaking_ = true;
+  std::vector<char> out_;
+  size_t out_sent_ = 0;
+  // Plaintext bytes whose ciphertext is still in out_: reported to the
+  // stream as written only once all of it is on the socket, so that the
+  // stream keeps asking to write until then.
+  size_t owed_ = 0;
+  std::string failure_; // what ended the handshake, for make's error
+};
+
+} // namespace syncfac::net
