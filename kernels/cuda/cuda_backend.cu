@@ -748,6 +748,10 @@ caf::error cuda_backend::column_sums(const float* x, int64_t rows,
                       name_ + ": " + what + ": [" + std::to_string(rows)
                         + ", " + std::to_string(cols)
                         + "] exceeds cuBLAS's 32-bit dimensions");
+  // A reallocation (even one that failed: reserve frees the old block
+  // first) leaves no ones behind.
+  if (rows > ones_.capacity())
+    ones_filled_ = 0;
   if (auto err = ones_.reserve(rows, name_, "a vector of ones"))
     return err;
   if (ones_filled_ < rows) {
