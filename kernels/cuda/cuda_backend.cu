@@ -1154,7 +1154,8 @@ caf::error cuda_backend::conv_backward(const char* op,
     if (auto err = check_launch("conv2d_backward: col2im"))
       return err;
   }
-  return caf::none;
+  // An empty batch queues only the fills above: check them too.
+  return check_launch(op);
 }
 
 caf::error cuda_backend::activation_forward(activation act, const tensor& x,
