@@ -579,6 +579,45 @@ BOOST_AUTO_TEST_CASE(device_values_outlive_their_backend_and_cross_threads) {
               "read on another thread");
 }
 
+// A tensor another GPU left on its device, read by this backend: the fetch
+// selects the other GPU, and this backend's later launches and cuBLAS calls
+// in the same call must run on its own again. Needs two GPUs (the
+// self-check runs the same logic with CPU backends).
+BOOST_AUTO_TEST_CASE(inputs_on_another_gpu_keep_this_gpu_current) {
+#ifdef SYNCFAC_CUDA_TESTS_ON_CPU
+  auto other = make_cpu_backend(1);
+#else
+  if (cuda::device_count() < 2) {
+    BOOST_TEST_MESSAGE("one CUDA device: nothing to check");
+    return;
+  }
+  auto made = cuda::make_cuda_backend(1);
+  BOOST_REQUIRE_MESSAGE(made, (made ? std::string{} : render(made.error())));
+  auto other = std::move(*made);
+#endif
+  auto x = random_tensor({24, 10}, rng);
+  auto w1 = random_tensor({10, 12}, rng, -0.3f, 0.3f);
+  auto b1 = random_tensor({12}, rng);
+  auto w2 = random_tensor({12, 7}, rng, -0.3f, 0.3f);
+  auto b2 = random_tensor({7}, rng);
+  tensor h_c, y_c, z_c;
+  SYNCFAC_REQUIRE_OK(cpu->dense_forward(x, w1, b1, activation::relu, h_c));
+  SYNCFAC_REQUIRE_OK(cpu->dense_forward(h_c, w2, b2, activation::tanh, y_c));
+  SYNCFAC_REQUIRE_OK(cpu->activation_forward(activation::sigmoid, y_c, z_c));
+  tensor h, y, z;
+  // Twice: the second time y and z reuse their blocks, so no allocation
+  // selects this backend's device in passing.
+  for (int round = 0; round < 2; ++round) {
+    BOOST_TEST_CONTEXT("round " << round) {
+      SYNCFAC_REQUIRE_OK(other->dense_forward(x, w1, b1, activation::relu,
+                                              h));
+      SYNCFAC_REQUIRE_OK(gpu->dense_forward(h, w2, b2, activation::tanh, y));
+      SYNCFAC_REQUIRE_OK(gpu->activation_forward(activation::sigmoid, y, z));
+      check_close(z, z_c, gemm_atol, gemm_rtol, "read from another GPU");
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(model_training_steps_match_cpu) {
   // The runtime's use: parameters resident, activations and gradients left
   // on the device, host SGD updates in between (staleness on every step).
