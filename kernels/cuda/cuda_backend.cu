@@ -508,7 +508,9 @@ cuda_context::cuda_context(int dev, std::string nm)
 }
 
 cuda_context::~cuda_context() {
-  cudaSetDevice(device);
+  // The last copy may die on any thread, in the middle of another
+  // backend's call: leave that thread's current device as it was.
+  device_guard on{device};
   if (stream != nullptr)
     cudaStreamSynchronize(stream);
   free_pool();
@@ -536,7 +538,7 @@ caf::expected<float*> cuda_context::allocate(int64_t n, int64_t& capacity,
     capacity = 0;
     return static_cast<float*>(nullptr);
   }
-  cudaSetDevice(device);
+  device_guard on{device};
   auto bytes = static_cast<size_t>(n) * sizeof(float);
   void* p = nullptr;
   auto status = cudaMalloc(&p, bytes);
@@ -569,9 +571,12 @@ void cuda_copy::copy_to_host(float* dst, int64_t n) const {
   if (n == 0)
     return;
   // Another thread may read a tensor its device actor handed over: select
-  // the device here, and queue on the stream that wrote the values.
+  // the device here, and queue on the stream that wrote the values. A
+  // backend of another GPU may be reading this tensor as its input: its
+  // device is current again afterwards.
   ctx_->bytes_to_host += n * static_cast<int64_t>(sizeof(float));
-  auto status = cudaSetDevice(ctx_->device);
+  device_guard on{ctx_->device};
+  auto status = on.status();
   if (status == cudaSuccess)
     status = cudaMemcpyAsync(dst, block_, static_cast<size_t>(n)
                                             * sizeof(float),
@@ -743,6 +748,10 @@ caf::error cuda_backend::column_sums(const float* x, int64_t rows,
                       name_ + ": " + what + ": [" + std::to_string(rows)
                         + ", " + std::to_string(cols)
                         + "] exceeds cuBLAS's 32-bit dimensions");
+  // A reallocation (even one that failed: reserve frees the old block
+  // first) leaves no ones behind.
+  if (rows > ones_.capacity())
+    ones_filled_ = 0;
   if (auto err = ones_.reserve(rows, name_, "a vector of ones"))
     return err;
   if (ones_filled_ < rows) {
@@ -1145,7 +1154,8 @@ caf::error cuda_backend::conv_backward(const char* op,
     if (auto err = check_launch("conv2d_backward: col2im"))
       return err;
   }
-  return caf::none;
+  // An empty batch queues only the fills above: check them too.
+  return check_launch(op);
 }
 
 caf::error cuda_backend::activation_forward(activation act, const tensor& x,

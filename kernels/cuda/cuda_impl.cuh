@@ -58,6 +58,43 @@ void launch_im2col(cudaStream_t stream, const float* x, const conv_dims& d,
 /// Queues x[0, n) = value.
 void launch_fill(cudaStream_t stream, float* x, int64_t n, float value);
 
+/// Makes `device` current on the calling thread for its scope and then
+/// restores the device that was current before. For the CUDA calls a
+/// device copy makes on its own (a fetch, the context's teardown): they can
+/// run in the middle of another backend's kernel call on the same thread
+/// (an input resident on another GPU, the last copy of another context
+/// released by an output), and that backend's later launches, cuBLAS and
+/// cuSOLVER calls need its own device to stay current.
+class device_guard {
+public:
+  explicit device_guard(int device) noexcept : device_(device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      cudaGetLastError();
+      previous_ = -1;
+    }
+    if (previous_ != device_)
+      status_ = cudaSetDevice(device_);
+  }
+
+  ~device_guard() {
+    if (previous_ >= 0 && previous_ != device_)
+      cudaSetDevice(previous_);
+  }
+
+  device_guard(const device_guard&) = delete;
+  device_guard& operator=(const device_guard&) = delete;
+
+  /// The status of selecting the device.
+  cudaError_t status() const noexcept {
+    return status_;
+  }
+
+private:
+  int device_;
+  int previous_ = -1;
+  cudaError_t status_ = cudaSuccess;
+};
+
 /// Device memory that grows to the largest size asked for and is reused.
 template <class T>
 class device_buffer {

@@ -721,6 +721,10 @@ caf::error cuda_backend::syrk_rm(const float* X, int64_t rows, int64_t cols,
                       name_ + ": " + what + ": [" + std::to_string(rows)
                         + ", " + std::to_string(cols)
                         + "] exceeds cuBLAS's 32-bit dimensions");
+  // C [0, 0] has nothing to compute, and cuBLAS refuses its lda 0
+  // (it wants lda >= max(1, n)).
+  if (cols == 0)
+    return caf::none;
   // Column-major view of row-major X [rows, cols] is Xᵀ [cols, rows]:
   // C = alpha (Xᵀ)(Xᵀ)ᵀ + beta C, upper triangle.
   return check(cublasSsyrk(blas_, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,

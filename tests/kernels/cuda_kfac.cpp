@@ -328,6 +328,20 @@ BOOST_AUTO_TEST_CASE(factor_statistics_match_cpu) {
       }
     }
   }
+  // A layer without inputs or outputs: empty factors, as on the CPU (cuBLAS
+  // refuses a SYRK of width 0 with its leading dimension 0).
+  for (auto [in, out] : {std::pair{int64_t{0}, int64_t{3}},
+                         std::pair{int64_t{4}, int64_t{0}}}) {
+    BOOST_TEST_CONTEXT("dense " << in << " -> " << out) {
+      auto x0 = random_tensor({5, in}, rng);
+      auto ds0 = random_tensor({5, out}, rng);
+      tensor A_g, G_g, A_c, G_c;
+      SYNCFAC_REQUIRE_OK(kfac->dense_factors(x0, ds0, false, {}, 1, A_g, G_g));
+      SYNCFAC_REQUIRE_OK(cpu::dense_factors(x0, ds0, false, {}, 1, A_c, G_c));
+      check_close(A_g, A_c, 1e-5 * max_abs(A_c), 1e-4, "empty dense A");
+      check_close(G_g, G_c, 1e-5 * max_abs(G_c), 1e-4, "empty dense G");
+    }
+  }
   tensor A, G;
   auto input = random_tensor({4, 3}, rng);
   auto ds = random_tensor({5, 2}, rng);
