@@ -10,6 +10,8 @@
 # incoming messages itself instead of copying each payload to a
 # deserialisation worker), then with workers=0 and each push whole
 # (--part_kib 0) for comparison. Raw TCP moves each push as one message.
+# CAF+TLS is the runtime's TLS transport; the workers=0 run also measures
+# CAF's own caf::openssl (path "openssl") against it.
 #
 #   bench/run_net.sh [rounds=7] [seconds=0.5]
 #
@@ -27,7 +29,9 @@ echo "--- CAF defaults (pushes in 1 MiB parts)"
 "$bin" --rounds "$rounds" --seconds "$seconds" --sizes 1,16 \
   --json "bench/results/net-$stamp-default.json"
 echo "--- middleman.workers=0 (pushes in 1 MiB parts: the programs' defaults)"
+echo "    (openssl: CAF's own caf::openssl with the same certificates)"
 "$bin" --rounds "$rounds" --seconds "$seconds" --sizes 1,16 \
+  --paths raw,caf,tls,openssl \
   --set middleman.workers=0 --json "bench/results/net-$stamp-workers0.json"
 echo "--- middleman.workers=0, each CAF push whole"
 "$bin" --rounds "$rounds" --seconds "$seconds" --sizes 1,16 \

@@ -223,8 +223,6 @@ caf::expected<std::string> read_passphrase(const std::string& path) {
   return line;
 }
 
-/// Loads the files into an SSL context exactly as caf::openssl::session
-/// does (CAF 0.17.6): what passes here does not throw inside CAF.
 /// Every check of load_tls_dir on files whose paths are known.
 caf::error check_files(const tls_files& files) {
   for (const auto* p : {&files.cafile, &files.certificate, &files.key})

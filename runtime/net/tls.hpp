@@ -1,16 +1,17 @@
 #pragma once
 
-// TLS with mutual authentication between nodes (caf::openssl): every node
+// TLS with mutual authentication between nodes (the transport in
+// tls_transport.hpp): every node
 // holds the cluster CA's certificate plus its own certificate and key, all
 // signed by that CA. A peer without a CA-signed certificate is refused at
 // the TLS handshake, in both directions.
 //
-// CAF 0.17 aborts (an exception thrown on the multiplexer thread) or hangs
-// when its openssl.* options are half right: a missing file, a key that
-// does not decrypt or does not belong to the certificate. load_tls_dir
-// therefore checks everything with the OpenSSL API first, so that CAF only
-// ever sees a configuration that works, and apply_tls refuses anything that
-// load_tls_dir did not produce in full.
+// A node must fail at start-up, naming the file, when its files are half
+// right (a missing file, a key that does not decrypt or does not belong to
+// the certificate), not at its first connection (CAF 0.17's caf::openssl
+// aborted or hung there). load_tls_dir therefore checks everything with the
+// OpenSSL API first, ending with the SSL context the transport will build,
+// and apply_tls refuses anything that load_tls_dir did not produce in full.
 //
 // The directory layout (scripts/make-cluster-certs.sh writes it):
 //   ca.pem          the cluster CA's certificate (trust anchor)
@@ -46,7 +47,7 @@ struct tls_files {
 caf::expected<tls_files> load_tls_dir(const std::string& dir);
 
 /// Sets the openssl.* options (certificate, key, passphrase, cafile) on
-/// `cfg` and loads caf::openssl::manager. `cfg` must already have loaded
+/// `cfg`, where the TLS transport reads them. `cfg` must already have loaded
 /// caf::io::middleman (syncfac::program_config does), and must not be used
 /// to construct an actor system yet. Fails with ec::invalid_config, leaving
 /// `cfg` untouched, when a path is empty or `files` has not been through

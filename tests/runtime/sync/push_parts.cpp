@@ -330,7 +330,12 @@ BOOST_AUTO_TEST_CASE(part_buffers_come_from_the_heap_and_stay_after_free) {
   BOOST_TEST(during.hblks == before.hblks);
   parts.clear();
   auto after = mallinfo2();
-  BOOST_TEST(after.fordblks >= before.fordblks + (size_t{16} << 20),
+  // Other threads of the process (actor systems of earlier cases winding
+  // down) may take a few KiB of the freed bytes meanwhile: the check
+  // allows 1 MiB of the 16, against the 16 MiB that go back to the kernel
+  // without keep_freed_memory.
+  constexpr size_t others = size_t{1} << 20;
+  BOOST_TEST(after.fordblks + others >= before.fordblks + (size_t{16} << 20),
              "free bytes kept in the heap: " << before.fordblks << " -> "
                                              << after.fordblks);
 }
