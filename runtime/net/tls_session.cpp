@@ -159,6 +159,19 @@ tls_session::progress tls_session::continue_handshake(native_socket fd) {
   }
 }
 
+tls_session::rw_state tls_session::after_failed_call(int ret,
+                                                     native_socket fd) {
+  auto err = SSL_get_error(ssl_, ret);
+  // The call may have produced output (an alert, a key update): it goes out
+  // now or with the next write.
+  if (!send_buffered(fd))
+    return rw_state::failure;
+  if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE)
+    return rw_state::success; // nothing now: the next event brings more
+  ERR_clear_error();
+  return rw_state::failure;
+}
+
 tls_session::rw_state tls_session::read_some(size_t& result, native_socket fd,
                                              void* buf, size_t len) {
   result = 0;
@@ -171,20 +184,13 @@ tls_session::rw_state tls_session::read_some(size_t& result, native_socket fd,
   }
   if (len == 0)
     return rw_state::indeterminate;
-  auto ret = SSL_read(ssl_, buf, static_cast<int>(std::min<size_t>(len, INT_MAX)));
+  auto ret = SSL_read(ssl_, buf,
+                      static_cast<int>(std::min<size_t>(len, INT_MAX)));
   if (ret > 0) {
     result = static_cast<size_t>(ret);
     return rw_state::success;
   }
-  auto err = SSL_get_error(ssl_, ret);
-  // A read may produce output (an alert, a key update): it goes out now or
-  // with the next write.
-  if (!send_buffered(fd))
-    return rw_state::failure;
-  if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE)
-    return rw_state::success;
-  ERR_clear_error();
-  return rw_state::failure;
+  return after_failed_call(ret, fd);
 }
 
 tls_session::rw_state tls_session::write_some(size_t& result,
@@ -214,15 +220,8 @@ tls_session::rw_state tls_session::write_some(size_t& result,
     return rw_state::indeterminate;
   auto chunk = static_cast<int>(std::min(len, write_chunk));
   auto ret = SSL_write(ssl_, buf, chunk);
-  if (ret <= 0) {
-    auto err = SSL_get_error(ssl_, ret);
-    if (!send_buffered(fd))
-      return rw_state::failure;
-    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE)
-      return rw_state::success;
-    ERR_clear_error();
-    return rw_state::failure;
-  }
+  if (ret <= 0)
+    return after_failed_call(ret, fd);
   if (!send_buffered(fd))
     return rw_state::failure;
   if (output_pending())

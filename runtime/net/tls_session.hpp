@@ -85,6 +85,8 @@ private:
   enum class progress { done, pending, failed };
 
   progress continue_handshake(native_socket fd);
+  /// What a failed SSL_read or SSL_write (`ret` <= 0) means for the stream.
+  rw_state after_failed_call(int ret, native_socket fd);
   std::string why_failed() const {
     return failure_;
   }
