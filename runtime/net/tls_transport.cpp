@@ -28,6 +28,14 @@ using network::rw_state;
 /// The registry name of a system's TLS middleman.
 constexpr auto registry_name = caf::atom("sfac_tls");
 
+/// Non-blocking, and with keepalive as CAF gives its plain connections: the
+/// kernel's backstop for a peer gone without a word, behind the middleman's
+/// heartbeats.
+void prepare_socket(native_socket fd) {
+  network::nonblocking(fd, true);
+  network::keepalive(fd, true);
+}
+
 /// The stream policy: CAF's stream_impl calls these on the multiplexer.
 class tls_policy {
 public:
@@ -130,7 +138,7 @@ public:
       return false; // the broker let go while the event was pending
     auto& mpx = acceptor_.backend();
     auto fd = acceptor_.accepted_socket();
-    network::nonblocking(fd, true);
+    prepare_socket(fd);
     auto session = tls_session::make(ctx_, fd, true);
     if (!session) {
       network::close_socket(fd);
@@ -178,7 +186,7 @@ protected:
     auto fd = network::new_tcp_connection(host, port);
     if (!fd)
       return std::move(fd.error());
-    network::nonblocking(*fd, true);
+    prepare_socket(*fd);
     auto session = tls_session::make(ctx_, *fd, false);
     if (!session) {
       network::close_socket(*fd);
