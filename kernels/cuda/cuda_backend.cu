@@ -464,36 +464,34 @@ caf::error cuda_backend::select(const char* op) const {
 
 caf::error cuda_backend::upload(float* dst, const float* src, int64_t n,
                                 const char* what) {
-  if (n == 0)
-    return caf::none;
   return to_device(dst, src, static_cast<size_t>(n) * sizeof(float), what);
 }
 
 caf::error cuda_backend::download(float* dst, const float* src, int64_t n,
                                   const char* what) {
-  if (n == 0)
-    return caf::none;
   return to_host(dst, src, static_cast<size_t>(n) * sizeof(float), what);
 }
 
 caf::error cuda_backend::to_device(void* dst, const void* src, size_t bytes,
                                    const char* what) {
-  if (bytes == 0)
-    return caf::none;
-  ctx_->bytes_to_device += static_cast<int64_t>(bytes);
-  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
-                               stream_),
-               what);
+  return transfer(dst, src, bytes, cudaMemcpyHostToDevice,
+                  ctx_->bytes_to_device, what);
 }
 
 caf::error cuda_backend::to_host(void* dst, const void* src, size_t bytes,
                                  const char* what) {
+  return transfer(dst, src, bytes, cudaMemcpyDeviceToHost,
+                  ctx_->bytes_to_host, what);
+}
+
+caf::error cuda_backend::transfer(void* dst, const void* src, size_t bytes,
+                                  cudaMemcpyKind kind,
+                                  std::atomic<int64_t>& counter,
+                                  const char* what) {
   if (bytes == 0)
     return caf::none;
-  ctx_->bytes_to_host += static_cast<int64_t>(bytes);
-  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
-                               stream_),
-               what);
+  counter += static_cast<int64_t>(bytes);
+  return check(cudaMemcpyAsync(dst, src, bytes, kind, stream_), what);
 }
 
 caf::error cuda_backend::sync(const char* what) {

@@ -356,6 +356,9 @@ public:
                        const char* what);
   caf::error to_host(void* dst, const void* src, size_t bytes,
                      const char* what);
+  caf::error transfer(void* dst, const void* src, size_t bytes,
+                      cudaMemcpyKind kind, std::atomic<int64_t>& counter,
+                      const char* what);
 
   /// Copies n floats between host and device on the stream.
   caf::error upload(float* dst, const float* src, int64_t n,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <optional>
 #include <cstring>
 
 #include <sys/socket.h>
@@ -172,16 +173,25 @@ tls_session::rw_state tls_session::after_failed_call(int ret,
   return rw_state::failure;
 }
 
+std::optional<tls_session::rw_state>
+tls_session::while_handshaking(native_socket fd, rw_state pending) {
+  if (!handshaking_)
+    return std::nullopt;
+  switch (continue_handshake(fd)) {
+    case progress::failed:
+      return rw_state::failure;
+    case progress::pending:
+      return pending;
+    default:
+      return std::nullopt; // done: the call goes on
+  }
+}
+
 tls_session::rw_state tls_session::read_some(size_t& result, native_socket fd,
                                              void* buf, size_t len) {
   result = 0;
-  if (handshaking_) {
-    auto p = continue_handshake(fd);
-    if (p == progress::failed)
-      return rw_state::failure;
-    if (p == progress::pending)
-      return rw_state::success;
-  }
+  if (auto state = while_handshaking(fd, rw_state::success))
+    return *state;
   if (len == 0)
     return rw_state::indeterminate;
   auto ret = SSL_read(ssl_, buf,
@@ -197,14 +207,12 @@ tls_session::rw_state tls_session::write_some(size_t& result,
                                               native_socket fd,
                                               const void* buf, size_t len) {
   result = 0;
-  if (handshaking_) {
-    auto p = continue_handshake(fd);
-    if (p == progress::failed)
-      return rw_state::failure;
-    if (p == progress::pending)
-      return len == 0 && !output_pending() ? rw_state::indeterminate
-                                           : rw_state::success;
-  }
+  // A write event with nothing to write and nothing buffered ends the
+  // stream's interest in writing; the handshake goes on with reads.
+  auto idle = len == 0 && !output_pending() ? rw_state::indeterminate
+                                            : rw_state::success;
+  if (auto state = while_handshaking(fd, idle))
+    return *state;
   if (output_pending()) {
     if (!send_buffered(fd))
       return rw_state::failure;

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,10 @@ private:
   enum class progress { done, pending, failed };
 
   progress continue_handshake(native_socket fd);
+  /// While the handshake runs, what a read or write returns (`pending` when
+  /// it goes on); nothing once it is done and the call may proceed.
+  std::optional<rw_state> while_handshaking(native_socket fd,
+                                            rw_state pending);
   /// What a failed SSL_read or SSL_write (`ret` <= 0) means for the stream.
   rw_state after_failed_call(int ret, native_socket fd);
   std::string why_failed() const {

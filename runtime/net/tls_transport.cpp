@@ -213,6 +213,15 @@ private:
   ssl_context_ptr ctx_;
 };
 
+/// CAF's request_timeout as ec::timeout saying what was waited for.
+caf::error waited(caf::error err, const std::string& what,
+                  std::chrono::milliseconds timeout) {
+  if (err != caf::sec::request_timeout)
+    return err;
+  return make_error(ec::timeout, what + " within "
+                                   + std::to_string(timeout.count()) + " ms");
+}
+
 tls_files files_of(const caf::actor_system_config& cfg) {
   tls_files files;
   files.cafile = cfg.openssl_cafile;
@@ -268,13 +277,10 @@ tls_publish(caf::actor_system& sys, const caf::strong_actor_ptr& whom,
               reuse)
     .receive([&](uint16_t bound) { result = bound; },
              [&](caf::error& err) {
-               if (err == caf::sec::request_timeout)
-                 err = make_error(ec::timeout,
-                                  "TLS: no answer to publishing on port "
-                                    + std::to_string(port) + " within "
-                                    + std::to_string(timeout.count())
-                                    + " ms");
-               result = std::move(err);
+               result = waited(std::move(err),
+                               "TLS: no answer to publishing on port "
+                                 + std::to_string(port),
+                               timeout);
              });
   return result;
 }
@@ -300,12 +306,10 @@ remote_actor_via(caf::scoped_actor& self,
           result = std::move(ptr);
       },
       [&](caf::error& err) {
-        if (err == caf::sec::request_timeout)
-          err = make_error(ec::timeout, "no handshake with " + host + ":"
-                                          + std::to_string(port) + " within "
-                                          + std::to_string(timeout.count())
-                                          + " ms (a frozen process?)");
-        result = std::move(err);
+        result = waited(std::move(err),
+                        "no handshake with " + host + ":"
+                          + std::to_string(port) + " (a frozen process?)",
+                        timeout);
       });
   return result;
 }
