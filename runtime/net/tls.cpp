@@ -364,6 +364,15 @@ caf::expected<ssl_context_ptr> make_ssl_context(const tls_files& files) {
   if (SSL_CTX_set_cipher_list(raw, "HIGH:!aNULL:!MD5") != 1)
     return make_error(ec::internal,
                       with_ssl_errors("TLS: cannot set the cipher list"));
+  // TLS 1.3 (what two nodes negotiate): AES-128-GCM first. It is ~10 %
+  // cheaper per byte than OpenSSL's default first choice, AES-256-GCM,
+  // and encryption is most of what TLS costs a gradient push.
+  if (SSL_CTX_set_ciphersuites(raw, "TLS_AES_128_GCM_SHA256:"
+                                    "TLS_AES_256_GCM_SHA384:"
+                                    "TLS_CHACHA20_POLY1305_SHA256")
+      != 1)
+    return make_error(ec::internal,
+                      with_ssl_errors("TLS: cannot set the TLS 1.3 suites"));
   // Nodes reconnect with a full handshake: tickets would only cost a
   // message after every handshake.
   SSL_CTX_set_num_tickets(raw, 0);

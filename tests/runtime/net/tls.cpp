@@ -17,6 +17,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,9 +26,12 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <openssl/ssl.h>
+
 #include "kernels/tensor.hpp"
 #include "runtime/error.hpp"
 #include "runtime/net/tls.hpp"
+#include "runtime/net/tls_session.hpp"
 #include "runtime/net/tls_transport.hpp"
 #include "runtime/program_config.hpp"
 #include "tests/examples/process.hpp"
@@ -297,6 +301,40 @@ BOOST_AUTO_TEST_CASE(accepts_an_encrypted_key_with_its_passphrase) {
   auto files = net::load_tls_dir(c.dir("b"));
   BOOST_REQUIRE_MESSAGE(files, test::why(files));
   BOOST_TEST(files->passphrase == "s3cret pass");
+}
+
+// -- the SSL context ---------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(two_nodes_agree_on_tls13_with_aes128_gcm) {
+  cluster c;
+  auto client_files = net::load_tls_dir(c.dir("a"));
+  auto server_files = net::load_tls_dir(c.dir("b"));
+  BOOST_REQUIRE(client_files && server_files);
+  auto client_ctx = net::make_ssl_context(*client_files);
+  auto server_ctx = net::make_ssl_context(*server_files);
+  BOOST_REQUIRE_MESSAGE(client_ctx, test::why(client_ctx));
+  BOOST_REQUIRE_MESSAGE(server_ctx, test::why(server_ctx));
+  int fds[2];
+  BOOST_REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+  std::unique_ptr<SSL, decltype(&SSL_free)> client{SSL_new(client_ctx->get()),
+                                                   SSL_free};
+  std::unique_ptr<SSL, decltype(&SSL_free)> server{SSL_new(server_ctx->get()),
+                                                   SSL_free};
+  SSL_set_fd(client.get(), fds[0]);
+  SSL_set_fd(server.get(), fds[1]);
+  int accepted = 0;
+  std::thread acceptor{[&] { accepted = SSL_accept(server.get()); }};
+  auto connected = SSL_connect(client.get());
+  acceptor.join();
+  close(fds[0]);
+  close(fds[1]);
+  BOOST_REQUIRE(connected == 1);
+  BOOST_REQUIRE(accepted == 1);
+  BOOST_TEST(SSL_version(client.get()) == TLS1_3_VERSION);
+  BOOST_TEST(std::string{SSL_get_cipher_name(client.get())}
+             == "TLS_AES_128_GCM_SHA256");
+  BOOST_TEST(std::string{SSL_get_cipher_name(server.get())}
+             == "TLS_AES_128_GCM_SHA256");
 }
 
 BOOST_AUTO_TEST_CASE(refuses_a_missing_directory_or_file) {
