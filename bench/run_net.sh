@@ -4,8 +4,8 @@
 # trip, through CAF (plain and TLS) against raw TCP, in interleaved rounds;
 # prints the medians and writes bench/results/net-<UTC time>-*.json. CAF
 # pushes go as the runtime sends them to another process: in parts of
-# 1 MiB (--part_kib 1024, the default of --push_part_kib; a 1 MiB push is
-# one part). Runs with CAF's default middleman settings, then with
+# 1 MiB (--part_kib 1024, the default of --push_part_kib; a 1 MiB push
+# goes as two halves, split_push). Runs with CAF's default middleman settings, then with
 # middleman.workers=0 (the programs' default: the multiplexer deserialises
 # incoming messages itself instead of copying each payload to a
 # deserialisation worker), then with workers=0 and each push whole

@@ -89,7 +89,7 @@ struct distributed_options : convnet_options {
            "default 10000, off with --tls_dir)")
       .add(push_part_kib, "push_part_kib",
            "a gradient push to another process goes as parts of about this "
-           "many KiB (default 1024; 0: whole)");
+           "many KiB, two at least above half that (default 1024; 0: whole)");
   }
 };
 

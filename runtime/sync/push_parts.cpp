@@ -39,8 +39,11 @@ std::vector<gradient_push> split_push(gradient_push push,
   int64_t total = 0;
   for (const auto& g : push.dense)
     total += bytes_of(g.value);
-  if (max_part_bytes <= 0 || total <= max_part_bytes || !push.slices.empty())
+  if (max_part_bytes <= 0 || 2 * total <= max_part_bytes
+      || !push.slices.empty())
     return {std::move(push)};
+  if (total <= max_part_bytes) // two halves, whole floats each
+    max_part_bytes = (total / 4 + 1) / 2 * 4;
   auto max_floats = std::max<int64_t>(1, max_part_bytes / 4);
   std::vector<gradient_push> parts;
   parts.push_back(empty_like(push));

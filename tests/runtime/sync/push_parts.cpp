@@ -103,6 +103,36 @@ BOOST_AUTO_TEST_CASE(a_small_push_stays_whole) {
   BOOST_TEST(split_push(sample_push(0, 3), 0).size() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_push_of_more_than_half_a_part_goes_as_two_halves) {
+  // 16,688 bytes: whole up to 33,376-byte parts, two halves below that.
+  auto whole = sample_push(1, 4);
+  BOOST_TEST(split_push(whole, 2 * 16688).size() == 1u);
+  auto parts = split_push(whole, 20000);
+  BOOST_REQUIRE_EQUAL(parts.size(), 2u);
+  for (const auto& p : parts) {
+    int64_t bytes = 0;
+    for (const auto& g : p.dense)
+      bytes += g.value.size() * 4;
+    for (const auto& s : p.slices)
+      bytes += s.size() * 4;
+    BOOST_TEST(bytes <= 8344); // half, rounded up to a whole float
+    BOOST_TEST(bytes >= 8000);
+  }
+  push_assembler a{shape_of};
+  BOOST_REQUIRE(a.add(parts[1]));
+  auto r = a.add(parts[0]);
+  BOOST_REQUIRE_MESSAGE(r, test::why(r));
+  BOOST_REQUIRE(r->has_value());
+  BOOST_TEST(same_dense(**r, whole));
+  // An odd number of floats: halves of whole floats, not three parts.
+  gradient_push odd;
+  odd.dense = {{"v", tensor{{5}}}};
+  auto halves = split_push(odd, 32);
+  BOOST_REQUIRE_EQUAL(halves.size(), 2u);
+  BOOST_TEST(halves[0].slices.at(0).count == 3);
+  BOOST_TEST(halves[1].slices.at(0).count == 2);
+}
+
 BOOST_AUTO_TEST_CASE(parts_in_any_order_assemble_to_the_whole_push) {
   auto whole = sample_push(2, 5);
   // 1 KiB parts: the 16,000-byte matrix in 16 slices, the small ones
