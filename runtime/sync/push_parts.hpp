@@ -35,8 +35,8 @@ constexpr int64_t default_push_part_bytes = int64_t{1} << 20;
 /// (whole variables packed together, larger ones sliced; sparse updates go
 /// with part 0). A push of more than half of `max_part_bytes` goes as two
 /// parts at least, so that it overlaps too: a 1 MiB push as two parts
-/// reached 57-65 % of raw TCP against 43-52 % as one message. Parts
-/// smaller than half a MiB cost more in messages than they overlap (a
+/// reached 56-68 % of raw TCP against 43-52 % as one message. Smaller
+/// parts for every push would cost more in messages than they overlap (a
 /// 13 MB ConvNet push in 512 KiB parts: 7 % fewer cluster steps/s than in
 /// 1 MiB parts; docs/benchmarks.md "Network"). One part, unchanged, when
 /// the push is half of `max_part_bytes` or less, or `max_part_bytes` is 0.
