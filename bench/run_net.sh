@@ -5,11 +5,12 @@
 # prints the medians and writes bench/results/net-<UTC time>-*.json. CAF
 # pushes go as the runtime sends them to another process: in parts of
 # 1 MiB (--part_kib 1024, the default of --push_part_kib; a 1 MiB push
-# goes as two halves, split_push). Runs with CAF's default middleman settings, then with
-# middleman.workers=0 (the programs' default: the multiplexer deserialises
-# incoming messages itself instead of copying each payload to a
-# deserialisation worker), then with workers=0 and each push whole
-# (--part_kib 0) for comparison. Raw TCP moves each push as one message.
+# goes as two halves, split_push). Runs with CAF's default middleman
+# settings, then with middleman.workers=0 (the programs' default: the
+# multiplexer deserialises incoming messages itself instead of copying
+# each payload to a deserialisation worker), then with workers=0 and each
+# push whole (--part_kib 0) for comparison. Raw TCP moves each push as
+# one message.
 # CAF+TLS is the runtime's TLS transport; the workers=0 run also measures
 # CAF's own caf::openssl (path "openssl") against it.
 #

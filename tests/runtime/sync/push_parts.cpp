@@ -88,6 +88,16 @@ bool same_dense(const gradient_push& a, const gradient_push& b) {
   return true;
 }
 
+/// The bytes of dense values one part carries, whole or sliced.
+int64_t part_bytes(const gradient_push& p) {
+  int64_t bytes = 0;
+  for (const auto& g : p.dense)
+    bytes += g.value.size() * 4;
+  for (const auto& s : p.slices)
+    bytes += s.size() * 4;
+  return bytes;
+}
+
 std::string refusal(push_assembler& a, gradient_push part) {
   auto r = a.add(std::move(part));
   return r ? std::string{"accepted"} : render(r.error());
@@ -110,13 +120,8 @@ BOOST_AUTO_TEST_CASE(a_push_of_more_than_half_a_part_goes_as_two_halves) {
   auto parts = split_push(whole, 20000);
   BOOST_REQUIRE_EQUAL(parts.size(), 2u);
   for (const auto& p : parts) {
-    int64_t bytes = 0;
-    for (const auto& g : p.dense)
-      bytes += g.value.size() * 4;
-    for (const auto& s : p.slices)
-      bytes += s.size() * 4;
-    BOOST_TEST(bytes <= 8344); // half, rounded up to a whole float
-    BOOST_TEST(bytes >= 8000);
+    BOOST_TEST(part_bytes(p) <= 8344); // half, rounded up to a whole float
+    BOOST_TEST(part_bytes(p) >= 8000);
   }
   push_assembler a{shape_of};
   BOOST_REQUIRE(a.add(parts[1]));
@@ -141,12 +146,7 @@ BOOST_AUTO_TEST_CASE(parts_in_any_order_assemble_to_the_whole_push) {
   BOOST_REQUIRE_GT(parts.size(), 16u);
   for (const auto& p : parts) {
     BOOST_TEST(p.parts == static_cast<int32_t>(parts.size()));
-    int64_t bytes = 0;
-    for (const auto& g : p.dense)
-      bytes += g.value.size() * 4;
-    for (const auto& s : p.slices)
-      bytes += s.size() * 4;
-    BOOST_TEST(bytes <= 1024);
+    BOOST_TEST(part_bytes(p) <= 1024);
   }
   std::reverse(parts.begin(), parts.end());
   std::swap(parts[1], parts[5]);
