@@ -1,6 +1,7 @@
 #include "actors/chief_driver.hpp"
 
 #include <algorithm>
+#include <memory>
 
 #include "actors/checkpoint_writer.hpp"
 #include "actors/gather.hpp"
@@ -177,14 +178,22 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   auto eval_every = base.eval_every;
   auto warm = d->warm_;
   auto warmup = std::max<int64_t>(base.warmup, 0);
+  // A round can be applied before any worker has reported its loss (with
+  // more tokens than R the reports of a step come after its apply): a log
+  // line due then waits for the first round with reports instead of
+  // printing "loss: 0".
+  auto log_due = std::make_shared<bool>(false);
   cc.on_round = [log, eval_handle, log_every, eval_every, steps, warm,
-                 warmup](const round_report& r) {
+                 warmup, log_due](const round_report& r) {
     if (!warm->set && r.global_step >= warmup) {
       warm->when = clock_type::now();
       warm->examples = r.examples;
       warm->set = true;
     }
-    if (r.global_step % log_every == 0 || r.global_step == steps) {
+    if (r.global_step % log_every == 0 || r.global_step == steps)
+      *log_due = true;
+    if (*log_due && r.reports > 0) {
+      *log_due = false;
       json_object extra;
       extra.add("stale_pushes", r.stale_pushes);
       log->train(r.global_step, r.mean_loss, r.accuracy, extra);

@@ -6,6 +6,7 @@
 #include "actors/tower_device.hpp"
 #include "kernels/backend_factory.hpp"
 #include "runtime/error.hpp"
+#include "runtime/sync/replica_counts.hpp"
 
 namespace syncfac {
 
@@ -19,7 +20,7 @@ caf::expected<task_plan> plan_tasks(const sync_training_config& cfg) {
       || cfg.kfac.strategy != cov_inv_strategy::dedicated_workers)
     return p;
   auto n = cfg.worker_replicas;
-  auto g = static_cast<int32_t>(std::ceil(0.6 * n));
+  auto g = kfac_gradient_tasks(n);
   auto stats = n - g - 1;
   if (stats < 1)
     return make_error(ec::invalid_config,

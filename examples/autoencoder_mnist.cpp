@@ -151,7 +151,9 @@ struct options : examples::training_options {
     if (!base)
       return base.error();
     auto cfg = make_sync_config(std::move(*base));
-    if (auto err = cfg.validate())
+    if (!cfg)
+      return cfg.error();
+    if (auto err = cfg->validate())
       return err;
     return cfg;
   }

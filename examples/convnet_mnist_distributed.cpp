@@ -25,6 +25,7 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/cluster_node.hpp"
+#include "actors/topology.hpp"
 #include "convnet_options.hpp"
 #include "example_main.hpp"
 #include "runtime/error.hpp"
@@ -64,7 +65,7 @@ struct distributed_options : convnet_options {
 
   distributed_options() {
     // 0: take the count from the cluster file (a value given must agree);
-    // R defaults to every worker task (no backups).
+    // R by the rule of runtime/sync/replica_counts.hpp, as in one process.
     worker_replicas = 0;
     ps_tasks = 0;
     replicas_to_aggregate = 0;
@@ -121,8 +122,15 @@ caf::expected<cluster_run_config> make_config(distributed_options& opts) {
   if (auto err = derive_topology(cfg.sync, *cluster, explicit_workers,
                                  explicit_ps))
     return err;
-  if (default_r)
-    cfg.sync.replicas_to_aggregate = cfg.sync.worker_replicas;
+  if (default_r) {
+    // The in-process rule (runtime/sync/replica_counts.hpp) with N the
+    // cluster's worker count, so the same flags train the same way.
+    auto counts = resolve_replica_counts(cfg.sync.worker_replicas, 0,
+                                         uses_kfac(cfg.sync));
+    if (!counts)
+      return counts.error();
+    cfg.sync.replicas_to_aggregate = counts->replicas_to_aggregate;
+  }
   cfg.cluster = std::move(*cluster);
   cfg.task = *cfg.cluster.task;
   cfg.tls = !opts.tls_dir.empty();

@@ -142,7 +142,10 @@ struct convnet_options : training_options {
     auto base = to_training_config();
     if (!base)
       return base.error();
-    auto cfg = make_sync_config(std::move(*base));
+    auto made = make_sync_config(std::move(*base));
+    if (!made)
+      return made.error();
+    auto& cfg = *made;
     cfg.num_tokens = num_tokens;
     auto strategy = parse_placement_strategy(placement);
     if (!strategy)
@@ -163,7 +166,7 @@ struct convnet_options : training_options {
     cfg.num_towers = num_towers;
     if (auto err = cfg.validate())
       return err;
-    return cfg;
+    return made;
   }
 };
 

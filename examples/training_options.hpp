@@ -25,6 +25,7 @@
 #include "runtime/data/dataset.hpp"
 #include "runtime/error.hpp"
 #include "runtime/program_config.hpp"
+#include "runtime/sync/replica_counts.hpp"
 
 namespace syncfac::examples {
 
@@ -44,8 +45,9 @@ struct training_help {
   const char* eval_every = "steps between test evaluations (0: end)";
   const char* request_timeout_ms = "longest wait for one device request";
   const char* runtime = "sync (chief, workers, PS shards) or plain";
-  const char* worker_replicas = "N: workers";
-  const char* replicas_to_aggregate = "R: gradients averaged per update";
+  const char* worker_replicas = "N: workers (0: R, or 1)";
+  const char* replicas_to_aggregate = "R: gradients averaged per update (0: "
+                                      "N; under kfac ceil(0.6 N))";
   const char* ps_tasks = "P: parameter-server shards";
   const char* stats_examples = "kfac: examples per batch used for statistics "
                                "(0: all, -1: the default)";
@@ -78,8 +80,10 @@ struct training_options : program_config {
   int64_t request_timeout_ms = 60000;
   int64_t fake_train_size = 12800;
   std::string runtime = "sync";
-  int32_t worker_replicas = 1;
-  int32_t replicas_to_aggregate = 1;
+  /// 0: not given; resolve_replica_counts fills it in.
+  int32_t worker_replicas = 0;
+  /// 0: not given; resolve_replica_counts fills it in.
+  int32_t replicas_to_aggregate = 0;
   int32_t ps_tasks = 1;
   float cov_ema_decay = 0.95f;
   float damping = 1e-3f;
@@ -105,6 +109,7 @@ protected:
     opt_group{custom_options_, "global"}
       .add(data_dir, "data_dir", "directory of the MNIST-format IDX files")
       .add(fake_data, "fake_data", "train on a deterministic synthetic set")
+      .add(fake_data, "use_fake_data", "the seeds' spelling of --fake_data")
       .add(steps, "steps", help.steps)
       .add(batch_size, "batch_size", help.batch_size)
       .add(learning_rate, "learning_rate", help.learning_rate)
@@ -200,12 +205,19 @@ protected:
   }
 
   /// The sync runtime's config around `base` with the shared topology
-  /// (workers, replicas to aggregate, PS shards). The caller validates.
-  sync_training_config make_sync_config(local_training_config base) const {
+  /// (workers, replicas to aggregate, PS shards; N and R by the one rule
+  /// of runtime/sync/replica_counts.hpp). The caller validates.
+  caf::expected<sync_training_config>
+  make_sync_config(local_training_config base) const {
     sync_training_config cfg;
+    auto counts = resolve_replica_counts(
+      worker_replicas, replicas_to_aggregate,
+      base.optimizer.kind == optimizer_kind::kfac);
+    if (!counts)
+      return counts.error();
     cfg.base = std::move(base);
-    cfg.worker_replicas = worker_replicas;
-    cfg.replicas_to_aggregate = replicas_to_aggregate;
+    cfg.worker_replicas = counts->workers;
+    cfg.replicas_to_aggregate = counts->replicas_to_aggregate;
     cfg.ps_tasks = ps_tasks;
     cfg.checkpoint.directory = checkpoint_dir;
     cfg.checkpoint.every = checkpoint_every;

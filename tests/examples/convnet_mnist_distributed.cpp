@@ -79,14 +79,16 @@ BOOST_AUTO_TEST_CASE(two_worker_run_matches_the_in_process_run) {
   BOOST_TEST_MESSAGE(res.output);
   BOOST_REQUIRE_EQUAL(res.exit_code, 0);
   auto local_summary = tmp.file("local.json");
-  // 2 threads split over 2 workers: 1 per device, as on the nodes.
+  // 2 threads split over 2 workers: 1 per device, as on the nodes. Neither
+  // run names R: both take the one rule's R = N = 2.
   auto local = run_program(single + local_data + " --threads 2 --steps 60"
-                           " --worker_replicas 2 --replicas_to_aggregate 2"
-                           " --summary " + local_summary);
+                           " --worker_replicas 2 --summary " + local_summary);
   BOOST_REQUIRE_EQUAL(local.exit_code, 0);
   auto text = read_file(summary);
   auto local_text = read_file(local_summary);
   BOOST_TEST(json_numbers(text, "global_step").at(0) == 60);
+  BOOST_TEST(json_numbers(text, "replicas_to_aggregate").at(0) == 2);
+  BOOST_TEST(json_numbers(local_text, "replicas_to_aggregate").at(0) == 2);
   BOOST_TEST(json_numbers(text, "accepted_pushes").at(0) >= 120);
   auto across = json_numbers(text, "test_accuracy").at(0);
   auto here = json_numbers(local_text, "test_accuracy").at(0);
@@ -134,6 +136,31 @@ BOOST_AUTO_TEST_CASE(kfac_dedicated_workers_across_processes) {
   // ceil(0.6 * 5) = 3 gradient workers; the fifth task inverts.
   BOOST_TEST(json_numbers(text, "workers").at(0) == 3);
   BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
+}
+
+BOOST_AUTO_TEST_CASE(the_seeds_kfac_example_as_a_cluster) {
+  // convnet_mnist_distributed_main.py: 5 workers, 2 PS tasks, chief_worker,
+  // and R = ceil(0.6 * 5) = 3 of the 5 gradients per update, which is what
+  // the in-process run of the same flags aggregates too
+  // (tests/examples/convnet_mnist_single.cpp).
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 5}, {"ps", 2}});
+  auto metrics = tmp.file("metrics.jsonl");
+  auto summary = tmp.file("summary.json");
+  auto res = launch(cluster, common + " --steps 40 --log_every 10"
+                               " --optimizer kfac --learning_rate 0.0003"
+                               " --init glorot --invert_every 5"
+                               " --metrics " + metrics + " --summary "
+                               + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  check_loss_fell(metrics, 4, 0.8);
+  auto text = read_file(summary);
+  BOOST_TEST(json_numbers(text, "workers").at(0) == 5);
+  BOOST_TEST(json_numbers(text, "replicas_to_aggregate").at(0) == 3);
+  BOOST_TEST(json_numbers(text, "ps_tasks").at(0) == 2);
+  BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
+  BOOST_TEST(json_numbers(text, "preconditioned_steps").at(0) > 0);
 }
 
 BOOST_AUTO_TEST_CASE(tls_cluster_trains_to_the_same_parameters) {

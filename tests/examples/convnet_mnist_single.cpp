@@ -235,3 +235,71 @@ BOOST_AUTO_TEST_CASE(kfac_all_workers_strategy_by_cost_placement) {
   BOOST_TEST(res.exit_code != 0);
   BOOST_TEST(res.output.find("everyone") != std::string::npos, res.output);
 }
+
+namespace {
+
+/// The summary of a short sync run on fake data with `flags`.
+std::string sync_summary(const std::string& flags, int steps = 12) {
+  temp_dir tmp;
+  auto summary = tmp.file("summary.json");
+  auto res = run_program(program + " --fake_data --fake_train_size 2000"
+                         " --fake_test_size 200 --batch_size 16 --threads 2"
+                         " --no_progress --steps " + std::to_string(steps)
+                         + " --summary " + summary
+                         + " " + flags);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  return read_file(summary);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(one_rule_for_workers_and_replicas_to_aggregate) {
+  // runtime/sync/replica_counts.hpp, the rule a cluster follows too
+  // (tests/examples/convnet_mnist_distributed.cpp).
+  auto n_only = sync_summary("--worker_replicas 2");
+  BOOST_TEST(json_numbers(n_only, "workers").at(0) == 2);
+  BOOST_TEST(json_numbers(n_only, "replicas_to_aggregate").at(0) == 2);
+  auto r_only = sync_summary("--replicas_to_aggregate 3");
+  BOOST_TEST(json_numbers(r_only, "workers").at(0) == 3);
+  BOOST_TEST(json_numbers(r_only, "replicas_to_aggregate").at(0) == 3);
+  auto neither = sync_summary("");
+  BOOST_TEST(json_numbers(neither, "workers").at(0) == 1);
+  BOOST_TEST(json_numbers(neither, "replicas_to_aggregate").at(0) == 1);
+  auto bad = run_program(program + " --fake_data --worker_replicas -2");
+  BOOST_TEST(bad.exit_code != 0);
+  BOOST_TEST(bad.output.find("--worker_replicas must be at least 1")
+               != std::string::npos,
+             bad.output);
+}
+
+BOOST_AUTO_TEST_CASE(the_seeds_kfac_example_in_one_process) {
+  // convnet_mnist_distributed_main.py's flags: 5 worker replicas, 2 PS
+  // tasks, chief_worker; _make_distributed_train_op aggregates
+  // ceil(0.6 * 5) = 3 of the 5 workers' gradients.
+  auto text = sync_summary("--optimizer kfac --learning_rate 0.0003"
+                           " --invert_every 4 --worker_replicas 5"
+                           " --ps_tasks 2 --use_fake_data",
+                           40);
+  BOOST_TEST(json_numbers(text, "workers").at(0) == 5);
+  BOOST_TEST(json_numbers(text, "replicas_to_aggregate").at(0) == 3);
+  BOOST_TEST(json_numbers(text, "ps_tasks").at(0) == 2);
+  BOOST_TEST(json_string(text, "strategy") == "chief_worker");
+  BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
+  BOOST_TEST(json_numbers(text, "preconditioned_steps").at(0) > 0);
+}
+
+BOOST_AUTO_TEST_CASE(log_lines_wait_for_a_real_report) {
+  // With more tokens than R a step can be applied before any worker has
+  // reported its loss; its log line waits for the next round with reports
+  // instead of printing "loss: 0".
+  temp_dir tmp;
+  auto res = run_program(program + " --fake_data --steps 20 --batch_size 16"
+                         " --log_every 1 --num_tokens 3 --threads 2"
+                         " --no_progress");
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  BOOST_TEST(res.output.find("| loss: 0 |") == std::string::npos, res.output);
+  BOOST_TEST(res.output.find("global_step: 20 | loss: ") != std::string::npos,
+             res.output);
+}
