@@ -99,6 +99,14 @@ caf::error check_sparse_names(const ps_shard_config& cfg) {
   return caf::none;
 }
 
+caf::error check_unaveraged_names(const ps_shard_config& cfg) {
+  for (const auto& name : cfg.unaveraged_variables)
+    if (find_variable(cfg.variables, name) == nullptr)
+      return bad_config(cfg.index, "unaveraged variable " + quoted(name)
+                                     + " is not among the shard's variables");
+  return caf::none;
+}
+
 caf::error check_kfac_layers(const ps_shard_config& cfg) {
   if (!cfg.kfac_layers.empty() && cfg.optimizer.kind != optimizer_kind::kfac)
     return bad_config(cfg.index, "K-FAC layers given, but the optimizer is "
@@ -166,6 +174,9 @@ caf::error init_state(ps_shard_state& st, ps_shard_config cfg) {
     st.kfac.push_back(shard_kfac_layer{l, st.by_name.at(l.weight_name),
                                        st.by_name.at(l.bias_name), {}});
   st.refused.assign(cfg.variables.size(), 0);
+  st.averaged.assign(cfg.variables.size(), true);
+  for (const auto& name : cfg.unaveraged_variables)
+    st.averaged[st.by_name.at(name)] = false;
   st.variables = std::move(cfg.variables);
   st.averages = st.variables;
   auto* state = &st;
@@ -578,6 +589,8 @@ caf::error ps_shard_config::validate() const {
     return prefixed(shard_name(index), err);
   if (auto err = check_kfac_layers(*this))
     return err;
+  if (auto err = check_unaveraged_names(*this))
+    return err;
   return caf::none;
 }
 
@@ -639,6 +652,10 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
       for (size_t i = 0; i < st.variables.size(); ++i) {
         auto& shadow = st.averages[i].value;
         const auto& var = st.variables[i].value;
+        if (!st.averaged[i]) {
+          shadow = var;
+          continue;
+        }
         for (int64_t j = 0; j < var.size(); ++j)
           shadow[j] -= (1.0f - decay) * (shadow[j] - var[j]);
       }

@@ -65,6 +65,10 @@ struct ps_shard_config {
   /// holds (from the model's layer_collection); their gradients are
   /// preconditioned once an inverse arrives.
   std::vector<kfac_layer> kfac_layers;
+  /// Names among `variables` that keep no moving average (TF's
+  /// ExponentialMovingAverage applied to variables_to_average only):
+  /// evaluations with averages read their current values.
+  std::vector<std::string> unaveraged_variables;
 
   /// ec::invalid_config unless: index >= 0; names non-empty and unique;
   /// values finite and matching their shapes; every sparse name names a
@@ -108,8 +112,11 @@ struct ps_shard_state {
   int32_t index = 0;
   parameter_set variables;
   /// Moving averages of the variables, starting at their initial values
-  /// (TF's ExponentialMovingAverage shadows).
+  /// (TF's ExponentialMovingAverage shadows); an unaveraged variable's
+  /// entry follows its current value.
   parameter_set averages;
+  /// averaged[i]: variables[i] keeps a moving average.
+  std::vector<bool> averaged;
   /// accumulators[i] belongs to variables[i].
   std::vector<shard_accumulator> accumulators;
   std::unordered_map<std::string, size_t> by_name;

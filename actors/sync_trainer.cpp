@@ -150,6 +150,12 @@ caf::error sync_training_config::validate() const {
   if (role_probe_timeout.count() < 0)
     return bad("role_probe_timeout must be >= 0 (0: no probe), got "
                + std::to_string(role_probe_timeout.count()) + " ms");
+  if (!variables_to_average.empty() && moving_average_decay <= 0)
+    return bad("--variables_to_average needs --moving_average_decay > 0 "
+               "(no moving averages are kept without it)");
+  for (const auto& name : variables_to_average)
+    if (name.empty())
+      return bad("--variables_to_average has an empty name");
   if (checkpoint.every < 0)
     return bad("checkpoint_every must be >= 0, got "
                + std::to_string(checkpoint.every));

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/error.hpp>
@@ -74,6 +75,10 @@ struct sync_training_config {
   /// Decay of the variables' moving averages (0: none); when set, the
   /// evaluations use the averages.
   float moving_average_decay = 0;
+  /// The variables that keep moving averages (TF's variables_to_average):
+  /// names or layer prefixes ("fc4" for fc4/weights and fc4/bias); empty:
+  /// every variable. The others evaluate with their current values.
+  std::vector<std::string> variables_to_average;
   /// Optimizer kfac only.
   kfac_topology kfac;
   /// Device actors per worker (multi-tower): the worker's batch is split

@@ -44,9 +44,50 @@ int64_t total_steps(const sync_training_config& cfg, const task_plan& tasks,
   return cfg.base.num_epochs * per_epoch;
 }
 
+namespace {
+
+/// Whether `entry` of variables_to_average names `var`: the variable
+/// itself or its layer ("fc4" for "fc4/weights").
+bool names_variable(const std::string& entry, const std::string& var) {
+  return var == entry
+         || (var.size() > entry.size() && var.compare(0, entry.size(), entry) == 0
+             && var[entry.size()] == '/');
+}
+
+/// Per variable of `vars`, whether it keeps a moving average; an entry of
+/// `wanted` that names no variable is ec::unknown_name.
+caf::expected<std::vector<bool>>
+averaged_variables(const std::vector<std::string>& wanted,
+                   const parameter_set& vars) {
+  std::vector<bool> result(vars.size(), wanted.empty());
+  for (const auto& entry : wanted) {
+    bool found = false;
+    for (size_t i = 0; i < vars.size(); ++i)
+      if (names_variable(entry, vars[i].name)) {
+        result[i] = true;
+        found = true;
+      }
+    if (!found) {
+      std::string names;
+      for (const auto& v : vars)
+        names += (names.empty() ? "" : ", ") + v.name;
+      return make_error(ec::unknown_name,
+                        "--variables_to_average: '" + entry
+                          + "' names no variable or layer of the model ("
+                          + names + ")");
+    }
+  }
+  return result;
+}
+
+} // namespace
+
 caf::expected<shard_layout> layout_shards(const sync_training_config& cfg,
                                           const model& init) {
   const auto& vars = init.parameters();
+  auto averaged = averaged_variables(cfg.variables_to_average, vars);
+  if (!averaged)
+    return averaged.error();
   auto placement = place_variables(vars, cfg.ps_tasks, cfg.placement);
   if (!placement)
     return placement.error();
@@ -57,6 +98,8 @@ caf::expected<shard_layout> layout_shards(const sync_training_config& cfg,
     sc.optimizer = cfg.base.optimizer;
     for (auto i : (*placement)[static_cast<size_t>(s)]) {
       sc.variables.push_back(vars[i]);
+      if (!(*averaged)[i])
+        sc.unaveraged_variables.push_back(vars[i].name);
       result.shard_of[vars[i].name] = s;
     }
     result.shards.push_back(std::move(sc));

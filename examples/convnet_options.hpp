@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <caf/expected.hpp>
 
@@ -34,6 +35,22 @@ inline float default_rate(optimizer_kind kind) {
     case optimizer_kind::adam: return 1e-3f;
     case optimizer_kind::kfac: return 1e-4f;
     default: return 0.01f;
+  }
+}
+
+/// "a,b,,c" as {"a", "b", "", "c"}; "" as {} (an empty entry stays, for
+/// the config's validation to name).
+inline std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> result;
+  if (text.empty())
+    return result;
+  size_t begin = 0;
+  for (;;) {
+    auto comma = text.find(',', begin);
+    result.push_back(text.substr(begin, comma - begin));
+    if (comma == std::string::npos)
+      return result;
+    begin = comma + 1;
   }
 }
 
@@ -71,6 +88,7 @@ struct convnet_options : training_options {
   std::string placement = "round_robin";
   int64_t step_timeout_ms = 120000;
   float moving_average_decay = 0;
+  std::string variables_to_average;
   std::string kfac_momentum = "adam";
   int64_t min_cov_updates = 1;
   std::string cov_inv_op_strategy = "chief_worker";
@@ -91,6 +109,9 @@ struct convnet_options : training_options {
            "longest wait for one global step")
       .add(moving_average_decay, "moving_average_decay",
            "variable moving averages (0: off); evaluations use them")
+      .add(variables_to_average, "variables_to_average",
+           "comma-separated variables or layers (fc4) that keep moving "
+           "averages (empty: all)")
       .add(kfac_momentum, "kfac_momentum",
            "kfac: adam (v = mu v + g, step F^-1 v) or regular "
            "(v = mu v + F^-1 g)")
@@ -153,6 +174,7 @@ struct convnet_options : training_options {
     cfg.placement = *strategy;
     cfg.step_timeout = std::chrono::milliseconds{step_timeout_ms};
     cfg.moving_average_decay = moving_average_decay;
+    cfg.variables_to_average = split_list(variables_to_average);
     auto cs = parse_cov_inv_strategy(cov_inv_op_strategy);
     if (!cs)
       return cs.error();

@@ -611,6 +611,9 @@ BOOST_AUTO_TEST_CASE(invalid_configs_are_refused_by_name) {
   x.sparse_variables.push_back("v_sparse");
   expect(x, "'v_sparse' is listed twice");
   x = seed_config();
+  x.unaveraged_variables.push_back("nope");
+  expect(x, "unaveraged variable 'nope' is not among");
+  x = seed_config();
   x.optimizer.learning_rate = -1;
   expect(x, "learning_rate");
   x = seed_config();
@@ -657,5 +660,42 @@ BOOST_AUTO_TEST_CASE(moving_averages_start_at_the_initial_values) {
   self->request(*shard, std::chrono::seconds(5), average_atom::value, 1.5f)
     .receive([](caf::ok_atom) {}, [&](caf::error&) { refused = true; });
   BOOST_TEST(refused);
+  self->send_exit(*shard, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(only_the_variables_to_average_keep_averages) {
+  // TF's ExponentialMovingAverage over variables_to_average: "b" is left
+  // out, so its average entry follows its current value.
+  program_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  ps_shard_config sc;
+  sc.optimizer.kind = optimizer_kind::sgd;
+  sc.optimizer.learning_rate = 1.0f;
+  sc.variables = {{"w", tensor{{2}, {1.0f, 2.0f}}},
+                  {"b", tensor{{1}, std::vector<float>{4.0f}}}};
+  sc.unaveraged_variables = {"b"};
+  auto shard = spawn_ps_shard(sys, sc);
+  BOOST_REQUIRE_MESSAGE(shard, test::why(shard));
+  gradient_push push;
+  push.dense = {{"w", tensor{{2}, {1.0f, 1.0f}}}, {"b", tensor{{1}, std::vector<float>{2.0f}}}};
+  self->request(*shard, std::chrono::seconds(5), push_atom::value, push)
+    .receive([](push_ack&) {}, [](caf::error& err) { BOOST_FAIL(render(err)); });
+  self->request(*shard, std::chrono::seconds(5), apply_atom::value,
+                int64_t{0}, int64_t{1})
+    .receive([](applied&) {}, [](caf::error& err) { BOOST_FAIL(render(err)); });
+  self->request(*shard, std::chrono::seconds(5), average_atom::value, 0.75f)
+    .receive([](caf::ok_atom) {}, [](caf::error& err) { BOOST_FAIL(render(err)); });
+  shard_params out;
+  self->request(*shard, std::chrono::seconds(5), pull_atom::value,
+                average_atom::value)
+    .receive([&](shard_params& p) { out = std::move(p); },
+             [](caf::error& err) { BOOST_FAIL(render(err)); });
+  BOOST_REQUIRE_EQUAL(out.values.size(), 2u);
+  // w = {0, 1}: its shadow moves a quarter of the way from {1, 2}.
+  BOOST_TEST(std::abs(out.values[0].value[0] - 0.75f) < 1e-6);
+  BOOST_TEST(std::abs(out.values[0].value[1] - 1.75f) < 1e-6);
+  // b = 4 - 2 = 2, taken as it is (an average would be 3.5).
+  BOOST_TEST(out.values[1].value[0] == 2.0f);
   self->send_exit(*shard, caf::exit_reason::user_shutdown);
 }

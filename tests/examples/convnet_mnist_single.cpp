@@ -303,3 +303,23 @@ BOOST_AUTO_TEST_CASE(log_lines_wait_for_a_real_report) {
   BOOST_TEST(res.output.find("global_step: 20 | loss: ") != std::string::npos,
              res.output);
 }
+
+BOOST_AUTO_TEST_CASE(variables_to_average_chooses_the_averaged_subset) {
+  // Averages of every variable and of fc4's alone evaluate to different
+  // parameters; a name of no variable, or the flag without averages, is
+  // refused by name.
+  auto flags = std::string{"--moving_average_decay 0.99"};
+  auto all = sync_summary(flags, 20);
+  auto fc4 = sync_summary(flags + " --variables_to_average fc4", 20);
+  BOOST_TEST(json_numbers(all, "test_loss").at(0)
+             != json_numbers(fc4, "test_loss").at(0));
+  auto unknown = run_program(program + " --fake_data " + flags
+                             + " --variables_to_average fc9");
+  BOOST_TEST(unknown.exit_code != 0);
+  BOOST_TEST(unknown.output.find("'fc9' names no variable") != std::string::npos,
+             unknown.output);
+  auto off = run_program(program + " --fake_data --variables_to_average fc4");
+  BOOST_TEST(off.exit_code != 0);
+  BOOST_TEST(off.output.find("needs --moving_average_decay") != std::string::npos,
+             off.output);
+}
