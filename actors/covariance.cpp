@@ -315,7 +315,19 @@ void hand_off(self_ptr self, size_t k) {
           });
 }
 
-/// Folds the pending step; every invert_every-th fold hands the factors on.
+/// Whether the factors go to the inverse actors after folding `step`: at
+/// every invert_every-th fold, or under the exact cadence after the step s
+/// with (s + 1) % invert_every == 0 (the seeds' tf.mod(global_step + 1,
+/// invert_every) == 0).
+bool inversion_due(const covariance_state& st, int64_t step) {
+  auto every = st.cfg.kfac.invert_every;
+  if (st.cfg.kfac.cadence == kfac_cadence::exact)
+    return (step + 1) % every == 0;
+  return st.status.cov_updates % every == 0;
+}
+
+/// Folds the pending step and hands the factors on when an inversion is
+/// due.
 void fold_pending(self_ptr self) {
   auto& st = self->state;
   auto p = std::move(*st.pending);
@@ -326,7 +338,7 @@ void fold_pending(self_ptr self) {
   }
   st.last_folded = p.step;
   ++st.status.cov_updates;
-  if (st.status.cov_updates % st.cfg.kfac.invert_every != 0)
+  if (!inversion_due(st, p.step))
     return;
   for (size_t k = 0; k < st.peers.size(); ++k)
     if (!st.peers[k].layers.empty())

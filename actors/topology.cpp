@@ -230,6 +230,8 @@ worker_config make_worker_config(const sync_training_config& cfg,
     wc.covariance = std::move(covariance);
     wc.covariance_of = kfac->covariance_by_name;
     wc.stats = kfac->request;
+    wc.push_after_stats
+      = cfg.base.optimizer.kfac.cadence == kfac_cadence::exact;
   }
   return wc;
 }

@@ -143,6 +143,9 @@ void send_stats(self_ptr self, std::vector<layer_stats> stats, int64_t step,
           finish();
         });
   }
+  // Nothing was sent (every update empty or skipped): nothing to wait for.
+  if (*remaining == 0 && done)
+    done();
   if (*remaining == 0 && done)
     done();
 }
@@ -357,9 +360,18 @@ void compute(self_ptr self) {
           return;
         auto& st = self->state;
         st.compute_s += res.compute_s;
-        send_stats(self, std::move(res.stats), st.local_step,
-                   res.stats_examples);
+        auto stats = std::move(res.stats);
         res.stats.clear();
+        if (st.cfg.push_after_stats) {
+          auto pending = std::make_shared<step_result>(std::move(res));
+          send_stats(self, std::move(stats), st.local_step,
+                     pending->stats_examples, [=] {
+                       if (!outdated(self, gen))
+                         push(self, std::move(*pending));
+                     });
+          return;
+        }
+        send_stats(self, std::move(stats), st.local_step, res.stats_examples);
         push(self, std::move(res));
       },
       on_error);

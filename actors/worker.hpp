@@ -59,6 +59,10 @@ struct worker_config {
   std::vector<covariance_actor> covariance;
   std::map<std::string, int32_t> covariance_of;
   std::optional<stats_request> stats;
+  /// K-FAC's exact cadence (kfac_cadence::exact): a gradient worker's push
+  /// waits until the covariance actors have answered its statistics, so
+  /// none is skipped.
+  bool push_after_stats = false;
   /// Statistics role: how often to look for a new global step.
   std::chrono::milliseconds poll_interval{2};
   /// A push to a shard in another process goes as parts of about this

@@ -89,7 +89,8 @@ struct convnet_options : training_options {
   int64_t step_timeout_ms = 120000;
   float moving_average_decay = 0;
   std::string variables_to_average;
-  std::string kfac_momentum = "adam";
+  std::string kfac_momentum = "regular";
+  std::string kfac_cadence = "counted";
   int64_t min_cov_updates = 1;
   std::string cov_inv_op_strategy = "chief_worker";
   int32_t covariance_actors = 1;
@@ -113,8 +114,13 @@ struct convnet_options : training_options {
            "comma-separated variables or layers (fc4) that keep moving "
            "averages (empty: all)")
       .add(kfac_momentum, "kfac_momentum",
-           "kfac: adam (v = mu v + g, step F^-1 v) or regular "
-           "(v = mu v + F^-1 g)")
+           "kfac: regular (v = mu v + F^-1 g, the seeds') or adam "
+           "(v = mu v + g, step F^-1 v)")
+      .add(kfac_cadence, "kfac_cadence",
+           "kfac (sync runtime): counted (skip statistics while the "
+           "covariance actor is busy, invert every invert_every updates) or "
+           "exact (the seeds': every step's statistics, inverses after step "
+           "s with (s + 1) % invert_every == 0)")
       .add(min_cov_updates, "min_cov_updates",
            "kfac: covariance updates before the first inversion")
       .add(cov_inv_op_strategy, "cov_inv_op_strategy",
@@ -147,6 +153,10 @@ struct convnet_options : training_options {
     if (!mt)
       return mt.error();
     kf.momentum = *mt;
+    auto cadence = parse_kfac_cadence(kfac_cadence);
+    if (!cadence)
+      return cadence.error();
+    kf.cadence = *cadence;
     cfg.num_epochs = num_epochs;
     cfg.skip_final_eval = no_final_eval;
     if (auto err = cfg.validate())

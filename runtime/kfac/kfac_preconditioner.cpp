@@ -35,6 +35,19 @@ caf::expected<kfac_momentum> parse_kfac_momentum(const std::string& str) {
                       + "' (expected adam or regular)");
 }
 
+const char* to_string(kfac_cadence x) noexcept {
+  return x == kfac_cadence::counted ? "counted" : "exact";
+}
+
+caf::expected<kfac_cadence> parse_kfac_cadence(const std::string& str) {
+  for (auto x : {kfac_cadence::counted, kfac_cadence::exact})
+    if (str == to_string(x))
+      return x;
+  return make_error(ec::invalid_argument,
+                    "unknown K-FAC cadence '" + str
+                      + "' (expected counted or exact)");
+}
+
 caf::expected<fisher_type> parse_fisher_type(const std::string& str) {
   for (auto x : {fisher_type::sampled, fisher_type::empirical})
     if (str == to_string(x))

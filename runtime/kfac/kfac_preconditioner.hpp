@@ -46,18 +46,37 @@ enum class inverse_mode : uint8_t {
 /// Where momentum sits relative to the preconditioner (TF KfacOptimizer's
 /// momentum_type).
 enum class kfac_momentum : uint8_t {
-  /// v ← μv + ∇; θ ← θ − η·F̂⁻¹v (design.md §3; the default).
+  /// v ← μv + ∇; θ ← θ − η·F̂⁻¹v (design.md §3).
   adam,
-  /// v ← μv + F̂⁻¹∇; θ ← θ − η·v (TF's "regular").
+  /// v ← μv + F̂⁻¹∇; θ ← θ − η·v: TF's "regular", the default of the
+  /// KfacOptimizer the seeds build (they pass only momentum = 0.9), so the
+  /// default here too.
   regular,
+};
+
+/// When the sync runtime's covariance actors fold statistics and hand the
+/// factors to the inverse actors.
+enum class kfac_cadence : uint8_t {
+  /// A worker never waits for its statistics (a busy covariance actor
+  /// skips them, counted), and every invert_every-th covariance update
+  /// hands the factors on: the gradient path never waits for K-FAC.
+  counted,
+  /// The seeds' distributed example exactly: the statistics of every step
+  /// are folded (the step's push waits for them, as the seeds' chief
+  /// worker runs cov_update_op in its step), and the factors go to the
+  /// inverses after the update of global step s with
+  /// (s + 1) % invert_every == 0.
+  exact,
 };
 
 const char* to_string(fisher_type x) noexcept;
 const char* to_string(inverse_mode x) noexcept;
 const char* to_string(kfac_momentum x) noexcept;
+const char* to_string(kfac_cadence x) noexcept;
 caf::expected<fisher_type> parse_fisher_type(const std::string& str);
 caf::expected<inverse_mode> parse_inverse_mode(const std::string& str);
 caf::expected<kfac_momentum> parse_kfac_momentum(const std::string& str);
+caf::expected<kfac_cadence> parse_kfac_cadence(const std::string& str);
 
 struct kfac_config {
   float cov_ema_decay = 0.95f;
@@ -71,7 +90,11 @@ struct kfac_config {
   inverse_mode mode = inverse_mode::cholesky;
   /// KL / norm clip of the step (0: none).
   float kl_clip = 0;
-  kfac_momentum momentum = kfac_momentum::adam;
+  kfac_momentum momentum = kfac_momentum::regular;
+  /// The sync runtime's statistics and inversion cadence (the plain
+  /// runtime inverts after step s with (s + 1) % invert_every == 0, the
+  /// seeds' single-process cadence, either way).
+  kfac_cadence cadence = kfac_cadence::counted;
   /// Damping increases (x10 each) tried when a factor fails to invert.
   int max_damping_retries = 4;
   /// Sub-sampling of examples and locations for the statistics.
@@ -84,7 +107,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kfac_config& x) {
   return f(caf::meta::type_name("kfac_config"), x.cov_ema_decay, x.damping,
            x.invert_every, x.min_cov_updates, x.fisher, x.mode, x.kl_clip,
-           x.momentum,
+           x.momentum, x.cadence,
            x.max_damping_retries, x.sampling.max_examples,
            x.sampling.max_locations, x.sampling.seed);
 }

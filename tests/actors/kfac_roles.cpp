@@ -656,6 +656,30 @@ BOOST_AUTO_TEST_CASE(fold_deferred_brings_the_matrices_up_to_date) {
 
 // -- covariance: hand-offs ---------------------------------------------------
 
+BOOST_AUTO_TEST_CASE(the_cadence_decides_which_folds_hand_the_factors_on) {
+  // Statistics of steps 0, 1, 3, 4, 5 (step 2's skipped) with
+  // invert_every 3: counted hands off at the third fold (step 3), exact at
+  // the step s with (s + 1) % 3 == 0 that came (step 5; step 2 did not).
+  for (auto cadence : {kfac_cadence::counted, kfac_cadence::exact}) {
+    BOOST_TEST_CONTEXT(to_string(cadence)) {
+      auto log = std::make_shared<mock_log>();
+      auto m = mock(log);
+      auto k = settings(3);
+      k.cadence = cadence;
+      auto cov = covariance({fc0()}, {m}, k);
+      for (int64_t step : {0, 1, 3, 4, 5})
+        send(cov, fc0_update(step, 1.0f + static_cast<float>(step)));
+      auto sets = received(m, log, 1);
+      BOOST_REQUIRE_EQUAL(sets.size(), 1u);
+      auto expected = cadence == kfac_cadence::counted ? 3 : 5;
+      BOOST_TEST(sets[0].step == expected);
+      BOOST_TEST(status(cov).cov_updates == 5);
+      BOOST_TEST(status(cov).factor_sets_sent == 1);
+    }
+  }
+  BOOST_TEST(!parse_kfac_cadence("sometimes"));
+}
+
 BOOST_AUTO_TEST_CASE(hand_offs_coalesce_while_one_is_in_flight) {
   auto log = std::make_shared<mock_log>();
   auto m = mock(log, true);

@@ -323,3 +323,20 @@ BOOST_AUTO_TEST_CASE(variables_to_average_chooses_the_averaged_subset) {
   BOOST_TEST(off.output.find("needs --moving_average_decay") != std::string::npos,
              off.output);
 }
+
+BOOST_AUTO_TEST_CASE(the_exact_kfac_cadence_folds_every_step) {
+  // --kfac_cadence exact (the seeds'): every step's statistics are folded
+  // before its push, and the factors go on after the steps s with
+  // (s + 1) % 5 == 0: 6 hand-offs in 30 steps. The cadence's choice of
+  // folds is checked against the counted one in tests/actors/kfac_roles.cpp.
+  auto text = sync_summary("--optimizer kfac --learning_rate 0.0003"
+                           " --invert_every 5 --kfac_cadence exact",
+                           30);
+  BOOST_TEST(json_numbers(text, "stats_skipped").at(0) == 0);
+  BOOST_TEST(json_numbers(text, "cov_updates").at(0) == 30);
+  BOOST_TEST(json_numbers(text, "factor_sets").at(0) == 6);
+  auto bad = run_program(program + " --fake_data --optimizer kfac"
+                         " --kfac_cadence sometimes");
+  BOOST_TEST(bad.exit_code != 0);
+  BOOST_TEST(bad.output.find("sometimes") != std::string::npos, bad.output);
+}
