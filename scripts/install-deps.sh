@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# Installs, from Debian 12's own packages, whatever syncfac needs that this
-# machine lacks. Needs root (or sudo) only when something is missing.
+# Installs, from Debian 12's own packages, whatever syncfac's build, tests,
+# main job and benchmarks' scripts need that this machine lacks: the
+# libraries and every command they run, assuming a minimal Debian
+# (debootstrap --variant=minbase: no openssl, ip, python3 or CA
+# certificates). Needs root (or sudo) only when something is missing.
+#
+#   scripts/install-deps.sh          install what is missing
+#   scripts/install-deps.sh --check  list what is missing, exit 1 if any
 set -euo pipefail
 
 packages=(
@@ -9,6 +15,21 @@ packages=(
   nlohmann-json3-dev
   dataset-fashion-mnist
   clang-14 libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz)
+  openssl          # scripts/make-cluster-certs.sh and the TLS tests
+  iproute2         # ip netns: the network-namespace cluster test
+  python3          # the tests' and benches' scripts
+  python3-venv     # virtual environments of the tests that use PyPI
+  ca-certificates  # HTTPS to PyPI from those environments
+  gzip             # gzipped IDX fixtures of the data tests
+)
+
+# The commands the build and the tests call, and the package of each: a
+# package can be installed while a command it should bring is not (a
+# diverted or removed binary), and --check says which.
+declare -A commands=(
+  [cmake]=cmake [c++]=build-essential [make]=build-essential
+  [pkg-config]=pkg-config [clang++-14]=clang-14 [openssl]=openssl
+  [ip]=iproute2 [python3]=python3 [gzip]=gzip [timeout]=coreutils
 )
 
 missing=()
@@ -17,6 +38,29 @@ for pkg in "${packages[@]}"; do
     missing+=("$pkg")
   fi
 done
+
+if [ "${1:-}" = --check ]; then
+  status=0
+  for pkg in "${missing[@]}"; do
+    echo "syncfac: missing package $pkg"
+    status=1
+  done
+  for cmd in "${!commands[@]}"; do
+    if ! command -v "$cmd" >/dev/null 2>&1; then
+      echo "syncfac: missing command $cmd (package ${commands[$cmd]})"
+      status=1
+    fi
+  done
+  if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    echo "syncfac: python3 cannot make virtual environments (package python3-venv)"
+    status=1
+  fi
+  [ $status -eq 0 ] && echo "syncfac: every dependency is installed"
+  exit $status
+elif [ $# -gt 0 ]; then
+  echo "syncfac: install-deps.sh takes no arguments but --check, got '$1'" >&2
+  exit 2
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "syncfac: all build dependencies are installed"
