@@ -236,6 +236,10 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
     roles.covariance = kfac->covariance;
     roles.inverses = kfac->inverses;
   }
+  out.line("optimizer: " + describe(base.optimizer)
+           + (kfac ? std::string{"; cov_inv_op_strategy "}
+                       + to_string(cfg.kfac.strategy)
+                   : std::string{}));
   out.line("sync replicas: " + std::to_string(tasks->gradient_workers)
            + " worker(s), replicas_to_aggregate "
            + std::to_string(tasks->replicas_to_aggregate) + ", "

@@ -1,6 +1,7 @@
 #include "runtime/optimizer.hpp"
 
 #include <cmath>
+#include <sstream>
 
 #include <Eigen/Core>
 
@@ -41,6 +42,43 @@ caf::expected<optimizer_kind> parse_optimizer_kind(const std::string& str) {
   return make_error(ec::invalid_argument,
                     "unknown optimizer '" + str
                       + "' (expected sgd, momentum, adam or kfac)");
+}
+
+std::string describe(const optimizer_config& cfg) {
+  std::ostringstream out;
+  out << to_string(cfg.kind) << ", learning_rate " << cfg.learning_rate;
+  switch (cfg.kind) {
+    case optimizer_kind::sgd:
+      break;
+    case optimizer_kind::momentum:
+      out << ", momentum " << cfg.momentum;
+      break;
+    case optimizer_kind::adam:
+      out << ", beta1 " << cfg.beta1 << ", beta2 " << cfg.beta2
+          << ", epsilon " << cfg.epsilon;
+      break;
+    case optimizer_kind::kfac: {
+      const auto& k = cfg.kfac;
+      out << ", momentum " << cfg.momentum << " (" << to_string(k.momentum)
+          << "), damping " << k.damping << ", cov_ema_decay "
+          << k.cov_ema_decay << ", invert_every " << k.invert_every << " ("
+          << to_string(k.cadence) << "), fisher " << to_string(k.fisher)
+          << ", inverse " << to_string(k.mode) << ", statistics of ";
+      auto count = [&out](int64_t n, const char* what) {
+        if (n > 0)
+          out << n << " " << what;
+        else
+          out << "all " << what;
+      };
+      count(k.sampling.max_examples, "examples");
+      out << " x ";
+      count(k.sampling.max_locations, "locations");
+      if (k.kl_clip > 0)
+        out << ", kl_clip " << k.kl_clip;
+      break;
+    }
+  }
+  return out.str();
 }
 
 caf::error optimizer_config::validate() const {

@@ -41,6 +41,11 @@ struct optimizer_config {
   caf::error validate() const;
 };
 
+/// One line naming the optimizer and every hyperparameter it uses, e.g.
+/// "kfac, learning_rate 0.0003, momentum 0.9 (regular), damping 0.001,
+/// ..." (the first log line of a run says what it trains with).
+std::string describe(const optimizer_config& cfg);
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
   return f(caf::meta::type_name("optimizer_config"), x.kind, x.learning_rate,
