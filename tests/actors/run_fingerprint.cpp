@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "actors/node.hpp"
 #include "actors/run_fingerprint.hpp"
 #include "runtime/data/dataset.hpp"
 
@@ -178,4 +179,26 @@ BOOST_AUTO_TEST_CASE(a_node_without_data_is_compared_on_the_rest) {
   auto d = compare_fingerprints(shard.fingerprint(false), chief.fingerprint());
   BOOST_REQUIRE(d);
   BOOST_TEST(d->path == "ps.placement");
+}
+
+BOOST_AUTO_TEST_CASE(only_the_chief_compares) {
+  run a;
+  run b;
+  b.sync.base.optimizer.learning_rate = 0.5f;
+  auto fa = a.fingerprint();
+  auto fb = b.fingerprint();
+  // The chief refuses a worker that differs, a worker the chief; two
+  // other nodes are not compared, nor is a record that is empty.
+  auto at_chief = configuration_refusal({"chief", 0}, fa, "worker:1", fb);
+  BOOST_TEST(at_chief
+             == "worker:1 differs from the chief in optimizer.learning_rate: "
+                "0.5 on worker:1, 0.01 on the chief");
+  auto at_node = configuration_refusal({"ps", 0}, fb, "chief:0", fa);
+  BOOST_TEST(at_node
+             == "ps:0 differs from the chief in optimizer.learning_rate: "
+                "0.5 on ps:0, 0.01 on the chief");
+  BOOST_TEST(configuration_refusal({"ps", 0}, fa, "worker:1", fb).empty());
+  BOOST_TEST(configuration_refusal({"chief", 0}, fa, "evaluator:0", {})
+               .empty());
+  BOOST_TEST(configuration_refusal({"chief", 0}, fa, "worker:1", fa).empty());
 }
