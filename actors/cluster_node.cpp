@@ -586,6 +586,10 @@ private:
     std::map<std::string, node_actor> heard;
     caf::error err;
     bool done = false;
+    auto wanted = [&](const std::string& peer) {
+      return std::any_of(peers.begin(), peers.end(),
+                         [&](const task_id& t) { return t.str() == peer; });
+    };
     while (!err && !done && !missing().empty()) {
       for (auto& [peer, handle] : heard) {
         if (nodes_.count(peer) > 0)
@@ -603,18 +607,20 @@ private:
       }
       self_->receive(
         [&](hello_atom, std::string& peer, caf::actor& peer_node) {
-          bool wanted = std::any_of(peers.begin(), peers.end(),
-                                    [&](const task_id& t) {
-                                      return t.str() == peer;
-                                    });
-          if (wanted && peer_node)
+          if (wanted(peer) && peer_node)
             heard[peer] = caf::actor_cast<node_actor>(peer_node);
         },
         [&](hello_atom, std::string& peer, std::string& why) {
           // The node refused a task configured for another run: it exits
-          // with the same text, so the run cannot start.
-          err = make_error(ec::invalid_config,
-                           "refused " + peer + " at connect: " + why);
+          // with the same text, so the run cannot start. A refusal of a
+          // task not awaited here (a worker restarted with other flags
+          // while the run went on) is only logged.
+          if (wanted(peer))
+            err = make_error(ec::invalid_config,
+                             "refused " + peer + " at connect: " + why);
+          else
+            log_ << me() << ": refused " << peer << " at connect: " << why
+                 << std::endl;
         },
         caf::after(std::chrono::milliseconds{100}) >> [&] {
           auto now = clock_type::now();
