@@ -82,9 +82,12 @@ std::string fingerprint_value(float x);
 /// "[5,5,32,64]".
 std::string fingerprint_value(const std::vector<int64_t>& dims);
 
-/// 16 hex digits of FNV-1a over `n` bytes, folded into `seed`.
+/// FNV-1a (64 bits) over `n` bytes, continuing from `seed` (the offset
+/// basis by default): a cheap digest, no defence against a chosen input.
 uint64_t fnv1a(const uint8_t* bytes, size_t n,
                uint64_t seed = 0xcbf29ce484222325ULL);
+
+/// `x` as 16 lowercase hex digits.
 std::string hex64(uint64_t x);
 
 } // namespace syncfac
