@@ -13,6 +13,7 @@
 #include "actors/gather.hpp"
 #include "actors/metrics_sink.hpp"
 #include "actors/owned_actors.hpp"
+#include "actors/run_fingerprint.hpp"
 #include "actors/topology.hpp"
 #include "runtime/error.hpp"
 #include "runtime/training_log.hpp"
@@ -108,16 +109,32 @@ private:
     layout_ = std::move(*layout);
     if (uses_kfac(sync_))
       kfac_ = layout_kfac(sync_, init_->kfac_collection(), tasks_);
+    // The data go into the fingerprint, so the tasks that train or
+    // evaluate load them before their first hello.
+    if (loads_data())
+      if (auto err = load_data())
+        return err;
+    auto fingerprint = make_run_fingerprint(sync_, *init_, layout_,
+                                            train_.get(), test_.get());
     // The node actor exists from the start (its handle goes into every
     // hello); its roles are filled in before it is published.
     node_config nc;
     nc.task = cfg_.task;
     nc.roles = roles_;
     nc.owner = caf::actor_cast<caf::actor>(self_);
+    nc.fingerprint = fingerprint;
     node_ = sys_.spawn(node, std::move(nc));
     top_.own(node_);
-    hello_ = make_hello(sys_, cfg_.task, caf::actor_cast<caf::actor>(node_));
+    hello_ = make_hello(sys_, cfg_.task, caf::actor_cast<caf::actor>(node_),
+                        std::move(fingerprint));
     return caf::none;
+  }
+
+  /// The chief (training and test sets) and the workers that train.
+  bool loads_data() const {
+    const auto& t = cfg_.task;
+    return t.job == "chief"
+           || (t.job == "worker" && !dedicated_inverter(sync_, cfg_.cluster, t));
   }
 
   void host(const std::string& role, const caf::actor& a) {
@@ -470,6 +487,13 @@ private:
             chief_here = true;
           }
         },
+        [&](hello_atom, std::string& peer, std::string& why) {
+          // This node refused the chief's hello: the two were configured
+          // for different runs, and waiting changes nothing.
+          err = make_error(ec::invalid_config,
+                           "refused " + peer + " at connect: " + why);
+          done = true;
+        },
         [&](caf::down_msg& dm) {
           if (auto i = hosted.find(dm.source); i != hosted.end()) {
             // At the end of a run a worker may stop (with the chief it is
@@ -562,6 +586,10 @@ private:
     std::map<std::string, node_actor> heard;
     caf::error err;
     bool done = false;
+    auto wanted = [&](const std::string& peer) {
+      return std::any_of(peers.begin(), peers.end(),
+                         [&](const task_id& t) { return t.str() == peer; });
+    };
     while (!err && !done && !missing().empty()) {
       for (auto& [peer, handle] : heard) {
         if (nodes_.count(peer) > 0)
@@ -579,12 +607,20 @@ private:
       }
       self_->receive(
         [&](hello_atom, std::string& peer, caf::actor& peer_node) {
-          bool wanted = std::any_of(peers.begin(), peers.end(),
-                                    [&](const task_id& t) {
-                                      return t.str() == peer;
-                                    });
-          if (wanted && peer_node)
+          if (wanted(peer) && peer_node)
             heard[peer] = caf::actor_cast<node_actor>(peer_node);
+        },
+        [&](hello_atom, std::string& peer, std::string& why) {
+          // The node refused a task configured for another run: it exits
+          // with the same text, so the run cannot start. A refusal of a
+          // task not awaited here (a worker restarted with other flags
+          // while the run went on) is only logged.
+          if (wanted(peer))
+            err = make_error(ec::invalid_config,
+                             "refused " + peer + " at connect: " + why);
+          else
+            log_ << me() << ": refused " << peer << " at connect: " << why
+                 << std::endl;
         },
         caf::after(std::chrono::milliseconds{100}) >> [&] {
           auto now = clock_type::now();

@@ -96,13 +96,32 @@ missing_peers(const std::vector<task_id>& peers, const task_id& me,
 }
 
 node_hello make_hello(caf::actor_system& sys, const task_id& me,
-                      const caf::actor& my_node) {
+                      const caf::actor& my_node,
+                      config_fingerprint fingerprint) {
   node_hello h;
   h.job = me.job;
   h.index = me.index;
   h.message_types = known_message_types(sys);
   h.node = my_node;
+  h.fingerprint = std::move(fingerprint);
   return h;
+}
+
+std::string configuration_refusal(const task_id& me,
+                                  const config_fingerprint& mine,
+                                  const std::string& peer,
+                                  const config_fingerprint& theirs) {
+  if (mine.empty() || theirs.empty())
+    return {};
+  const std::string chief = task_id{"chief", 0}.str();
+  if (me.str() == chief) {
+    if (auto d = compare_fingerprints(theirs, mine))
+      return describe_difference(peer, *d);
+  } else if (peer == chief) {
+    if (auto d = compare_fingerprints(mine, theirs))
+      return describe_difference(me.str(), *d);
+  }
+  return {};
 }
 
 node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
@@ -117,6 +136,17 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
       if (!why.empty())
         return make_error(ec::bad_message, "refused at connect to "
                                              + st.cfg.task.str() + ": " + why);
+      why = configuration_refusal(st.cfg.task, st.cfg.fingerprint, peer,
+                                  h.fingerprint);
+      if (!why.empty()) {
+        // The owner ends its node too: a chief does not wait for a node it
+        // refused, and a node does not wait for a chief it refused.
+        if (st.cfg.owner)
+          caf::anon_send(st.cfg.owner, hello_atom::value, peer, why);
+        return make_error(ec::invalid_config, "refused at connect to "
+                                                + st.cfg.task.str() + ": "
+                                                + why);
+      }
       if (h.node)
         st.callers[peer] = h.node;
       if (st.cfg.owner)
@@ -219,9 +249,12 @@ connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,
         .receive([&](node_info& x) { info = std::move(x); },
                  [&](caf::error& err) { info = std::move(err); });
       if (!info) {
-        // A refusal (protocol, types) will not change: give up at once.
+        // A refusal (protocol, types, configuration) will not change: give
+        // up at once.
         if (info.error().category() == error_category
-            && info.error().code() == static_cast<uint8_t>(ec::bad_message))
+            && (info.error().code() == static_cast<uint8_t>(ec::bad_message)
+                || info.error().code()
+                     == static_cast<uint8_t>(ec::invalid_config)))
           return info.error();
         last_error[name] = render(info.error());
         continue;

@@ -32,7 +32,9 @@ namespace syncfac {
 
 using node_actor = caf::typed_actor<
   // A peer connected: who it is; answered with this node's roles, or an
-  // error when protocol or message types differ.
+  // error when protocol or message types differ (ec::bad_message), or when
+  // one of the two is the chief and their fingerprints differ
+  // (ec::invalid_config naming the field and both values).
   caf::replies_to<hello_atom, node_hello>::with<node_info>,
   // From the chief: the run is over (the reason is logged).
   caf::replies_to<shutdown_atom, std::string>::with<caf::ok_atom>,
@@ -47,9 +49,14 @@ struct node_config {
   /// Actors hosted here, by role name; filled in before the node is
   /// published. Every answer also names the node actor itself ("node").
   std::shared_ptr<const std::map<std::string, caf::actor>> roles;
-  /// Receives (shutdown_atom, std::string reason) and
-  /// (hello_atom, std::string peer, caf::actor peer_node).
+  /// Receives (shutdown_atom, std::string reason),
+  /// (hello_atom, std::string peer, caf::actor peer_node) and, when this
+  /// node refused a peer for its configuration,
+  /// (hello_atom, std::string peer, std::string why).
   caf::actor owner;
+  /// The run this node was configured for; empty: not compared (a member
+  /// written outside the library).
+  config_fingerprint fingerprint;
   /// When set, the owner answers the chief's shutdown itself (with
   /// caf::ok_atom, a request the node delegates to it): the chief waits
   /// for that answer (bounded by its request timeout), so the owner may
@@ -82,7 +89,20 @@ std::vector<std::string> known_message_types(caf::actor_system& sys);
 
 /// This node's hello to a peer.
 node_hello make_hello(caf::actor_system& sys, const task_id& me,
-                      const caf::actor& my_node);
+                      const caf::actor& my_node,
+                      config_fingerprint fingerprint = {});
+
+/// Why node `me` (configured as `mine`) refuses the hello of `peer`
+/// (configured as `theirs`), or an empty string. Only the chief's
+/// configuration counts: the chief refuses a node that differs from it,
+/// and a node refuses a chief that differs from it; two other nodes are not
+/// compared (each agrees with the chief, so with each other), nor is a
+/// side with an empty fingerprint. The text names the field and both
+/// values ("worker:1 differs from the chief in ...").
+std::string configuration_refusal(const task_id& me,
+                                  const config_fingerprint& mine,
+                                  const std::string& peer,
+                                  const config_fingerprint& theirs);
 
 /// Publishes `n` on `port` (all interfaces), with TLS when `tls`.
 caf::expected<uint16_t> publish_node(const node_actor& n, uint16_t port,

@@ -2,7 +2,7 @@
 
 // Messages between the nodes of a cluster (one actor system per task of
 // the cluster file): the handshake that tells a connecting peer who a node
-// is and which actors it hosts, and the chief's end-of-run notice.
+// is, what run it was configured for, and which actors it hosts.
 
 #include <cstdint>
 #include <string>
@@ -11,11 +11,13 @@
 #include <caf/actor.hpp>
 #include <caf/meta/type_name.hpp>
 
+#include "runtime/cluster/config_fingerprint.hpp"
+
 namespace syncfac {
 
 /// The wire protocol's version: nodes of one cluster must agree on it.
 /// Bump it whenever a message changes its fields.
-constexpr uint32_t cluster_protocol = 1;
+constexpr uint32_t cluster_protocol = 2;
 
 /// What a connecting node says about itself.
 struct node_hello {
@@ -26,12 +28,15 @@ struct node_hello {
   std::vector<std::string> message_types;
   /// The caller's node actor, so the callee can watch it (may be unset).
   caf::actor node;
+  /// The run the caller was configured for (actors/run_fingerprint.hpp);
+  /// empty from a member written outside the library (not compared).
+  config_fingerprint fingerprint;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
   return f(caf::meta::type_name("node_hello"), x.job, x.index, x.protocol,
-           x.message_types, x.node);
+           x.message_types, x.node, x.fingerprint);
 }
 
 /// A node's answer to a hello: who it is and the actors it hosts, by role

@@ -1,0 +1,131 @@
+#include "actors/run_fingerprint.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace syncfac {
+
+namespace {
+
+std::string str(int64_t x) {
+  return std::to_string(x);
+}
+
+void add_model(config_fingerprint& fp, const model& init) {
+  const auto& spec = init.spec();
+  fp.add("model.arch", to_string(spec.arch));
+  fp.add("model.init", to_string(spec.init));
+  fp.add("model.input_shape",
+         fingerprint_value({spec.height, spec.width, spec.channels}));
+  fp.add("model.num_classes", str(spec.num_classes));
+  fp.add("model.hidden", fingerprint_value(spec.hidden));
+  fp.add("model.hidden_activation", to_string(spec.hidden_activation));
+  // Every variable's name and shape: a field per variable names the one
+  // that differs (two builds of the same architecture could still differ).
+  const auto& params = init.parameters();
+  fp.add("model.variables.count", str(static_cast<int64_t>(params.size())));
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto base = "model.variables[" + std::to_string(i) + "]";
+    fp.add(base + ".name", params[i].name);
+    fp.add(base + ".shape", fingerprint_value(params[i].value.shape()));
+  }
+}
+
+void add_optimizer(config_fingerprint& fp, const optimizer_config& opt) {
+  fp.add("optimizer.kind", to_string(opt.kind));
+  fp.add("optimizer.learning_rate", fingerprint_value(opt.learning_rate));
+  fp.add("optimizer.momentum", fingerprint_value(opt.momentum));
+  fp.add("optimizer.beta1", fingerprint_value(opt.beta1));
+  fp.add("optimizer.beta2", fingerprint_value(opt.beta2));
+  fp.add("optimizer.epsilon", fingerprint_value(opt.epsilon));
+  if (opt.kind != optimizer_kind::kfac)
+    return; // K-FAC's settings do nothing then: a stray flag is harmless
+  const auto& k = opt.kfac;
+  fp.add("optimizer.kfac.damping", fingerprint_value(k.damping));
+  fp.add("optimizer.kfac.cov_ema_decay", fingerprint_value(k.cov_ema_decay));
+  fp.add("optimizer.kfac.invert_every", str(k.invert_every));
+  fp.add("optimizer.kfac.min_cov_updates", str(k.min_cov_updates));
+  fp.add("optimizer.kfac.fisher", to_string(k.fisher));
+  fp.add("optimizer.kfac.inverse_mode", to_string(k.mode));
+  fp.add("optimizer.kfac.momentum", to_string(k.momentum));
+  fp.add("optimizer.kfac.kl_clip", fingerprint_value(k.kl_clip));
+  fp.add("optimizer.kfac.max_damping_retries",
+         str(static_cast<int64_t>(k.max_damping_retries)));
+  fp.add("optimizer.kfac.sampling.max_examples",
+         str(k.sampling.max_examples));
+  fp.add("optimizer.kfac.sampling.max_locations",
+         str(k.sampling.max_locations));
+  fp.add("optimizer.kfac.sampling.seed",
+         str(static_cast<int64_t>(k.sampling.seed)));
+}
+
+void add_topology(config_fingerprint& fp, const sync_training_config& sync,
+                  const shard_layout& layout) {
+  fp.add("run.seed", str(static_cast<int64_t>(sync.base.seed)));
+  fp.add("run.batch_size", str(sync.base.batch_size));
+  fp.add("run.worker_replicas", str(int64_t{sync.worker_replicas}));
+  fp.add("run.replicas_to_aggregate",
+         str(int64_t{sync.replicas_to_aggregate}));
+  fp.add("run.num_tokens", str(sync.num_tokens));
+  fp.add("run.num_towers", str(int64_t{sync.num_towers}));
+  fp.add("run.moving_average_decay",
+         fingerprint_value(sync.moving_average_decay));
+  fp.add("ps.tasks", str(int64_t{sync.ps_tasks}));
+  fp.add("ps.placement", to_string(sync.placement));
+  // The placement itself, not only the strategy's name: what each shard
+  // holds is what a worker pushes to it.
+  for (size_t s = 0; s < layout.shards.size(); ++s) {
+    std::string names;
+    for (const auto& v : layout.shards[s].variables)
+      names += (names.empty() ? "" : ",") + v.name;
+    fp.add("ps.shards[" + std::to_string(s) + "].variables",
+           "[" + names + "]");
+  }
+  if (!uses_kfac(sync))
+    return;
+  fp.add("kfac.strategy", to_string(sync.kfac.strategy));
+  fp.add("kfac.covariance_actors", str(int64_t{sync.kfac.covariance_actors}));
+  fp.add("kfac.inverse_actors", str(int64_t{sync.kfac.inverse_actors}));
+  fp.add("kfac.placement", to_string(sync.kfac.placement));
+}
+
+void add_split(config_fingerprint& fp, const std::string& name,
+               const dataset& d) {
+  auto base = "data." + name;
+  // The kind of source, not its path: two nodes may mount one data set at
+  // two places; the counts and the digest tell two data sets apart.
+  bool fake = d.source.rfind("fake", 0) == 0;
+  fp.add(base + ".source", fake ? "fake" : "files");
+  fp.add(base + ".count", str(d.count));
+  fp.add(base + ".example_shape",
+         fingerprint_value({d.height, d.width, d.channels}));
+  fp.add(base + ".num_classes", str(d.num_classes));
+  auto n = std::min(d.count, fingerprint_head_examples);
+  auto pixels = static_cast<size_t>(n * d.example_size());
+  uint64_t h = fnv1a(d.pixels.data(), std::min(pixels, d.pixels.size()));
+  h = fnv1a(d.labels.data(),
+            std::min(static_cast<size_t>(n), d.labels.size()), h);
+  fp.add(base + ".head_digest", hex64(h));
+}
+
+} // namespace
+
+config_fingerprint make_run_fingerprint(const sync_training_config& sync,
+                                        const model& init,
+                                        const shard_layout& layout,
+                                        const dataset* train,
+                                        const dataset* test) {
+  config_fingerprint fp;
+  add_model(fp, init);
+  add_optimizer(fp, sync.base.optimizer);
+  add_topology(fp, sync, layout);
+  if (train && test) {
+    add_split(fp, "train", *train);
+    add_split(fp, "test", *test);
+  } else {
+    fp.omitted.push_back("data.");
+  }
+  return fp;
+}
+
+} // namespace syncfac

@@ -1,0 +1,33 @@
+#pragma once
+
+// What one node of a cluster says about the run it was configured for
+// (runtime/cluster/config_fingerprint.hpp): everything that must agree
+// across the nodes, as named fields. Left out because it may differ per
+// node: the task, addresses and ports, threads, the device, timeouts, log,
+// metrics, summary and checkpoint paths, the chief's schedule (steps,
+// epochs, evaluations) and the data directory's path (its contents are
+// compared: counts, shapes and a digest of the first examples). The list is
+// in docs/distributed.md ("One configuration across every node").
+
+#include "actors/sync_trainer.hpp"
+#include "actors/topology.hpp"
+#include "runtime/cluster/config_fingerprint.hpp"
+#include "runtime/data/dataset.hpp"
+#include "runtime/model.hpp"
+
+namespace syncfac {
+
+/// Examples of each split the data digest covers: enough to tell two data
+/// sets apart, cheap on every node.
+inline constexpr int64_t fingerprint_head_examples = 64;
+
+/// The record of a run: `sync` with its derived topology, the model as
+/// built (`init`), the variables' placement on the shards, and the data
+/// sets when this node loaded them (else the record omits "data.").
+config_fingerprint make_run_fingerprint(const sync_training_config& sync,
+                                        const model& init,
+                                        const shard_layout& layout,
+                                        const dataset* train,
+                                        const dataset* test);
+
+} // namespace syncfac

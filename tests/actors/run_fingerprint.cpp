@@ -1,0 +1,204 @@
+#define BOOST_TEST_MODULE actors_run_fingerprint
+#include <boost/test/unit_test.hpp>
+
+#include <memory>
+#include <string>
+
+#include "actors/node.hpp"
+#include "actors/run_fingerprint.hpp"
+#include "runtime/data/dataset.hpp"
+
+using namespace syncfac;
+
+// What a node's record holds, and which field two runs' records differ in
+// first: one case per kind of setting the chief compares at hello.
+
+namespace {
+
+struct run {
+  sync_training_config sync;
+  std::unique_ptr<model> init;
+  shard_layout layout;
+  dataset train = make_fake_dataset(128, 1);
+  dataset test = make_fake_dataset(32, 2);
+
+  run() {
+    sync.base.batch_size = 32;
+    sync.ps_tasks = 2;
+  }
+
+  config_fingerprint fingerprint(bool with_data = true) {
+    auto m = model::make(sync.base.model, sync.base.seed);
+    BOOST_REQUIRE(m);
+    init = std::move(*m);
+    auto l = layout_shards(sync, *init);
+    BOOST_REQUIRE(l);
+    layout = std::move(*l);
+    return with_data ? make_run_fingerprint(sync, *init, layout, &train, &test)
+                     : make_run_fingerprint(sync, *init, layout, nullptr,
+                                            nullptr);
+  }
+};
+
+/// The first difference of `node`'s record from the chief's, described.
+std::string difference(run& node, run& chief) {
+  auto d = compare_fingerprints(node.fingerprint(), chief.fingerprint());
+  return d ? describe_difference("worker:1", *d) : "none";
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(two_nodes_of_one_run_agree) {
+  run a;
+  run b;
+  BOOST_TEST(difference(a, b) == "none");
+}
+
+BOOST_AUTO_TEST_CASE(the_record_lists_every_variable_and_its_shard) {
+  run a;
+  auto fp = a.fingerprint();
+  const auto& params = a.init->parameters();
+  BOOST_REQUIRE(!params.empty());
+  BOOST_TEST(*fp.value_of("model.variables.count")
+             == std::to_string(params.size()));
+  BOOST_TEST(*fp.value_of("model.variables[0].name") == params[0].name);
+  BOOST_TEST(*fp.value_of("model.variables[0].shape")
+             == fingerprint_value(params[0].value.shape()));
+  BOOST_TEST(fp.value_of("ps.shards[1].variables").has_value());
+  BOOST_TEST(!fp.value_of("ps.shards[2].variables").has_value());
+  BOOST_TEST(*fp.value_of("data.train.count") == "128");
+  BOOST_TEST(*fp.value_of("data.train.source") == "fake");
+}
+
+BOOST_AUTO_TEST_CASE(another_model_is_named) {
+  run chief;
+  run node;
+  node.sync.base.model.arch = model_arch::mlp;
+  BOOST_TEST(difference(node, chief)
+             == "worker:1 differs from the chief in model.arch: mlp on "
+                "worker:1, convnet on the chief");
+}
+
+BOOST_AUTO_TEST_CASE(another_variable_shape_is_named) {
+  run chief;
+  run node;
+  chief.sync.base.model.arch = model_arch::mlp;
+  node.sync.base.model.arch = model_arch::mlp;
+  node.sync.base.model.hidden = {128, 64, 16};
+  auto d = compare_fingerprints(node.fingerprint(), chief.fingerprint());
+  BOOST_REQUIRE(d);
+  BOOST_TEST(d->path == "model.hidden");
+  // The variables say it too, field by field.
+  auto a = node.fingerprint();
+  auto b = chief.fingerprint();
+  b.add("model.hidden", *a.value_of("model.hidden"));
+  d = compare_fingerprints(a, b);
+  BOOST_REQUIRE(d);
+  BOOST_TEST(d->path.rfind("model.variables[", 0) == 0, d->path);
+  BOOST_TEST(d->first.find("16") != std::string::npos, d->first);
+}
+
+BOOST_AUTO_TEST_CASE(an_optimizer_hyperparameter_is_named) {
+  run chief;
+  run node;
+  node.sync.base.optimizer.learning_rate = 0.02f;
+  BOOST_TEST(difference(node, chief)
+             == "worker:1 differs from the chief in optimizer.learning_rate: "
+                "0.02 on worker:1, 0.01 on the chief");
+}
+
+BOOST_AUTO_TEST_CASE(kfac_settings_count_only_under_kfac) {
+  run chief;
+  run node;
+  node.sync.base.optimizer.kfac.damping = 0.01f;
+  BOOST_TEST(difference(node, chief) == "none");
+  chief.sync.base.optimizer.kind = optimizer_kind::kfac;
+  node.sync.base.optimizer.kind = optimizer_kind::kfac;
+  BOOST_TEST(difference(node, chief)
+             == "worker:1 differs from the chief in optimizer.kfac.damping: "
+                "0.01 on worker:1, 0.001 on the chief");
+  node.sync.base.optimizer.kfac.damping = 0.001f;
+  node.sync.kfac.strategy = cov_inv_strategy::all_workers;
+  BOOST_TEST(difference(node, chief)
+             == "worker:1 differs from the chief in kfac.strategy: "
+                "all_workers on worker:1, chief_worker on the chief");
+}
+
+BOOST_AUTO_TEST_CASE(the_placement_on_the_shards_is_named) {
+  run chief;
+  run node;
+  node.sync.placement = placement_strategy::by_size;
+  auto d = compare_fingerprints(node.fingerprint(), chief.fingerprint());
+  BOOST_REQUIRE(d);
+  BOOST_TEST(d->path == "ps.placement");
+  // The same strategy name with other shards' contents (another count).
+  run three;
+  three.sync.ps_tasks = 3;
+  d = compare_fingerprints(three.fingerprint(), chief.fingerprint());
+  BOOST_REQUIRE(d);
+  BOOST_TEST(d->path == "ps.tasks");
+}
+
+BOOST_AUTO_TEST_CASE(batch_size_and_replicas_are_named) {
+  run chief;
+  run node;
+  node.sync.base.batch_size = 16;
+  auto d = compare_fingerprints(node.fingerprint(), chief.fingerprint());
+  BOOST_REQUIRE(d);
+  BOOST_TEST(d->path == "run.batch_size");
+  node.sync.base.batch_size = 32;
+  node.sync.replicas_to_aggregate = 2;
+  d = compare_fingerprints(node.fingerprint(), chief.fingerprint());
+  BOOST_REQUIRE(d);
+  BOOST_TEST(d->path == "run.replicas_to_aggregate");
+}
+
+BOOST_AUTO_TEST_CASE(other_data_are_told_apart_by_counts_and_contents) {
+  run chief;
+  run node;
+  node.train = make_fake_dataset(64, 1);
+  auto d = compare_fingerprints(node.fingerprint(), chief.fingerprint());
+  BOOST_REQUIRE(d);
+  BOOST_TEST(d->path == "data.train.count");
+  BOOST_TEST(d->first == "64");
+  BOOST_TEST(d->second == "128");
+  // Same counts and shapes, other examples: the digest differs.
+  node.train = make_fake_dataset(128, 7);
+  d = compare_fingerprints(node.fingerprint(), chief.fingerprint());
+  BOOST_REQUIRE(d);
+  BOOST_TEST(d->path == "data.train.head_digest");
+}
+
+BOOST_AUTO_TEST_CASE(a_node_without_data_is_compared_on_the_rest) {
+  run chief;
+  run shard;
+  auto fp = shard.fingerprint(false);
+  BOOST_TEST(!fp.value_of("data.train.count").has_value());
+  BOOST_TEST(!compare_fingerprints(fp, chief.fingerprint()));
+  shard.sync.placement = placement_strategy::by_size;
+  auto d = compare_fingerprints(shard.fingerprint(false), chief.fingerprint());
+  BOOST_REQUIRE(d);
+  BOOST_TEST(d->path == "ps.placement");
+}
+
+BOOST_AUTO_TEST_CASE(only_the_chief_compares) {
+  run a;
+  run b;
+  b.sync.base.optimizer.learning_rate = 0.5f;
+  auto fa = a.fingerprint();
+  auto fb = b.fingerprint();
+  // The chief refuses a worker that differs, a worker the chief; two
+  // other nodes are not compared, nor is a record that is empty.
+  auto at_chief = configuration_refusal({"chief", 0}, fa, "worker:1", fb);
+  BOOST_TEST(at_chief
+             == "worker:1 differs from the chief in optimizer.learning_rate: "
+                "0.5 on worker:1, 0.01 on the chief");
+  auto at_node = configuration_refusal({"ps", 0}, fb, "chief:0", fa);
+  BOOST_TEST(at_node
+             == "ps:0 differs from the chief in optimizer.learning_rate: "
+                "0.5 on ps:0, 0.01 on the chief");
+  BOOST_TEST(configuration_refusal({"ps", 0}, fa, "worker:1", fb).empty());
+  BOOST_TEST(configuration_refusal({"chief", 0}, fa, "evaluator:0", {})
+               .empty());
+  BOOST_TEST(configuration_refusal({"chief", 0}, fa, "worker:1", fa).empty());
+}
