@@ -48,6 +48,7 @@ void add_optimizer(config_fingerprint& fp, const optimizer_config& opt) {
   fp.add("optimizer.kfac.fisher", to_string(k.fisher));
   fp.add("optimizer.kfac.inverse_mode", to_string(k.mode));
   fp.add("optimizer.kfac.momentum", to_string(k.momentum));
+  fp.add("optimizer.kfac.cadence", to_string(k.cadence));
   fp.add("optimizer.kfac.kl_clip", fingerprint_value(k.kl_clip));
   fp.add("optimizer.kfac.max_damping_retries",
          str(static_cast<int64_t>(k.max_damping_retries)));
@@ -70,6 +71,11 @@ void add_topology(config_fingerprint& fp, const sync_training_config& sync,
   fp.add("run.num_towers", str(int64_t{sync.num_towers}));
   fp.add("run.moving_average_decay",
          fingerprint_value(sync.moving_average_decay));
+  std::string averaged;
+  for (const auto& name : sync.variables_to_average)
+    averaged += (averaged.empty() ? "" : ",") + name;
+  fp.add("run.variables_to_average",
+         averaged.empty() ? "all" : "[" + averaged + "]");
   fp.add("ps.tasks", str(int64_t{sync.ps_tasks}));
   fp.add("ps.placement", to_string(sync.placement));
   // The placement itself, not only the strategy's name: what each shard

@@ -98,6 +98,16 @@ BOOST_AUTO_TEST_CASE(another_variable_shape_is_named) {
   BOOST_TEST(d->first.find("16") != std::string::npos, d->first);
 }
 
+BOOST_AUTO_TEST_CASE(the_averaged_variables_are_named) {
+  run chief;
+  run node;
+  chief.sync.moving_average_decay = node.sync.moving_average_decay = 0.99f;
+  node.sync.variables_to_average = {"fc4", "conv2/kernel"};
+  BOOST_TEST(difference(node, chief)
+             == "worker:1 differs from the chief in run.variables_to_average: "
+                "[fc4,conv2/kernel] on worker:1, all on the chief");
+}
+
 BOOST_AUTO_TEST_CASE(an_optimizer_hyperparameter_is_named) {
   run chief;
   run node;
@@ -118,6 +128,11 @@ BOOST_AUTO_TEST_CASE(kfac_settings_count_only_under_kfac) {
              == "worker:1 differs from the chief in optimizer.kfac.damping: "
                 "0.01 on worker:1, 0.001 on the chief");
   node.sync.base.optimizer.kfac.damping = 0.001f;
+  node.sync.base.optimizer.kfac.cadence = kfac_cadence::exact;
+  BOOST_TEST(difference(node, chief)
+             == "worker:1 differs from the chief in optimizer.kfac.cadence: "
+                "exact on worker:1, counted on the chief");
+  node.sync.base.optimizer.kfac.cadence = kfac_cadence::counted;
   node.sync.kfac.strategy = cov_inv_strategy::all_workers;
   BOOST_TEST(difference(node, chief)
              == "worker:1 differs from the chief in kfac.strategy: "
