@@ -401,6 +401,8 @@ caf::expected<bool> accumulate(ps_shard_state& st, const gradient_push& p) {
 // -- applying -----------------------------------------------------------------
 
 bool all_ready(const ps_shard_state& st, int64_t n) {
+  if (st.round_pushes >= n)
+    return true;
   return std::all_of(st.accumulators.begin(), st.accumulators.end(),
                      [n](const shard_accumulator& acc) {
                        return std::visit([n](const auto& x) {
@@ -419,9 +421,24 @@ int64_t fewest_gradients(const ps_shard_state& st) {
   return st.accumulators.empty() ? 0 : result;
 }
 
-/// Takes variable i's average and applies it through the optimizer.
+/// How many gradients variable i's take asks for: n, or fewer when the
+/// round's pushes lacked some of its gradients (its average is over those
+/// that came); 0 when none came.
+int64_t take_count(const ps_shard_state& st, size_t i, int64_t n) {
+  auto count = std::visit([](const auto& x) { return x.count(); },
+                          st.accumulators[i]);
+  return std::min(count, n);
+}
+
+/// Takes variable i's average and applies it through the optimizer; a
+/// variable that no push of the round had a gradient for stays as it is
+/// (TF applies nothing for grad=None).
 caf::error update_variable(ps_shard_state& st, size_t i, int64_t n) {
   auto& param = st.variables[i].value;
+  n = take_count(st, i, n);
+  if (n == 0)
+    return std::visit([](auto& x) { return x.skip_round(); },
+                      st.accumulators[i]);
   if (auto dense = std::get_if<conditional_accumulator>(&st.accumulators[i])) {
     auto average = dense->take(n);
     if (!average)
@@ -440,8 +457,19 @@ caf::error update_variable(ps_shard_state& st, size_t i, int64_t n) {
 caf::error complete_kfac(ps_shard_state& st, int64_t n) {
   std::vector<tensor> averages;
   averages.reserve(st.variables.size());
-  for (auto& acc : st.accumulators) {
-    auto average = std::get<conditional_accumulator>(acc).take(n);
+  for (size_t i = 0; i < st.accumulators.size(); ++i) {
+    auto& acc = std::get<conditional_accumulator>(st.accumulators[i]);
+    // A layer's weight and bias are preconditioned together: a variable
+    // without gradients this round takes part with a zero gradient (its
+    // momentum still moves it, unlike a first-order step, which skips it).
+    auto k = take_count(st, i, n);
+    if (k == 0) {
+      if (auto err = acc.skip_round())
+        return err;
+      averages.emplace_back(acc.shape());
+      continue;
+    }
+    auto average = acc.take(k);
     if (!average)
       return average.error();
     averages.push_back(std::move(*average));
@@ -462,6 +490,7 @@ caf::error complete_kfac(ps_shard_state& st, int64_t n) {
 /// Variable by variable, so at most one average exists at a time.
 caf::expected<applied> complete(ps_shard_state& st, int64_t n) {
   applied result{st.index, st.global_step + 1, fewest_gradients(st)};
+  st.round_pushes = 0;
   if (st.opt->config().kind == optimizer_kind::kfac) {
     if (auto err = complete_kfac(st, n))
       return make_error(ec::internal, shard_name(st.index)
@@ -628,6 +657,7 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
         return std::move(fresh.error());
       if (*fresh) {
         ++st.accepted_pushes;
+        ++st.round_pushes;
         finish_pending(st);
       } else {
         ++st.stale_pushes;

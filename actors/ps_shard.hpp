@@ -10,16 +10,19 @@
 // so their global_steps move in lockstep: a push is fresh or stale for the
 // whole shard, and the shard is always at one global_step.
 //
-// A push may carry gradients for only some of the shard's variables (TF:
-// a variable without gradient gets none). The apply keeps TF's per-
-// accumulator rule: it completes only when every accumulator holds n
-// gradients, and each variable is averaged over its own count. So a
-// variable that the workers never push holds the apply pending until the
-// chief's bounded wait gives up; status() shows which variable lags.
+// A push may carry gradients for only some of the shard's variables (TF's
+// grad=None, for which SyncReplicasOptimizer makes no accumulator and
+// applies nothing). An apply of n completes once n fresh pushes came (or
+// every accumulator holds n gradients): each variable is averaged over the
+// gradients it got, and one that no push of the round carried stays as it
+// is while its accumulator moves on with the others (under K-FAC it takes
+// a zero gradient, its layer being preconditioned whole). So a variable no
+// worker pushes never holds a step up.
 //
 // applied.gradients is the smallest count any variable averaged over (equal
-// for all when every push carries every variable); a shard without
-// variables completes every apply at once, advances its step and reports 0.
+// for all when every push carries every variable, 0 when some variable got
+// none); a shard without variables completes every apply at once, advances
+// its step and reports 0.
 // set_step fails a pending apply (the chief that asked re-synchronises), as
 // does the shard stopping.
 //
@@ -125,6 +128,10 @@ struct ps_shard_state {
   /// The accumulators' common step; also the step of a shard without
   /// variables, which has no accumulator to hold it.
   int64_t global_step = 0;
+  /// Fresh whole pushes since the last apply: an apply of n proceeds once
+  /// n pushes came, each variable averaged over the gradients it got (a
+  /// push may lack some, TF's grad=None).
+  int64_t round_pushes = 0;
   int64_t accepted_pushes = 0;
   int64_t stale_pushes = 0;
   /// Malformed pushes, refused whole.

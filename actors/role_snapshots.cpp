@@ -125,6 +125,7 @@ caf::error restore_snapshot(ps_shard_state& st, shard_snapshot snap) {
   for (size_t k = 0; k < targets.size(); ++k)
     st.kfac[targets[k]].inverse = std::move(snap.inverses[k]);
   st.global_step = snap.global_step;
+  st.round_pushes = 0;
   // Gradients of a round in progress were computed from variables the
   // restore just replaced.
   for (auto& acc : st.accumulators)

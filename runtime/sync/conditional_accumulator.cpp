@@ -53,6 +53,15 @@ caf::error accumulator_ledger::check_take(int64_t n) const {
   return caf::none;
 }
 
+caf::error accumulator_ledger::skip_round() {
+  if (count_ != 0)
+    return make_error(ec::invalid_argument,
+                      context("a round with " + std::to_string(count_)
+                              + " gradient(s) cannot be skipped"));
+  close_round();
+  return caf::none;
+}
+
 void accumulator_ledger::close_round() {
   count_ = 0;
   ++global_step_;

@@ -91,6 +91,11 @@ public:
 
   accumulator_stats stats() const;
 
+  /// Ends a round in which no gradient of this variable came (TF's
+  /// grad=None in every push of the step): the step moves on with nothing
+  /// to take. ec::invalid_argument if gradients are waiting.
+  caf::error skip_round();
+
 protected:
   /// Counts a refusal and hands `err` back.
   caf::error refuse(caf::error err);
@@ -201,6 +206,7 @@ public:
   using accumulator_ledger::dropped_stale;
   using accumulator_ledger::global_step;
   using accumulator_ledger::ready;
+  using accumulator_ledger::skip_round;
   using accumulator_ledger::refused;
   using accumulator_ledger::set_global_step;
   using accumulator_ledger::stats;

@@ -83,6 +83,7 @@ public:
   using accumulator_ledger::dropped_stale;
   using accumulator_ledger::global_step;
   using accumulator_ledger::ready;
+  using accumulator_ledger::skip_round;
   using accumulator_ledger::refused;
   using accumulator_ledger::set_global_step;
   using accumulator_ledger::stats;

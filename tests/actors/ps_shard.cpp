@@ -290,33 +290,35 @@ BOOST_AUTO_TEST_CASE(more_gradients_than_n_are_all_averaged) {
              tt::tolerance(1e-6f));
 }
 
-BOOST_AUTO_TEST_CASE(a_partial_push_leaves_the_apply_waiting) {
-  // Worker 0 pushes only v0: v1 and v_sparse have no gradient yet, so
-  // the apply (TF's per-accumulator take) waits for them.
+BOOST_AUTO_TEST_CASE(a_partial_push_completes_the_apply_it_counts_for) {
+  // Worker 0 pushes only v0 (TF's grad=None for v1 and v_sparse): the
+  // apply of one push goes ahead instead of stalling for gradients no push
+  // of the round carries; v1 and v_sparse stay as they are, and worker 1's
+  // later push of them is stale (the shard is at step 1 then).
   auto only_v0 = seed_push(0, 0);
   only_v0.dense.resize(1);
   only_v0.sparse.clear();
   auto pending = self->request(ps, 10s, apply_atom::value, int64_t{0},
                                int64_t{1});
   BOOST_TEST(push(only_v0).accepted);
-  auto st = status();
-  BOOST_TEST(st.global_step == 0);
-  BOOST_TEST(st.variables[0].accepted == 1);
-  BOOST_TEST(st.variables[1].accepted == 0);
-  // Worker 1 pushes the rest; each variable averages its own gradients.
-  auto rest = seed_push(1, 0);
-  rest.dense.erase(rest.dense.begin());
-  push(rest);
   caf::expected<applied> done{caf::error{}};
   pending.receive([&](applied& x) { done = x; },
                   [&](caf::error& err) { done = std::move(err); });
   BOOST_REQUIRE_MESSAGE(done, test::why(done));
-  BOOST_TEST(done->gradients == 1);
+  BOOST_TEST(done->global_step == 1);
+  // The fewest gradients any variable averaged over: none for v1.
+  BOOST_TEST(done->gradients == 0);
+  auto st = status();
+  BOOST_TEST(st.global_step == 1);
+  BOOST_TEST(st.variables[0].accepted == 1);
+  BOOST_TEST(st.variables[1].accepted == 0);
   auto p = pull();
   BOOST_TEST(value_of(p, "v0", 0) == -0.2f, tt::tolerance(1e-6f));
-  BOOST_TEST(value_of(p, "v1", 0) == 1 - 2 * 1.1f, tt::tolerance(1e-6f));
-  BOOST_TEST(value_of(p, "v_sparse", 1) == 4 - 2 * 0.3f,
-             tt::tolerance(1e-6f));
+  BOOST_TEST(value_of(p, "v1", 0) == 1.0f);
+  BOOST_TEST(value_of(p, "v_sparse", 1) == 4.0f);
+  auto rest = seed_push(1, 0);
+  rest.dense.erase(rest.dense.begin());
+  BOOST_TEST(!push(rest).accepted);
 }
 
 BOOST_AUTO_TEST_CASE(momentum_keeps_its_velocity_and_sparse_rows_stay_apart) {
@@ -697,5 +699,73 @@ BOOST_AUTO_TEST_CASE(only_the_variables_to_average_keep_averages) {
   BOOST_TEST(std::abs(out.values[0].value[1] - 1.75f) < 1e-6);
   // b = 4 - 2 = 2, taken as it is (an average would be 3.5).
   BOOST_TEST(out.values[1].value[0] == 2.0f);
+  self->send_exit(*shard, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(a_push_lacking_a_gradient_counts_for_the_ones_it_has) {
+  // TF's grad=None: worker 1's push has no gradient for b and neither push
+  // one for c. The apply of 2 goes ahead with the two pushes instead of
+  // waiting for b's second gradient: w averages two, b the one it got, c
+  // stays as it is, and every accumulator moves on to the next step.
+  program_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  ps_shard_config sc;
+  sc.optimizer.kind = optimizer_kind::sgd;
+  sc.optimizer.learning_rate = 1.0f;
+  sc.variables = {{"w", tensor{{2}, {1.0f, 2.0f}}},
+                  {"b", tensor{{1}, std::vector<float>{4.0f}}},
+                  {"c", tensor{{1}, std::vector<float>{7.0f}}}};
+  auto shard = spawn_ps_shard(sys, sc);
+  BOOST_REQUIRE_MESSAGE(shard, test::why(shard));
+  auto push = [&](int32_t worker, int64_t step, parameter_set grads) {
+    gradient_push p;
+    p.worker = worker;
+    p.local_step = step;
+    p.dense = std::move(grads);
+    push_ack ack;
+    self->request(*shard, std::chrono::seconds(5), push_atom::value, p)
+      .receive([&](push_ack& a) { ack = a; },
+               [](caf::error& err) { BOOST_FAIL(render(err)); });
+    return ack;
+  };
+  auto apply = [&](int64_t step) {
+    applied out;
+    self->request(*shard, std::chrono::seconds(5), apply_atom::value, step,
+                  int64_t{2})
+      .receive([&](applied& a) { out = a; },
+               [](caf::error& err) { BOOST_FAIL(render(err)); });
+    return out;
+  };
+  BOOST_TEST(push(0, 0, {{"w", tensor{{2}, {1.0f, 3.0f}}},
+                         {"b", tensor{{1}, std::vector<float>{2.0f}}}})
+               .accepted);
+  BOOST_TEST(push(1, 0, {{"w", tensor{{2}, {3.0f, 1.0f}}}}).accepted);
+  auto first = apply(0);
+  BOOST_TEST(first.global_step == 1);
+  auto values = [&] {
+    shard_params out;
+    self->request(*shard, std::chrono::seconds(5), pull_atom::value)
+      .receive([&](shard_params& p) { out = std::move(p); },
+               [](caf::error& err) { BOOST_FAIL(render(err)); });
+    return out.values;
+  };
+  auto v = values();
+  BOOST_REQUIRE_EQUAL(v.size(), 3u);
+  BOOST_TEST(v[0].value[0] == -1.0f); // 1 - (1 + 3) / 2
+  BOOST_TEST(v[0].value[1] == 0.0f);  // 2 - (3 + 1) / 2
+  BOOST_TEST(v[1].value[0] == 2.0f);  // 4 - 2 / 1
+  BOOST_TEST(v[2].value[0] == 7.0f);  // no gradient: unchanged
+  // Step 1 with every gradient: all three accumulators are at step 1.
+  parameter_set full = {{"w", tensor{{2}, {1.0f, 1.0f}}},
+                        {"b", tensor{{1}, std::vector<float>{1.0f}}},
+                        {"c", tensor{{1}, std::vector<float>{1.0f}}}};
+  BOOST_TEST(push(0, 1, full).accepted);
+  BOOST_TEST(push(1, 1, full).accepted);
+  BOOST_TEST(apply(1).global_step == 2);
+  v = values();
+  BOOST_TEST(v[2].value[0] == 6.0f);
+  // A stale push (step 0) neither counts nor moves anything.
+  BOOST_TEST(!push(0, 0, full).accepted);
   self->send_exit(*shard, caf::exit_reason::user_shutdown);
 }
