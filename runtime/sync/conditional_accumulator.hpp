@@ -1,7 +1,7 @@
 #pragma once
 
 // Per-variable gradient accumulators with TensorFlow's staleness rule
-// (design.md §2): a gradient computed at local_step is taken in only if
+// (docs/design.md §2): a gradient computed at local_step is taken in only if
 // local_step >= the accumulator's global_step; a take averages what arrived
 // and moves global_step on by one. Plain classes: the PS shard actor that
 // owns them holds pending take requests itself until ready() says so.

@@ -37,7 +37,7 @@ inline bool operator!=(const sparse_gradient& x, const sparse_gradient& y) {
 }
 
 /// Accumulates sparse gradients of one variable; each row is averaged over
-/// the gradients that touched it (design.md §2).
+/// the gradients that touched it (docs/design.md §2).
 ///
 /// The rows are summed into a dense buffer of the variable's shape with a
 /// per-row touch count, not into a map: the shard holds the variable itself
