@@ -25,10 +25,6 @@ std::string shard_name(int32_t index) {
   return "ps shard " + std::to_string(index);
 }
 
-std::string quoted(const std::string& name) {
-  return "'" + name + "'";
-}
-
 /// `err` with "prefix: " in front of its context, same code and category:
 /// an optimizer error reaching a chief should say which shard raised it.
 caf::error prefixed(const std::string& prefix, const caf::error& err) {
@@ -42,34 +38,31 @@ caf::error prefixed(const std::string& prefix, const caf::error& err) {
 
 // -- configuration ------------------------------------------------------------
 
-caf::error bad_config(int32_t index, const std::string& what) {
-  return make_error(ec::invalid_config, shard_name(index) + ": " + what);
-}
-
 bool non_negative(const tensor_shape& shape) {
   return std::all_of(shape.begin(), shape.end(),
                      [](int64_t d) { return d >= 0; });
 }
 
 caf::error check_variables(const ps_shard_config& cfg) {
+  const auto who = shard_name(cfg.index);
   std::unordered_set<std::string> names;
   for (size_t i = 0; i < cfg.variables.size(); ++i) {
     const auto& [name, value] = cfg.variables[i];
     if (name.empty())
-      return bad_config(cfg.index, "variable #" + std::to_string(i)
-                                     + " has an empty name");
+      return bad_config(who, "variable #" + std::to_string(i)
+                               + " has an empty name");
     if (!names.insert(name).second)
-      return bad_config(cfg.index, "variable " + quoted(name)
-                                     + " appears twice");
+      return bad_config(who, "variable " + in_quotes(name)
+                               + " appears twice");
     // The accumulators throw on shapes like these: refuse them here.
     if (!non_negative(value.shape())
         || !detail::has_shape(value, value.shape()))
-      return bad_config(cfg.index, "variable " + quoted(name)
-                                     + " has an inconsistent shape "
-                                     + detail::describe(value));
+      return bad_config(who, "variable " + in_quotes(name)
+                               + " has an inconsistent shape "
+                               + detail::describe(value));
     if (!value.all_finite())
-      return bad_config(cfg.index, "variable " + quoted(name)
-                                     + " holds NaN or Inf");
+      return bad_config(who, "variable " + in_quotes(name)
+                               + " holds NaN or Inf");
   }
   return caf::none;
 }
@@ -82,55 +75,57 @@ const named_tensor* find_variable(const parameter_set& vars,
 }
 
 caf::error check_sparse_names(const ps_shard_config& cfg) {
+  const auto who = shard_name(cfg.index);
   std::unordered_set<std::string> seen;
   for (const auto& name : cfg.sparse_variables) {
     auto var = find_variable(cfg.variables, name);
     if (var == nullptr)
-      return bad_config(cfg.index, "sparse variable " + quoted(name)
-                                     + " is not among the shard's variables");
+      return bad_config(who, "sparse variable " + in_quotes(name)
+                               + " is not among the shard's variables");
     if (!seen.insert(name).second)
-      return bad_config(cfg.index, "sparse variable " + quoted(name)
-                                     + " is listed twice");
+      return bad_config(who, "sparse variable " + in_quotes(name)
+                               + " is listed twice");
     if (var->value.rank() < 1)
-      return bad_config(cfg.index, "sparse variable " + quoted(name)
-                                     + " needs rank >= 1 (rows), got shape "
-                                     + var->value.shape_string());
+      return bad_config(who, "sparse variable " + in_quotes(name)
+                               + " needs rank >= 1 (rows), got shape "
+                               + var->value.shape_string());
   }
   return caf::none;
 }
 
 caf::error check_kfac_layers(const ps_shard_config& cfg) {
+  const auto who = shard_name(cfg.index);
   if (!cfg.kfac_layers.empty() && cfg.optimizer.kind != optimizer_kind::kfac)
-    return bad_config(cfg.index, "K-FAC layers given, but the optimizer is "
-                                 + std::string{to_string(cfg.optimizer.kind)});
+    return bad_config(who, "K-FAC layers given, but the optimizer is "
+                           + std::string{to_string(cfg.optimizer.kind)});
   if (cfg.optimizer.kind == optimizer_kind::kfac
       && !cfg.sparse_variables.empty())
-    return bad_config(cfg.index, "K-FAC does not precondition sparse "
-                                 "variables such as "
-                                   + quoted(cfg.sparse_variables.front()));
+    return bad_config(who, "K-FAC does not precondition sparse "
+                           "variables such as "
+                             + in_quotes(cfg.sparse_variables.front()));
   std::unordered_set<std::string> seen;
   std::unordered_set<std::string> sparse(cfg.sparse_variables.begin(),
                                          cfg.sparse_variables.end());
   for (const auto& l : cfg.kfac_layers) {
     if (auto err = l.validate())
-      return prefixed(shard_name(cfg.index), err);
+      return prefixed(who, err);
     if (!seen.insert(l.name).second)
-      return bad_config(cfg.index, "K-FAC layer " + quoted(l.name)
-                                     + " is listed twice");
+      return bad_config(who, "K-FAC layer " + in_quotes(l.name)
+                               + " is listed twice");
     auto w = find_variable(cfg.variables, l.weight_name);
     auto b = find_variable(cfg.variables, l.bias_name);
     if (w == nullptr || b == nullptr)
-      return bad_config(cfg.index, "K-FAC layer " + quoted(l.name)
-                                     + " needs variables " + quoted(l.weight_name)
-                                     + " and " + quoted(l.bias_name)
-                                     + " on this shard");
+      return bad_config(who, "K-FAC layer " + in_quotes(l.name)
+                               + " needs variables " + in_quotes(l.weight_name)
+                               + " and " + in_quotes(l.bias_name)
+                               + " on this shard");
     if (sparse.count(l.weight_name) + sparse.count(l.bias_name) > 0)
-      return bad_config(cfg.index, "K-FAC layer " + quoted(l.name)
-                                     + " has a sparse variable");
+      return bad_config(who, "K-FAC layer " + in_quotes(l.name)
+                               + " has a sparse variable");
     if (b->value.size() != l.g_dim
         || w->value.size() != (l.a_dim - 1) * l.g_dim)
-      return bad_config(cfg.index,
-                        "K-FAC layer " + quoted(l.name) + " has factors "
+      return bad_config(who,
+                        "K-FAC layer " + in_quotes(l.name) + " has factors "
                           + std::to_string(l.a_dim) + "x"
                           + std::to_string(l.a_dim) + " and "
                           + std::to_string(l.g_dim) + "x"
@@ -301,7 +296,7 @@ private:
     auto found = st_.by_name.find(name);
     if (found == st_.by_name.end())
       return refusal{make_error(ec::unknown_name,
-                                prefix() + "unknown variable " + quoted(name)
+                                prefix() + "unknown variable " + in_quotes(name)
                                   + " (not held by " + shard_name(st_.index)
                                   + ")")};
     index = found->second;
@@ -313,7 +308,7 @@ private:
 
   refusal fail(ec code, size_t i, const std::string& what) const {
     return {make_error(code, prefix() + "variable "
-                               + quoted(st_.variables[i].name) + " "
+                               + in_quotes(st_.variables[i].name) + " "
                                + what),
             i};
   }
@@ -354,7 +349,7 @@ caf::error check_lockstep(const ps_shard_state& st,
   if (*admitted != fresh)
     return make_error(ec::internal,
                       shard_name(st.index) + ": accumulator of "
-                        + quoted(variable) + " left the shard's step "
+                        + in_quotes(variable) + " left the shard's step "
                         + std::to_string(st.global_step));
   return caf::none;
 }
@@ -529,7 +524,7 @@ caf::error install_inverses(ps_shard_state& st, const inverse_set& set) {
     if (i == st.kfac.end())
       return make_error(ec::unknown_name,
                         shard_name(st.index) + ": inverse for layer "
-                          + quoted(inv.layer)
+                          + in_quotes(inv.layer)
                           + ", which this shard does not hold");
     if (auto err = check_inverse(inv, i->info.a_dim, i->info.g_dim))
       return prefixed(shard_name(st.index), err);
@@ -569,7 +564,7 @@ shard_status make_status(const ps_shard_state& st) {
 
 caf::error ps_shard_config::validate() const {
   if (index < 0)
-    return bad_config(index, "index must be >= 0");
+    return bad_config(shard_name(index), "index must be >= 0");
   if (auto err = check_variables(*this))
     return err;
   if (auto err = check_sparse_names(*this))
