@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <unordered_set>
 #include <utility>
 
@@ -183,12 +184,15 @@ struct refusal {
 };
 
 /// Checks one push as a whole before any accumulator sees it, so a bad
-/// entry late in the push cannot leave earlier ones half-applied. Mirrors
-/// the accumulators' own checks (which they repeat on apply).
+/// entry late in the push cannot leave earlier ones half-applied. What is
+/// wrong with a gradient the accumulator's own check() says; this adds
+/// what only a whole push can get wrong (an unknown variable, one twice,
+/// dense for sparse or the other way round).
 class push_check {
 public:
   push_check(const ps_shard_state& st, const gradient_push& push)
-    : st_(st), push_(push), seen_(st.variables.size(), false) {
+    : st_(st), push_(push), seen_(st.variables.size(), false),
+      pieces_(pieces_by_variable(push)) {
   }
 
   std::optional<refusal> run() {
@@ -198,10 +202,15 @@ public:
     for (const auto& entry : push_.sparse)
       if (auto bad = sparse(entry))
         return bad;
-    for (auto& [name, pieces] : pieces_by_variable(push_))
+    for (auto& [name, pieces] : pieces_)
       if (auto bad = sliced(name, pieces))
         return bad;
     return std::nullopt;
+  }
+
+  /// The sliced variables' pieces, as run() checked them.
+  const std::map<std::string, std::vector<gradient_piece>>& pieces() const {
+    return pieces_;
   }
 
 private:
@@ -213,18 +222,7 @@ private:
     if (acc == nullptr)
       return fail(ec::bad_message, i,
                   "is sparse: its gradient must come as rows, not dense");
-    const auto& grad = entry.value;
-    if (!detail::has_shape(grad, acc->shape()))
-      return fail(ec::shape_mismatch, i,
-                  "gradient has shape " + detail::describe(grad)
-                    + ", expected " + to_string(acc->shape()));
-    if (!grad.all_finite())
-      return fail(ec::non_finite, i,
-                  "gradient holds NaN or Inf (first at element "
-                    + std::to_string(
-                      detail::first_non_finite(grad.data(), grad.size()))
-                    + ")");
-    return std::nullopt;
+    return failed(i, acc->check(entry.value));
   }
 
   /// A variable that came in slices (a push in parts).
@@ -237,9 +235,7 @@ private:
     if (acc == nullptr)
       return fail(ec::bad_message, i,
                   "is sparse: its gradient must come as rows, not dense");
-    if (auto problem = detail::check_pieces(acc->shape(), pieces))
-      return fail(problem->code, i, problem->what);
-    return std::nullopt;
+    return failed(i, acc->check(pieces));
   }
 
   std::optional<refusal> sparse(const sparse_update& entry) {
@@ -250,44 +246,7 @@ private:
     if (acc == nullptr)
       return fail(ec::bad_message, i,
                   "is dense: its gradient must come dense, not as rows");
-    auto expected = acc->shape();
-    expected[0] = static_cast<int64_t>(entry.indices.size());
-    if (!detail::has_shape(entry.rows, expected))
-      return fail(ec::shape_mismatch, i,
-                  std::to_string(entry.indices.size())
-                    + " indices need rows of shape " + to_string(expected)
-                    + ", got " + detail::describe(entry.rows));
-    if (auto bad = indices(i, entry.indices, acc->shape()[0]))
-      return bad;
-    return finite_rows(i, entry);
-  }
-
-  std::optional<refusal> indices(size_t i, const std::vector<int64_t>& xs,
-                                 int64_t rows) {
-    for (size_t pos = 0; pos < xs.size(); ++pos) {
-      auto x = xs[pos];
-      if (x < 0 || x >= rows)
-        return fail(ec::invalid_argument, i,
-                    at(x, pos) + " is out of range [0, "
-                      + std::to_string(rows) + ")");
-      if (pos > 0 && x <= xs[pos - 1])
-        return fail(ec::invalid_argument, i,
-                    at(x, pos) + " follows index " + std::to_string(xs[pos - 1])
-                      + ": indices must be strictly increasing");
-    }
-    return std::nullopt;
-  }
-
-  std::optional<refusal> finite_rows(size_t i, const sparse_update& entry) {
-    const auto& rows = entry.rows;
-    if (rows.all_finite())
-      return std::nullopt;
-    auto row_size = rows.size() / static_cast<int64_t>(entry.indices.size());
-    auto pos = static_cast<size_t>(
-      detail::first_non_finite(rows.data(), rows.size()) / row_size);
-    return fail(ec::non_finite, i,
-                "row for " + at(entry.indices[pos], pos)
-                  + " holds NaN or Inf");
+    return failed(i, acc->check(entry.indices, entry.rows));
   }
 
   /// Marks the variable as seen and sets `index`; a refusal when the name
@@ -306,16 +265,19 @@ private:
     return std::nullopt;
   }
 
+  /// The refusal for what an accumulator's check() found, if anything.
+  std::optional<refusal>
+  failed(size_t i, const std::optional<gradient_problem>& problem) const {
+    if (!problem)
+      return std::nullopt;
+    return fail(problem->code, i, problem->what);
+  }
+
   refusal fail(ec code, size_t i, const std::string& what) const {
     return {make_error(code, prefix() + "variable "
                                + in_quotes(st_.variables[i].name) + " "
                                + what),
             i};
-  }
-
-  static std::string at(int64_t index, size_t pos) {
-    return "index " + std::to_string(index) + " at position "
-           + std::to_string(pos);
   }
 
   std::string prefix() const {
@@ -327,6 +289,7 @@ private:
   const ps_shard_state& st_;
   const gradient_push& push_;
   std::vector<bool> seen_;
+  std::map<std::string, std::vector<gradient_piece>> pieces_;
 };
 
 caf::error refuse(ps_shard_state& st, refusal bad) {
@@ -339,14 +302,9 @@ caf::error refuse(ps_shard_state& st, refusal bad) {
 // -- accumulation -------------------------------------------------------------
 
 /// An accumulator's verdict must be the shard's: they share one step.
-caf::error check_lockstep(const ps_shard_state& st,
-                          const caf::expected<bool>& admitted, bool fresh,
+caf::error check_lockstep(const ps_shard_state& st, bool admitted, bool fresh,
                           const std::string& variable) {
-  if (!admitted)
-    return make_error(ec::internal,
-                      shard_name(st.index) + ": accumulator refused a "
-                        + "checked gradient: " + render(admitted.error()));
-  if (*admitted != fresh)
+  if (admitted != fresh)
     return make_error(ec::internal,
                       shard_name(st.index) + ": accumulator of "
                         + in_quotes(variable) + " left the shard's step "
@@ -354,29 +312,32 @@ caf::error check_lockstep(const ps_shard_state& st,
   return caf::none;
 }
 
-/// Adds a checked push to the accumulators; whether it was fresh.
-caf::expected<bool> accumulate(ps_shard_state& st, const gradient_push& p) {
+/// Adds a push that `checked` passed to the accumulators, checking
+/// nothing again; whether it was fresh.
+caf::expected<bool> accumulate(ps_shard_state& st, const gradient_push& p,
+                               const push_check& checked) {
   const bool fresh = p.local_step >= st.global_step;
   for (const auto& entry : p.dense) {
     auto& acc = std::get<conditional_accumulator>(
       st.accumulators[st.by_name.at(entry.name)]);
-    if (auto err = check_lockstep(st, acc.apply(p.local_step, entry.value),
-                                  fresh, entry.name))
+    if (auto err = check_lockstep(
+          st, acc.apply_checked(p.local_step, entry.value), fresh,
+          entry.name))
       return err;
   }
-  for (auto& [name, pieces] : pieces_by_variable(p)) {
+  for (const auto& [name, pieces] : checked.pieces()) {
     auto& acc = std::get<conditional_accumulator>(
       st.accumulators[st.by_name.at(name)]);
-    if (auto err = check_lockstep(
-          st, acc.apply(p.local_step, std::move(pieces)), fresh, name))
+    if (auto err = check_lockstep(st, acc.apply_checked(p.local_step, pieces),
+                                  fresh, name))
       return err;
   }
   for (const auto& entry : p.sparse) {
     auto& acc = std::get<sparse_accumulator>(
       st.accumulators[st.by_name.at(entry.variable)]);
     if (auto err = check_lockstep(
-          st, acc.apply(p.local_step, entry.indices, entry.rows), fresh,
-          entry.variable))
+          st, acc.apply_checked(p.local_step, entry.indices, entry.rows),
+          fresh, entry.variable))
       return err;
   }
   return fresh;
@@ -600,12 +561,13 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
       if (!*whole)
         return push_ack{true, st.global_step};
       const auto& push = **whole;
-      if (auto bad = push_check{st, push}.run())
+      push_check checked{st, push};
+      if (auto bad = checked.run())
         return refuse(st, std::move(*bad));
       // The step the push was judged against, even when it completes a
       // pending apply below and moves the shard on.
       auto step = st.global_step;
-      auto fresh = accumulate(st, push);
+      auto fresh = accumulate(st, push, checked);
       if (!fresh)
         return std::move(fresh.error());
       if (*fresh) {

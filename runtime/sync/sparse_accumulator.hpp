@@ -4,6 +4,7 @@
 // plus rows, TF's IndexedSlices), e.g. an embedding table.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,15 @@ public:
                             const std::vector<int64_t>& indices,
                             const tensor& rows);
 
+  /// What apply() would refuse the rows for, if anything; changes nothing.
+  std::optional<gradient_problem> check(const std::vector<int64_t>& indices,
+                                        const tensor& rows) const;
+
+  /// apply() of rows check() found nothing wrong with (see
+  /// conditional_accumulator::apply_checked).
+  bool apply_checked(int64_t local_step, const std::vector<int64_t>& indices,
+                     const tensor& rows);
+
   /// Every row touched since the last take, by increasing index, each the
   /// average over the gradients that touched it; then resets and
   /// increments global_step. Errors as conditional_accumulator::take.
@@ -89,11 +99,10 @@ public:
   using accumulator_ledger::variable;
 
 private:
-  caf::error validate(const std::vector<int64_t>& indices,
-                      const tensor& rows) const;
-  caf::error check_indices(const std::vector<int64_t>& indices) const;
-  caf::error check_finite(const std::vector<int64_t>& indices,
-                          const tensor& rows) const;
+  std::optional<gradient_problem>
+  check_indices(const std::vector<int64_t>& indices) const;
+  std::optional<gradient_problem>
+  check_finite(const std::vector<int64_t>& indices, const tensor& rows) const;
   void add(const std::vector<int64_t>& indices, const tensor& rows);
 
   /// [k, ...rest]: the shape of k rows.
