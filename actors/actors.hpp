@@ -98,7 +98,7 @@ using inverse_actor = caf::typed_actor<
   caf::reacts_to<restore_atom, std::vector<ps_actor>>,
   caf::replies_to<status_atom>::with<inverse_status>>;
 
-/// Keeps the moving-average K-FAC factors of some layers (design.md §3).
+/// Keeps the moving-average K-FAC factors of some layers (docs/design.md §3).
 using covariance_actor = caf::typed_actor<
   // A worker's statistics for this actor's layers, tagged with the step
   // they were computed at: contributions of one step are averaged into one

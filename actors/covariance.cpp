@@ -19,10 +19,6 @@ std::string actor_name(int32_t index) {
   return "covariance actor " + std::to_string(index);
 }
 
-std::string quoted(const std::string& name) {
-  return "'" + name + "'";
-}
-
 std::string square_shape(int64_t n) {
   return std::to_string(n) + "x" + std::to_string(n);
 }
@@ -32,12 +28,6 @@ bool is_square(const tensor& t, int64_t n) {
 }
 
 // -- configuration -----------------------------------------------------------
-
-caf::error bad_config(int32_t index, const std::string& what) {
-  return make_error(ec::invalid_config, actor_name(index) + ": " + what);
-}
-
-
 
 void init_state(covariance_state& st, covariance_config cfg) {
   st.status.index = cfg.index;
@@ -100,10 +90,10 @@ caf::error check_update(const covariance_state& st, const stats_update& u) {
   for (const auto& ls : u.layers) {
     auto i = find_layer(st, ls.layer);
     if (i == no_layer)
-      return bad(ec::bad_message, "unknown layer " + quoted(ls.layer)
+      return bad(ec::bad_message, "unknown layer " + in_quotes(ls.layer)
                                     + " (not kept by this actor)");
     if (seen[i])
-      return bad(ec::bad_message, "layer " + quoted(ls.layer)
+      return bad(ec::bad_message, "layer " + in_quotes(ls.layer)
                                     + " appears twice");
     seen[i] = true;
     const auto& info = st.layers[i].info;
@@ -111,16 +101,16 @@ caf::error check_update(const covariance_state& st, const stats_update& u) {
          {factor_problem("A", ls.a, ls.a_rows, info.a_dim),
           factor_problem("G", ls.g, ls.g_rows, info.g_dim)})
       if (!problem.empty())
-        return bad(ec::bad_message, "layer " + quoted(ls.layer) + ": "
+        return bad(ec::bad_message, "layer " + in_quotes(ls.layer) + ": "
                                       + problem);
     if (!ls.a.all_finite() || !ls.g.all_finite() || !ls.a_rows.x.all_finite()
         || !ls.g_rows.x.all_finite())
-      return bad(ec::non_finite, "layer " + quoted(ls.layer)
+      return bad(ec::non_finite, "layer " + in_quotes(ls.layer)
                                    + ": A or G holds NaN or Inf");
   }
   for (size_t i = 0; i < seen.size(); ++i)
     if (!seen[i])
-      return bad(ec::bad_message, "layer " + quoted(st.layers[i].info.name)
+      return bad(ec::bad_message, "layer " + in_quotes(st.layers[i].info.name)
                                     + " is missing");
   return caf::none;
 }
@@ -228,7 +218,7 @@ caf::error fold(covariance_state& st, pending_step& p) {
       return make_error(ec::non_finite,
                         actor_name(st.cfg.index) + ": the mean statistics of "
                           + "step " + std::to_string(p.step) + " for layer "
-                          + quoted(st.layers[i].info.name)
+                          + in_quotes(st.layers[i].info.name)
                           + " are not finite; the step is dropped");
   const float decay = st.cfg.kfac.cov_ema_decay;
   for (size_t i = 0; i < st.layers.size(); ++i) {
@@ -236,11 +226,11 @@ caf::error fold(covariance_state& st, pending_step& p) {
     if (auto err = fold_factor(l.a_raw, l.a_deferred, p.a[i], p.examples,
                                decay, l.info.a_dim))
       return with_context(err, actor_name(st.cfg.index) + ", layer "
-                                 + quoted(l.info.name));
+                                 + in_quotes(l.info.name));
     if (auto err = fold_factor(l.g_raw, l.g_deferred, p.g[i], p.examples,
                                decay, l.info.g_dim))
       return with_context(err, actor_name(st.cfg.index) + ", layer "
-                                 + quoted(l.info.name));
+                                 + in_quotes(l.info.name));
     // A and G share one weight (as cpu::ema_update advances it).
     l.weight = decay * l.weight + (1.0f - decay);
   }
@@ -261,9 +251,9 @@ caf::expected<factor_set> make_factor_set(const covariance_state& st,
     f.locations = l.info.locations;
     f.cov_updates = st.status.cov_updates;
     if (auto err = cpu::ema_value(l.a_raw, l.weight, f.a))
-      return with_context(err, "layer " + quoted(l.info.name));
+      return with_context(err, "layer " + in_quotes(l.info.name));
     if (auto err = cpu::ema_value(l.g_raw, l.weight, f.g))
-      return with_context(err, "layer " + quoted(l.info.name));
+      return with_context(err, "layer " + in_quotes(l.info.name));
     set.layers.push_back(std::move(f));
   }
   return set;
@@ -380,28 +370,27 @@ caf::error fold_deferred(covariance_state& st) {
       err = fold_now(l.g_raw, l.g_deferred);
     if (err)
       return with_context(err, actor_name(st.cfg.index) + ", layer "
-                                 + quoted(l.info.name));
+                                 + in_quotes(l.info.name));
   }
   return caf::none;
 }
 
 caf::error covariance_config::validate() const {
+  const auto who = actor_name(index);
   if (index < 0)
-    return bad_config(index, "index must be >= 0");
-  if (auto err = check_role_layers(actor_name(index), layers,
-                                   "keep factors of"))
+    return bad_config(who, "index must be >= 0");
+  if (auto err = check_role_layers(who, layers, "keep factors of"))
     return err;
   if (auto err = kfac.validate())
-    return with_context(err, actor_name(index));
+    return with_context(err, who);
   if (contributions_per_step < 1)
-    return bad_config(index, "contributions_per_step must be >= 1, got "
-                               + std::to_string(contributions_per_step));
-  if (auto err = check_layer_peers(actor_name(index), "inverse actor",
-                                   inverses, "inverse_of", inverse_of,
-                                   layers))
+    return bad_config(who, "contributions_per_step must be >= 1, got "
+                             + std::to_string(contributions_per_step));
+  if (auto err = check_layer_peers(who, "inverse actor", inverses,
+                                   "inverse_of", inverse_of, layers))
     return err;
   if (request_timeout.count() <= 0)
-    return bad_config(index, "request_timeout must be positive");
+    return bad_config(who, "request_timeout must be positive");
   return caf::none;
 }
 

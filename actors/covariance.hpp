@@ -1,8 +1,8 @@
 #pragma once
 
 // K-FAC's covariance actor: the moving-average Kronecker factors A and G of
-// some layers (design.md §3). Workers send the statistics of their batches
-// tagged with the step of the parameters they were computed at; every
+// some layers (docs/design.md §3). Workers send the statistics of their
+// batches tagged with the step of the parameters they were computed at; every
 // `invert_every`-th EMA update the current factors go to the inverse actors
 // owning the layers.
 //

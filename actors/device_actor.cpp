@@ -7,6 +7,7 @@
 
 #include "kernels/backend_factory.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
+#include "runtime/elapsed.hpp"
 #include "runtime/error.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/kfac/kfac_update.hpp"
@@ -29,11 +30,6 @@ caf::error refuse(self_ptr self, caf::error err) {
 caf::error no_model() {
   return make_error(ec::invalid_argument,
                     "device: no model loaded (send load_model first)");
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-    .count();
 }
 
 /// Forward + backward on b at the replica's parameters.

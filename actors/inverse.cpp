@@ -6,6 +6,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/kfac_role_checks.hpp"
+#include "runtime/elapsed.hpp"
 #include "runtime/error.hpp"
 
 namespace syncfac {
@@ -21,10 +22,6 @@ std::string actor_name(int32_t index) {
   return "inverse actor " + std::to_string(index);
 }
 
-std::string quoted(const std::string& name) {
-  return "'" + name + "'";
-}
-
 std::string square_shape(int64_t n) {
   return std::to_string(n) + "x" + std::to_string(n);
 }
@@ -32,19 +29,6 @@ std::string square_shape(int64_t n) {
 bool is_square(const tensor& t, int64_t n) {
   return t.rank() == 2 && t.dim(0) == n && t.dim(1) == n;
 }
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-    .count();
-}
-
-// -- configuration -----------------------------------------------------------
-
-caf::error bad_config(int32_t index, const std::string& what) {
-  return make_error(ec::invalid_config, actor_name(index) + ": " + what);
-}
-
-
 
 // -- factor sets -------------------------------------------------------------
 
@@ -68,20 +52,20 @@ caf::error check_set(const inverse_state& st, const factor_set& set) {
   for (const auto& f : set.layers) {
     auto i = find_layer(st.cfg, f.layer);
     if (i == no_layer)
-      return bad("unknown layer " + quoted(f.layer)
+      return bad("unknown layer " + in_quotes(f.layer)
                  + " (not inverted by this actor)");
     if (seen[i])
-      return bad("layer " + quoted(f.layer) + " appears twice");
+      return bad("layer " + in_quotes(f.layer) + " appears twice");
     seen[i] = true;
     const auto& info = st.cfg.layers[i];
     if (!is_square(f.a, info.a_dim))
-      return bad("layer " + quoted(f.layer) + ": A must be "
+      return bad("layer " + in_quotes(f.layer) + ": A must be "
                  + square_shape(info.a_dim) + ", got " + f.a.shape_string());
     if (!is_square(f.g, info.g_dim))
-      return bad("layer " + quoted(f.layer) + ": G must be "
+      return bad("layer " + in_quotes(f.layer) + ": G must be "
                  + square_shape(info.g_dim) + ", got " + f.g.shape_string());
     if (f.locations != info.locations)
-      return bad("layer " + quoted(f.layer) + ": "
+      return bad("layer " + in_quotes(f.layer) + ": "
                  + std::to_string(f.locations) + " locations, expected "
                  + std::to_string(info.locations));
   }
@@ -126,7 +110,7 @@ std::vector<inverse_set> split_by_shard(inverse_state& st,
       st.status.last_error = actor_name(st.cfg.index)
                              + ": the device returned an inverse for "
                                "unknown layer "
-                             + quoted(l.layer);
+                             + in_quotes(l.layer);
       continue;
     }
     auto k = static_cast<size_t>(st.cfg.shard_of[i]);
@@ -223,19 +207,20 @@ caf::result<caf::ok_atom> on_factors(self_ptr self, factor_set set) {
 // -- config and behaviour ----------------------------------------------------
 
 caf::error inverse_config::validate() const {
+  const auto who = actor_name(index);
   if (index < 0)
-    return bad_config(index, "index must be >= 0");
-  if (auto err = check_role_layers(actor_name(index), layers, "invert"))
+    return bad_config(who, "index must be >= 0");
+  if (auto err = check_role_layers(who, layers, "invert"))
     return err;
   if (auto err = kfac.validate())
-    return with_context(err, actor_name(index));
+    return with_context(err, who);
   if (!device)
-    return bad_config(index, "no device actor");
-  if (auto err = check_layer_peers(actor_name(index), "PS shard", shards,
+    return bad_config(who, "no device actor");
+  if (auto err = check_layer_peers(who, "PS shard", shards,
                                    "shard_of", shard_of, layers))
     return err;
   if (request_timeout.count() <= 0)
-    return bad_config(index, "request_timeout must be positive");
+    return bad_config(who, "request_timeout must be positive");
   return caf::none;
 }
 

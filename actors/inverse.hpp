@@ -1,10 +1,10 @@
 #pragma once
 
 // K-FAC's inverse actor: inverts the factors a covariance actor hands it on
-// its device actor and ships each layer's inverse to the PS shard owning
-// the layer (design.md §3). The covariance actor's request is answered once
-// every shard concerned has installed its part, so the covariance actor
-// never has more than one set per inverse actor on its way.
+// its device actor and ships each layer's inverse to the PS shard owning the
+// layer (docs/design.md §3). The covariance actor's request is answered once
+// every shard concerned has installed its part, so the covariance actor never
+// has more than one set per inverse actor on its way.
 //
 // Layers with fewer than min_cov_updates covariance updates are not sent
 // to the device at all (inverting them is the seeds' 0/0 Cholesky

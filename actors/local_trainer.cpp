@@ -11,6 +11,7 @@
 #include "actors/owned_actors.hpp"
 
 #include "runtime/data/batcher.hpp"
+#include "runtime/elapsed.hpp"
 #include "runtime/error.hpp"
 #include "runtime/process_stats.hpp"
 #include "runtime/training_log.hpp"
@@ -20,10 +21,6 @@ namespace syncfac {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
 
 /// Sends one request and waits for its answer, turning a timeout into an
 /// error that says what was awaited.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <unordered_set>
 #include <utility>
 
@@ -25,10 +26,6 @@ std::string shard_name(int32_t index) {
   return "ps shard " + std::to_string(index);
 }
 
-std::string quoted(const std::string& name) {
-  return "'" + name + "'";
-}
-
 /// `err` with "prefix: " in front of its context, same code and category:
 /// an optimizer error reaching a chief should say which shard raised it.
 caf::error prefixed(const std::string& prefix, const caf::error& err) {
@@ -42,34 +39,31 @@ caf::error prefixed(const std::string& prefix, const caf::error& err) {
 
 // -- configuration ------------------------------------------------------------
 
-caf::error bad_config(int32_t index, const std::string& what) {
-  return make_error(ec::invalid_config, shard_name(index) + ": " + what);
-}
-
 bool non_negative(const tensor_shape& shape) {
   return std::all_of(shape.begin(), shape.end(),
                      [](int64_t d) { return d >= 0; });
 }
 
 caf::error check_variables(const ps_shard_config& cfg) {
+  const auto who = shard_name(cfg.index);
   std::unordered_set<std::string> names;
   for (size_t i = 0; i < cfg.variables.size(); ++i) {
     const auto& [name, value] = cfg.variables[i];
     if (name.empty())
-      return bad_config(cfg.index, "variable #" + std::to_string(i)
-                                     + " has an empty name");
+      return bad_config(who, "variable #" + std::to_string(i)
+                               + " has an empty name");
     if (!names.insert(name).second)
-      return bad_config(cfg.index, "variable " + quoted(name)
-                                     + " appears twice");
+      return bad_config(who, "variable " + in_quotes(name)
+                               + " appears twice");
     // The accumulators throw on shapes like these: refuse them here.
     if (!non_negative(value.shape())
         || !detail::has_shape(value, value.shape()))
-      return bad_config(cfg.index, "variable " + quoted(name)
-                                     + " has an inconsistent shape "
-                                     + detail::describe(value));
+      return bad_config(who, "variable " + in_quotes(name)
+                               + " has an inconsistent shape "
+                               + detail::describe(value));
     if (!value.all_finite())
-      return bad_config(cfg.index, "variable " + quoted(name)
-                                     + " holds NaN or Inf");
+      return bad_config(who, "variable " + in_quotes(name)
+                               + " holds NaN or Inf");
   }
   return caf::none;
 }
@@ -82,19 +76,20 @@ const named_tensor* find_variable(const parameter_set& vars,
 }
 
 caf::error check_sparse_names(const ps_shard_config& cfg) {
+  const auto who = shard_name(cfg.index);
   std::unordered_set<std::string> seen;
   for (const auto& name : cfg.sparse_variables) {
     auto var = find_variable(cfg.variables, name);
     if (var == nullptr)
-      return bad_config(cfg.index, "sparse variable " + quoted(name)
-                                     + " is not among the shard's variables");
+      return bad_config(who, "sparse variable " + in_quotes(name)
+                               + " is not among the shard's variables");
     if (!seen.insert(name).second)
-      return bad_config(cfg.index, "sparse variable " + quoted(name)
-                                     + " is listed twice");
+      return bad_config(who, "sparse variable " + in_quotes(name)
+                               + " is listed twice");
     if (var->value.rank() < 1)
-      return bad_config(cfg.index, "sparse variable " + quoted(name)
-                                     + " needs rank >= 1 (rows), got shape "
-                                     + var->value.shape_string());
+      return bad_config(who, "sparse variable " + in_quotes(name)
+                               + " needs rank >= 1 (rows), got shape "
+                               + var->value.shape_string());
   }
   return caf::none;
 }
@@ -102,43 +97,45 @@ caf::error check_sparse_names(const ps_shard_config& cfg) {
 caf::error check_unaveraged_names(const ps_shard_config& cfg) {
   for (const auto& name : cfg.unaveraged_variables)
     if (find_variable(cfg.variables, name) == nullptr)
-      return bad_config(cfg.index, "unaveraged variable " + quoted(name)
-                                     + " is not among the shard's variables");
+      return bad_config(shard_name(cfg.index),
+                        "unaveraged variable " + in_quotes(name)
+                          + " is not among the shard's variables");
   return caf::none;
 }
 
 caf::error check_kfac_layers(const ps_shard_config& cfg) {
+  const auto who = shard_name(cfg.index);
   if (!cfg.kfac_layers.empty() && cfg.optimizer.kind != optimizer_kind::kfac)
-    return bad_config(cfg.index, "K-FAC layers given, but the optimizer is "
-                                 + std::string{to_string(cfg.optimizer.kind)});
+    return bad_config(who, "K-FAC layers given, but the optimizer is "
+                           + std::string{to_string(cfg.optimizer.kind)});
   if (cfg.optimizer.kind == optimizer_kind::kfac
       && !cfg.sparse_variables.empty())
-    return bad_config(cfg.index, "K-FAC does not precondition sparse "
-                                 "variables such as "
-                                   + quoted(cfg.sparse_variables.front()));
+    return bad_config(who, "K-FAC does not precondition sparse "
+                           "variables such as "
+                             + in_quotes(cfg.sparse_variables.front()));
   std::unordered_set<std::string> seen;
   std::unordered_set<std::string> sparse(cfg.sparse_variables.begin(),
                                          cfg.sparse_variables.end());
   for (const auto& l : cfg.kfac_layers) {
     if (auto err = l.validate())
-      return prefixed(shard_name(cfg.index), err);
+      return prefixed(who, err);
     if (!seen.insert(l.name).second)
-      return bad_config(cfg.index, "K-FAC layer " + quoted(l.name)
-                                     + " is listed twice");
+      return bad_config(who, "K-FAC layer " + in_quotes(l.name)
+                               + " is listed twice");
     auto w = find_variable(cfg.variables, l.weight_name);
     auto b = find_variable(cfg.variables, l.bias_name);
     if (w == nullptr || b == nullptr)
-      return bad_config(cfg.index, "K-FAC layer " + quoted(l.name)
-                                     + " needs variables " + quoted(l.weight_name)
-                                     + " and " + quoted(l.bias_name)
-                                     + " on this shard");
+      return bad_config(who, "K-FAC layer " + in_quotes(l.name)
+                               + " needs variables " + in_quotes(l.weight_name)
+                               + " and " + in_quotes(l.bias_name)
+                               + " on this shard");
     if (sparse.count(l.weight_name) + sparse.count(l.bias_name) > 0)
-      return bad_config(cfg.index, "K-FAC layer " + quoted(l.name)
-                                     + " has a sparse variable");
+      return bad_config(who, "K-FAC layer " + in_quotes(l.name)
+                               + " has a sparse variable");
     if (b->value.size() != l.g_dim
         || w->value.size() != (l.a_dim - 1) * l.g_dim)
-      return bad_config(cfg.index,
-                        "K-FAC layer " + quoted(l.name) + " has factors "
+      return bad_config(who,
+                        "K-FAC layer " + in_quotes(l.name) + " has factors "
                           + std::to_string(l.a_dim) + "x"
                           + std::to_string(l.a_dim) + " and "
                           + std::to_string(l.g_dim) + "x"
@@ -199,12 +196,15 @@ struct refusal {
 };
 
 /// Checks one push as a whole before any accumulator sees it, so a bad
-/// entry late in the push cannot leave earlier ones half-applied. Mirrors
-/// the accumulators' own checks (which they repeat on apply).
+/// entry late in the push cannot leave earlier ones half-applied. What is
+/// wrong with a gradient the accumulator's own check() says; this adds
+/// what only a whole push can get wrong (an unknown variable, one twice,
+/// dense for sparse or the other way round).
 class push_check {
 public:
   push_check(const ps_shard_state& st, const gradient_push& push)
-    : st_(st), push_(push), seen_(st.variables.size(), false) {
+    : st_(st), push_(push), seen_(st.variables.size(), false),
+      pieces_(pieces_by_variable(push)) {
   }
 
   std::optional<refusal> run() {
@@ -214,10 +214,15 @@ public:
     for (const auto& entry : push_.sparse)
       if (auto bad = sparse(entry))
         return bad;
-    for (auto& [name, pieces] : pieces_by_variable(push_))
+    for (auto& [name, pieces] : pieces_)
       if (auto bad = sliced(name, pieces))
         return bad;
     return std::nullopt;
+  }
+
+  /// The sliced variables' pieces, as run() checked them.
+  const std::map<std::string, std::vector<gradient_piece>>& pieces() const {
+    return pieces_;
   }
 
 private:
@@ -229,18 +234,7 @@ private:
     if (acc == nullptr)
       return fail(ec::bad_message, i,
                   "is sparse: its gradient must come as rows, not dense");
-    const auto& grad = entry.value;
-    if (!detail::has_shape(grad, acc->shape()))
-      return fail(ec::shape_mismatch, i,
-                  "gradient has shape " + detail::describe(grad)
-                    + ", expected " + to_string(acc->shape()));
-    if (!grad.all_finite())
-      return fail(ec::non_finite, i,
-                  "gradient holds NaN or Inf (first at element "
-                    + std::to_string(
-                      detail::first_non_finite(grad.data(), grad.size()))
-                    + ")");
-    return std::nullopt;
+    return failed(i, acc->check(entry.value));
   }
 
   /// A variable that came in slices (a push in parts).
@@ -253,9 +247,7 @@ private:
     if (acc == nullptr)
       return fail(ec::bad_message, i,
                   "is sparse: its gradient must come as rows, not dense");
-    if (auto problem = detail::check_pieces(acc->shape(), pieces))
-      return fail(problem->code, i, problem->what);
-    return std::nullopt;
+    return failed(i, acc->check(pieces));
   }
 
   std::optional<refusal> sparse(const sparse_update& entry) {
@@ -266,44 +258,7 @@ private:
     if (acc == nullptr)
       return fail(ec::bad_message, i,
                   "is dense: its gradient must come dense, not as rows");
-    auto expected = acc->shape();
-    expected[0] = static_cast<int64_t>(entry.indices.size());
-    if (!detail::has_shape(entry.rows, expected))
-      return fail(ec::shape_mismatch, i,
-                  std::to_string(entry.indices.size())
-                    + " indices need rows of shape " + to_string(expected)
-                    + ", got " + detail::describe(entry.rows));
-    if (auto bad = indices(i, entry.indices, acc->shape()[0]))
-      return bad;
-    return finite_rows(i, entry);
-  }
-
-  std::optional<refusal> indices(size_t i, const std::vector<int64_t>& xs,
-                                 int64_t rows) {
-    for (size_t pos = 0; pos < xs.size(); ++pos) {
-      auto x = xs[pos];
-      if (x < 0 || x >= rows)
-        return fail(ec::invalid_argument, i,
-                    at(x, pos) + " is out of range [0, "
-                      + std::to_string(rows) + ")");
-      if (pos > 0 && x <= xs[pos - 1])
-        return fail(ec::invalid_argument, i,
-                    at(x, pos) + " follows index " + std::to_string(xs[pos - 1])
-                      + ": indices must be strictly increasing");
-    }
-    return std::nullopt;
-  }
-
-  std::optional<refusal> finite_rows(size_t i, const sparse_update& entry) {
-    const auto& rows = entry.rows;
-    if (rows.all_finite())
-      return std::nullopt;
-    auto row_size = rows.size() / static_cast<int64_t>(entry.indices.size());
-    auto pos = static_cast<size_t>(
-      detail::first_non_finite(rows.data(), rows.size()) / row_size);
-    return fail(ec::non_finite, i,
-                "row for " + at(entry.indices[pos], pos)
-                  + " holds NaN or Inf");
+    return failed(i, acc->check(entry.indices, entry.rows));
   }
 
   /// Marks the variable as seen and sets `index`; a refusal when the name
@@ -312,7 +267,7 @@ private:
     auto found = st_.by_name.find(name);
     if (found == st_.by_name.end())
       return refusal{make_error(ec::unknown_name,
-                                prefix() + "unknown variable " + quoted(name)
+                                prefix() + "unknown variable " + in_quotes(name)
                                   + " (not held by " + shard_name(st_.index)
                                   + ")")};
     index = found->second;
@@ -322,16 +277,19 @@ private:
     return std::nullopt;
   }
 
-  refusal fail(ec code, size_t i, const std::string& what) const {
-    return {make_error(code, prefix() + "variable "
-                               + quoted(st_.variables[i].name) + " "
-                               + what),
-            i};
+  /// The refusal for what an accumulator's check() found, if anything.
+  std::optional<refusal>
+  failed(size_t i, const std::optional<gradient_problem>& problem) const {
+    if (!problem)
+      return std::nullopt;
+    return fail(problem->code, i, problem->what);
   }
 
-  static std::string at(int64_t index, size_t pos) {
-    return "index " + std::to_string(index) + " at position "
-           + std::to_string(pos);
+  refusal fail(ec code, size_t i, const std::string& what) const {
+    return {make_error(code, prefix() + "variable "
+                               + in_quotes(st_.variables[i].name) + " "
+                               + what),
+            i};
   }
 
   std::string prefix() const {
@@ -343,6 +301,7 @@ private:
   const ps_shard_state& st_;
   const gradient_push& push_;
   std::vector<bool> seen_;
+  std::map<std::string, std::vector<gradient_piece>> pieces_;
 };
 
 caf::error refuse(ps_shard_state& st, refusal bad) {
@@ -355,44 +314,42 @@ caf::error refuse(ps_shard_state& st, refusal bad) {
 // -- accumulation -------------------------------------------------------------
 
 /// An accumulator's verdict must be the shard's: they share one step.
-caf::error check_lockstep(const ps_shard_state& st,
-                          const caf::expected<bool>& admitted, bool fresh,
+caf::error check_lockstep(const ps_shard_state& st, bool admitted, bool fresh,
                           const std::string& variable) {
-  if (!admitted)
-    return make_error(ec::internal,
-                      shard_name(st.index) + ": accumulator refused a "
-                        + "checked gradient: " + render(admitted.error()));
-  if (*admitted != fresh)
+  if (admitted != fresh)
     return make_error(ec::internal,
                       shard_name(st.index) + ": accumulator of "
-                        + quoted(variable) + " left the shard's step "
+                        + in_quotes(variable) + " left the shard's step "
                         + std::to_string(st.global_step));
   return caf::none;
 }
 
-/// Adds a checked push to the accumulators; whether it was fresh.
-caf::expected<bool> accumulate(ps_shard_state& st, const gradient_push& p) {
+/// Adds a push that `checked` passed to the accumulators, checking
+/// nothing again; whether it was fresh.
+caf::expected<bool> accumulate(ps_shard_state& st, const gradient_push& p,
+                               const push_check& checked) {
   const bool fresh = p.local_step >= st.global_step;
   for (const auto& entry : p.dense) {
     auto& acc = std::get<conditional_accumulator>(
       st.accumulators[st.by_name.at(entry.name)]);
-    if (auto err = check_lockstep(st, acc.apply(p.local_step, entry.value),
-                                  fresh, entry.name))
+    if (auto err = check_lockstep(
+          st, acc.apply_checked(p.local_step, entry.value), fresh,
+          entry.name))
       return err;
   }
-  for (auto& [name, pieces] : pieces_by_variable(p)) {
+  for (const auto& [name, pieces] : checked.pieces()) {
     auto& acc = std::get<conditional_accumulator>(
       st.accumulators[st.by_name.at(name)]);
-    if (auto err = check_lockstep(
-          st, acc.apply(p.local_step, std::move(pieces)), fresh, name))
+    if (auto err = check_lockstep(st, acc.apply_checked(p.local_step, pieces),
+                                  fresh, name))
       return err;
   }
   for (const auto& entry : p.sparse) {
     auto& acc = std::get<sparse_accumulator>(
       st.accumulators[st.by_name.at(entry.variable)]);
     if (auto err = check_lockstep(
-          st, acc.apply(p.local_step, entry.indices, entry.rows), fresh,
-          entry.variable))
+          st, acc.apply_checked(p.local_step, entry.indices, entry.rows),
+          fresh, entry.variable))
       return err;
   }
   return fresh;
@@ -569,7 +526,7 @@ caf::error install_inverses(ps_shard_state& st, const inverse_set& set) {
     if (i == st.kfac.end())
       return make_error(ec::unknown_name,
                         shard_name(st.index) + ": inverse for layer "
-                          + quoted(inv.layer)
+                          + in_quotes(inv.layer)
                           + ", which this shard does not hold");
     if (auto err = check_inverse(inv, i->info.a_dim, i->info.g_dim))
       return prefixed(shard_name(st.index), err);
@@ -609,7 +566,7 @@ shard_status make_status(const ps_shard_state& st) {
 
 caf::error ps_shard_config::validate() const {
   if (index < 0)
-    return bad_config(index, "index must be >= 0");
+    return bad_config(shard_name(index), "index must be >= 0");
   if (auto err = check_variables(*this))
     return err;
   if (auto err = check_sparse_names(*this))
@@ -647,12 +604,13 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
       if (!*whole)
         return push_ack{true, st.global_step};
       const auto& push = **whole;
-      if (auto bad = push_check{st, push}.run())
+      push_check checked{st, push};
+      if (auto bad = checked.run())
         return refuse(st, std::move(*bad));
       // The step the push was judged against, even when it completes a
       // pending apply below and moves the shard on.
       auto step = st.global_step;
-      auto fresh = accumulate(st, push);
+      auto fresh = accumulate(st, push, checked);
       if (!fresh)
         return std::move(fresh.error());
       if (*fresh) {

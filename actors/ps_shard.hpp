@@ -4,7 +4,7 @@
 // gradient accumulator per variable (TF's ConditionalAccumulator, dense or
 // sparse) and the optimizer's slots for them. Workers push gradients tagged
 // with their local_step; the chief asks the shard to apply once enough
-// arrived (design.md §1, §2).
+// arrived (docs/design.md §1, §2).
 //
 // Every accumulator of a shard sees the same set_step and the same takes,
 // so their global_steps move in lockstep: a push is fresh or stale for the

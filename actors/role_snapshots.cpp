@@ -9,10 +9,6 @@ namespace syncfac {
 
 namespace {
 
-std::string quoted(const std::string& name) {
-  return "'" + name + "'";
-}
-
 /// `got` holds exactly the names and shapes of `want`, in any order;
 /// the error names `what` (e.g. "ps shard 0: checkpoint variables").
 caf::error check_same_variables(const parameter_set& want,
@@ -24,7 +20,7 @@ caf::error check_same_variables(const parameter_set& want,
             return g.name == w.name;
           }))
         return make_error(ec::unknown_name,
-                          what + " lack " + quoted(w.name));
+                          what + " lack " + in_quotes(w.name));
     return make_error(ec::unknown_name,
                       what + " hold " + std::to_string(got.size())
                         + " tensors, the shard " + std::to_string(want.size()));
@@ -34,16 +30,16 @@ caf::error check_same_variables(const parameter_set& want,
                           [&](const named_tensor& x) { return x.name == g.name; });
     if (w == want.end())
       return make_error(ec::unknown_name,
-                        what + " hold " + quoted(g.name)
+                        what + " hold " + in_quotes(g.name)
                           + ", which the shard does not");
     if (w->value.shape() != g.value.shape())
       return make_error(ec::shape_mismatch,
-                        what + ": " + quoted(g.name) + " has shape "
+                        what + ": " + in_quotes(g.name) + " has shape "
                           + to_string(g.value.shape()) + ", the shard's "
                           + to_string(w->value.shape()));
     if (!g.value.all_finite())
       return make_error(ec::non_finite,
-                        what + ": " + quoted(g.name) + " is not finite");
+                        what + ": " + in_quotes(g.name) + " is not finite");
   }
   return caf::none;
 }
@@ -100,7 +96,7 @@ caf::error restore_snapshot(ps_shard_state& st, shard_snapshot snap) {
     if (i == st.kfac.end())
       return make_error(ec::unknown_name,
                         who + ": the checkpoint has an inverse for layer "
-                          + quoted(inv.layer) + ", which this shard lacks");
+                          + in_quotes(inv.layer) + ", which this shard lacks");
     if (auto err = check_inverse(inv, i->info.a_dim, i->info.g_dim))
       return with_context(err, who);
     targets.push_back(static_cast<size_t>(i - st.kfac.begin()));
@@ -178,7 +174,7 @@ caf::error restore_snapshot(covariance_state& st, covariance_snapshot snap) {
     if (k == snap.layers.end())
       return make_error(ec::unknown_name, who + ": the checkpoint lacks the "
                                             "factors of layer "
-                                            + quoted(l.info.name));
+                                            + in_quotes(l.info.name));
     source[i] = static_cast<size_t>(k - snap.layers.begin());
     auto w = snap.weights[source[i]];
     // Before its first fold a layer has no factors yet (weight 0).
@@ -187,13 +183,13 @@ caf::error restore_snapshot(covariance_state& st, covariance_snapshot snap) {
     bool unfolded = w == 0 && k->a.empty() && k->g.empty();
     if (!unfolded && (k->a.shape() != a_shape || k->g.shape() != g_shape))
       return make_error(ec::shape_mismatch,
-                        who + ": layer " + quoted(l.info.name) + " has factors "
-                          + to_string(k->a.shape()) + " and "
+                        who + ": layer " + in_quotes(l.info.name)
+                          + " has factors " + to_string(k->a.shape()) + " and "
                           + to_string(k->g.shape()) + ", this actor "
                           + to_string(a_shape) + " and " + to_string(g_shape));
     if (!k->a.all_finite() || !k->g.all_finite() || !(w >= 0 && w <= 1))
       return make_error(ec::non_finite,
-                        who + ": the factors of layer " + quoted(l.info.name)
+                        who + ": the factors of layer " + in_quotes(l.info.name)
                           + " are not finite or their weight "
                           + std::to_string(w) + " is outside [0, 1]");
   }

@@ -6,6 +6,7 @@
 #include <caf/send.hpp>
 
 #include "actors/gather.hpp"
+#include "runtime/elapsed.hpp"
 #include "runtime/error.hpp"
 
 namespace syncfac {
@@ -148,11 +149,6 @@ void send_stats(self_ptr self, std::vector<layer_stats> stats, int64_t step,
     done();
   if (*remaining == 0 && done)
     done();
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
-    .count();
 }
 
 void end_step(self_ptr self, const token_grant& grant) {

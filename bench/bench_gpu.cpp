@@ -32,6 +32,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
+#include "runtime/elapsed.hpp"
 #include "runtime/error.hpp"
 #include "runtime/model.hpp"
 
@@ -40,10 +41,6 @@ using namespace syncfac;
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
 
 void ok(const caf::error& err, const char* what) {
   if (err) {

@@ -182,15 +182,9 @@ public:
                                   tensor& y);
 };
 
-/// The CPU (Eigen) backend using `threads` threads (>= 1).
+/// The CPU (Eigen) backend using `threads` threads (>= 1). A device by
+/// its --device name, the CUDA one included, comes from
+/// make_device_backend (kernels/backend_factory.hpp).
 std::unique_ptr<backend> make_cpu_backend(int threads);
-
-/// Names of the backends compiled into this build ("cpu", ...).
-std::vector<std::string> available_backends();
-
-/// A backend by name: "cpu" (others once built). An unknown or unavailable
-/// name is ec::unknown_name / ec::unavailable naming what exists.
-caf::expected<std::unique_ptr<backend>> make_backend(const std::string& name,
-                                                     int threads);
 
 } // namespace syncfac

@@ -1,5 +1,5 @@
-// Backend names and factories, plus the parts of the CPU backend that are
-// not kernels.
+// The CPU backend's factory and the parts of it that are not kernels, and
+// the activation names every backend shares.
 
 #include <stdexcept>
 
@@ -69,39 +69,6 @@ std::unique_ptr<backend> make_cpu_backend(int threads) {
     throw std::invalid_argument("make_cpu_backend: threads must be >= 1, got "
                                 + std::to_string(threads));
   return std::make_unique<cpu::cpu_backend>(threads);
-}
-
-std::vector<std::string> available_backends() {
-  // A CUDA backend registers here once it exists.
-  return {"cpu"};
-}
-
-namespace {
-
-std::string available_list() {
-  std::string result;
-  for (const auto& name : available_backends())
-    result += (result.empty() ? "" : ", ") + name;
-  return result;
-}
-
-} // namespace
-
-caf::expected<std::unique_ptr<backend>> make_backend(const std::string& name,
-                                                     int threads) {
-  if (threads < 1)
-    return make_error(ec::invalid_argument,
-                      "backend '" + name + "': threads must be >= 1, got "
-                        + std::to_string(threads));
-  if (name == "cpu")
-    return make_cpu_backend(threads);
-  if (name == "cuda" || name.rfind("cuda:", 0) == 0)
-    return make_error(ec::unavailable, "backend '" + name
-                                         + "' is not built in (available: "
-                                         + available_list() + ")");
-  return make_error(ec::unknown_name, "unknown backend '" + name
-                                        + "' (available: " + available_list()
-                                        + ")");
 }
 
 } // namespace syncfac

@@ -1,11 +1,11 @@
 #pragma once
 
-// Messages of consistent checkpoints (design.md §5): what a PS shard and a
-// covariance actor hand the chief for a checkpoint and take back on a
+// Messages of consistent checkpoints (docs/design.md §5): what a PS shard and
+// a covariance actor hand the chief for a checkpoint and take back on a
 // restore, and where a worker resumes. The chief asks for snapshots right
 // after a step's apply and before its tokens go out, so every shard's
-// snapshot is of the same global_step (variables and slots change only on
-// the chief's apply).
+// snapshot is of the same global_step (variables and slots change only on the
+// chief's apply).
 
 #include <cstdint>
 #include <string>

@@ -1,10 +1,10 @@
 #pragma once
 
-// Messages of K-FAC's roles (design.md §3, §4): statistics from workers to
-// covariance actors, factors from covariance to inverse actors, inverses
-// from inverse actors to the PS shards that own the layers, and the
-// device requests behind them. Every struct a peer can send is validated
-// by its receiver against the layer collection.
+// Messages of K-FAC's roles (docs/design.md §3, §4): statistics from workers
+// to covariance actors, factors from covariance to inverse actors, inverses
+// from inverse actors to the PS shards that own the layers, and the device
+// requests behind them. Every struct a peer can send is validated by its
+// receiver against the layer collection.
 
 #include <cstdint>
 #include <string>

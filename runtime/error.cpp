@@ -37,6 +37,14 @@ caf::error make_error(ec code) {
   return caf::error{static_cast<uint8_t>(code), error_category};
 }
 
+std::string in_quotes(const std::string& name) {
+  return "'" + name + "'";
+}
+
+caf::error bad_config(const std::string& who, const std::string& what) {
+  return make_error(ec::invalid_config, who + ": " + what);
+}
+
 caf::error with_context(const caf::error& err, const std::string& prefix) {
   auto code = err.category() == error_category ? static_cast<ec>(err.code())
                                                : ec::internal;

@@ -58,6 +58,16 @@ caf::error make_error(ec code, std::string context);
 /// Makes a syncfac error without context.
 caf::error make_error(ec code);
 
+/// `name` in single quotes, as every error context shows a name (a
+/// variable, a layer, a file) so that its ends are plain to see. Not
+/// called `quoted`: argument-dependent lookup finds std::quoted
+/// (<iomanip>) for every std::string, and it wins for a non-const one.
+std::string in_quotes(const std::string& name);
+
+/// ec::invalid_config with the context "who: what": the configuration of
+/// `who` (a role, e.g. "ps shard 0") failed validation on `what`.
+caf::error bad_config(const std::string& who, const std::string& what);
+
 /// `err` with `prefix` put before its message, keeping its code (errors of
 /// other categories become ec::internal with their rendering).
 caf::error with_context(const caf::error& err, const std::string& prefix);

@@ -1,8 +1,9 @@
 #pragma once
 
-// K-FAC factor statistics on the CPU (design.md §3): the Kronecker factors
-// A (input side) and G (output-gradient side) of dense and conv2d layers,
-// optional sub-sampling for a cheap estimate, and their running average.
+// K-FAC factor statistics on the CPU (docs/design.md §3): the Kronecker
+// factors A (input side) and G (output-gradient side) of dense and conv2d
+// layers, optional sub-sampling for a cheap estimate, and their running
+// average.
 //
 // Conventions (the inverse side relies on them):
 // - Inputs come from a layer's kfac_view: its input and ds = dL/ds, the

@@ -1,7 +1,7 @@
 #pragma once
 
 // K-FAC on the CPU: damped inverses and eigendecompositions of the Kronecker
-// factors, and preconditioning of one layer's gradient (design.md §3).
+// factors, and preconditioning of one layer's gradient (docs/design.md §3).
 //
 // Layout. A layer's gradient matrix is grad = [in+1, out] (the dense weight
 // [in, out] with the bias row appended last): rows are inputs, columns

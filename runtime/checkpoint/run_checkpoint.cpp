@@ -17,10 +17,6 @@ using json = nlohmann::json;
 constexpr const char* format_key = "format";
 constexpr const char* format_value = "syncfac-run-1";
 
-std::string in_quotes(const std::string& name) {
-  return "'" + name + "'";
-}
-
 /// Whole: a float in JSON must come back bit for bit.
 std::string exact(float x) {
   char buf[32];

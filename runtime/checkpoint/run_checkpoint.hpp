@@ -1,6 +1,6 @@
 #pragma once
 
-// A training run's checkpoint as tensors and metadata, and back (design.md
+// A training run's checkpoint as tensors and metadata, and back (docs/design.md
 // §5, docs/checkpoints.md "What a run saves"). The names say what a tensor
 // is, so the file reads well in any safetensors tool:
 //

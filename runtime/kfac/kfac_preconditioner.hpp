@@ -3,7 +3,7 @@
 // K-FAC's preconditioner for the layers of one model: the exponential
 // moving averages of each layer's Kronecker factors A and G, their damped
 // inverses (or eigendecompositions), and the preconditioned gradient
-// F̂⁻¹∇ = G⁻¹ ∇W A⁻¹ per layer (design.md §3). A layer's gradient is seen
+// F̂⁻¹∇ = G⁻¹ ∇W A⁻¹ per layer (docs/design.md §3). A layer's gradient is seen
 // as the matrix [in+1, out] (a conv kernel as [kh·kw·C + 1, out]) whose
 // last row is the bias, matching A's last row and column.
 
@@ -46,7 +46,7 @@ enum class inverse_mode : uint8_t {
 /// Where momentum sits relative to the preconditioner (TF KfacOptimizer's
 /// momentum_type).
 enum class kfac_momentum : uint8_t {
-  /// v ← μv + ∇; θ ← θ − η·F̂⁻¹v (design.md §3).
+  /// v ← μv + ∇; θ ← θ − η·F̂⁻¹v (docs/design.md §3).
   adam,
   /// v ← μv + F̂⁻¹∇; θ ← θ − η·v: TF's "regular", the default of the
   /// KfacOptimizer the seeds build (they pass only momentum = 0.9), so the

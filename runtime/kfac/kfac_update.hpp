@@ -2,7 +2,7 @@
 
 // One K-FAC optimizer step on a set of variables: what a PS shard does with
 // the averaged gradient, and the device's single-process K-FAC likewise
-// (design.md §3). Per layer with an inverse, the gradient matrix
+// (docs/design.md §3). Per layer with an inverse, the gradient matrix
 // [a_dim, g_dim] (weight rows, bias row last) is preconditioned as
 // G⁻¹ ∇W A⁻¹; layers without an inverse yet, and variables that belong to
 // no layer, take plain momentum. Momentum as kfac_config::momentum says:

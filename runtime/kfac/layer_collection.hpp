@@ -2,9 +2,9 @@
 
 // K-FAC's layer collection: the layers K-FAC preconditions, with the shapes
 // of their Kronecker factors, and the model's predictive distribution
-// (design.md §3). Every K-FAC role is configured from it: covariance actors
-// check stats updates against a_dim/g_dim, PS shards group a layer's weight
-// and bias into one gradient matrix [a_dim, g_dim] (bias row last).
+// (docs/design.md §3). Every K-FAC role is configured from it: covariance
+// actors check stats updates against a_dim/g_dim, PS shards group a layer's
+// weight and bias into one gradient matrix [a_dim, g_dim] (bias row last).
 
 #include <cstdint>
 #include <string>

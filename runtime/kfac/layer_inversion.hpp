@@ -1,7 +1,7 @@
 #pragma once
 
 // The inverse side of K-FAC for one set of factors: what an inverse actor's
-// device computes (design.md §3). Per layer, Cholesky inverses of
+// device computes (docs/design.md §3). Per layer, Cholesky inverses of
 // (A + π√(λ/T) I) and (G + π⁻¹√(λ/T) I), or eigendecompositions for exact
 // damping in the eigenbasis; and the preconditioning of one layer's
 // gradient matrix with such an inverse. The factorisations and the

@@ -30,7 +30,9 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using time_point = clock_type::time_point;
 
-constexpr const char* default_program = "convnet_mnist_distributed";
+/// The node program without --program: the build's choice
+/// (SYNCFAC_LAUNCH_DEFAULT_PROGRAM in CMakeLists.txt).
+constexpr const char* default_program = SYNCFAC_LAUNCH_DEFAULT_PROGRAM;
 
 /// How long a task may stay unreaped after SIGKILL before the launcher
 /// stops waiting for it (a process stuck in the kernel).
@@ -982,9 +984,10 @@ prefixes each output line with "[job:index] ", forwards SIGINT/SIGTERM, and
 returns the chief's exit code (128+N if signal N ended it).
 
   --cluster FILE       the cluster file (TF_CONFIG shape, docs/cluster.md)
-  --program PATH       the node program (default: convnet_mnist_distributed
-                       next to this launcher; a bare name is looked up next
-                       to the launcher, then on PATH)
+  --program PATH       the node program; a bare name is looked up next to
+                       the launcher, then on PATH (default: the build's,
+                       )"
+         + std::string{default_program} + R"( next to this launcher)
   --log_dir DIR        also write each task's output to DIR/job-index.log
   --grace_ms N         how long the others may run on after the chief exited
                        before SIGTERM (default 10000)

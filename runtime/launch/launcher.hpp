@@ -50,9 +50,10 @@ struct restart_hook {
 struct launch_options {
   /// The cluster file every task gets with --cluster.
   std::string cluster_file;
-  /// The node program; empty: convnet_mnist_distributed next to the
-  /// launcher's own executable. A name without '/' is looked up next to
-  /// the launcher first, then on PATH.
+  /// The node program; empty: the build's default node program
+  /// (SYNCFAC_LAUNCH_DEFAULT_PROGRAM, convnet_mnist_distributed unless
+  /// configured otherwise) next to the launcher's own executable. A name
+  /// without '/' is looked up next to the launcher first, then on PATH.
   std::string program;
   /// Where each task's output also goes (DIR/job-index.log); empty: none.
   std::string log_dir;

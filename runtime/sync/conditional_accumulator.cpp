@@ -93,41 +93,6 @@ bool has_shape(const tensor& x, const tensor_shape& shape) noexcept {
   return x.shape() == shape && x.size() == element_count(shape);
 }
 
-std::optional<piece_problem> check_pieces(const tensor_shape& shape,
-                                          std::vector<gradient_piece>& pieces) {
-  std::sort(pieces.begin(), pieces.end(),
-            [](const gradient_piece& x, const gradient_piece& y) {
-              return x.offset < y.offset;
-            });
-  auto total = element_count(shape);
-  int64_t next = 0;
-  for (const auto& p : pieces) {
-    if (p.offset != next || p.count < 1 || p.values == nullptr
-        || p.count > total - next)
-      return piece_problem{ec::shape_mismatch,
-                           "gradient pieces do not cover its "
-                             + std::to_string(total)
-                             + " elements exactly once (a piece of "
-                             + std::to_string(p.count) + " at element "
-                             + std::to_string(p.offset) + " where "
-                             + std::to_string(next) + " was next)"};
-    next += p.count;
-  }
-  if (next != total)
-    return piece_problem{ec::shape_mismatch,
-                         "gradient pieces cover " + std::to_string(next)
-                           + " of its " + std::to_string(total)
-                           + " elements"};
-  for (const auto& p : pieces)
-    if (!all_finite(p.values, p.count))
-      return piece_problem{
-        ec::non_finite,
-        "gradient holds NaN or Inf (first at element "
-          + std::to_string(p.offset + first_non_finite(p.values, p.count))
-          + ")"};
-  return std::nullopt;
-}
-
 } // namespace detail
 
 namespace {
@@ -143,6 +108,44 @@ const_array_map as_array(const tensor& x) {
   return {x.data(), static_cast<Eigen::Index>(x.size())};
 }
 
+/// Sorts `pieces` by offset; the problem when they do not cover `shape`
+/// exactly once (ec::shape_mismatch) or hold NaN/Inf (ec::non_finite).
+std::optional<gradient_problem>
+check_pieces(const tensor_shape& shape, std::vector<gradient_piece>& pieces) {
+  using detail::first_non_finite;
+  std::sort(pieces.begin(), pieces.end(),
+            [](const gradient_piece& x, const gradient_piece& y) {
+              return x.offset < y.offset;
+            });
+  auto total = element_count(shape);
+  int64_t next = 0;
+  for (const auto& p : pieces) {
+    if (p.offset != next || p.count < 1 || p.values == nullptr
+        || p.count > total - next)
+      return gradient_problem{ec::shape_mismatch,
+                           "gradient pieces do not cover its "
+                             + std::to_string(total)
+                             + " elements exactly once (a piece of "
+                             + std::to_string(p.count) + " at element "
+                             + std::to_string(p.offset) + " where "
+                             + std::to_string(next) + " was next)"};
+    next += p.count;
+  }
+  if (next != total)
+    return gradient_problem{ec::shape_mismatch,
+                         "gradient pieces cover " + std::to_string(next)
+                           + " of its " + std::to_string(total)
+                           + " elements"};
+  for (const auto& p : pieces)
+    if (!all_finite(p.values, p.count))
+      return gradient_problem{
+        ec::non_finite,
+        "gradient holds NaN or Inf (first at element "
+          + std::to_string(p.offset + first_non_finite(p.values, p.count))
+          + ")"};
+  return std::nullopt;
+}
+
 } // namespace
 
 // -- conditional_accumulator --------------------------------------------------
@@ -154,37 +157,53 @@ conditional_accumulator::conditional_accumulator(std::string variable,
     sum_(shape_) {
 }
 
-caf::error conditional_accumulator::validate(const tensor& grad) const {
+std::optional<gradient_problem>
+conditional_accumulator::check(const tensor& grad) const {
   if (!detail::has_shape(grad, shape_))
-    return make_error(ec::shape_mismatch,
-                      context("gradient has shape " + detail::describe(grad)
-                              + ", expected " + to_string(shape_)));
+    return gradient_problem{ec::shape_mismatch,
+                            "gradient has shape " + detail::describe(grad)
+                              + ", expected " + to_string(shape_)};
   if (!grad.all_finite()) {
     auto at = detail::first_non_finite(grad.data(), grad.size());
-    return make_error(ec::non_finite,
-                      context("gradient holds NaN or Inf (first at element "
-                              + std::to_string(at) + ")"));
+    return gradient_problem{ec::non_finite,
+                            "gradient holds NaN or Inf (first at element "
+                              + std::to_string(at) + ")"};
   }
-  return caf::none;
+  return std::nullopt;
+}
+
+std::optional<gradient_problem>
+conditional_accumulator::check(std::vector<gradient_piece>& pieces) const {
+  return check_pieces(shape_, pieces);
 }
 
 caf::expected<bool> conditional_accumulator::apply(int64_t local_step,
                                                    const tensor& grad) {
-  // Validated before the staleness rule (TF checks fresh gradients only):
+  // Checked before the staleness rule (TF checks fresh gradients only):
   // a malformed push is a bug of its sender, worth reporting even late.
-  if (auto err = validate(grad))
-    return refuse(std::move(err));
+  if (auto problem = check(grad))
+    return refuse(make_error(problem->code, context(problem->what)));
+  return apply_checked(local_step, grad);
+}
+
+caf::expected<bool>
+conditional_accumulator::apply(int64_t local_step,
+                               std::vector<gradient_piece> pieces) {
+  if (auto problem = check(pieces))
+    return refuse(make_error(problem->code, context(problem->what)));
+  return apply_checked(local_step, pieces);
+}
+
+bool conditional_accumulator::apply_checked(int64_t local_step,
+                                            const tensor& grad) {
   if (!admit(local_step))
     return false;
   as_array(sum_) += as_array(grad);
   return true;
 }
 
-caf::expected<bool>
-conditional_accumulator::apply(int64_t local_step,
-                               std::vector<gradient_piece> pieces) {
-  if (auto problem = detail::check_pieces(shape_, pieces))
-    return refuse(make_error(problem->code, context(problem->what)));
+bool conditional_accumulator::apply_checked(
+  int64_t local_step, const std::vector<gradient_piece>& pieces) {
   if (!admit(local_step))
     return false;
   for (const auto& p : pieces) {

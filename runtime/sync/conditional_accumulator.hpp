@@ -1,7 +1,7 @@
 #pragma once
 
 // Per-variable gradient accumulators with TensorFlow's staleness rule
-// (design.md §2): a gradient computed at local_step is taken in only if
+// (docs/design.md §2): a gradient computed at local_step is taken in only if
 // local_step >= the accumulator's global_step; a take averages what arrived
 // and moves global_step on by one. Plain classes: the PS shard actor that
 // owns them holds pending take requests itself until ready() says so.
@@ -150,20 +150,13 @@ struct gradient_piece {
   int64_t count = 0;
 };
 
-namespace detail {
-
-/// What is wrong with a gradient's pieces, without the variable's name.
-struct piece_problem {
+/// What an accumulator's check() finds wrong with a gradient, without the
+/// variable's name: apply() puts "variable 'v': " before it, the PS shard
+/// names the push as well.
+struct gradient_problem {
   ec code;
   std::string what;
 };
-
-/// Sorts `pieces` by offset; the problem when they do not cover `shape`
-/// exactly once (ec::shape_mismatch) or hold NaN/Inf (ec::non_finite).
-std::optional<piece_problem> check_pieces(const tensor_shape& shape,
-                                          std::vector<gradient_piece>& pieces);
-
-} // namespace detail
 
 /// Accumulates dense gradients of one variable.
 class conditional_accumulator : private accumulator_ledger {
@@ -186,6 +179,23 @@ public:
   /// change nothing but refused().
   caf::expected<bool> apply(int64_t local_step,
                             std::vector<gradient_piece> pieces);
+
+  /// What apply() would refuse `grad` for, if anything; changes nothing.
+  std::optional<gradient_problem> check(const tensor& grad) const;
+
+  /// The same for pieces, which it sorts by offset.
+  std::optional<gradient_problem>
+  check(std::vector<gradient_piece>& pieces) const;
+
+  /// apply() of a gradient check() found nothing wrong with: the staleness
+  /// rule and the sum only. For a caller that checks a whole push before
+  /// adding any of it (the PS shard), so that each gradient is checked
+  /// once; anything else calls apply().
+  bool apply_checked(int64_t local_step, const tensor& grad);
+
+  /// apply_checked() of pieces check() found nothing wrong with.
+  bool apply_checked(int64_t local_step,
+                     const std::vector<gradient_piece>& pieces);
 
   /// The average of the gradients since the last take, divided by count()
   /// (which may exceed n, as in TF); then resets and increments
@@ -213,8 +223,6 @@ public:
   using accumulator_ledger::variable;
 
 private:
-  caf::error validate(const tensor& grad) const;
-
   tensor_shape shape_;
   // Float, as TF accumulates in the gradient's dtype: the averages match
   // TF's bit for bit, and a round sums only a few dozen gradients, so a

@@ -1,6 +1,6 @@
 #pragma once
 
-// Which PS shard holds which variable (design.md §1). A layer's variables
+// Which PS shard holds which variable (docs/design.md §1). A layer's variables
 // stay together on one shard: its optimizer slots and, later, its K-FAC
 // inverses live next to each other, and an apply touches one shard per
 // layer.

@@ -45,54 +45,50 @@ tensor_shape sparse_accumulator::rows_shape(int64_t k) const {
   return result;
 }
 
-caf::error sparse_accumulator::check_indices(
+std::optional<gradient_problem> sparse_accumulator::check_indices(
   const std::vector<int64_t>& indices) const {
   const auto n = shape_[0];
   for (size_t i = 0; i < indices.size(); ++i) {
     auto index = indices[i];
     if (index < 0 || index >= n)
-      return make_error(ec::invalid_argument,
-                        context(at(index, i) + " is out of range [0, "
-                                + std::to_string(n) + ")"));
-    if (i == 0)
-      continue;
-    auto previous = indices[i - 1];
-    if (index == previous)
-      return make_error(ec::invalid_argument,
-                        context(at(index, i) + " repeats position "
-                                + std::to_string(i - 1)
-                                + ": indices must be unique"));
-    if (index < previous)
-      return make_error(ec::invalid_argument,
-                        context(at(index, i) + " follows index "
-                                + std::to_string(previous)
-                                + ": indices must be sorted"));
+      return gradient_problem{ec::invalid_argument,
+                              at(index, i) + " is out of range [0, "
+                                + std::to_string(n) + ")"};
+    // One rule for repeats and disorder: TF's sparse apply assumes both
+    // away, and a sender that breaks either has the same bug.
+    if (i > 0 && index <= indices[i - 1])
+      return gradient_problem{ec::invalid_argument,
+                              at(index, i) + " follows index "
+                                + std::to_string(indices[i - 1])
+                                + ": indices must be strictly increasing"};
   }
-  return caf::none;
+  return std::nullopt;
 }
 
-caf::error sparse_accumulator::check_finite(
-  const std::vector<int64_t>& indices, const tensor& rows) const {
+std::optional<gradient_problem>
+sparse_accumulator::check_finite(const std::vector<int64_t>& indices,
+                                 const tensor& rows) const {
   if (rows.all_finite())
-    return caf::none;
+    return std::nullopt;
   auto bad = detail::first_non_finite(rows.data(), rows.size());
   auto position = static_cast<size_t>(bad / row_size_);
-  return make_error(ec::non_finite,
-                    context("row for " + at(indices[position], position)
-                            + " holds NaN or Inf"));
+  return gradient_problem{ec::non_finite,
+                          "row for " + at(indices[position], position)
+                            + " holds NaN or Inf"};
 }
 
-caf::error sparse_accumulator::validate(const std::vector<int64_t>& indices,
-                                        const tensor& rows) const {
+std::optional<gradient_problem>
+sparse_accumulator::check(const std::vector<int64_t>& indices,
+                          const tensor& rows) const {
   auto expected = rows_shape(static_cast<int64_t>(indices.size()));
   if (!detail::has_shape(rows, expected))
-    return make_error(ec::shape_mismatch,
-                      context(std::to_string(indices.size())
+    return gradient_problem{ec::shape_mismatch,
+                            std::to_string(indices.size())
                               + " indices need rows of shape "
                               + to_string(expected) + ", got "
-                              + detail::describe(rows)));
-  if (auto err = check_indices(indices))
-    return err;
+                              + detail::describe(rows)};
+  if (auto problem = check_indices(indices))
+    return problem;
   return check_finite(indices, rows);
 }
 
@@ -111,10 +107,16 @@ void sparse_accumulator::add(const std::vector<int64_t>& indices,
 caf::expected<bool> sparse_accumulator::apply(
   int64_t local_step, const std::vector<int64_t>& indices,
   const tensor& rows) {
-  // Validated before the staleness rule, as the dense accumulator does:
+  // Checked before the staleness rule, as the dense accumulator does:
   // a malformed push is a bug of its sender, worth reporting even late.
-  if (auto err = validate(indices, rows))
-    return refuse(std::move(err));
+  if (auto problem = check(indices, rows))
+    return refuse(make_error(problem->code, context(problem->what)));
+  return apply_checked(local_step, indices, rows);
+}
+
+bool sparse_accumulator::apply_checked(int64_t local_step,
+                                       const std::vector<int64_t>& indices,
+                                       const tensor& rows) {
   if (!admit(local_step))
     return false;
   add(indices, rows);

@@ -4,6 +4,7 @@
 // plus rows, TF's IndexedSlices), e.g. an embedding table.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,7 @@ inline bool operator!=(const sparse_gradient& x, const sparse_gradient& y) {
 }
 
 /// Accumulates sparse gradients of one variable; each row is averaged over
-/// the gradients that touched it (design.md §2).
+/// the gradients that touched it (docs/design.md §2).
 ///
 /// The rows are summed into a dense buffer of the variable's shape with a
 /// per-row touch count, not into a map: the shard holds the variable itself
@@ -60,6 +61,15 @@ public:
   caf::expected<bool> apply(int64_t local_step,
                             const std::vector<int64_t>& indices,
                             const tensor& rows);
+
+  /// What apply() would refuse the rows for, if anything; changes nothing.
+  std::optional<gradient_problem> check(const std::vector<int64_t>& indices,
+                                        const tensor& rows) const;
+
+  /// apply() of rows check() found nothing wrong with (see
+  /// conditional_accumulator::apply_checked).
+  bool apply_checked(int64_t local_step, const std::vector<int64_t>& indices,
+                     const tensor& rows);
 
   /// Every row touched since the last take, by increasing index, each the
   /// average over the gradients that touched it; then resets and
@@ -90,11 +100,10 @@ public:
   using accumulator_ledger::variable;
 
 private:
-  caf::error validate(const std::vector<int64_t>& indices,
-                      const tensor& rows) const;
-  caf::error check_indices(const std::vector<int64_t>& indices) const;
-  caf::error check_finite(const std::vector<int64_t>& indices,
-                          const tensor& rows) const;
+  std::optional<gradient_problem>
+  check_indices(const std::vector<int64_t>& indices) const;
+  std::optional<gradient_problem>
+  check_finite(const std::vector<int64_t>& indices, const tensor& rows) const;
   void add(const std::vector<int64_t>& indices, const tensor& rows);
 
   /// [k, ...rest]: the shape of k rows.

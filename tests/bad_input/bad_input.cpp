@@ -1,7 +1,7 @@
 #define BOOST_TEST_MODULE bad_input
 #include <boost/test/unit_test.hpp>
 
-// Bad input, one case per kind (design.md §6, docs/robustness.md): each
+// Bad input, one case per kind (docs/design.md §6, docs/robustness.md): each
 // gets a clear error that names the offending thing, and loses nothing.
 // Against the real parts: a PS shard and a covariance actor in a real
 // actor system, the real programs for cluster and data files, the real

@@ -206,7 +206,8 @@ BOOST_AUTO_TEST_CASE(bad_indices_are_refused_naming_the_index) {
   refused(acc, {0, 3, 1}, three, ec::invalid_argument,
           "index 1 at position 2");
   refused(acc, {1, 1}, two, ec::invalid_argument,
-          "index 1 at position 1 repeats position 0");
+          "index 1 at position 1 follows index 1: indices must be strictly "
+          "increasing");
   refused(acc, {0, 4}, two, ec::invalid_argument,
           "index 4 at position 1 is out of range [0, 4)");
   refused(acc, {-1, 2}, two, ec::invalid_argument,
