@@ -55,7 +55,7 @@ public:
       return err;
     const auto& job = cfg_.task.job;
     caf::error err;
-    if (job == "chief")
+    if (cfg_.task == chief_task())
       return run_chief();
     if (job == "ps")
       err = host_shard();
@@ -94,6 +94,11 @@ private:
     return cfg_.task.str();
   }
 
+  /// chief:0, or worker:0 in a cluster without a chief job.
+  task_id chief_task() const {
+    return cfg_.cluster.chief_task();
+  }
+
   caf::error prepare() {
     auto tasks = plan_tasks(sync_);
     if (!tasks)
@@ -123,6 +128,7 @@ private:
     nc.roles = roles_;
     nc.owner = caf::actor_cast<caf::actor>(self_);
     nc.fingerprint = fingerprint;
+    nc.chief = chief_task();
     node_ = sys_.spawn(node, std::move(nc));
     top_.own(node_);
     hello_ = make_hello(sys_, cfg_.task, caf::actor_cast<caf::actor>(node_),
@@ -336,7 +342,7 @@ private:
   bool rebind_if_running() {
     if (!worker_ || cfg_.task.index >= tasks_.gradient_workers)
       return false;
-    auto chief = find<chief_actor>({"chief", 0}, "chief");
+    auto chief = find<chief_actor>(chief_task(), "chief");
     if (!chief)
       return false;
     chief_ = *chief;
@@ -380,9 +386,9 @@ private:
     auto ps = shards();
     if (!ps)
       return ps.error();
-    if (auto err = connect({{"chief", 0}}))
+    if (auto err = connect({chief_task()}))
       return err;
-    auto chief = find<chief_actor>({"chief", 0}, "chief");
+    auto chief = find<chief_actor>(chief_task(), "chief");
     if (!chief)
       return chief.error();
     std::vector<covariance_actor> cov;
@@ -417,7 +423,7 @@ private:
     auto since = clock_type::now();
     // A task that connected to the chief watches the chief's node from
     // the start; the others once the chief says hello.
-    if (auto i = nodes_.find("chief:0"); i != nodes_.end())
+    if (auto i = nodes_.find(chief_task().str()); i != nodes_.end())
       if (auto n = node_of(i->second)) {
         self_->monitor(n);
         chief_node_ = n;
@@ -466,7 +472,7 @@ private:
         lost.erase(t);
         watch(t);
         log_ << me() << ": connected again to " << t.str() << std::endl;
-        if (t.job == "chief")
+        if (t == chief_task())
           if (auto i = nodes_.find(t.str()); i != nodes_.end()) {
             chief_node_ = node_of(i->second);
             chief_here = true;
@@ -481,7 +487,7 @@ private:
           done = true;
         },
         [&](hello_atom, std::string& peer, caf::actor& peer_node) {
-          if (peer == "chief:0" && peer_node) {
+          if (peer == chief_task().str() && peer_node) {
             self_->monitor(peer_node);
             chief_node_ = peer_node;
             chief_here = true;
@@ -510,7 +516,7 @@ private:
                  << cfg_.max_wait.count() << " ms for it to return"
                  << std::endl;
             if (reconnects)
-              lost.insert({"chief", 0});
+              lost.insert(chief_task());
           } else if (auto p = peers.find(dm.source); p != peers.end()) {
             log_ << me() << ": " << p->second.str() << " went down ("
                  << sys_.render(dm.reason) << ")" << std::endl;
@@ -531,8 +537,9 @@ private:
             auto waited = std::chrono::duration_cast<std::chrono::seconds>(
               clock_type::now() - since);
             err = make_error(ec::timeout,
-                             "no word from the chief (chief:0 at "
-                               + cfg_.cluster.address({"chief", 0}).str()
+                             "no word from the chief (" + chief_task().str()
+                               + " at "
+                               + cfg_.cluster.address(chief_task()).str()
                                + ") for " + std::to_string(waited.count())
                                + " s (--max_wait)");
             done = true;
@@ -554,7 +561,7 @@ private:
       return !dedicated_inverter(sync_, cfg_.cluster, t);
     if (t.job == "covariance" && uses_kfac(sync_))
       for (int32_t k = 0; k < sync_.kfac.inverse_actors; ++k)
-        if (inverse_host(sync_, cfg_.cluster, k) == task_id{"chief", 0})
+        if (inverse_host(sync_, cfg_.cluster, k) == chief_task())
           return true;
     return false;
   }
@@ -708,6 +715,11 @@ private:
     host("chief", caf::actor_cast<caf::actor>((*driver)->chief()));
     (*driver)->recover_roles_with(
       [this](const std::string& lost) { return role_back(lost); });
+    // Without a chief job this task is worker 0 as well (TensorFlow's
+    // rule): its worker joins the chief here, found like any other.
+    if (cfg_.task.job == "worker")
+      if (auto err = host_worker())
+        return err;
     if (auto err = publish())
       return err;
     // Everyone else; training starts once all are here. Tasks that connect
@@ -1127,7 +1139,7 @@ task_id covariance_host(const sync_training_config&,
                         const cluster_spec& cluster, int32_t c) {
   if (cluster.count("covariance") > 0)
     return {"covariance", c};
-  return {"chief", 0};
+  return cluster.chief_task();
 }
 
 task_id inverse_host(const sync_training_config& sync,
@@ -1136,7 +1148,7 @@ task_id inverse_host(const sync_training_config& sync,
     return {"inverse", k};
   if (sync.kfac.strategy == cov_inv_strategy::dedicated_workers)
     return {"worker", cluster.count("worker") - 1};
-  return {"chief", 0};
+  return cluster.chief_task();
 }
 
 caf::expected<node_outcome> run_cluster_node(caf::actor_system& sys,

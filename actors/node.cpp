@@ -110,10 +110,11 @@ node_hello make_hello(caf::actor_system& sys, const task_id& me,
 std::string configuration_refusal(const task_id& me,
                                   const config_fingerprint& mine,
                                   const std::string& peer,
-                                  const config_fingerprint& theirs) {
+                                  const config_fingerprint& theirs,
+                                  const task_id& chief_task) {
   if (mine.empty() || theirs.empty())
     return {};
-  const std::string chief = task_id{"chief", 0}.str();
+  const std::string chief = chief_task.str();
   if (me.str() == chief) {
     if (auto d = compare_fingerprints(theirs, mine))
       return describe_difference(peer, *d);
@@ -137,7 +138,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
         return make_error(ec::bad_message, "refused at connect to "
                                              + st.cfg.task.str() + ": " + why);
       why = configuration_refusal(st.cfg.task, st.cfg.fingerprint, peer,
-                                  h.fingerprint);
+                                  h.fingerprint, st.cfg.chief);
       if (!why.empty()) {
         // The owner ends its node too: a chief does not wait for a node it
         // refused, and a node does not wait for a chief it refused.

@@ -57,6 +57,9 @@ struct node_config {
   /// The run this node was configured for; empty: not compared (a member
   /// written outside the library).
   config_fingerprint fingerprint;
+  /// The task hosting the chief, whose fingerprint is the reference:
+  /// chief:0, or worker:0 in a cluster without a chief job.
+  task_id chief{"chief", 0};
   /// When set, the owner answers the chief's shutdown itself (with
   /// caf::ok_atom, a request the node delegates to it): the chief waits
   /// for that answer (bounded by its request timeout), so the owner may
@@ -98,11 +101,13 @@ node_hello make_hello(caf::actor_system& sys, const task_id& me,
 /// and a node refuses a chief that differs from it; two other nodes are not
 /// compared (each agrees with the chief, so with each other), nor is a
 /// side with an empty fingerprint. The text names the field and both
-/// values ("worker:1 differs from the chief in ...").
+/// values ("worker:1 differs from the chief in ..."). `chief` is the task
+/// hosting the chief (cluster_spec::chief_task).
 std::string configuration_refusal(const task_id& me,
                                   const config_fingerprint& mine,
                                   const std::string& peer,
-                                  const config_fingerprint& theirs);
+                                  const config_fingerprint& theirs,
+                                  const task_id& chief = {"chief", 0});
 
 /// Publishes `n` on `port` (all interfaces), with TLS when `tls`.
 caf::expected<uint16_t> publish_node(const node_actor& n, uint16_t port,

@@ -145,7 +145,7 @@ caf::expected<cluster_run_config> make_config(distributed_options& opts) {
                                   : cfg.sync.base.request_timeout;
   // Only the chief draws progress; the other nodes' output is interleaved
   // by the launcher.
-  if (cfg.task.job != "chief")
+  if (cfg.task != cfg.cluster.chief_task())
     cfg.sync.base.progress = false;
   if (auto err = cfg.validate())
     return err;

@@ -407,6 +407,12 @@ int32_t cluster_spec::count(const std::string& job) const {
   return i == jobs.end() ? 0 : static_cast<int32_t>(i->second.size());
 }
 
+task_id cluster_spec::chief_task() const {
+  if (count("chief") > 0)
+    return {"chief", 0};
+  return {"worker", 0};
+}
+
 bool cluster_spec::contains(const task_id& t) const {
   return t.index >= 0 && t.index < count(t.job);
 }
@@ -450,13 +456,15 @@ cluster_spec::validate(const std::vector<std::string>& known_jobs) const {
     }
   }
   auto chiefs = count("chief");
-  if (jobs.count("chief") == 0)
-    return config_error("cluster: no \"chief\" job (exactly one chief is "
-                        "required, e.g. \"chief\": [\"localhost:47000\"])");
-  if (chiefs != 1)
+  if (jobs.count("chief") == 0 && count("worker") == 0)
+    return config_error("cluster: no \"chief\" job and no \"worker\" job "
+                        "(one chief, or worker 0 as the chief, is required, "
+                        "e.g. \"chief\": [\"localhost:47000\"])");
+  if (jobs.count("chief") > 0 && chiefs != 1)
     return config_error("cluster.chief: " + std::to_string(chiefs)
                         + (chiefs == 1 ? " entry" : " entries")
-                        + " (exactly one chief is required)");
+                        + " (one chief at most; without one, worker 0 is "
+                          "the chief)");
   if (task)
     return validate_task(*this, known_jobs);
   return caf::none;

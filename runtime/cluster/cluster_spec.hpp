@@ -72,6 +72,11 @@ struct cluster_spec {
   /// The number of tasks of `job`; 0 if absent.
   int32_t count(const std::string& job) const;
 
+  /// The task that hosts the chief's roles: chief:0, or worker:0 in a
+  /// cluster without a chief job, where worker 0 is the chief beside its
+  /// own worker (TensorFlow's rule, and the seeds' K-FAC cluster).
+  task_id chief_task() const;
+
   /// Whether `t` names an entry of the cluster.
   bool contains(const task_id& t) const;
 
@@ -83,7 +88,8 @@ struct cluster_spec {
   std::vector<task_id> tasks() const;
 
   /// Checks the meaning: every job known, no empty host or port 0, no
-  /// address twice, exactly one chief, and the task (if set) in the
+  /// address twice, one chief at most (none: worker 0 is the chief, and a
+  /// worker job is needed), and the task (if set) in the
   /// cluster. The error (ec::invalid_config) names the entry.
   caf::error
   validate(const std::vector<std::string>& known_jobs

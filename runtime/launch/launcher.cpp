@@ -238,7 +238,11 @@ class launcher {
 public:
   launcher(const launch_options& opts, const cluster_spec& spec,
            std::string program, std::ostream& out, std::ostream& err)
-    : opts_(opts), program_(std::move(program)), out_(out), err_(err) {
+    : opts_(opts),
+      program_(std::move(program)),
+      out_(out),
+      err_(err),
+      chief_(spec.chief_task()) {
     for (const auto& t : spec.tasks()) {
       task_proc p;
       p.id = t;
@@ -446,7 +450,7 @@ private:
     os.flush();
     if (p.log_fd >= 0)
       write_all(p.log_fd, line + "\n");
-    if (p.id.job == "chief") {
+    if (p.id == chief_) {
       auto step = parse_global_step(line);
       if (step > chief_step_) {
         chief_step_ = step;
@@ -615,7 +619,7 @@ private:
     if (p.hook_signal != 0 && WIFSIGNALED(status)
         && WTERMSIG(status) == p.hook_signal)
       text += " (--kill)";
-    bool chief = p.id.job == "chief";
+    bool chief = p.id == chief_;
     if (!chief && !chief_done_ && !stopping_
         && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
       text += " before the chief; the chief decides how the run ends";
@@ -638,7 +642,7 @@ private:
         report(p, "vanished (no exit status)");
         p.running = false;
         close_streams(p);
-        if (p.id.job == "chief") {
+        if (p.id == chief_) {
           p.status = 1 << 8; // as exit code 1
           on_chief_done(p);
         }
@@ -658,7 +662,7 @@ private:
     for (auto& p : procs_) {
       if (p.restart_at && now >= *p.restart_at) {
         p.restart_at.reset();
-        if (!start(p) && p.id.job == "chief") {
+        if (!start(p) && p.id == chief_) {
           p.status = 127 << 8;
           on_chief_done(p);
         }
@@ -687,7 +691,7 @@ private:
         p.running = false;
         p.give_up_at.reset();
         close_streams(p);
-        if (p.id.job == "chief") {
+        if (p.id == chief_) {
           p.status = SIGKILL; // as killed by SIGKILL
           on_chief_done(p);
         }
@@ -818,6 +822,9 @@ private:
   std::map<std::string, std::string> job_programs_;
   std::ostream& out_;
   std::ostream& err_;
+  /// The task hosting the chief: chief:0, or worker:0 in a cluster
+  /// without a chief job; its exit decides how the run ends.
+  task_id chief_;
   std::vector<task_proc> procs_;
   std::vector<bool> kills_fired_;
   std::vector<bool> restarts_used_;

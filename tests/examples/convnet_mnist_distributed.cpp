@@ -67,6 +67,32 @@ BOOST_AUTO_TEST_CASE(one_worker_run_equals_the_in_process_run) {
              == distributed);
 }
 
+BOOST_AUTO_TEST_CASE(worker_0_is_the_chief_without_a_chief_task) {
+  // TensorFlow's rule (and the seeds' cluster): with no chief job, worker
+  // 0's process runs the chief's roles beside its worker. One worker and
+  // no initial tokens: the parameters equal the in-process run's.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"worker", 1}, {"ps", 2}});
+  auto summary = tmp.file("summary.json");
+  auto res = launch(cluster, common + " --steps 40 --log_every 10 --summary "
+                               + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  BOOST_TEST(res.output.find("[worker:0] global_step: 40 | loss: ")
+               != std::string::npos);
+  BOOST_TEST(res.output.find("hosting chief") != std::string::npos);
+  auto text = read_file(summary);
+  BOOST_TEST(json_numbers(text, "global_step").at(0) == 40);
+  auto distributed = json_string(text, "params_digest");
+  BOOST_REQUIRE(!distributed.empty());
+  auto local_summary = tmp.file("local.json");
+  auto local = run_program(single + local_data + " --threads 1 --steps 40"
+                           " --ps_tasks 2 --summary " + local_summary);
+  BOOST_REQUIRE_EQUAL(local.exit_code, 0);
+  BOOST_TEST(json_string(read_file(local_summary), "params_digest")
+             == distributed);
+}
+
 BOOST_AUTO_TEST_CASE(two_worker_run_matches_the_in_process_run) {
   // Two workers race for tokens (a fast one may push twice in a step, in
   // one process as across processes), so the runs are not bit-identical;
@@ -140,11 +166,11 @@ BOOST_AUTO_TEST_CASE(kfac_dedicated_workers_across_processes) {
 
 BOOST_AUTO_TEST_CASE(the_seeds_kfac_example_as_a_cluster) {
   // convnet_mnist_distributed_main.py: 5 workers, 2 PS tasks, chief_worker,
-  // and R = ceil(0.6 * 5) = 3 of the 5 gradients per update, which is what
-  // the in-process run of the same flags aggregates too
-  // (tests/examples/convnet_mnist_single.cpp).
+  // worker 0 the chief (no chief task), and R = ceil(0.6 * 5) = 3 of the 5
+  // gradients per update, which is what the in-process run of the same
+  // flags aggregates too (tests/examples/convnet_mnist_single.cpp).
   temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 5}, {"ps", 2}});
+  auto cluster = write_cluster(tmp, {{"worker", 5}, {"ps", 2}});
   auto metrics = tmp.file("metrics.jsonl");
   auto summary = tmp.file("summary.json");
   auto res = launch(cluster, common + " --steps 40 --log_every 10"

@@ -407,14 +407,28 @@ BOOST_AUTO_TEST_CASE(duplicate_addresses_name_both_entries) {
                     "ok");
 }
 
-BOOST_AUTO_TEST_CASE(exactly_one_chief) {
-  check_refused(R"({"cluster": {"worker": ["h:1"], "ps": ["h:2"]}})",
-                {"no \"chief\" job", "exactly one chief"});
-  check_refused(R"({"cluster": {}})", {"no \"chief\" job"});
+BOOST_AUTO_TEST_CASE(one_chief_at_most_or_worker_0) {
+  check_refused(R"({"cluster": {}})",
+                {"no \"chief\" job and no \"worker\" job"});
+  check_refused(R"({"cluster": {"ps": ["h:2"]}})",
+                {"no \"chief\" job and no \"worker\" job"});
   check_refused(R"({"cluster": {"chief": [], "worker": ["h:1"]}})",
-                {"cluster.chief: 0 entries", "exactly one chief"});
+                {"cluster.chief: 0 entries", "one chief at most"});
   check_refused(R"({"cluster": {"chief": ["h:1", "h:2"]}})",
-                {"cluster.chief: 2 entries", "exactly one chief"});
+                {"cluster.chief: 2 entries", "one chief at most"});
+}
+
+BOOST_AUTO_TEST_CASE(without_a_chief_job_worker_0_is_the_chief) {
+  // TensorFlow's rule, and the seeds' K-FAC cluster.
+  auto none = cluster_spec::parse(
+    R"({"cluster": {"worker": ["h:1", "h:3"], "ps": ["h:2"]}})", "TF_CONFIG");
+  BOOST_REQUIRE_MESSAGE(none, (none ? std::string{} : render(none.error())));
+  BOOST_TEST(none->chief_task().str() == "worker:0");
+  auto one = cluster_spec::parse(
+    R"({"cluster": {"chief": ["h:9"], "worker": ["h:1"], "ps": ["h:2"]}})",
+    "TF_CONFIG");
+  BOOST_REQUIRE_MESSAGE(one, (one ? std::string{} : render(one.error())));
+  BOOST_TEST(one->chief_task().str() == "chief:0");
 }
 
 BOOST_AUTO_TEST_CASE(task_shape) {
