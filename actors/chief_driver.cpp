@@ -142,6 +142,8 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   }
   if (auto err = d->prepare_checkpoints(sys, top))
     return err;
+  if (d->shards_kept() && cfg.checkpoint.directory.empty())
+    out.resume(0, d->kept_step_);
   auto cc = make_chief_config(cfg, tasks, steps, std::move(shards));
   if (d->shards_kept()) {
     cc.start_step = std::min(d->kept_step_, steps);
@@ -177,8 +179,11 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   auto eval_every = base.eval_every;
   auto warm = d->warm_;
   auto warmup = std::max<int64_t>(base.warmup, 0);
+  // The previous log line's time and examples: its examples/s figure.
+  auto window = std::make_shared<warm_mark>();
+  window->when = clock_type::now();
   cc.on_round = [log, eval_handle, log_every, eval_every, steps, warm,
-                 warmup](const round_report& r) {
+                 warmup, window](const round_report& r) {
     if (!warm->set && r.global_step >= warmup) {
       warm->when = clock_type::now();
       warm->examples = r.examples;
@@ -187,6 +192,16 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
     if (r.global_step % log_every == 0 || r.global_step == steps) {
       json_object extra;
       extra.add("stale_pushes", r.stale_pushes);
+      auto now = clock_type::now();
+      double window_s = std::chrono::duration<double>(now - window->when)
+                          .count();
+      if (window->set && window_s > 0)
+        extra.add("examples_per_s",
+                  static_cast<double>(r.examples - window->examples)
+                    / window_s);
+      window->when = now;
+      window->examples = r.examples;
+      window->set = true;
       log->train(r.global_step, r.mean_loss, r.accuracy, extra);
     }
     if (eval_every > 0 && r.global_step % eval_every == 0
@@ -281,6 +296,16 @@ caf::error chief_driver::prepare_checkpoints(caf::actor_system& sys,
                     : std::string{"; data order starts the next epoch)"}));
     restored_ = run;
   }
+  // A continued run appends to its metrics and TensorBoard curves and
+  // counts wall time from the run's first start; the checkpoints it writes
+  // record that start again.
+  if (restored_)
+    out_->resume(restored_->written_under.started_unix,
+                 restored_->global_step);
+  else if (shards_kept())
+    out_->resume(factors_from_ ? factors_from_->written_under.started_unix : 0,
+                 kept_step_);
+  id.started_unix = out_->started_unix();
   checkpoint_writer_config wc;
   wc.directory = opts.directory;
   wc.keep_last = static_cast<size_t>(opts.keep);
@@ -626,13 +651,26 @@ caf::error chief_driver::recover(caf::scoped_actor& self) {
   self->send(evaluator_, restore_atom::value, shards_);
   if (shard) {
     rolled_back_steps_ += std::max<int64_t>(0, cs.lost_at - step);
-    out_->line("chief: " + lost + " is back; the run rolls back to global "
-               "step " + std::to_string(step) + " (" + newest->path + "), "
-               + std::to_string(cs.lost_at - step) + " step(s) to do again");
+    json_object fields;
+    fields.add("step", step)
+      .add("shards_lost", shards_lost_)
+      .add("kfac_roles_lost", kfac_roles_lost_)
+      .add("rolled_back_steps", rolled_back_steps_);
+    out_->record("chief: " + lost + " is back; the run rolls back to global "
+                 "step " + std::to_string(step) + " (" + newest->path + "), "
+                 + std::to_string(cs.lost_at - step) + " step(s) to do again",
+                 fields);
+    out_->restart_at(step);
     rebind_workers(self, roles_, incarnation);
   } else {
-    out_->line("chief: " + lost + " is back; the run goes on from there"
-               + back_how(before, roles_, new_factors ? newest : nullptr));
+    json_object fields;
+    fields.add("step", step)
+      .add("shards_lost", shards_lost_)
+      .add("kfac_roles_lost", kfac_roles_lost_)
+      .add("rolled_back_steps", rolled_back_steps_);
+    out_->record("chief: " + lost + " is back; the run goes on from there"
+                   + back_how(before, roles_, new_factors ? newest : nullptr),
+                 fields);
     rebind_workers(self, roles_, incarnation, step);
   }
   return caf::none;

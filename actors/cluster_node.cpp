@@ -648,7 +648,8 @@ private:
     }
     auto steps = total_steps(sync_, tasks_, train_->count);
     training_log out{log_, steps, sync_.base.progress};
-    if (auto err = out.open_metrics(sync_.base.metrics_path))
+    if (auto err = out.open_outputs(sync_.base.metrics_path,
+                                     sync_.base.logdir, sync_.base.hparams))
       return err;
     // The metrics sink other roles report to (role "metrics"); it writes
     // into `out`, so it stops before `out` ends.

@@ -158,7 +158,7 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
                                    : cfg.num_epochs
                                        * batches->steps_per_epoch();
   training_log out{log, total_steps, cfg.progress};
-  if (auto err = out.open_metrics(cfg.metrics_path))
+  if (auto err = out.open_outputs(cfg.metrics_path, cfg.logdir, cfg.hparams))
     return err;
   auto dev = spawn_device(sys, cfg.device);
   if (!dev)

@@ -45,6 +45,10 @@ struct local_training_config {
   int64_t warmup = 20;
   /// JSON-lines metrics file; empty for none.
   std::string metrics_path;
+  /// TensorBoard log directory (a new event file per run); empty for none.
+  std::string logdir;
+  /// The run's flags as Markdown, written to the event file as text.
+  std::string hparams;
   /// Draw a progress line on a terminal.
   bool progress = true;
   /// Longest wait for one device request.

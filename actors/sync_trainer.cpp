@@ -171,7 +171,7 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
     return tasks.error();
   auto steps = total_steps(cfg, *tasks, train->count);
   training_log out{log, steps, base.progress};
-  if (auto err = out.open_metrics(base.metrics_path))
+  if (auto err = out.open_outputs(base.metrics_path, base.logdir, base.hparams))
     return err;
   caf::scoped_actor self{sys};
   owned_actors top{self};

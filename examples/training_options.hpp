@@ -73,6 +73,7 @@ struct training_options : program_config {
   int64_t eval_every = 0;
   int64_t warmup = 20;
   std::string metrics;
+  std::string logdir;
   std::string summary;
   bool no_progress = false;
   int64_t request_timeout_ms = 60000;
@@ -121,6 +122,8 @@ protected:
       .add(eval_every, "eval_every", help.eval_every)
       .add(warmup, "warmup", "steps excluded from the examples/s figure")
       .add(metrics, "metrics", "write metrics as JSON lines to this file")
+      .add(logdir, "logdir", "write TensorBoard event files into this "
+                             "directory")
       .add(summary, "summary", "write a JSON summary to this file")
       .add(no_progress, "no_progress", "no progress line on the terminal")
       .add(request_timeout_ms, "request_timeout_ms", help.request_timeout_ms)
@@ -194,6 +197,9 @@ protected:
     cfg.eval_every = eval_every;
     cfg.warmup = warmup;
     cfg.metrics_path = metrics;
+    cfg.logdir = logdir;
+    if (!logdir.empty())
+      cfg.hparams = flag_table();
     cfg.progress = !no_progress;
     cfg.request_timeout = std::chrono::milliseconds{request_timeout_ms};
     return {};

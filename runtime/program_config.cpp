@@ -46,6 +46,22 @@ std::vector<std::string> program_config::normalize(int argc,
   return args;
 }
 
+std::string program_config::flag_table() const {
+  std::string out = "| flag | value |\n| --- | --- |\n";
+  for (const auto& opt : custom_options_) {
+    // The program's own flags, not CAF's (scheduler, logger, middleman)
+    // nor --help and its kin.
+    auto name = opt.long_name();
+    if (opt.category() != "global" || name == "help" || name == "long-help"
+        || name == "dump-config" || name == "config-file")
+      continue;
+    auto value = opt.get();
+    out += "| --" + std::string(name.data(), name.size()) + " | "
+           + (value ? caf::to_string(*value) : std::string{}) + " |\n";
+  }
+  return out;
+}
+
 caf::error program_config::parse_cli(int argc, char** argv) {
   auto args = normalize(argc, argv);
   std::istringstream no_ini;

@@ -22,6 +22,10 @@ public:
 
   bool help_printed = false;
 
+  /// Every flag of the program and its value now, as a Markdown table
+  /// (the "hparams" text of a TensorBoard run).
+  std::string flag_table() const;
+
 protected:
   /// Rewrites "--name value" to "--name=value" for options taking a value.
   std::vector<std::string> normalize(int argc, char** argv) const;

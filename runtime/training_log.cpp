@@ -1,39 +1,112 @@
 #include "runtime/training_log.hpp"
 
+#include <chrono>
 #include <iomanip>
 #include <ostream>
 
 #include "runtime/error.hpp"
+#include "runtime/tensorboard/event_file.hpp"
 
 namespace syncfac {
 
+double unix_now() {
+  return std::chrono::duration<double>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
 training_log::training_log(std::ostream& out, int64_t total_steps,
                            bool progress)
-  : out_(out),
-    progress_(total_steps, progress),
-    start_(std::chrono::steady_clock::now()) {
+  : out_(out), progress_(total_steps, progress), started_unix_(unix_now()) {
 }
+
+training_log::~training_log() = default;
 
 caf::error training_log::open_metrics(const std::string& path) {
   if (path.empty())
     return caf::none;
-  metrics_.open(path, std::ios::out | std::ios::trunc);
+  metrics_.open(path, std::ios::out | std::ios::app);
   if (!metrics_)
     return make_error(ec::io_error,
                       "cannot open metrics file '" + path + "' for writing");
+  metrics_path_ = path;
   return caf::none;
 }
 
-double training_log::elapsed() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now()
-                                       - start_)
-    .count();
+caf::error training_log::open_events(const std::string& logdir,
+                                     const std::string& hparams) {
+  if (logdir.empty())
+    return caf::none;
+  auto now = unix_now();
+  auto file = tensorboard::event_file::create(logdir, now);
+  if (!file)
+    return file.error();
+  if (!hparams.empty())
+    if (auto err = (*file)->text(now, 0, "hparams", hparams))
+      return err;
+  std::lock_guard<std::mutex> guard{mtx_};
+  events_ = std::move(*file);
+  return caf::none;
 }
 
-void training_log::write_metrics(const json_object& obj) {
+void training_log::resume(double started_unix, int64_t step) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  resumed_ = true;
+  if (started_unix > 0 && started_unix <= unix_now())
+    started_unix_ = started_unix;
+  mark_restart(step);
+}
+
+void training_log::restart_at(int64_t step) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  mark_restart(step);
+}
+
+void training_log::mark_restart(int64_t step) {
+  if (!events_ || events_failed_)
+    return;
+  // Step `step` is done; what is logged again starts at the next one, and
+  // TensorBoard drops the earlier events from the START event's step on.
+  if (auto err = events_->append(
+        tensorboard::session_start_event(unix_now(), step + 1))) {
+    events_failed_ = true;
+    out_ << "tensorboard: " << render(err) << " (no more events written)\n";
+    out_.flush();
+  }
+}
+
+double training_log::started_unix() const {
+  return started_unix_;
+}
+
+double training_log::elapsed() const {
+  return unix_now() - started_unix_;
+}
+
+void training_log::write_metrics(const json_object& obj, int64_t step,
+                                 const std::string& prefix) {
   if (metrics_.is_open()) {
+    if (!metrics_started_ && !resumed_) {
+      metrics_.close();
+      metrics_.open(metrics_path_, std::ios::out | std::ios::trunc);
+    }
+    metrics_started_ = true;
     metrics_ << obj.str() << '\n';
     metrics_.flush();
+  }
+  if (!events_ || events_failed_)
+    return;
+  std::vector<tensorboard::scalar_value> values;
+  for (const auto& kvp : obj.numbers())
+    if (kvp.first != "step" && kvp.first != "wall_s")
+      values.push_back({prefix + kvp.first, static_cast<float>(kvp.second)});
+  if (values.empty())
+    return;
+  if (auto err = events_->scalars(unix_now(), step, values)) {
+    // A full disk should not end the run; say so once and stop writing.
+    events_failed_ = true;
+    out_ << "tensorboard: " << render(err) << " (no more events written)\n";
+    out_.flush();
   }
 }
 
@@ -50,7 +123,7 @@ void training_log::train(int64_t step, double loss, double accuracy,
     .add("loss", loss)
     .add("train_accuracy", accuracy);
   obj.merge(extra);
-  write_metrics(obj);
+  write_metrics(obj, step);
 }
 
 void training_log::eval(int64_t step, const eval_result& res) {
@@ -65,7 +138,7 @@ void training_log::eval(int64_t step, const eval_result& res) {
     .add("wall_s", elapsed())
     .add("test_loss", res.mean_loss())
     .add("test_accuracy", res.accuracy());
-  write_metrics(obj);
+  write_metrics(obj, step);
 }
 
 void training_log::line(const std::string& text) {
@@ -75,8 +148,8 @@ void training_log::line(const std::string& text) {
   out_.flush();
 }
 
-void training_log::record(const std::string& text,
-                          const json_object& fields) {
+void training_log::record(const std::string& text, const json_object& fields,
+                          const std::string& source) {
   std::lock_guard<std::mutex> guard{mtx_};
   progress_.clear();
   out_ << text << "\n";
@@ -84,7 +157,11 @@ void training_log::record(const std::string& text,
   json_object obj;
   obj.add("wall_s", elapsed());
   obj.merge(fields);
-  write_metrics(obj);
+  int64_t step = 0;
+  for (const auto& kvp : fields.numbers())
+    if (kvp.first == "step")
+      step = static_cast<int64_t>(kvp.second);
+  write_metrics(obj, step, source.empty() ? std::string{} : source + "/");
 }
 
 void training_log::progress(int64_t step) {
