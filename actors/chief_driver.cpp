@@ -160,11 +160,15 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
     cc.steps = std::max(steps, cc.start_step);
     d->steps_ = cc.steps;
   }
-  cc.on_event = [log](const std::string& line) { log->line(line); };
+  cc.on_event = [log](const std::string& line) { log->fault(line); };
   if (d->checkpointer_) {
     cc.checkpointer = d->checkpointer_;
     cc.checkpoint_every = cfg.checkpoint.every;
     cc.on_checkpoint = [log](const caf::expected<checkpoint_written>& w) {
+      if (w)
+        log->checkpoint_written(w->path);
+      else
+        log->checkpoint_failed();
       if (w)
         log->line("checkpoint: wrote " + w->path + " ("
                   + std::to_string(w->bytes) + " bytes in "

@@ -5,9 +5,44 @@
 #include <ostream>
 
 #include "runtime/error.hpp"
+#include "runtime/observe/run_status.hpp"
 #include "runtime/tensorboard/event_file.hpp"
 
 namespace syncfac {
+
+namespace {
+
+/// The task and its new state a chief's fault line tells of ("chief:
+/// worker 1 lost at ...", "chief: ps:0 is back; ..."), if any. The lines
+/// are the chief's (actors/chief.cpp, actors/chief_driver.cpp).
+std::pair<std::string, std::string> task_change(const std::string& text) {
+  const std::string prefix = "chief: ";
+  if (text.compare(0, prefix.size(), prefix) != 0)
+    return {};
+  auto rest = text.substr(prefix.size());
+  auto sp = rest.find(' ');
+  if (sp == std::string::npos)
+    return {};
+  auto task = rest.substr(0, sp);
+  auto after = rest.substr(sp + 1);
+  if (task == "worker") {
+    auto sp2 = after.find(' ');
+    if (sp2 == std::string::npos)
+      return {};
+    task += ":" + after.substr(0, sp2);
+    after = after.substr(sp2 + 1);
+  }
+  if (task.find(':') == std::string::npos)
+    return {};
+  if (after.compare(0, 4, "lost") == 0)
+    return {task, "lost"};
+  if (after.compare(0, 7, "is back") == 0
+      || after.compare(0, 7, "rejoins") == 0)
+    return {task, "back"};
+  return {};
+}
+
+} // namespace
 
 double unix_now() {
   return std::chrono::duration<double>(
@@ -16,8 +51,15 @@ double unix_now() {
 }
 
 training_log::training_log(std::ostream& out, int64_t total_steps,
-                           bool progress)
-  : out_(out), progress_(total_steps, progress), started_unix_(unix_now()) {
+                           bool progress,
+                           std::shared_ptr<observe::run_status> status)
+  : out_(out),
+    progress_(total_steps, progress),
+    started_unix_(unix_now()),
+    status_(status ? std::move(status)
+                   : std::make_shared<observe::run_status>()) {
+  status_->set_started(started_unix_);
+  status_->set_total_steps(total_steps);
 }
 
 training_log::~training_log() = default;
@@ -54,11 +96,15 @@ void training_log::resume(double started_unix, int64_t step) {
   resumed_ = true;
   if (started_unix > 0 && started_unix <= unix_now())
     started_unix_ = started_unix;
+  status_->set_started(started_unix_);
+  status_->step(step);
+  status_->event(step, "resumed at global step " + std::to_string(step));
   mark_restart(step);
 }
 
 void training_log::restart_at(int64_t step) {
   std::lock_guard<std::mutex> guard{mtx_};
+  status_->event(step, "rolled back to global step " + std::to_string(step));
   mark_restart(step);
 }
 
@@ -123,6 +169,7 @@ void training_log::train(int64_t step, double loss, double accuracy,
     .add("loss", loss)
     .add("train_accuracy", accuracy);
   obj.merge(extra);
+  status_->train(step, elapsed(), obj.numbers());
   write_metrics(obj, step);
 }
 
@@ -138,6 +185,7 @@ void training_log::eval(int64_t step, const eval_result& res) {
     .add("wall_s", elapsed())
     .add("test_loss", res.mean_loss())
     .add("test_accuracy", res.accuracy());
+  status_->eval(step, elapsed(), res.mean_loss(), res.accuracy());
   write_metrics(obj, step);
 }
 
@@ -161,11 +209,35 @@ void training_log::record(const std::string& text, const json_object& fields,
   for (const auto& kvp : fields.numbers())
     if (kvp.first == "step")
       step = static_cast<int64_t>(kvp.second);
+  // The run's own records (not a role's measurements) are its faults.
+  if (source.empty())
+    note_fault(text, step);
   write_metrics(obj, step, source.empty() ? std::string{} : source + "/");
+}
+
+void training_log::fault(const std::string& text) {
+  line(text);
+  note_fault(text, -1);
+}
+
+void training_log::note_fault(const std::string& text, int64_t step) {
+  auto change = task_change(text);
+  if (!change.first.empty())
+    status_->task(change.first, change.second, text);
+  status_->event(step, text);
+}
+
+void training_log::checkpoint_written(const std::string& path) {
+  status_->checkpoint_written(path);
+}
+
+void training_log::checkpoint_failed() {
+  status_->checkpoint_failed();
 }
 
 void training_log::progress(int64_t step) {
   std::lock_guard<std::mutex> guard{mtx_};
+  status_->step(step);
   progress_.update(step);
 }
 

@@ -26,10 +26,17 @@ namespace tensorboard {
 class event_file;
 }
 
+namespace observe {
+class run_status;
+}
+
 class training_log {
 public:
-  /// Logs to `out`; metrics and event files once opened.
-  training_log(std::ostream& out, int64_t total_steps, bool progress);
+  /// Logs to `out`; metrics and event files once opened. Everything it
+  /// logs also goes into `status` (a new one if null), what the metrics
+  /// server shows (runtime/observe).
+  training_log(std::ostream& out, int64_t total_steps, bool progress,
+               std::shared_ptr<observe::run_status> status = nullptr);
 
   ~training_log();
 
@@ -87,6 +94,19 @@ public:
   void record(const std::string& text, const json_object& fields,
               const std::string& source = "");
 
+  /// A line of the log that tells of a fault (a task lost, back,
+  /// rejoining): the status page lists it and keeps the task's health.
+  void fault(const std::string& text);
+
+  /// A checkpoint was written to `path` / failed.
+  void checkpoint_written(const std::string& path);
+  void checkpoint_failed();
+
+  /// The run as the metrics server shows it.
+  const std::shared_ptr<observe::run_status>& status() const noexcept {
+    return status_;
+  }
+
   /// Advances the progress display.
   void progress(int64_t step);
 
@@ -97,6 +117,9 @@ private:
   /// Writes `obj` (which starts with "step" and "wall_s") as a metrics line
   /// and its other numbers as scalars at `step`, tagged `prefix` + name.
   void mark_restart(int64_t step);
+
+  /// The status's fault list and task health for a fault line.
+  void note_fault(const std::string& text, int64_t step);
 
   void write_metrics(const json_object& obj, int64_t step,
                      const std::string& prefix = "");
@@ -113,6 +136,7 @@ private:
   bool events_failed_ = false;
   progress_line progress_;
   double started_unix_ = 0;
+  std::shared_ptr<observe::run_status> status_;
 };
 
 /// Seconds since the epoch, now.
