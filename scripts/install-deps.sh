@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config
   libcaf-dev libeigen3-dev libboost-test-dev zlib1g-dev libssl-dev
   nlohmann-json3-dev
-  python3 python3-venv  # the TensorBoard reader test's venv (tests/observability)
+  python3 python3-venv curl  # tests/observability: the TensorBoard venv, scrapes
   dataset-fashion-mnist
   clang-14 libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz)
 )
