@@ -155,6 +155,12 @@ protected:
            "sync: global steps between checkpoints (0: only at the end)")
       .add(keep_checkpoints, "keep_checkpoints",
            "sync: checkpoints kept in --checkpoint_dir");
+    allow_values("optimizer", {"sgd", "momentum", "adam", "kfac"});
+    allow_values("init", {"seeds", "glorot", "he", "sparse"});
+    allow_values("activation", {"tanh", "sigmoid", "relu"});
+    allow_values("runtime", {"sync", "plain"});
+    allow_values("fisher", {"sampled", "empirical"});
+    allow_values("inverse", {"cholesky", "eigen"});
   }
 
   /// Fills in the shared part of a local_training_config: init and
