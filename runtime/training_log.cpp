@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <iomanip>
+
+#include <nlohmann/json.hpp>
 #include <ostream>
 
 #include "runtime/error.hpp"
@@ -97,9 +99,39 @@ void training_log::resume(double started_unix, int64_t step) {
   if (started_unix > 0 && started_unix <= unix_now())
     started_unix_ = started_unix;
   status_->set_started(started_unix_);
+  reload_status(step);
   status_->step(step);
   status_->event(step, "resumed at global step " + std::to_string(step));
   mark_restart(step);
+}
+
+void training_log::reload_status(int64_t step) {
+  if (metrics_path_.empty())
+    return;
+  std::ifstream in{metrics_path_};
+  for (std::string text; std::getline(in, text);) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_object() || !j.contains("step") || j.contains("source")
+        || !j["step"].is_number_integer())
+      continue;
+    auto at = j["step"].get<int64_t>();
+    if (at > step)
+      continue;
+    auto wall = j.value("wall_s", 0.0);
+    if (j.contains("test_loss") && j["test_loss"].is_number()
+        && j.contains("test_accuracy") && j["test_accuracy"].is_number()) {
+      status_->eval(at, wall, j["test_loss"].get<double>(),
+                    j["test_accuracy"].get<double>());
+      continue;
+    }
+    if (!j.contains("loss"))
+      continue;
+    std::vector<std::pair<std::string, double>> numbers;
+    for (const auto& kv : j.items())
+      if (kv.value().is_number())
+        numbers.emplace_back(kv.key(), kv.value().get<double>());
+    status_->train(at, wall, numbers);
+  }
 }
 
 void training_log::restart_at(int64_t step) {

@@ -118,6 +118,10 @@ private:
   /// and its other numbers as scalars at `step`, tagged `prefix` + name.
   void mark_restart(int64_t step);
 
+  /// A resumed run's status gets the curves so far from the metrics file
+  /// (its lines up to `step`).
+  void reload_status(int64_t step);
+
   /// The status's fault list and task health for a fault line.
   void note_fault(const std::string& text, int64_t step);
 

@@ -36,7 +36,7 @@ const char* page_tail = R"HTML(</script>
 "use strict";
 const W = 420, H = 180, PAD = 34;
 function el(tag, attrs, text) {
-  const ns = ["svg", "polyline", "line", "text"].includes(tag)
+  const ns = ["svg", "polyline", "line", "text", "circle"].includes(tag)
     ? "http://www.w3.org/2000/svg" : null;
   const e = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
   for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
@@ -44,7 +44,8 @@ function el(tag, attrs, text) {
   return e;
 }
 function fmt(x) {
-  return (x === null || x === undefined) ? "-" : Number(x).toPrecision(4);
+  if (x === null || x === undefined) return "-";
+  return Number.isInteger(x) ? String(x) : Number(x).toPrecision(4);
 }
 function chart(name, points, color) {
   const fig = el("figure", {"data-curve": name});
@@ -70,6 +71,11 @@ function chart(name, points, color) {
     svg.appendChild(el("text", {x: W - 70, y: H - 6, "font-size": 10}, "step " + x1));
     svg.appendChild(el("polyline", {stroke: color, "data-points": pts.length,
       points: pts.map(p => sx(p[0]).toFixed(1) + "," + sy(p[2]).toFixed(1)).join(" ")}));
+    // Few points (test evaluations): mark each.
+    if (pts.length <= 60)
+      for (const p of pts)
+        svg.appendChild(el("circle", {cx: sx(p[0]).toFixed(1),
+          cy: sy(p[2]).toFixed(1), r: 2.5, fill: color}));
   }
   fig.appendChild(svg);
   return fig;

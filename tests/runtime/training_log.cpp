@@ -16,6 +16,7 @@
 #include "../temp_dir.hpp"
 
 #include "runtime/error.hpp"
+#include "runtime/observe/run_status.hpp"
 #include "runtime/training_log.hpp"
 
 using namespace syncfac;
@@ -70,6 +71,13 @@ BOOST_AUTO_TEST_CASE(a_resumed_run_appends_and_wall_time_continues) {
   BOOST_TEST(lines[1]["step"].get<int>() == 20);
   BOOST_TEST(lines[2]["step"].get<int>() == 30);
   BOOST_TEST(lines[2]["wall_s"].get<double>() >= 100.0);
+  // The status page's curves start with the earlier lines.
+  auto st = json::parse(log.status()->json());
+  BOOST_REQUIRE_EQUAL(st["curves"]["loss"].size(), 3u);
+  BOOST_TEST(st["curves"]["loss"][0][0].get<int>() == 10);
+  BOOST_TEST(st["curves"]["loss"][2][0].get<int>() == 30);
+  BOOST_TEST(st["events"][0]["what"].get<std::string>()
+             == "resumed at global step 20");
 }
 
 BOOST_AUTO_TEST_CASE(a_resume_without_a_recorded_start_keeps_this_one) {
