@@ -76,8 +76,9 @@ done
 [ "$(step_of "$work/m2.txt")" -gt "$first" ] || fail "the global step did not go up from $first"
 
 # The status page data is there too (the status page test checks the page).
-curl -sf -m 10 "http://127.0.0.1:$port/status.json" | grep -q '"global_step"' \
+curl -sf -m 10 "http://127.0.0.1:$port/status.json" > "$work/status.json" \
   || fail "no /status.json"
+grep -q '"global_step"' "$work/status.json" || fail "/status.json lacks the global step"
 
 # Another program on the same port: a clear error naming it.
 if "$bin" --fake_data --steps 1 --no_progress --metrics_port "$port" > "$work/second.log" 2>&1; then
