@@ -242,6 +242,12 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
   for (size_t w = 0; w < roles.workers.size(); ++w)
     directory->set("worker:" + std::to_string(w),
                    caf::actor_cast<caf::actor>(roles.workers[w]));
+  for (size_t c = 0; c < roles.covariance.size(); ++c)
+    directory->set("covariance:" + std::to_string(c),
+                   caf::actor_cast<caf::actor>(roles.covariance[c]));
+  for (size_t k = 0; k < roles.inverses.size(); ++k)
+    directory->set("inverse:" + std::to_string(k),
+                   caf::actor_cast<caf::actor>(roles.inverses[k]));
   for (const auto& kvp : directory->snapshot())
     out.status()->task(kvp.first, "up", "in this process");
   auto endpoint = observe::serve_metrics(
