@@ -237,12 +237,11 @@ std::string program_config::flag_table() const {
   for (const auto& opt : custom_options_) {
     // The program's own flags, not CAF's (scheduler, logger, middleman)
     // nor --help and its kin.
-    auto name = opt.long_name();
-    if (opt.category() != "global" || name == "help" || name == "long-help"
-        || name == "dump-config" || name == "config-file")
+    auto name = str(opt.long_name());
+    if (opt.category() != "global" || is_builtin(name))
       continue;
     auto value = opt.get();
-    out += "| --" + std::string(name.data(), name.size()) + " | "
+    out += "| --" + name + " | "
            + (value ? caf::to_string(*value) : std::string{}) + " |\n";
   }
   return out;

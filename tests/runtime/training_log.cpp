@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -118,4 +119,30 @@ BOOST_AUTO_TEST_CASE(events_go_into_a_new_file_of_the_logdir) {
              == 0u);
   // file_version, hparams and one summary: more than three empty records.
   BOOST_TEST(fs::file_size(files[0]) > 3 * 16u);
+}
+
+BOOST_AUTO_TEST_CASE(the_chiefs_fault_lines_keep_the_tasks_health) {
+  std::ostringstream out;
+  training_log log{out, 100, false};
+  log.progress(7);
+  log.fault("chief: worker 1 lost at global step 7; the run goes on and it "
+            "may rejoin");
+  log.fault("chief: ps:0 lost at global step 7; the steps pause");
+  json_object fields;
+  fields.add("step", int64_t{5}).add("shards_lost", int64_t{1});
+  log.record("chief: ps:0 is back; the run rolls back to global step 5", fields);
+  log.fault("chief: worker 1 rejoins at global step 6");
+  log.fault("chief: something else entirely");
+  auto st = json::parse(log.status()->json());
+  std::map<std::string, std::string> state;
+  for (const auto& t : st["tasks"])
+    state[t["task"].get<std::string>()] = t["state"].get<std::string>();
+  BOOST_TEST(state.size() == 2u);
+  BOOST_TEST(state["worker:1"] == "back");
+  BOOST_TEST(state["ps:0"] == "back");
+  BOOST_REQUIRE_EQUAL(st["events"].size(), 5u);
+  BOOST_TEST(st["events"][0]["step"].get<int>() == 7);
+  BOOST_TEST(st["events"][2]["step"].get<int>() == 5);
+  // Every line still reaches the log.
+  BOOST_TEST(out.str().find("something else entirely") != std::string::npos);
 }
