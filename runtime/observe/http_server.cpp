@@ -149,8 +149,14 @@ void http_server::serve() {
     if ((fds[0].revents & POLLIN) == 0)
       continue;
     int conn = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (conn < 0)
+    if (conn < 0) {
+      // Out of descriptors (EMFILE) leaves the connection pending and the
+      // socket readable: wait a little rather than spin.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS
+          || errno == ENOMEM)
+        ::poll(nullptr, 0, 100);
       continue;
+    }
     answer(conn);
     ::close(conn);
   }
