@@ -114,7 +114,7 @@ std::string session_start_event(double wall_time, int64_t step) {
   std::string session_log;
   put_int(session_log, 1, 1);
   auto ev = event_header(wall_time, step);
-  put_bytes(ev, 6, session_log);
+  put_bytes(ev, 7, session_log);
   return ev;
 }
 

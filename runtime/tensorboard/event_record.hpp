@@ -13,7 +13,8 @@
 //   Summary:  value=1 repeated Value
 //   Value:    tag=1 string, simple_value=2 float, tensor=8 TensorProto,
 //             metadata=9 SummaryMetadata
-//   Event:    session_log=6 SessionLog { status=1 (START=1) }
+//   Event:    session_log=7 SessionLog { status=1 (START=1) } (6 is the
+//             deprecated log_message)
 //   SummaryMetadata: plugin_data=1 { plugin_name=1 string }
 //   TensorProto: dtype=1 (DT_STRING=7), tensor_shape=2 {}, string_val=8
 // Pure functions: the writer of a file is runtime/tensorboard/event_file.
@@ -43,7 +44,7 @@ std::string scalars_event(double wall_time, int64_t step,
 std::string text_event(double wall_time, int64_t step, const std::string& tag,
                        const std::string& text);
 
-/// An event at `step` holding SessionLog{status: START} (Event.session_log=6,
+/// An event at `step` holding SessionLog{status: START} (Event.session_log=7,
 /// SessionLog.status=1, START=1): a restart at `step`. TensorBoard drops
 /// the events at `step` and later that came before it, so a run resumed
 /// from a checkpoint older than its last logged step keeps one curve.

@@ -134,7 +134,8 @@ BOOST_AUTO_TEST_CASE(text_event_carries_the_text_plugin_and_a_string_tensor) {
 
 BOOST_AUTO_TEST_CASE(session_start_event_is_a_session_log_with_status_start) {
   auto ev = session_start_event(1.0, 40);
-  auto want = bytes({0x09, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0x10, 40, 0x32, 2,
+  // session_log is field 7 (0x3a); 6 is the deprecated log_message.
+  auto want = bytes({0x09, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0x10, 40, 0x3a, 2,
                      0x08, 1});
   BOOST_TEST(ev == want);
 }
