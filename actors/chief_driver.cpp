@@ -165,17 +165,16 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
     cc.checkpointer = d->checkpointer_;
     cc.checkpoint_every = cfg.checkpoint.every;
     cc.on_checkpoint = [log](const caf::expected<checkpoint_written>& w) {
-      if (w)
+      if (w) {
         log->checkpoint_written(w->path);
-      else
-        log->checkpoint_failed();
-      if (w)
         log->line("checkpoint: wrote " + w->path + " ("
                   + std::to_string(w->bytes) + " bytes in "
                   + std::to_string(w->write_s) + " s)");
-      else
+      } else {
+        log->checkpoint_failed();
         log->line("checkpoint failed (the previous one stays): "
                   + render(w.error()));
+      }
     };
   }
   auto eval_handle = *eval;
