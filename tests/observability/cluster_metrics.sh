@@ -75,7 +75,15 @@ done
 kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
 files=$(ls "$work/logs" | grep -c tfevents || true)
 [ "$files" -eq 1 ] || fail "expected one event file (the chief's), got $files"
-if [ -x "$build/tensorboard-venv/bin/python" ]; then
+# TensorBoard's venv if the reader test made one (waiting for it if it is
+# being made right now: the reader test holds the lock while installing).
+tb_ok=0
+if [ -x "$build/tensorboard-venv/bin/python" ] || [ -e "$build/tensorboard-venv.lock" ]; then
+  exec 9>"$build/tensorboard-venv.lock"
+  flock -w 600 9 && "$build/tensorboard-venv/bin/python" -c "import tensorboard" 2>/dev/null && tb_ok=1
+  exec 9>&-
+fi
+if [ "$tb_ok" -eq 1 ]; then
   "$build/tensorboard-venv/bin/python" - "$work/logs" "$work/metrics.jsonl" <<'PY'
 import json, sys
 from tensorboard.backend.event_processing import event_accumulator as ea
