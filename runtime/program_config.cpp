@@ -1,6 +1,7 @@
 #include "runtime/program_config.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -63,6 +64,12 @@ std::string default_of(const caf::config_option& opt) {
     return s->empty() ? std::string{"none"} : *s;
   if (auto b = caf::get_if<bool>(&*value))
     return *b ? "on" : "off";
+  if (auto x = caf::get_if<double>(&*value)) {
+    // 0.9, not CAF's 0.900000.
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", *x);
+    return buf;
+  }
   return caf::to_string(*value);
 }
 
