@@ -143,6 +143,8 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   }
   if (auto err = d->prepare_checkpoints(sys, top))
     return err;
+  if (d->shards_kept() && cfg.checkpoint.directory.empty())
+    out.resume(0, d->kept_step_);
   auto cc = make_chief_config(cfg, tasks, steps, std::move(shards));
   if (d->shards_kept()) {
     cc.start_step = std::min(d->kept_step_, steps);
@@ -159,18 +161,21 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
     cc.steps = std::max(steps, cc.start_step);
     d->steps_ = cc.steps;
   }
-  cc.on_event = [log](const std::string& line) { log->line(line); };
+  cc.on_event = [log](const std::string& line) { log->fault(line); };
   if (d->checkpointer_) {
     cc.checkpointer = d->checkpointer_;
     cc.checkpoint_every = cfg.checkpoint.every;
     cc.on_checkpoint = [log](const caf::expected<checkpoint_written>& w) {
-      if (w)
+      if (w) {
+        log->checkpoint_written(w->path);
         log->line("checkpoint: wrote " + w->path + " ("
                   + std::to_string(w->bytes) + " bytes in "
                   + std::to_string(w->write_s) + " s)");
-      else
+      } else {
+        log->checkpoint_failed();
         log->line("checkpoint failed (the previous one stays): "
                   + render(w.error()));
+      }
     };
   }
   auto eval_handle = *eval;
@@ -183,8 +188,11 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   // line due then waits for the first round with reports instead of
   // printing "loss: 0".
   auto log_due = std::make_shared<bool>(false);
+  // The previous log line's time and examples: its examples/s figure.
+  auto window = std::make_shared<warm_mark>();
+  window->when = clock_type::now();
   cc.on_round = [log, eval_handle, log_every, eval_every, steps, warm,
-                 warmup, log_due](const round_report& r) {
+                 warmup, log_due, window](const round_report& r) {
     if (!warm->set && r.global_step >= warmup) {
       warm->when = clock_type::now();
       warm->examples = r.examples;
@@ -196,6 +204,16 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
       *log_due = false;
       json_object extra;
       extra.add("stale_pushes", r.stale_pushes);
+      auto now = clock_type::now();
+      double window_s = std::chrono::duration<double>(now - window->when)
+                          .count();
+      if (window->set && window_s > 0)
+        extra.add("examples_per_s",
+                  static_cast<double>(r.examples - window->examples)
+                    / window_s);
+      window->when = now;
+      window->examples = r.examples;
+      window->set = true;
       log->train(r.global_step, r.mean_loss, r.accuracy, extra);
     }
     if (eval_every > 0 && r.global_step % eval_every == 0
@@ -290,6 +308,16 @@ caf::error chief_driver::prepare_checkpoints(caf::actor_system& sys,
                     : std::string{"; data order starts the next epoch)"}));
     restored_ = run;
   }
+  // A continued run appends to its metrics and TensorBoard curves and
+  // counts wall time from the run's first start; the checkpoints it writes
+  // record that start again.
+  if (restored_)
+    out_->resume(restored_->written_under.started_unix,
+                 restored_->global_step);
+  else if (shards_kept())
+    out_->resume(factors_from_ ? factors_from_->written_under.started_unix : 0,
+                 kept_step_);
+  id.started_unix = out_->started_unix();
   checkpoint_writer_config wc;
   wc.directory = opts.directory;
   wc.keep_last = static_cast<size_t>(opts.keep);
@@ -635,13 +663,26 @@ caf::error chief_driver::recover(caf::scoped_actor& self) {
   self->send(evaluator_, restore_atom::value, shards_);
   if (shard) {
     rolled_back_steps_ += std::max<int64_t>(0, cs.lost_at - step);
-    out_->line("chief: " + lost + " is back; the run rolls back to global "
-               "step " + std::to_string(step) + " (" + newest->path + "), "
-               + std::to_string(cs.lost_at - step) + " step(s) to do again");
+    json_object fields;
+    fields.add("step", step)
+      .add("shards_lost", shards_lost_)
+      .add("kfac_roles_lost", kfac_roles_lost_)
+      .add("rolled_back_steps", rolled_back_steps_);
+    out_->record("chief: " + lost + " is back; the run rolls back to global "
+                 "step " + std::to_string(step) + " (" + newest->path + "), "
+                 + std::to_string(cs.lost_at - step) + " step(s) to do again",
+                 fields);
+    out_->restart_at(step);
     rebind_workers(self, roles_, incarnation);
   } else {
-    out_->line("chief: " + lost + " is back; the run goes on from there"
-               + back_how(before, roles_, new_factors ? newest : nullptr));
+    json_object fields;
+    fields.add("step", step)
+      .add("shards_lost", shards_lost_)
+      .add("kfac_roles_lost", kfac_roles_lost_)
+      .add("rolled_back_steps", rolled_back_steps_);
+    out_->record("chief: " + lost + " is back; the run goes on from there"
+                   + back_how(before, roles_, new_factors ? newest : nullptr),
+                 fields);
     rebind_workers(self, roles_, incarnation, step);
   }
   return caf::none;

@@ -16,6 +16,9 @@
 #include "actors/run_fingerprint.hpp"
 #include "actors/topology.hpp"
 #include "runtime/error.hpp"
+#include "actors/role_metrics.hpp"
+#include "runtime/observe/metrics_endpoint.hpp"
+#include "runtime/observe/run_status.hpp"
 #include "runtime/training_log.hpp"
 
 namespace syncfac {
@@ -133,7 +136,9 @@ private:
     top_.own(node_);
     hello_ = make_hello(sys_, cfg_.task, caf::actor_cast<caf::actor>(node_),
                         std::move(fingerprint));
-    return caf::none;
+    if (cfg_.task == chief_task())
+      status_ = std::make_shared<observe::run_status>();
+    return serve_metrics();
   }
 
   /// The chief (training and test sets) and the workers that train.
@@ -145,6 +150,7 @@ private:
 
   void host(const std::string& role, const caf::actor& a) {
     (*roles_)[role] = a;
+    directory_->set(role, a);
   }
 
   caf::error publish() {
@@ -690,8 +696,9 @@ private:
           return err;
     }
     auto steps = total_steps(sync_, tasks_, train_->count);
-    training_log out{log_, steps, sync_.base.progress};
-    if (auto err = out.open_metrics(sync_.base.metrics_path))
+    training_log out{log_, steps, sync_.base.progress, status_};
+    if (auto err = out.open_outputs(sync_.base.metrics_path,
+                                     sync_.base.logdir, sync_.base.hparams))
       return err;
     // The metrics sink other roles report to (role "metrics"); it writes
     // into `out`, so it stops before `out` ends.
@@ -745,6 +752,10 @@ private:
     if (!found)
       return found.error();
     auto roles = std::move(*found);
+    // The status page's tasks; the chief's fault lines keep them current.
+    for (const auto& t : cfg_.cluster.tasks())
+      if (t.job != "evaluator")
+        status_->task(t.str(), "up", t == cfg_.task ? "this process" : "");
     out.line("cluster: " + std::to_string(cfg_.cluster.tasks().size())
              + " tasks connected" + (cfg_.tls ? " over TLS" : "") + "; "
              + std::to_string(tasks_.gradient_workers) + " worker(s), "
@@ -1049,6 +1060,33 @@ private:
            << cfg_.connect.request_timeout.count() << " ms" << std::endl;
   }
 
+  /// --metrics_port: this task's port (the flag's plus the task's
+  /// position in the cluster file, so that tasks on one host differ).
+  caf::error serve_metrics() {
+    if (sync_.base.metrics_port <= 0)
+      return caf::none;
+    auto all = cfg_.cluster.tasks();
+    auto pos = std::find(all.begin(), all.end(), cfg_.task) - all.begin();
+    auto port = static_cast<int64_t>(sync_.base.metrics_port) + pos;
+    if (port > 65535)
+      return make_error(ec::invalid_config,
+                        "--metrics_port " + std::to_string(
+                          sync_.base.metrics_port)
+                          + ": task " + me() + " would listen on "
+                          + std::to_string(port) + ", above 65535");
+    auto ep = observe::serve_metrics(
+      static_cast<int32_t>(port), sync_.base.metrics_bind, cfg_.task.job,
+      cfg_.task.index, status_,
+      {role_metrics(sys_, directory_, std::chrono::seconds{2})});
+    if (!ep)
+      return with_context(ep.error(), me());
+    endpoint_ = std::move(*ep);
+    log_ << me() << ": metrics on http://" << sync_.base.metrics_bind << ":"
+         << endpoint_->port() << "/metrics"
+         << (status_ ? " (status page: /)" : "") << std::endl;
+    return caf::none;
+  }
+
   caf::actor_system& sys_;
   const cluster_run_config& cfg_;
   sync_training_config sync_;
@@ -1073,6 +1111,12 @@ private:
   chief_actor chief_;
   /// Gradient worker tasks a restarted chief went on without.
   std::set<task_id> absent_;
+  /// --metrics_port: the hosted roles, the chief's run status, and the
+  /// server (last, so that it stops first).
+  std::shared_ptr<role_directory> directory_
+    = std::make_shared<role_directory>();
+  std::shared_ptr<observe::run_status> status_;
+  std::unique_ptr<observe::metrics_endpoint> endpoint_;
 };
 
 } // namespace

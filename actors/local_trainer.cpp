@@ -14,6 +14,7 @@
 #include "runtime/elapsed.hpp"
 #include "runtime/error.hpp"
 #include "runtime/process_stats.hpp"
+#include "runtime/observe/metrics_endpoint.hpp"
 #include "runtime/training_log.hpp"
 
 namespace syncfac {
@@ -155,8 +156,15 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
                                    : cfg.num_epochs
                                        * batches->steps_per_epoch();
   training_log out{log, total_steps, cfg.progress};
-  if (auto err = out.open_metrics(cfg.metrics_path))
+  if (auto err = out.open_outputs(cfg.metrics_path, cfg.logdir, cfg.hparams))
     return err;
+  auto endpoint = observe::serve_metrics(cfg.metrics_port, cfg.metrics_bind,
+                                        "chief", 0, out.status(), {});
+  if (!endpoint)
+    return endpoint.error();
+  if (*endpoint)
+    out.line("metrics: serving http://" + cfg.metrics_bind + ":"
+             + std::to_string((*endpoint)->port()) + "/metrics");
   auto dev = spawn_device(sys, cfg.device);
   if (!dev)
     return dev.error();

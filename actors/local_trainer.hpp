@@ -45,6 +45,15 @@ struct local_training_config {
   int64_t warmup = 20;
   /// JSON-lines metrics file; empty for none.
   std::string metrics_path;
+  /// TensorBoard log directory (a new event file per run); empty for none.
+  std::string logdir;
+  /// The run's flags as Markdown, written to the event file as text.
+  std::string hparams;
+  /// Serve /metrics (and the chief's status page) on this port; 0: off.
+  /// In a cluster, task k of the cluster file listens on this + k.
+  int32_t metrics_port = 0;
+  /// The address the metrics server listens on.
+  std::string metrics_bind = "127.0.0.1";
   /// Draw a progress line on a terminal.
   bool progress = true;
   /// Longest wait for one device request.

@@ -39,7 +39,7 @@ metrics_sink(metrics_actor::stateful_pointer<metrics_sink_state> self,
       fields.add("source", rec.source).add("step", rec.step);
       for (const auto& kvp : rec.fields)
         fields.add(kvp.first, kvp.second);
-      st.cfg.log->record(to_log_line(rec), fields);
+      st.cfg.log->record(to_log_line(rec), fields, rec.source);
       ++st.reports[rec.source];
       st.last[rec.source] = std::move(rec);
     },

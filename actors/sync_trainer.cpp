@@ -19,6 +19,9 @@
 #include "runtime/error.hpp"
 #include "runtime/model.hpp"
 #include "runtime/process_stats.hpp"
+#include "actors/role_metrics.hpp"
+#include "runtime/observe/metrics_endpoint.hpp"
+#include "runtime/observe/run_status.hpp"
 #include "runtime/training_log.hpp"
 
 namespace syncfac {
@@ -177,7 +180,7 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
     return tasks.error();
   auto steps = total_steps(cfg, *tasks, train->count);
   training_log out{log, steps, base.progress};
-  if (auto err = out.open_metrics(base.metrics_path))
+  if (auto err = out.open_outputs(base.metrics_path, base.logdir, base.hparams))
     return err;
   caf::scoped_actor self{sys};
   owned_actors top{self};
@@ -240,6 +243,31 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
            + (kfac ? std::string{"; cov_inv_op_strategy "}
                        + to_string(cfg.kfac.strategy)
                    : std::string{}));
+  // --metrics_port: the run's figures and every role's counters.
+  auto directory = std::make_shared<role_directory>();
+  for (size_t s = 0; s < shards->size(); ++s)
+    directory->set("ps:" + std::to_string(s),
+                   caf::actor_cast<caf::actor>((*shards)[s]));
+  directory->set("chief", caf::actor_cast<caf::actor>(chief));
+  for (size_t w = 0; w < roles.workers.size(); ++w)
+    directory->set("worker:" + std::to_string(w),
+                   caf::actor_cast<caf::actor>(roles.workers[w]));
+  for (size_t c = 0; c < roles.covariance.size(); ++c)
+    directory->set("covariance:" + std::to_string(c),
+                   caf::actor_cast<caf::actor>(roles.covariance[c]));
+  for (size_t k = 0; k < roles.inverses.size(); ++k)
+    directory->set("inverse:" + std::to_string(k),
+                   caf::actor_cast<caf::actor>(roles.inverses[k]));
+  for (const auto& kvp : directory->snapshot())
+    out.status()->task(kvp.first, "up", "in this process");
+  auto endpoint = observe::serve_metrics(
+    base.metrics_port, base.metrics_bind, "chief", 0, out.status(),
+    {role_metrics(sys, directory, std::chrono::seconds{2})});
+  if (!endpoint)
+    return endpoint.error();
+  if (*endpoint)
+    out.line("metrics: serving http://" + base.metrics_bind + ":"
+             + std::to_string((*endpoint)->port()) + "/metrics");
   out.line("sync replicas: " + std::to_string(tasks->gradient_workers)
            + " worker(s), replicas_to_aggregate "
            + std::to_string(tasks->replicas_to_aggregate) + ", "

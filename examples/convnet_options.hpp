@@ -133,6 +133,12 @@ struct convnet_options : training_options {
       .add(kfac_placement, "kfac_placement",
            "kfac: layers on covariance/inverse actors: round_robin or "
            "by_cost");
+    allow_values("model", {"convnet", "mlp"});
+    allow_values("placement", {"round_robin", "by_size"});
+    allow_values("kfac_momentum", {"adam", "regular"});
+    allow_values("cov_inv_op_strategy",
+                 {"chief_worker", "dedicated_workers", "all_workers"});
+    allow_values("kfac_placement", {"round_robin", "by_cost"});
   }
 
   caf::expected<local_training_config> to_training_config() const {

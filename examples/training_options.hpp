@@ -75,6 +75,9 @@ struct training_options : program_config {
   int64_t eval_every = 0;
   int64_t warmup = 20;
   std::string metrics;
+  std::string logdir;
+  int64_t metrics_port = 0;
+  std::string metrics_bind = "127.0.0.1";
   std::string summary;
   bool no_progress = false;
   int64_t request_timeout_ms = 60000;
@@ -126,6 +129,13 @@ protected:
       .add(eval_every, "eval_every", help.eval_every)
       .add(warmup, "warmup", "steps excluded from the examples/s figure")
       .add(metrics, "metrics", "write metrics as JSON lines to this file")
+      .add(logdir, "logdir", "write TensorBoard event files into this "
+                             "directory")
+      .add(metrics_port, "metrics_port",
+           "serve Prometheus /metrics (and the chief's status page /) on "
+           "this port (0: off; in a cluster task k listens on this + k)")
+      .add(metrics_bind, "metrics_bind",
+           "address the metrics server listens on")
       .add(summary, "summary", "write a JSON summary to this file")
       .add(no_progress, "no_progress", "no progress line on the terminal")
       .add(request_timeout_ms, "request_timeout_ms", help.request_timeout_ms)
@@ -150,6 +160,12 @@ protected:
            "sync: global steps between checkpoints (0: only at the end)")
       .add(keep_checkpoints, "keep_checkpoints",
            "sync: checkpoints kept in --checkpoint_dir");
+    allow_values("optimizer", {"sgd", "momentum", "adam", "kfac"});
+    allow_values("init", {"seeds", "glorot", "he", "sparse"});
+    allow_values("activation", {"tanh", "sigmoid", "relu"});
+    allow_values("runtime", {"sync", "plain"});
+    allow_values("fisher", {"sampled", "empirical"});
+    allow_values("inverse", {"cholesky", "eigen"});
   }
 
   /// Fills in the shared part of a local_training_config: init and
@@ -199,6 +215,15 @@ protected:
     cfg.eval_every = eval_every;
     cfg.warmup = warmup;
     cfg.metrics_path = metrics;
+    cfg.logdir = logdir;
+    if (metrics_port < 0 || metrics_port > 65535)
+      return make_error(ec::invalid_config,
+                        "--metrics_port " + std::to_string(metrics_port)
+                          + ": a port is 0 (off) to 65535");
+    cfg.metrics_port = static_cast<int32_t>(metrics_port);
+    cfg.metrics_bind = metrics_bind;
+    if (!logdir.empty())
+      cfg.hparams = flag_table();
     cfg.progress = !no_progress;
     cfg.request_timeout = std::chrono::milliseconds{request_timeout_ms};
     return {};

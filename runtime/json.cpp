@@ -35,6 +35,7 @@ void json_object::key(const std::string& k) {
 
 json_object& json_object::add(const std::string& k, double value) {
   key(k);
+  numbers_.emplace_back(k, value);
   if (!std::isfinite(value)) {
     body_ += "null";
   } else {
@@ -47,6 +48,7 @@ json_object& json_object::add(const std::string& k, double value) {
 
 json_object& json_object::add(const std::string& k, int64_t value) {
   key(k);
+  numbers_.emplace_back(k, static_cast<double>(value));
   body_ += std::to_string(value);
   return *this;
 }
@@ -75,6 +77,7 @@ json_object& json_object::merge(const json_object& other) {
       body_ += ", ";
     body_ += other.body_;
   }
+  numbers_.insert(numbers_.end(), other.numbers_.begin(), other.numbers_.end());
   return *this;
 }
 

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace syncfac {
 
@@ -26,6 +28,12 @@ public:
   /// Appends every field of `other`.
   json_object& merge(const json_object& other);
 
+  /// The top-level number fields in insertion order, for writers of
+  /// other formats (TensorBoard scalars: runtime/training_log).
+  const std::vector<std::pair<std::string, double>>& numbers() const noexcept {
+    return numbers_;
+  }
+
   bool empty() const noexcept {
     return body_.empty();
   }
@@ -39,6 +47,7 @@ private:
   void key(const std::string& k);
 
   std::string body_;
+  std::vector<std::pair<std::string, double>> numbers_;
 };
 
 /// `str` as a quoted JSON string.

@@ -21,6 +21,7 @@ packages=(
   python3-venv     # virtual environments of the tests that use PyPI
   ca-certificates  # HTTPS to PyPI from those environments
   gzip             # gzipped IDX fixtures of the data tests
+  curl             # tests/observability: scrapes of the metrics endpoint
 )
 
 # The commands the build and the tests call, and the package of each: a
@@ -30,6 +31,7 @@ declare -A commands=(
   [cmake]=cmake [c++]=build-essential [make]=build-essential
   [pkg-config]=pkg-config [clang++-14]=clang-14 [openssl]=openssl
   [ip]=iproute2 [python3]=python3 [gzip]=gzip [timeout]=coreutils
+  [curl]=curl
 )
 
 missing=()

@@ -52,7 +52,8 @@ json identity_meta(const run_identity& run) {
               {"replicas_to_aggregate", run.replicas_to_aggregate},
               {"ps_tasks", run.ps_tasks},
               {"strategy", run.strategy},
-              {"averages", run.averages}};
+              {"averages", run.averages},
+              {"started_unix", run.started_unix}};
 }
 
 caf::error bad(const checkpoint& ckpt, const std::string& what) {
@@ -197,6 +198,8 @@ caf::error decode_run_meta(const checkpoint& ckpt, restored_run& run) {
         w.ps_tasks = j.at("ps_tasks").get<int32_t>();
         w.strategy = j.at("strategy").get<std::string>();
         w.averages = j.at("averages").get<bool>();
+        // Checkpoints written before it was recorded lack it.
+        w.started_unix = j.value("started_unix", 0.0);
       }))
     return err;
   if (auto err = read_entry(ckpt, "optimizer_step", [&](const json& j) {

@@ -41,6 +41,10 @@ struct run_identity {
   std::string strategy;
   /// Whether the variables' moving averages are kept (and saved).
   bool averages = false;
+  /// When the run first started (seconds since the epoch; 0: unknown).
+  /// Recorded, never compared: a resumed run's metrics count wall time
+  /// from it (runtime/training_log.hpp).
+  double started_unix = 0;
 };
 
 /// "convnet 28x28x1->10" and the like: what must match to restore.

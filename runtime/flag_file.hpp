@@ -1,0 +1,48 @@
+#pragma once
+
+// The pure parts of the command line every program shares
+// (runtime/program_config): the closest known flag to a mistyped one, and
+// the INI-style flag file of --config-file:
+//
+//   # comment (or ; comment)
+//   steps = 400
+//   optimizer = kfac
+//   fake_data = true
+//   [scheduler]              # a CAF category: scheduler.max-threads
+//   max-threads = 2
+//
+// docs/observability.md "The command line" documents both.
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+namespace syncfac {
+
+/// Levenshtein distance (insertions, deletions, substitutions).
+size_t edit_distance(const std::string& a, const std::string& b);
+
+/// The candidate closest to `name` by edit distance, if it is close
+/// enough to be a likely typo (at most a third of the longer name, at
+/// least 2); empty otherwise.
+std::string closest_name(const std::string& name,
+                         const std::vector<std::string>& candidates);
+
+/// One setting of a flag file: its flag (with "category." for a section
+/// other than [global]), value, and line.
+struct flag_setting {
+  std::string name;
+  std::string value;
+  size_t line = 0;
+};
+
+/// The settings of a flag file's `text` (quotes around a value are
+/// dropped); ec::invalid_config naming `path` and the line when a line is
+/// neither a setting, a section, a comment nor blank.
+caf::expected<std::vector<flag_setting>>
+parse_flag_file(const std::string& text, const std::string& path);
+
+} // namespace syncfac
