@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/cluster/scheduler_env.hpp"
 #include "runtime/error.hpp"
 
 namespace syncfac {
@@ -504,26 +505,51 @@ std::string cluster_source_name(const std::string& source) {
 caf::expected<cluster_spec>
 resolve_cluster(const std::string& cluster_file, const std::string& job_name,
                 int32_t task, const std::vector<std::string>& known_jobs) {
-  std::string source;
-  std::string text;
-  if (!cluster_file.empty()) {
-    source = cluster_file;
-    auto contents = read_file(cluster_file);
-    if (!contents)
-      return contents.error();
-    text = std::move(*contents);
+  return resolve_cluster(cluster_file, job_name, task, scheduler_options{},
+                         known_jobs);
+}
+
+caf::expected<cluster_spec>
+resolve_cluster(const std::string& cluster_file, const std::string& job_name,
+                int32_t task, const scheduler_options& launcher,
+                const std::vector<std::string>& known_jobs) {
+  // The sources in order: --cluster, TF_CONFIG, Slurm, MPI
+  // (docs/distributed.md, "Where the cluster comes from").
+  std::string name;
+  caf::expected<cluster_spec> spec{cluster_spec{}};
+  const char* tf_config = std::getenv("TF_CONFIG");
+  if (!cluster_file.empty() || (tf_config != nullptr && *tf_config != '\0')) {
+    std::string source;
+    std::string text;
+    if (!cluster_file.empty()) {
+      source = cluster_file;
+      auto contents = read_file(cluster_file);
+      if (!contents)
+        return contents.error();
+      text = std::move(*contents);
+    } else {
+      source = "TF_CONFIG";
+      text = tf_config;
+    }
+    name = cluster_source_name(source);
+    if (launcher.any())
+      return config_error(name + ": --layout, --port_base and --hosts "
+                                 "apply only to a cluster derived from srun "
+                                 "or mpirun, not to a cluster spec");
+    spec = parse_syntax(text);
+    if (!spec)
+      return with_context(spec.error(), name);
   } else {
-    const char* env = std::getenv("TF_CONFIG");
-    if (env == nullptr || *env == '\0')
+    auto derived = cluster_from_scheduler(current_environment(), launcher);
+    if (!derived)
+      return derived.error();
+    if (!*derived)
       return config_error("no cluster: give --cluster FILE or set the "
-                          "TF_CONFIG environment variable");
-    source = "TF_CONFIG";
-    text = env;
+                          "TF_CONFIG environment variable, or start the "
+                          "program with srun or mpirun");
+    name = (*derived)->source;
+    spec = std::move((*derived)->spec);
   }
-  auto name = cluster_source_name(source);
-  auto spec = parse_syntax(text);
-  if (!spec)
-    return with_context(spec.error(), name);
   // Check the cluster itself before the overrides, so that its errors do
   // not read as if the flags caused them.
   auto file_task = spec->task;
