@@ -21,6 +21,8 @@ packages=(
   python3-venv     # virtual environments of the tests that use PyPI
   ca-certificates  # HTTPS to PyPI from those environments
   gzip             # gzipped IDX fixtures of the data tests
+  openmpi-bin      # mpirun: the Open MPI cluster test (tests/examples)
+  slurm-wlm munge  # srun, slurmctld, slurmd, munged: the Slurm cluster test
 )
 
 # The commands the build and the tests call, and the package of each: a
@@ -30,6 +32,8 @@ declare -A commands=(
   [cmake]=cmake [c++]=build-essential [make]=build-essential
   [pkg-config]=pkg-config [clang++-14]=clang-14 [openssl]=openssl
   [ip]=iproute2 [python3]=python3 [gzip]=gzip [timeout]=coreutils
+  [mpirun]=openmpi-bin [srun]=slurm-client [slurmctld]=slurmctld
+  [slurmd]=slurmd [sinfo]=slurm-client [munged]=munge
 )
 
 missing=()
