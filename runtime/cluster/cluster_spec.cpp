@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -131,8 +132,12 @@ struct duplicate_key_finder {
   }
 };
 
-/// Reads the JSON text into a spec without checking its meaning.
-caf::expected<cluster_spec> parse_syntax(const std::string& text) {
+/// Reads the JSON text into a spec without checking its meaning. What is
+/// accepted but ignored (TensorFlow's rpc_layer "grpc") is said in `notes`
+/// when given.
+caf::expected<cluster_spec>
+parse_syntax(const std::string& text,
+             std::vector<std::string>* notes = nullptr) {
   json doc;
   auto finder = std::make_shared<duplicate_key_finder>();
   try {
@@ -164,10 +169,30 @@ caf::expected<cluster_spec> parse_syntax(const std::string& text) {
   }
   for (auto it = doc.begin(); it != doc.end(); ++it)
     if (it.key() != "cluster" && it.key() != "task"
-        && it.key() != "environment")
+        && it.key() != "environment" && it.key() != "rpc_layer")
       return config_error("unexpected key " + jquote(it.key())
                           + " at the top level (expected \"cluster\", "
-                            "\"task\" and optionally \"environment\")");
+                            "\"task\" and optionally \"environment\" and "
+                            "\"rpc_layer\")");
+  // TensorFlow's TFConfigClusterResolver reads the protocol of its servers
+  // here; syncfac's nodes always speak CAF's BASP (TLS: --tls_dir), which
+  // stands in for TensorFlow's gRPC. Anything else asks for a transport
+  // that is not there.
+  auto rpc = doc.find("rpc_layer");
+  if (rpc != doc.end()) {
+    if (!rpc->is_string())
+      return config_error("rpc_layer: not a string (found " + describe(*rpc)
+                          + ")");
+    auto layer = rpc->get<std::string>();
+    if (layer != "grpc")
+      return config_error("rpc_layer " + jquote(layer)
+                          + ": not supported (syncfac's nodes talk through "
+                            "CAF's middleman, over TLS with --tls_dir; only "
+                            "\"grpc\" is accepted, and ignored)");
+    if (notes != nullptr)
+      notes->push_back("rpc_layer \"grpc\" ignored: syncfac's nodes talk "
+                       "through CAF's middleman (docs/cluster.md)");
+  }
   cluster_spec spec;
   auto cluster = doc.find("cluster");
   if (cluster == doc.end())
@@ -176,8 +201,13 @@ caf::expected<cluster_spec> parse_syntax(const std::string& text) {
   if (!cluster->is_object())
     return config_error("\"cluster\" is not an object (found "
                         + describe(*cluster) + ")");
+  // TensorFlow's older name of the chief (Estimator, AI Platform).
+  if (cluster->contains("master") && cluster->contains("chief"))
+    return config_error("cluster.master and cluster.chief: both name the "
+                        "chief (\"master\" is TensorFlow's older name of "
+                        "\"chief\"); give one");
   for (auto job = cluster->begin(); job != cluster->end(); ++job) {
-    const auto& name = job.key();
+    const std::string name = job.key() == "master" ? "chief" : job.key();
     if (!job->is_array())
       return config_error("cluster." + name
                           + ": not a list of \"host:port\" strings (found "
@@ -227,7 +257,9 @@ caf::expected<cluster_spec> parse_syntax(const std::string& text) {
                                     : (index->get<int64_t>() < lo
                                        || index->get<int64_t>() > hi))
       return config_error("task.index " + index->dump() + ": out of range");
-    spec.task = task_id{type->get<std::string>(), index->get<int32_t>()};
+    auto job = type->get<std::string>();
+    spec.task = task_id{job == "master" ? "chief" : job,
+                        index->get<int32_t>()};
   }
   return spec;
 }
@@ -243,6 +275,12 @@ caf::error validate_task(const cluster_spec& spec,
       == known_jobs.end())
     return config_error(name + ": unknown job " + jquote(t.job) + " (known: "
                         + join(known_jobs) + ")");
+  if (spec.jobs.count(t.job) == 0 && t.job == "evaluator")
+    return config_error(name + ": the cluster has no job \"evaluator\" "
+                        "(TensorFlow leaves its evaluator out of "
+                        "\"cluster\"; syncfac's evaluator listens on an "
+                        "address of its own: add \"evaluator\": "
+                        "[\"host:port\"])");
   if (spec.jobs.count(t.job) == 0)
     return config_error(name + ": the cluster has no job " + jquote(t.job)
                         + " (it has " + join(ordered_jobs(spec)) + ")");
@@ -536,9 +574,12 @@ resolve_cluster(const std::string& cluster_file, const std::string& job_name,
       return config_error(name + ": --layout, --port_base and --hosts "
                                  "apply only to a cluster derived from srun "
                                  "or mpirun, not to a cluster spec");
-    spec = parse_syntax(text);
+    std::vector<std::string> notes;
+    spec = parse_syntax(text, &notes);
     if (!spec)
       return with_context(spec.error(), name);
+    for (const auto& note : notes)
+      std::cerr << name << ": " << note << std::endl;
   } else {
     auto derived = cluster_from_scheduler(current_environment(), launcher);
     if (!derived)
