@@ -310,6 +310,32 @@ from_mpi(const environment_map& env, const scheduler_options& opts,
                   + std::to_string(*rank) + " of " + size_source + ")");
 }
 
+/// Whether an MPI launcher's rank variables are there and disagree with
+/// SLURM_PROCID / SLURM_NTASKS (mpirun started this process, inside a
+/// Slurm job).
+bool mpi_started_inside_slurm(const environment_map& env) {
+  static const std::pair<const char*, const char*> launchers[] = {
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"PMI_RANK", "PMI_SIZE"},
+    {"PMIX_RANK", nullptr},
+  };
+  auto value = [&](const char* name) {
+    auto v = name == nullptr ? nullptr : find(env, name);
+    return v == nullptr ? std::string{} : *v;
+  };
+  for (const auto& [rank, size] : launchers) {
+    if (find(env, rank) == nullptr)
+      continue;
+    if (value(rank) != value("SLURM_PROCID"))
+      return true;
+    if (size != nullptr && find(env, size) != nullptr
+        && value(size) != value("SLURM_NTASKS"))
+      return true;
+    return false;
+  }
+  return false;
+}
+
 } // namespace
 
 environment_map current_environment() {
@@ -333,7 +359,11 @@ cluster_from_scheduler(const environment_map& env,
       return x.error();
     return result{std::move(*x)};
   };
-  if (find(env, "SLURM_PROCID"))
+  // mpirun inside a Slurm allocation (a batch script, salloc) leaves the
+  // allocation's SLURM_PROCID in every rank's environment, where it says
+  // nothing about the rank: there the MPI rank disagrees with it and wins.
+  // Under srun --mpi=pmix both say the same, and Slurm's lists are used.
+  if (find(env, "SLURM_PROCID") && !mpi_started_inside_slurm(env))
     return wrap(from_slurm(env, opts));
   if (find(env, "OMPI_COMM_WORLD_RANK"))
     return wrap(from_mpi(env, opts,

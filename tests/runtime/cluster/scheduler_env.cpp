@@ -303,13 +303,37 @@ BOOST_AUTO_TEST_CASE(bad_mpi_input_is_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(slurm_wins_over_mpi_and_no_launcher_is_none) {
+  // Both say rank 1 of 4 (srun starting an MPI program): Slurm's lists
+  // say where the other ranks are.
   auto env = slurm(1);
-  for (const auto& kv : ompi(0, 4))
+  for (const auto& kv : ompi(1, 4, 2))
     env.insert(kv);
   BOOST_CHECK_EQUAL(derive(env).source.rfind("Slurm", 0), 0u);
+  // srun --mpi=pmix: both say the same rank; Slurm's lists are used.
+  auto pmix = slurm(2);
+  pmix["PMIX_RANK"] = "2";
+  BOOST_CHECK_EQUAL(derive(pmix).source.rfind("Slurm", 0), 0u);
+  BOOST_CHECK_EQUAL(derive(pmix).spec.address(task_id{"worker", 0}).str(),
+                    "node02:46000");
   auto none = cluster_from_scheduler({{"HOME", "/root"}}, {});
   BOOST_REQUIRE_MESSAGE(none, test::why(none));
   BOOST_CHECK(!none->has_value());
+}
+
+BOOST_AUTO_TEST_CASE(mpirun_inside_a_slurm_job_is_mpi) {
+  // A batch script's SLURM_PROCID=0 stays in the environment of every rank
+  // mpirun starts; the MPI rank disagrees with it and wins.
+  auto env = slurm(0, "localhost", "4");
+  for (const auto& kv : ompi(3, 4))
+    env[kv.first] = kv.second;
+  auto x = derive(env);
+  BOOST_CHECK_EQUAL(x.source.rfind("mpirun", 0), 0u);
+  BOOST_CHECK_EQUAL(x.spec.task->str(), "worker:1");
+  // The same rank but another size (a batch job of 8 tasks, mpirun -np 4).
+  env = slurm(0, "localhost", "8", 8);
+  for (const auto& kv : ompi(0, 4))
+    env[kv.first] = kv.second;
+  BOOST_CHECK_EQUAL(derive(env).source.rfind("mpirun", 0), 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
