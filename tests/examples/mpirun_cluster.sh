@@ -17,6 +17,14 @@ program="$bin/convnet_mnist_distributed"
 
 skip() { echo "SKIP: $*"; exit 77; }
 
+# CTest gives this script 300 s in all: a wait gets at most CAP seconds
+# and never more than is left of 290 (an install may have taken some).
+budget() {
+  local cap=$1 left=$(( 290 - SECONDS ))
+  [ $left -lt 10 ] && left=10
+  echo $(( cap < left ? cap : left ))
+}
+
 # The ranks must see only the launcher this test starts, not one this test
 # may itself run under (the derivation would take its variables).
 while read -r var; do
@@ -28,10 +36,10 @@ if ! command -v mpirun >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   # Within the test's time limit; a stale package list gets one update.
   install() {
-    timeout 90 apt-get install -y -qq --no-install-recommends openmpi-bin \
+    timeout 80 apt-get install -y -qq --no-install-recommends openmpi-bin \
       >/tmp/syncfac-mpi-apt.log 2>&1
   }
-  install || { timeout 60 apt-get update -qq >>/tmp/syncfac-mpi-apt.log 2>&1 && install; } \
+  install || { timeout 40 apt-get update -qq >>/tmp/syncfac-mpi-apt.log 2>&1 && install; } \
     || skip "cannot install openmpi-bin (apt-get: $(tail -1 /tmp/syncfac-mpi-apt.log))"
   command -v mpirun >/dev/null 2>&1 || skip "openmpi-bin installed but no mpirun"
 fi
@@ -41,7 +49,7 @@ trap 'rm -rf "$work"' EXIT
 summary="$work/summary.json"
 
 # Loopback only: no other interface, no remote launch agent (ssh) needed.
-timeout 180 mpirun --allow-run-as-root --oversubscribe -np 4 \
+timeout "$(budget 120)" mpirun --allow-run-as-root --oversubscribe -np 4 \
   --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
   --output-filename "$work/out" \
   "$program" --layout chief=1,ps=1 --port_base 46840 --fake_data \
@@ -76,4 +84,27 @@ assert s.get("workers") == 2, "workers %r, expected 2" % s.get("workers")
 assert s.get("ps_tasks") == 1, "ps_tasks %r, expected 1" % s.get("ps_tasks")
 print("chief's summary: global_step", step, "workers 2, ps_tasks 1")
 PY
-echo "PASS: mpirun -np 4 trained to global_step 30, every rank exited 0"
+echo "mpirun -np 4 (all ranks local) trained to global_step 30, every rank exited 0"
+
+# The host list path: SYNCFAC_HOSTS passed to every rank with -x, ranks
+# filling its slots, checked against OMPI_COMM_WORLD_LOCAL_RANK; two PS
+# shards and one worker.
+summary2="$work/summary-hosts.json"
+SYNCFAC_HOSTS=localhost:4 timeout "$(budget 90)" mpirun --allow-run-as-root \
+  --oversubscribe -np 4 -x SYNCFAC_HOSTS \
+  --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+  "$program" --layout chief=1,ps=2 --port_base 46850 --fake_data \
+  --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 \
+  --no_progress --connect_timeout_ms 60000 --steps 30 --log_every 10 \
+  --summary "$summary2" >"$work/hosts.log" 2>&1
+status=$?
+tail -4 "$work/hosts.log"
+[ $status -eq 0 ] || { echo "FAIL: mpirun with SYNCFAC_HOSTS exited $status"; cat "$work/hosts.log"; exit 1; }
+python3 - "$summary2" <<'PY' || exit 1
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s.get("global_step") == 30, "global_step %r" % s.get("global_step")
+assert s.get("workers") == 1 and s.get("ps_tasks") == 2, s
+print("with SYNCFAC_HOSTS: global_step 30, workers 1, ps_tasks 2")
+PY
+echo "PASS: mpirun -np 4 trained to global_step 30 twice, every rank exited 0"

@@ -18,6 +18,14 @@ program="$bin/convnet_mnist_distributed"
 
 skip() { echo "SKIP: $*"; exit 77; }
 
+# CTest gives this script 300 s in all: a wait gets at most CAP seconds
+# and never more than is left of 290 (an install may have taken some).
+budget() {
+  local cap=$1 left=$(( 290 - SECONDS ))
+  [ $left -lt 10 ] && left=10
+  echo $(( cap < left ? cap : left ))
+}
+
 # The ranks must see only the launcher this test starts, not one this test
 # may itself run under (the derivation would take its variables).
 while read -r var; do
@@ -33,10 +41,10 @@ if [ ${#need_install[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   # Within the test's time limit; a stale package list gets one update.
   install() {
-    timeout 90 apt-get install -y -qq --no-install-recommends slurm-wlm munge \
+    timeout 80 apt-get install -y -qq --no-install-recommends slurm-wlm munge \
       >/tmp/syncfac-slurm-apt.log 2>&1
   }
-  install || { timeout 60 apt-get update -qq >>/tmp/syncfac-slurm-apt.log 2>&1 && install; } \
+  install || { timeout 40 apt-get update -qq >>/tmp/syncfac-slurm-apt.log 2>&1 && install; } \
     || skip "cannot install slurm-wlm and munge (apt-get: $(tail -1 /tmp/syncfac-slurm-apt.log))"
 fi
 [ "$(id -u)" -eq 0 ] || skip "starting slurmctld/slurmd/munged on this host needs root"
@@ -125,7 +133,7 @@ echo "slurm is up: $(sinfo -h -o '%P %D %T %N')"
 
 summary="$work/summary.json"
 # The summary goes to a path every rank shares; only the chief writes it.
-timeout 80 srun --overcommit -n 4 -N 1 --kill-on-bad-exit=0 --wait=60 \
+timeout "$(budget 80)" srun --overcommit -n 4 -N 1 --kill-on-bad-exit=0 --wait=60 \
   -o "$work/rank-%t.log" \
   "$program" --layout chief=1,ps=1 --port_base 46820 --fake_data \
   --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 \
@@ -169,7 +177,7 @@ batch_summary="$work/batch-summary.json"
 SYNCFAC_BIN="$(cd "$bin" && pwd)" SYNCFAC_LAYOUT=chief=1,ps=1 \
 SYNCFAC_PORT_BASE=46830 SYNCFAC_SUMMARY="$batch_summary" \
 SYNCFAC_FLAGS="--fake_data --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 --connect_timeout_ms 60000 --steps 30 --log_every 10" \
-  timeout 80 sbatch --wait --nodes=1 --ntasks=4 --ntasks-per-node=4 \
+  timeout "$(budget 80)" sbatch --wait --nodes=1 --ntasks=4 --ntasks-per-node=4 \
   --overcommit --output="$work/batch.log" -D "$work" \
   "$source_dir/examples/slurm/convnet_mnist_distributed.sbatch"
 status=$?
