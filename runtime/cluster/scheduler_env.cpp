@@ -359,12 +359,26 @@ cluster_from_scheduler(const environment_map& env,
       return x.error();
     return result{std::move(*x)};
   };
-  // mpirun inside a Slurm allocation (a batch script, salloc) leaves the
-  // allocation's SLURM_PROCID in every rank's environment, where it says
-  // nothing about the rank: there the MPI rank disagrees with it and wins.
-  // Under srun --mpi=pmix both say the same, and Slurm's lists are used.
-  if (find(env, "SLURM_PROCID") && !mpi_started_inside_slurm(env))
-    return wrap(from_slurm(env, opts));
+  // srun sets SLURM_STEP_ID in every task; a job's batch script has
+  // SLURM_PROCID=0 without it. mpirun inside a Slurm job leaves the job's
+  // (or its daemons' step's) SLURM_PROCID in every rank's environment,
+  // where it says nothing about the rank: there the MPI variables win.
+  // Under srun --mpi=pmix both agree, and Slurm's lists are used.
+  if (auto procid = find(env, "SLURM_PROCID")) {
+    bool srun_step = find(env, "SLURM_STEP_ID") || find(env, "SLURM_STEPID");
+    bool mpi_rank = find(env, "OMPI_COMM_WORLD_RANK") || find(env, "PMI_RANK")
+                    || find(env, "PMIX_RANK");
+    if (srun_step && !mpi_started_inside_slurm(env))
+      return wrap(from_slurm(env, opts));
+    if (!mpi_rank)
+      return make_error(ec::invalid_config,
+                        "SLURM_PROCID=" + in_quotes(*procid)
+                          + " without SLURM_STEP_ID: this process is a Slurm "
+                            "job's batch script (or salloc's shell), not a "
+                            "task srun started; start the node programs "
+                            "with srun (examples/slurm/"
+                            "convnet_mnist_distributed.sbatch)");
+  }
   if (find(env, "OMPI_COMM_WORLD_RANK"))
     return wrap(from_mpi(env, opts,
                          {"mpirun", "OMPI_COMM_WORLD_RANK",

@@ -52,9 +52,11 @@ struct scheduler_cluster {
 };
 
 /// The cluster of the launcher that started this process: Slurm when
-/// SLURM_PROCID is set (unless an MPI rank variable disagrees with it:
-/// mpirun inside a Slurm job), else Open MPI when OMPI_COMM_WORLD_RANK is
-/// set, else PMI when PMI_RANK is set, else PMIx when PMIX_RANK is set; none
+/// SLURM_PROCID and SLURM_STEP_ID are set (srun's task; unless an MPI rank
+/// variable disagrees: mpirun inside a Slurm job), else Open MPI when
+/// OMPI_COMM_WORLD_RANK is set, else PMI when PMI_RANK is set, else PMIx
+/// when PMIX_RANK is set; SLURM_PROCID alone (a batch script) is an
+/// error; none
 /// (an empty optional) when no launcher's variables are there. Errors
 /// (ec::invalid_config) name the variable and its value.
 caf::expected<std::optional<scheduler_cluster>>

@@ -6,7 +6,7 @@
 //                                      "n[001-003]x", "r[1-2]n[1-2]"
 //   task counts (SLURM_TASKS_PER_NODE): "2(x3),1"
 //
-// Pure functions; docs/distributed.md ("Slurm") describes them. Errors are
+// Pure functions; docs/distributed.md ("Under Slurm") describes them. Errors are
 // ec::invalid_config naming `variable` and its value.
 
 #include <cstdint>

@@ -19,6 +19,7 @@ environment_map slurm(int rank, const std::string& nodes = "node[01-02]",
                       const std::string& per_node = "2(x2)",
                       int ntasks = 4) {
   return {{"SLURM_PROCID", std::to_string(rank)},
+          {"SLURM_STEP_ID", "0"},
           {"SLURM_NTASKS", std::to_string(ntasks)},
           {"SLURM_JOB_NODELIST", nodes},
           {"SLURM_TASKS_PER_NODE", per_node}};
@@ -320,6 +321,20 @@ BOOST_AUTO_TEST_CASE(slurm_wins_over_mpi_and_no_launcher_is_none) {
   BOOST_CHECK(!none->has_value());
 }
 
+BOOST_AUTO_TEST_CASE(a_batch_script_is_not_a_task) {
+  // sbatch's script: SLURM_PROCID=0 but no step; the program must be
+  // started with srun (else it would be a chief waiting for no one).
+  auto env = slurm(0);
+  env.erase("SLURM_STEP_ID");
+  refused(env, {}, {"SLURM_PROCID='0' without SLURM_STEP_ID",
+                    "batch script", "start the node programs with srun"});
+  // mpirun run by the batch script: its ranks keep SLURM_PROCID=0 (even
+  // rank 0, which agrees with it), and are MPI ranks.
+  for (const auto& kv : ompi(0, 4))
+    env[kv.first] = kv.second;
+  BOOST_CHECK_EQUAL(derive(env).source.rfind("mpirun", 0), 0u);
+}
+
 BOOST_AUTO_TEST_CASE(mpirun_inside_a_slurm_job_is_mpi) {
   // A batch script's SLURM_PROCID=0 stays in the environment of every rank
   // mpirun starts; the MPI rank disagrees with it and wins.
@@ -378,6 +393,7 @@ BOOST_AUTO_TEST_SUITE(slurm_variables)
 
 BOOST_AUTO_TEST_CASE(the_jobs_list_with_only_the_steps_counts) {
   environment_map env{{"SLURM_PROCID", "1"},
+                      {"SLURM_STEPID", "0"}, // older Slurm's name
                       {"SLURM_NTASKS", "3"},
                       {"SLURM_NODELIST", "n[1-3]"},
                       {"SLURM_STEP_TASKS_PER_NODE", "1(x3)"}};
