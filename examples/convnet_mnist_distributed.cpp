@@ -11,6 +11,9 @@
 //       --job_name worker --task 1            # one node, by hand
 //   TF_CONFIG='{"cluster": {...}, "task": {"type": "ps", "index": 0}}'
 //       build/bin/convnet_mnist_distributed --steps 1000
+//   srun -n 6 build/bin/convnet_mnist_distributed --layout chief=1,ps=2
+//   mpirun -np 4 build/bin/convnet_mnist_distributed --layout chief=1,ps=1
+//       (the cluster derived from the launcher's environment)
 //
 // The chief logs the run, writes --summary FILE at the end and tells every
 // node that the run is over; the other nodes exit 0 then.
@@ -28,6 +31,7 @@
 #include "actors/topology.hpp"
 #include "convnet_options.hpp"
 #include "example_main.hpp"
+#include "runtime/cluster/scheduler_env.hpp"
 #include "runtime/error.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/sync/push_parts.hpp"
@@ -44,6 +48,9 @@ struct distributed_options : convnet_options {
   std::string cluster;
   std::string job_name;
   int32_t task = -1;
+  std::string layout;
+  int32_t port_base = 0;
+  std::string hosts;
   std::string tls_dir;
   int64_t connect_timeout_ms = 120000;
   int64_t max_wait_ms = 300000;
@@ -74,6 +81,16 @@ struct distributed_options : convnet_options {
                                "TF_CONFIG environment variable")
       .add(job_name, "job_name", "this task's job (overrides the file's)")
       .add(task, "task", "this task's index (overrides the file's)")
+      .add(layout, "layout",
+           "under srun/mpirun: ranks per job, in the order chief, ps, "
+           "covariance, inverse, the rest workers (default chief=1,ps=1)")
+      .add(port_base, "port_base",
+           "under srun/mpirun: rank r on a host listens on port_base + "
+           "its local rank (default 46000)")
+      .add(hosts, "hosts",
+           "under mpirun: the ranks' hosts as h1:SLOTS,h2:SLOTS, filled in "
+           "order (default SYNCFAC_HOSTS, else localhost when every rank "
+           "is local)")
       .add(tls_dir, "tls_dir", "TLS with mutual authentication: directory "
                                "with ca.pem, node.pem, node.key")
       .add(connect_timeout_ms, "connect_timeout_ms",
@@ -101,7 +118,12 @@ caf::expected<cluster_run_config> make_config(distributed_options& opts) {
                         + ": a cluster runs the sync runtime only");
   bool explicit_workers = opts.worker_replicas > 0;
   bool explicit_ps = opts.ps_tasks > 0;
-  auto cluster = resolve_cluster(opts.cluster, opts.job_name, opts.task);
+  scheduler_options launcher;
+  launcher.layout = opts.layout;
+  launcher.port_base = opts.port_base;
+  launcher.hosts = opts.hosts;
+  auto cluster = resolve_cluster(opts.cluster, opts.job_name, opts.task,
+                                 launcher);
   if (!cluster)
     return cluster.error();
   // The sync config's validation needs counts >= 1; the cluster's replace

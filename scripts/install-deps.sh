@@ -22,6 +22,8 @@ packages=(
   ca-certificates  # HTTPS to PyPI from those environments
   gzip             # gzipped IDX fixtures of the data tests
   curl             # tests/observability: scrapes of the metrics endpoint
+  openmpi-bin      # mpirun: the Open MPI cluster test (tests/examples)
+  slurm-wlm munge  # srun, slurmctld, slurmd, munged: the Slurm cluster test
 )
 
 # The commands the build and the tests call, and the package of each: a
@@ -32,6 +34,8 @@ declare -A commands=(
   [pkg-config]=pkg-config [clang++-14]=clang-14 [openssl]=openssl
   [ip]=iproute2 [python3]=python3 [gzip]=gzip [timeout]=coreutils
   [curl]=curl
+  [mpirun]=openmpi-bin [srun]=slurm-client [slurmctld]=slurmctld
+  [slurmd]=slurmd [sinfo]=slurm-client [munged]=munge
 )
 
 missing=()

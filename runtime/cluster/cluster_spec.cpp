@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/cluster/scheduler_env.hpp"
 #include "runtime/error.hpp"
 
 namespace syncfac {
@@ -130,8 +132,12 @@ struct duplicate_key_finder {
   }
 };
 
-/// Reads the JSON text into a spec without checking its meaning.
-caf::expected<cluster_spec> parse_syntax(const std::string& text) {
+/// Reads the JSON text into a spec without checking its meaning. What is
+/// accepted but ignored (TensorFlow's rpc_layer "grpc") is said in `notes`
+/// when given.
+caf::expected<cluster_spec>
+parse_syntax(const std::string& text,
+             std::vector<std::string>* notes = nullptr) {
   json doc;
   auto finder = std::make_shared<duplicate_key_finder>();
   try {
@@ -163,10 +169,30 @@ caf::expected<cluster_spec> parse_syntax(const std::string& text) {
   }
   for (auto it = doc.begin(); it != doc.end(); ++it)
     if (it.key() != "cluster" && it.key() != "task"
-        && it.key() != "environment")
+        && it.key() != "environment" && it.key() != "rpc_layer")
       return config_error("unexpected key " + jquote(it.key())
                           + " at the top level (expected \"cluster\", "
-                            "\"task\" and optionally \"environment\")");
+                            "\"task\" and optionally \"environment\" and "
+                            "\"rpc_layer\")");
+  // TensorFlow's TFConfigClusterResolver reads the protocol of its servers
+  // here; syncfac's nodes always speak CAF's BASP (TLS: --tls_dir), which
+  // stands in for TensorFlow's gRPC. Anything else asks for a transport
+  // that is not there.
+  auto rpc = doc.find("rpc_layer");
+  if (rpc != doc.end()) {
+    if (!rpc->is_string())
+      return config_error("rpc_layer: not a string (found " + describe(*rpc)
+                          + ")");
+    auto layer = rpc->get<std::string>();
+    if (layer != "grpc")
+      return config_error("rpc_layer " + jquote(layer)
+                          + ": not supported (syncfac's nodes talk through "
+                            "CAF's middleman, over TLS with --tls_dir; only "
+                            "\"grpc\" is accepted, and ignored)");
+    if (notes != nullptr)
+      notes->push_back("rpc_layer \"grpc\" ignored: syncfac's nodes talk "
+                       "through CAF's middleman (docs/cluster.md)");
+  }
   cluster_spec spec;
   auto cluster = doc.find("cluster");
   if (cluster == doc.end())
@@ -175,8 +201,13 @@ caf::expected<cluster_spec> parse_syntax(const std::string& text) {
   if (!cluster->is_object())
     return config_error("\"cluster\" is not an object (found "
                         + describe(*cluster) + ")");
+  // TensorFlow's older name of the chief (Estimator, AI Platform).
+  if (cluster->contains("master") && cluster->contains("chief"))
+    return config_error("cluster.master and cluster.chief: both name the "
+                        "chief (\"master\" is TensorFlow's older name of "
+                        "\"chief\"); give one");
   for (auto job = cluster->begin(); job != cluster->end(); ++job) {
-    const auto& name = job.key();
+    const std::string name = job.key() == "master" ? "chief" : job.key();
     if (!job->is_array())
       return config_error("cluster." + name
                           + ": not a list of \"host:port\" strings (found "
@@ -226,7 +257,9 @@ caf::expected<cluster_spec> parse_syntax(const std::string& text) {
                                     : (index->get<int64_t>() < lo
                                        || index->get<int64_t>() > hi))
       return config_error("task.index " + index->dump() + ": out of range");
-    spec.task = task_id{type->get<std::string>(), index->get<int32_t>()};
+    auto job = type->get<std::string>();
+    spec.task = task_id{job == "master" ? "chief" : job,
+                        index->get<int32_t>()};
   }
   return spec;
 }
@@ -242,6 +275,12 @@ caf::error validate_task(const cluster_spec& spec,
       == known_jobs.end())
     return config_error(name + ": unknown job " + jquote(t.job) + " (known: "
                         + join(known_jobs) + ")");
+  if (spec.jobs.count(t.job) == 0 && t.job == "evaluator")
+    return config_error(name + ": the cluster has no job \"evaluator\" "
+                        "(TensorFlow leaves its evaluator out of "
+                        "\"cluster\"; syncfac's evaluator listens on an "
+                        "address of its own: add \"evaluator\": "
+                        "[\"host:port\"])");
   if (spec.jobs.count(t.job) == 0)
     return config_error(name + ": the cluster has no job " + jquote(t.job)
                         + " (it has " + join(ordered_jobs(spec)) + ")");
@@ -512,26 +551,54 @@ std::string cluster_source_name(const std::string& source) {
 caf::expected<cluster_spec>
 resolve_cluster(const std::string& cluster_file, const std::string& job_name,
                 int32_t task, const std::vector<std::string>& known_jobs) {
-  std::string source;
-  std::string text;
-  if (!cluster_file.empty()) {
-    source = cluster_file;
-    auto contents = read_file(cluster_file);
-    if (!contents)
-      return contents.error();
-    text = std::move(*contents);
+  return resolve_cluster(cluster_file, job_name, task, scheduler_options{},
+                         known_jobs);
+}
+
+caf::expected<cluster_spec>
+resolve_cluster(const std::string& cluster_file, const std::string& job_name,
+                int32_t task, const scheduler_options& launcher,
+                const std::vector<std::string>& known_jobs) {
+  // The sources in order: --cluster, TF_CONFIG, Slurm, MPI
+  // (docs/distributed.md, "Where the cluster comes from").
+  std::string name;
+  caf::expected<cluster_spec> spec{cluster_spec{}};
+  const char* tf_config = std::getenv("TF_CONFIG");
+  if (!cluster_file.empty() || (tf_config != nullptr && *tf_config != '\0')) {
+    std::string source;
+    std::string text;
+    if (!cluster_file.empty()) {
+      source = cluster_file;
+      auto contents = read_file(cluster_file);
+      if (!contents)
+        return contents.error();
+      text = std::move(*contents);
+    } else {
+      source = "TF_CONFIG";
+      text = tf_config;
+    }
+    name = cluster_source_name(source);
+    if (launcher.any())
+      return config_error(name + ": --layout, --port_base and --hosts "
+                                 "apply only to a cluster derived from srun "
+                                 "or mpirun, not to a cluster spec");
+    std::vector<std::string> notes;
+    spec = parse_syntax(text, &notes);
+    if (!spec)
+      return with_context(spec.error(), name);
+    for (const auto& note : notes)
+      std::cerr << name << ": " << note << std::endl;
   } else {
-    const char* env = std::getenv("TF_CONFIG");
-    if (env == nullptr || *env == '\0')
+    auto derived = cluster_from_scheduler(current_environment(), launcher);
+    if (!derived)
+      return derived.error();
+    if (!*derived)
       return config_error("no cluster: give --cluster FILE or set the "
-                          "TF_CONFIG environment variable");
-    source = "TF_CONFIG";
-    text = env;
+                          "TF_CONFIG environment variable, or start the "
+                          "program with srun or mpirun");
+    name = (*derived)->source;
+    spec = std::move((*derived)->spec);
   }
-  auto name = cluster_source_name(source);
-  auto spec = parse_syntax(text);
-  if (!spec)
-    return with_context(spec.error(), name);
   // Check the cluster itself before the overrides, so that its errors do
   // not read as if the flags caused them.
   auto file_task = spec->task;

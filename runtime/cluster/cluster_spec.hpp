@@ -116,10 +116,22 @@ bool operator==(const cluster_spec& x, const cluster_spec& y);
 /// or "TF_CONFIG" when source is "TF_CONFIG".
 std::string cluster_source_name(const std::string& source);
 
-/// From --cluster FILE (if non-empty) else the TF_CONFIG environment
-/// variable; then job_name (if non-empty) and task (if >= 0) override the
+struct scheduler_options; // runtime/cluster/scheduler_env.hpp
+
+/// From --cluster FILE (if non-empty), else the TF_CONFIG environment
+/// variable, else derived from the launcher that started this process:
+/// Slurm's srun, then mpirun / PMI / PMIx (runtime/cluster/scheduler_env.hpp,
+/// with `launcher`: --layout, --port_base, --hosts, which a cluster spec
+/// refuses); then job_name (if non-empty) and task (if >= 0) override the
 /// task; validated in full (the task must be set and exist). Errors say
 /// where the spec came from.
+caf::expected<cluster_spec>
+resolve_cluster(const std::string& cluster_file, const std::string& job_name,
+                int32_t task, const scheduler_options& launcher,
+                const std::vector<std::string>& known_jobs
+                = default_cluster_jobs());
+
+/// resolve_cluster() with the launcher's options at their defaults.
 caf::expected<cluster_spec>
 resolve_cluster(const std::string& cluster_file, const std::string& job_name,
                 int32_t task,

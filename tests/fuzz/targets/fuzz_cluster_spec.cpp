@@ -1,6 +1,7 @@
 // libFuzzer target: the cluster file parser (runtime/cluster/
-// cluster_spec.*) on arbitrary text, and the host:port and job:index
-// parsers it uses.
+// cluster_spec.*) on arbitrary text, the host:port and job:index parsers
+// it uses, and the parsers of a launcher's environment: Slurm's host lists
+// and task counts (slurm_lists.*) and --layout (rank_layout.*).
 //
 // A spec that parse() accepts is valid by its contract, and its to_json()
 // parses back to an equal spec (docs/cluster.md); an accepted address or
@@ -12,6 +13,8 @@
 #include <string>
 
 #include "runtime/cluster/cluster_spec.hpp"
+#include "runtime/cluster/rank_layout.hpp"
+#include "runtime/cluster/slurm_lists.hpp"
 
 namespace {
 
@@ -50,6 +53,20 @@ void task(const std::string& text) {
     broken();
 }
 
+// An expanded list is never empty and holds no empty name; a layout that
+// fits gives every rank a task.
+void launcher_lists(const std::string& text) {
+  auto hosts = expand_slurm_hostlist("SLURM_JOB_NODELIST", text);
+  if (hosts && (hosts->empty() || hosts->front().empty()))
+    broken();
+  auto counts = expand_slurm_tasks_per_node("SLURM_TASKS_PER_NODE", text);
+  if (counts && counts->empty())
+    broken();
+  auto tasks = assign_ranks(text, 8, "8 ranks");
+  if (tasks && tasks->size() != 8)
+    broken();
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -57,5 +74,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   whole_file(text);
   address(text);
   task(text);
+  launcher_lists(text);
   return 0;
 }

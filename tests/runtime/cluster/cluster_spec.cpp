@@ -325,8 +325,9 @@ BOOST_AUTO_TEST_CASE(missing_cluster) {
 BOOST_AUTO_TEST_CASE(unexpected_top_level_keys) {
   check_refused(R"({"cluster": {"chief": ["h:1"]}, "tsak": {}})",
                 {"unexpected key \"tsak\" at the top level"});
-  check_refused(R"({"cluster": {"chief": ["h:1"]}, "rpc_layer": "grpc"})",
-                {"unexpected key \"rpc_layer\""});
+  // TensorFlow's rpc_layer is known; only "grpc" passes (and is ignored).
+  check_refused(R"({"cluster": {"chief": ["h:1"]}, "rpc_layer": "mpi"})",
+                {"rpc_layer \"mpi\": not supported"});
 }
 
 BOOST_AUTO_TEST_CASE(duplicate_keys) {
@@ -353,8 +354,9 @@ BOOST_AUTO_TEST_CASE(unknown_job) {
   check_refused(R"({"cluster": {"chief": ["h:1"], "wrker": ["h:2"]}})",
                 {"cluster.wrker: unknown job \"wrker\"",
                  "known: chief, worker, ps, covariance, inverse, evaluator"});
+  // "master" is the chief's other name (tf_config_as_tensorflow_writes_it).
   check_refused(R"({"cluster": {"chief": ["h:1"], "master": ["h:2"]}})",
-                {"unknown job \"master\""});
+                {"both name the chief"});
 }
 
 BOOST_AUTO_TEST_CASE(jobs_must_be_lists_of_strings) {
@@ -728,6 +730,73 @@ BOOST_AUTO_TEST_CASE(resolve_with_custom_known_jobs) {
   auto spec = resolve_cluster(path, "sidecar", 0, jobs);
   BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
   BOOST_CHECK_EQUAL(spec->address(*spec->task).str(), "h:2");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(tf_config_as_tensorflow_writes_it)
+
+// The shapes of TensorFlow's TFConfigClusterResolver (a top-level
+// "rpc_layer"), of Estimator and AI Platform jobs ("master" for the chief,
+// "environment": "cloud"), and of Kubeflow's TFJob (chief, ps, worker).
+
+BOOST_AUTO_TEST_CASE(kubeflow_tfjob_shape) {
+  auto spec = cluster_spec::parse(R"({"cluster":{"chief":["tfjob-chief-0:2222"],
+    "ps":["tfjob-ps-0:2222"],"worker":["tfjob-worker-0:2222",
+    "tfjob-worker-1:2222"]},"task":{"type":"worker","index":1},
+    "environment":"cloud"})", "TF_CONFIG");
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->address(*spec->task).str(), "tfjob-worker-1:2222");
+}
+
+BOOST_AUTO_TEST_CASE(master_is_the_chief) {
+  auto spec = cluster_spec::parse(R"({"cluster": {
+      "master": ["cmle-training-master-0:2222"],
+      "ps": ["cmle-training-ps-0:2222"],
+      "worker": ["cmle-training-worker-0:2222", "cmle-training-worker-1:2222"]},
+    "environment": "cloud",
+    "task": {"type": "master", "index": 0}})", "TF_CONFIG");
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->task->str(), "chief:0");
+  BOOST_CHECK_EQUAL(spec->count("chief"), 1);
+  BOOST_CHECK_EQUAL(spec->count("master"), 0);
+  BOOST_CHECK_EQUAL(spec->address(task_id{"chief", 0}).str(),
+                    "cmle-training-master-0:2222");
+  // Both names at once is one chief too many.
+  check_refused(R"({"cluster": {"master": ["h:1"], "chief": ["h:2"]}})",
+                {"cluster.master and cluster.chief: both name the chief"});
+}
+
+BOOST_AUTO_TEST_CASE(rpc_layer_grpc_is_ignored_others_refused) {
+  auto text = std::string{R"({"cluster": {"chief": ["localhost:12345"],
+    "worker": ["localhost:23456"]}, "task": {"type": "worker", "index": 0},
+    "rpc_layer": )"};
+  auto spec = cluster_spec::parse(text + R"("grpc"})", "TF_CONFIG");
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->task->str(), "worker:0");
+  check_refused(text + R"("grpc+verbs"})",
+                {"rpc_layer \"grpc+verbs\": not supported",
+                 "only \"grpc\" is accepted"});
+  check_refused(text + R"(1})", {"rpc_layer: not a string"});
+  // resolve_cluster says on stderr that it ignored it; the run goes on.
+  tf_config_scope env{(text + R"("grpc"})").c_str()};
+  auto resolved = resolve_cluster("", "", -1);
+  BOOST_REQUIRE_MESSAGE(resolved, test::why(resolved));
+}
+
+BOOST_AUTO_TEST_CASE(the_evaluator_job) {
+  // In the cluster: a task like the others.
+  auto spec = cluster_spec::parse(R"({"cluster": {"chief": ["h:1"],
+    "worker": ["h:2"], "evaluator": ["h:3"]},
+    "task": {"type": "evaluator", "index": 0}})", "TF_CONFIG");
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->address(*spec->task).str(), "h:3");
+  // TensorFlow leaves the evaluator out of "cluster": say what is missing.
+  check_refused(R"({"cluster": {"chief": ["h:1"], "worker": ["h:2"]},
+    "task": {"type": "evaluator", "index": 0}})",
+                {"task evaluator:0: the cluster has no job \"evaluator\"",
+                 "TensorFlow leaves its evaluator out",
+                 "add \"evaluator\": [\"host:port\"]"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# A real cluster under Open MPI's mpirun on this host:
+#   mpirun --allow-run-as-root --oversubscribe -np 4 \
+#       convnet_mnist_distributed --layout chief=1,ps=1 ...
+# Every rank derives the cluster from OMPI_COMM_WORLD_* (all ranks local:
+# localhost, ports --port_base + local rank; runtime/cluster/scheduler_env.hpp),
+# trains to the end, and the chief's summary must say global_step 30 and
+# every rank exit 0 (mpirun's status). Installs Debian's openmpi-bin when
+# mpirun is missing; exits 77 (skipped) only when it cannot be installed.
+#
+#   tests/examples/mpirun_cluster.sh BUILD/bin
+set -uo pipefail
+
+bin=${1:?usage: mpirun_cluster.sh BUILD/bin}
+program="$bin/convnet_mnist_distributed"
+[ -x "$program" ] || { echo "FAIL: no $program"; exit 1; }
+
+skip() { echo "SKIP: $*"; exit 77; }
+
+# CTest gives this script 300 s in all: a wait gets at most CAP seconds
+# and never more than is left of 290 (an install may have taken some).
+budget() {
+  local cap=$1 left=$(( 290 - SECONDS ))
+  [ $left -lt 10 ] && left=10
+  echo $(( cap < left ? cap : left ))
+}
+
+# The ranks must see only the launcher this test starts, not one this test
+# may itself run under (the derivation would take its variables).
+while read -r var; do
+  unset "$var"
+done < <(compgen -e | grep -E '^(SLURM_|OMPI_|PMI_|PMIX_|SYNCFAC_HOSTS$|TF_CONFIG$)')
+
+if ! command -v mpirun >/dev/null 2>&1; then
+  [ "$(id -u)" -eq 0 ] || skip "openmpi-bin is not installed and this is not root"
+  export DEBIAN_FRONTEND=noninteractive
+  # Within the test's time limit; a stale package list gets one update.
+  install() {
+    timeout 80 apt-get install -y -qq --no-install-recommends openmpi-bin \
+      >/tmp/syncfac-mpi-apt.log 2>&1
+  }
+  install || { timeout 40 apt-get update -qq >>/tmp/syncfac-mpi-apt.log 2>&1 && install; } \
+    || skip "cannot install openmpi-bin (apt-get: $(tail -1 /tmp/syncfac-mpi-apt.log))"
+  command -v mpirun >/dev/null 2>&1 || skip "openmpi-bin installed but no mpirun"
+fi
+
+work=$(mktemp -d /tmp/syncfac-mpi.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+summary="$work/summary.json"
+
+# Loopback only: no other interface, no remote launch agent (ssh) needed.
+timeout "$(budget 120)" mpirun --allow-run-as-root --oversubscribe -np 4 \
+  --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+  --output-filename "$work/out" \
+  "$program" --layout chief=1,ps=1 --port_base 46840 --fake_data \
+  --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 \
+  --no_progress --connect_timeout_ms 60000 --steps 30 --log_every 10 \
+  --summary "$summary"
+status=$?
+for f in $(find "$work/out" -type f 2>/dev/null | sort); do
+  echo "--- ${f#$work/out/}"; tail -6 "$f"
+done
+if [ $status -ne 0 ]; then
+  echo "FAIL: mpirun exited $status (a rank failed or the run timed out)"
+  exit 1
+fi
+[ -s "$summary" ] || { echo "FAIL: no summary from the chief"; exit 1; }
+python3 - "$summary" <<'PY' || exit 1
+import json, sys
+s = json.load(open(sys.argv[1]))
+def find(x):
+    if isinstance(x, dict):
+        if "global_step" in x:
+            return x["global_step"]
+        for v in x.values():
+            r = find(v)
+            if r is not None:
+                return r
+    return None
+step = find(s)
+assert step == 30, "global_step %r, expected 30" % step
+# --layout chief=1,ps=1 on 4 ranks: one shard, two workers.
+assert s.get("workers") == 2, "workers %r, expected 2" % s.get("workers")
+assert s.get("ps_tasks") == 1, "ps_tasks %r, expected 1" % s.get("ps_tasks")
+print("chief's summary: global_step", step, "workers 2, ps_tasks 1")
+PY
+echo "mpirun -np 4 (all ranks local) trained to global_step 30, every rank exited 0"
+
+# The host list path: SYNCFAC_HOSTS passed to every rank with -x, ranks
+# filling its slots, checked against OMPI_COMM_WORLD_LOCAL_RANK; two PS
+# shards and one worker.
+summary2="$work/summary-hosts.json"
+SYNCFAC_HOSTS=localhost:4 timeout "$(budget 90)" mpirun --allow-run-as-root \
+  --oversubscribe -np 4 -x SYNCFAC_HOSTS \
+  --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+  "$program" --layout chief=1,ps=2 --port_base 46850 --fake_data \
+  --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 \
+  --no_progress --connect_timeout_ms 60000 --steps 30 --log_every 10 \
+  --summary "$summary2" >"$work/hosts.log" 2>&1
+status=$?
+tail -4 "$work/hosts.log"
+[ $status -eq 0 ] || { echo "FAIL: mpirun with SYNCFAC_HOSTS exited $status"; cat "$work/hosts.log"; exit 1; }
+python3 - "$summary2" <<'PY' || exit 1
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s.get("global_step") == 30, "global_step %r" % s.get("global_step")
+assert s.get("workers") == 1 and s.get("ps_tasks") == 2, s
+print("with SYNCFAC_HOSTS: global_step 30, workers 1, ps_tasks 2")
+PY
+echo "PASS: mpirun -np 4 trained to global_step 30 twice, every rank exited 0"

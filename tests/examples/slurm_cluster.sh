@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# A real cluster under Slurm on this one host: starts munged, slurmctld and
+# slurmd (as root, with state under a temporary directory, on loopback),
+# then runs
+#   srun --overcommit -n 4 convnet_mnist_distributed --layout chief=1,ps=1 ...
+# which derives its cluster from srun's environment
+# (runtime/cluster/scheduler_env.hpp), trains to the end and writes the
+# chief's summary, and checks it. Installs slurm-wlm and munge from Debian
+# when they are missing. Exits 77 (skipped) only when they cannot be
+# installed or the daemons cannot start, saying which and why.
+#
+#   tests/examples/slurm_cluster.sh BUILD/bin
+set -uo pipefail
+
+bin=${1:?usage: slurm_cluster.sh BUILD/bin}
+program="$bin/convnet_mnist_distributed"
+[ -x "$program" ] || { echo "FAIL: no $program"; exit 1; }
+
+skip() { echo "SKIP: $*"; exit 77; }
+
+# CTest gives this script 300 s in all: a wait gets at most CAP seconds
+# and never more than is left of 290 (an install may have taken some).
+budget() {
+  local cap=$1 left=$(( 290 - SECONDS ))
+  [ $left -lt 10 ] && left=10
+  echo $(( cap < left ? cap : left ))
+}
+
+# The ranks must see only the launcher this test starts, not one this test
+# may itself run under (the derivation would take its variables).
+while read -r var; do
+  unset "$var"
+done < <(compgen -e | grep -E '^(SLURM_|OMPI_|PMI_|PMIX_|SYNCFAC_HOSTS$|TF_CONFIG$)')
+
+need_install=()
+for cmd in srun slurmctld slurmd sinfo munged; do
+  command -v "$cmd" >/dev/null 2>&1 || need_install=(slurm-wlm munge)
+done
+if [ ${#need_install[@]} -gt 0 ]; then
+  [ "$(id -u)" -eq 0 ] || skip "slurm-wlm/munge are not installed and this is not root"
+  export DEBIAN_FRONTEND=noninteractive
+  # Within the test's time limit; a stale package list gets one update.
+  install() {
+    timeout 80 apt-get install -y -qq --no-install-recommends slurm-wlm munge \
+      >/tmp/syncfac-slurm-apt.log 2>&1
+  }
+  install || { timeout 40 apt-get update -qq >>/tmp/syncfac-slurm-apt.log 2>&1 && install; } \
+    || skip "cannot install slurm-wlm and munge (apt-get: $(tail -1 /tmp/syncfac-slurm-apt.log))"
+fi
+[ "$(id -u)" -eq 0 ] || skip "starting slurmctld/slurmd/munged on this host needs root"
+
+work=$(mktemp -d /tmp/syncfac-slurm.XXXXXX)
+chmod 755 "$work"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do
+    kill "$pid" 2>/dev/null
+  done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# munge: a key of our own, a socket of our own (the system's munged, if any,
+# stays as it is).
+dd if=/dev/urandom of="$work/munge.key" bs=1024 count=1 status=none
+chmod 400 "$work/munge.key"
+mkdir -p "$work/munge"
+chmod 700 "$work/munge"
+munged -F --force --key-file="$work/munge.key" --socket="$work/munge/socket" \
+  --pid-file="$work/munge/pid" --seed-file="$work/munge/seed" \
+  --log-file="$work/munge/log" >"$work/munged.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do [ -S "$work/munge/socket" ] && break; sleep 0.1; done
+[ -S "$work/munge/socket" ] || skip "munged did not start: $(tail -3 "$work/munged.out" "$work/munge/log" 2>/dev/null | tr '\n' ' ')"
+
+# Ports apart from the defaults (6817/6818), so that a Slurm of the machine
+# is not disturbed; one node called localhost on 127.0.0.1.
+ctl_host=$(hostname -s)
+cpus=$(nproc)
+mkdir -p "$work/state" "$work/spool"
+cat >"$work/slurm.conf" <<CONF
+ClusterName=syncfac-test
+SlurmctldHost=$ctl_host(127.0.0.1)
+SlurmctldPort=46817
+SlurmdPort=46818
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$work/munge/socket
+StateSaveLocation=$work/state
+SlurmdSpoolDir=$work/spool
+SlurmctldPidFile=$work/slurmctld.pid
+SlurmdPidFile=$work/slurmd.pid
+SlurmctldLogFile=$work/slurmctld.log
+SlurmdLogFile=$work/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/linear
+SchedulerType=sched/builtin
+MpiDefault=none
+ReturnToService=2
+SlurmdTimeout=300
+InactiveLimit=0
+KillWait=5
+NodeName=localhost NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=$cpus State=UNKNOWN
+PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+CONF
+export SLURM_CONF="$work/slurm.conf"
+slurmctld -D -i -f "$SLURM_CONF" >"$work/slurmctld.out" 2>&1 &
+pids+=($!)
+slurmd -D -N localhost -f "$SLURM_CONF" >"$work/slurmd.out" 2>&1 &
+pids+=($!)
+ready=0
+for _ in $(seq 45); do
+  if sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated)$'; then
+    ready=1; break
+  fi
+  sleep 1
+done
+if [ $ready -ne 1 ]; then
+  echo "--- slurmctld"; tail -20 "$work/slurmctld.log" "$work/slurmctld.out" 2>/dev/null
+  echo "--- slurmd"; tail -20 "$work/slurmd.log" "$work/slurmd.out" 2>/dev/null
+  skip "slurmctld/slurmd did not bring the node up within 45 s (sinfo: $(sinfo -h -o '%T %E' 2>&1 | head -1))"
+fi
+echo "slurm is up: $(sinfo -h -o '%P %D %T %N')"
+
+summary="$work/summary.json"
+# The summary goes to a path every rank shares; only the chief writes it.
+timeout "$(budget 80)" srun --overcommit -n 4 -N 1 --kill-on-bad-exit=0 --wait=60 \
+  -o "$work/rank-%t.log" \
+  "$program" --layout chief=1,ps=1 --port_base 46820 --fake_data \
+  --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 \
+  --no_progress --connect_timeout_ms 60000 --steps 30 --log_every 10 \
+  --summary "$summary"
+status=$?
+for f in "$work"/rank-*.log; do
+  echo "--- $(basename "$f")"; tail -8 "$f"
+done
+if [ $status -ne 0 ]; then
+  echo "FAIL: srun exited $status"
+  tail -20 "$work/slurmd.log"
+  exit 1
+fi
+[ -s "$summary" ] || { echo "FAIL: no summary from the chief"; exit 1; }
+python3 - "$summary" <<'PY' || exit 1
+import json, sys
+s = json.load(open(sys.argv[1]))
+def find(x):
+    if isinstance(x, dict):
+        if "global_step" in x:
+            return x["global_step"]
+        for v in x.values():
+            r = find(v)
+            if r is not None:
+                return r
+    return None
+step = find(s)
+assert step == 30, "global_step %r, expected 30" % step
+# --layout chief=1,ps=1 on 4 ranks: one shard, two workers.
+assert s.get("workers") == 2, "workers %r, expected 2" % s.get("workers")
+assert s.get("ps_tasks") == 1, "ps_tasks %r, expected 1" % s.get("ps_tasks")
+print("chief's summary: global_step", step, "workers 2, ps_tasks 1")
+PY
+echo "srun -n 4 trained to global_step 30, every rank exited 0"
+
+# The ready batch script of examples/slurm/, as a user submits it, on one
+# node with 4 tasks instead of its 2 x 3, on fake data.
+source_dir=$(cd "$(dirname "$0")/../.." && pwd)
+batch_summary="$work/batch-summary.json"
+SYNCFAC_BIN="$(cd "$bin" && pwd)" SYNCFAC_LAYOUT=chief=1,ps=1 \
+SYNCFAC_PORT_BASE=46830 SYNCFAC_SUMMARY="$batch_summary" \
+SYNCFAC_FLAGS="--fake_data --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 --connect_timeout_ms 60000 --steps 30 --log_every 10" \
+  timeout "$(budget 80)" sbatch --wait --nodes=1 --ntasks=4 --ntasks-per-node=4 \
+  --overcommit --output="$work/batch.log" -D "$work" \
+  "$source_dir/examples/slurm/convnet_mnist_distributed.sbatch"
+status=$?
+echo "--- batch.log"; tail -8 "$work/batch.log" 2>/dev/null
+if [ $status -ne 0 ]; then
+  echo "FAIL: sbatch --wait examples/slurm/convnet_mnist_distributed.sbatch exited $status"
+  exit 1
+fi
+python3 - "$batch_summary" <<'PY' || exit 1
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s.get("global_step") == 30, "global_step %r" % s.get("global_step")
+assert s.get("workers") == 2 and s.get("ps_tasks") == 1, s
+print("the batch job's summary: global_step 30, workers 2, ps_tasks 1")
+PY
+echo "PASS: srun -n 4 and sbatch examples/slurm/ trained to global_step 30, every rank exited 0"
