@@ -63,9 +63,12 @@ assign_ranks(const std::string& given, int32_t ranks,
       break;
     start = comma + 1;
   }
-  if (counts["chief"] != 1)
+  // chief=0: no chief task, worker 0 is the chief (cluster_spec::
+  // chief_task), as in TensorFlow and the seeds' cluster.
+  if (counts["chief"] > 1)
     return bad_layout(layout, "chief=" + std::to_string(counts["chief"])
-                                + ": a cluster has exactly one chief");
+                                + ": a cluster has one chief at most "
+                                  "(chief=0: worker 0 is the chief)");
   int64_t fixed = 0;
   for (const auto& job : jobs)
     if (job != "worker")

@@ -110,13 +110,22 @@ BOOST_AUTO_TEST_CASE(layouts_that_do_not_fit_are_refused) {
   check("chief=1,ps=4", 4, "SLURM_NTASKS=4");
   check("chief=1,evaluator=1", 4, "unknown job 'evaluator'");
   check("chief=1,wrker=2", 4, "unknown job 'wrker' (known: chief, ps");
-  check("chief=2", 4, "exactly one chief");
-  check("chief=0", 4, "exactly one chief");
+  check("chief=2", 4, "one chief at most");
   check("ps=1,ps=2", 4, "job 'ps' given twice");
   check("ps", 4, "bad entry 'ps'");
   check("ps=x", 4, "bad entry 'ps=x'");
   check("ps=1,", 4, "bad entry ''");
   check("ps=1,worker=3", 4, "worker=3 but 4 ranks");
+}
+
+BOOST_AUTO_TEST_CASE(chief_0_makes_worker_0_the_chief) {
+  // The seeds' cluster: worker tasks and PS tasks, worker 0 the chief.
+  auto x = assign_ranks("chief=0,ps=2", 7, "SLURM_NTASKS=7");
+  BOOST_REQUIRE(x);
+  BOOST_REQUIRE_EQUAL(x->size(), 7u);
+  BOOST_TEST(x->at(0).str() == "ps:0");
+  BOOST_TEST(x->at(2).str() == "worker:0");
+  BOOST_TEST(x->at(6).str() == "worker:4");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
