@@ -483,8 +483,13 @@ BOOST_AUTO_TEST_CASE(malformed_cluster_file) {
     {"twice.json",
      R"({"cluster": {"chief": ["localhost:2222"], "ps": ["localhost:2222"]}})",
      "cluster.ps[0] \"localhost:2222\": duplicate address"},
-    {"chief.json", R"({"cluster": {"worker": ["localhost:2223"]}})",
-     "no \"chief\" job"},
+    // Without a chief job worker 0 is the chief; without either, no task
+    // could be.
+    {"chief.json", R"({"cluster": {"ps": ["localhost:2223"]}})",
+     "no \"chief\" job and no \"worker\" job"},
+    {"chiefs.json",
+     R"({"cluster": {"chief": ["localhost:2222", "localhost:2224"]}})",
+     "cluster.chief: 2 entries (one chief at most"},
     {"entry.json", R"({"cluster": {"chief": ["localhost:2222"], "ps": [7]}})",
      "cluster.ps[0]: not a \"host:port\" string (found number 7)"},
     // Beyond a double: nlohmann's out_of_range escaped the parser and
