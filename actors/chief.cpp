@@ -27,6 +27,9 @@ void grant_waiting(self_ptr self) {
       grant.global_step = st.tokens.front();
       st.tokens.pop_front();
       ++st.tokens_granted;
+      st.token_wait_s += std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - req.since)
+                           .count();
       st.workers[static_cast<size_t>(req.worker)].granted_step
         = grant.global_step;
     }
@@ -429,12 +432,20 @@ void report_round(self_ptr self, double round_s) {
   rep.stale_pushes = st.stale_pushes;
   rep.round_s = round_s;
   rep.examples = st.examples;
+  rep.refused_pushes = st.refused_pushes;
+  rep.preconditioned_steps = st.preconditioned_steps;
+  rep.inverse_sets = st.inverse_sets;
+  rep.token_wait_s = st.token_wait_s;
   if (st.window_count > 0) {
     rep.mean_loss = st.window_loss / static_cast<double>(st.window_reports);
     rep.accuracy = static_cast<double>(st.window_correct)
                    / static_cast<double>(st.window_count);
     st.last_loss = rep.mean_loss;
     st.last_accuracy = rep.accuracy;
+  } else {
+    // No report this round: the last ones reported (reports says so).
+    rep.mean_loss = st.last_loss;
+    rep.accuracy = st.last_accuracy;
   }
   st.window_loss = 0;
   st.window_correct = st.window_count = st.window_reports = 0;
@@ -520,6 +531,13 @@ void run_round(self_ptr self) {
                                          + ", the chief to "
                                          + std::to_string(step + 1)));
       st.global_step = step + 1;
+      st.refused_pushes = st.preconditioned_steps = st.inverse_sets = 0;
+      for (const auto& r : results) {
+        st.refused_pushes += r.refused_pushes;
+        st.preconditioned_steps = std::max(st.preconditioned_steps,
+                                           r.preconditioned_applies);
+        st.inverse_sets += r.inverse_sets;
+      }
       if (checkpoint_due(st))
         begin_checkpoint(self);
       put_tokens(self, st.cfg.tokens_per_step());

@@ -37,7 +37,8 @@ namespace syncfac {
 /// What the chief tells its observer after each round.
 struct round_report {
   int64_t global_step = 0;
-  /// Worker reports that arrived since the previous round.
+  /// Worker reports that arrived since the previous round; without any,
+  /// mean_loss and accuracy are the last ones reported.
   int64_t reports = 0;
   double mean_loss = 0;
   double accuracy = 0;
@@ -47,6 +48,14 @@ struct round_report {
   double round_s = 0;
   /// Examples the workers have reported so far.
   int64_t examples = 0;
+  /// So far, over the shards: pushes refused; steps in which a shard
+  /// preconditioned (the most of any shard); inverse sets installed.
+  int64_t refused_pushes = 0;
+  int64_t preconditioned_steps = 0;
+  int64_t inverse_sets = 0;
+  /// Seconds token requests waited for their grant so far, summed over
+  /// the workers.
+  double token_wait_s = 0;
 };
 
 struct chief_config {
@@ -109,6 +118,9 @@ struct token_request {
   caf::typed_response_promise<token_grant> promise;
   int32_t worker = 0;
   caf::actor_addr sender;
+  /// When it came: its wait counts into round_report::token_wait_s.
+  std::chrono::steady_clock::time_point since
+    = std::chrono::steady_clock::now();
 };
 
 /// What the chief knows of one gradient worker task.
@@ -147,6 +159,12 @@ struct chief_state {
   int64_t window_reports = 0;
   int64_t stale_pushes = 0;
   int64_t examples = 0;
+  /// The shards' counts as their last applies reported them
+  /// (round_report).
+  int64_t refused_pushes = 0;
+  int64_t preconditioned_steps = 0;
+  int64_t inverse_sets = 0;
+  double token_wait_s = 0;
   /// Worker reports refused as malformed.
   int64_t refused_reports = 0;
   double last_loss = 0;

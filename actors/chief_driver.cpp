@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "actors/checkpoint_writer.hpp"
 #include "actors/gather.hpp"
@@ -92,6 +93,8 @@ json_object kfac_report(caf::scoped_actor& self,
 struct chief_driver::warm_mark {
   clock_type::time_point when;
   int64_t examples = 0;
+  /// round_report::token_wait_s then (the log window's token wait).
+  double token_wait_s = 0;
   bool set = false;
 };
 
@@ -186,13 +189,21 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   // A round can be applied before any worker has reported its loss (with
   // more tokens than R the reports of a step come after its apply): a log
   // line due then waits for the first round with reports instead of
-  // printing "loss: 0".
+  // printing "loss: 0"; the last step's line comes in any case, with the
+  // last loss reported.
   auto log_due = std::make_shared<bool>(false);
   // The previous log line's time and examples: its examples/s figure.
   auto window = std::make_shared<warm_mark>();
   window->when = clock_type::now();
+  auto workers = std::max<int32_t>(tasks.gradient_workers, 1);
+  // Under K-FAC every log line also carries the damping and how far the
+  // preconditioner has come (inverse sets installed, steps preconditioned).
+  std::optional<float> damping;
+  if (uses_kfac(cfg))
+    damping = base.optimizer.kfac.damping;
   cc.on_round = [log, eval_handle, log_every, eval_every, steps, warm,
-                 warmup, log_due, window](const round_report& r) {
+                 warmup, log_due, window, workers,
+                 damping](const round_report& r) {
     if (!warm->set && r.global_step >= warmup) {
       warm->when = clock_type::now();
       warm->examples = r.examples;
@@ -200,19 +211,31 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
     }
     if (r.global_step % log_every == 0 || r.global_step == steps)
       *log_due = true;
-    if (*log_due && r.reports > 0) {
+    if (*log_due && (r.reports > 0 || r.global_step == steps)) {
       *log_due = false;
       json_object extra;
       extra.add("stale_pushes", r.stale_pushes);
+      extra.add("refused_pushes", r.refused_pushes);
       auto now = clock_type::now();
       double window_s = std::chrono::duration<double>(now - window->when)
                           .count();
-      if (window->set && window_s > 0)
+      if (window->set && window_s > 0) {
         extra.add("examples_per_s",
                   static_cast<double>(r.examples - window->examples)
                     / window_s);
+        // The share of the window the workers' token requests waited.
+        extra.add("token_wait_share",
+                  (r.token_wait_s - window->token_wait_s)
+                    / (window_s * workers));
+      }
+      if (damping) {
+        extra.add("damping", static_cast<double>(*damping));
+        extra.add("inverse_sets", r.inverse_sets);
+        extra.add("preconditioned_steps", r.preconditioned_steps);
+      }
       window->when = now;
       window->examples = r.examples;
+      window->token_wait_s = r.token_wait_s;
       window->set = true;
       log->train(r.global_step, r.mean_loss, r.accuracy, extra);
     }

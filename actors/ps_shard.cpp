@@ -443,6 +443,14 @@ caf::error complete_kfac(ps_shard_state& st, int64_t n) {
   return caf::none;
 }
 
+/// `result` with the shard's counts so far.
+applied with_counts(const ps_shard_state& st, applied result) {
+  result.refused_pushes = st.refused_pushes;
+  result.preconditioned_applies = st.preconditioned_applies;
+  result.inverse_sets = st.inverse_sets;
+  return result;
+}
+
 /// One optimizer step from the averages; every accumulator is ready(n).
 /// Variable by variable, so at most one average exists at a time.
 caf::expected<applied> complete(ps_shard_state& st, int64_t n) {
@@ -455,7 +463,7 @@ caf::expected<applied> complete(ps_shard_state& st, int64_t n) {
                                           "checks: "
                                         + render(err));
     st.global_step = result.global_step;
-    return result;
+    return with_counts(st, result);
   }
   st.opt->begin_step();
   for (size_t i = 0; i < st.variables.size(); ++i)
@@ -464,7 +472,7 @@ caf::expected<applied> complete(ps_shard_state& st, int64_t n) {
                                         + ": apply failed after the checks: "
                                         + render(err));
   st.global_step = result.global_step;
-  return result;
+  return with_counts(st, result);
 }
 
 /// Answers the pending apply once the last gradient it waits for is in.

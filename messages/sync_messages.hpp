@@ -141,12 +141,19 @@ struct applied {
   int64_t global_step = 0;
   /// Gradients averaged per variable (may exceed replicas_to_aggregate).
   int64_t gradients = 0;
+  /// The shard's counts so far, for the chief's per-step log: pushes it
+  /// refused, applies with a K-FAC preconditioned layer, inverse sets
+  /// installed.
+  int64_t refused_pushes = 0;
+  int64_t preconditioned_applies = 0;
+  int64_t inverse_sets = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, applied& x) {
   return f(caf::meta::type_name("applied"), x.shard, x.global_step,
-           x.gradients);
+           x.gradients, x.refused_pushes, x.preconditioned_applies,
+           x.inverse_sets);
 }
 
 /// A token from the chief's queue: the worker's next local_step, or the

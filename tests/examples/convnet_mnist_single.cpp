@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE convnet_mnist_single
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -365,4 +366,45 @@ BOOST_AUTO_TEST_CASE(the_main_job_reaches_88_percent) {
   BOOST_TEST(json_numbers(text, "replicas_to_aggregate").at(0) == 2);
   auto acc = json_numbers(text, "test_accuracy").at(0);
   BOOST_TEST(acc >= 0.88, "test accuracy " << acc);
+}
+
+BOOST_AUTO_TEST_CASE(kfac_log_lines_carry_the_preconditioner_and_the_pushes) {
+  // Every metrics line (and so every TensorBoard scalar of --logdir):
+  // refused pushes and the token wait share of its window; under K-FAC the
+  // damping, the inverse sets installed and the steps preconditioned so
+  // far, which grow as the inverses arrive.
+  temp_dir tmp;
+  auto metrics = tmp.file("metrics.jsonl");
+  auto res = run_program(program + " --fake_data --fake_train_size 2000"
+                         " --steps 40 --batch_size 16 --log_every 10"
+                         " --optimizer kfac --learning_rate 0.0003"
+                         " --invert_every 5 --worker_replicas 2 --threads 2"
+                         " --no_progress --no_final_eval --metrics "
+                         + metrics);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto text = read_file(metrics);
+  auto damping = json_numbers(text, "damping");
+  BOOST_REQUIRE_EQUAL(damping.size(), 4u);
+  BOOST_TEST(std::abs(damping.back() - 0.001) < 1e-6, "damping " << damping.back());
+  auto sets = json_numbers(text, "inverse_sets");
+  auto pre = json_numbers(text, "preconditioned_steps");
+  BOOST_REQUIRE_EQUAL(sets.size(), 4u);
+  BOOST_REQUIRE_EQUAL(pre.size(), 4u);
+  BOOST_TEST(sets.back() > 0);
+  BOOST_TEST(pre.back() > pre.front());
+  BOOST_TEST(pre.back() <= 40);
+  for (auto x : json_numbers(text, "refused_pushes"))
+    BOOST_TEST(x == 0);
+  auto wait = json_numbers(text, "token_wait_share");
+  BOOST_REQUIRE(!wait.empty());
+  for (auto x : wait)
+    BOOST_TEST((x >= 0 && x <= 1), "token wait share " << x);
+  // Without K-FAC there is no preconditioner to report.
+  auto plain = tmp.file("plain.jsonl");
+  auto sgd = run_program(program + " --fake_data --steps 20 --batch_size 16"
+                         " --log_every 10 --threads 2 --no_progress"
+                         " --no_final_eval --metrics " + plain);
+  BOOST_REQUIRE_EQUAL(sgd.exit_code, 0);
+  BOOST_TEST(json_numbers(read_file(plain), "damping").empty());
 }
