@@ -93,8 +93,11 @@ json_object kfac_report(caf::scoped_actor& self,
 struct chief_driver::warm_mark {
   clock_type::time_point when;
   int64_t examples = 0;
-  /// round_report::token_wait_s then (the log window's token wait).
+  /// round_report's token_wait_s, preconditioned_steps and inverse_sets
+  /// then: what the log window adds.
   double token_wait_s = 0;
+  int64_t preconditioned_steps = 0;
+  int64_t inverse_sets = 0;
   bool set = false;
 };
 
@@ -196,8 +199,10 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   auto window = std::make_shared<warm_mark>();
   window->when = clock_type::now();
   auto workers = std::max<int32_t>(tasks.gradient_workers, 1);
-  // Under K-FAC every log line also carries the damping and how far the
-  // preconditioner has come (inverse sets installed, steps preconditioned).
+  // Under K-FAC every log line also carries the damping and what the
+  // preconditioner did in its window (inverse sets installed, steps
+  // preconditioned): counts per window, so that a resumed run, whose
+  // shards count from 0 again, still draws one continuous curve.
   std::optional<float> damping;
   if (uses_kfac(cfg))
     damping = base.optimizer.kfac.damping;
@@ -230,12 +235,15 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
       }
       if (damping) {
         extra.add("damping", static_cast<double>(*damping));
-        extra.add("inverse_sets", r.inverse_sets);
-        extra.add("preconditioned_steps", r.preconditioned_steps);
+        extra.add("inverse_sets", r.inverse_sets - window->inverse_sets);
+        extra.add("preconditioned_steps",
+                  r.preconditioned_steps - window->preconditioned_steps);
       }
       window->when = now;
       window->examples = r.examples;
       window->token_wait_s = r.token_wait_s;
+      window->inverse_sets = r.inverse_sets;
+      window->preconditioned_steps = r.preconditioned_steps;
       window->set = true;
       log->train(r.global_step, r.mean_loss, r.accuracy, extra);
     }

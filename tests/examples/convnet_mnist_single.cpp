@@ -371,8 +371,8 @@ BOOST_AUTO_TEST_CASE(the_main_job_reaches_88_percent) {
 BOOST_AUTO_TEST_CASE(kfac_log_lines_carry_the_preconditioner_and_the_pushes) {
   // Every metrics line (and so every TensorBoard scalar of --logdir):
   // refused pushes and the token wait share of its window; under K-FAC the
-  // damping, the inverse sets installed and the steps preconditioned so
-  // far, which grow as the inverses arrive.
+  // damping, the inverse sets installed and the steps preconditioned in
+  // each window: none before the first inverses, then most of a window.
   temp_dir tmp;
   auto metrics = tmp.file("metrics.jsonl");
   auto res = run_program(program + " --fake_data --fake_train_size 2000"
@@ -391,9 +391,13 @@ BOOST_AUTO_TEST_CASE(kfac_log_lines_carry_the_preconditioner_and_the_pushes) {
   auto pre = json_numbers(text, "preconditioned_steps");
   BOOST_REQUIRE_EQUAL(sets.size(), 4u);
   BOOST_REQUIRE_EQUAL(pre.size(), 4u);
-  BOOST_TEST(sets.back() > 0);
+  double total_sets = 0;
+  for (auto x : sets)
+    total_sets += x;
+  BOOST_TEST(total_sets > 0);
   BOOST_TEST(pre.back() > pre.front());
-  BOOST_TEST(pre.back() <= 40);
+  for (auto x : pre)
+    BOOST_TEST((x >= 0 && x <= 10), "preconditioned steps of a window " << x);
   for (auto x : json_numbers(text, "refused_pushes"))
     BOOST_TEST(x == 0);
   auto wait = json_numbers(text, "token_wait_share");
