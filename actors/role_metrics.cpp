@@ -98,6 +98,12 @@ void add_worker(family_set& f, const std::string& role,
   f.counter("syncfac_worker_rebinds_total",
             "Times a worker was rebound after losing a peer.", role,
             d(w.rebinds));
+  f.counter("syncfac_bytes_out_total",
+            "Payload bytes of the gradient pushes a worker sent.", role,
+            d(w.bytes_pushed));
+  f.counter("syncfac_bytes_in_total",
+            "Payload bytes of the variables a worker pulled and used.", role,
+            d(w.bytes_pulled));
 }
 
 void add_chief(family_set& f, const std::string& role, const chief_status& c) {

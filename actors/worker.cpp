@@ -25,7 +25,8 @@ worker_status status_of(self_ptr self) {
                        st.stale_pushes,  st.step_s,       st.token_wait_s,
                        st.compute_s,     st.stats_sent,   st.stats_stale,
                        st.stats_skipped, st.stats_failed, st.stats_error,
-                       st.peers_lost,    st.rebinds};
+                       st.peers_lost,    st.rebinds,      st.bytes_pushed,
+                       st.bytes_pulled};
 }
 
 void fail(self_ptr self, caf::error err) {
@@ -276,6 +277,15 @@ void push(self_ptr self, step_result res) {
   }
   res.gradients.clear();
   res.sparse_gradients.clear();
+  for (const auto& p : pushes) {
+    for (const auto& g : p.dense)
+      st.bytes_pushed += g.value.size() * static_cast<int64_t>(sizeof(float));
+    for (const auto& g : p.sparse)
+      st.bytes_pushed += static_cast<int64_t>(
+                           g.indices.size() * sizeof(int64_t))
+                         + g.rows.size()
+                             * static_cast<int64_t>(sizeof(float));
+  }
   // Across the network a large push goes as parts, sent back to back; a
   // shard's push is stale when its last part's answer says so.
   struct progress {
@@ -467,6 +477,8 @@ caf::error absorb(self_ptr self, std::vector<shard_params>& pulled) {
                           who(self) + ": ps:" + std::to_string(sp.shard)
                             + " holds '" + v.name
                             + "', which the model does not have");
+      st.bytes_pulled += v.value.size()
+                         * static_cast<int64_t>(sizeof(float));
       st.params[i->second].value = std::move(v.value);
     }
   return caf::none;

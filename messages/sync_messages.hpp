@@ -241,6 +241,10 @@ struct worker_status {
   /// Times it lost its chief or a shard, and was rebound after that.
   int64_t peers_lost = 0;
   int64_t rebinds = 0;
+  /// Payload bytes of the gradient pushes it sent (dense values, sparse
+  /// indices and rows) and of the variables it pulled and used.
+  int64_t bytes_pushed = 0;
+  int64_t bytes_pulled = 0;
 };
 
 template <class Inspector>
@@ -248,7 +252,8 @@ typename Inspector::result_type inspect(Inspector& f, worker_status& x) {
   return f(caf::meta::type_name("worker_status"), x.worker, x.local_step,
            x.steps, x.stale_pushes, x.step_s, x.token_wait_s, x.compute_s,
            x.stats_sent, x.stats_stale, x.stats_skipped, x.stats_failed,
-           x.stats_error, x.peers_lost, x.rebinds);
+           x.stats_error, x.peers_lost, x.rebinds, x.bytes_pushed,
+           x.bytes_pulled);
 }
 
 /// The chief's view of the run.

@@ -74,6 +74,12 @@ for _ in $(seq 240); do
   sleep 0.5
 done
 [ "$(step_of "$work/m2.txt")" -gt "$first" ] || fail "the global step did not go up from $first"
+# Bytes in and out: a worker that has stepped has pushed and pulled some.
+for family in syncfac_bytes_out_total syncfac_bytes_in_total; do
+  value=$(sed -n "s/^$family{$labels,role=\"worker:0\"} //p" "$work/m2.txt")
+  [ -n "$value" ] && awk -v x="$value" 'BEGIN { exit !(x > 0) }' \
+    || fail "$family of worker:0 is '$value', not positive"
+done
 
 # The status page data is there too (the status page test checks the page).
 curl -sf -m 10 "http://127.0.0.1:$port/status.json" > "$work/status.json" \
