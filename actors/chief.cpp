@@ -612,8 +612,11 @@ caf::result<resume_point> rejoin(self_ptr self, int32_t worker) {
                       "chief: no gradient worker " + std::to_string(worker)
                         + " (the run has "
                         + std::to_string(st.cfg.worker_replicas) + ")");
+  // Counted here; a worker rebound by a rollback instead counts with its
+  // first report after its loss (the token handler).
   auto& rec = st.workers[static_cast<size_t>(worker)];
-  ++rec.rejoins;
+  if (rec.losses > rec.rejoins)
+    ++rec.rejoins;
   resume_point rp;
   rp.global_step = st.global_step;
   rp.incarnation = st.incarnation;
@@ -746,7 +749,12 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
       ++st.window_reports;
       record_position(self, rep);
       auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
-      st.workers[static_cast<size_t>(rep.worker)].actor = sender;
+      auto& rec = st.workers[static_cast<size_t>(rep.worker)];
+      // A lost worker reporting again has rejoined, whichever way it came
+      // back: asking the chief (rejoin) or rebound by a rollback.
+      if (!rec.actor && rec.losses > rec.rejoins)
+        ++rec.rejoins;
+      rec.actor = sender;
       auto rp = self->make_response_promise<token_grant>();
       st.waiting.push_back(token_request{rp, rep.worker, sender});
       grant_waiting(self);
