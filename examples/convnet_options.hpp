@@ -15,6 +15,7 @@
 
 #include <caf/expected.hpp>
 
+#include "runtime/comma_list.hpp"
 #include "training_options.hpp"
 
 namespace syncfac::examples {
@@ -35,22 +36,6 @@ inline float default_rate(optimizer_kind kind) {
     case optimizer_kind::adam: return 1e-3f;
     case optimizer_kind::kfac: return 1e-4f;
     default: return 0.01f;
-  }
-}
-
-/// "a,b,,c" as {"a", "b", "", "c"}; "" as {} (an empty entry stays, for
-/// the config's validation to name).
-inline std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> result;
-  if (text.empty())
-    return result;
-  size_t begin = 0;
-  for (;;) {
-    auto comma = text.find(',', begin);
-    result.push_back(text.substr(begin, comma - begin));
-    if (comma == std::string::npos)
-      return result;
-    begin = comma + 1;
   }
 }
 
@@ -190,7 +175,8 @@ struct convnet_options : training_options {
     cfg.placement = *strategy;
     cfg.step_timeout = std::chrono::milliseconds{step_timeout_ms};
     cfg.moving_average_decay = moving_average_decay;
-    cfg.variables_to_average = split_list(variables_to_average);
+    if (!variables_to_average.empty())
+      cfg.variables_to_average = comma_items(variables_to_average);
     auto cs = parse_cov_inv_strategy(cov_inv_op_strategy);
     if (!cs)
       return cs.error();

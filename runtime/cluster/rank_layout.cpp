@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "runtime/error.hpp"
+#include "runtime/comma_list.hpp"
 
 namespace syncfac {
 
@@ -36,12 +37,7 @@ assign_ranks(const std::string& given, int32_t ranks,
   auto jobs = rank_layout_jobs();
   std::map<std::string, int32_t> counts{{"chief", 1}};
   std::map<std::string, bool> seen;
-  size_t start = 0;
-  while (start <= layout.size()) {
-    auto comma = layout.find(',', start);
-    auto item = layout.substr(start, comma == std::string::npos
-                                       ? std::string::npos
-                                       : comma - start);
+  for (const auto& item : comma_items(layout)) {
     auto eq = item.find('=');
     auto job = item.substr(0, eq);
     auto count = eq == std::string::npos ? std::string{} : item.substr(eq + 1);
@@ -59,9 +55,6 @@ assign_ranks(const std::string& given, int32_t ranks,
       return bad_layout(layout, "job " + in_quotes(job) + " given twice");
     seen[job] = true;
     counts[job] = static_cast<int32_t>(std::stol(count));
-    if (comma == std::string::npos)
-      break;
-    start = comma + 1;
   }
   // chief=0: no chief task, worker 0 is the chief (cluster_spec::
   // chief_task), as in TensorFlow and the seeds' cluster.

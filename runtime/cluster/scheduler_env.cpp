@@ -8,6 +8,7 @@
 #include "runtime/cluster/rank_layout.hpp"
 #include "runtime/cluster/slurm_lists.hpp"
 #include "runtime/error.hpp"
+#include "runtime/comma_list.hpp"
 
 extern char** environ;
 
@@ -190,12 +191,7 @@ expand_hosts(const std::string& name, const std::string& value) {
   std::vector<std::string> result;
   if (value.empty())
     return bad_var(name, value, "empty host list");
-  size_t start = 0;
-  while (true) {
-    auto comma = value.find(',', start);
-    auto item = value.substr(start, comma == std::string::npos
-                                      ? std::string::npos
-                                      : comma - start);
+  for (const auto& item : comma_items(value)) {
     auto colon = item.rfind(':');
     auto host = item.substr(0, colon);
     std::string slots = colon == std::string::npos ? "1"
@@ -213,9 +209,6 @@ expand_hosts(const std::string& name, const std::string& value) {
     result.insert(result.end(), static_cast<size_t>(std::stol(slots)), host);
     if (result.size() > (1u << 20))
       return bad_var(name, value, "too many slots");
-    if (comma == std::string::npos)
-      break;
-    start = comma + 1;
   }
   return result;
 }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "runtime/error.hpp"
+#include "runtime/comma_list.hpp"
 
 namespace syncfac {
 
@@ -62,12 +63,7 @@ caf::expected<std::vector<std::string>>
 expand_group(const std::string& variable, const std::string& value,
              const std::string& group) {
   std::vector<std::string> result;
-  size_t start = 0;
-  while (true) {
-    auto comma = group.find(',', start);
-    auto item = group.substr(start, comma == std::string::npos
-                                      ? std::string::npos
-                                      : comma - start);
+  for (const auto& item : comma_items(group)) {
     auto dash = item.find('-');
     auto lo = item.substr(0, dash);
     auto hi = dash == std::string::npos ? lo : item.substr(dash + 1);
@@ -87,9 +83,6 @@ expand_group(const std::string& variable, const std::string& value,
                       "range " + in_quotes(item) + " is too long");
     for (auto i = a; i <= b; ++i)
       result.push_back(padded(i, lo.size()));
-    if (comma == std::string::npos)
-      break;
-    start = comma + 1;
   }
   return result;
 }

@@ -40,6 +40,22 @@ process_result launch(const std::string& cluster, const std::string& flags) {
                      + program + " --max_wall_s 300 -- " + flags);
 }
 
+/// A cluster run's summary `text` (one worker, 2 PS shards, 40 steps of
+/// `common`) against the same run in one process: the global step, and
+/// bit-identical parameters (params_digest).
+void check_equals_one_worker_in_process(const temp_dir& tmp,
+                                        const std::string& text) {
+  BOOST_TEST(json_numbers(text, "global_step").at(0) == 40);
+  auto distributed = json_string(text, "params_digest");
+  BOOST_REQUIRE(!distributed.empty());
+  auto local_summary = tmp.file("local.json");
+  auto local = run_program(single + local_data + " --threads 1 --steps 40"
+                           " --ps_tasks 2 --summary " + local_summary);
+  BOOST_REQUIRE_EQUAL(local.exit_code, 0);
+  BOOST_TEST(json_string(read_file(local_summary), "params_digest")
+             == distributed);
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(one_worker_run_equals_the_in_process_run) {
@@ -55,16 +71,7 @@ BOOST_AUTO_TEST_CASE(one_worker_run_equals_the_in_process_run) {
                                " --push_part_kib 4 --summary " + summary);
   BOOST_TEST_MESSAGE(res.output);
   BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  auto text = read_file(summary);
-  BOOST_TEST(json_numbers(text, "global_step").at(0) == 40);
-  auto distributed = json_string(text, "params_digest");
-  BOOST_REQUIRE(!distributed.empty());
-  auto local_summary = tmp.file("local.json");
-  auto local = run_program(single + local_data + " --threads 1 --steps 40"
-                           " --ps_tasks 2 --summary " + local_summary);
-  BOOST_REQUIRE_EQUAL(local.exit_code, 0);
-  BOOST_TEST(json_string(read_file(local_summary), "params_digest")
-             == distributed);
+  check_equals_one_worker_in_process(tmp, read_file(summary));
 }
 
 BOOST_AUTO_TEST_CASE(worker_0_is_the_chief_without_a_chief_task) {
@@ -81,16 +88,7 @@ BOOST_AUTO_TEST_CASE(worker_0_is_the_chief_without_a_chief_task) {
   BOOST_TEST(res.output.find("[worker:0] global_step: 40 | loss: ")
                != std::string::npos);
   BOOST_TEST(res.output.find("hosting chief") != std::string::npos);
-  auto text = read_file(summary);
-  BOOST_TEST(json_numbers(text, "global_step").at(0) == 40);
-  auto distributed = json_string(text, "params_digest");
-  BOOST_REQUIRE(!distributed.empty());
-  auto local_summary = tmp.file("local.json");
-  auto local = run_program(single + local_data + " --threads 1 --steps 40"
-                           " --ps_tasks 2 --summary " + local_summary);
-  BOOST_REQUIRE_EQUAL(local.exit_code, 0);
-  BOOST_TEST(json_string(read_file(local_summary), "params_digest")
-             == distributed);
+  check_equals_one_worker_in_process(tmp, read_file(summary));
 }
 
 BOOST_AUTO_TEST_CASE(two_worker_run_matches_the_in_process_run) {

@@ -10,6 +10,7 @@
 #
 #   tests/examples/mpirun_cluster.sh BUILD/bin
 set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 
 bin=${1:?usage: mpirun_cluster.sh BUILD/bin}
 program="$bin/convnet_mnist_distributed"
@@ -65,25 +66,7 @@ if [ $status -ne 0 ]; then
   exit 1
 fi
 [ -s "$summary" ] || { echo "FAIL: no summary from the chief"; exit 1; }
-python3 - "$summary" <<'PY' || exit 1
-import json, sys
-s = json.load(open(sys.argv[1]))
-def find(x):
-    if isinstance(x, dict):
-        if "global_step" in x:
-            return x["global_step"]
-        for v in x.values():
-            r = find(v)
-            if r is not None:
-                return r
-    return None
-step = find(s)
-assert step == 30, "global_step %r, expected 30" % step
-# --layout chief=1,ps=1 on 4 ranks: one shard, two workers.
-assert s.get("workers") == 2, "workers %r, expected 2" % s.get("workers")
-assert s.get("ps_tasks") == 1, "ps_tasks %r, expected 1" % s.get("ps_tasks")
-print("chief's summary: global_step", step, "workers 2, ps_tasks 1")
-PY
+python3 "$here/check_summary.py" "$summary" 30 2 1 "the chief's summary" || exit 1
 echo "mpirun -np 4 (all ranks local) trained to global_step 30, every rank exited 0"
 
 # The host list path: SYNCFAC_HOSTS passed to every rank with -x, ranks
@@ -100,11 +83,5 @@ SYNCFAC_HOSTS=localhost:4 timeout "$(budget 90)" mpirun --allow-run-as-root \
 status=$?
 tail -4 "$work/hosts.log"
 [ $status -eq 0 ] || { echo "FAIL: mpirun with SYNCFAC_HOSTS exited $status"; cat "$work/hosts.log"; exit 1; }
-python3 - "$summary2" <<'PY' || exit 1
-import json, sys
-s = json.load(open(sys.argv[1]))
-assert s.get("global_step") == 30, "global_step %r" % s.get("global_step")
-assert s.get("workers") == 1 and s.get("ps_tasks") == 2, s
-print("with SYNCFAC_HOSTS: global_step 30, workers 1, ps_tasks 2")
-PY
+python3 "$here/check_summary.py" "$summary2" 30 1 2 "with SYNCFAC_HOSTS" || exit 1
 echo "PASS: mpirun -np 4 trained to global_step 30 twice, every rank exited 0"

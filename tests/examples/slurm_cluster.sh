@@ -11,6 +11,7 @@
 #
 #   tests/examples/slurm_cluster.sh BUILD/bin
 set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 
 bin=${1:?usage: slurm_cluster.sh BUILD/bin}
 program="$bin/convnet_mnist_distributed"
@@ -149,25 +150,7 @@ if [ $status -ne 0 ]; then
   exit 1
 fi
 [ -s "$summary" ] || { echo "FAIL: no summary from the chief"; exit 1; }
-python3 - "$summary" <<'PY' || exit 1
-import json, sys
-s = json.load(open(sys.argv[1]))
-def find(x):
-    if isinstance(x, dict):
-        if "global_step" in x:
-            return x["global_step"]
-        for v in x.values():
-            r = find(v)
-            if r is not None:
-                return r
-    return None
-step = find(s)
-assert step == 30, "global_step %r, expected 30" % step
-# --layout chief=1,ps=1 on 4 ranks: one shard, two workers.
-assert s.get("workers") == 2, "workers %r, expected 2" % s.get("workers")
-assert s.get("ps_tasks") == 1, "ps_tasks %r, expected 1" % s.get("ps_tasks")
-print("chief's summary: global_step", step, "workers 2, ps_tasks 1")
-PY
+python3 "$here/check_summary.py" "$summary" 30 2 1 "the chief's summary" || exit 1
 echo "srun -n 4 trained to global_step 30, every rank exited 0"
 
 # The ready batch script of examples/slurm/, as a user submits it, on one
@@ -186,11 +169,5 @@ if [ $status -ne 0 ]; then
   echo "FAIL: sbatch --wait examples/slurm/convnet_mnist_distributed.sbatch exited $status"
   exit 1
 fi
-python3 - "$batch_summary" <<'PY' || exit 1
-import json, sys
-s = json.load(open(sys.argv[1]))
-assert s.get("global_step") == 30, "global_step %r" % s.get("global_step")
-assert s.get("workers") == 2 and s.get("ps_tasks") == 1, s
-print("the batch job's summary: global_step 30, workers 2, ps_tasks 1")
-PY
+python3 "$here/check_summary.py" "$batch_summary" 30 2 1 "the batch job's summary" || exit 1
 echo "PASS: srun -n 4 and sbatch examples/slurm/ trained to global_step 30, every rank exited 0"
