@@ -5,7 +5,7 @@
 
 #include "actors/kfac_role_checks.hpp"
 #include "actors/role_snapshots.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

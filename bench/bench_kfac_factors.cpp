@@ -20,7 +20,7 @@
 
 #include "kernels/cpu/kfac_factors.hpp"
 #include "bench/bench_util.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 using namespace syncfac;
 

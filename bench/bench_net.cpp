@@ -75,7 +75,7 @@
 #include "messages/atoms.hpp"
 #include "messages/sync_messages.hpp"
 #include "runtime/allocator.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/net/tls_transport.hpp"
 #include "runtime/program_config.hpp"

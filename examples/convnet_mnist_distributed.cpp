@@ -32,7 +32,7 @@
 #include "convnet_options.hpp"
 #include "example_main.hpp"
 #include "runtime/cluster/scheduler_env.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/sync/push_parts.hpp"
 

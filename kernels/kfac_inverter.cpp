@@ -2,7 +2,7 @@
 
 #include "kernels/kfac_inverter.hpp"
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 #ifdef SYNCFAC_HAVE_CUDA
 #  include "kernels/cuda/cuda_backend.hpp"

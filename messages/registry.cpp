@@ -4,7 +4,7 @@
 #include "actors/metrics_sink.hpp"
 #include "actors/node.hpp"
 #include "messages/device_messages.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/optimizer.hpp"
 #include "runtime/sync/sparse_accumulator.hpp"
 

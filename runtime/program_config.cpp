@@ -13,7 +13,7 @@
 #include <caf/io/middleman.hpp>
 
 #include "messages/registry.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/flag_file.hpp"
 
 #ifndef SYNCFAC_VERSION

@@ -11,7 +11,7 @@
 #include <caf/binary_serializer.hpp>
 #include <caf/message.hpp>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/program_config.hpp"
 
 namespace syncfac::test {

@@ -17,7 +17,7 @@
 
 #include "kernels/cpu/checks.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac::cuda {
 

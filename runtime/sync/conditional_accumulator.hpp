@@ -16,7 +16,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "kernels/tensor.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -8,7 +8,7 @@
 
 #include "actors/device_actor.hpp"
 #include "runtime/data/batcher.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "tests/helpers.hpp"
 #include "runtime/program_config.hpp"
 

@@ -23,7 +23,7 @@
 #include "actors/inverse.hpp"
 #include "actors/ps_shard.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_update.hpp"
 #include "runtime/program_config.hpp"
 #include "tests/helpers.hpp"

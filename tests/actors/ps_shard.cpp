@@ -11,7 +11,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/ps_shard.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/program_config.hpp"
 #include "tests/helpers.hpp"
 

@@ -13,7 +13,7 @@
 #include "actors/device_actor.hpp"
 #include "actors/tower_device.hpp"
 #include "runtime/data/batcher.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/program_config.hpp"
 #include "tests/helpers.hpp"
 

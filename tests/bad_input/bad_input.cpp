@@ -38,7 +38,7 @@
 #include "actors/ps_shard.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/data/idx.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/program_config.hpp"
 #include "tests/examples/process.hpp"
 #include "tests/helpers.hpp"

@@ -18,7 +18,7 @@
 #include "messages/kfac_messages.hpp"
 #include "messages/sync_messages.hpp"
 #include "runtime/sync/push_parts.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/optimizer.hpp"
 #include "runtime/program_config.hpp"
 #include "tests/helpers.hpp"

@@ -12,7 +12,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "actors/cluster_member.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/program_config.hpp"
 
 namespace rogue {

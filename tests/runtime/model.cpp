@@ -6,7 +6,7 @@
 #include <random>
 
 #include "kernels/backend.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "tests/helpers.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/model.hpp"

@@ -8,7 +8,7 @@
 
 #include "kernels/backend.hpp"
 #include "messages/kfac_messages.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_preconditioner.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/model.hpp"

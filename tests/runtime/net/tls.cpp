@@ -29,7 +29,7 @@
 #include <openssl/ssl.h>
 
 #include "kernels/tensor.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/net/tls_session.hpp"
 #include "runtime/net/tls_transport.hpp"

@@ -19,7 +19,7 @@
 
 #include "actors/ps_shard.hpp"
 #include "runtime/allocator.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/program_config.hpp"
 #include "runtime/sync/push_parts.hpp"
 #include "tests/helpers.hpp"

@@ -13,7 +13,7 @@
 #include <caf/binary_serializer.hpp>
 #include <caf/message.hpp>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/program_config.hpp"
 #include "runtime/sync/sparse_accumulator.hpp"
 #include "tests/helpers.hpp"
