@@ -1,4 +1,4 @@
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -12,7 +12,7 @@
 #include <caf/config.hpp>
 #include <caf/io/middleman.hpp>
 
-#include "messages/registry.hpp"
+#include "actors/type_registry.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/flag_file.hpp"
 

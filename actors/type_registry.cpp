@@ -1,4 +1,4 @@
-#include "messages/registry.hpp"
+#include "actors/type_registry.hpp"
 
 #include "actors/actors.hpp"
 #include "actors/metrics_sink.hpp"

@@ -34,7 +34,7 @@
 #include "runtime/cluster/scheduler_env.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/net/tls.hpp"
-#include "runtime/sync/push_parts.hpp"
+#include "messages/push_parts.hpp"
 
 using namespace syncfac;
 using namespace syncfac::examples;

@@ -24,7 +24,7 @@
 #include "actors/sync_trainer.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/base/error.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 #include "runtime/sync/replica_counts.hpp"
 
 namespace syncfac::examples {

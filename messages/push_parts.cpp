@@ -1,4 +1,4 @@
-#include "runtime/sync/push_parts.hpp"
+#include "messages/push_parts.hpp"
 
 #include <algorithm>
 

@@ -12,7 +12,7 @@
 #include <caf/message.hpp>
 
 #include "runtime/base/error.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 
 namespace syncfac::test {
 

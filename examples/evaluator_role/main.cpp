@@ -44,7 +44,7 @@
 #include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
 #include "runtime/net/tls.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 
 using namespace syncfac;
 using namespace evaluator_role;

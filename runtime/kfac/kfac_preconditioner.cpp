@@ -5,7 +5,7 @@
 #include <tuple>
 
 #include "kernels/cpu/kfac_inverse.hpp"
-#include "messages/kfac_messages.hpp"
+#include "runtime/kfac/kfac_data.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/kfac/kfac_update.hpp"

@@ -10,7 +10,7 @@
 #include "runtime/data/batcher.hpp"
 #include "runtime/base/error.hpp"
 #include "tests/helpers.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 
 using namespace syncfac;
 using namespace std::chrono_literals;

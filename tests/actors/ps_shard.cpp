@@ -12,7 +12,7 @@
 
 #include "actors/ps_shard.hpp"
 #include "runtime/base/error.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;

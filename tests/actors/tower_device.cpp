@@ -14,7 +14,7 @@
 #include "actors/tower_device.hpp"
 #include "runtime/data/batcher.hpp"
 #include "runtime/base/error.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;

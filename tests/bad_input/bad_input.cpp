@@ -39,7 +39,7 @@
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/data/idx.hpp"
 #include "runtime/base/error.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 #include "tests/examples/process.hpp"
 #include "tests/helpers.hpp"
 #include "tests/kfac_test_utils.hpp"

@@ -13,7 +13,7 @@
 
 #include "actors/cluster_member.hpp"
 #include "runtime/base/error.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 
 namespace rogue {
 

@@ -33,7 +33,7 @@
 #include "runtime/net/tls.hpp"
 #include "runtime/net/tls_session.hpp"
 #include "runtime/net/tls_transport.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 #include "tests/examples/process.hpp"
 #include "tests/helpers.hpp"
 

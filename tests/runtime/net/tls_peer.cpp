@@ -43,7 +43,7 @@
 #include "runtime/base/error.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/net/tls_transport.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 
 using namespace syncfac;
 using namespace std::chrono_literals;

@@ -14,7 +14,7 @@
 #include <caf/message.hpp>
 
 #include "runtime/base/error.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 #include "runtime/sync/sparse_accumulator.hpp"
 #include "tests/helpers.hpp"
 #include "tests/wire_fixture.hpp"
