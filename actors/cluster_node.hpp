@@ -86,6 +86,9 @@ using data_loader = std::function<
 struct node_outcome {
   std::optional<training_summary> summary;
   json_object cluster;
+  /// What the process exits with: exit_codes::success, or preempted when
+  /// the node program preempted the node's supervisor.
+  int32_t exit_code = 0;
 };
 
 /// Runs `cfg.task` until the run is over: the chief until its last step
