@@ -140,6 +140,8 @@ private:
         return sup.error();
       supervisor_ = *sup;
       top_.own(supervisor_);
+      if (cfg_.on_supervisor)
+        cfg_.on_supervisor(supervisor_);
       nc.owner = caf::actor_cast<caf::actor>(supervisor_);
     } else {
       nc.owner = caf::actor_cast<caf::actor>(self_);
