@@ -400,8 +400,14 @@ private:
     sc.max_wait = cfg_.max_wait;
     sc.request_timeout = cfg_.connect.request_timeout;
     auto cluster = cfg_.cluster;
+    // Each attempt tries for a second (as a node did before it had a
+    // supervisor), so that a connector stops soon after the run ends.
     auto opts = cfg_.connect;
-    opts.timeout = cfg_.max_wait;
+    opts.timeout = std::chrono::milliseconds{1000};
+    sc.connect_attempt = opts.timeout + 2 * std::min(opts.request_timeout,
+                                                    std::chrono::milliseconds{
+                                                      2000})
+                         + std::chrono::milliseconds{1000};
     auto* sys = &sys_;
     sc.connector = [sys, cluster, opts, hello](const std::string&) {
       return spawn_node_connector(*sys, cluster, *hello, opts);

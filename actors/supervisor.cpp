@@ -32,6 +32,13 @@ void end_run(self_ptr self, node_end end) {
   self->quit();
 }
 
+/// Stops the connectors (a detached one blocked in a connect attempt
+/// stops once the attempt is over).
+void stop_connectors(const std::vector<caf::actor>& connectors) {
+  for (const auto& c : connectors)
+    caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
+}
+
 node_end failed(caf::error err) {
   node_end out;
   out.exit_code = exit_codes::failure;
@@ -67,30 +74,44 @@ void watch_node(self_ptr self, const std::string& task, const caf::actor& n,
     self->monitor(m);
 }
 
-/// Connects to `task` again (its connector's request is bounded by
-/// max_wait); once back, its node is watched again, and the chief's return
-/// reaches the behaviour as the chief's hello.
+/// Connects to `task` again: one connector request at a time, each
+/// bounded by connect_attempt, asked again at once after a failed one
+/// (the connector spends its own timeout trying), until max_wait has
+/// passed since the loss. Once back, the task's node is watched again, and
+/// the chief's return reaches the behaviour as the chief's hello.
 void reconnect(self_ptr self, const std::string& task) {
   auto& st = self->state;
   if (!st.cfg.connector)
     return;
   auto i = st.connectors.find(task);
-  if (i == st.connectors.end())
+  if (i == st.connectors.end()) {
     i = st.connectors.emplace(task, st.cfg.connector(task)).first;
-  auto wait = st.cfg.max_wait;
-  self->request(i->second, wait, connect_atom::value, task)
+    st.to_stop->push_back(caf::actor_cast<caf::actor>(i->second));
+  }
+  auto now = self->clock().now();
+  auto until = st.reconnect_until.emplace(task, now + st.cfg.max_wait)
+                 .first->second;
+  self->request(i->second, st.cfg.connect_attempt, connect_atom::value, task)
     .then(
       [=](node_info& info) {
+        auto& st = self->state;
+        st.reconnect_until.erase(task);
         auto n = node_of(info);
-        self->state.log("connected again to " + task);
+        st.log("connected again to " + task);
         watch_node(self, task, n, std::move(info));
-        if (task == self->state.cfg.chief)
+        if (task == st.cfg.chief)
           self->send(me_of(self), hello_atom::value, task, n);
       },
       [=](caf::error& err) {
-        self->state.log("could not connect again to " + task + " within "
-                        + std::to_string(wait.count())
-                        + " ms (--max_wait_ms): " + render(err));
+        auto& st = self->state;
+        if (self->clock().now() < until) {
+          reconnect(self, task);
+          return;
+        }
+        st.reconnect_until.erase(task);
+        st.log("could not connect again to " + task + " within "
+               + std::to_string(st.cfg.max_wait.count())
+               + " ms (--max_wait_ms): " + render(err));
       });
 }
 
@@ -395,6 +416,7 @@ supervisor_actor::behavior_type supervisor(self_ptr self,
   auto& st = self->state;
   st.watch.emplace(cfg.chief, cfg.peers);
   st.cfg = std::move(cfg);
+  self->attach_functor([stop = st.to_stop] { stop_connectors(*stop); });
   self->set_down_handler([=](caf::down_msg& dm) {
     auto why = self->system().render(dm.reason);
     if (auto loss = self->state.watch->went_down(dm.source, why))
@@ -416,9 +438,10 @@ caf::expected<supervisor_actor> spawn_supervisor(caf::actor_system& sys,
   if (cfg.request_timeout.count() <= 0)
     return bad("request_timeout " + std::to_string(cfg.request_timeout.count())
                + " ms must be positive");
-  if (cfg.failure_grace.count() < 0 || cfg.rebind_retry.count() <= 0)
-    return bad("failure_grace must not be negative and rebind_retry must be "
-               "positive");
+  if (cfg.failure_grace.count() < 0 || cfg.rebind_retry.count() <= 0
+      || cfg.connect_attempt.count() <= 0)
+    return bad("failure_grace must not be negative, rebind_retry and "
+               "connect_attempt must be positive");
   if ((cfg.reconnects_to_chief || !cfg.peers.empty()) && !cfg.connector)
     return bad("connects again to peers but has no connector");
   for (const auto& p : cfg.peers)

@@ -31,11 +31,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <caf/actor.hpp>
+#include <caf/actor_clock.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_actor.hpp>
@@ -136,6 +138,9 @@ struct supervisor_config {
   std::chrono::milliseconds request_timeout{10000};
   std::chrono::milliseconds failure_grace{5000};
   std::chrono::milliseconds rebind_retry{1000};
+  /// Longest wait for one answer of a connector; a peer that is not back
+  /// is asked for again at once, until max_wait has passed since its loss.
+  std::chrono::milliseconds connect_attempt{5000};
   /// The connector for `task` (made once per task, on its first loss).
   std::function<connector_actor(const std::string& task)> connector;
   /// Where the node's fault lines go (may be empty).
@@ -159,8 +164,13 @@ struct supervisor_state {
   std::string role_failure;
   /// Asks of a paused chief for a rebind still left.
   int64_t pending_rebinds = 0;
-  /// Connectors made so far, by task.
+  /// Connectors made so far, by task; stopped with the supervisor (one
+  /// may be inside a connect attempt then, which it finishes first).
   std::map<std::string, connector_actor> connectors;
+  std::shared_ptr<std::vector<caf::actor>> to_stop
+    = std::make_shared<std::vector<caf::actor>>();
+  /// Per peer being connected to again: until when (actor clock).
+  std::map<std::string, caf::actor_clock::time_point> reconnect_until;
 
   void log(const std::string& line) const {
     if (cfg.log)
