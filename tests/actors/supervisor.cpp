@@ -13,9 +13,9 @@
 // The supervisor's peers are stand-ins that answer its requests the way
 // the real roles' interfaces do (a chief's resume point or ec::peer_lost
 // while paused, a worker taking a rebind, a connector answering a peer's
-// node information or failing): the real connector needs the middleman and
-// real processes, which the loopback fault tests (tests/examples/faults.cpp)
-// run.
+// node information or failing). The real connector runs on loopback in the
+// last case, between two actor systems; the supervisor with its real peers
+// runs in the loopback fault tests (tests/examples/faults.cpp).
 
 #include <chrono>
 #include <deque>
@@ -28,11 +28,14 @@
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
+#include <caf/io/middleman.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "actors/node_connector.hpp"
 #include "actors/supervisor.hpp"
 #include "runtime/program_config.hpp"
+#include "tests/helpers.hpp"
 
 using namespace syncfac;
 using namespace std::chrono_literals;
@@ -773,3 +776,79 @@ BOOST_AUTO_TEST_CASE(inverse_back_at_its_address_is_watched_as_the_new_one) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// --- the real connector, on loopback ---------------------------------------
+
+namespace {
+
+/// A task's node published by its own actor system (another process's, as
+/// far as the middleman knows).
+node_actor published_node(caf::actor_system& sys, const caf::actor& role) {
+  node_config nc;
+  nc.task = {"ps", 0};
+  nc.roles = std::make_shared<const std::map<std::string, caf::actor>>(
+    std::map<std::string, caf::actor>{{"ps:0", role}});
+  return sys.spawn(node, std::move(nc));
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_real_connector_finds_a_task_again_at_its_address) {
+  program_config peer_cfg;
+  caf::actor_system peer{peer_cfg};
+  program_config own_cfg;
+  caf::actor_system own{own_cfg};
+  caf::scoped_actor self{own};
+  auto role = peer.spawn(stand_in);
+  auto n = published_node(peer, role);
+  auto port = publish_node(n, 0, false);
+  BOOST_REQUIRE(port);
+  auto spec = cluster_spec::parse(
+    R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:)"
+      + std::to_string(*port) + R"("], "worker": ["127.0.0.1:2"]}})",
+    "test cluster");
+  BOOST_REQUIRE(spec);
+  auto my_node = own.spawn(stand_in);
+  connect_options opts;
+  opts.timeout = 1000ms;
+  opts.request_timeout = 2000ms;
+  auto c = spawn_node_connector(own, *spec,
+                                make_hello(own, {"worker", 0}, my_node), opts);
+  auto ask = [&] {
+    caf::expected<node_info> got{caf::error{}};
+    self->request(c, 20s, connect_atom::value, std::string{"ps:0"})
+      .receive([&](node_info& x) { got = std::move(x); },
+               [&](caf::error& err) { got = std::move(err); });
+    return got;
+  };
+  auto first = ask();
+  BOOST_REQUIRE_MESSAGE(first, test::why(first));
+  auto r = role_of<caf::actor>(*first, "ps:0");
+  BOOST_REQUIRE(r);
+  BOOST_TEST((r->address() == role.address()));
+  // Killed: nothing answers at the address; the attempt ends in its
+  // timeout, naming the task and the address.
+  BOOST_REQUIRE(peer.middleman().unpublish(n, *port));
+  self->send_exit(n, caf::exit_reason::kill);
+  auto gone = ask();
+  BOOST_REQUIRE(!gone);
+  BOOST_TEST(has_code(gone.error(), ec::timeout));
+  BOOST_TEST(render(gone.error()).find("ps:0 at 127.0.0.1:"
+                                       + std::to_string(*port))
+             != std::string::npos);
+  // Back at the same address: the new node's roles.
+  auto role2 = peer.spawn(stand_in);
+  auto n2 = published_node(peer, role2);
+  auto again = publish_node(n2, *port, false);
+  BOOST_REQUIRE(again);
+  auto back = ask();
+  BOOST_REQUIRE_MESSAGE(back, test::why(back));
+  auto r2 = role_of<caf::actor>(*back, "ps:0");
+  BOOST_REQUIRE(r2);
+  BOOST_TEST((r2->address() == role2.address()));
+  for (auto a : {caf::actor_cast<caf::actor>(c), my_node})
+    self->send_exit(a, caf::exit_reason::user_shutdown);
+  caf::scoped_actor peer_self{peer};
+  for (auto a : {role, role2, caf::actor_cast<caf::actor>(n2)})
+    peer_self->send_exit(a, caf::exit_reason::user_shutdown);
+}
