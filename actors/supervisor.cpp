@@ -1,5 +1,7 @@
 #include "actors/supervisor.hpp"
 
+#include <algorithm>
+
 #include <caf/send.hpp>
 
 #include "runtime/error.hpp"
