@@ -13,7 +13,9 @@
 #include "actors/gather.hpp"
 #include "actors/metrics_sink.hpp"
 #include "actors/owned_actors.hpp"
+#include "actors/node_connector.hpp"
 #include "actors/run_fingerprint.hpp"
+#include "actors/supervisor.hpp"
 #include "actors/topology.hpp"
 #include "runtime/base/error.hpp"
 #include "actors/role_metrics.hpp"
@@ -79,10 +81,7 @@ public:
       return err;
     if (auto err2 = publish())
       return err2;
-    rejoin_if_running();
-    if (auto err2 = wait_for_end())
-      return err2;
-    return node_outcome{};
+    return supervise();
   }
 
 private:
@@ -129,13 +128,29 @@ private:
     node_config nc;
     nc.task = cfg_.task;
     nc.roles = roles_;
-    nc.owner = caf::actor_cast<caf::actor>(self_);
     nc.fingerprint = fingerprint;
     nc.chief = chief_task();
+    // The node actor exists before its hello, the hello before the
+    // supervisor's connectors: the supervisor starts with a node handle it
+    // learns at once below.
+    auto hello_of_node = std::make_shared<node_hello>();
+    if (cfg_.task != chief_task()) {
+      auto sup = spawn_supervisor(sys_, supervisor_config_for(hello_of_node));
+      if (!sup)
+        return sup.error();
+      supervisor_ = *sup;
+      top_.own(supervisor_);
+      if (cfg_.on_supervisor)
+        cfg_.on_supervisor(supervisor_);
+      nc.owner = caf::actor_cast<caf::actor>(supervisor_);
+    } else {
+      nc.owner = caf::actor_cast<caf::actor>(self_);
+    }
     node_ = sys_.spawn(node, std::move(nc));
     top_.own(node_);
     hello_ = make_hello(sys_, cfg_.task, caf::actor_cast<caf::actor>(node_),
                         std::move(fingerprint));
+    *hello_of_node = hello_;
     if (cfg_.task == chief_task())
       status_ = std::make_shared<observe::run_status>();
     return serve_metrics();
@@ -304,78 +319,6 @@ private:
     return caf::none;
   }
 
-  /// A worker task started while the run is under way (a restart): the
-  /// chief says where to resume and the worker starts on its own, since
-  /// the chief's driver started the workers it knew at the beginning.
-  void rejoin_if_running() {
-    if (!worker_ || !chief_)
-      return;
-    if (cfg_.task.index >= tasks_.gradient_workers) {
-      // A statistics worker takes no tokens: it starts at the shards' step
-      // once the chief's run is under way.
-      self_->request(chief_, cfg_.connect.request_timeout, status_atom::value)
-        .receive(
-          [&](chief_status& cs) {
-            if (cs.finished || cs.tokens_granted == 0)
-              return;
-            log_ << me() << ": the run is under way; the statistics worker "
-                 << "starts at global step " << cs.global_step << std::endl;
-            caf::anon_send(worker_, run_atom::value);
-          },
-          [&](caf::error&) {});
-      return;
-    }
-    self_->request(chief_, cfg_.connect.request_timeout, run_atom::value,
-                   cfg_.task.index)
-      .receive(
-        [&](resume_point& rp) {
-          log_ << me() << ": the run is under way; rejoining at global step "
-               << rp.global_step << std::endl;
-          caf::anon_send(worker_, run_atom::value, rp);
-        },
-        [&](caf::error&) {
-          // Not running yet: the chief's driver starts this worker.
-        });
-  }
-
-  /// A worker task that connected again to a chief whose run is under way
-  /// (a chief that went on without it): the chief says where to resume
-  /// and the worker is rebound to it. A chief not running yet rebinds the
-  /// workers itself once they are all back.
-  /// Answers whether to ask again later: the chief's steps are paused (it
-  /// waits for another lost task) and it rebinds no one it lost until they
-  /// are back.
-  bool rebind_if_running() {
-    if (!worker_ || cfg_.task.index >= tasks_.gradient_workers)
-      return false;
-    auto chief = find<chief_actor>(chief_task(), "chief");
-    if (!chief)
-      return false;
-    chief_ = *chief;
-    bool again = false;
-    self_->request(chief_, cfg_.connect.request_timeout, run_atom::value,
-                   cfg_.task.index)
-      .receive(
-        [&](resume_point& rp) {
-          auto ps = shards();
-          if (!ps)
-            return;
-          std::vector<covariance_actor> cov;
-          if (sends_statistics(sync_, tasks_, cfg_.task.index))
-            if (auto c = covariances())
-              cov = std::move(*c);
-          log_ << me() << ": the run is under way; rejoining at global step "
-               << rp.global_step << std::endl;
-          caf::anon_send(worker_, run_atom::value, rp, chief_, *ps, cov);
-        },
-        [&](caf::error& err) {
-          // Not running yet: the chief rebinds this worker when it starts.
-          again = err.category() == error_category
-                  && err.code() == static_cast<uint8_t>(ec::peer_lost);
-        });
-    return again;
-  }
-
   caf::error host_worker() {
     auto i = cfg_.task.index;
     if (i >= tasks_.worker_tasks())
@@ -413,151 +356,104 @@ private:
       return w.error();
     top_.own(*w);
     worker_ = *w;
-    chief_ = *chief;
     host(role_name("worker", i), caf::actor_cast<caf::actor>(*w));
     return caf::none;
   }
 
-  /// Non-chief nodes: until the chief ends the run. Bounded by max_wait
-  /// while the chief has not said hello yet or after its node went down.
-  caf::error wait_for_end() {
-    auto deadline = clock_type::now() + cfg_.max_wait;
-    bool chief_here = false;
-    std::string reason;
-    caf::error err;
-    bool done = false;
-    auto since = clock_type::now();
-    // A task that connected to the chief watches the chief's node from
-    // the start; the others once the chief says hello.
-    if (auto i = nodes_.find(chief_task().str()); i != nodes_.end())
-      if (auto n = node_of(i->second)) {
-        self_->monitor(n);
-        chief_node_ = n;
-        chief_here = true;
-      }
-    // A role that stops on its own (an error) ends this node with the
-    // reason: the rest of the cluster then sees the node go down.
-    std::map<caf::actor_addr, std::string> hosted;
-    std::string role_failure;
-    auto failure_deadline = clock_type::now();
-    for (const auto& [name, actor] : *roles_) {
-      self_->monitor(actor);
-      hosted.emplace(actor.address(), name);
-    }
-    // A node connects again to the shards it lost, as at start, and to
-    // the chief if it connected to the chief at start: a restarted chief
-    // waits for its hello, and a shard that came back is then reached
-    // directly, not through the chief's node.
-    std::map<caf::actor_addr, task_id> peers;
-    std::set<task_id> lost;
-    bool rejoin_later = false;
-    const bool reconnects = connects_to_chief(cfg_.task);
+  /// What this node's supervisor watches and whom it rebinds. The hello
+  /// its connectors send is filled in once the node actor exists.
+  supervisor_config
+  supervisor_config_for(std::shared_ptr<const node_hello> hello) const {
+    supervisor_config sc;
+    sc.me = me();
+    sc.chief = chief_task().str();
+    sc.chief_address = cfg_.cluster.address(chief_task()).str();
+    sc.reconnects_to_chief = connects_to_chief(cfg_.task);
+    std::set<std::string> peers;
     auto watch = [&](const task_id& t) {
-      if (auto i = nodes_.find(t.str()); i != nodes_.end())
-        if (auto n = node_of(i->second)) {
-          self_->monitor(n);
-          peers[n.address()] = t;
-        }
+      if (t != cfg_.task && t != chief_task())
+        peers.insert(t.str());
     };
-    for (int32_t s = 0; s < sync_.ps_tasks; ++s)
-      if (task_id{"ps", s} != cfg_.task)
-        watch({"ps", s});
-    auto reconnect = [&] {
-      std::ostream quiet{nullptr};
-      for (auto t : std::set<task_id>{lost}) {
-        auto opts = cfg_.connect;
-        opts.timeout = std::chrono::milliseconds{1000};
-        opts.report_every = std::chrono::hours{1};
-        nodes_.erase(t.str());
-        auto infos = connect_nodes(sys_, self_, cfg_.cluster, {t}, hello_,
-                                   opts, quiet);
-        if (!infos)
-          continue;
-        for (auto& kvp : *infos)
-          nodes_.emplace(kvp.first, std::move(kvp.second));
-        lost.erase(t);
-        watch(t);
-        log_ << me() << ": connected again to " << t.str() << std::endl;
-        if (t == chief_task())
-          if (auto i = nodes_.find(t.str()); i != nodes_.end()) {
-            chief_node_ = node_of(i->second);
-            chief_here = true;
-            rejoin_later = rebind_if_running();
-          }
-      }
-    };
-    while (!done) {
-      self_->receive(
-        [&](shutdown_atom, std::string& why) {
-          reason = why;
-          done = true;
-        },
-        [&](hello_atom, std::string& peer, caf::actor& peer_node) {
-          if (peer == chief_task().str() && peer_node) {
-            self_->monitor(peer_node);
-            chief_node_ = peer_node;
-            chief_here = true;
-          }
-        },
-        [&](hello_atom, std::string& peer, std::string& why) {
-          // This node refused the chief's hello: the two were configured
-          // for different runs, and waiting changes nothing.
-          err = make_error(ec::invalid_config,
-                           "refused " + peer + " at connect: " + why);
-          done = true;
-        },
-        [&](caf::down_msg& dm) {
-          if (auto i = hosted.find(dm.source); i != hosted.end()) {
-            // At the end of a run a worker may stop (with the chief it is
-            // linked to) just before the chief's word arrives: wait for it
-            // a little before calling this a failure.
-            role_failure = i->second + " stopped: " + sys_.render(dm.reason);
-            failure_deadline = clock_type::now() + std::chrono::seconds{5};
-          } else if (dm.source == chief_node_.address() && chief_here) {
-            chief_here = false;
-            since = clock_type::now();
-            deadline = since + cfg_.max_wait;
-            log_ << me() << ": the chief's node went down ("
-                 << sys_.render(dm.reason) << "); waiting up to "
-                 << cfg_.max_wait.count() << " ms for it to return"
-                 << std::endl;
-            if (reconnects)
-              lost.insert(chief_task());
-          } else if (auto p = peers.find(dm.source); p != peers.end()) {
-            log_ << me() << ": " << p->second.str() << " went down ("
-                 << sys_.render(dm.reason) << ")" << std::endl;
-            lost.insert(p->second);
-            peers.erase(p);
-          }
-        },
-        caf::after(std::chrono::milliseconds{500}) >> [&] {
-          if (!lost.empty())
-            reconnect();
-          if (rejoin_later)
-            rejoin_later = rebind_if_running();
-          if (!role_failure.empty()
-              && clock_type::now() >= failure_deadline) {
-            err = make_error(ec::peer_down, role_failure);
-            done = true;
-          } else if (!chief_here && clock_type::now() >= deadline) {
-            auto waited = std::chrono::duration_cast<std::chrono::seconds>(
-              clock_type::now() - since);
-            err = make_error(ec::timeout,
-                             "no word from the chief (" + chief_task().str()
-                               + " at "
-                               + cfg_.cluster.address(chief_task()).str()
-                               + ") for " + std::to_string(waited.count())
-                               + " s (--max_wait)");
-            done = true;
-          }
-        });
+    for (int32_t s = 0; s < sync_.ps_tasks; ++s) {
+      watch({"ps", s});
+      sc.shard_roles.emplace_back(task_id{"ps", s}.str(), role_name("ps", s));
     }
+    if (uses_kfac(sync_)) {
+      for (int32_t c = 0; c < sync_.kfac.covariance_actors; ++c)
+        watch(covariance_host(sync_, cfg_.cluster, c));
+      for (int32_t k = 0; k < sync_.kfac.inverse_actors; ++k)
+        watch(inverse_host(sync_, cfg_.cluster, k));
+    }
+    sc.peers.assign(peers.begin(), peers.end());
+    const auto& t = cfg_.task;
+    if (t.job == "worker" && !dedicated_inverter(sync_, cfg_.cluster, t)) {
+      if (t.index < tasks_.gradient_workers)
+        sc.gradient_worker = t.index;
+      else
+        sc.stats_worker = true;
+      if (sends_statistics(sync_, tasks_, t.index))
+        for (int32_t c = 0; c < sync_.kfac.covariance_actors; ++c)
+          sc.covariance_roles.emplace_back(
+            covariance_host(sync_, cfg_.cluster, c).str(),
+            role_name("covariance", c));
+    }
+    sc.max_wait = cfg_.max_wait;
+    sc.request_timeout = cfg_.connect.request_timeout;
+    auto cluster = cfg_.cluster;
+    // Each attempt tries for a second (as a node did before it had a
+    // supervisor), so that a connector stops soon after the run ends.
+    auto opts = cfg_.connect;
+    opts.timeout = std::chrono::milliseconds{1000};
+    sc.connect_attempt = opts.timeout + 2 * std::min(opts.request_timeout,
+                                                    std::chrono::milliseconds{
+                                                      2000})
+                         + std::chrono::milliseconds{1000};
+    auto* sys = &sys_;
+    sc.connector = [sys, cluster, opts, hello](const std::string&) {
+      return spawn_node_connector(*sys, cluster, *hello, opts);
+    };
+    auto* log = &log_;
+    sc.log = [log](const std::string& line) { *log << line << std::endl; };
+    return sc;
+  }
+
+  /// Bounds the wait for the supervisor's end: every step within the step
+  /// timeout, and the chief's absences within max_wait each (which the
+  /// supervisor itself ends); a node that does not know the run's length
+  /// (no data here, --num_epochs) waits a year.
+  std::chrono::milliseconds end_wait() const {
+    int64_t steps = sync_.base.steps;
+    if (train_)
+      steps = total_steps(sync_, tasks_, train_->count);
+    if (steps <= 0)
+      return std::chrono::hours{24 * 365};
+    return cfg_.max_wait * 2 + sync_.step_timeout * (steps + 1);
+  }
+
+  /// Non-chief nodes: hands the wiring to the supervisor and waits for its
+  /// end of the run.
+  caf::expected<node_outcome> supervise() {
+    node_wiring wiring;
+    wiring.nodes = nodes_;
+    wiring.hosted = *roles_;
+    wiring.worker = worker_;
+    auto bound = end_wait();
+    std::optional<node_end> end;
+    caf::error err;
+    self_->request(supervisor_, bound, run_atom::value, std::move(wiring))
+      .receive([&](node_end& e) { end = std::move(e); },
+               [&](caf::error& e) {
+                 err = with_context(e, "waiting " + std::to_string(
+                                         bound.count())
+                                         + " ms for the end of the run");
+               });
     if (err)
       return err;
-    if (!role_failure.empty())
-      log_ << me() << ": " << role_failure << std::endl;
-    log_ << me() << ": the chief ended the run: " << reason << std::endl;
-    return caf::none;
+    if (end->error)
+      return end->error;
+    node_outcome out;
+    out.exit_code = end->exit_code;
+    return out;
   }
 
   /// Whether task `t` connects to the chief on its own (so the chief
@@ -1104,11 +1000,11 @@ private:
   std::map<std::string, node_info> nodes_;
   std::shared_ptr<const dataset> train_;
   std::shared_ptr<const dataset> test_;
-  caf::actor chief_node_;
+  /// Every node but the chief's: its supervisor.
+  supervisor_actor supervisor_;
   metrics_actor metrics_;
-  /// A worker task's worker and the chief it reports to.
+  /// A worker task's worker.
   worker_actor worker_;
-  chief_actor chief_;
   /// Gradient worker tasks a restarted chief went on without.
   std::set<task_id> absent_;
   /// --metrics_port: the hosted roles, the chief's run status, and the

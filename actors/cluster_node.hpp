@@ -35,6 +35,7 @@
 
 #include "actors/local_trainer.hpp"
 #include "actors/node.hpp"
+#include "actors/supervisor.hpp"
 #include "actors/sync_trainer.hpp"
 #include "runtime/cluster/cluster_spec.hpp"
 #include "runtime/data/dataset.hpp"
@@ -57,6 +58,11 @@ struct cluster_run_config {
   /// Longest a node other than the chief waits for word from the chief:
   /// its first hello, or its return after its node went down.
   std::chrono::milliseconds max_wait{300000};
+  /// Called with the node's supervisor once it exists (every node but the
+  /// chief's, actors/supervisor.hpp): a SIGTERM watcher of the program
+  /// keeps it and sends it (preempt_atom, why) to end the node with
+  /// exit_codes::preempted. May be empty.
+  std::function<void(const supervisor_actor&)> on_supervisor;
 
   caf::error validate() const;
 };
@@ -86,6 +92,9 @@ using data_loader = std::function<
 struct node_outcome {
   std::optional<training_summary> summary;
   json_object cluster;
+  /// What the process exits with: exit_codes::success, or preempted when
+  /// the node program preempted the node's supervisor.
+  int32_t exit_code = 0;
 };
 
 /// Runs `cfg.task` until the run is over: the chief until its last step

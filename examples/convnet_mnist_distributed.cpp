@@ -224,7 +224,7 @@ int run(distributed_options& opts) {
   if (!outcome)
     return fail(program_name, outcome.error());
   if (!outcome->summary)
-    return EXIT_SUCCESS;
+    return outcome->exit_code;
   auto json = outcome->summary->to_json();
   json.add("cluster", outcome->cluster);
   return report(program_name, opts, *outcome->summary, json);

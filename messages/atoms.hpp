@@ -70,5 +70,16 @@ using hello_atom = caf::atom_constant<caf::atom("hello")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
 /// Cluster: a role reports a record to the chief's metrics sink.
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
+/// Cluster: a node's supervisor connects again to a peer task (its
+/// connector's one request).
+using connect_atom = caf::atom_constant<caf::atom("connect")>;
+/// Cluster: a node's supervisor hears that something it watches went away
+/// (its own down handler's word to itself).
+using lost_atom = caf::atom_constant<caf::atom("lost")>;
+/// Cluster: a node's supervisor's own timer ran out (which wait it ends).
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+/// Cluster: the node program tells its supervisor to end the run now,
+/// preempted (a SIGTERM handler's word).
+using preempt_atom = caf::atom_constant<caf::atom("preempt")>;
 
 } // namespace syncfac

@@ -1,0 +1,461 @@
+#include "actors/supervisor.hpp"
+
+#include <algorithm>
+
+#include <caf/send.hpp>
+
+#include "runtime/error.hpp"
+
+namespace syncfac {
+
+namespace {
+
+using self_ptr = supervisor_actor::stateful_pointer<supervisor_state>;
+using behavior = supervisor_actor::behavior_type;
+
+behavior running(self_ptr self);
+behavior chief_lost(self_ptr self, bool first);
+behavior role_failed(self_ptr self);
+
+supervisor_actor me_of(self_ptr self) {
+  return caf::actor_cast<supervisor_actor>(self);
+}
+
+/// Answers the node program and stops; before the node is wired the end is
+/// kept and answered once it is.
+void end_run(self_ptr self, node_end end) {
+  auto& st = self->state;
+  if (!st.done.pending()) {
+    if (!st.early_end)
+      st.early_end = std::move(end);
+    return;
+  }
+  st.done.deliver(std::move(end));
+  self->quit();
+}
+
+/// Stops the connectors (a detached one blocked in a connect attempt
+/// stops once the attempt is over).
+void stop_connectors(const std::vector<caf::actor>& connectors) {
+  for (const auto& c : connectors)
+    caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
+}
+
+node_end failed(caf::error err) {
+  node_end out;
+  out.exit_code = exit_codes::failure;
+  out.reason = render(err);
+  out.error = std::move(err);
+  return out;
+}
+
+void chief_ended_run(self_ptr self, const std::string& reason) {
+  auto& st = self->state;
+  if (!st.role_failure.empty())
+    st.log(st.role_failure);
+  st.log("the chief ended the run: " + reason);
+  end_run(self, node_end{exit_codes::success, reason, {}});
+}
+
+void preempted(self_ptr self, const std::string& why) {
+  self->state.log("preempted (" + why + "); the node ends without waiting "
+                  "for the chief");
+  end_run(self, node_end{exit_codes::preempted, "preempted: " + why, {}});
+}
+
+void refused(self_ptr self, const std::string& peer, const std::string& why) {
+  // This node refused the chief's hello, or another task's: the two were
+  // configured for different runs, and waiting changes nothing.
+  end_run(self, failed(make_error(ec::invalid_config,
+                                  "refused " + peer + " at connect: " + why)));
+}
+
+void watch_node(self_ptr self, const std::string& task, const caf::actor& n,
+                std::optional<node_info> info = std::nullopt) {
+  if (auto m = self->state.watch->connected(task, n, std::move(info)))
+    self->monitor(m);
+}
+
+/// Connects to `task` again: one connector request at a time, each
+/// bounded by connect_attempt, asked again at once after a failed one
+/// (the connector spends its own timeout trying), until max_wait has
+/// passed since the loss. Once back, the task's node is watched again, and
+/// the chief's return reaches the behaviour as the chief's hello.
+void reconnect(self_ptr self, const std::string& task) {
+  auto& st = self->state;
+  if (!st.cfg.connector)
+    return;
+  auto i = st.connectors.find(task);
+  if (i == st.connectors.end()) {
+    i = st.connectors.emplace(task, st.cfg.connector(task)).first;
+    st.to_stop->push_back(caf::actor_cast<caf::actor>(i->second));
+  }
+  auto now = self->clock().now();
+  auto until = st.reconnect_until.emplace(task, now + st.cfg.max_wait)
+                 .first->second;
+  self->request(i->second, st.cfg.connect_attempt, connect_atom::value, task)
+    .then(
+      [=](node_info& info) {
+        auto& st = self->state;
+        st.reconnect_until.erase(task);
+        auto n = node_of(info);
+        st.log("connected again to " + task);
+        watch_node(self, task, n, std::move(info));
+        if (task == st.cfg.chief)
+          self->send(me_of(self), hello_atom::value, task, n);
+      },
+      [=](caf::error& err) {
+        auto& st = self->state;
+        if (self->clock().now() < until) {
+          reconnect(self, task);
+          return;
+        }
+        st.reconnect_until.erase(task);
+        st.log("could not connect again to " + task + " within "
+               + std::to_string(st.cfg.max_wait.count())
+               + " ms (--max_wait_ms): " + render(err));
+      });
+}
+
+void lost_peer(self_ptr self, const node_loss& loss) {
+  self->state.log(loss.name + " went down (" + loss.reason + ")");
+  reconnect(self, loss.name);
+}
+
+/// Rebinds the gradient worker to the chief that is back: the chief says
+/// where to go on; while its steps are paused for another lost task it
+/// answers ec::peer_lost and is asked again, `tries` more times.
+void rebind(self_ptr self, int64_t tries) {
+  auto& st = self->state;
+  if (st.cfg.gradient_worker < 0 || !st.wiring.worker)
+    return;
+  auto chief = st.watch->role<chief_actor>(st.cfg.chief, "chief");
+  if (!chief) {
+    st.log("cannot rebind the worker: " + render(chief.error()));
+    return;
+  }
+  auto c = *chief;
+  self->request(c, st.cfg.request_timeout, run_atom::value,
+                st.cfg.gradient_worker)
+    .then(
+      [=](resume_point& rp) {
+        auto& st = self->state;
+        std::vector<ps_actor> shards;
+        for (const auto& [host, role] : st.cfg.shard_roles) {
+          auto s = st.watch->role<ps_actor>(host, role);
+          if (!s) {
+            st.log("cannot rebind the worker: " + render(s.error()));
+            return;
+          }
+          shards.push_back(*s);
+        }
+        std::vector<covariance_actor> cov;
+        for (const auto& [host, role] : st.cfg.covariance_roles)
+          if (auto k = st.watch->role<covariance_actor>(host, role))
+            cov.push_back(*k);
+        if (cov.size() != st.cfg.covariance_roles.size())
+          cov.clear(); // the worker keeps its own
+        st.log("the run is under way; rejoining at global step "
+               + std::to_string(rp.global_step));
+        caf::anon_send(st.wiring.worker, run_atom::value, rp, c,
+                       std::move(shards), std::move(cov));
+      },
+      [=](caf::error& err) {
+        auto& st = self->state;
+        bool paused = err.category() == error_category
+                      && err.code() == static_cast<uint8_t>(ec::peer_lost);
+        // Not running yet: the chief rebinds this worker when it starts.
+        if (!paused)
+          return;
+        if (tries <= 0) {
+          st.log("the chief's steps stayed paused; it rebinds this worker "
+                 "itself when it goes on (" + render(err) + ")");
+          return;
+        }
+        auto id = st.watch->begin_wait();
+        st.pending_rebinds = tries - 1;
+        self->delayed_send(me_of(self), st.cfg.rebind_retry,
+                           deadline_atom::value, id);
+      });
+}
+
+/// A worker task started while the run is under way (a restart): the chief
+/// says where to resume and the worker starts on its own, since the chief's
+/// driver started the workers it knew at the beginning.
+void rejoin_if_running(self_ptr self) {
+  auto& st = self->state;
+  if (!st.wiring.worker)
+    return;
+  auto chief = st.watch->role<chief_actor>(st.cfg.chief, "chief");
+  if (!chief)
+    return;
+  auto worker = st.wiring.worker;
+  if (st.cfg.stats_worker) {
+    // A statistics worker takes no tokens: it starts at the shards' step
+    // once the chief's run is under way.
+    self->request(*chief, st.cfg.request_timeout, status_atom::value)
+      .then(
+        [=](chief_status& cs) {
+          if (cs.finished || cs.tokens_granted == 0)
+            return;
+          self->state.log("the run is under way; the statistics worker "
+                          "starts at global step "
+                          + std::to_string(cs.global_step));
+          caf::anon_send(worker, run_atom::value);
+        },
+        [](caf::error&) {});
+    return;
+  }
+  if (st.cfg.gradient_worker < 0)
+    return;
+  self->request(*chief, st.cfg.request_timeout, run_atom::value,
+                st.cfg.gradient_worker)
+    .then(
+      [=](resume_point& rp) {
+        self->state.log("the run is under way; rejoining at global step "
+                        + std::to_string(rp.global_step));
+        caf::anon_send(worker, run_atom::value, rp);
+      },
+      [](caf::error&) {
+        // Not running yet: the chief's driver starts this worker.
+      });
+}
+
+int64_t rebind_tries(const supervisor_config& cfg) {
+  auto retry = std::max<int64_t>(1, cfg.rebind_retry.count());
+  return std::max<int64_t>(1, cfg.max_wait.count() / retry);
+}
+
+/// Wired: watch the roles and the nodes, then go on as running, or as
+/// chief_lost while the chief has not said hello yet.
+void start(self_ptr self, node_wiring wiring) {
+  auto& st = self->state;
+  st.wiring = std::move(wiring);
+  for (const auto& [role, actor] : st.wiring.hosted) {
+    st.watch->host(role, actor.address());
+    self->monitor(actor);
+  }
+  for (auto& [task, info] : st.wiring.nodes)
+    watch_node(self, task, node_of(info), info);
+  for (auto& [peer, n] : st.early_hellos)
+    if (peer == st.cfg.chief)
+      watch_node(self, peer, n);
+  st.early_hellos.clear();
+  rejoin_if_running(self);
+  if (st.watch->chief_here())
+    self->become(running(self));
+  else
+    self->become(chief_lost(self, true));
+}
+
+/// A hosted role, the chief's node or a peer's node went away.
+void lost(self_ptr self, const node_loss& loss) {
+  switch (loss.kind) {
+    case node_loss::hosted_role:
+      self->state.role_failure = loss.name + " stopped: " + loss.reason;
+      self->become(role_failed(self));
+      break;
+    case node_loss::chief_node:
+      self->state.log("the chief's node went down (" + loss.reason
+                      + "); waiting up to "
+                      + std::to_string(self->state.cfg.max_wait.count())
+                      + " ms for it to return");
+      self->become(chief_lost(self, false));
+      break;
+    default:
+      lost_peer(self, loss);
+  }
+}
+
+caf::result<node_end> second_run(self_ptr) {
+  return make_error(ec::invalid_argument,
+                    "supervisor: the node is supervised already");
+}
+
+/// The node is being wired: what arrives is kept until it is.
+behavior connecting(self_ptr self) {
+  return {
+    [=](run_atom, node_wiring& w) -> caf::result<node_end> {
+      auto& st = self->state;
+      st.done = self->make_response_promise<node_end>();
+      if (st.early_end) {
+        auto end = std::move(*st.early_end);
+        st.early_end.reset();
+        end_run(self, std::move(end));
+        return st.done;
+      }
+      start(self, std::move(w));
+      return st.done;
+    },
+    [=](hello_atom, std::string& peer, caf::actor& n) {
+      self->state.early_hellos.emplace_back(std::move(peer), std::move(n));
+    },
+    [=](hello_atom, const std::string& peer, const std::string& why) {
+      refused(self, peer, why);
+    },
+    [=](shutdown_atom, const std::string& reason) {
+      chief_ended_run(self, reason);
+    },
+    [=](preempt_atom, const std::string& why) { preempted(self, why); },
+    [=](lost_atom, const node_loss& loss) {
+      // Nothing is monitored before the wiring.
+      self->state.log("ignored the loss of " + loss.name
+                      + " before the node was wired");
+    },
+    [=](deadline_atom, uint64_t) {},
+  };
+}
+
+/// Everything is up; a paused chief may be asked again for a rebind.
+behavior running(self_ptr self) {
+  // The waits of the states before are over.
+  self->state.watch->begin_wait();
+  return {
+    [=](run_atom, node_wiring&) { return second_run(self); },
+    [=](hello_atom, const std::string& peer, const caf::actor& n) {
+      if (peer == self->state.cfg.chief)
+        watch_node(self, peer, n);
+    },
+    [=](hello_atom, const std::string& peer, const std::string& why) {
+      refused(self, peer, why);
+    },
+    [=](shutdown_atom, const std::string& reason) {
+      chief_ended_run(self, reason);
+    },
+    [=](preempt_atom, const std::string& why) { preempted(self, why); },
+    [=](lost_atom, const node_loss& loss) { lost(self, loss); },
+    [=](deadline_atom, uint64_t id) {
+      // The only wait of this state: asking a paused chief again.
+      if (self->state.watch->is_current_wait(id))
+        rebind(self, self->state.pending_rebinds);
+    },
+  };
+}
+
+/// The chief's node is gone (or has not said hello yet, `first`): a task
+/// that connects to the chief connects again, the others wait for its
+/// hello; bounded by max_wait.
+behavior chief_lost(self_ptr self, bool first) {
+  auto& st = self->state;
+  auto id = st.watch->begin_wait();
+  self->delayed_send(me_of(self), st.cfg.max_wait, deadline_atom::value, id);
+  if (!first && st.cfg.reconnects_to_chief)
+    reconnect(self, st.cfg.chief);
+  return {
+    [=](run_atom, node_wiring&) { return second_run(self); },
+    [=](hello_atom, const std::string& peer, const caf::actor& n) {
+      auto& st = self->state;
+      if (peer != st.cfg.chief)
+        return;
+      watch_node(self, peer, n);
+      bool rebinds = !first && st.cfg.reconnects_to_chief;
+      // A task that connects to the chief needs the chief's roles for the
+      // rebind: a hello of the chief's node (it asked this node for its
+      // roles) comes before the connector's answer, which is awaited.
+      if (rebinds && !st.watch->knows(st.cfg.chief))
+        return;
+      self->become(running(self));
+      if (rebinds)
+        rebind(self, rebind_tries(st.cfg));
+    },
+    [=](hello_atom, const std::string& peer, const std::string& why) {
+      refused(self, peer, why);
+    },
+    [=](shutdown_atom, const std::string& reason) {
+      chief_ended_run(self, reason);
+    },
+    [=](preempt_atom, const std::string& why) { preempted(self, why); },
+    [=](lost_atom, const node_loss& loss) { lost(self, loss); },
+    [=](deadline_atom, uint64_t wait) {
+      auto& st = self->state;
+      if (wait != id)
+        return; // a rebind's retry from before the loss
+      auto secs = std::chrono::duration_cast<std::chrono::seconds>(
+        st.cfg.max_wait);
+      end_run(self, failed(make_error(
+                      ec::timeout, "no word from the chief (" + st.cfg.chief
+                                     + " at " + st.cfg.chief_address
+                                     + ") for "
+                                     + std::to_string(secs.count())
+                                     + " s (--max_wait)")));
+    },
+  };
+}
+
+/// A hosted role stopped: at the end of a run a worker may stop (with the
+/// chief it is linked to) just before the chief's word arrives, so the
+/// word is awaited a little before this is a failure.
+behavior role_failed(self_ptr self) {
+  auto& st = self->state;
+  auto id = st.watch->begin_wait();
+  self->delayed_send(me_of(self), st.cfg.failure_grace, deadline_atom::value,
+                     id);
+  return {
+    [=](run_atom, node_wiring&) { return second_run(self); },
+    [=](hello_atom, const std::string& peer, const caf::actor& n) {
+      if (peer == self->state.cfg.chief)
+        watch_node(self, peer, n);
+    },
+    [=](hello_atom, const std::string& peer, const std::string& why) {
+      refused(self, peer, why);
+    },
+    [=](shutdown_atom, const std::string& reason) {
+      chief_ended_run(self, reason);
+    },
+    [=](preempt_atom, const std::string& why) { preempted(self, why); },
+    [=](lost_atom, const node_loss& loss) {
+      if (loss.kind == node_loss::peer_node)
+        lost_peer(self, loss);
+      else
+        self->state.log(loss.name + " went away too (" + loss.reason + ")");
+    },
+    [=](deadline_atom, uint64_t wait) {
+      if (wait == id)
+        end_run(self, failed(make_error(ec::peer_down,
+                                        self->state.role_failure)));
+    },
+  };
+}
+
+} // namespace
+
+supervisor_actor::behavior_type supervisor(self_ptr self,
+                                           supervisor_config cfg) {
+  auto& st = self->state;
+  st.watch.emplace(cfg.chief, cfg.peers);
+  st.cfg = std::move(cfg);
+  self->attach_functor([stop = st.to_stop] { stop_connectors(*stop); });
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto why = self->system().render(dm.reason);
+    if (auto loss = self->state.watch->went_down(dm.source, why))
+      self->send(me_of(self), lost_atom::value, std::move(*loss));
+  });
+  return connecting(self);
+}
+
+caf::expected<supervisor_actor> spawn_supervisor(caf::actor_system& sys,
+                                                 supervisor_config cfg) {
+  auto bad = [](const std::string& what) {
+    return make_error(ec::invalid_config, "supervisor: " + what);
+  };
+  if (cfg.me.empty() || cfg.chief.empty())
+    return bad("needs its own task (me) and the chief's (chief)");
+  if (cfg.max_wait.count() <= 0)
+    return bad("max_wait " + std::to_string(cfg.max_wait.count())
+               + " ms must be positive");
+  if (cfg.request_timeout.count() <= 0)
+    return bad("request_timeout " + std::to_string(cfg.request_timeout.count())
+               + " ms must be positive");
+  if (cfg.failure_grace.count() < 0 || cfg.rebind_retry.count() <= 0
+      || cfg.connect_attempt.count() <= 0)
+    return bad("failure_grace must not be negative, rebind_retry and "
+               "connect_attempt must be positive");
+  if ((cfg.reconnects_to_chief || !cfg.peers.empty()) && !cfg.connector)
+    return bad("connects again to peers but has no connector");
+  for (const auto& p : cfg.peers)
+    if (p == cfg.chief || p == cfg.me)
+      return bad("peer " + p + " is the chief or this node itself");
+  return sys.spawn(supervisor, std::move(cfg));
+}
+
+} // namespace syncfac

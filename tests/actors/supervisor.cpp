@@ -1,0 +1,871 @@
+#define BOOST_TEST_MODULE supervisor
+#include <boost/test/unit_test.hpp>
+
+// The node supervisor (actors/supervisor.hpp) on CAF's test scheduler:
+// nothing runs until the test says so and time moves only when the test
+// advances the test clock, so every loss, every wait and every timeout
+// happens in one order, without sleeps. One case per loss kind a node
+// sees (its own worker; the chief; a PS shard; a covariance and an inverse
+// actor's hosts) and per way of losing it: killed (never back), frozen
+// beyond max_wait, frozen and thawed (the same actors answer again), and
+// back at the same address (a restarted task: new actors).
+//
+// The supervisor's peers are stand-ins that answer its requests the way
+// the real roles' interfaces do (a chief's resume point or ec::peer_lost
+// while paused, a worker taking a rebind, a connector answering a peer's
+// node information or failing). The real connector runs on loopback in the
+// last case, between two actor systems; the supervisor with its real peers
+// runs in the loopback fault tests (tests/examples/faults.cpp).
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/node_connector.hpp"
+#include "actors/supervisor.hpp"
+#include "runtime/program_config.hpp"
+#include "tests/helpers.hpp"
+
+using namespace syncfac;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct testing_config : program_config {
+  testing_config() {
+    set("scheduler.policy", caf::atom("testing"));
+  }
+};
+
+/// What the stand-in chief answers.
+struct chief_script {
+  /// Whether its run is under way (a resume point for a rebind).
+  bool running = true;
+  int64_t step = 40;
+  /// Rebind requests answered ec::peer_lost first (its steps paused for
+  /// another lost task).
+  int paused_answers = 0;
+  int asked = 0;
+};
+
+caf::behavior stand_in_chief(caf::event_based_actor*,
+                             std::shared_ptr<chief_script> s) {
+  return {
+    [=](run_atom, int32_t) -> caf::result<resume_point> {
+      ++s->asked;
+      if (s->paused_answers > 0) {
+        --s->paused_answers;
+        return make_error(ec::peer_lost, "ps:0 lost at global step 41");
+      }
+      if (!s->running)
+        return make_error(ec::unavailable, "chief: not running yet");
+      resume_point rp;
+      rp.global_step = s->step;
+      return rp;
+    },
+    [=](status_atom) {
+      chief_status cs;
+      cs.global_step = s->step;
+      cs.tokens_granted = s->running ? 3 : 0;
+      return cs;
+    },
+  };
+}
+
+/// What reached the stand-in worker.
+struct worker_log {
+  struct rebind {
+    int64_t step = 0;
+    caf::actor_addr chief;
+    std::vector<caf::actor_addr> shards;
+    std::vector<caf::actor_addr> covariance;
+  };
+  std::vector<rebind> rebinds;
+  std::vector<int64_t> rejoins;
+  int starts = 0;
+};
+
+caf::behavior stand_in_worker(caf::event_based_actor*,
+                              std::shared_ptr<worker_log> log) {
+  return {
+    [=](run_atom, const resume_point& rp, const chief_actor& c,
+        const std::vector<ps_actor>& ps,
+        const std::vector<covariance_actor>& cov) {
+      worker_log::rebind r;
+      r.step = rp.global_step;
+      r.chief = c.address();
+      for (auto& s : ps)
+        r.shards.push_back(s.address());
+      for (auto& k : cov)
+        r.covariance.push_back(k.address());
+      log->rebinds.push_back(r);
+    },
+    [=](run_atom, const resume_point& rp) {
+      log->rejoins.push_back(rp.global_step);
+    },
+    [=](run_atom) { ++log->starts; },
+  };
+}
+
+/// An actor that only exists (a node actor, a shard, a covariance actor).
+caf::behavior stand_in(caf::event_based_actor*) {
+  return {[](int32_t) {}};
+}
+
+/// What the connectors answer, per task: node information, an error, or
+/// nothing yet (the task is frozen: the request is held until the test
+/// thaws it or the supervisor's timeout ends it).
+struct connect_script {
+  struct answer {
+    std::optional<node_info> info;
+    caf::error err;
+  };
+  std::map<std::string, std::deque<answer>> answers;
+  std::map<std::string, int> asked;
+};
+
+caf::behavior stand_in_connector(caf::event_based_actor* self,
+                                 std::shared_ptr<connect_script> s) {
+  auto held = std::make_shared<std::vector<caf::response_promise>>();
+  return {
+    [=](connect_atom, const std::string& task) -> caf::result<node_info> {
+      ++s->asked[task];
+      auto& q = s->answers[task];
+      if (q.empty()) {
+        held->push_back(self->make_response_promise());
+        return caf::delegated<node_info>{};
+      }
+      auto a = q.front();
+      q.pop_front();
+      if (a.info)
+        return *a.info;
+      return a.err;
+    },
+    // The test thaws the task: the held request is answered.
+    [=](caf::ok_atom, const node_info& info) {
+      for (auto& rp : *held)
+        rp.deliver(info);
+      held->clear();
+    },
+  };
+}
+
+node_info info_of(const std::string& task, const caf::actor& node,
+                  std::vector<std::pair<std::string, caf::actor>> roles) {
+  auto t = task_id::parse(task);
+  node_info info;
+  info.job = t->job;
+  info.index = t->index;
+  info.role_names.push_back("node");
+  info.role_actors.push_back(node);
+  for (auto& [name, a] : roles) {
+    info.role_names.push_back(name);
+    info.role_actors.push_back(a);
+  }
+  return info;
+}
+
+/// One task as the node of a cluster sees it: its node actor and roles.
+struct task_stand_in {
+  std::string task;
+  caf::actor node;
+  std::vector<std::pair<std::string, caf::actor>> roles;
+
+  node_info info() const {
+    return info_of(task, node, roles);
+  }
+
+  caf::actor role(size_t i = 0) const {
+    return roles.at(i).second;
+  }
+};
+
+struct fixture {
+  testing_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scheduler::test_coordinator& sched
+    = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  caf::scoped_actor self{sys};
+  std::shared_ptr<std::vector<std::string>> lines
+    = std::make_shared<std::vector<std::string>>();
+  std::shared_ptr<chief_script> chief_s = std::make_shared<chief_script>();
+  std::shared_ptr<worker_log> wlog = std::make_shared<worker_log>();
+  std::shared_ptr<connect_script> connects
+    = std::make_shared<connect_script>();
+  std::map<std::string, caf::actor> connectors;
+  std::vector<caf::actor> spawned;
+  caf::actor worker;
+  supervisor_actor sup;
+  std::shared_ptr<std::optional<node_end>> end
+    = std::make_shared<std::optional<node_end>>();
+
+  ~fixture() {
+    for (auto& a : spawned)
+      self->send_exit(a, caf::exit_reason::user_shutdown);
+    for (auto& [task, c] : connectors)
+      self->send_exit(c, caf::exit_reason::user_shutdown);
+    if (sup)
+      self->send_exit(sup, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
+  template <class F, class... Ts>
+  caf::actor spawn(F f, Ts&&... xs) {
+    auto a = sys.spawn(f, std::forward<Ts>(xs)...);
+    spawned.push_back(a);
+    return a;
+  }
+
+  /// A task with one role of each name, all stand-ins, except the chief's.
+  task_stand_in make_task(const std::string& task,
+                          std::vector<std::string> role_names) {
+    task_stand_in t;
+    t.task = task;
+    t.node = spawn(stand_in);
+    for (auto& r : role_names)
+      t.roles.emplace_back(r, r == "chief" ? spawn(stand_in_chief, chief_s)
+                                           : spawn(stand_in));
+    return t;
+  }
+
+  task_stand_in chief = make_task("chief:0", {"chief"});
+  task_stand_in ps = make_task("ps:0", {"ps:0"});
+  task_stand_in cov = make_task("covariance:0", {"covariance:0"});
+  task_stand_in inv = make_task("inverse:0", {"inverse:0"});
+
+  supervisor_config worker_config() {
+    supervisor_config sc;
+    sc.me = "worker:1";
+    sc.chief = "chief:0";
+    sc.chief_address = "127.0.0.1:5000";
+    sc.reconnects_to_chief = true;
+    sc.peers = {"covariance:0", "ps:0"};
+    sc.gradient_worker = 1;
+    sc.shard_roles = {{"ps:0", "ps:0"}};
+    sc.covariance_roles = {{"covariance:0", "covariance:0"}};
+    sc.max_wait = 10s;
+    sc.request_timeout = 2s;
+    sc.failure_grace = 5s;
+    sc.rebind_retry = 1s;
+    auto script = connects;
+    auto* made = &connectors;
+    auto* system = &sys;
+    sc.connector = [script, made, system](const std::string& task) {
+      auto c = system->spawn(stand_in_connector, script);
+      (*made)[task] = c;
+      return caf::actor_cast<connector_actor>(c);
+    };
+    auto out = lines;
+    sc.log = [out](const std::string& line) { out->push_back(line); };
+    return sc;
+  }
+
+  /// A PS shard's node: it waits for the chief's hello, connects to no one.
+  supervisor_config shard_config() {
+    auto sc = worker_config();
+    sc.me = "ps:0";
+    sc.reconnects_to_chief = false;
+    sc.peers = {};
+    sc.gradient_worker = -1;
+    sc.shard_roles.clear();
+    sc.covariance_roles.clear();
+    return sc;
+  }
+
+  /// A covariance task's node: connected to the inverse task.
+  supervisor_config covariance_config() {
+    auto sc = shard_config();
+    sc.me = "covariance:0";
+    sc.peers = {"inverse:0"};
+    return sc;
+  }
+
+  /// Spawns the supervisor and hands it the wiring, as the node program
+  /// does; the answer lands in `end`.
+  void supervise(supervisor_config sc, node_wiring w) {
+    auto s = spawn_supervisor(sys, std::move(sc));
+    BOOST_REQUIRE(s);
+    sup = *s;
+    auto out = end;
+    auto target = sup;
+    spawn([out, target, w](caf::event_based_actor* prog) -> caf::behavior {
+      prog->request(target, std::chrono::seconds{3600}, run_atom::value, w)
+        .then([out](node_end& e) { *out = std::move(e); },
+              [out](caf::error& err) {
+                node_end e;
+                e.exit_code = -1;
+                e.error = err;
+                *out = std::move(e);
+              });
+      return {[](int32_t) {}};
+    });
+    sched.run();
+  }
+
+  node_wiring worker_wiring() {
+    worker = spawn(stand_in_worker, wlog);
+    node_wiring w;
+    w.nodes = {{"chief:0", chief.info()},
+               {"ps:0", ps.info()},
+               {"covariance:0", cov.info()}};
+    w.hosted = {{"worker:1", worker}};
+    w.worker = caf::actor_cast<worker_actor>(worker);
+    return w;
+  }
+
+  void start_worker_node() {
+    chief_s->running = false; // the chief's driver starts this worker
+    supervise(worker_config(), worker_wiring());
+    chief_s->running = true;
+  }
+
+  /// What a frozen task that thawed answers: the same roles, through a new
+  /// node proxy (the old connection was dropped).
+  node_info thawed(const task_stand_in& t) {
+    auto info = t.info();
+    info.role_actors[0] = spawn(stand_in);
+    return info;
+  }
+
+  void kill(const caf::actor& a) {
+    self->send_exit(a, caf::exit_reason::kill);
+    sched.run();
+  }
+
+  void advance(std::chrono::milliseconds d) {
+    sched.clock().advance_time(d);
+    sched.run();
+  }
+
+  void send_sup(caf::message msg) {
+    self->send(caf::actor_cast<caf::actor>(sup), std::move(msg));
+    sched.run();
+  }
+
+  void answer_connect(const std::string& task, std::optional<node_info> info,
+                      caf::error err = {}) {
+    connects->answers[task].push_back({std::move(info), std::move(err)});
+  }
+
+  void thaw(const std::string& task, const node_info& info) {
+    self->send(connectors.at(task), caf::ok_atom::value, info);
+    sched.run();
+  }
+
+  bool logged(const std::string& part) const {
+    for (auto& l : *lines)
+      if (l.find(part) != std::string::npos)
+        return true;
+    return false;
+  }
+
+  std::string all_lines() const {
+    std::string out;
+    for (auto& l : *lines)
+      out += l + "\n";
+    return out;
+  }
+
+  void chief_ends_run() {
+    send_sup(caf::make_message(shutdown_atom::value,
+                               std::string{"training finished"}));
+  }
+
+  void require_ended(int32_t code) {
+    BOOST_REQUIRE_MESSAGE(end->has_value(), "no end yet; log:\n"
+                                              + all_lines());
+    BOOST_TEST((*end)->exit_code == code);
+  }
+
+  void require_running() {
+    BOOST_REQUIRE_MESSAGE(!end->has_value(),
+                          "ended early: "
+                            + (end->has_value() ? (*end)->reason : "")
+                            + "; log:\n" + all_lines());
+  }
+};
+
+bool has_code(const caf::error& err, ec code) {
+  return err.category() == error_category
+         && err.code() == static_cast<uint8_t>(code);
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(supervisor_suite, fixture)
+
+// --- connecting, and the end of the run ----------------------------------
+
+BOOST_AUTO_TEST_CASE(the_chiefs_word_ends_the_node_with_success) {
+  start_worker_node();
+  require_running();
+  BOOST_TEST(wlog->rejoins.empty()); // the chief was not running yet
+  chief_ends_run();
+  require_ended(exit_codes::success);
+  BOOST_TEST((*end)->reason == "training finished");
+  BOOST_TEST(logged("worker:1: the chief ended the run: training finished"));
+}
+
+BOOST_AUTO_TEST_CASE(a_word_before_the_wiring_is_answered_once_wired) {
+  auto s = spawn_supervisor(sys, shard_config());
+  BOOST_REQUIRE(s);
+  sup = *s;
+  send_sup(caf::make_message(shutdown_atom::value, std::string{"over"}));
+  BOOST_TEST(!end->has_value());
+  node_wiring w;
+  auto out = end;
+  auto target = sup;
+  spawn([out, target, w](caf::event_based_actor* prog) -> caf::behavior {
+    prog->request(target, std::chrono::seconds{3600}, run_atom::value, w)
+      .then([out](node_end& e) { *out = std::move(e); });
+    return {[](int32_t) {}};
+  });
+  sched.run();
+  require_ended(exit_codes::success);
+  BOOST_TEST((*end)->reason == "over");
+}
+
+BOOST_AUTO_TEST_CASE(preempted_ends_at_once_with_the_preempted_code) {
+  start_worker_node();
+  send_sup(caf::make_message(preempt_atom::value, std::string{"SIGTERM"}));
+  require_ended(exit_codes::preempted);
+  BOOST_TEST(exit_codes::preempted == 143);
+  BOOST_TEST(logged("preempted (SIGTERM)"));
+}
+
+BOOST_AUTO_TEST_CASE(a_refused_peer_ends_the_node_naming_it) {
+  start_worker_node();
+  send_sup(caf::make_message(hello_atom::value, std::string{"chief:0"},
+                             std::string{"differs in run.seed: 1 vs 2"}));
+  require_ended(exit_codes::failure);
+  BOOST_TEST(has_code((*end)->error, ec::invalid_config));
+  BOOST_TEST((*end)->reason.find("refused chief:0 at connect: differs in "
+                                 "run.seed")
+             != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(bad_configurations_are_refused_naming_the_field) {
+  auto sc = worker_config();
+  sc.max_wait = 0ms;
+  auto s = spawn_supervisor(sys, sc);
+  BOOST_REQUIRE(!s);
+  BOOST_TEST(render(s.error()).find("max_wait 0 ms") != std::string::npos);
+  sc = worker_config();
+  sc.connector = nullptr;
+  s = spawn_supervisor(sys, sc);
+  BOOST_REQUIRE(!s);
+  BOOST_TEST(render(s.error()).find("no connector") != std::string::npos);
+  sc = worker_config();
+  sc.peers.push_back("chief:0");
+  s = spawn_supervisor(sys, sc);
+  BOOST_REQUIRE(!s);
+  BOOST_TEST(render(s.error()).find("peer chief:0") != std::string::npos);
+}
+
+// --- worker: the node's own role ------------------------------------------
+
+BOOST_AUTO_TEST_CASE(worker_killed_ends_the_node_after_the_grace) {
+  start_worker_node();
+  kill(worker);
+  require_running(); // the chief's word may still come
+  advance(4s);
+  require_running();
+  advance(1s);
+  require_ended(exit_codes::failure);
+  BOOST_TEST(has_code((*end)->error, ec::peer_down));
+  BOOST_TEST((*end)->reason.find("worker:1 stopped") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(worker_stopped_with_the_chief_at_the_end_is_no_failure) {
+  start_worker_node();
+  kill(worker);
+  advance(2s);
+  chief_ends_run();
+  require_ended(exit_codes::success);
+  BOOST_TEST(logged("worker:1 stopped"));
+}
+
+BOOST_AUTO_TEST_CASE(worker_back_at_its_address_rejoins_the_run_under_way) {
+  // A restarted worker task: the chief's run is under way, and the chief
+  // says where to resume.
+  chief_s->step = 55;
+  supervise(worker_config(), worker_wiring());
+  require_running();
+  BOOST_TEST(wlog->rejoins == std::vector<int64_t>{55});
+  BOOST_TEST(logged("rejoining at global step 55"));
+  BOOST_TEST(wlog->rebinds.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_statistics_worker_back_starts_at_the_chiefs_step) {
+  auto sc = worker_config();
+  sc.gradient_worker = -1;
+  sc.stats_worker = true;
+  supervise(sc, worker_wiring());
+  BOOST_TEST(wlog->starts == 1);
+  BOOST_TEST(logged("the statistics worker starts at global step 40"));
+}
+
+// --- the chief ----------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(chief_killed_and_never_back_ends_naming_its_address) {
+  start_worker_node();
+  answer_connect("chief:0", std::nullopt,
+                 make_error(ec::timeout, "peers not reachable after 10 s"));
+  kill(chief.node);
+  BOOST_TEST(logged("the chief's node went down"));
+  // The failed attempt is followed by the next at once.
+  BOOST_TEST(connects->asked["chief:0"] == 2);
+  require_running(); // until max_wait has passed
+  advance(9s);
+  require_running();
+  advance(1s);
+  require_ended(exit_codes::failure);
+  BOOST_TEST(has_code((*end)->error, ec::timeout));
+  BOOST_TEST((*end)->reason.find("no word from the chief (chief:0 at "
+                                 "127.0.0.1:5000) for 10 s (--max_wait)")
+             != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(chief_frozen_beyond_max_wait_ends_the_node) {
+  start_worker_node();
+  kill(chief.node); // the connection timeout turned the freeze into a down
+  BOOST_TEST(connects->asked["chief:0"] == 1);
+  advance(10s); // the connect request and the wait both run out
+  require_ended(exit_codes::failure);
+  BOOST_TEST(has_code((*end)->error, ec::timeout));
+  BOOST_TEST(wlog->rebinds.empty());
+}
+
+BOOST_AUTO_TEST_CASE(chief_frozen_and_thawed_rebinds_the_worker_to_it) {
+  start_worker_node();
+  auto same = thawed(chief);
+  kill(chief.node);
+  advance(3s);
+  thaw("chief:0", same);
+  require_running();
+  BOOST_TEST(logged("connected again to chief:0"));
+  BOOST_REQUIRE(wlog->rebinds.size() == 1u);
+  BOOST_TEST((wlog->rebinds[0].chief == chief.role().address()));
+  BOOST_TEST((wlog->rebinds[0].shards
+              == std::vector<caf::actor_addr>{ps.role().address()}));
+  BOOST_TEST(wlog->rebinds[0].step == 40);
+  // The old wait is over: max_wait passing changes nothing now.
+  advance(10s);
+  require_running();
+  BOOST_TEST(wlog->rebinds.size() == 1u);
+  chief_ends_run();
+  require_ended(exit_codes::success);
+}
+
+BOOST_AUTO_TEST_CASE(chief_back_at_its_address_rebinds_once_its_steps_go_on) {
+  start_worker_node();
+  auto restarted = make_task("chief:0", {"chief"});
+  chief_s->paused_answers = 2; // it waits for another lost task first
+  answer_connect("chief:0", restarted.info());
+  auto asked = chief_s->asked; // the rejoin at start asked once
+  kill(chief.node);
+  BOOST_TEST(wlog->rebinds.empty());
+  BOOST_TEST(chief_s->asked == asked + 1);
+  advance(1s);
+  BOOST_TEST(chief_s->asked == asked + 2);
+  BOOST_TEST(wlog->rebinds.empty());
+  advance(1s);
+  BOOST_TEST(chief_s->asked == asked + 3);
+  BOOST_REQUIRE(wlog->rebinds.size() == 1u);
+  BOOST_TEST((wlog->rebinds[0].chief == restarted.role().address()));
+  // The new chief's node is watched: losing it is seen too.
+  kill(restarted.node);
+  BOOST_TEST(connects->asked["chief:0"] == 2);
+  advance(10s);
+  require_ended(exit_codes::failure);
+}
+
+BOOST_AUTO_TEST_CASE(chief_back_says_hello_before_the_connector_answers) {
+  // Seen on a busy machine: the restarted chief's node asks this node for
+  // its roles (a hello) before this node's own connection to it is up.
+  start_worker_node();
+  auto restarted = make_task("chief:0", {"chief"});
+  kill(chief.node);
+  send_sup(caf::make_message(hello_atom::value, std::string{"chief:0"},
+                             restarted.node));
+  BOOST_TEST(wlog->rebinds.empty());
+  BOOST_TEST(!logged("cannot rebind"));
+  thaw("chief:0", restarted.info());
+  BOOST_REQUIRE(wlog->rebinds.size() == 1u);
+  BOOST_TEST((wlog->rebinds[0].chief == restarted.role().address()));
+  advance(10s); // the wait for the chief ended with the connector's answer
+  require_running();
+}
+
+BOOST_AUTO_TEST_CASE(a_shards_node_waits_for_the_restarted_chiefs_hello) {
+  node_wiring w;
+  w.nodes = {{"chief:0", chief.info()}};
+  w.hosted = {{"ps:0", ps.role()}};
+  supervise(shard_config(), w);
+  kill(chief.node);
+  BOOST_TEST(connects->asked.empty()); // it does not connect to the chief
+  advance(6s);
+  auto restarted = make_task("chief:0", {"chief"});
+  send_sup(caf::make_message(hello_atom::value, std::string{"chief:0"},
+                             restarted.node));
+  advance(10s); // the wait for the chief is over
+  require_running();
+  chief_ends_run();
+  require_ended(exit_codes::success);
+}
+
+BOOST_AUTO_TEST_CASE(a_shards_node_without_the_chiefs_hello_gives_up) {
+  supervise(shard_config(), node_wiring{});
+  advance(10s);
+  require_ended(exit_codes::failure);
+  BOOST_TEST((*end)->reason.find("no word from the chief") != std::string::npos);
+}
+
+// --- a PS shard ----------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(shard_killed_and_never_back_is_not_the_nodes_failure) {
+  start_worker_node();
+  answer_connect("ps:0", std::nullopt,
+                 make_error(ec::timeout, "peers not reachable"));
+  kill(ps.node);
+  BOOST_TEST(logged("ps:0 went down"));
+  BOOST_TEST(!logged("could not connect again to ps:0"));
+  // The chief decides what a lost shard means (it rolls back or ends).
+  advance(20s);
+  BOOST_TEST(logged("could not connect again to ps:0"));
+  require_running();
+  chief_ends_run();
+  require_ended(exit_codes::success);
+}
+
+BOOST_AUTO_TEST_CASE(shard_frozen_beyond_max_wait_is_given_up_and_logged) {
+  start_worker_node();
+  kill(ps.node);
+  BOOST_TEST(connects->asked["ps:0"] == 1);
+  advance(10s);
+  require_running();
+  BOOST_TEST(logged("could not connect again to ps:0 within 10000 ms"));
+}
+
+BOOST_AUTO_TEST_CASE(shard_frozen_and_thawed_is_watched_again) {
+  start_worker_node();
+  auto same = ps.info();
+  auto proxy = spawn(stand_in);
+  same.role_actors[0] = proxy;
+  kill(ps.node);
+  thaw("ps:0", same);
+  BOOST_TEST(logged("connected again to ps:0"));
+  kill(proxy);
+  BOOST_TEST(connects->asked["ps:0"] == 2);
+}
+
+BOOST_AUTO_TEST_CASE(shard_back_at_its_address_goes_into_the_next_rebind) {
+  start_worker_node();
+  auto restarted = make_task("ps:0", {"ps:0"});
+  answer_connect("ps:0", restarted.info());
+  kill(ps.node);
+  BOOST_TEST(logged("connected again to ps:0"));
+  // The chief rolls back and, after its own loss, the worker is rebound
+  // with the shard's new actor.
+  answer_connect("chief:0", thawed(chief));
+  kill(chief.node);
+  BOOST_REQUIRE(wlog->rebinds.size() == 1u);
+  BOOST_TEST((wlog->rebinds[0].shards
+              == std::vector<caf::actor_addr>{restarted.role().address()}));
+}
+
+// --- covariance and inverse hosts ---------------------------------------
+
+BOOST_AUTO_TEST_CASE(covariance_killed_and_never_back_leaves_it_out) {
+  start_worker_node();
+  answer_connect("covariance:0", std::nullopt,
+                 make_error(ec::timeout, "peers not reachable"));
+  kill(cov.node);
+  BOOST_TEST(logged("covariance:0 went down"));
+  // A rebind then keeps the worker's own covariance actors (none given).
+  answer_connect("chief:0", thawed(chief));
+  kill(chief.node);
+  BOOST_REQUIRE(wlog->rebinds.size() == 1u);
+  BOOST_TEST(wlog->rebinds[0].covariance.empty());
+  require_running();
+}
+
+BOOST_AUTO_TEST_CASE(covariance_frozen_beyond_max_wait_is_given_up) {
+  start_worker_node();
+  kill(cov.node);
+  advance(10s);
+  require_running();
+  BOOST_TEST(logged("could not connect again to covariance:0 within"));
+}
+
+BOOST_AUTO_TEST_CASE(covariance_frozen_and_thawed_keeps_its_actor) {
+  start_worker_node();
+  auto same = cov.info();
+  same.role_actors[0] = spawn(stand_in);
+  kill(cov.node);
+  thaw("covariance:0", same);
+  answer_connect("chief:0", thawed(chief));
+  kill(chief.node);
+  BOOST_REQUIRE(wlog->rebinds.size() == 1u);
+  BOOST_TEST((wlog->rebinds[0].covariance
+              == std::vector<caf::actor_addr>{cov.role().address()}));
+}
+
+BOOST_AUTO_TEST_CASE(covariance_back_at_its_address_goes_into_the_rebind) {
+  start_worker_node();
+  auto restarted = make_task("covariance:0", {"covariance:0"});
+  answer_connect("covariance:0", restarted.info());
+  kill(cov.node);
+  answer_connect("chief:0", thawed(chief));
+  kill(chief.node);
+  BOOST_REQUIRE(wlog->rebinds.size() == 1u);
+  BOOST_TEST((wlog->rebinds[0].covariance
+              == std::vector<caf::actor_addr>{restarted.role().address()}));
+}
+
+BOOST_AUTO_TEST_CASE(inverse_killed_and_never_back_is_logged) {
+  node_wiring w;
+  w.nodes = {{"chief:0", chief.info()}, {"inverse:0", inv.info()}};
+  w.hosted = {{"covariance:0", cov.role()}};
+  supervise(covariance_config(), w);
+  answer_connect("inverse:0", std::nullopt,
+                 make_error(ec::timeout, "peers not reachable"));
+  kill(inv.node);
+  BOOST_TEST(logged("covariance:0: inverse:0 went down"));
+  advance(10s);
+  BOOST_TEST(logged("could not connect again to inverse:0"));
+  require_running();
+}
+
+BOOST_AUTO_TEST_CASE(inverse_frozen_beyond_max_wait_is_given_up) {
+  node_wiring w;
+  w.nodes = {{"chief:0", chief.info()}, {"inverse:0", inv.info()}};
+  supervise(covariance_config(), w);
+  kill(inv.node);
+  advance(9s); // one attempt ran out (5 s); the next one is under way
+  BOOST_TEST(connects->asked["inverse:0"] == 2);
+  BOOST_TEST(!logged("could not connect again to inverse:0"));
+  advance(5s); // it runs out too, after max_wait: given up
+  BOOST_TEST(connects->asked["inverse:0"] == 2);
+  BOOST_TEST(logged("could not connect again to inverse:0 within 10000 ms"));
+  require_running();
+}
+
+BOOST_AUTO_TEST_CASE(inverse_frozen_and_thawed_is_watched_again) {
+  node_wiring w;
+  w.nodes = {{"chief:0", chief.info()}, {"inverse:0", inv.info()}};
+  supervise(covariance_config(), w);
+  auto same = inv.info();
+  auto proxy = spawn(stand_in);
+  same.role_actors[0] = proxy;
+  kill(inv.node);
+  thaw("inverse:0", same);
+  BOOST_TEST(logged("connected again to inverse:0"));
+  kill(proxy);
+  BOOST_TEST(connects->asked["inverse:0"] == 2);
+}
+
+BOOST_AUTO_TEST_CASE(inverse_back_at_its_address_is_watched_as_the_new_one) {
+  node_wiring w;
+  w.nodes = {{"chief:0", chief.info()}, {"inverse:0", inv.info()}};
+  supervise(covariance_config(), w);
+  auto restarted = make_task("inverse:0", {"inverse:0"});
+  answer_connect("inverse:0", restarted.info());
+  kill(inv.node);
+  BOOST_TEST(logged("connected again to inverse:0"));
+  // The old node's down message, had it come late, means nothing now; the
+  // new node's does.
+  kill(restarted.node);
+  BOOST_TEST(connects->asked["inverse:0"] == 2);
+  chief_ends_run();
+  require_ended(exit_codes::success);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// --- the real connector, on loopback ---------------------------------------
+
+namespace {
+
+/// A task's node published by its own actor system (another process's, as
+/// far as the middleman knows).
+node_actor published_node(caf::actor_system& sys, const caf::actor& role) {
+  node_config nc;
+  nc.task = {"ps", 0};
+  nc.roles = std::make_shared<const std::map<std::string, caf::actor>>(
+    std::map<std::string, caf::actor>{{"ps:0", role}});
+  return sys.spawn(node, std::move(nc));
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_real_connector_finds_a_task_again_at_its_address) {
+  program_config peer_cfg;
+  caf::actor_system peer{peer_cfg};
+  program_config own_cfg;
+  caf::actor_system own{own_cfg};
+  caf::scoped_actor self{own};
+  auto role = peer.spawn(stand_in);
+  auto n = published_node(peer, role);
+  auto port = publish_node(n, 0, false);
+  BOOST_REQUIRE(port);
+  auto spec = cluster_spec::parse(
+    R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:)"
+      + std::to_string(*port) + R"("], "worker": ["127.0.0.1:2"]}})",
+    "test cluster");
+  BOOST_REQUIRE(spec);
+  auto my_node = own.spawn(stand_in);
+  connect_options opts;
+  opts.timeout = 1000ms;
+  opts.request_timeout = 2000ms;
+  auto c = spawn_node_connector(own, *spec,
+                                make_hello(own, {"worker", 0}, my_node), opts);
+  auto ask = [&] {
+    caf::expected<node_info> got{caf::error{}};
+    self->request(c, 20s, connect_atom::value, std::string{"ps:0"})
+      .receive([&](node_info& x) { got = std::move(x); },
+               [&](caf::error& err) { got = std::move(err); });
+    return got;
+  };
+  auto first = ask();
+  BOOST_REQUIRE_MESSAGE(first, test::why(first));
+  auto r = role_of<caf::actor>(*first, "ps:0");
+  BOOST_REQUIRE(r);
+  BOOST_TEST((r->address() == role.address()));
+  // Killed: nothing answers at the address; the attempt ends in its
+  // timeout, naming the task and the address.
+  BOOST_REQUIRE(peer.middleman().unpublish(n, *port));
+  self->send_exit(n, caf::exit_reason::kill);
+  auto gone = ask();
+  BOOST_REQUIRE(!gone);
+  BOOST_TEST(has_code(gone.error(), ec::timeout));
+  BOOST_TEST(render(gone.error()).find("ps:0 at 127.0.0.1:"
+                                       + std::to_string(*port))
+             != std::string::npos);
+  // Back at the same address: the new node's roles.
+  auto role2 = peer.spawn(stand_in);
+  auto n2 = published_node(peer, role2);
+  auto again = publish_node(n2, *port, false);
+  BOOST_REQUIRE(again);
+  auto back = ask();
+  BOOST_REQUIRE_MESSAGE(back, test::why(back));
+  auto r2 = role_of<caf::actor>(*back, "ps:0");
+  BOOST_REQUIRE(r2);
+  BOOST_TEST((r2->address() == role2.address()));
+  for (auto a : {caf::actor_cast<caf::actor>(c), my_node})
+    self->send_exit(a, caf::exit_reason::user_shutdown);
+  caf::scoped_actor peer_self{peer};
+  for (auto a : {role, role2, caf::actor_cast<caf::actor>(n2)})
+    peer_self->send_exit(a, caf::exit_reason::user_shutdown);
+}
