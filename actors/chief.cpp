@@ -226,6 +226,7 @@ caf::result<int64_t> roll_back(self_ptr self, int64_t step,
                         + std::to_string(st.cfg.steps));
   st.cfg.shards = std::move(shards);
   st.cfg.start_step = step;
+  st.updates.roll_back(st.global_step, step);
   st.global_step = step;
   ++st.incarnation;
   st.paused = false;
@@ -267,6 +268,14 @@ void deliver_summary(self_ptr self) {
       summary.checkpoints_written = st.checkpoints_written;
       summary.last_checkpoint = st.last_checkpoint;
       summary.checkpoint_errors = st.checkpoint_errors;
+      // A run whose updates do not add up to its step lost or invented
+      // one somewhere: not a result to report as a success.
+      if (auto why = st.updates.imbalance(st.global_step); !why.empty())
+        return fail(self, make_error(ec::internal, "chief: " + why));
+      summary.updates_inherited = st.updates.inherited;
+      summary.updates_applied = st.updates.applied;
+      summary.updates_rolled_back = st.updates.rolled_back;
+      summary.updates_redone = st.updates.redone;
       st.run_promise.deliver(std::move(summary));
     },
     [=](size_t i, caf::error err) {
@@ -531,6 +540,7 @@ void run_round(self_ptr self) {
                                          + ", the chief to "
                                          + std::to_string(step + 1)));
       st.global_step = step + 1;
+      st.updates.apply(st.global_step);
       st.refused_pushes = st.preconditioned_steps = st.inverse_sets = 0;
       for (const auto& r : results) {
         st.refused_pushes += r.refused_pushes;
@@ -682,6 +692,7 @@ caf::error chief_config::validate() const {
 chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
   self->state.cfg = std::move(cfg);
   self->state.global_step = self->state.cfg.start_step;
+  self->state.updates.start_at(self->state.cfg.start_step);
   self->state.positions.resize(
     static_cast<size_t>(self->state.cfg.worker_replicas));
   self->state.workers.resize(

@@ -779,7 +779,11 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
     .add("kfac_roles_lost", kfac_roles_lost_)
     .add("rolled_back_steps", rolled_back_steps_)
     .add("chief_restarted", restarted_)
-    .add("resumed_at", restarted_ ? resumed_at_ : int64_t{-1});
+    .add("resumed_at", restarted_ ? resumed_at_ : int64_t{-1})
+    .add("updates_inherited", run->updates_inherited)
+    .add("updates_applied", run->updates_applied)
+    .add("updates_rolled_back", run->updates_rolled_back)
+    .add("updates_redone", run->updates_redone);
   if (warm_->set) {
     auto timed = std::chrono::duration<double>(clock_type::now()
                                                - warm_->when)
