@@ -529,8 +529,27 @@ void run_round(self_ptr self) {
     self, st.cfg.shards, st.cfg.step_timeout,
     [=](std::vector<applied> results) {
       auto& st = self->state;
-      if (st.paused || st.incarnation != incarnation)
+      if (st.incarnation != incarnation)
         return;
+      if (st.paused) {
+        // Every shard applied the round after the steps paused: the
+        // update is in the parameters, so the run goes on (or rolls
+        // back) from the step after it. Dropping it made a resumed run
+        // apply the step twice.
+        bool all = std::all_of(results.begin(), results.end(),
+                               [&](const applied& r) {
+                                 return r.global_step == step + 1;
+                               });
+        if (all && st.global_step == step) {
+          st.global_step = step + 1;
+          st.updates.apply(st.global_step);
+          note(self, "chief: the round of global step " + std::to_string(step)
+                       + " was applied by every shard after the pause; "
+                         "the run is at global step "
+                       + std::to_string(st.global_step));
+        }
+        return;
+      }
       for (size_t i = 0; i < results.size(); ++i)
         if (results[i].global_step != step + 1)
           return fail(self, make_error(ec::internal,
