@@ -42,8 +42,9 @@ struct outcome {
   std::string summary;
 };
 
-/// A cluster of chief, one worker and 2 PS shards (and `extra` jobs)
-/// running `flags` with the launcher's `faults`.
+/// Runs the cluster file `cluster` (write_cluster) with `flags` and the
+/// launcher's `faults`; the summary is `name`.json. The synthetic data
+/// is enough here: a digest sees every bit, unlike an accuracy.
 outcome launch(const temp_dir& tmp, const std::string& cluster,
                const std::string& faults, const std::string& flags,
                const std::string& name) {
