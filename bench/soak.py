@@ -30,7 +30,14 @@ shards lost, steps rolled back, stale pushes dropped). Exit 1 when any
 round failed a check.
 
   bench/soak.py [--rounds N] [--steps S] [--seed K] [--bin DIR] [--fake]
-                [--kfac] [--references R] [--tolerance T]
+                [--kfac] [--references R] [--tolerance T] [--deterministic]
+
+With --deterministic the cluster has one worker and no initial tokens
+(synthetic data, R = 1), which makes a run deterministic
+(docs/design.md §6): the faults are those of the shards, the chief and
+(with --kfac, run without inverses so that it stays deterministic) the
+K-FAC roles, and instead of the accuracy each round's params_digest must
+equal the undisturbed runs' (which must agree among themselves).
 
 With --kfac the run is K-FAC with a covariance and an inverse task, and
 those are killed and restarted, or frozen and thawed, too.
@@ -107,6 +114,14 @@ KINDS = ["worker killed, restarted", "backup worker killed",
          "chief killed, restarted",
          "PS shard frozen beyond the connection timeout, thawed",
          "chief frozen beyond the connection timeout, thawed"]
+# One worker: the faults whose recovery a deterministic run can check bit
+# for bit (a lost worker would leave nobody to take the steps).
+DETERMINISTIC_KINDS = ["PS shard killed, restarted",
+                       "chief killed, restarted",
+                       "PS shard frozen beyond the connection timeout, "
+                       "thawed",
+                       "chief frozen beyond the connection timeout, "
+                       "thawed"]
 KFAC_KINDS = ["covariance task killed, restarted",
               "inverse task killed, restarted",
               "covariance task frozen beyond the connection timeout, thawed",
@@ -164,7 +179,7 @@ def account_problem(s):
     return None
 
 
-def check_round(args, res, kinds, specs, ref_acc):
+def check_round(args, res, kinds, specs, ref_acc, ref_digest=None):
     """The failed checks of a round (empty: it passed), and its accuracy
     delta."""
     failed = []
@@ -194,6 +209,11 @@ def check_round(args, res, kinds, specs, ref_acc):
     problem = account_problem(s)
     if problem:
         failed.append("account of updates: " + problem)
+    if ref_digest is not None:
+        if s.get("params_digest") != ref_digest:
+            failed.append("params_digest %s, undisturbed %s"
+                          % (s.get("params_digest"), ref_digest))
+        return failed, 0.0
     delta = s.get("test_accuracy", float("nan")) - ref_acc
     if not abs(delta) <= args.tolerance:
         failed.append("test accuracy %.4f is %+.4f from the undisturbed "
@@ -206,7 +226,7 @@ def check_round(args, res, kinds, specs, ref_acc):
 def run_cluster(args, tmp, flags, faults, tag):
     cluster = os.path.join(tmp, "cluster_%s.json" % tag)
     summary = os.path.join(tmp, "summary_%s.json" % tag)
-    jobs = {"chief": 1, "worker": 3, "ps": 2}
+    jobs = {"chief": 1, "worker": 1 if args.deterministic else 3, "ps": 2}
     if args.kfac:
         jobs.update({"covariance": 1, "inverse": 1})
     write_cluster(cluster, jobs)
@@ -267,6 +287,9 @@ def main():
     ap.add_argument("--tolerance", type=float, default=0.05,
                     help="largest test accuracy distance to the "
                          "undisturbed runs' mean (docs/design.md §6)")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="one worker, no initial tokens: the digest must "
+                         "equal the undisturbed runs'")
     ap.add_argument("--kfac", action="store_true",
                     help="K-FAC with a covariance and an inverse task, "
                          "which are killed too")
@@ -277,7 +300,8 @@ def main():
                      % (args.bin, p))
     rng = random.Random(args.seed)
     data = (["--fake_data", "--fake_train_size", "4096",
-             "--fake_test_size", "1000"] if args.fake else [])
+             "--fake_test_size", "1000"]
+            if args.fake or args.deterministic else [])
     with tempfile.TemporaryDirectory() as tmp:
         base = data + ["--steps", str(args.steps), "--batch_size", "64",
                        "--replicas_to_aggregate", "2", "--threads", "1",
@@ -286,26 +310,53 @@ def main():
                        "--max_wait_ms", "60000",
                        "--connection_timeout_ms",
                        str(CONNECTION_TIMEOUT_MS)]
-        if args.kfac:
+        if args.deterministic:
+            base[base.index("--replicas_to_aggregate") + 1] = "1"
+            base += ["--num_tokens", "0", "--no_final_eval"]
+        if args.kfac and args.deterministic:
+            # No inverse ever installed (they would race with the steps).
+            base += ["--optimizer", "kfac", "--learning_rate", "0.01",
+                     "--min_cov_updates", "1000000"]
+        elif args.kfac:
             base += ["--optimizer", "kfac", "--learning_rate", "0.0003"]
-        kinds_here = KINDS + (KFAC_KINDS if args.kfac else [])
+        if args.deterministic:
+            kinds_here = DETERMINISTIC_KINDS + (KFAC_KINDS if args.kfac
+                                                else [])
+        else:
+            kinds_here = KINDS + (KFAC_KINDS if args.kfac else [])
         # Undisturbed runs vary too (the order in which gradients arrive):
         # the delta is taken against their mean, and their spread shown.
         ref_accs = []
+        ref_digests = set()
         for i in range(args.references):
             reference = run_cluster(args, tmp, base, [], "undisturbed%d" % i)
             if reference["code"] != 0 or not reference["summary"]:
                 print(reference["log"])
                 sys.exit("soak: the undisturbed run failed")
+            ref_digests.add(reference["summary"].get("params_digest"))
+            if args.deterministic:
+                ref_accs.append(float("nan"))
+                print("undisturbed: params_digest %s, %.1f s"
+                      % (reference["summary"].get("params_digest"),
+                         reference["wall_s"]), flush=True)
+                continue
             ref_accs.append(reference["summary"]["test_accuracy"])
             print("undisturbed: test accuracy %.4f, longest gap between "
                   "steps %.3f s, %.1f s" % (ref_accs[-1],
                                             reference["longest_pause_s"],
                                             reference["wall_s"]), flush=True)
+        ref_digest = None
+        if args.deterministic:
+            if len(ref_digests) != 1:
+                sys.exit("soak: the undisturbed runs differ (%s): the run "
+                         "is not deterministic" % ", ".join(
+                             sorted(str(d) for d in ref_digests)))
+            ref_digest = next(iter(ref_digests))
         ref_acc = statistics.mean(ref_accs)
-        print("undisturbed: mean test accuracy %.4f (%.4f to %.4f)"
-              % (ref_acc, min(ref_accs), max(ref_accs)), flush=True)
-        if args.fake:
+        if not args.deterministic:
+            print("undisturbed: mean test accuracy %.4f (%.4f to %.4f)"
+                  % (ref_acc, min(ref_accs), max(ref_accs)), flush=True)
+        if args.fake and not args.deterministic:
             print("note: on --fake data every run that trains reaches "
                   "accuracy 1.0: the accuracy check has no power",
                   flush=True)
@@ -335,7 +386,7 @@ def main():
             res = run_cluster(args, tmp, flags, faults, str(r))
             s = res["summary"]
             failed_checks, delta = check_round(args, res, kinds, specs,
-                                               ref_acc)
+                                               ref_acc, ref_digest)
             ok = not failed_checks
             for kind, spec in zip(kinds, specs):
                 k = per_kind[kind]
@@ -353,20 +404,22 @@ def main():
                 totals["chief_restarts"] += 1 if f.get("chief_restarted") \
                     else 0
                 totals["stale_pushes"] += s.get("stale_pushes", 0)
-            print("round %d: %s -> %s (%.1f s, longest pause %.2f s, "
-                  "accuracy delta %+.4f)" % (
+            print("round %d: %s -> %s (%.1f s, longest pause %.2f s, %s)" % (
                       r + 1, " + ".join(kinds),
                       "passed" if ok else "FAILED: " + "; ".join(
                           failed_checks),
-                      res["wall_s"], res["longest_pause_s"], delta),
+                      res["wall_s"], res["longest_pause_s"],
+                      "digest checked" if args.deterministic
+                      else "accuracy delta %+.4f" % delta),
                   flush=True)
             for note in res["unchecked"]:
                 print("  not checked: " + note, flush=True)
             if not ok:
                 print(res["log"][-4000:])
         print()
-        print("| fault | injected | passed | accuracy delta (mean, worst)"
-              " | longest pause s (max) |")
+        print("| fault | injected | passed | %s | longest pause s (max) |"
+              % ("params_digest" if args.deterministic
+                 else "accuracy delta (mean, worst)"))
         print("|---|---|---|---|---|")
         for kind in kinds_here:
             k = per_kind[kind]
@@ -375,7 +428,9 @@ def main():
             d = k["deltas"]
             print("| %s | %d | %d | %s | %s |" % (
                 kind, k["injected"], k["passed"],
-                "%+.4f, %+.4f" % (statistics.mean(d), min(d)) if d else "-",
+                ("undisturbed's in %d" % len(d) if args.deterministic
+                 else "%+.4f, %+.4f" % (statistics.mean(d), min(d)))
+                if d else "-",
                 "%.2f" % max(k["pauses"]) if k["pauses"] else "-"))
         print()
         print("accounted in the summaries: " + ", ".join(
