@@ -5,14 +5,15 @@
 // initial tokens (--num_tokens 0) makes a run deterministic: every step
 // takes exactly the worker's next batch (docs/distributed.md, "Who hosts
 // what"), so the final parameters (the summary's params_digest) of a run
-// that lost a PS shard, its chief, or every process, must be bit for bit
-// those of the same run undisturbed. An update applied twice, one lost,
+// that lost a PS shard, its chief, a K-FAC role or every process, killed
+// or frozen too long, must be bit for bit those of the same run
+// undisturbed. An update applied twice, one lost,
 // a batch skipped or taken twice, a momentum slot or a data position not
 // restored: each changes the digest. Every run also balances its account
 // of updates (faults.updates_*): what a rollback threw away was applied
 // again, and inherited + applied - rolled back is the final step.
 //
-// Real processes (syncfac-launch), real SIGKILLs, loopback sockets; the
+// Real processes (syncfac-launch), real signals, loopback sockets; the
 // run's outcome is read from its summary JSON only.
 
 #include <map>
@@ -174,6 +175,28 @@ BOOST_AUTO_TEST_CASE(a_killed_cluster_resumes_to_the_undisturbed_parameters) {
              "restored " << restored);
   BOOST_TEST(number(run.summary, "updates_inherited") == restored);
   check_account(run.summary, 0);
+  BOOST_TEST(digest_of(run.summary)
+             == undisturbed_digest(tmp, steps_flag, 2));
+}
+
+BOOST_AUTO_TEST_CASE(frozen_ps_shard_and_chief_leave_the_parameters_undisturbed) {
+  // Each frozen (SIGSTOP) twice as long as the connection timeout, one
+  // after the other: taken for lost, brought back once thawed, the run
+  // rolled back to a checkpoint each time (a thawed chief has lost its
+  // workers and shards) and redone to the undisturbed parameters.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
+  auto run = launch(tmp, cluster,
+                    "--kill ps:1@25:STOP+4000 --kill chief:0@45:STOP+4000",
+                    steps_flag + checkpoints(tmp)
+                      + " --connection_timeout_ms 2000",
+                    "run");
+  BOOST_REQUIRE_EQUAL(run.exit_code, 0);
+  BOOST_TEST(number(run.summary, "global_step") == steps);
+  BOOST_TEST(number(run.summary, "ps_lost") >= 1);
+  BOOST_TEST(number(run.summary, "workers_lost") >= 1);
+  BOOST_TEST(number(run.summary, "updates_rolled_back") >= 1);
+  check_account(run.summary, number(run.summary, "updates_rolled_back"));
   BOOST_TEST(digest_of(run.summary)
              == undisturbed_digest(tmp, steps_flag, 2));
 }
