@@ -26,6 +26,7 @@ import time
 
 # Must stay the flags of tests/examples/faults.cpp's `common`.
 COMMON = ["--batch_size", "32", "--threads", "1", "--seed", "3",
+          "--moving_average_decay", "0.9",
           "--no_progress", "--init", "glorot", "--log_every", "10"]
 
 # name: (jobs, flags); the same topologies and flags as the tests.
