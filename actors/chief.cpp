@@ -226,6 +226,7 @@ caf::result<int64_t> roll_back(self_ptr self, int64_t step,
                         + std::to_string(st.cfg.steps));
   st.cfg.shards = std::move(shards);
   st.cfg.start_step = step;
+  st.updates.roll_back(st.global_step, step);
   st.global_step = step;
   ++st.incarnation;
   st.paused = false;
@@ -267,6 +268,14 @@ void deliver_summary(self_ptr self) {
       summary.checkpoints_written = st.checkpoints_written;
       summary.last_checkpoint = st.last_checkpoint;
       summary.checkpoint_errors = st.checkpoint_errors;
+      // A run whose updates do not add up to its step lost or invented
+      // one somewhere: not a result to report as a success.
+      if (auto why = st.updates.imbalance(st.global_step); !why.empty())
+        return fail(self, make_error(ec::internal, "chief: " + why));
+      summary.updates_inherited = st.updates.inherited;
+      summary.updates_applied = st.updates.applied;
+      summary.updates_rolled_back = st.updates.rolled_back;
+      summary.updates_redone = st.updates.redone;
       st.run_promise.deliver(std::move(summary));
     },
     [=](size_t i, caf::error err) {
@@ -520,8 +529,27 @@ void run_round(self_ptr self) {
     self, st.cfg.shards, st.cfg.step_timeout,
     [=](std::vector<applied> results) {
       auto& st = self->state;
-      if (st.paused || st.incarnation != incarnation)
+      if (st.incarnation != incarnation)
         return;
+      if (st.paused) {
+        // Every shard applied the round after the steps paused: the
+        // update is in the parameters, so the run goes on (or rolls
+        // back) from the step after it. Dropping it made a resumed run
+        // apply the step twice.
+        bool all = std::all_of(results.begin(), results.end(),
+                               [&](const applied& r) {
+                                 return r.global_step == step + 1;
+                               });
+        if (all && st.global_step == step) {
+          st.global_step = step + 1;
+          st.updates.apply(st.global_step);
+          note(self, "chief: the round of global step " + std::to_string(step)
+                       + " was applied by every shard after the pause; "
+                         "the run is at global step "
+                       + std::to_string(st.global_step));
+        }
+        return;
+      }
       for (size_t i = 0; i < results.size(); ++i)
         if (results[i].global_step != step + 1)
           return fail(self, make_error(ec::internal,
@@ -531,6 +559,7 @@ void run_round(self_ptr self) {
                                          + ", the chief to "
                                          + std::to_string(step + 1)));
       st.global_step = step + 1;
+      st.updates.apply(st.global_step);
       st.refused_pushes = st.preconditioned_steps = st.inverse_sets = 0;
       for (const auto& r : results) {
         st.refused_pushes += r.refused_pushes;
@@ -682,6 +711,7 @@ caf::error chief_config::validate() const {
 chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
   self->state.cfg = std::move(cfg);
   self->state.global_step = self->state.cfg.start_step;
+  self->state.updates.start_at(self->state.cfg.start_step);
   self->state.positions.resize(
     static_cast<size_t>(self->state.cfg.worker_replicas));
   self->state.workers.resize(

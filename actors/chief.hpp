@@ -31,6 +31,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/actors.hpp"
+#include "runtime/sync/update_account.hpp"
 
 namespace syncfac {
 
@@ -195,6 +196,9 @@ struct chief_state {
   bool probing = false;
   /// Bumped by each rollback (worker_report::incarnation).
   int64_t incarnation = 0;
+  /// Every acknowledged update: in the parameters, or rolled back and
+  /// redone (the summary's faults.updates_*).
+  update_account updates;
 };
 
 chief_actor::behavior_type

@@ -649,7 +649,16 @@ caf::error chief_driver::recover(caf::scoped_actor& self) {
   auto before = roles_;
   roles_ = std::move(*back);
   shards_ = roles_.shards;
-  auto step = cs.lost_at;
+  // The round in flight when the steps paused may have been applied by
+  // every shard since (the chief counts it): the run stands at the
+  // chief's step now, which may be one past lost_at. Settled by now: no
+  // token went out since the pause, so no later round can complete.
+  self->request(chief_, cfg_.base.request_timeout, status_atom::value)
+    .receive([&](chief_status& x) { cs.global_step = x.global_step; },
+             [&](caf::error& e) { err = e; });
+  if (err)
+    return with_context(err, "status of the paused chief");
+  auto step = cs.global_step;
   if (shard) {
     if (auto e = restore_shards(self, *newest))
       return with_context(e, lost);
@@ -693,7 +702,7 @@ caf::error chief_driver::recover(caf::scoped_actor& self) {
   self->send(chief_, restore_atom::value, roles_.covariance, roles_.inverses);
   self->send(evaluator_, restore_atom::value, shards_);
   if (shard) {
-    rolled_back_steps_ += std::max<int64_t>(0, cs.lost_at - step);
+    rolled_back_steps_ += std::max<int64_t>(0, cs.global_step - step);
     json_object fields;
     fields.add("step", step)
       .add("shards_lost", shards_lost_)
@@ -701,7 +710,8 @@ caf::error chief_driver::recover(caf::scoped_actor& self) {
       .add("rolled_back_steps", rolled_back_steps_);
     out_->record("chief: " + lost + " is back; the run rolls back to global "
                  "step " + std::to_string(step) + " (" + newest->path + "), "
-                 + std::to_string(cs.lost_at - step) + " step(s) to do again",
+                 + std::to_string(cs.global_step - step)
+                 + " step(s) to do again",
                  fields);
     out_->restart_at(step);
     rebind_workers(self, roles_, incarnation);
@@ -779,7 +789,11 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
     .add("kfac_roles_lost", kfac_roles_lost_)
     .add("rolled_back_steps", rolled_back_steps_)
     .add("chief_restarted", restarted_)
-    .add("resumed_at", restarted_ ? resumed_at_ : int64_t{-1});
+    .add("resumed_at", restarted_ ? resumed_at_ : int64_t{-1})
+    .add("updates_inherited", run->updates_inherited)
+    .add("updates_applied", run->updates_applied)
+    .add("updates_rolled_back", run->updates_rolled_back)
+    .add("updates_redone", run->updates_redone);
   if (warm_->set) {
     auto timed = std::chrono::duration<double>(clock_type::now()
                                                - warm_->when)

@@ -487,6 +487,7 @@ caf::error absorb(self_ptr self, std::vector<shard_params>& pulled) {
 void run_step(self_ptr self) {
   auto& st = self->state;
   st.step_started = std::chrono::steady_clock::now();
+  st.step_data = st.batches->state();
   if (st.params_ready)
     return compute(self);
   auto gen = st.generation;
@@ -623,6 +624,18 @@ caf::result<worker_status> rebind(self_ptr self, const resume_point& rp,
   if (st.rebinds > 0 && !st.stalled && !st.stopped
       && rp.incarnation == st.incarnation && st.cfg.chief == chief)
     return status_of(self);
+  // The abandoned step's update was not applied when the run goes on at
+  // that very step with the shards' state kept (a restarted chief, a lost
+  // K-FAC role): its batch is taken again, so that no batch is skipped.
+  // Its gradient may be in the shards' sums already; the same batch at
+  // the same parameters gives the same gradient, so with one worker the
+  // average is unchanged and the run stays bit for bit an undisturbed
+  // one (docs/design.md §6). A rollback brings a data position instead.
+  if (!rp.has_data_order && rp.global_step == st.local_step && st.step_data
+      && st.cfg.role == worker_role::gradients)
+    if (auto err = st.batches->restore(*st.step_data))
+      return with_context(err, who(self) + ": data position of the "
+                                           "abandoned step");
   if (auto err = take_resume_point(self, rp))
     return err;
   ++st.generation;

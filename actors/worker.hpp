@@ -113,6 +113,9 @@ struct worker_state {
   /// Statistics role: the global step of the last statistics sent.
   int64_t stats_step = -1;
   std::chrono::steady_clock::time_point step_started;
+  /// The data position at the start of the current step: a step
+  /// abandoned before its update was applied takes its batch again.
+  std::optional<batcher_state> step_data;
   bool running = false;
   bool stopped = false;
   caf::typed_response_promise<worker_status> promise;

@@ -7,15 +7,37 @@ and injects one or two faults picked at random: a worker killed and
 restarted, the backup killed for good, a worker frozen and thawed, a PS
 shard killed and restarted, the chief killed and restarted, a PS shard or
 the chief frozen beyond the connection timeout (3 s here) and thawed.
-Per fault kind it reports how many were injected and survived (the run
-finished every step with exit code 0), the test accuracy against an
-undisturbed run, the longest pause each fault caused (from the moment
-its signal was sent to the chief's next step, every step logged) and what the summaries accounted
-for (workers lost and rejoined, shards lost, steps rolled back, stale
-pushes dropped).
+Each round's outcome is checked against its faults, and a round passes
+only when every check does (the failed ones are named):
+
+- the run finished every step with exit code 0 and wrote its summary;
+- each fault was injected (the launcher reported its signal);
+- the summary's counter that matches each fault moved (a lost worker in
+  workers_lost, a frozen one's late gradient in stale_pushes, a shard in
+  ps_lost, a K-FAC role in kfac_roles_lost, a new chief in
+  chief_restarted);
+- the account of updates balances: inherited + applied - rolled back is
+  the final global step, and every update rolled back was redone;
+- the test accuracy is within --tolerance of the undisturbed runs' mean
+  (Fashion-MNIST; with --fake every run that trains reaches 1.0, so this
+  check then has no power, which the report says).
+
+Per fault kind it reports how many were injected and passed, the test
+accuracy against an undisturbed run, the longest pause each fault caused
+(from the moment its signal was sent to the chief's next step, every step
+logged) and what the summaries accounted for (workers lost and rejoined,
+shards lost, steps rolled back, stale pushes dropped). Exit 1 when any
+round failed a check.
 
   bench/soak.py [--rounds N] [--steps S] [--seed K] [--bin DIR] [--fake]
-                [--kfac] [--references R]
+                [--kfac] [--references R] [--tolerance T] [--deterministic]
+
+With --deterministic the cluster has one worker and no initial tokens
+(synthetic data, R = 1), which makes a run deterministic
+(docs/design.md §6): the faults are those of the shards, the chief and
+(with --kfac, run without inverses so that it stays deterministic) the
+K-FAC roles, and instead of the accuracy each round's params_digest must
+equal the undisturbed runs' (which must agree among themselves).
 
 With --kfac the run is K-FAC with a covariance and an inverse task, and
 those are killed and restarted, or frozen and thawed, too.
@@ -92,6 +114,14 @@ KINDS = ["worker killed, restarted", "backup worker killed",
          "chief killed, restarted",
          "PS shard frozen beyond the connection timeout, thawed",
          "chief frozen beyond the connection timeout, thawed"]
+# One worker: the faults whose recovery a deterministic run can check bit
+# for bit (a lost worker would leave nobody to take the steps).
+DETERMINISTIC_KINDS = ["PS shard killed, restarted",
+                       "chief killed, restarted",
+                       "PS shard frozen beyond the connection timeout, "
+                       "thawed",
+                       "chief frozen beyond the connection timeout, "
+                       "thawed"]
 KFAC_KINDS = ["covariance task killed, restarted",
               "inverse task killed, restarted",
               "covariance task frozen beyond the connection timeout, thawed",
@@ -100,10 +130,103 @@ KFAC_KINDS = ["covariance task killed, restarted",
 CONNECTION_TIMEOUT_MS = 3000
 
 
+def expected_counter(kind, faults):
+    """The summary counter a fault of `kind` must move: (name, moved?)."""
+    if kind.startswith("worker frozen"):
+        # Its gradient of the step it froze at arrives steps late.
+        return "stale_pushes >= 1", lambda s: s.get("stale_pushes", 0) >= 1
+    if kind.startswith("worker") or kind.startswith("backup"):
+        return ("faults.workers_lost >= 1",
+                lambda s: faults(s).get("workers_lost", 0) >= 1)
+    if kind.startswith("PS shard"):
+        return ("faults.ps_lost >= 1",
+                lambda s: faults(s).get("ps_lost", 0) >= 1)
+    if kind == "chief killed, restarted":
+        return ("faults.chief_restarted",
+                lambda s: faults(s).get("chief_restarted") is True)
+    if kind.startswith("chief frozen"):
+        # It lost its workers (and found its shards gone) while frozen.
+        return ("faults.workers_lost >= 1",
+                lambda s: faults(s).get("workers_lost", 0) >= 1)
+    if kind.startswith("covariance") or kind.startswith("inverse"):
+        return ("faults.kfac_roles_lost >= 1",
+                lambda s: faults(s).get("kfac_roles_lost", 0) >= 1)
+    raise ValueError(kind)
+
+
+def account_problem(s):
+    """Why the summary's account of updates does not balance (None: it
+    does)."""
+    f = s.get("faults", {})
+    keys = ("updates_inherited", "updates_applied", "updates_rolled_back",
+            "updates_redone")
+    if any(k not in f for k in keys):
+        return "no account of updates in the summary (faults.updates_*)"
+    held = (f["updates_inherited"] + f["updates_applied"]
+            - f["updates_rolled_back"])
+    if held != s.get("global_step"):
+        return ("inherited %d + applied %d - rolled back %d = %d, not the "
+                "global step %s" % (f["updates_inherited"],
+                                    f["updates_applied"],
+                                    f["updates_rolled_back"], held,
+                                    s.get("global_step")))
+    if f["updates_redone"] != f["updates_rolled_back"]:
+        return ("%d update(s) rolled back but %d redone"
+                % (f["updates_rolled_back"], f["updates_redone"]))
+    if f.get("rolled_back_steps", 0) != f["updates_rolled_back"]:
+        return ("rolled_back_steps %d but updates_rolled_back %d"
+                % (f.get("rolled_back_steps", 0), f["updates_rolled_back"]))
+    return None
+
+
+def check_round(args, res, kinds, specs, ref_acc, ref_digest=None):
+    """The failed checks of a round (empty: it passed), and its accuracy
+    delta."""
+    failed = []
+    s = res["summary"]
+    if res["code"] != 0:
+        failed.append("exit code %d" % res["code"])
+    if s is None:
+        failed.append("no summary")
+        return failed, float("nan")
+    if s.get("global_step") != args.steps:
+        failed.append("global_step %s, not %d" % (s.get("global_step"),
+                                                  args.steps))
+    for i, (kind, spec) in enumerate(zip(kinds, specs)):
+        if spec not in res["injected"]:
+            failed.append("%s: never injected (--kill %s did not fire)"
+                          % (kind, spec))
+        name, moved = expected_counter(kind, lambda x: x.get("faults", {}))
+        # The chief counts the losses; one killed after this fault took
+        # its count along, and the summary is the new chief's.
+        if (name.startswith("faults.")
+                and "chief killed, restarted" in kinds[i + 1:]):
+            res["unchecked"].append("%s: %s (counted by the chief killed "
+                                    "after it)" % (kind, name))
+            continue
+        if not moved(s):
+            failed.append("%s: %s does not hold" % (kind, name))
+    problem = account_problem(s)
+    if problem:
+        failed.append("account of updates: " + problem)
+    if ref_digest is not None:
+        if s.get("params_digest") != ref_digest:
+            failed.append("params_digest %s, undisturbed %s"
+                          % (s.get("params_digest"), ref_digest))
+        return failed, 0.0
+    delta = s.get("test_accuracy", float("nan")) - ref_acc
+    if not abs(delta) <= args.tolerance:
+        failed.append("test accuracy %.4f is %+.4f from the undisturbed "
+                      "runs' %.4f (tolerance %.4f)"
+                      % (s.get("test_accuracy", float("nan")), delta,
+                         ref_acc, args.tolerance))
+    return failed, delta
+
+
 def run_cluster(args, tmp, flags, faults, tag):
     cluster = os.path.join(tmp, "cluster_%s.json" % tag)
     summary = os.path.join(tmp, "summary_%s.json" % tag)
-    jobs = {"chief": 1, "worker": 3, "ps": 2}
+    jobs = {"chief": 1, "worker": 1 if args.deterministic else 3, "ps": 2}
     if args.kfac:
         jobs.update({"covariance": 1, "inverse": 1})
     write_cluster(cluster, jobs)
@@ -120,6 +243,7 @@ def run_cluster(args, tmp, flags, faults, tag):
     # chief's next step, whoever took it).
     fired = {}
     pauses = {}
+    injected = set()
     for line in proc.stdout:
         now = time.monotonic()
         log.append(line)
@@ -132,10 +256,11 @@ def run_cluster(args, tmp, flags, faults, tag):
         k = KILL_LINE.match(line)
         if k:
             fired[k.group(1)] = now
+            injected.add(k.group(1))
     code = proc.wait()
     wall = time.monotonic() - started
     result = {"code": code, "wall_s": wall, "log": "".join(log),
-              "pauses": pauses}
+              "pauses": pauses, "injected": injected, "unchecked": []}
     gaps = [b[0] - a[0] for a, b in zip(stamps, stamps[1:])]
     result["longest_pause_s"] = max(gaps) if gaps else float("nan")
     steps = [s for _, s in stamps]
@@ -159,6 +284,12 @@ def main():
                     help="fake data instead of Fashion-MNIST")
     ap.add_argument("--references", type=int, default=3,
                     help="undisturbed runs to compare with")
+    ap.add_argument("--tolerance", type=float, default=0.05,
+                    help="largest test accuracy distance to the "
+                         "undisturbed runs' mean (docs/design.md §6)")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="one worker, no initial tokens: the digest must "
+                         "equal the undisturbed runs'")
     ap.add_argument("--kfac", action="store_true",
                     help="K-FAC with a covariance and an inverse task, "
                          "which are killed too")
@@ -169,7 +300,8 @@ def main():
                      % (args.bin, p))
     rng = random.Random(args.seed)
     data = (["--fake_data", "--fake_train_size", "4096",
-             "--fake_test_size", "1000"] if args.fake else [])
+             "--fake_test_size", "1000"]
+            if args.fake or args.deterministic else [])
     with tempfile.TemporaryDirectory() as tmp:
         base = data + ["--steps", str(args.steps), "--batch_size", "64",
                        "--replicas_to_aggregate", "2", "--threads", "1",
@@ -178,26 +310,57 @@ def main():
                        "--max_wait_ms", "60000",
                        "--connection_timeout_ms",
                        str(CONNECTION_TIMEOUT_MS)]
-        if args.kfac:
+        if args.deterministic:
+            base[base.index("--replicas_to_aggregate") + 1] = "1"
+            base += ["--num_tokens", "0", "--no_final_eval"]
+        if args.kfac and args.deterministic:
+            # No inverse ever installed (they would race with the steps).
+            base += ["--optimizer", "kfac", "--learning_rate", "0.01",
+                     "--min_cov_updates", "1000000"]
+        elif args.kfac:
             base += ["--optimizer", "kfac", "--learning_rate", "0.0003"]
-        kinds_here = KINDS + (KFAC_KINDS if args.kfac else [])
+        if args.deterministic:
+            kinds_here = DETERMINISTIC_KINDS + (KFAC_KINDS if args.kfac
+                                                else [])
+        else:
+            kinds_here = KINDS + (KFAC_KINDS if args.kfac else [])
         # Undisturbed runs vary too (the order in which gradients arrive):
         # the delta is taken against their mean, and their spread shown.
         ref_accs = []
+        ref_digests = set()
         for i in range(args.references):
             reference = run_cluster(args, tmp, base, [], "undisturbed%d" % i)
             if reference["code"] != 0 or not reference["summary"]:
                 print(reference["log"])
                 sys.exit("soak: the undisturbed run failed")
+            ref_digests.add(reference["summary"].get("params_digest"))
+            if args.deterministic:
+                ref_accs.append(float("nan"))
+                print("undisturbed: params_digest %s, %.1f s"
+                      % (reference["summary"].get("params_digest"),
+                         reference["wall_s"]), flush=True)
+                continue
             ref_accs.append(reference["summary"]["test_accuracy"])
             print("undisturbed: test accuracy %.4f, longest gap between "
                   "steps %.3f s, %.1f s" % (ref_accs[-1],
                                             reference["longest_pause_s"],
                                             reference["wall_s"]), flush=True)
+        ref_digest = None
+        if args.deterministic:
+            if len(ref_digests) != 1:
+                sys.exit("soak: the undisturbed runs differ (%s): the run "
+                         "is not deterministic" % ", ".join(
+                             sorted(str(d) for d in ref_digests)))
+            ref_digest = next(iter(ref_digests))
         ref_acc = statistics.mean(ref_accs)
-        print("undisturbed: mean test accuracy %.4f (%.4f to %.4f)"
-              % (ref_acc, min(ref_accs), max(ref_accs)), flush=True)
-        per_kind = {k: {"injected": 0, "survived": 0, "deltas": [],
+        if not args.deterministic:
+            print("undisturbed: mean test accuracy %.4f (%.4f to %.4f)"
+                  % (ref_acc, min(ref_accs), max(ref_accs)), flush=True)
+        if args.fake and not args.deterministic:
+            print("note: on --fake data every run that trains reaches "
+                  "accuracy 1.0: the accuracy check has no power",
+                  flush=True)
+        per_kind = {k: {"injected": 0, "passed": 0, "deltas": [],
                         "pauses": []} for k in kinds_here}
         totals = {"workers_lost": 0, "workers_rejoined": 0, "ps_lost": 0,
                   "kfac_roles_lost": 0,
@@ -222,18 +385,18 @@ def main():
                             "--checkpoint_every", "25"]
             res = run_cluster(args, tmp, flags, faults, str(r))
             s = res["summary"]
-            ok = (res["code"] == 0 and s is not None
-                  and s.get("global_step") == args.steps)
-            delta = (s["test_accuracy"] - ref_acc) if ok else float("nan")
+            failed_checks, delta = check_round(args, res, kinds, specs,
+                                               ref_acc, ref_digest)
+            ok = not failed_checks
             for kind, spec in zip(kinds, specs):
                 k = per_kind[kind]
                 k["injected"] += 1
                 if ok:
-                    k["survived"] += 1
+                    k["passed"] += 1
                     k["deltas"].append(delta)
                     if spec in res["pauses"]:
                         k["pauses"].append(res["pauses"][spec])
-            if ok:
+            if s is not None:
                 f = s.get("faults", {})
                 for key in ("workers_lost", "workers_rejoined", "ps_lost",
                             "kfac_roles_lost", "rolled_back_steps"):
@@ -241,17 +404,22 @@ def main():
                 totals["chief_restarts"] += 1 if f.get("chief_restarted") \
                     else 0
                 totals["stale_pushes"] += s.get("stale_pushes", 0)
-            print("round %d: %s -> %s (%.1f s, longest pause %.2f s, "
-                  "accuracy delta %+.4f)" % (
+            print("round %d: %s -> %s (%.1f s, longest pause %.2f s, %s)" % (
                       r + 1, " + ".join(kinds),
-                      "finished" if ok else "FAILED (exit %d)" % res["code"],
-                      res["wall_s"], res["longest_pause_s"], delta),
+                      "passed" if ok else "FAILED: " + "; ".join(
+                          failed_checks),
+                      res["wall_s"], res["longest_pause_s"],
+                      "digest checked" if args.deterministic
+                      else "accuracy delta %+.4f" % delta),
                   flush=True)
+            for note in res["unchecked"]:
+                print("  not checked: " + note, flush=True)
             if not ok:
                 print(res["log"][-4000:])
         print()
-        print("| fault | injected | survived | accuracy delta (mean, worst)"
-              " | longest pause s (max) |")
+        print("| fault | injected | passed | %s | longest pause s (max) |"
+              % ("params_digest" if args.deterministic
+                 else "accuracy delta (mean, worst)"))
         print("|---|---|---|---|---|")
         for kind in kinds_here:
             k = per_kind[kind]
@@ -259,13 +427,15 @@ def main():
                 continue
             d = k["deltas"]
             print("| %s | %d | %d | %s | %s |" % (
-                kind, k["injected"], k["survived"],
-                "%+.4f, %+.4f" % (statistics.mean(d), min(d)) if d else "-",
+                kind, k["injected"], k["passed"],
+                ("undisturbed's in %d" % len(d) if args.deterministic
+                 else "%+.4f, %+.4f" % (statistics.mean(d), min(d)))
+                if d else "-",
                 "%.2f" % max(k["pauses"]) if k["pauses"] else "-"))
         print()
         print("accounted in the summaries: " + ", ".join(
             "%s %d" % kv for kv in totals.items()))
-        failed = sum(k["injected"] - k["survived"] for k in per_kind.values())
+        failed = sum(k["injected"] - k["passed"] for k in per_kind.values())
         sys.exit(1 if failed else 0)
 
 

@@ -299,6 +299,11 @@ struct sync_summary {
   /// Gradient workers lost (process or node gone) and rejoined.
   int64_t worker_losses = 0;
   int64_t worker_rejoins = 0;
+  /// The chief's account of updates (runtime/sync/update_account.hpp).
+  int64_t updates_inherited = 0;
+  int64_t updates_applied = 0;
+  int64_t updates_rolled_back = 0;
+  int64_t updates_redone = 0;
 };
 
 template <class Inspector>
@@ -307,7 +312,8 @@ typename Inspector::result_type inspect(Inspector& f, sync_summary& x) {
            x.accepted_pushes, x.stale_pushes, x.refused_pushes,
            wire(x.last_loss), wire(x.last_accuracy), x.shards, x.checkpoints_written,
            x.last_checkpoint, x.checkpoint_errors, x.worker_losses,
-           x.worker_rejoins);
+           x.worker_rejoins, x.updates_inherited, x.updates_applied,
+           x.updates_rolled_back, x.updates_redone);
 }
 
 } // namespace syncfac

@@ -6,11 +6,23 @@
 // covariance, inverse) SIGKILLed and restarted, or frozen with SIGSTOP
 // below and beyond the connection timeout and thawed, while the others
 // run. Each run must finish, its global_step must only grow (except once
-// per rollback to a checkpoint), its test accuracy must stay near an
-// undisturbed run's where the topology has one in one process, and its
-// summary must account for every loss, rejoin, rollback and stale push.
+// per rollback to a checkpoint), and its summary must account for every
+// loss, rejoin, rollback and stale push, and for every update: each one
+// the shards acknowledged is in the final parameters or was rolled back
+// and done again (faults.updates_*).
+//
+// Outcomes that can fail. Where the run is deterministic (one worker, no
+// initial tokens) tests/examples/fault_digests.cpp holds the final
+// parameters bit for bit to an undisturbed run's. The clusters here have
+// several workers, which makes a run depend on timing (which batches each
+// step averages), so they train on Fashion-MNIST, where a run that lost
+// updates or trained on the wrong parameters ends measurably worse, and
+// their test accuracy must stay within `tolerance` of the same topology
+// undisturbed in one process. On the fake data these tests used before,
+// any run that trained at all reached accuracy 1.0.
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <string>
@@ -24,10 +36,54 @@ namespace {
 
 const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 
-const std::string common = " --fake_data --fake_train_size 2048"
-                           " --fake_test_size 500 --batch_size 32"
-                           " --threads 1 --seed 3 --no_progress"
-                           " --init glorot --log_every 10";
+/// Evaluated on the variables' moving averages (decay 0.9): the last
+/// iterate's test accuracy swings with the last few batches (150 steps
+/// in one process: 0.73 to 0.78 over seeds 1-6), the averages' much less
+/// (0.77 to 0.80), which is what lets a tolerance catch something.
+const std::string common = " --batch_size 32 --threads 1 --seed 3"
+                           " --moving_average_decay 0.9"
+                           " --no_progress --init glorot --log_every 10";
+
+/// The runs whose accuracy is not checked: fast to load and evaluate.
+const std::string fake = " --fake_data --fake_train_size 2048"
+                         " --fake_test_size 500";
+
+/// Fashion-MNIST from Debian's dataset-fashion-mnist (the programs'
+/// default --data_dir).
+const std::string real = " --data_dir /usr/share/datasets/fashion-mnist";
+
+/// Largest distance allowed between a disturbed run's test accuracy and
+/// the in-process run's. Measured with `bench/accuracy_spread.py --runs
+/// 3` (2026-12-01, the 2-core machine busy with other builds; table in
+/// docs/design.md §6): 3 undisturbed clusters of each topology here
+/// against the same flags in one process, Fashion-MNIST, batch 32, the
+/// averages evaluated — 3 workers R 2 150 steps: in process 0.7890,
+/// clusters 0.7783-0.7907; 2 workers R 2 150 steps: 0.7878, clusters
+/// 0.7878-0.7888; 300 steps: 0.8287, clusters 0.8279-0.8308; 2 workers
+/// 2 PS 150 steps: 0.7869, clusters 0.7845-0.7879; K-FAC 1500 steps:
+/// 0.9063, clusters 0.9012-0.9030. The largest distance seen is 0.011,
+/// the largest spread between two clusters 0.012; in one process another
+/// data order altogether (seeds 1-5) moves 3 workers' 150 steps by up to
+/// 0.022. 0.04 leaves room for the faults' own variation (a lost or
+/// frozen worker changes which batches are averaged). It catches a run
+/// that trained from reset parameters, on the wrong ones, or diverged;
+/// 50 lost updates it catches just (100 steps of 3 workers reach 0.7531
+/// against 0.7890), a few it does not (120 steps: 0.7740), which is
+/// what the account of updates and the digests of fault_digests.cpp are
+/// for.
+const double tolerance = 0.04;
+
+/// Skips a case (with the reason) where the data set is not installed.
+struct fashion_mnist_installed {
+  boost::test_tools::assertion_result operator()(
+    boost::unit_test::test_unit_id) const {
+    boost::test_tools::assertion_result res{
+      std::filesystem::exists("/usr/share/datasets/fashion-mnist")};
+    res.message() << "Debian's dataset-fashion-mnist is not installed "
+                     "(scripts/install-deps.sh installs it)";
+    return res;
+  }
+};
 
 struct outcome {
   std::string output;
@@ -97,6 +153,22 @@ double number(const std::string& json, const std::string& key) {
   return xs.front();
 }
 
+/// The account of updates: inherited + applied - rolled back is the
+/// final step, every update a rollback threw away was applied again, and
+/// the chief's count of steps done again says the same.
+void check_account(const std::string& summary) {
+  auto step = number(summary, "global_step");
+  auto inherited = number(summary, "updates_inherited");
+  auto applied = number(summary, "updates_applied");
+  auto back = number(summary, "updates_rolled_back");
+  BOOST_TEST(inherited + applied - back == step,
+             "inherited " << inherited << " + applied " << applied
+                          << " - rolled back " << back << " vs global step "
+                          << step);
+  BOOST_TEST(number(summary, "updates_redone") == back);
+  BOOST_TEST(number(summary, "rolled_back_steps") == back);
+}
+
 /// Test accuracy of the same topology undisturbed, in one process.
 double undisturbed(const temp_dir& tmp, const std::string& flags) {
   auto summary = tmp.file("undisturbed.json");
@@ -106,40 +178,48 @@ double undisturbed(const temp_dir& tmp, const std::string& flags) {
   return number(read_file(summary), "test_accuracy");
 }
 
-/// The run's test accuracy is within 0.1 of the same topology's
-/// undisturbed, in one process (`flags` for convnet_mnist_single).
+/// The run's test accuracy is within `tolerance` of the same topology's
+/// undisturbed, in one process (`flags` for convnet_mnist_single, real
+/// data included).
 void check_accuracy_near_undisturbed(const temp_dir& tmp, const outcome& run,
                                      const std::string& flags) {
   auto reference = undisturbed(tmp, flags);
-  BOOST_TEST(std::abs(number(run.summary, "test_accuracy") - reference)
-               <= 0.1,
-             "accuracy " << number(run.summary, "test_accuracy")
-                         << ", undisturbed " << reference);
+  auto accuracy = number(run.summary, "test_accuracy");
+  BOOST_TEST(std::abs(accuracy - reference) <= tolerance,
+             "accuracy " << accuracy << ", undisturbed " << reference
+                         << ", tolerance " << tolerance);
 }
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(a_killed_backup_worker_does_not_stop_the_steps) {
+BOOST_AUTO_TEST_CASE(a_killed_backup_worker_does_not_stop_the_steps,
+                     *boost::unit_test::precondition(
+                       fashion_mnist_installed{})) {
   temp_dir tmp;
-  auto flags = std::string{" --steps 100 --replicas_to_aggregate 2"};
+  auto flags = real + " --steps 150 --replicas_to_aggregate 2";
   auto run = launch(tmp, {{"chief", 1}, {"worker", 3}, {"ps", 1}},
                     "--kill worker:2@20", flags);
-  check_monotonic(run.output, 100);
+  check_monotonic(run.output, 150);
   BOOST_TEST(run.output.find("worker 2 lost at global step")
              != std::string::npos);
   BOOST_TEST(number(run.summary, "workers_lost") == 1);
   BOOST_TEST(number(run.summary, "workers_rejoined") == 0);
+  check_account(run.summary);
+  BOOST_TEST(number(run.summary, "updates_rolled_back") == 0);
   check_accuracy_near_undisturbed(tmp, run, flags + " --worker_replicas 3");
 }
 
-BOOST_AUTO_TEST_CASE(a_killed_worker_without_backups_rejoins_when_restarted) {
+BOOST_AUTO_TEST_CASE(a_killed_worker_without_backups_rejoins_when_restarted,
+                     *boost::unit_test::precondition(
+                       fashion_mnist_installed{})) {
   temp_dir tmp;
-  auto flags = std::string{" --steps 300 --replicas_to_aggregate 2"};
+  auto flags = real + " --steps 300 --replicas_to_aggregate 2";
   auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}},
                     "--kill worker:1@20 --restart worker:1@200", flags);
   check_monotonic(run.output, 300);
   BOOST_TEST(number(run.summary, "workers_lost") == 1);
   BOOST_TEST(number(run.summary, "workers_rejoined") == 1);
+  check_account(run.summary);
   BOOST_TEST(run.output.find("worker:1: the run is under way; rejoining at "
                              "global step")
              != std::string::npos);
@@ -149,36 +229,45 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_without_backups_rejoins_when_restarted) {
   check_accuracy_near_undisturbed(tmp, run, flags + " --worker_replicas 2");
 }
 
-BOOST_AUTO_TEST_CASE(a_frozen_worker_comes_back_with_stale_gradients) {
+BOOST_AUTO_TEST_CASE(a_frozen_worker_comes_back_with_stale_gradients,
+                     *boost::unit_test::precondition(
+                       fashion_mnist_installed{})) {
   // Frozen at step 20 and thawed at 60, well within the connection
   // timeout: the two others carry the steps meanwhile (one is a backup);
   // the frozen worker's gradient of step 20 is dropped as stale and
   // counted, and it goes on from the current step, never taken for lost.
   temp_dir tmp;
-  auto flags = std::string{" --steps 120 --replicas_to_aggregate 2"};
+  auto flags = real + " --steps 150 --replicas_to_aggregate 2";
   auto run = launch(tmp, {{"chief", 1}, {"worker", 3}, {"ps", 1}},
                     "--kill worker:1@20:STOP --kill worker:1@60:CONT", flags);
-  check_monotonic(run.output, 120);
+  check_monotonic(run.output, 150);
   BOOST_TEST(number(run.summary, "stale_pushes") >= 1);
   BOOST_TEST(number(run.summary, "workers_lost") == 0);
+  check_account(run.summary);
   BOOST_TEST(run.output.find("worker:1 exited with code 0")
              != std::string::npos);
   check_accuracy_near_undisturbed(tmp, run, flags + " --worker_replicas 3");
 }
 
-BOOST_AUTO_TEST_CASE(a_restarted_chief_goes_on_from_the_shards_step) {
+BOOST_AUTO_TEST_CASE(a_restarted_chief_goes_on_from_the_shards_step,
+                     *boost::unit_test::precondition(
+                       fashion_mnist_installed{})) {
   // The chief SIGKILLed at step 40 and started again: the workers and the
   // shard keep their state and wait for it; the new chief finds the shard
   // at the run's step, rebinds the workers (each keeps its data position)
   // and goes on from there, losing no update.
   temp_dir tmp;
-  auto flags = std::string{" --steps 150 --replicas_to_aggregate 2"};
+  auto flags = real + " --steps 150 --replicas_to_aggregate 2";
   auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}},
                     "--kill chief:0@40 --restart chief:0@300", flags);
   check_monotonic(run.output, 150);
   BOOST_TEST(run.summary.find("\"chief_restarted\": true")
              != std::string::npos);
   BOOST_TEST(number(run.summary, "resumed_at") >= 40);
+  // The new chief's updates start from the shards' step.
+  BOOST_TEST(number(run.summary, "updates_inherited")
+             == number(run.summary, "resumed_at"));
+  check_account(run.summary);
   BOOST_TEST(run.output.find("going on from there (a restarted chief)")
              != std::string::npos);
   BOOST_TEST(run.output.find("worker:1: connected again to chief:0")
@@ -191,7 +280,7 @@ BOOST_AUTO_TEST_CASE(a_restarted_chief_goes_on_without_a_dead_backup) {
   // waits a few seconds for every worker, then goes on with the two that
   // came back (R = 2), the backup counted as not back.
   temp_dir tmp;
-  auto flags = std::string{" --steps 120 --replicas_to_aggregate 2"};
+  auto flags = fake + " --steps 120 --replicas_to_aggregate 2";
   auto run = launch(tmp, {{"chief", 1}, {"worker", 3}, {"ps", 1}},
                     "--kill worker:2@20 --kill chief:0@40"
                     " --restart chief:0@300",
@@ -203,16 +292,20 @@ BOOST_AUTO_TEST_CASE(a_restarted_chief_goes_on_without_a_dead_backup) {
              != std::string::npos);
   BOOST_TEST(run.summary.find("not back after the chief's restart")
              != std::string::npos);
+  check_account(run.summary);
 }
 
-BOOST_AUTO_TEST_CASE(a_restarted_ps_shard_rolls_the_run_back) {
+BOOST_AUTO_TEST_CASE(a_restarted_ps_shard_rolls_the_run_back,
+                     *boost::unit_test::precondition(
+                       fashion_mnist_installed{})) {
   // ps:1 SIGKILLed at step 50 and started again: the chief pauses the
   // steps, waits for it, restores both shards from the checkpoint of step
   // 40, rolls itself and the workers back and goes on; the summary says
   // how many steps were done again.
   temp_dir tmp;
-  auto flags = " --steps 150 --replicas_to_aggregate 2 --checkpoint_dir "
-               + tmp.file("ckpt") + " --checkpoint_every 20";
+  auto flags = real + " --steps 150 --replicas_to_aggregate 2"
+               " --checkpoint_dir " + tmp.file("ckpt")
+               + " --checkpoint_every 20";
   auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 2}},
                     "--kill ps:1@50 --restart ps:1@300", flags);
   check_monotonic_but_rollbacks(run.output, 150, 1);
@@ -222,8 +315,9 @@ BOOST_AUTO_TEST_CASE(a_restarted_ps_shard_rolls_the_run_back) {
   BOOST_TEST(redone < 40);
   BOOST_TEST(run.output.find("the run rolls back to global step")
              != std::string::npos);
+  check_account(run.summary);
   check_accuracy_near_undisturbed(tmp, run,
-                                  " --steps 150 --replicas_to_aggregate 2"
+                                  real + " --steps 150 --replicas_to_aggregate 2"
                                   " --ps_tasks 2 --worker_replicas 2");
 }
 
@@ -232,7 +326,7 @@ BOOST_AUTO_TEST_CASE(a_lost_ps_shard_without_checkpoints_ends_the_run) {
   // and the missing flag, instead of waiting for the step timeout.
   temp_dir tmp;
   auto run = launch(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}},
-                    "--kill ps:0@30", " --steps 400", 1);
+                    "--kill ps:0@30", fake + " --steps 400", 1);
   BOOST_TEST(run.output.find("ps:0 lost at global step")
              != std::string::npos);
   BOOST_TEST(run.output.find("--checkpoint_dir") != std::string::npos);
@@ -247,7 +341,7 @@ const std::map<std::string, int> kfac_cluster{{"chief", 1},
                                               {"inverse", 1}};
 
 std::string kfac_flags(const temp_dir& tmp) {
-  return " --steps 120 --replicas_to_aggregate 2 --optimizer kfac"
+  return fake + " --steps 120 --replicas_to_aggregate 2 --optimizer kfac"
          " --learning_rate 0.0003 --checkpoint_dir "
          + tmp.file("ckpt") + " --checkpoint_every 20";
 }
@@ -275,6 +369,7 @@ BOOST_AUTO_TEST_CASE(a_restarted_inverse_task_is_rebound) {
   // Counted by the inverse actor now: the restarted one inverted.
   BOOST_TEST(number(run.summary, "layer_inversions") > 0);
   BOOST_TEST(number(run.summary, "preconditioned_steps") > 0);
+  check_account(run.summary);
 }
 
 BOOST_AUTO_TEST_CASE(a_restarted_covariance_task_takes_the_checkpoints_factors) {
@@ -288,6 +383,8 @@ BOOST_AUTO_TEST_CASE(a_restarted_covariance_task_takes_the_checkpoints_factors) 
              != std::string::npos);
   BOOST_TEST(number(run.summary, "cov_updates") > 0);
   BOOST_TEST(number(run.summary, "layer_inversions") > 0);
+  check_account(run.summary);
+  BOOST_TEST(number(run.summary, "updates_rolled_back") == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_restarted_ps_shard_under_kfac_rolls_back) {
@@ -301,6 +398,7 @@ BOOST_AUTO_TEST_CASE(a_restarted_ps_shard_under_kfac_rolls_back) {
   BOOST_TEST(number(run.summary, "ps_lost") == 1);
   BOOST_TEST(number(run.summary, "rolled_back_steps") >= 10);
   BOOST_TEST(number(run.summary, "layers_ready") > 0);
+  check_account(run.summary);
 }
 
 BOOST_AUTO_TEST_CASE(a_restarted_chief_under_kfac_goes_on) {
@@ -316,9 +414,12 @@ BOOST_AUTO_TEST_CASE(a_restarted_chief_under_kfac_goes_on) {
              != std::string::npos);
   BOOST_TEST(number(run.summary, "layers_ready") > 0);
   BOOST_TEST(number(run.summary, "preconditioned_steps") > 0);
+  check_account(run.summary);
 }
 
-BOOST_AUTO_TEST_CASE(frozen_covariance_and_inverse_tasks_are_lost_and_come_back) {
+BOOST_AUTO_TEST_CASE(frozen_covariance_and_inverse_tasks_are_lost_and_come_back,
+                     *boost::unit_test::precondition(
+                       fashion_mnist_installed{})) {
   // Each frozen for 6 s with a 2 s connection timeout, one after the
   // other. The steps do not wait for them, and a frozen task's link to
   // the chief can stay up through the other nodes, so the chief's
@@ -331,7 +432,7 @@ BOOST_AUTO_TEST_CASE(frozen_covariance_and_inverse_tasks_are_lost_and_come_back)
   // ~300 steps/s) and is seen ~2 s later, before the run's 1,500 steps
   // end.
   temp_dir tmp;
-  auto flags = " --steps 1500 --replicas_to_aggregate 2 --optimizer kfac"
+  auto flags = real + " --steps 1500 --replicas_to_aggregate 2 --optimizer kfac"
                " --learning_rate 0.0003 --connection_timeout_ms 2000"
                " --checkpoint_dir "
                + tmp.file("ckpt") + " --checkpoint_every 20";
@@ -352,8 +453,10 @@ BOOST_AUTO_TEST_CASE(frozen_covariance_and_inverse_tasks_are_lost_and_come_back)
   // Both kept working after their thaw.
   BOOST_TEST(number(run.summary, "cov_updates") > 250);
   BOOST_TEST(number(run.summary, "layer_inversions") > 0);
+  check_account(run.summary);
+  BOOST_TEST(number(run.summary, "updates_rolled_back") == 0);
   check_accuracy_near_undisturbed(tmp, run,
-                                  " --steps 1500 --worker_replicas 2"
+                                  real + " --steps 1500 --worker_replicas 2"
                                   " --replicas_to_aggregate 2 --optimizer kfac"
                                   " --learning_rate 0.0003");
 }
@@ -362,7 +465,7 @@ BOOST_AUTO_TEST_CASE(a_briefly_frozen_ps_shard_and_chief_only_hold_the_steps) {
   // Frozen for 2 s each, below the connection timeout: nobody is taken
   // for lost, the steps wait and go on.
   temp_dir tmp;
-  auto flags = std::string{" --steps 100 --replicas_to_aggregate 2"};
+  auto flags = fake + " --steps 100 --replicas_to_aggregate 2";
   auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}},
                     "--kill ps:0@20:STOP+2000 --kill chief:0@60:STOP+2000",
                     flags);
@@ -371,6 +474,8 @@ BOOST_AUTO_TEST_CASE(a_briefly_frozen_ps_shard_and_chief_only_hold_the_steps) {
   BOOST_TEST(run.output.find("chief:0 gets SIGCONT") != std::string::npos);
   BOOST_TEST(number(run.summary, "ps_lost") == 0);
   BOOST_TEST(number(run.summary, "workers_lost") == 0);
+  check_account(run.summary);
+  BOOST_TEST(number(run.summary, "updates_rolled_back") == 0);
 }
 
 namespace {
@@ -380,12 +485,14 @@ namespace {
 /// against a 2 s connection timeout; the steps grow but for one rollback.
 outcome frozen_too_long(const temp_dir& tmp, const std::string& task,
                         int shards) {
-  auto flags = " --steps 100 --replicas_to_aggregate 2"
+  auto flags = fake + " --steps 100 --replicas_to_aggregate 2"
                " --connection_timeout_ms 2000 --checkpoint_dir "
                + tmp.file("ckpt") + " --checkpoint_every 20";
   auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", shards}},
                     "--kill " + task + "@30:STOP+6000", flags);
   check_monotonic_but_rollbacks(run.output, 100, 1);
+  check_account(run.summary);
+  BOOST_TEST(number(run.summary, "updates_rolled_back") >= 1);
   return run;
 }
 
@@ -423,7 +530,8 @@ BOOST_AUTO_TEST_CASE(a_restarted_statistics_worker_starts_again) {
   temp_dir tmp;
   auto run = launch(tmp, {{"chief", 1}, {"worker", 5}, {"ps", 1}},
                     "--kill worker:3@30 --restart worker:3@300",
-                    " --steps 120 --optimizer kfac --learning_rate 0.0003"
+                    fake + " --steps 120 --optimizer kfac"
+                    " --learning_rate 0.0003"
                     " --cov_inv_op_strategy dedicated_workers");
   check_monotonic(run.output, 120);
   BOOST_TEST(run.output.find("worker:3: the run is under way; the "
@@ -431,4 +539,5 @@ BOOST_AUTO_TEST_CASE(a_restarted_statistics_worker_starts_again) {
              != std::string::npos);
   BOOST_TEST(run.output.find("worker:3 exited with code 0")
              != std::string::npos);
+  check_account(run.summary);
 }

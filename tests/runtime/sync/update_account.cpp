@@ -1,0 +1,64 @@
+#define BOOST_TEST_MODULE sync_update_account
+#include <boost/test/unit_test.hpp>
+
+// The chief's account of updates (runtime/sync/update_account.hpp): what
+// a rollback throws away is counted once, what is applied again after it
+// counts as redone, and the balance names every term when it is off.
+
+#include "runtime/sync/update_account.hpp"
+
+using syncfac::update_account;
+
+BOOST_AUTO_TEST_CASE(an_undisturbed_run_applies_every_step_once) {
+  update_account a;
+  a.start_at(0);
+  for (int64_t s = 1; s <= 30; ++s)
+    a.apply(s);
+  BOOST_TEST(a.applied == 30);
+  BOOST_TEST(a.rolled_back == 0);
+  BOOST_TEST(a.redone == 0);
+  BOOST_TEST(a.imbalance(30).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_rollback_is_redone_step_by_step) {
+  // Lost at 53, back to the checkpoint of 40, on to 60: 13 updates thrown
+  // away and applied again, 60 + 13 applied in all.
+  update_account a;
+  a.start_at(0);
+  for (int64_t s = 1; s <= 53; ++s)
+    a.apply(s);
+  a.roll_back(53, 40);
+  for (int64_t s = 41; s <= 50; ++s)
+    a.apply(s);
+  BOOST_TEST(a.redone == 10); // not all redone yet
+  for (int64_t s = 51; s <= 60; ++s)
+    a.apply(s);
+  BOOST_TEST(a.rolled_back == 13);
+  BOOST_TEST(a.redone == 13);
+  BOOST_TEST(a.applied == 73);
+  BOOST_TEST(a.imbalance(60).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_resumed_chief_inherits_the_start_step) {
+  update_account a;
+  a.start_at(40);
+  for (int64_t s = 41; s <= 50; ++s)
+    a.apply(s);
+  BOOST_TEST(a.redone == 0);
+  BOOST_TEST(a.in_parameters() == 50);
+  BOOST_TEST(a.imbalance(50).empty());
+}
+
+BOOST_AUTO_TEST_CASE(an_update_unaccounted_for_is_named) {
+  update_account a;
+  a.start_at(0);
+  a.apply(1);
+  a.apply(2);
+  auto why = a.imbalance(3);
+  BOOST_TEST(why.find("global step 3") != std::string::npos, why);
+  BOOST_TEST(why.find("applied 2") != std::string::npos, why);
+  BOOST_TEST(why.find("= 2") != std::string::npos, why);
+  // A rollback to a step ahead of the run throws nothing away.
+  a.roll_back(2, 5);
+  BOOST_TEST(a.rolled_back == 0);
+}
