@@ -30,11 +30,15 @@ worker_status status_of(self_ptr self) {
 }
 
 /// Payload bytes of pulled values.
+int64_t payload_bytes(const shard_params& sp) {
+  return value_count(sp.values) * static_cast<int64_t>(sizeof(float));
+}
+
 int64_t payload_bytes(const std::vector<shard_params>& pulled) {
   int64_t n = 0;
   for (const auto& sp : pulled)
-    n += value_count(sp.values);
-  return n * static_cast<int64_t>(sizeof(float));
+    n += payload_bytes(sp);
+  return n;
 }
 
 /// Payload bytes of a push: dense values, sparse indices and rows.
@@ -248,10 +252,12 @@ caf::expected<bool> take_pulled(self_ptr self, std::vector<shard_params>& all,
   std::vector<shard_params> use;
   bool complete = true;
   for (auto& sp : all) {
-    if (current(sp, step))
+    if (current(sp, step)) {
       use.push_back(std::move(sp));
-    else
+    } else {
       complete = false;
+      st.bytes_pulled_unused += payload_bytes(sp);
+    }
   }
   if (!complete && !holds_step) {
     st.bytes_pulled_unused += payload_bytes(use);
