@@ -53,9 +53,10 @@ json_object transfer_tally::to_json() const {
     .add("bytes_pulled_unused", bytes_pulled_unused)
     .add("pulls_waited", pulls_waited)
     .add("pulls_without_values", pulls_without_values)
-    .add("workers", counts_json(workers, global_steps))
-    .add("shards", counts_json(shards, global_steps))
-    .add("chief", counts_json(chief, global_steps));
+    // Not "workers" and so on: the summary has those keys at its top level.
+    .add("sent_by_workers", counts_json(workers, global_steps))
+    .add("sent_by_shards", counts_json(shards, global_steps))
+    .add("sent_by_chief", counts_json(chief, global_steps));
   return obj;
 }
 

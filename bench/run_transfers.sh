@@ -32,7 +32,7 @@ for n in ns:
     ts = [json.load(open(f"{out}/n{n}_{r}.json"))["transfers"] for r in range(1, runs + 1)]
     ratios = sorted(t["ratio_to_minimum"] for t in ts)
     unused = sorted(100 * t["bytes_pulled_unused"] / t["parameter_bytes"] / t["worker_steps"] for t in ts)
-    msg = [sorted(t[k]["messages_per_global_step"] for t in ts)[len(ts) // 2] for k in ("workers", "shards", "chief")]
+    msg = [sorted(t[k]["messages_per_global_step"] for t in ts)[len(ts) // 2] for k in ("sent_by_workers", "sent_by_shards", "sent_by_chief")]
     print(f"| {n} | {ratios[len(ratios)//2]:.3f}x ({ratios[0]:.3f}–{ratios[-1]:.3f}) | "
           f"{unused[len(unused)//2]:.1f} | {msg[0]:.1f} / {msg[1]:.1f} / {msg[2]:.1f} |")
 PY

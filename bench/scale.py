@@ -102,9 +102,9 @@ def in_process(args, n, r, steps, dist, name):
             "token_wait_ms": t.get("token_wait_ms_per_worker_step", 0),
             "ratio_to_minimum": t["ratio_to_minimum"],
             "messages_per_global_step":
-                t["workers"].get("messages_per_global_step", 0)
-                + t["shards"].get("messages_per_global_step", 0)
-                + t["chief"].get("messages_per_global_step", 0),
+                t["sent_by_workers"].get("messages_per_global_step", 0)
+                + t["sent_by_shards"].get("messages_per_global_step", 0)
+                + t["sent_by_chief"].get("messages_per_global_step", 0),
             # Counted by the shards: pushes times shards.
             "stale_share": s["stale_pushes"]
                 / max(1, s["stale_pushes"] + s["accepted_pushes"])}
