@@ -62,6 +62,17 @@ using ps_actor = caf::typed_actor<
   caf::replies_to<push_atom, gradient_push>::with<push_ack>,
   // The current values of the shard's variables.
   caf::replies_to<pull_atom>::with<shard_params>,
+  // The values once the shard is at `step` or later (at once if it is):
+  // the pull a worker sends with its token request, answered when the
+  // apply it waits for is done instead of with values it would throw
+  // away. After `wait_ms` without reaching the step, or on the worker's
+  // cancel, it is answered without values.
+  caf::replies_to<pull_atom, int64_t, int64_t>::with<shard_params>,
+  // The sender no longer needs its waiting pull (its token let it go on
+  // at the step it holds): that pull is answered without values.
+  caf::reacts_to<pull_atom, cancel_atom>,
+  // Its own timer: answer the waiting pulls whose wait ran out.
+  caf::reacts_to<expire_atom>,
   // Their exponential moving averages (TF's variable_averages), e.g. for
   // evaluation; the initial values until the first update.
   caf::replies_to<pull_atom, average_atom>::with<shard_params>,

@@ -33,6 +33,7 @@ void grant_waiting(self_ptr self) {
       st.workers[static_cast<size_t>(req.worker)].granted_step
         = grant.global_step;
     }
+    st.sent.add();
     req.promise.deliver(grant);
     st.waiting.pop_front();
   }
@@ -468,6 +469,7 @@ void update_averages(self_ptr self) {
   auto& st = self->state;
   if (st.cfg.moving_average_decay <= 0)
     return;
+  st.sent.messages += static_cast<int64_t>(st.cfg.shards.size());
   gather<caf::ok_atom>(
     self, st.cfg.shards, st.cfg.request_timeout,
     [](std::vector<caf::ok_atom>) {},
@@ -525,6 +527,7 @@ void run_round(self_ptr self) {
   auto started = clock_type::now();
   auto step = st.global_step;
   auto incarnation = st.incarnation;
+  st.sent.messages += static_cast<int64_t>(st.cfg.shards.size());
   gather<applied>(
     self, st.cfg.shards, st.cfg.step_timeout,
     [=](std::vector<applied> results) {
@@ -612,6 +615,7 @@ void start(self_ptr self) {
   }
   // Every accumulator starts at the chief's step, so that gradients
   // computed before a (re)start are recognised as stale.
+  st.sent.messages += static_cast<int64_t>(st.cfg.shards.size());
   gather<caf::ok_atom>(
     self, st.cfg.shards, st.cfg.request_timeout,
     [=](std::vector<caf::ok_atom>) {
@@ -830,7 +834,8 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
                           static_cast<int64_t>(st.tokens.size()),
                           static_cast<int64_t>(st.waiting.size()),
                           st.tokens_granted, st.finished,
-                          st.refused_reports, st.lost_task, st.lost_at};
+                          st.refused_reports, st.lost_task, st.lost_at,
+                          st.sent};
     },
   };
 }

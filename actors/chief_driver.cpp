@@ -6,6 +6,7 @@
 
 #include "actors/checkpoint_writer.hpp"
 #include "actors/gather.hpp"
+#include "actors/transfer_report.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
 #include "runtime/process_stats.hpp"
@@ -825,6 +826,9 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   }
   if (compute_s > 0)
     summary.runtime_overhead = (step_s - compute_s) / compute_s;
+  summary.transfers = tally_transfers(self, chief_, shards_, roles_.workers,
+                                      counters_timeout(cfg_))
+                        .to_json();
   auto digest = final_digest(self);
   if (!digest)
     return digest.error();

@@ -1,5 +1,7 @@
 #include "actors/device_actor.hpp"
 
+#include "actors/delay_device.hpp"
+
 #include <chrono>
 
 #include <caf/event_based_actor.hpp>
@@ -329,6 +331,8 @@ caf::expected<device_actor> spawn_device(caf::actor_system& sys,
                                          const device_config& cfg) {
   if (auto err = cfg.validate())
     return err;
+  if (is_delay_device(cfg.backend))
+    return spawn_delay_device(sys, cfg);
   // cfg.backend is a device: cpu, gpu:N or auto (kernels/backend_factory).
   auto dev = make_device_backend(cfg.backend, cfg.threads);
   if (!dev)

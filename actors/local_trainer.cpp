@@ -140,6 +140,8 @@ json_object training_summary::to_json() const {
     obj.add("checkpoints", checkpoints);
   if (!faults.empty())
     obj.add("faults", faults);
+  if (!transfers.empty())
+    obj.add("transfers", transfers);
   return obj;
 }
 

@@ -102,6 +102,9 @@ struct training_summary {
   json_object checkpoints;
   /// Roles lost and restarted during the run (sync runtime).
   json_object faults;
+  /// Messages and payload bytes each role sent, per global step and per
+  /// worker step against the minimum (sync runtime; transfer_report.hpp).
+  json_object transfers;
 
   json_object to_json() const;
 };

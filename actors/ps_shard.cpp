@@ -475,6 +475,8 @@ caf::expected<applied> complete(ps_shard_state& st, int64_t n) {
   return with_counts(st, result);
 }
 
+void release_due_pulls(ps_shard_state& st);
+
 /// Answers the pending apply once the last gradient it waits for is in.
 void finish_pending(ps_shard_state& st) {
   if (!st.pending || !all_ready(st, st.pending->n))
@@ -482,10 +484,12 @@ void finish_pending(ps_shard_state& st) {
   auto pending = std::move(*st.pending);
   st.pending.reset();
   auto result = complete(st, pending.n);
+  st.sent.add();
   if (result)
     pending.promise.deliver(std::move(*result));
   else
     pending.promise.deliver(std::move(result.error()));
+  release_due_pulls(st);
 }
 
 /// Fails the pending apply, if any, saying why it will never complete.
@@ -546,6 +550,44 @@ caf::error install_inverses(ps_shard_state& st, const inverse_set& set) {
   return caf::none;
 }
 
+// -- waiting pulls ------------------------------------------------------------
+
+/// The shard's variables at its step; counted as sent.
+shard_params current_values(ps_shard_state& st) {
+  st.sent.add(value_count(st.variables)
+              * static_cast<int64_t>(sizeof(float)));
+  return {st.index, st.global_step, st.variables};
+}
+
+/// An answer without values to a waiting pull that will not get them.
+void answer_without_values(ps_shard_state& st, waiting_pull& p) {
+  st.sent.add();
+  ++st.pulls_without_values;
+  p.promise.deliver(shard_params{st.index, st.global_step, {}, false});
+}
+
+/// Answers the pulls that wait for the shard's step (or an earlier one).
+void release_due_pulls(ps_shard_state& st) {
+  if (st.waiting_pulls.empty())
+    return;
+  for (auto& p : st.waiting_pulls.take_due(st.global_step))
+    p.promise.deliver(current_values(st));
+}
+
+/// Sets the timer for the earliest waiting pull's deadline, unless one is
+/// set already (it sets the next when it fires).
+void schedule_expiry(self_ptr self) {
+  auto& st = self->state;
+  auto next = st.waiting_pulls.next_deadline();
+  if (st.expiry_set || !next)
+    return;
+  st.expiry_set = true;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+    *next - pull_waitlist::clock_type::now());
+  self->delayed_send(self, std::max(left, std::chrono::milliseconds{1}),
+                     expire_atom::value);
+}
+
 shard_status make_status(const ps_shard_state& st) {
   shard_status result{st.index,       st.global_step, st.accepted_pushes,
                       st.stale_pushes, st.refused_pushes, {}};
@@ -558,6 +600,9 @@ shard_status make_status(const ps_shard_state& st) {
   result.refused_inverses = st.refused_inverses;
   result.preconditioned_applies = st.preconditioned_applies;
   result.last_clip = st.last_clip;
+  result.sent = st.sent;
+  result.pulls_waited = st.pulls_waited;
+  result.pulls_without_values = st.pulls_without_values;
   result.variables.reserve(st.accumulators.size());
   for (size_t i = 0; i < st.accumulators.size(); ++i) {
     auto stats = std::visit([](const auto& x) { return x.stats(); },
@@ -590,6 +635,11 @@ caf::error ps_shard_config::validate() const {
 
 ps_shard_state::~ps_shard_state() {
   abandon_pending(*this, ec::peer_down, "the shard stopped");
+  for (auto& p : waiting_pulls.take_all())
+    p.promise.deliver(make_error(ec::peer_down,
+                                 shard_name(index) + ": stopped while a pull "
+                                   "waited for step "
+                                   + std::to_string(p.step)));
 }
 
 // -- behaviour ----------------------------------------------------------------
@@ -609,6 +659,7 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
         return prefixed(shard_name(st.index), whole.error());
       }
       // A part taken, the rest of the push still to come.
+      st.sent.add(); // the answer, whichever of the ones below
       if (!*whole)
         return push_ack{true, st.global_step};
       const auto& push = **whole;
@@ -630,16 +681,50 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
       }
       return push_ack{*fresh, step};
     },
-    [=](pull_atom) -> shard_params {
-      const auto& st = self->state;
-      return {st.index, st.global_step, st.variables};
+    [=](pull_atom) -> shard_params { return current_values(self->state); },
+    [=](pull_atom, int64_t step,
+        int64_t wait_ms) -> caf::result<shard_params> {
+      auto& st = self->state;
+      if (wait_ms < 0)
+        return make_error(ec::invalid_argument,
+                          shard_name(st.index)
+                            + ": a pull's wait must be >= 0 ms, got "
+                            + std::to_string(wait_ms));
+      if (st.global_step >= step)
+        return current_values(st);
+      ++st.pulls_waited;
+      // Before the promise: making it takes the sender out of the message.
+      auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+      auto rp = self->make_response_promise<shard_params>();
+      st.waiting_pulls.add(waiting_pull{
+        rp, step, std::move(sender),
+        pull_waitlist::clock_type::now() + std::chrono::milliseconds{wait_ms}});
+      schedule_expiry(self);
+      return rp;
+    },
+    [=](pull_atom, cancel_atom) {
+      auto& st = self->state;
+      auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+      for (auto& p : st.waiting_pulls.take_from(sender))
+        answer_without_values(st, p);
+    },
+    [=](expire_atom) {
+      auto& st = self->state;
+      st.expiry_set = false;
+      for (auto& p :
+           st.waiting_pulls.take_expired(pull_waitlist::clock_type::now()))
+        answer_without_values(st, p);
+      schedule_expiry(self);
     },
     [=](pull_atom, average_atom) -> shard_params {
-      const auto& st = self->state;
+      auto& st = self->state;
+      st.sent.add(value_count(st.averages)
+                  * static_cast<int64_t>(sizeof(float)));
       return {st.index, st.global_step, st.averages};
     },
     [=](average_atom, float decay) -> caf::result<caf::ok_atom> {
       auto& st = self->state;
+      st.sent.add();
       if (!(decay >= 0.0f && decay < 1.0f))
         return make_error(ec::invalid_argument,
                           shard_name(st.index)
@@ -659,10 +744,16 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
     },
     [=](apply_atom, int64_t step, int64_t n) -> caf::result<applied> {
       auto& st = self->state;
-      if (auto err = check_apply(st, step, n))
+      if (auto err = check_apply(st, step, n)) {
+        st.sent.add();
         return err;
-      if (all_ready(st, n))
-        return complete(st, n);
+      }
+      if (all_ready(st, n)) {
+        st.sent.add();
+        auto result = complete(st, n);
+        release_due_pulls(st);
+        return result;
+      }
       st.pending = pending_apply{self->make_response_promise<applied>(), n,
                                  step};
       return st.pending->promise;
@@ -681,6 +772,8 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
       for (auto& acc : st.accumulators)
         std::visit([step](auto& x) { x.set_global_step(step); }, acc);
       st.global_step = step;
+      st.sent.add();
+      release_due_pulls(st);
       return caf::ok_atom::value;
     },
     [=](inverse_atom, const inverse_set& set) -> caf::result<caf::ok_atom> {
@@ -701,6 +794,7 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
         return err;
       abandon_pending(st, ec::invalid_argument,
                       "the shard was restored to step " + std::to_string(step));
+      release_due_pulls(st);
       return caf::ok_atom::value;
     },
     [=](status_atom) -> shard_status {

@@ -44,6 +44,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/actors.hpp"
+#include "actors/pull_waitlist.hpp"
 #include "messages/kfac_messages.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/optimizer.hpp"
@@ -148,6 +149,14 @@ struct ps_shard_state {
   int64_t refused_inverses = 0;
   int64_t preconditioned_applies = 0;
   double last_clip = 1;
+  /// Workers' pulls waiting for the step they ask for, and whether the
+  /// timer that answers those whose wait ran out is set (one at a time).
+  pull_waitlist waiting_pulls;
+  bool expiry_set = false;
+  /// shard_status::sent, pulls_waited and pulls_without_values.
+  transfer_counts sent;
+  int64_t pulls_waited = 0;
+  int64_t pulls_without_values = 0;
 };
 
 ps_actor::behavior_type

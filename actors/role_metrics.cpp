@@ -57,6 +57,19 @@ double d(int64_t x) {
   return static_cast<double>(x);
 }
 
+/// What a role sent: the figures of docs/benchmarks.md, "Transfers per
+/// step".
+void add_sent(family_set& f, const std::string& role,
+              const transfer_counts& sent) {
+  f.counter("syncfac_messages_sent_total",
+            "Messages a role sent on the step path (requests and answers).",
+            role, d(sent.messages));
+  f.counter("syncfac_payload_bytes_sent_total",
+            "Payload bytes (tensor values, sparse indices and rows) among "
+            "the messages a role sent.",
+            role, d(sent.bytes));
+}
+
 void add_shard(family_set& f, const std::string& role, const shard_status& s) {
   f.gauge("syncfac_shard_global_step", "The global step a PS shard is at.",
           role, d(s.global_step));
@@ -68,6 +81,14 @@ void add_shard(family_set& f, const std::string& role, const shard_status& s) {
   f.counter("syncfac_pushes_refused_total",
             "Gradient pushes a PS shard refused as malformed.", role,
             d(s.refused_pushes));
+  add_sent(f, role, s.sent);
+  f.counter("syncfac_pulls_waited_total",
+            "Pulls a PS shard held until it reached the step they asked for.",
+            role, d(s.pulls_waited));
+  f.counter("syncfac_pulls_without_values_total",
+            "Waiting pulls a PS shard answered without values (their wait "
+            "ran out, or the worker cancelled).",
+            role, d(s.pulls_without_values));
   if (s.kfac_layers > 0) {
     f.counter("syncfac_inverse_sets_total",
               "K-FAC inverse sets a PS shard installed.", role,
@@ -104,6 +125,11 @@ void add_worker(family_set& f, const std::string& role,
   f.counter("syncfac_bytes_in_total",
             "Payload bytes of the variables a worker pulled and used.", role,
             d(w.bytes_pulled));
+  f.counter("syncfac_bytes_in_unused_total",
+            "Payload bytes of pull answers a worker received and could not "
+            "use (older than its token).",
+            role, d(w.bytes_pulled_unused));
+  add_sent(f, role, w.sent);
 }
 
 void add_chief(family_set& f, const std::string& role, const chief_status& c) {
@@ -115,6 +141,7 @@ void add_chief(family_set& f, const std::string& role, const chief_status& c) {
           "Workers waiting for a token.", role, d(c.token_requests_waiting));
   f.counter("syncfac_tokens_granted_total", "Tokens the chief granted.",
             role, d(c.tokens_granted));
+  add_sent(f, role, c.sent);
   f.counter("syncfac_refused_reports_total",
             "Worker reports the chief refused as malformed.", role,
             d(c.refused_reports));

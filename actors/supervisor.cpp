@@ -4,7 +4,7 @@
 
 #include <caf/send.hpp>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -26,7 +26,41 @@ worker_status status_of(self_ptr self) {
                        st.compute_s,     st.stats_sent,   st.stats_stale,
                        st.stats_skipped, st.stats_failed, st.stats_error,
                        st.peers_lost,    st.rebinds,      st.bytes_pushed,
-                       st.bytes_pulled};
+                       st.bytes_pulled,  st.sent,         st.bytes_pulled_unused};
+}
+
+/// Payload bytes of pulled values.
+int64_t payload_bytes(const shard_params& sp) {
+  return value_count(sp.values) * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t payload_bytes(const std::vector<shard_params>& pulled) {
+  int64_t n = 0;
+  for (const auto& sp : pulled)
+    n += payload_bytes(sp);
+  return n;
+}
+
+/// Payload bytes of a push: dense values, sparse indices and rows.
+int64_t payload_bytes(const gradient_push& p) {
+  int64_t n = 0;
+  for (const auto& g : p.dense)
+    n += g.value.size() * static_cast<int64_t>(sizeof(float));
+  for (const auto& g : p.sparse)
+    n += static_cast<int64_t>(g.indices.size() * sizeof(int64_t))
+         + g.rows.size() * static_cast<int64_t>(sizeof(float));
+  return n;
+}
+
+/// A pull of every shard (one request each), counted as sent.
+template <class OnValues, class OnError, class... Ts>
+void pull_all(self_ptr self, std::chrono::milliseconds timeout,
+              OnValues on_values, OnError on_error, Ts... xs) {
+  auto& st = self->state;
+  for (size_t s = 0; s < st.cfg.shards.size(); ++s)
+    st.sent.add();
+  gather<shard_params>(self, st.cfg.shards, timeout, std::move(on_values),
+                       std::move(on_error), pull_atom::value, xs...);
 }
 
 void fail(self_ptr self, caf::error err) {
@@ -148,8 +182,6 @@ void send_stats(self_ptr self, std::vector<layer_stats> stats, int64_t step,
   // Nothing was sent (every update empty or skipped): nothing to wait for.
   if (*remaining == 0 && done)
     done();
-  if (*remaining == 0 && done)
-    done();
 }
 
 void end_step(self_ptr self, const token_grant& grant) {
@@ -180,32 +212,91 @@ void end_step(self_ptr self, const token_grant& grant) {
 
 caf::error absorb(self_ptr self, std::vector<shard_params>& pulled);
 
-/// The token and a speculative pull travel together: when the pulled
-/// variables are already at the token's step, the next step needs no pull
-/// of its own (one round trip less on the critical path).
+/// The token and a pull travel together: the pull asks for the step
+/// after the one the worker pushed at, and the shards answer it once that
+/// step is applied (at once when they are past it), so the values come
+/// with the token instead of a round trip after it, and the values of the
+/// step before the apply are never sent to be thrown away
+/// (docs/protocol.md, "The pull with the token").
 struct step_end {
   std::optional<token_grant> grant;
   std::optional<std::vector<shard_params>> pulled;
-  bool failed = false;
+  /// The worker told the shards it does not need the values.
+  bool cancelled = false;
+  bool done = false;
 };
 
-void finish_step_end(self_ptr self, step_end& end) {
-  if (end.failed || !end.grant || (!end.pulled && !end.grant->stop))
-    return;
+/// Whether a shard's answer holds its values at `step` or later.
+bool current(const shard_params& sp, int64_t step) {
+  return sp.has_values && sp.global_step >= step;
+}
+
+/// The shards hold the pull for a step the worker no longer needs.
+void cancel_pull(self_ptr self) {
   auto& st = self->state;
-  st.params_ready = false;
-  if (!end.grant->stop) {
-    bool current = true;
-    for (auto& sp : *end.pulled)
-      current = current && sp.global_step >= end.grant->global_step;
-    if (current) {
-      if (auto err = absorb(self, *end.pulled))
-        return fail(self, std::move(err));
-      st.params_ready = true;
+  for (const auto& shard : st.cfg.shards) {
+    st.sent.add();
+    self->send(shard, pull_atom::value, cancel_atom::value);
+  }
+}
+
+/// Takes what the pull brought for the token's step; false when the step
+/// must pull again.
+caf::expected<bool> take_pulled(self_ptr self, std::vector<shard_params>& all,
+                                int64_t step) {
+  auto& st = self->state;
+  // A token for the step the worker's values are at already (an initial
+  // token, or one of several batches per update when N < R): any shard's
+  // newer values are as good, the others' answers came without values.
+  bool holds_step = step == st.local_step;
+  std::vector<shard_params> use;
+  bool complete = true;
+  for (auto& sp : all) {
+    if (current(sp, step)) {
+      use.push_back(std::move(sp));
+    } else {
+      complete = false;
+      st.bytes_pulled_unused += payload_bytes(sp);
     }
   }
-  auto grant = *end.grant;
-  end.failed = true; // done: ignore whatever arrives later
+  if (!complete && !holds_step) {
+    st.bytes_pulled_unused += payload_bytes(use);
+    return false;
+  }
+  if (auto err = absorb(self, use))
+    return err;
+  return true;
+}
+
+void finish_step_end(self_ptr self, step_end& end) {
+  if (end.done || !end.grant)
+    return;
+  auto& st = self->state;
+  const auto grant = *end.grant;
+  if (!grant.stop && !end.pulled) {
+    // A token for a later step: its values come once the shards are there.
+    if (grant.global_step > st.local_step)
+      return;
+    // A token for the step the worker is at: the apply the pull waits for
+    // may need this very worker's next push, so the shards are told to
+    // answer now, without values unless they have newer ones on the way.
+    if (!end.cancelled) {
+      end.cancelled = true;
+      cancel_pull(self);
+    }
+    return;
+  }
+  if (grant.stop) {
+    if (!end.pulled && !end.cancelled)
+      cancel_pull(self);
+    st.params_ready = false;
+  } else {
+    auto taken = take_pulled(self, *end.pulled, grant.global_step);
+    if (!taken)
+      return fail(self, std::move(taken.error()));
+    st.params_ready = *taken;
+  }
+  end.done = true; // whatever arrives later is ignored
   end_step(self, grant);
 }
 
@@ -217,6 +308,7 @@ void take_token(self_ptr self, const step_result& res, int32_t stale) {
   auto end = std::make_shared<step_end>();
   auto asked = std::chrono::steady_clock::now();
   auto gen = st.generation;
+  st.sent.add();
   self->request(st.cfg.chief, st.cfg.token_timeout, token_atom::value, rep)
     .then(
       [=](token_grant& grant) {
@@ -227,26 +319,31 @@ void take_token(self_ptr self, const step_result& res, int32_t stale) {
         finish_step_end(self, *end);
       },
       [=](caf::error& err) {
-        if (end->failed || outdated(self, gen))
+        if (end->done || outdated(self, gen))
           return;
-        end->failed = true;
+        end->done = true;
         lose_peer(self, "token request", std::move(err));
       });
-  gather<shard_params>(
-    self, st.cfg.shards, st.cfg.request_timeout,
+  // The shards hold the pull as long as the chief may hold the token; the
+  // request's own timeout leaves them time to answer without values.
+  auto wait = st.cfg.token_timeout;
+  pull_all(
+    self, wait + st.cfg.request_timeout,
     [=](std::vector<shard_params> pulled) {
-      if (outdated(self, gen))
+      if (end->done || outdated(self, gen)) {
+        self->state.bytes_pulled_unused += payload_bytes(pulled);
         return;
+      }
       end->pulled = std::move(pulled);
       finish_step_end(self, *end);
     },
     [=](size_t s, caf::error err) {
-      if (end->failed || outdated(self, gen))
+      if (end->done || outdated(self, gen))
         return;
-      end->failed = true;
+      end->done = true;
       lose_peer(self, "pull from ps:" + std::to_string(s), std::move(err));
     },
-    pull_atom::value);
+    st.local_step + 1, static_cast<int64_t>(wait.count()));
 }
 
 /// Splits the gradients by shard and pushes them, tagged with local_step.
@@ -277,15 +374,8 @@ void push(self_ptr self, step_result res) {
   }
   res.gradients.clear();
   res.sparse_gradients.clear();
-  for (const auto& p : pushes) {
-    for (const auto& g : p.dense)
-      st.bytes_pushed += g.value.size() * static_cast<int64_t>(sizeof(float));
-    for (const auto& g : p.sparse)
-      st.bytes_pushed += static_cast<int64_t>(
-                           g.indices.size() * sizeof(int64_t))
-                         + g.rows.size()
-                             * static_cast<int64_t>(sizeof(float));
-  }
+  for (const auto& p : pushes)
+    st.bytes_pushed += payload_bytes(p);
   // Across the network a large push goes as parts, sent back to back; a
   // shard's push is stale when its last part's answer says so.
   struct progress {
@@ -309,6 +399,7 @@ void push(self_ptr self, step_result res) {
   auto gen = st.generation;
   for (size_t s = 0; s < parts.size(); ++s) {
     for (auto& part : parts[s]) {
+      st.sent.add(payload_bytes(part));
       self->request(st.cfg.shards[s], st.cfg.request_timeout, push_atom::value,
                     std::move(part))
         .then(
@@ -400,8 +491,8 @@ void statistics_after(self_ptr self, std::chrono::milliseconds delay) {
 void statistics_update(self_ptr self) {
   auto& st = self->state;
   auto gen = st.generation;
-  gather<shard_params>(
-    self, st.cfg.shards, st.cfg.request_timeout,
+  pull_all(
+    self, st.cfg.request_timeout,
     [=](std::vector<shard_params> pulled) {
       if (outdated(self, gen))
         return;
@@ -437,8 +528,7 @@ void statistics_update(self_ptr self) {
       if (outdated(self, gen))
         return;
       lose_peer(self, "pull from ps:" + std::to_string(s), std::move(err));
-    },
-    pull_atom::value);
+    });
 }
 
 /// Waits for a global step it has no statistics of yet: asks one shard's
@@ -491,8 +581,8 @@ void run_step(self_ptr self) {
   if (st.params_ready)
     return compute(self);
   auto gen = st.generation;
-  gather<shard_params>(
-    self, st.cfg.shards, st.cfg.request_timeout,
+  pull_all(
+    self, st.cfg.request_timeout,
     [=](std::vector<shard_params> pulled) {
       if (outdated(self, gen))
         return;
@@ -504,8 +594,7 @@ void run_step(self_ptr self) {
       if (outdated(self, gen))
         return;
       lose_peer(self, "pull from ps:" + std::to_string(s), std::move(err));
-    },
-    pull_atom::value);
+    });
 }
 
 /// Learns the model's variables and which shard holds each, and starts at
@@ -522,8 +611,8 @@ void initialise(self_ptr self) {
         for (size_t i = 0; i < st.params.size(); ++i)
           st.slot_of[st.params[i].name] = i;
         st.shard_of.assign(st.params.size(), st.cfg.shards.size());
-        gather<shard_params>(
-          self, st.cfg.shards, st.cfg.request_timeout,
+        pull_all(
+          self, st.cfg.request_timeout,
           [=](std::vector<shard_params> pulled) {
             auto& st = self->state;
             // absorb() refuses variables the model lacks; names stay
@@ -556,8 +645,7 @@ void initialise(self_ptr self) {
             self->state.initialising = false;
             lose_peer(self, "first pull from ps:" + std::to_string(s),
                       std::move(err));
-          },
-          pull_atom::value);
+          });
       },
       [=](caf::error& err) {
         fail(self, request_failed(self, "model load", std::move(err)));

@@ -129,9 +129,12 @@ struct worker_state {
   std::chrono::steady_clock::time_point stalled_since;
   int64_t peers_lost = 0;
   int64_t rebinds = 0;
-  /// worker_status::bytes_pushed and bytes_pulled.
+  /// worker_status::bytes_pushed, bytes_pulled, sent and
+  /// bytes_pulled_unused.
   int64_t bytes_pushed = 0;
   int64_t bytes_pulled = 0;
+  transfer_counts sent;
+  int64_t bytes_pulled_unused = 0;
   /// The chief's run incarnation (resume_point::incarnation).
   int64_t incarnation = 0;
 };

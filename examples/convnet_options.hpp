@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,12 +62,30 @@ inline training_help convnet_help(convnet_devices devices) {
   return help;
 }
 
+/// --mlp_hidden's widths; anything but positive integers is refused,
+/// naming the flag and the value.
+inline caf::expected<std::vector<int64_t>>
+parse_widths(const std::string& text) {
+  std::vector<int64_t> out;
+  for (const auto& item : comma_items(text)) {
+    char* end = nullptr;
+    auto width = item.empty() ? 0 : std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || end != item.c_str() + item.size() || width < 1)
+      return make_error(ec::invalid_config,
+                        "--mlp_hidden '" + text + "': width '" + item
+                          + "' is not a positive integer");
+    out.push_back(width);
+  }
+  return out;
+}
+
 /// The shared flags (examples/training_options.hpp) with the defaults of
 /// the seeds, plus the model, epochs, test set and the sync runtime's
 /// placement and K-FAC strategy flags.
 struct convnet_options : training_options {
   int64_t num_epochs = 2;
   std::string model = "convnet";
+  std::string mlp_hidden = "128,64,32";
   bool no_final_eval = false;
   int64_t fake_test_size = 2000;
   int64_t num_tokens = -1;
@@ -87,6 +106,9 @@ struct convnet_options : training_options {
     opt_group{custom_options_, "global"}
       .add(num_epochs, "num_epochs", "passes over the training set")
       .add(model, "model", "convnet or mlp")
+      .add(mlp_hidden, "mlp_hidden",
+           "--model mlp: comma-separated hidden layer widths (a small one "
+           "for the protocol benchmarks, bench/run_scale.sh)")
       .add(no_final_eval, "no_final_eval", "skip the final evaluation")
       .add(fake_test_size, "fake_test_size", "test examples of --fake_data")
       .add(num_tokens, "num_tokens", "initial tokens (-1: R)")
@@ -132,6 +154,10 @@ struct convnet_options : training_options {
     if (!arch)
       return arch.error();
     cfg.model.arch = *arch;
+    if (auto hidden = parse_widths(mlp_hidden))
+      cfg.model.hidden = std::move(*hidden);
+    else
+      return hidden.error();
     if (auto err = fill_training_config(cfg, default_rate))
       return err;
     auto& kf = cfg.optimizer.kfac;

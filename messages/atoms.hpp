@@ -29,6 +29,10 @@ using info_atom = caf::atom_constant<caf::atom("info")>;
 using push_atom = caf::atom_constant<caf::atom("push")>;
 /// Read a PS shard's variables.
 using pull_atom = caf::atom_constant<caf::atom("pull")>;
+/// Worker to PS shard: it no longer needs the pull it left waiting.
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+/// A PS shard's own timer: answer the waiting pulls whose wait ran out.
+using expire_atom = caf::atom_constant<caf::atom("expire")>;
 /// Chief to PS shard: average R gradients per variable and apply them.
 using apply_atom = caf::atom_constant<caf::atom("apply")>;
 /// Chief to PS shard: set every accumulator's global step.

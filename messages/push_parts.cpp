@@ -40,8 +40,13 @@ std::vector<gradient_push> split_push(gradient_push push,
   for (const auto& g : push.dense)
     total += bytes_of(g.value);
   if (max_part_bytes <= 0 || 2 * total <= max_part_bytes
-      || !push.slices.empty())
-    return {std::move(push)};
+      || !push.slices.empty()) {
+    // Not {std::move(push)}: an initializer list copies its elements, and
+    // this is every push's path (every gradient copied once more).
+    std::vector<gradient_push> whole;
+    whole.push_back(std::move(push));
+    return whole;
+  }
   if (total <= max_part_bytes) // two halves, whole floats each
     max_part_bytes = (total / 4 + 1) / 2 * 4;
   auto max_floats = std::max<int64_t>(1, max_part_bytes / 4);

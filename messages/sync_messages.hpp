@@ -126,12 +126,35 @@ struct shard_params {
   int32_t shard = 0;
   int64_t global_step = 0;
   parameter_set values;
+  /// False for a waiting pull answered without values: its wait ran out
+  /// before the shard reached the step asked for, or the worker said it
+  /// no longer needs it (docs/protocol.md, "The pull with the token").
+  bool has_values = true;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_params& x) {
   return f(caf::meta::type_name("shard_params"), x.shard, x.global_step,
-           x.values);
+           x.values, x.has_values);
+}
+
+/// What a role sent: messages (requests and answers alike) and the
+/// payload bytes among them (tensor values, sparse indices and rows),
+/// the figures docs/benchmarks.md compares with one push and one pull of
+/// the parameters per worker step.
+struct transfer_counts {
+  int64_t messages = 0;
+  int64_t bytes = 0;
+
+  void add(int64_t payload_bytes = 0) {
+    ++messages;
+    bytes += payload_bytes;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, transfer_counts& x) {
+  return f(caf::meta::type_name("transfer_counts"), x.messages, x.bytes);
 }
 
 /// A shard reports that it has applied the averaged gradients of a step.
@@ -210,6 +233,12 @@ struct shard_status {
   int64_t refused_inverses = 0;
   int64_t preconditioned_applies = 0;
   double last_clip = 1;
+  /// Everything the shard answered or sent, and the pulls among them
+  /// that waited for their step (answered with values, and without:
+  /// their wait ran out or the worker no longer needed them).
+  transfer_counts sent;
+  int64_t pulls_waited = 0;
+  int64_t pulls_without_values = 0;
 };
 
 template <class Inspector>
@@ -217,7 +246,8 @@ typename Inspector::result_type inspect(Inspector& f, shard_status& x) {
   return f(caf::meta::type_name("shard_status"), x.shard, x.global_step,
            x.accepted_pushes, x.stale_pushes, x.refused_pushes, x.variables,
            x.kfac_layers, x.kfac_ready, x.inverse_sets, x.refused_inverses,
-           x.preconditioned_applies, x.last_clip);
+           x.preconditioned_applies, x.last_clip, x.sent,
+           x.pulls_waited, x.pulls_without_values);
 }
 
 /// A worker's counters and position.
@@ -245,6 +275,12 @@ struct worker_status {
   /// indices and rows) and of the variables it pulled and used.
   int64_t bytes_pushed = 0;
   int64_t bytes_pulled = 0;
+  /// Every message the worker sent on its step path (pushes, token
+  /// requests, pulls and their cancels), and the payload bytes of pull
+  /// answers it received and could not use (an answer older than its
+  /// token): the transfers beyond the minimum.
+  transfer_counts sent;
+  int64_t bytes_pulled_unused = 0;
 };
 
 template <class Inspector>
@@ -253,7 +289,7 @@ typename Inspector::result_type inspect(Inspector& f, worker_status& x) {
            x.steps, x.stale_pushes, x.step_s, x.token_wait_s, x.compute_s,
            x.stats_sent, x.stats_stale, x.stats_skipped, x.stats_failed,
            x.stats_error, x.peers_lost, x.rebinds, x.bytes_pushed,
-           x.bytes_pulled);
+           x.bytes_pulled, x.sent, x.bytes_pulled_unused);
 }
 
 /// The chief's view of the run.
@@ -270,13 +306,16 @@ struct chief_status {
   std::string lost_task;
   /// The step at which it was lost.
   int64_t lost_at = -1;
+  /// What the chief sent: token grants, apply, moving-average and
+  /// set_step requests (checkpoints and probes aside).
+  transfer_counts sent;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chief_status& x) {
   return f(caf::meta::type_name("chief_status"), x.global_step,
            x.tokens_queued, x.token_requests_waiting, x.tokens_granted,
-           x.finished, x.refused_reports, x.lost_task, x.lost_at);
+           x.finished, x.refused_reports, x.lost_task, x.lost_at, x.sent);
 }
 
 /// What the chief reports when training has finished.

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The sync protocol at scale (docs/benchmarks.md, "Hundreds of workers"):
+# the real chief, PS shards and N workers whose device is the benchmark
+# delay device (compute = a delay, zero gradients; a small MLP), in one
+# process for N = WORKERS and as one process per task on loopback for
+# N = PROCS: global steps/s, token wait, CPU per global step (the process's,
+# and the chief's and ps:0's as processes), memory per worker, bytes per
+# worker step against the minimum. Then the plot docs/figures/
+# scale_steps_per_s.png (matplotlib in bench/results/venv, made here).
+#
+#   bench/run_scale.sh [out=bench/results/scale]
+#   env: WORKERS (8,32,128,512) PROCS (4,8,16) REPEATS (3) STEPS (400)
+#        PROC_STEPS (300) DELAY_MS (2) PS (2) HIDDEN (8)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-bench/results/scale}
+bin=${SYNCFAC_BIN_DIR:-build/bin}
+for p in convnet_mnist_single convnet_mnist_distributed; do
+  [ -x "$bin/$p" ] || { echo "bench: $bin/$p not built (run scripts/build.sh)" >&2; exit 1; }
+done
+python3 bench/scale.py scale --bin "$bin" --out "$out" \
+  --workers "${WORKERS:-8,32,128,512}" --procs "${PROCS:-4,8,16}" \
+  --repeats "${REPEATS:-3}" --steps "${STEPS:-400}" \
+  --proc_steps "${PROC_STEPS:-300}" --delay_ms "${DELAY_MS:-2}" \
+  --ps "${PS:-2}" --hidden "${HIDDEN:-8}"
+bash bench/plot_venv.sh
+bench/results/venv/bin/python bench/scale.py plot --out "$out" --figures docs/figures
+echo "plot: docs/figures/scale_steps_per_s.png"
