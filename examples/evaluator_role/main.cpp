@@ -162,9 +162,15 @@ load_test_set(const evaluator_options& opts) {
 /// The evaluator's loop: handles, the shards' step, evaluations, reports.
 class evaluator_program {
 public:
+  /// `chief`: the task hosting the chief (chief:0, or worker:0 in a
+  /// cluster without a chief job).
   evaluator_program(const evaluator_options& opts, cluster_member& member,
-                    eval_role_actor role, int32_t shards)
-    : opts_(opts), member_(member), role_(std::move(role)), count_(shards) {
+                    eval_role_actor role, int32_t shards, task_id chief)
+    : opts_(opts),
+      member_(member),
+      role_(std::move(role)),
+      count_(shards),
+      chief_(std::move(chief)) {
   }
 
   caf::error open_metrics() {
@@ -179,7 +185,7 @@ public:
 
   /// (Re)reads the role handles of the connected chief and shards.
   caf::error refresh() {
-    auto sink = member_.role<metrics_actor>({"chief", 0}, "metrics");
+    auto sink = member_.role<metrics_actor>(chief_, "metrics");
     if (!sink)
       return sink.error();
     sink_ = *sink;
@@ -374,6 +380,7 @@ private:
   cluster_member& member_;
   eval_role_actor role_;
   int32_t count_;
+  task_id chief_;
   metrics_actor sink_;
   std::vector<ps_actor> shards_;
   int64_t last_ = -1;
@@ -499,12 +506,14 @@ int run(evaluator_options& opts) {
   m.host(m.me(), caf::actor_cast<caf::actor>(*role));
   if (auto err = m.publish())
     return fail(err);
-  std::vector<task_id> peers{{"chief", 0}};
+  // TensorFlow's rule: without a chief job, worker 0 is the chief.
+  std::vector<task_id> peers{cluster->chief_task()};
   for (int32_t s = 0; s < cluster->count("ps"); ++s)
     peers.push_back({"ps", s});
   if (auto err = m.connect(peers))
     return fail(err);
-  evaluator_program prog{opts, m, *role, cluster->count("ps")};
+  evaluator_program prog{opts, m, *role, cluster->count("ps"),
+                         cluster->chief_task()};
   if (auto err = prog.open_metrics())
     return fail(err);
   if (auto err = prog.refresh())
