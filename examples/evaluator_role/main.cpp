@@ -7,7 +7,10 @@
 // run, it evaluates the final variables once more before it lets the chief
 // go on (the shards are still up then). A shard or the chief that restarts
 // (its process comes back on the same address) is reconnected to, a
-// bounded number of times.
+// bounded number of times. Given TF_CONFIG as TensorFlow writes it for
+// its evaluator ("task": {"type": "evaluator", "index": 0}, no
+// cluster.evaluator), it listens nowhere and finds the chief at chief:0,
+// or at worker:0 in a cluster without a chief job (docs/cluster.md).
 //
 // With --checkpoint_dir DIR (the run's, on a file system both see) it
 // evaluates each checkpoint the chief writes instead of pulling every K
