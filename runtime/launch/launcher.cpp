@@ -312,8 +312,9 @@ public:
     if (signal_count_ > 0 && code == exit_codes::preempted)
       report(chief_.str() + " exited with " + std::to_string(code)
              + " (preempted) after the forwarded signal: the run can be "
-               "requeued with the same flags, and resumes from its "
-               "checkpoint (docs/distributed.md, \"Preemption\")");
+               "requeued with the same flags, which resume from its last "
+               "checkpoint where --checkpoint_dir is set "
+               "(docs/distributed.md, \"Preemption\")");
     return code;
   }
 
