@@ -21,7 +21,10 @@ constexpr std::chrono::milliseconds reconnect_hello{3000};
 caf::error member_config::validate() const {
   if (auto err = cluster.validate())
     return err;
-  if (!cluster.contains(task))
+  // TensorFlow's evaluator outside "cluster" joins without an address.
+  bool outside = task.job == "evaluator" && task.index == 0
+                 && cluster.count("evaluator") == 0;
+  if (!cluster.contains(task) && !outside)
     return make_error(ec::invalid_config,
                       "task " + task.str() + " is not in the cluster");
   if (connect.timeout.count() <= 0 || connect.retry.count() <= 0
@@ -70,6 +73,13 @@ void cluster_member::host(const std::string& name, caf::actor role) {
 }
 
 caf::error cluster_member::publish() {
+  if (!cfg_.cluster.contains(cfg_.task)) {
+    // TensorFlow's evaluator outside "cluster": nobody connects to it (the
+    // chief ends the run over the connection this member made).
+    log_ << me() << ": not listening (a task outside the cluster, as "
+         << "TensorFlow's evaluator)" << std::endl;
+    return caf::none;
+  }
   const auto& addr = cfg_.cluster.address(cfg_.task);
   auto port = publish_node(node_, addr.port, cfg_.connect.tls);
   if (!port)

@@ -71,7 +71,8 @@ public:
   /// publish().
   void host(const std::string& name, caf::actor role);
 
-  /// Publishes the node on this task's port of the cluster file.
+  /// Publishes the node on this task's port of the cluster file (a task
+  /// outside the cluster, TensorFlow's evaluator, listens nowhere).
   caf::error publish();
 
   /// Connects to every task of `peers` not connected yet: retries until

@@ -596,6 +596,9 @@ private:
     if (auto err = out.open_outputs(sync_.base.metrics_path,
                                      sync_.base.logdir, sync_.base.hparams))
       return err;
+    // The launcher's pipe for the chief's progress (runtime/progress_record.hpp).
+    if (auto err = out.open_progress_record())
+      return err;
     // The metrics sink other roles report to (role "metrics"); it writes
     // into `out`, so it stops before `out` ends.
     auto sink = spawn_metrics_sink(sys_, metrics_sink_config{&out});

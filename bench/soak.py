@@ -55,8 +55,11 @@ import sys
 import tempfile
 import time
 
-STEP_LINE = re.compile(r"^\[chief:0\] global_step: (\d+) \|(?!.*test_loss)")
-KILL_LINE = re.compile(r"^syncfac-launch: \S+ gets SIG\w+ at global_step \d+ "
+# The launcher puts an ISO 8601 UTC timestamp in front of every line
+# (--log_timestamps, on by default).
+STAMP = r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z )?"
+STEP_LINE = re.compile(STAMP + r"\[chief:0\] global_step: (\d+) \|(?!.*test_loss)")
+KILL_LINE = re.compile(STAMP + r"syncfac-launch: \S+ gets SIG\w+ at global_step \d+ "
                        r"\(--kill (\S+)\)")
 
 

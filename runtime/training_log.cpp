@@ -57,6 +57,7 @@ training_log::training_log(std::ostream& out, int64_t total_steps,
                            std::shared_ptr<observe::run_status> status)
   : out_(out),
     progress_(total_steps, progress),
+    total_steps_(total_steps),
     started_unix_(unix_now()),
     status_(status ? std::move(status)
                    : std::make_shared<observe::run_status>()) {
@@ -90,6 +91,15 @@ caf::error training_log::open_events(const std::string& logdir,
       return err;
   std::lock_guard<std::mutex> guard{mtx_};
   events_ = std::move(*file);
+  return caf::none;
+}
+
+caf::error training_log::open_progress_record() {
+  auto writer = progress_record_writer::from_environment();
+  if (!writer)
+    return writer.error();
+  std::lock_guard<std::mutex> guard{mtx_};
+  progress_record_ = std::move(*writer);
   return caf::none;
 }
 
@@ -271,6 +281,8 @@ void training_log::progress(int64_t step) {
   std::lock_guard<std::mutex> guard{mtx_};
   status_->step(step);
   progress_.update(step);
+  if (progress_record_.active())
+    progress_record_.write(progress_record{step, total_steps_, elapsed()});
 }
 
 } // namespace syncfac

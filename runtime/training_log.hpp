@@ -19,6 +19,7 @@
 #include "runtime/eval_result.hpp"
 #include "runtime/json.hpp"
 #include "runtime/progress.hpp"
+#include "runtime/progress_record.hpp"
 
 namespace syncfac {
 
@@ -60,6 +61,12 @@ public:
       return err;
     return open_events(logdir, hparams);
   }
+
+  /// Writes a progress record (runtime/progress_record.hpp) at every
+  /// progress() from now on, to the descriptor SYNCFAC_PROGRESS_FD names
+  /// (none when unset: the chief was not started by the launcher); a bad
+  /// value is an error naming the variable.
+  caf::error open_progress_record();
 
   /// The run continues one that started at `started_unix` (seconds since
   /// the epoch, from its checkpoint; 0: unknown, keep this start) from
@@ -107,7 +114,7 @@ public:
     return status_;
   }
 
-  /// Advances the progress display.
+  /// Advances the progress display and writes the progress record.
   void progress(int64_t step);
 
   /// Seconds since the run started.
@@ -139,6 +146,8 @@ private:
   /// The first failure to write the event file (reported once).
   bool events_failed_ = false;
   progress_line progress_;
+  progress_record_writer progress_record_;
+  int64_t total_steps_ = 0;
   double started_unix_ = 0;
   std::shared_ptr<observe::run_status> status_;
 };

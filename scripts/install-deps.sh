@@ -19,6 +19,8 @@ packages=(
   iproute2         # ip netns: the network-namespace cluster test
   python3          # the tests' and benches' scripts
   python3-venv     # virtual environments of the tests that use PyPI
+  python3-yaml     # the Kubernetes manifests' test (examples/kubernetes)
+  util-linux       # unshare: per-pod /etc/hosts in the TF_CONFIG tests
   ca-certificates  # HTTPS to PyPI from those environments
   gzip             # gzipped IDX fixtures of the data tests
   curl             # tests/observability: scrapes of the metrics endpoint
@@ -33,7 +35,7 @@ declare -A commands=(
   [cmake]=cmake [c++]=build-essential [make]=build-essential
   [pkg-config]=pkg-config [clang++-14]=clang-14 [openssl]=openssl
   [ip]=iproute2 [python3]=python3 [gzip]=gzip [timeout]=coreutils
-  [curl]=curl
+  [curl]=curl [unshare]=util-linux
   [mpirun]=openmpi-bin [srun]=slurm-client [slurmctld]=slurmctld
   [slurmd]=slurmd [sinfo]=slurm-client [munged]=munge
 )
@@ -59,6 +61,10 @@ if [ "${1:-}" = --check ]; then
   done
   if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     echo "syncfac: python3 cannot make virtual environments (package python3-venv)"
+    status=1
+  fi
+  if ! python3 -c 'import yaml' >/dev/null 2>&1; then
+    echo "syncfac: python3 cannot read YAML (package python3-yaml)"
     status=1
   fi
   [ $status -eq 0 ] && echo "syncfac: every dependency is installed"

@@ -7,7 +7,10 @@
 // run, it evaluates the final variables once more before it lets the chief
 // go on (the shards are still up then). A shard or the chief that restarts
 // (its process comes back on the same address) is reconnected to, a
-// bounded number of times.
+// bounded number of times. Given TF_CONFIG as TensorFlow writes it for
+// its evaluator ("task": {"type": "evaluator", "index": 0}, no
+// cluster.evaluator), it listens nowhere and finds the chief at chief:0,
+// or at worker:0 in a cluster without a chief job (docs/cluster.md).
 //
 // With --checkpoint_dir DIR (the run's, on a file system both see) it
 // evaluates each checkpoint the chief writes instead of pulling every K
@@ -162,9 +165,15 @@ load_test_set(const evaluator_options& opts) {
 /// The evaluator's loop: handles, the shards' step, evaluations, reports.
 class evaluator_program {
 public:
+  /// `chief`: the task hosting the chief (chief:0, or worker:0 in a
+  /// cluster without a chief job).
   evaluator_program(const evaluator_options& opts, cluster_member& member,
-                    eval_role_actor role, int32_t shards)
-    : opts_(opts), member_(member), role_(std::move(role)), count_(shards) {
+                    eval_role_actor role, int32_t shards, task_id chief)
+    : opts_(opts),
+      member_(member),
+      role_(std::move(role)),
+      count_(shards),
+      chief_(std::move(chief)) {
   }
 
   caf::error open_metrics() {
@@ -179,7 +188,7 @@ public:
 
   /// (Re)reads the role handles of the connected chief and shards.
   caf::error refresh() {
-    auto sink = member_.role<metrics_actor>({"chief", 0}, "metrics");
+    auto sink = member_.role<metrics_actor>(chief_, "metrics");
     if (!sink)
       return sink.error();
     sink_ = *sink;
@@ -374,6 +383,7 @@ private:
   cluster_member& member_;
   eval_role_actor role_;
   int32_t count_;
+  task_id chief_;
   metrics_actor sink_;
   std::vector<ps_actor> shards_;
   int64_t last_ = -1;
@@ -499,12 +509,14 @@ int run(evaluator_options& opts) {
   m.host(m.me(), caf::actor_cast<caf::actor>(*role));
   if (auto err = m.publish())
     return fail(err);
-  std::vector<task_id> peers{{"chief", 0}};
+  // TensorFlow's rule: without a chief job, worker 0 is the chief.
+  std::vector<task_id> peers{cluster->chief_task()};
   for (int32_t s = 0; s < cluster->count("ps"); ++s)
     peers.push_back({"ps", s});
   if (auto err = m.connect(peers))
     return fail(err);
-  evaluator_program prog{opts, m, *role, cluster->count("ps")};
+  evaluator_program prog{opts, m, *role, cluster->count("ps"),
+                         cluster->chief_task()};
   if (auto err = prog.open_metrics())
     return fail(err);
   if (auto err = prog.refresh())

@@ -155,7 +155,11 @@ parse_syntax(const std::string& text,
       if (end != std::string::npos)
         what = what.substr(end + 2);
     }
-    return config_error("not JSON: " + what);
+    // The value itself (its start), so that a variable set by a scheduler
+    // or a template shows what it held.
+    constexpr size_t shown = 120;
+    auto value = text.size() > shown ? text.substr(0, shown) + "..." : text;
+    return config_error("not JSON: " + what + "; the text: " + jquote(value));
   }
   if (!doc.is_object())
     return config_error("not a JSON object (found " + describe(doc)
@@ -275,12 +279,16 @@ caf::error validate_task(const cluster_spec& spec,
       == known_jobs.end())
     return config_error(name + ": unknown job " + jquote(t.job) + " (known: "
                         + join(known_jobs) + ")");
-  if (spec.jobs.count(t.job) == 0 && t.job == "evaluator")
-    return config_error(name + ": the cluster has no job \"evaluator\" "
-                        "(TensorFlow leaves its evaluator out of "
-                        "\"cluster\"; syncfac's evaluator listens on an "
-                        "address of its own: add \"evaluator\": "
-                        "[\"host:port\"])");
+  // TensorFlow leaves its one evaluator out of "cluster": it is a task of
+  // its own that joins the others without an address.
+  if (spec.jobs.count(t.job) == 0 && t.job == "evaluator") {
+    if (t.index == 0)
+      return caf::none;
+    return config_error(name + ": index out of range (an evaluator outside "
+                        "\"cluster\" is TensorFlow's one evaluator, index 0;"
+                        " for more, list them as \"evaluator\": "
+                        "[\"host:port\", ...])");
+  }
   if (spec.jobs.count(t.job) == 0)
     return config_error(name + ": the cluster has no job " + jquote(t.job)
                         + " (it has " + join(ordered_jobs(spec)) + ")");
@@ -536,6 +544,10 @@ caf::expected<cluster_spec> cluster_spec::load(const std::string& path) {
   if (!text)
     return text.error();
   return parse(*text, path);
+}
+
+bool cluster_spec::task_outside_cluster() const {
+  return task && task->job == "evaluator" && count("evaluator") == 0;
 }
 
 bool operator==(const cluster_spec& x, const cluster_spec& y) {

@@ -80,6 +80,12 @@ struct cluster_spec {
   /// Whether `t` names an entry of the cluster.
   bool contains(const task_id& t) const;
 
+  /// Whether the task is TensorFlow's evaluator outside "cluster":
+  /// {"type": "evaluator", "index": 0} with no cluster.evaluator. It joins
+  /// the others (it connects to the chief and the shards) but has no
+  /// address of its own, so it listens nowhere (docs/cluster.md).
+  bool task_outside_cluster() const;
+
   /// The address of task `t`. Precondition: contains(t).
   const host_port& address(const task_id& t) const;
 
@@ -89,8 +95,9 @@ struct cluster_spec {
 
   /// Checks the meaning: every job known, no empty host or port 0, no
   /// address twice, one chief at most (none: worker 0 is the chief, and a
-  /// worker job is needed), and the task (if set) in the
-  /// cluster. The error (ec::invalid_config) names the entry.
+  /// worker job is needed), and the task (if set) in the cluster, or
+  /// evaluator:0 outside it (task_outside_cluster()). The error
+  /// (ec::invalid_config) names the entry.
   caf::error
   validate(const std::vector<std::string>& known_jobs
            = default_cluster_jobs()) const;

@@ -22,6 +22,12 @@
 #include <unistd.h>
 
 #include "runtime/base/error.hpp"
+#include "runtime/exit_codes.hpp"
+#include "runtime/launch/log_prefix.hpp"
+#include "runtime/launch/progress_display.hpp"
+#include "runtime/progress_record.hpp"
+
+extern char** environ;
 
 namespace syncfac {
 
@@ -43,6 +49,12 @@ constexpr auto max_poll_wait = std::chrono::milliseconds{250};
 
 /// Output kept at most per stream before a line without '\n' is emitted.
 constexpr size_t max_line = 64 * 1024;
+
+/// How often the progress line is redrawn at most.
+constexpr auto progress_redraw = std::chrono::milliseconds{250};
+
+/// Erases the line the cursor is on (the progress line).
+constexpr const char* erase_line = "\r\033[K";
 
 caf::error bad_arg(std::string what) {
   return make_error(ec::invalid_argument, std::move(what));
@@ -201,6 +213,10 @@ struct task_proc {
   int starts = 0;
   output_stream out;
   output_stream err;
+  /// The chief's task only: its progress records (runtime/progress_record).
+  output_stream progress;
+  /// A bad record was reported (once per start).
+  bool bad_record_reported = false;
   int log_fd = -1;
   /// The signal a --kill hook sent last (0: none).
   int hook_signal = 0;
@@ -242,7 +258,8 @@ public:
       program_(std::move(program)),
       out_(out),
       err_(err),
-      chief_(spec.chief_task()) {
+      chief_(spec.chief_task()),
+      display_(chief_.str()) {
     for (const auto& t : spec.tasks()) {
       task_proc p;
       p.id = t;
@@ -286,19 +303,60 @@ public:
       }
     }
     loop();
+    clear_progress();
     if (wall_hit_)
       return 124;
     if (!chief_done_)
       return 1;
-    return exit_code_of(chief_status_);
+    auto code = exit_code_of(chief_status_);
+    if (signal_count_ > 0 && code == exit_codes::preempted)
+      report(chief_.str() + " exited with " + std::to_string(code)
+             + " (preempted) after the forwarded signal: the run can be "
+               "requeued with the same flags, which resume from its last "
+               "checkpoint where --checkpoint_dir is set "
+               "(docs/distributed.md, \"Preemption\")");
+    return code;
   }
 
 private:
   // -- reporting --------------------------------------------------------------
 
+  /// The timestamp in front of a line ("" with --no_log_timestamps).
+  std::string stamp() const {
+    if (!opts_.log_timestamps)
+      return {};
+    return iso8601_utc(std::chrono::system_clock::now()) + " ";
+  }
+
   void report(const std::string& line) {
-    err_ << "syncfac-launch: " << line << '\n';
+    clear_progress();
+    err_ << stamp() << "syncfac-launch: " << line << '\n';
     err_.flush();
+  }
+
+  // -- the progress line ------------------------------------------------------
+
+  /// Draws the progress line (at most every progress_redraw).
+  void draw_progress() {
+    if (!opts_.draws_progress() || !display_.any())
+      return;
+    auto now = clock_type::now();
+    if (progress_drawn_ && now - last_draw_ < progress_redraw)
+      return;
+    out_ << erase_line << display_.text();
+    out_.flush();
+    progress_drawn_ = true;
+    last_draw_ = now;
+  }
+
+  /// Erases the progress line before a line is printed; the loop draws it
+  /// again after.
+  void clear_progress() {
+    if (!progress_drawn_)
+      return;
+    out_ << erase_line;
+    out_.flush();
+    progress_drawn_ = false;
   }
 
   /// A report about one task: also goes into its log file.
@@ -341,21 +399,57 @@ private:
     for (auto& a : args)
       argv.push_back(a.data());
     argv.push_back(nullptr);
+    // The chief's task gets a pipe for its progress records, named by
+    // SYNCFAC_PROGRESS_FD; the others get no such variable (not even one
+    // inherited from a launcher around this one).
+    int progress_pipe[2] = {-1, -1};
+    if (p.id == chief_) {
+      if (::pipe2(progress_pipe, O_CLOEXEC) != 0)
+        return start_failed(p, "pipe", errno);
+      if (progress_pipe[1] < 3) { // 0-2 become the child's stdio
+        int moved = ::fcntl(progress_pipe[1], F_DUPFD_CLOEXEC, 3);
+        ::close(progress_pipe[1]);
+        progress_pipe[1] = moved;
+      }
+    }
+    auto close_progress = [&] {
+      for (int& fd : progress_pipe)
+        if (fd >= 0) {
+          ::close(fd);
+          fd = -1;
+        }
+    };
+    std::vector<std::string> env;
+    const std::string env_key = std::string{progress_fd_variable} + "=";
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+      if (std::string{*e}.rfind(env_key, 0) != 0)
+        env.emplace_back(*e);
+    if (progress_pipe[1] >= 0)
+      env.push_back(env_key + std::to_string(progress_pipe[1]));
+    std::vector<char*> envp;
+    for (auto& e : env)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
     int out_pipe[2];
     int err_pipe[2];
     int exec_pipe[2];
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0)
-      return start_failed(p, "pipe", errno);
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
+      int e = errno;
+      close_progress();
+      return start_failed(p, "pipe", e);
+    }
     if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
       int e = errno;
       ::close(out_pipe[0]);
       ::close(out_pipe[1]);
+      close_progress();
       return start_failed(p, "pipe", e);
     }
     if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
       int e = errno;
       for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
         ::close(fd);
+      close_progress();
       return start_failed(p, "pipe", e);
     }
     // Block the handled signals across fork so that the child never runs
@@ -387,7 +481,9 @@ private:
       }
       ::dup2(out_pipe[1], 1);
       ::dup2(err_pipe[1], 2);
-      ::execvp(argv[0], argv.data());
+      if (progress_pipe[1] >= 0) // inherited: no close-on-exec
+        ::fcntl(progress_pipe[1], F_SETFD, 0);
+      ::execvpe(argv[0], argv.data(), envp.data());
       int e = errno;
       auto n = ::write(exec_pipe[1], &e, sizeof(e));
       static_cast<void>(n);
@@ -398,9 +494,14 @@ private:
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
     ::close(exec_pipe[1]);
+    if (progress_pipe[1] >= 0) {
+      ::close(progress_pipe[1]);
+      progress_pipe[1] = -1;
+    }
     if (pid < 0) {
       for (int fd : {out_pipe[0], err_pipe[0], exec_pipe[0]})
         ::close(fd);
+      close_progress();
       return start_failed(p, "fork", fork_errno);
     }
     ::setpgid(pid, pid); // also here: no race with the child's own call
@@ -417,12 +518,17 @@ private:
       }
       ::close(out_pipe[0]);
       ::close(err_pipe[0]);
+      close_progress();
       return start_failed(p, "exec " + program_for(p.id.job), exec_errno);
     }
-    for (int fd : {out_pipe[0], err_pipe[0]})
-      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    for (int fd : {out_pipe[0], err_pipe[0], progress_pipe[0]})
+      if (fd >= 0)
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
     p.out.fd = out_pipe[0];
     p.err.fd = err_pipe[0];
+    p.progress.fd = progress_pipe[0];
+    p.progress.buf.clear();
+    p.bad_record_reported = false;
     p.pid = pid;
     p.running = true;
     p.hook_signal = 0;
@@ -445,17 +551,57 @@ private:
   // -- output -----------------------------------------------------------------
 
   void emit(task_proc& p, const std::string& line, bool is_err) {
+    clear_progress();
     auto& os = is_err ? err_ : out_;
-    os << p.label << line << '\n';
+    os << stamp() << p.label << line << '\n';
     os.flush();
     if (p.log_fd >= 0)
       write_all(p.log_fd, line + "\n");
-    if (p.id == chief_) {
-      auto step = parse_global_step(line);
-      if (step > chief_step_) {
-        chief_step_ = step;
-        fire_kill_hooks();
+  }
+
+  // -- progress records -------------------------------------------------------
+
+  /// Reads the chief's records that arrived; closes the pipe at EOF.
+  void read_progress(task_proc& p) {
+    auto& s = p.progress;
+    char buf[4096];
+    while (s.fd >= 0) {
+      auto n = ::read(s.fd, buf, sizeof(buf));
+      if (n > 0) {
+        s.buf.append(buf, static_cast<size_t>(n));
+        size_t begin = 0;
+        for (auto nl = s.buf.find('\n'); nl != std::string::npos;
+             nl = s.buf.find('\n', begin)) {
+          on_record(p, s.buf.substr(begin, nl - begin));
+          begin = nl + 1;
+        }
+        s.buf.erase(0, begin);
+        if (s.buf.size() > max_line)
+          s.buf.clear(); // not records: drop rather than grow
+        continue;
       }
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && errno == EAGAIN)
+        return;
+      ::close(s.fd);
+      s.fd = -1;
+    }
+  }
+
+  void on_record(task_proc& p, const std::string& line) {
+    auto rec = progress_record::parse(line);
+    if (!rec) {
+      if (!p.bad_record_reported)
+        report(p, "sent a bad progress record (ignored, and any after it "
+                  "not reported): " + message_of(rec.error()));
+      p.bad_record_reported = true;
+      return;
+    }
+    display_.observe(*rec, clock_type::now());
+    if (rec->global_step > chief_step_) {
+      chief_step_ = rec->global_step;
+      fire_kill_hooks();
     }
   }
 
@@ -502,7 +648,7 @@ private:
   }
 
   void close_streams(task_proc& p) {
-    for (auto* s : {&p.out, &p.err}) {
+    for (auto* s : {&p.out, &p.err, &p.progress}) {
       if (s->fd >= 0)
         ::close(s->fd);
       s->fd = -1;
@@ -612,6 +758,7 @@ private:
     // Whatever it wrote before it exited is in the pipes now.
     read_stream(p, p.out, false, 1 << 20);
     read_stream(p, p.err, true, 1 << 20);
+    read_progress(p);
     split_lines(p, p.out, false, true);
     split_lines(p, p.err, true, true);
     close_streams(p);
@@ -762,20 +909,19 @@ private:
 
   void loop() {
     while (busy()) {
+      enum class source { signals, out, err, progress };
       std::vector<pollfd> fds;
-      std::vector<std::pair<task_proc*, bool>> owners; // (task, is_err)
+      std::vector<std::pair<task_proc*, source>> owners;
       fds.push_back(pollfd{signals_fd_, POLLIN, 0});
-      owners.emplace_back(nullptr, false);
-      for (auto& p : procs_) {
-        if (p.out.fd >= 0) {
-          fds.push_back(pollfd{p.out.fd, POLLIN, 0});
-          owners.emplace_back(&p, false);
-        }
-        if (p.err.fd >= 0) {
-          fds.push_back(pollfd{p.err.fd, POLLIN, 0});
-          owners.emplace_back(&p, true);
-        }
-      }
+      owners.emplace_back(nullptr, source::signals);
+      for (auto& p : procs_)
+        for (auto [s, kind] : {std::pair{&p.out, source::out},
+                               std::pair{&p.err, source::err},
+                               std::pair{&p.progress, source::progress}})
+          if (s->fd >= 0) {
+            fds.push_back(pollfd{s->fd, POLLIN, 0});
+            owners.emplace_back(&p, kind);
+          }
       auto n = ::poll(fds.data(), fds.size(),
                       static_cast<int>(poll_wait().count()));
       if (n > 0) {
@@ -787,12 +933,17 @@ private:
               on_signal(sig);
             continue;
           }
-          auto [p, is_err] = owners[i];
-          read_stream(*p, is_err ? p->err : p->out, is_err, 1 << 20);
+          auto [p, kind] = owners[i];
+          if (kind == source::progress)
+            read_progress(*p);
+          else
+            read_stream(*p, kind == source::err ? p->err : p->out,
+                        kind == source::err, 1 << 20);
         }
       }
       reap();
       on_timers();
+      draw_progress();
     }
   }
 
@@ -838,6 +989,10 @@ private:
   bool chief_done_ = false;
   int chief_status_ = 0;
   int64_t chief_step_ = -1;
+  /// The progress line's state.
+  progress_display display_;
+  bool progress_drawn_ = false;
+  time_point last_draw_;
 };
 
 struct signal_entry {
@@ -987,8 +1142,10 @@ std::string launch_usage() {
 
 Starts every task of the cluster file as its own process on this machine:
   PROGRAM --cluster FILE --job_name JOB --task I [program flags...]
-prefixes each output line with "[job:index] ", forwards SIGINT/SIGTERM, and
-returns the chief's exit code (128+N if signal N ended it).
+prefixes each output line with its time (ISO 8601, UTC) and "[job:index] ",
+forwards SIGINT/SIGTERM once (a second one kills every task at once), and
+returns the chief's exit code (128+N if signal N ended it; 143 when the
+chief stopped on a forwarded signal: preempted, requeue it).
 
   --cluster FILE       the cluster file (TF_CONFIG shape, docs/cluster.md)
   --program PATH       the node program; a bare name is looked up next to
@@ -1001,11 +1158,18 @@ returns the chief's exit code (128+N if signal N ended it).
   --term_ms N          how long after SIGTERM before SIGKILL (default 3000)
   --max_wall_s X       hard limit on the whole run; past it every task is
                        stopped and the launcher exits 124 (default 0: none)
+  --log_timestamps[=true|false], --no_log_timestamps
+                       a UTC timestamp (2026-12-01T13:56:35.123Z) in front
+                       of every line (default true)
+  --progress_line auto|always|never
+                       the chief's global step, steps/s and ETA redrawn in
+                       place on stdout (default auto: when stdout is a
+                       terminal)
   --kill JOB:INDEX@STEP[:SIGNAL[+MS]]
                        send SIGNAL (default KILL; TERM, STOP, CONT, INT, ...)
-                       to the task once the chief logged "global_step: N"
-                       with N >= STEP (repeatable); STOP+MS sends SIGCONT
-                       MS ms later
+                       to the task once the chief's progress record says
+                       global step N >= STEP (repeatable); STOP+MS sends
+                       SIGCONT MS ms later
   --restart JOB:INDEX@MS
                        start the task again MS ms after it died (once per
                        flag; repeatable)
@@ -1038,6 +1202,21 @@ parse_launch_args(const std::vector<std::string>& args) {
       opts.help = true;
       continue;
     }
+    if (arg == "--log_timestamps" || arg == "--no_log_timestamps") {
+      opts.log_timestamps = arg == "--log_timestamps";
+      continue;
+    }
+    if (arg.rfind("--log_timestamps=", 0) == 0) {
+      auto v = arg.substr(std::strlen("--log_timestamps="));
+      if (v == "true" || v == "1" || v == "on")
+        opts.log_timestamps = true;
+      else if (v == "false" || v == "0" || v == "off")
+        opts.log_timestamps = false;
+      else
+        return bad_arg("--log_timestamps '" + v
+                       + "': expected true or false");
+      continue;
+    }
     std::string name = arg;
     std::optional<std::string> value;
     auto eq = arg.find('=');
@@ -1048,7 +1227,7 @@ parse_launch_args(const std::vector<std::string>& args) {
     static const char* ours[] = {"--cluster",     "--program",  "--log_dir",
                                  "--grace_ms",    "--term_ms",  "--max_wall_s",
                                  "--kill",        "--restart",  "--job_program",
-                                 "--job_flags"};
+                                 "--job_flags",   "--progress_line"};
     if (std::find_if(std::begin(ours), std::end(ours),
                      [&](const char* x) { return name == x; })
         == std::end(ours)) {
@@ -1068,6 +1247,11 @@ parse_launch_args(const std::vector<std::string>& args) {
       opts.program = v;
     } else if (name == "--log_dir") {
       opts.log_dir = v;
+    } else if (name == "--progress_line") {
+      if (v != "auto" && v != "always" && v != "never")
+        return bad_arg("--progress_line '" + v
+                       + "': expected auto, always or never");
+      opts.progress_line = v;
     } else if (name == "--grace_ms" || name == "--term_ms") {
       int64_t ms = 0;
       if (!parse_int(v, ms) || ms < 0)
@@ -1115,28 +1299,6 @@ parse_launch_args(const std::vector<std::string>& args) {
   if (!any_cluster && !opts.help)
     return bad_arg("--cluster FILE is required");
   return opts;
-}
-
-int64_t parse_global_step(const std::string& line) {
-  static const std::string key = "global_step";
-  size_t pos = 0;
-  while ((pos = line.find(key, pos)) != std::string::npos) {
-    size_t i = pos + key.size();
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t'))
-      ++i;
-    if (i < line.size() && (line[i] == ':' || line[i] == '='))
-      ++i;
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t'))
-      ++i;
-    size_t digits = i;
-    while (digits < line.size()
-           && std::isdigit(static_cast<unsigned char>(line[digits])))
-      ++digits;
-    if (digits > i && digits - i <= 18)
-      return std::stoll(line.substr(i, digits - i));
-    pos += key.size();
-  }
-  return -1;
 }
 
 caf::expected<std::string> resolve_program(const std::string& program) {
@@ -1203,7 +1365,7 @@ int run_launcher(const launch_options& opts, const cluster_spec& spec,
 }
 
 int launch_main(const std::vector<std::string>& args, std::ostream& out,
-                std::ostream& err) {
+                std::ostream& err, bool out_is_terminal) {
   auto opts = parse_launch_args(args);
   if (!opts) {
     err << "syncfac-launch: " << render(opts.error())
@@ -1214,6 +1376,7 @@ int launch_main(const std::vector<std::string>& args, std::ostream& out,
     out << launch_usage();
     return 0;
   }
+  opts->out_is_terminal = out_is_terminal;
   auto spec = cluster_spec::load(opts->cluster_file);
   if (!spec) {
     err << "syncfac-launch: " << render(spec.error()) << '\n';

@@ -2,12 +2,15 @@
 
 // The local launcher: starts every task of a cluster file as its own
 // process on this machine (PROGRAM --cluster FILE --job_name JOB --task I
-// <program flags>), prefixes and collects their output, forwards SIGINT and
-// SIGTERM, and returns the chief's exit code once the chief is gone and the
-// others have exited (after a grace period, terminated). Fault hooks kill a
-// task at a global step of the chief's log and restart a task after it
-// died. One thread: fork/execvp, pipes and poll; every wait is bounded.
-// docs/cluster.md describes the flags.
+// <program flags>), prefixes and collects their output (a UTC timestamp in
+// front of each line), forwards SIGINT and SIGTERM once (a second one kills
+// every task), and returns the chief's exit code once the chief is gone and
+// the others have exited (after a grace period, terminated). The chief
+// reports its progress as typed records on a pipe of its own
+// (runtime/progress_record.hpp); they drive the fault hooks (kill a task at
+// a global step, restart a task after it died) and, on a terminal, a
+// progress line. One thread: fork/exec, pipes and poll; every wait is
+// bounded. docs/cluster.md describes the flags.
 
 #include <cstdint>
 #include <ostream>
@@ -23,7 +26,7 @@
 namespace syncfac {
 
 /// --kill JOB:INDEX@STEP[:SIGNAL[+MS]]: send SIGNAL to the task once the
-/// chief logged "global_step: N" with N >= STEP; with +MS (STOP only),
+/// chief's progress record says global step N >= STEP; with +MS (STOP only),
 /// SIGCONT MS milliseconds later (a freeze that does not wait for a step,
 /// e.g. of a task no step can go without).
 struct kill_hook {
@@ -73,6 +76,21 @@ struct launch_options {
   /// Per job (--job_flags JOB="FLAGS", split at white space): the flags
   /// that job's tasks get instead of program_args.
   std::map<std::string, std::vector<std::string>> job_args;
+  /// A UTC timestamp in front of every line (--log_timestamps, default on;
+  /// --no_log_timestamps or --log_timestamps=false: off).
+  bool log_timestamps = true;
+  /// --progress_line auto|always|never: the chief's progress (step rate,
+  /// ETA) redrawn in place on stdout; auto: when stdout is a terminal.
+  std::string progress_line = "auto";
+  /// Whether the launcher's stdout is a terminal (set by launch_main, not
+  /// a flag).
+  bool out_is_terminal = false;
+
+  /// Whether the progress line is drawn.
+  bool draws_progress() const {
+    return progress_line == "always"
+           || (progress_line == "auto" && out_is_terminal);
+  }
   /// --help was given (and printed).
   bool help = false;
 
@@ -94,16 +112,14 @@ int signal_by_name(const std::string& name);
 /// "SIGKILL" for 9, ...
 std::string signal_name(int sig);
 
-/// The N of the first "global_step: N" (or "global_step N"/"global_step=N")
-/// in `line`, or -1.
-int64_t parse_global_step(const std::string& line);
-
 /// The program to run: `program` resolved as launch_options::program says.
 caf::expected<std::string> resolve_program(const std::string& program);
 
 /// Runs the cluster until the chief is done and returns the exit code:
-/// the chief's (128 + signal if a signal ended it), 124 when max_wall_s
-/// ran out, 127 when a task could not be started. Task output goes to
+/// the chief's (128 + signal if a signal ended it; 143,
+/// exit_codes::preempted, when a forwarded SIGTERM or SIGINT stopped the
+/// run and the chief exited with it), 124 when max_wall_s ran out, 127
+/// when a task could not be started. Task output goes to
 /// `out` prefixed with "[job:index] ", the launcher's reports to `err`
 /// prefixed with "syncfac-launch: ".
 int run_launcher(const launch_options& opts, const cluster_spec& spec,
@@ -111,7 +127,8 @@ int run_launcher(const launch_options& opts, const cluster_spec& spec,
 
 /// The whole program: parse, load and validate the cluster, run. Returns
 /// the exit code (2 for a bad command line or cluster file).
+/// `out_is_terminal`: `out` is a terminal (the progress line is drawn).
 int launch_main(const std::vector<std::string>& args, std::ostream& out,
-                std::ostream& err);
+                std::ostream& err, bool out_is_terminal = false);
 
 } // namespace syncfac

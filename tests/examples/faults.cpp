@@ -24,6 +24,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -112,15 +113,22 @@ outcome launch(const temp_dir& tmp,
   return {res.output, expected_exit == 0 ? read_file(summary) : ""};
 }
 
-/// The chief's "global_step: N" log lines, in order.
+/// The chief's "global_step: N" log lines, in order (after the launcher's
+/// timestamp, "2026-12-01T13:56:35.123Z ").
 std::vector<long> chief_steps(const std::string& output) {
   std::vector<long> steps;
   std::istringstream in{output};
   std::string line;
   const std::string tag = "[chief:0] global_step: ";
-  while (std::getline(in, line))
-    if (line.rfind(tag, 0) == 0 && line.find("test_loss") == std::string::npos)
-      steps.push_back(std::stol(line.substr(tag.size())));
+  const std::regex stamp{R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z $)"};
+  while (std::getline(in, line)) {
+    auto at = line.find(tag);
+    if (at == std::string::npos || line.find("test_loss") != std::string::npos)
+      continue;
+    BOOST_REQUIRE_MESSAGE(std::regex_match(line.substr(0, at), stamp),
+                          "no timestamp before the prefix: " << line);
+    steps.push_back(std::stol(line.substr(at + tag.size())));
+  }
   return steps;
 }
 

@@ -46,12 +46,14 @@ std::string parse_error(const std::string& text) {
 /// Checks that parsing `text` fails with ec::invalid_config and a message
 /// containing every one of `parts`.
 void check_refused(const std::string& text,
-                   const std::vector<std::string>& parts) {
-  auto spec = cluster_spec::parse(text, "x.json");
+                   const std::vector<std::string>& parts,
+                   const std::string& source = "x.json") {
+  auto spec = cluster_spec::parse(text, source);
   BOOST_REQUIRE_MESSAGE(!spec, "accepted: " << text);
   BOOST_CHECK_EQUAL(static_cast<ec>(spec.error().code()), ec::invalid_config);
   auto msg = render(spec.error());
-  BOOST_CHECK_MESSAGE(msg.find("cluster file 'x.json': ") != std::string::npos,
+  BOOST_CHECK_MESSAGE(msg.find(cluster_source_name(source) + ": ")
+                        != std::string::npos,
                       "no source in: " << msg);
   for (const auto& part : parts)
     BOOST_CHECK_MESSAGE(msg.find(part) != std::string::npos,
@@ -651,10 +653,14 @@ BOOST_AUTO_TEST_CASE(resolve_checks_the_overridden_task) {
                                  "worker:2: index out of range")
                         != std::string::npos,
                       msg);
+  // TensorFlow's one evaluator may be outside the cluster; a second not.
   spec = resolve_cluster(path, "evaluator", 0);
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK(spec->task_outside_cluster());
+  spec = resolve_cluster(path, "evaluator", 1);
   BOOST_REQUIRE(!spec);
-  BOOST_CHECK(render(spec.error()).find("the cluster has no job "
-                                        "\"evaluator\"")
+  BOOST_CHECK(render(spec.error()).find("task evaluator:1: index out of "
+                                        "range (an evaluator outside")
               != std::string::npos);
   spec = resolve_cluster(path, "bogus", 0);
   BOOST_REQUIRE(!spec);
@@ -791,12 +797,83 @@ BOOST_AUTO_TEST_CASE(the_evaluator_job) {
     "task": {"type": "evaluator", "index": 0}})", "TF_CONFIG");
   BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
   BOOST_CHECK_EQUAL(spec->address(*spec->task).str(), "h:3");
-  // TensorFlow leaves the evaluator out of "cluster": say what is missing.
+  BOOST_CHECK(!spec->task_outside_cluster());
+}
+
+BOOST_AUTO_TEST_CASE(the_evaluator_outside_the_cluster) {
+  // tf.distribute's and Estimator's shape: the evaluator is no entry of
+  // "cluster", only the task of its own process.
+  for (auto cluster : {R"("chief": ["h:1"], "worker": ["h:2"], "ps": ["h:3"])",
+                       R"("worker": ["h:1", "h:2"], "ps": ["h:3"])"}) {
+    auto text = std::string{R"({"cluster": {)"} + cluster
+                + R"(}, "task": {"type": "evaluator", "index": 0}})";
+    auto spec = cluster_spec::parse(text, "TF_CONFIG");
+    BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+    BOOST_CHECK_EQUAL(spec->task->str(), "evaluator:0");
+    BOOST_CHECK(spec->task_outside_cluster());
+    BOOST_CHECK(!spec->contains(*spec->task));
+    BOOST_CHECK_EQUAL(spec->count("evaluator"), 0);
+    // Not one of the tasks the launcher starts or the chief waits for.
+    for (const auto& t : spec->tasks())
+      BOOST_CHECK(t.job != "evaluator");
+  }
+  BOOST_CHECK_EQUAL(
+    cluster_spec::parse(R"({"cluster": {"chief": ["h:1"], "worker": ["h:2"]},
+      "task": {"type": "evaluator", "index": 0}})", "TF_CONFIG")
+      ->chief_task()
+      .str(),
+    "chief:0");
+  BOOST_CHECK_EQUAL(
+    cluster_spec::parse(R"({"cluster": {"worker": ["h:1", "h:2"]},
+      "task": {"type": "evaluator", "index": 0}})", "TF_CONFIG")
+      ->chief_task()
+      .str(),
+    "worker:0");
+  // TensorFlow has one evaluator outside "cluster": index 0.
   check_refused(R"({"cluster": {"chief": ["h:1"], "worker": ["h:2"]},
-    "task": {"type": "evaluator", "index": 0}})",
-                {"task evaluator:0: the cluster has no job \"evaluator\"",
-                 "TensorFlow leaves its evaluator out",
-                 "add \"evaluator\": [\"host:port\"]"});
+    "task": {"type": "evaluator", "index": 1}})",
+                {"TF_CONFIG: task evaluator:1: index out of range",
+                 "TensorFlow's one evaluator, index 0"}, "TF_CONFIG");
+}
+
+BOOST_AUTO_TEST_CASE(kubeflow_per_pod_dns_names_as_hosts) {
+  // TFJob's per-pod names: NAME-REPLICA-INDEX.NAMESPACE.svc, one port for
+  // every pod (each pod has its own address).
+  auto spec = cluster_spec::parse(R"({"cluster": {
+      "master": ["kfac-master-0.team-a.svc:2222"],
+      "ps": ["kfac-ps-0.team-a.svc:2222"],
+      "worker": ["kfac-worker-0.team-a.svc:2222",
+                 "kfac-worker-1.team-a.svc.cluster.local:2222"]},
+    "task": {"type": "worker", "index": 1}, "environment": "cloud"})",
+                                  "TF_CONFIG");
+  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
+  BOOST_CHECK_EQUAL(spec->address(*spec->task).host,
+                    "kfac-worker-1.team-a.svc.cluster.local");
+  BOOST_CHECK_EQUAL(spec->address(task_id{"chief", 0}).str(),
+                    "kfac-master-0.team-a.svc:2222");
+}
+
+BOOST_AUTO_TEST_CASE(bad_tf_config_names_the_variable_and_the_value) {
+  // A job TensorFlow does not know (in the task, and in the cluster).
+  check_refused(R"({"cluster": {"chief": ["h:1"], "worker": ["h:2"]},
+    "task": {"type": "trainer", "index": 0}})",
+                {"TF_CONFIG: task trainer:0: unknown job \"trainer\"",
+                 "known: chief, worker, ps, covariance, inverse, evaluator"}, "TF_CONFIG");
+  check_refused(R"({"cluster": {"chief": ["h:1"], "trainer": ["h:2"]},
+    "task": {"type": "chief", "index": 0}})",
+                {"TF_CONFIG", "unknown job \"trainer\""}, "TF_CONFIG");
+  // Malformed JSON: the parser's words and the value.
+  check_refused(R"({"cluster": {"chief": ["h:1"],})",
+                {"TF_CONFIG: not JSON: ", "the text: ",
+                 R"({\"cluster\": {\"chief\": [\"h:1\"],})"}, "TF_CONFIG");
+  // A task index outside its job.
+  check_refused(R"({"cluster": {"chief": ["h:1"], "worker": ["h:2", "h:3"]},
+    "task": {"type": "worker", "index": 2}})",
+                {"TF_CONFIG: task worker:2: index out of range (cluster.worker "
+                 "has 2 entries: 0..1)"}, "TF_CONFIG");
+  check_refused(R"({"cluster": {"chief": ["h:1"], "worker": ["h:2"]},
+    "task": {"type": "worker", "index": -1}})",
+                {"TF_CONFIG: task worker:-1: negative index"}, "TF_CONFIG");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -6,7 +6,10 @@
 //                         set up; the chief waits (at most 30 s) until every
 //                         task of the cluster has written its file
 //   --steps N             the chief logs "global_step: i | loss: ..." for
-//                         i = 1..N, --step_ms apart (default 20)
+//                         i = 1..N, --step_ms apart (default 20), and
+//                         writes each step's progress record where
+//                         SYNCFAC_PROGRESS_FD says (as the real chief)
+//   --no_records          ... but no progress records (log text only)
 //   --wait_starts J:I=N   the chief then waits (at most 30 s) until
 //                         D/J-I.pid has N lines (that task started N times)
 //   --chief_ms M          the chief then sleeps M ms (default 0)
@@ -16,6 +19,12 @@
 //   --fail J:I=C          that task exits with code C right after start-up
 //   --ignore_term         the other tasks ignore SIGTERM
 //   --partial             every task ends its output with a line without '\n'
+//   --on_stop_exit C      every task catches SIGTERM and SIGINT, prints
+//                         "JOB:I got SIGNAL", and exits with code C
+//                         --stop_ms later (default 200; as a node finishing
+//                         its step on preemption); at exit it prints "JOB:I
+//                         received N stop signals"
+//   --stop_ms M           see --on_stop_exit
 //
 // Every task first prints "hello from JOB:I pid P" and "args: ..." on stdout
 // and "note from JOB:I on stderr" on stderr.
@@ -34,6 +43,7 @@
 
 #include "runtime/cluster/cluster_spec.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/progress_record.hpp"
 
 namespace {
 
@@ -54,7 +64,19 @@ struct flags {
   std::vector<std::string> fail;
   bool ignore_term = false;
   bool partial = false;
+  bool records = true;
+  int on_stop_exit = -1;
+  int stop_ms = 200;
 };
+
+/// The stop signals received (--on_stop_exit) and the last one.
+volatile std::sig_atomic_t stop_signals = 0;
+volatile std::sig_atomic_t last_stop_signal = 0;
+
+extern "C" void on_stop(int sig) {
+  stop_signals = stop_signals + 1;
+  last_stop_signal = sig;
+}
 
 std::string pid_file(const std::string& dir, const std::string& name) {
   return dir + "/" + name + ".pid";
@@ -126,6 +148,12 @@ int main(int argc, char** argv) {
       f.ignore_term = true;
     else if (a == "--partial")
       f.partial = true;
+    else if (a == "--no_records")
+      f.records = false;
+    else if (a == "--on_stop_exit")
+      f.on_stop_exit = std::stoi(next());
+    else if (a == "--stop_ms")
+      f.stop_ms = std::stoi(next());
     else {
       std::cerr << "fake_node: unknown flag " << a << "\n";
       return 64;
@@ -153,14 +181,42 @@ int main(int argc, char** argv) {
       std::cout << "partial line from " << me << std::flush;
     return code;
   };
+  if (f.on_stop_exit >= 0) {
+    std::signal(SIGTERM, on_stop);
+    std::signal(SIGINT, on_stop);
+  }
+  // Sleeps `ms`, or until a stop signal (--on_stop_exit): then the exit
+  // code to end with.
+  auto nap = [&](int ms) -> int {
+    auto until = std::chrono::steady_clock::now()
+                 + std::chrono::milliseconds{ms};
+    while (std::chrono::steady_clock::now() < until) {
+      if (f.on_stop_exit >= 0 && stop_signals > 0) {
+        std::cout << me << " got "
+                  << (last_stop_signal == SIGINT ? "SIGINT" : "SIGTERM")
+                  << std::endl;
+        std::this_thread::sleep_for(std::chrono::milliseconds{f.stop_ms});
+        std::cout << me << " received " << stop_signals << " stop signals"
+                  << std::endl;
+        return f.on_stop_exit;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return -1;
+  };
+  auto writer = syncfac::progress_record_writer::from_environment();
+  if (!writer) {
+    std::cerr << "fake_node: " << syncfac::render(writer.error()) << "\n";
+    return 68;
+  }
   for (const auto& entry : f.fail) {
     auto eq = entry.find('=');
     if (entry.substr(0, eq) == me)
       return finish(std::stoi(entry.substr(eq + 1)));
   }
   if (!chief) {
-    std::this_thread::sleep_for(std::chrono::milliseconds{f.worker_ms});
-    return finish(f.worker_exit_code);
+    auto stopped = nap(f.worker_ms);
+    return finish(stopped >= 0 ? stopped : f.worker_exit_code);
   }
   if (!f.pid_dir.empty()) {
     auto all_there = [&] {
@@ -177,10 +233,17 @@ int main(int argc, char** argv) {
       return 66;
     }
   }
+  auto t0 = std::chrono::steady_clock::now();
   for (int step = 1; step <= f.steps; ++step) {
-    std::this_thread::sleep_for(std::chrono::milliseconds{f.step_ms});
+    if (auto stopped = nap(f.step_ms); stopped >= 0)
+      return finish(stopped);
     std::cout << "global_step: " << step << " | loss: 0.5 | accuracy: 0.8"
               << std::endl;
+    if (f.records)
+      writer->write(syncfac::progress_record{
+        step, f.steps,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count()});
   }
   if (!f.wait_starts.empty()) {
     auto eq = f.wait_starts.find('=');
@@ -196,6 +259,7 @@ int main(int argc, char** argv) {
     }
     std::cout << who << " started " << want << " times" << std::endl;
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds{f.chief_ms});
+  if (auto stopped = nap(f.chief_ms); stopped >= 0)
+    return finish(stopped);
   return finish(f.exit_code);
 }

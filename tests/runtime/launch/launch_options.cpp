@@ -12,6 +12,9 @@
 #include "runtime/cluster/cluster_spec.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/launch/launcher.hpp"
+#include "runtime/launch/log_prefix.hpp"
+#include "runtime/launch/progress_display.hpp"
+#include "runtime/progress_record.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;
@@ -122,16 +125,76 @@ BOOST_AUTO_TEST_CASE(signal_names) {
   BOOST_CHECK_EQUAL(signal_name(SIGCONT), "SIGCONT");
 }
 
-BOOST_AUTO_TEST_CASE(global_step_in_log_lines) {
-  BOOST_CHECK_EQUAL(
-    parse_global_step("global_step: 100 | loss: 0.5 | accuracy: 0.8"), 100);
-  BOOST_CHECK_EQUAL(parse_global_step("[chief] global_step: 7"), 7);
-  BOOST_CHECK_EQUAL(parse_global_step("global_step 12 of 40"), 12);
-  BOOST_CHECK_EQUAL(parse_global_step("{\"global_step=\": 3}"), -1);
-  BOOST_CHECK_EQUAL(parse_global_step("global_step=42"), 42);
-  BOOST_CHECK_EQUAL(parse_global_step("loss: 0.5"), -1);
-  BOOST_CHECK_EQUAL(parse_global_step("global_step: n/a, global_step: 9"), 9);
-  BOOST_CHECK_EQUAL(parse_global_step("global_step:"), -1);
+BOOST_AUTO_TEST_CASE(progress_records_read_back_what_was_written) {
+  progress_record r{120, 500, 3.25};
+  auto line = r.to_line();
+  BOOST_CHECK_EQUAL(line.back(), '\n');
+  BOOST_CHECK(line.find("\"record\": \"progress\"") != std::string::npos);
+  auto back = progress_record::parse(line);
+  BOOST_REQUIRE(back);
+  BOOST_CHECK(*back == r);
+  // Without the newline too.
+  BOOST_CHECK(progress_record::parse(line.substr(0, line.size() - 1)));
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_progress_record_is_refused_by_name) {
+  auto why = [](const std::string& line) {
+    auto r = progress_record::parse(line);
+    BOOST_REQUIRE_MESSAGE(!r, line << " was accepted");
+    return render(r.error());
+  };
+  // Log text is not a record: the launcher no longer reads log lines.
+  BOOST_CHECK(why("global_step: 100 | loss: 0.5").find("not a JSON object")
+              != std::string::npos);
+  BOOST_CHECK(why(R"({"record": "summary", "global_step": 1})")
+                .find("no \"record\": \"progress\"")
+              != std::string::npos);
+  BOOST_CHECK(
+    why(R"({"record": "progress", "global_step": -1, "total_steps": 5, "wall_s": 1})")
+      .find("\"global_step\" integer >= 0")
+    != std::string::npos);
+  BOOST_CHECK(
+    why(R"({"record": "progress", "global_step": 1, "total_steps": 5})")
+      .find("\"wall_s\"")
+    != std::string::npos);
+  BOOST_CHECK(why("{\"record\": \"progress\"").find("progress record '")
+              != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_progress_line_shows_rate_and_eta) {
+  using namespace std::chrono;
+  progress_display d{"chief:0", seconds{10}};
+  BOOST_CHECK(d.text().empty());
+  auto t0 = steady_clock::time_point{} + hours{1};
+  d.observe(progress_record{0, 500, 0}, t0);
+  BOOST_CHECK_EQUAL(d.rate(), 0);
+  BOOST_CHECK_EQUAL(d.text(), "[chief:0] global_step 0/500 (0%) | measuring "
+                              "steps/s | ETA ?");
+  d.observe(progress_record{100, 500, 2}, t0 + seconds{2});
+  BOOST_CHECK_CLOSE(d.rate(), 50.0, 1e-9);
+  BOOST_CHECK_CLOSE(d.eta_s(), 8.0, 1e-9);
+  BOOST_CHECK_EQUAL(d.text(), "[chief:0] global_step 100/500 (20%) | 50.0 "
+                              "steps/s | ETA 8 s");
+  // The window forgets what is older than 10 s: the rate now.
+  d.observe(progress_record{110, 500, 22}, t0 + seconds{22});
+  d.observe(progress_record{130, 500, 24}, t0 + seconds{24});
+  BOOST_CHECK_CLOSE(d.rate(), 10.0, 1e-9);
+  BOOST_CHECK_EQUAL(d.text(), "[chief:0] global_step 130/500 (26%) | 10.0 "
+                              "steps/s | ETA 37 s");
+  // A rollback measures anew.
+  d.observe(progress_record{40, 500, 25}, t0 + seconds{25});
+  BOOST_CHECK_EQUAL(d.rate(), 0);
+  BOOST_CHECK_EQUAL(format_duration(125), "2 min 05 s");
+  BOOST_CHECK_EQUAL(format_duration(3 * 3600 + 7 * 60 + 5), "3 h 07 min");
+}
+
+BOOST_AUTO_TEST_CASE(timestamps_are_iso_8601_utc) {
+  using namespace std::chrono;
+  // 2026-12-01T13:56:35.123Z
+  auto t = system_clock::time_point{seconds{1796133395} + milliseconds{123}};
+  BOOST_CHECK_EQUAL(iso8601_utc(t), "2026-12-01T13:56:35.123Z");
+  BOOST_CHECK_EQUAL(iso8601_utc(system_clock::time_point{}),
+                    "1970-01-01T00:00:00.000Z");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -168,6 +231,76 @@ BOOST_AUTO_TEST_CASE(defaults) {
   BOOST_CHECK(opts->program.empty());
   BOOST_CHECK(opts->log_dir.empty());
   BOOST_CHECK(opts->program_args.empty());
+  BOOST_CHECK(opts->log_timestamps);
+  BOOST_CHECK_EQUAL(opts->progress_line, "auto");
+  BOOST_CHECK(!opts->draws_progress()); // stdout not known to be a terminal
+  opts->out_is_terminal = true;
+  BOOST_CHECK(opts->draws_progress());
+}
+
+BOOST_AUTO_TEST_CASE(output_flags) {
+  for (auto off : {"--no_log_timestamps", "--log_timestamps=false",
+                   "--log_timestamps=0"}) {
+    auto opts = parse_launch_args({"--cluster", "c.json", off});
+    BOOST_REQUIRE_MESSAGE(opts, test::why(opts));
+    BOOST_CHECK_MESSAGE(!opts->log_timestamps, off);
+    BOOST_CHECK(opts->program_args.empty());
+  }
+  auto on = parse_launch_args(
+    {"--cluster", "c.json", "--no_log_timestamps", "--log_timestamps"});
+  BOOST_REQUIRE_MESSAGE(on, test::why(on));
+  BOOST_CHECK(on->log_timestamps);
+  auto never = parse_launch_args(
+    {"--cluster", "c.json", "--progress_line", "never"});
+  BOOST_REQUIRE_MESSAGE(never, test::why(never));
+  never->out_is_terminal = true;
+  BOOST_CHECK(!never->draws_progress());
+  auto always = parse_launch_args(
+    {"--cluster", "c.json", "--progress_line=always"});
+  BOOST_REQUIRE_MESSAGE(always, test::why(always));
+  BOOST_CHECK(always->draws_progress());
+  check_refused(
+    parse_launch_args({"--cluster", "c", "--log_timestamps=maybe"}),
+    "--log_timestamps 'maybe': expected true or false");
+  check_refused(parse_launch_args({"--cluster", "c", "--progress_line", "tty"}),
+                "--progress_line 'tty': expected auto, always or never");
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_progress_fd_variable_names_itself) {
+  struct restore {
+    ~restore() {
+      ::unsetenv(progress_fd_variable);
+    }
+  } guard;
+  ::unsetenv(progress_fd_variable);
+  auto none = progress_record_writer::from_environment();
+  BOOST_REQUIRE(none);
+  BOOST_CHECK(!none->active());
+  for (auto [value, why] :
+       {std::pair{"three", "not a file descriptor number >= 3"},
+        std::pair{"1", "not a file descriptor number >= 3"},
+        std::pair{"987654", "not an open file descriptor"}}) {
+    ::setenv(progress_fd_variable, value, 1);
+    check_refused(progress_record_writer::from_environment(),
+                  std::string{"SYNCFAC_PROGRESS_FD='"} + value + "': " + why);
+  }
+  int fds[2];
+  BOOST_REQUIRE(::pipe(fds) == 0);
+  ::setenv(progress_fd_variable, std::to_string(fds[0]).c_str(), 1);
+  check_refused(progress_record_writer::from_environment(),
+                "open for reading only");
+  ::setenv(progress_fd_variable, std::to_string(fds[1]).c_str(), 1);
+  auto writer = progress_record_writer::from_environment();
+  BOOST_REQUIRE_MESSAGE(writer, test::why(writer));
+  BOOST_CHECK(writer->active());
+  writer->write(progress_record{7, 9, 0.5});
+  char buf[256] = {};
+  auto n = ::read(fds[0], buf, sizeof(buf) - 1);
+  BOOST_REQUIRE(n > 0);
+  auto back = progress_record::parse(std::string(buf, static_cast<size_t>(n)));
+  BOOST_REQUIRE_MESSAGE(back, test::why(back));
+  BOOST_CHECK_EQUAL(back->global_step, 7);
+  ::close(fds[0]); // fds[1] belongs to the writer
 }
 
 BOOST_AUTO_TEST_CASE(everything_after_double_dash_is_the_programs) {

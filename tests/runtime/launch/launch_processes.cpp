@@ -14,7 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include <ctime>
+#include <regex>
+
 #include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -491,4 +496,226 @@ BOOST_AUTO_TEST_CASE(max_wall_s_stops_everything) {
                       r);
   BOOST_CHECK_MESSAGE(count_of(r.err, "killed by SIGTERM") == 4, r);
   BOOST_CHECK(took < 30s);
+}
+
+// -- the launcher's output: timestamps, records, the progress line -----------
+
+BOOST_AUTO_TEST_CASE(every_prefixed_line_has_an_iso_8601_utc_timestamp) {
+  fixture fx;
+  auto before = std::chrono::system_clock::now();
+  auto r = launch(fx, {"--steps", "3", "--worker_ms", "0"});
+  BOOST_CHECK_MESSAGE(r.code() == 0, r);
+  const std::regex stamped{
+    R"(^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.\d{3}Z (\[\w+:\d\] |syncfac-launch: ))"};
+  int lines = 0;
+  for (const auto* text : {&r.out, &r.err}) {
+    std::istringstream in{*text};
+    for (std::string line; std::getline(in, line); ++lines) {
+      std::smatch m;
+      BOOST_REQUIRE_MESSAGE(std::regex_search(line, m, stamped),
+                            "no timestamp: '" << line << "'\n" << r);
+      // UTC and now: the date of the run, as gmtime gives it.
+      std::tm parts{};
+      auto secs = std::chrono::system_clock::to_time_t(before);
+      ::gmtime_r(&secs, &parts);
+      BOOST_CHECK_EQUAL(std::stoi(m[1]), parts.tm_year + 1900);
+      BOOST_CHECK_EQUAL(std::stoi(m[2]), parts.tm_mon + 1);
+    }
+  }
+  BOOST_CHECK_MESSAGE(lines >= 12, r); // 4 tasks x 3 lines, and reports
+  // The hour is UTC's, not local time's: compare with gmtime at the end.
+  auto secs = std::chrono::system_clock::to_time_t(
+    std::chrono::system_clock::now());
+  std::tm parts{};
+  ::gmtime_r(&secs, &parts);
+  char hour[8];
+  std::snprintf(hour, sizeof(hour), "T%02d:", parts.tm_hour);
+  BOOST_CHECK_MESSAGE(contains(r.err, hour), "no " << hour << " in\n" << r);
+}
+
+BOOST_AUTO_TEST_CASE(no_log_timestamps_gives_the_bare_prefixed_lines) {
+  fixture fx;
+  auto r = launch(fx, {"--no_log_timestamps", "--steps", "3", "--worker_ms",
+                       "0"});
+  BOOST_CHECK_MESSAGE(r.code() == 0, r);
+  BOOST_CHECK_MESSAGE(r.out.rfind("[", 0) == 0, r);
+  BOOST_CHECK_MESSAGE(contains(r.out, "\n[chief:0] global_step: 3 | loss"),
+                      r);
+  BOOST_CHECK_MESSAGE(r.err.rfind("syncfac-launch: starting", 0) == 0, r);
+}
+
+BOOST_AUTO_TEST_CASE(kill_hooks_follow_the_progress_records_not_the_log) {
+  // The chief logs "global_step: N" but writes no records: the launcher no
+  // longer reads steps from log text, so the hook never fires.
+  fixture fx;
+  auto r = launch(fx, {"--no_records", "--kill", "worker:1@3", "--steps", "6",
+                       "--worker_ms", "60000", "--grace_ms", "200"});
+  BOOST_CHECK_MESSAGE(r.code() == 0, r);
+  BOOST_CHECK_MESSAGE(contains(r.out, "[chief:0] global_step: 6"), r);
+  BOOST_CHECK_MESSAGE(!contains(r.err, "gets SIGKILL"), r);
+  BOOST_CHECK_MESSAGE(count_of(r.err, "killed by SIGTERM") == 3, r);
+}
+
+BOOST_AUTO_TEST_CASE(no_progress_line_when_stdout_is_not_a_terminal) {
+  fixture fx;
+  auto r = launch(fx, {"--steps", "20", "--step_ms", "20", "--worker_ms",
+                       "0"});
+  BOOST_CHECK_MESSAGE(r.code() == 0, r);
+  BOOST_CHECK_MESSAGE(!contains(r.out, "\033[K"), r);
+  BOOST_CHECK_MESSAGE(!contains(r.out, "steps/s"), r);
+}
+
+BOOST_AUTO_TEST_CASE(a_terminal_shows_the_progress_line) {
+  // The launcher's stdout and stderr on a real pseudo-terminal.
+  fixture fx;
+  std::vector<std::string> all = {launcher_path, "--cluster", fx.cluster,
+                                  "--program",   fake_node_path,
+                                  "--steps",     "60",
+                                  "--step_ms",   "25",
+                                  "--worker_ms", "0"};
+  int master = -1;
+  auto pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  BOOST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : all)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  std::string screen;
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  int status = 0;
+  bool exited = false;
+  for (;;) {
+    pollfd pfd{master, POLLIN, 0};
+    if (::poll(&pfd, 1, 100) > 0) {
+      char buf[4096];
+      auto n = ::read(master, buf, sizeof(buf));
+      if (n > 0) {
+        screen.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (exited || n < 0) // EIO once the launcher closed its side
+        break;
+    }
+    if (!exited && ::waitpid(pid, &status, WNOHANG) == pid)
+      exited = true;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      break;
+    }
+  }
+  if (!exited)
+    ::waitpid(pid, &status, 0);
+  ::close(master);
+  BOOST_TEST_MESSAGE("terminal:\n" << screen);
+  BOOST_CHECK_MESSAGE(WIFEXITED(status) && WEXITSTATUS(status) == 0, screen);
+  // Redrawn in place: erase the line, then the chief's step, rate and ETA.
+  const std::regex drawn{
+    R"(\r\x1b\[K\[chief:0\] global_step (\d+)/60 \(\d+%\) \| ([0-9.]+) steps/s \| ETA (\d+ s|\d+ min \d\d s))"};
+  int with_rate = 0;
+  int last_step = 0;
+  for (std::sregex_iterator it{screen.begin(), screen.end(), drawn}, end;
+       it != end; ++it) {
+    ++with_rate;
+    auto step = std::stoi((*it)[1]);
+    BOOST_CHECK_GE(step, last_step);
+    last_step = step;
+    BOOST_CHECK_GT(std::stod((*it)[2]), 0.0);
+  }
+  BOOST_CHECK_MESSAGE(with_rate >= 2, "progress lines with a rate: "
+                                        << with_rate << "\n" << screen);
+  // Log lines still come whole, each on a line of its own after the
+  // progress line was erased.
+  BOOST_CHECK_MESSAGE(
+    contains(screen, "\r\x1b[K") && contains(screen, "[chief:0] global_step: 60"),
+    screen);
+}
+
+// -- preemption: a signal to the launcher -------------------------------------
+
+/// Waits until `out` of the launcher has `n` lines containing `part`.
+bool wait_for_lines(const fixture& fx, const std::string& part, int n,
+                    std::chrono::seconds limit = 30s) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (count_of(slurp(fx.dir / "launcher.out"), part) < n) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+BOOST_AUTO_TEST_CASE(sigterm_is_forwarded_once_and_the_requeue_code_returned) {
+  fixture fx;
+  auto pid = spawn_launcher(fx, {"--cluster", fx.cluster, "--program",
+                                 fake_node_path, "--steps", "100000",
+                                 "--step_ms", "20", "--worker_ms", "600000",
+                                 "--on_stop_exit", "143", "--stop_ms", "300",
+                                 "--grace_ms", "30000"});
+  // Training is under way: the chief's records have come.
+  BOOST_REQUIRE_MESSAGE(wait_for_lines(fx, "[chief:0] global_step: ", 5),
+                        slurp(fx.dir / "launcher.out"));
+  ::kill(pid, SIGTERM);
+  auto r = wait_launcher(fx, pid, 60s);
+  BOOST_CHECK_MESSAGE(!r.timed_out, r);
+  BOOST_CHECK_MESSAGE(r.code() == 143, r);
+  BOOST_CHECK_MESSAGE(count_of(r.err, "got SIGTERM: forwarding it to every "
+                                      "task") == 1,
+                      r);
+  for (auto task : {"chief:0", "worker:0", "worker:1", "ps:0"}) {
+    BOOST_CHECK_MESSAGE(contains(r.out, std::string{task} + " got SIGTERM"), r);
+    // Once: the launcher's own SIGTERM after the chief exited never came.
+    BOOST_CHECK_MESSAGE(
+      contains(r.out, std::string{task} + " received 1 stop signals"), r);
+    BOOST_CHECK_MESSAGE(
+      contains(r.err, std::string{task} + " exited with code 143"), r);
+  }
+  BOOST_CHECK_MESSAGE(contains(r.err, "chief:0 exited with 143 (preempted) "
+                                      "after the forwarded signal: the run "
+                                      "can be requeued"),
+                      r);
+  BOOST_CHECK_MESSAGE(!contains(r.err, "SIGKILL"), r);
+}
+
+BOOST_AUTO_TEST_CASE(sigint_is_forwarded_as_sigint) {
+  fixture fx;
+  auto pid = spawn_launcher(fx, {"--cluster", fx.cluster, "--program",
+                                 fake_node_path, "--steps", "100000",
+                                 "--step_ms", "20", "--worker_ms", "600000",
+                                 "--on_stop_exit", "143"});
+  BOOST_REQUIRE(wait_for_lines(fx, "[chief:0] global_step: ", 3));
+  ::kill(pid, SIGINT);
+  auto r = wait_launcher(fx, pid, 60s);
+  BOOST_CHECK_MESSAGE(r.code() == 143, r);
+  BOOST_CHECK_MESSAGE(count_of(r.out, " got SIGINT") == 4, r);
+  BOOST_CHECK_MESSAGE(count_of(r.out, " received 1 stop signals") == 4, r);
+}
+
+BOOST_AUTO_TEST_CASE(a_second_signal_kills_every_task_at_once) {
+  fixture fx;
+  // The tasks take 10 minutes to stop, the grace is 10 minutes: only the
+  // second signal can end this run soon.
+  auto pid = spawn_launcher(fx, {"--cluster", fx.cluster, "--program",
+                                 fake_node_path, "--steps", "100000",
+                                 "--step_ms", "20", "--worker_ms", "600000",
+                                 "--on_stop_exit", "143", "--stop_ms",
+                                 "600000", "--grace_ms", "600000"});
+  BOOST_REQUIRE(wait_for_lines(fx, "[chief:0] global_step: ", 3));
+  ::kill(pid, SIGTERM);
+  BOOST_REQUIRE_MESSAGE(wait_for_lines(fx, " got SIGTERM", 4),
+                        slurp(fx.dir / "launcher.out"));
+  auto t0 = std::chrono::steady_clock::now();
+  ::kill(pid, SIGTERM);
+  auto r = wait_launcher(fx, pid, 120s);
+  auto took = std::chrono::steady_clock::now() - t0;
+  BOOST_CHECK_MESSAGE(!r.timed_out, r);
+  BOOST_CHECK_MESSAGE(took < 60s, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "got SIGTERM again: killing every task"),
+                      r);
+  BOOST_CHECK_MESSAGE(count_of(r.err, "killed by SIGKILL") == 4, r);
+  BOOST_CHECK_MESSAGE(r.code() == 128 + SIGKILL, r);
+  BOOST_CHECK_MESSAGE(!contains(r.err, "(preempted)"), r);
 }
