@@ -140,6 +140,8 @@ json_object training_summary::to_json() const {
     obj.add("checkpoints", checkpoints);
   if (!faults.empty())
     obj.add("faults", faults);
+  if (!preempted.empty())
+    obj.add("preempted", preempted);
   return obj;
 }
 

@@ -102,6 +102,9 @@ struct training_summary {
   json_object checkpoints;
   /// Roles lost and restarted during the run (sync runtime).
   json_object faults;
+  /// Why the run was preempted ("worker:1: SIGTERM"); empty: it ran to its
+  /// end. A preempted run ends at the step in flight, checkpointed.
+  std::string preempted;
 
   json_object to_json() const;
 };

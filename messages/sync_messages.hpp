@@ -299,6 +299,8 @@ struct sync_summary {
   /// Gradient workers lost (process or node gone) and rejoined.
   int64_t worker_losses = 0;
   int64_t worker_rejoins = 0;
+  /// Why the run was preempted ("worker:1: SIGTERM"); empty: it was not.
+  std::string preempted;
 };
 
 template <class Inspector>
@@ -307,7 +309,7 @@ typename Inspector::result_type inspect(Inspector& f, sync_summary& x) {
            x.accepted_pushes, x.stale_pushes, x.refused_pushes,
            wire(x.last_loss), wire(x.last_accuracy), x.shards, x.checkpoints_written,
            x.last_checkpoint, x.checkpoint_errors, x.worker_losses,
-           x.worker_rejoins);
+           x.worker_rejoins, x.preempted);
 }
 
 } // namespace syncfac
