@@ -78,6 +78,12 @@ public:
     return watched_.count(chief_) > 0;
   }
 
+  /// Whether `task`'s node information is known (it was connected to and
+  /// has not gone down since; a hello alone does not say it).
+  bool knows(const std::string& task) const {
+    return nodes_.count(task) > 0;
+  }
+
   /// Whether `task` is a watched peer (connected to again when lost).
   bool is_peer(const std::string& task) const;
 

@@ -1,5 +1,7 @@
 #include "actors/supervisor.hpp"
 
+#include <algorithm>
+
 #include <caf/send.hpp>
 
 #include "actors/preemption.hpp"
@@ -367,8 +369,14 @@ behavior chief_lost(self_ptr self, bool first) {
       if (peer != st.cfg.chief)
         return;
       watch_node(self, peer, n);
+      bool rebinds = !first && st.cfg.reconnects_to_chief;
+      // A task that connects to the chief needs the chief's roles for the
+      // rebind: a hello of the chief's node (it asked this node for its
+      // roles) comes before the connector's answer, which is awaited.
+      if (rebinds && !st.watch->knows(st.cfg.chief))
+        return;
       self->become(running(self));
-      if (!first && st.cfg.reconnects_to_chief)
+      if (rebinds)
         rebind(self, rebind_tries(st.cfg));
     },
     [=](hello_atom, const std::string& peer, const std::string& why) {

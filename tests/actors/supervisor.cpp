@@ -634,6 +634,23 @@ BOOST_AUTO_TEST_CASE(chief_back_at_its_address_rebinds_once_its_steps_go_on) {
   require_ended(exit_codes::failure);
 }
 
+BOOST_AUTO_TEST_CASE(chief_back_says_hello_before_the_connector_answers) {
+  // Seen on a busy machine: the restarted chief's node asks this node for
+  // its roles (a hello) before this node's own connection to it is up.
+  start_worker_node();
+  auto restarted = make_task("chief:0", {"chief"});
+  kill(chief.node);
+  send_sup(caf::make_message(hello_atom::value, std::string{"chief:0"},
+                             restarted.node));
+  BOOST_TEST(wlog->rebinds.empty());
+  BOOST_TEST(!logged("cannot rebind"));
+  thaw("chief:0", restarted.info());
+  BOOST_REQUIRE(wlog->rebinds.size() == 1u);
+  BOOST_TEST((wlog->rebinds[0].chief == restarted.role().address()));
+  advance(10s); // the wait for the chief ended with the connector's answer
+  require_running();
+}
+
 BOOST_AUTO_TEST_CASE(a_shards_node_waits_for_the_restarted_chiefs_hello) {
   node_wiring w;
   w.nodes = {{"chief:0", chief.info()}};
