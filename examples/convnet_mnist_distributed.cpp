@@ -37,6 +37,7 @@
 #include "example_main.hpp"
 #include "runtime/cluster/scheduler_env.hpp"
 #include "runtime/error.hpp"
+#include "runtime/exit_codes.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/stop_signals.hpp"
 #include "runtime/sync/push_parts.hpp"
@@ -250,8 +251,19 @@ int run(distributed_options& opts) {
   auto outcome = run_cluster_node(sys, *cfg, load, std::cout);
   // The actors go with the system: no signal is handed to them after this.
   w->on_stop({});
-  if (!outcome)
-    return fail(program_name, outcome.error());
+  if (!outcome) {
+    fail(program_name, outcome.error());
+    // Stopped by a signal before the run could end in order (e.g. still
+    // connecting to its peers): the scheduler stopped it, so it may be
+    // requeued like any preempted node.
+    if (auto signal = w->received()) {
+      std::cerr << program_name << ": ended after " << *signal
+                << " before the run could end in order; exit code "
+                << exit_codes::preempted << std::endl;
+      return exit_codes::preempted;
+    }
+    return EXIT_FAILURE;
+  }
   if (!outcome->summary)
     return outcome->exit_code;
   auto json = outcome->summary->to_json();

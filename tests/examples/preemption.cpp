@@ -85,6 +85,36 @@ struct node_process {
   }
 };
 
+/// Runs `command` (exec'd by sh, so that the pid is the program's) with
+/// its output in `log`.
+node_process start_process(const std::string& command, const std::string& log) {
+  node_process n;
+  n.log = log;
+  auto line = "exec " + command;
+  n.pid = ::fork();
+  if (n.pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  BOOST_REQUIRE_MESSAGE(n.pid > 0, "fork for " << command);
+  return n;
+}
+
+/// Waits until `n`'s output holds `what`, bounded.
+void await_output(node_process& n, const std::string& what) {
+  auto deadline = clock_type::now() + std::chrono::seconds{120};
+  while (read_file(n.log).find(what) == std::string::npos) {
+    BOOST_REQUIRE_MESSAGE(clock_type::now() < deadline,
+                          "no '" << what << "' within 120 s:\n" << n.output());
+    BOOST_REQUIRE_MESSAGE(n.running(), "ended before '" << what << "':\n"
+                                                         << n.output());
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+  }
+}
+
 /// Kills a node the test left running (a failed requirement).
 struct kill_on_exit {
   node_process& node;
@@ -120,25 +150,15 @@ struct cluster_run {
     nodes.clear();
     for (std::string task : {"ps:0", "chief:0", "worker:0"}) {
       auto colon = task.find(':');
-      node_process n;
-      n.task = task;
-      n.log = tmp.file(round + "-" + task.substr(0, colon) + ".log");
       auto args = std::string{" --cluster "} + cluster + " --job_name "
                   + task.substr(0, colon) + " --task 0"
                   + " --connect_timeout_ms 60000" + flags;
       if (task == "chief:0")
         args += " --summary " + tmp.file(round + "-summary.json");
-      auto command = "exec " + program + args;
-      n.pid = ::fork();
-      if (n.pid == 0) {
-        int fd = ::open(n.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-        ::execl("/bin/sh", "sh", "-c", command.c_str(),
-                static_cast<char*>(nullptr));
-        ::_exit(127);
-      }
-      BOOST_REQUIRE_MESSAGE(n.pid > 0, "fork for " << task);
+      auto n = start_process(program + args,
+                             tmp.file(round + "-" + task.substr(0, colon)
+                                      + ".log"));
+      n.task = task;
       nodes[task] = n;
     }
   }
@@ -273,30 +293,14 @@ BOOST_AUTO_TEST_CASE(a_second_signal_exits_at_once) {
   // with the same code.
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  node_process chief;
-  chief.log = tmp.file("chief.log");
-  auto command = "exec " + program + " --cluster " + cluster
-                 + " --job_name chief --task 0 --connect_timeout_ms 120000"
-                 + deterministic + " --steps 10";
-  chief.pid = ::fork();
-  if (chief.pid == 0) {
-    int fd = ::open(chief.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  BOOST_REQUIRE(chief.pid > 0);
+  auto chief = start_process(program + " --cluster " + cluster
+                               + " --job_name chief --task 0"
+                                 " --connect_timeout_ms 120000"
+                               + deterministic + " --steps 10",
+                             tmp.file("chief.log"));
   kill_on_exit guard{chief};
   // Up and waiting for the PS shard, which never comes.
-  auto deadline = clock_type::now() + std::chrono::seconds{120};
-  while (!contains(chief.output(), "waiting for ps:0")) {
-    BOOST_REQUIRE_MESSAGE(clock_type::now() < deadline,
-                          "the chief never waited for ps:0:\n"
-                            << chief.output());
-    BOOST_REQUIRE_MESSAGE(chief.running(), chief.output());
-    std::this_thread::sleep_for(std::chrono::milliseconds{20});
-  }
+  await_output(chief, "waiting for ps:0");
   chief.signal(SIGINT);
   // The first signal does not end it: its peers are still awaited.
   BOOST_TEST(!chief.wait(std::chrono::seconds{2}), chief.output());
@@ -309,4 +313,26 @@ BOOST_AUTO_TEST_CASE(a_second_signal_exits_at_once) {
   BOOST_TEST(chief.exit_code == exit_codes::preempted);
   BOOST_TEST(contains(chief.output(),
                       "SIGTERM again after SIGINT: exiting at once"));
+}
+
+BOOST_AUTO_TEST_CASE(a_node_stopped_while_it_connects_exits_preempted) {
+  // A worker alone: SIGTERM while it waits for its peers; it goes on
+  // waiting (bounded by --connect_timeout_ms), then ends with the
+  // preempted code, saying why.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
+  auto worker = start_process(program + " --cluster " + cluster
+                                + " --job_name worker --task 0"
+                                  " --connect_timeout_ms 8000"
+                                + deterministic + " --steps 10",
+                              tmp.file("worker.log"));
+  kill_on_exit guard{worker};
+  await_output(worker, "waiting for");
+  worker.signal(SIGTERM);
+  bool ended = worker.wait(std::chrono::seconds{60});
+  BOOST_TEST_MESSAGE(worker.output());
+  BOOST_REQUIRE_MESSAGE(ended, "no exit within 60 s:\n" << worker.output());
+  BOOST_TEST(worker.exit_code == exit_codes::preempted);
+  BOOST_TEST(contains(worker.output(),
+                      "ended after SIGTERM before the run could end in order"));
 }
