@@ -19,7 +19,7 @@
 
 #include "actors/node.hpp"
 #include "messages/cluster_messages.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

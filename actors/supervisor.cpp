@@ -5,7 +5,7 @@
 #include <caf/send.hpp>
 
 #include "actors/preemption.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

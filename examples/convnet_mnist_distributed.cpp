@@ -36,11 +36,11 @@
 #include "convnet_options.hpp"
 #include "example_main.hpp"
 #include "runtime/cluster/scheduler_env.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/exit_codes.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/stop_signals.hpp"
-#include "runtime/sync/push_parts.hpp"
+#include "messages/push_parts.hpp"
 
 using namespace syncfac;
 using namespace syncfac::examples;

@@ -10,7 +10,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/exit_codes.hpp"
 
 namespace syncfac {

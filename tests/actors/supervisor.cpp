@@ -34,7 +34,7 @@
 
 #include "actors/node_connector.hpp"
 #include "actors/supervisor.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;
