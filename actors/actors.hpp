@@ -154,6 +154,13 @@ using chief_actor = caf::typed_actor<
   caf::reacts_to<checkpoint_atom, int64_t>,
   // Its own timer: probe the K-FAC roles (chief_config::role_probe_timeout).
   caf::reacts_to<probe_atom>,
+  // A node was preempted (why: "worker:1: SIGTERM"): finish the global
+  // step in flight, checkpoint it and end the run (docs/distributed.md,
+  // "Preemption"); the run's summary says so.
+  caf::reacts_to<preempt_atom, std::string>,
+  // Its own timer: the step in flight at the preemption (this one) did not
+  // finish within chief_config::preempt_wait; end at the last applied one.
+  caf::reacts_to<preempt_atom, int64_t>,
   // The chief's counters.
   caf::replies_to<status_atom>::with<chief_status>>;
 

@@ -277,6 +277,7 @@ void deliver_summary(self_ptr self) {
       summary.updates_applied = st.updates.applied;
       summary.updates_rolled_back = st.updates.rolled_back;
       summary.updates_redone = st.updates.redone;
+      summary.preempted = st.preempted;
       st.run_promise.deliver(std::move(summary));
     },
     [=](size_t i, caf::error err) {
@@ -392,6 +393,7 @@ void begin_checkpoint(self_ptr self) {
     }
   }
   st.checkpoint = pending_checkpoint{};
+  st.checkpointed_step = step;
   st.checkpoint->step = step;
   st.checkpoint->contents.global_step = step;
   ++st.checkpoints_in_flight;
@@ -532,7 +534,7 @@ void run_round(self_ptr self) {
     self, st.cfg.shards, st.cfg.step_timeout,
     [=](std::vector<applied> results) {
       auto& st = self->state;
-      if (st.incarnation != incarnation)
+      if (st.incarnation != incarnation || st.abandoned_step == step)
         return;
       if (st.paused) {
         // Every shard applied the round after the steps paused: the
@@ -581,7 +583,8 @@ void run_round(self_ptr self) {
     },
     [=](size_t i, caf::error err) {
       auto& st = self->state;
-      if (st.paused || st.incarnation != incarnation)
+      if (st.paused || st.incarnation != incarnation
+          || st.abandoned_step == step)
         return;
       if (err == caf::sec::request_timeout)
         err = make_error(ec::timeout,
@@ -661,6 +664,57 @@ caf::result<resume_point> rejoin(self_ptr self, int32_t worker) {
   note(self, "chief: worker " + std::to_string(worker)
                + " rejoins at global step " + std::to_string(st.global_step));
   return rp;
+}
+
+// -- preemption ---------------------------------------------------------------
+
+/// A node was preempted: the run ends after the global step in flight (the
+/// round the shards aggregate now), whose checkpoint the normal end writes
+/// (checkpoint_due: the last step). Bounded by preempt_wait.
+void preempt(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  if (st.finished || !st.preempted.empty()) {
+    note(self, "chief: " + why + " as well; the run is ending already");
+    return;
+  }
+  st.preempted = why;
+  if (!st.running || st.paused) {
+    // No round in flight (not started yet, or paused while the driver
+    // brings a lost role back): the run ends where it goes on.
+    st.cfg.steps = std::max(st.cfg.start_step, st.global_step);
+    note(self, "chief: preempted (" + why + ") at global step "
+                 + std::to_string(st.global_step)
+                 + " with no step in flight; the run ends there");
+    return;
+  }
+  st.cfg.steps = std::min(st.cfg.steps, st.global_step + 1);
+  note(self, "chief: preempted (" + why + ") at global step "
+               + std::to_string(st.global_step)
+               + "; the run ends after global step "
+               + std::to_string(st.cfg.steps) + " (waiting up to "
+               + std::to_string(st.cfg.preempt_wait.count()) + " ms for it)");
+  self->delayed_send(caf::actor_cast<chief_actor>(self), st.cfg.preempt_wait,
+                     preempt_atom::value, st.global_step);
+}
+
+/// The step in flight at the preemption did not finish in time: the run
+/// ends at the last applied step, checkpointed unless it was already.
+void preempt_step_timed_out(self_ptr self, int64_t step) {
+  auto& st = self->state;
+  if (st.finished || st.global_step != step)
+    return; // it finished
+  note(self, "chief: the global step in flight at the preemption (" + 
+               std::to_string(step) + " to " + std::to_string(step + 1)
+               + ") did not finish within "
+               + std::to_string(st.cfg.preempt_wait.count()) + " ms ("
+               + lost_workers(st) + "); the run ends at global step "
+               + std::to_string(step));
+  st.abandoned_step = step;
+  st.cfg.steps = step;
+  if (st.cfg.checkpointer && step != st.cfg.start_step
+      && st.checkpointed_step != step)
+    begin_checkpoint(self);
+  finish(self);
 }
 
 caf::result<sync_summary> run(self_ptr self) {
@@ -828,6 +882,8 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
       }
     },
     [=](probe_atom) { probe_roles(self); },
+    [=](preempt_atom, const std::string& why) { preempt(self, why); },
+    [=](preempt_atom, int64_t step) { preempt_step_timed_out(self, step); },
     [=](status_atom) -> chief_status {
       auto& st = self->state;
       return chief_status{st.global_step,

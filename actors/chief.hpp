@@ -99,6 +99,10 @@ struct chief_config {
   /// Called in the chief's context after each checkpoint: the file
   /// written, or why none was (the run goes on either way).
   std::function<void(const caf::expected<checkpoint_written>&)> on_checkpoint;
+  /// After a preemption: longest wait for the global step in flight;
+  /// then the run ends at the last applied step (a worker that was
+  /// preempted too, or is dead, never sends its gradient).
+  std::chrono::milliseconds preempt_wait{20000};
   /// Called in the chief's context with a line worth logging (a worker
   /// lost or rejoining).
   std::function<void(const std::string&)> on_event;
@@ -202,6 +206,12 @@ struct chief_state {
   /// Every acknowledged update: in the parameters, or rolled back and
   /// redone (the summary's faults.updates_*).
   update_account updates;
+  /// The step of the newest checkpoint begun (-1: none).
+  int64_t checkpointed_step = -1;
+  /// Why the run was preempted (empty: it was not); the round of
+  /// `abandoned_step` was given up when its step did not finish in time.
+  std::string preempted;
+  int64_t abandoned_step = -1;
 };
 
 chief_actor::behavior_type

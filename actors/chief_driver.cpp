@@ -169,6 +169,7 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
     d->steps_ = cc.steps;
   }
   cc.on_event = [log](const std::string& line) { log->fault(line); };
+  cc.preempt_wait = std::min(cc.preempt_wait, cfg.step_timeout);
   if (d->checkpointer_) {
     cc.checkpointer = d->checkpointer_;
     cc.checkpoint_every = cfg.checkpoint.every;
@@ -784,6 +785,7 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   summary.last_accuracy = run->last_accuracy;
   summary.examples = run->examples;
   summary.checkpoints = checkpoint_report(*run);
+  summary.preempted = run->preempted;
   summary.faults.add("workers_lost", run->worker_losses)
     .add("workers_rejoined", run->worker_rejoins)
     .add("ps_lost", shards_lost_)
@@ -836,7 +838,9 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   out.line("stale gradient pushes dropped: " + std::to_string(run->stale_pushes)
            + " (accepted " + std::to_string(run->accepted_pushes)
            + ", refused " + std::to_string(run->refused_pushes) + ")");
-  if (!base.skip_final_eval) {
+  // A preempted run has its grace period to end in: no final evaluation
+  // (the resumed run makes it).
+  if (!base.skip_final_eval && run->preempted.empty()) {
     caf::expected<eval_result> res{caf::error{}};
     self->request(evaluator_, base.request_timeout * 4, eval_atom::value,
                   run->global_step)

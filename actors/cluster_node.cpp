@@ -13,6 +13,7 @@
 #include "actors/gather.hpp"
 #include "actors/metrics_sink.hpp"
 #include "actors/owned_actors.hpp"
+#include "actors/preemption.hpp"
 #include "actors/node_connector.hpp"
 #include "actors/run_fingerprint.hpp"
 #include "actors/supervisor.hpp"
@@ -399,6 +400,12 @@ private:
     }
     sc.max_wait = cfg_.max_wait;
     sc.request_timeout = cfg_.connect.request_timeout;
+    // The chief's own bound on the step in flight (chief_config::
+    // preempt_wait), its checkpoint and its word to this node.
+    sc.preempt_wait = std::min(sync_.step_timeout,
+                               std::chrono::milliseconds{20000})
+                      + 2 * cfg_.connect.request_timeout
+                      + std::chrono::milliseconds{10000};
     auto cluster = cfg_.cluster;
     // Each attempt tries for a second (as a node did before it had a
     // supervisor), so that a connector stops soon after the run ends.
@@ -619,6 +626,8 @@ private:
     if (!driver)
       return driver.error();
     host("chief", caf::actor_cast<caf::actor>((*driver)->chief()));
+    if (cfg_.on_chief)
+      cfg_.on_chief((*driver)->chief());
     (*driver)->recover_roles_with(
       [this](const std::string& lost) { return role_back(lost); });
     // Without a chief job this task is worker 0 as well (TensorFlow's
@@ -665,8 +674,10 @@ private:
              + std::to_string(sync_.base.batch_size)
              + " examples per worker");
     auto summary = (*driver)->run(self_, roles);
-    auto reason = summary ? std::string{"training finished"}
-                          : "training failed: " + render(summary.error());
+    auto reason = !summary ? "training failed: " + render(summary.error())
+                  : !summary->preempted.empty()
+                    ? preempted_run_reason(summary->preempted)
+                    : std::string{"training finished"};
     // Nodes that joined on their own (an evaluator) end first, while the
     // shards are still up: they may finish a last evaluation.
     end_callers(reason);
@@ -676,6 +687,8 @@ private:
     end_run(reason);
     if (!summary)
       return summary.error();
+    if (!summary->preempted.empty())
+      outcome.exit_code = exit_codes::preempted;
     outcome.summary = std::move(*summary);
     return outcome;
   }

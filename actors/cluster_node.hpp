@@ -63,6 +63,11 @@ struct cluster_run_config {
   /// keeps it and sends it (preempt_atom, why) to end the node with
   /// exit_codes::preempted. May be empty.
   std::function<void(const supervisor_actor&)> on_supervisor;
+  /// Called on the chief's node with the chief once it exists: the stop
+  /// signal watcher there sends it (preempt_atom, why) to end the run
+  /// after the global step in flight (docs/distributed.md, "Preemption").
+  /// May be empty.
+  std::function<void(const chief_actor&)> on_chief;
 
   caf::error validate() const;
 };
@@ -93,7 +98,7 @@ struct node_outcome {
   std::optional<training_summary> summary;
   json_object cluster;
   /// What the process exits with: exit_codes::success, or preempted when
-  /// the node program preempted the node's supervisor.
+  /// a preemption ended the run (the chief's summary says which node's).
   int32_t exit_code = 0;
 };
 

@@ -142,6 +142,8 @@ json_object training_summary::to_json() const {
     obj.add("faults", faults);
   if (!transfers.empty())
     obj.add("transfers", transfers);
+  if (!preempted.empty())
+    obj.add("preempted", preempted);
   return obj;
 }
 

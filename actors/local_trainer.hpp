@@ -105,6 +105,9 @@ struct training_summary {
   /// Messages and payload bytes each role sent, per global step and per
   /// worker step against the minimum (sync runtime; transfer_report.hpp).
   json_object transfers;
+  /// Why the run was preempted ("worker:1: SIGTERM"); empty: it ran to its
+  /// end. A preempted run ends at the step in flight, checkpointed.
+  std::string preempted;
 
   json_object to_json() const;
 };

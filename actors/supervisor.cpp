@@ -4,6 +4,7 @@
 
 #include <caf/send.hpp>
 
+#include "actors/preemption.hpp"
 #include "runtime/base/error.hpp"
 
 namespace syncfac {
@@ -16,6 +17,7 @@ using behavior = supervisor_actor::behavior_type;
 behavior running(self_ptr self);
 behavior chief_lost(self_ptr self, bool first);
 behavior role_failed(self_ptr self);
+behavior preempting(self_ptr self);
 
 supervisor_actor me_of(self_ptr self) {
   return caf::actor_cast<supervisor_actor>(self);
@@ -54,13 +56,30 @@ void chief_ended_run(self_ptr self, const std::string& reason) {
   if (!st.role_failure.empty())
     st.log(st.role_failure);
   st.log("the chief ended the run: " + reason);
-  end_run(self, node_end{exit_codes::success, reason, {}});
+  end_run(self, node_end{exit_code_of_run_end(reason), reason, {}});
 }
 
+/// Ends the node at once, preempted: there is no chief to tell.
 void preempted(self_ptr self, const std::string& why) {
   self->state.log("preempted (" + why + "); the node ends without waiting "
                   "for the chief");
   end_run(self, node_end{exit_codes::preempted, "preempted: " + why, {}});
+}
+
+/// Preempted while the chief is reachable: it ends the run after the
+/// global step in flight (and checkpoints it); this node keeps its roles
+/// until the chief's word, so that the step in flight can finish.
+void pass_preemption_on(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  auto chief = st.watch->role<chief_actor>(st.cfg.chief, "chief");
+  if (!chief) {
+    preempted(self, why);
+    return;
+  }
+  self->send(*chief, preempt_atom::value, st.cfg.me + ": " + why);
+  st.log("preempted (" + why + "); told the chief, which ends the run after "
+         "the global step in flight");
+  self->become(preempting(self));
 }
 
 void refused(self_ptr self, const std::string& peer, const std::string& why) {
@@ -322,7 +341,9 @@ behavior running(self_ptr self) {
     [=](shutdown_atom, const std::string& reason) {
       chief_ended_run(self, reason);
     },
-    [=](preempt_atom, const std::string& why) { preempted(self, why); },
+    [=](preempt_atom, const std::string& why) {
+      pass_preemption_on(self, why);
+    },
     [=](lost_atom, const node_loss& loss) { lost(self, loss); },
     [=](deadline_atom, uint64_t id) {
       // The only wait of this state: asking a paused chief again.
@@ -417,6 +438,53 @@ behavior role_failed(self_ptr self) {
   };
 }
 
+/// Preempted, the chief told: its word ends the node (preempted whatever
+/// the word says), or preempt_wait, or the chief's loss.
+behavior preempting(self_ptr self) {
+  auto& st = self->state;
+  auto id = st.watch->begin_wait();
+  self->delayed_send(me_of(self), st.cfg.preempt_wait, deadline_atom::value,
+                     id);
+  auto end = [=](const std::string& reason) {
+    end_run(self, node_end{exit_codes::preempted, reason, {}});
+  };
+  return {
+    [=](run_atom, node_wiring&) { return second_run(self); },
+    [=](hello_atom, const std::string&, const caf::actor&) {},
+    [=](hello_atom, const std::string& peer, const std::string& why) {
+      refused(self, peer, why);
+    },
+    [=](shutdown_atom, const std::string& reason) {
+      self->state.log("the chief ended the run: " + reason);
+      end(reason);
+    },
+    [=](preempt_atom, const std::string& why) {
+      self->state.log(why + " again; the chief is ending the run already");
+    },
+    [=](lost_atom, const node_loss& loss) {
+      if (loss.kind == node_loss::chief_node) {
+        self->state.log("the chief's node went down (" + loss.reason
+                        + ") after the preemption; ending now");
+        end("preempted; the chief went down (" + loss.reason + ")");
+        return;
+      }
+      // The worker stops with the chief at the end of the run; the
+      // chief's word follows.
+      self->state.log(loss.name + " went away (" + loss.reason + ")");
+    },
+    [=](deadline_atom, uint64_t wait) {
+      auto& st = self->state;
+      if (wait != id)
+        return;
+      st.log("no word from the chief (" + st.cfg.chief + " at "
+             + st.cfg.chief_address + ") within "
+             + std::to_string(st.cfg.preempt_wait.count())
+             + " ms after the preemption; ending without it");
+      end("preempted; no word from the chief");
+    },
+  };
+}
+
 } // namespace
 
 supervisor_actor::behavior_type supervisor(self_ptr self,
@@ -447,9 +515,9 @@ caf::expected<supervisor_actor> spawn_supervisor(caf::actor_system& sys,
     return bad("request_timeout " + std::to_string(cfg.request_timeout.count())
                + " ms must be positive");
   if (cfg.failure_grace.count() < 0 || cfg.rebind_retry.count() <= 0
-      || cfg.connect_attempt.count() <= 0)
-    return bad("failure_grace must not be negative, rebind_retry and "
-               "connect_attempt must be positive");
+      || cfg.connect_attempt.count() <= 0 || cfg.preempt_wait.count() <= 0)
+    return bad("failure_grace must not be negative, rebind_retry, "
+               "connect_attempt and preempt_wait must be positive");
   if ((cfg.reconnects_to_chief || !cfg.peers.empty()) && !cfg.connector)
     return bad("connects again to peers but has no connector");
   for (const auto& p : cfg.peers)

@@ -20,6 +20,10 @@
 //   role_failed a hosted role stopped on an error: the chief's word may
 //               still come (a worker stops with the chief at the end);
 //               bounded by the failure grace
+//   preempting  the node program preempted the node while the chief was
+//               reachable: the chief was told, and ends the run after the
+//               global step in flight; its word is awaited, bounded by
+//               preempt_wait (the node exits preempted either way)
 //   ended       the promise of the node program is answered: the chief
 //               ended the run, a wait ran out, a peer was refused, or the
 //               program preempted the node (exit_codes::preempted)
@@ -101,8 +105,10 @@ using supervisor_actor = caf::typed_actor<
   caf::reacts_to<hello_atom, std::string, std::string>,
   // From the node actor: the chief ended the run (the reason).
   caf::reacts_to<shutdown_atom, std::string>,
-  // From the node program: end now, preempted (why, for the log). A
-  // SIGTERM handler's way in; the node exits with exit_codes::preempted.
+  // From the node program: preempted (why: "SIGTERM"). A stop signal's
+  // way in: the chief is told and ends the run after the step in flight;
+  // without a chief to tell the node ends at once. Either way the node
+  // exits with exit_codes::preempted.
   caf::reacts_to<preempt_atom, std::string>,
   // From its own down handler: a monitored node or role went away.
   caf::reacts_to<lost_atom, node_loss>,
@@ -141,6 +147,9 @@ struct supervisor_config {
   /// Longest wait for one answer of a connector; a peer that is not back
   /// is asked for again at once, until max_wait has passed since its loss.
   std::chrono::milliseconds connect_attempt{5000};
+  /// Longest wait for the chief's word after a preemption was passed on
+  /// (the step in flight, its checkpoint, the chief's own bound on it).
+  std::chrono::milliseconds preempt_wait{60000};
   /// The connector for `task` (made once per task, on its first loss).
   std::function<connector_actor(const std::string& task)> connector;
   /// Where the node's fault lines go (may be empty).

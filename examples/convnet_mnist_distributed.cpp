@@ -16,7 +16,10 @@
 //       (the cluster derived from the launcher's environment)
 //
 // The chief logs the run, writes --summary FILE at the end and tells every
-// node that the run is over; the other nodes exit 0 then.
+// node that the run is over; the other nodes exit 0 then. SIGTERM or SIGINT
+// to any node ends the run after the global step in flight, checkpointed
+// with --checkpoint_dir, and every node exits 143 (exit_codes::preempted);
+// a second signal exits at once (docs/distributed.md, "Preemption").
 
 #include <chrono>
 #include <cstdlib>
@@ -26,6 +29,7 @@
 #include <utility>
 
 #include <caf/actor_system.hpp>
+#include <caf/send.hpp>
 
 #include "actors/cluster_node.hpp"
 #include "actors/topology.hpp"
@@ -33,7 +37,9 @@
 #include "example_main.hpp"
 #include "runtime/cluster/scheduler_env.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/exit_codes.hpp"
 #include "runtime/net/tls.hpp"
+#include "runtime/stop_signals.hpp"
 #include "messages/push_parts.hpp"
 
 using namespace syncfac;
@@ -219,15 +225,59 @@ int run(distributed_options& opts) {
       std::make_shared<const dataset>(std::move(data->first)),
       std::make_shared<const dataset>(std::move(data->second)));
   };
+  // SIGTERM or SIGINT (a scheduler's preemption): the node's supervisor,
+  // or the chief itself on the chief's node, ends the run after the step
+  // in flight; a second signal exits at once (docs/distributed.md).
+  auto watcher = stop_signal_watcher::install(program_name);
+  if (!watcher)
+    return fail(program_name, watcher.error());
+  if (opts.checkpoint_dir.empty())
+    (*watcher)->say_on_stop(
+      "no --checkpoint_dir: every step of this run is lost (a restart "
+      "begins at global step 0); give --checkpoint_dir to resume at the "
+      "step in flight");
+  auto* w = watcher->get();
+  cfg->on_supervisor = [w](const supervisor_actor& sup) {
+    w->on_stop([sup](const std::string& signal) {
+      caf::anon_send(sup, preempt_atom::value, signal);
+    });
+  };
+  cfg->on_chief = [w, task = cfg->task.str()](const chief_actor& chief) {
+    w->on_stop([chief, task](const std::string& signal) {
+      caf::anon_send(chief, preempt_atom::value, task + ": " + signal);
+    });
+  };
   caf::actor_system sys{opts};
   auto outcome = run_cluster_node(sys, *cfg, load, std::cout);
-  if (!outcome)
-    return fail(program_name, outcome.error());
+  // The actors go with the system: no signal is handed to them after this.
+  w->on_stop({});
+  if (!outcome) {
+    fail(program_name, outcome.error());
+    // Stopped by a signal before the run could end in order (e.g. still
+    // connecting to its peers): the scheduler stopped it, so it may be
+    // requeued like any preempted node.
+    if (auto signal = w->received()) {
+      std::cerr << program_name << ": ended after " << *signal
+                << " before the run could end in order; exit code "
+                << exit_codes::preempted << std::endl;
+      return exit_codes::preempted;
+    }
+    return EXIT_FAILURE;
+  }
   if (!outcome->summary)
     return outcome->exit_code;
   auto json = outcome->summary->to_json();
   json.add("cluster", outcome->cluster);
-  return report(program_name, opts, *outcome->summary, json);
+  auto code = report(program_name, opts, *outcome->summary, json);
+  if (!outcome->summary->preempted.empty())
+    std::cerr << program_name << ": preempted (" << outcome->summary->preempted
+              << ") at global step " << outcome->summary->global_step
+              << "; exit code " << outcome->exit_code
+              << (opts.checkpoint_dir.empty()
+                    ? std::string{" (no --checkpoint_dir: nothing to resume)"}
+                    : " (restarted with the same flags it resumes there)")
+              << std::endl;
+  return code != EXIT_SUCCESS ? code : outcome->exit_code;
 }
 
 } // namespace

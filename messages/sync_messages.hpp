@@ -343,6 +343,8 @@ struct sync_summary {
   int64_t updates_applied = 0;
   int64_t updates_rolled_back = 0;
   int64_t updates_redone = 0;
+  /// Why the run was preempted ("worker:1: SIGTERM"); empty: it was not.
+  std::string preempted;
 };
 
 template <class Inspector>
@@ -352,7 +354,7 @@ typename Inspector::result_type inspect(Inspector& f, sync_summary& x) {
            wire(x.last_loss), wire(x.last_accuracy), x.shards, x.checkpoints_written,
            x.last_checkpoint, x.checkpoint_errors, x.worker_losses,
            x.worker_rejoins, x.updates_inherited, x.updates_applied,
-           x.updates_rolled_back, x.updates_redone);
+           x.updates_rolled_back, x.updates_redone, x.preempted);
 }
 
 } // namespace syncfac

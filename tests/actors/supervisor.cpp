@@ -57,6 +57,8 @@ struct chief_script {
   /// another lost task).
   int paused_answers = 0;
   int asked = 0;
+  /// The preemptions passed on to it (why).
+  std::vector<std::string> preemptions;
 };
 
 caf::behavior stand_in_chief(caf::event_based_actor*,
@@ -73,6 +75,9 @@ caf::behavior stand_in_chief(caf::event_based_actor*,
       resume_point rp;
       rp.global_step = s->step;
       return rp;
+    },
+    [=](preempt_atom, const std::string& why) {
+      s->preemptions.push_back(why);
     },
     [=](status_atom) {
       chief_status cs;
@@ -436,12 +441,50 @@ BOOST_AUTO_TEST_CASE(a_word_before_the_wiring_is_answered_once_wired) {
   BOOST_TEST((*end)->reason == "over");
 }
 
-BOOST_AUTO_TEST_CASE(preempted_ends_at_once_with_the_preempted_code) {
+BOOST_AUTO_TEST_CASE(preempted_tells_the_chief_and_ends_with_its_word) {
   start_worker_node();
   send_sup(caf::make_message(preempt_atom::value, std::string{"SIGTERM"}));
+  // The chief ends the run after the step in flight; until its word the
+  // node keeps its worker, so that the step can finish.
+  BOOST_TEST(chief_s->preemptions == std::vector<std::string>{
+                                       "worker:1: SIGTERM"});
+  require_running();
+  BOOST_TEST(logged("preempted (SIGTERM); told the chief"));
+  // The worker stops with the chief at the end: no failure.
+  kill(worker);
+  require_running();
+  send_sup(caf::make_message(shutdown_atom::value,
+                             std::string{"preempted (worker:1: SIGTERM)"}));
   require_ended(exit_codes::preempted);
   BOOST_TEST(exit_codes::preempted == 143);
-  BOOST_TEST(logged("preempted (SIGTERM)"));
+}
+
+BOOST_AUTO_TEST_CASE(the_chiefs_preempted_end_gives_every_node_the_code) {
+  // Another node was preempted: the chief's word says so.
+  start_worker_node();
+  send_sup(caf::make_message(shutdown_atom::value,
+                             std::string{"preempted (ps:0: SIGINT)"}));
+  require_ended(exit_codes::preempted);
+}
+
+BOOST_AUTO_TEST_CASE(preempted_without_the_chiefs_word_ends_after_the_wait) {
+  start_worker_node();
+  send_sup(caf::make_message(preempt_atom::value, std::string{"SIGTERM"}));
+  advance(59s);
+  require_running();
+  advance(1s); // preempt_wait's default
+  require_ended(exit_codes::preempted);
+  BOOST_TEST(logged("no word from the chief (chief:0 at 127.0.0.1:5000) "
+                    "within 60000 ms after the preemption"));
+}
+
+BOOST_AUTO_TEST_CASE(preempted_with_the_chief_gone_ends_at_once) {
+  start_worker_node();
+  kill(chief.node);
+  send_sup(caf::make_message(preempt_atom::value, std::string{"SIGTERM"}));
+  require_ended(exit_codes::preempted);
+  BOOST_TEST(chief_s->preemptions.empty());
+  BOOST_TEST(logged("preempted (SIGTERM); the node ends without waiting"));
 }
 
 BOOST_AUTO_TEST_CASE(a_refused_peer_ends_the_node_naming_it) {

@@ -200,6 +200,21 @@ struct fixture {
     sched.run();
   }
 
+  /// The run's summary, once the chief answered the run request (the
+  /// workers' answers that arrived meanwhile are dropped).
+  std::optional<sync_summary> run_summary() {
+    std::optional<sync_summary> out;
+    bool more = true;
+    while (more)
+      self->receive([&](sync_summary& s) { out = std::move(s); },
+                    [&](worker_status&) {},
+                    [&](caf::error& err) {
+                      BOOST_FAIL("the run failed: " << render(err));
+                    },
+                    caf::after(0s) >> [&] { more = false; });
+    return out;
+  }
+
   /// Collects the worker_status replies that have arrived.
   size_t finished_steps() {
     size_t n = 0;
@@ -440,6 +455,50 @@ BOOST_AUTO_TEST_CASE(a_kfac_role_that_stops_answering_pauses_the_steps) {
              render(*failure));
   self->send_exit(live, caf::exit_reason::user_shutdown);
   self->send_exit(frozen, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(a_preempted_chief_ends_after_the_step_in_flight) {
+  start(2, 2, 0);
+  step({0}); // step 0 is in flight: one gradient of two
+  self->send(chief, preempt_atom::value, std::string{"worker:1: SIGTERM"});
+  sched.run();
+  BOOST_TEST(!run_summary().has_value());
+  step({1}); // the step in flight finishes; the run ends with it
+  auto summary = run_summary();
+  BOOST_REQUIRE(summary.has_value());
+  BOOST_TEST(summary->global_step == 1);
+  BOOST_TEST(summary->preempted == "worker:1: SIGTERM");
+  BOOST_TEST(global_step() == 1);
+  // Later preemptions change nothing.
+  self->send(chief, preempt_atom::value, std::string{"ps:0: SIGTERM"});
+  sched.run();
+  BOOST_TEST(global_step() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_step_in_flight_that_never_finishes_is_given_up) {
+  // Worker 1 was preempted for good (or is dead): the step in flight at
+  // the preemption waits for its gradient in vain; after preempt_wait the
+  // run ends at the last applied step.
+  start(2, 2, 0);
+  step({0});
+  step({1});
+  BOOST_REQUIRE_EQUAL(global_step(), 1);
+  step({0}); // step 1 in flight, worker 1 never comes
+  self->send(chief, preempt_atom::value, std::string{"chief:0: SIGINT"});
+  sched.run();
+  sched.advance_time(19s);
+  sched.run();
+  BOOST_TEST(!run_summary().has_value());
+  sched.advance_time(1s); // chief_config::preempt_wait's default
+  sched.run();
+  auto summary = run_summary();
+  BOOST_REQUIRE(summary.has_value());
+  BOOST_TEST(summary->global_step == 1);
+  BOOST_TEST(summary->preempted == "chief:0: SIGINT");
+  // The round given up times out later without failing the run.
+  sched.advance_time(120s);
+  sched.run();
+  BOOST_TEST(global_step() == 1);
 }
 
 BOOST_AUTO_TEST_CASE(a_negative_probe_timeout_is_refused) {

@@ -1,0 +1,67 @@
+#pragma once
+
+// SIGTERM and SIGINT as a scheduler sends them (scancel, a pod eviction, a
+// spot reclaim, Ctrl-C): the first asks the program to stop without loss,
+// the second ends it at once (docs/distributed.md, "Preemption"). The
+// signal handler only writes the signal's number into a pipe; a thread of
+// this watcher reads it and does the work, so nothing but write(2) runs
+// inside the handler.
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+namespace syncfac {
+
+class stop_signal_watcher {
+public:
+  /// What the first signal does, with its name ("SIGTERM"); called on the
+  /// watcher's thread.
+  using stop_request = std::function<void(const std::string& signal)>;
+
+  /// Installs the handlers of SIGTERM and SIGINT for `program` (named in
+  /// the lines it prints). Only one watcher may exist at a time.
+  static caf::expected<std::unique_ptr<stop_signal_watcher>>
+  install(std::string program);
+
+  /// Restores the handlers that were there before and stops the thread.
+  ~stop_signal_watcher();
+
+  stop_signal_watcher(const stop_signal_watcher&) = delete;
+  stop_signal_watcher& operator=(const stop_signal_watcher&) = delete;
+
+  /// Where the first signal goes (called under the watcher's lock: keep it
+  /// short, e.g. one message). A signal that came before (the node was
+  /// still being set up) is handed over at once. on_stop({}) returns once
+  /// no handover runs any more.
+  void on_stop(stop_request f);
+
+  /// The first signal's name, once one came.
+  std::optional<std::string> received() const;
+
+  /// Lets the first signal print `line` on stderr before it is handed on
+  /// (e.g. what a stop loses without --checkpoint_dir).
+  void say_on_stop(std::string line);
+
+private:
+  explicit stop_signal_watcher(std::string program);
+
+  void watch();
+
+  std::string program_;
+  int pipe_[2] = {-1, -1};
+  std::thread thread_;
+  mutable std::mutex mtx_;
+  stop_request on_stop_;
+  std::optional<std::string> received_;
+  std::string say_;
+  bool handed_over_ = false;
+};
+
+} // namespace syncfac

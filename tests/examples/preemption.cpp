@@ -1,0 +1,338 @@
+#define BOOST_TEST_MODULE examples_preemption
+#include <boost/test/unit_test.hpp>
+
+// Preemption without loss, through the real programs (docs/distributed.md,
+// "Preemption"): every node of a loopback cluster is its own process,
+// started here, and gets a real kill -TERM mid-run. The chief finishes the
+// global step in flight, checkpoints it (even with --checkpoint_every 0),
+// every node exits 143, and the same commands again resume there: with one
+// worker and no initial tokens (a deterministic run) the parameters equal
+// an uninterrupted run's. A second signal exits at once; without
+// --checkpoint_dir the node says what is lost.
+
+#include <chrono>
+#include <csignal>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime/exit_codes.hpp"
+#include "tests/examples/process.hpp"
+
+using namespace syncfac;
+using namespace syncfac::test;
+
+namespace {
+
+const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
+const std::string program = bin + "convnet_mnist_distributed";
+
+/// One worker without initial tokens: a deterministic run (as in the
+/// checkpoint tests); long enough to be signalled mid-run on a fast
+/// machine, logged every 10 steps so that the test sees the run going.
+const std::string deterministic = " --fake_data --fake_train_size 2048"
+                                  " --fake_test_size 500 --batch_size 32"
+                                  " --seed 3 --threads 1 --no_progress"
+                                  " --num_tokens 0 --no_final_eval"
+                                  " --log_every 10";
+const int steps = 600;
+
+using clock_type = std::chrono::steady_clock;
+
+/// One node as a real child process, its stdout and stderr in a file.
+struct node_process {
+  std::string task;
+  std::string log;
+  pid_t pid = -1;
+  int exit_code = -1;
+
+  /// Waits for the exit, bounded; false when it did not exit in time.
+  bool wait(std::chrono::seconds limit) {
+    if (pid < 0)
+      return true;
+    auto deadline = clock_type::now() + limit;
+    for (;;) {
+      int status = 0;
+      auto r = ::waitpid(pid, &status, WNOHANG);
+      if (r == pid) {
+        exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
+                                      : 128 + WTERMSIG(status);
+        pid = -1;
+        return true;
+      }
+      if (clock_type::now() >= deadline)
+        return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds{50});
+    }
+  }
+
+  bool running() {
+    return pid >= 0 && !wait(std::chrono::seconds{0});
+  }
+
+  void signal(int signo) const {
+    if (pid >= 0)
+      ::kill(pid, signo);
+  }
+
+  std::string output() const {
+    return read_file(log);
+  }
+};
+
+/// Runs `command` (exec'd by sh, so that the pid is the program's) with
+/// its output in `log`.
+node_process start_process(const std::string& command, const std::string& log) {
+  node_process n;
+  n.log = log;
+  auto line = "exec " + command;
+  n.pid = ::fork();
+  if (n.pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  BOOST_REQUIRE_MESSAGE(n.pid > 0, "fork for " << command);
+  return n;
+}
+
+/// Waits until `n`'s output holds `what`, bounded.
+void await_output(node_process& n, const std::string& what) {
+  auto deadline = clock_type::now() + std::chrono::seconds{120};
+  while (read_file(n.log).find(what) == std::string::npos) {
+    BOOST_REQUIRE_MESSAGE(clock_type::now() < deadline,
+                          "no '" << what << "' within 120 s:\n" << n.output());
+    BOOST_REQUIRE_MESSAGE(n.running(), "ended before '" << what << "':\n"
+                                                         << n.output());
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+  }
+}
+
+/// Kills a node the test left running (a failed requirement).
+struct kill_on_exit {
+  node_process& node;
+  ~kill_on_exit() {
+    if (node.running()) {
+      node.signal(SIGKILL);
+      node.wait(std::chrono::seconds{10});
+    }
+  }
+};
+
+/// A cluster of chief:0, worker:0 and ps:0 as three processes.
+struct cluster_run {
+  const temp_dir& tmp;
+  std::string cluster;
+  std::string flags;
+  std::map<std::string, node_process> nodes;
+
+  cluster_run(const temp_dir& t, std::string file, std::string f)
+    : tmp(t), cluster(std::move(file)), flags(std::move(f)) {
+  }
+
+  ~cluster_run() {
+    for (auto& [task, n] : nodes)
+      if (n.running()) {
+        n.signal(SIGKILL);
+        n.wait(std::chrono::seconds{10});
+      }
+  }
+
+  /// Starts every node (the log files get `round` in their names).
+  void start(const std::string& round) {
+    nodes.clear();
+    for (std::string task : {"ps:0", "chief:0", "worker:0"}) {
+      auto colon = task.find(':');
+      auto args = std::string{" --cluster "} + cluster + " --job_name "
+                  + task.substr(0, colon) + " --task 0"
+                  + " --connect_timeout_ms 60000" + flags;
+      if (task == "chief:0")
+        args += " --summary " + tmp.file(round + "-summary.json");
+      auto n = start_process(program + args,
+                             tmp.file(round + "-" + task.substr(0, colon)
+                                      + ".log"));
+      n.task = task;
+      nodes[task] = n;
+    }
+  }
+
+  node_process& node(const std::string& task) {
+    return nodes.at(task);
+  }
+
+  /// The chief's newest logged global step (-1: none yet).
+  long chief_step() {
+    long last = -1;
+    std::istringstream in{node("chief:0").output()};
+    const std::string tag = "global_step: ";
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind(tag, 0) == 0 && line.find("test_loss") == std::string::npos)
+        last = std::stol(line.substr(tag.size()));
+    return last;
+  }
+
+  /// Waits until the chief logged global step `step` or later, bounded.
+  void await_step(long step) {
+    auto deadline = clock_type::now() + std::chrono::seconds{180};
+    while (chief_step() < step) {
+      BOOST_REQUIRE_MESSAGE(clock_type::now() < deadline,
+                            "the chief did not log global step "
+                              << step << " within 180 s:\n"
+                              << node("chief:0").output());
+      BOOST_REQUIRE_MESSAGE(node("chief:0").running(),
+                            "the chief ended before global step "
+                              << step << ":\n" << node("chief:0").output());
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    }
+  }
+
+  /// Waits for every node's exit (bounded) and requires `code` of each.
+  void require_exits(int code) {
+    for (auto& [task, n] : nodes) {
+      bool ended = n.wait(std::chrono::seconds{180});
+      BOOST_TEST_MESSAGE(task << ":\n" << n.output());
+      BOOST_REQUIRE_MESSAGE(ended, task << " did not exit within 180 s:\n"
+                                        << n.output());
+      BOOST_TEST(n.exit_code == code, task << " exited " << n.exit_code
+                                           << ", expected " << code);
+    }
+  }
+
+  std::string summary(const std::string& round) const {
+    return read_file(tmp.file(round + "-summary.json"));
+  }
+};
+
+bool contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+/// The digest of `steps` uninterrupted steps of the same run in one
+/// process (one PS shard, as the cluster).
+std::string uninterrupted_digest(const temp_dir& tmp) {
+  auto summary = tmp.file("whole.json");
+  auto res = run_program(bin + "convnet_mnist_single" + deterministic
+                         + " --ps_tasks 1 --steps " + std::to_string(steps)
+                         + " --summary " + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto digest = json_string(read_file(summary), "params_digest");
+  BOOST_REQUIRE(!digest.empty());
+  return digest;
+}
+
+/// SIGTERM to `task` mid-run: every node exits 143 with the step in
+/// flight checkpointed; the same commands again end with the parameters
+/// of an uninterrupted run.
+void preempt_and_resume(const std::string& task) {
+  temp_dir tmp;
+  auto dir = tmp.file("ckpt");
+  cluster_run run{tmp, write_cluster(tmp, {{"chief", 1}, {"worker", 1},
+                                           {"ps", 1}}),
+                  deterministic + " --steps " + std::to_string(steps)
+                    + " --checkpoint_every 0 --checkpoint_dir " + dir};
+  run.start("first");
+  run.await_step(30);
+  run.node(task).signal(SIGTERM);
+  run.require_exits(exit_codes::preempted);
+  auto first = run.summary("first");
+  BOOST_TEST(contains(first, "\"preempted\": \"" + task + ": SIGTERM\""),
+             first);
+  auto stopped_at = json_numbers(first, "global_step").at(0);
+  BOOST_TEST(stopped_at >= 30);
+  BOOST_TEST(stopped_at < steps);
+  BOOST_TEST(json_numbers(first, "written").at(0) >= 1);
+  BOOST_TEST(contains(run.node(task).output(),
+                      "SIGTERM: stopping after the global step in flight"));
+  run.start("second");
+  run.require_exits(exit_codes::success);
+  auto second = run.summary("second");
+  BOOST_TEST(json_numbers(second, "restored_step").at(0) == stopped_at);
+  BOOST_TEST(json_numbers(second, "global_step").at(0) == steps);
+  BOOST_TEST(!contains(second, "\"preempted\""));
+  BOOST_TEST(json_string(second, "params_digest") == uninterrupted_digest(tmp));
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(sigterm_to_the_chief_resumes_without_loss) {
+  preempt_and_resume("chief:0");
+}
+
+BOOST_AUTO_TEST_CASE(sigterm_to_a_worker_resumes_without_loss) {
+  preempt_and_resume("worker:0");
+}
+
+BOOST_AUTO_TEST_CASE(without_a_checkpoint_dir_sigterm_says_what_is_lost) {
+  temp_dir tmp;
+  cluster_run run{tmp, write_cluster(tmp, {{"chief", 1}, {"worker", 1},
+                                           {"ps", 1}}),
+                  deterministic + " --steps " + std::to_string(steps)};
+  run.start("first");
+  run.await_step(20);
+  run.node("worker:0").signal(SIGTERM);
+  run.require_exits(exit_codes::preempted);
+  BOOST_TEST(contains(run.node("worker:0").output(),
+                      "no --checkpoint_dir: every step of this run is lost"));
+  BOOST_TEST(contains(run.node("chief:0").output(),
+                      "(no --checkpoint_dir: nothing to resume)"));
+  BOOST_TEST(contains(run.summary("first"), "\"preempted\""));
+}
+
+BOOST_AUTO_TEST_CASE(a_second_signal_exits_at_once) {
+  // The chief alone: preempted while it waits for its peers, it keeps
+  // waiting for them (bounded by --connect_timeout_ms; the preemption is
+  // handed to the chief once it exists); a second signal ends it at once,
+  // with the same code.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
+  auto chief = start_process(program + " --cluster " + cluster
+                               + " --job_name chief --task 0"
+                                 " --connect_timeout_ms 120000"
+                               + deterministic + " --steps 10",
+                             tmp.file("chief.log"));
+  kill_on_exit guard{chief};
+  // Up and waiting for the PS shard, which never comes.
+  await_output(chief, "waiting for ps:0");
+  chief.signal(SIGINT);
+  // The first signal does not end it: its peers are still awaited.
+  BOOST_TEST(!chief.wait(std::chrono::seconds{2}), chief.output());
+  BOOST_TEST(contains(chief.output(),
+                      "SIGINT: stopping after the global step in flight"));
+  chief.signal(SIGTERM);
+  bool ended = chief.wait(std::chrono::seconds{30});
+  BOOST_TEST_MESSAGE(chief.output());
+  BOOST_REQUIRE_MESSAGE(ended, "no exit within 30 s of the second signal");
+  BOOST_TEST(chief.exit_code == exit_codes::preempted);
+  BOOST_TEST(contains(chief.output(),
+                      "SIGTERM again after SIGINT: exiting at once"));
+}
+
+BOOST_AUTO_TEST_CASE(a_node_stopped_while_it_connects_exits_preempted) {
+  // A worker alone: SIGTERM while it waits for its peers; it goes on
+  // waiting (bounded by --connect_timeout_ms), then ends with the
+  // preempted code, saying why.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
+  auto worker = start_process(program + " --cluster " + cluster
+                                + " --job_name worker --task 0"
+                                  " --connect_timeout_ms 8000"
+                                + deterministic + " --steps 10",
+                              tmp.file("worker.log"));
+  kill_on_exit guard{worker};
+  await_output(worker, "waiting for");
+  worker.signal(SIGTERM);
+  bool ended = worker.wait(std::chrono::seconds{60});
+  BOOST_TEST_MESSAGE(worker.output());
+  BOOST_REQUIRE_MESSAGE(ended, "no exit within 60 s:\n" << worker.output());
+  BOOST_TEST(worker.exit_code == exit_codes::preempted);
+  BOOST_TEST(contains(worker.output(),
+                      "ended after SIGTERM before the run could end in order"));
+}
