@@ -24,6 +24,8 @@
 #include "actors/sync_trainer.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/error.hpp"
+#include "runtime/model_file.hpp"
+#include "runtime/model_fit.hpp"
 #include "runtime/program_config.hpp"
 #include "runtime/sync/replica_counts.hpp"
 
@@ -96,6 +98,8 @@ struct training_options : program_config {
   float kl_clip = 0;
   int64_t stats_examples = -1;
   int64_t stats_locations = -1;
+  /// A model description (docs/models.md); wins over --model.
+  std::string model_file;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int32_t keep_checkpoints = 3;
@@ -153,6 +157,9 @@ protected:
       .add(kl_clip, "kl_clip", "kfac: KL/norm clip of the step (0: off)")
       .add(stats_examples, "stats_examples", help.stats_examples)
       .add(stats_locations, "stats_locations", help.stats_locations)
+      .add(model_file, "model_file",
+           "train the model this JSON file describes (docs/models.md; "
+           "instead of the program's built-in model)")
       .add(checkpoint_dir, "checkpoint_dir",
            "sync: checkpoint into this directory and resume from its "
            "newest good checkpoint")
@@ -166,6 +173,19 @@ protected:
     allow_values("runtime", {"sync", "plain"});
     allow_values("fisher", {"sampled", "empirical"});
     allow_values("inverse", {"cholesky", "eigen"});
+  }
+
+  /// The model of --model_file, if given, into `model` (which keeps the
+  /// program's built-in one otherwise). Bad descriptions fail here, before
+  /// data is read or anything written.
+  caf::error load_model_file_into(model_spec& model) const {
+    if (model_file.empty())
+      return caf::none;
+    auto desc = load_model_file(model_file);
+    if (!desc)
+      return desc.error();
+    model = described_spec(std::move(*desc));
+    return caf::none;
   }
 
   /// Fills in the shared part of a local_training_config: init and

@@ -30,8 +30,14 @@ public:
   static caf::expected<std::unique_ptr<model>> make(const model_spec& spec,
                                                     uint64_t seed);
 
+  /// The spec it was made from, num_classes taken from the last layer.
   const model_spec& spec() const noexcept {
     return spec_;
+  }
+
+  /// The layers it was built from (builtin_description for a built-in).
+  const model_description& description() const noexcept {
+    return description_;
   }
 
   const parameter_set& parameters() const noexcept {
@@ -142,6 +148,7 @@ private:
   caf::error backward_layers(backend& dev, bool parameter_grads);
 
   model_spec spec_;
+  model_description description_;
   std::vector<layer_ptr> layers_;
   layer_collection collection_;
   parameter_set params_;

@@ -43,6 +43,8 @@
 #include "runtime/checkpoint/run_checkpoint.hpp"
 #include "runtime/error.hpp"
 #include "runtime/json.hpp"
+#include "runtime/model_file.hpp"
+#include "runtime/model_fit.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/program_config.hpp"
 
@@ -64,6 +66,7 @@ struct evaluator_options : program_config {
   bool fake_data = false;
   int64_t fake_test_size = 2000;
   std::string model = "convnet";
+  std::string model_file;
   int32_t threads = 1;
   int64_t eval_batch = 500;
   std::string metrics;
@@ -92,6 +95,9 @@ struct evaluator_options : program_config {
       .add(fake_data, "fake_data", "the deterministic synthetic test set")
       .add(fake_test_size, "fake_test_size", "test examples of --fake_data")
       .add(model, "model", "convnet or mlp (as the cluster trains)")
+      .add(model_file, "model_file",
+           "the model description the cluster trains (docs/models.md); "
+           "wins over --model")
       .add(threads, "threads", "compute threads of the device actor")
       .add(eval_batch, "eval_batch", "examples per device request")
       .add(metrics, "metrics", "this evaluator's own JSON-lines file")
@@ -410,7 +416,23 @@ caf::error configure(evaluator_options& opts) {
 
 /// --evaluate_checkpoint FILE: the role on a device of its own, without a
 /// cluster; prints the record as --metrics would.
-int evaluate_offline(evaluator_options& opts, model_arch arch,
+/// The model of --model_file, or of --model.
+caf::expected<model_spec> model_of(const evaluator_options& opts) {
+  if (!opts.model_file.empty()) {
+    auto desc = load_model_file(opts.model_file);
+    if (!desc)
+      return desc.error();
+    return described_spec(std::move(*desc));
+  }
+  auto arch = parse_model_arch(opts.model);
+  if (!arch)
+    return arch.error();
+  model_spec spec;
+  spec.arch = *arch;
+  return spec;
+}
+
+int evaluate_offline(evaluator_options& opts, const model_spec& spec,
                      std::shared_ptr<const dataset> data) {
   auto ckpt = read_checkpoint_file(opts.evaluate_checkpoint);
   if (!ckpt)
@@ -423,7 +445,7 @@ int evaluate_offline(evaluator_options& opts, model_arch arch,
     return fail(dev.error());
   eval_role_config rc;
   rc.source = "offline";
-  rc.model.arch = arch;
+  rc.model = spec;
   rc.data = std::move(data);
   rc.device = *dev;
   rc.slice_size = opts.eval_batch;
@@ -445,13 +467,15 @@ int evaluate_offline(evaluator_options& opts, model_arch arch,
 
 int run(evaluator_options& opts) {
   if (!opts.evaluate_checkpoint.empty()) {
-    auto arch = parse_model_arch(opts.model);
-    if (!arch)
-      return fail(arch.error());
+    auto spec = model_of(opts);
+    if (!spec)
+      return fail(spec.error());
     auto data = load_test_set(opts);
     if (!data)
       return fail(data.error());
-    return evaluate_offline(opts, *arch, *data);
+    if (auto err = check_data_fits(*spec, **data))
+      return fail(err);
+    return evaluate_offline(opts, *spec, *data);
   }
   auto cluster = resolve_cluster(opts.cluster, opts.job_name, opts.task);
   if (!cluster)
@@ -461,12 +485,14 @@ int run(evaluator_options& opts) {
                            "the cluster has no 'ps' task to evaluate"));
   if (auto err = configure(opts))
     return fail(err);
-  auto arch = parse_model_arch(opts.model);
-  if (!arch)
-    return fail(arch.error());
+  auto spec = model_of(opts);
+  if (!spec)
+    return fail(spec.error());
   auto data = load_test_set(opts);
   if (!data)
     return fail(data.error());
+  if (auto err = check_data_fits(*spec, **data))
+    return fail(err);
   caf::actor_system sys{opts};
   member_config mc;
   mc.cluster = *cluster;
@@ -487,7 +513,7 @@ int run(evaluator_options& opts) {
     return fail(dev.error());
   eval_role_config rc;
   rc.source = m.me();
-  rc.model.arch = *arch;
+  rc.model = *spec;
   rc.data = *data;
   rc.device = *dev;
   rc.slice_size = opts.eval_batch;
