@@ -122,7 +122,10 @@ void add_split(config_fingerprint& fp, const std::string& name,
   fp.add(base + ".num_classes", str(d.num_classes));
   auto n = std::min(d.count, fingerprint_head_examples);
   auto pixels = static_cast<size_t>(n * d.example_size());
-  uint64_t h = fnv1a(d.pixels.data(), std::min(pixels, d.pixels.size()));
+  uint64_t h = d.float_inputs()
+                 ? fnv1a(reinterpret_cast<const uint8_t*>(d.values.data()),
+                         std::min(pixels, d.values.size()) * sizeof(float))
+                 : fnv1a(d.pixels.data(), std::min(pixels, d.pixels.size()));
   h = fnv1a(d.labels.data(),
             std::min(static_cast<size_t>(n), d.labels.size()), h);
   fp.add(base + ".head_digest", hex64(h));

@@ -170,7 +170,7 @@ caf::expected<dataset> load_train(const options& opts,
   auto data = opts.fake_data
                 ? caf::expected<dataset>{make_fake_dataset(
                   opts.fake_train_size, 1)}
-                : load_mnist(opts.data_dir, split::train);
+                : opts.load_split(split::train);
   if (!data)
     return data;
   if (auto err = check_data_fits(model, *data))
@@ -185,7 +185,10 @@ dataset head(const dataset& data, int64_t n) {
     return data;
   dataset result = data;
   result.count = n;
-  result.pixels.resize(static_cast<size_t>(n * data.example_size()));
+  if (data.float_inputs())
+    result.values.resize(static_cast<size_t>(n * data.example_size()));
+  else
+    result.pixels.resize(static_cast<size_t>(n * data.example_size()));
   result.labels.resize(static_cast<size_t>(n));
   result.source = data.source + " (first " + std::to_string(n) + ")";
   return result;

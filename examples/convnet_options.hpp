@@ -210,10 +210,10 @@ load_data(const convnet_options& opts, const model_spec& model) {
     data = std::make_pair(make_fake_dataset(opts.fake_train_size, 1),
                           make_fake_dataset(opts.fake_test_size, 2));
   } else {
-    auto train = load_mnist(opts.data_dir, split::train);
+    auto train = opts.load_split(split::train);
     if (!train)
       return train.error();
-    auto test = load_mnist(opts.data_dir, split::test);
+    auto test = opts.load_split(split::test);
     if (!test)
       return test.error();
     data = std::make_pair(std::move(*train), std::move(*test));

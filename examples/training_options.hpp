@@ -59,6 +59,9 @@ struct training_help {
 
 struct training_options : program_config {
   std::string data_dir = default_mnist_dir;
+  /// A NumPy .npz file (x_train, y_train, x_test, y_test); wins over
+  /// --data_dir.
+  std::string data;
   bool fake_data = false;
   int64_t steps = 0;
   int64_t batch_size = 128;
@@ -111,10 +114,20 @@ struct training_options : program_config {
                          1u, std::thread::hardware_concurrency()));
   }
 
+  /// The `which` split of --data (a .npz file) or else --data_dir.
+  caf::expected<dataset> load_split(split which) const {
+    if (!data.empty())
+      return load_npz(data, which);
+    return load_mnist(data_dir, which);
+  }
+
 protected:
   explicit training_options(const training_help& help = {}) {
     opt_group{custom_options_, "global"}
       .add(data_dir, "data_dir", "directory of the MNIST-format IDX files")
+      .add(data, "data",
+           "a NumPy .npz file with x_train, y_train, x_test, y_test (as "
+           "Keras's mnist.npz; docs/models.md); instead of --data_dir")
       .add(fake_data, "fake_data", "train on a deterministic synthetic set")
       .add(fake_data, "use_fake_data", "the seeds' spelling of --fake_data")
       .add(steps, "steps", help.steps)

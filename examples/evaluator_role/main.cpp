@@ -63,6 +63,7 @@ struct evaluator_options : program_config {
   int64_t poll_ms = 200;
   int64_t poll_timeout_ms = 2000;
   std::string data_dir = default_mnist_dir;
+  std::string data;
   bool fake_data = false;
   int64_t fake_test_size = 2000;
   std::string model = "convnet";
@@ -92,6 +93,8 @@ struct evaluator_options : program_config {
       .add(poll_timeout_ms, "poll_timeout_ms",
            "longest wait for a shard's step (then it is reconnected to)")
       .add(data_dir, "data_dir", "MNIST-format IDX files (the test split)")
+      .add(data, "data", "a NumPy .npz file (its x_test, y_test) instead "
+                         "of --data_dir")
       .add(fake_data, "fake_data", "the deterministic synthetic test set")
       .add(fake_test_size, "fake_test_size", "test examples of --fake_data")
       .add(model, "model", "convnet or mlp (as the cluster trains)")
@@ -159,7 +162,8 @@ load_test_set(const evaluator_options& opts) {
     return std::make_shared<const dataset>(
       make_fake_dataset(opts.fake_test_size, 2));
   }
-  auto test = load_mnist(opts.data_dir, split::test);
+  auto test = opts.data.empty() ? load_mnist(opts.data_dir, split::test)
+                                : load_npz(opts.data, split::test);
   if (!test)
     return test.error();
   return std::make_shared<const dataset>(std::move(*test));
