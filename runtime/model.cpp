@@ -64,6 +64,9 @@ caf::expected<layer_ptr> make_layer(layer_desc desc,
       return make_max_pool_layer(name, desc.kernel, desc.stride, desc.pad);
     case layer_type::flatten:
       return make_flatten_layer(name);
+    case layer_type::embedding_bag:
+      return make_embedding_bag_layer(name, desc.vocabulary, desc.units,
+                                      desc.combiner == bag_combiner::mean);
     case layer_type::activation: break; // fused by model::make
   }
   return make_error(ec::invalid_config, label + ": unknown layer type");
@@ -83,6 +86,19 @@ void initialise(named_tensor& param, init_scheme scheme, std::mt19937_64& rng) {
   auto& value = param.value;
   if (value.rank() == 1) {
     value.fill(0.0f); // biases start at zero in every scheme
+    return;
+  }
+  const std::string table_suffix = "/embeddings";
+  if (param.name.size() > table_suffix.size()
+      && param.name.compare(param.name.size() - table_suffix.size(),
+                            table_suffix.size(), table_suffix)
+           == 0) {
+    // An embedding table's fan-in is one row, whatever the vocabulary:
+    // N(0, 1 / width) in every scheme keeps a mean of rows near unit scale.
+    std::normal_distribution<float> dist(
+      0.0f, static_cast<float>(1.0 / std::sqrt(value.dim(1))));
+    for (int64_t i = 0; i < value.size(); ++i)
+      value[i] = dist(rng);
     return;
   }
   auto [fan_in, fan_out] = fans(value.shape());
@@ -439,6 +455,14 @@ tensor model::sample_pixel_targets(std::mt19937_64& rng) const {
 caf::expected<eval_result> model::evaluate(backend& dev, const tensor& images,
                                            const label_vector& labels) {
   return forward(dev, images, labels);
+}
+
+std::vector<model::sparse_rows_of> model::sparse_gradient_rows() const {
+  std::vector<sparse_rows_of> result;
+  for (auto& l : layers_)
+    if (auto rows = l->sparse_rows())
+      result.push_back({l->make_parameters().front().name, rows});
+  return result;
 }
 
 std::vector<kfac_view> model::kfac_layers() const {

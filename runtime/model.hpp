@@ -115,6 +115,17 @@ public:
     return probs_;
   }
 
+  /// A variable whose gradient is sparse (an embedding table) and the
+  /// rows the last backward touched (valid until the next one).
+  struct sparse_rows_of {
+    std::string variable;
+    const std::vector<int64_t>* rows;
+  };
+
+  /// Every variable with sparse gradients (empty for most models): a
+  /// worker pushes only their touched rows (docs/models.md).
+  std::vector<sparse_rows_of> sparse_gradient_rows() const;
+
   /// Per layer with parameters, its input and pre-activation gradient from
   /// the last forward_backward (valid until the next call).
   std::vector<kfac_view> kfac_layers() const;

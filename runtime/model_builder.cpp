@@ -53,6 +53,20 @@ model_builder& model_builder::max_pool(int64_t window, int64_t stride,
   return *this;
 }
 
+model_builder& model_builder::embedding_bag(int64_t vocabulary,
+                                            int64_t width,
+                                            bag_combiner combiner,
+                                            std::string name) {
+  layer_desc l;
+  l.type = layer_type::embedding_bag;
+  l.vocabulary = vocabulary;
+  l.units = width;
+  l.combiner = combiner;
+  l.name = std::move(name);
+  desc_.layers.push_back(std::move(l));
+  return *this;
+}
+
 model_builder& model_builder::flatten() {
   layer_desc l;
   l.type = layer_type::flatten;

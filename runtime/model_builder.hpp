@@ -55,6 +55,11 @@ public:
   model_builder& max_pool(int64_t window, int64_t stride = 0,
                           padding pad = padding::valid);
   model_builder& flatten();
+  /// The first layer only: bags of indices into a [vocabulary, width]
+  /// table, combined by mean or sum; its gradient is sparse.
+  model_builder& embedding_bag(int64_t vocabulary, int64_t width,
+                               bag_combiner combiner = bag_combiner::mean,
+                               std::string name = "");
   model_builder& relu();
   model_builder& tanh();
   model_builder& sigmoid();

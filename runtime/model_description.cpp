@@ -16,8 +16,13 @@ const char* to_string(layer_type x) noexcept {
     case layer_type::max_pool: return "max_pool";
     case layer_type::flatten: return "flatten";
     case layer_type::activation: return "activation";
+    case layer_type::embedding_bag: return "embedding_bag";
   }
   return "?";
+}
+
+const char* to_string(bag_combiner x) noexcept {
+  return x == bag_combiner::mean ? "mean" : "sum";
 }
 
 const char* to_string(loss_kind x) noexcept {
@@ -54,6 +59,7 @@ std::vector<std::string> layer_names(const model_description& desc) {
       continue;
     }
     switch (l.type) {
+      case layer_type::embedding_bag: names.push_back("emb" + id); break;
       case layer_type::dense: names.push_back("fc" + id); break;
       case layer_type::conv2d: names.push_back("conv" + id); break;
       default: names.push_back("pool" + id); break;
@@ -149,6 +155,17 @@ caf::error check_fields(const model_description& desc,
         if (auto err = positive(l.stride, "stride"))
           return err;
         break;
+      case layer_type::embedding_bag:
+        if (i != 0)
+          return bad(where + "embedding_bag must be the first layer (its "
+                             "input is the example's indices)");
+        if (auto err = positive(l.units, "units"))
+          return err;
+        if (l.vocabulary < 1 || l.vocabulary > (int64_t{1} << 24))
+          return bad(where + "vocabulary must be 1 to 2^24 (indices travel "
+                             "as exact float values), got "
+                     + std::to_string(l.vocabulary));
+        break;
       case layer_type::flatten:
       case layer_type::activation: break;
     }
@@ -190,6 +207,11 @@ std::string model_description::to_json() const {
         obj.add("window", l.kernel)
           .add("stride", l.stride)
           .add("padding", l.pad == padding::same ? "SAME" : "VALID");
+        break;
+      case layer_type::embedding_bag:
+        obj.add("vocabulary", l.vocabulary)
+          .add("units", l.units)
+          .add("combiner", to_string(l.combiner));
         break;
       case layer_type::flatten:
       case layer_type::activation: break;

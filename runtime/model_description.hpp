@@ -24,7 +24,19 @@ struct model_spec;
 /// activation: relu, tanh or sigmoid on its own (act); it owns no
 /// variables and is fused into the dense or conv2d layer right before it,
 /// which must have none of its own.
-enum class layer_type : uint8_t { dense, conv2d, max_pool, flatten, activation };
+/// embedding_bag: the first layer only; its input holds per example a bag
+/// of row indices (float values that are integers, -1 for padding), its
+/// output the sum or mean of those rows of its table [vocabulary, units].
+enum class layer_type : uint8_t {
+  dense,
+  conv2d,
+  max_pool,
+  flatten,
+  activation,
+  embedding_bag,
+};
+
+enum class bag_combiner : uint8_t { mean, sum };
 
 enum class loss_kind : uint8_t {
   /// Softmax over the last layer's outputs against integer labels.
@@ -36,12 +48,13 @@ enum class loss_kind : uint8_t {
 
 const char* to_string(layer_type x) noexcept;
 const char* to_string(loss_kind x) noexcept;
+const char* to_string(bag_combiner x) noexcept;
 
 /// One layer. Which fields mean something depends on the type:
 /// dense: units, activation, init; conv2d: units (the filters), kernel,
 /// stride, pad, activation, init; max_pool: kernel (the window), stride,
-/// pad; flatten: none; activation: act. An empty name is derived
-/// (layer_names).
+/// pad; flatten: none; activation: act; embedding_bag: units (the width),
+/// vocabulary, combiner, init. An empty name is derived (layer_names).
 struct layer_desc {
   layer_type type = layer_type::dense;
   std::string name;
@@ -52,18 +65,22 @@ struct layer_desc {
   activation act = activation::identity;
   /// seeds, glorot, he or sparse; empty: the model's init.
   std::string init;
+  int64_t vocabulary = 0;
+  bag_combiner combiner = bag_combiner::mean;
 
   friend bool operator==(const layer_desc& x, const layer_desc& y) {
     return x.type == y.type && x.name == y.name && x.units == y.units
            && x.kernel == y.kernel && x.stride == y.stride && x.pad == y.pad
-           && x.act == y.act && x.init == y.init;
+           && x.act == y.act && x.init == y.init
+           && x.vocabulary == y.vocabulary && x.combiner == y.combiner;
   }
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, layer_desc& x) {
   return f(caf::meta::type_name("layer_desc"), x.type, x.name, x.units,
-           x.kernel, x.stride, x.pad, x.act, x.init);
+           x.kernel, x.stride, x.pad, x.act, x.init, x.vocabulary,
+           x.combiner);
 }
 
 struct model_description {

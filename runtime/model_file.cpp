@@ -178,13 +178,32 @@ caf::error parse_layer(const json& entry, size_t index,
       return err;
     return f.pad(out.pad);
   }
+  if (type == "embedding_bag") {
+    out.type = layer_type::embedding_bag;
+    if (auto err = f.only({"type", "name", "vocabulary", "units", "combiner",
+                           "init"}))
+      return err;
+    if (auto err = f.integer("vocabulary", out.vocabulary, true))
+      return err;
+    if (auto err = f.integer("units", out.units, true))
+      return err;
+    std::string combiner = "mean";
+    if (auto err = f.string("combiner", combiner, false))
+      return err;
+    if (combiner == "sum")
+      out.combiner = bag_combiner::sum;
+    else if (combiner != "mean")
+      return f.bad("field 'combiner' is '" + combiner
+                   + "' (expected mean or sum)");
+    return f.string("init", out.init, false);
+  }
   if (type == "flatten") {
     out.type = layer_type::flatten;
     return f.only({"type", "name"});
   }
   return top.bad("unknown layer type '" + type
-                 + "' (expected dense, conv2d, max_pool, flatten, relu, "
-                   "tanh or sigmoid)");
+                 + "' (expected dense, conv2d, max_pool, flatten, "
+                   "embedding_bag, relu, tanh or sigmoid)");
 }
 
 } // namespace

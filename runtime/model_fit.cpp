@@ -21,6 +21,27 @@ caf::error check_data_fits(const model_spec& spec, const dataset& data) {
                       name + " takes inputs " + to_string(input) + " but the data "
                         + in_quotes(data.source) + " holds examples of "
                         + to_string(examples));
+  const auto& first = (*built)->description().layers.front();
+  if (first.type == layer_type::embedding_bag) {
+    // Every index must be a row of the table (or -1, padding), before any
+    // worker trips over it in the middle of a step.
+    auto per = data.example_size();
+    for (int64_t i = 0; i < data.element_count(); ++i) {
+      float v = data.float_inputs() ? data.values[static_cast<size_t>(i)]
+                                    : data.pixels[static_cast<size_t>(i)];
+      if (v < 0)
+        continue;
+      if (v >= static_cast<float>(first.vocabulary)
+          || v != static_cast<float>(static_cast<int64_t>(v)))
+        return make_error(ec::invalid_config,
+                          name + ": index " + std::to_string(v)
+                            + " of example " + std::to_string(i / per)
+                            + " in the data " + in_quotes(data.source)
+                            + " is outside the embedding_bag's vocabulary "
+                              "of "
+                            + std::to_string(first.vocabulary));
+    }
+  }
   if (spec.reconstructs() || data.labels.empty())
     return caf::none;
   auto top = *std::max_element(data.labels.begin(), data.labels.end());

@@ -36,13 +36,23 @@ double npy_array::as_double(int64_t i) const noexcept {
 
 int64_t npy_array::as_integer(int64_t i) const noexcept {
   const uint8_t* p = data.data() + i * item_size;
-  if (kind == npy_kind::floating)
-    return static_cast<int64_t>(as_double(i));
+  if (kind == npy_kind::floating) {
+    // NaN, Inf and values beyond int64 have no integer: the smallest one
+    // stands for them (callers refuse it as out of range).
+    auto d = as_double(i);
+    if (!(d > -9.2e18 && d < 9.2e18))
+      return std::numeric_limits<int64_t>::min();
+    return static_cast<int64_t>(d);
+  }
   bool s = kind == npy_kind::signed_int;
   switch (item_size) {
-    case 1: return s ? load<int8_t>(p) : load<uint8_t>(p);
-    case 2: return s ? load<int16_t>(p) : load<uint16_t>(p);
-    case 4: return s ? load<int32_t>(p) : load<uint32_t>(p);
+    // Each branch widened on its own: a ?: of int32_t and uint32_t would
+    // be uint32_t, and -1 would read as 4294967295.
+    case 1: return s ? int64_t{load<int8_t>(p)} : int64_t{load<uint8_t>(p)};
+    case 2:
+      return s ? int64_t{load<int16_t>(p)} : int64_t{load<uint16_t>(p)};
+    case 4:
+      return s ? int64_t{load<int32_t>(p)} : int64_t{load<uint32_t>(p)};
     default: {
       if (s)
         return load<int64_t>(p);

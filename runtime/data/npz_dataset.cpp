@@ -69,10 +69,14 @@ caf::expected<dataset> load_npz(const std::string& path, split which) {
                            + " has an empty dimension");
   bool bytes = x->kind == npy_kind::unsigned_int && x->item_size == 1;
   bool floats = x->kind == npy_kind::floating && x->item_size == 4;
-  if (!bytes && !floats)
+  // int32 (or int64) inputs are embedding_bag indices, -1 padding: they
+  // travel as exact float values.
+  bool indices = x->kind == npy_kind::signed_int
+                 && (x->item_size == 4 || x->item_size == 8);
+  if (!bytes && !floats && !indices)
     return bad(x_name, "dtype '" + x->descr
                          + "' is not supported (inputs are uint8, scaled to "
-                           "[0, 1], or float32)");
+                           "[0, 1], float32, or int32 indices)");
   if (y->kind == npy_kind::floating)
     return bad(y_name, "dtype '" + y->descr
                          + "' is not an integer type (labels are integers)");
@@ -98,6 +102,16 @@ caf::expected<dataset> load_npz(const std::string& path, split which) {
   result.num_classes = std::max<int64_t>(top + 1, 2);
   if (bytes) {
     result.pixels = x->data;
+  } else if (indices) {
+    result.values.resize(static_cast<size_t>(x->element_count()));
+    for (int64_t i = 0; i < x->element_count(); ++i) {
+      auto v = x->as_integer(i);
+      if (v < -1 || v >= (int64_t{1} << 24))
+        return bad(x_name, "index " + std::to_string(v) + " at flat index "
+                             + std::to_string(i)
+                             + " is outside [-1, 2^24) (-1 pads a bag)");
+      result.values[static_cast<size_t>(i)] = static_cast<float>(v);
+    }
   } else {
     result.values.resize(static_cast<size_t>(x->element_count()));
     std::memcpy(result.values.data(), x->data.data(), x->data.size());

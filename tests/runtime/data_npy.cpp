@@ -168,6 +168,20 @@ BOOST_AUTO_TEST_CASE(npy_round_trips_every_supported_dtype) {
     BOOST_TEST(back->data == x.data);
     BOOST_TEST(back->item_size == x.item_size);
   }
+  // Negative values of every signed width read as themselves.
+  for (auto [descr, size] : {std::pair{"|i1", 1}, std::pair{"<i2", 2},
+                             std::pair{"<i4", 4}, std::pair{"<i8", 8}}) {
+    npy_array n;
+    n.kind = npy_kind::signed_int;
+    n.item_size = size;
+    n.descr = descr;
+    n.shape = {1};
+    n.data.assign(static_cast<size_t>(size), 0xff); // -1
+    auto f = write_npy(n);
+    auto r = parse_npy(f.data(), f.size(), descr);
+    BOOST_REQUIRE(r);
+    BOOST_TEST(r->as_integer(0) == -1, descr);
+  }
   auto y = labels({4, 2});
   auto file = write_npy(y);
   auto back = parse_npy(file.data(), file.size(), "y");
