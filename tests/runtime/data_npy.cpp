@@ -335,11 +335,15 @@ BOOST_AUTO_TEST_CASE(npz_problems_name_the_file_and_the_array) {
                                   {"y_train", ok_y}},
                             "f.npz")),
        {"'x_train'", "shape (4,)", "(N, D)"});
-  auto ints = labels({1, 2, 3, 4, 5, 6, 7, 8});
+  npy_array ints;
+  ints.kind = npy_kind::signed_int;
+  ints.item_size = 2;
+  ints.descr = "<i2";
   ints.shape = {4, 2};
+  ints.data.assign(16, 1);
   says(load_error(write_set(tmp, {{"x_train", ints}, {"y_train", ok_y}},
                             "g.npz")),
-       {"'x_train'", "dtype '<i8'", "uint8", "float32"});
+       {"'x_train'", "dtype '<i2'", "uint8", "float32", "int32"});
   says(load_error(write_set(tmp, {{"x_train", ok_x},
                                   {"y_train", f4_array({4})}},
                             "h.npz")),

@@ -10,6 +10,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/model.hpp"
+#include "runtime/model_builder.hpp"
 #include "runtime/model_file.hpp"
 #include "tests/helpers.hpp"
 
@@ -197,4 +198,61 @@ BOOST_AUTO_TEST_CASE(bad_descriptions_are_refused_by_name) {
   says(R"({"input_shape": [4], "layers": [{"type": "flatten"},
           {"type": "dense", "units": 1}])" + loss,
        {"[-1, 1]", "at least 2 classes"});
+}
+
+BOOST_AUTO_TEST_CASE(embedding_bag_means_rows_and_touches_only_them) {
+  auto desc = model_builder{"bags", {3}}
+                .embedding_bag(10, 2, bag_combiner::mean)
+                .dense(2)
+                .init("glorot")
+                .build();
+  BOOST_REQUIRE_MESSAGE(desc, test::why(desc));
+  auto m = build(described_spec(*desc));
+  BOOST_TEST(m->kfac_collection().layers.size() == 1u); // the dense only
+  const auto& table = m->parameters()[0];
+  BOOST_TEST(table.name == "emb0/embeddings");
+  BOOST_TEST(table.value.shape() == (tensor_shape{10, 2}));
+  // Bags {4, 7, pad} and {7, pad, pad}.
+  tensor x{2, 1, 1, 3};
+  float values[] = {4, 7, -1, 7, -1, -1};
+  std::copy(values, values + 6, x.data());
+  auto dev = make_cpu_backend(1);
+  auto res = m->forward_backward(*dev, x, {0, 1});
+  BOOST_REQUIRE_MESSAGE(res, test::why(res));
+  auto rows = m->sparse_gradient_rows();
+  BOOST_REQUIRE_EQUAL(rows.size(), 1u);
+  BOOST_TEST(rows[0].variable == "emb0/embeddings");
+  BOOST_TEST(*rows[0].rows == (std::vector<int64_t>{4, 7}));
+  const auto& grad = m->gradients()[0].value;
+  for (int64_t r = 0; r < 10; ++r)
+    if (r != 4 && r != 7)
+      BOOST_TEST((grad[r * 2] == 0.0f && grad[r * 2 + 1] == 0.0f));
+  // Finite differences on a touched entry of the table: the mean loss
+  // moves as the gradient says.
+  auto loss_at = [&](float delta) {
+    auto params = m->parameters();
+    params[0].value[7 * 2 + 1] += delta;
+    auto probe = build(described_spec(*desc));
+    BOOST_REQUIRE(!probe->set_parameters(params));
+    auto r = probe->evaluate(*dev, x, {0, 1});
+    BOOST_REQUIRE(r);
+    return r->mean_loss();
+  };
+  auto numeric = (loss_at(1e-2f) - loss_at(-1e-2f)) / 2e-2;
+  BOOST_TEST(std::abs(numeric - grad[7 * 2 + 1]) < 1e-3,
+             numeric << " vs " << grad[7 * 2 + 1]);
+  // An index outside the vocabulary is named.
+  x[0] = 10;
+  auto bad = m->forward_backward(*dev, x, {0, 1});
+  BOOST_REQUIRE(!bad);
+  BOOST_TEST(render(bad.error()).find("vocabulary of 10") != std::string::npos);
+  // Only as the first layer.
+  auto late = model_builder{"late", {3}}
+                .flatten()
+                .embedding_bag(10, 2)
+                .dense(2)
+                .build();
+  BOOST_REQUIRE(!late);
+  BOOST_TEST(render(late.error()).find("must be the first layer")
+             != std::string::npos);
 }
