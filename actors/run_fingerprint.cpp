@@ -20,8 +20,17 @@ void add_model(config_fingerprint& fp, const model& init) {
   fp.add("model.num_classes", str(spec.num_classes));
   fp.add("model.hidden", fingerprint_value(spec.hidden));
   fp.add("model.hidden_activation", to_string(spec.hidden_activation));
-  // A described model's layers, one field each: the one that differs is
-  // named (type, sizes, activation, init).
+  // Every variable's name and shape: a field per variable names the one
+  // that differs (two builds of the same architecture could still differ).
+  const auto& params = init.parameters();
+  fp.add("model.variables.count", str(static_cast<int64_t>(params.size())));
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto base = "model.variables[" + std::to_string(i) + "]";
+    fp.add(base + ".name", params[i].name);
+    fp.add(base + ".shape", fingerprint_value(params[i].value.shape()));
+  }
+  // A described model's layers, one field each, after the variables (they
+  // name most differences already): type, sizes, activation, init.
   const auto& desc = init.description();
   fp.add("model.layers.count", str(static_cast<int64_t>(desc.layers.size())));
   fp.add("model.loss", to_string(desc.loss));
@@ -32,16 +41,8 @@ void add_model(config_fingerprint& fp, const model& init) {
            std::string{to_string(l.type)} + " units " + str(l.units)
              + " kernel " + str(l.kernel) + " stride " + str(l.stride)
              + " padding " + to_string(l.pad) + " activation "
-             + to_string(l.act) + " init " + l.init);
-  }
-  // Every variable's name and shape: a field per variable names the one
-  // that differs (two builds of the same architecture could still differ).
-  const auto& params = init.parameters();
-  fp.add("model.variables.count", str(static_cast<int64_t>(params.size())));
-  for (size_t i = 0; i < params.size(); ++i) {
-    auto base = "model.variables[" + std::to_string(i) + "]";
-    fp.add(base + ".name", params[i].name);
-    fp.add(base + ".shape", fingerprint_value(params[i].value.shape()));
+             + to_string(l.act) + " init " + l.init + " vocabulary "
+             + str(l.vocabulary) + " combiner " + to_string(l.combiner));
   }
 }
 
