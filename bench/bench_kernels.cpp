@@ -16,7 +16,7 @@
 
 #include "kernels/backend.hpp"
 #include "bench/bench_util.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 using namespace syncfac;
 

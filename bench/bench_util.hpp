@@ -16,7 +16,7 @@
 
 #include <caf/error.hpp>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac::bench {
 

@@ -16,7 +16,7 @@
 #include "actors/local_trainer.hpp"
 #include "actors/sync_trainer.hpp"
 #include "runtime/allocator.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
 #include "training_options.hpp"
 

@@ -35,9 +35,9 @@
 
 #include "runtime/comma_list.hpp"
 #include "runtime/data/npz.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/model_builder.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 
 using namespace syncfac;
 

@@ -1,6 +1,6 @@
 #include "runtime/model_builder.hpp"
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/model.hpp"
 
 namespace syncfac {

@@ -3,7 +3,7 @@
 #include <cctype>
 #include <set>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
 #include "runtime/model_spec.hpp"
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/model.hpp"
 
 namespace syncfac {

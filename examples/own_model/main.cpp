@@ -20,10 +20,10 @@
 #include "actors/sync_trainer.hpp"
 #include "runtime/allocator.hpp"
 #include "runtime/data/dataset.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/model_builder.hpp"
 #include "runtime/model_fit.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 
 using namespace syncfac;
 

@@ -29,7 +29,7 @@
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/parallel.hpp"
 #include "kernels/cpu/simd.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac::cpu {
 

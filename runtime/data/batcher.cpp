@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "runtime/data/seeding.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

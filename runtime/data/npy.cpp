@@ -4,7 +4,7 @@
 #include <cstring>
 #include <limits>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

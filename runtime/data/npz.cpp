@@ -6,7 +6,7 @@
 
 #include <zlib.h>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -7,7 +7,7 @@
 
 #include "runtime/data/dataset.hpp"
 #include "runtime/data/npz.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

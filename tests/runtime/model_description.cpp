@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/model.hpp"
 #include "runtime/model_builder.hpp"
 #include "runtime/model_file.hpp"
