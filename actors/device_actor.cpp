@@ -1,12 +1,12 @@
 #include "actors/device_actor.hpp"
 
-#include "actors/delay_device.hpp"
-
+#include <algorithm>
 #include <chrono>
 
 #include <caf/event_based_actor.hpp>
 #include <caf/spawn_options.hpp>
 
+#include "actors/delay_device.hpp"
 #include "kernels/backend_factory.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "runtime/elapsed.hpp"
@@ -34,6 +34,31 @@ caf::error no_model() {
                     "device: no model loaded (send load_model first)");
 }
 
+/// The replica's gradients as a worker pushes them: an embedding table's
+/// as its touched rows (a sparse push), every other one dense.
+void split_gradients(const model& replica, parameter_set& dense,
+                     std::vector<sparse_update>& sparse) {
+  auto sparse_vars = replica.sparse_gradient_rows();
+  for (const auto& g : replica.gradients()) {
+    auto it = std::find_if(sparse_vars.begin(), sparse_vars.end(),
+                           [&](const auto& x) { return x.variable == g.name; });
+    if (it == sparse_vars.end()) {
+      dense.push_back(g);
+      continue;
+    }
+    auto width = g.value.size() / std::max<int64_t>(g.value.dim(0), 1);
+    sparse_update u;
+    u.variable = g.name;
+    u.indices = *it->rows;
+    u.rows.resize({static_cast<int64_t>(u.indices.size()), width});
+    for (size_t k = 0; k < u.indices.size(); ++k)
+      std::copy(g.value.data() + u.indices[k] * width,
+                g.value.data() + (u.indices[k] + 1) * width,
+                u.rows.data() + static_cast<int64_t>(k) * width);
+    sparse.push_back(std::move(u));
+  }
+}
+
 /// Forward + backward on b at the replica's parameters.
 caf::expected<step_result>
 compute_gradients(self_ptr self, const batch& b,
@@ -42,9 +67,10 @@ compute_gradients(self_ptr self, const batch& b,
   auto res = st.replica->forward_backward(*st.dev, b.images, b.labels);
   if (!res)
     return res.error();
-  return step_result{static_cast<float>(res->mean_loss()), res->correct,
-                     res->count, st.replica->gradients(), {},
-                     seconds_since(t0), {}, 0};
+  step_result out{static_cast<float>(res->mean_loss()), res->correct,
+                  res->count, {}, {}, seconds_since(t0), {}, 0};
+  split_gradients(*st.replica, out.gradients, out.sparse_gradients);
+  return out;
 }
 
 caf::result<step_result> gradients_of(self_ptr self, const batch& b,

@@ -204,7 +204,7 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
     if (!res)
       return res.error();
     out.eval(step, *res);
-    if (cfg.model.arch == model_arch::autoencoder) {
+    if (cfg.model.reconstructs()) {
       std::ostringstream line;
       line << "global_step: " << step << " | reconstruction_error: "
            << std::setprecision(6) << res->reconstruction_error() << " ("

@@ -29,6 +29,21 @@ void add_model(config_fingerprint& fp, const model& init) {
     fp.add(base + ".name", params[i].name);
     fp.add(base + ".shape", fingerprint_value(params[i].value.shape()));
   }
+  // A described model's layers, one field each, after the variables (they
+  // name most differences already): type, sizes, activation, init.
+  const auto& desc = init.description();
+  fp.add("model.layers.count", str(static_cast<int64_t>(desc.layers.size())));
+  fp.add("model.loss", to_string(desc.loss));
+  fp.add("model.description.init", desc.init);
+  for (size_t i = 0; i < desc.layers.size(); ++i) {
+    const auto& l = desc.layers[i];
+    fp.add("model.layers[" + std::to_string(i) + "]",
+           std::string{to_string(l.type)} + " units " + str(l.units)
+             + " kernel " + str(l.kernel) + " stride " + str(l.stride)
+             + " padding " + to_string(l.pad) + " activation "
+             + to_string(l.act) + " init " + l.init + " vocabulary "
+             + str(l.vocabulary) + " combiner " + to_string(l.combiner));
+  }
 }
 
 void add_optimizer(config_fingerprint& fp, const optimizer_config& opt) {
@@ -108,7 +123,10 @@ void add_split(config_fingerprint& fp, const std::string& name,
   fp.add(base + ".num_classes", str(d.num_classes));
   auto n = std::min(d.count, fingerprint_head_examples);
   auto pixels = static_cast<size_t>(n * d.example_size());
-  uint64_t h = fnv1a(d.pixels.data(), std::min(pixels, d.pixels.size()));
+  uint64_t h = d.float_inputs()
+                 ? fnv1a(reinterpret_cast<const uint8_t*>(d.values.data()),
+                         std::min(pixels, d.values.size()) * sizeof(float))
+                 : fnv1a(d.pixels.data(), std::min(pixels, d.pixels.size()));
   h = fnv1a(d.labels.data(),
             std::min(static_cast<size_t>(n), d.labels.size()), h);
   fp.add(base + ".head_digest", hex64(h));

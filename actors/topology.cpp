@@ -96,8 +96,13 @@ caf::expected<shard_layout> layout_shards(const sync_training_config& cfg,
     ps_shard_config sc;
     sc.index = s;
     sc.optimizer = cfg.base.optimizer;
+    auto sparse = init.sparse_gradient_rows();
     for (auto i : (*placement)[static_cast<size_t>(s)]) {
       sc.variables.push_back(vars[i]);
+      // An embedding table takes its gradient as rows (a sparse push).
+      for (const auto& x : sparse)
+        if (x.variable == vars[i].name)
+          sc.sparse_variables.push_back(vars[i].name);
       if (!(*averaged)[i])
         sc.unaveraged_variables.push_back(vars[i].name);
       result.shard_of[vars[i].name] = s;

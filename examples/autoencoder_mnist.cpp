@@ -131,6 +131,8 @@ struct options : examples::training_options {
     if (!widths)
       return widths.error();
     cfg.model.hidden = std::move(*widths);
+    if (auto err = load_model_file_into(cfg.model))
+      return err;
     if (auto err = fill_training_config(cfg, default_rate))
       return err;
     if (steps < 1)
@@ -159,15 +161,21 @@ struct options : examples::training_options {
   }
 };
 
-caf::expected<dataset> load_train(const options& opts) {
-  if (opts.fake_data) {
-    if (opts.fake_train_size < 1)
-      return make_error(ec::invalid_config,
-                        "fake_train_size must be positive, got "
-                          + std::to_string(opts.fake_train_size));
-    return make_fake_dataset(opts.fake_train_size, 1);
-  }
-  return load_mnist(opts.data_dir, split::train);
+caf::expected<dataset> load_train(const options& opts,
+                                  const model_spec& model) {
+  if (opts.fake_data && opts.fake_train_size < 1)
+    return make_error(ec::invalid_config,
+                      "fake_train_size must be positive, got "
+                        + std::to_string(opts.fake_train_size));
+  auto data = opts.fake_data
+                ? caf::expected<dataset>{make_fake_dataset(
+                  opts.fake_train_size, 1)}
+                : opts.load_split(split::train);
+  if (!data)
+    return data;
+  if (auto err = check_data_fits(model, *data))
+    return err;
+  return data;
 }
 
 /// The first `n` examples of `data` (all of them if n is 0 or too many):
@@ -177,7 +185,10 @@ dataset head(const dataset& data, int64_t n) {
     return data;
   dataset result = data;
   result.count = n;
-  result.pixels.resize(static_cast<size_t>(n * data.example_size()));
+  if (data.float_inputs())
+    result.values.resize(static_cast<size_t>(n * data.example_size()));
+  else
+    result.pixels.resize(static_cast<size_t>(n * data.example_size()));
   result.labels.resize(static_cast<size_t>(n));
   result.source = data.source + " (first " + std::to_string(n) + ")";
   return result;
@@ -187,7 +198,7 @@ caf::expected<training_summary> train(options& opts) {
   auto cfg = runtime_config(opts);
   if (!cfg)
     return cfg.error();
-  auto data = load_train(opts);
+  auto data = load_train(opts, cfg->base.model);
   if (!data)
     return data.error();
   auto eval_set = std::make_shared<const dataset>(head(*data,
@@ -206,7 +217,7 @@ int run(options& opts) {
     return fail(program_name, summary.error());
   const auto& final_eval = summary->test;
   auto json = summary->to_json();
-  json.add("model", "autoencoder")
+  json.add("model", opts.model_file.empty() ? "autoencoder" : opts.model_file)
     .add("optimizer", opts.optimizer)
     .add("train_loss", summary->last_loss)
     .add("eval_examples", final_eval.count)

@@ -215,10 +215,10 @@ int run(distributed_options& opts) {
     return fail(program_name, cfg.error());
   if (auto err = configure_system(opts))
     return fail(program_name, err);
-  data_loader load = [&opts]() -> caf::expected<
+  data_loader load = [&opts, &cfg]() -> caf::expected<
                                  std::pair<std::shared_ptr<const dataset>,
                                            std::shared_ptr<const dataset>>> {
-    auto data = load_data(opts);
+    auto data = load_data(opts, cfg->sync.base.model);
     if (!data)
       return data.error();
     return std::make_pair(

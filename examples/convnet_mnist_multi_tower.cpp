@@ -81,7 +81,7 @@ caf::expected<training_summary> train(options& opts) {
   auto cfg = opts.to_config();
   if (!cfg)
     return cfg.error();
-  auto data = load_data(opts);
+  auto data = load_data(opts, cfg->base.model);
   if (!data)
     return data.error();
   auto train_set = std::make_shared<const dataset>(std::move(data->first));

@@ -38,7 +38,7 @@ caf::expected<training_summary> train(convnet_options& opts) {
   auto cfg = runtime_config(opts);
   if (!cfg)
     return cfg.error();
-  auto data = load_data(opts);
+  auto data = load_data(opts, cfg->base.model);
   if (!data)
     return data.error();
   auto train_set = std::make_shared<const dataset>(std::move(data->first));

@@ -105,7 +105,9 @@ struct convnet_options : training_options {
     : training_options{convnet_help(devices)} {
     opt_group{custom_options_, "global"}
       .add(num_epochs, "num_epochs", "passes over the training set")
-      .add(model, "model", "convnet or mlp")
+      .add(model, "model",
+           "convnet or mlp: the built-in models (examples/models/ has them "
+           "as files; --model_file wins)")
       .add(mlp_hidden, "mlp_hidden",
            "--model mlp: comma-separated hidden layer widths (a small one "
            "for the protocol benchmarks, bench/run_scale.sh)")
@@ -158,6 +160,8 @@ struct convnet_options : training_options {
       cfg.model.hidden = std::move(*hidden);
     else
       return hidden.error();
+    if (auto err = load_model_file_into(cfg.model))
+      return err;
     if (auto err = fill_training_config(cfg, default_rate))
       return err;
     auto& kf = cfg.optimizer.kfac;
@@ -220,22 +224,30 @@ struct convnet_options : training_options {
   }
 };
 
+/// The training and test sets of the flags, checked against `model`
+/// before anything trains (runtime/model_fit.hpp).
 inline caf::expected<std::pair<dataset, dataset>>
-load_data(const convnet_options& opts) {
+load_data(const convnet_options& opts, const model_spec& model) {
+  std::pair<dataset, dataset> data;
   if (opts.fake_data) {
     if (opts.fake_train_size < 1 || opts.fake_test_size < 1)
       return make_error(ec::invalid_config,
                         "fake_train_size and fake_test_size must be positive");
-    return std::make_pair(make_fake_dataset(opts.fake_train_size, 1),
+    data = std::make_pair(make_fake_dataset(opts.fake_train_size, 1),
                           make_fake_dataset(opts.fake_test_size, 2));
+  } else {
+    auto train = opts.load_split(split::train);
+    if (!train)
+      return train.error();
+    auto test = opts.load_split(split::test);
+    if (!test)
+      return test.error();
+    data = std::make_pair(std::move(*train), std::move(*test));
   }
-  auto train = load_mnist(opts.data_dir, split::train);
-  if (!train)
-    return train.error();
-  auto test = load_mnist(opts.data_dir, split::test);
-  if (!test)
-    return test.error();
-  return std::make_pair(std::move(*train), std::move(*test));
+  for (const auto* set : {&data.first, &data.second})
+    if (auto err = check_data_fits(model, *set))
+      return err;
+  return data;
 }
 
 } // namespace syncfac::examples

@@ -25,6 +25,8 @@
 #include "runtime/data/dataset.hpp"
 #include "runtime/base/error.hpp"
 #include "actors/program_config.hpp"
+#include "runtime/model_file.hpp"
+#include "runtime/model_fit.hpp"
 #include "runtime/sync/replica_counts.hpp"
 
 namespace syncfac::examples {
@@ -57,6 +59,9 @@ struct training_help {
 
 struct training_options : program_config {
   std::string data_dir = default_mnist_dir;
+  /// A NumPy .npz file (x_train, y_train, x_test, y_test); wins over
+  /// --data_dir.
+  std::string data;
   bool fake_data = false;
   int64_t steps = 0;
   int64_t batch_size = 128;
@@ -96,6 +101,8 @@ struct training_options : program_config {
   float kl_clip = 0;
   int64_t stats_examples = -1;
   int64_t stats_locations = -1;
+  /// A model description (docs/models.md); wins over --model.
+  std::string model_file;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int32_t keep_checkpoints = 3;
@@ -107,10 +114,20 @@ struct training_options : program_config {
                          1u, std::thread::hardware_concurrency()));
   }
 
+  /// The `which` split of --data (a .npz file) or else --data_dir.
+  caf::expected<dataset> load_split(split which) const {
+    if (!data.empty())
+      return load_npz(data, which);
+    return load_mnist(data_dir, which);
+  }
+
 protected:
   explicit training_options(const training_help& help = {}) {
     opt_group{custom_options_, "global"}
       .add(data_dir, "data_dir", "directory of the MNIST-format IDX files")
+      .add(data, "data",
+           "a NumPy .npz file with x_train, y_train, x_test, y_test (as "
+           "Keras's mnist.npz; docs/models.md); instead of --data_dir")
       .add(fake_data, "fake_data", "train on a deterministic synthetic set")
       .add(fake_data, "use_fake_data", "the seeds' spelling of --fake_data")
       .add(steps, "steps", help.steps)
@@ -153,6 +170,9 @@ protected:
       .add(kl_clip, "kl_clip", "kfac: KL/norm clip of the step (0: off)")
       .add(stats_examples, "stats_examples", help.stats_examples)
       .add(stats_locations, "stats_locations", help.stats_locations)
+      .add(model_file, "model_file",
+           "train the model this JSON file describes (docs/models.md; "
+           "instead of the program's built-in model)")
       .add(checkpoint_dir, "checkpoint_dir",
            "sync: checkpoint into this directory and resume from its "
            "newest good checkpoint")
@@ -166,6 +186,19 @@ protected:
     allow_values("runtime", {"sync", "plain"});
     allow_values("fisher", {"sampled", "empirical"});
     allow_values("inverse", {"cholesky", "eigen"});
+  }
+
+  /// The model of --model_file, if given, into `model` (which keeps the
+  /// program's built-in one otherwise). Bad descriptions fail here, before
+  /// data is read or anything written.
+  caf::error load_model_file_into(model_spec& model) const {
+    if (model_file.empty())
+      return caf::none;
+    auto desc = load_model_file(model_file);
+    if (!desc)
+      return desc.error();
+    model = described_spec(std::move(*desc));
+    return caf::none;
   }
 
   /// Fills in the shared part of a local_training_config: init and

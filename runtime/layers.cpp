@@ -346,7 +346,140 @@ private:
   tensor y_;
 };
 
+class embedding_bag_layer : public layer {
+public:
+  embedding_bag_layer(std::string name, int64_t vocabulary, int64_t width,
+                      bool mean)
+    : layer(std::move(name)), vocabulary_(vocabulary), width_(width),
+      mean_(mean) {
+  }
+
+  caf::expected<tensor_shape>
+  output_shape(const tensor_shape& input) const override {
+    if (input.size() < 2)
+      return make_error(ec::shape_mismatch,
+                        name() + ": input " + to_string(input)
+                          + " holds no bags (expected [N, indices...])");
+    return tensor_shape{input[0], width_};
+  }
+
+  parameter_set make_parameters() const override {
+    return {{name() + "/embeddings", tensor{vocabulary_, width_}}};
+  }
+
+  void bind(named_tensor* params, named_tensor* grads) override {
+    table_ = &params[0].value;
+    dtable_ = &grads[0].value;
+  }
+
+  caf::error forward(backend&, const tensor& x) override {
+    auto shape = output_shape(x.shape());
+    if (!shape)
+      return shape.error();
+    auto n = x.dim(0);
+    auto per = n > 0 ? x.size() / n : 0;
+    y_.resize(*shape);
+    y_.fill(0.0f);
+    bags_.assign(static_cast<size_t>(n), {});
+    for (int64_t i = 0; i < n; ++i) {
+      auto& bag = bags_[static_cast<size_t>(i)];
+      for (int64_t k = 0; k < per; ++k) {
+        auto v = x[i * per + k];
+        if (v < 0)
+          continue; // padding
+        auto row = static_cast<int64_t>(v);
+        if (static_cast<float>(row) != v || row >= vocabulary_)
+          return make_error(ec::invalid_argument,
+                            name() + ": index " + std::to_string(v)
+                              + " of example " + std::to_string(i)
+                              + " is not a row of the vocabulary of "
+                              + std::to_string(vocabulary_));
+        bag.push_back(row);
+      }
+      if (bag.empty())
+        continue;
+      float scale = mean_ ? 1.0f / static_cast<float>(bag.size()) : 1.0f;
+      float* out = y_.data() + i * width_;
+      for (auto row : bag) {
+        const float* src = table_->data() + row * width_;
+        for (int64_t j = 0; j < width_; ++j)
+          out[j] += scale * src[j];
+      }
+    }
+    return caf::none;
+  }
+
+  const tensor& output() const noexcept override {
+    return y_;
+  }
+
+  caf::error backward(backend&, const tensor& dy, tensor* dx) override {
+    if (dx != nullptr)
+      return make_error(ec::invalid_argument,
+                        name() + ": indices have no gradient (embedding_bag "
+                                 "must be the first layer)");
+    // Only the rows touched last time are non-zero: clear those, not the
+    // whole table.
+    for (auto row : touched_)
+      std::fill(dtable_->data() + row * width_,
+                dtable_->data() + (row + 1) * width_, 0.0f);
+    touched_.clear();
+    for (size_t i = 0; i < bags_.size(); ++i) {
+      const auto& bag = bags_[i];
+      if (bag.empty())
+        continue;
+      float scale = mean_ ? 1.0f / static_cast<float>(bag.size()) : 1.0f;
+      const float* g = dy.data() + static_cast<int64_t>(i) * width_;
+      for (auto row : bag) {
+        float* dst = dtable_->data() + row * width_;
+        for (int64_t j = 0; j < width_; ++j)
+          dst[j] += scale * g[j];
+        touched_.push_back(row);
+      }
+    }
+    std::sort(touched_.begin(), touched_.end());
+    touched_.erase(std::unique(touched_.begin(), touched_.end()),
+                   touched_.end());
+    return caf::none;
+  }
+
+  caf::error backward_data(backend&, const tensor&, tensor*) override {
+    return caf::none; // no statistics: K-FAC does not see this layer
+  }
+
+  caf::error adopt_prefix(const layer& source, const tensor& x,
+                          int64_t n) override {
+    auto src = prefix_source<embedding_bag_layer>(*this, source, x, n,
+                                                  source.output());
+    if (!src)
+      return src.error();
+    copy_prefix((*src)->y_, n, y_);
+    bags_.assign((*src)->bags_.begin(), (*src)->bags_.begin() + n);
+    return caf::none;
+  }
+
+  const std::vector<int64_t>* sparse_rows() const override {
+    return &touched_;
+  }
+
+private:
+  int64_t vocabulary_;
+  int64_t width_;
+  bool mean_;
+  tensor* table_ = nullptr;
+  tensor* dtable_ = nullptr;
+  tensor y_;
+  std::vector<std::vector<int64_t>> bags_;
+  std::vector<int64_t> touched_;
+};
+
 } // namespace
+
+layer_ptr make_embedding_bag_layer(std::string name, int64_t vocabulary,
+                                   int64_t width, bool mean) {
+  return std::make_unique<embedding_bag_layer>(std::move(name), vocabulary,
+                                               width, mean);
+}
 
 layer_ptr make_dense_layer(std::string name, int64_t in, int64_t out,
                            activation act) {

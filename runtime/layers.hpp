@@ -90,6 +90,12 @@ public:
     return std::nullopt;
   }
 
+  /// A layer whose one parameter gets sparse gradients (embedding_bag):
+  /// the rows its last backward touched, increasing; null otherwise.
+  virtual const std::vector<int64_t>* sparse_rows() const {
+    return nullptr;
+  }
+
 protected:
   explicit layer(std::string name) : name_(std::move(name)) {
   }
@@ -115,5 +121,13 @@ layer_ptr make_max_pool_layer(std::string name, int64_t kernel_size,
 
 /// [N, ...] -> [N, prod(...)], row-major (matches TF's reshape of NHWC).
 layer_ptr make_flatten_layer(std::string name);
+
+/// [N, ...] bags of row indices (every value of an example; integers as
+/// floats, negative ones padding) -> [N, width]: the sum, or with `mean`
+/// the mean, of those rows of the table "<name>/embeddings" [vocabulary,
+/// width] (zero for an empty bag). Its gradient touches only those rows
+/// (sparse_rows); it has no input gradient and no K-FAC view.
+layer_ptr make_embedding_bag_layer(std::string name, int64_t vocabulary,
+                                   int64_t width, bool mean);
 
 } // namespace syncfac

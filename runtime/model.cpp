@@ -34,71 +34,42 @@ std::optional<kfac_layer> kfac_entry(const layer& l, const tensor_shape& out) {
 }
 
 
-std::vector<layer_ptr> convnet_layers(const model_spec& spec) {
-  // TF kfac/examples/convnet.py: layer ids 0..4.
-  std::vector<layer_ptr> layers;
-  layers.push_back(make_conv2d_layer("conv0", 5, spec.channels, 16, 1,
-                                     padding::same, activation::relu));
-  layers.push_back(make_max_pool_layer("pool1", 3, 2, padding::same));
-  layers.push_back(make_conv2d_layer("conv2", 5, 16, 16, 1, padding::same,
-                                     activation::relu));
-  layers.push_back(make_max_pool_layer("pool3", 3, 2, padding::same));
-  layers.push_back(make_flatten_layer("flatten"));
-  // The dense input width follows from the image size (784 for 28x28).
-  auto pooled = [](int64_t n) { return (((n + 1) / 2) + 1) / 2; };
-  auto in = pooled(spec.height) * pooled(spec.width) * 16;
-  layers.push_back(
-    make_dense_layer("fc4", in, spec.num_classes, activation::identity));
-  return layers;
-}
-
-std::vector<layer_ptr> mlp_layers(const model_spec& spec) {
-  std::vector<layer_ptr> layers;
-  layers.push_back(make_flatten_layer("flatten"));
-  auto in = spec.height * spec.width * spec.channels;
-  int id = 0;
-  for (auto width : spec.hidden) {
-    layers.push_back(make_dense_layer("fc" + std::to_string(id++), in, width,
-                                      spec.hidden_activation));
-    in = width;
+/// The layer `desc` on an input of `input` (the previous layer's output),
+/// or why it does not chain: the layer and both shapes named.
+caf::expected<layer_ptr> make_layer(layer_desc desc,
+                                    const std::string& name,
+                                    const tensor_shape& input,
+                                    const std::string& label) {
+  auto shown = input;
+  shown[0] = -1; // the batch dimension
+  auto mismatch = [&](const std::string& wanted) {
+    return make_error(ec::shape_mismatch,
+                      label + ": input " + to_string(shown)
+                        + " does not chain: " + wanted);
+  };
+  switch (desc.type) {
+    case layer_type::dense:
+      if (input.size() != 2)
+        return mismatch("dense takes [-1, features] (put a flatten layer "
+                        "before it)");
+      return make_dense_layer(name, input[1], desc.units, desc.act);
+    case layer_type::conv2d:
+      if (input.size() != 4)
+        return mismatch("conv2d takes [-1, height, width, channels]");
+      return make_conv2d_layer(name, desc.kernel, input[3], desc.units,
+                               desc.stride, desc.pad, desc.act);
+    case layer_type::max_pool:
+      if (input.size() != 4)
+        return mismatch("max_pool takes [-1, height, width, channels]");
+      return make_max_pool_layer(name, desc.kernel, desc.stride, desc.pad);
+    case layer_type::flatten:
+      return make_flatten_layer(name);
+    case layer_type::embedding_bag:
+      return make_embedding_bag_layer(name, desc.vocabulary, desc.units,
+                                      desc.combiner == bag_combiner::mean);
+    case layer_type::activation: break; // fused by model::make
   }
-  layers.push_back(make_dense_layer("fc" + std::to_string(id), in,
-                                    spec.num_classes, activation::identity));
-  return layers;
-}
-
-std::vector<layer_ptr> autoencoder_layers(const model_spec& spec) {
-  // Encoder down to the linear code layer (the last hidden width), the
-  // mirror decoder, and one logit per input pixel.
-  std::vector<layer_ptr> layers;
-  layers.push_back(make_flatten_layer("flatten"));
-  auto pixels = spec.height * spec.width * spec.channels;
-  auto in = pixels;
-  auto depth = spec.hidden.size();
-  for (size_t i = 0; i < depth; ++i) {
-    auto act = i + 1 == depth ? activation::identity : spec.hidden_activation;
-    layers.push_back(make_dense_layer("enc" + std::to_string(i), in,
-                                      spec.hidden[i], act));
-    in = spec.hidden[i];
-  }
-  for (size_t i = depth - 1; i-- > 0;) {
-    layers.push_back(make_dense_layer("dec" + std::to_string(depth - 2 - i),
-                                      in, spec.hidden[i],
-                                      spec.hidden_activation));
-    in = spec.hidden[i];
-  }
-  layers.push_back(
-    make_dense_layer("output", in, pixels, activation::identity));
-  return layers;
-}
-
-std::vector<layer_ptr> make_layers(const model_spec& spec) {
-  switch (spec.arch) {
-    case model_arch::convnet: return convnet_layers(spec);
-    case model_arch::mlp: return mlp_layers(spec);
-    case model_arch::autoencoder: return autoencoder_layers(spec);
-  }
-  return {};
+  return make_error(ec::invalid_config, label + ": unknown layer type");
 }
 
 /// Fan-in and fan-out of a weight: [in, out] or [kh, kw, in_c, out_c].
@@ -115,6 +86,19 @@ void initialise(named_tensor& param, init_scheme scheme, std::mt19937_64& rng) {
   auto& value = param.value;
   if (value.rank() == 1) {
     value.fill(0.0f); // biases start at zero in every scheme
+    return;
+  }
+  const std::string table_suffix = "/embeddings";
+  if (param.name.size() > table_suffix.size()
+      && param.name.compare(param.name.size() - table_suffix.size(),
+                            table_suffix.size(), table_suffix)
+           == 0) {
+    // An embedding table's fan-in is one row, whatever the vocabulary:
+    // N(0, 1 / width) in every scheme keeps a mean of rows near unit scale.
+    std::normal_distribution<float> dist(
+      0.0f, static_cast<float>(1.0 / std::sqrt(value.dim(1))));
+    for (int64_t i = 0; i < value.size(); ++i)
+      value[i] = dist(rng);
     return;
   }
   auto [fan_in, fan_out] = fans(value.shape());
@@ -187,25 +171,91 @@ caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
                                                   uint64_t seed) {
   if (auto err = spec.validate())
     return err;
-  auto layers = make_layers(spec);
-  // Shape-check the whole stack once, so a bad spec fails here.
+  auto desc = builtin_description(spec);
+  auto source = "model '" + desc.name + "'";
+  if (auto err = check_fields(desc, source))
+    return err;
+  // Build and shape-check the whole stack once, so a bad spec fails here;
+  // every layer with a weight and a bias (dense, conv2d) joins K-FAC's
+  // layer collection on the way.
+  auto names = layer_names(desc);
+  std::vector<layer_ptr> layers;
+  std::vector<init_scheme> inits;
   layer_collection collection;
-  if (spec.arch == model_arch::autoencoder)
+  if (spec.reconstructs())
     collection.distribution = predictive_distribution::bernoulli;
-  tensor_shape shape{1, spec.height, spec.width, spec.channels};
-  for (auto& l : layers) {
-    auto next = l->output_shape(shape);
-    if (!next)
-      return next.error();
-    shape = std::move(*next);
-    if (auto entry = kfac_entry(*l, shape))
+  auto image = desc.image_shape();
+  tensor_shape input{1, image[0], image[1], image[2]};
+  tensor_shape shape = input;
+  for (size_t i = 0; i < desc.layers.size(); ++i) {
+    auto d = desc.layers[i];
+    auto label = source + ": " + layer_label(desc, i);
+    if (d.type == layer_type::activation)
+      return make_error(ec::invalid_config,
+                        label + ": an activation layer must directly follow "
+                                "a dense or conv2d layer without an "
+                                "activation of its own (it is fused into "
+                                "it)");
+    // An activation layer right after a dense or conv2d layer without one
+    // is that layer's activation: the kernels fuse them, and K-FAC sees
+    // the pre-activation of the layer with parameters.
+    auto next = i + 1 < desc.layers.size() ? &desc.layers[i + 1] : nullptr;
+    bool fuse = next != nullptr && next->type == layer_type::activation
+                && (d.type == layer_type::dense
+                    || d.type == layer_type::conv2d)
+                && d.act == activation::identity;
+    if (fuse)
+      d.act = next->act;
+    auto l = make_layer(d, names[i], shape, label);
+    if (!l)
+      return l.error();
+    auto out_shape = (*l)->output_shape(shape);
+    if (!out_shape)
+      return with_context(out_shape.error(), label);
+    shape = std::move(*out_shape);
+    if (auto entry = kfac_entry(**l, shape))
       collection.layers.push_back(std::move(*entry));
+    auto init = !d.init.empty() ? d.init : desc.init;
+    auto scheme = init.empty() ? caf::expected<init_scheme>{spec.init}
+                               : parse_init_scheme(init);
+    if (!scheme)
+      return scheme.error();
+    for (size_t k = 0; k < (*l)->make_parameters().size(); ++k)
+      inits.push_back(*scheme);
+    layers.push_back(std::move(*l));
+    if (fuse)
+      ++i;
   }
-  std::unique_ptr<model> result{new model(spec, std::move(layers))};
+  auto out = shape;
+  out[0] = -1;
+  model_spec resolved = spec;
+  if (spec.reconstructs()) {
+    auto pixels = element_count(input);
+    if (shape.size() != 2 || shape[1] != pixels)
+      return make_error(ec::shape_mismatch,
+                        source + ": loss " + to_string(desc.loss)
+                          + ": the output " + to_string(out)
+                          + " must be [-1, " + std::to_string(pixels)
+                          + "], one logit per input value");
+    if (desc.layers.front().type != layer_type::flatten)
+      return make_error(ec::invalid_config,
+                        source + ": loss " + to_string(desc.loss)
+                          + " reconstructs the flattened input: the first "
+                            "layer must be flatten");
+  } else {
+    if (shape.size() != 2 || shape[1] < 2)
+      return make_error(ec::shape_mismatch,
+                        source + ": loss " + to_string(desc.loss)
+                          + ": the output " + to_string(out)
+                          + " must be [-1, classes] with at least 2 classes");
+    resolved.num_classes = shape[1];
+  }
+  std::unique_ptr<model> result{new model(resolved, std::move(layers))};
   result->collection_ = std::move(collection);
+  result->description_ = std::move(desc);
   std::mt19937_64 rng{seed};
-  for (auto& p : result->params_)
-    initialise(p, spec.init, rng);
+  for (size_t i = 0; i < result->params_.size(); ++i)
+    initialise(result->params_[i], inits[i], rng);
   return result;
 }
 
@@ -329,16 +379,11 @@ caf::error model::adopt_forward(const model& source, int64_t n) {
   if (&source == this)
     return make_error(ec::invalid_argument,
                       "model: adopt_forward from the model itself");
-  const auto& a = source.spec_;
-  const auto& b = spec_;
-  if (a.arch != b.arch || a.height != b.height || a.width != b.width
-      || a.channels != b.channels || a.num_classes != b.num_classes
-      || a.hidden != b.hidden || a.hidden_activation != b.hidden_activation)
+  if (source.description_ != description_)
     return make_error(ec::invalid_argument,
-                      std::string{"model: adopt_forward from a replica of "
-                                  "another model ("}
-                        + to_string(a.arch) + " vs " + to_string(b.arch)
-                        + " or other shapes)");
+                      "model: adopt_forward from a replica of another model ("
+                        + source.description_.name + " vs "
+                        + description_.name + " or other layers)");
   if (source.input_ == nullptr || source.probs_.rank() != 2)
     return make_error(ec::invalid_argument,
                       "model: adopt_forward from a replica without a "
@@ -412,6 +457,14 @@ caf::expected<eval_result> model::evaluate(backend& dev, const tensor& images,
   return forward(dev, images, labels);
 }
 
+std::vector<model::sparse_rows_of> model::sparse_gradient_rows() const {
+  std::vector<sparse_rows_of> result;
+  for (auto& l : layers_)
+    if (auto rows = l->sparse_rows())
+      result.push_back({l->make_parameters().front().name, rows});
+  return result;
+}
+
 std::vector<kfac_view> model::kfac_layers() const {
   std::vector<kfac_view> result;
   for (auto& l : layers_)
@@ -422,15 +475,21 @@ std::vector<kfac_view> model::kfac_layers() const {
 
 std::string model::summary() const {
   std::ostringstream out;
-  out << to_string(spec_.arch) << " (init " << to_string(spec_.init) << ", "
+  out << description_.name << " (init " << to_string(spec_.init) << ", "
       << value_count(params_) << " parameters)";
   tensor_shape shape{1, spec_.height, spec_.width, spec_.channels};
+  auto kfac = collection_.layers.begin();
   for (auto& l : layers_) {
     if (auto next = l->output_shape(shape))
       shape = std::move(*next);
     auto shown = shape;
     shown[0] = -1; // the batch dimension
     out << "\n  " << l->name() << " -> " << to_string(shown);
+    if (kfac != collection_.layers.end() && kfac->name == l->name()) {
+      out << (kfac->kind == layer_kind::conv2d ? "  [K-FAC conv2d]"
+                                               : "  [K-FAC dense]");
+      ++kfac;
+    }
   }
   return out.str();
 }

@@ -30,8 +30,14 @@ public:
   static caf::expected<std::unique_ptr<model>> make(const model_spec& spec,
                                                     uint64_t seed);
 
+  /// The spec it was made from, num_classes taken from the last layer.
   const model_spec& spec() const noexcept {
     return spec_;
+  }
+
+  /// The layers it was built from (builtin_description for a built-in).
+  const model_description& description() const noexcept {
+    return description_;
   }
 
   const parameter_set& parameters() const noexcept {
@@ -109,6 +115,17 @@ public:
     return probs_;
   }
 
+  /// A variable whose gradient is sparse (an embedding table) and the
+  /// rows the last backward touched (valid until the next one).
+  struct sparse_rows_of {
+    std::string variable;
+    const std::vector<int64_t>* rows;
+  };
+
+  /// Every variable with sparse gradients (empty for most models): a
+  /// worker pushes only their touched rows (docs/models.md).
+  std::vector<sparse_rows_of> sparse_gradient_rows() const;
+
   /// Per layer with parameters, its input and pre-activation gradient from
   /// the last forward_backward (valid until the next call).
   std::vector<kfac_view> kfac_layers() const;
@@ -142,6 +159,7 @@ private:
   caf::error backward_layers(backend& dev, bool parameter_grads);
 
   model_spec spec_;
+  model_description description_;
   std::vector<layer_ptr> layers_;
   layer_collection collection_;
   parameter_set params_;

@@ -9,6 +9,7 @@ const char* to_string(model_arch x) noexcept {
     case model_arch::convnet: return "convnet";
     case model_arch::mlp: return "mlp";
     case model_arch::autoencoder: return "autoencoder";
+    case model_arch::described: return "described";
   }
   return "?";
 }
@@ -52,6 +53,32 @@ model_spec autoencoder_spec() {
   return spec;
 }
 
+model_spec described_spec(model_description desc) {
+  model_spec spec;
+  spec.arch = model_arch::described;
+  auto image = desc.image_shape();
+  if (image.size() == 3) {
+    spec.height = image[0];
+    spec.width = image[1];
+    spec.channels = image[2];
+  }
+  spec.num_classes = 0;
+  for (auto it = desc.layers.rbegin(); it != desc.layers.rend(); ++it)
+    if (it->type == layer_type::dense || it->type == layer_type::conv2d) {
+      spec.num_classes = it->units;
+      break;
+    }
+  spec.hidden.clear();
+  spec.description = std::move(desc);
+  return spec;
+}
+
+bool model_spec::reconstructs() const noexcept {
+  if (arch == model_arch::described)
+    return description.loss == loss_kind::sigmoid_cross_entropy;
+  return arch == model_arch::autoencoder;
+}
+
 caf::error model_spec::validate() const {
   auto bad = [](const std::string& what) {
     return make_error(ec::invalid_config, "model: " + what);
@@ -59,6 +86,8 @@ caf::error model_spec::validate() const {
   if (height < 1 || width < 1 || channels < 1)
     return bad("input " + std::to_string(height) + "x" + std::to_string(width)
                + "x" + std::to_string(channels) + " must be positive");
+  if (arch == model_arch::described)
+    return check_fields(description, "model '" + description.name + "'");
   if (num_classes < 2)
     return bad("num_classes must be at least 2, got "
                + std::to_string(num_classes));

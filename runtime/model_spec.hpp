@@ -1,6 +1,7 @@
 #pragma once
 
-// What model to build: the seeds' ConvNet or MLP, and how to initialise it.
+// What model to build: the seeds' ConvNet or MLP, the autoencoder, or a
+// described one (runtime/model_description.hpp), and how to initialise it.
 
 #include <cstdint>
 #include <string>
@@ -11,6 +12,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "kernels/backend.hpp"
+#include "runtime/model_description.hpp"
 
 namespace syncfac {
 
@@ -30,6 +32,8 @@ enum class model_arch : uint8_t {
   /// the logits against the input itself (the labels are ignored): the
   /// output is sigmoid(logit), a Bernoulli mean per pixel.
   autoencoder,
+  /// The model of `description` (a model file or the C++ builder).
+  described,
 };
 
 enum class init_scheme : uint8_t {
@@ -61,6 +65,13 @@ struct model_spec {
   /// its code layer (autoencoder_spec() has the classic ones).
   std::vector<int64_t> hidden = {128, 64, 32};
   activation hidden_activation = activation::tanh;
+  /// The layers of a described model (the built-in ones have theirs from
+  /// builtin_description).
+  model_description description;
+
+  /// Whether the loss reconstructs the input (sigmoid cross-entropy, the
+  /// autoencoder) instead of classifying it.
+  bool reconstructs() const noexcept;
 
   caf::error validate() const;
 };
@@ -70,10 +81,16 @@ struct model_spec {
 /// code layer, and the sparse init.
 model_spec autoencoder_spec();
 
+/// The spec of a described model: the input from the description, the
+/// classes from its last layer (0 until model::make has chained the
+/// shapes: model::spec() has them).
+model_spec described_spec(model_description desc);
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_spec& x) {
   return f(caf::meta::type_name("model_spec"), x.arch, x.init, x.height,
-           x.width, x.channels, x.num_classes, x.hidden, x.hidden_activation);
+           x.width, x.channels, x.num_classes, x.hidden, x.hidden_activation,
+           x.description);
 }
 
 } // namespace syncfac

@@ -14,6 +14,8 @@ packages=(
   libcaf-dev libeigen3-dev libboost-test-dev zlib1g-dev libssl-dev
   nlohmann-json3-dev
   dataset-fashion-mnist
+  # word lists of the language-identification example (docs/models.md)
+  wamerican wngerman wfrench wspanish witalian wportuguese wdutch
   clang-14 libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz)
   openssl          # scripts/make-cluster-certs.sh and the TLS tests
   iproute2         # ip netns: the network-namespace cluster test

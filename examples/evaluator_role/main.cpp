@@ -46,6 +46,8 @@
 #include "runtime/checkpoint/run_checkpoint.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
+#include "runtime/model_file.hpp"
+#include "runtime/model_fit.hpp"
 #include "runtime/net/tls.hpp"
 #include "actors/program_config.hpp"
 
@@ -64,9 +66,11 @@ struct evaluator_options : program_config {
   int64_t poll_ms = 200;
   int64_t poll_timeout_ms = 2000;
   std::string data_dir = default_mnist_dir;
+  std::string data;
   bool fake_data = false;
   int64_t fake_test_size = 2000;
   std::string model = "convnet";
+  std::string model_file;
   int32_t threads = 1;
   int64_t eval_batch = 500;
   std::string metrics;
@@ -92,9 +96,14 @@ struct evaluator_options : program_config {
       .add(poll_timeout_ms, "poll_timeout_ms",
            "longest wait for a shard's step (then it is reconnected to)")
       .add(data_dir, "data_dir", "MNIST-format IDX files (the test split)")
+      .add(data, "data", "a NumPy .npz file (its x_test, y_test) instead "
+                         "of --data_dir")
       .add(fake_data, "fake_data", "the deterministic synthetic test set")
       .add(fake_test_size, "fake_test_size", "test examples of --fake_data")
       .add(model, "model", "convnet or mlp (as the cluster trains)")
+      .add(model_file, "model_file",
+           "the model description the cluster trains (docs/models.md); "
+           "wins over --model")
       .add(threads, "threads", "compute threads of the device actor")
       .add(eval_batch, "eval_batch", "examples per device request")
       .add(metrics, "metrics", "this evaluator's own JSON-lines file")
@@ -156,7 +165,8 @@ load_test_set(const evaluator_options& opts) {
     return std::make_shared<const dataset>(
       make_fake_dataset(opts.fake_test_size, 2));
   }
-  auto test = load_mnist(opts.data_dir, split::test);
+  auto test = opts.data.empty() ? load_mnist(opts.data_dir, split::test)
+                                : load_npz(opts.data, split::test);
   if (!test)
     return test.error();
   return std::make_shared<const dataset>(std::move(*test));
@@ -420,7 +430,23 @@ caf::error configure(evaluator_options& opts) {
 
 /// --evaluate_checkpoint FILE: the role on a device of its own, without a
 /// cluster; prints the record as --metrics would.
-int evaluate_offline(evaluator_options& opts, model_arch arch,
+/// The model of --model_file, or of --model.
+caf::expected<model_spec> model_of(const evaluator_options& opts) {
+  if (!opts.model_file.empty()) {
+    auto desc = load_model_file(opts.model_file);
+    if (!desc)
+      return desc.error();
+    return described_spec(std::move(*desc));
+  }
+  auto arch = parse_model_arch(opts.model);
+  if (!arch)
+    return arch.error();
+  model_spec spec;
+  spec.arch = *arch;
+  return spec;
+}
+
+int evaluate_offline(evaluator_options& opts, const model_spec& spec,
                      std::shared_ptr<const dataset> data) {
   auto ckpt = read_checkpoint_file(opts.evaluate_checkpoint);
   if (!ckpt)
@@ -433,7 +459,7 @@ int evaluate_offline(evaluator_options& opts, model_arch arch,
     return fail(dev.error());
   eval_role_config rc;
   rc.source = "offline";
-  rc.model.arch = arch;
+  rc.model = spec;
   rc.data = std::move(data);
   rc.device = *dev;
   rc.slice_size = opts.eval_batch;
@@ -455,13 +481,15 @@ int evaluate_offline(evaluator_options& opts, model_arch arch,
 
 int run(evaluator_options& opts) {
   if (!opts.evaluate_checkpoint.empty()) {
-    auto arch = parse_model_arch(opts.model);
-    if (!arch)
-      return fail(arch.error());
+    auto spec = model_of(opts);
+    if (!spec)
+      return fail(spec.error());
     auto data = load_test_set(opts);
     if (!data)
       return fail(data.error());
-    return evaluate_offline(opts, *arch, *data);
+    if (auto err = check_data_fits(*spec, **data))
+      return fail(err);
+    return evaluate_offline(opts, *spec, *data);
   }
   auto cluster = resolve_cluster(opts.cluster, opts.job_name, opts.task);
   if (!cluster)
@@ -471,12 +499,14 @@ int run(evaluator_options& opts) {
                            "the cluster has no 'ps' task to evaluate"));
   if (auto err = configure(opts))
     return fail(err);
-  auto arch = parse_model_arch(opts.model);
-  if (!arch)
-    return fail(arch.error());
+  auto spec = model_of(opts);
+  if (!spec)
+    return fail(spec.error());
   auto data = load_test_set(opts);
   if (!data)
     return fail(data.error());
+  if (auto err = check_data_fits(*spec, **data))
+    return fail(err);
   caf::actor_system sys{opts};
   member_config mc;
   mc.cluster = *cluster;
@@ -497,7 +527,7 @@ int run(evaluator_options& opts) {
     return fail(dev.error());
   eval_role_config rc;
   rc.source = m.me();
-  rc.model.arch = *arch;
+  rc.model = *spec;
   rc.data = *data;
   rc.device = *dev;
   rc.slice_size = opts.eval_batch;

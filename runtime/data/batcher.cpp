@@ -1,5 +1,6 @@
 #include "runtime/data/batcher.hpp"
 
+#include <algorithm>
 #include <array>
 #include <random>
 #include <stdexcept>
@@ -13,7 +14,7 @@ namespace syncfac {
 namespace {
 
 caf::error check_dataset(const dataset& data) {
-  auto pixels = static_cast<int64_t>(data.pixels.size());
+  auto pixels = data.element_count();
   auto labels = static_cast<int64_t>(data.labels.size());
   if (data.count >= 0 && data.example_size() > 0
       && pixels == data.count * data.example_size() && labels == data.count)
@@ -22,7 +23,7 @@ caf::error check_dataset(const dataset& data) {
                     "dataset " + data.source + " is inconsistent: "
                       + std::to_string(data.count) + " examples of "
                       + std::to_string(data.example_size()) + " bytes, but "
-                      + std::to_string(pixels) + " pixel bytes and "
+                      + std::to_string(pixels) + " input values and "
                       + std::to_string(labels) + " labels");
 }
 
@@ -69,12 +70,17 @@ void shape_batch(const dataset& data, int64_t size, batch& out) {
 
 void fill_row(const dataset& data, int64_t example, int64_t row,
               batch& out) {
-  const auto& scale = byte_scale();
   auto n = data.example_size();
-  const uint8_t* src = data.image(example);
   float* dst = out.images.data() + row * n;
-  for (int64_t i = 0; i < n; ++i)
-    dst[i] = scale[src[i]];
+  if (data.float_inputs()) {
+    const float* src = data.values.data() + example * n;
+    std::copy(src, src + n, dst);
+  } else {
+    const auto& scale = byte_scale();
+    const uint8_t* src = data.image(example);
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = scale[src[i]];
+  }
   out.labels[static_cast<size_t>(row)] = data.labels[example];
 }
 

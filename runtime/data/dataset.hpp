@@ -25,8 +25,12 @@ struct dataset {
   int64_t width = 0;
   int64_t channels = 1;
   int64_t num_classes = 10;
-  /// count x height x width x channels bytes, NHWC.
+  /// count x height x width x channels bytes, NHWC, scaled to [0, 1] per
+  /// batch (empty when `values` holds the examples).
   std::vector<uint8_t> pixels;
+  /// Float inputs taken as they are (a .npz file's float32 x_train):
+  /// count x example_size() values; empty for byte examples.
+  std::vector<float> values;
   /// count labels in [0, num_classes).
   std::vector<uint8_t> labels;
   /// Where the examples came from (a path, or "fake data (seed 7)"), for
@@ -36,6 +40,17 @@ struct dataset {
   /// Bytes per example: height * width * channels.
   int64_t example_size() const noexcept {
     return height * width * channels;
+  }
+
+  /// Whether the examples are floats (values) rather than bytes (pixels).
+  bool float_inputs() const noexcept {
+    return !values.empty();
+  }
+
+  /// Elements of all examples: pixels or values.
+  int64_t element_count() const noexcept {
+    return static_cast<int64_t>(float_inputs() ? values.size()
+                                               : pixels.size());
   }
 
   /// The first pixel of example i.
@@ -64,5 +79,14 @@ caf::expected<dataset> load_mnist(const std::string& dir, split which);
 /// identical bytes on every platform. count >= 0 (throws
 /// std::invalid_argument otherwise: a programming error).
 dataset make_fake_dataset(int64_t count, uint64_t seed);
+
+/// The `which` split of a NumPy .npz file laid out as Keras's mnist.npz:
+/// arrays x_train, y_train, x_test, y_test. x is uint8 (scaled to [0, 1]
+/// like IDX pixels) or float32 (taken as it is, finite), of shape
+/// [N, D], [N, H, W] or [N, H, W, C]; y holds N integer labels in [0,
+/// 255]. num_classes is the largest label of the split plus one. Every
+/// problem is ec::bad_data naming the file, the array and what is wrong
+/// (ec::io_error for a file that cannot be read). docs/models.md, "Data".
+caf::expected<dataset> load_npz(const std::string& path, split which);
 
 } // namespace syncfac

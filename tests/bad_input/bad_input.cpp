@@ -848,3 +848,28 @@ BOOST_AUTO_TEST_CASE(full_disk_during_checkpointing) {
   BOOST_REQUIRE_MESSAGE(saved, why(saved));
   latest_is(store, 30);
 }
+
+BOOST_AUTO_TEST_CASE(bad_model_file_and_numpy_data) {
+  // docs/models.md: a model file that does not parse or chain, and a .npz
+  // that is corrupt, each refused by name before anything trains or is
+  // written. examples_model_files and data_npy test every case.
+  temp_dir tmp;
+  auto model = tmp.file("m.json");
+  std::ofstream{model} << R"({"input_shape": [28, 28, 1], "layers": [
+    {"type": "conv2d", "filters": 4, "kernel": 3},
+    {"type": "dense", "units": 10}], "loss": "softmax_cross_entropy"})";
+  auto out_dir = tmp.file("out");
+  auto res = run_program(bin + "convnet_mnist_single --fake_data --steps 1"
+                         " --model_file " + model + " --summary " + out_dir
+                         + "/s.json");
+  BOOST_TEST(res.exit_code != 0);
+  says_all(res.output, {model, "layer 1 (dense 'fc1')", "[-1, 26, 26, 4]"});
+  BOOST_TEST(!fs::exists(out_dir));
+  auto npz = tmp.file("d.npz");
+  std::ofstream{npz, std::ios::binary} << "PK\x03\x04 not really a zip";
+  res = run_program(bin + "convnet_mnist_single --data " + npz
+                    + " --steps 1 --summary " + out_dir + "/s.json");
+  BOOST_TEST(res.exit_code != 0);
+  says_all(res.output, {npz, "not a .npz file"});
+  BOOST_TEST(!fs::exists(out_dir));
+}

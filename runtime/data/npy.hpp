@@ -1,0 +1,52 @@
+#pragma once
+
+// NumPy's .npy format (numpy.lib.format, versions 1.0, 2.0 and 3.0): the
+// magic "\x93NUMPY", a version, a little-endian header length, a Python
+// dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (N, 28,
+// 28), } padded with spaces and a newline, then the elements in C order.
+// Read: little-endian (or byte-sized) integers of 1, 2, 4 and 8 bytes,
+// float32 and float64, C order; everything else is refused by name. See
+// docs/models.md, "Data", for what training takes from these arrays.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+namespace syncfac {
+
+enum class npy_kind : uint8_t { signed_int, unsigned_int, floating };
+
+struct npy_array {
+  npy_kind kind = npy_kind::unsigned_int;
+  /// Bytes per element: 1, 2, 4 or 8.
+  int64_t item_size = 1;
+  /// The descr as the file spells it ("<f4", "|u1"), for messages.
+  std::string descr;
+  std::vector<int64_t> shape;
+  /// The elements, C order, little-endian: element_count() * item_size.
+  std::vector<uint8_t> data;
+
+  int64_t element_count() const noexcept;
+
+  /// Element i as a double / as an integer (any kind), i < element_count().
+  double as_double(int64_t i) const noexcept;
+  int64_t as_integer(int64_t i) const noexcept;
+};
+
+/// The most elements an array may have (2^31 - 1), as for IDX files.
+constexpr int64_t max_npy_elements = (int64_t{1} << 31) - 1;
+
+/// Parses a whole .npy file held in memory. `name` begins every message
+/// ("'data.npz' array 'x_train'"). Every malformation (magic, version,
+/// header syntax, unsupported dtype, Fortran order, negative or oversized
+/// shape, truncated or trailing data) is ec::bad_data.
+caf::expected<npy_array> parse_npy(const uint8_t* bytes, size_t size,
+                                   const std::string& name);
+
+/// The .npy file of `x` (version 1.0), as numpy.save writes it.
+std::vector<uint8_t> write_npy(const npy_array& x);
+
+} // namespace syncfac

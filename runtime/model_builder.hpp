@@ -1,0 +1,84 @@
+#pragma once
+
+// The C++ way to describe a model (docs/models.md, "The C++ API"): the
+// same description a model file holds, built in code and handed to the
+// runtime as described_spec(desc) in local_training_config::model.
+//
+//   auto desc = model_builder{"tiny", {28, 28, 1}}
+//                 .conv2d(8, 3)
+//                 .relu()
+//                 .max_pool(2)
+//                 .flatten()
+//                 .dense(10)
+//                 .build();               // caf::expected<model_description>
+//
+// build() checks what a model file gets checked: fields, names, shapes
+// that chain, the loss against the last layer, naming the layer index.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "runtime/model_description.hpp"
+
+namespace syncfac {
+
+/// The optional settings of a conv2d layer.
+struct conv2d_options {
+  int64_t stride = 1;
+  padding pad = padding::valid;
+  activation act = activation::identity;
+  /// seeds, glorot, he or sparse; empty: the model's.
+  std::string init;
+  /// Empty: derived ("conv0").
+  std::string name;
+};
+
+/// The optional settings of a dense layer.
+struct dense_options {
+  activation act = activation::identity;
+  std::string init;
+  std::string name;
+};
+
+class model_builder {
+public:
+  model_builder(std::string name, std::vector<int64_t> input_shape);
+
+  model_builder& conv2d(int64_t filters, int64_t kernel,
+                        const conv2d_options& opts = {});
+  model_builder& dense(int64_t units, const dense_options& opts = {});
+  model_builder& dense(int64_t units, activation act);
+  /// stride 0: the window (TF's and Keras's default).
+  model_builder& max_pool(int64_t window, int64_t stride = 0,
+                          padding pad = padding::valid);
+  model_builder& flatten();
+  /// The first layer only: bags of indices into a [vocabulary, width]
+  /// table, combined by mean or sum; its gradient is sparse.
+  model_builder& embedding_bag(int64_t vocabulary, int64_t width,
+                               bag_combiner combiner = bag_combiner::mean,
+                               std::string name = "");
+  model_builder& relu();
+  model_builder& tanh();
+  model_builder& sigmoid();
+  /// The init of every layer without its own (empty: the program's).
+  model_builder& init(std::string scheme);
+  /// softmax_cross_entropy unless set.
+  model_builder& loss(loss_kind kind);
+
+  /// The description so far, unchecked.
+  const model_description& description() const noexcept {
+    return desc_;
+  }
+
+  /// The checked description: ec::invalid_config or ec::shape_mismatch
+  /// naming the layer index otherwise.
+  caf::expected<model_description> build() const;
+
+private:
+  model_description desc_;
+};
+
+} // namespace syncfac

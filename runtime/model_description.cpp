@@ -1,0 +1,317 @@
+#include "runtime/model_description.hpp"
+
+#include <cctype>
+#include <set>
+
+#include "runtime/base/error.hpp"
+#include "runtime/json.hpp"
+#include "runtime/model_spec.hpp"
+
+namespace syncfac {
+
+const char* to_string(layer_type x) noexcept {
+  switch (x) {
+    case layer_type::dense: return "dense";
+    case layer_type::conv2d: return "conv2d";
+    case layer_type::max_pool: return "max_pool";
+    case layer_type::flatten: return "flatten";
+    case layer_type::activation: return "activation";
+    case layer_type::embedding_bag: return "embedding_bag";
+  }
+  return "?";
+}
+
+const char* to_string(bag_combiner x) noexcept {
+  return x == bag_combiner::mean ? "mean" : "sum";
+}
+
+const char* to_string(loss_kind x) noexcept {
+  switch (x) {
+    case loss_kind::softmax_cross_entropy: return "softmax_cross_entropy";
+    case loss_kind::sigmoid_cross_entropy: return "sigmoid_cross_entropy";
+  }
+  return "?";
+}
+
+std::vector<int64_t> model_description::image_shape() const {
+  switch (input_shape.size()) {
+    case 1: return {1, 1, input_shape[0]};
+    case 2: return {input_shape[0], input_shape[1], 1}; // one channel
+    default: return input_shape;
+  }
+}
+
+std::vector<std::string> layer_names(const model_description& desc) {
+  std::vector<std::string> names;
+  int64_t position = 0;
+  for (const auto& l : desc.layers) {
+    if (l.type == layer_type::flatten) {
+      names.push_back(l.name.empty() ? "flatten" : l.name);
+      continue;
+    }
+    if (l.type == layer_type::activation) {
+      names.push_back(to_string(l.act));
+      continue;
+    }
+    auto id = std::to_string(position++);
+    if (!l.name.empty()) {
+      names.push_back(l.name);
+      continue;
+    }
+    switch (l.type) {
+      case layer_type::embedding_bag: names.push_back("emb" + id); break;
+      case layer_type::dense: names.push_back("fc" + id); break;
+      case layer_type::conv2d: names.push_back("conv" + id); break;
+      default: names.push_back("pool" + id); break;
+    }
+  }
+  return names;
+}
+
+std::string layer_label(const model_description& desc, size_t index) {
+  auto names = layer_names(desc);
+  const auto& l = desc.layers[index];
+  if (l.type == layer_type::activation)
+    return "layer " + std::to_string(index) + " (" + to_string(l.act) + ")";
+  return "layer " + std::to_string(index) + " (" + to_string(l.type) + " '"
+         + names[index] + "')";
+}
+
+namespace {
+
+bool valid_name(const std::string& name) {
+  if (name.empty() || name.size() > 64)
+    return false;
+  for (unsigned char c : name)
+    if (!std::isalnum(c) && c != '_' && c != '-' && c != '.')
+      return false;
+  return true;
+}
+
+bool valid_init(const std::string& init) {
+  return init.empty() || parse_init_scheme(init).engaged();
+}
+
+} // namespace
+
+caf::error check_fields(const model_description& desc,
+                        const std::string& source) {
+  auto bad = [&](const std::string& what) {
+    return make_error(ec::invalid_config, source + ": " + what);
+  };
+  if (desc.input_shape.empty() || desc.input_shape.size() > 3)
+    return bad("input_shape must have 1 to 3 dimensions ([H, W, C], [H, W] "
+               "or [D]), got "
+               + std::to_string(desc.input_shape.size()));
+  for (auto d : desc.input_shape)
+    if (d < 1)
+      return bad("input_shape " + to_string(tensor_shape{desc.input_shape})
+                 + ": every dimension must be positive");
+  if (!valid_init(desc.init))
+    return bad("init '" + desc.init
+               + "' is not one of seeds, glorot, he, sparse");
+  if (desc.layers.empty())
+    return bad("no layers");
+  auto names = layer_names(desc);
+  std::set<std::string> seen;
+  for (size_t i = 0; i < desc.layers.size(); ++i) {
+    const auto& l = desc.layers[i];
+    auto where = layer_label(desc, i) + ": ";
+    if (l.type == layer_type::activation) {
+      if (l.act == activation::identity)
+        return bad(where + "an activation layer is relu, tanh or sigmoid");
+      continue; // owns no variables: needs no name of its own
+    }
+    if (!valid_name(names[i]))
+      return bad(where + "name must be 1 to 64 letters, digits, '_', '-' "
+                         "or '.'");
+    if (!seen.insert(names[i]).second)
+      return bad(where + "name '" + names[i]
+                 + "' is used by an earlier layer (variable names must be "
+                   "unique)");
+    if (!valid_init(l.init))
+      return bad(where + "init '" + l.init
+                 + "' is not one of seeds, glorot, he, sparse");
+    auto positive = [&](int64_t value, const char* field) -> caf::error {
+      if (value < 1)
+        return bad(where + field + " must be a positive integer, got "
+                   + std::to_string(value));
+      return caf::none;
+    };
+    switch (l.type) {
+      case layer_type::dense:
+        if (auto err = positive(l.units, "units"))
+          return err;
+        break;
+      case layer_type::conv2d:
+        if (auto err = positive(l.units, "filters"))
+          return err;
+        [[fallthrough]];
+      case layer_type::max_pool:
+        if (auto err = positive(l.kernel, l.type == layer_type::conv2d
+                                            ? "kernel"
+                                            : "window"))
+          return err;
+        if (auto err = positive(l.stride, "stride"))
+          return err;
+        break;
+      case layer_type::embedding_bag:
+        if (i != 0)
+          return bad(where + "embedding_bag must be the first layer (its "
+                             "input is the example's indices)");
+        if (auto err = positive(l.units, "units"))
+          return err;
+        if (l.vocabulary < 1 || l.vocabulary > (int64_t{1} << 24))
+          return bad(where + "vocabulary must be 1 to 2^24 (indices travel "
+                             "as exact float values), got "
+                     + std::to_string(l.vocabulary));
+        break;
+      case layer_type::flatten:
+      case layer_type::activation: break;
+    }
+  }
+  return caf::none;
+}
+
+std::string model_description::to_json() const {
+  auto names = layer_names(*this);
+  std::string out = "{\n  \"name\": " + json_quote(name)
+                    + ",\n  \"input_shape\": [";
+  for (size_t i = 0; i < input_shape.size(); ++i)
+    out += (i > 0 ? ", " : "") + std::to_string(input_shape[i]);
+  out += "],\n";
+  if (!init.empty())
+    out += "  \"init\": " + json_quote(init) + ",\n";
+  out += "  \"layers\": [";
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const auto& l = layers[i];
+    json_object obj;
+    if (l.type == layer_type::activation) {
+      obj.add("type", to_string(l.act));
+      out += (i > 0 ? ",\n    " : "\n    ") + obj.str();
+      continue;
+    }
+    obj.add("type", to_string(l.type)).add("name", names[i]);
+    switch (l.type) {
+      case layer_type::dense:
+        obj.add("units", l.units).add("activation", to_string(l.act));
+        break;
+      case layer_type::conv2d:
+        obj.add("filters", l.units)
+          .add("kernel", l.kernel)
+          .add("stride", l.stride)
+          .add("padding", l.pad == padding::same ? "SAME" : "VALID")
+          .add("activation", to_string(l.act));
+        break;
+      case layer_type::max_pool:
+        obj.add("window", l.kernel)
+          .add("stride", l.stride)
+          .add("padding", l.pad == padding::same ? "SAME" : "VALID");
+        break;
+      case layer_type::embedding_bag:
+        obj.add("vocabulary", l.vocabulary)
+          .add("units", l.units)
+          .add("combiner", to_string(l.combiner));
+        break;
+      case layer_type::flatten:
+      case layer_type::activation: break;
+    }
+    if (!l.init.empty())
+      obj.add("init", l.init);
+    out += (i > 0 ? ",\n    " : "\n    ") + obj.str();
+  }
+  out += "\n  ],\n  \"loss\": " + json_quote(to_string(loss)) + "\n}\n";
+  return out;
+}
+
+namespace {
+
+layer_desc weighted(layer_type type, std::string name, int64_t units,
+                    activation act) {
+  layer_desc l;
+  l.type = type;
+  l.name = std::move(name);
+  l.units = units;
+  l.act = act;
+  return l;
+}
+
+layer_desc conv(int64_t kernel, int64_t filters, activation act) {
+  auto l = weighted(layer_type::conv2d, "", filters, act);
+  l.kernel = kernel;
+  l.stride = 1;
+  l.pad = padding::same;
+  return l;
+}
+
+layer_desc max_pool(int64_t window, int64_t stride) {
+  layer_desc l;
+  l.type = layer_type::max_pool;
+  l.kernel = window;
+  l.stride = stride;
+  l.pad = padding::same;
+  return l;
+}
+
+layer_desc flatten() {
+  layer_desc l;
+  l.type = layer_type::flatten;
+  return l;
+}
+
+} // namespace
+
+model_description builtin_description(const model_spec& spec) {
+  if (spec.arch == model_arch::described)
+    return spec.description;
+  model_description desc;
+  desc.input_shape = {spec.height, spec.width, spec.channels};
+  auto& ls = desc.layers;
+  switch (spec.arch) {
+    case model_arch::convnet:
+      // TF kfac/examples/convnet.py: layer ids 0..4.
+      desc.name = "seeds_convnet";
+      ls.push_back(conv(5, 16, activation::relu));
+      ls.push_back(max_pool(3, 2));
+      ls.push_back(conv(5, 16, activation::relu));
+      ls.push_back(max_pool(3, 2));
+      ls.push_back(flatten());
+      ls.push_back(weighted(layer_type::dense, "", spec.num_classes,
+                            activation::identity));
+      break;
+    case model_arch::mlp:
+      desc.name = "seeds_mlp";
+      ls.push_back(flatten());
+      for (auto width : spec.hidden)
+        ls.push_back(weighted(layer_type::dense, "", width,
+                              spec.hidden_activation));
+      ls.push_back(weighted(layer_type::dense, "", spec.num_classes,
+                            activation::identity));
+      break;
+    case model_arch::autoencoder: {
+      // Encoder down to the linear code layer (the last hidden width), the
+      // mirror decoder, and one logit per input pixel.
+      desc.name = "autoencoder";
+      desc.loss = loss_kind::sigmoid_cross_entropy;
+      ls.push_back(flatten());
+      auto depth = spec.hidden.size();
+      for (size_t i = 0; i < depth; ++i)
+        ls.push_back(weighted(layer_type::dense, "enc" + std::to_string(i),
+                              spec.hidden[i],
+                              i + 1 == depth ? activation::identity
+                                             : spec.hidden_activation));
+      for (size_t i = depth - 1; i-- > 0;)
+        ls.push_back(weighted(layer_type::dense,
+                              "dec" + std::to_string(depth - 2 - i),
+                              spec.hidden[i], spec.hidden_activation));
+      ls.push_back(weighted(layer_type::dense, "output",
+                            spec.height * spec.width * spec.channels,
+                            activation::identity));
+      break;
+    }
+    case model_arch::described: break;
+  }
+  return desc;
+}
+
+} // namespace syncfac

@@ -1,0 +1,95 @@
+#define BOOST_TEST_MODULE langid
+#include <boost/test/unit_test.hpp>
+
+// Sparse gradients end to end on real data (docs/models.md): language
+// identification of single words from Debian's word lists, embedding_bag
+// -> dense -> softmax, trained in a loopback cluster (chief, 3 workers, 2
+// PS shards, one process each). The shards take the table's gradient only
+// as rows: a dense push of it is refused ("is sparse: its gradient must
+// come as rows"), so a run whose pushes are all accepted pushed it sparse.
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/examples/process.hpp"
+
+using namespace syncfac::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(words_are_told_apart_through_sparse_pushes) {
+  for (auto list : {"american-english", "ngerman", "french", "spanish",
+                    "italian", "portuguese", "dutch"})
+    if (!fs::exists(std::string{"/usr/share/dict/"} + list)) {
+      BOOST_TEST_MESSAGE("skipped: /usr/share/dict/"
+                         << list << " is missing (scripts/install-deps.sh "
+                                    "installs the word lists)");
+      std::exit(77);
+    }
+  temp_dir tmp;
+  auto npz = tmp.file("langid.npz");
+  auto model = tmp.file("langid.json");
+  auto made = run_program(bin + "langid_data --vocabulary 65536 --width 16"
+                          " --out " + npz + " --model_out " + model
+                          + " --push_batch 64");
+  BOOST_TEST_MESSAGE(made.output);
+  BOOST_REQUIRE_EQUAL(made.exit_code, 0);
+  BOOST_TEST(made.output.find("7 languages") != std::string::npos);
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 3}, {"ps", 2}});
+  auto summary = tmp.file("summary.json");
+  auto res = run_program(bin + "syncfac-launch --cluster " + cluster
+                         + " --program " + bin
+                         + "convnet_mnist_distributed --max_wall_s 600 -- "
+                           "--data " + npz + " --model_file " + model
+                         + " --optimizer adam --learning_rate 0.02"
+                           " --steps 400 --batch_size 64 --threads 1"
+                           " --no_progress --log_every 100"
+                           " --connect_timeout_ms 60000 --summary "
+                         + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto text = read_file(summary);
+  BOOST_TEST(json_numbers(text, "global_step").at(0) == 400);
+  BOOST_TEST(json_numbers(text, "workers").at(0) == 3);
+  BOOST_TEST(json_numbers(text, "ps_tasks").at(0) == 2);
+  BOOST_TEST(json_numbers(text, "refused_pushes").at(0) == 0);
+  BOOST_TEST(json_numbers(text, "accepted_pushes").at(0) >= 400 * 3 * 2 / 2);
+  auto acc = json_numbers(text, "test_accuracy").at(0);
+  BOOST_TEST(acc >= 0.85, "test accuracy " << acc << " on 7 languages");
+}
+
+BOOST_AUTO_TEST_CASE(an_index_outside_the_vocabulary_fails_before_training) {
+  temp_dir tmp;
+  auto npz = tmp.file("langid.npz");
+  auto model = tmp.file("langid.json");
+  // Indices of a 65536-bucket hash, a model of 1000 rows.
+  auto made = run_program(bin + "langid_data --vocabulary 65536 --words 50"
+                          " --languages english,german --out " + npz
+                          + " --model_out " + tmp.file("unused.json"));
+  if (made.exit_code != 0 && made.output.find("cannot read")
+                               != std::string::npos) {
+    BOOST_TEST_MESSAGE("skipped: " << made.output);
+    std::exit(77);
+  }
+  BOOST_REQUIRE_EQUAL(made.exit_code, 0);
+  std::ofstream{model} << R"({"input_shape": [48], "layers": [
+    {"type": "embedding_bag", "vocabulary": 1000, "units": 8},
+    {"type": "dense", "units": 2}], "loss": "softmax_cross_entropy"})";
+  auto out_dir = tmp.file("out");
+  auto res = run_program(bin + "convnet_mnist_single --data " + npz
+                         + " --model_file " + model + " --steps 5"
+                           " --batch_size 8 --summary " + out_dir
+                         + "/s.json --metrics " + out_dir + "/m.jsonl");
+  BOOST_TEST(res.exit_code != 0);
+  BOOST_TEST(res.output.find("outside the embedding_bag's vocabulary of 1000")
+               != std::string::npos,
+             res.output);
+  BOOST_TEST(res.output.find("langid.npz") != std::string::npos, res.output);
+  BOOST_TEST(!fs::exists(out_dir));
+}

@@ -1,0 +1,74 @@
+# cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DCXX_COMPILER=...
+#       -P own_model.cmake
+#
+# Installs BUILD_DIR into WORK_DIR/prefix, builds examples/own_model (a
+# model defined in code with model_builder) against that prefix alone in
+# WORK_DIR/build, and trains it: it must learn the synthetic set.
+
+foreach(var BUILD_DIR SOURCE_DIR WORK_DIR CXX_COMPILER)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "own_model: -D${var}=... is required")
+  endif()
+endforeach()
+
+set(prefix "${WORK_DIR}/prefix")
+set(build "${WORK_DIR}/build")
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+
+function(step name)
+  execute_process(COMMAND ${ARGN}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "own_model: ${name} failed (${rc}):\n${out}\n${err}")
+  endif()
+  message(STATUS "own_model: ${name}: ok")
+  set(step_output "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+step("cmake --install"
+     "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}")
+foreach(f include/syncfac/runtime/model_builder.hpp
+          include/syncfac/runtime/model_description.hpp
+          include/syncfac/runtime/model_file.hpp)
+  if(NOT EXISTS "${prefix}/${f}")
+    message(FATAL_ERROR "own_model: ${prefix}/${f} was not installed")
+  endif()
+endforeach()
+
+step("configure examples/own_model"
+     "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/examples/own_model"
+     -B "${build}" -DCMAKE_BUILD_TYPE=Release
+     "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}"
+     "-DCMAKE_PREFIX_PATH=${prefix}" "-Dsyncfac_DIR=${prefix}/lib/cmake/syncfac")
+step("build examples/own_model"
+     "${CMAKE_COMMAND}" --build "${build}" -j 2 -- VERBOSE=1)
+string(FIND "${step_output}" "${prefix}/include/syncfac" at_prefix)
+string(FIND "${step_output}" "-I${SOURCE_DIR} " in_tree)
+if(at_prefix EQUAL -1 OR NOT in_tree EQUAL -1)
+  message(FATAL_ERROR "own_model: the build does not use only the installed "
+                      "headers:\n${step_output}")
+endif()
+
+step("train own_model" "${build}/own_model" --steps 150)
+message(STATUS "${step_output}")
+# Its layers are its own (hidden/weights: the builder's name), K-FAC's
+# registration is not asked for here, and it must learn: accuracy > 0.6.
+string(REGEX MATCH "test accuracy ([0-9.]+) after ([0-9]+) steps" found
+       "${step_output}")
+if(NOT found)
+  message(FATAL_ERROR "own_model: no accuracy line:\n${step_output}")
+endif()
+if(CMAKE_MATCH_1 LESS 0.6 OR NOT CMAKE_MATCH_2 EQUAL 150)
+  message(FATAL_ERROR "own_model: accuracy ${CMAKE_MATCH_1} after "
+                      "${CMAKE_MATCH_2} steps (expected > 0.6 after 150)")
+endif()
+step("own_model --optimizer kfac" "${build}/own_model" --steps 40
+     --optimizer kfac --learning_rate 0.0003)
+string(FIND "${step_output}" "test accuracy" kfac_ran)
+if(kfac_ran EQUAL -1)
+  message(FATAL_ERROR "own_model: K-FAC run printed no accuracy:\n"
+                      "${step_output}")
+endif()
+message(STATUS "own_model: the installed package builds and trains a "
+               "model defined in code")

@@ -1,0 +1,258 @@
+#define BOOST_TEST_MODULE model_description
+#include <boost/test/unit_test.hpp>
+
+// Model descriptions and model files (docs/models.md): the built-ins'
+// files against builtin_description, derived names, K-FAC's registration
+// of dense and conv2d layers, the canonical JSON, and what is refused.
+
+#include <fstream>
+#include <sstream>
+
+#include "runtime/base/error.hpp"
+#include "runtime/model.hpp"
+#include "runtime/model_builder.hpp"
+#include "runtime/model_file.hpp"
+#include "tests/helpers.hpp"
+
+using namespace syncfac;
+
+namespace {
+
+const std::string models = SYNCFAC_SOURCE_DIR "/examples/models/";
+
+model_description load(const std::string& file) {
+  auto desc = load_model_file(models + file);
+  BOOST_REQUIRE_MESSAGE(desc, test::why(desc));
+  return *desc;
+}
+
+std::unique_ptr<model> build(const model_spec& spec, uint64_t seed = 5) {
+  auto m = model::make(spec, seed);
+  BOOST_REQUIRE_MESSAGE(m, test::why(m));
+  return std::move(*m);
+}
+
+/// Same variable names, shapes and values.
+void check_same_parameters(const model& a, const model& b) {
+  const auto& x = a.parameters();
+  const auto& y = b.parameters();
+  BOOST_REQUIRE_EQUAL(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    BOOST_TEST(x[i].name == y[i].name);
+    BOOST_TEST(x[i].value.shape() == y[i].value.shape());
+    BOOST_TEST(x[i].value.values() == y[i].value.values());
+  }
+}
+
+std::string parse_error(const std::string& text) {
+  auto desc = parse_model_description(text, "model file 'x.json'");
+  if (desc) {
+    auto built = model::make(described_spec(*desc), 0);
+    if (built)
+      return "";
+    return render(built.error());
+  }
+  return render(desc.error());
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(builtin_files_build_the_builtin_models) {
+  model_spec convnet;
+  model_spec mlp;
+  mlp.arch = model_arch::mlp;
+  auto ae = autoencoder_spec();
+  for (auto [spec, file] : {std::pair{convnet, "seeds_convnet.json"},
+                            std::pair{mlp, "seeds_mlp.json"},
+                            std::pair{ae, "autoencoder.json"}}) {
+    BOOST_TEST_CONTEXT(file) {
+      auto described = described_spec(load(file));
+      described.init = spec.init;
+      auto a = build(spec);
+      auto b = build(described);
+      check_same_parameters(*a, *b);
+      if (!a->spec().reconstructs())
+        BOOST_TEST(b->spec().num_classes == a->spec().num_classes);
+      BOOST_TEST(b->spec().reconstructs() == a->spec().reconstructs());
+      BOOST_TEST(b->kfac_collection().layers.size()
+                 == a->kfac_collection().layers.size());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(names_are_derived_as_the_seeds_name_layers) {
+  auto m = build(described_spec(load("seeds_convnet.json")));
+  std::vector<std::string> names;
+  for (const auto& p : m->parameters())
+    names.push_back(p.name);
+  std::vector<std::string> expected = {"conv0/kernel", "conv0/bias",
+                                       "conv2/kernel", "conv2/bias",
+                                       "fc4/weights",  "fc4/bias"};
+  BOOST_TEST(names == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(dense_and_conv2d_layers_are_registered_with_kfac) {
+  auto desc = parse_model_description(R"({"input_shape": [12, 12, 2],
+    "layers": [{"type": "conv2d", "filters": 4, "kernel": 3},
+               {"type": "tanh"},
+               {"type": "max_pool", "window": 2},
+               {"type": "conv2d", "name": "mid", "filters": 3, "kernel": 3,
+                "stride": 2, "padding": "SAME", "init": "he"},
+               {"type": "flatten"},
+               {"type": "dense", "units": 6, "activation": "relu"},
+               {"type": "dense", "units": 3}],
+    "loss": "softmax_cross_entropy"})",
+                                      "test");
+  BOOST_REQUIRE_MESSAGE(desc, test::why(desc));
+  auto m = build(described_spec(*desc));
+  const auto& layers = m->kfac_collection().layers;
+  BOOST_REQUIRE_EQUAL(layers.size(), 4u);
+  BOOST_TEST(layers[0].name == "conv0");
+  BOOST_TEST((layers[0].kind == layer_kind::conv2d));
+  BOOST_TEST(layers[0].a_dim == 3 * 3 * 2 + 1);
+  BOOST_TEST(layers[0].locations == 10 * 10); // VALID 3x3 on 12x12
+  BOOST_TEST(layers[1].name == "mid");
+  BOOST_TEST(layers[1].locations == 3 * 3);   // SAME stride 2 on 5x5
+  BOOST_TEST((layers[2].kind == layer_kind::dense));
+  BOOST_TEST(layers[2].name == "fc3");
+  BOOST_TEST(layers[2].a_dim == 3 * 3 * 3 + 1);
+  BOOST_TEST(layers[3].name == "fc4");
+  BOOST_TEST(m->spec().num_classes == 3);
+  // The tanh layer is conv0's activation: its output is bounded by 1.
+  tensor x{2, 12, 12, 2};
+  for (int64_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(i % 7);
+  auto dev = make_cpu_backend(1);
+  auto res = m->forward_backward(*dev, x, {0, 2});
+  BOOST_REQUIRE_MESSAGE(res, test::why(res));
+  BOOST_TEST(m->kfac_layers().size() == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(canonical_json_reads_back_to_the_same_description) {
+  for (auto file : {"seeds_convnet.json", "seeds_mlp.json",
+                    "autoencoder.json"}) {
+    BOOST_TEST_CONTEXT(file) {
+      auto desc = load(file);
+      auto again = parse_model_description(desc.to_json(), "canonical");
+      BOOST_REQUIRE_MESSAGE(again, test::why(again));
+      // Names come out derived: equal models, equal variables.
+      auto a = build(described_spec(desc));
+      auto b = build(described_spec(*again));
+      check_same_parameters(*a, *b);
+      BOOST_TEST(again->to_json() == desc.to_json());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_descriptions_are_refused_by_name) {
+  auto says = [](const std::string& text,
+                 std::vector<std::string> needles) {
+    auto msg = parse_error(text);
+    BOOST_TEST(!msg.empty(), "accepted: " << text);
+    for (const auto& n : needles)
+      BOOST_TEST(msg.find(n) != std::string::npos,
+                 "'" << n << "' not in: " << msg);
+  };
+  std::string loss = R"(, "loss": "softmax_cross_entropy"})";
+  says("[1, 2]", {"x.json", "not a JSON object"});
+  says("{\"input_shape\": [28, 28,", {"x.json", "not JSON"});
+  says(R"({"layers": [{"type": "flatten"}])" + loss,
+       {"missing field 'input_shape'"});
+  says(R"({"input_shape": [28, 28], "layers": [{"type": "flatten"},
+          {"type": "dense", "units": 10}]})",
+       {"missing field 'loss'"});
+  says(R"({"input_shape": [28], "layers": [], "loss": "hinge"})",
+       {"'loss' is 'hinge'"});
+  says(R"({"input_shape": [28, 0], "layers": [{"type": "flatten"}])" + loss,
+       {"input_shape", "positive"});
+  says(R"({"input_shape": [4], "layers": [{"type": "embedding"}])" + loss,
+       {"layer 0", "unknown layer type 'embedding'"});
+  says(R"({"input_shape": [4], "layers": [{"type": "dense", "units": 2.5}])"
+         + loss,
+       {"layer 0 (dense)", "'units' must be an integer", "number 2.5"});
+  says(R"({"input_shape": [4], "layers": [{"type": "dense", "units": 0}])"
+         + loss,
+       {"layer 0 (dense 'fc0')", "units must be a positive integer"});
+  says(R"({"input_shape": [4, 4, 1], "layers": [{"type": "conv2d",
+          "filters": 2, "kernel": 3, "padding": "FULL"}])" + loss,
+       {"layer 0 (conv2d)", "'padding' is 'FULL'"});
+  says(R"({"input_shape": [4], "layers": [{"type": "dense", "units": 3,
+          "name": "a"}, {"type": "dense", "units": 3, "name": "a"}])" + loss,
+       {"layer 1 (dense 'a')", "used by an earlier layer"});
+  says(R"({"input_shape": [4], "layers": [{"type": "dense", "units": 3,
+          "name": "a/b"}])" + loss,
+       {"layer 0", "name must be"});
+  says(R"({"input_shape": [4], "layers": [{"type": "dense", "units": 3,
+          "init": "zeros"}])" + loss,
+       {"layer 0", "init 'zeros'"});
+  says(R"({"input_shape": [4, 4, 1], "layers": [{"type": "relu"},
+          {"type": "flatten"}, {"type": "dense", "units": 3}])" + loss,
+       {"layer 0 (relu)", "must directly follow a dense or conv2d"});
+  says(R"({"input_shape": [4], "layers": [{"type": "flatten"}, {"type":
+          "dense", "units": 3, "activation": "relu"}, {"type": "tanh"}])"
+         + loss,
+       {"layer 2 (tanh)"});
+  says(R"({"input_shape": [4, 4, 1], "layers": [{"type": "flatten"},
+          {"type": "conv2d", "filters": 2, "kernel": 3}])" + loss,
+       {"layer 1 (conv2d 'conv0')", "[-1, 16]", "[-1, height, width"});
+  says(R"({"input_shape": [4], "layers": [{"type": "flatten"},
+          {"type": "dense", "units": 1}])" + loss,
+       {"[-1, 1]", "at least 2 classes"});
+}
+
+BOOST_AUTO_TEST_CASE(embedding_bag_means_rows_and_touches_only_them) {
+  auto desc = model_builder{"bags", {3}}
+                .embedding_bag(10, 2, bag_combiner::mean)
+                .dense(2)
+                .init("glorot")
+                .build();
+  BOOST_REQUIRE_MESSAGE(desc, test::why(desc));
+  auto m = build(described_spec(*desc));
+  BOOST_TEST(m->kfac_collection().layers.size() == 1u); // the dense only
+  const auto& table = m->parameters()[0];
+  BOOST_TEST(table.name == "emb0/embeddings");
+  BOOST_TEST(table.value.shape() == (tensor_shape{10, 2}));
+  // Bags {4, 7, pad} and {7, pad, pad}.
+  tensor x{2, 1, 1, 3};
+  float values[] = {4, 7, -1, 7, -1, -1};
+  std::copy(values, values + 6, x.data());
+  auto dev = make_cpu_backend(1);
+  auto res = m->forward_backward(*dev, x, {0, 1});
+  BOOST_REQUIRE_MESSAGE(res, test::why(res));
+  auto rows = m->sparse_gradient_rows();
+  BOOST_REQUIRE_EQUAL(rows.size(), 1u);
+  BOOST_TEST(rows[0].variable == "emb0/embeddings");
+  BOOST_TEST(*rows[0].rows == (std::vector<int64_t>{4, 7}));
+  const auto& grad = m->gradients()[0].value;
+  for (int64_t r = 0; r < 10; ++r)
+    if (r != 4 && r != 7)
+      BOOST_TEST((grad[r * 2] == 0.0f && grad[r * 2 + 1] == 0.0f));
+  // Finite differences on a touched entry of the table: the mean loss
+  // moves as the gradient says.
+  auto loss_at = [&](float delta) {
+    auto params = m->parameters();
+    params[0].value[7 * 2 + 1] += delta;
+    auto probe = build(described_spec(*desc));
+    BOOST_REQUIRE(!probe->set_parameters(params));
+    auto r = probe->evaluate(*dev, x, {0, 1});
+    BOOST_REQUIRE(r);
+    return r->mean_loss();
+  };
+  auto numeric = (loss_at(1e-2f) - loss_at(-1e-2f)) / 2e-2;
+  BOOST_TEST(std::abs(numeric - grad[7 * 2 + 1]) < 1e-3,
+             numeric << " vs " << grad[7 * 2 + 1]);
+  // An index outside the vocabulary is named.
+  x[0] = 10;
+  auto bad = m->forward_backward(*dev, x, {0, 1});
+  BOOST_REQUIRE(!bad);
+  BOOST_TEST(render(bad.error()).find("vocabulary of 10") != std::string::npos);
+  // Only as the first layer.
+  auto late = model_builder{"late", {3}}
+                .flatten()
+                .embedding_bag(10, 2)
+                .dense(2)
+                .build();
+  BOOST_REQUIRE(!late);
+  BOOST_TEST(render(late.error()).find("must be the first layer")
+             != std::string::npos);
+}
