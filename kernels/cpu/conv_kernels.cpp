@@ -10,18 +10,29 @@
 // Register blocking: R rows x V vectors of accumulators, V <= 2. With 16
 // ymm registers (AVX2) R <= 6: at most 12 accumulators + 2 operands + 1
 // broadcast = 15 registers, two FMAs per broadcast and ~1.5 loads per FMA
-// pair. With 32 zmm registers (AVX-512) R <= 8: 16 accumulators, and a
-// 16-float vector per operand, so twice the work per instruction.
+// pair. With 32 zmm registers (AVX-512) R <= 8 at V = 2 (16 accumulators)
+// and R <= 12 at V = 1 (out_c <= 16, the ConvNet's layers): 12 chains
+// cover the FMA latency on two ports with margin where 8 would just fit.
 
 namespace syncfac::cpu::SYNCFAC_KERNEL_ISA {
 
 namespace {
 
 #ifdef SYNCFAC_SIMD_AVX512
-constexpr int max_rows = 8;
+constexpr int rows_for(int vectors) {
+  return vectors == 1 ? 12 : 8;
+}
 #else
-constexpr int max_rows = 6;
+constexpr int rows_for(int) {
+  return 6;
+}
 #endif
+
+// Rows per tile when every column block of out_c has at most as many
+// vectors as a one-vector block where out_c fits in one.
+constexpr int rows_for_columns(int64_t out_c) {
+  return rows_for(out_c <= simd::width ? 1 : 2);
+}
 constexpr int block_width = 2 * simd::width;
 
 // Part i of `parts` equal parts of n (parallel.hpp's split, kept inside
@@ -108,8 +119,8 @@ void forward_tile(const forward_args& f) {
   }
 }
 
-// The tile of `rows` (1..max_rows) rows.
-template <int V, bool Tail, int R = max_rows>
+// The tile of `rows` (1..R) rows.
+template <int V, bool Tail, int R = rows_for(V)>
 void forward_tile_rows(int rows, const forward_args& f) {
   if constexpr (R > 1)
     if (rows < R)
@@ -166,7 +177,7 @@ void weight_tile(const weight_args& f) {
     }
 }
 
-template <int V, bool Tail, int R = max_rows>
+template <int V, bool Tail, int R = rows_for(V)>
 void weight_tile_rows(int rows, const weight_args& f) {
   if constexpr (R > 1)
     if (rows < R)
@@ -218,7 +229,7 @@ void input_tile(const input_args& f) {
   }
 }
 
-template <int V, bool Tail, int R = max_rows>
+template <int V, bool Tail, int R = rows_for(2)>
 void input_tile_rows(int rows, const input_args& f) {
   if constexpr (R > 1)
     if (rows < R)
@@ -232,8 +243,9 @@ void conv_forward_rows(const float* base, const patch_layout& p,
                        int64_t rows, const float* w, int64_t opad,
                        const float* bias, int64_t out_c, bool relu,
                        float* out) {
-  for (int64_t m = 0; m < rows; m += max_rows) {
-    auto r = static_cast<int>(std::min<int64_t>(max_rows, rows - m));
+  const int64_t step = rows_for_columns(out_c);
+  for (int64_t m = 0; m < rows; m += step) {
+    auto r = static_cast<int>(std::min<int64_t>(step, rows - m));
     for (int64_t o0 = 0; o0 < out_c; o0 += block_width) {
       auto blk = make_block(out_c - o0);
       forward_args f{base,      &p,    p.row_offsets + m,
@@ -254,10 +266,11 @@ void conv_weight_grad(const float* base, const patch_layout& p,
                       const int64_t* tap_offsets, int64_t K, int64_t rows,
                       const float* ds, int64_t out_c, float* dw,
                       int64_t opad) {
-  // Blocks of 5 or 6 taps rather than 6s and a remainder: every block costs
-  // a pass over the rows, so a 1-tap remainder would cost as much as a full
-  // block.
-  auto blocks = (K + max_rows - 1) / max_rows;
+  // Blocks of R - 1 or R taps rather than Rs and a remainder: every block
+  // costs a pass over the rows, so a 1-tap remainder would cost as much as
+  // a full block.
+  const int64_t per_block = rows_for_columns(out_c);
+  auto blocks = (K + per_block - 1) / per_block;
   // Passes over a slice of rows whose ds lines and patches stay in L1: over
   // a whole tile every pass would stream ds from L2 again.
   constexpr int64_t rows_per_slice = 128;
@@ -291,8 +304,9 @@ void conv_weight_grad(const float* base, const patch_layout& p,
 void conv_input_grad(float* dx, const patch_layout& p, int64_t rows,
                      const float* ds, int64_t out_c, const float* wt,
                      int64_t ldwt) {
-  for (int64_t m = 0; m < rows; m += max_rows) {
-    auto r = static_cast<int>(std::min<int64_t>(max_rows, rows - m));
+  constexpr int64_t step = rows_for(2);
+  for (int64_t m = 0; m < rows; m += step) {
+    auto r = static_cast<int>(std::min<int64_t>(step, rows - m));
     for (int64_t kh = 0; kh < p.k_h; ++kh) {
       for (int64_t j0 = 0; j0 < p.segment; j0 += block_width) {
         auto blk = make_block(p.segment - j0);
