@@ -1,7 +1,7 @@
 #pragma once
 
-// Which instruction-set level the CPU kernels run at (docs/design.md
-// §"Instruction sets"). One binary carries the baseline kernels (the
+// Which instruction-set level the CPU kernels run at (docs/kernels.md,
+// "Instruction-set levels"). One binary carries the baseline kernels (the
 // build's flags; Release: x86-64-v3, "avx2") and, where the compiler
 // could build them, AVX-512 ones ("avx512"); at start-up the best level
 // the CPU and the OS support is chosen (cpuid, and xgetbv for the OS's

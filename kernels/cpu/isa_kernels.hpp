@@ -1,8 +1,8 @@
 #pragma once
 
 // The hot CPU kernels compiled once per instruction-set level, and the
-// table through which the rest of the library calls them (docs/design.md
-// §"Instruction sets"). Each level's objects are the same sources
+// table through which the rest of the library calls them (docs/kernels.md,
+// "Instruction-set levels"). Each level's objects are the same sources
 // (conv_kernels.cpp, matmul_kernel.cpp, gram_kernels.cpp, isa_table.cpp)
 // compiled with that level's flags and SYNCFAC_KERNEL_ISA set to the
 // level's namespace:
