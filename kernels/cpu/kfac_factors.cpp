@@ -7,6 +7,9 @@
 // Dense factors read the rows in place and split the lower triangle into
 // fixed blocks, one GEMM (SYRK on the diagonal) over all rows each.
 //
+// The SYRK, GEMM and few-rows kernels are the selected instruction-set
+// level's (kernels/cpu/gram_kernels.cpp through kernels/cpu/isa.hpp).
+//
 // Chunks, tiles and blocks depend only on the shapes, never on the thread
 // count, so results are bit-identical for any number of threads. A team
 // synchronises only before the reduction: on the shared cores, a first
@@ -206,6 +209,8 @@ void direct_gram(int threads, const float* x, int64_t rows, int64_t cols,
 // no mirror, the scaling fused into the store. out[i][j] and out[j][i] are
 // the same FMA chain over k = 0..m-1 (x_ki x_kj = x_kj x_ki exactly), so the
 // result is exactly symmetric; blocks never depend on the thread count.
+// The kernel is isa_kernels::few_rows_block.
+
 // Sets out [width, width], width = cols (+ 1 with a bias), to scale *
 // Σ ā ā^T over the m rows a of x [m, cols] (row stride ld), ā = [a, 1]
 // with a bias; for few rows (see above).
