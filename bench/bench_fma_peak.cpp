@@ -14,9 +14,9 @@ using namespace syncfac;
 
 int main(int argc, char** argv) {
   auto opt = bench::parse_options(argc, argv);
-  std::printf("FP32 FMA peak, %d independent chains per thread, best of 3 "
-              "tries of ~%.1fs\n",
-              bench::fma_chains, opt.seconds);
+  std::printf("FP32 FMA peak, %d (avx2) or %d (avx512) independent chains "
+              "per thread, best of 3 tries of ~%.1fs\n",
+              bench::avx2_chains, bench::avx512_chains, opt.seconds);
   for (const auto& level : cpu::supported_isas()) {
     if (bench::fma_width(level) == 0)
       continue;
