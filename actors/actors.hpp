@@ -10,7 +10,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "messages/atoms.hpp"
-#include "messages/checkpoint_messages.hpp"
+#include "runtime/checkpoint/checkpoint_contents.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/sync_messages.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "actors/gather.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

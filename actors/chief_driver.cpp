@@ -6,7 +6,7 @@
 
 #include "actors/checkpoint_writer.hpp"
 #include "actors/gather.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
 #include "runtime/process_stats.hpp"
 

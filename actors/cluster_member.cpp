@@ -5,7 +5,7 @@
 
 #include <caf/exit_reason.hpp>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

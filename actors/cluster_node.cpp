@@ -15,7 +15,7 @@
 #include "actors/owned_actors.hpp"
 #include "actors/run_fingerprint.hpp"
 #include "actors/topology.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "actors/role_metrics.hpp"
 #include "runtime/observe/metrics_endpoint.hpp"
 #include "runtime/observe/run_status.hpp"

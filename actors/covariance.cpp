@@ -5,7 +5,8 @@
 
 #include "actors/kfac_role_checks.hpp"
 #include "actors/role_snapshots.hpp"
-#include "runtime/error.hpp"
+#include "kernels/cpu/kfac_factors.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 
@@ -56,7 +57,7 @@ size_t find_layer(const covariance_state& st, const std::string& name) {
 /// as the matrix [dim, dim] or as rows [m >= 1, dim] with a positive
 /// scale, never both.
 std::string factor_problem(const std::string& name, const tensor& matrix,
-                           const cpu::gram_rows& rows, int64_t dim) {
+                           const gram_rows& rows, int64_t dim) {
   if (rows.x.empty())
     return is_square(matrix, dim) ? std::string{}
                                   : name + " must be " + square_shape(dim)
@@ -130,7 +131,7 @@ void blend(tensor& mean, const tensor& x, float w) {
 
 /// Adds one factor of a checked contribution of `examples` examples.
 void add_factor(pending_factor& p, const tensor& matrix,
-                const cpu::gram_rows& rows, int64_t examples) {
+                const gram_rows& rows, int64_t examples) {
   if (!rows.x.empty()) {
     p.rows.push_back(rows);
     p.row_examples.push_back(examples);

@@ -64,7 +64,7 @@ struct covariance_config {
   caf::error validate() const;
 };
 
-/// Rows (cpu::gram_rows) of steps folded into a factor's average but not
+/// Rows (gram_rows) of steps folded into a factor's average but not
 /// yet into its matrix. The EMA is linear: k folds whose statistics came
 /// as rows X_j are
 ///   raw ← decay^k · raw + Σ_j decay^(k-j) · (1 - decay) · w_j · X_jᵀX_j
@@ -74,7 +74,7 @@ struct covariance_config {
 struct deferred_rows {
   /// What raw is still to be multiplied by (decay^k).
   double raw_scale = 1;
-  std::vector<cpu::gram_rows> rows;
+  std::vector<gram_rows> rows;
   /// Per block: decay^(k-j) · (1 - decay) · w_j.
   std::vector<double> weights;
   /// Rows in all blocks.
@@ -101,7 +101,7 @@ struct covariance_layer {
 struct pending_factor {
   tensor mean;
   int64_t mean_examples = 0;
-  std::vector<cpu::gram_rows> rows;
+  std::vector<gram_rows> rows;
   std::vector<int64_t> row_examples;
 };
 

@@ -4,7 +4,7 @@
 
 #include "actors/gather.hpp"
 #include "runtime/data/batcher.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -7,7 +7,7 @@
 
 #include "actors/kfac_role_checks.hpp"
 #include "runtime/elapsed.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -11,7 +11,7 @@
 
 #include <caf/error.hpp>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/kfac/layer_collection.hpp"
 
 namespace syncfac {

@@ -12,7 +12,7 @@
 
 #include "runtime/data/batcher.hpp"
 #include "runtime/elapsed.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/process_stats.hpp"
 #include "runtime/observe/metrics_endpoint.hpp"
 #include "runtime/training_log.hpp"

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
 
 namespace syncfac {

@@ -7,7 +7,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/send.hpp>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/net/tls_transport.hpp"
 
 namespace syncfac {

@@ -26,7 +26,7 @@
 #include "messages/atoms.hpp"
 #include "messages/cluster_messages.hpp"
 #include "runtime/cluster/cluster_spec.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -10,7 +10,7 @@
 #include <caf/make_message.hpp>
 
 #include "actors/role_snapshots.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_update.hpp"
 #include "runtime/kfac/layer_inversion.hpp"
 

@@ -49,7 +49,7 @@
 #include "runtime/optimizer.hpp"
 #include "runtime/optimizer_config.hpp"
 #include "runtime/sync/conditional_accumulator.hpp"
-#include "runtime/sync/push_parts.hpp"
+#include "messages/push_parts.hpp"
 #include "runtime/sync/sparse_accumulator.hpp"
 
 namespace syncfac {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/kfac/layer_inversion.hpp"
 
 namespace syncfac {

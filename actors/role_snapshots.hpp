@@ -9,7 +9,7 @@
 
 #include "actors/covariance.hpp"
 #include "actors/ps_shard.hpp"
-#include "messages/checkpoint_messages.hpp"
+#include "runtime/checkpoint/checkpoint_contents.hpp"
 
 namespace syncfac {
 

@@ -16,7 +16,7 @@
 #include "actors/topology.hpp"
 #include "actors/tower_device.hpp"
 #include "actors/worker.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/model.hpp"
 #include "runtime/process_stats.hpp"
 #include "actors/role_metrics.hpp"

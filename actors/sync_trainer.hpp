@@ -17,7 +17,7 @@
 #include "actors/local_trainer.hpp"
 #include "runtime/kfac/layer_collection.hpp"
 #include "runtime/sync/placement.hpp"
-#include "runtime/sync/push_parts.hpp"
+#include "messages/push_parts.hpp"
 
 namespace syncfac {
 

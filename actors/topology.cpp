@@ -5,7 +5,7 @@
 
 #include "actors/tower_device.hpp"
 #include "kernels/backend_factory.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/sync/replica_counts.hpp"
 
 namespace syncfac {

@@ -7,7 +7,7 @@
 
 #include "actors/gather.hpp"
 #include "runtime/elapsed.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

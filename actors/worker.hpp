@@ -25,7 +25,7 @@
 #include "runtime/data/batcher.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/model_spec.hpp"
-#include "runtime/sync/push_parts.hpp"
+#include "messages/push_parts.hpp"
 
 namespace syncfac {
 
@@ -66,7 +66,7 @@ struct worker_config {
   /// Statistics role: how often to look for a new global step.
   std::chrono::milliseconds poll_interval{2};
   /// A push to a shard in another process goes as parts of about this
-  /// many bytes (runtime/sync/push_parts.hpp); 0: always whole.
+  /// many bytes (messages/push_parts.hpp); 0: always whole.
   int64_t push_part_bytes = default_push_part_bytes;
   /// Longest wait for a device, pull or push answer.
   std::chrono::milliseconds request_timeout{60000};

@@ -33,7 +33,7 @@
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
 #include "runtime/elapsed.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/model.hpp"
 
 using namespace syncfac;

@@ -22,7 +22,7 @@
 #include "bench/bench_util.hpp"
 #include "bench/fma_peak.hpp"
 #include "kernels/cpu/isa.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 using namespace syncfac;
 

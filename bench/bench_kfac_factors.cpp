@@ -20,7 +20,7 @@
 
 #include "kernels/cpu/kfac_factors.hpp"
 #include "bench/bench_util.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 using namespace syncfac;
 
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
                                           G));
                    }),
            conv_flops);
-    cpu::factor_sampling s;
+    factor_sampling s;
     s.max_locations = 16;
     s.seed = 1;
     report("conv2 A+G, 16 of 196 locations", threads,
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
            conv_flops * 16.0 / 196.0);
     // The defaults of the statistics pass: 16 examples, 4 conv locations
     // each (a backward pass of 16 examples: ds scaled for N = 16).
-    cpu::factor_sampling d;
+    factor_sampling d;
     d.max_examples = 16;
     d.max_locations = 4;
     d.seed = 1;

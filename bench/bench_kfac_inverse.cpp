@@ -20,7 +20,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "bench/bench_util.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 using namespace syncfac;
 

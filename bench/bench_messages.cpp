@@ -18,7 +18,7 @@
 #include "messages/sync_messages.hpp"
 #include "runtime/data/batcher.hpp"
 #include "runtime/model.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 #include "runtime/sync/placement.hpp"
 
 using namespace syncfac;

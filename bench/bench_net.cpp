@@ -29,7 +29,7 @@
 // the path openssl (not measured by default) is CAF's own caf::openssl
 // module with the same certificates, for comparison.
 // --part_kib K splits each CAF push into parts of K KiB as a worker does
-// with --push_part_kib K (split_push, runtime/sync/push_parts.hpp; 1024 is
+// with --push_part_kib K (split_push, messages/push_parts.hpp; 1024 is
 // the runtime's default), all sent before their acks are awaited, and the
 // receiver assembles them with the shard's push_assembler (which keeps
 // the slices, as the shard does); 0 sends each push as one message. Both
@@ -75,11 +75,11 @@
 #include "messages/atoms.hpp"
 #include "messages/sync_messages.hpp"
 #include "runtime/allocator.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/net/tls_transport.hpp"
-#include "runtime/program_config.hpp"
-#include "runtime/sync/push_parts.hpp"
+#include "actors/program_config.hpp"
+#include "messages/push_parts.hpp"
 
 using namespace syncfac;
 using namespace std::chrono_literals;

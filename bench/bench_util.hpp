@@ -18,7 +18,7 @@
 #include <caf/error.hpp>
 
 #include "kernels/cpu/isa.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac::bench {
 

@@ -27,7 +27,7 @@
 #include "actors/local_trainer.hpp"
 #include "actors/sync_trainer.hpp"
 #include "runtime/data/dataset.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "example_main.hpp"
 #include "training_options.hpp"
 

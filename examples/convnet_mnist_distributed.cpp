@@ -32,9 +32,9 @@
 #include "convnet_options.hpp"
 #include "example_main.hpp"
 #include "runtime/cluster/scheduler_env.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/net/tls.hpp"
-#include "runtime/sync/push_parts.hpp"
+#include "messages/push_parts.hpp"
 
 using namespace syncfac;
 using namespace syncfac::examples;

@@ -30,7 +30,7 @@
 #include "actors/sync_trainer.hpp"
 #include "convnet_options.hpp"
 #include "example_main.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 using namespace syncfac;
 using namespace syncfac::examples;

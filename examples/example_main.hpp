@@ -17,7 +17,7 @@
 #include "actors/sync_trainer.hpp"
 #include "kernels/cpu/isa.hpp"
 #include "runtime/allocator.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
 #include "training_options.hpp"
 

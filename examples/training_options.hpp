@@ -23,8 +23,8 @@
 #include "actors/local_trainer.hpp"
 #include "actors/sync_trainer.hpp"
 #include "runtime/data/dataset.hpp"
-#include "runtime/error.hpp"
-#include "runtime/program_config.hpp"
+#include "runtime/base/error.hpp"
+#include "actors/program_config.hpp"
 #include "runtime/sync/replica_counts.hpp"
 
 namespace syncfac::examples {

@@ -4,7 +4,7 @@
 #include <iostream>
 #include <mutex>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 #ifdef SYNCFAC_HAVE_CUDA
 #  include "kernels/cuda/cuda_backend.hpp"

@@ -7,7 +7,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

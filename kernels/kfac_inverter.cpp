@@ -2,7 +2,7 @@
 
 #include "kernels/kfac_inverter.hpp"
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 #ifdef SYNCFAC_HAVE_CUDA
 #  include "kernels/cuda/cuda_backend.hpp"
@@ -23,32 +23,32 @@ public:
   }
 
   caf::error dense_factors(const tensor& input, const tensor& ds,
-                           bool with_bias, const cpu::factor_sampling& s,
+                           bool with_bias, const factor_sampling& s,
                            int threads, tensor& A, tensor& G) override {
     return cpu::dense_factors(input, ds, with_bias, s, threads, A, G);
   }
 
   caf::error dense_factors(const tensor& input, const tensor& ds,
-                           bool with_bias, const cpu::factor_sampling& s,
+                           bool with_bias, const factor_sampling& s,
                            int threads, tensor& A, tensor& G,
-                           cpu::gram_rows& A_rows,
-                           cpu::gram_rows& G_rows) override {
+                           gram_rows& A_rows,
+                           gram_rows& G_rows) override {
     return cpu::dense_factors(input, ds, with_bias, s, threads, A, G, A_rows,
                               G_rows);
   }
 
   caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
                           const tensor& ds, bool with_bias,
-                          const cpu::factor_sampling& s, int threads,
+                          const factor_sampling& s, int threads,
                           tensor& A, tensor& G) override {
     return cpu::conv_factors(g, x, ds, with_bias, s, threads, A, G);
   }
 
   caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
                           const tensor& ds, bool with_bias,
-                          const cpu::factor_sampling& s, int threads,
-                          tensor& A, tensor& G, cpu::gram_rows& A_rows,
-                          cpu::gram_rows& G_rows) override {
+                          const factor_sampling& s, int threads,
+                          tensor& A, tensor& G, gram_rows& A_rows,
+                          gram_rows& G_rows) override {
     return cpu::conv_factors(g, x, ds, with_bias, s, threads, A, G, A_rows,
                              G_rows);
   }

@@ -55,7 +55,7 @@ public:
   /// is checked everywhere but sets the parallelism on the CPU only.
   virtual caf::error dense_factors(const tensor& input, const tensor& ds,
                                    bool with_bias,
-                                   const cpu::factor_sampling& s, int threads,
+                                   const factor_sampling& s, int threads,
                                    tensor& A, tensor& G)
     = 0;
 
@@ -66,26 +66,26 @@ public:
   /// factors are matrices (kernels/cuda/kfac_inverter.cpp says why).
   virtual caf::error dense_factors(const tensor& input, const tensor& ds,
                                    bool with_bias,
-                                   const cpu::factor_sampling& s, int threads,
+                                   const factor_sampling& s, int threads,
                                    tensor& A, tensor& G,
-                                   cpu::gram_rows& A_rows,
-                                   cpu::gram_rows& G_rows)
+                                   gram_rows& A_rows,
+                                   gram_rows& G_rows)
     = 0;
 
   /// cpu::conv_factors on this device: A and G of a conv2d layer.
   virtual caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
                                   const tensor& ds, bool with_bias,
-                                  const cpu::factor_sampling& s, int threads,
+                                  const factor_sampling& s, int threads,
                                   tensor& A, tensor& G)
     = 0;
 
   /// cpu::conv_factors with rows, as dense_factors with rows.
   virtual caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
                                   const tensor& ds, bool with_bias,
-                                  const cpu::factor_sampling& s, int threads,
+                                  const factor_sampling& s, int threads,
                                   tensor& A, tensor& G,
-                                  cpu::gram_rows& A_rows,
-                                  cpu::gram_rows& G_rows)
+                                  gram_rows& A_rows,
+                                  gram_rows& G_rows)
     = 0;
 
   // -- inversions (kernels/cpu/kfac_inverse.hpp) -----------------------------

@@ -10,7 +10,7 @@
 
 #include <caf/binary_deserializer.hpp>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -90,7 +90,7 @@ typename Inspector::result_type inspect(Inspector& f, dense_slice& x) {
 /// network a large push travels as `parts` messages (part 0 .. parts-1, the
 /// same worker and local_step), whole variables in `dense` and pieces of
 /// large ones in `slices`; the shard assembles them and then treats the
-/// whole as one push (runtime/sync/push_parts.hpp).
+/// whole as one push (messages/push_parts.hpp).
 struct gradient_push {
   int32_t worker = 0;
   /// The global step the gradients were computed at (the worker's

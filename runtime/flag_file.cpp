@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

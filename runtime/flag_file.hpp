@@ -1,7 +1,7 @@
 #pragma once
 
 // The pure parts of the command line every program shares
-// (runtime/program_config): the closest known flag to a mistyped one, and
+// (actors/program_config): the closest known flag to a mistyped one, and
 // the INI-style flag file of --config-file:
 //
 //   # comment (or ; comment)

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -6,7 +6,7 @@
 #include <random>
 #include <sstream>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -1,6 +1,6 @@
 #include "runtime/model_spec.hpp"
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/observe/run_status.hpp"
 #include "runtime/tensorboard/event_file.hpp"
 

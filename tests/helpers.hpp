@@ -13,7 +13,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "kernels/backend.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/model_spec.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/optimizer_config.hpp"

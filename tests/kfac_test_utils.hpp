@@ -17,7 +17,7 @@
 #include <caf/expected.hpp>
 
 #include "kernels/tensor.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac::test {
 

@@ -11,8 +11,8 @@
 #include <caf/binary_serializer.hpp>
 #include <caf/message.hpp>
 
-#include "runtime/error.hpp"
-#include "runtime/program_config.hpp"
+#include "runtime/base/error.hpp"
+#include "actors/program_config.hpp"
 
 namespace syncfac::test {
 

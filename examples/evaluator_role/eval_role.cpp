@@ -6,7 +6,7 @@
 
 #include "actors/gather.hpp"
 #include "runtime/data/batcher.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace evaluator_role {
 

@@ -41,10 +41,10 @@
 #include "actors/metrics_sink.hpp"
 #include "eval_role.hpp"
 #include "runtime/checkpoint/run_checkpoint.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
 #include "runtime/net/tls.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 
 using namespace syncfac;
 using namespace evaluator_role;

@@ -1,6 +1,6 @@
 #include "kernels/cpu/checks.hpp"
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac::cpu {
 

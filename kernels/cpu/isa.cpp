@@ -8,7 +8,7 @@
 #  define SYNCFAC_ISA_X86 1
 #endif
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac::cpu {
 

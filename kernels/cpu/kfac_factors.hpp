@@ -35,20 +35,11 @@
 #include <caf/error.hpp>
 
 #include "kernels/geometry.hpp"
+#include "kernels/kfac_types.hpp"
 #include "kernels/tensor.hpp"
 
 namespace syncfac::cpu {
 
-/// Optional sub-sampling of the factor statistics. Averages are over the
-/// chosen rows, so the estimate stays unbiased.
-struct factor_sampling {
-  /// Use the first max_examples examples of the batch; 0: all of them.
-  int64_t max_examples = 0;
-  /// Conv2d only: per example, this many output locations chosen without
-  /// replacement by a generator seeded with `seed`; 0 (or >= T): all.
-  int64_t max_locations = 0;
-  uint64_t seed = 0;
-};
 
 /// Factors of at most this many rows (sub-sampled statistics) are computed
 /// by a kernel for few rows: whole output rows, both triangles, no partial
@@ -84,15 +75,6 @@ caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
                         const factor_sampling& s, int threads, tensor& A,
                         tensor& G);
 
-/// A factor given by its rows: F = scale · xᵀ x, x [m, width]. A factor
-/// with fewer rows than columns (the ConvNet's dense A: 16 sampled examples,
-/// 785 columns) is far smaller this way, and a moving average can collect
-/// such rows over several steps and fold them in one pass over the matrix
-/// (fold_rows) instead of one pass per step.
-struct gram_rows {
-  tensor x;
-  double scale = 0;
-};
 
 /// As dense_factors / conv_factors, but a factor with fewer rows than
 /// columns comes as its rows (A: [a, 1] or the patches with their 1, scale

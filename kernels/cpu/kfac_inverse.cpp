@@ -20,7 +20,7 @@
 #include "kernels/cpu/parallel.hpp"
 #include "kernels/cpu/simd.hpp"
 #include "kernels/damping_retry.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac::cpu {
 

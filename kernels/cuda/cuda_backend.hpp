@@ -110,13 +110,13 @@ public:
   /// otherwise unused).
   virtual caf::error dense_factors(const tensor& input, const tensor& ds,
                                    bool with_bias,
-                                   const cpu::factor_sampling& s, int threads,
+                                   const factor_sampling& s, int threads,
                                    tensor& A, tensor& G)
     = 0;
 
   virtual caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
                                   const tensor& ds, bool with_bias,
-                                  const cpu::factor_sampling& s, int threads,
+                                  const factor_sampling& s, int threads,
                                   tensor& A, tensor& G)
     = 0;
 

@@ -17,7 +17,7 @@
 
 #include "kernels/cpu/checks.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac::cuda {
 
@@ -306,11 +306,11 @@ public:
                                 const tensor& eG, float lambda,
                                 int64_t locations, tensor& out) override;
   caf::error dense_factors(const tensor& input, const tensor& ds,
-                           bool with_bias, const cpu::factor_sampling& s,
+                           bool with_bias, const factor_sampling& s,
                            int threads, tensor& A, tensor& G) override;
   caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
                           const tensor& ds, bool with_bias,
-                          const cpu::factor_sampling& s, int threads,
+                          const factor_sampling& s, int threads,
                           tensor& A, tensor& G) override;
   caf::error reserve_workspace(int64_t bytes) override;
 

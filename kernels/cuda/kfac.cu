@@ -743,7 +743,7 @@ caf::error cuda_backend::symmetrise(float* C, int64_t n, const char* what) {
 
 namespace {
 
-caf::error check_common(const char* op, const cpu::factor_sampling& s,
+caf::error check_common(const char* op, const factor_sampling& s,
                         int threads) {
   if (threads < 1)
     return make_error(ec::invalid_argument,
@@ -768,7 +768,7 @@ int64_t chunk_rows(int64_t width) {
 
 caf::error cuda_backend::dense_factors(const tensor& input, const tensor& ds,
                                        bool with_bias,
-                                       const cpu::factor_sampling& s,
+                                       const factor_sampling& s,
                                        int threads, tensor& A, tensor& G) {
   const char* op = "dense_factors";
   if (auto err = check_common(op, s, threads))
@@ -846,7 +846,7 @@ caf::error cuda_backend::dense_factors(const tensor& input, const tensor& ds,
 caf::error cuda_backend::conv_factors(const conv2d_geometry& g,
                                       const tensor& x, const tensor& ds,
                                       bool with_bias,
-                                      const cpu::factor_sampling& s,
+                                      const factor_sampling& s,
                                       int threads, tensor& A, tensor& G) {
   const char* op = "conv_factors";
   if (auto err = check_common(op, s, threads))

@@ -46,16 +46,16 @@ public:
   }
 
   caf::error dense_factors(const tensor& input, const tensor& ds,
-                           bool with_bias, const cpu::factor_sampling& s,
+                           bool with_bias, const factor_sampling& s,
                            int threads, tensor& A, tensor& G) override {
     return kernels_.dense_factors(input, ds, with_bias, s, threads, A, G);
   }
 
   caf::error dense_factors(const tensor& input, const tensor& ds,
-                           bool with_bias, const cpu::factor_sampling& s,
+                           bool with_bias, const factor_sampling& s,
                            int threads, tensor& A, tensor& G,
-                           cpu::gram_rows& A_rows,
-                           cpu::gram_rows& G_rows) override {
+                           gram_rows& A_rows,
+                           gram_rows& G_rows) override {
     // Malformed shapes go to the GPU kernels, which report them.
     if (input.rank() != 2 || ds.rank() != 2
         || both_matrices(cpu::sampled_row_count(s, input.dim(0), 1),
@@ -69,16 +69,16 @@ public:
 
   caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
                           const tensor& ds, bool with_bias,
-                          const cpu::factor_sampling& s, int threads,
+                          const factor_sampling& s, int threads,
                           tensor& A, tensor& G) override {
     return kernels_.conv_factors(g, x, ds, with_bias, s, threads, A, G);
   }
 
   caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
                           const tensor& ds, bool with_bias,
-                          const cpu::factor_sampling& s, int threads,
-                          tensor& A, tensor& G, cpu::gram_rows& A_rows,
-                          cpu::gram_rows& G_rows) override {
+                          const factor_sampling& s, int threads,
+                          tensor& A, tensor& G, gram_rows& A_rows,
+                          gram_rows& G_rows) override {
     if (both_matrices(cpu::sampled_row_count(s, g.batch, g.locations()),
                       g.patch_size() + (with_bias ? 1 : 0), g.out_c))
       return matrices_only(
@@ -127,12 +127,12 @@ public:
 private:
   /// After the matrices came from the GPU: no rows, as cpu::dense_factors
   /// leaves them for factors that come as matrices; untouched on error.
-  static caf::error matrices_only(caf::error err, cpu::gram_rows& A_rows,
-                                  cpu::gram_rows& G_rows) {
+  static caf::error matrices_only(caf::error err, gram_rows& A_rows,
+                                  gram_rows& G_rows) {
     if (err)
       return err;
-    A_rows = cpu::gram_rows{};
-    G_rows = cpu::gram_rows{};
+    A_rows = gram_rows{};
+    G_rows = gram_rows{};
     return caf::none;
   }
 

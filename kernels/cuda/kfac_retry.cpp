@@ -3,7 +3,7 @@
 
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/damping_retry.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac::cuda {
 

@@ -22,7 +22,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "messages/checkpoint_messages.hpp"
+#include "runtime/checkpoint/checkpoint_contents.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/model_spec.hpp"
 #include "runtime/optimizer_config.hpp"

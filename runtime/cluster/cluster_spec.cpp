@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/cluster/scheduler_env.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <utility>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/comma_list.hpp"
 
 namespace syncfac {

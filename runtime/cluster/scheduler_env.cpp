@@ -7,7 +7,7 @@
 
 #include "runtime/cluster/rank_layout.hpp"
 #include "runtime/cluster/slurm_lists.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/comma_list.hpp"
 
 extern char** environ;

@@ -3,7 +3,7 @@
 #include <cctype>
 #include <utility>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/comma_list.hpp"
 
 namespace syncfac {

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "runtime/data/seeding.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -8,7 +8,7 @@
 
 #include "runtime/data/idx.hpp"
 #include "runtime/data/seeding.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

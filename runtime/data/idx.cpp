@@ -8,7 +8,7 @@
 
 #include <zlib.h>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -5,8 +5,8 @@
 #include <tuple>
 
 #include "kernels/cpu/kfac_inverse.hpp"
-#include "messages/kfac_messages.hpp"
-#include "runtime/error.hpp"
+#include "runtime/kfac/kfac_data.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/kfac/kfac_update.hpp"
 #include "runtime/kfac/layer_inversion.hpp"

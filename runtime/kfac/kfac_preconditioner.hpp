@@ -16,7 +16,7 @@
 #include <caf/expected.hpp>
 #include <caf/meta/type_name.hpp>
 
-#include "kernels/cpu/kfac_factors.hpp"
+#include "kernels/kfac_types.hpp"
 #include "runtime/kfac/layer_collection.hpp"
 #include "runtime/layers.hpp"
 #include "runtime/named_tensor.hpp"
@@ -98,7 +98,7 @@ struct kfac_config {
   /// Damping increases (x10 each) tried when a factor fails to invert.
   int max_damping_retries = 4;
   /// Sub-sampling of examples and locations for the statistics.
-  cpu::factor_sampling sampling;
+  factor_sampling sampling;
 
   caf::error validate() const;
 };

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/parallel.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 
@@ -11,7 +11,7 @@ namespace {
 
 // Rows of the layer's factors under s (examples, times locations of a
 // conv layer).
-int64_t factor_rows(const kfac_view& v, const cpu::factor_sampling& s) {
+int64_t factor_rows(const kfac_view& v, const factor_sampling& s) {
   const auto& x = *v.input;
   auto batch = x.rank() > 0 ? x.dim(0) : 0;
   auto locations = v.kind == layer_kind::conv2d ? v.geometry.locations() : 1;
@@ -25,7 +25,7 @@ int64_t factor_width(const kfac_view& v) {
            : (v.input->rank() == 2 ? v.input->dim(1) : 0);
 }
 
-caf::error one_layer(const kfac_view& v, const cpu::factor_sampling& s,
+caf::error one_layer(const kfac_view& v, const factor_sampling& s,
                      int threads, bool rows, kfac_inverter& kernels,
                      layer_stats& st) {
   st.layer = v.layer;
@@ -54,7 +54,7 @@ caf::error one_layer(const kfac_view& v, const cpu::factor_sampling& s,
 
 caf::expected<std::vector<layer_stats>>
 layer_statistics(const std::vector<kfac_view>& views,
-                 const cpu::factor_sampling& s, int threads, bool rows,
+                 const factor_sampling& s, int threads, bool rows,
                  kfac_inverter& kernels) {
   for (const auto& v : views)
     if (v.input == nullptr || v.preactivation_grad == nullptr)
@@ -97,7 +97,7 @@ layer_statistics(const std::vector<kfac_view>& views,
 
 caf::expected<std::vector<layer_stats>>
 layer_statistics(const std::vector<kfac_view>& views,
-                 const cpu::factor_sampling& s, int threads, bool rows) {
+                 const factor_sampling& s, int threads, bool rows) {
   return layer_statistics(views, s, threads, rows, cpu_kfac_inverter());
 }
 

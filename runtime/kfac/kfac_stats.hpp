@@ -13,7 +13,7 @@
 
 #include "kernels/cpu/kfac_factors.hpp"
 #include "kernels/kfac_inverter.hpp"
-#include "messages/kfac_messages.hpp"
+#include "runtime/kfac/kfac_data.hpp"
 #include "runtime/data/batcher.hpp"
 #include "runtime/layers.hpp"
 
@@ -26,13 +26,13 @@ namespace syncfac {
 /// result does not depend on it.
 caf::expected<std::vector<layer_stats>>
 layer_statistics(const std::vector<kfac_view>& views,
-                 const cpu::factor_sampling& s, int threads, bool rows,
+                 const factor_sampling& s, int threads, bool rows,
                  kfac_inverter& kernels);
 
 /// layer_statistics on the CPU.
 caf::expected<std::vector<layer_stats>>
 layer_statistics(const std::vector<kfac_view>& views,
-                 const cpu::factor_sampling& s, int threads,
+                 const factor_sampling& s, int threads,
                  bool rows = false);
 
 /// The first n examples of b (all of them when n is 0 or >= its size).

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/kfac_inverse.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/kfac/layer_inversion.hpp"
 
 namespace syncfac {

@@ -17,7 +17,7 @@
 #include <caf/expected.hpp>
 
 #include "kernels/kfac_inverter.hpp"
-#include "messages/kfac_messages.hpp"
+#include "runtime/kfac/kfac_data.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/optimizer.hpp"
 

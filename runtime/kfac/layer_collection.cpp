@@ -4,7 +4,7 @@
 #include <numeric>
 #include <set>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "kernels/cpu/kfac_inverse.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -14,7 +14,7 @@
 #include <caf/expected.hpp>
 
 #include "kernels/kfac_inverter.hpp"
-#include "messages/kfac_messages.hpp"
+#include "runtime/kfac/kfac_data.hpp"
 
 namespace syncfac {
 

@@ -13,7 +13,7 @@
 #include <caf/io/network/stream_impl.hpp>
 #include <caf/io/scribe.hpp>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/net/tls_session.hpp"
 
 namespace syncfac::net {

@@ -6,7 +6,7 @@
 
 #include <Eigen/Core>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -16,7 +16,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "kernels/tensor.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 
@@ -172,7 +172,7 @@ public:
   caf::expected<bool> apply(int64_t local_step, const tensor& grad);
 
   /// The same for a gradient that came in pieces (a push in parts,
-  /// runtime/sync/push_parts.hpp), added where they belong without
+  /// messages/push_parts.hpp), added where they belong without
   /// assembling the whole first: the sums are those of the whole gradient,
   /// bit for bit. Pieces that do not cover the variable exactly once are
   /// refused (ec::shape_mismatch), as are NaN/Inf (ec::non_finite), and

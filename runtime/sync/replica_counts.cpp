@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

@@ -7,7 +7,7 @@
 
 #include <unistd.h>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac::tensorboard {
 

@@ -8,9 +8,9 @@
 
 #include "actors/device_actor.hpp"
 #include "runtime/data/batcher.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "tests/helpers.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 
 using namespace syncfac;
 using namespace std::chrono_literals;

@@ -15,7 +15,7 @@
 
 #include "actors/device_actor.hpp"
 #include "runtime/data/batcher.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 #include "tests/helpers.hpp"
 #include "tests/kernels/cuda_inverse_sets.hpp"
 

@@ -23,9 +23,9 @@
 #include "actors/inverse.hpp"
 #include "actors/ps_shard.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_update.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 #include "tests/helpers.hpp"
 #include "tests/kfac_test_utils.hpp"
 
@@ -502,15 +502,15 @@ BOOST_AUTO_TEST_CASE(malformed_updates_are_refused_and_change_nothing) {
 namespace {
 
 /// m rows of width w with values from k (no two alike).
-cpu::gram_rows rows_of(int64_t m, int64_t w, float k, double scale) {
+gram_rows rows_of(int64_t m, int64_t w, float k, double scale) {
   tensor x({m, w});
   for (int64_t i = 0; i < x.size(); ++i)
     x[i] = std::sin(k * 1.7f + static_cast<float>(i) * 0.61f);
-  return cpu::gram_rows{std::move(x), scale};
+  return gram_rows{std::move(x), scale};
 }
 
 /// scale · xᵀx in double.
-std::vector<double> gram(const cpu::gram_rows& r) {
+std::vector<double> gram(const gram_rows& r) {
   auto m = r.x.dim(0);
   auto w = r.x.dim(1);
   std::vector<double> out(static_cast<size_t>(w * w), 0.0);
@@ -589,8 +589,8 @@ BOOST_AUTO_TEST_CASE(malformed_rows_are_refused_and_change_nothing) {
   auto log = std::make_shared<mock_log>();
   auto m = mock(log);
   auto cov = covariance({fc0()}, {m}, settings(1));
-  auto with = [](tensor a, tensor g, cpu::gram_rows a_rows,
-                 cpu::gram_rows g_rows) {
+  auto with = [](tensor a, tensor g, gram_rows a_rows,
+                 gram_rows g_rows) {
     return update(0, 2, {layer_stats{"fc0", std::move(a), std::move(g),
                                      std::move(a_rows), std::move(g_rows)}});
   };

@@ -11,8 +11,8 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/ps_shard.hpp"
-#include "runtime/error.hpp"
-#include "runtime/program_config.hpp"
+#include "runtime/base/error.hpp"
+#include "actors/program_config.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;

@@ -18,7 +18,7 @@
 #include "actors/chief.hpp"
 #include "actors/ps_shard.hpp"
 #include "actors/worker.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;

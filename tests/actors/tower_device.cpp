@@ -13,8 +13,8 @@
 #include "actors/device_actor.hpp"
 #include "actors/tower_device.hpp"
 #include "runtime/data/batcher.hpp"
-#include "runtime/error.hpp"
-#include "runtime/program_config.hpp"
+#include "runtime/base/error.hpp"
+#include "actors/program_config.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;

@@ -16,34 +16,8 @@ bin=${1:?usage: mpirun_cluster.sh BUILD/bin}
 program="$bin/convnet_mnist_distributed"
 [ -x "$program" ] || { echo "FAIL: no $program"; exit 1; }
 
-skip() { echo "SKIP: $*"; exit 77; }
-
-# CTest gives this script 300 s in all: a wait gets at most CAP seconds
-# and never more than is left of 290 (an install may have taken some).
-budget() {
-  local cap=$1 left=$(( 290 - SECONDS ))
-  [ $left -lt 10 ] && left=10
-  echo $(( cap < left ? cap : left ))
-}
-
-# The ranks must see only the launcher this test starts, not one this test
-# may itself run under (the derivation would take its variables).
-while read -r var; do
-  unset "$var"
-done < <(compgen -e | grep -E '^(SLURM_|OMPI_|PMI_|PMIX_|SYNCFAC_HOSTS$|TF_CONFIG$)')
-
-if ! command -v mpirun >/dev/null 2>&1; then
-  [ "$(id -u)" -eq 0 ] || skip "openmpi-bin is not installed and this is not root"
-  export DEBIAN_FRONTEND=noninteractive
-  # Within the test's time limit; a stale package list gets one update.
-  install() {
-    timeout 80 apt-get install -y -qq --no-install-recommends openmpi-bin \
-      >/tmp/syncfac-mpi-apt.log 2>&1
-  }
-  install || { timeout 40 apt-get update -qq >>/tmp/syncfac-mpi-apt.log 2>&1 && install; } \
-    || skip "cannot install openmpi-bin (apt-get: $(tail -1 /tmp/syncfac-mpi-apt.log))"
-  command -v mpirun >/dev/null 2>&1 || skip "openmpi-bin installed but no mpirun"
-fi
+. "$here/engine_test_lib.sh"
+need_engine "mpirun" openmpi-bin
 
 work=$(mktemp -d /tmp/syncfac-mpi.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -17,37 +17,8 @@ bin=${1:?usage: slurm_cluster.sh BUILD/bin}
 program="$bin/convnet_mnist_distributed"
 [ -x "$program" ] || { echo "FAIL: no $program"; exit 1; }
 
-skip() { echo "SKIP: $*"; exit 77; }
-
-# CTest gives this script 300 s in all: a wait gets at most CAP seconds
-# and never more than is left of 290 (an install may have taken some).
-budget() {
-  local cap=$1 left=$(( 290 - SECONDS ))
-  [ $left -lt 10 ] && left=10
-  echo $(( cap < left ? cap : left ))
-}
-
-# The ranks must see only the launcher this test starts, not one this test
-# may itself run under (the derivation would take its variables).
-while read -r var; do
-  unset "$var"
-done < <(compgen -e | grep -E '^(SLURM_|OMPI_|PMI_|PMIX_|SYNCFAC_HOSTS$|TF_CONFIG$)')
-
-need_install=()
-for cmd in srun slurmctld slurmd sinfo munged; do
-  command -v "$cmd" >/dev/null 2>&1 || need_install=(slurm-wlm munge)
-done
-if [ ${#need_install[@]} -gt 0 ]; then
-  [ "$(id -u)" -eq 0 ] || skip "slurm-wlm/munge are not installed and this is not root"
-  export DEBIAN_FRONTEND=noninteractive
-  # Within the test's time limit; a stale package list gets one update.
-  install() {
-    timeout 80 apt-get install -y -qq --no-install-recommends slurm-wlm munge \
-      >/tmp/syncfac-slurm-apt.log 2>&1
-  }
-  install || { timeout 40 apt-get update -qq >>/tmp/syncfac-slurm-apt.log 2>&1 && install; } \
-    || skip "cannot install slurm-wlm and munge (apt-get: $(tail -1 /tmp/syncfac-slurm-apt.log))"
-fi
+. "$here/engine_test_lib.sh"
+need_engine "srun slurmctld slurmd sinfo munged" slurm-wlm munge
 [ "$(id -u)" -eq 0 ] || skip "starting slurmctld/slurmd/munged on this host needs root"
 
 work=$(mktemp -d /tmp/syncfac-slurm.XXXXXX)

@@ -34,7 +34,8 @@ foreach(f include/syncfac/actors/cluster_member.hpp
           include/syncfac/actors/metrics_sink.hpp
           include/syncfac/messages/atoms.hpp
           include/syncfac/kernels/backend.hpp
-          include/syncfac/runtime/program_config.hpp
+          include/syncfac/actors/program_config.hpp
+          include/syncfac/runtime/base/error.hpp
           lib/libsyncfac.a
           lib/cmake/syncfac/syncfacConfig.cmake
           lib/cmake/syncfac/syncfacConfigVersion.cmake

@@ -75,8 +75,8 @@ std::shared_ptr<kfac_inverter> gpu_inverter(cuda_fixture& fx) {
 struct factor_stats {
   tensor A;
   tensor G;
-  cpu::gram_rows A_rows;
-  cpu::gram_rows G_rows;
+  gram_rows A_rows;
+  gram_rows G_rows;
 };
 
 /// Matrices within the factor_statistics_match_cpu tolerances, rows equal
@@ -297,7 +297,7 @@ BOOST_AUTO_TEST_CASE(factor_statistics_match_cpu) {
       auto input = random_tensor({37, 23}, rng);
       auto ds = random_tensor({37, 11}, rng, -0.01f, 0.01f);
       for (int64_t examples : {int64_t{0}, int64_t{16}}) {
-        cpu::factor_sampling s;
+        factor_sampling s;
         s.max_examples = examples;
         tensor A_g, G_g, A_c, G_c;
         SYNCFAC_REQUIRE_OK(
@@ -315,7 +315,7 @@ BOOST_AUTO_TEST_CASE(factor_statistics_match_cpu) {
       for (auto [examples, locations] :
            {std::pair{int64_t{0}, int64_t{0}},
             std::pair{int64_t{4}, int64_t{20}}}) {
-        cpu::factor_sampling s;
+        factor_sampling s;
         s.max_examples = examples;
         s.max_locations = locations;
         s.seed = 7;
@@ -358,7 +358,7 @@ BOOST_AUTO_TEST_CASE(inverter_statistics_match_cpu) {
   // matrix; 8: both as rows.
   for (int64_t examples : {0, 16, 8}) {
     BOOST_TEST_CONTEXT("dense, examples " << examples) {
-      cpu::factor_sampling s;
+      factor_sampling s;
       s.max_examples = examples;
       factor_stats got, want;
       SYNCFAC_REQUIRE_OK(
@@ -385,7 +385,7 @@ BOOST_AUTO_TEST_CASE(inverter_statistics_match_cpu) {
         std::pair{int64_t{2}, int64_t{4}}}) {
     BOOST_TEST_CONTEXT("conv, examples " << examples << ", locations "
                                          << locations) {
-      cpu::factor_sampling s;
+      factor_sampling s;
       s.max_examples = examples;
       s.max_locations = locations;
       s.seed = 3;

@@ -83,13 +83,13 @@ struct cuda_fixture {
       return cpu::precondition_eigen(g, qa, ea, qg, eg, l, t, o);
     }
     caf::error dense_factors(const tensor& x, const tensor& ds, bool b,
-                             const cpu::factor_sampling& s, int t, tensor& A,
+                             const factor_sampling& s, int t, tensor& A,
                              tensor& G) override {
       return cpu::dense_factors(x, ds, b, s, t, A, G);
     }
     caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
                             const tensor& ds, bool b,
-                            const cpu::factor_sampling& s, int t, tensor& A,
+                            const factor_sampling& s, int t, tensor& A,
                             tensor& G) override {
       return cpu::conv_factors(g, x, ds, b, s, t, A, G);
     }

@@ -13,7 +13,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "kernels/backend.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac::test {
 

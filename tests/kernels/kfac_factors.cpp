@@ -13,7 +13,6 @@
 
 using namespace syncfac;
 using namespace syncfac::test;
-using cpu::factor_sampling;
 
 namespace {
 
@@ -660,7 +659,7 @@ BOOST_AUTO_TEST_SUITE(rows)
 namespace {
 
 /// scale · xᵀx in double.
-tensor gram_of(const cpu::gram_rows& r) {
+tensor gram_of(const gram_rows& r) {
   auto m = r.x.dim(0);
   auto w = r.x.dim(1);
   tensor out({w, w});
@@ -686,7 +685,7 @@ BOOST_AUTO_TEST_CASE(narrow_factors_come_as_rows_the_others_as_before) {
     factor_sampling s;
     s.max_examples = examples;
     tensor A0, G0, A, G;
-    cpu::gram_rows A_rows, G_rows;
+    gram_rows A_rows, G_rows;
     SYNCFAC_REQUIRE_OK(cpu::dense_factors(x, ds, true, s, 2, A0, G0));
     SYNCFAC_REQUIRE_OK(
       cpu::dense_factors(x, ds, true, s, 2, A, G, A_rows, G_rows));
@@ -707,7 +706,7 @@ BOOST_AUTO_TEST_CASE(narrow_factors_come_as_rows_the_others_as_before) {
   auto x = random_tensor({3, 2}, rng);
   auto ds = random_tensor({3, 8}, rng, -1.0f / 3, 1.0f / 3);
   tensor A0, G0, A, G;
-  cpu::gram_rows A_rows, G_rows;
+  gram_rows A_rows, G_rows;
   SYNCFAC_REQUIRE_OK(cpu::dense_factors(x, ds, true, {}, 1, A0, G0));
   SYNCFAC_REQUIRE_OK(
     cpu::dense_factors(x, ds, true, {}, 1, A, G, A_rows, G_rows));
@@ -727,7 +726,7 @@ BOOST_AUTO_TEST_CASE(conv_rows_are_the_sampled_patches) {
   s.max_locations = 4;
   s.seed = 9;
   tensor A0, G0, A, G;
-  cpu::gram_rows A_rows, G_rows;
+  gram_rows A_rows, G_rows;
   SYNCFAC_REQUIRE_OK(cpu::conv_factors(d.g, d.x, d.ds, true, s, 2, A0, G0));
   SYNCFAC_REQUIRE_OK(
     cpu::conv_factors(d.g, d.x, d.ds, true, s, 2, A, G, A_rows, G_rows));
@@ -748,8 +747,8 @@ BOOST_AUTO_TEST_CASE(conv_rows_are_the_sampled_patches) {
 
 BOOST_AUTO_TEST_CASE(fold_rows_matches_brute_force) {
   std::mt19937 rng(13);
-  cpu::gram_rows r1{random_tensor({3, 5}, rng), 0.5};
-  cpu::gram_rows r2{random_tensor({4, 5}, rng), 2.0};
+  gram_rows r1{random_tensor({3, 5}, rng), 0.5};
+  gram_rows r2{random_tensor({4, 5}, rng), 2.0};
   auto start = random_tensor({5, 5}, rng);
   for (int64_t i = 0; i < 5; ++i)
     for (int64_t j = 0; j < i; ++j)
@@ -778,8 +777,8 @@ BOOST_AUTO_TEST_CASE(fold_rows_refuses_bad_input_and_changes_nothing) {
   std::mt19937 rng(14);
   auto raw = random_tensor({4, 4}, rng);
   auto before = raw;
-  cpu::gram_rows good{random_tensor({2, 4}, rng), 1.0};
-  cpu::gram_rows wide{random_tensor({2, 5}, rng), 1.0};
+  gram_rows good{random_tensor({2, 4}, rng), 1.0};
+  gram_rows wide{random_tensor({2, 5}, rng), 1.0};
   check_error(cpu::fold_rows(raw, 1.0, {good, wide}, {1.0, 1.0}),
               ec::shape_mismatch, {"[2, 5]", "[4, 4]", "block 1"});
   check_error(cpu::fold_rows(raw, 1.0, {good}, {}), ec::invalid_argument,

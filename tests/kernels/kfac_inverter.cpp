@@ -190,7 +190,7 @@ public:
   }
 
   caf::error dense_factors(const tensor& x, const tensor& ds, bool b,
-                           const cpu::factor_sampling& s, int t, tensor& A,
+                           const factor_sampling& s, int t, tensor& A,
                            tensor& G) override {
     ++statistics;
     return cpu::dense_factors(x, ds, b, s, t, A, G);
@@ -198,7 +198,7 @@ public:
 
   caf::error conv_factors(const conv2d_geometry& g, const tensor& x,
                           const tensor& ds, bool b,
-                          const cpu::factor_sampling& s, int t, tensor& A,
+                          const factor_sampling& s, int t, tensor& A,
                           tensor& G) override {
     ++statistics;
     return cpu::conv_factors(g, x, ds, b, s, t, A, G);
@@ -214,8 +214,8 @@ struct stats_out {
   caf::error err;
   tensor A;
   tensor G;
-  cpu::gram_rows A_rows;
-  cpu::gram_rows G_rows;
+  gram_rows A_rows;
+  gram_rows G_rows;
 };
 
 void check_same(const stats_out& got, const stats_out& want) {
@@ -249,8 +249,8 @@ struct layer_inputs {
   }
 };
 
-cpu::factor_sampling sampling(int64_t examples, int64_t locations = 0) {
-  cpu::factor_sampling s;
+factor_sampling sampling(int64_t examples, int64_t locations = 0) {
+  factor_sampling s;
   s.max_examples = examples;
   s.max_locations = locations;
   s.seed = 11;
@@ -261,7 +261,7 @@ cpu::factor_sampling sampling(int64_t examples, int64_t locations = 0) {
 /// rows.
 std::pair<stats_out, stats_out> dense_both(kfac_inverter& k,
                                            const layer_inputs& in,
-                                           const cpu::factor_sampling& s,
+                                           const factor_sampling& s,
                                            int threads, bool rows) {
   stats_out got, want;
   if (rows) {
@@ -280,7 +280,7 @@ std::pair<stats_out, stats_out> dense_both(kfac_inverter& k,
 
 std::pair<stats_out, stats_out> conv_both(kfac_inverter& k,
                                           const layer_inputs& in,
-                                          const cpu::factor_sampling& s,
+                                          const factor_sampling& s,
                                           int threads, bool rows) {
   stats_out got, want;
   const auto& g = in.geometry;
@@ -453,7 +453,7 @@ BOOST_AUTO_TEST_CASE(the_cuda_adapter_runs_the_statistics_on_the_device) {
   check_same(cg, cw);
   BOOST_CHECK_EQUAL(dev.statistics, 2);
   // Rows left from an earlier call are cleared too.
-  cpu::gram_rows a_rows{random_tensor({2, 3}, rng), 0.5};
+  gram_rows a_rows{random_tensor({2, 3}, rng), 0.5};
   auto g_rows = a_rows;
   tensor A, G;
   SYNCFAC_REQUIRE_OK(k->dense_factors(in.input, in.ds, true, sampling(0), 1,

@@ -17,10 +17,10 @@
 #include "messages/device_messages.hpp"
 #include "messages/kfac_messages.hpp"
 #include "messages/sync_messages.hpp"
-#include "runtime/sync/push_parts.hpp"
-#include "runtime/error.hpp"
+#include "messages/push_parts.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/optimizer.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 #include "tests/helpers.hpp"
 #include "tests/wire_fixture.hpp"
 

@@ -12,8 +12,8 @@
 #include <caf/meta/type_name.hpp>
 
 #include "actors/cluster_member.hpp"
-#include "runtime/error.hpp"
-#include "runtime/program_config.hpp"
+#include "runtime/base/error.hpp"
+#include "actors/program_config.hpp"
 
 namespace rogue {
 

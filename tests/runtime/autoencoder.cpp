@@ -5,7 +5,7 @@
 #include <random>
 
 #include "kernels/backend.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/model.hpp"
 #include "tests/helpers.hpp"
 #include "tests/kernels/kernel_test_utils.hpp"

@@ -13,7 +13,7 @@
 
 #include "runtime/data/batcher.hpp"
 #include "runtime/data/dataset.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 using namespace syncfac;
 using namespace syncfac::test;

@@ -8,7 +8,7 @@
 
 #include "runtime/data/dataset.hpp"
 #include "runtime/data/idx.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 using namespace syncfac;
 using namespace syncfac::test;

@@ -18,7 +18,7 @@
 #include <caf/expected.hpp>
 
 #include "runtime/data/idx.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "tests/helpers.hpp"
 #include "tests/temp_dir.hpp"
 

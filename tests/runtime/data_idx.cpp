@@ -4,7 +4,7 @@
 #include "data_fixtures.hpp"
 
 #include "runtime/data/idx.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 using namespace syncfac;
 using namespace syncfac::test;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/flag_file.hpp"
 
 using namespace syncfac;

@@ -10,7 +10,7 @@
 #include <Eigen/Dense>
 
 #include "kernels/cpu/kfac_inverse.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_update.hpp"
 #include "runtime/kfac/layer_inversion.hpp"
 #include "tests/helpers.hpp"

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "kernels/backend.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "tests/helpers.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/model.hpp"
@@ -358,7 +358,7 @@ BOOST_AUTO_TEST_CASE(adopted_forward_gives_the_statistics_of_a_fresh_one) {
           }
           check_views_close(*adopted, *fresh, 1e-4);
           // The statistics are those of the fresh pass.
-          cpu::factor_sampling s;
+          factor_sampling s;
           s.max_locations = 3;
           s.seed = 9;
           auto sa = layer_statistics(adopted->kfac_layers(), s, 2);
@@ -426,7 +426,7 @@ BOOST_AUTO_TEST_CASE(layer_statistics_do_not_depend_on_the_thread_count) {
   BOOST_REQUIRE(m->forward_backward(*dev, images, labels));
   auto views = m->kfac_layers();
   for (int64_t examples : {16, 0}) {
-    cpu::factor_sampling s;
+    factor_sampling s;
     s.max_examples = examples;
     s.max_locations = examples > 0 ? 4 : 0;
     s.seed = 77;

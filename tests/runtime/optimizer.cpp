@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "tests/helpers.hpp"
 #include "runtime/optimizer.hpp"
 

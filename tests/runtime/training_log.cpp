@@ -16,7 +16,7 @@
 
 #include "../temp_dir.hpp"
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/observe/run_status.hpp"
 #include "runtime/training_log.hpp"
 

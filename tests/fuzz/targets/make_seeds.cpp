@@ -25,7 +25,7 @@
 #include "messages/sync_messages.hpp"
 #include "runtime/checkpoint/safetensors.hpp"
 #include "runtime/data/idx.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace fs = std::filesystem;
 using namespace syncfac;

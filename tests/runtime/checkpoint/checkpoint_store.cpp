@@ -17,7 +17,7 @@
 #include "fixtures.hpp"
 
 #include "runtime/checkpoint/checkpoint_store.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 using namespace syncfac;
 using namespace syncfac::test;

@@ -16,7 +16,7 @@
 
 #include <caf/expected.hpp>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/named_tensor.hpp"
 #include "tests/helpers.hpp"
 #include "tests/temp_dir.hpp"

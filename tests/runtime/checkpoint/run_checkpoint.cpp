@@ -20,7 +20,7 @@
 #include "actors/ps_shard.hpp"
 #include "runtime/checkpoint/run_checkpoint.hpp"
 #include "runtime/kfac/layer_inversion.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 
 using namespace syncfac;
 using namespace syncfac::test;

@@ -12,7 +12,7 @@
 #include "fixtures.hpp"
 
 #include "runtime/checkpoint/safetensors.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 using namespace syncfac;
 using namespace syncfac::test;

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "runtime/cluster/cluster_spec.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;

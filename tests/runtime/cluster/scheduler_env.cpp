@@ -7,7 +7,7 @@
 
 #include "runtime/cluster/rank_layout.hpp"
 #include "runtime/cluster/scheduler_env.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "runtime/cluster/slurm_lists.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;

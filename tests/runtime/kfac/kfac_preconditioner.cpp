@@ -8,7 +8,7 @@
 
 #include "kernels/backend.hpp"
 #include "messages/kfac_messages.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_preconditioner.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/model.hpp"
@@ -185,7 +185,7 @@ BOOST_AUTO_TEST_CASE(the_convnet_collection_and_layer_placement) {
 BOOST_FIXTURE_TEST_CASE(statistics_as_rows_stand_for_the_matrices, tiny) {
   // 3 of the 5 examples: A (5 wide) comes as 3 rows, G (3 wide) as the
   // matrix, bit-identical to the matrices-only statistics.
-  cpu::factor_sampling s;
+  factor_sampling s;
   s.max_examples = 3;
   auto plain = layer_statistics(m->kfac_layers(), s, 1);
   auto rows = layer_statistics(m->kfac_layers(), s, 1, true);

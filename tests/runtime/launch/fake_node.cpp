@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "runtime/cluster/cluster_spec.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace {
 

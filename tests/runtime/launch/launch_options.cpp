@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "runtime/cluster/cluster_spec.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/launch/launcher.hpp"
 #include "tests/helpers.hpp"
 

@@ -29,11 +29,11 @@
 #include <openssl/ssl.h>
 
 #include "kernels/tensor.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/net/tls_session.hpp"
 #include "runtime/net/tls_transport.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 #include "tests/examples/process.hpp"
 #include "tests/helpers.hpp"
 

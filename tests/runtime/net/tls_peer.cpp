@@ -40,10 +40,10 @@
 #include "actors/ps_shard.hpp"
 #include "messages/atoms.hpp"
 #include "messages/sync_messages.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/net/tls_transport.hpp"
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 
 using namespace syncfac;
 using namespace std::chrono_literals;

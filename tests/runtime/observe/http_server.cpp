@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/observe/http_server.hpp"
 #include "runtime/observe/metrics_endpoint.hpp"
 

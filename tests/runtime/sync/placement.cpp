@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/model.hpp"
 #include "runtime/sync/placement.hpp"
 #include "tests/helpers.hpp"

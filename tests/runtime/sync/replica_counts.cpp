@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/sync/replica_counts.hpp"
 
 using namespace syncfac;

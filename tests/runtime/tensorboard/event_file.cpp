@@ -19,7 +19,7 @@
 
 #include "../../temp_dir.hpp"
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/tensorboard/crc32c.hpp"
 #include "runtime/tensorboard/event_file.hpp"
 #include "runtime/tensorboard/event_record.hpp"

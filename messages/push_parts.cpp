@@ -1,8 +1,8 @@
-#include "runtime/sync/push_parts.hpp"
+#include "messages/push_parts.hpp"
 
 #include <algorithm>
 
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 namespace syncfac {
 

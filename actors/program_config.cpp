@@ -1,4 +1,4 @@
-#include "runtime/program_config.hpp"
+#include "actors/program_config.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -12,8 +12,8 @@
 #include <caf/config.hpp>
 #include <caf/io/middleman.hpp>
 
-#include "messages/registry.hpp"
-#include "runtime/error.hpp"
+#include "actors/type_registry.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/flag_file.hpp"
 
 #ifndef SYNCFAC_VERSION

@@ -1,4 +1,4 @@
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 
 #include <caf/deep_to_string.hpp>
 #include <caf/message.hpp>

@@ -1,6 +1,7 @@
 #pragma once
 
-// Messages of consistent checkpoints (docs/design.md §5): what a PS shard and
+// The contents of consistent checkpoints (docs/design.md §5), as the roles
+// send them and the checkpoint files hold them: what a PS shard and
 // a covariance actor hand the chief for a checkpoint and take back on a
 // restore, and where a worker resumes. The chief asks for snapshots right
 // after a step's apply and before its tokens go out, so every shard's
@@ -13,7 +14,7 @@
 
 #include <caf/meta/type_name.hpp>
 
-#include "messages/kfac_messages.hpp"
+#include "runtime/kfac/kfac_data.hpp"
 #include "runtime/data/batcher.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/optimizer.hpp"

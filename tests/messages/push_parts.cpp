@@ -19,9 +19,9 @@
 
 #include "actors/ps_shard.hpp"
 #include "runtime/allocator.hpp"
-#include "runtime/error.hpp"
-#include "runtime/program_config.hpp"
-#include "runtime/sync/push_parts.hpp"
+#include "runtime/base/error.hpp"
+#include "actors/program_config.hpp"
+#include "messages/push_parts.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;

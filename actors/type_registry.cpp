@@ -1,10 +1,10 @@
-#include "messages/registry.hpp"
+#include "actors/type_registry.hpp"
 
 #include "actors/actors.hpp"
 #include "actors/metrics_sink.hpp"
 #include "actors/node.hpp"
 #include "messages/device_messages.hpp"
-#include "runtime/error.hpp"
+#include "runtime/base/error.hpp"
 #include "runtime/optimizer.hpp"
 #include "runtime/sync/sparse_accumulator.hpp"
 
