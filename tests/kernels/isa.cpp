@@ -93,7 +93,7 @@ results run_all(int threads) {
     SYNCFAC_REQUIRE_OK(
       cpu::conv_factors(*g, x, ds, true, {}, threads, A, G));
     tensor As, Gs;
-    cpu::factor_sampling few{2, 3, 7};
+    syncfac::factor_sampling few{2, 3, 7};
     SYNCFAC_REQUIRE_OK(
       cpu::conv_factors(*g, x, ds, true, few, threads, As, Gs));
     r.add(name + " y", y);
@@ -143,7 +143,7 @@ results run_all(int threads) {
     r.add(name + " sampled A", As);
     r.add(name + " sampled G", Gs);
     tensor raw;
-    std::vector<cpu::gram_rows> rows{{random_tensor({7, in}, rng), 0.5},
+    std::vector<syncfac::gram_rows> rows{{random_tensor({7, in}, rng), 0.5},
                                      {random_tensor({3, in}, rng), 2.0}};
     SYNCFAC_REQUIRE_OK(cpu::fold_rows(raw, 0.9, rows, {0.3, 0.7}));
     r.add(name + " folded", raw);
