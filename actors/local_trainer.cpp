@@ -122,6 +122,7 @@ json_object training_summary::to_json() const {
     .add("peak_rss_mib", peak_rss_mib)
     .add("backend", backend)
     .add("threads", threads)
+    .add("isa", isa)
     .add("runtime", runtime)
     .add("global_step", global_step)
     .add("workers", workers)

@@ -15,6 +15,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/device_actor.hpp"
+#include "kernels/cpu/isa.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/eval_result.hpp"
 #include "runtime/json.hpp"
@@ -77,6 +78,9 @@ struct training_summary {
   double peak_rss_mib = 0;
   std::string backend;
   int threads = 0;
+  /// The instruction-set level of this process's CPU kernels when the
+  /// summary was made (kernels/cpu/isa.hpp; --isa).
+  std::string isa = cpu::isa_name();
   /// "plain" (one loop, local optimizer) or "sync" (chief, workers, shards).
   std::string runtime;
   /// Sync runtime only: the final global_step, the topology, and the

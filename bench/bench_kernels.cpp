@@ -2,7 +2,11 @@
 // plain GEMMs, for 1 and 2 threads, printing ms and effective GFLOP/s
 // (2 * M * N * K per GEMM-equivalent), then a full ConvNet training step.
 //
+// The conv kernels' rates are also given as a share of the FP32 FMA peak
+// measured at the same level and thread count (bench/fma_peak.hpp).
+//
 //   build/bin/bench_kernels [--threads 1,2] [--seconds 0.5] [--step-only]
+//                           [--isa auto|avx2|avx512]
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +20,8 @@
 
 #include "kernels/backend.hpp"
 #include "bench/bench_util.hpp"
+#include "bench/fma_peak.hpp"
+#include "kernels/cpu/isa.hpp"
 #include "runtime/base/error.hpp"
 
 using namespace syncfac;
@@ -26,8 +32,11 @@ using bench::ok;
 using bench::measure;
 using bench::timing;
 
+// The FMA peak at the selected level and the thread count being timed.
+double fma_peak = 0;
+
 // Prints one timing; with a reference rate (the best SGEMM rate at this
-// thread count) also the share of it reached.
+// thread count) also the share of it reached, and of the FMA peak.
 void report(const std::string& what, int threads, timing t, double flops,
             double reference = 0) {
   std::printf("%-44s threads=%d  best %8.3f ms  median %8.3f ms", what.c_str(),
@@ -37,6 +46,8 @@ void report(const std::string& what, int threads, timing t, double flops,
     std::printf("  %6.1f GFLOP/s", rate);
     if (reference > 0)
       std::printf(" (%3.0f%% of SGEMM)", 100.0 * rate / reference);
+    if (fma_peak > 0)
+      std::printf(" (%3.0f%% of FMA peak)", 100.0 * rate / fma_peak);
   }
   std::printf("\n");
 }
@@ -196,12 +207,23 @@ struct convnet {
       });
     }
     double sum = 0;
+    double conv_ms = 0;
     std::printf("  per op (best of %d):", steps);
     for (auto& [name, ms] : best) {
       std::printf(" %s %.2f,", name.c_str(), ms);
       sum += ms;
+      if (name.rfind("conv", 0) == 0)
+        conv_ms += ms;
     }
     std::printf(" sum %.2f ms\n", sum);
+    // The conv path: the step's four conv ops (conv1's backward without dx).
+    double conv = conv_flops(g1) * 2 + conv_flops(g2) * 3;
+    double rate = conv / (conv_ms * 1e-3) * 1e-9;
+    std::printf("conv path threads=%d  %.2f ms  %.1f GFLOP/s", dev.threads(),
+                conv_ms, rate);
+    if (fma_peak > 0)
+      std::printf("  %.0f%% of FMA peak", 100.0 * rate / fma_peak);
+    std::printf("\n");
   }
 
   double flops() const {
@@ -245,10 +267,13 @@ int main(int argc, char** argv) {
   auto opt = bench::parse_options(argc, argv);
   const int64_t batch = 128;
   std::printf("syncfac kernel bench, batch %lld, best and median of %.1fs "
-              "of calls; GFLOP/s from the best\n\n",
-              static_cast<long long>(batch), opt.seconds);
+              "of calls; GFLOP/s from the best; kernels at %s\n\n",
+              static_cast<long long>(batch), opt.seconds, cpu::isa_name());
   for (int threads : opt.threads) {
     auto dev = make_cpu_backend(threads);
+    fma_peak = bench::fma_peak_gflops(cpu::isa_name(), threads, opt.seconds);
+    std::printf("fma peak %s threads=%d  %.1f GFLOP/s\n", cpu::isa_name(),
+                threads, fma_peak);
     double sgemm = 0;
     if (!opt.step_only) {
       sgemm = bench_gemms(*dev, opt.seconds);

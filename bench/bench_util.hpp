@@ -12,10 +12,12 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <caf/error.hpp>
 
+#include "kernels/cpu/isa.hpp"
 #include "runtime/base/error.hpp"
 
 namespace syncfac::bench {
@@ -26,9 +28,12 @@ struct options {
   double seconds = 0.5;
   /// bench_kernels: time only the full ConvNet step.
   bool step_only = false;
+  /// The CPU kernels' instruction-set level (kernels/cpu/isa.hpp).
+  std::string isa = "auto";
 };
 
-/// --seconds S, --threads 1,2 and --step-only; anything else exits with 2.
+/// --seconds S, --threads 1,2, --isa LEVEL and --step-only; anything else
+/// exits with 2 (a level this build or CPU lacks too, naming it).
 inline options parse_options(int argc, char** argv) {
   options opt;
   for (int i = 1; i < argc; ++i) {
@@ -37,6 +42,8 @@ inline options parse_options(int argc, char** argv) {
     } else if (i + 1 == argc) {
       std::fprintf(stderr, "option %s needs a value\n", argv[i]);
       std::exit(2);
+    } else if (std::strcmp(argv[i], "--isa") == 0) {
+      opt.isa = argv[++i];
     } else if (std::strcmp(argv[i], "--seconds") == 0) {
       opt.seconds = std::atof(argv[++i]);
     } else if (std::strcmp(argv[i], "--threads") == 0) {
@@ -48,6 +55,10 @@ inline options parse_options(int argc, char** argv) {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
       std::exit(2);
     }
+  }
+  if (auto err = cpu::select_isa(opt.isa)) {
+    std::fprintf(stderr, "%s\n", render(err).c_str());
+    std::exit(2);
   }
   return opt;
 }

@@ -15,6 +15,7 @@
 
 #include "actors/local_trainer.hpp"
 #include "actors/sync_trainer.hpp"
+#include "kernels/cpu/isa.hpp"
 #include "runtime/allocator.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
@@ -84,6 +85,9 @@ int example_main(const char* program, int argc, char** argv, Options& opts,
     return fail(program, err);
   if (opts.help_printed)
     return EXIT_SUCCESS;
+  // Before any kernel runs: every thread of the run uses this level.
+  if (auto err = cpu::select_isa(opts.isa))
+    return fail(program, err);
   return run(opts);
 }
 

@@ -75,6 +75,9 @@ struct training_options : program_config {
   /// cpu, gpu:N or auto; empty: --backend (kernels/backend_factory.hpp).
   std::string device;
   int threads = 0;
+  /// The CPU kernels' instruction-set level: auto (the best this CPU has)
+  /// or one of kernels/cpu/isa.hpp's built_isas(); example_main selects it.
+  std::string isa = "auto";
   uint64_t seed = 0;
   int64_t log_every = 100;
   int64_t eval_every = 0;
@@ -141,6 +144,8 @@ protected:
       .add(device, "device", "cpu, gpu:N or auto (a GPU if present); "
                              "overrides --backend")
       .add(threads, "threads", help.threads)
+      .add(isa, "isa", "CPU kernels' instruction set: auto, avx2, avx512 "
+                       "(refused where the CPU lacks it)")
       .add(seed, "seed", help.seed)
       .add(log_every, "log_every", "steps between log lines")
       .add(eval_every, "eval_every", help.eval_every)

@@ -7,6 +7,9 @@
 // Dense factors read the rows in place and split the lower triangle into
 // fixed blocks, one GEMM (SYRK on the diagonal) over all rows each.
 //
+// The SYRK, GEMM and few-rows kernels are the selected instruction-set
+// level's (kernels/cpu/gram_kernels.cpp through kernels/cpu/isa.hpp).
+//
 // Chunks, tiles and blocks depend only on the shapes, never on the thread
 // count, so results are bit-identical for any number of threads. A team
 // synchronises only before the reduction: on the shared cores, a first
@@ -23,20 +26,15 @@
 #include <string>
 #include <utility>
 
-#include <Eigen/Core>
-
 #include "kernels/cpu/checks.hpp"
+#include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/parallel.hpp"
-#include "kernels/cpu/simd.hpp"
 #include "runtime/base/error.hpp"
 
 namespace syncfac::cpu {
 
 namespace {
-
-using row_matrix
-  = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // Output blocks of a dense factor: large enough for Eigen's GEMM to run
 // near its peak, small enough that a 785-wide factor gives two threads 28
@@ -102,19 +100,18 @@ void tiled_gram(int threads, int64_t rows, int64_t width, double scale,
     tile.resize(static_cast<size_t>(tile_rows * width));
   out.resize({width, width});
   float* sum = out.data();
+  const auto& kernels = isa_table();
   eigen_team(team, [&](int thread, int) {
     float* buffer = tiles[static_cast<size_t>(thread)].data();
 #pragma omp for schedule(dynamic, 1)
     for (int64_t c = 0; c < chunks; ++c) {
       float* part = partials.get() + c * area;
       std::fill(part, part + area, 0.0f);
-      Eigen::Map<row_matrix> partial(part, width, width);
       auto span = split(rows, chunks, c);
       for (auto first = span.begin; first < span.end; first += tile_rows) {
         auto count = std::min(tile_rows, span.end - first);
         fill(first, count, buffer);
-        Eigen::Map<const row_matrix> tile(buffer, count, width);
-        partial.selfadjointView<Eigen::Lower>().rankUpdate(tile.transpose());
+        kernels.gram_lower_update(buffer, count, width, width, part, width);
       }
     }
     // After the loop's barrier: add the partials in chunk order.
@@ -167,28 +164,31 @@ void direct_gram(int threads, const float* x, int64_t rows, int64_t cols,
   auto items = static_cast<int64_t>(blocks.size()) + (bias ? 1 : 0);
   auto team = team_for(threads, items, rows, width);
   out.resize({width, width});
-  Eigen::Map<row_matrix> sum(out.data(), width, width);
-  Eigen::Map<const row_matrix> in(x, rows, cols);
+  float* sum = out.data();
+  const auto& kernels = isa_table();
   eigen_team(team, [&](int, int) {
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < items; ++i) {
       if (i == static_cast<int64_t>(blocks.size())) {
         // The bias row: column sums, and m ones in the corner.
-        for (int64_t c = 0; c < cols; ++c)
-          sum(cols, c) = 0.0f;
+        float* bias_row = sum + cols * width;
+        std::fill(bias_row, bias_row + cols, 0.0f);
         for (int64_t r = 0; r < rows; ++r)
-          sum.row(cols).head(cols) += in.row(r);
-        sum(cols, cols) = static_cast<float>(rows);
+          for (int64_t c = 0; c < cols; ++c)
+            bias_row[c] += x[r * cols + c];
+        bias_row[cols] = static_cast<float>(rows);
         continue;
       }
       const auto& b = blocks[static_cast<size_t>(i)];
-      auto block = sum.block(b.row, b.col, b.rows, b.cols);
-      auto lhs = in.middleCols(b.row, b.rows).transpose();
+      float* block = sum + b.row * width + b.col;
       if (b.row == b.col) {
-        block.setZero();
-        block.selfadjointView<Eigen::Lower>().rankUpdate(lhs);
+        for (int64_t r = 0; r < b.rows; ++r)
+          std::fill(block + r * width, block + r * width + b.cols, 0.0f);
+        kernels.gram_lower_update(x + b.row, rows, b.rows, cols, block,
+                                  width);
       } else {
-        block.noalias() = lhs * in.middleCols(b.col, b.cols);
+        kernels.gram_cross(x + b.row, cols, x + b.col, cols, rows, b.rows,
+                           b.cols, block, width);
       }
     }
     // After the loop's barrier every lower element is final.
@@ -209,81 +209,7 @@ void direct_gram(int threads, const float* x, int64_t rows, int64_t cols,
 // no mirror, the scaling fused into the store. out[i][j] and out[j][i] are
 // the same FMA chain over k = 0..m-1 (x_ki x_kj = x_kj x_ki exactly), so the
 // result is exactly symmetric; blocks never depend on the thread count.
-constexpr int block_rows = 4; // output rows per micro-kernel call
-constexpr int block_vecs = 3; // 8-float vectors per row and call
-
-// float(double(x) * scale) per lane, as finish_row rounds, into dst[0, n).
-inline void store_scaled(float* dst, simd::vf x, double scale, int n) {
-#ifdef SYNCFAC_SIMD_AVX2
-  auto s = _mm256_set1_pd(scale);
-  auto lo = _mm256_cvtpd_ps(_mm256_mul_pd(
-    _mm256_cvtps_pd(_mm256_castps256_ps128(x)), s));
-  auto hi = _mm256_cvtpd_ps(_mm256_mul_pd(
-    _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)), s));
-  auto r = _mm256_set_m128(hi, lo);
-  if (n == simd::width)
-    simd::store(dst, r);
-  else
-    simd::store(dst, r, simd::first_lanes(n));
-#else
-  float tmp[simd::width];
-  simd::store(tmp, x);
-  for (int l = 0; l < n; ++l)
-    dst[l] = static_cast<float>(double{tmp[l]} * scale);
-#endif
-}
-
-// Rows i0 .. i0+R-1 of scale * X^T X, columns [0, cols), into out (row
-// stride `stride`); X [m, cols] with row stride ld.
-template <int R>
-void few_rows_block(const float* x, int64_t m, int64_t ld, int64_t cols,
-                    int64_t i0, double scale, float* out, int64_t stride) {
-  constexpr int V = block_vecs;
-  constexpr int64_t chunk = V * simd::width;
-  for (int64_t j0 = 0; j0 < cols; j0 += chunk) {
-    auto left = cols - j0;
-    simd::vf acc[R][V];
-    for (auto& row : acc)
-      for (auto& v : row)
-        v = simd::zero();
-    if (left >= chunk) {
-      for (int64_t k = 0; k < m; ++k) {
-        const float* xk = x + k * ld;
-        simd::vf c[V];
-        for (int v = 0; v < V; ++v)
-          c[v] = simd::load(xk + j0 + v * simd::width);
-        for (int r = 0; r < R; ++r) {
-          auto b = simd::broadcast(xk + i0 + r);
-          for (int v = 0; v < V; ++v)
-            acc[r][v] = simd::fma(b, c[v], acc[r][v]);
-        }
-      }
-    } else {
-      simd::lanes mask[V];
-      for (int v = 0; v < V; ++v)
-        mask[v] = simd::first_lanes(static_cast<int>(std::clamp<int64_t>(
-          left - v * simd::width, 0, simd::width)));
-      for (int64_t k = 0; k < m; ++k) {
-        const float* xk = x + k * ld;
-        simd::vf c[V];
-        for (int v = 0; v < V; ++v)
-          c[v] = simd::load(xk + j0 + v * simd::width, mask[v]);
-        for (int r = 0; r < R; ++r) {
-          auto b = simd::broadcast(xk + i0 + r);
-          for (int v = 0; v < V; ++v)
-            acc[r][v] = simd::fma(b, c[v], acc[r][v]);
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < V; ++v) {
-        auto n = std::clamp<int64_t>(left - v * simd::width, 0, simd::width);
-        if (n > 0)
-          store_scaled(out + (i0 + r) * stride + j0 + v * simd::width,
-                       acc[r][v], scale, static_cast<int>(n));
-      }
-  }
-}
+// The kernel is isa_kernels::few_rows_block.
 
 // Sets out [width, width], width = cols (+ 1 with a bias), to scale *
 // Σ ā ā^T over the m rows a of x [m, cols] (row stride ld), ā = [a, 1]
@@ -293,21 +219,19 @@ void few_rows_gram(int threads, const float* x, int64_t m, int64_t ld,
   auto width = cols + (bias ? 1 : 0);
   out.resize({width, width});
   float* o = out.data();
+  constexpr int64_t block_rows = few_rows_block_rows;
   auto blocks = (cols + block_rows - 1) / block_rows;
   // Output writes dominate: a second thread pays from ~64K elements on.
   auto team = width * width * std::max<int64_t>(m, 8) >= (int64_t{1} << 19)
                 ? threads : 1;
   auto parts = std::min<int64_t>(team, blocks);
+  const auto& kernels = isa_table();
   parallel_for(static_cast<int>(parts), parts, [&](int64_t part, int) {
     auto span = split(blocks, parts, part);
     for (auto b = span.begin; b < span.end; ++b) {
       auto i0 = b * block_rows;
-      switch (std::min<int64_t>(block_rows, cols - i0)) {
-        case 4: few_rows_block<4>(x, m, ld, cols, i0, scale, o, width); break;
-        case 3: few_rows_block<3>(x, m, ld, cols, i0, scale, o, width); break;
-        case 2: few_rows_block<2>(x, m, ld, cols, i0, scale, o, width); break;
-        default: few_rows_block<1>(x, m, ld, cols, i0, scale, o, width);
-      }
+      auto count = static_cast<int>(std::min(block_rows, cols - i0));
+      kernels.few_rows_block(x, m, ld, cols, i0, count, scale, o, width);
     }
   });
   if (!bias)
@@ -668,16 +592,14 @@ caf::error fold_rows(tensor& raw, double beta,
     for (auto v : rows[b].x.values())
       *dst++ = static_cast<float>(double{v} * f);
   }
-  Eigen::Map<row_matrix> sum(raw.data(), width, width);
+  float* sum = raw.data();
   auto b = static_cast<float>(beta);
   if (b != 1.0f)
     for (int64_t r = 0; r < width; ++r)
       for (int64_t c = 0; c <= r; ++c)
-        sum(r, c) *= b;
-  if (total > 0) {
-    Eigen::Map<const row_matrix> stacked(y.data(), total, width);
-    sum.selfadjointView<Eigen::Lower>().rankUpdate(stacked.transpose());
-  }
+        sum[r * width + c] *= b;
+  if (total > 0)
+    isa_table().gram_lower_update(y.data(), total, width, width, sum, width);
   // The mirror by square tiles: element by element, the writes down a
   // column of the row-major matrix miss the cache at every row (785 wide).
   constexpr int64_t tile = 32;
@@ -687,7 +609,7 @@ caf::error fold_rows(tensor& raw, double beta,
       auto c1 = std::min(c0 + tile, width);
       for (int64_t c = c0; c < c1; ++c)
         for (int64_t r = std::max(r0, c + 1); r < r1; ++r)
-          sum(c, r) = sum(r, c);
+          sum[c * width + r] = sum[r * width + c];
     }
   return caf::none;
 }

@@ -1,22 +1,122 @@
 #pragma once
 
-// An 8-float vector for the hand-written micro-kernels. Release builds use
-// AVX2/FMA (-march=x86-64-v3); any other target gets a plain-array version
-// with the same interface, so the kernels are written once and a Debug build
-// without -march still compiles and runs them.
+// The float vector of the hand-written micro-kernels, at the instruction
+// set the including file is compiled for: 16 floats (zmm) where AVX-512
+// F/BW/VL/DQ is on (the AVX-512 kernel objects, kernels/cpu/isa.hpp), 8
+// (ymm) with AVX2/FMA (Release builds: -march=x86-64-v3), and otherwise a
+// plain-array version with the 8-wide interface, so the kernels are written
+// once and a Debug build without -march still compiles and runs them.
+//
+// Each variant lives in its own inline namespace: the same inline function
+// compiled for two instruction sets must not be one symbol, or the linker
+// could hand the AVX-512 copy to code that runs on an AVX2-only CPU.
 
 #include <cstdint>
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) \
+  && defined(__AVX512DQ__) && defined(__FMA__)
+#  include <immintrin.h>
+#  define SYNCFAC_SIMD_AVX512 1
+#  define SYNCFAC_SIMD_NAMESPACE zmm
+#elif defined(__AVX2__) && defined(__FMA__)
 #  include <immintrin.h>
 #  define SYNCFAC_SIMD_AVX2 1
+#  define SYNCFAC_SIMD_NAMESPACE ymm
+#else
+#  define SYNCFAC_SIMD_NAMESPACE scalar
 #endif
 
 namespace syncfac::cpu::simd {
+inline namespace SYNCFAC_SIMD_NAMESPACE {
+
+#ifdef SYNCFAC_SIMD_AVX512
+
+constexpr int width = 16;
+
+using vf = __m512;
+
+/// The first n (0..16) lanes of a vector.
+struct lanes {
+  __mmask16 mask;
+};
+
+inline lanes first_lanes(int n) noexcept {
+  return {static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u)};
+}
+
+inline vf zero() noexcept {
+  return _mm512_setzero_ps();
+}
+
+inline vf load(const float* p) noexcept {
+  return _mm512_loadu_ps(p);
+}
+
+/// Masked-off lanes are zero and never read (no fault past a buffer).
+inline vf load(const float* p, lanes m) noexcept {
+  return _mm512_maskz_loadu_ps(m.mask, p);
+}
+
+inline vf broadcast(const float* p) noexcept {
+  return _mm512_set1_ps(*p);
+}
+
+inline vf broadcast(float x) noexcept {
+  return _mm512_set1_ps(x);
+}
+
+inline void store(float* p, vf x) noexcept {
+  _mm512_storeu_ps(p, x);
+}
+
+inline void store(float* p, vf x, lanes m) noexcept {
+  _mm512_mask_storeu_ps(p, m.mask, x);
+}
+
+inline vf fma(vf a, vf b, vf c) noexcept {
+  return _mm512_fmadd_ps(a, b, c);
+}
+
+inline vf add(vf a, vf b) noexcept {
+  return _mm512_add_ps(a, b);
+}
+
+/// a > b ? a : b per lane, so max(0, NaN) is NaN as in the AVX2 version.
+inline vf max(vf a, vf b) noexcept {
+  return _mm512_max_ps(a, b);
+}
+
+using vi = __m512i;
+
+inline vi iota(int32_t start) noexcept {
+  return _mm512_add_epi32(_mm512_set1_epi32(start),
+                          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                            11, 12, 13, 14, 15));
+}
+
+/// All-ones lanes where a > b (false for NaN), as a vector like AVX2's.
+inline vf greater(vf a, vf b) noexcept {
+  return _mm512_castsi512_ps(
+    _mm512_movm_epi32(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)));
+}
+
+inline vf select(vf mask, vf a, vf b) noexcept {
+  return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(mask)),
+                              b, a);
+}
+
+inline vi select(vf mask, vi a, vi b) noexcept {
+  return _mm512_mask_blend_epi32(
+    _mm512_movepi32_mask(_mm512_castps_si512(mask)), b, a);
+}
+
+inline void store(int32_t* p, vi x) noexcept {
+  _mm512_storeu_si512(p, x);
+}
+
+#elif defined(SYNCFAC_SIMD_AVX2)
 
 constexpr int width = 8;
-
-#ifdef SYNCFAC_SIMD_AVX2
 
 using vf = __m256;
 
@@ -101,6 +201,8 @@ inline void store(int32_t* p, vi x) noexcept {
 }
 
 #else
+
+constexpr int width = 8;
 
 struct vf {
   float v[width];
@@ -208,4 +310,5 @@ inline void store(int32_t* p, vi x) noexcept {
 
 #endif
 
+} // namespace SYNCFAC_SIMD_NAMESPACE
 } // namespace syncfac::cpu::simd

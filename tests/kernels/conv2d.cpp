@@ -1,5 +1,6 @@
 #define BOOST_TEST_MODULE kernels_conv2d
 #include <boost/test/unit_test.hpp>
+#include "tests/kernels/isa_fixture.hpp"
 
 #include <sstream>
 

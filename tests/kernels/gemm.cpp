@@ -1,5 +1,6 @@
 #define BOOST_TEST_MODULE kernels_gemm
 #include <boost/test/unit_test.hpp>
+#include "tests/kernels/isa_fixture.hpp"
 
 #include "tests/kernels/kernel_test_utils.hpp"
 

@@ -1,5 +1,6 @@
 #define BOOST_TEST_MODULE kernels_kfac_factors
 #include <boost/test/unit_test.hpp>
+#include "tests/kernels/isa_fixture.hpp"
 
 #include <algorithm>
 #include <cmath>

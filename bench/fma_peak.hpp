@@ -1,0 +1,112 @@
+#pragma once
+
+// The FP32 FMA peak of this machine per instruction-set level: independent
+// FMA chains in registers (no memory traffic), on 1..N threads at once.
+// bench_fma_peak prints it; bench_kernels divides the conv kernels' rate by
+// it. Each level's loop is compiled for that level alone (a target
+// attribute), so this runs on any x86-64-v3 CPU; a level the CPU lacks
+// (kernels/cpu/isa.hpp's supported_isas) must not be asked for.
+
+#include <chrono>
+#include <immintrin.h>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace syncfac::bench {
+
+// Enough chains to cover FMA latency (4 cycles) on two FMA ports (2 * 4 =
+// 8) with margin, and few enough to stay in registers with the two
+// operands: 12 of AVX2's 16 ymm (16 spilled and read ~100 of a ~120
+// GFLOP/s peak), 16 of AVX-512's 32 zmm. Every chain x = x * a + b stays
+// near b / (1 - a).
+constexpr int avx2_chains = 12;
+constexpr int avx512_chains = 16;
+
+__attribute__((target("avx2,fma"))) inline double
+fma_loop_avx2(long iterations) {
+  constexpr int fma_chains = avx2_chains;
+  __m256 acc[fma_chains];
+  for (int i = 0; i < fma_chains; ++i)
+    acc[i] = _mm256_set1_ps(static_cast<float>(i) * 1e-3f);
+  auto a = _mm256_set1_ps(0.999f);
+  auto b = _mm256_set1_ps(1e-3f);
+  for (long n = 0; n < iterations; ++n)
+    for (int i = 0; i < fma_chains; ++i)
+      acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  float out[8];
+  auto sum = acc[0];
+  for (int i = 1; i < fma_chains; ++i)
+    sum = _mm256_add_ps(sum, acc[i]);
+  _mm256_storeu_ps(out, sum);
+  return out[0]; // keeps the loop alive
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))) inline double
+fma_loop_avx512(long iterations) {
+  constexpr int fma_chains = avx512_chains;
+  __m512 acc[fma_chains];
+  for (int i = 0; i < fma_chains; ++i)
+    acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
+  auto a = _mm512_set1_ps(0.999f);
+  auto b = _mm512_set1_ps(1e-3f);
+  for (long n = 0; n < iterations; ++n)
+    for (int i = 0; i < fma_chains; ++i)
+      acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  auto sum = acc[0];
+  for (int i = 1; i < fma_chains; ++i)
+    sum = _mm512_add_ps(sum, acc[i]);
+  float out[16];
+  _mm512_storeu_ps(out, sum);
+  return out[0]; // keeps the loop alive
+}
+
+/// Floats per vector of `level` ("avx2" or "avx512"); 0 for any other.
+inline int fma_width(const std::string& level) {
+  return level == "avx512" ? 16 : level == "avx2" ? 8 : 0;
+}
+
+/// GFLOP/s (2 per lane per FMA) of `threads` threads each running `level`'s
+/// loop for about `seconds`; the best of `repeats` tries (a shared machine
+/// only ever slows a try down).
+inline double fma_peak_gflops(const std::string& level, int threads,
+                              double seconds, int repeats = 3) {
+  auto width = fma_width(level);
+  if (width == 0)
+    return 0;
+  auto run = [&](long iterations) {
+    return level == "avx512" ? fma_loop_avx512(iterations)
+                             : fma_loop_avx2(iterations);
+  };
+  // Calibrate: iterations for ~seconds on one thread.
+  long iterations = 1 << 20;
+  using clock = std::chrono::steady_clock;
+  for (;;) {
+    auto t0 = clock::now();
+    volatile double sink = run(iterations);
+    (void) sink;
+    double s = std::chrono::duration<double>(clock::now() - t0).count();
+    if (s >= seconds / 4 || iterations > (1L << 40))
+      break;
+    iterations *= 2;
+  }
+  iterations *= 4;
+  double best = 0;
+  for (int r = 0; r < repeats; ++r) {
+    std::vector<std::thread> team;
+    std::vector<double> sinks(static_cast<size_t>(threads));
+    auto t0 = clock::now();
+    for (int t = 0; t < threads; ++t)
+      team.emplace_back([&, t] { sinks[static_cast<size_t>(t)] = run(iterations); });
+    for (auto& th : team)
+      th.join();
+    double s = std::chrono::duration<double>(clock::now() - t0).count();
+    int chains = level == "avx512" ? avx512_chains : avx2_chains;
+    double flops = 2.0 * width * chains * static_cast<double>(iterations)
+                   * threads;
+    best = std::max(best, flops / s * 1e-9);
+  }
+  return best;
+}
+
+} // namespace syncfac::bench

@@ -1,0 +1,115 @@
+#pragma once
+
+// The hot CPU kernels compiled once per instruction-set level, and the
+// table through which the rest of the library calls them (docs/kernels.md,
+// "Instruction-set levels"). Each level's objects are the same sources
+// (conv_kernels.cpp, matmul_kernel.cpp, gram_kernels.cpp, isa_table.cpp)
+// compiled with that level's flags and SYNCFAC_KERNEL_ISA set to the
+// level's namespace:
+//   base    the build's own flags (Release: -march=x86-64-v3, AVX2/FMA)
+//   avx512  + -mavx512f -mavx512bw -mavx512vl -mavx512dq, where the
+//           compiler and target allow (SYNCFAC_HAVE_AVX512_KERNELS)
+// kernels/cpu/isa.hpp picks one table at start-up from the CPU's features.
+//
+// Nothing a level's objects define may be shared with other objects under
+// the same name: an inline function or template instantiated in two
+// objects is one symbol to the linker, which keeps either copy, so an
+// AVX-512 copy could run on an AVX2-only CPU. Hence the level namespaces,
+// simd.hpp's inline namespaces, and Eigen renamed in the AVX-512 objects
+// (isa_eigen.hpp); tests/kernels/isa_symbols.sh checks the objects.
+
+#include <cstdint>
+
+#include "kernels/cpu/conv_kernels.hpp"
+#include "kernels/cpu/matmul.hpp"
+
+namespace syncfac::cpu {
+
+/// One level's kernels. The conv entries are conv_kernels.hpp's functions,
+/// matmul_block is matmul.hpp's; the Gram entries serve kfac_factors.cpp.
+struct isa_kernels {
+  /// The level's name as --isa spells it.
+  const char* name;
+  /// Floats per vector register (8 or 16): documentation and tests only;
+  /// buffers stay padded to 8 at every level.
+  int vector_floats;
+
+  void (*conv_forward_rows)(const float* base, const patch_layout& p,
+                            int64_t rows, const float* w, int64_t opad,
+                            const float* bias, int64_t out_c, bool relu,
+                            float* out);
+  void (*conv_weight_grad)(const float* base, const patch_layout& p,
+                           const int64_t* tap_offsets, int64_t K,
+                           int64_t rows, const float* ds, int64_t out_c,
+                           float* dw, int64_t opad);
+  void (*conv_input_grad)(float* dx, const patch_layout& p, int64_t rows,
+                          const float* ds, int64_t out_c, const float* wt,
+                          int64_t ldwt);
+
+  void (*matmul_block)(const matrix_operand& a, const matrix_operand& b,
+                       float alpha, float beta, float* c, range rows,
+                       range cols);
+
+  /// The lower triangle of c [n, n] (row stride ldc) += x^T x, x [m, n]
+  /// with row stride ldx: a symmetric rank-m update (SYRK); the strict
+  /// upper triangle is not touched.
+  void (*gram_lower_update)(const float* x, int64_t m, int64_t n,
+                            int64_t ldx, float* c, int64_t ldc);
+  /// c [p, q] (row stride ldc) = a^T b for a [m, p] (row stride lda) and
+  /// b [m, q] (row stride ldb).
+  void (*gram_cross)(const float* a, int64_t lda, const float* b,
+                     int64_t ldb, int64_t m, int64_t p, int64_t q, float* c,
+                     int64_t ldc);
+  /// Output rows [i0, i0 + count), count <= 4, all columns [0, cols), of
+  /// scale * x^T x for x [m, cols] (row stride ld), into out (row stride
+  /// `stride`), each element rounded as float(double(sum) * scale); the
+  /// same FMA chain for (i, j) and (j, i), so the result is exactly
+  /// symmetric.
+  void (*few_rows_block)(const float* x, int64_t m, int64_t ld,
+                         int64_t cols, int64_t i0, int count, double scale,
+                         float* out, int64_t stride);
+};
+
+/// Output rows per few_rows_block call (its `count` is at most this).
+inline constexpr int few_rows_block_rows = 4;
+
+#define SYNCFAC_DECLARE_ISA_TABLE(level)                                    \
+  namespace level {                                                         \
+  extern const isa_kernels table;                                           \
+  }
+
+SYNCFAC_DECLARE_ISA_TABLE(base)
+#ifdef SYNCFAC_HAVE_AVX512_KERNELS
+SYNCFAC_DECLARE_ISA_TABLE(avx512)
+#endif
+#undef SYNCFAC_DECLARE_ISA_TABLE
+
+#ifdef SYNCFAC_KERNEL_ISA
+// Inside a level's objects: its kernels, defined in its namespace.
+namespace SYNCFAC_KERNEL_ISA {
+
+void conv_forward_rows(const float* base, const patch_layout& p,
+                       int64_t rows, const float* w, int64_t opad,
+                       const float* bias, int64_t out_c, bool relu,
+                       float* out);
+void conv_weight_grad(const float* base, const patch_layout& p,
+                      const int64_t* tap_offsets, int64_t K, int64_t rows,
+                      const float* ds, int64_t out_c, float* dw,
+                      int64_t opad);
+void conv_input_grad(float* dx, const patch_layout& p, int64_t rows,
+                     const float* ds, int64_t out_c, const float* wt,
+                     int64_t ldwt);
+void matmul_block(const matrix_operand& a, const matrix_operand& b,
+                  float alpha, float beta, float* c, range rows, range cols);
+void gram_lower_update(const float* x, int64_t m, int64_t n, int64_t ldx,
+                       float* c, int64_t ldc);
+void gram_cross(const float* a, int64_t lda, const float* b, int64_t ldb,
+                int64_t m, int64_t p, int64_t q, float* c, int64_t ldc);
+void few_rows_block(const float* x, int64_t m, int64_t ld, int64_t cols,
+                    int64_t i0, int count, double scale, float* out,
+                    int64_t stride);
+
+} // namespace SYNCFAC_KERNEL_ISA
+#endif
+
+} // namespace syncfac::cpu

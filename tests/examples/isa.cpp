@@ -1,0 +1,77 @@
+#define BOOST_TEST_MODULE examples_isa
+#include <boost/test/unit_test.hpp>
+
+// --isa on a real program (convnet_mnist_single): the level in the
+// summary's "isa", every level the CPU has training to the same loss as the
+// baseline within 1e-3 (relative; 20 steps of FP32 at other summation
+// orders drift ~1e-5), and the refusals by name: an unknown level, one the
+// CPU lacks (SYNCFAC_MAX_ISA hides AVX-512), a bad SYNCFAC_MAX_ISA.
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/isa.hpp"
+#include "tests/examples/process.hpp"
+
+using namespace syncfac;
+using namespace syncfac::test;
+
+namespace {
+
+const std::string program = SYNCFAC_BINARY_DIR "/bin/convnet_mnist_single";
+
+const std::string short_run
+  = " --fake_data --runtime plain --steps 20 --batch_size 32 --threads 2"
+    " --warmup 2 --no_final_eval --no_progress --log_every 10 --seed 3";
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(every_level_trains_alike_and_says_so) {
+  temp_dir tmp;
+  double base_loss = NAN;
+  for (const auto& level : cpu::supported_isas()) {
+    auto summary = tmp.file("summary_" + level + ".json");
+    auto res = run_program(program + short_run + " --isa " + level
+                           + " --summary " + summary);
+    BOOST_TEST_MESSAGE(res.output);
+    BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+    auto text = read_file(summary);
+    BOOST_TEST(json_string(text, "isa") == level);
+    auto loss = json_numbers(text, "last_loss");
+    BOOST_REQUIRE_EQUAL(loss.size(), 1u);
+    BOOST_TEST(std::isfinite(loss[0]));
+    if (std::isnan(base_loss))
+      base_loss = loss[0];
+    else
+      BOOST_TEST(std::abs(loss[0] - base_loss) <= 1e-3 * std::abs(base_loss),
+                 level << " loss " << loss[0] << " vs baseline " << base_loss);
+  }
+  // Without --isa: the best level.
+  auto summary = tmp.file("summary_auto.json");
+  auto res = run_program(program + short_run + " --summary " + summary);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  BOOST_TEST(json_string(read_file(summary), "isa")
+             == cpu::supported_isas().back());
+}
+
+BOOST_AUTO_TEST_CASE(levels_are_refused_by_name) {
+  auto unknown = run_program(program + short_run + " --isa avx1024");
+  BOOST_TEST(unknown.exit_code != 0);
+  BOOST_TEST(unknown.output.find("--isa 'avx1024'") != std::string::npos,
+             unknown.output);
+  auto bad_cap = run_program("SYNCFAC_MAX_ISA=sse9 " + program + short_run);
+  BOOST_TEST(bad_cap.exit_code != 0);
+  BOOST_TEST(bad_cap.output.find("SYNCFAC_MAX_ISA='sse9'")
+               != std::string::npos,
+             bad_cap.output);
+  auto built = cpu::built_isas();
+  if (built.back() == "avx512") {
+    auto hidden = run_program("SYNCFAC_MAX_ISA=avx2 " + program + short_run
+                              + " --isa avx512");
+    BOOST_TEST(hidden.exit_code != 0);
+    BOOST_TEST(hidden.output.find("--isa 'avx512': this CPU or its OS lacks")
+                 != std::string::npos,
+               hidden.output);
+  }
+}

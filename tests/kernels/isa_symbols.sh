@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The AVX-512 kernel objects define nothing that other objects could define
+# under the same name (kernels/cpu/isa_kernels.hpp): every symbol they
+# export or define weakly (inline functions, template instances) names the
+# level's namespace or its renamed Eigen. One that does not could be the
+# copy the linker keeps for baseline code, and crash an AVX2-only CPU.
+#
+#   tests/kernels/isa_symbols.sh OBJECT...   (CTest passes them as one
+#                                            ;-separated list)
+set -euo pipefail
+IFS=';' read -ra objects <<< "$*"
+set -- "${objects[@]}"
+[ $# -gt 0 ] || { echo "isa_symbols: no object files given" >&2; exit 2; }
+command -v nm >/dev/null || { echo "isa_symbols: nm (binutils) missing" >&2; exit 2; }
+bad=0
+checked=0
+for obj in "$@"; do
+  [ -f "$obj" ] || { echo "isa_symbols: object '$obj' not found" >&2; exit 2; }
+  # Defined, not local (upper-case type, or u/V/W/i), demangled.
+  while IFS= read -r line; do
+    checked=$((checked + 1))
+    case "$line" in
+      *"syncfac::cpu::avx512::"*|*"syncfac_eigen_avx512::"*) ;;
+      *"DW.ref.__gxx_personality_v0") ;;  # a pointer to libstdc++'s, no code
+      *) echo "isa_symbols: $obj: shared symbol: $line" >&2; bad=$((bad + 1)) ;;
+    esac
+  done < <(nm -C --defined-only "$obj" | awk '$2 ~ /^[A-Zuvwi]$/ {sub(/^[0-9a-f]+ /, ""); print}')
+done
+echo "isa_symbols: $checked exported or weak symbols in $# objects, $bad shared"
+[ "$checked" -gt 0 ] || { echo "isa_symbols: no symbols at all: wrong objects?" >&2; exit 1; }
+[ "$bad" -eq 0 ]
