@@ -64,6 +64,48 @@ BOOST_AUTO_TEST_CASE(words_are_told_apart_through_sparse_pushes) {
   BOOST_TEST(acc >= 0.85, "test accuracy " << acc << " on 7 languages");
 }
 
+BOOST_AUTO_TEST_CASE(kfac_trains_the_layers_and_the_table_first_order) {
+  // K-FAC preconditions the dense layer; the shards give the embedding
+  // table momentum SGD on its pushed rows, and the summary says so. Chance
+  // is 1/3: a shard that dropped the table's rows, or a broken update,
+  // stays far below the bound.
+  temp_dir tmp;
+  auto npz = tmp.file("langid.npz");
+  auto model = tmp.file("langid.json");
+  auto made = run_program(bin + "langid_data --vocabulary 16384 --width 16"
+                          " --words 3000 --languages english,german,french"
+                          " --out " + npz + " --model_out " + model);
+  if (made.exit_code != 0 && made.output.find("cannot read")
+                               != std::string::npos) {
+    BOOST_TEST_MESSAGE("skipped: " << made.output);
+    std::exit(77);
+  }
+  BOOST_REQUIRE_EQUAL(made.exit_code, 0);
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 2}});
+  auto summary = tmp.file("summary.json");
+  auto res = run_program(bin + "syncfac-launch --cluster " + cluster
+                         + " --program " + bin
+                         + "convnet_mnist_distributed --max_wall_s 600 -- "
+                           "--data " + npz + " --model_file " + model
+                         + " --optimizer kfac --learning_rate 0.05"
+                           " --invert_every 5 --steps 300 --batch_size 64"
+                           " --threads 1 --no_progress --log_every 100"
+                           " --connect_timeout_ms 60000 --summary "
+                         + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto text = read_file(summary);
+  BOOST_TEST(json_numbers(text, "global_step").at(0) == 300);
+  BOOST_TEST(json_numbers(text, "refused_pushes").at(0) == 0);
+  BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
+  BOOST_TEST(json_numbers(text, "preconditioned_steps").at(0) > 0);
+  BOOST_TEST(text.find(R"("first_order_variables": ["emb0/embeddings"])")
+               != std::string::npos,
+             text);
+  auto acc = json_numbers(text, "test_accuracy").at(0);
+  BOOST_TEST(acc >= 0.7, "test accuracy " << acc << " on 3 languages");
+}
+
 BOOST_AUTO_TEST_CASE(an_index_outside_the_vocabulary_fails_before_training) {
   temp_dir tmp;
   auto npz = tmp.file("langid.npz");
