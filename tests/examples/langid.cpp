@@ -135,3 +135,60 @@ BOOST_AUTO_TEST_CASE(an_index_outside_the_vocabulary_fails_before_training) {
   BOOST_TEST(res.output.find("langid.npz") != std::string::npos, res.output);
   BOOST_TEST(!fs::exists(out_dir));
 }
+
+BOOST_AUTO_TEST_CASE(bags_with_offsets_train_end_to_end) {
+  // The offsets layout (docs/models.md, "Data"): x_train_indices and
+  // x_train_offsets instead of padded rows, read back as bags padded to
+  // the file's longest. Trained through the sync runtime in one process;
+  // chance is 1/3.
+  temp_dir tmp;
+  auto npz = tmp.file("langid.npz");
+  auto model = tmp.file("langid.json");
+  auto made = run_program(bin + "langid_data --vocabulary 16384 --width 16"
+                          " --words 3000 --languages english,german,french"
+                          " --layout offsets --out " + npz
+                          + " --model_out " + model);
+  if (made.exit_code != 0 && made.output.find("cannot read")
+                               != std::string::npos) {
+    BOOST_TEST_MESSAGE("skipped: " << made.output);
+    std::exit(77);
+  }
+  BOOST_TEST_MESSAGE(made.output);
+  BOOST_REQUIRE_EQUAL(made.exit_code, 0);
+  BOOST_TEST(made.output.find("(offsets)") != std::string::npos);
+  auto summary = tmp.file("summary.json");
+  auto res = run_program(bin + "convnet_mnist_single --data " + npz
+                         + " --model_file " + model
+                         + " --worker_replicas 2 --ps_tasks 2"
+                           " --optimizer adam --learning_rate 0.02"
+                           " --steps 300 --batch_size 64 --threads 1"
+                           " --no_progress --log_every 100 --summary "
+                         + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto text = read_file(summary);
+  BOOST_TEST(json_numbers(text, "global_step").at(0) == 300);
+  BOOST_TEST(json_numbers(text, "refused_pushes").at(0) == 0);
+  auto acc = json_numbers(text, "test_accuracy").at(0);
+  BOOST_TEST(acc >= 0.7, "test accuracy " << acc << " on 3 languages");
+  // An index outside the model's vocabulary, in this layout too: refused
+  // before training, naming the file.
+  // The same model with a table of 1000 rows.
+  auto small = tmp.file("small.json");
+  auto text_model = read_file(model);
+  auto at = text_model.find("\"vocabulary\": 16384");
+  BOOST_REQUIRE(at != std::string::npos);
+  text_model.replace(at, std::string{"\"vocabulary\": 16384"}.size(),
+                     "\"vocabulary\": 1000");
+  std::ofstream{small} << text_model;
+  auto refused = run_program(bin + "convnet_mnist_single --data " + npz
+                             + " --model_file " + small
+                             + " --steps 5 --batch_size 8");
+  BOOST_TEST(refused.exit_code != 0);
+  BOOST_TEST(refused.output.find(
+               "outside the embedding_bag's vocabulary of 1000")
+               != std::string::npos,
+             refused.output);
+  BOOST_TEST(refused.output.find("langid.npz") != std::string::npos,
+             refused.output);
+}
