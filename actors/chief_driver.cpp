@@ -49,14 +49,20 @@ json_object kfac_report(caf::scoped_actor& self,
     },
     ignore, status_atom::value);
   int64_t ready = 0, layers = 0, preconditioned = 0;
+  // The variables K-FAC does not precondition (embedding tables): the
+  // shards train them first-order.
+  std::vector<std::string> first_order;
   ask_each<shard_status>(
     self, shards, timeout,
     [&](size_t, const shard_status& ss) {
+      first_order.insert(first_order.end(), ss.first_order_variables.begin(),
+                         ss.first_order_variables.end());
       ready += ss.kfac_ready;
       layers += ss.kfac_layers;
       preconditioned = std::max(preconditioned, ss.preconditioned_applies);
     },
     ignore, status_atom::value);
+  std::sort(first_order.begin(), first_order.end());
   // Unset workers (not back after a restart of the chief) are skipped.
   int64_t skipped = 0, send_failed = 0;
   ask_each<worker_status>(
@@ -84,7 +90,8 @@ json_object kfac_report(caf::scoped_actor& self,
     .add("invert_s", invert_s)
     .add("layers_ready", ready)
     .add("layers", layers)
-    .add("preconditioned_steps", preconditioned);
+    .add("preconditioned_steps", preconditioned)
+    .add("first_order_variables", first_order);
   return obj;
 }
 

@@ -108,11 +108,6 @@ caf::error check_kfac_layers(const ps_shard_config& cfg) {
   if (!cfg.kfac_layers.empty() && cfg.optimizer.kind != optimizer_kind::kfac)
     return bad_config(who, "K-FAC layers given, but the optimizer is "
                            + std::string{to_string(cfg.optimizer.kind)});
-  if (cfg.optimizer.kind == optimizer_kind::kfac
-      && !cfg.sparse_variables.empty())
-    return bad_config(who, "K-FAC does not precondition sparse "
-                           "variables such as "
-                             + in_quotes(cfg.sparse_variables.front()));
   std::unordered_set<std::string> seen;
   std::unordered_set<std::string> sparse(cfg.sparse_variables.begin(),
                                          cfg.sparse_variables.end());
@@ -410,16 +405,37 @@ caf::error update_variable(ps_shard_state& st, size_t i, int64_t n) {
 }
 
 /// K-FAC's step: a layer's weight and bias are preconditioned together,
-/// so every average is taken first.
+/// so every dense average is taken first. A sparse variable (an embedding
+/// table, which K-FAC does not precondition) takes the first-order update
+/// once the preconditioned step succeeded: momentum SGD with K-FAC's
+/// learning rate and momentum on the rows the round touched, outside the
+/// KL clip (docs/models.md).
 caf::error complete_kfac(ps_shard_state& st, int64_t n) {
   std::vector<tensor> averages;
   averages.reserve(st.variables.size());
+  std::vector<bool> left_out(st.variables.size(), false);
+  std::vector<std::pair<size_t, sparse_gradient>> rows;
   for (size_t i = 0; i < st.accumulators.size(); ++i) {
+    auto k = take_count(st, i, n);
+    if (auto sparse = std::get_if<sparse_accumulator>(&st.accumulators[i])) {
+      left_out[i] = true;
+      averages.emplace_back();
+      // Like a first-order step: a table no push touched stays as it is.
+      if (k == 0) {
+        if (auto err = sparse->skip_round())
+          return err;
+        continue;
+      }
+      auto average = sparse->take(k);
+      if (!average)
+        return average.error();
+      rows.emplace_back(i, std::move(*average));
+      continue;
+    }
     auto& acc = std::get<conditional_accumulator>(st.accumulators[i]);
     // A layer's weight and bias are preconditioned together: a variable
     // without gradients this round takes part with a zero gradient (its
     // momentum still moves it, unlike a first-order step, which skips it).
-    auto k = take_count(st, i, n);
     if (k == 0) {
       if (auto err = acc.skip_round())
         return err;
@@ -435,9 +451,13 @@ caf::error complete_kfac(ps_shard_state& st, int64_t n) {
   for (const auto& l : st.kfac)
     slots.push_back({l.weight, l.bias,
                      l.inverse ? &*l.inverse : nullptr});
-  auto info = kfac_apply(*st.opt, st.variables, averages, slots);
+  auto info = kfac_apply(*st.opt, st.variables, averages, slots, left_out);
   if (!info)
     return info.error();
+  for (auto& [i, average] : rows)
+    if (auto err = st.opt->update_rows(i, st.variables[i].value,
+                                       average.indices, average.rows))
+      return err;
   st.preconditioned_applies += info->preconditioned > 0 ? 1 : 0;
   st.last_clip = info->scale;
   return caf::none;
@@ -588,6 +608,19 @@ void schedule_expiry(self_ptr self) {
                      expire_atom::value);
 }
 
+/// Under K-FAC, the shard's variables that no K-FAC layer holds (its
+/// sparse tables among them): they take the first-order update.
+std::vector<std::string> first_order_variables(const ps_shard_state& st) {
+  std::vector<bool> held(st.variables.size(), false);
+  for (const auto& l : st.kfac)
+    held[l.weight] = held[l.bias] = true;
+  std::vector<std::string> result;
+  for (size_t i = 0; i < st.variables.size(); ++i)
+    if (!held[i])
+      result.push_back(st.variables[i].name);
+  return result;
+}
+
 shard_status make_status(const ps_shard_state& st) {
   shard_status result{st.index,       st.global_step, st.accepted_pushes,
                       st.stale_pushes, st.refused_pushes, {}};
@@ -600,6 +633,8 @@ shard_status make_status(const ps_shard_state& st) {
   result.refused_inverses = st.refused_inverses;
   result.preconditioned_applies = st.preconditioned_applies;
   result.last_clip = st.last_clip;
+  if (st.opt->config().kind == optimizer_kind::kfac)
+    result.first_order_variables = first_order_variables(st);
   result.sent = st.sent;
   result.pulls_waited = st.pulls_waited;
   result.pulls_without_values = st.pulls_without_values;

@@ -67,7 +67,9 @@ struct ps_shard_config {
   optimizer_config optimizer;
   /// Optimizer kind kfac: the layers whose weight and bias this shard
   /// holds (from the model's layer_collection); their gradients are
-  /// preconditioned once an inverse arrives.
+  /// preconditioned once an inverse arrives. Sparse variables (no layer
+  /// may hold one) take momentum SGD on their touched rows with K-FAC's
+  /// learning rate and momentum (docs/models.md).
   std::vector<kfac_layer> kfac_layers;
   /// Names among `variables` that keep no moving average (TF's
   /// ExponentialMovingAverage applied to variables_to_average only):

@@ -6,6 +6,8 @@
 // --vocabulary buckets), splits train/test deterministically by a hash of
 // the word, and writes
 //   - FILE.npz: x_train/x_test int32 [N, --bag] (indices, -1 padding),
+//     or with --layout offsets the bags unpadded, x_train_indices (int32,
+//     flat) and x_train_offsets (int64, N + 1), likewise for test;
 //     y_train/y_test uint8 [N] (the language's position in --languages),
 //   - the model description (--model_out): embedding_bag (mean) -> dense
 //     -> softmax cross-entropy.
@@ -68,6 +70,7 @@ struct options : program_config {
   std::string out = "langid.npz";
   std::string model_out = "langid.json";
   int64_t push_batch = 0;
+  std::string layout = "rows";
 
   options() {
     caf::config_option_adder{custom_options_, "global"}
@@ -82,6 +85,9 @@ struct options : program_config {
       .add(test_percent, "test_percent", "share of words held out (%)")
       .add(out, "out", "the .npz file to write")
       .add(model_out, "model_out", "the model description to write")
+      .add(layout, "layout",
+           "rows (x_train [N, bag], -1 padding) or offsets "
+           "(x_train_indices, x_train_offsets; docs/models.md)")
       .add(push_batch, "push_batch",
            "also report the bytes of the table's sparse push for batches "
            "of this many training words (0: no report)");
@@ -137,6 +143,45 @@ npy_array int32_array(const std::vector<int32_t>& values, int64_t rows,
   return x;
 }
 
+/// The bags of `rows` ([n, bag], -1 padding) without their padding, as
+/// the offsets layout holds them: the indices one bag after the other, and
+/// where each bag begins (n + 1 entries, the last the end).
+void to_offsets(const std::vector<int32_t>& rows, int64_t bag,
+                std::vector<int32_t>& indices, std::vector<int64_t>& offsets) {
+  offsets.push_back(0);
+  for (size_t start = 0; start < rows.size(); start += static_cast<size_t>(bag)) {
+    for (int64_t j = 0; j < bag; ++j) {
+      auto v = rows[start + static_cast<size_t>(j)];
+      if (v >= 0)
+        indices.push_back(v);
+    }
+    offsets.push_back(static_cast<int64_t>(indices.size()));
+  }
+}
+
+npy_array int64_array(const std::vector<int64_t>& values) {
+  npy_array x;
+  x.kind = npy_kind::signed_int;
+  x.item_size = 8;
+  x.descr = "<i8";
+  x.shape = {static_cast<int64_t>(values.size())};
+  x.data.resize(values.size() * 8);
+  std::memcpy(x.data.data(), values.data(), x.data.size());
+  return x;
+}
+
+/// The longest bag among `rows` ([n, bag], -1 padding).
+int64_t longest_bag(const std::vector<int32_t>& rows, int64_t bag) {
+  int64_t longest = 0;
+  for (size_t start = 0; start < rows.size(); start += static_cast<size_t>(bag))
+    longest = std::max<int64_t>(
+      longest, std::count_if(rows.begin() + static_cast<std::ptrdiff_t>(start),
+                             rows.begin() + static_cast<std::ptrdiff_t>(start)
+                               + bag,
+                             [](int32_t v) { return v >= 0; }));
+  return longest;
+}
+
 npy_array uint8_array(const std::vector<uint8_t>& values) {
   npy_array y;
   y.descr = "|u1";
@@ -162,6 +207,8 @@ int main(int argc, char** argv) {
       || opts.test_percent < 1 || opts.test_percent > 90)
     return fail("--words >= 10, --bag >= 1, --vocabulary in [2, 2^24], "
                 "--width >= 1 and --test_percent in [1, 90] are needed");
+  if (opts.layout != "rows" && opts.layout != "offsets")
+    return fail("--layout: '" + opts.layout + "' is neither rows nor offsets");
   // Every language's words, lower-cased, without apostrophes.
   std::vector<std::set<std::string>> words(langs.size());
   std::map<std::string, int> seen_in;
@@ -213,18 +260,37 @@ int main(int argc, char** argv) {
     }
   auto n_train = static_cast<int64_t>(y_train.size());
   auto n_test = static_cast<int64_t>(y_test.size());
-  std::map<std::string, npy_array> arrays{
-    {"x_train", int32_array(x_train, n_train, opts.bag)},
-    {"y_train", uint8_array(y_train)},
-    {"x_test", int32_array(x_test, n_test, opts.bag)},
-    {"y_test", uint8_array(y_test)}};
+  std::map<std::string, npy_array> arrays{{"y_train", uint8_array(y_train)},
+                                          {"y_test", uint8_array(y_test)}};
+  // The model's input: the bag's length, or in the offsets layout the
+  // longest bag of the file (what the reader pads every bag to).
+  auto input_width = opts.bag;
+  if (opts.layout == "rows") {
+    arrays.emplace("x_train", int32_array(x_train, n_train, opts.bag));
+    arrays.emplace("x_test", int32_array(x_test, n_test, opts.bag));
+  } else {
+    for (auto [name, rows] : {std::pair{"x_train", &x_train},
+                              std::pair{"x_test", &x_test}}) {
+      std::vector<int32_t> indices;
+      std::vector<int64_t> offsets;
+      to_offsets(*rows, opts.bag, indices, offsets);
+      arrays.emplace(std::string{name} + "_indices",
+                     int32_array(indices, static_cast<int64_t>(indices.size()),
+                                 1));
+      arrays[std::string{name} + "_indices"].shape
+        = {static_cast<int64_t>(indices.size())};
+      arrays.emplace(std::string{name} + "_offsets", int64_array(offsets));
+    }
+    input_width = std::max(longest_bag(x_train, opts.bag),
+                           longest_bag(x_test, opts.bag));
+  }
   auto bytes = write_npz(arrays);
   std::ofstream out{opts.out, std::ios::binary | std::ios::trunc};
   out.write(reinterpret_cast<const char*>(bytes.data()),
             static_cast<std::streamsize>(bytes.size()));
   if (!out.flush())
     return fail("cannot write '" + opts.out + "'");
-  auto desc = model_builder{"langid", {opts.bag}}
+  auto desc = model_builder{"langid", {input_width}}
                 .embedding_bag(opts.vocabulary, opts.width, bag_combiner::mean)
                 .dense(static_cast<int64_t>(langs.size()))
                 .build();
@@ -271,8 +337,9 @@ int main(int argc, char** argv) {
   }
   std::cout << program_name << ": " << langs.size() << " languages, "
             << per_language << " words each: " << n_train << " training and "
-            << n_test << " test words, bags of " << opts.bag
-            << " n-grams in " << opts.vocabulary << " buckets -> " << opts.out
+            << n_test << " test words, bags of up to " << opts.bag
+            << " n-grams in " << opts.vocabulary << " buckets ("
+            << opts.layout << ") -> " << opts.out
             << ", " << opts.model_out << "\n";
   return EXIT_SUCCESS;
 }

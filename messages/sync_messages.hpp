@@ -233,6 +233,9 @@ struct shard_status {
   int64_t refused_inverses = 0;
   int64_t preconditioned_applies = 0;
   double last_clip = 1;
+  /// K-FAC: the shard's variables that no K-FAC layer holds (embedding
+  /// tables): trained with the first-order update (docs/models.md).
+  std::vector<std::string> first_order_variables;
   /// Everything the shard answered or sent, and the pulls among them
   /// that waited for their step (answered with values, and without:
   /// their wait ran out or the worker no longer needed them).
@@ -247,7 +250,7 @@ typename Inspector::result_type inspect(Inspector& f, shard_status& x) {
            x.accepted_pushes, x.stale_pushes, x.refused_pushes, x.variables,
            x.kfac_layers, x.kfac_ready, x.inverse_sets, x.refused_inverses,
            x.preconditioned_applies, x.last_clip, x.sent,
-           x.pulls_waited, x.pulls_without_values);
+           x.pulls_waited, x.pulls_without_values, x.first_order_variables);
 }
 
 /// A worker's counters and position.

@@ -65,6 +65,16 @@ json_object& json_object::add(const std::string& k, bool value) {
   return *this;
 }
 
+json_object& json_object::add(const std::string& k,
+                              const std::vector<std::string>& values) {
+  key(k);
+  body_ += "[";
+  for (size_t i = 0; i < values.size(); ++i)
+    body_ += (i == 0 ? "" : ", ") + json_quote(values[i]);
+  body_ += "]";
+  return *this;
+}
+
 json_object& json_object::add(const std::string& k, const json_object& value) {
   key(k);
   body_ += value.str();

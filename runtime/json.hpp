@@ -1,7 +1,7 @@
 #pragma once
 
 // A minimal JSON object writer for metrics lines and summaries: flat or
-// nested objects of numbers, strings and booleans, written in insertion
+// nested objects of numbers, strings, booleans and arrays of strings, written in insertion
 // order. Non-finite numbers become null (JSON has no NaN).
 
 #include <cstdint>
@@ -23,6 +23,8 @@ public:
     return add(key, std::string{value});
   }
   json_object& add(const std::string& key, bool value);
+  json_object& add(const std::string& key,
+                   const std::vector<std::string>& values);
   json_object& add(const std::string& key, const json_object& value);
 
   /// Appends every field of `other`.

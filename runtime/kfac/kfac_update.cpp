@@ -56,7 +56,7 @@ caf::expected<kfac_step_info>
 kfac_apply(optimizer& opt, parameter_set& params,
            const std::vector<tensor>& grads,
            const std::vector<kfac_layer_slot>& layers,
-           kfac_inverter& kernels) {
+           kfac_inverter& kernels, const std::vector<bool>& left_out) {
   const auto& cfg = opt.config();
   if (cfg.kind != optimizer_kind::kfac)
     return make_error(ec::internal, "kfac update with a non-K-FAC optimizer");
@@ -65,9 +65,21 @@ kfac_apply(optimizer& opt, parameter_set& params,
                       "kfac update: " + std::to_string(grads.size())
                         + " gradients for " + std::to_string(params.size())
                         + " variables");
-  for (const auto& l : layers)
+  if (!left_out.empty() && left_out.size() != params.size())
+    return make_error(ec::internal,
+                      "kfac update: " + std::to_string(left_out.size())
+                        + " left-out flags for " + std::to_string(params.size())
+                        + " variables");
+  auto skipped = [&](size_t i) { return !left_out.empty() && left_out[i]; };
+  for (const auto& l : layers) {
     if (l.weight >= params.size() || l.bias >= params.size())
       return make_error(ec::internal, "kfac update: layer index out of range");
+    if (skipped(l.weight) || skipped(l.bias))
+      return make_error(ec::internal,
+                        "kfac update: a layer's variable "
+                          + params[skipped(l.weight) ? l.weight : l.bias].name
+                          + " is left out");
+  }
   const float mu = cfg.momentum;
   const float lr = cfg.learning_rate;
   kfac_step_info info;
@@ -76,6 +88,8 @@ kfac_apply(optimizer& opt, parameter_set& params,
   // preconditioned; slots change only once this succeeded.
   std::vector<tensor> directions(grads.size());
   for (size_t i = 0; i < grads.size(); ++i) {
+    if (skipped(i))
+      continue;
     if (adam) {
       const auto& v = opt.velocity(i);
       directions[i] = tensor(v.shape());
@@ -97,6 +111,8 @@ kfac_apply(optimizer& opt, parameter_set& params,
   auto c = static_cast<float>(info.scale);
   opt.begin_step();
   for (size_t i = 0; i < params.size(); ++i) {
+    if (skipped(i))
+      continue;
     auto& theta = params[i].value;
     auto& v = opt.velocity(i);
     const auto& u = directions[i];
@@ -117,8 +133,10 @@ kfac_apply(optimizer& opt, parameter_set& params,
 caf::expected<kfac_step_info>
 kfac_apply(optimizer& opt, parameter_set& params,
            const std::vector<tensor>& grads,
-           const std::vector<kfac_layer_slot>& layers) {
-  return kfac_apply(opt, params, grads, layers, cpu_kfac_inverter());
+           const std::vector<kfac_layer_slot>& layers,
+           const std::vector<bool>& left_out) {
+  return kfac_apply(opt, params, grads, layers, cpu_kfac_inverter(),
+                    left_out);
 }
 
 } // namespace syncfac

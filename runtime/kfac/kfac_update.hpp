@@ -9,7 +9,9 @@
 //   adam:    v ← μv + ∇;  u = F̂⁻¹v;  θ ← θ − η·c·u
 //   regular: u = F̂⁻¹∇;   v ← μv + c·u;  θ ← θ − η·v
 // with c = min(1, √(kl_clip / (η² Σ⟨·, F̂⁻¹·⟩))) over the preconditioned
-// layers (1 without a clip).
+// layers (1 without a clip). Variables marked left out (a PS shard's
+// embedding tables, whose gradients come as rows) are not touched: the
+// caller gives them the first-order update (docs/models.md).
 
 #include <cstddef>
 #include <vector>
@@ -45,18 +47,21 @@ struct kfac_step_info {
 /// the preconditioning products on `kernels`' device (the momentum and the
 /// update on the host). Errors name the layer; nothing is half-applied on
 /// an error of the preconditioning (which runs before any variable
-/// changes).
+/// changes). left_out: empty, or one flag per variable; a flagged
+/// variable (which no layer may hold) keeps its value and slots, and its
+/// entry of grads is not read.
 caf::expected<kfac_step_info>
 kfac_apply(optimizer& opt, parameter_set& params,
            const std::vector<tensor>& grads,
            const std::vector<kfac_layer_slot>& layers,
-           kfac_inverter& kernels);
+           kfac_inverter& kernels, const std::vector<bool>& left_out = {});
 
 /// kfac_apply with the preconditioning on the CPU (a PS shard's).
 caf::expected<kfac_step_info>
 kfac_apply(optimizer& opt, parameter_set& params,
            const std::vector<tensor>& grads,
-           const std::vector<kfac_layer_slot>& layers);
+           const std::vector<kfac_layer_slot>& layers,
+           const std::vector<bool>& left_out = {});
 
 /// A layer's gradient matrix [rows + 1, out] from its weight [..., out]
 /// and bias [out], and back.

@@ -355,6 +355,70 @@ BOOST_AUTO_TEST_CASE(momentum_keeps_its_velocity_and_sparse_rows_stay_apart) {
   BOOST_TEST(value_of(p, "v_sparse", 1) == 3.9f, tt::tolerance(1e-6f));
 }
 
+BOOST_AUTO_TEST_CASE(kfac_preconditions_its_layers_and_moves_tables_first_order) {
+  // A dense layer fc (weight [1, 1], bias [1]) under K-FAC beside a sparse
+  // table: the table takes momentum SGD with K-FAC's learning rate and
+  // momentum on its touched rows (docs/models.md), in the same apply that
+  // preconditions fc, and the status names it first-order.
+  ps_shard_config shard;
+  shard.index = 0;
+  shard.variables = {{"fc/w", tensor{{1, 1}, {1.0f}}},
+                     {"fc/b", vec({0.0f})},
+                     {"emb", tensor{{3, 1}, {3.0f, 4.0f, 5.0f}}}};
+  shard.sparse_variables = {"emb"};
+  shard.optimizer.kind = optimizer_kind::kfac;
+  shard.optimizer.learning_rate = 0.5f;
+  shard.optimizer.momentum = 0.9f;
+  shard.kfac_layers = {kfac_layer{"fc", layer_kind::dense, "fc/w", "fc/b",
+                                  2, 1, 1}};
+  start(shard);
+  layer_inverse identity;
+  identity.layer = "fc";
+  identity.a = tensor{{2, 2}, {1, 0, 0, 1}};
+  identity.g = tensor{{1, 1}, {1}};
+  auto installed = ask<caf::ok_atom>(inverse_atom::value,
+                                     inverse_set{0, {identity}, {}, 0});
+  BOOST_REQUIRE_MESSAGE(installed, test::why(installed));
+  auto grads = [](int64_t step, std::vector<int64_t> rows, float value) {
+    gradient_push p;
+    p.local_step = step;
+    p.dense = {{"fc/w", tensor{{1, 1}, {0.1f}}}, {"fc/b", vec({0.1f})}};
+    auto n = static_cast<int64_t>(rows.size());
+    p.sparse = {{"emb", std::move(rows),
+                 tensor{{n, 1}, std::vector<float>(static_cast<size_t>(n),
+                                                   value)}}};
+    return p;
+  };
+  push(grads(0, {0, 2}, 1.0f));
+  push(grads(0, {2}, 3.0f));
+  BOOST_REQUIRE(apply(0, 2));
+  // Row 0: one gradient 1 (averaged over the push that touched it), v = 1,
+  // 3 - 0.5. Row 2: (1 + 3) / 2 = 2, v = 2, 5 - 1. Row 1 untouched.
+  auto p = pull();
+  BOOST_TEST(value_of(p, "emb", 0) == 2.5f, tt::tolerance(1e-6f));
+  BOOST_TEST(value_of(p, "emb", 1) == 4.0f);
+  BOOST_TEST(value_of(p, "emb", 2) == 4.0f, tt::tolerance(1e-6f));
+  BOOST_TEST(value_of(p, "fc/w", 0) < 1.0f);
+  // Round 2 touches row 0 only: v = 0.9 + 2 = 2.9, 2.5 - 1.45; row 2 and
+  // its velocity stay (TF's sparse apply).
+  push(grads(1, {0}, 2.0f));
+  BOOST_REQUIRE(apply(1, 1));
+  p = pull();
+  BOOST_TEST(value_of(p, "emb", 0) == 1.05f, tt::tolerance(1e-5f));
+  BOOST_TEST(value_of(p, "emb", 1) == 4.0f);
+  BOOST_TEST(value_of(p, "emb", 2) == 4.0f, tt::tolerance(1e-6f));
+  auto st = status();
+  BOOST_TEST(st.preconditioned_applies == 2);
+  BOOST_TEST(st.first_order_variables == std::vector<std::string>{"emb"},
+             tt::per_element());
+  // A K-FAC layer may still not hold a sparse variable.
+  shard.kfac_layers[0].weight_name = "emb";
+  auto refused = spawn_ps_shard(sys, shard);
+  BOOST_REQUIRE(!refused);
+  BOOST_TEST(contains(render(refused.error()), "has a sparse variable"),
+             render(refused.error()));
+}
+
 // -- refused pushes -----------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(an_unknown_variable_is_refused_by_name) {

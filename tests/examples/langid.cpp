@@ -64,6 +64,48 @@ BOOST_AUTO_TEST_CASE(words_are_told_apart_through_sparse_pushes) {
   BOOST_TEST(acc >= 0.85, "test accuracy " << acc << " on 7 languages");
 }
 
+BOOST_AUTO_TEST_CASE(kfac_trains_the_layers_and_the_table_first_order) {
+  // K-FAC preconditions the dense layer; the shards give the embedding
+  // table momentum SGD on its pushed rows, and the summary says so. Chance
+  // is 1/3: a shard that dropped the table's rows, or a broken update,
+  // stays far below the bound.
+  temp_dir tmp;
+  auto npz = tmp.file("langid.npz");
+  auto model = tmp.file("langid.json");
+  auto made = run_program(bin + "langid_data --vocabulary 16384 --width 16"
+                          " --words 3000 --languages english,german,french"
+                          " --out " + npz + " --model_out " + model);
+  if (made.exit_code != 0 && made.output.find("cannot read")
+                               != std::string::npos) {
+    BOOST_TEST_MESSAGE("skipped: " << made.output);
+    std::exit(77);
+  }
+  BOOST_REQUIRE_EQUAL(made.exit_code, 0);
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 2}});
+  auto summary = tmp.file("summary.json");
+  auto res = run_program(bin + "syncfac-launch --cluster " + cluster
+                         + " --program " + bin
+                         + "convnet_mnist_distributed --max_wall_s 600 -- "
+                           "--data " + npz + " --model_file " + model
+                         + " --optimizer kfac --learning_rate 0.05"
+                           " --invert_every 5 --steps 300 --batch_size 64"
+                           " --threads 1 --no_progress --log_every 100"
+                           " --connect_timeout_ms 60000 --summary "
+                         + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto text = read_file(summary);
+  BOOST_TEST(json_numbers(text, "global_step").at(0) == 300);
+  BOOST_TEST(json_numbers(text, "refused_pushes").at(0) == 0);
+  BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
+  BOOST_TEST(json_numbers(text, "preconditioned_steps").at(0) > 0);
+  BOOST_TEST(text.find(R"("first_order_variables": ["emb0/embeddings"])")
+               != std::string::npos,
+             text);
+  auto acc = json_numbers(text, "test_accuracy").at(0);
+  BOOST_TEST(acc >= 0.7, "test accuracy " << acc << " on 3 languages");
+}
+
 BOOST_AUTO_TEST_CASE(an_index_outside_the_vocabulary_fails_before_training) {
   temp_dir tmp;
   auto npz = tmp.file("langid.npz");
@@ -92,4 +134,87 @@ BOOST_AUTO_TEST_CASE(an_index_outside_the_vocabulary_fails_before_training) {
              res.output);
   BOOST_TEST(res.output.find("langid.npz") != std::string::npos, res.output);
   BOOST_TEST(!fs::exists(out_dir));
+}
+
+BOOST_AUTO_TEST_CASE(bags_with_offsets_train_end_to_end) {
+  // The offsets layout (docs/models.md, "Data"): x_train_indices and
+  // x_train_offsets instead of padded rows, read back as bags padded to
+  // the file's longest. Trained through the sync runtime in one process;
+  // chance is 1/3.
+  temp_dir tmp;
+  auto npz = tmp.file("langid.npz");
+  auto model = tmp.file("langid.json");
+  auto made = run_program(bin + "langid_data --vocabulary 16384 --width 16"
+                          " --words 3000 --languages english,german,french"
+                          " --layout offsets --out " + npz
+                          + " --model_out " + model);
+  if (made.exit_code != 0 && made.output.find("cannot read")
+                               != std::string::npos) {
+    BOOST_TEST_MESSAGE("skipped: " << made.output);
+    std::exit(77);
+  }
+  BOOST_TEST_MESSAGE(made.output);
+  BOOST_REQUIRE_EQUAL(made.exit_code, 0);
+  BOOST_TEST(made.output.find("(offsets)") != std::string::npos);
+  auto summary = tmp.file("summary.json");
+  auto res = run_program(bin + "convnet_mnist_single --data " + npz
+                         + " --model_file " + model
+                         + " --worker_replicas 2 --ps_tasks 2"
+                           " --optimizer adam --learning_rate 0.02"
+                           " --steps 300 --batch_size 64 --threads 1"
+                           " --no_progress --log_every 100 --summary "
+                         + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto text = read_file(summary);
+  BOOST_TEST(json_numbers(text, "global_step").at(0) == 300);
+  BOOST_TEST(json_numbers(text, "refused_pushes").at(0) == 0);
+  auto acc = json_numbers(text, "test_accuracy").at(0);
+  BOOST_TEST(acc >= 0.7, "test accuracy " << acc << " on 3 languages");
+  // The same words as padded rows train to the same parameters: one
+  // worker without initial tokens is deterministic, so equal digests mean
+  // both layouts read as the same examples.
+  auto digest_of = [&](const std::string& data, const std::string& desc,
+                       const std::string& name) {
+    auto out = tmp.file(name);
+    auto run = run_program(bin + "convnet_mnist_single --data " + data
+                           + " --model_file " + desc
+                           + " --worker_replicas 1 --ps_tasks 1"
+                             " --optimizer adam --learning_rate 0.02"
+                             " --steps 40 --batch_size 32 --threads 1"
+                             " --num_tokens 0 --no_progress --summary "
+                           + out);
+    BOOST_REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+    return json_string(read_file(out), "params_digest");
+  };
+  auto rows_npz = tmp.file("rows.npz");
+  auto rows_model = tmp.file("rows.json");
+  auto rows = run_program(bin + "langid_data --vocabulary 16384 --width 16"
+                          " --words 3000 --languages english,german,french"
+                          " --out " + rows_npz + " --model_out " + rows_model);
+  BOOST_REQUIRE_EQUAL(rows.exit_code, 0);
+  BOOST_REQUIRE(read_file(rows_model) == read_file(model));
+  auto from_offsets = digest_of(npz, model, "offsets.json");
+  BOOST_TEST(!from_offsets.empty());
+  BOOST_TEST(from_offsets == digest_of(rows_npz, rows_model, "rows.json"));
+  // An index outside the model's vocabulary, in this layout too: refused
+  // before training, naming the file.
+  // The same model with a table of 1000 rows.
+  auto small = tmp.file("small.json");
+  auto text_model = read_file(model);
+  auto at = text_model.find("\"vocabulary\": 16384");
+  BOOST_REQUIRE(at != std::string::npos);
+  text_model.replace(at, std::string{"\"vocabulary\": 16384"}.size(),
+                     "\"vocabulary\": 1000");
+  std::ofstream{small} << text_model;
+  auto refused = run_program(bin + "convnet_mnist_single --data " + npz
+                             + " --model_file " + small
+                             + " --steps 5 --batch_size 8");
+  BOOST_TEST(refused.exit_code != 0);
+  BOOST_TEST(refused.output.find(
+               "outside the embedding_bag's vocabulary of 1000")
+               != std::string::npos,
+             refused.output);
+  BOOST_TEST(refused.output.find("langid.npz") != std::string::npos,
+             refused.output);
 }

@@ -56,6 +56,18 @@ npy_array labels(std::vector<int64_t> ys, const char* descr = "<i8") {
   return y;
 }
 
+npy_array ints(std::vector<int64_t> values, const char* descr = "<i4") {
+  npy_array x;
+  x.kind = npy_kind::signed_int;
+  x.item_size = descr[2] - '0';
+  x.descr = descr;
+  x.shape = {static_cast<int64_t>(values.size())};
+  for (auto v : values)
+    for (int64_t b = 0; b < x.item_size; ++b)
+      x.data.push_back(static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * b)));
+  return x;
+}
+
 std::string error_of(const bytes& file) {
   auto res = parse_npy(file.data(), file.size(), "'a.npy'");
   return res ? std::string{} : render(res.error());
@@ -384,4 +396,81 @@ BOOST_AUTO_TEST_CASE(archives_written_by_pythons_zipfile_read) {
       BOOST_TEST(set->pixels[23] == 23);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(bags_with_offsets_read_as_padded_rows) {
+  temp_dir tmp;
+  // Train: bags {3, 1}, {}, {7, 7, 2}; test: {5}. Every bag is padded to
+  // the file's longest (3) with -1, test's too.
+  auto path = write_set(tmp, {{"x_train_indices", ints({3, 1, 7, 7, 2})},
+                              {"x_train_offsets", ints({0, 2, 2, 5}, "<i8")},
+                              {"y_train", labels({0, 1, 0})},
+                              {"x_test_indices", ints({5})},
+                              {"x_test_offsets", ints({0, 1})},
+                              {"y_test", labels({1})}});
+  auto train = load_npz(path, split::train);
+  BOOST_REQUIRE_MESSAGE(train, why(train));
+  BOOST_TEST(train->count == 3);
+  BOOST_TEST(train->channels == 3);
+  BOOST_TEST(train->height == 1);
+  BOOST_TEST(train->num_classes == 2);
+  std::vector<float> want{3, 1, -1, -1, -1, -1, 7, 7, 2};
+  BOOST_TEST(train->values == want, boost::test_tools::per_element());
+  auto test = load_npz(path, split::test);
+  BOOST_REQUIRE_MESSAGE(test, why(test));
+  BOOST_TEST(test->channels == 3);
+  std::vector<float> want_test{5, -1, -1};
+  BOOST_TEST(test->values == want_test, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(bags_with_offsets_malformations_are_named) {
+  temp_dir tmp;
+  auto idx = ints({3, 1, 7});
+  auto y = labels({0, 1});
+  auto set = [&](const std::string& name, npy_array indices, npy_array offsets,
+                 npy_array labels_array) {
+    return load_error(write_set(tmp, {{"x_train_indices", std::move(indices)},
+                                      {"x_train_offsets", std::move(offsets)},
+                                      {"y_train", std::move(labels_array)}},
+                                name));
+  };
+  says(set("a.npz", idx, ints({0, 2, 1}), y),
+       {"a.npz", "'x_train_offsets'", "offsets decrease at index 2",
+        "2 then 1"});
+  says(set("b.npz", idx, ints({1, 2, 3}), y),
+       {"b.npz", "'x_train_offsets'", "the first offset is 1, not 0"});
+  says(set("c.npz", idx, ints({0, 2, 4}), y),
+       {"c.npz", "'x_train_offsets'", "the last offset is 4",
+        "'x_train_indices' has 3 indices"});
+  says(set("d.npz", idx, ints({0, 1, 2, 3}), y),
+       {"d.npz", "'x_train_offsets'", "4 entries (3 bags) for 2 labels"});
+  says(set("e.npz", ints({3, -1, 7}), ints({0, 2, 3}), y),
+       {"e.npz", "'x_train_indices'", "index -1 at position 1",
+        "outside [0, 2^24)"});
+  says(set("f.npz", ints({3, 1, 7}, "<i8"), ints({0, 2, 3}), y),
+       {"f.npz", "'x_train_indices'", "dtype '<i8' must be int32"});
+  says(set("g.npz", idx, ints({0, 2, 3}, "<i2"), y),
+       {"g.npz", "'x_train_offsets'", "must be int32 or int64"});
+  says(set("h.npz", ints({}), ints({0, 0, 0}), y),
+       {"h.npz", "'x_train_offsets'", "every bag is empty"});
+  says(load_error(write_set(tmp, {{"x_train_indices", idx},
+                                  {"y_train", y}},
+                            "i.npz")),
+       {"i.npz", "'x_train_indices' without 'x_train_offsets'"});
+  says(load_error(write_set(tmp, {{"x_train_indices", idx},
+                                  {"x_train_offsets", ints({0, 2, 3})},
+                                  {"x_train", u8_array({2, 3})},
+                                  {"y_train", y}},
+                            "j.npz")),
+       {"j.npz", "both 'x_train' and 'x_train_indices'"});
+  // The test split's bags are checked when the train split is read (both
+  // set the width every bag is padded to).
+  says(load_error(write_set(tmp, {{"x_train_indices", idx},
+                                  {"x_train_offsets", ints({0, 2, 3})},
+                                  {"y_train", y},
+                                  {"x_test_indices", idx},
+                                  {"x_test_offsets", ints({0, 3, 2})},
+                                  {"y_test", y}},
+                            "k.npz")),
+       {"k.npz", "'x_test_offsets'", "offsets decrease"});
 }

@@ -335,6 +335,39 @@ BOOST_AUTO_TEST_CASE(malformed_calls_are_errors) {
   BOOST_TEST(params[0].value == variables()[0].value);
 }
 
+BOOST_AUTO_TEST_CASE(a_left_out_variable_keeps_its_value_and_velocity) {
+  // `scale` left out (as a shard leaves its embedding tables, which it
+  // updates itself): its gradient is not read (an empty tensor here), it
+  // and its slot stay; the layer steps as without it.
+  auto opt = make_optimizer(kfac_momentum::regular);
+  auto ref_opt = make_optimizer(kfac_momentum::regular);
+  auto params = variables();
+  auto ref = variables();
+  auto inv = cholesky_inverse(a_inv_1(), g_inv_1());
+  std::vector<kfac_layer_slot> slots{{0, 1, &inv}};
+  auto g = gradients(1.0f);
+  auto ref_g = g;
+  g[2] = tensor{};
+  auto s = kfac_apply(opt, params, g, slots, {false, false, true});
+  BOOST_REQUIRE_MESSAGE(s, test::why(s));
+  BOOST_TEST(s->preconditioned == 1u);
+  auto r = kfac_apply(ref_opt, ref, ref_g, slots);
+  BOOST_REQUIRE_MESSAGE(r, test::why(r));
+  BOOST_TEST(params[2].value == variables()[2].value);
+  BOOST_TEST(opt.velocity(2) == vec({0, 0, 0}));
+  require_close(params[0].value, as_vector(ref[0].value), "fc0/w");
+  require_close(params[1].value, as_vector(ref[1].value), "fc0/b");
+  // A layer's own variable cannot be left out; wrong flag counts are
+  // refused; neither changes anything.
+  auto before = params;
+  failure(kfac_apply(opt, params, gradients(1.0f), slots,
+                     {true, false, false}),
+          ec::internal);
+  failure(kfac_apply(opt, params, gradients(1.0f), slots, {false, true}),
+          ec::internal);
+  BOOST_TEST(same(params, before));
+}
+
 BOOST_AUTO_TEST_CASE(layer_matrices_round_trip) {
   auto m = layer_matrix(mat(2, 2, {1, 2, 3, 4}), vec({5, 6}));
   BOOST_TEST(m == mat(3, 2, {1, 2, 3, 4, 5, 6}));
