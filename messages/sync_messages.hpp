@@ -235,11 +235,11 @@ struct shard_status {
   double last_clip = 1;
   /// K-FAC: the shard's variables that no K-FAC layer holds (embedding
   /// tables): trained with the first-order update (docs/models.md).
-  std::vector<std::string> first_order_variables;
+  std::vector<std::string> first_order_variables{};
   /// Everything the shard answered or sent, and the pulls among them
   /// that waited for their step (answered with values, and without:
   /// their wait ran out or the worker no longer needed them).
-  transfer_counts sent;
+  transfer_counts sent{};
   int64_t pulls_waited = 0;
   int64_t pulls_without_values = 0;
 };
@@ -282,7 +282,7 @@ struct worker_status {
   /// requests, pulls and their cancels), and the payload bytes of pull
   /// answers it received and could not use (an answer older than its
   /// token): the transfers beyond the minimum.
-  transfer_counts sent;
+  transfer_counts sent{};
   int64_t bytes_pulled_unused = 0;
 };
 
@@ -311,7 +311,7 @@ struct chief_status {
   int64_t lost_at = -1;
   /// What the chief sent: token grants, apply, moving-average and
   /// set_step requests (checkpoints and probes aside).
-  transfer_counts sent;
+  transfer_counts sent{};
 };
 
 template <class Inspector>
