@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -72,18 +73,26 @@ inline void check_loss_fell(const std::string& metrics, size_t lines,
              "loss fell from " << losses.front() << " to " << losses.back());
 }
 
-/// A port nobody listens on right now (the kernel's choice).
+/// A port nobody listens on right now (the kernel's choice), never one
+/// this process was handed before: the kernel may offer a port it just
+/// gave again once its socket is closed, and two tasks of one cluster file
+/// must not share an address (seen beside a CPU hog).
 inline uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  static std::set<uint16_t> handed;
+  for (;;) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    socklen_t len = sizeof(addr);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    close(fd);
+    auto port = ntohs(addr.sin_port);
+    if (handed.insert(port).second)
+      return port;
+  }
 }
 
 /// The string value of the first "key" in a JSON text ("" if none).
