@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The ConvNet training step per instruction-set level of syncfac's CPU
 # kernels (kernels/cpu/isa.hpp, --isa) beside PyTorch 2.x from PyPI in a
-# virtual environment, on the same ConvNet (../shared/peers/torch_convnet.py,
+# virtual environment, on the same ConvNet (the script TORCH_PEER names,
 # as in bench/run_vs_torch.sh, whose Debian PyTorch 1.13 peer stays there):
 # batch 128, momentum SGD, 200 timed steps after 20 warm-up, 1 and 2
 # threads, RUNS interleaved rounds (every level and PyTorch back to back
@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
 bin_dir=${SYNCFAC_BIN_DIR:-build/bin}
-peer=${TORCH_PEER:-../shared/peers/torch_convnet.py}
+peer=${TORCH_PEER:?set TORCH_PEER to the PyTorch ConvNet peer script (docs/benchmarks.md, "Peers")}
 for b in convnet_mnist_single bench_fma_peak bench_kernels; do
   [ -x "$bin_dir/$b" ] || { echo "bench: $bin_dir/$b not built (set SYNCFAC_BIN_DIR)" >&2; exit 1; }
 done
