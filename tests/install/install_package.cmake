@@ -4,30 +4,8 @@
 # Installs BUILD_DIR into WORK_DIR/prefix, builds the evaluator role
 # example against that prefix alone in WORK_DIR/build, and runs it.
 
-foreach(var BUILD_DIR SOURCE_DIR WORK_DIR CXX_COMPILER)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "install_package: -D${var}=... is required")
-  endif()
-endforeach()
-
-set(prefix "${WORK_DIR}/prefix")
-set(build "${WORK_DIR}/build")
-file(REMOVE_RECURSE "${WORK_DIR}")
-file(MAKE_DIRECTORY "${WORK_DIR}")
-
-function(step name)
-  execute_process(COMMAND ${ARGN}
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "install_package: ${name} failed (${rc}):\n"
-                        "${out}\n${err}")
-  endif()
-  message(STATUS "install_package: ${name}: ok")
-  set(step_output "${out}${err}" PARENT_SCOPE)
-endfunction()
-
-step("cmake --install"
-     "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}")
+set(test_name install_package)
+include("${CMAKE_CURRENT_LIST_DIR}/install_steps.cmake")
 
 # What an outside project needs is there.
 foreach(f include/syncfac/actors/cluster_member.hpp

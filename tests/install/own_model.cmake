@@ -5,29 +5,8 @@
 # model defined in code with model_builder) against that prefix alone in
 # WORK_DIR/build, and trains it: it must learn the synthetic set.
 
-foreach(var BUILD_DIR SOURCE_DIR WORK_DIR CXX_COMPILER)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "own_model: -D${var}=... is required")
-  endif()
-endforeach()
-
-set(prefix "${WORK_DIR}/prefix")
-set(build "${WORK_DIR}/build")
-file(REMOVE_RECURSE "${WORK_DIR}")
-file(MAKE_DIRECTORY "${WORK_DIR}")
-
-function(step name)
-  execute_process(COMMAND ${ARGN}
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "own_model: ${name} failed (${rc}):\n${out}\n${err}")
-  endif()
-  message(STATUS "own_model: ${name}: ok")
-  set(step_output "${out}${err}" PARENT_SCOPE)
-endfunction()
-
-step("cmake --install"
-     "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}")
+set(test_name own_model)
+include("${CMAKE_CURRENT_LIST_DIR}/install_steps.cmake")
 foreach(f include/syncfac/runtime/model_builder.hpp
           include/syncfac/runtime/model_description.hpp
           include/syncfac/runtime/model_file.hpp)
