@@ -22,6 +22,41 @@ namespace {
 
 const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 
+/// Writes the language data and its model description with langid_data
+/// `flags`; skips (77) where the word lists cannot be read. Its output.
+std::string make_langid(const std::string& flags, const std::string& npz,
+                 const std::string& model) {
+  auto made = run_program(bin + "langid_data " + flags + " --out " + npz
+                          + " --model_out " + model);
+  BOOST_TEST_MESSAGE(made.output);
+  if (made.exit_code != 0 && made.output.find("cannot read")
+                               != std::string::npos) {
+    BOOST_TEST_MESSAGE("skipped: " << made.output);
+    std::exit(77);
+  }
+  BOOST_REQUIRE_EQUAL(made.exit_code, 0);
+  return made.output;
+}
+
+/// Trains `npz` with `model` in a loopback cluster (the cluster file's
+/// path) through the sync runtime with `flags`; the chief's summary.
+std::string train_in_cluster(temp_dir& tmp, const std::string& cluster,
+                             const std::string& npz, const std::string& model,
+                             const std::string& flags) {
+  auto summary = tmp.file("summary.json");
+  auto res = run_program(bin + "syncfac-launch --cluster " + cluster
+                         + " --program " + bin
+                         + "convnet_mnist_distributed --max_wall_s 600 -- "
+                           "--data " + npz + " --model_file " + model + " "
+                         + flags
+                         + " --threads 1 --no_progress --log_every 100"
+                           " --connect_timeout_ms 60000 --summary "
+                         + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  return read_file(summary);
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(words_are_told_apart_through_sparse_pushes) {
@@ -36,26 +71,13 @@ BOOST_AUTO_TEST_CASE(words_are_told_apart_through_sparse_pushes) {
   temp_dir tmp;
   auto npz = tmp.file("langid.npz");
   auto model = tmp.file("langid.json");
-  auto made = run_program(bin + "langid_data --vocabulary 65536 --width 16"
-                          " --out " + npz + " --model_out " + model
-                          + " --push_batch 64");
-  BOOST_TEST_MESSAGE(made.output);
-  BOOST_REQUIRE_EQUAL(made.exit_code, 0);
-  BOOST_TEST(made.output.find("7 languages") != std::string::npos);
+  auto made = make_langid("--vocabulary 65536 --width 16 --push_batch 64",
+                          npz, model);
+  BOOST_TEST(made.find("7 languages") != std::string::npos);
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 3}, {"ps", 2}});
-  auto summary = tmp.file("summary.json");
-  auto res = run_program(bin + "syncfac-launch --cluster " + cluster
-                         + " --program " + bin
-                         + "convnet_mnist_distributed --max_wall_s 600 -- "
-                           "--data " + npz + " --model_file " + model
-                         + " --optimizer adam --learning_rate 0.02"
-                           " --steps 400 --batch_size 64 --threads 1"
-                           " --no_progress --log_every 100"
-                           " --connect_timeout_ms 60000 --summary "
-                         + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  auto text = read_file(summary);
+  auto text = train_in_cluster(tmp, cluster, npz, model,
+                               "--optimizer adam --learning_rate 0.02"
+                               " --steps 400 --batch_size 64");
   BOOST_TEST(json_numbers(text, "global_step").at(0) == 400);
   BOOST_TEST(json_numbers(text, "workers").at(0) == 3);
   BOOST_TEST(json_numbers(text, "ps_tasks").at(0) == 2);
@@ -73,29 +95,13 @@ BOOST_AUTO_TEST_CASE(kfac_trains_the_layers_and_the_table_first_order) {
   temp_dir tmp;
   auto npz = tmp.file("langid.npz");
   auto model = tmp.file("langid.json");
-  auto made = run_program(bin + "langid_data --vocabulary 16384 --width 16"
-                          " --words 3000 --languages english,german,french"
-                          " --out " + npz + " --model_out " + model);
-  if (made.exit_code != 0 && made.output.find("cannot read")
-                               != std::string::npos) {
-    BOOST_TEST_MESSAGE("skipped: " << made.output);
-    std::exit(77);
-  }
-  BOOST_REQUIRE_EQUAL(made.exit_code, 0);
+  make_langid("--vocabulary 16384 --width 16 --words 3000"
+              " --languages english,german,french", npz, model);
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 2}});
-  auto summary = tmp.file("summary.json");
-  auto res = run_program(bin + "syncfac-launch --cluster " + cluster
-                         + " --program " + bin
-                         + "convnet_mnist_distributed --max_wall_s 600 -- "
-                           "--data " + npz + " --model_file " + model
-                         + " --optimizer kfac --learning_rate 0.05"
-                           " --invert_every 5 --steps 300 --batch_size 64"
-                           " --threads 1 --no_progress --log_every 100"
-                           " --connect_timeout_ms 60000 --summary "
-                         + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  auto text = read_file(summary);
+  auto text = train_in_cluster(tmp, cluster, npz, model,
+                               "--optimizer kfac --learning_rate 0.05"
+                               " --invert_every 5 --steps 300"
+                               " --batch_size 64");
   BOOST_TEST(json_numbers(text, "global_step").at(0) == 300);
   BOOST_TEST(json_numbers(text, "refused_pushes").at(0) == 0);
   BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
@@ -112,15 +118,8 @@ BOOST_AUTO_TEST_CASE(an_index_outside_the_vocabulary_fails_before_training) {
   auto npz = tmp.file("langid.npz");
   auto model = tmp.file("langid.json");
   // Indices of a 65536-bucket hash, a model of 1000 rows.
-  auto made = run_program(bin + "langid_data --vocabulary 65536 --words 50"
-                          " --languages english,german --out " + npz
-                          + " --model_out " + tmp.file("unused.json"));
-  if (made.exit_code != 0 && made.output.find("cannot read")
-                               != std::string::npos) {
-    BOOST_TEST_MESSAGE("skipped: " << made.output);
-    std::exit(77);
-  }
-  BOOST_REQUIRE_EQUAL(made.exit_code, 0);
+  make_langid("--vocabulary 65536 --words 50 --languages english,german",
+              npz, tmp.file("unused.json"));
   std::ofstream{model} << R"({"input_shape": [48], "layers": [
     {"type": "embedding_bag", "vocabulary": 1000, "units": 8},
     {"type": "dense", "units": 2}], "loss": "softmax_cross_entropy"})";
@@ -145,18 +144,10 @@ BOOST_AUTO_TEST_CASE(bags_with_offsets_train_end_to_end) {
   temp_dir tmp;
   auto npz = tmp.file("langid.npz");
   auto model = tmp.file("langid.json");
-  auto made = run_program(bin + "langid_data --vocabulary 16384 --width 16"
-                          " --words 3000 --languages english,german,french"
-                          " --layout offsets --out " + npz
-                          + " --model_out " + model);
-  if (made.exit_code != 0 && made.output.find("cannot read")
-                               != std::string::npos) {
-    BOOST_TEST_MESSAGE("skipped: " << made.output);
-    std::exit(77);
-  }
-  BOOST_TEST_MESSAGE(made.output);
-  BOOST_REQUIRE_EQUAL(made.exit_code, 0);
-  BOOST_TEST(made.output.find("(offsets)") != std::string::npos);
+  auto made = make_langid("--vocabulary 16384 --width 16 --words 3000"
+                          " --languages english,german,french"
+                          " --layout offsets", npz, model);
+  BOOST_TEST(made.find("(offsets)") != std::string::npos);
   auto summary = tmp.file("summary.json");
   auto res = run_program(bin + "convnet_mnist_single --data " + npz
                          + " --model_file " + model
@@ -191,10 +182,8 @@ BOOST_AUTO_TEST_CASE(bags_with_offsets_train_end_to_end) {
   };
   auto rows_npz = tmp.file("rows.npz");
   auto rows_model = tmp.file("rows.json");
-  auto rows = run_program(bin + "langid_data --vocabulary 16384 --width 16"
-                          " --words 3000 --languages english,german,french"
-                          " --out " + rows_npz + " --model_out " + rows_model);
-  BOOST_REQUIRE_EQUAL(rows.exit_code, 0);
+  make_langid("--vocabulary 16384 --width 16 --words 3000"
+              " --languages english,german,french", rows_npz, rows_model);
   BOOST_REQUIRE(read_file(rows_model) == read_file(model));
   auto from_rows = accuracy_of(rows_npz, rows_model, "rows.json");
   BOOST_TEST(std::abs(from_rows - acc) <= 0.03,
