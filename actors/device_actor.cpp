@@ -177,19 +177,27 @@ caf::result<step_result> kfac_step(self_ptr self, const batch& b,
   std::vector<tensor> grads;
   for (auto& g : res->gradients)
     grads.push_back(std::move(g.value));
-  stats_request req{cfg.kfac.fisher, cfg.kfac.sampling};
-  int64_t examples = 0;
-  auto stats = statistics_of(self, b, req, true, examples);
-  if (!stats)
-    return refuse(self, stats.error());
-  if (auto err = st.kfac->update_factors(*stats))
-    return refuse(self, std::move(err));
+  // Statistics on steps 0, k, 2k, ... (k = stats_every): the factors'
+  // moving average changes slowly, the statistics pass does not.
+  auto step = st.kfac_steps++;
+  if (step % cfg.kfac.stats_every == 0) {
+    stats_request req{cfg.kfac.fisher, cfg.kfac.sampling};
+    int64_t examples = 0;
+    auto stats = statistics_of(self, b, req, true, examples);
+    if (!stats)
+      return refuse(self, stats.error());
+    if (auto err = st.kfac->update_factors(*stats))
+      return refuse(self, std::move(err));
+  }
   // A layer that fails to invert keeps its previous inverse (or plain
   // momentum): the step goes on, as on a PS shard.
-  if (++st.kfac_steps % cfg.kfac.invert_every == 0)
-    (void) st.kfac->update_inverses(*st.inverter);
+  if ((step + 1) % cfg.kfac.invert_every == 0)
+    (void) st.kfac->update_inverses(*st.inverter, st.dev->threads());
+  // The layers' products side by side on the device's threads (each
+  // product runs on one thread: kfac_inverse.hpp).
   auto info = kfac_apply(*st.local_optimizer, m.parameters(), grads,
-                         st.kfac->slots(), *st.inverter);
+                         st.kfac->slots(), *st.inverter, {},
+                         st.dev->threads());
   if (!info)
     return refuse(self, info.error());
   return step_result{res->loss, res->correct, res->count, {}, {},

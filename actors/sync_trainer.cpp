@@ -145,6 +145,14 @@ caf::error sync_training_config::validate() const {
     return bad("K-FAC needs at least one covariance and one inverse actor, "
                "got " + std::to_string(kfac.covariance_actors) + " and "
                + std::to_string(kfac.inverse_actors));
+  // Workers send statistics every step and the covariance actors fold what
+  // they get (kfac_cadence): folding every k-th step is the plain
+  // runtime's (kfac_config::stats_every).
+  if (uses_kfac(*this) && base.optimizer.kfac.stats_every != 1)
+    return bad("kfac: stats_every " + std::to_string(
+                 base.optimizer.kfac.stats_every)
+               + " is for --runtime plain; the sync runtime folds the "
+                 "statistics of every step (stats_every 1)");
   if (num_towers < 1)
     return bad("num_towers must be at least 1, got "
                + std::to_string(num_towers));

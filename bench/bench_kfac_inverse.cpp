@@ -1,5 +1,6 @@
 // Times the K-FAC inverse kernels on one thread at the factor sizes of the
-// seeds' ConvNet: conv1 A 26 / G 16, conv2 A 401 / G 16, dense A 785 / G 10:
+// seeds' ConvNet: conv1 A 26 / G 16, conv2 A 401 / G 16, dense A 785 / G 10,
+// and of the deep autoencoder's largest layer (A 1001 / G 784):
 // damped_inverse (double Cholesky) and symmetric_eigen (double
 // SelfAdjointEigenSolver) of each factor, then both preconditioning paths
 // of each layer's gradient.
@@ -65,7 +66,10 @@ int main(int argc, char** argv) {
   const float lambda = 1e-3f;
   for (auto s : {layer_shape{"conv1", 26, 16, 4096},
                  layer_shape{"conv2", 401, 16, 4096},
-                 layer_shape{"dense", 785, 10, 128}}) {
+                 layer_shape{"dense", 785, 10, 128},
+                 // The deep autoencoder's largest layer (its first and
+                 // last are 785x1000 and 1001x784).
+                 layer_shape{"autoencoder fc7", 1001, 784, 256}}) {
     auto A = factor(s.in, s.rows, true, rng);
     auto G = factor(s.out, s.rows, false, rng);
     auto plan = cpu::factored_damping(A, G, lambda, 1);

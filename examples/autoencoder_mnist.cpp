@@ -103,6 +103,7 @@ examples::training_help autoencoder_help() {
 struct options : examples::training_options {
   std::string hidden = "1000,500,250,30";
   int64_t eval_examples = 10000;
+  int64_t stats_every = 1;
 
   options() : training_options{autoencoder_help()} {
     steps = 1000;
@@ -121,7 +122,10 @@ struct options : examples::training_options {
            "encoder widths down to the linear code layer; the decoder "
            "mirrors them")
       .add(eval_examples, "eval_examples",
-           "first training images evaluated (0: all)");
+           "first training images evaluated (0: all)")
+      .add(stats_every, "stats_every",
+           "kfac: fold statistics into the factors every N steps (plain "
+           "runtime)");
   }
 
   caf::expected<local_training_config> to_training_config() const {
@@ -135,6 +139,11 @@ struct options : examples::training_options {
       return err;
     if (auto err = fill_training_config(cfg, default_rate))
       return err;
+    if (stats_every < 1)
+      return make_error(ec::invalid_config,
+                        "stats_every must be at least 1, got "
+                          + std::to_string(stats_every));
+    cfg.optimizer.kfac.stats_every = stats_every;
     if (steps < 1)
       return make_error(ec::invalid_config,
                         "steps must be at least 1, got "

@@ -73,6 +73,8 @@ std::string describe(const optimizer_config& cfg) {
       count(k.sampling.max_examples, "examples");
       out << " x ";
       count(k.sampling.max_locations, "locations");
+      if (k.stats_every > 1)
+        out << " every " << k.stats_every << " steps";
       if (k.kl_clip > 0)
         out << ", kl_clip " << k.kl_clip;
       break;

@@ -1,10 +1,14 @@
 #include "runtime/kfac/kfac_preconditioner.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "kernels/cpu/kfac_inverse.hpp"
+#include "kernels/cpu/parallel.hpp"
+#include "kernels/kfac_inverter.hpp"
 #include "runtime/kfac/kfac_data.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
@@ -78,6 +82,9 @@ caf::error kfac_config::validate() const {
   if (invert_every < 1)
     return bad("invert_every must be at least 1, got "
                + std::to_string(invert_every));
+  if (stats_every < 1)
+    return bad("stats_every must be at least 1, got "
+               + std::to_string(stats_every));
   if (min_cov_updates < 1)
     return bad("min_cov_updates must be at least 1, got "
                + std::to_string(min_cov_updates));
@@ -213,8 +220,9 @@ kfac_preconditioner::update_factors(const std::vector<layer_stats>& stats) {
   return caf::none;
 }
 
-caf::error kfac_preconditioner::invert(layer_state& l,
-                                       kfac_inverter& inverter) {
+caf::expected<kfac_preconditioner::fresh_inverse>
+kfac_preconditioner::invert(const layer_state& l,
+                            kfac_inverter& inverter) const {
   layer_factors f;
   f.layer = l.name;
   f.locations = l.locations;
@@ -223,31 +231,63 @@ caf::error kfac_preconditioner::invert(layer_state& l,
     return err;
   if (auto err = cpu::ema_value(l.g_raw, l.g_weight, f.g))
     return err;
-  bool raised = false;
-  auto inv = invert_layer(f, cfg_, inverter, raised);
+  fresh_inverse result;
+  auto inv = invert_layer(f, cfg_, inverter, result.damping_raised);
   if (!inv)
     return inv.error();
   // Checked once here: precondition_layer trusts the inverse every step.
   if (auto err = check_inverse(*inv, f.a.dim(0), f.g.dim(0)))
     return err;
-  damping_increases_ += raised ? 1 : 0;
-  l.inverse = std::make_shared<const layer_inverse>(std::move(*inv));
-  return caf::none;
+  result.inverse = std::make_shared<const layer_inverse>(std::move(*inv));
+  return result;
 }
 
 caf::error kfac_preconditioner::update_inverses() {
   return update_inverses(cpu_kfac_inverter());
 }
 
-caf::error kfac_preconditioner::update_inverses(kfac_inverter& inverter) {
-  caf::error first;
-  for (auto& l : layers_) {
+caf::error kfac_preconditioner::update_inverses(kfac_inverter& inverter,
+                                                int threads) {
+  // The layers' inversions side by side (each on one thread: the kernels
+  // run on their caller's), the largest first (cost ~ n³ of both factors);
+  // installed in layer order afterwards, so the outcome does not depend
+  // on the thread count.
+  std::vector<size_t> order;
+  std::vector<double> cost(layers_.size(), 0);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const auto& l = layers_[i];
     if (l.cov_updates < cfg_.min_cov_updates)
       continue;
-    if (auto err = invert(l, inverter))
+    auto cube = [](const tensor& t) {
+      auto n = static_cast<double>(t.rank() > 0 ? t.dim(0) : 0);
+      return n * n * n;
+    };
+    cost[i] = cube(l.a_raw) + cube(l.g_raw);
+    order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return cost[x] > cost[y]; });
+  std::vector<std::optional<caf::expected<fresh_inverse>>> results(
+    layers_.size());
+  auto one = [&](int64_t k, int) {
+    auto i = order[static_cast<size_t>(k)];
+    results[i].emplace(invert(layers_[i], inverter));
+  };
+  cpu::parallel_for(inverter.concurrent() ? std::max(threads, 1) : 1,
+                    static_cast<int64_t>(order.size()), one);
+  caf::error first;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i].cov_updates < cfg_.min_cov_updates)
+      continue;
+    auto& r = *results[i];
+    if (!r) {
       if (!first)
-        first = with_context(err, "kfac: layer '" + l.name
-                                    + "' keeps its previous inverse");
+        first = with_context(r.error(), "kfac: layer '" + layers_[i].name
+                                          + "' keeps its previous inverse");
+      continue;
+    }
+    damping_increases_ += r->damping_raised ? 1 : 0;
+    layers_[i].inverse = std::move(r->inverse);
   }
   return first;
 }

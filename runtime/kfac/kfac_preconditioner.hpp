@@ -83,6 +83,13 @@ struct kfac_config {
   float damping = 1e-3f;
   /// Inverses are recomputed every this many steps.
   int64_t invert_every = 10;
+  /// The plain runtime folds statistics into the factors on every this
+  /// many-th step only (the seeds' cov_update_every; steps 0, k, 2k, ...):
+  /// the statistics pass (a sampled backward and the Gram matrices) is a
+  /// third of a K-FAC step, and the factors' moving average changes slowly
+  /// (docs/benchmarks.md, issue 24 item 5). The sync runtime folds every
+  /// step's statistics it gets (its cadence below) and refuses other values.
+  int64_t stats_every = 1;
   /// No inverse before this many covariance updates: inverting too early
   /// is the seeds' "Cholesky decomposition was not successful".
   int64_t min_cov_updates = 1;
@@ -106,7 +113,7 @@ struct kfac_config {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kfac_config& x) {
   return f(caf::meta::type_name("kfac_config"), x.cov_ema_decay, x.damping,
-           x.invert_every, x.min_cov_updates, x.fisher, x.mode, x.kl_clip,
+           x.invert_every, x.stats_every, x.min_cov_updates, x.fisher, x.mode, x.kl_clip,
            x.momentum, x.cadence,
            x.max_damping_retries, x.sampling.max_examples,
            x.sampling.max_locations, x.sampling.seed);
@@ -142,8 +149,10 @@ public:
   /// Recomputes the inverses of every layer with enough covariance
   /// updates. A factor that still fails after the damping retries keeps
   /// its previous inverse; the error is returned for reporting. The
-  /// factorisations run on `inverter`'s device.
-  caf::error update_inverses(kfac_inverter& inverter);
+  /// factorisations run on `inverter`'s device, the layers side by side on
+  /// up to `threads` threads when it allows concurrent calls (the same
+  /// inverses for every thread count).
+  caf::error update_inverses(kfac_inverter& inverter, int threads = 1);
 
   /// update_inverses on the CPU.
   caf::error update_inverses();
@@ -191,9 +200,17 @@ private:
     std::shared_ptr<const layer_inverse> inverse;
   };
 
+  /// A layer's new inverse and whether it needed more damping.
+  struct fresh_inverse {
+    std::shared_ptr<const layer_inverse> inverse;
+    bool damping_raised = false;
+  };
+
   kfac_preconditioner(kfac_config cfg, std::vector<layer_state> layers);
 
-  caf::error invert(layer_state& l, kfac_inverter& inverter);
+  /// The damped inverse of `l`'s current factors (l is not changed).
+  caf::expected<fresh_inverse> invert(const layer_state& l,
+                                      kfac_inverter& inverter) const;
 
   kfac_config cfg_;
   std::vector<layer_state> layers_;

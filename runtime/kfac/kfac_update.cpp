@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "kernels/cpu/kfac_inverse.hpp"
+#include "kernels/cpu/parallel.hpp"
+#include "kernels/kfac_inverter.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/kfac/layer_inversion.hpp"
 
@@ -26,25 +28,54 @@ void split_layer_matrix(const tensor& m, tensor& weight, tensor& bias) {
 namespace {
 
 /// directions[i] = F̂⁻¹ source[i] for the variables of layers with an
-/// inverse; the rest keep source[i]. Returns Σ⟨source, F̂⁻¹ source⟩.
+/// inverse; the rest keep source[i]. Returns Σ⟨source, F̂⁻¹ source⟩,
+/// summed in layer order whatever the thread count. Each layer's product
+/// runs on one thread; with several, the layers go out largest first
+/// (their products cost ~ rows·cols·(rows + cols)), which balances the
+/// autoencoder's mirrored layers on two threads.
 caf::expected<double>
 precondition_all(const std::vector<kfac_layer_slot>& layers,
                  kfac_inverter& kernels, std::vector<tensor>& directions,
-                 size_t& preconditioned) {
-  double dot = 0;
-  preconditioned = 0;
-  tensor out;
-  for (const auto& l : layers) {
-    if (l.inverse == nullptr)
+                 size_t& preconditioned, int threads) {
+  std::vector<size_t> order;
+  std::vector<double> cost(layers.size(), 0);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].inverse == nullptr)
       continue;
+    auto rows = static_cast<double>(layers[i].inverse->a.size() > 0
+                                      ? layers[i].inverse->a.dim(0) : 0);
+    auto cols = static_cast<double>(directions[layers[i].bias].size());
+    cost[i] = rows * cols * (rows + cols);
+    order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return cost[x] > cost[y]; });
+  std::vector<double> dots(layers.size(), 0);
+  std::vector<caf::error> errors(layers.size());
+  auto one = [&](int64_t k, int) {
+    const auto& l = layers[order[static_cast<size_t>(k)]];
     auto& w = directions[l.weight];
     auto& b = directions[l.bias];
-    auto m = layer_matrix(w, b);
-    auto d = precondition_layer(*l.inverse, m, out, kernels);
-    if (!d)
-      return with_context(d.error(), "kfac update");
-    dot += *d;
+    tensor out;
+    auto d = precondition_layer(*l.inverse, layer_matrix(w, b), out,
+                                kernels);
+    if (!d) {
+      errors[order[static_cast<size_t>(k)]] = d.error();
+      return;
+    }
+    dots[order[static_cast<size_t>(k)]] = *d;
     split_layer_matrix(out, w, b);
+  };
+  auto n = static_cast<int64_t>(order.size());
+  cpu::parallel_for(kernels.concurrent() ? std::max(threads, 1) : 1, n, one);
+  double dot = 0;
+  preconditioned = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (errors[i])
+      return with_context(errors[i], "kfac update");
+    if (layers[i].inverse == nullptr)
+      continue;
+    dot += dots[i];
     ++preconditioned;
   }
   return dot;
@@ -56,7 +87,8 @@ caf::expected<kfac_step_info>
 kfac_apply(optimizer& opt, parameter_set& params,
            const std::vector<tensor>& grads,
            const std::vector<kfac_layer_slot>& layers,
-           kfac_inverter& kernels, const std::vector<bool>& left_out) {
+           kfac_inverter& kernels, const std::vector<bool>& left_out,
+           int threads) {
   const auto& cfg = opt.config();
   if (cfg.kind != optimizer_kind::kfac)
     return make_error(ec::internal, "kfac update with a non-K-FAC optimizer");
@@ -103,7 +135,7 @@ kfac_apply(optimizer& opt, parameter_set& params,
   if (adam)
     velocities = directions; // before preconditioning
   auto dot = precondition_all(layers, kernels, directions,
-                              info.preconditioned);
+                              info.preconditioned, threads);
   if (!dot)
     return dot.error();
   info.dot = *dot;

@@ -49,12 +49,16 @@ struct kfac_step_info {
 /// an error of the preconditioning (which runs before any variable
 /// changes). left_out: empty, or one flag per variable; a flagged
 /// variable (which no layer may hold) keeps its value and slots, and its
-/// entry of grads is not read.
+/// entry of grads is not read. threads: the layers' products run side by
+/// side on up to this many threads when `kernels` allows concurrent calls
+/// (each product on one thread, the largest layers first); the result is
+/// the same for every thread count.
 caf::expected<kfac_step_info>
 kfac_apply(optimizer& opt, parameter_set& params,
            const std::vector<tensor>& grads,
            const std::vector<kfac_layer_slot>& layers,
-           kfac_inverter& kernels, const std::vector<bool>& left_out = {});
+           kfac_inverter& kernels, const std::vector<bool>& left_out = {},
+           int threads = 1);
 
 /// kfac_apply with the preconditioning on the CPU (a PS shard's).
 caf::expected<kfac_step_info>

@@ -68,6 +68,28 @@ BOOST_AUTO_TEST_CASE(kfac_reduces_the_loss) {
   check_training(" --optimizer kfac --invert_every 5", 80, 0.9);
 }
 
+/// The final reconstruction error of a short K-FAC run with `flags`.
+double kfac_final_error(const std::string& flags) {
+  temp_dir tmp;
+  auto summary = tmp.file("summary.json");
+  auto res = run_program(program + small + " --optimizer kfac --steps 12"
+                         " --invert_every 4" + flags + " --summary "
+                         + summary);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  return json_numbers(read_file(summary), "reconstruction_error").at(0);
+}
+
+// Statistics every third step (steps 0, 3, 6, ...): still converges, and
+// the flag reaches the step (the same seed without it ends elsewhere).
+BOOST_AUTO_TEST_CASE(kfac_with_statistics_every_third_step_reduces_the_loss) {
+  check_training(" --optimizer kfac --invert_every 5 --stats_every 3", 80,
+                 0.9);
+  auto every = kfac_final_error("");
+  auto third = kfac_final_error(" --stats_every 3");
+  BOOST_TEST(std::abs(third - every) > 1e-6 * every);
+}
+
 BOOST_AUTO_TEST_CASE(sync_runtime_trains_first_order) {
   temp_dir tmp;
   auto summary = tmp.file("summary.json");
@@ -95,6 +117,10 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_clear_errors) {
          {" --fake_data --runtime magic", "magic"},
          {" --fake_data --fisher nope", "nope"},
          {" --fake_data --activation softmax", "softmax"},
+         {" --fake_data --optimizer kfac --stats_every 0", "stats_every"},
+         {" --fake_data --optimizer kfac --stats_every x", "stats_every"},
+         {" --fake_data --optimizer kfac --runtime sync --stats_every 2",
+          "stats_every 2"},
          {" --no_such_flag=1", "no_such_flag"},
          {" --data_dir " + tmp.file("nope"), tmp.file("nope")}}) {
     BOOST_TEST_CONTEXT(c.flags) {
@@ -108,4 +134,5 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_clear_errors) {
   auto help = run_program(program + " --help");
   BOOST_TEST(help.exit_code == 0);
   BOOST_TEST(help.output.find("eval_examples") != std::string::npos);
+  BOOST_TEST(help.output.find("stats_every") != std::string::npos);
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include <Eigen/Dense>
 
 #include "kernels/cpu/kfac_inverse.hpp"
+#include "kernels/kfac_inverter.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_update.hpp"
 #include "runtime/kfac/layer_inversion.hpp"
@@ -497,4 +499,92 @@ BOOST_AUTO_TEST_CASE(invert_factors_keeps_going_past_a_bad_layer) {
   BOOST_TEST(contains(inv.problems[0], "early"), inv.problems[0]);
   BOOST_TEST(contains(inv.problems[1], "bad"), inv.problems[1]);
   BOOST_TEST(inv.damping_raised == 0);
+}
+
+// -- the layers' products on several threads ---------------------------------
+
+namespace {
+
+/// A symmetric positive definite [n, n] matrix from a seed.
+matrix spd(int64_t n, unsigned seed) {
+  std::srand(seed);
+  matrix r = matrix::Random(n, n);
+  return r * r.transpose() / static_cast<double>(n)
+         + matrix::Identity(n, n);
+}
+
+} // namespace
+
+// Five dense layers of different sizes (one without an inverse yet): on two
+// threads the products run side by side, largest first, and the step is
+// bit-identical to one thread's, both equal to the dense computation.
+BOOST_AUTO_TEST_CASE(two_threads_precondition_the_layers_as_one_does) {
+  struct shape {
+    int64_t in, out;
+  };
+  const std::vector<shape> shapes{{40, 33}, {12, 7}, {65, 50}, {3, 2},
+                                  {20, 9}};
+  parameter_set params;
+  std::vector<tensor> grads;
+  std::vector<layer_inverse> inverses(shapes.size());
+  std::vector<kfac_layer_slot> slots;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    auto [in, out] = shapes[k];
+    auto name = "fc" + std::to_string(k);
+    std::srand(static_cast<unsigned>(100 + k));
+    params.push_back({name + "/w", to_tensor(matrix::Random(in, out))});
+    params.push_back({name + "/b", to_tensor(matrix::Random(1, out))});
+    params.back().value.reshape({out});
+    grads.push_back(to_tensor(matrix::Random(in, out)));
+    grads.push_back(to_tensor(matrix::Random(1, out)));
+    grads.back().reshape({out});
+    inverses[k].layer = name;
+    inverses[k].mode = inverse_mode::cholesky;
+    inverses[k].a = to_tensor(spd(in + 1, static_cast<unsigned>(k)).inverse());
+    inverses[k].g = to_tensor(spd(out, static_cast<unsigned>(50 + k)).inverse());
+    slots.push_back({2 * k, 2 * k + 1, k == 1 ? nullptr : &inverses[k]});
+  }
+  auto make = [&] {
+    optimizer_config cfg;
+    cfg.kind = optimizer_kind::kfac;
+    cfg.learning_rate = lr;
+    cfg.momentum = mu;
+    auto opt = optimizer::make(cfg, params);
+    BOOST_REQUIRE_MESSAGE(opt, test::why(opt));
+    return std::move(*opt);
+  };
+  auto one = params;
+  auto two = params;
+  auto opt1 = make();
+  auto opt2 = make();
+  auto s1 = kfac_apply(opt1, one, grads, slots, cpu_kfac_inverter(), {}, 1);
+  auto s2 = kfac_apply(opt2, two, grads, slots, cpu_kfac_inverter(), {}, 2);
+  BOOST_REQUIRE_MESSAGE(s1, test::why(s1));
+  BOOST_REQUIRE_MESSAGE(s2, test::why(s2));
+  BOOST_TEST(s1->preconditioned == 4u);
+  BOOST_TEST(s2->preconditioned == 4u);
+  BOOST_TEST(s1->dot == s2->dot);
+  double dot = 0;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    BOOST_TEST_CONTEXT("layer " << k) {
+      for (size_t v : {2 * k, 2 * k + 1})
+        BOOST_TEST(std::equal(one[v].value.data(),
+                              one[v].value.data() + one[v].value.size(),
+                              two[v].value.data()));
+      // First step from zero velocity: theta - lr * F^-1 g (plain g for the
+      // layer without an inverse).
+      matrix g = layer_grad(grads[2 * k], grads[2 * k + 1]);
+      matrix u = g;
+      if (slots[k].inverse != nullptr) {
+        u = to_matrix(inverses[k].a) * g * to_matrix(inverses[k].g);
+        dot += (g.array() * u.array()).sum();
+      }
+      matrix want = layer_grad(params[2 * k].value, params[2 * k + 1].value)
+                    - lr * u;
+      matrix got = layer_grad(two[2 * k].value, two[2 * k + 1].value);
+      BOOST_TEST((got - want).cwiseAbs().maxCoeff()
+                   <= 1e-4 * std::max(1.0, want.cwiseAbs().maxCoeff()));
+    }
+  }
+  BOOST_TEST(s2->dot == dot, tt::tolerance(1e-4));
 }

@@ -7,10 +7,13 @@
 #include <Eigen/Dense>
 
 #include "kernels/backend.hpp"
+#include "kernels/kfac_inverter.hpp"
 #include "messages/kfac_messages.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/kfac/kfac_data.hpp"
 #include "runtime/kfac/kfac_preconditioner.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
+#include "runtime/kfac/kfac_update.hpp"
 #include "runtime/model.hpp"
 #include "tests/helpers.hpp"
 
@@ -139,6 +142,9 @@ BOOST_AUTO_TEST_CASE(invalid_settings_are_refused) {
   cfg = kfac_config{};
   cfg.invert_every = 0;
   BOOST_TEST(render(cfg.validate()).find("invert_every") != std::string::npos);
+  cfg = kfac_config{};
+  cfg.stats_every = 0;
+  BOOST_TEST(render(cfg.validate()).find("stats_every") != std::string::npos);
   BOOST_TEST(!parse_fisher_type("bogus"));
   BOOST_TEST((*parse_inverse_mode("eigen") == inverse_mode::eigen));
 }
@@ -219,4 +225,59 @@ BOOST_FIXTURE_TEST_CASE(statistics_as_rows_stand_for_the_matrices, tiny) {
   BOOST_TEST(!pre->update_inverses());
   BOOST_TEST(pre->ready_layers() == 0u);
   BOOST_REQUIRE(!pre->update_factors(*plain));
+}
+
+// A model of three dense layers of different sizes: inverted on two threads
+// (the layers side by side), every inverse equals the one-thread inversion
+// bit for bit, as do the preconditioned gradients.
+BOOST_AUTO_TEST_CASE(two_threads_invert_the_layers_as_one_does) {
+  model_spec spec;
+  spec.arch = model_arch::mlp;
+  spec.height = spec.width = 4;
+  spec.hidden = {24, 9};
+  spec.num_classes = 5;
+  spec.init = init_scheme::glorot;
+  auto made = model::make(spec, 3);
+  BOOST_REQUIRE_MESSAGE(made, test::why(made));
+  auto& m = **made;
+  auto dev = make_cpu_backend(1);
+  tensor images{16, 4, 4, 1};
+  label_vector labels;
+  std::mt19937_64 rng{4};
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (auto& v : images.values())
+    v = u(rng);
+  for (int i = 0; i < 16; ++i)
+    labels.push_back(i % 5);
+  BOOST_REQUIRE(m.forward_backward(*dev, images, labels));
+  kfac_config cfg;
+  cfg.damping = 0.01f;
+  auto one = kfac_preconditioner::make(cfg, m.kfac_layers(), m.parameters());
+  BOOST_REQUIRE_MESSAGE(one, test::why(one));
+  BOOST_REQUIRE(!one->update_factors(m.kfac_layers(), 1));
+  auto two = *one;
+  BOOST_REQUIRE(!one->update_inverses(cpu_kfac_inverter(), 1));
+  BOOST_REQUIRE(!two.update_inverses(cpu_kfac_inverter(), 2));
+  BOOST_REQUIRE_EQUAL(one->ready_layers(), 3u);
+  BOOST_REQUIRE_EQUAL(two.ready_layers(), 3u);
+  auto s1 = one->slots();
+  auto s2 = two.slots();
+  for (size_t i = 0; i < s1.size(); ++i) {
+    BOOST_TEST_CONTEXT("layer " << i) {
+      BOOST_REQUIRE(s1[i].inverse != s2[i].inverse); // computed twice
+      BOOST_TEST(s1[i].inverse->a.values() == s2[i].inverse->a.values());
+      BOOST_TEST(s1[i].inverse->g.values() == s2[i].inverse->g.values());
+      BOOST_TEST(s1[i].inverse->a_damping == s2[i].inverse->a_damping);
+    }
+  }
+  auto g1 = m.gradients();
+  auto g2 = g1;
+  auto d1 = one->precondition(g1);
+  auto d2 = two.precondition(g2);
+  BOOST_REQUIRE(d1);
+  BOOST_REQUIRE(d2);
+  BOOST_TEST(*d1 == *d2);
+  BOOST_TEST(*d1 > 0);
+  for (size_t i = 0; i < g1.size(); ++i)
+    BOOST_TEST(g1[i].value.values() == g2[i].value.values());
 }
