@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "kernels/cpu/checks.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
@@ -38,16 +37,10 @@ caf::error cpu_backend::softmax_xent_forward(const tensor& logits,
   auto N = logits.dim(0);
   auto K = logits.dim(1);
   probs.resize(logits.shape());
-  row_losses_.resize(static_cast<size_t>(N));
-  for_row_parts(threads_, N, K, [&](range rows) {
-    for (auto r = rows.begin; r < rows.end; ++r)
-      row_losses_[static_cast<size_t>(r)]
-        = softmax_row(logits.data() + r * K, K, labels[static_cast<size_t>(r)],
-                      probs.data() + r * K);
+  loss = mean_row_loss(threads_, N, K, row_losses_, [&](int64_t r) {
+    return softmax_row(logits.data() + r * K, K,
+                       labels[static_cast<size_t>(r)], probs.data() + r * K);
   });
-  // Summed in row order: the same loss for any thread count.
-  auto total = std::accumulate(row_losses_.begin(), row_losses_.end(), 0.0);
-  loss = N > 0 ? static_cast<float>(total / static_cast<double>(N)) : 0.0f;
   return caf::none;
 }
 
