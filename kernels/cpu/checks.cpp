@@ -139,6 +139,29 @@ caf::error check_geometry(const char* op, const pool2d_geometry& g) {
                                              g.stride_h, g.stride_w, g.pad));
 }
 
+namespace {
+
+template <class Geometry>
+caf::error check_input_of(const char* op, const Geometry& g,
+                          const tensor& x) {
+  if (auto err = check_geometry(op, g))
+    return err;
+  return expect_shape(op, "input", x.shape(), "geometry input",
+                      g.input_shape());
+}
+
+} // namespace
+
+caf::error check_geometry_input(const char* op, const conv2d_geometry& g,
+                                const tensor& x) {
+  return check_input_of(op, g, x);
+}
+
+caf::error check_geometry_input(const char* op, const pool2d_geometry& g,
+                                const tensor& x) {
+  return check_input_of(op, g, x);
+}
+
 caf::error check_labels(const char* op, const char* what,
                         const tensor_shape& rows, const label_vector& labels) {
   if (rows.size() != 2 || rows[1] < 1)
@@ -195,10 +218,7 @@ caf::error check_dense_backward(const char* op, const tensor& x,
 
 caf::error check_pool_forward(const char* op, const pool2d_geometry& g,
                               const tensor& x) {
-  if (auto err = check_geometry(op, g))
-    return err;
-  if (auto err = expect_shape(op, "input", x.shape(), "geometry input",
-                              g.input_shape()))
+  if (auto err = check_geometry_input(op, g, x))
     return err;
   if (x.size() > std::numeric_limits<int32_t>::max())
     return make_error(ec::invalid_argument,

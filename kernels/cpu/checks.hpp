@@ -55,6 +55,13 @@ caf::error check_geometry(const char* op, const conv2d_geometry& g);
 
 caf::error check_geometry(const char* op, const pool2d_geometry& g);
 
+/// check_geometry, then x of g's input shape.
+caf::error check_geometry_input(const char* op, const conv2d_geometry& g,
+                                const tensor& x);
+
+caf::error check_geometry_input(const char* op, const pool2d_geometry& g,
+                                const tensor& x);
+
 /// Labels must number the rows of a [N, K] tensor and lie in [0, K).
 caf::error check_labels(const char* op, const char* what,
                         const tensor_shape& rows, const label_vector& labels);

@@ -18,8 +18,7 @@ void add_bias_rows(const float* b, int64_t cols, float* y, range rows) {
 caf::error cpu_backend::dense_forward(const tensor& x, const tensor& w,
                                       const tensor& b, activation act,
                                       tensor& y) {
-  const char* op = "dense_forward";
-  if (auto err = check_dense_forward(op, x, w, b))
+  if (auto err = check_dense_forward("dense_forward", x, w, b))
     return err;
   auto n = x.dim(0);
   auto out = w.dim(1);
@@ -42,8 +41,7 @@ caf::error cpu_backend::dense_backward(const tensor& x, const tensor& w,
                                        const tensor& y, const tensor& dy,
                                        activation act, tensor& ds,
                                        tensor& dw, tensor& db, tensor* dx) {
-  const char* op = "dense_backward";
-  if (auto err = check_dense_backward(op, x, w, y, dy))
+  if (auto err = check_dense_backward("dense_backward", x, w, y, dy))
     return err;
   auto n = x.dim(0);
   auto in = w.dim(0);

@@ -264,10 +264,7 @@ caf::error check_conv_factors(const char* op, const conv2d_geometry& g,
                               const factor_sampling& s, int threads) {
   if (auto err = check_sampling(op, s, threads))
     return err;
-  if (auto err = check_geometry(op, g))
-    return err;
-  if (auto err = expect_shape(op, "input", x.shape(), "geometry input",
-                              g.input_shape()))
+  if (auto err = check_geometry_input(op, g, x))
     return err;
   if (ds.shape() != g.output_shape())
     return mismatch(op, "preactivation gradient", ds.shape(), "input",

@@ -6,11 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include <omp.h>
-
-#include "kernels/cpu/row_loss.hpp"
 
 namespace syncfac::cpu {
 
@@ -66,19 +63,6 @@ void for_row_parts(int threads, int64_t rows, int64_t cols, F&& f) {
   parts = std::min(parts, std::max<int64_t>(rows, 1));
   parallel_for(static_cast<int>(parts), parts,
                [&](int64_t i, int) { f(split(rows, parts, i)); });
-}
-
-/// row_losses[r] = row_loss(r) for the rows of a [rows, cols] batch, on up
-/// to `threads` threads (for_row_parts), and their mean_row_loss.
-template <class RowLoss>
-float mean_row_loss(int threads, int64_t rows, int64_t cols,
-                    std::vector<double>& row_losses, RowLoss&& row_loss) {
-  row_losses.resize(static_cast<size_t>(rows));
-  for_row_parts(threads, rows, cols, [&](range part) {
-    for (auto r = part.begin; r < part.end; ++r)
-      row_losses[static_cast<size_t>(r)] = row_loss(r);
-  });
-  return mean_row_loss(row_losses);
 }
 
 } // namespace syncfac::cpu

@@ -99,8 +99,7 @@ int64_t output_image_size(const pool2d_geometry& g) {
 caf::error cpu_backend::max_pool_forward(const pool2d_geometry& g,
                                          const tensor& x, tensor& y,
                                          std::vector<int32_t>& argmax) {
-  const char* op = "max_pool_forward";
-  if (auto err = check_pool_forward(op, g, x))
+  if (auto err = check_pool_forward("max_pool_forward", g, x))
     return err;
   y.resize(g.output_shape());
   argmax.resize(static_cast<size_t>(y.size()));

@@ -4,7 +4,7 @@
 // cross-entropy, on the CPU and the CUDA device): per-row losses summed in
 // row order, so the loss is the same for any thread count and device. Host
 // code without OpenMP (the CUDA files include it); the CPU's parallel form
-// is in kernels/cpu/parallel.hpp.
+// is in kernels/cpu/mean_loss.hpp.
 
 #include <numeric>
 #include <vector>

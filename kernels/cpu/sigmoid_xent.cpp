@@ -6,7 +6,7 @@
 
 #include "kernels/cpu/checks.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
-#include "kernels/cpu/parallel.hpp"
+#include "kernels/cpu/mean_loss.hpp"
 
 namespace syncfac::cpu {
 
@@ -52,17 +52,13 @@ caf::error cpu_backend::sigmoid_xent_backward(const tensor& probs,
   if (auto err = check_sigmoid_pair("sigmoid_xent_backward", "probs",
                                     probs, targets))
     return err;
-  auto N = probs.dim(0);
   auto D = probs.dim(1);
-  dlogits.resize(probs.shape());
-  auto scale = N > 0 ? 1.0f / static_cast<float>(N) : 0.0f;
-  for_row_parts(threads_, N, D, [&](range rows) {
-    const float* p = probs.data() + rows.begin * D;
-    const float* t = targets.data() + rows.begin * D;
-    float* d = dlogits.data() + rows.begin * D;
-    for (int64_t i = 0, n = (rows.end - rows.begin) * D; i < n; ++i)
-      d[i] = (p[i] - t[i]) * scale;
-  });
+  mean_loss_gradient(threads_, probs, dlogits,
+                     [&](int64_t r, const float* p, float* d, float scale) {
+                       const float* t = targets.data() + r * D;
+                       for (int64_t k = 0; k < D; ++k)
+                         d[k] = (p[k] - t[k]) * scale;
+                     });
   return caf::none;
 }
 

@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/checks.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
-#include "kernels/cpu/parallel.hpp"
+#include "kernels/cpu/mean_loss.hpp"
 
 namespace syncfac::cpu {
 
@@ -50,19 +50,13 @@ caf::error cpu_backend::softmax_xent_backward(const tensor& probs,
   if (auto err = check_labels("softmax_xent_backward", "probs", probs.shape(),
                               labels))
     return err;
-  auto N = probs.dim(0);
   auto K = probs.dim(1);
-  dlogits.resize(probs.shape());
-  auto scale = N > 0 ? 1.0f / static_cast<float>(N) : 0.0f;
-  for_row_parts(threads_, N, K, [&](range rows) {
-    for (auto r = rows.begin; r < rows.end; ++r) {
-      const float* p = probs.data() + r * K;
-      float* d = dlogits.data() + r * K;
-      for (int64_t k = 0; k < K; ++k)
-        d[k] = p[k] * scale;
-      d[labels[static_cast<size_t>(r)]] -= scale;
-    }
-  });
+  mean_loss_gradient(threads_, probs, dlogits,
+                     [&](int64_t r, const float* p, float* d, float scale) {
+                       for (int64_t k = 0; k < K; ++k)
+                         d[k] = p[k] * scale;
+                       d[labels[static_cast<size_t>(r)]] -= scale;
+                     });
   return caf::none;
 }
 

@@ -866,10 +866,7 @@ namespace {
 
 caf::error check_conv(const char* op, const conv2d_geometry& g,
                       const tensor& x, const tensor& w) {
-  if (auto err = cpu::check_geometry(op, g))
-    return err;
-  if (auto err = cpu::expect_shape(op, "input", x.shape(), "geometry input",
-                                   g.input_shape()))
+  if (auto err = cpu::check_geometry_input(op, g, x))
     return err;
   if (w.shape() != g.kernel_shape())
     return cpu::mismatch(op, "input", x.shape(), "kernel", w.shape(),
