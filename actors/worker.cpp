@@ -816,6 +816,28 @@ void give_up_waiting(self_ptr self, const std::string& reason,
 
 // -- the states ---------------------------------------------------------------
 
+// Handlers every state has.
+
+/// A rebind (run_atom, resume point, chief, shards, covariance actors).
+auto rebinds(self_ptr self, bound_now now) {
+  return [=](run_atom, const resume_point& rp, chief_actor& chief,
+             std::vector<ps_actor>& shards,
+             std::vector<covariance_actor>& covariance) {
+    return rebind(self, now, rp, std::move(chief), std::move(shards),
+                  std::move(covariance));
+  };
+}
+
+/// The deadline of a stall since rebound (only the stalled state waits on
+/// one).
+auto ignores_deadlines() {
+  return [](stall_atom, int64_t) {};
+}
+
+auto reports(self_ptr self) {
+  return [=](status_atom) { return self->state.status(); };
+}
+
 /// No step in progress: a step or run request begins, then `then`.
 behavior waiting_to_step(self_ptr self, then_begin then) {
   return {
@@ -829,15 +851,9 @@ behavior waiting_to_step(self_ptr self, then_begin then) {
         return err;
       return begin(self, step_mode::until_stop, then);
     },
-    [=](run_atom, const resume_point& rp, chief_actor& chief,
-        std::vector<ps_actor>& shards,
-        std::vector<covariance_actor>& covariance) {
-      return rebind(self, bound_now::going_on, rp, std::move(chief),
-                    std::move(shards), std::move(covariance));
-    },
-    // The deadline of a stall since rebound.
-    [=](stall_atom, int64_t) {},
-    [=](status_atom) { return self->state.status(); },
+    rebinds(self, bound_now::going_on),
+    ignores_deadlines(),
+    reports(self),
   };
 }
 
@@ -877,14 +893,9 @@ behavior running(self_ptr self) {
     [=](run_atom, const resume_point&) -> caf::result<worker_status> {
       return busy();
     },
-    [=](run_atom, const resume_point& rp, chief_actor& chief,
-        std::vector<ps_actor>& shards,
-        std::vector<covariance_actor>& covariance) {
-      return rebind(self, bound_now::going_on, rp, std::move(chief),
-                    std::move(shards), std::move(covariance));
-    },
-    [=](stall_atom, int64_t) {},
-    [=](status_atom) { return self->state.status(); },
+    rebinds(self, bound_now::going_on),
+    ignores_deadlines(),
+    reports(self),
   };
 }
 
@@ -903,17 +914,12 @@ behavior stalled(self_ptr self, int64_t loss, std::string reason,
     [=](run_atom, const resume_point&) -> caf::result<worker_status> {
       return waiting();
     },
-    [=](run_atom, const resume_point& rp, chief_actor& chief,
-        std::vector<ps_actor>& shards,
-        std::vector<covariance_actor>& covariance) {
-      return rebind(self, bound_now::not_going_on, rp, std::move(chief),
-                    std::move(shards), std::move(covariance));
-    },
+    rebinds(self, bound_now::not_going_on),
     [=](stall_atom, int64_t deadline_of) {
       if (deadline_of == loss)
         give_up_waiting(self, reason, since);
     },
-    [=](status_atom) { return self->state.status(); },
+    reports(self),
   };
 }
 
@@ -928,14 +934,9 @@ behavior stopped(self_ptr self) {
         return err;
       return self->state.status();
     },
-    [=](run_atom, const resume_point& rp, chief_actor& chief,
-        std::vector<ps_actor>& shards,
-        std::vector<covariance_actor>& covariance) {
-      return rebind(self, bound_now::not_going_on, rp, std::move(chief),
-                    std::move(shards), std::move(covariance));
-    },
-    [=](stall_atom, int64_t) {},
-    [=](status_atom) { return self->state.status(); },
+    rebinds(self, bound_now::not_going_on),
+    ignores_deadlines(),
+    reports(self),
   };
 }
 

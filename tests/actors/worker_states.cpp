@@ -162,6 +162,22 @@ struct fixture {
     sched.run();
   }
 
+  /// Starts a run with chief A and rebinds it to B at `step` while its
+  /// first token request waits at A: the run's answer (how far the
+  /// abandoned run went).
+  worker_status run_then_rebind(int64_t step) {
+    self->send(worker, run_atom::value);
+    sched.run();
+    BOOST_REQUIRE_EQUAL(log_a->token_requests.size(), 1u);
+    rebind(chief_b, step, 1);
+    auto first = answers();
+    BOOST_REQUIRE_EQUAL(first.size(), 1u);
+    BOOST_REQUIRE(first[0]);
+    BOOST_REQUIRE_EQUAL(log_b->token_requests.size(), 1u);
+    BOOST_CHECK_EQUAL(log_b->token_requests[0], step);
+    return *first[0];
+  }
+
   /// Moves the test clock on and runs what that set off.
   void advance(caf::timespan d) {
     sched.advance_time(d);
@@ -174,19 +190,11 @@ struct fixture {
 BOOST_FIXTURE_TEST_SUITE(worker_states_tests, fixture)
 
 BOOST_AUTO_TEST_CASE(a_token_of_an_old_binding_after_a_rebind_changes_nothing) {
-  self->send(worker, run_atom::value);
-  sched.run();
-  BOOST_REQUIRE_EQUAL(log_a->token_requests.size(), 1u);
   // Rebound while its token request waits at chief A: the run's caller
   // hears how far the abandoned run went, and the worker steps with B.
-  rebind(chief_b, 7, 1);
-  auto first = answers();
-  BOOST_REQUIRE_EQUAL(first.size(), 1u);
-  BOOST_REQUIRE(first[0]);
-  BOOST_CHECK_EQUAL(first[0]->rebinds, 1);
-  BOOST_CHECK_EQUAL(first[0]->steps, 0);
-  BOOST_REQUIRE_EQUAL(log_b->token_requests.size(), 1u);
-  BOOST_CHECK_EQUAL(log_b->token_requests[0], 7);
+  auto first = run_then_rebind(7);
+  BOOST_CHECK_EQUAL(first.rebinds, 1);
+  BOOST_CHECK_EQUAL(first.steps, 0);
   // Chief A answers the abandoned request at last, with a stop token: it
   // belongs to the ended binding and stops nothing.
   grant(chief_a, 0, true);
@@ -267,11 +275,7 @@ BOOST_AUTO_TEST_CASE(a_rebind_ends_the_stall_and_an_earlier_deadline_ends_no_lat
 }
 
 BOOST_AUTO_TEST_CASE(a_rebind_while_running_to_the_same_incarnation_goes_on) {
-  self->send(worker, run_atom::value);
-  sched.run();
-  rebind(chief_b, 0, 1);
-  BOOST_REQUIRE_EQUAL(answers().size(), 1u);
-  BOOST_REQUIRE_EQUAL(log_b->token_requests.size(), 1u);
+  run_then_rebind(0);
   // The node's rejoin after the driver's rebind: same chief, same
   // incarnation. Giving the step up would waste the token it waits for.
   rebind(chief_b, 0, 1);
