@@ -60,8 +60,10 @@ caf::behavior stand_in_chief(caf::event_based_actor* self,
   };
 }
 
-/// The model is the shard's one variable; its gradient is always 0.5.
-caf::behavior stand_in_device(caf::event_based_actor*) {
+/// The model is the shard's one variable; its gradient is always 0.5. It
+/// counts the K-FAC statistics it computes (the statistics role's steps).
+caf::behavior stand_in_device(caf::event_based_actor*,
+                              std::shared_ptr<int> stats_computed) {
   return {
     [](load_model_atom, const model_spec&, uint64_t) {
       return model_info{"v0", 1, {{"v0", tensor{tensor_shape{}}}}};
@@ -73,11 +75,27 @@ caf::behavior stand_in_device(caf::event_based_actor*) {
       res.gradients = {{"v0", tensor{tensor_shape{}, {0.5f}}}};
       return res;
     },
+    [=](stats_atom, const parameter_set&, const batch& b,
+        const stats_request&) {
+      ++*stats_computed;
+      stats_update u;
+      u.examples = static_cast<int64_t>(b.labels.size());
+      u.layers.push_back(layer_stats{"dense", {}, {}, {}, {}});
+      return u;
+    },
+  };
+}
+
+/// A covariance actor that takes every statistics update.
+caf::behavior stand_in_covariance(caf::event_based_actor*) {
+  return {
+    [](stats_atom, const stats_update&) { return stats_ack{true, 1}; },
   };
 }
 
 constexpr auto peer_wait = 5s;
 constexpr auto token_timeout = 1s;
+constexpr auto poll = 10ms;
 
 struct fixture {
   testing_config cfg;
@@ -89,6 +107,9 @@ struct fixture {
   std::shared_ptr<chief_log> log_b = std::make_shared<chief_log>();
   caf::actor chief_a = sys.spawn(stand_in_chief, log_a);
   caf::actor chief_b = sys.spawn(stand_in_chief, log_b);
+  std::shared_ptr<int> stats_computed = std::make_shared<int>(0);
+  caf::actor device = sys.spawn(stand_in_device, stats_computed);
+  caf::actor covariance = sys.spawn(stand_in_covariance);
   ps_actor shard;
   worker_actor worker;
 
@@ -100,25 +121,38 @@ struct fixture {
     auto s = spawn_ps_shard(sys, pc);
     BOOST_REQUIRE_MESSAGE(s, test::why(s));
     shard = *s;
+    worker = spawn(worker_role::gradients);
+  }
+
+  /// A worker with chief A, the shard, the device (and, for the
+  /// statistics role, the covariance actor), initialised.
+  worker_actor spawn(worker_role role) {
     worker_config wc;
     wc.index = 0;
+    wc.role = role;
     wc.batch_size = 4;
     wc.data = std::make_shared<const dataset>(make_fake_dataset(64, 1));
-    wc.device = caf::actor_cast<device_actor>(sys.spawn(stand_in_device));
+    wc.device = caf::actor_cast<device_actor>(device);
     wc.shards = {shard};
     wc.chief = caf::actor_cast<chief_actor>(chief_a);
     wc.peer_wait = peer_wait;
     wc.token_timeout = token_timeout;
     wc.request_timeout = 10s;
+    if (role == worker_role::statistics) {
+      wc.stats = stats_request{};
+      wc.covariance = {caf::actor_cast<covariance_actor>(covariance)};
+      wc.covariance_of = {{"dense", 0}};
+      wc.poll_interval = poll;
+    }
     auto w = spawn_worker(sys, wc);
     BOOST_REQUIRE_MESSAGE(w, test::why(w));
-    worker = *w;
     sched.run();
+    return *w;
   }
 
   ~fixture() {
     for (auto& a : {caf::actor_cast<caf::actor>(worker), chief_a, chief_b,
-                    caf::actor_cast<caf::actor>(shard)})
+                    caf::actor_cast<caf::actor>(shard), device, covariance})
       self->send_exit(a, caf::exit_reason::user_shutdown);
     sched.run();
   }
@@ -153,10 +187,15 @@ struct fixture {
   }
 
   void rebind(const caf::actor& chief, int64_t step, int64_t incarnation) {
+    rebind(worker, chief, step, incarnation);
+  }
+
+  void rebind(const worker_actor& w, const caf::actor& chief, int64_t step,
+              int64_t incarnation) {
     resume_point rp;
     rp.global_step = step;
     rp.incarnation = incarnation;
-    self->send(worker, run_atom::value, rp,
+    self->send(w, run_atom::value, rp,
                caf::actor_cast<chief_actor>(chief), std::vector<ps_actor>{shard},
                std::vector<covariance_actor>{});
     sched.run();
@@ -287,6 +326,30 @@ BOOST_AUTO_TEST_CASE(a_rebind_while_running_to_the_same_incarnation_goes_on) {
   grant(chief_b, 0);
   BOOST_CHECK_EQUAL(status().steps, 1);
   BOOST_CHECK_EQUAL(log_b->token_requests.size(), 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_statistics_wake_up_of_an_old_binding_starts_no_second_loop) {
+  auto stats = spawn(worker_role::statistics);
+  self->send(stats, run_atom::value);
+  sched.run();
+  // Statistics at the shard's step 0; its next look is a wake-up in `poll`.
+  BOOST_REQUIRE_EQUAL(*stats_computed, 1);
+  // Rebound meanwhile: the new binding looks at once (statistics at step
+  // 0 again, from its resume point) and schedules its own wake-up.
+  rebind(stats, chief_b, 0, 1);
+  BOOST_REQUIRE_EQUAL(*stats_computed, 2);
+  BOOST_REQUIRE_EQUAL(answers().size(), 1u);
+  // Both wake-ups come: the earlier binding's starts no loop beside the
+  // new one's, so each new step gets one computation.
+  advance(poll);
+  BOOST_CHECK_EQUAL(*stats_computed, 2);
+  self->send(shard, set_step_atom::value, int64_t{1});
+  sched.run();
+  for (int i = 0; i < 3; ++i)
+    advance(poll);
+  BOOST_CHECK_EQUAL(*stats_computed, 3);
+  self->send_exit(stats, caf::exit_reason::user_shutdown);
+  sched.run();
 }
 
 BOOST_AUTO_TEST_SUITE_END()
