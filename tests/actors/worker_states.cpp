@@ -15,26 +15,17 @@
 #include <string>
 #include <vector>
 
-#include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
-#include <caf/scoped_actor.hpp>
 
 #include "actors/ps_shard.hpp"
 #include "actors/worker.hpp"
-#include "actors/program_config.hpp"
 #include "tests/helpers.hpp"
+#include "tests/test_scheduler.hpp"
 
 using namespace syncfac;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct testing_config : program_config {
-  testing_config() {
-    set("scheduler.policy", caf::atom("testing"));
-  }
-};
 
 /// What reached a stand-in chief: the local_step of each token request.
 struct chief_log {
@@ -97,12 +88,7 @@ constexpr auto peer_wait = 5s;
 constexpr auto token_timeout = 1s;
 constexpr auto poll = 10ms;
 
-struct fixture {
-  testing_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scheduler::test_coordinator& sched
-    = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-  caf::scoped_actor self{sys};
+struct fixture : test::deterministic_system {
   std::shared_ptr<chief_log> log_a = std::make_shared<chief_log>();
   std::shared_ptr<chief_log> log_b = std::make_shared<chief_log>();
   caf::actor chief_a = sys.spawn(stand_in_chief, log_a);
