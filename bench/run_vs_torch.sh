@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Training throughput and peak RSS of syncfac's convnet_mnist_single against
-# Debian's PyTorch running the same ConvNet (the script TORCH_PEER names),
-# side by side: batch 128, momentum SGD, 200 timed steps after 20 warm-up,
+# Debian's PyTorch running the same ConvNet (bench/peers/torch_convnet.py,
+# or the script TORCH_PEER names), side by side: batch 128, momentum SGD, 200 timed steps after 20 warm-up,
 # no evaluation, 1 and 2 threads, RUNS interleaved runs each; prints medians
 # and the syncfac/PyTorch ratios.
 #
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
-peer=${TORCH_PEER:?set TORCH_PEER to the PyTorch ConvNet peer script (docs/benchmarks.md, "Peers")}
+peer=${TORCH_PEER:-bench/peers/torch_convnet.py}
 bin=${SYNCFAC_BIN:-build/bin/convnet_mnist_single}
 [ -x "$bin" ] || { echo "bench: $bin not built (run scripts/build.sh)" >&2; exit 1; }
 [ -f "$peer" ] || { echo "bench: PyTorch peer $peer not found (set TORCH_PEER)" >&2; exit 1; }
