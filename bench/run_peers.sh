@@ -65,7 +65,7 @@ trap cleanup EXIT
 stop_within() {
   local pid=$1 wait_s=$2
   for _ in $(seq 1 $((wait_s * 10))); do
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return; }
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
     sleep 0.1
   done
   kill "$pid" 2>/dev/null || true
@@ -107,7 +107,7 @@ cluster_syncfac() {  # round
          --optimizer momentum --learning_rate 0.01 --replicas_to_aggregate 2 \
          --seed "$1" --no_final_eval --no_progress --log_every 1000 \
          --summary "$out/cluster_syncfac_r$1.json" > "$log" 2>&1; then
-      return
+      return 0
     fi
     port_taken "$log" || break
     echo "bench: a port of the syncfac cluster was taken; again on new ports" >&2
@@ -135,7 +135,7 @@ cluster_tf() {  # round
     stop_within "${pids[1]}" 30
     stop_within "${pids[0]}" 0
     pids=()
-    [ "$rc" -ne 0 ] || return
+    [ "$rc" -ne 0 ] || return 0
     port_taken "$base".*.log || break
     echo "bench: a port of the TensorFlow cluster was taken; again on new ports" >&2
   done
@@ -143,15 +143,15 @@ cluster_tf() {  # round
   echo "bench: the TensorFlow SyncReplicas cluster failed (exit $rc)" >&2; exit 1
 }
 
-field() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())[sys.argv[2]])' "$@"; }
+field() { python3 -c 'import json,sys; print(f"{json.loads(open(sys.argv[1]).readline())[sys.argv[2]]:.1f}")' "$@"; }
 
 lscpu | grep 'Model name' | sed 's/^Model name: *//' > "$out/cpu"
 echo "$(nproc) cores" >> "$out/cpu"
 "$py" -c 'import torch; print(torch.__version__)' > "$out/torch_version"
 "$py" -c 'import os; os.environ["TF_CPP_MIN_LOG_LEVEL"]="3"; import tensorflow as tf; print(tf.__version__)' \
   2>/dev/null > "$out/tf_version"
-uptime > "$out/load_before"
-echo "bench: $(cat "$out/load_before")" >&2
+{ date -u '+%F %H:%M UTC'; uptime; } > "$out/load_before"
+echo "bench: $(tail -1 "$out/load_before")" >&2
 for r in $(seq 1 "$rounds"); do
   for t in 1 2; do
     if [ $((r % 2)) -eq 1 ]; then
@@ -167,7 +167,7 @@ for r in $(seq 1 "$rounds"); do
   echo "round $r cluster: syncfac $(field "$out/cluster_syncfac_r$r.json" examples_per_s) ex/s |" \
        "TF SyncReplicas $(field "$out/cluster_tf_r$r.json" global_steps_per_s) global steps/s"
 done
-uptime > "$out/load_after"
+{ date -u '+%F %H:%M UTC'; uptime; } > "$out/load_after"
 
 mkdir -p bench/results
 python3 - "$out" "$rounds" <<'PY'
@@ -185,8 +185,9 @@ cpu = open(f"{out}/cpu").read().split("\n")
 tv, fv = open(f"{out}/torch_version").read().strip(), open(f"{out}/tf_version").read().strip()
 print()
 print(f"machine: {cpu[0]}, {cpu[1]}; torch {tv}, tensorflow {fv}")
-print(f"load before: {open(out + '/load_before').read().strip()}")
-print(f"load after:  {open(out + '/load_after').read().strip()}")
+for when in ("before", "after"):
+    stamp, load = open(f"{out}/load_{when}").read().strip().split("\n")
+    print(f"{when}: {stamp}, {load.strip()}")
 print(f"medians of {rounds} interleaved rounds, (min-max) the spread; a ratio's spread is per round")
 print()
 print(f"| threads | syncfac ex/s | PyTorch {tv} eager NCHW | channels-last | syncfac / faster PyTorch layout |")

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Training throughput and peak RSS of syncfac's convnet_mnist_single against
 # Debian's PyTorch running the same ConvNet (bench/peers/torch_convnet.py,
-# or the script TORCH_PEER names), side by side: batch 128, momentum SGD, 200 timed steps after 20 warm-up,
-# no evaluation, 1 and 2 threads, RUNS interleaved runs each; prints medians
-# and the syncfac/PyTorch ratios.
+# or the script TORCH_PEER names), side by side: batch 128, momentum SGD,
+# 200 timed steps after 20 warm-up, no evaluation, 1 and 2 threads, RUNS
+# interleaved runs each; prints medians and the syncfac/PyTorch ratios.
 #
 #   bench/run_vs_torch.sh [runs=3]
 #
