@@ -116,7 +116,7 @@ cluster_syncfac() {  # round
 }
 
 cluster_tf() {  # round
-  local try task rc logs=() base=$out/cluster_tf_r$1
+  local try rc base=$out/cluster_tf_r$1
   for try in 1 2 3; do
     mapfile -t p < <(python3 bench/peers/free_ports.py 3)
     [ "${#p[@]}" -eq 3 ] || { echo "bench: no 3 free ports for the TensorFlow cluster" >&2; exit 1; }
