@@ -29,6 +29,20 @@ caf::error check_conv_inputs(const char* op, const conv2d_geometry& g,
   return caf::none;
 }
 
+// The backward passes' inputs: those of the forward pass, its output and
+// the output's gradient.
+caf::error check_backward_inputs(const char* op, const conv2d_geometry& g,
+                                 const tensor& x, const tensor& w,
+                                 const tensor& y, const tensor& dy) {
+  if (auto err = check_conv_inputs(op, g, x, w))
+    return err;
+  if (auto err = expect_shape(op, "output", y.shape(), "geometry output",
+                              g.output_shape()))
+    return err;
+  return expect_shape(op, "output gradient", dy.shape(), "output",
+                      y.shape());
+}
+
 // The tile's input as the micro-kernels read it: padded in the thread's
 // buffer, or in place when the geometry needs no padding.
 const float* tile_input(const conv2d_geometry& g, const conv_plan& p,
@@ -162,13 +176,7 @@ caf::error cpu_backend::conv2d_backward(const conv2d_geometry& g,
                                         activation act, tensor& ds,
                                         tensor& dw, tensor& db, tensor* dx) {
   const char* op = "conv2d_backward";
-  if (auto err = check_conv_inputs(op, g, x, w))
-    return err;
-  if (auto err = expect_shape(op, "output", y.shape(), "geometry output",
-                              g.output_shape()))
-    return err;
-  if (auto err = expect_shape(op, "output gradient", dy.shape(), "output",
-                              y.shape()))
+  if (auto err = check_backward_inputs(op, g, x, w, y, dy))
     return err;
   auto p = make_plan(g);
   auto d = make_dx_plan(g);
@@ -211,13 +219,7 @@ caf::error cpu_backend::conv2d_backward_data(const conv2d_geometry& g,
                                              const tensor& dy, activation act,
                                              tensor& ds, tensor* dx) {
   const char* op = "conv2d_backward_data";
-  if (auto err = check_conv_inputs(op, g, x, w))
-    return err;
-  if (auto err = expect_shape(op, "output", y.shape(), "geometry output",
-                              g.output_shape()))
-    return err;
-  if (auto err = expect_shape(op, "output gradient", dy.shape(), "output",
-                              y.shape()))
+  if (auto err = check_backward_inputs(op, g, x, w, y, dy))
     return err;
   ds.resize(g.output_shape());
   if (dx == nullptr) { // elementwise only

@@ -4,6 +4,7 @@
 #include "kernels/cpu/isa_kernels.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "kernels/cpu/simd.hpp"
 
@@ -22,11 +23,28 @@ namespace {
 constexpr int rows_for(int vectors) {
   return vectors == 1 ? 12 : 8;
 }
+// The strided forward tile needs no pointer per row: 16 (V = 1) or 12
+// (V = 2, 24 accumulators) rows, with the V operands 17 or 26 of the 32 zmm.
+constexpr int strided_rows_for(int vectors) {
+  return vectors == 1 ? 16 : 12;
+}
+// Patch steps (stride_w * C) with a strided forward tile: the ConvNet's
+// conv1 (1) and the 16- and 32-channel layers and input gradients.
+constexpr bool strided_forward = true;
 #else
 constexpr int rows_for(int) {
   return 6;
 }
+// 16 ymm hold 12 accumulators at R = 6: six row pointers fit the general
+// registers, so AVX2 keeps the pointer-per-row tile.
+constexpr int strided_rows_for(int) {
+  return 6;
+}
+constexpr bool strided_forward = false;
 #endif
+// Output-image rows shorter than this run the pointer-per-row tile, whose
+// blocks may cross rows: the strided tile's blocks would be too short.
+constexpr int64_t min_strided_run = 8;
 
 // Rows per tile when every column block of out_c has at most as many
 // vectors as a one-vector block where out_c fits in one.
@@ -77,6 +95,26 @@ struct forward_args {
   lanes last;
 };
 
+// out = act(acc + bias), row by row.
+template <int R, int V, bool Tail>
+void store_forward(const forward_args& f, const vf (&acc)[R][V]) {
+  auto zero = simd::zero();
+  for (int v = 0; v < V; ++v) {
+    auto bias = Tail && v == V - 1 ? simd::load(f.bias + v * simd::width, f.last)
+                                   : simd::load(f.bias + v * simd::width);
+    for (int i = 0; i < R; ++i) {
+      auto r = simd::add(acc[i][v], bias);
+      if (f.relu)
+        r = simd::max(zero, r);
+      float* dst = f.out + i * f.ldo + v * simd::width;
+      if (Tail && v == V - 1)
+        simd::store(dst, r, f.last);
+      else
+        simd::store(dst, r);
+    }
+  }
+}
+
 template <int R, int V, bool Tail>
 void forward_tile(const forward_args& f) {
   vf acc[R][V];
@@ -102,21 +140,7 @@ void forward_tile(const forward_args& f) {
       }
     }
   }
-  auto zero = simd::zero();
-  for (int v = 0; v < V; ++v) {
-    auto bias = Tail && v == V - 1 ? simd::load(f.bias + v * simd::width, f.last)
-                                   : simd::load(f.bias + v * simd::width);
-    for (int i = 0; i < R; ++i) {
-      auto r = simd::add(acc[i][v], bias);
-      if (f.relu)
-        r = simd::max(zero, r);
-      float* dst = f.out + i * f.ldo + v * simd::width;
-      if (Tail && v == V - 1)
-        simd::store(dst, r, f.last);
-      else
-        simd::store(dst, r);
-    }
-  }
+  store_forward<R, V, Tail>(f, acc);
 }
 
 // The tile of `rows` (1..R) rows.
@@ -126,6 +150,89 @@ void forward_tile_rows(int rows, const forward_args& f) {
     if (rows < R)
       return forward_tile_rows<V, Tail, R - 1>(rows, f);
   forward_tile<R, V, Tail>(f);
+}
+
+// Rows of one output-image row: patch i of the block starts Step floats
+// after patch i - 1, so one pointer with compile-time displacements
+// addresses all R of them. The pointer-per-row tile above needs R + 4
+// general registers, and at R = 12 the compiler parks pointers in vector
+// registers and moves them back each iteration on the FMA port.
+template <int R, int V, bool Tail, int Step>
+void forward_tile_strided(const forward_args& f) {
+  vf acc[R][V];
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < V; ++v)
+      acc[i][v] = simd::zero();
+  const auto& p = *f.p;
+  for (int64_t kh = 0; kh < p.k_h; ++kh) {
+    const float* a = f.base + f.row_offsets[0] + kh * p.tap_stride;
+    const float* wk = f.w + kh * p.segment * f.opad;
+    for (int64_t j = 0; j < p.segment; ++j, wk += f.opad) {
+      vf b[V];
+      for (int v = 0; v < V; ++v)
+        b[v] = Tail && v == V - 1 ? simd::load(wk + v * simd::width, f.last)
+                                  : simd::load(wk + v * simd::width);
+      for (int i = 0; i < R; ++i) {
+        auto x = simd::broadcast(a + i * Step + j);
+        for (int v = 0; v < V; ++v)
+          acc[i][v] = simd::fma(x, b[v], acc[i][v]);
+      }
+    }
+  }
+  store_forward<R, V, Tail>(f, acc);
+}
+
+template <int V, bool Tail, int Step, int R = strided_rows_for(V)>
+void forward_strided_rows(int rows, const forward_args& f) {
+  if constexpr (R > 1)
+    if (rows < R)
+      return forward_strided_rows<V, Tail, Step, R - 1>(rows, f);
+  forward_tile_strided<R, V, Tail, Step>(f);
+}
+
+// Rows [m, m + n) where every patch starts row_step after the one before:
+// one output-image row, or the rest of it.
+int64_t uniform_run(const patch_layout& p, int64_t m, int64_t rows) {
+  int64_t n = 1;
+  while (m + n < rows
+         && p.row_offsets[m + n] - p.row_offsets[m + n - 1] == p.row_step)
+    ++n;
+  return n;
+}
+
+// The forward pass over rows cut at output-image rows into near-equal
+// blocks of at most strided_rows_for(V) rows (a 14-wide row is one block of
+// 14, not 12 + 2), each run by the strided tile.
+template <int Step>
+void forward_rows_strided(const float* base, const patch_layout& p,
+                          int64_t rows, const float* w, int64_t opad,
+                          const float* bias, int64_t out_c, bool relu,
+                          float* out) {
+  for (int64_t o0 = 0; o0 < out_c; o0 += block_width) {
+    auto blk = make_block(out_c - o0);
+    const int64_t limit = strided_rows_for(blk.vectors);
+    for (int64_t m = 0; m < rows;) {
+      // The run up to the end of this output-image row, in equal parts.
+      auto run = uniform_run(p, m, rows);
+      auto parts = (run + limit - 1) / limit;
+      for (int64_t q = 0; q < parts; ++q) {
+        auto part = part_of(run, parts, q);
+        auto r = static_cast<int>(part.end - part.begin);
+        auto first = m + part.begin;
+        forward_args f{base,      &p,    p.row_offsets + first,
+                       w + o0,    opad,  bias + o0,
+                       relu,      out + first * out_c + o0,
+                       out_c,     blk.last};
+        if (blk.vectors == 2)
+          blk.tail ? forward_strided_rows<2, true, Step>(r, f)
+                   : forward_strided_rows<2, false, Step>(r, f);
+        else
+          blk.tail ? forward_strided_rows<1, true, Step>(r, f)
+                   : forward_strided_rows<1, false, Step>(r, f);
+      }
+      m += run;
+    }
+  }
 }
 
 // -- weight gradient ---------------------------------------------------------
@@ -183,6 +290,188 @@ void weight_tile_rows(int rows, const weight_args& f) {
     if (rows < R)
       return weight_tile_rows<V, Tail, R - 1>(rows, f);
   weight_tile<R, V, Tail>(f);
+}
+
+// -- weight gradient, transposed ---------------------------------------------
+// Where a kernel row holds at least one vector (kw * C >= width), dw^T
+// [o, k] takes its vectors along k instead: V consecutive patch vectors of
+// one kernel row and R broadcasts of ds[m, o .. o + R) feed R * V FMAs per
+// patch row, (R + V) / (R V) loads per FMA (0.45 at 4 x 5) against
+// (R + 1) / R = 1.08 for weight_tile's one-vector o blocks at out_c = 16.
+// The partial sums go to a thread's dw^T buffer, added into dw once per
+// call.
+
+#ifdef SYNCFAC_SIMD_AVX512
+// 20 accumulators + 5 patch vectors + 1 broadcast of the 32 zmm.
+constexpr int transposed_vectors = 5;
+constexpr int transposed_outputs = 4;
+constexpr bool transposed_weight_grad = true;
+#else
+// 16 ymm give no better ratio than weight_tile's 6 x 2 blocks.
+constexpr int transposed_vectors = 1;
+constexpr int transposed_outputs = 1;
+constexpr bool transposed_weight_grad = false;
+#endif
+
+struct transposed_args {
+  const float* base;
+  const int64_t* row_offsets; // the slice's rows
+  int64_t rows;
+  int64_t offset;             // kh * tap_stride + j0
+  const float* ds;            // at the slice's first row and output o0
+  int64_t ldd;
+  lanes last;                 // valid lanes of the last vector
+  float* dwt;                 // at row o0, column kh * segment + j0
+  int64_t ldt;
+};
+
+template <int R, int V, bool Tail>
+void transposed_tile(const transposed_args& f) {
+  vf acc[R][V];
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < V; ++v)
+      acc[i][v] = simd::zero();
+  const float* d = f.ds;
+  for (int64_t m = 0; m < f.rows; ++m, d += f.ldd) {
+    const float* a = f.base + f.row_offsets[m] + f.offset;
+    vf x[V];
+    for (int v = 0; v < V; ++v)
+      x[v] = Tail && v == V - 1 ? simd::load(a + v * simd::width, f.last)
+                                : simd::load(a + v * simd::width);
+    for (int i = 0; i < R; ++i) {
+      auto b = simd::broadcast(d + i);
+      for (int v = 0; v < V; ++v)
+        acc[i][v] = simd::fma(b, x[v], acc[i][v]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < V; ++v) {
+      float* dst = f.dwt + i * f.ldt + v * simd::width;
+      if (Tail && v == V - 1)
+        simd::store(dst, simd::add(simd::load(dst, f.last), acc[i][v]),
+                    f.last);
+      else
+        simd::store(dst, simd::add(simd::load(dst), acc[i][v]));
+    }
+}
+
+template <int R, bool Tail, int V = transposed_vectors>
+void transposed_tile_vectors(int vectors, const transposed_args& f) {
+  if constexpr (V > 1)
+    if (vectors < V)
+      return transposed_tile_vectors<R, Tail, V - 1>(vectors, f);
+  transposed_tile<R, V, Tail>(f);
+}
+
+template <bool Tail, int R = transposed_outputs>
+void transposed_tile_outputs(int outputs, int vectors,
+                             const transposed_args& f) {
+  if constexpr (R > 1)
+    if (outputs < R)
+      return transposed_tile_outputs<Tail, R - 1>(outputs, vectors, f);
+  transposed_tile_vectors<R, Tail>(vectors, f);
+}
+
+// A thread's dw^T buffer, grown as needed and freed when the thread ends.
+// Not a std::vector: its members would be templates instantiated in this
+// level's objects, weak symbols the linker may share with other levels
+// (isa_kernels.hpp); this type has internal linkage.
+struct transposed_buffer {
+  float* data = nullptr;
+  size_t size = 0;
+
+  transposed_buffer() = default;
+  transposed_buffer(const transposed_buffer&) = delete;
+  transposed_buffer& operator=(const transposed_buffer&) = delete;
+  ~transposed_buffer() {
+    std::free(data);
+  }
+
+  // n zeroed floats.
+  float* zeroed(size_t n) {
+    if (n > size) {
+      std::free(data);
+      data = static_cast<float*>(std::malloc(n * sizeof(float)));
+      if (data == nullptr)
+        std::abort(); // as operator new would, without its symbols
+      size = n;
+    }
+    for (size_t i = 0; i < n; ++i)
+      data[i] = 0.0f;
+    return data;
+  }
+};
+
+thread_local transposed_buffer transposed_scratch;
+
+// dw[k, o] += dwt[o, k]: one gather of a column of dw^T per row of dw and
+// 16 outputs, where scalar adds cost ~8 % of a ConvNet tile's FMA time.
+void add_transposed(const float* dwt, int64_t ldt, int64_t K, int64_t out_c,
+                    float* dw, int64_t opad) {
+#ifdef SYNCFAC_SIMD_AVX512
+  const auto column = _mm512_mullo_epi32(
+    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+    _mm512_set1_epi32(static_cast<int32_t>(ldt)));
+  for (int64_t o0 = 0; o0 < out_c; o0 += simd::width) {
+    auto n = static_cast<int>(std::min<int64_t>(simd::width, out_c - o0));
+    auto m = simd::first_lanes(n);
+    const float* src = dwt + o0 * ldt;
+    for (int64_t k = 0; k < K; ++k) {
+      auto v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m.mask, column,
+                                        src + k, 4);
+      float* dst = dw + k * opad + o0;
+      simd::store(dst, simd::add(simd::load(dst, m), v), m);
+    }
+  }
+#else
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t o = 0; o < out_c; ++o)
+      dw[k * opad + o] += dwt[o * ldt + k];
+#endif
+}
+
+void weight_grad_transposed(const float* base, const patch_layout& p,
+                            int64_t K, int64_t rows, const float* ds,
+                            int64_t out_c, float* dw, int64_t opad) {
+  const int64_t ldt = (K + simd::width - 1) / simd::width * simd::width;
+  float* dwt = transposed_scratch.zeroed(static_cast<size_t>(out_c * ldt));
+  const int64_t vectors = (p.segment + simd::width - 1) / simd::width;
+  const int64_t vector_parts
+    = (vectors + transposed_vectors - 1) / transposed_vectors;
+  const int64_t output_parts
+    = (out_c + transposed_outputs - 1) / transposed_outputs;
+  // As in conv_weight_grad: a slice's ds lines and patches stay in L1
+  // across its k_h * vector_parts * output_parts passes.
+  constexpr int64_t rows_per_slice = 128;
+  for (int64_t m0 = 0; m0 < rows; m0 += rows_per_slice) {
+    auto slice = std::min(rows_per_slice, rows - m0);
+    for (int64_t kh = 0; kh < p.k_h; ++kh)
+      for (int64_t vq = 0; vq < vector_parts; ++vq) {
+        auto vs = part_of(vectors, vector_parts, vq);
+        auto j0 = vs.begin * simd::width;
+        auto count = static_cast<int>(vs.end - vs.begin);
+        auto in_last = static_cast<int>(
+          std::min<int64_t>(p.segment - j0 - (count - 1) * simd::width,
+                            simd::width));
+        bool tail = in_last < simd::width;
+        for (int64_t oq = 0; oq < output_parts; ++oq) {
+          auto os = part_of(out_c, output_parts, oq);
+          transposed_args f{base,
+                            p.row_offsets + m0,
+                            slice,
+                            kh * p.tap_stride + j0,
+                            ds + m0 * out_c + os.begin,
+                            out_c,
+                            simd::first_lanes(in_last),
+                            dwt + os.begin * ldt + kh * p.segment + j0,
+                            ldt};
+          auto outputs = static_cast<int>(os.end - os.begin);
+          tail ? transposed_tile_outputs<true>(outputs, count, f)
+               : transposed_tile_outputs<false>(outputs, count, f);
+        }
+      }
+  }
+  add_transposed(dwt, ldt, K, out_c, dw, opad);
 }
 
 // -- input gradient ----------------------------------------------------------
@@ -243,6 +532,23 @@ void conv_forward_rows(const float* base, const patch_layout& p,
                        int64_t rows, const float* w, int64_t opad,
                        const float* bias, int64_t out_c, bool relu,
                        float* out) {
+  if constexpr (strided_forward) {
+    if (rows > 0
+        && uniform_run(p, 0, rows) >= std::min(rows, min_strided_run))
+      switch (p.row_step) {
+      case 1:
+        return forward_rows_strided<1>(base, p, rows, w, opad, bias, out_c,
+                                       relu, out);
+      case 16:
+        return forward_rows_strided<16>(base, p, rows, w, opad, bias, out_c,
+                                        relu, out);
+      case 32:
+        return forward_rows_strided<32>(base, p, rows, w, opad, bias, out_c,
+                                        relu, out);
+      default:
+        break;
+      }
+  }
   const int64_t step = rows_for_columns(out_c);
   for (int64_t m = 0; m < rows; m += step) {
     auto r = static_cast<int>(std::min<int64_t>(step, rows - m));
@@ -266,6 +572,12 @@ void conv_weight_grad(const float* base, const patch_layout& p,
                       const int64_t* tap_offsets, int64_t K, int64_t rows,
                       const float* ds, int64_t out_c, float* dw,
                       int64_t opad) {
+  // The transposed kernel reads kernel rows whole: taps in fill_tap_offsets
+  // order (conv_plan.hpp), as conv2d.cpp passes them.
+  if (transposed_weight_grad && p.segment >= simd::width && K > 0
+      && K == p.k_h * p.segment
+      && tap_offsets[K - 1] == (p.k_h - 1) * p.tap_stride + p.segment - 1)
+    return weight_grad_transposed(base, p, K, rows, ds, out_c, dw, opad);
   // Blocks of R - 1 or R taps rather than Rs and a remainder: every block
   // costs a pass over the rows, so a 1-tap remainder would cost as much as
   // a full block.

@@ -46,6 +46,7 @@ conv_plan make_plan(const conv2d_geometry& g) {
   p.layout.k_h = g.k_h;
   p.layout.tap_stride = p.padded.w * g.in_c;
   p.layout.segment = g.k_w * g.in_c;
+  p.layout.row_step = g.stride_w * g.in_c;
   return p;
 }
 
@@ -66,6 +67,7 @@ dx_plan make_dx_plan(const conv2d_geometry& g) {
   d.layout.k_h = g.k_h;
   d.layout.tap_stride = d.padded.w * g.out_c;
   d.layout.segment = g.k_w * g.out_c;
+  d.layout.row_step = g.out_c;
   return d;
 }
 

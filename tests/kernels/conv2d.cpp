@@ -112,6 +112,14 @@ const std::vector<conv_case>& forward_cases() {
     {1, 5, 4, 8, 5, 5, 17, 1, 1, padding::same},
     {4, 28, 28, 1, 5, 5, 16, 1, 1, padding::same},  // ConvNet layer 1
     {4, 14, 14, 16, 5, 5, 16, 1, 1, padding::same}, // ConvNet layer 2
+    // AVX-512's strided forward tile (rows of an output row row_step
+    // apart) with two column vectors and a tail, one masked vector, whole
+    // images as one run (1x1), and the transposed weight gradient with a
+    // kernel row that ends in a partial vector (3 * 20 = 60 floats)
+    {2, 9, 10, 16, 3, 3, 20, 1, 1, padding::same},
+    {2, 10, 12, 32, 3, 2, 7, 1, 1, padding::valid},
+    {2, 5, 6, 16, 1, 1, 16, 1, 1, padding::valid},
+    {2, 9, 9, 20, 3, 3, 16, 1, 1, padding::same},
   };
   return cases;
 }
