@@ -14,6 +14,9 @@
 // pair. With 32 zmm registers (AVX-512) R <= 8 at V = 2 (16 accumulators)
 // and R <= 12 at V = 1 (out_c <= 16, the ConvNet's layers): 12 chains
 // cover the FMA latency on two ports with margin where 8 would just fit.
+// AVX-512 also has a strided forward tile (16 or 12 rows of one output-image
+// row, one pointer) and a transposed weight-gradient tile (4 outputs x 5
+// vectors along the kernel row); see their comments below.
 
 namespace syncfac::cpu::SYNCFAC_KERNEL_ISA {
 
