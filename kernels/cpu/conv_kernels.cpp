@@ -477,6 +477,99 @@ void weight_grad_transposed(const float* base, const patch_layout& p,
   add_transposed(dwt, ldt, K, out_c, dw, opad);
 }
 
+// -- weight gradient, whole short kernel rows --------------------------------
+// Kernel rows shorter than a vector (conv1: 5 floats, one channel) with the
+// row length S a compile-time constant: a block of KH whole kernel rows is
+// KH row pointers plus displacements 0 .. S - 1, so its KH * S taps (all 25
+// of a 5 x 5 kernel) take one pass over the rows, where weight_tile, whose
+// tap offsets sit in general registers, takes blocks of 8 or 9 (three
+// passes at 10 loads per 8 FMAs, and 8 chains: no slack over the FMA
+// latency).
+
+#ifdef SYNCFAC_SIMD_AVX512
+// 25 accumulators + the ds vector + a broadcast of the 32 zmm.
+constexpr int kernel_row_taps = 25;
+constexpr bool kernel_row_weight_grad = true;
+#else
+constexpr int kernel_row_taps = 1;
+constexpr bool kernel_row_weight_grad = false;
+#endif
+
+struct kernel_rows_args {
+  const float* base;
+  const int64_t* row_offsets; // the slice's rows
+  int64_t rows;
+  int64_t first;              // kh0 * tap_stride
+  int64_t tap_stride;
+  const float* ds;            // at the slice's first row
+  int64_t ldd;
+  lanes last;
+  float* dw;                  // at row kh0 * S
+  int64_t opad;
+};
+
+template <int S, int KH, bool Tail>
+void kernel_rows_tile(const kernel_rows_args& f) {
+  vf acc[KH][S];
+  for (int r = 0; r < KH; ++r)
+    for (int j = 0; j < S; ++j)
+      acc[r][j] = simd::zero();
+  const float* d = f.ds;
+  for (int64_t m = 0; m < f.rows; ++m, d += f.ldd) {
+    const float* a = f.base + f.row_offsets[m] + f.first;
+    auto b = Tail ? simd::load(d, f.last) : simd::load(d);
+    for (int r = 0; r < KH; ++r, a += f.tap_stride)
+      for (int j = 0; j < S; ++j)
+        acc[r][j] = simd::fma(simd::broadcast(a + j), b, acc[r][j]);
+  }
+  for (int r = 0; r < KH; ++r)
+    for (int j = 0; j < S; ++j) {
+      float* dst = f.dw + (r * S + j) * f.opad;
+      if (Tail)
+        simd::store(dst, simd::add(simd::load(dst, f.last), acc[r][j]),
+                    f.last);
+      else
+        simd::store(dst, simd::add(simd::load(dst), acc[r][j]));
+    }
+}
+
+template <int S, bool Tail, int KH = kernel_row_taps / S>
+void kernel_rows_tile_rows(int kernel_rows, const kernel_rows_args& f) {
+  if constexpr (KH > 1)
+    if (kernel_rows < KH)
+      return kernel_rows_tile_rows<S, Tail, KH - 1>(kernel_rows, f);
+  kernel_rows_tile<S, KH, Tail>(f);
+}
+
+template <int S>
+void weight_grad_kernel_rows(const float* base, const patch_layout& p,
+                             int64_t rows, const float* ds, int64_t out_c,
+                             float* dw, int64_t opad) {
+  constexpr int64_t per_block = kernel_row_taps / S;
+  auto blocks = (p.k_h + per_block - 1) / per_block;
+  auto blk = make_block(out_c);
+  constexpr int64_t rows_per_slice = 128;
+  for (int64_t m0 = 0; m0 < rows; m0 += rows_per_slice) {
+    auto slice = std::min(rows_per_slice, rows - m0);
+    for (int64_t b = 0; b < blocks; ++b) {
+      auto ks = part_of(p.k_h, blocks, b);
+      kernel_rows_args f{base,
+                         p.row_offsets + m0,
+                         slice,
+                         ks.begin * p.tap_stride,
+                         p.tap_stride,
+                         ds + m0 * out_c,
+                         out_c,
+                         blk.last,
+                         dw + ks.begin * S * opad,
+                         opad};
+      auto n = static_cast<int>(ks.end - ks.begin);
+      blk.tail ? kernel_rows_tile_rows<S, true>(n, f)
+               : kernel_rows_tile_rows<S, false>(n, f);
+    }
+  }
+}
+
 // -- input gradient ----------------------------------------------------------
 
 struct input_args {
@@ -581,6 +674,14 @@ void conv_weight_grad(const float* base, const patch_layout& p,
       && K == p.k_h * p.segment
       && tap_offsets[K - 1] == (p.k_h - 1) * p.tap_stride + p.segment - 1)
     return weight_grad_transposed(base, p, K, rows, ds, out_c, dw, opad);
+  if (kernel_row_weight_grad && out_c <= simd::width && K > 0
+      && K == p.k_h * p.segment
+      && tap_offsets[K - 1] == (p.k_h - 1) * p.tap_stride + p.segment - 1) {
+    if (p.segment == 5)
+      return weight_grad_kernel_rows<5>(base, p, rows, ds, out_c, dw, opad);
+    if (p.segment == 3)
+      return weight_grad_kernel_rows<3>(base, p, rows, ds, out_c, dw, opad);
+  }
   // Blocks of R - 1 or R taps rather than Rs and a remainder: every block
   // costs a pass over the rows, so a 1-tap remainder would cost as much as
   // a full block.

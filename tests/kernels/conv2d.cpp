@@ -120,6 +120,11 @@ const std::vector<conv_case>& forward_cases() {
     {2, 10, 12, 32, 3, 2, 7, 1, 1, padding::valid},
     {2, 5, 6, 16, 1, 1, 16, 1, 1, padding::valid},
     {2, 9, 9, 20, 3, 3, 16, 1, 1, padding::same},
+    // AVX-512's whole-kernel-row weight gradient (one channel, rows of 3
+    // or 5 taps): one block of 7 rows with a partial output vector, and
+    // two blocks of 3 rows
+    {2, 9, 11, 1, 7, 3, 10, 1, 1, padding::same},
+    {1, 12, 10, 1, 6, 5, 16, 2, 1, padding::valid},
   };
   return cases;
 }
