@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench/bench_util.hpp"
+#include "bench/conv_bench.hpp"
 #include "bench/fma_peak.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/cpu/isa.hpp"
@@ -28,30 +29,10 @@ using namespace syncfac;
 
 namespace {
 
+using bench::conv_flops;
 using bench::ok;
-
-tensor random_tensor(const tensor_shape& shape, std::mt19937& rng,
-                     float scale) {
-  tensor t(shape);
-  std::normal_distribution<float> dist(0.0f, scale);
-  for (auto& v : t.values())
-    v = dist(rng);
-  return t;
-}
-
-conv2d_geometry same_conv(const tensor_shape& in, const tensor_shape& k) {
-  auto g = conv2d_geometry::make(in, k, 1, 1, padding::same);
-  if (!g) {
-    std::fprintf(stderr, "%s\n", render(g.error()).c_str());
-    std::exit(1);
-  }
-  return *g;
-}
-
-double pass_flops(const conv2d_geometry& g) {
-  return 2.0 * static_cast<double>(g.batch * g.locations())
-         * static_cast<double>(g.patch_size()) * static_cast<double>(g.out_c);
-}
+using bench::random_tensor;
+using bench::same_conv;
 
 struct layer {
   const char* name;
@@ -100,7 +81,7 @@ double bench_layer(backend& dev, const layer& l, double seconds,
               l.name, cpu::isa_name(), dev.threads(), elementwise.best_ms,
               elementwise.median_ms, elementwise.best_cpu_ms,
               bytes / (elementwise.best_ms * 1e-3) * 1e-9);
-  double flops = pass_flops(g);
+  double flops = conv_flops(g);
   double sum_ms = 0;
   for (auto& p : passes) {
     auto t = bench::measure(p.run, seconds);
@@ -130,7 +111,7 @@ void bench_level(const bench::options& opt) {
     double flops = 0;
     for (const auto& l : layers) {
       ms += bench_layer(*dev, l, opt.seconds, peak);
-      flops += pass_flops(l.g) * (l.with_dx ? 3 : 2);
+      flops += conv_flops(l.g) * (l.with_dx ? 3 : 2);
     }
     double rate = flops / (ms * 1e-3) * 1e-9;
     std::printf("conv path isa=%s threads=%d  %.3f ms  %.1f GFLOP/s  %.0f%% "

@@ -83,6 +83,34 @@ out_block make_block(int64_t left) {
   return {vectors, in_last < simd::width, simd::first_lanes(in_last)};
 }
 
+// The pieces every tile shares, inlined into each: zeroed accumulators,
+// V vectors from p (the last one masked when Tail), and dst += x for the
+// V vectors of one accumulator row.
+template <int R, int V>
+void zero_all(vf (&acc)[R][V]) {
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < V; ++v)
+      acc[i][v] = simd::zero();
+}
+
+template <int V, bool Tail>
+void load_vectors(const float* p, lanes last, vf (&x)[V]) {
+  for (int v = 0; v < V; ++v)
+    x[v] = Tail && v == V - 1 ? simd::load(p + v * simd::width, last)
+                              : simd::load(p + v * simd::width);
+}
+
+template <int V, bool Tail>
+void add_vectors(float* dst, lanes last, const vf (&x)[V]) {
+  for (int v = 0; v < V; ++v) {
+    float* d = dst + v * simd::width;
+    if (Tail && v == V - 1)
+      simd::store(d, simd::add(simd::load(d, last), x[v]), last);
+    else
+      simd::store(d, simd::add(simd::load(d), x[v]));
+  }
+}
+
 // -- forward -----------------------------------------------------------------
 
 struct forward_args {
@@ -102,11 +130,11 @@ struct forward_args {
 template <int R, int V, bool Tail>
 void store_forward(const forward_args& f, const vf (&acc)[R][V]) {
   auto zero = simd::zero();
+  vf bias[V];
+  load_vectors<V, Tail>(f.bias, f.last, bias);
   for (int v = 0; v < V; ++v) {
-    auto bias = Tail && v == V - 1 ? simd::load(f.bias + v * simd::width, f.last)
-                                   : simd::load(f.bias + v * simd::width);
     for (int i = 0; i < R; ++i) {
-      auto r = simd::add(acc[i][v], bias);
+      auto r = simd::add(acc[i][v], bias[v]);
       if (f.relu)
         r = simd::max(zero, r);
       float* dst = f.out + i * f.ldo + v * simd::width;
@@ -121,9 +149,7 @@ void store_forward(const forward_args& f, const vf (&acc)[R][V]) {
 template <int R, int V, bool Tail>
 void forward_tile(const forward_args& f) {
   vf acc[R][V];
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v)
-      acc[i][v] = simd::zero();
+  zero_all(acc);
   const auto& p = *f.p;
   for (int64_t kh = 0; kh < p.k_h; ++kh) {
     const float* a[R];
@@ -133,9 +159,7 @@ void forward_tile(const forward_args& f) {
     for (int64_t j = 0; j < p.segment; ++j, wk += f.opad) {
       vf b[V];
       // opad is a multiple of 8: a 16-float vector may pass the row's end.
-      for (int v = 0; v < V; ++v)
-        b[v] = Tail && v == V - 1 ? simd::load(wk + v * simd::width, f.last)
-                                  : simd::load(wk + v * simd::width);
+      load_vectors<V, Tail>(wk, f.last, b);
       for (int i = 0; i < R; ++i) {
         auto x = simd::broadcast(a[i] + j);
         for (int v = 0; v < V; ++v)
@@ -163,18 +187,14 @@ void forward_tile_rows(int rows, const forward_args& f) {
 template <int R, int V, bool Tail, int Step>
 void forward_tile_strided(const forward_args& f) {
   vf acc[R][V];
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v)
-      acc[i][v] = simd::zero();
+  zero_all(acc);
   const auto& p = *f.p;
   for (int64_t kh = 0; kh < p.k_h; ++kh) {
     const float* a = f.base + f.row_offsets[0] + kh * p.tap_stride;
     const float* wk = f.w + kh * p.segment * f.opad;
     for (int64_t j = 0; j < p.segment; ++j, wk += f.opad) {
       vf b[V];
-      for (int v = 0; v < V; ++v)
-        b[v] = Tail && v == V - 1 ? simd::load(wk + v * simd::width, f.last)
-                                  : simd::load(wk + v * simd::width);
+      load_vectors<V, Tail>(wk, f.last, b);
       for (int i = 0; i < R; ++i) {
         auto x = simd::broadcast(a + i * Step + j);
         for (int v = 0; v < V; ++v)
@@ -255,9 +275,7 @@ struct weight_args {
 template <int R, int V, bool Tail>
 void weight_tile(const weight_args& f) {
   vf acc[R][V];
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v)
-      acc[i][v] = simd::zero();
+  zero_all(acc);
   int64_t taps[R];
   for (int i = 0; i < R; ++i)
     taps[i] = f.taps[i];
@@ -265,9 +283,7 @@ void weight_tile(const weight_args& f) {
   for (int64_t m = 0; m < f.rows; ++m, d += f.ldd) {
     const float* a = f.base + f.row_offsets[m];
     vf b[V];
-    for (int v = 0; v < V; ++v)
-      b[v] = Tail && v == V - 1 ? simd::load(d + v * simd::width, f.last)
-                                : simd::load(d + v * simd::width);
+    load_vectors<V, Tail>(d, f.last, b);
     for (int i = 0; i < R; ++i) {
       auto x = simd::broadcast(a + taps[i]);
       for (int v = 0; v < V; ++v)
@@ -277,14 +293,7 @@ void weight_tile(const weight_args& f) {
   // dw is padded to opad columns, a multiple of 8 but not of 16: the last
   // vector of a partial block is masked.
   for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v) {
-      float* dst = f.dw + i * f.opad + v * simd::width;
-      if (Tail && v == V - 1)
-        simd::store(dst, simd::add(simd::load(dst, f.last), acc[i][v]),
-                    f.last);
-      else
-        simd::store(dst, simd::add(simd::load(dst), acc[i][v]));
-    }
+    add_vectors<V, Tail>(f.dw + i * f.opad, f.last, acc[i]);
 }
 
 template <int V, bool Tail, int R = rows_for(V)>
@@ -331,16 +340,12 @@ struct transposed_args {
 template <int R, int V, bool Tail>
 void transposed_tile(const transposed_args& f) {
   vf acc[R][V];
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v)
-      acc[i][v] = simd::zero();
+  zero_all(acc);
   const float* d = f.ds;
   for (int64_t m = 0; m < f.rows; ++m, d += f.ldd) {
     const float* a = f.base + f.row_offsets[m] + f.offset;
     vf x[V];
-    for (int v = 0; v < V; ++v)
-      x[v] = Tail && v == V - 1 ? simd::load(a + v * simd::width, f.last)
-                                : simd::load(a + v * simd::width);
+    load_vectors<V, Tail>(a, f.last, x);
     for (int i = 0; i < R; ++i) {
       auto b = simd::broadcast(d + i);
       for (int v = 0; v < V; ++v)
@@ -348,14 +353,7 @@ void transposed_tile(const transposed_args& f) {
     }
   }
   for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v) {
-      float* dst = f.dwt + i * f.ldt + v * simd::width;
-      if (Tail && v == V - 1)
-        simd::store(dst, simd::add(simd::load(dst, f.last), acc[i][v]),
-                    f.last);
-      else
-        simd::store(dst, simd::add(simd::load(dst), acc[i][v]));
-    }
+    add_vectors<V, Tail>(f.dwt + i * f.ldt, f.last, acc[i]);
 }
 
 template <int R, bool Tail, int V = transposed_vectors>
@@ -511,9 +509,7 @@ struct kernel_rows_args {
 template <int S, int KH, bool Tail>
 void kernel_rows_tile(const kernel_rows_args& f) {
   vf acc[KH][S];
-  for (int r = 0; r < KH; ++r)
-    for (int j = 0; j < S; ++j)
-      acc[r][j] = simd::zero();
+  zero_all(acc);
   const float* d = f.ds;
   for (int64_t m = 0; m < f.rows; ++m, d += f.ldd) {
     const float* a = f.base + f.row_offsets[m] + f.first;
@@ -524,12 +520,8 @@ void kernel_rows_tile(const kernel_rows_args& f) {
   }
   for (int r = 0; r < KH; ++r)
     for (int j = 0; j < S; ++j) {
-      float* dst = f.dw + (r * S + j) * f.opad;
-      if (Tail)
-        simd::store(dst, simd::add(simd::load(dst, f.last), acc[r][j]),
-                    f.last);
-      else
-        simd::store(dst, simd::add(simd::load(dst), acc[r][j]));
+      const vf one[1] = {acc[r][j]};
+      add_vectors<1, Tail>(f.dw + (r * S + j) * f.opad, f.last, one);
     }
 }
 
@@ -586,15 +578,11 @@ struct input_args {
 template <int R, int V, bool Tail>
 void input_tile(const input_args& f) {
   vf acc[R][V];
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < V; ++v)
-      acc[i][v] = simd::zero();
+  zero_all(acc);
   const float* wo = f.wt;
   for (int64_t o = 0; o < f.out_c; ++o, wo += f.ldwt) {
     vf b[V];
-    for (int v = 0; v < V; ++v)
-      b[v] = Tail && v == V - 1 ? simd::load(wo + v * simd::width, f.last)
-                                : simd::load(wo + v * simd::width);
+    load_vectors<V, Tail>(wo, f.last, b);
     for (int i = 0; i < R; ++i) {
       auto x = simd::broadcast(f.ds + i * f.out_c + o);
       for (int v = 0; v < V; ++v)
@@ -602,16 +590,8 @@ void input_tile(const input_args& f) {
     }
   }
   // Patches of neighbouring rows overlap: update row by row, in order.
-  for (int i = 0; i < R; ++i) {
-    float* dst = f.dx + f.row_offsets[i] + f.offset;
-    for (int v = 0; v < V; ++v) {
-      float* p = dst + v * simd::width;
-      if (Tail && v == V - 1)
-        simd::store(p, simd::add(simd::load(p, f.last), acc[i][v]), f.last);
-      else
-        simd::store(p, simd::add(simd::load(p), acc[i][v]));
-    }
-  }
+  for (int i = 0; i < R; ++i)
+    add_vectors<V, Tail>(f.dx + f.row_offsets[i] + f.offset, f.last, acc[i]);
 }
 
 template <int V, bool Tail, int R = rows_for(2)>
@@ -668,20 +648,23 @@ void conv_weight_grad(const float* base, const patch_layout& p,
                       const int64_t* tap_offsets, int64_t K, int64_t rows,
                       const float* ds, int64_t out_c, float* dw,
                       int64_t opad) {
-  // The transposed kernel reads kernel rows whole: taps in fill_tap_offsets
+  // Both AVX-512 tiles read kernel rows whole: taps in fill_tap_offsets
   // order (conv_plan.hpp), as conv2d.cpp passes them.
-  if (transposed_weight_grad && p.segment >= simd::width && K > 0
-      && K == p.k_h * p.segment
-      && tap_offsets[K - 1] == (p.k_h - 1) * p.tap_stride + p.segment - 1)
+  bool whole_rows = K > 0 && K == p.k_h * p.segment
+                    && tap_offsets[K - 1]
+                         == (p.k_h - 1) * p.tap_stride + p.segment - 1;
+  if (transposed_weight_grad && whole_rows && p.segment >= simd::width)
     return weight_grad_transposed(base, p, K, rows, ds, out_c, dw, opad);
-  if (kernel_row_weight_grad && out_c <= simd::width && K > 0
-      && K == p.k_h * p.segment
-      && tap_offsets[K - 1] == (p.k_h - 1) * p.tap_stride + p.segment - 1) {
-    if (p.segment == 5)
-      return weight_grad_kernel_rows<5>(base, p, rows, ds, out_c, dw, opad);
-    if (p.segment == 3)
-      return weight_grad_kernel_rows<3>(base, p, rows, ds, out_c, dw, opad);
-  }
+  // (A template, not instantiated at all below AVX-512: 1 / S rows there.)
+  if constexpr (kernel_row_weight_grad)
+    if (whole_rows && out_c <= simd::width) {
+      if (p.segment == 5)
+        return weight_grad_kernel_rows<5>(base, p, rows, ds, out_c, dw,
+                                          opad);
+      if (p.segment == 3)
+        return weight_grad_kernel_rows<3>(base, p, rows, ds, out_c, dw,
+                                          opad);
+    }
   // Blocks of R - 1 or R taps rather than Rs and a remainder: every block
   // costs a pass over the rows, so a 1-tap remainder would cost as much as
   // a full block.
