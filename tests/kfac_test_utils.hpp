@@ -1,8 +1,8 @@
 #pragma once
 
-// Small builders and checks the K-FAC tests share: tensors written out by
-// hand, their Eigen (double) views for explicit reference computations,
-// and the expected-error check.
+// Small builders the K-FAC tests share: matrices written out by hand and
+// their Eigen (double) views for explicit reference computations (vectors
+// and the expected-error check: tests/helpers.hpp).
 
 #include <cstdint>
 #include <string>
@@ -18,6 +18,7 @@
 
 #include "kernels/tensor.hpp"
 #include "runtime/base/error.hpp"
+#include "tests/helpers.hpp"
 
 namespace syncfac::test {
 
@@ -25,11 +26,6 @@ using matrix = Eigen::MatrixXd;
 
 inline tensor mat(int64_t rows, int64_t cols, std::vector<float> xs) {
   return tensor{{rows, cols}, std::move(xs)};
-}
-
-inline tensor vec(std::vector<float> xs) {
-  auto n = static_cast<int64_t>(xs.size());
-  return tensor{{n}, std::move(xs)};
 }
 
 inline tensor diagonal(std::vector<float> xs) {
@@ -58,26 +54,6 @@ inline tensor to_tensor(const matrix& m) {
     for (int64_t j = 0; j < m.cols(); ++j)
       t[i * m.cols() + j] = static_cast<float>(m(i, j));
   return t;
-}
-
-inline bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-/// The rendered error, which must be a syncfac error with `code`.
-inline std::string failure(const caf::error& err, ec code) {
-  BOOST_REQUIRE_MESSAGE(err, "expected an error");
-  BOOST_TEST(err.category() == error_category, render(err));
-  BOOST_TEST(static_cast<int>(err.code()) == static_cast<int>(code),
-             render(err));
-  return render(err);
-}
-
-/// The same for an answer that must fail.
-template <class T>
-std::string failure(const caf::expected<T>& x, ec code) {
-  BOOST_REQUIRE_MESSAGE(!x, "expected an error, got a value");
-  return failure(x.error(), code);
 }
 
 } // namespace syncfac::test

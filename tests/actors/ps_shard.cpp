@@ -16,20 +16,11 @@
 #include "tests/helpers.hpp"
 
 using namespace syncfac;
-using syncfac::test::same;
+using namespace syncfac::test;
 using namespace std::chrono_literals;
 namespace tt = boost::test_tools;
 
 namespace {
-
-tensor scalar(float x) {
-  return tensor{tensor_shape{}, {x}};
-}
-
-tensor vec(std::vector<float> xs) {
-  auto n = static_cast<int64_t>(xs.size());
-  return tensor{{n}, std::move(xs)};
-}
 
 /// The seeds' test2Workers variables, all on one shard here.
 parameter_set seed_variables() {
@@ -60,20 +51,6 @@ gradient_push seed_push(int32_t worker, int64_t local_step) {
   p.dense = {{"v0", scalar(g0)}, {"v1", scalar(g1)}};
   p.sparse = {{"v_sparse", {1}, tensor{{1, 1}, {g0}}}};
   return p;
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-/// The rendered error of an answer that must fail with `code`.
-template <class T>
-std::string failure(const caf::expected<T>& x, ec code) {
-  BOOST_REQUIRE_MESSAGE(!x, "expected an error, got a value");
-  BOOST_TEST(x.error().category() == error_category, render(x.error()));
-  BOOST_TEST(static_cast<int>(x.error().code()) == static_cast<int>(code),
-             render(x.error()));
-  return render(x.error());
 }
 
 float value_of(const shard_params& p, const std::string& name, int64_t i) {

@@ -186,50 +186,58 @@ tensor explicit_solve(const tiny_layer& l, const cpu::damping_plan& plan,
   return unvec(x, 4, 3);
 }
 
-BOOST_AUTO_TEST_CASE(factored_preconditioning_matches_explicit_kronecker) {
+// The fixture's gradient preconditioned with the explicit inverses of its
+// damped factors (the factored path), for T steps' statistics.
+tensor precondition_by_inverses(const tiny_layer& l,
+                                const cpu::damping_plan& plan, int64_t T) {
+  tensor A_inv, G_inv, out;
+  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.A, plan.a_damping, A_inv));
+  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.G, plan.g_damping, G_inv));
+  SYNCFAC_REQUIRE_OK(cpu::precondition_factored(
+    l.grad, A_inv, G_inv, 1.0f / static_cast<float>(T), out));
+  return out;
+}
+
+// Calls f(l, plan, T) on the fixture's layer for statistics of T = 1 and
+// 4 steps, with its factored damping for lambda 0.05.
+template <class F>
+void for_each_step_count(F f) {
   tiny_layer l;
   const float lambda = 0.05f;
   for (int64_t T : {1, 4}) {
     BOOST_TEST_CONTEXT("T = " << T) {
-      auto plan = cpu::factored_damping(l.A, l.G, lambda, T);
-      tensor A_inv, G_inv, out;
-      SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.A, plan.a_damping, A_inv));
-      SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.G, plan.g_damping, G_inv));
-      SYNCFAC_REQUIRE_OK(cpu::precondition_factored(
-        l.grad, A_inv, G_inv, 1.0f / static_cast<float>(T), out));
-      check_close(out, explicit_solve(l, plan, T), 1e-5, 1e-4,
-                  "preconditioned");
+      f(l, cpu::factored_damping(l.A, l.G, lambda, T), T);
     }
   }
 }
 
+BOOST_AUTO_TEST_CASE(factored_preconditioning_matches_explicit_kronecker) {
+  for_each_step_count([](const tiny_layer& l, const cpu::damping_plan& plan,
+                         int64_t T) {
+    check_close(precondition_by_inverses(l, plan, T),
+                explicit_solve(l, plan, T), 1e-5, 1e-4, "preconditioned");
+  });
+}
+
 BOOST_AUTO_TEST_CASE(cholesky_preconditioning_matches_explicit_kronecker) {
-  tiny_layer l;
-  const float lambda = 0.05f;
-  for (int64_t T : {1, 4}) {
-    BOOST_TEST_CONTEXT("T = " << T) {
-      auto plan = cpu::factored_damping(l.A, l.G, lambda, T);
-      tensor LA, LG, out;
-      SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(l.A, plan.a_damping, LA));
-      SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(l.G, plan.g_damping, LG));
-      SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(
-        l.grad, LA, LG, 1.0f / static_cast<float>(T), out));
-      check_close(out, explicit_solve(l, plan, T), 1e-5, 1e-4,
-                  "preconditioned");
-      // The same as the explicit inverses.
-      tensor A_inv, G_inv, ref;
-      SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.A, plan.a_damping, A_inv));
-      SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.G, plan.g_damping, G_inv));
-      SYNCFAC_REQUIRE_OK(cpu::precondition_factored(
-        l.grad, A_inv, G_inv, 1.0f / static_cast<float>(T), ref));
-      check_close(out, ref, 1e-5, 1e-4, "vs explicit inverses");
-      // In place.
-      auto g = l.grad;
-      SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(
-        g, LA, LG, 1.0f / static_cast<float>(T), g));
-      check_close(g, out, 0, 0, "aliased output");
-    }
-  }
+  for_each_step_count([](const tiny_layer& l, const cpu::damping_plan& plan,
+                         int64_t T) {
+    tensor LA, LG, out;
+    SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(l.A, plan.a_damping, LA));
+    SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(l.G, plan.g_damping, LG));
+    SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(
+      l.grad, LA, LG, 1.0f / static_cast<float>(T), out));
+    check_close(out, explicit_solve(l, plan, T), 1e-5, 1e-4,
+                "preconditioned");
+    // The same as the explicit inverses.
+    check_close(out, precondition_by_inverses(l, plan, T), 1e-5, 1e-4,
+                "vs explicit inverses");
+    // In place.
+    auto g = l.grad;
+    SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(
+      g, LA, LG, 1.0f / static_cast<float>(T), g));
+    check_close(g, out, 0, 0, "aliased output");
+  });
 }
 
 BOOST_AUTO_TEST_CASE(cholesky_preconditioning_of_wider_layers) {

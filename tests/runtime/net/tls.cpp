@@ -38,6 +38,7 @@
 #include "tests/helpers.hpp"
 
 using namespace syncfac;
+using namespace syncfac::test;
 namespace fs = std::filesystem;
 
 namespace {
@@ -65,10 +66,6 @@ std::string sh(const std::string& cmd) {
 void make_certs(const std::string& out, const std::string& nodes,
                 const std::string& options = "") {
   sh(quote(script) + " " + options + " " + quote(out) + " " + nodes);
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 /// The error of a directory that must be refused; checks its code and that
