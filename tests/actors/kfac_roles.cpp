@@ -26,6 +26,7 @@
 #include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_update.hpp"
 #include "actors/program_config.hpp"
+#include "tests/actor_fixture.hpp"
 #include "tests/helpers.hpp"
 #include "tests/kfac_test_utils.hpp"
 
@@ -123,15 +124,7 @@ layer_factors factors_of(const kfac_layer& l, tensor a, tensor g,
 // -- a mock inverse actor ----------------------------------------------------
 
 /// What the mock saw, shared with the test thread.
-struct mock_log {
-  std::mutex mtx;
-  std::vector<factor_set> sets;
-
-  std::vector<factor_set> get() {
-    std::lock_guard<std::mutex> guard{mtx};
-    return sets;
-  }
-};
+using mock_log = shared_log<factor_set>;
 
 /// The inverse role plus: how many sets arrived (a sync point, since the
 /// covariance actor's hand-off is in the mailbox before its ack leaves),
@@ -191,41 +184,7 @@ parameter_set layer_variables(const kfac_layer& l) {
 
 constexpr float lr = 0.1f;
 
-struct fixture {
-  program_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  std::vector<caf::actor> spawned;
-
-  ~fixture() {
-    for (auto& a : spawned)
-      self->send_exit(a, caf::exit_reason::user_shutdown);
-  }
-
-  template <class Handle>
-  Handle keep(caf::expected<Handle> x) {
-    BOOST_REQUIRE_MESSAGE(x, test::why(x));
-    spawned.push_back(caf::actor_cast<caf::actor>(*x));
-    return *x;
-  }
-
-  /// The answer to a request, or the error it produced.
-  template <class T, class Handle, class... Ts>
-  caf::expected<T> ask(const Handle& dest, Ts&&... xs) {
-    caf::expected<T> result{caf::error{}};
-    self->request(dest, 10s, std::forward<Ts>(xs)...)
-      .receive([&](T& x) { result = std::move(x); },
-               [&](caf::error& err) { result = std::move(err); });
-    return result;
-  }
-
-  template <class T, class Handle, class... Ts>
-  T require(const Handle& dest, Ts&&... xs) {
-    auto x = ask<T>(dest, std::forward<Ts>(xs)...);
-    BOOST_REQUIRE_MESSAGE(x, test::why(x));
-    return std::move(*x);
-  }
-
+struct fixture : actor_fixture {
   /// Polls `done` until it holds; fails after 10 s.
   void wait_for(const std::string& what, const std::function<bool()>& done) {
     auto deadline = std::chrono::steady_clock::now() + 10s;
