@@ -36,8 +36,8 @@ inline tensor diagonal(std::vector<float> xs) {
   return t;
 }
 
-inline tensor identity(int64_t n) {
-  return diagonal(std::vector<float>(static_cast<size_t>(n), 1.0f));
+inline tensor identity(int64_t n, float value = 1.0f) {
+  return diagonal(std::vector<float>(static_cast<size_t>(n), value));
 }
 
 inline matrix to_matrix(const tensor& t) {
@@ -54,6 +54,39 @@ inline tensor to_tensor(const matrix& m) {
     for (int64_t j = 0; j < m.cols(); ++j)
       t[i * m.cols() + j] = static_cast<float>(m(i, j));
   return t;
+}
+
+// The explicit Kronecker product for K-FAC's vec (the row-major
+// flattening of a gradient [p, q], element (i, j) at i·q + j): the input
+// factor A [p, p] is the outer (slow) index, the output factor G [q, q]
+// the inner one,
+//   K[(i·q + j), (k·q + l)] = A[i, k] · G[j, l],
+// the paper's A ⊗ G acting on the column-major vec of the [out, in] matrix.
+inline matrix kron(const matrix& A, const matrix& G) {
+  auto p = A.rows();
+  auto q = G.rows();
+  matrix K(p * q, p * q);
+  for (Eigen::Index i = 0; i < p; ++i)
+    for (Eigen::Index j = 0; j < q; ++j)
+      for (Eigen::Index k = 0; k < p; ++k)
+        for (Eigen::Index l = 0; l < q; ++l)
+          K(i * q + j, k * q + l) = A(i, k) * G(j, l);
+  return K;
+}
+
+/// K⁻¹ vec(grad) for a gradient [p, q], back in its shape: the explicitly
+/// preconditioned gradient for K (symmetric positive definite).
+inline matrix explicit_step(const matrix& K, const matrix& grad) {
+  auto p = grad.rows();
+  auto q = grad.cols();
+  Eigen::VectorXd v(p * q);
+  for (Eigen::Index i = 0; i < p * q; ++i)
+    v(i) = grad(i / q, i % q);
+  Eigen::VectorXd u = K.ldlt().solve(v);
+  matrix out(p, q);
+  for (Eigen::Index i = 0; i < p * q; ++i)
+    out(i / q, i % q) = u(i);
+  return out;
 }
 
 } // namespace syncfac::test

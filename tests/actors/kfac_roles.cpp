@@ -184,6 +184,16 @@ parameter_set layer_variables(const kfac_layer& l) {
 
 constexpr float lr = 0.1f;
 
+/// A covariance actor's count of updates received, folded, dropped as
+/// stale and refused.
+void check_updates(const covariance_status& st, int64_t received,
+                   int64_t cov_updates, int64_t stale, int64_t refused) {
+  BOOST_TEST(st.received == received);
+  BOOST_TEST(st.cov_updates == cov_updates);
+  BOOST_TEST(st.stale == stale);
+  BOOST_TEST(st.refused == refused);
+}
+
 struct fixture : actor_fixture {
   /// Polls `done` until it holds; fails after 10 s.
   void wait_for(const std::string& what, const std::function<bool()>& done) {
@@ -328,12 +338,9 @@ BOOST_AUTO_TEST_CASE(the_ema_of_two_updates_is_the_normalised_average) {
   require_close(f1.g, mix(0.16f / w, g_stat(1.0f), 0.2f / w, g_stat(3.0f)),
                 "G after two updates");
   auto st = status(cov);
-  BOOST_TEST(st.received == 2);
-  BOOST_TEST(st.cov_updates == 2);
+  check_updates(st, 2, 2, 0, 0);
   BOOST_TEST(st.factor_sets_sent == 2);
   BOOST_TEST(st.send_failures == 0);
-  BOOST_TEST(st.stale == 0);
-  BOOST_TEST(st.refused == 0);
 }
 
 BOOST_AUTO_TEST_CASE(contributions_of_one_step_are_averaged_by_examples) {
@@ -391,10 +398,7 @@ BOOST_AUTO_TEST_CASE(stale_updates_are_dropped_and_counted) {
                 mix(decay * 0.2f / w, a_stat(1.0f), 0.2f / w, a_stat(2.0f)),
                 "A after step 2");
   auto st = status(cov);
-  BOOST_TEST(st.stale == 2);
-  BOOST_TEST(st.received == 6);
-  BOOST_TEST(st.cov_updates == 2);
-  BOOST_TEST(st.refused == 0);
+  check_updates(st, 6, 2, 2, 0);
 }
 
 BOOST_AUTO_TEST_CASE(malformed_updates_are_refused_and_change_nothing) {
@@ -441,10 +445,8 @@ BOOST_AUTO_TEST_CASE(malformed_updates_are_refused_and_change_nothing) {
     BOOST_TEST(contains(msg, "covariance actor 0"), msg);
   }
   auto st = status(cov);
-  BOOST_TEST(st.refused == static_cast<int64_t>(cases.size()));
-  BOOST_TEST(st.received == static_cast<int64_t>(cases.size()) + 1);
-  BOOST_TEST(st.cov_updates == 0);
-  BOOST_TEST(st.stale == 0);
+  auto refused = static_cast<int64_t>(cases.size());
+  check_updates(st, refused + 1, 0, 0, refused);
   BOOST_TEST(received(m, log).empty());
   // Step 0's second contribution: the mean of the two good ones only.
   BOOST_TEST(send(cov, good(0, 3.0f, 1)).cov_updates == 1);
@@ -890,29 +892,6 @@ BOOST_AUTO_TEST_CASE(invalid_inverse_configs_are_refused) {
 
 namespace {
 
-/// The explicit preconditioned gradient of fc0 for `grad` [3, 2] (row-major
-/// vec, weight rows then the bias row): (K)⁻¹ vec(grad).
-matrix explicit_step(const matrix& K, const matrix& grad) {
-  Eigen::VectorXd v(6);
-  for (int i = 0; i < 6; ++i)
-    v(i) = grad(i / 2, i % 2);
-  Eigen::VectorXd u = K.ldlt().solve(v);
-  matrix out(3, 2);
-  for (int i = 0; i < 6; ++i)
-    out(i / 2, i % 2) = u(i);
-  return out;
-}
-
-/// A ⊗ G acting on the row-major vec of [3, 2] matrices: vec(A · M · G).
-matrix kron(const matrix& A, const matrix& G) {
-  matrix K(A.rows() * G.rows(), A.cols() * G.cols());
-  for (int i = 0; i < A.rows(); ++i)
-    for (int j = 0; j < G.rows(); ++j)
-      for (int k = 0; k < A.cols(); ++k)
-        for (int l = 0; l < G.cols(); ++l)
-          K(i * G.rows() + j, k * G.cols() + l) = A(i, k) * G(j, l);
-  return K;
-}
 
 } // namespace
 

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "tests/helpers.hpp"
+#include "tests/kfac_test_utils.hpp"
 #include "tests/kernels/kernel_test_utils.hpp"
 
 using namespace syncfac;
@@ -20,27 +21,9 @@ namespace {
 using Eigen::MatrixXd;
 using Eigen::VectorXd;
 
-// --- conversions between row-major float tensors and double matrices -----
-
-MatrixXd to_matrix(const tensor& x) {
-  MatrixXd m(x.dim(0), x.dim(1));
-  for (int64_t i = 0; i < x.dim(0); ++i)
-    for (int64_t j = 0; j < x.dim(1); ++j)
-      m(i, j) = x[i * x.dim(1) + j];
-  return m;
-}
-
-tensor to_tensor(const MatrixXd& m) {
-  tensor x({m.rows(), m.cols()});
-  for (int64_t i = 0; i < m.rows(); ++i)
-    for (int64_t j = 0; j < m.cols(); ++j)
-      x[i * m.cols() + j] = static_cast<float>(m(i, j));
-  return x;
-}
-
 // vec(grad) as K-FAC uses it: the row-major flattening of grad [p, q],
 // element (i, j) at i·q + j. This is the column-major vec of the paper's
-// [q, p] (out × in) weight gradient gradᵀ.
+// [q, p] (out × in) weight gradient gradᵀ (kron: tests/kfac_test_utils.hpp).
 VectorXd vec(const tensor& grad) {
   VectorXd v(grad.size());
   for (int64_t k = 0; k < grad.size(); ++k)
@@ -55,43 +38,12 @@ tensor unvec(const VectorXd& v, int64_t p, int64_t q) {
   return x;
 }
 
-// The explicit Kronecker product for that vec: the input factor A [p, p]
-// is the outer (slow) index, the output factor G [q, q] the inner one,
-//   K[(i·q + j), (k·q + l)] = A[i, k] · G[j, l],
-// the paper's A ⊗ G acting on the column-major vec of the [out, in] matrix.
-MatrixXd kron(const MatrixXd& A, const MatrixXd& G) {
-  auto p = A.rows();
-  auto q = G.rows();
-  MatrixXd K(p * q, p * q);
-  for (Eigen::Index i = 0; i < p; ++i)
-    for (Eigen::Index j = 0; j < q; ++j)
-      for (Eigen::Index k = 0; k < p; ++k)
-        for (Eigen::Index l = 0; l < q; ++l)
-          K(i * q + j, k * q + l) = A(i, k) * G(j, l);
-  return K;
-}
-
 // A random Gram matrix XᵀX / m with X [m, n], rounded to float as the factor
 // code delivers it; m >= n makes it positive definite (almost surely).
 tensor random_gram(int64_t n, int64_t m, std::mt19937& rng) {
   auto x = to_matrix(random_tensor({m, n}, rng));
   MatrixXd gram = x.transpose() * x / static_cast<double>(m);
   return to_tensor(0.5 * (gram + gram.transpose())); // exactly symmetric
-}
-
-tensor identity(int64_t n, float value = 1.0f) {
-  tensor x({n, n});
-  for (int64_t i = 0; i < n; ++i)
-    x[i * n + i] = value;
-  return x;
-}
-
-tensor diagonal(const std::vector<float>& d) {
-  auto n = static_cast<int64_t>(d.size());
-  tensor x({n, n});
-  for (int64_t i = 0; i < n; ++i)
-    x[i * n + i] = d[static_cast<size_t>(i)];
-  return x;
 }
 
 // A sentinel output that a failing call must leave alone.
