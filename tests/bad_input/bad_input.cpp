@@ -54,8 +54,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
-
 /// Every needle must occur in `text`.
 void says_all(const std::string& text, const std::vector<std::string>& needles) {
   for (const auto& needle : needles)

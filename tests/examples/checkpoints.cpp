@@ -19,7 +19,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 const std::string single = bin + "convnet_mnist_single";
 
 /// One worker without initial tokens: every step takes the worker's next

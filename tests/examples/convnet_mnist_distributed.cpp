@@ -20,7 +20,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 const std::string launcher = bin + "syncfac-launch";
 const std::string program = bin + "convnet_mnist_distributed";
 const std::string single = bin + "convnet_mnist_single";

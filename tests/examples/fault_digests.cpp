@@ -25,8 +25,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
-
 /// Deterministic: one worker, no initial tokens, one thread per device.
 /// A log line every step, so that a --kill hook fires at its step.
 const std::string deterministic = " --fake_data --fake_train_size 2048"
@@ -64,12 +62,6 @@ std::string digest_of(const std::string& summary) {
   auto d = json_string(summary, "params_digest");
   BOOST_REQUIRE_MESSAGE(!d.empty(), "no params_digest in " << summary);
   return d;
-}
-
-double number(const std::string& json, const std::string& key) {
-  auto xs = json_numbers(json, key);
-  BOOST_REQUIRE_MESSAGE(!xs.empty(), "no \"" << key << "\" in " << json);
-  return xs.front();
 }
 
 /// The account of updates balances at the final step, and every update

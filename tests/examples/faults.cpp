@@ -35,8 +35,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
-
 /// Evaluated on the variables' moving averages (decay 0.9): the last
 /// iterate's test accuracy swings with the last few batches (150 steps
 /// in one process: 0.73 to 0.78 over seeds 1-6), the averages' much less
@@ -153,12 +151,6 @@ void check_monotonic_but_rollbacks(const std::string& output, long last,
       ++drops;
   BOOST_TEST(drops <= rollbacks);
   BOOST_TEST(steps.back() == last);
-}
-
-double number(const std::string& json, const std::string& key) {
-  auto xs = json_numbers(json, key);
-  BOOST_REQUIRE_MESSAGE(!xs.empty(), "no \"" << key << "\" in " << json);
-  return xs.front();
 }
 
 /// The account of updates: inherited + applied - rolled back is the

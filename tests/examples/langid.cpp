@@ -20,8 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
-
 /// Writes the language data and its model description with langid_data
 /// `flags`; skips (77) where the word lists cannot be read. Its output.
 std::string make_langid(const std::string& flags, const std::string& npz,

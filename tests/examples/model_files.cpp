@@ -22,7 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 const std::string models = SYNCFAC_SOURCE_DIR "/examples/models/";
 const std::string single = bin + "convnet_mnist_single";
 

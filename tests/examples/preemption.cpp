@@ -29,7 +29,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 const std::string program = bin + "convnet_mnist_distributed";
 
 /// One worker without initial tokens: a deterministic run (as in the

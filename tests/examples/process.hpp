@@ -25,6 +25,9 @@
 
 namespace syncfac::test {
 
+/// Where this build's programs are (syncfac-launch, the examples).
+inline const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
+
 struct process_result {
   int exit_code = -1;
   std::string output;
@@ -61,6 +64,14 @@ inline std::vector<double> json_numbers(const std::string& text,
        pos = text.find(needle, pos + 1))
     result.push_back(std::stod(text.substr(pos + needle.size())));
   return result;
+}
+
+/// The first number that follows `"key": ` in a JSON text, which must
+/// have one.
+inline double number(const std::string& json, const std::string& key) {
+  auto xs = json_numbers(json, key);
+  BOOST_REQUIRE_MESSAGE(!xs.empty(), "no \"" << key << "\" in " << json);
+  return xs.front();
 }
 
 /// Checks that a metrics file holds `lines` training lines and that the

@@ -17,7 +17,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 const std::string single = bin + "convnet_mnist_single";
 const std::string launcher = bin + "syncfac-launch";
 const std::string program = bin + "convnet_mnist_distributed";
@@ -26,12 +25,6 @@ const std::string data = " --fake_data --fake_train_size 2048"
                          " --fake_test_size 200 --batch_size 16 --model mlp"
                          " --seed 5 --no_progress --no_final_eval"
                          " --log_every 1000";
-
-double number(const std::string& text, const std::string& key) {
-  auto xs = json_numbers(text, key);
-  BOOST_REQUIRE_MESSAGE(!xs.empty(), "no \"" << key << "\" in " << text);
-  return xs.front();
-}
 
 /// Runs `flags` in one process and returns its summary.
 std::string run_single(const temp_dir& tmp, const std::string& name,
