@@ -11,6 +11,13 @@ using syncfac::update_account;
 
 namespace {
 
+/// An account of a run that starts at `step`.
+update_account started_at(int64_t step) {
+  update_account a;
+  a.start_at(step);
+  return a;
+}
+
 /// Applies the updates of steps first..last, in order.
 void apply_steps(update_account& a, int64_t first, int64_t last) {
   for (int64_t s = first; s <= last; ++s)
@@ -28,8 +35,7 @@ void check_counts(const update_account& a, int64_t applied,
 } // namespace
 
 BOOST_AUTO_TEST_CASE(an_undisturbed_run_applies_every_step_once) {
-  update_account a;
-  a.start_at(0);
+  auto a = started_at(0);
   apply_steps(a, 1, 30);
   check_counts(a, 30, 0, 0);
   BOOST_TEST(a.imbalance(30).empty());
@@ -38,8 +44,7 @@ BOOST_AUTO_TEST_CASE(an_undisturbed_run_applies_every_step_once) {
 BOOST_AUTO_TEST_CASE(a_rollback_is_redone_step_by_step) {
   // Lost at 53, back to the checkpoint of 40, on to 60: 13 updates thrown
   // away and applied again, 60 + 13 applied in all.
-  update_account a;
-  a.start_at(0);
+  auto a = started_at(0);
   apply_steps(a, 1, 53);
   a.roll_back(53, 40);
   apply_steps(a, 41, 50);
@@ -50,8 +55,7 @@ BOOST_AUTO_TEST_CASE(a_rollback_is_redone_step_by_step) {
 }
 
 BOOST_AUTO_TEST_CASE(a_resumed_chief_inherits_the_start_step) {
-  update_account a;
-  a.start_at(40);
+  auto a = started_at(40);
   apply_steps(a, 41, 50);
   BOOST_TEST(a.redone == 0);
   BOOST_TEST(a.in_parameters() == 50);
@@ -59,8 +63,7 @@ BOOST_AUTO_TEST_CASE(a_resumed_chief_inherits_the_start_step) {
 }
 
 BOOST_AUTO_TEST_CASE(an_update_unaccounted_for_is_named) {
-  update_account a;
-  a.start_at(0);
+  auto a = started_at(0);
   a.apply(1);
   a.apply(2);
   auto why = a.imbalance(3);
