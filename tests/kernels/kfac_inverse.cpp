@@ -404,6 +404,16 @@ BOOST_AUTO_TEST_CASE(retry_raises_damping_tenfold_and_reports_it) {
   check_error(used.error(), ec::invalid_argument, {"max_retries -1"});
 }
 
+// Q diag(e) Qᵀ is F.
+void check_reconstructs(const tensor& F, const tensor& e, const tensor& Q) {
+  MatrixXd q = to_matrix(Q);
+  VectorXd d(e.size());
+  for (int64_t k = 0; k < e.size(); ++k)
+    d(k) = e[k];
+  check_close(to_tensor(q * d.asDiagonal() * q.transpose()), F, 1e-6, 1e-5,
+              "Q diag(e) Q^T");
+}
+
 BOOST_AUTO_TEST_CASE(symmetric_eigen_reconstructs_the_factor) {
   std::mt19937 rng(5);
   auto F = random_gram(5, 8, rng);
@@ -413,17 +423,13 @@ BOOST_AUTO_TEST_CASE(symmetric_eigen_reconstructs_the_factor) {
   BOOST_REQUIRE(Q.shape() == (tensor_shape{5, 5}));
   for (int64_t k = 1; k < 5; ++k)
     BOOST_CHECK_LE(e[k - 1], e[k]);
+  check_reconstructs(F, e, Q);
   MatrixXd q = to_matrix(Q);
-  VectorXd d(5);
-  for (int64_t k = 0; k < 5; ++k)
-    d(k) = e[k];
-  check_close(to_tensor(q * d.asDiagonal() * q.transpose()), F, 1e-6, 1e-5,
-              "Q diag(e) Q^T");
   BOOST_CHECK_SMALL(
     (q.transpose() * q - MatrixXd::Identity(5, 5)).cwiseAbs().maxCoeff(),
     1e-6);
   // Column k is the eigenvector of eigenvalue k.
-  VectorXd residual = to_matrix(F) * q.col(4) - d(4) * q.col(4);
+  VectorXd residual = to_matrix(F) * q.col(4) - double{e[4]} * q.col(4);
   BOOST_CHECK_SMALL(residual.cwiseAbs().maxCoeff(), 1e-5);
 }
 
@@ -445,12 +451,7 @@ BOOST_AUTO_TEST_CASE(symmetric_eigen_clamps_round_off_negatives) {
   for (int64_t k = 0; k < 6; ++k)
     BOOST_CHECK_GE(e[k], 0.0f);
   BOOST_CHECK_EQUAL(e[0], 0.0f);
-  MatrixXd q = to_matrix(Q);
-  VectorXd d(6);
-  for (int64_t k = 0; k < 6; ++k)
-    d(k) = e[k];
-  check_close(to_tensor(q * d.asDiagonal() * q.transpose()), F, 1e-6, 1e-5,
-              "Q diag(e) Q^T");
+  check_reconstructs(F, e, Q);
   // A genuinely indefinite factor is not round-off.
   auto out_e = sentinel();
   auto out_q = sentinel();
