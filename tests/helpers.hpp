@@ -21,6 +21,7 @@
 #include "runtime/model_spec.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/optimizer_config.hpp"
+#include "tests/same_parameters.hpp"
 
 namespace syncfac::test {
 
@@ -61,16 +62,6 @@ template <class T>
 std::string failure(const caf::expected<T>& x, ec code) {
   BOOST_REQUIRE_MESSAGE(!x, "expected an error, got a value");
   return failure(x.error(), code);
-}
-
-/// Same names, shapes and values, in order.
-inline bool same(const parameter_set& xs, const parameter_set& ys) {
-  if (xs.size() != ys.size())
-    return false;
-  for (size_t i = 0; i < xs.size(); ++i)
-    if (xs[i].name != ys[i].name || xs[i].value != ys[i].value)
-      return false;
-  return true;
 }
 
 /// The answer of `dest` to a request (10 s at most), or the error it

@@ -35,13 +35,11 @@ void check_training(const std::string& flags, int64_t steps,
   temp_dir tmp;
   auto metrics = tmp.file("metrics.jsonl");
   auto summary = tmp.file("summary.json");
-  auto res = run_program(program + small + flags + " --steps "
-                         + std::to_string(steps) + " --log_every "
-                         + std::to_string(steps / 4) + " --eval_every "
-                         + std::to_string(steps / 2) + " --metrics " + metrics
-                         + " --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(program + small + flags + " --steps "
+                    + std::to_string(steps) + " --log_every "
+                    + std::to_string(steps / 4) + " --eval_every "
+                    + std::to_string(steps / 2) + " --metrics " + metrics
+                    + " --summary " + summary);
   check_loss_fell(metrics, 4, factor);
   // One evaluation halfway and one at the end, on the training subset.
   auto errors = reconstruction_errors(res.output);
@@ -71,10 +69,8 @@ BOOST_AUTO_TEST_CASE(kfac_reduces_the_loss) {
 BOOST_AUTO_TEST_CASE(sync_runtime_trains_first_order) {
   temp_dir tmp;
   auto summary = tmp.file("summary.json");
-  auto res = run_program(program + small + " --runtime sync --optimizer adam"
-                         " --steps 40 --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(program + small + " --runtime sync --optimizer adam"
+                    " --steps 40 --summary " + summary);
   auto text = read_file(summary);
   BOOST_TEST(json_numbers(text, "global_step").at(0) == 40);
   BOOST_TEST(json_numbers(text, "reconstruction_error").at(0) > 0);

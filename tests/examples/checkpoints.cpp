@@ -32,9 +32,7 @@ const std::string deterministic = " --fake_data --fake_train_size 2048"
 std::string summary_of(const temp_dir& tmp, const std::string& command,
                        const std::string& name) {
   auto summary = tmp.file(name + ".json");
-  auto res = run_program(command + " --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(command + " --summary " + summary);
   return read_file(summary);
 }
 
@@ -123,12 +121,10 @@ BOOST_AUTO_TEST_CASE(more_workers_and_shards_resume_a_checkpoint) {
   summary_of(tmp, single + deterministic + " --steps 20 --checkpoint_dir "
                     + dir,
              "first");
-  auto res = run_program(single + deterministic
-                         + " --steps 30 --worker_replicas 2"
-                           " --replicas_to_aggregate 2 --ps_tasks 2"
-                           " --checkpoint_dir " + dir);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(single + deterministic
+                    + " --steps 30 --worker_replicas 2"
+                      " --replicas_to_aggregate 2 --ps_tasks 2"
+                      " --checkpoint_dir " + dir);
   BOOST_TEST(contains(res.output, "restored " + dir + "/ckpt-20.safetensors"));
   BOOST_TEST(contains(res.output, "data order starts the next epoch"));
   BOOST_TEST(contains(res.output, "\"global_step\": 30"));
@@ -162,10 +158,8 @@ BOOST_AUTO_TEST_CASE(a_corrupt_newest_checkpoint_falls_back_to_the_previous) {
   auto newest = dir + "/ckpt-20.safetensors";
   std::filesystem::resize_file(newest,
                                std::filesystem::file_size(newest) / 2);
-  auto res = run_program(single + deterministic
-                         + " --steps 25 --checkpoint_dir " + dir);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(single + deterministic
+                    + " --steps 25 --checkpoint_dir " + dir);
   BOOST_TEST(contains(res.output, "ckpt-20.safetensors"));
   BOOST_TEST(contains(res.output, "restored " + dir + "/ckpt-10.safetensors"));
   BOOST_TEST(contains(res.output, "\"restored_step\": 10"));
@@ -190,15 +184,13 @@ BOOST_AUTO_TEST_CASE(a_restarted_cluster_resumes_from_the_chiefs_checkpoint) {
   auto dir = tmp.file("ckpt");
   auto launch = [&](int steps, const std::string& name) {
     auto summary = tmp.file(name + ".json");
-    auto res = run_program(bin + "syncfac-launch --cluster " + cluster
-                           + " --program " + bin
-                           + "convnet_mnist_distributed --max_wall_s 300 -- "
-                           + deterministic + " --connect_timeout_ms 60000"
-                             " --steps " + std::to_string(steps)
-                           + " --checkpoint_dir " + dir + " --summary "
-                           + summary);
-    BOOST_TEST_MESSAGE(res.output);
-    BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+    auto res = run_ok(bin + "syncfac-launch --cluster " + cluster
+                      + " --program " + bin
+                      + "convnet_mnist_distributed --max_wall_s 300 -- "
+                      + deterministic + " --connect_timeout_ms 60000"
+                        " --steps " + std::to_string(steps)
+                      + " --checkpoint_dir " + dir + " --summary "
+                      + summary);
     return read_file(summary);
   };
   launch(20, "first");

@@ -42,16 +42,14 @@ std::string train_in_cluster(temp_dir& tmp, const std::string& cluster,
                              const std::string& npz, const std::string& model,
                              const std::string& flags) {
   auto summary = tmp.file("summary.json");
-  auto res = run_program(bin + "syncfac-launch --cluster " + cluster
-                         + " --program " + bin
-                         + "convnet_mnist_distributed --max_wall_s 600 -- "
-                           "--data " + npz + " --model_file " + model + " "
-                         + flags
-                         + " --threads 1 --no_progress --log_every 100"
-                           " --connect_timeout_ms 60000 --summary "
-                         + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(bin + "syncfac-launch --cluster " + cluster
+                    + " --program " + bin
+                    + "convnet_mnist_distributed --max_wall_s 600 -- "
+                      "--data " + npz + " --model_file " + model + " "
+                    + flags
+                    + " --threads 1 --no_progress --log_every 100"
+                      " --connect_timeout_ms 60000 --summary "
+                    + summary);
   return read_file(summary);
 }
 
@@ -147,15 +145,13 @@ BOOST_AUTO_TEST_CASE(bags_with_offsets_train_end_to_end) {
                           " --layout offsets", npz, model);
   BOOST_TEST(made.find("(offsets)") != std::string::npos);
   auto summary = tmp.file("summary.json");
-  auto res = run_program(bin + "convnet_mnist_single --data " + npz
-                         + " --model_file " + model
-                         + " --worker_replicas 2 --ps_tasks 2"
-                           " --optimizer adam --learning_rate 0.02"
-                           " --steps 300 --batch_size 64 --threads 1"
-                           " --no_progress --log_every 100 --summary "
-                         + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(bin + "convnet_mnist_single --data " + npz
+                    + " --model_file " + model
+                    + " --worker_replicas 2 --ps_tasks 2"
+                      " --optimizer adam --learning_rate 0.02"
+                      " --steps 300 --batch_size 64 --threads 1"
+                      " --no_progress --log_every 100 --summary "
+                    + summary);
   auto text = read_file(summary);
   BOOST_TEST(json_numbers(text, "global_step").at(0) == 300);
   BOOST_TEST(json_numbers(text, "refused_pushes").at(0) == 0);

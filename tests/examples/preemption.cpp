@@ -217,11 +217,9 @@ bool contains(const std::string& text, const std::string& what) {
 /// process (one PS shard, as the cluster).
 std::string uninterrupted_digest(const temp_dir& tmp) {
   auto summary = tmp.file("whole.json");
-  auto res = run_program(bin + "convnet_mnist_single" + deterministic
-                         + " --ps_tasks 1 --steps " + std::to_string(steps)
-                         + " --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(bin + "convnet_mnist_single" + deterministic
+                    + " --ps_tasks 1 --steps " + std::to_string(steps)
+                    + " --summary " + summary);
   auto digest = json_string(read_file(summary), "params_digest");
   BOOST_REQUIRE(!digest.empty());
   return digest;

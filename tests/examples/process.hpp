@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -46,6 +47,25 @@ inline process_result run_program(const std::string& command_line) {
   int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+/// Runs `command_line`, which must succeed; its output goes to the log.
+inline process_result run_ok(const std::string& command_line) {
+  auto res = run_program(command_line);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  return res;
+}
+
+/// Runs `command_line`, which must fail (exit status not 0) with an output
+/// that says every one of `needles`.
+inline void check_refused(const std::string& command_line,
+                          const std::vector<std::string>& needles) {
+  auto res = run_program(command_line);
+  BOOST_TEST(res.exit_code != 0, command_line);
+  for (const auto& needle : needles)
+    BOOST_TEST(res.output.find(needle) != std::string::npos,
+               "no '" << needle << "' in: " << res.output);
 }
 
 inline std::string read_file(const std::string& path) {

@@ -30,10 +30,8 @@ const std::string data = " --fake_data --fake_train_size 2048"
 std::string run_single(const temp_dir& tmp, const std::string& name,
                        const std::string& flags) {
   auto summary = tmp.file(name + ".json");
-  auto res = run_program(single + data + " --threads 1 " + flags
-                         + " --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(single + data + " --threads 1 " + flags
+                    + " --summary " + summary);
   return read_file(summary);
 }
 
@@ -94,12 +92,10 @@ BOOST_AUTO_TEST_CASE(a_cluster_on_loopback_sends_the_minimum) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 2}});
   auto summary = tmp.file("summary.json");
-  auto res = run_program(launcher + " --cluster " + cluster + " --program "
-                         + program + " --max_wall_s 300 -- " + data
-                         + " --threads 1 --connect_timeout_ms 60000"
-                           " --steps 40 --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(launcher + " --cluster " + cluster + " --program "
+                    + program + " --max_wall_s 300 -- " + data
+                    + " --threads 1 --connect_timeout_ms 60000"
+                      " --steps 40 --summary " + summary);
   auto text = read_file(summary);
   check_near_minimum(text, 0.95);
   BOOST_TEST(number(text, "messages_per_global_step") > 0);

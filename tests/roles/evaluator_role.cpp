@@ -156,11 +156,9 @@ BOOST_FIXTURE_TEST_CASE(checkpoint_reports_match_an_offline_evaluation,
     auto step = static_cast<int64_t>(number(online, "step"));
     BOOST_TEST(step == static_cast<int64_t>(10 * (i + 1)));
     auto file = dir + "/ckpt-" + std::to_string(step) + ".safetensors";
-    auto offline = run_program(evaluator + " --evaluate_checkpoint " + file
-                               + " --fake_data --fake_test_size 500"
-                                 " --threads 1");
-    BOOST_TEST_MESSAGE(offline.output);
-    BOOST_REQUIRE_EQUAL(offline.exit_code, 0);
+    auto offline = run_ok(evaluator + " --evaluate_checkpoint " + file
+                          + " --fake_data --fake_test_size 500"
+                            " --threads 1");
     BOOST_TEST(number(offline.output, "step") == step);
     BOOST_TEST(number(offline.output, "examples") == 500);
     BOOST_TEST(number(offline.output, "test_accuracy")
@@ -180,10 +178,9 @@ BOOST_AUTO_TEST_CASE(an_offline_evaluation_refuses_a_broken_checkpoint) {
   temp_dir tmp;
   auto file = tmp.file("ckpt-5.safetensors");
   std::ofstream{file} << "not a checkpoint";
-  auto res = run_program(evaluator + " --evaluate_checkpoint " + file
-                         + " --fake_data --fake_test_size 50");
-  BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find(file) != std::string::npos, res.output);
+  check_refused(evaluator + " --evaluate_checkpoint " + file + " --fake_data"
+                " --fake_test_size 50",
+                {file});
 }
 
 BOOST_AUTO_TEST_CASE(survives_a_shard_and_the_chief_restarting) {
