@@ -45,7 +45,7 @@ void check_training(const std::string& flags, int64_t steps,
   auto errors = reconstruction_errors(res.output);
   BOOST_REQUIRE_EQUAL(errors.size(), 2u);
   BOOST_TEST(errors[1] <= errors[0]);
-  BOOST_TEST(res.output.find("(512 examples)") != std::string::npos);
+  BOOST_TEST(said(res.output, "(512 examples)"));
   auto text = read_file(summary);
   BOOST_TEST(json_numbers(text, "steps").at(0) == steps);
   BOOST_TEST(json_numbers(text, "eval_examples").at(0) == 512);
@@ -66,9 +66,7 @@ BOOST_AUTO_TEST_CASE(kfac_reduces_the_loss) {
   check_training(" --optimizer kfac --invert_every 5", 80, 0.9);
 }
 
-BOOST_AUTO_TEST_CASE(sync_runtime_trains_first_order) {
-  temp_dir tmp;
-  auto summary = tmp.file("summary.json");
+BOOST_FIXTURE_TEST_CASE(sync_runtime_trains_first_order, run_files) {
   auto res = run_ok(program + small + " --runtime sync --optimizer adam"
                     " --steps 40 --summary " + summary);
   auto text = read_file(summary);
@@ -96,12 +94,11 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_clear_errors) {
     BOOST_TEST_CONTEXT(c.flags) {
       auto res = run_program(program + c.flags);
       BOOST_TEST(res.exit_code != 0);
-      BOOST_TEST(res.output.find(c.mention) != std::string::npos,
-                 res.output);
-      BOOST_TEST(res.output.find("autoencoder_mnist: ") != std::string::npos);
+      BOOST_TEST(said(res.output, c.mention), res.output);
+      BOOST_TEST(said(res.output, "autoencoder_mnist: "));
     }
   }
   auto help = run_program(program + " --help");
   BOOST_TEST(help.exit_code == 0);
-  BOOST_TEST(help.output.find("eval_examples") != std::string::npos);
+  BOOST_TEST(said(help.output, "eval_examples"));
 }

@@ -84,9 +84,8 @@ BOOST_AUTO_TEST_CASE(worker_0_is_the_chief_without_a_chief_task) {
                                + summary);
   BOOST_TEST_MESSAGE(res.output);
   BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  BOOST_TEST(res.output.find("[worker:0] global_step: 40 | loss: ")
-               != std::string::npos);
-  BOOST_TEST(res.output.find("hosting chief") != std::string::npos);
+  BOOST_TEST(said(res.output, "[worker:0] global_step: 40 | loss: "));
+  BOOST_TEST(said(res.output, "hosting chief"));
   check_equals_one_worker_in_process(tmp, read_file(summary));
 }
 
@@ -202,7 +201,7 @@ BOOST_AUTO_TEST_CASE(tls_cluster_trains_to_the_same_parameters) {
                  + " --summary " + tls);
   BOOST_TEST_MESSAGE(res.output);
   BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  BOOST_TEST(res.output.find("(TLS)") != std::string::npos);
+  BOOST_TEST(said(res.output, "(TLS)"));
   BOOST_TEST(json_string(read_file(tls), "params_digest")
              == json_string(read_file(plain), "params_digest"));
 }
@@ -214,9 +213,8 @@ BOOST_AUTO_TEST_CASE(flags_that_contradict_the_cluster_are_refused) {
                          + " --job_name chief --task 0 --worker_replicas 3"
                          + common);
   BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("--worker_replicas 3 contradicts the cluster "
-                             "file's 2 'worker' task(s)")
-               != std::string::npos,
+  BOOST_TEST(said(res.output, "--worker_replicas 3 contradicts the cluster "
+                              "file's 2 'worker' task(s)"),
              res.output);
 }
 
@@ -228,9 +226,8 @@ BOOST_AUTO_TEST_CASE(a_missing_peer_is_named_and_bounded) {
                          + " --job_name chief --task 0" + common
                          + " --connect_timeout_ms 3000");
   BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("ps:0") != std::string::npos, res.output);
-  BOOST_TEST(res.output.find("not reachable") != std::string::npos,
-             res.output);
+  BOOST_TEST(said(res.output, "ps:0"), res.output);
+  BOOST_TEST(said(res.output, "not reachable"), res.output);
 }
 
 BOOST_AUTO_TEST_CASE(a_node_without_the_chief_gives_up_after_max_wait) {
@@ -240,8 +237,7 @@ BOOST_AUTO_TEST_CASE(a_node_without_the_chief_gives_up_after_max_wait) {
                          + " --job_name ps --task 0" + common
                          + " --max_wait_ms 2000");
   BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("no word from the chief") != std::string::npos,
-             res.output);
+  BOOST_TEST(said(res.output, "no word from the chief"), res.output);
 }
 
 BOOST_AUTO_TEST_CASE(a_frozen_chief_is_seen_within_seconds) {
@@ -258,7 +254,6 @@ BOOST_AUTO_TEST_CASE(a_frozen_chief_is_seen_within_seconds) {
                          + " --max_wait_ms 3000");
   BOOST_TEST_MESSAGE(res.output);
   BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("[ps:0] ps:0: the chief's node went down")
-               != std::string::npos);
-  BOOST_TEST(res.output.find("no word from the chief") != std::string::npos);
+  BOOST_TEST(said(res.output, "[ps:0] ps:0: the chief's node went down"));
+  BOOST_TEST(said(res.output, "no word from the chief"));
 }

@@ -17,19 +17,14 @@ const std::string program = SYNCFAC_BINARY_DIR
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(loss_falls_on_fake_data) {
-  temp_dir tmp;
-  auto metrics = tmp.file("metrics.jsonl");
-  auto summary = tmp.file("summary.json");
+BOOST_FIXTURE_TEST_CASE(loss_falls_on_fake_data, run_files) {
   auto res = run_ok(program + " --num_towers 2 --fake_data --steps 150"
                     " --batch_size 64 --optimizer adam"
                     " --learning_rate 0.001 --log_every 25 --threads 2"
                     " --no_progress --metrics " + metrics
                     + " --summary " + summary);
-  BOOST_TEST(res.output.find("2 tower(s) of 1 thread(s), each batch of 64 "
-                             "split 32/32")
-               != std::string::npos,
-             res.output);
+  BOOST_TEST(said(res.output, "2 tower(s) of 1 thread(s),
+             each batch of 64 split 32/32"), res.output);
   check_loss_fell(metrics, 6);
   auto text = read_file(summary);
   BOOST_TEST(json_numbers(text, "global_step").at(0) == 150);
@@ -42,9 +37,7 @@ BOOST_AUTO_TEST_CASE(the_trainer_runs_the_towers) {
   auto res = run_ok(program + " --num_towers 3 --fake_data --steps 4"
                     " --batch_size 30 --threads 3 --no_progress"
                     " --no_final_eval");
-  BOOST_TEST(res.output.find("multi-tower: 3 towers per worker")
-               != std::string::npos,
-             res.output);
+  BOOST_TEST(said(res.output, "multi-tower: 3 towers per worker"), res.output);
 }
 
 BOOST_AUTO_TEST_CASE(towers_follow_the_single_device_trajectory) {
@@ -72,9 +65,7 @@ BOOST_AUTO_TEST_CASE(towers_follow_the_single_device_trajectory) {
                "log line " << i << ": " << three[i] << " vs " << one[i]);
 }
 
-BOOST_AUTO_TEST_CASE(kfac_trains_across_towers) {
-  temp_dir tmp;
-  auto metrics = tmp.file("metrics.jsonl");
+BOOST_FIXTURE_TEST_CASE(kfac_trains_across_towers, run_files) {
   auto res = run_ok(program + " --num_towers 2 --optimizer kfac"
                     " --fake_data --steps 60 --batch_size 64"
                     " --log_every 20 --invert_every 5 --threads 2"
@@ -95,5 +86,5 @@ BOOST_AUTO_TEST_CASE(bad_tower_counts_are_clear_errors) {
 BOOST_AUTO_TEST_CASE(help_exits_cleanly) {
   auto res = run_program(program + " --help");
   BOOST_TEST(res.exit_code == 0);
-  BOOST_TEST(res.output.find("num_towers") != std::string::npos);
+  BOOST_TEST(said(res.output, "num_towers"));
 }

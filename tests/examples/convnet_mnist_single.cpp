@@ -16,15 +16,12 @@ const std::string program = SYNCFAC_BINARY_DIR "/bin/convnet_mnist_single";
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(loss_falls_on_fake_data) {
-  temp_dir tmp;
-  auto metrics = tmp.file("metrics.jsonl");
-  auto summary = tmp.file("summary.json");
+BOOST_FIXTURE_TEST_CASE(loss_falls_on_fake_data, run_files) {
   auto res = run_ok(program + " --fake_data --steps 150 --batch_size 64"
                     " --optimizer adam --learning_rate 0.001"
                     " --log_every 25 --threads 2 --metrics " + metrics
                     + " --summary " + summary);
-  BOOST_TEST(res.output.find("global_step: 25 | loss: ") != std::string::npos);
+  BOOST_TEST(said(res.output, "global_step: 25 | loss: "));
   check_loss_fell(metrics, 6);
   auto steps = json_numbers(read_file(metrics), "step");
   BOOST_TEST(steps.back() == 150);
@@ -69,14 +66,13 @@ BOOST_AUTO_TEST_CASE(corrupt_data_files_are_named) {
   }
   auto res = run_program(program + " --data_dir " + tmp.path());
   BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("train-images-idx3-ubyte") != std::string::npos,
-             res.output);
+  BOOST_TEST(said(res.output, "train-images-idx3-ubyte"), res.output);
 }
 
 BOOST_AUTO_TEST_CASE(help_exits_cleanly) {
   auto res = run_program(program + " --help");
   BOOST_TEST(res.exit_code == 0);
-  BOOST_TEST(res.output.find("learning_rate") != std::string::npos);
+  BOOST_TEST(said(res.output, "learning_rate"));
 }
 
 BOOST_AUTO_TEST_CASE(sync_topologies_run_in_one_process) {
@@ -109,8 +105,7 @@ BOOST_AUTO_TEST_CASE(sync_topologies_run_in_one_process) {
       if (t.backups)
         BOOST_TEST(json_numbers(text, "stale_pushes").at(0) > 0);
       BOOST_TEST(json_numbers(text, "test_accuracy").at(0) > 0.5);
-      BOOST_TEST(res.output.find("stale gradient pushes dropped: ")
-                 != std::string::npos);
+      BOOST_TEST(said(res.output, "stale gradient pushes dropped: "));
       // Every log line's metrics carry the stale count so far.
       BOOST_TEST(json_numbers(read_file(metrics), "stale_pushes").size()
                  == 3u);
@@ -125,13 +120,10 @@ BOOST_AUTO_TEST_CASE(bad_topologies_are_refused) {
   check_refused(program + " --fake_data --ps_tasks 0", {"ps_tasks"});
   auto runtime = run_program(program + " --fake_data --runtime magic");
   BOOST_TEST(runtime.exit_code != 0);
-  BOOST_TEST(runtime.output.find("magic") != std::string::npos,
-             runtime.output);
+  BOOST_TEST(said(runtime.output, "magic"), runtime.output);
 }
 
-BOOST_AUTO_TEST_CASE(plain_runtime_still_trains) {
-  temp_dir tmp;
-  auto summary = tmp.file("summary.json");
+BOOST_FIXTURE_TEST_CASE(plain_runtime_still_trains, run_files) {
   auto res = run_program(program + " --runtime plain --fake_data --steps 80"
                          " --batch_size 32 --optimizer adam"
                          " --learning_rate 0.001 --threads 2 --summary "
@@ -140,9 +132,7 @@ BOOST_AUTO_TEST_CASE(plain_runtime_still_trains) {
   BOOST_TEST(json_numbers(read_file(summary), "test_accuracy").at(0) > 0.5);
 }
 
-BOOST_AUTO_TEST_CASE(kfac_trains_in_the_plain_runtime) {
-  temp_dir tmp;
-  auto metrics = tmp.file("metrics.jsonl");
+BOOST_FIXTURE_TEST_CASE(kfac_trains_in_the_plain_runtime, run_files) {
   auto res = run_ok(program + " --runtime plain --optimizer kfac"
                     " --learning_rate 0.0001 --fake_data --steps 60"
                     " --batch_size 64 --log_every 20 --invert_every 5"
@@ -192,8 +182,7 @@ BOOST_AUTO_TEST_CASE(kfac_dedicated_workers_strategy) {
                          " --worker_replicas 3"
                          " --cov_inv_op_strategy dedicated_workers");
   BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("at least 5 worker tasks") != std::string::npos,
-             res.output);
+  BOOST_TEST(said(res.output, "at least 5 worker tasks"), res.output);
 }
 
 BOOST_AUTO_TEST_CASE(kfac_all_workers_strategy_by_cost_placement) {
@@ -204,7 +193,7 @@ BOOST_AUTO_TEST_CASE(kfac_all_workers_strategy_by_cost_placement) {
   auto res = run_program(program + " --optimizer kfac --fake_data"
                          " --cov_inv_op_strategy everyone");
   BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("everyone") != std::string::npos, res.output);
+  BOOST_TEST(said(res.output, "everyone"), res.output);
 }
 
 namespace {
@@ -264,8 +253,7 @@ BOOST_AUTO_TEST_CASE(log_lines_wait_for_a_real_report) {
                     " --log_every 1 --num_tokens 3 --threads 2"
                     " --no_progress");
   BOOST_TEST(res.output.find("| loss: 0 |") == std::string::npos, res.output);
-  BOOST_TEST(res.output.find("global_step: 20 | loss: ") != std::string::npos,
-             res.output);
+  BOOST_TEST(said(res.output, "global_step: 20 | loss: "), res.output);
 }
 
 BOOST_AUTO_TEST_CASE(variables_to_average_chooses_the_averaged_subset) {
@@ -324,13 +312,12 @@ BOOST_AUTO_TEST_CASE(the_main_job_reaches_88_percent) {
   BOOST_TEST(acc >= 0.88, "test accuracy " << acc);
 }
 
-BOOST_AUTO_TEST_CASE(kfac_log_lines_carry_the_preconditioner_and_the_pushes) {
+BOOST_FIXTURE_TEST_CASE(kfac_log_lines_carry_the_preconditioner_and_the_pushes,
+                        run_files) {
   // Every metrics line (and so every TensorBoard scalar of --logdir):
   // refused pushes and the token wait share of its window; under K-FAC the
   // damping, the inverse sets installed and the steps preconditioned in
   // each window: none before the first inverses, then most of a window.
-  temp_dir tmp;
-  auto metrics = tmp.file("metrics.jsonl");
   auto res = run_ok(program + " --fake_data --fake_train_size 2000"
                     " --steps 40 --batch_size 16 --log_every 10"
                     " --optimizer kfac --learning_rate 0.0003"

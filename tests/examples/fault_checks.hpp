@@ -27,11 +27,6 @@ inline std::string fault_run_command(const std::string& cluster,
          + flags + " --connect_timeout_ms 60000 --summary " + summary;
 }
 
-/// Whether `output` contains `text`.
-inline bool said(const std::string& output, const std::string& text) {
-  return output.find(text) != std::string::npos;
-}
-
 /// `output` contains every one of `texts`.
 inline void check_said(const std::string& output,
                        const std::vector<std::string>& texts) {

@@ -159,7 +159,7 @@ BOOST_AUTO_TEST_CASE(bad_descriptions_fail_before_training) {
                              + "/tb --checkpoint_dir " + out_dir + "/ckpt");
       BOOST_TEST(res.exit_code != 0, res.output);
       for (const auto& needle : c.says)
-        BOOST_TEST(res.output.find(needle) != std::string::npos,
+        BOOST_TEST(said(res.output, needle),
                    "'" << needle << "' not in: " << res.output);
       BOOST_TEST(res.output.find("global_step") == std::string::npos);
       BOOST_TEST(!fs::exists(out_dir), "written: " << out_dir);
@@ -235,9 +235,7 @@ BOOST_AUTO_TEST_CASE(own_data_and_own_model_train) {
   auto wrong = run_program(single + " --data " + npz + " --steps 5"
                            " --summary " + out_dir + "/s.json");
   BOOST_TEST(wrong.exit_code != 0);
-  BOOST_TEST(wrong.output.find("[28, 28, 1]") != std::string::npos,
-             wrong.output);
-  BOOST_TEST(wrong.output.find("vectors.npz") != std::string::npos,
-             wrong.output);
+  BOOST_TEST(said(wrong.output, "[28, 28, 1]"), wrong.output);
+  BOOST_TEST(said(wrong.output, "vectors.npz"), wrong.output);
   BOOST_TEST(!fs::exists(out_dir));
 }

@@ -49,6 +49,19 @@ inline process_result run_program(const std::string& command_line) {
   return result;
 }
 
+/// Whether `output` contains `text`.
+inline bool said(const std::string& output, const std::string& text) {
+  return output.find(text) != std::string::npos;
+}
+
+/// A scratch directory with the paths a run writes its metrics and its
+/// summary to.
+struct run_files {
+  temp_dir tmp;
+  std::string metrics = tmp.file("metrics.jsonl");
+  std::string summary = tmp.file("summary.json");
+};
+
 /// Runs `command_line`, which must succeed; its output goes to the log.
 inline process_result run_ok(const std::string& command_line) {
   auto res = run_program(command_line);

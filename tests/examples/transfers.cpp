@@ -115,7 +115,7 @@ BOOST_AUTO_TEST_CASE(a_malformed_delay_device_is_refused_by_name) {
                           "bench_delay:5:gamma:2", "bench_delay:5:lognormal"}) {
     auto res = run_program(single + data + " --steps 5 --device " + bad);
     BOOST_TEST(res.exit_code != 0, bad);
-    BOOST_TEST(res.output.find("device '" + bad + "'") != std::string::npos,
+    BOOST_TEST(said(res.output, "device '" + bad + "'"),
                bad << ": " << res.output);
   }
 }
