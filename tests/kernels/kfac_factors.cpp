@@ -197,8 +197,8 @@ void check_sampled(const conv_data& d, const factor_sampling& s, bool bias,
 /// At most `examples` examples of a batch and `locations` locations per
 /// example (0: all), the locations chosen by a generator seeded with
 /// `seed`.
-factor_sampling sampling(int64_t examples, int64_t locations,
-                         uint64_t seed = 0) {
+factor_sampling sampling_plan(int64_t examples, int64_t locations,
+                              uint64_t seed = 0) {
   factor_sampling s;
   s.max_examples = examples;
   s.max_locations = locations;
@@ -444,7 +444,7 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(sampling)
 
 BOOST_AUTO_TEST_CASE(sampled_rows_are_distinct_sorted_per_example) {
-  auto s = sampling(3, 4, 7);
+  auto s = sampling_plan(3, 4, 7);
   auto rows = cpu::sampled_rows(s, 5, 9);
   BOOST_REQUIRE_EQUAL(rows.size(), 12u);
   for (int64_t n = 0; n < 3; ++n) {
@@ -488,7 +488,7 @@ BOOST_AUTO_TEST_CASE(max_locations_matches_brute_force_on_the_subset) {
   conv_case k{3, 7, 6, 3, 3, 3, 4, 2, 1, padding::same};
   std::mt19937 rng(20);
   auto d = make_conv_data(k, rng);
-  auto s = sampling(0, 5, 99);
+  auto s = sampling_plan(0, 5, 99);
   tensor A, G;
   SYNCFAC_REQUIRE_OK(cpu::conv_factors(d.g, d.x, d.ds, true, s, 2, A, G));
   check_sampled(d, s, true, A, G, 15, 1e-6, 1e-5, "sampled");
@@ -505,7 +505,7 @@ BOOST_AUTO_TEST_CASE(default_sub_sampling_of_the_convnet) {
   // the kernel's blocks; the same for any thread count, exactly symmetric,
   // the brute force on the chosen rows.
   std::mt19937 rng(23);
-  auto s = sampling(16, 4, 5);
+  auto s = sampling_plan(16, 4, 5);
   for (auto k : {conv_case{20, 14, 14, 16, 5, 5, 16, 1, 1, padding::same},
                  conv_case{17, 28, 28, 1, 5, 5, 16, 1, 1, padding::same}}) {
     auto d = make_conv_data(k, rng);
@@ -537,7 +537,7 @@ BOOST_AUTO_TEST_CASE(same_seed_same_result_other_seed_other_result) {
   conv_case k{4, 8, 8, 3, 3, 3, 5, 1, 1, padding::same};
   std::mt19937 rng(21);
   auto d = make_conv_data(k, rng);
-  auto s = sampling(0, 10, 1);
+  auto s = sampling_plan(0, 10, 1);
   tensor A1, G1, A2, G2, A3, G3;
   SYNCFAC_REQUIRE_OK(cpu::conv_factors(d.g, d.x, d.ds, true, s, 1, A1, G1));
   SYNCFAC_REQUIRE_OK(cpu::conv_factors(d.g, d.x, d.ds, true, s, 2, A2, G2));
@@ -557,7 +557,7 @@ BOOST_AUTO_TEST_CASE(all_locations_equal_the_full_result) {
   SYNCFAC_REQUIRE_OK(
     cpu::conv_factors(d.g, d.x, d.ds, true, {}, 2, full_a, full_g));
   for (int64_t m : {d.g.locations(), d.g.locations() + 5}) {
-    auto s = sampling(3, m, 5);
+    auto s = sampling_plan(3, m, 5);
     tensor A, G;
     SYNCFAC_REQUIRE_OK(cpu::conv_factors(d.g, d.x, d.ds, true, s, 2, A, G));
     BOOST_CHECK(A == full_a);
@@ -718,7 +718,7 @@ BOOST_AUTO_TEST_CASE(conv_rows_are_the_sampled_patches) {
   std::mt19937 rng(12);
   // 5x5x3 kernel: patches of 76 with the 1; 2 examples x 4 locations.
   auto d = make_conv_data({3, 8, 8, 3, 5, 5, 4, 1, 1, padding::same}, rng);
-  auto s = sampling(2, 4, 9);
+  auto s = sampling_plan(2, 4, 9);
   tensor A0, G0, A, G;
   gram_rows A_rows, G_rows;
   SYNCFAC_REQUIRE_OK(cpu::conv_factors(d.g, d.x, d.ds, true, s, 2, A0, G0));
