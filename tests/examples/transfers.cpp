@@ -88,10 +88,8 @@ BOOST_AUTO_TEST_CASE(fewer_workers_than_replicas_cancel_the_pull) {
   BOOST_TEST(number(text, "pulls_without_values") >= 25);
 }
 
-BOOST_AUTO_TEST_CASE(a_cluster_on_loopback_sends_the_minimum) {
-  temp_dir tmp;
+BOOST_FIXTURE_TEST_CASE(a_cluster_on_loopback_sends_the_minimum, run_files) {
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 2}});
-  auto summary = tmp.file("summary.json");
   auto res = run_ok(launcher + " --cluster " + cluster + " --program "
                     + program + " --max_wall_s 300 -- " + data
                     + " --threads 1 --connect_timeout_ms 60000"
