@@ -23,10 +23,7 @@ const std::string single = bin + "convnet_mnist_single";
 
 /// One worker without initial tokens: every step takes the worker's next
 /// batch, so a run is deterministic (docs/distributed.md).
-const std::string deterministic = " --fake_data --fake_train_size 2048"
-                                  " --fake_test_size 500 --batch_size 32"
-                                  " --seed 3 --threads 1 --no_progress"
-                                  " --num_tokens 0 --no_final_eval";
+const std::string deterministic = deterministic_flags;
 
 /// Runs `command` to success and returns its summary file's text.
 std::string summary_of(const temp_dir& tmp, const std::string& command,
@@ -34,10 +31,6 @@ std::string summary_of(const temp_dir& tmp, const std::string& command,
   auto summary = tmp.file(name + ".json");
   auto res = run_ok(command + " --summary " + summary);
   return read_file(summary);
-}
-
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
 }
 
 } // namespace
@@ -80,7 +73,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_every_k_steps_keep_the_newest) {
   auto latest = store.load(50);
   BOOST_REQUIRE(latest);
   BOOST_TEST(latest->metadata.at("format") == "syncfac-run-1");
-  BOOST_TEST(contains(latest->metadata.at("data_order"), "\"worker\":0"));
+  BOOST_TEST(said(latest->metadata.at("data_order"), "\"worker\":0"));
 }
 
 BOOST_AUTO_TEST_CASE(kfac_factors_and_inverses_come_back) {
@@ -100,7 +93,7 @@ BOOST_AUTO_TEST_CASE(kfac_factors_and_inverses_come_back) {
     BOOST_REQUIRE_MESSAGE(ckpt, "checkpoint of step " << step);
     size_t n = 0;
     for (const auto& t : ckpt->tensors)
-      n += contains(t.name, prefix) ? 1 : 0;
+      n += said(t.name, prefix) ? 1 : 0;
     return n;
   };
   // Three layers, A and G each.
@@ -125,9 +118,9 @@ BOOST_AUTO_TEST_CASE(more_workers_and_shards_resume_a_checkpoint) {
                     + " --steps 30 --worker_replicas 2"
                       " --replicas_to_aggregate 2 --ps_tasks 2"
                       " --checkpoint_dir " + dir);
-  BOOST_TEST(contains(res.output, "restored " + dir + "/ckpt-20.safetensors"));
-  BOOST_TEST(contains(res.output, "data order starts the next epoch"));
-  BOOST_TEST(contains(res.output, "\"global_step\": 30"));
+  BOOST_TEST(said(res.output, "restored " + dir + "/ckpt-20.safetensors"));
+  BOOST_TEST(said(res.output, "data order starts the next epoch"));
+  BOOST_TEST(said(res.output, "\"global_step\": 30"));
 }
 
 BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_is_a_clear_error) {
@@ -141,9 +134,9 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_is_a_clear_error) {
                                " --steps 5 --no_progress --checkpoint_dir "
                          + dir);
   BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(contains(res.output, "was written for the model 'convnet"),
+  BOOST_TEST(said(res.output, "was written for the model 'convnet"),
              res.output);
-  BOOST_TEST(contains(res.output, "this run trains 'autoencoder"), res.output);
+  BOOST_TEST(said(res.output, "this run trains 'autoencoder"), res.output);
   // Nothing of the convnet's checkpoint was touched.
   BOOST_TEST(static_cast<bool>(checkpoint_store{dir}.load(5)));
 }
@@ -160,9 +153,9 @@ BOOST_AUTO_TEST_CASE(a_corrupt_newest_checkpoint_falls_back_to_the_previous) {
                                std::filesystem::file_size(newest) / 2);
   auto res = run_ok(single + deterministic
                     + " --steps 25 --checkpoint_dir " + dir);
-  BOOST_TEST(contains(res.output, "ckpt-20.safetensors"));
-  BOOST_TEST(contains(res.output, "restored " + dir + "/ckpt-10.safetensors"));
-  BOOST_TEST(contains(res.output, "\"restored_step\": 10"));
+  BOOST_TEST(said(res.output, "ckpt-20.safetensors"));
+  BOOST_TEST(said(res.output, "restored " + dir + "/ckpt-10.safetensors"));
+  BOOST_TEST(said(res.output, "\"restored_step\": 10"));
 }
 
 BOOST_AUTO_TEST_CASE(the_plain_runtime_refuses_a_checkpoint_directory) {
@@ -171,7 +164,7 @@ BOOST_AUTO_TEST_CASE(the_plain_runtime_refuses_a_checkpoint_directory) {
                          + " --runtime plain --steps 5 --checkpoint_dir "
                          + tmp.file("ckpt"));
   BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(contains(res.output, "--checkpoint_dir needs --runtime sync"),
+  BOOST_TEST(said(res.output, "--checkpoint_dir needs --runtime sync"),
              res.output);
 }
 

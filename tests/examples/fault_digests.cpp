@@ -28,11 +28,8 @@ namespace {
 
 /// Deterministic: one worker, no initial tokens, one thread per device.
 /// A log line every step, so that a --kill hook fires at its step.
-const std::string deterministic = " --fake_data --fake_train_size 2048"
-                                  " --fake_test_size 500 --batch_size 32"
-                                  " --seed 3 --threads 1 --no_progress"
-                                  " --num_tokens 0 --no_final_eval"
-                                  " --init glorot --log_every 1";
+const std::string deterministic = deterministic_flags
+                                  + " --init glorot --log_every 1";
 
 const int steps = 60;
 

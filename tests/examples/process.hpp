@@ -29,6 +29,15 @@ namespace syncfac::test {
 /// Where this build's programs are (syncfac-launch, the examples).
 inline const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 
+/// One worker without initial tokens on the synthetic data, one thread
+/// per device and no final evaluation: a deterministic run, whose every
+/// step takes the worker's next batch (docs/distributed.md, "Who hosts
+/// what").
+inline const std::string deterministic_flags =
+  " --fake_data --fake_train_size 2048 --fake_test_size 500"
+  " --batch_size 32 --seed 3 --threads 1 --no_progress --num_tokens 0"
+  " --no_final_eval";
+
 struct process_result {
   int exit_code = -1;
   std::string output;
