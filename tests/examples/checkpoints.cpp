@@ -33,6 +33,20 @@ std::string summary_of(const temp_dir& tmp, const std::string& command,
   return read_file(summary);
 }
 
+/// A scratch directory and its checkpoint directory.
+struct checkpointed {
+  temp_dir tmp;
+  std::string dir = tmp.file("ckpt");
+
+  /// The summary of the deterministic run in one process with `flags`,
+  /// checkpointing into `dir`; `name` names its summary file.
+  std::string run_single(const std::string& flags, const std::string& name) {
+    return summary_of(tmp, single + deterministic + flags
+                             + " --checkpoint_dir " + dir,
+                      name);
+  }
+};
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(a_resumed_run_ends_where_an_uninterrupted_one_does) {
@@ -108,12 +122,9 @@ BOOST_AUTO_TEST_CASE(kfac_factors_and_inverses_come_back) {
     BOOST_TEST(json_numbers(second, "preconditioned_steps").at(0) == 10);
 }
 
-BOOST_AUTO_TEST_CASE(more_workers_and_shards_resume_a_checkpoint) {
-  temp_dir tmp;
-  auto dir = tmp.file("ckpt");
-  summary_of(tmp, single + deterministic + " --steps 20 --checkpoint_dir "
-                    + dir,
-             "first");
+BOOST_FIXTURE_TEST_CASE(more_workers_and_shards_resume_a_checkpoint,
+                        checkpointed) {
+  run_single(" --steps 20", "first");
   auto res = run_ok(single + deterministic
                     + " --steps 30 --worker_replicas 2"
                       " --replicas_to_aggregate 2 --ps_tasks 2"
@@ -123,12 +134,9 @@ BOOST_AUTO_TEST_CASE(more_workers_and_shards_resume_a_checkpoint) {
   BOOST_TEST(said(res.output, "\"global_step\": 30"));
 }
 
-BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_is_a_clear_error) {
-  temp_dir tmp;
-  auto dir = tmp.file("ckpt");
-  summary_of(tmp, single + deterministic + " --steps 5 --checkpoint_dir "
-                    + dir,
-             "convnet");
+BOOST_FIXTURE_TEST_CASE(a_checkpoint_of_another_model_is_a_clear_error,
+                        checkpointed) {
+  run_single(" --steps 5", "convnet");
   auto res = run_program(bin + "autoencoder_mnist --runtime sync --fake_data"
                                " --fake_train_size 256 --batch_size 32"
                                " --steps 5 --no_progress --checkpoint_dir "
@@ -141,12 +149,9 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_is_a_clear_error) {
   BOOST_TEST(static_cast<bool>(checkpoint_store{dir}.load(5)));
 }
 
-BOOST_AUTO_TEST_CASE(a_corrupt_newest_checkpoint_falls_back_to_the_previous) {
-  temp_dir tmp;
-  auto dir = tmp.file("ckpt");
-  summary_of(tmp, single + deterministic + " --steps 20 --checkpoint_every 10"
-                                           " --checkpoint_dir " + dir,
-             "first");
+BOOST_FIXTURE_TEST_CASE(a_corrupt_newest_checkpoint_falls_back_to_the_previous,
+                        checkpointed) {
+  run_single(" --steps 20 --checkpoint_every 10", "first");
   // Cut the newest file in half, as a crash during a copy would.
   auto newest = dir + "/ckpt-20.safetensors";
   std::filesystem::resize_file(newest,

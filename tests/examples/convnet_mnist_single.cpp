@@ -89,15 +89,13 @@ BOOST_AUTO_TEST_CASE(sync_topologies_run_in_one_process) {
                           " --ps_tasks 3",
                           false}}) {
     BOOST_TEST_CONTEXT(t.flags) {
-      temp_dir tmp;
-      auto summary = tmp.file("summary.json");
-      auto metrics = tmp.file("metrics.jsonl");
+      run_files files;
       auto res = run_ok(program + " --fake_data --steps 60"
                         " --batch_size 32 --optimizer adam"
                         " --learning_rate 0.001 --log_every 20"
-                        " --threads 2 --summary " + summary
-                        + " --metrics " + metrics + " " + t.flags);
-      auto text = read_file(summary);
+                        " --threads 2 --summary " + files.summary
+                        + " --metrics " + files.metrics + " " + t.flags);
+      auto text = read_file(files.summary);
       BOOST_TEST(json_numbers(text, "global_step").at(0) == 60);
       BOOST_TEST(json_numbers(text, "accepted_pushes").at(0) > 0);
       BOOST_TEST(json_numbers(text, "refused_pushes").at(0) == 0);
@@ -106,7 +104,7 @@ BOOST_AUTO_TEST_CASE(sync_topologies_run_in_one_process) {
       BOOST_TEST(json_numbers(text, "test_accuracy").at(0) > 0.5);
       BOOST_TEST(said(res.output, "stale gradient pushes dropped: "));
       // Every log line's metrics carry the stale count so far.
-      BOOST_TEST(json_numbers(read_file(metrics), "stale_pushes").size()
+      BOOST_TEST(json_numbers(read_file(files.metrics), "stale_pushes").size()
                  == 3u);
     }
   }
@@ -148,16 +146,14 @@ namespace {
 /// summary must show statistics folded, inverses computed and shipped, and
 /// steps preconditioned.
 void check_kfac_strategy(const std::string& flags) {
-  temp_dir tmp;
-  auto metrics = tmp.file("metrics.jsonl");
-  auto summary = tmp.file("summary.json");
-  auto res = run_ok(program + " --optimizer kfac --learning_rate 0.0003"
-                    " --fake_data --fake_train_size 4000 --steps 60"
-                    " --batch_size 32 --log_every 20 --invert_every 5"
-                    " --threads 2 --no_final_eval --metrics "
-                    + metrics + " --summary " + summary + " " + flags);
-  check_loss_fell(metrics, 3);
-  auto text = read_file(summary);
+  run_files files;
+  run_ok(program + " --optimizer kfac --learning_rate 0.0003"
+         " --fake_data --fake_train_size 4000 --steps 60"
+         " --batch_size 32 --log_every 20 --invert_every 5"
+         " --threads 2 --no_final_eval --metrics " + files.metrics
+         + " --summary " + files.summary + " " + flags);
+  check_loss_fell(files.metrics, 3);
+  auto text = read_file(files.summary);
   BOOST_TEST(json_numbers(text, "cov_updates").at(0) >= 10);
   BOOST_TEST(json_numbers(text, "layer_inversions").at(0) >= 3);
   BOOST_TEST(json_numbers(text, "layers_ready").at(0) == 3);
