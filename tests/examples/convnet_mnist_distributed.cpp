@@ -49,6 +49,20 @@ process_result launch_ok(const std::string& cluster,
   return res;
 }
 
+/// The summary of 40 K-FAC steps of `common` and `flags` on a cluster of
+/// `jobs`, whose loss must fall below 0.8 of the first.
+std::string kfac_run(const run_files& files,
+                     const std::map<std::string, int>& jobs,
+                     const std::string& flags) {
+  auto cluster = write_cluster(files.tmp, jobs);
+  launch_ok(cluster, common + " --steps 40 --log_every 10 --optimizer kfac"
+                       " --learning_rate 0.0003 --init glorot" + flags
+                       + " --metrics " + files.metrics + " --summary "
+                       + files.summary);
+  check_loss_fell(files.metrics, 4, 0.8);
+  return read_file(files.summary);
+}
+
 /// A cluster run's summary `text` (one worker, 2 PS shards, 40 steps of
 /// `common`) against the same run in one process: the global step, and
 /// bit-identical parameters (params_digest).
@@ -133,15 +147,8 @@ BOOST_FIXTURE_TEST_CASE(kfac_chief_worker_with_covariance_and_inverse_tasks,
 }
 
 BOOST_FIXTURE_TEST_CASE(kfac_dedicated_workers_across_processes, run_files) {
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 5}, {"ps", 1}});
-  auto res = launch_ok(cluster, common + " --steps 40 --log_every 10"
-                                  " --optimizer kfac --learning_rate 0.0003"
-                                  " --init glorot"
-                                  " --cov_inv_op_strategy dedicated_workers"
-                                  " --metrics " + metrics + " --summary "
-                                  + summary);
-  check_loss_fell(metrics, 4, 0.8);
-  auto text = read_file(summary);
+  auto text = kfac_run(*this, {{"chief", 1}, {"worker", 5}, {"ps", 1}},
+                       " --cov_inv_op_strategy dedicated_workers");
   // ceil(0.6 * 5) = 3 gradient workers; the fifth task inverts.
   BOOST_TEST(json_numbers(text, "workers").at(0) == 3);
   BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
@@ -152,14 +159,7 @@ BOOST_FIXTURE_TEST_CASE(the_seeds_kfac_example_as_a_cluster, run_files) {
   // worker 0 the chief (no chief task), and R = ceil(0.6 * 5) = 3 of the 5
   // gradients per update, which is what the in-process run of the same
   // flags aggregates too (tests/examples/convnet_mnist_single.cpp).
-  auto cluster = write_cluster(tmp, {{"worker", 5}, {"ps", 2}});
-  auto res = launch_ok(cluster, common + " --steps 40 --log_every 10"
-                                  " --optimizer kfac --learning_rate 0.0003"
-                                  " --init glorot --invert_every 5"
-                                  " --metrics " + metrics + " --summary "
-                                  + summary);
-  check_loss_fell(metrics, 4, 0.8);
-  auto text = read_file(summary);
+  auto text = kfac_run(*this, {{"worker", 5}, {"ps", 2}}, " --invert_every 5");
   BOOST_TEST(json_numbers(text, "workers").at(0) == 5);
   BOOST_TEST(json_numbers(text, "replicas_to_aggregate").at(0) == 3);
   BOOST_TEST(json_numbers(text, "ps_tasks").at(0) == 2);
