@@ -208,14 +208,11 @@ BOOST_AUTO_TEST_CASE(one_rule_for_workers_and_replicas_to_aggregate) {
   // runtime/sync/replica_counts.hpp, the rule a cluster follows too
   // (tests/examples/convnet_mnist_distributed.cpp).
   auto n_only = sync_summary("--worker_replicas 2");
-  BOOST_TEST(json_numbers(n_only, "workers").at(0) == 2);
-  BOOST_TEST(json_numbers(n_only, "replicas_to_aggregate").at(0) == 2);
+  check_counters(n_only, {{"workers", 2}, {"replicas_to_aggregate", 2}});
   auto r_only = sync_summary("--replicas_to_aggregate 3");
-  BOOST_TEST(json_numbers(r_only, "workers").at(0) == 3);
-  BOOST_TEST(json_numbers(r_only, "replicas_to_aggregate").at(0) == 3);
+  check_counters(r_only, {{"workers", 3}, {"replicas_to_aggregate", 3}});
   auto neither = sync_summary("");
-  BOOST_TEST(json_numbers(neither, "workers").at(0) == 1);
-  BOOST_TEST(json_numbers(neither, "replicas_to_aggregate").at(0) == 1);
+  check_counters(neither, {{"workers", 1}, {"replicas_to_aggregate", 1}});
   check_refused(program + " --fake_data --worker_replicas -2",
                 {"--worker_replicas must be at least 1"});
 }
@@ -228,9 +225,8 @@ BOOST_AUTO_TEST_CASE(the_seeds_kfac_example_in_one_process) {
                            " --invert_every 4 --worker_replicas 5"
                            " --ps_tasks 2 --use_fake_data",
                            40);
-  BOOST_TEST(json_numbers(text, "workers").at(0) == 5);
-  BOOST_TEST(json_numbers(text, "replicas_to_aggregate").at(0) == 3);
-  BOOST_TEST(json_numbers(text, "ps_tasks").at(0) == 2);
+  check_counters(text, {{"workers", 5}, {"replicas_to_aggregate", 3},
+                        {"ps_tasks", 2}});
   BOOST_TEST(json_string(text, "strategy") == "chief_worker");
   BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
   BOOST_TEST(json_numbers(text, "preconditioned_steps").at(0) > 0);
@@ -272,9 +268,8 @@ BOOST_AUTO_TEST_CASE(the_exact_kfac_cadence_folds_every_step) {
   auto text = sync_summary("--optimizer kfac --learning_rate 0.0003"
                            " --invert_every 5 --kfac_cadence exact",
                            30);
-  BOOST_TEST(json_numbers(text, "stats_skipped").at(0) == 0);
-  BOOST_TEST(json_numbers(text, "cov_updates").at(0) == 30);
-  BOOST_TEST(json_numbers(text, "factor_sets").at(0) == 6);
+  check_counters(text, {{"stats_skipped", 0}, {"cov_updates", 30},
+                        {"factor_sets", 6}});
   check_refused(program + " --fake_data --optimizer kfac --kfac_cadence"
                 " sometimes",
                 {"sometimes"});
@@ -298,8 +293,7 @@ BOOST_AUTO_TEST_CASE(the_main_job_reaches_88_percent) {
   BOOST_TEST(res.output.rfind("optimizer: kfac, learning_rate 0.0003", 0) == 0,
              res.output.substr(0, 200));
   auto text = read_file(summary);
-  BOOST_TEST(json_numbers(text, "workers").at(0) == 3);
-  BOOST_TEST(json_numbers(text, "replicas_to_aggregate").at(0) == 2);
+  check_counters(text, {{"workers", 3}, {"replicas_to_aggregate", 2}});
   auto acc = json_numbers(text, "test_accuracy").at(0);
   BOOST_TEST(acc >= 0.88, "test accuracy " << acc);
 }

@@ -34,14 +34,6 @@ inline void check_said(const std::string& output,
     BOOST_TEST(said(output, text), "no '" << text << "' in the output");
 }
 
-/// Each counter of the summary named in `expected` has its value there.
-inline void
-check_counters(const std::string& summary,
-               const std::vector<std::pair<std::string, double>>& expected) {
-  for (const auto& [name, value] : expected)
-    BOOST_TEST(number(summary, name) == value, name);
-}
-
 /// The account of updates: inherited + applied - rolled back is the
 /// final step, every update a rollback threw away was applied again, and
 /// the chief's count of the steps it did again says the same. Returns

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <netinet/in.h>
@@ -114,6 +115,14 @@ inline double number(const std::string& json, const std::string& key) {
   auto xs = json_numbers(json, key);
   BOOST_REQUIRE_MESSAGE(!xs.empty(), "no \"" << key << "\" in " << json);
   return xs.front();
+}
+
+/// Each counter of the summary named in `expected` has its value there.
+inline void
+check_counters(const std::string& summary,
+               const std::vector<std::pair<std::string, double>>& expected) {
+  for (const auto& [name, value] : expected)
+    BOOST_TEST(number(summary, name) == value, name);
 }
 
 /// Checks that a metrics file holds `lines` training lines and that the
