@@ -648,8 +648,11 @@ BOOST_AUTO_TEST_CASE(invalid_configs_are_refused_by_name) {
          "'v0' appears twice");
   expect([](ps_shard_config& x) { x.variables[1].name.clear(); },
          "variable #1 has an empty name");
-  expect([](ps_shard_config& x) { x.variables[2].value[1] = std::numeric_limits<float>::infinity(); },
-         "'v_sparse' holds NaN or Inf");
+  expect(
+    [](ps_shard_config& x) {
+      x.variables[2].value[1] = std::numeric_limits<float>::infinity();
+    },
+    "'v_sparse' holds NaN or Inf");
   expect([](ps_shard_config& x) { x.sparse_variables.push_back("embedding"); },
          "sparse variable 'embedding' is not among");
   expect([](ps_shard_config& x) { x.sparse_variables.push_back("v0"); },
@@ -690,7 +693,7 @@ gradient_push dense_push(parameter_set grads, int32_t worker = 0,
 
 } // namespace
 
-// -- moving averages and pushes of some variables -------------------------------
+// -- moving averages and pushes of some variables ---------------------------
 
 BOOST_FIXTURE_TEST_CASE(moving_averages_start_at_the_initial_values,
                         fixture) {
