@@ -319,7 +319,7 @@ BOOST_AUTO_TEST_CASE(gradient_matches_finite_differences) {
       BOOST_REQUIRE(m->forward_backward(*dev, images, labels));
       check_gradient_by_differences(
         *m, *dev, images, labels, 5, 5e-3f, 5e-4,
-        to_string(act) + " " + to_string(init) + " ");
+        std::string{to_string(act)} + " " + to_string(init) + " ");
     }
   }
 }

@@ -153,8 +153,8 @@ void check_model_gradient(model_spec spec, int64_t n, uint64_t seed) {
     labels.push_back(static_cast<int32_t>(i % spec.num_classes));
   auto base = m->forward_backward(*dev, images, labels);
   BOOST_REQUIRE(base);
-  check_gradient_by_differences(*m, *dev, images, labels, seed, 1e-3f, 3e-4,
-                                "");
+  test::check_gradient_by_differences(*m, *dev, images, labels, seed, 1e-3f,
+                                      3e-4, "");
 }
 
 BOOST_AUTO_TEST_CASE(convnet_gradient_matches_finite_differences) {
