@@ -23,8 +23,9 @@ BOOST_FIXTURE_TEST_CASE(loss_falls_on_fake_data, run_files) {
                     " --learning_rate 0.001 --log_every 25 --threads 2"
                     " --no_progress --metrics " + metrics
                     + " --summary " + summary);
-  BOOST_TEST(said(res.output, "2 tower(s) of 1 thread(s),
-             each batch of 64 split 32/32"), res.output);
+  BOOST_TEST(said(res.output, "2 tower(s) of 1 thread(s), each batch of 64 "
+                              "split 32/32"),
+             res.output);
   check_loss_fell(metrics, 6);
   auto text = read_file(summary);
   BOOST_TEST(json_numbers(text, "global_step").at(0) == 150);
