@@ -20,6 +20,7 @@
 #include "actors/worker.hpp"
 #include "actors/program_config.hpp"
 #include "tests/helpers.hpp"
+#include "tests/test_scheduler.hpp"
 
 using namespace syncfac;
 using namespace std::chrono_literals;
@@ -87,18 +88,7 @@ seed_device(device_actor::pointer self, int worker, bool bad_shape) {
   };
 }
 
-struct testing_config : program_config {
-  testing_config() {
-    set("scheduler.policy", caf::atom("testing"));
-  }
-};
-
-struct fixture {
-  testing_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scheduler::test_coordinator& sched
-    = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-  caf::scoped_actor self{sys};
+struct fixture : test::deterministic_system {
   std::shared_ptr<const dataset> data
     = std::make_shared<const dataset>(make_fake_dataset(64, 1));
   std::vector<ps_actor> shards;
