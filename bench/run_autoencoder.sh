@@ -21,10 +21,11 @@
 # "--fake_data --hidden 64,8" for a quick check of this script). About 12 minutes on 2 cores with the defaults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/bench_lib.sh
 steps=${1:-600}
 threads=${2:-2}
 bin=${SYNCFAC_BIN:-build/bin/autoencoder_mnist}
-[ -x "$bin" ] || { echo "bench: $bin not built (cmake --build build --target autoencoder_mnist)" >&2; exit 1; }
+need_built "$bin"
 batch=${BATCH:-256}
 eval_every=${EVAL_EVERY:-50}
 eval_examples=${EVAL_EXAMPLES:-5000}
@@ -35,8 +36,7 @@ kfac_steps=${KFAC_STEPS:-$((steps / 2))}
 seed=${SEED:-0}
 data=()
 [ -n "${DATA_DIR:-}" ] && data=(--data_dir "$DATA_DIR")
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+scratch_dir
 common=("${data[@]}" --batch_size "$batch" --eval_every "$eval_every"
         --eval_examples "$eval_examples" --threads "$threads" --seed "$seed"
         --log_every "$eval_every" --no_progress)
