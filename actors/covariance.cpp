@@ -5,6 +5,7 @@
 
 #include "actors/kfac_role_checks.hpp"
 #include "actors/role_snapshots.hpp"
+#include "actors/spawn_validated.hpp"
 #include "kernels/cpu/kfac_factors.hpp"
 #include "runtime/base/error.hpp"
 
@@ -14,18 +15,8 @@ namespace {
 
 using self_ptr = covariance_actor::stateful_pointer<covariance_state>;
 
-constexpr size_t no_layer = static_cast<size_t>(-1);
-
 std::string actor_name(int32_t index) {
   return "covariance actor " + std::to_string(index);
-}
-
-std::string square_shape(int64_t n) {
-  return std::to_string(n) + "x" + std::to_string(n);
-}
-
-bool is_square(const tensor& t, int64_t n) {
-  return t.rank() == 2 && t.dim(0) == n && t.dim(1) == n;
 }
 
 // -- configuration -----------------------------------------------------------
@@ -47,10 +38,11 @@ void init_state(covariance_state& st, covariance_config cfg) {
 // -- stats updates -----------------------------------------------------------
 
 size_t find_layer(const covariance_state& st, const std::string& name) {
-  for (size_t i = 0; i < st.layers.size(); ++i)
-    if (st.layers[i].info.name == name)
-      return i;
-  return no_layer;
+  return syncfac::find_layer(
+    st.layers, name,
+    [](const covariance_layer& l) -> const std::string& {
+      return l.info.name;
+    });
 }
 
 /// What is wrong with one factor of an update (empty: nothing): it comes
@@ -59,9 +51,7 @@ size_t find_layer(const covariance_state& st, const std::string& name) {
 std::string factor_problem(const std::string& name, const tensor& matrix,
                            const gram_rows& rows, int64_t dim) {
   if (rows.x.empty())
-    return is_square(matrix, dim) ? std::string{}
-                                  : name + " must be " + square_shape(dim)
-                                      + ", got " + matrix.shape_string();
+    return square_problem(name, matrix, dim);
   if (!matrix.empty())
     return name + " comes both as a matrix and as rows";
   if (rows.x.rank() != 2 || rows.x.dim(1) != dim)
@@ -395,6 +385,8 @@ caf::error covariance_config::validate() const {
   return caf::none;
 }
 
+namespace {
+
 covariance_actor::behavior_type covariance_role(self_ptr self,
                                                 covariance_config cfg) {
   if (auto err = cfg.validate()) {
@@ -438,11 +430,11 @@ covariance_actor::behavior_type covariance_role(self_ptr self,
   };
 }
 
+} // namespace
+
 caf::expected<covariance_actor> spawn_covariance(caf::actor_system& sys,
                                                  covariance_config cfg) {
-  if (auto err = cfg.validate())
-    return err;
-  return sys.spawn(covariance_role, std::move(cfg));
+  return spawn_validated(sys, covariance_role, std::move(cfg));
 }
 
 } // namespace syncfac

@@ -144,10 +144,6 @@ struct covariance_state {
 /// bug.
 caf::error fold_deferred(covariance_state& st);
 
-covariance_actor::behavior_type
-covariance_role(covariance_actor::stateful_pointer<covariance_state> self,
-                covariance_config cfg);
-
 /// Validates `cfg` and spawns the actor (event-based).
 caf::expected<covariance_actor> spawn_covariance(caf::actor_system& sys,
                                                  covariance_config cfg);

@@ -34,6 +34,15 @@ caf::error no_model() {
                     "device: no model loaded (send load_model first)");
 }
 
+/// Overwrites the loaded replica's parameters with `values` (a pull from
+/// the PS); an error without a replica or when they do not fit it.
+caf::error set_replica_parameters(device_state& st,
+                                  const parameter_set& values) {
+  if (!st.replica)
+    return no_model();
+  return st.replica->set_parameters(values);
+}
+
 /// The replica's gradients as a worker pushes them: an embedding table's
 /// as its touched rows (a sparse push), every other one dense.
 void split_gradients(const model& replica, parameter_set& dense,
@@ -240,10 +249,7 @@ device_actor::behavior_type device(self_ptr self,
                         st.replica->parameters()};
     },
     [=](params_atom, const parameter_set& values) -> caf::result<caf::ok_atom> {
-      auto& st = self->state;
-      if (!st.replica)
-        return refuse(self, no_model());
-      if (auto err = st.replica->set_parameters(values))
+      if (auto err = set_replica_parameters(self->state, values))
         return refuse(self, std::move(err));
       return caf::ok_atom::value;
     },
@@ -272,20 +278,14 @@ device_actor::behavior_type device(self_ptr self,
     [=](grads_atom, const parameter_set& values,
         const batch& b) -> caf::result<step_result> {
       auto t0 = std::chrono::steady_clock::now();
-      auto& st = self->state;
-      if (!st.replica)
-        return refuse(self, no_model());
-      if (auto err = st.replica->set_parameters(values))
+      if (auto err = set_replica_parameters(self->state, values))
         return refuse(self, std::move(err));
       return gradients_of(self, b, t0);
     },
     [=](grads_atom, const parameter_set& values, const batch& b,
         const stats_request& req) -> caf::result<step_result> {
       auto t0 = std::chrono::steady_clock::now();
-      auto& st = self->state;
-      if (!st.replica)
-        return refuse(self, no_model());
-      if (auto err = st.replica->set_parameters(values))
+      if (auto err = set_replica_parameters(self->state, values))
         return refuse(self, std::move(err));
       auto res = compute_gradients(self, b, t0);
       if (!res)
@@ -300,10 +300,7 @@ device_actor::behavior_type device(self_ptr self,
     },
     [=](stats_atom, const parameter_set& values, const batch& b,
         const stats_request& req) -> caf::result<stats_update> {
-      auto& st = self->state;
-      if (!st.replica)
-        return refuse(self, no_model());
-      if (auto err = st.replica->set_parameters(values))
+      if (auto err = set_replica_parameters(self->state, values))
         return refuse(self, std::move(err));
       stats_update out;
       auto stats = statistics_of(self, b, req, false, out.examples);

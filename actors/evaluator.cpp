@@ -2,8 +2,9 @@
 
 #include <caf/typed_response_promise.hpp>
 
+#include "actors/evaluate_slices.hpp"
 #include "actors/gather.hpp"
-#include "runtime/data/batcher.hpp"
+#include "actors/spawn_validated.hpp"
 #include "runtime/base/error.hpp"
 
 namespace syncfac {
@@ -21,33 +22,6 @@ caf::error failed(const std::string& what, caf::error err) {
                                      + render(err));
 }
 
-/// Evaluates slice [begin, ...) and the rest after it, then answers.
-void evaluate_from(self_ptr self, int64_t step, int64_t begin,
-                   std::shared_ptr<eval_result> total, promise_type rp) {
-  auto& st = self->state;
-  const auto& data = *st.cfg.data;
-  if (begin >= data.count) {
-    if (st.cfg.on_result)
-      st.cfg.on_result(step, *total);
-    rp.deliver(*total);
-    return;
-  }
-  auto end = std::min(data.count, begin + st.cfg.slice_size);
-  batch b;
-  slice(data, begin, end, b);
-  // await: one evaluation at a time, in order.
-  self->request(st.cfg.device, st.cfg.request_timeout, eval_atom::value,
-                std::move(b))
-    .await(
-      [=](eval_result& part) mutable {
-        *total += part;
-        evaluate_from(self, step, end, total, rp);
-      },
-      [=](caf::error& err) mutable {
-        rp.deliver(failed("evaluation", std::move(err)));
-      });
-}
-
 void evaluate_pulled(self_ptr self, int64_t step,
                      std::vector<shard_params> pulled, promise_type rp) {
   auto& st = self->state;
@@ -63,15 +37,18 @@ void evaluate_pulled(self_ptr self, int64_t step,
       }
       st.params[i->second].value = std::move(v.value);
     }
-  self->request(st.cfg.device, st.cfg.request_timeout, params_atom::value,
-                st.params)
-    .await(
-      [=](caf::ok_atom) {
-        evaluate_from(self, step, 0, std::make_shared<eval_result>(), rp);
-      },
-      [=](caf::error& err) mutable {
-        rp.deliver(failed("parameter upload", std::move(err)));
-      });
+  evaluate_parameters(
+    self, st.cfg.device, st.cfg.request_timeout, st.params, st.cfg.data,
+    st.cfg.slice_size,
+    [=](eval_result total) mutable {
+      const auto& on_result = self->state.cfg.on_result;
+      if (on_result)
+        on_result(step, total);
+      rp.deliver(total);
+    },
+    [=](const char* what, caf::error err) mutable {
+      rp.deliver(failed(what, std::move(err)));
+    });
 }
 
 void pull_and_evaluate(self_ptr self, int64_t step, promise_type rp) {
@@ -104,6 +81,8 @@ caf::error evaluator_config::validate() const {
                       "evaluator: slice size and timeout must be positive");
   return model.validate();
 }
+
+namespace {
 
 evaluator_actor::behavior_type evaluator(self_ptr self,
                                          evaluator_config cfg) {
@@ -139,11 +118,11 @@ evaluator_actor::behavior_type evaluator(self_ptr self,
   };
 }
 
+} // namespace
+
 caf::expected<evaluator_actor> spawn_evaluator(caf::actor_system& sys,
                                                evaluator_config cfg) {
-  if (auto err = cfg.validate())
-    return err;
-  return sys.spawn(evaluator, std::move(cfg));
+  return spawn_validated(sys, evaluator, std::move(cfg));
 }
 
 } // namespace syncfac

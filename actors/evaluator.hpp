@@ -57,10 +57,6 @@ struct evaluator_state {
   bool loaded = false;
 };
 
-evaluator_actor::behavior_type
-evaluator(evaluator_actor::stateful_pointer<evaluator_state> self,
-          evaluator_config cfg);
-
 caf::expected<evaluator_actor> spawn_evaluator(caf::actor_system& sys,
                                                evaluator_config cfg);
 

@@ -6,6 +6,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/kfac_role_checks.hpp"
+#include "actors/spawn_validated.hpp"
 #include "runtime/elapsed.hpp"
 #include "runtime/base/error.hpp"
 
@@ -16,27 +17,16 @@ namespace {
 using self_ptr = inverse_actor::stateful_pointer<inverse_state>;
 using ok_promise = caf::typed_response_promise<caf::ok_atom>;
 
-constexpr size_t no_layer = static_cast<size_t>(-1);
-
 std::string actor_name(int32_t index) {
   return "inverse actor " + std::to_string(index);
-}
-
-std::string square_shape(int64_t n) {
-  return std::to_string(n) + "x" + std::to_string(n);
-}
-
-bool is_square(const tensor& t, int64_t n) {
-  return t.rank() == 2 && t.dim(0) == n && t.dim(1) == n;
 }
 
 // -- factor sets -------------------------------------------------------------
 
 size_t find_layer(const inverse_config& cfg, const std::string& name) {
-  for (size_t i = 0; i < cfg.layers.size(); ++i)
-    if (cfg.layers[i].name == name)
-      return i;
-  return no_layer;
+  return syncfac::find_layer(
+    cfg.layers, name,
+    [](const kfac_layer& l) -> const std::string& { return l.name; });
 }
 
 /// Checks a whole set before the device sees it: a peer that sends
@@ -58,12 +48,10 @@ caf::error check_set(const inverse_state& st, const factor_set& set) {
       return bad("layer " + in_quotes(f.layer) + " appears twice");
     seen[i] = true;
     const auto& info = st.cfg.layers[i];
-    if (!is_square(f.a, info.a_dim))
-      return bad("layer " + in_quotes(f.layer) + ": A must be "
-                 + square_shape(info.a_dim) + ", got " + f.a.shape_string());
-    if (!is_square(f.g, info.g_dim))
-      return bad("layer " + in_quotes(f.layer) + ": G must be "
-                 + square_shape(info.g_dim) + ", got " + f.g.shape_string());
+    for (const auto& problem : {square_problem("A", f.a, info.a_dim),
+                                square_problem("G", f.g, info.g_dim)})
+      if (!problem.empty())
+        return bad("layer " + in_quotes(f.layer) + ": " + problem);
     if (f.locations != info.locations)
       return bad("layer " + in_quotes(f.layer) + ": "
                  + std::to_string(f.locations) + " locations, expected "
@@ -224,6 +212,8 @@ caf::error inverse_config::validate() const {
   return caf::none;
 }
 
+namespace {
+
 inverse_actor::behavior_type inverse_role(self_ptr self, inverse_config cfg) {
   if (auto err = cfg.validate()) {
     // Only reachable when spawned around spawn_inverse, which validates.
@@ -246,11 +236,11 @@ inverse_actor::behavior_type inverse_role(self_ptr self, inverse_config cfg) {
   };
 }
 
+} // namespace
+
 caf::expected<inverse_actor> spawn_inverse(caf::actor_system& sys,
                                            inverse_config cfg) {
-  if (auto err = cfg.validate())
-    return err;
-  return sys.spawn(inverse_role, std::move(cfg));
+  return spawn_validated(sys, inverse_role, std::move(cfg));
 }
 
 } // namespace syncfac

@@ -62,10 +62,6 @@ struct inverse_state {
   inverse_status status;
 };
 
-inverse_actor::behavior_type
-inverse_role(inverse_actor::stateful_pointer<inverse_state> self,
-             inverse_config cfg);
-
 /// Validates `cfg` and spawns the actor (event-based).
 caf::expected<inverse_actor> spawn_inverse(caf::actor_system& sys,
                                            inverse_config cfg);

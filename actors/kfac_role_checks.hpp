@@ -1,8 +1,9 @@
 #pragma once
 
-// Configuration checks the K-FAC roles share: a covariance or inverse
-// actor owns some layers and sends each to one of several peers (inverse
-// actors, PS shards); both must be consistent before the actor starts.
+// Checks the K-FAC roles share: a covariance or inverse actor owns some
+// layers and sends each to one of several peers (inverse actors, PS
+// shards); both must be consistent before the actor starts, and what a
+// peer sends about a layer must name one of them and fit its factors.
 
 #include <cstdint>
 #include <string>
@@ -11,10 +12,36 @@
 
 #include <caf/error.hpp>
 
+#include "kernels/tensor.hpp"
+
 #include "runtime/base/error.hpp"
 #include "runtime/kfac/layer_collection.hpp"
 
 namespace syncfac {
+
+/// find_layer()'s answer for a name the role does not own.
+constexpr size_t no_layer = static_cast<size_t>(-1);
+
+/// The index of the first of `layers` whose name_of() is `name`;
+/// no_layer if none.
+template <class Layers, class NameOf>
+size_t find_layer(const Layers& layers, const std::string& name,
+                  NameOf name_of) {
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (name_of(layers[i]) == name)
+      return i;
+  return no_layer;
+}
+
+/// What is wrong with factor `name` (A or G) of a layer whose factor is
+/// [dim, dim]: "A must be 3x3, got [2, 3]"; empty when `t` is that.
+inline std::string square_problem(const std::string& name, const tensor& t,
+                                  int64_t dim) {
+  if (t.rank() == 2 && t.dim(0) == dim && t.dim(1) == dim)
+    return {};
+  return name + " must be " + std::to_string(dim) + "x" + std::to_string(dim)
+         + ", got " + t.shape_string();
+}
 
 /// `who` (e.g. "covariance actor 1") owns `layers`: at least one, each
 /// valid, none twice. `purpose` completes "no layers to ...".

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "actors/spawn_validated.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
 
@@ -21,6 +22,8 @@ std::string to_log_line(const metrics_record& rec) {
     out << " | " << kvp.first << ": " << kvp.second;
   return out.str();
 }
+
+namespace {
 
 metrics_actor::behavior_type
 metrics_sink(metrics_actor::stateful_pointer<metrics_sink_state> self,
@@ -56,11 +59,11 @@ metrics_sink(metrics_actor::stateful_pointer<metrics_sink_state> self,
   };
 }
 
+} // namespace
+
 caf::expected<metrics_actor> spawn_metrics_sink(caf::actor_system& sys,
                                                 metrics_sink_config cfg) {
-  if (auto err = cfg.validate())
-    return err;
-  return sys.spawn(metrics_sink, std::move(cfg));
+  return spawn_validated(sys, metrics_sink, std::move(cfg));
 }
 
 } // namespace syncfac

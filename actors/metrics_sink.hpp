@@ -66,10 +66,6 @@ struct metrics_sink_state {
   int64_t refused = 0;
 };
 
-metrics_actor::behavior_type
-metrics_sink(metrics_actor::stateful_pointer<metrics_sink_state> self,
-             metrics_sink_config cfg);
-
 caf::expected<metrics_actor> spawn_metrics_sink(caf::actor_system& sys,
                                                 metrics_sink_config cfg);
 

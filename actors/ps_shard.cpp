@@ -10,6 +10,7 @@
 #include <caf/make_message.hpp>
 
 #include "actors/role_snapshots.hpp"
+#include "actors/spawn_validated.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_update.hpp"
 #include "runtime/kfac/layer_inversion.hpp"
@@ -222,19 +223,20 @@ public:
 
 private:
   std::optional<refusal> dense(const named_tensor& entry) {
-    size_t i = 0;
-    if (auto bad = claim(entry.name, i))
-      return bad;
-    auto acc = std::get_if<conditional_accumulator>(&st_.accumulators[i]);
-    if (acc == nullptr)
-      return fail(ec::bad_message, i,
-                  "is sparse: its gradient must come as rows, not dense");
-    return failed(i, acc->check(entry.value));
+    return dense_gradient(entry.name, entry.value);
   }
 
   /// A variable that came in slices (a push in parts).
   std::optional<refusal> sliced(const std::string& name,
                                 std::vector<gradient_piece>& pieces) {
+    return dense_gradient(name, pieces);
+  }
+
+  /// A dense variable's gradient, whole (a tensor) or in pieces: what its
+  /// accumulator's check() finds wrong with it.
+  template <class Gradient>
+  std::optional<refusal> dense_gradient(const std::string& name,
+                                        Gradient& gradient) {
     size_t i = 0;
     if (auto bad = claim(name, i))
       return bad;
@@ -242,7 +244,7 @@ private:
     if (acc == nullptr)
       return fail(ec::bad_message, i,
                   "is sparse: its gradient must come as rows, not dense");
-    return failed(i, acc->check(pieces));
+    return failed(i, acc->check(gradient));
   }
 
   std::optional<refusal> sparse(const sparse_update& entry) {
@@ -679,6 +681,8 @@ ps_shard_state::~ps_shard_state() {
 
 // -- behaviour ----------------------------------------------------------------
 
+namespace {
+
 ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
   if (auto err = init_state(self->state, std::move(cfg))) {
     // Only reachable when spawned around spawn_ps_shard, which validates.
@@ -838,11 +842,11 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
   };
 }
 
+} // namespace
+
 caf::expected<ps_actor> spawn_ps_shard(caf::actor_system& sys,
                                        ps_shard_config cfg) {
-  if (auto err = cfg.validate())
-    return err;
-  return sys.spawn(ps_shard, std::move(cfg));
+  return spawn_validated(sys, ps_shard, std::move(cfg));
 }
 
 } // namespace syncfac

@@ -161,10 +161,6 @@ struct ps_shard_state {
   int64_t pulls_without_values = 0;
 };
 
-ps_actor::behavior_type
-ps_shard(ps_actor::stateful_pointer<ps_shard_state> self,
-         ps_shard_config cfg);
-
 /// Validates `cfg` and spawns the shard (event-based).
 caf::expected<ps_actor> spawn_ps_shard(caf::actor_system& sys,
                                        ps_shard_config cfg);

@@ -17,6 +17,7 @@
 #include "actors/tower_device.hpp"
 #include "actors/worker.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/base/parse_enum.hpp"
 #include "runtime/model.hpp"
 #include "runtime/process_stats.hpp"
 #include "actors/role_metrics.hpp"
@@ -116,15 +117,11 @@ const char* to_string(cov_inv_strategy x) noexcept {
 
 caf::expected<cov_inv_strategy>
 parse_cov_inv_strategy(const std::string& str) {
-  for (auto x : {cov_inv_strategy::chief_worker,
-                 cov_inv_strategy::dedicated_workers,
-                 cov_inv_strategy::all_workers})
-    if (str == to_string(x))
-      return x;
-  return make_error(ec::invalid_argument,
-                    "unknown cov_inv_op_strategy '" + str
-                      + "' (expected chief_worker, dedicated_workers or "
-                        "all_workers)");
+  return parse_enum(str,
+                    {cov_inv_strategy::chief_worker,
+                     cov_inv_strategy::dedicated_workers,
+                     cov_inv_strategy::all_workers},
+                    "cov_inv_op_strategy");
 }
 
 caf::error sync_training_config::validate() const {

@@ -10,6 +10,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/spawn_validated.hpp"
 #include "runtime/base/error.hpp"
 
 namespace syncfac {
@@ -364,6 +365,23 @@ caf::expected<step_result> combine_steps(self_ptr self,
   return out;
 }
 
+/// Sends every tower the same request (`xs`, answered with ok) and
+/// answers ok once all did: the replicas stay identical.
+template <class... Ts>
+caf::result<caf::ok_atom> to_every_tower(self_ptr self, std::string what,
+                                         Ts... xs) {
+  auto rp = self->make_response_promise<caf::ok_atom>();
+  fan_out<caf::ok_atom>(
+    self, all_towers(self), std::move(what), rp,
+    [=](size_t k) {
+      return self->request(self->state.towers[k], self->state.timeout, xs...);
+    },
+    [](std::vector<caf::ok_atom>&) -> caf::expected<caf::ok_atom> {
+      return caf::ok_atom::value;
+    });
+  return rp;
+}
+
 /// Splits `b`, sends each tower its part through make(k, part) and
 /// answers with the combined step_result.
 template <class Make>
@@ -430,17 +448,7 @@ device_actor::behavior_type tower_device(self_ptr self,
       return rp;
     },
     [=](params_atom, const parameter_set& values) -> caf::result<caf::ok_atom> {
-      auto rp = self->make_response_promise<caf::ok_atom>();
-      fan_out<caf::ok_atom>(
-        self, all_towers(self), "params", rp,
-        [=](size_t k) {
-          return self->request(self->state.towers[k], self->state.timeout,
-                               params_atom::value, values);
-        },
-        [](std::vector<caf::ok_atom>&) -> caf::expected<caf::ok_atom> {
-          return caf::ok_atom::value;
-        });
-      return rp;
+      return to_every_tower(self, "params", params_atom::value, values);
     },
     [=](params_atom) -> caf::result<parameter_set> {
       // The replicas are identical: tower 0 speaks for all.
@@ -458,17 +466,7 @@ device_actor::behavior_type tower_device(self_ptr self,
     },
     [=](optimizer_atom,
         const optimizer_config& opt) -> caf::result<caf::ok_atom> {
-      auto rp = self->make_response_promise<caf::ok_atom>();
-      fan_out<caf::ok_atom>(
-        self, all_towers(self), "optimizer", rp,
-        [=](size_t k) {
-          return self->request(self->state.towers[k], self->state.timeout,
-                               optimizer_atom::value, opt);
-        },
-        [](std::vector<caf::ok_atom>&) -> caf::expected<caf::ok_atom> {
-          return caf::ok_atom::value;
-        });
-      return rp;
+      return to_every_tower(self, "optimizer", optimizer_atom::value, opt);
     },
     [=](grads_atom, const batch& b) -> caf::result<step_result> {
       return split_steps(self, b, "grads", [&](size_t k, batch part) {
@@ -704,10 +702,9 @@ caf::error tower_device_config::validate() const {
 caf::expected<device_actor>
 spawn_tower_device(caf::actor_system& sys, std::vector<device_actor> towers,
                    std::chrono::milliseconds request_timeout) {
-  tower_device_config cfg{std::move(towers), request_timeout};
-  if (auto err = cfg.validate())
-    return err;
-  return sys.spawn(tower_device, std::move(cfg));
+  return spawn_validated(sys, tower_device,
+                         tower_device_config{std::move(towers),
+                                             request_timeout});
 }
 
 } // namespace syncfac

@@ -20,6 +20,7 @@
 
 #include "kernels/backend.hpp"
 #include "bench/bench_util.hpp"
+#include "bench/conv_bench.hpp"
 #include "bench/fma_peak.hpp"
 #include "kernels/cpu/isa.hpp"
 #include "runtime/base/error.hpp"
@@ -28,7 +29,9 @@ using namespace syncfac;
 
 namespace {
 
+using bench::conv_flops;
 using bench::ok;
+using bench::random_tensor;
 using bench::measure;
 using bench::timing;
 
@@ -50,29 +53,6 @@ void report(const std::string& what, int threads, timing t, double flops,
       std::printf(" (%3.0f%% of FMA peak)", 100.0 * rate / fma_peak);
   }
   std::printf("\n");
-}
-
-tensor random_tensor(const tensor_shape& shape, std::mt19937& rng,
-                     float scale) {
-  tensor t(shape);
-  std::normal_distribution<float> dist(0.0f, scale);
-  for (auto& v : t.values())
-    v = dist(rng);
-  return t;
-}
-
-conv2d_geometry conv_geometry(const tensor_shape& in, const tensor_shape& k) {
-  auto g = conv2d_geometry::make(in, k, 1, 1, padding::same);
-  if (!g) {
-    std::fprintf(stderr, "%s\n", render(g.error()).c_str());
-    std::exit(1);
-  }
-  return *g;
-}
-
-double conv_flops(const conv2d_geometry& g) {
-  return 2.0 * static_cast<double>(g.batch * g.locations())
-         * static_cast<double>(g.patch_size()) * static_cast<double>(g.out_c);
 }
 
 // Times forward and backward (relu) of one convolution.
@@ -129,10 +109,10 @@ struct convnet {
 
   explicit convnet(int64_t batch) {
     std::mt19937 rng(9);
-    g1 = conv_geometry({batch, 28, 28, 1}, {5, 5, 1, 16});
+    g1 = bench::same_conv({batch, 28, 28, 1}, {5, 5, 1, 16});
     p1 = *pool2d_geometry::make(g1.output_shape(), 3, 3, 2, 2,
                                 padding::same);
-    g2 = conv_geometry(p1.output_shape(), {5, 5, 16, 16});
+    g2 = bench::same_conv(p1.output_shape(), {5, 5, 16, 16});
     p2 = *pool2d_geometry::make(g2.output_shape(), 3, 3, 2, 2,
                                 padding::same);
     x = random_tensor(g1.input_shape(), rng, 1.0f);
@@ -243,8 +223,8 @@ double bench_gemms(backend& dev, double seconds) {
 }
 
 void bench_convs(backend& dev, int64_t batch, double seconds, double sgemm) {
-  auto g1 = conv_geometry({batch, 28, 28, 1}, {5, 5, 1, 16});
-  auto g2 = conv_geometry({batch, 14, 14, 16}, {5, 5, 16, 16});
+  auto g1 = bench::same_conv({batch, 28, 28, 1}, {5, 5, 1, 16});
+  auto g2 = bench::same_conv({batch, 14, 14, 16}, {5, 5, 16, 16});
   bench_conv(dev, "conv1 [128,28,28,1]*[5,5,1,16]", g1, seconds, false,
              sgemm);
   bench_conv(dev, "conv1 [128,28,28,1]*[5,5,1,16]", g1, seconds, true,

@@ -142,9 +142,12 @@ void set_nodelay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-bool write_all(int fd, const char* p, size_t n) {
+/// Moves all `n` bytes at `p` with `io` (a send or a recv of some bytes),
+/// again after EINTR; false when the socket failed or the peer closed.
+template <class Byte, class Io>
+bool transfer_all(Byte* p, size_t n, Io io) {
   while (n > 0) {
-    auto k = ::send(fd, p, n, MSG_NOSIGNAL);
+    auto k = io(p, n);
     if (k < 0 && errno == EINTR)
       continue;
     if (k <= 0)
@@ -155,17 +158,16 @@ bool write_all(int fd, const char* p, size_t n) {
   return true;
 }
 
+bool write_all(int fd, const char* p, size_t n) {
+  return transfer_all(p, n, [fd](const char* at, size_t len) {
+    return ::send(fd, at, len, MSG_NOSIGNAL);
+  });
+}
+
 bool read_all(int fd, char* p, size_t n) {
-  while (n > 0) {
-    auto k = ::recv(fd, p, n, 0);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
+  return transfer_all(p, n, [fd](char* at, size_t len) {
+    return ::recv(fd, at, len, 0);
+  });
 }
 
 int serve_raw() {

@@ -28,10 +28,11 @@
 # figure on a loaded machine. About 12 minutes on 2 cores with the defaults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/bench_lib.sh
 steps=${1:-600}
 threads=${2:-2}
 bin=${SYNCFAC_BIN:-build/bin/autoencoder_mnist}
-[ -x "$bin" ] || { echo "bench: $bin not built (cmake --build build --target autoencoder_mnist)" >&2; exit 1; }
+need_built "$bin"
 [ -x /usr/bin/time ] || { echo "bench: /usr/bin/time missing (apt-get install time)" >&2; exit 1; }
 batch=${BATCH:-256}
 eval_every=${EVAL_EVERY:-25}
@@ -46,8 +47,7 @@ rounds=${ROUNDS:-1}
 seed=${SEED:-0}
 data=()
 [ -n "${DATA_DIR:-}" ] && data=(--data_dir "$DATA_DIR")
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+scratch_dir
 common=("${data[@]}" --batch_size "$batch" --eval_every "$eval_every"
         --eval_examples "$eval_examples" --threads "$threads" --seed "$seed"
         --log_every "$eval_every" --no_progress)

@@ -9,14 +9,12 @@
 #   bench/run_cluster_speed.sh [runs=3] [steps=300]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/bench_lib.sh
 runs=${1:-3}
 steps=${2:-300}
 bin=${SYNCFAC_BIN_DIR:-build/bin}
-for p in convnet_mnist_single convnet_mnist_distributed syncfac-launch; do
-  [ -x "$bin/$p" ] || { echo "bench: $bin/$p not built (run scripts/build.sh)" >&2; exit 1; }
-done
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+need_built "$bin"/{convnet_mnist_single,convnet_mnist_distributed,syncfac-launch}
+scratch_dir
 bash scripts/make-cluster-certs.sh "$out/certs" > /dev/null
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -44,9 +42,10 @@ mkdir -p bench/results
 python3 - "$out" "$runs" "$steps" <<'PY'
 import json, statistics, sys
 out, runs, steps = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+sys.path.insert(0, "bench")
+from summaries import median_of
 def med(name, key):
-    return statistics.median(json.load(open(f"{out}/{name}_{r}.json"))[key]
-                             for r in range(1, runs + 1))
+    return median_of(out, name, key, runs)
 base = med("inproc", "examples_per_s")
 rows, result = [], {"runs": runs, "steps": int(steps)}
 for name, label in (("inproc", "in one process"), ("cluster", "loopback cluster"),

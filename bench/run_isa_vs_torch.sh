@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The ConvNet training step per instruction-set level of syncfac's CPU
 # kernels (kernels/cpu/isa.hpp, --isa) beside PyTorch 2.x from PyPI in a
-# virtual environment, on the same ConvNet (the script TORCH_PEER names,
-# as in bench/run_vs_torch.sh, whose Debian PyTorch 1.13 peer stays there):
+# virtual environment, on the same ConvNet (bench/peers/torch_convnet.py, or
+# the script TORCH_PEER names, as in bench/run_vs_torch.sh, whose Debian
+# PyTorch 1.13 run stays there):
 # batch 128, momentum SGD, 200 timed steps after 20 warm-up, 1 and 2
 # threads, RUNS interleaved rounds (every level and PyTorch back to back
 # within a round, so a busy spell hits all alike). Also, every round, the
@@ -15,28 +16,20 @@
 #
 #   bench/run_isa_vs_torch.sh [runs=3]
 #
-# TORCH_PY: a Python with torch 2.x; unset, the venv build/venv-torch2 is
-# used, made with `python3 -m venv` and `pip install torch numpy` (PyPI)
-# when missing. SYNCFAC_BIN_DIR (default build/bin) must hold
+# TORCH_PY: a Python with torch 2.x; unset, the peers' venv is used
+# (bench/peers/venv.sh: bench/.venv or PEERS_VENV, made with `python3 -m
+# venv` and `pip install torch numpy` from PyPI when missing). SYNCFAC_BIN_DIR (default build/bin) must hold
 # convnet_mnist_single, bench_fma_peak and bench_kernels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
 bin_dir=${SYNCFAC_BIN_DIR:-build/bin}
-peer=${TORCH_PEER:?set TORCH_PEER to the PyTorch ConvNet peer script (docs/benchmarks.md, "Peers")}
+peer=${TORCH_PEER:-bench/peers/torch_convnet.py}
 for b in convnet_mnist_single bench_fma_peak bench_kernels; do
   [ -x "$bin_dir/$b" ] || { echo "bench: $bin_dir/$b not built (set SYNCFAC_BIN_DIR)" >&2; exit 1; }
 done
 [ -f "$peer" ] || { echo "bench: PyTorch peer $peer not found (set TORCH_PEER)" >&2; exit 1; }
-if [ -z "${TORCH_PY:-}" ]; then
-  venv=build/venv-torch2
-  if [ ! -x "$venv/bin/python" ]; then
-    echo "bench: making $venv (pip install torch numpy from PyPI)" >&2
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q torch numpy
-  fi
-  TORCH_PY=$venv/bin/python
-fi
+[ -n "${TORCH_PY:-}" ] || TORCH_PY=$(bench/peers/venv.sh torch)
 torch_version=$("$TORCH_PY" -c 'import torch; print(torch.__version__)') \
   || { echo "bench: $TORCH_PY cannot import torch" >&2; exit 1; }
 case "$torch_version" in

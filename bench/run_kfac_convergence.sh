@@ -22,6 +22,7 @@
 # python3-matplotlib) for the plot; prints the table without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/bench_lib.sh
 out=${1:-bench/results/kfac}
 steps=${STEPS:-3000}
 kfac_steps=${KFAC_STEPS:-1500}
@@ -32,7 +33,7 @@ kfac_lr=${KFAC_LR:-0.0003}
 threads=${THREADS:-2}
 strategies=${STRATEGIES:-"chief_worker all_workers dedicated_workers"}
 bin=${SYNCFAC_BIN:-build/bin/convnet_mnist_single}
-[ -x "$bin" ] || { echo "bench: $bin not built (run scripts/build.sh)" >&2; exit 1; }
+need_built "$bin"
 mkdir -p "$out"
 common=(--init glorot --batch_size 128 --threads "$threads" --eval_every
         "$eval_every" --log_every "$eval_every" --no_progress)

@@ -19,10 +19,11 @@
 # SYNCFAC_BIN_DIR (default build/bin) says where bench_net is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/bench_lib.sh
 rounds=${1:-7}
 seconds=${2:-0.5}
 bin=${SYNCFAC_BIN_DIR:-build/bin}/bench_net
-[ -x "$bin" ] || { echo "bench: $bin not built (run scripts/build.sh)" >&2; exit 1; }
+need_built "$bin"
 mkdir -p bench/results
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"

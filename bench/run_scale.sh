@@ -13,16 +13,13 @@
 #        PROC_STEPS (300) DELAY_MS (2) PS (2) HIDDEN (8)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/bench_lib.sh
 out=${1:-bench/results/scale}
 bin=${SYNCFAC_BIN_DIR:-build/bin}
-for p in convnet_mnist_single convnet_mnist_distributed; do
-  [ -x "$bin/$p" ] || { echo "bench: $bin/$p not built (run scripts/build.sh)" >&2; exit 1; }
-done
+need_built "$bin"/{convnet_mnist_single,convnet_mnist_distributed}
 python3 bench/scale.py scale --bin "$bin" --out "$out" \
   --workers "${WORKERS:-8,32,128,512}" --procs "${PROCS:-4,8,16}" \
   --repeats "${REPEATS:-3}" --steps "${STEPS:-400}" \
   --proc_steps "${PROC_STEPS:-300}" --delay_ms "${DELAY_MS:-2}" \
   --ps "${PS:-2}" --hidden "${HIDDEN:-8}"
-bash bench/plot_venv.sh
-bench/results/venv/bin/python bench/scale.py plot --out "$out" --figures docs/figures
-echo "plot: docs/figures/scale_steps_per_s.png"
+plot_scale "$out" scale_steps_per_s.png

@@ -12,13 +12,12 @@
 #        STEPS (150) REPEATS (3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/bench_lib.sh
 out=${1:-bench/results/stragglers}
 bin=${SYNCFAC_BIN_DIR:-build/bin}
-[ -x "$bin/convnet_mnist_single" ] || { echo "bench: $bin/convnet_mnist_single not built (run scripts/build.sh)" >&2; exit 1; }
+need_built "$bin/convnet_mnist_single"
 python3 bench/scale.py stragglers --bin "$bin" --out "$out" \
   --replicas "${REPLICAS:-16}" --backups "${BACKUPS:-0,1,2,4,8}" \
   --dist "${DIST:-pareto:1.5}" --delay_ms "${DELAY_MS:-20}" \
   --steps "${STEPS:-150}" --repeats "${REPEATS:-3}"
-bash bench/plot_venv.sh
-bench/results/venv/bin/python bench/scale.py plot --out "$out" --figures docs/figures
-echo "plot: docs/figures/stragglers_backups.png"
+plot_scale "$out" stragglers_backups.png

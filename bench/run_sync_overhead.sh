@@ -9,12 +9,12 @@
 #   bench/run_sync_overhead.sh [runs=3] [threads=2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/bench_lib.sh
 runs=${1:-3}
 threads=${2:-2}
 bin=${SYNCFAC_BIN:-build/bin/convnet_mnist_single}
-[ -x "$bin" ] || { echo "bench: $bin not built (run scripts/build.sh)" >&2; exit 1; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+need_built "$bin"
+scratch_dir
 common=(--fake_data --fake_train_size 25600 --steps 420 --warmup 20
         --batch_size 128 --optimizer momentum --learning_rate 0.01
         --threads "$threads" --no_final_eval --no_progress --log_every 1000)
@@ -29,9 +29,10 @@ done
 python3 - "$out" "$runs" "$threads" <<'PY'
 import json, statistics, sys
 out, runs, threads = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+sys.path.insert(0, "bench")
+from summaries import median_of
 def med(name, key):
-    return statistics.median(json.load(open(f"{out}/{name}_{r}.json"))[key]
-                             for r in range(1, runs + 1))
+    return median_of(out, name, key, runs)
 plain = med("plain", "examples_per_s")
 print(f"\nthreads={threads}, batch 128, ConvNet, momentum SGD, median of {runs}")
 # runtime_overhead: step time beyond the device's compute time, measured

@@ -8,12 +8,12 @@
 #   env: NS ("3 8")
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/bench_lib.sh
 runs=${1:-3}
 steps=${2:-200}
 bin=${SYNCFAC_BIN:-build/bin/convnet_mnist_single}
-[ -x "$bin" ] || { echo "bench: $bin not built (run scripts/build.sh)" >&2; exit 1; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+need_built "$bin"
+scratch_dir
 for n in ${NS:-3 8}; do
   for r in $(seq 1 "$runs"); do
     "$bin" --fake_data --fake_train_size 2048 --fake_test_size 200 \

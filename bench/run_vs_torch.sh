@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Training throughput and peak RSS of syncfac's convnet_mnist_single against
-# Debian's PyTorch running the same ConvNet (the script TORCH_PEER names),
-# side by side: batch 128, momentum SGD, 200 timed steps after 20 warm-up,
-# no evaluation, 1 and 2 threads, RUNS interleaved runs each; prints medians
-# and the syncfac/PyTorch ratios.
+# Debian's PyTorch running the same ConvNet (bench/peers/torch_convnet.py,
+# or the script TORCH_PEER names), side by side: batch 128, momentum SGD,
+# 200 timed steps after 20 warm-up, no evaluation, 1 and 2 threads, RUNS
+# interleaved runs each; prints medians and the syncfac/PyTorch ratios.
 #
 #   bench/run_vs_torch.sh [runs=3]
 #
@@ -12,16 +12,16 @@
 # oversubscribes the cores (measured: docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/bench_lib.sh
 runs=${1:-3}
-peer=${TORCH_PEER:?set TORCH_PEER to the PyTorch ConvNet peer script (docs/benchmarks.md, "Peers")}
+peer=${TORCH_PEER:-bench/peers/torch_convnet.py}
 bin=${SYNCFAC_BIN:-build/bin/convnet_mnist_single}
-[ -x "$bin" ] || { echo "bench: $bin not built (run scripts/build.sh)" >&2; exit 1; }
+need_built "$bin"
 [ -f "$peer" ] || { echo "bench: PyTorch peer $peer not found (set TORCH_PEER)" >&2; exit 1; }
 /usr/bin/python3 -c 'import torch' 2>/dev/null \
   || { echo "bench: python3-torch missing (apt-get install python3-torch)" >&2; exit 1; }
 
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+scratch_dir
 for r in $(seq 1 "$runs"); do
   for t in 1 2; do
     "$bin" --steps 220 --warmup 20 --batch_size 128 --optimizer momentum \

@@ -215,15 +215,8 @@ int run(distributed_options& opts) {
     return fail(program_name, cfg.error());
   if (auto err = configure_system(opts))
     return fail(program_name, err);
-  data_loader load = [&opts, &cfg]() -> caf::expected<
-                                 std::pair<std::shared_ptr<const dataset>,
-                                           std::shared_ptr<const dataset>>> {
-    auto data = load_data(opts, cfg->sync.base.model);
-    if (!data)
-      return data.error();
-    return std::make_pair(
-      std::make_shared<const dataset>(std::move(data->first)),
-      std::make_shared<const dataset>(std::move(data->second)));
+  data_loader load = [&opts, &cfg] {
+    return load_data(opts, cfg->sync.base.model);
   };
   // SIGTERM or SIGINT (a scheduler's preemption): the node's supervisor,
   // or the chief itself on the chief's node, ends the run after the step

@@ -84,27 +84,18 @@ caf::expected<training_summary> train(options& opts) {
   auto data = load_data(opts, cfg->base.model);
   if (!data)
     return data.error();
-  auto train_set = std::make_shared<const dataset>(std::move(data->first));
-  auto test_set = std::make_shared<const dataset>(std::move(data->second));
   std::cout << program_name << ": " << opts.num_towers << " tower(s) of "
             << std::max(1, opts.total_threads() / opts.num_towers)
             << " thread(s), each batch of " << opts.batch_size
             << " split " << split_of(opts.batch_size, opts.num_towers)
             << std::endl;
   caf::actor_system sys{opts};
-  return train_sync(sys, *cfg, train_set, test_set, std::cout);
-}
-
-int run(options& opts) {
-  auto summary = train(opts);
-  if (!summary)
-    return fail(program_name, summary.error());
-  return report(program_name, opts, *summary, summary->to_json());
+  return train_sync(sys, *cfg, data->first, data->second, std::cout);
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
   options opts;
-  return example_main(program_name, argc, argv, opts, run);
+  return summary_main(program_name, argc, argv, opts, train);
 }

@@ -41,24 +41,16 @@ caf::expected<training_summary> train(convnet_options& opts) {
   auto data = load_data(opts, cfg->base.model);
   if (!data)
     return data.error();
-  auto train_set = std::make_shared<const dataset>(std::move(data->first));
-  auto test_set = std::make_shared<const dataset>(std::move(data->second));
+  const auto& [train_set, test_set] = *data;
   caf::actor_system sys{opts};
   if (opts.runtime == "plain")
     return train_locally(sys, cfg->base, *train_set, *test_set, std::cout);
   return train_sync(sys, *cfg, train_set, test_set, std::cout);
 }
 
-int run(convnet_options& opts) {
-  auto summary = train(opts);
-  if (!summary)
-    return fail(program_name, summary.error());
-  return report(program_name, opts, *summary, summary->to_json());
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
   convnet_options opts;
-  return example_main(program_name, argc, argv, opts, run);
+  return summary_main(program_name, argc, argv, opts, train);
 }

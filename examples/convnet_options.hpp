@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -224,9 +225,13 @@ struct convnet_options : training_options {
   }
 };
 
+/// The training and test sets, shared by the roles that read them.
+using shared_splits = std::pair<std::shared_ptr<const dataset>,
+                                std::shared_ptr<const dataset>>;
+
 /// The training and test sets of the flags, checked against `model`
 /// before anything trains (runtime/model_fit.hpp).
-inline caf::expected<std::pair<dataset, dataset>>
+inline caf::expected<shared_splits>
 load_data(const convnet_options& opts, const model_spec& model) {
   std::pair<dataset, dataset> data;
   if (opts.fake_data) {
@@ -247,7 +252,9 @@ load_data(const convnet_options& opts, const model_spec& model) {
   for (const auto* set : {&data.first, &data.second})
     if (auto err = check_data_fits(model, *set))
       return err;
-  return data;
+  return std::make_pair(
+    std::make_shared<const dataset>(std::move(data.first)),
+    std::make_shared<const dataset>(std::move(data.second)));
 }
 
 } // namespace syncfac::examples

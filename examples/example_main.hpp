@@ -91,4 +91,17 @@ int example_main(const char* program, int argc, char** argv, Options& opts,
   return run(opts);
 }
 
+/// example_main() of a program whose run is `train(opts)` (a
+/// caf::expected<training_summary>) and whose report is the summary alone.
+template <class Options, class Train>
+int summary_main(const char* program, int argc, char** argv, Options& opts,
+                 Train train) {
+  return example_main(program, argc, argv, opts, [&](Options& parsed) {
+    auto summary = train(parsed);
+    if (!summary)
+      return fail(program, summary.error());
+    return report(program, parsed, *summary, summary->to_json());
+  });
+}
+
 } // namespace syncfac::examples

@@ -5,6 +5,16 @@
 
 namespace syncfac {
 
+std::string json_error_text(const std::exception& err) {
+  std::string what = err.what();
+  if (!what.empty() && what.front() == '[') {
+    auto end = what.find("] ");
+    if (end != std::string::npos)
+      what = what.substr(end + 2);
+  }
+  return what;
+}
+
 std::string json_quote(const std::string& str) {
   std::string out = "\"";
   for (unsigned char c : str) {

@@ -5,11 +5,16 @@
 // order. Non-finite numbers become null (JSON has no NaN).
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace syncfac {
+
+/// The message of a JSON parser's exception (nlohmann::json's) without its
+/// "[json.exception.parse_error.101] " tag: what a user's file got wrong.
+std::string json_error_text(const std::exception& err);
 
 class json_object {
 public:

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/base/error.hpp"
+#include "runtime/json.hpp"
 #include "runtime/model.hpp"
 
 namespace syncfac {
@@ -215,13 +216,7 @@ parse_model_description(const std::string& json_text,
   try {
     doc = json::parse(json_text);
   } catch (const json::exception& err) {
-    std::string what = err.what();
-    // Drop nlohmann's "[json.exception.parse_error.101] " tag.
-    if (!what.empty() && what.front() == '[') {
-      auto end = what.find("] ");
-      if (end != std::string::npos)
-        what = what.substr(end + 2);
-    }
+    auto what = json_error_text(err);
     return make_error(ec::invalid_config, source + ": not JSON: " + what);
   }
   if (!doc.is_object())

@@ -1,6 +1,7 @@
 #include "runtime/model_spec.hpp"
 
 #include "runtime/base/error.hpp"
+#include "runtime/base/parse_enum.hpp"
 
 namespace syncfac {
 
@@ -25,23 +26,16 @@ const char* to_string(init_scheme x) noexcept {
 }
 
 caf::expected<model_arch> parse_model_arch(const std::string& str) {
-  for (auto x : {model_arch::convnet, model_arch::mlp,
-                 model_arch::autoencoder})
-    if (str == to_string(x))
-      return x;
-  return make_error(ec::invalid_argument,
-                    "unknown model '" + str
-                      + "' (expected convnet, mlp or autoencoder)");
+  return parse_enum(
+    str, {model_arch::convnet, model_arch::mlp, model_arch::autoencoder},
+    "model");
 }
 
 caf::expected<init_scheme> parse_init_scheme(const std::string& str) {
-  for (auto x : {init_scheme::seeds, init_scheme::glorot, init_scheme::he,
-                 init_scheme::sparse})
-    if (str == to_string(x))
-      return x;
-  return make_error(ec::invalid_argument,
-                    "unknown init '" + str
-                      + "' (expected seeds, glorot, he or sparse)");
+  return parse_enum(str,
+                    {init_scheme::seeds, init_scheme::glorot, init_scheme::he,
+                     init_scheme::sparse},
+                    "init");
 }
 
 model_spec autoencoder_spec() {

@@ -6,6 +6,7 @@
 #include <Eigen/Core>
 
 #include "runtime/base/error.hpp"
+#include "runtime/base/parse_enum.hpp"
 
 namespace syncfac {
 
@@ -35,13 +36,10 @@ const char* to_string(optimizer_kind x) noexcept {
 }
 
 caf::expected<optimizer_kind> parse_optimizer_kind(const std::string& str) {
-  for (auto x : {optimizer_kind::sgd, optimizer_kind::momentum,
-                 optimizer_kind::adam, optimizer_kind::kfac})
-    if (str == to_string(x))
-      return x;
-  return make_error(ec::invalid_argument,
-                    "unknown optimizer '" + str
-                      + "' (expected sgd, momentum, adam or kfac)");
+  return parse_enum(str,
+                    {optimizer_kind::sgd, optimizer_kind::momentum,
+                     optimizer_kind::adam, optimizer_kind::kfac},
+                    "optimizer");
 }
 
 std::string describe(const optimizer_config& cfg) {

@@ -1,12 +1,16 @@
 #pragma once
 
-// Small helpers shared by the test suites.
+// Small helpers shared by the test suites: tensors written out by hand,
+// checks of values and of expected errors, requests with a timeout.
 
 #include <chrono>
 #include <ostream>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
@@ -17,6 +21,7 @@
 #include "runtime/model_spec.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/optimizer_config.hpp"
+#include "tests/same_parameters.hpp"
 
 namespace syncfac::test {
 
@@ -28,14 +33,35 @@ std::string why(const caf::expected<T>& x) {
   return x ? std::string{"ok"} : render(x.error());
 }
 
-/// Same names, shapes and values, in order.
-inline bool same(const parameter_set& xs, const parameter_set& ys) {
-  if (xs.size() != ys.size())
-    return false;
-  for (size_t i = 0; i < xs.size(); ++i)
-    if (xs[i].name != ys[i].name || xs[i].value != ys[i].value)
-      return false;
-  return true;
+/// A tensor of rank 0 holding x.
+inline tensor scalar(float x) {
+  return tensor{tensor_shape{}, {x}};
+}
+
+/// A tensor of rank 1 holding xs.
+inline tensor vec(std::vector<float> xs) {
+  auto n = static_cast<int64_t>(xs.size());
+  return tensor{{n}, std::move(xs)};
+}
+
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+/// The rendered error, which must be a syncfac error with `code`.
+inline std::string failure(const caf::error& err, ec code) {
+  BOOST_REQUIRE_MESSAGE(err, "expected an error");
+  BOOST_TEST(err.category() == error_category, render(err));
+  BOOST_TEST(static_cast<int>(err.code()) == static_cast<int>(code),
+             render(err));
+  return render(err);
+}
+
+/// The same for an answer that must fail.
+template <class T>
+std::string failure(const caf::expected<T>& x, ec code) {
+  BOOST_REQUIRE_MESSAGE(!x, "expected an error, got a value");
+  return failure(x.error(), code);
 }
 
 /// The answer of `dest` to a request (10 s at most), or the error it

@@ -1,8 +1,8 @@
 #pragma once
 
-// Small builders and checks the K-FAC tests share: tensors written out by
-// hand, their Eigen (double) views for explicit reference computations,
-// and the expected-error check.
+// Small builders the K-FAC tests share: matrices written out by hand and
+// their Eigen (double) views for explicit reference computations (vectors
+// and the expected-error check: tests/helpers.hpp).
 
 #include <cstdint>
 #include <string>
@@ -18,6 +18,7 @@
 
 #include "kernels/tensor.hpp"
 #include "runtime/base/error.hpp"
+#include "tests/helpers.hpp"
 
 namespace syncfac::test {
 
@@ -25,11 +26,6 @@ using matrix = Eigen::MatrixXd;
 
 inline tensor mat(int64_t rows, int64_t cols, std::vector<float> xs) {
   return tensor{{rows, cols}, std::move(xs)};
-}
-
-inline tensor vec(std::vector<float> xs) {
-  auto n = static_cast<int64_t>(xs.size());
-  return tensor{{n}, std::move(xs)};
 }
 
 inline tensor diagonal(std::vector<float> xs) {
@@ -40,8 +36,8 @@ inline tensor diagonal(std::vector<float> xs) {
   return t;
 }
 
-inline tensor identity(int64_t n) {
-  return diagonal(std::vector<float>(static_cast<size_t>(n), 1.0f));
+inline tensor identity(int64_t n, float value = 1.0f) {
+  return diagonal(std::vector<float>(static_cast<size_t>(n), value));
 }
 
 inline matrix to_matrix(const tensor& t) {
@@ -60,24 +56,37 @@ inline tensor to_tensor(const matrix& m) {
   return t;
 }
 
-inline bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
+// The explicit Kronecker product for K-FAC's vec (the row-major
+// flattening of a gradient [p, q], element (i, j) at i·q + j): the input
+// factor A [p, p] is the outer (slow) index, the output factor G [q, q]
+// the inner one,
+//   K[(i·q + j), (k·q + l)] = A[i, k] · G[j, l],
+// the paper's A ⊗ G acting on the column-major vec of the [out, in] matrix.
+inline matrix kron(const matrix& A, const matrix& G) {
+  auto p = A.rows();
+  auto q = G.rows();
+  matrix K(p * q, p * q);
+  for (Eigen::Index i = 0; i < p; ++i)
+    for (Eigen::Index j = 0; j < q; ++j)
+      for (Eigen::Index k = 0; k < p; ++k)
+        for (Eigen::Index l = 0; l < q; ++l)
+          K(i * q + j, k * q + l) = A(i, k) * G(j, l);
+  return K;
 }
 
-/// The rendered error, which must be a syncfac error with `code`.
-inline std::string failure(const caf::error& err, ec code) {
-  BOOST_REQUIRE_MESSAGE(err, "expected an error");
-  BOOST_TEST(err.category() == error_category, render(err));
-  BOOST_TEST(static_cast<int>(err.code()) == static_cast<int>(code),
-             render(err));
-  return render(err);
-}
-
-/// The same for an answer that must fail.
-template <class T>
-std::string failure(const caf::expected<T>& x, ec code) {
-  BOOST_REQUIRE_MESSAGE(!x, "expected an error, got a value");
-  return failure(x.error(), code);
+/// K⁻¹ vec(grad) for a gradient [p, q], back in its shape: the explicitly
+/// preconditioned gradient for K (symmetric positive definite).
+inline matrix explicit_step(const matrix& K, const matrix& grad) {
+  auto p = grad.rows();
+  auto q = grad.cols();
+  Eigen::VectorXd v(p * q);
+  for (Eigen::Index i = 0; i < p * q; ++i)
+    v(i) = grad(i / q, i % q);
+  Eigen::VectorXd u = K.ldlt().solve(v);
+  matrix out(p, q);
+  for (Eigen::Index i = 0; i < p * q; ++i)
+    out(i / q, i % q) = u(i);
+  return out;
 }
 
 } // namespace syncfac::test

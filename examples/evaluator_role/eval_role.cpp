@@ -1,11 +1,10 @@
 #include "eval_role.hpp"
 
-#include <algorithm>
-
 #include <caf/typed_response_promise.hpp>
 
+#include "actors/evaluate_slices.hpp"
 #include "actors/gather.hpp"
-#include "runtime/data/batcher.hpp"
+#include "actors/spawn_validated.hpp"
 #include "runtime/base/error.hpp"
 
 namespace evaluator_role {
@@ -22,37 +21,6 @@ caf::error failed(const std::string& what, const caf::error& err) {
     return make_error(ec::timeout, "evaluator role: no answer to " + what
                                      + " in time");
   return with_context(err, "evaluator role: " + what);
-}
-
-/// Evaluates slice [begin, ...) and the rest, then answers.
-void evaluate_from(self_ptr self, int64_t step, int64_t begin,
-                   std::shared_ptr<eval_result> total, promise_type rp) {
-  auto& st = self->state;
-  const auto& data = *st.cfg.data;
-  if (begin >= data.count) {
-    metrics_record rec;
-    rec.source = st.cfg.source;
-    rec.step = step;
-    rec.fields["test_loss"] = total->mean_loss();
-    rec.fields["test_accuracy"] = total->accuracy();
-    rec.fields["examples"] = static_cast<double>(total->count);
-    st.last = rec;
-    rp.deliver(std::move(rec));
-    return;
-  }
-  auto end = std::min(data.count, begin + st.cfg.slice_size);
-  batch b;
-  slice(data, begin, end, b);
-  self->request(st.cfg.device, st.cfg.request_timeout, eval_atom::value,
-                std::move(b))
-    .await(
-      [=](eval_result& part) {
-        *total += part;
-        evaluate_from(self, step, end, total, rp);
-      },
-      [=](caf::error& err) mutable {
-        rp.deliver(failed("evaluation", err));
-      });
 }
 
 /// Uploads `values` (every variable of the model, by name) to the device
@@ -87,15 +55,22 @@ void evaluate_values(self_ptr self, int64_t step, parameter_set values,
                               + st.params[i].name + "'"));
       return;
     }
-  self->request(st.cfg.device, st.cfg.request_timeout, params_atom::value,
-                st.params)
-    .await(
-      [=](caf::ok_atom) {
-        evaluate_from(self, step, 0, std::make_shared<eval_result>(), rp);
-      },
-      [=](caf::error& err) mutable {
-        rp.deliver(failed("parameter upload", err));
-      });
+  evaluate_parameters(
+    self, st.cfg.device, st.cfg.request_timeout, st.params, st.cfg.data,
+    st.cfg.slice_size,
+    [=](eval_result total) mutable {
+      metrics_record rec;
+      rec.source = self->state.cfg.source;
+      rec.step = step;
+      rec.fields["test_loss"] = total.mean_loss();
+      rec.fields["test_accuracy"] = total.accuracy();
+      rec.fields["examples"] = static_cast<double>(total.count);
+      self->state.last = rec;
+      rp.deliver(std::move(rec));
+    },
+    [=](const char* what, caf::error err) mutable {
+      rp.deliver(failed(what, err));
+    });
 }
 
 void evaluate_pulled(self_ptr self, std::vector<shard_params> pulled,
@@ -204,9 +179,7 @@ eval_role_actor::behavior_type eval_role(self_ptr self, eval_role_config cfg) {
 
 caf::expected<eval_role_actor> spawn_eval_role(caf::actor_system& sys,
                                                eval_role_config cfg) {
-  if (auto err = cfg.validate())
-    return err;
-  return sys.spawn(eval_role, std::move(cfg));
+  return spawn_validated(sys, eval_role, std::move(cfg));
 }
 
 } // namespace evaluator_role

@@ -446,32 +446,71 @@ caf::expected<model_spec> model_of(const evaluator_options& opts) {
   return spec;
 }
 
-int evaluate_offline(evaluator_options& opts, const model_spec& spec,
-                     std::shared_ptr<const dataset> data) {
-  auto ckpt = read_checkpoint_file(opts.evaluate_checkpoint);
-  if (!ckpt)
-    return fail(ckpt.error());
-  caf::actor_system sys{opts};
+/// What is evaluated: the model the cluster trains and the test set,
+/// checked against it (runtime/model_fit.hpp).
+struct evaluation_input {
+  model_spec model;
+  std::shared_ptr<const dataset> data;
+};
+
+caf::expected<evaluation_input>
+load_evaluation_input(const evaluator_options& opts) {
+  auto spec = model_of(opts);
+  if (!spec)
+    return spec.error();
+  auto data = load_test_set(opts);
+  if (!data)
+    return data.error();
+  if (auto err = check_data_fits(*spec, **data))
+    return err;
+  return evaluation_input{std::move(*spec), std::move(*data)};
+}
+
+/// The role on a device actor of its own, evaluating `input` and signing
+/// its records as `source`.
+struct role_on_device {
+  device_actor device;
+  eval_role_actor role;
+};
+
+caf::expected<role_on_device>
+spawn_role_on_device(caf::actor_system& sys, const evaluator_options& opts,
+                     const evaluation_input& input, std::string source) {
   device_config dc;
   dc.threads = opts.threads;
   auto dev = spawn_device(sys, dc);
   if (!dev)
-    return fail(dev.error());
+    return dev.error();
   eval_role_config rc;
-  rc.source = "offline";
-  rc.model = spec;
-  rc.data = std::move(data);
+  rc.source = std::move(source);
+  rc.model = input.model;
+  rc.data = input.data;
   rc.device = *dev;
   rc.slice_size = opts.eval_batch;
   rc.request_timeout = std::chrono::milliseconds{opts.request_timeout_ms};
   auto role = spawn_eval_role(sys, rc);
-  if (!role)
-    return fail(role.error());
+  if (!role) {
+    caf::anon_send_exit(*dev, caf::exit_reason::user_shutdown);
+    return role.error();
+  }
+  return role_on_device{*dev, *role};
+}
+
+int evaluate_offline(evaluator_options& opts, const evaluation_input& input) {
+  auto ckpt = read_checkpoint_file(opts.evaluate_checkpoint);
+  if (!ckpt)
+    return fail(ckpt.error());
+  caf::actor_system sys{opts};
+  auto spawned = spawn_role_on_device(sys, opts, input, "offline");
+  if (!spawned)
+    return fail(spawned.error());
   caf::scoped_actor self{sys};
-  auto rec = ask_role(self, *role, rc.request_timeout * 4, eval_atom::value,
-                      ckpt->global_step, checkpoint_variables(*ckpt));
-  self->send_exit(*role, caf::exit_reason::user_shutdown);
-  self->send_exit(*dev, caf::exit_reason::user_shutdown);
+  auto rec = ask_role(self, spawned->role,
+                      std::chrono::milliseconds{opts.request_timeout_ms} * 4,
+                      eval_atom::value, ckpt->global_step,
+                      checkpoint_variables(*ckpt));
+  self->send_exit(spawned->role, caf::exit_reason::user_shutdown);
+  self->send_exit(spawned->device, caf::exit_reason::user_shutdown);
   if (!rec)
     return fail(with_context(rec.error(), ckpt->path));
   rec->fields["checkpoint"] = 1;
@@ -481,15 +520,10 @@ int evaluate_offline(evaluator_options& opts, const model_spec& spec,
 
 int run(evaluator_options& opts) {
   if (!opts.evaluate_checkpoint.empty()) {
-    auto spec = model_of(opts);
-    if (!spec)
-      return fail(spec.error());
-    auto data = load_test_set(opts);
-    if (!data)
-      return fail(data.error());
-    if (auto err = check_data_fits(*spec, **data))
-      return fail(err);
-    return evaluate_offline(opts, *spec, *data);
+    auto input = load_evaluation_input(opts);
+    if (!input)
+      return fail(input.error());
+    return evaluate_offline(opts, *input);
   }
   auto cluster = resolve_cluster(opts.cluster, opts.job_name, opts.task);
   if (!cluster)
@@ -499,14 +533,9 @@ int run(evaluator_options& opts) {
                            "the cluster has no 'ps' task to evaluate"));
   if (auto err = configure(opts))
     return fail(err);
-  auto spec = model_of(opts);
-  if (!spec)
-    return fail(spec.error());
-  auto data = load_test_set(opts);
-  if (!data)
-    return fail(data.error());
-  if (auto err = check_data_fits(*spec, **data))
-    return fail(err);
+  auto input = load_evaluation_input(opts);
+  if (!input)
+    return fail(input.error());
   caf::actor_system sys{opts};
   member_config mc;
   mc.cluster = *cluster;
@@ -520,23 +549,12 @@ int run(evaluator_options& opts) {
   if (!member)
     return fail(member.error());
   auto& m = **member;
-  device_config dc;
-  dc.threads = opts.threads;
-  auto dev = spawn_device(sys, dc);
-  if (!dev)
-    return fail(dev.error());
-  eval_role_config rc;
-  rc.source = m.me();
-  rc.model = *spec;
-  rc.data = *data;
-  rc.device = *dev;
-  rc.slice_size = opts.eval_batch;
-  rc.request_timeout = mc.connect.request_timeout;
-  auto role = spawn_eval_role(sys, rc);
-  if (!role)
-    return fail(role.error());
+  auto spawned = spawn_role_on_device(sys, opts, *input, m.me());
+  if (!spawned)
+    return fail(spawned.error());
+  const auto& role = spawned->role;
   // Peers find the role by the task's name, as the library's roles.
-  m.host(m.me(), caf::actor_cast<caf::actor>(*role));
+  m.host(m.me(), caf::actor_cast<caf::actor>(role));
   if (auto err = m.publish())
     return fail(err);
   // TensorFlow's rule: without a chief job, worker 0 is the chief.
@@ -545,22 +563,22 @@ int run(evaluator_options& opts) {
     peers.push_back({"ps", s});
   if (auto err = m.connect(peers))
     return fail(err);
-  evaluator_program prog{opts, m, *role, cluster->count("ps"),
+  evaluator_program prog{opts, m, role, cluster->count("ps"),
                          cluster->chief_task()};
   if (auto err = prog.open_metrics())
     return fail(err);
   if (auto err = prog.refresh())
     return fail(err);
   m.on_shutdown = [&prog](const std::string&) { prog.finish(); };
-  std::cout << m.me() << ": evaluating " << (*data)->count << " examples "
+  std::cout << m.me() << ": evaluating " << input->data->count << " examples "
             << (opts.checkpoint_dir.empty()
                   ? "every " + std::to_string(opts.eval_every_steps)
                       + " global steps"
                   : "of each checkpoint in " + opts.checkpoint_dir)
             << std::endl;
   auto err = prog.run();
-  m.self()->send_exit(*role, caf::exit_reason::user_shutdown);
-  m.self()->send_exit(*dev, caf::exit_reason::user_shutdown);
+  m.self()->send_exit(role, caf::exit_reason::user_shutdown);
+  m.self()->send_exit(spawned->device, caf::exit_reason::user_shutdown);
   if (err)
     return fail(err);
   return EXIT_SUCCESS;

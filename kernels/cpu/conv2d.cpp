@@ -29,6 +29,20 @@ caf::error check_conv_inputs(const char* op, const conv2d_geometry& g,
   return caf::none;
 }
 
+// The backward passes' inputs: those of the forward pass, its output and
+// the output's gradient.
+caf::error check_backward_inputs(const char* op, const conv2d_geometry& g,
+                                 const tensor& x, const tensor& w,
+                                 const tensor& y, const tensor& dy) {
+  if (auto err = check_conv_inputs(op, g, x, w))
+    return err;
+  if (auto err = expect_shape(op, "output", y.shape(), "geometry output",
+                              g.output_shape()))
+    return err;
+  return expect_shape(op, "output gradient", dy.shape(), "output",
+                      y.shape());
+}
+
 // The tile's input as the micro-kernels read it: padded in the thread's
 // buffer, or in place when the geometry needs no padding.
 const float* tile_input(const conv2d_geometry& g, const conv_plan& p,
@@ -60,14 +74,14 @@ void input_grad_tile(const backward_job& job, const tile_span& s,
   float* dx = job.dx + s.first_image * p.in.size();
   if (job.d.use) {
     const auto& d = job.d;
-    float* dsp = job.ws.dpadded[thread].data();
+    float* dsp = line_start(job.ws.dpadded[thread]);
     pad_images(ds, s.images, d.ds, d.padded, d.top, d.left, dsp);
     conv_forward_rows(dsp, d.layout, s.images * d.rows_per_image,
                       job.ws.w_flipped.data(), d.cpad,
                       job.ws.zero_bias.data(), g.in_c, false, dx);
     return;
   }
-  float* acc = p.needs_padding ? job.ws.dpadded[thread].data() : dx;
+  float* acc = p.needs_padding ? line_start(job.ws.dpadded[thread]) : dx;
   auto box = p.needs_padding ? p.padded : p.in;
   std::fill(acc, acc + s.images * box.size(), 0.0f);
   conv_input_grad(acc, p.layout, s.rows, ds, g.out_c,
@@ -90,7 +104,7 @@ void backward_tile(const backward_job& job, int64_t t, int thread,
   if (dw_partial != nullptr) {
     add_column_sums(ds, s.rows, O, db_partial);
     const float* base
-      = tile_input(g, p, job.x, s, job.ws.padded[idx].data());
+      = tile_input(g, p, job.x, s, line_start(job.ws.padded[idx]));
     conv_weight_grad(base, p.layout, job.ws.tap_offsets.data(), p.K, s.rows,
                      ds, O, dw_partial, p.opad);
   }
@@ -144,8 +158,9 @@ caf::error cpu_backend::conv2d_forward(const conv2d_geometry& g,
   bool fused = act == activation::relu || act == activation::identity;
   parallel_for(threads_, p.tiles, [&](int64_t t, int thread) {
     auto s = tile_of(g, p, t);
-    const float* base = tile_input(
-      g, p, x.data(), s, conv_.padded[static_cast<size_t>(thread)].data());
+    const float* base
+      = tile_input(g, p, x.data(), s,
+                   line_start(conv_.padded[static_cast<size_t>(thread)]));
     float* out = y.data() + s.first_row * g.out_c;
     conv_forward_rows(base, p.layout, s.rows, conv_.w_packed.data(), p.opad,
                       conv_.bias.data(), g.out_c, act == activation::relu,
@@ -162,13 +177,7 @@ caf::error cpu_backend::conv2d_backward(const conv2d_geometry& g,
                                         activation act, tensor& ds,
                                         tensor& dw, tensor& db, tensor* dx) {
   const char* op = "conv2d_backward";
-  if (auto err = check_conv_inputs(op, g, x, w))
-    return err;
-  if (auto err = expect_shape(op, "output", y.shape(), "geometry output",
-                              g.output_shape()))
-    return err;
-  if (auto err = expect_shape(op, "output gradient", dy.shape(), "output",
-                              y.shape()))
+  if (auto err = check_backward_inputs(op, g, x, w, y, dy))
     return err;
   auto p = make_plan(g);
   auto d = make_dx_plan(g);
@@ -211,13 +220,7 @@ caf::error cpu_backend::conv2d_backward_data(const conv2d_geometry& g,
                                              const tensor& dy, activation act,
                                              tensor& ds, tensor* dx) {
   const char* op = "conv2d_backward_data";
-  if (auto err = check_conv_inputs(op, g, x, w))
-    return err;
-  if (auto err = expect_shape(op, "output", y.shape(), "geometry output",
-                              g.output_shape()))
-    return err;
-  if (auto err = expect_shape(op, "output gradient", dy.shape(), "output",
-                              y.shape()))
+  if (auto err = check_backward_inputs(op, g, x, w, y, dy))
     return err;
   ds.resize(g.output_shape());
   if (dx == nullptr) { // elementwise only

@@ -1,6 +1,7 @@
 #include "kernels/cpu/conv_plan.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/cpu/simd.hpp"
 
@@ -46,6 +47,7 @@ conv_plan make_plan(const conv2d_geometry& g) {
   p.layout.k_h = g.k_h;
   p.layout.tap_stride = p.padded.w * g.in_c;
   p.layout.segment = g.k_w * g.in_c;
+  p.layout.row_step = g.stride_w * g.in_c;
   return p;
 }
 
@@ -66,6 +68,7 @@ dx_plan make_dx_plan(const conv2d_geometry& g) {
   d.layout.k_h = g.k_h;
   d.layout.tap_stride = d.padded.w * g.out_c;
   d.layout.segment = g.k_w * g.out_c;
+  d.layout.row_step = g.out_c;
   return d;
 }
 
@@ -182,12 +185,24 @@ int64_t chunk_count(const conv_plan& p, int threads) {
   return std::min({p.tiles, max_chunks, by_memory});
 }
 
+namespace {
+
+constexpr int64_t line_floats = 16; // 64 bytes
+
+} // namespace
+
 void reserve_thread_buffers(std::vector<std::vector<float>>& buffers,
                             int threads, int64_t size) {
   buffers.resize(static_cast<size_t>(threads));
   for (auto& buf : buffers)
-    if (static_cast<int64_t>(buf.size()) < size)
-      buf.resize(static_cast<size_t>(size));
+    if (static_cast<int64_t>(buf.size()) < size + line_floats)
+      buf.resize(static_cast<size_t>(size + line_floats));
+}
+
+float* line_start(std::vector<float>& buffer) {
+  auto address = reinterpret_cast<uintptr_t>(buffer.data());
+  auto skip = (64 - address % 64) % 64 / sizeof(float);
+  return buffer.data() + skip;
 }
 
 // Accumulates in a local block first: sums is a per-chunk partial whose

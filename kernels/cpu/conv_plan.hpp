@@ -110,9 +110,15 @@ tile_span tile_of(const conv2d_geometry& g, const conv_plan& p, int64_t t);
 /// Weight-gradient partials (one per chunk of tiles) worth keeping.
 int64_t chunk_count(const conv_plan& p, int threads);
 
-/// Grows each of `threads` buffers to at least `size` floats.
+/// Grows each of `threads` buffers to at least `size` floats from
+/// line_start(buffer) on.
 void reserve_thread_buffers(std::vector<std::vector<float>>& buffers,
                             int threads, int64_t size);
+
+/// The buffer's first float on a 64-byte cache line: with rows of 16
+/// channels every patch vector of the weight gradient then reads one line,
+/// not two (std::vector aligns to 16 bytes only).
+float* line_start(std::vector<float>& buffer);
 
 /// sums[o] += sum_m ds[m, o] for m < rows, o < cols.
 void add_column_sums(const float* ds, int64_t rows, int64_t cols,

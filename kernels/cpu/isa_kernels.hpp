@@ -25,6 +25,28 @@
 
 namespace syncfac::cpu {
 
+/// matmul.hpp's matmul_block.
+using matmul_block_fn = decltype(matmul_block);
+
+/// The lower triangle of c [n, n] (row stride ldc) += x^T x, x [m, n]
+/// with row stride ldx: a symmetric rank-m update (SYRK); the strict
+/// upper triangle is not touched.
+using gram_lower_update_fn = void(const float* x, int64_t m, int64_t n,
+                                  int64_t ldx, float* c, int64_t ldc);
+/// c [p, q] (row stride ldc) = a^T b for a [m, p] (row stride lda) and
+/// b [m, q] (row stride ldb).
+using gram_cross_fn = void(const float* a, int64_t lda, const float* b,
+                           int64_t ldb, int64_t m, int64_t p, int64_t q,
+                           float* c, int64_t ldc);
+/// Output rows [i0, i0 + count), count <= 4, all columns [0, cols), of
+/// scale * x^T x for x [m, cols] (row stride ld), into out (row stride
+/// `stride`), each element rounded as float(double(sum) * scale); the
+/// same FMA chain for (i, j) and (j, i), so the result is exactly
+/// symmetric.
+using few_rows_block_fn = void(const float* x, int64_t m, int64_t ld,
+                               int64_t cols, int64_t i0, int count,
+                               double scale, float* out, int64_t stride);
+
 /// One level's kernels. The conv entries are conv_kernels.hpp's functions,
 /// matmul_block is matmul.hpp's; the Gram entries serve kfac_factors.cpp.
 struct isa_kernels {
@@ -34,40 +56,13 @@ struct isa_kernels {
   /// buffers stay padded to 8 at every level.
   int vector_floats;
 
-  void (*conv_forward_rows)(const float* base, const patch_layout& p,
-                            int64_t rows, const float* w, int64_t opad,
-                            const float* bias, int64_t out_c, bool relu,
-                            float* out);
-  void (*conv_weight_grad)(const float* base, const patch_layout& p,
-                           const int64_t* tap_offsets, int64_t K,
-                           int64_t rows, const float* ds, int64_t out_c,
-                           float* dw, int64_t opad);
-  void (*conv_input_grad)(float* dx, const patch_layout& p, int64_t rows,
-                          const float* ds, int64_t out_c, const float* wt,
-                          int64_t ldwt);
-
-  void (*matmul_block)(const matrix_operand& a, const matrix_operand& b,
-                       float alpha, float beta, float* c, range rows,
-                       range cols);
-
-  /// The lower triangle of c [n, n] (row stride ldc) += x^T x, x [m, n]
-  /// with row stride ldx: a symmetric rank-m update (SYRK); the strict
-  /// upper triangle is not touched.
-  void (*gram_lower_update)(const float* x, int64_t m, int64_t n,
-                            int64_t ldx, float* c, int64_t ldc);
-  /// c [p, q] (row stride ldc) = a^T b for a [m, p] (row stride lda) and
-  /// b [m, q] (row stride ldb).
-  void (*gram_cross)(const float* a, int64_t lda, const float* b,
-                     int64_t ldb, int64_t m, int64_t p, int64_t q, float* c,
-                     int64_t ldc);
-  /// Output rows [i0, i0 + count), count <= 4, all columns [0, cols), of
-  /// scale * x^T x for x [m, cols] (row stride ld), into out (row stride
-  /// `stride`), each element rounded as float(double(sum) * scale); the
-  /// same FMA chain for (i, j) and (j, i), so the result is exactly
-  /// symmetric.
-  void (*few_rows_block)(const float* x, int64_t m, int64_t ld,
-                         int64_t cols, int64_t i0, int count, double scale,
-                         float* out, int64_t stride);
+  conv_forward_rows_fn* conv_forward_rows;
+  conv_weight_grad_fn* conv_weight_grad;
+  conv_input_grad_fn* conv_input_grad;
+  matmul_block_fn* matmul_block;
+  gram_lower_update_fn* gram_lower_update;
+  gram_cross_fn* gram_cross;
+  few_rows_block_fn* few_rows_block;
 };
 
 /// Output rows per few_rows_block call (its `count` is at most this).
@@ -88,26 +83,13 @@ SYNCFAC_DECLARE_ISA_TABLE(avx512)
 // Inside a level's objects: its kernels, defined in its namespace.
 namespace SYNCFAC_KERNEL_ISA {
 
-void conv_forward_rows(const float* base, const patch_layout& p,
-                       int64_t rows, const float* w, int64_t opad,
-                       const float* bias, int64_t out_c, bool relu,
-                       float* out);
-void conv_weight_grad(const float* base, const patch_layout& p,
-                      const int64_t* tap_offsets, int64_t K, int64_t rows,
-                      const float* ds, int64_t out_c, float* dw,
-                      int64_t opad);
-void conv_input_grad(float* dx, const patch_layout& p, int64_t rows,
-                     const float* ds, int64_t out_c, const float* wt,
-                     int64_t ldwt);
-void matmul_block(const matrix_operand& a, const matrix_operand& b,
-                  float alpha, float beta, float* c, range rows, range cols);
-void gram_lower_update(const float* x, int64_t m, int64_t n, int64_t ldx,
-                       float* c, int64_t ldc);
-void gram_cross(const float* a, int64_t lda, const float* b, int64_t ldb,
-                int64_t m, int64_t p, int64_t q, float* c, int64_t ldc);
-void few_rows_block(const float* x, int64_t m, int64_t ld, int64_t cols,
-                    int64_t i0, int count, double scale, float* out,
-                    int64_t stride);
+conv_forward_rows_fn conv_forward_rows;
+conv_weight_grad_fn conv_weight_grad;
+conv_input_grad_fn conv_input_grad;
+matmul_block_fn matmul_block;
+gram_lower_update_fn gram_lower_update;
+gram_cross_fn gram_cross;
+few_rows_block_fn few_rows_block;
 
 } // namespace SYNCFAC_KERNEL_ISA
 #endif

@@ -26,6 +26,33 @@
 #  define SYNCFAC_SIMD_NAMESPACE scalar
 #endif
 
+// The operations whose AVX-512 and AVX2 forms differ in the intrinsics
+// prefix only (_mm512 or _mm256), written once: zero, load, broadcast of a
+// value, store, fma, add, and max (a > b ? a : b per lane, so max(0, NaN)
+// is NaN: a ReLU keeps NaNs visible to the non-finite checks downstream).
+#define SYNCFAC_SIMD_COMMON_OPS(P)                                         \
+  inline vf zero() noexcept {                                               \
+    return P##_setzero_ps();                                                \
+  }                                                                         \
+  inline vf load(const float* p) noexcept {                                 \
+    return P##_loadu_ps(p);                                                 \
+  }                                                                         \
+  inline vf broadcast(float x) noexcept {                                   \
+    return P##_set1_ps(x);                                                  \
+  }                                                                         \
+  inline void store(float* p, vf x) noexcept {                              \
+    P##_storeu_ps(p, x);                                                    \
+  }                                                                         \
+  inline vf fma(vf a, vf b, vf c) noexcept {                                \
+    return P##_fmadd_ps(a, b, c);                                           \
+  }                                                                         \
+  inline vf add(vf a, vf b) noexcept {                                      \
+    return P##_add_ps(a, b);                                                \
+  }                                                                         \
+  inline vf max(vf a, vf b) noexcept {                                      \
+    return P##_max_ps(a, b);                                                \
+  }
+
 namespace syncfac::cpu::simd {
 inline namespace SYNCFAC_SIMD_NAMESPACE {
 
@@ -44,13 +71,7 @@ inline lanes first_lanes(int n) noexcept {
   return {static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u)};
 }
 
-inline vf zero() noexcept {
-  return _mm512_setzero_ps();
-}
-
-inline vf load(const float* p) noexcept {
-  return _mm512_loadu_ps(p);
-}
+SYNCFAC_SIMD_COMMON_OPS(_mm512)
 
 /// Masked-off lanes are zero and never read (no fault past a buffer).
 inline vf load(const float* p, lanes m) noexcept {
@@ -61,29 +82,8 @@ inline vf broadcast(const float* p) noexcept {
   return _mm512_set1_ps(*p);
 }
 
-inline vf broadcast(float x) noexcept {
-  return _mm512_set1_ps(x);
-}
-
-inline void store(float* p, vf x) noexcept {
-  _mm512_storeu_ps(p, x);
-}
-
 inline void store(float* p, vf x, lanes m) noexcept {
   _mm512_mask_storeu_ps(p, m.mask, x);
-}
-
-inline vf fma(vf a, vf b, vf c) noexcept {
-  return _mm512_fmadd_ps(a, b, c);
-}
-
-inline vf add(vf a, vf b) noexcept {
-  return _mm512_add_ps(a, b);
-}
-
-/// a > b ? a : b per lane, so max(0, NaN) is NaN as in the AVX2 version.
-inline vf max(vf a, vf b) noexcept {
-  return _mm512_max_ps(a, b);
 }
 
 using vi = __m512i;
@@ -130,13 +130,7 @@ inline lanes first_lanes(int n) noexcept {
   return {_mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx)};
 }
 
-inline vf zero() noexcept {
-  return _mm256_setzero_ps();
-}
-
-inline vf load(const float* p) noexcept {
-  return _mm256_loadu_ps(p);
-}
+SYNCFAC_SIMD_COMMON_OPS(_mm256)
 
 inline vf load(const float* p, lanes m) noexcept {
   return _mm256_maskload_ps(p, m.mask);
@@ -146,30 +140,8 @@ inline vf broadcast(const float* p) noexcept {
   return _mm256_broadcast_ss(p);
 }
 
-inline vf broadcast(float x) noexcept {
-  return _mm256_set1_ps(x);
-}
-
-inline void store(float* p, vf x) noexcept {
-  _mm256_storeu_ps(p, x);
-}
-
 inline void store(float* p, vf x, lanes m) noexcept {
   _mm256_maskstore_ps(p, m.mask, x);
-}
-
-inline vf fma(vf a, vf b, vf c) noexcept {
-  return _mm256_fmadd_ps(a, b, c);
-}
-
-inline vf add(vf a, vf b) noexcept {
-  return _mm256_add_ps(a, b);
-}
-
-/// a > b ? a : b per lane, so max(0, NaN) is NaN: a ReLU keeps NaNs
-/// visible to the non-finite checks downstream.
-inline vf max(vf a, vf b) noexcept {
-  return _mm256_max_ps(a, b);
 }
 
 /// 8 int32 lanes, for arg-max indices.
@@ -312,3 +284,5 @@ inline void store(int32_t* p, vi x) noexcept {
 
 } // namespace SYNCFAC_SIMD_NAMESPACE
 } // namespace syncfac::cpu::simd
+
+#undef SYNCFAC_SIMD_COMMON_OPS

@@ -16,6 +16,7 @@
 
 #include "runtime/cluster/scheduler_env.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/json.hpp"
 
 namespace syncfac {
 
@@ -148,13 +149,7 @@ parse_syntax(const std::string& text,
   } catch (const json::exception& err) {
     // parse_error, and also out_of_range for a number too large for a
     // double (1e400), which escaped here before and ended the program.
-    std::string what = err.what();
-    // Drop nlohmann's "[json.exception.parse_error.101] " tag.
-    if (!what.empty() && what.front() == '[') {
-      auto end = what.find("] ");
-      if (end != std::string::npos)
-        what = what.substr(end + 2);
-    }
+    auto what = json_error_text(err);
     // The value itself (its start), so that a variable set by a scheduler
     // or a template shows what it held.
     constexpr size_t shown = 120;

@@ -11,6 +11,7 @@
 #include "kernels/kfac_inverter.hpp"
 #include "runtime/kfac/kfac_data.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/base/parse_enum.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/kfac/kfac_update.hpp"
 #include "runtime/kfac/layer_inversion.hpp"
@@ -31,12 +32,8 @@ const char* to_string(kfac_momentum x) noexcept {
 }
 
 caf::expected<kfac_momentum> parse_kfac_momentum(const std::string& str) {
-  for (auto x : {kfac_momentum::adam, kfac_momentum::regular})
-    if (str == to_string(x))
-      return x;
-  return make_error(ec::invalid_argument,
-                    "unknown K-FAC momentum type '" + str
-                      + "' (expected adam or regular)");
+  return parse_enum(str, {kfac_momentum::adam, kfac_momentum::regular},
+                    "K-FAC momentum type");
 }
 
 const char* to_string(kfac_cadence x) noexcept {
@@ -44,30 +41,18 @@ const char* to_string(kfac_cadence x) noexcept {
 }
 
 caf::expected<kfac_cadence> parse_kfac_cadence(const std::string& str) {
-  for (auto x : {kfac_cadence::counted, kfac_cadence::exact})
-    if (str == to_string(x))
-      return x;
-  return make_error(ec::invalid_argument,
-                    "unknown K-FAC cadence '" + str
-                      + "' (expected counted or exact)");
+  return parse_enum(str, {kfac_cadence::counted, kfac_cadence::exact},
+                    "K-FAC cadence");
 }
 
 caf::expected<fisher_type> parse_fisher_type(const std::string& str) {
-  for (auto x : {fisher_type::sampled, fisher_type::empirical})
-    if (str == to_string(x))
-      return x;
-  return make_error(ec::invalid_argument,
-                    "unknown Fisher type '" + str
-                      + "' (expected sampled or empirical)");
+  return parse_enum(str, {fisher_type::sampled, fisher_type::empirical},
+                    "Fisher type");
 }
 
 caf::expected<inverse_mode> parse_inverse_mode(const std::string& str) {
-  for (auto x : {inverse_mode::cholesky, inverse_mode::eigen})
-    if (str == to_string(x))
-      return x;
-  return make_error(ec::invalid_argument,
-                    "unknown inverse mode '" + str
-                      + "' (expected cholesky or eigen)");
+  return parse_enum(str, {inverse_mode::cholesky, inverse_mode::eigen},
+                    "inverse mode");
 }
 
 caf::error kfac_config::validate() const {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "runtime/base/error.hpp"
+#include "runtime/base/parse_enum.hpp"
 
 namespace syncfac {
 
@@ -60,12 +61,9 @@ const char* to_string(kfac_placement x) noexcept {
 }
 
 caf::expected<kfac_placement> parse_kfac_placement(const std::string& str) {
-  for (auto x : {kfac_placement::round_robin, kfac_placement::by_cost})
-    if (str == to_string(x))
-      return x;
-  return make_error(ec::invalid_argument,
-                    "unknown K-FAC placement '" + str
-                      + "' (expected round_robin or by_cost)");
+  return parse_enum(str,
+                    {kfac_placement::round_robin, kfac_placement::by_cost},
+                    "K-FAC placement");
 }
 
 std::vector<int32_t> place_layers(const std::vector<kfac_layer>& layers,

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -561,32 +562,22 @@ private:
 
   // -- progress records -------------------------------------------------------
 
-  /// Reads the chief's records that arrived; closes the pipe at EOF.
+  /// Reads the chief's records that arrived; closes the pipe at EOF (a
+  /// record cut off by it is dropped).
   void read_progress(task_proc& p) {
-    auto& s = p.progress;
-    char buf[4096];
-    while (s.fd >= 0) {
-      auto n = ::read(s.fd, buf, sizeof(buf));
-      if (n > 0) {
-        s.buf.append(buf, static_cast<size_t>(n));
-        size_t begin = 0;
-        for (auto nl = s.buf.find('\n'); nl != std::string::npos;
-             nl = s.buf.find('\n', begin)) {
-          on_record(p, s.buf.substr(begin, nl - begin));
-          begin = nl + 1;
-        }
-        s.buf.erase(0, begin);
-        if (s.buf.size() > max_line)
-          s.buf.clear(); // not records: drop rather than grow
-        continue;
-      }
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0 && errno == EAGAIN)
-        return;
-      ::close(s.fd);
-      s.fd = -1;
-    }
+    read_available(p.progress, std::numeric_limits<size_t>::max(),
+                   [&](output_stream& s) {
+                     size_t begin = 0;
+                     for (auto nl = s.buf.find('\n'); nl != std::string::npos;
+                          nl = s.buf.find('\n', begin)) {
+                       on_record(p, s.buf.substr(begin, nl - begin));
+                       begin = nl + 1;
+                     }
+                     s.buf.erase(0, begin);
+                     if (s.buf.size() > max_line)
+                       s.buf.clear(); // not records: drop rather than grow
+                   },
+                   [](output_stream&) {});
   }
 
   void on_record(task_proc& p, const std::string& line) {
@@ -626,6 +617,18 @@ private:
   /// read in one call (a descendant of an exited task may keep writing).
   void read_stream(task_proc& p, output_stream& s, bool is_err,
                    size_t limit) {
+    read_available(
+      s, limit,
+      [&](output_stream& in) { split_lines(p, in, is_err, false); },
+      [&](output_stream& in) { split_lines(p, in, is_err, true); });
+  }
+
+  /// Appends what `s` has now to its buffer, up to about `limit` bytes,
+  /// calling `on_data` after each read; at EOF or an error closes it and
+  /// calls `on_end`. Returns when the descriptor would block.
+  template <class OnData, class OnEnd>
+  static void read_available(output_stream& s, size_t limit, OnData on_data,
+                             OnEnd on_end) {
     char buf[16384];
     size_t total = 0;
     while (s.fd >= 0 && total < limit) {
@@ -633,7 +636,7 @@ private:
       if (n > 0) {
         s.buf.append(buf, static_cast<size_t>(n));
         total += static_cast<size_t>(n);
-        split_lines(p, s, is_err, false);
+        on_data(s);
         continue;
       }
       if (n < 0 && errno == EINTR)
@@ -643,7 +646,7 @@ private:
       // EOF or an error: the stream is done.
       ::close(s.fd);
       s.fd = -1;
-      split_lines(p, s, is_err, true);
+      on_end(s);
     }
   }
 
@@ -1035,21 +1038,36 @@ std::string signal_name(int sig) {
   return "signal " + std::to_string(sig);
 }
 
+namespace {
+
+/// Splits a hook's "JOB:INDEX@WHEN" into its task and WHEN (named `when`
+/// in the answer); what is wrong with it, if anything.
+std::optional<std::string> split_hook(const std::string& text,
+                                      const std::string& when, task_id& task,
+                                      std::string& rest) {
+  auto at = text.find('@');
+  if (at == std::string::npos)
+    return "no '@" + when + "'";
+  auto parsed = task_id::parse(text.substr(0, at));
+  if (!parsed)
+    return message_of(parsed.error());
+  task = std::move(*parsed);
+  rest = text.substr(at + 1);
+  return std::nullopt;
+}
+
+} // namespace
+
 caf::expected<kill_hook> kill_hook::parse(const std::string& text) {
   auto fail = [&](const std::string& why) {
     return bad_arg("--kill '" + text + "': " + why
                    + " (expected JOB:INDEX@STEP[:SIGNAL], e.g. "
                      "worker:1@100 or worker:1@100:STOP)");
   };
-  auto at = text.find('@');
-  if (at == std::string::npos)
-    return fail("no '@STEP'");
-  auto task = task_id::parse(text.substr(0, at));
-  if (!task)
-    return fail(message_of(task.error()));
   kill_hook result;
-  result.task = std::move(*task);
-  auto rest = text.substr(at + 1);
+  std::string rest;
+  if (auto why = split_hook(text, "STEP", result.task, rest))
+    return fail(*why);
   auto colon = rest.find(':');
   auto step = rest.substr(0, colon);
   if (!parse_int(step, result.step) || result.step < 0)
@@ -1079,15 +1097,11 @@ caf::expected<restart_hook> restart_hook::parse(const std::string& text) {
     return bad_arg("--restart '" + text + "': " + why
                    + " (expected JOB:INDEX@MS, e.g. worker:1@500)");
   };
-  auto at = text.find('@');
-  if (at == std::string::npos)
-    return fail("no '@MS'");
-  auto task = task_id::parse(text.substr(0, at));
-  if (!task)
-    return fail(message_of(task.error()));
   restart_hook result;
-  result.task = std::move(*task);
-  if (!parse_int(text.substr(at + 1), result.delay_ms) || result.delay_ms < 0)
+  std::string rest;
+  if (auto why = split_hook(text, "MS", result.task, rest))
+    return fail(*why);
+  if (!parse_int(rest, result.delay_ms) || result.delay_ms < 0)
     return fail("the delay must be a number of milliseconds >= 0");
   return result;
 }

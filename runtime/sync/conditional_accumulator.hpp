@@ -44,8 +44,10 @@ inline bool operator!=(const accumulator_stats& x,
 }
 
 /// The step gate and counters shared by the dense and sparse accumulators.
-/// They inherit it privately and re-export the read-only part, so only the
-/// accumulator itself decides what is admitted.
+/// They inherit it publicly: its public part is their read-only view (and
+/// the chief's step and round controls); admitting, refusing and closing a
+/// round stay protected, so only the accumulator itself decides what is
+/// admitted.
 class accumulator_ledger {
 public:
   explicit accumulator_ledger(std::string variable);
@@ -159,7 +161,7 @@ struct gradient_problem {
 };
 
 /// Accumulates dense gradients of one variable.
-class conditional_accumulator : private accumulator_ledger {
+class conditional_accumulator : public accumulator_ledger {
 public:
   /// Throws std::invalid_argument on a negative dimension (a bug of the
   /// caller, which takes shapes from its own variables).
@@ -210,17 +212,6 @@ public:
   const tensor_shape& shape() const noexcept {
     return shape_;
   }
-
-  using accumulator_ledger::accepted;
-  using accumulator_ledger::count;
-  using accumulator_ledger::dropped_stale;
-  using accumulator_ledger::global_step;
-  using accumulator_ledger::ready;
-  using accumulator_ledger::skip_round;
-  using accumulator_ledger::refused;
-  using accumulator_ledger::set_global_step;
-  using accumulator_ledger::stats;
-  using accumulator_ledger::variable;
 
 private:
   tensor_shape shape_;

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "runtime/base/error.hpp"
+#include "runtime/base/parse_enum.hpp"
 
 namespace syncfac {
 
@@ -97,12 +98,9 @@ const char* to_string(placement_strategy x) noexcept {
 
 caf::expected<placement_strategy>
 parse_placement_strategy(const std::string& str) {
-  for (auto x : {placement_strategy::round_robin, placement_strategy::by_size})
-    if (str == to_string(x))
-      return x;
-  return make_error(ec::invalid_argument,
-                    "unknown placement strategy '" + str
-                      + "' (expected round_robin or by_size)");
+  return parse_enum(
+    str, {placement_strategy::round_robin, placement_strategy::by_size},
+    "placement strategy");
 }
 
 caf::expected<std::vector<std::vector<size_t>>>

@@ -45,7 +45,7 @@ inline bool operator!=(const sparse_gradient& x, const sparse_gradient& y) {
 /// anyway, so this at most doubles its memory, and in exchange apply() is
 /// direct indexing with no allocation and no tree walk. Only touched rows
 /// are read and cleared on take().
-class sparse_accumulator : private accumulator_ledger {
+class sparse_accumulator : public accumulator_ledger {
 public:
   /// Throws std::invalid_argument unless the shape has rank >= 1 and no
   /// negative dimension (a bug of the caller).
@@ -87,17 +87,6 @@ public:
   int64_t touched_rows() const noexcept {
     return static_cast<int64_t>(touched_.size());
   }
-
-  using accumulator_ledger::accepted;
-  using accumulator_ledger::count;
-  using accumulator_ledger::dropped_stale;
-  using accumulator_ledger::global_step;
-  using accumulator_ledger::ready;
-  using accumulator_ledger::skip_round;
-  using accumulator_ledger::refused;
-  using accumulator_ledger::set_global_step;
-  using accumulator_ledger::stats;
-  using accumulator_ledger::variable;
 
 private:
   std::optional<gradient_problem>

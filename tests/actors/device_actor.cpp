@@ -9,6 +9,7 @@
 #include "actors/device_actor.hpp"
 #include "runtime/data/batcher.hpp"
 #include "runtime/base/error.hpp"
+#include "tests/actor_fixture.hpp"
 #include "tests/helpers.hpp"
 #include "actors/program_config.hpp"
 
@@ -17,30 +18,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct fixture {
-  program_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  device_actor dev;
+struct fixture : test::actor_fixture {
+  device_actor dev = keep(spawn_device(sys, device_config{"cpu", 2}));
 
-  fixture() {
-    auto spawned = spawn_device(sys, device_config{"cpu", 2});
-    BOOST_REQUIRE_MESSAGE(spawned, test::why(spawned));
-    dev = *spawned;
-  }
-
-  ~fixture() {
-    self->send_exit(dev, caf::exit_reason::user_shutdown);
-  }
-
-  /// The answer to a request, or the error it produced.
+  /// The device's answer to a request, or the error it produced.
   template <class T, class... Ts>
   caf::expected<T> ask(Ts&&... xs) {
-    caf::expected<T> result{caf::error{}};
-    self->request(dev, 10s, std::forward<Ts>(xs)...)
-      .receive([&](T& x) { result = std::move(x); },
-               [&](caf::error& err) { result = std::move(err); });
-    return result;
+    return actor_fixture::ask<T>(dev, std::forward<Ts>(xs)...);
   }
 
   model_info load(model_spec spec = {}) {

@@ -26,6 +26,7 @@
 #include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_update.hpp"
 #include "actors/program_config.hpp"
+#include "tests/actor_fixture.hpp"
 #include "tests/helpers.hpp"
 #include "tests/kfac_test_utils.hpp"
 
@@ -123,15 +124,7 @@ layer_factors factors_of(const kfac_layer& l, tensor a, tensor g,
 // -- a mock inverse actor ----------------------------------------------------
 
 /// What the mock saw, shared with the test thread.
-struct mock_log {
-  std::mutex mtx;
-  std::vector<factor_set> sets;
-
-  std::vector<factor_set> get() {
-    std::lock_guard<std::mutex> guard{mtx};
-    return sets;
-  }
-};
+using mock_log = shared_log<factor_set>;
 
 /// The inverse role plus: how many sets arrived (a sync point, since the
 /// covariance actor's hand-off is in the mailbox before its ack leaves),
@@ -191,41 +184,17 @@ parameter_set layer_variables(const kfac_layer& l) {
 
 constexpr float lr = 0.1f;
 
-struct fixture {
-  program_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  std::vector<caf::actor> spawned;
+/// A covariance actor's count of updates received, folded, dropped as
+/// stale and refused.
+void check_updates(const covariance_status& st, int64_t received,
+                   int64_t cov_updates, int64_t stale, int64_t refused) {
+  BOOST_TEST(st.received == received);
+  BOOST_TEST(st.cov_updates == cov_updates);
+  BOOST_TEST(st.stale == stale);
+  BOOST_TEST(st.refused == refused);
+}
 
-  ~fixture() {
-    for (auto& a : spawned)
-      self->send_exit(a, caf::exit_reason::user_shutdown);
-  }
-
-  template <class Handle>
-  Handle keep(caf::expected<Handle> x) {
-    BOOST_REQUIRE_MESSAGE(x, test::why(x));
-    spawned.push_back(caf::actor_cast<caf::actor>(*x));
-    return *x;
-  }
-
-  /// The answer to a request, or the error it produced.
-  template <class T, class Handle, class... Ts>
-  caf::expected<T> ask(const Handle& dest, Ts&&... xs) {
-    caf::expected<T> result{caf::error{}};
-    self->request(dest, 10s, std::forward<Ts>(xs)...)
-      .receive([&](T& x) { result = std::move(x); },
-               [&](caf::error& err) { result = std::move(err); });
-    return result;
-  }
-
-  template <class T, class Handle, class... Ts>
-  T require(const Handle& dest, Ts&&... xs) {
-    auto x = ask<T>(dest, std::forward<Ts>(xs)...);
-    BOOST_REQUIRE_MESSAGE(x, test::why(x));
-    return std::move(*x);
-  }
-
+struct fixture : actor_fixture {
   /// Polls `done` until it holds; fails after 10 s.
   void wait_for(const std::string& what, const std::function<bool()>& done) {
     auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -369,12 +338,9 @@ BOOST_AUTO_TEST_CASE(the_ema_of_two_updates_is_the_normalised_average) {
   require_close(f1.g, mix(0.16f / w, g_stat(1.0f), 0.2f / w, g_stat(3.0f)),
                 "G after two updates");
   auto st = status(cov);
-  BOOST_TEST(st.received == 2);
-  BOOST_TEST(st.cov_updates == 2);
+  check_updates(st, 2, 2, 0, 0);
   BOOST_TEST(st.factor_sets_sent == 2);
   BOOST_TEST(st.send_failures == 0);
-  BOOST_TEST(st.stale == 0);
-  BOOST_TEST(st.refused == 0);
 }
 
 BOOST_AUTO_TEST_CASE(contributions_of_one_step_are_averaged_by_examples) {
@@ -432,10 +398,7 @@ BOOST_AUTO_TEST_CASE(stale_updates_are_dropped_and_counted) {
                 mix(decay * 0.2f / w, a_stat(1.0f), 0.2f / w, a_stat(2.0f)),
                 "A after step 2");
   auto st = status(cov);
-  BOOST_TEST(st.stale == 2);
-  BOOST_TEST(st.received == 6);
-  BOOST_TEST(st.cov_updates == 2);
-  BOOST_TEST(st.refused == 0);
+  check_updates(st, 6, 2, 2, 0);
 }
 
 BOOST_AUTO_TEST_CASE(malformed_updates_are_refused_and_change_nothing) {
@@ -482,10 +445,8 @@ BOOST_AUTO_TEST_CASE(malformed_updates_are_refused_and_change_nothing) {
     BOOST_TEST(contains(msg, "covariance actor 0"), msg);
   }
   auto st = status(cov);
-  BOOST_TEST(st.refused == static_cast<int64_t>(cases.size()));
-  BOOST_TEST(st.received == static_cast<int64_t>(cases.size()) + 1);
-  BOOST_TEST(st.cov_updates == 0);
-  BOOST_TEST(st.stale == 0);
+  auto refused = static_cast<int64_t>(cases.size());
+  check_updates(st, refused + 1, 0, 0, refused);
   BOOST_TEST(received(m, log).empty());
   // Step 0's second contribution: the mean of the two good ones only.
   BOOST_TEST(send(cov, good(0, 3.0f, 1)).cov_updates == 1);
@@ -931,29 +892,6 @@ BOOST_AUTO_TEST_CASE(invalid_inverse_configs_are_refused) {
 
 namespace {
 
-/// The explicit preconditioned gradient of fc0 for `grad` [3, 2] (row-major
-/// vec, weight rows then the bias row): (K)⁻¹ vec(grad).
-matrix explicit_step(const matrix& K, const matrix& grad) {
-  Eigen::VectorXd v(6);
-  for (int i = 0; i < 6; ++i)
-    v(i) = grad(i / 2, i % 2);
-  Eigen::VectorXd u = K.ldlt().solve(v);
-  matrix out(3, 2);
-  for (int i = 0; i < 6; ++i)
-    out(i / 2, i % 2) = u(i);
-  return out;
-}
-
-/// A ⊗ G acting on the row-major vec of [3, 2] matrices: vec(A · M · G).
-matrix kron(const matrix& A, const matrix& G) {
-  matrix K(A.rows() * G.rows(), A.cols() * G.cols());
-  for (int i = 0; i < A.rows(); ++i)
-    for (int j = 0; j < G.rows(); ++j)
-      for (int k = 0; k < A.cols(); ++k)
-        for (int l = 0; l < G.cols(); ++l)
-          K(i * G.rows() + j, k * G.cols() + l) = A(i, k) * G(j, l);
-  return K;
-}
 
 } // namespace
 

@@ -13,23 +13,15 @@
 #include "actors/ps_shard.hpp"
 #include "runtime/base/error.hpp"
 #include "actors/program_config.hpp"
+#include "tests/actor_fixture.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;
-using syncfac::test::same;
+using namespace syncfac::test;
 using namespace std::chrono_literals;
 namespace tt = boost::test_tools;
 
 namespace {
-
-tensor scalar(float x) {
-  return tensor{tensor_shape{}, {x}};
-}
-
-tensor vec(std::vector<float> xs) {
-  auto n = static_cast<int64_t>(xs.size());
-  return tensor{{n}, std::move(xs)};
-}
 
 /// The seeds' test2Workers variables, all on one shard here.
 parameter_set seed_variables() {
@@ -62,20 +54,6 @@ gradient_push seed_push(int32_t worker, int64_t local_step) {
   return p;
 }
 
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-/// The rendered error of an answer that must fail with `code`.
-template <class T>
-std::string failure(const caf::expected<T>& x, ec code) {
-  BOOST_REQUIRE_MESSAGE(!x, "expected an error, got a value");
-  BOOST_TEST(x.error().category() == error_category, render(x.error()));
-  BOOST_TEST(static_cast<int>(x.error().code()) == static_cast<int>(code),
-             render(x.error()));
-  return render(x.error());
-}
-
 float value_of(const shard_params& p, const std::string& name, int64_t i) {
   for (const auto& x : p.values)
     if (x.name == name)
@@ -84,32 +62,24 @@ float value_of(const shard_params& p, const std::string& name, int64_t i) {
   return 0;
 }
 
-struct fixture {
-  program_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
+struct fixture : actor_fixture {
   ps_actor ps;
 
   fixture() {
     start(seed_config());
   }
 
-  ~fixture() {
-    self->send_exit(ps, caf::exit_reason::user_shutdown);
-  }
-
+  /// Replaces the shard with one of `shard`.
   void start(ps_shard_config shard) {
     if (ps)
       self->send_exit(ps, caf::exit_reason::user_shutdown);
-    auto spawned = spawn_ps_shard(sys, std::move(shard));
-    BOOST_REQUIRE_MESSAGE(spawned, test::why(spawned));
-    ps = *spawned;
+    ps = keep(spawn_ps_shard(sys, std::move(shard)));
   }
 
-  /// The answer to a request, or the error it produced.
+  /// The shard's answer to a request, or the error it produced.
   template <class T, class... Ts>
   caf::expected<T> ask(Ts&&... xs) {
-    return test::ask<T>(self, ps, std::forward<Ts>(xs)...);
+    return actor_fixture::ask<T>(ps, std::forward<Ts>(xs)...);
   }
 
   push_ack push(const gradient_push& p) {
@@ -128,6 +98,18 @@ struct fixture {
 
   shard_params pull() {
     auto p = ask<shard_params>(pull_atom::value);
+    BOOST_REQUIRE_MESSAGE(p, test::why(p));
+    return *p;
+  }
+
+  /// Moves the shard's moving averages with `decay`.
+  caf::expected<caf::ok_atom> average(float decay) {
+    return ask<caf::ok_atom>(average_atom::value, decay);
+  }
+
+  /// The shard's moving averages of its variables.
+  shard_params pull_averages() {
+    auto p = ask<shard_params>(pull_atom::value, average_atom::value);
     BOOST_REQUIRE_MESSAGE(p, test::why(p));
     return *p;
   }
@@ -648,7 +630,11 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_CASE(invalid_configs_are_refused_by_name) {
   program_config pcfg;
   caf::actor_system sys{pcfg};
-  auto expect = [&](ps_shard_config shard, const std::string& needle) {
+  // The seeds' config changed by `change` must be refused naming `needle`.
+  auto expect = [&](void (*change)(ps_shard_config&),
+                    const std::string& needle) {
+    auto shard = seed_config();
+    change(shard);
     auto err = shard.validate();
     BOOST_REQUIRE_MESSAGE(err, "expected an error for " << needle);
     BOOST_TEST(static_cast<int>(err.code())
@@ -658,163 +644,119 @@ BOOST_AUTO_TEST_CASE(invalid_configs_are_refused_by_name) {
     BOOST_TEST(!spawned);
   };
   BOOST_TEST(!seed_config().validate());
-  auto x = seed_config();
-  x.variables.push_back({"v0", scalar(2)});
-  expect(x, "'v0' appears twice");
-  x = seed_config();
-  x.variables[1].name.clear();
-  expect(x, "variable #1 has an empty name");
-  x = seed_config();
-  x.variables[2].value[1] = std::numeric_limits<float>::infinity();
-  expect(x, "'v_sparse' holds NaN or Inf");
-  x = seed_config();
-  x.sparse_variables.push_back("embedding");
-  expect(x, "sparse variable 'embedding' is not among");
-  x = seed_config();
-  x.sparse_variables.push_back("v0");
-  expect(x, "sparse variable 'v0' needs rank >= 1");
-  x = seed_config();
-  x.sparse_variables.push_back("v_sparse");
-  expect(x, "'v_sparse' is listed twice");
-  x = seed_config();
-  x.unaveraged_variables.push_back("nope");
-  expect(x, "unaveraged variable 'nope' is not among");
-  x = seed_config();
-  x.optimizer.learning_rate = -1;
-  expect(x, "learning_rate");
-  x = seed_config();
-  x.index = -1;
-  expect(x, "index");
+  expect([](ps_shard_config& x) { x.variables.push_back({"v0", scalar(2)}); },
+         "'v0' appears twice");
+  expect([](ps_shard_config& x) { x.variables[1].name.clear(); },
+         "variable #1 has an empty name");
+  expect(
+    [](ps_shard_config& x) {
+      x.variables[2].value[1] = std::numeric_limits<float>::infinity();
+    },
+    "'v_sparse' holds NaN or Inf");
+  expect([](ps_shard_config& x) { x.sparse_variables.push_back("embedding"); },
+         "sparse variable 'embedding' is not among");
+  expect([](ps_shard_config& x) { x.sparse_variables.push_back("v0"); },
+         "sparse variable 'v0' needs rank >= 1");
+  expect([](ps_shard_config& x) { x.sparse_variables.push_back("v_sparse"); },
+         "'v_sparse' is listed twice");
+  expect([](ps_shard_config& x) { x.unaveraged_variables.push_back("nope"); },
+         "unaveraged variable 'nope' is not among");
+  expect([](ps_shard_config& x) { x.optimizer.learning_rate = -1; },
+         "learning_rate");
+  expect([](ps_shard_config& x) { x.index = -1; },
+         "index");
   auto ok = spawn_ps_shard(sys, seed_config());
   BOOST_REQUIRE_MESSAGE(ok, test::why(ok));
   caf::anon_send_exit(*ok, caf::exit_reason::user_shutdown);
 }
 
-BOOST_AUTO_TEST_CASE(moving_averages_start_at_the_initial_values) {
-  program_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
+namespace {
+
+/// A shard of `variables` under plain SGD with learning rate 1.
+ps_shard_config sgd_shard(parameter_set variables) {
   ps_shard_config sc;
   sc.optimizer.kind = optimizer_kind::sgd;
   sc.optimizer.learning_rate = 1.0f;
-  sc.variables = {{"w", tensor{{2}, {1.0f, 2.0f}}}};
-  auto shard = spawn_ps_shard(sys, sc);
-  BOOST_REQUIRE_MESSAGE(shard, test::why(shard));
-  auto pull_avg = [&] {
-    shard_params out;
-    self->request(*shard, std::chrono::seconds(5), pull_atom::value,
-                  average_atom::value)
-      .receive([&](shard_params& p) { out = std::move(p); },
-               [](caf::error& err) { BOOST_FAIL(render(err)); });
-    return out.values.at(0).value;
-  };
-  BOOST_TEST(pull_avg()[1] == 2.0f);
-  gradient_push push;
-  push.dense = {{"w", tensor{{2}, {1.0f, 1.0f}}}};
-  self->request(*shard, std::chrono::seconds(5), push_atom::value, push)
-    .receive([](push_ack&) {}, [](caf::error& err) { BOOST_FAIL(render(err)); });
-  self->request(*shard, std::chrono::seconds(5), apply_atom::value,
-                int64_t{0}, int64_t{1})
-    .receive([](applied&) {}, [](caf::error& err) { BOOST_FAIL(render(err)); });
-  // w is now {0, 1}; with decay 0.75 the shadow moves a quarter of the way.
-  self->request(*shard, std::chrono::seconds(5), average_atom::value, 0.75f)
-    .receive([](caf::ok_atom) {}, [](caf::error& err) { BOOST_FAIL(render(err)); });
-  auto avg = pull_avg();
-  BOOST_TEST(std::abs(avg[0] - 0.75f) < 1e-6);
-  BOOST_TEST(std::abs(avg[1] - 1.75f) < 1e-6);
-  bool refused = false;
-  self->request(*shard, std::chrono::seconds(5), average_atom::value, 1.5f)
-    .receive([](caf::ok_atom) {}, [&](caf::error&) { refused = true; });
-  BOOST_TEST(refused);
-  self->send_exit(*shard, caf::exit_reason::user_shutdown);
+  sc.variables = std::move(variables);
+  return sc;
 }
 
-BOOST_AUTO_TEST_CASE(only_the_variables_to_average_keep_averages) {
+/// A dense push of `grads` by `worker` at `local_step`.
+gradient_push dense_push(parameter_set grads, int32_t worker = 0,
+                         int64_t local_step = 0) {
+  gradient_push p;
+  p.worker = worker;
+  p.local_step = local_step;
+  p.dense = std::move(grads);
+  return p;
+}
+
+} // namespace
+
+// -- moving averages and pushes of some variables ---------------------------
+
+BOOST_FIXTURE_TEST_CASE(moving_averages_start_at_the_initial_values,
+                        fixture) {
+  start(sgd_shard({{"w", tensor{{2}, {1.0f, 2.0f}}}}));
+  BOOST_TEST(pull_averages().values.at(0).value[1] == 2.0f);
+  push(dense_push({{"w", tensor{{2}, {1.0f, 1.0f}}}}));
+  auto done = apply(0, 1);
+  BOOST_REQUIRE_MESSAGE(done, test::why(done));
+  // w is now {0, 1}; with decay 0.75 the shadow moves a quarter of the way.
+  auto moved = average(0.75f);
+  BOOST_REQUIRE_MESSAGE(moved, test::why(moved));
+  auto avg = pull_averages().values.at(0).value;
+  BOOST_TEST(std::abs(avg[0] - 0.75f) < 1e-6);
+  BOOST_TEST(std::abs(avg[1] - 1.75f) < 1e-6);
+  BOOST_TEST(!average(1.5f), "a decay of 1.5 is refused");
+}
+
+BOOST_FIXTURE_TEST_CASE(only_the_variables_to_average_keep_averages,
+                        fixture) {
   // TF's ExponentialMovingAverage over variables_to_average: "b" is left
   // out, so its average entry follows its current value.
-  program_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  ps_shard_config sc;
-  sc.optimizer.kind = optimizer_kind::sgd;
-  sc.optimizer.learning_rate = 1.0f;
-  sc.variables = {{"w", tensor{{2}, {1.0f, 2.0f}}},
-                  {"b", tensor{{1}, std::vector<float>{4.0f}}}};
+  auto sc = sgd_shard({{"w", tensor{{2}, {1.0f, 2.0f}}},
+                       {"b", tensor{{1}, std::vector<float>{4.0f}}}});
   sc.unaveraged_variables = {"b"};
-  auto shard = spawn_ps_shard(sys, sc);
-  BOOST_REQUIRE_MESSAGE(shard, test::why(shard));
-  gradient_push push;
-  push.dense = {{"w", tensor{{2}, {1.0f, 1.0f}}}, {"b", tensor{{1}, std::vector<float>{2.0f}}}};
-  self->request(*shard, std::chrono::seconds(5), push_atom::value, push)
-    .receive([](push_ack&) {}, [](caf::error& err) { BOOST_FAIL(render(err)); });
-  self->request(*shard, std::chrono::seconds(5), apply_atom::value,
-                int64_t{0}, int64_t{1})
-    .receive([](applied&) {}, [](caf::error& err) { BOOST_FAIL(render(err)); });
-  self->request(*shard, std::chrono::seconds(5), average_atom::value, 0.75f)
-    .receive([](caf::ok_atom) {}, [](caf::error& err) { BOOST_FAIL(render(err)); });
-  shard_params out;
-  self->request(*shard, std::chrono::seconds(5), pull_atom::value,
-                average_atom::value)
-    .receive([&](shard_params& p) { out = std::move(p); },
-             [](caf::error& err) { BOOST_FAIL(render(err)); });
+  start(sc);
+  push(dense_push({{"w", tensor{{2}, {1.0f, 1.0f}}},
+                   {"b", tensor{{1}, std::vector<float>{2.0f}}}}));
+  auto done = apply(0, 1);
+  BOOST_REQUIRE_MESSAGE(done, test::why(done));
+  auto moved = average(0.75f);
+  BOOST_REQUIRE_MESSAGE(moved, test::why(moved));
+  auto out = pull_averages();
   BOOST_REQUIRE_EQUAL(out.values.size(), 2u);
   // w = {0, 1}: its shadow moves a quarter of the way from {1, 2}.
   BOOST_TEST(std::abs(out.values[0].value[0] - 0.75f) < 1e-6);
   BOOST_TEST(std::abs(out.values[0].value[1] - 1.75f) < 1e-6);
   // b = 4 - 2 = 2, taken as it is (an average would be 3.5).
   BOOST_TEST(out.values[1].value[0] == 2.0f);
-  self->send_exit(*shard, caf::exit_reason::user_shutdown);
 }
 
-BOOST_AUTO_TEST_CASE(a_push_lacking_a_gradient_counts_for_the_ones_it_has) {
+BOOST_FIXTURE_TEST_CASE(a_push_lacking_a_gradient_counts_for_the_ones_it_has,
+                        fixture) {
   // TF's grad=None: worker 1's push has no gradient for b and neither push
   // one for c. The apply of 2 goes ahead with the two pushes instead of
   // waiting for b's second gradient: w averages two, b the one it got, c
   // stays as it is, and every accumulator moves on to the next step.
-  program_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  ps_shard_config sc;
-  sc.optimizer.kind = optimizer_kind::sgd;
-  sc.optimizer.learning_rate = 1.0f;
-  sc.variables = {{"w", tensor{{2}, {1.0f, 2.0f}}},
-                  {"b", tensor{{1}, std::vector<float>{4.0f}}},
-                  {"c", tensor{{1}, std::vector<float>{7.0f}}}};
-  auto shard = spawn_ps_shard(sys, sc);
-  BOOST_REQUIRE_MESSAGE(shard, test::why(shard));
-  auto push = [&](int32_t worker, int64_t step, parameter_set grads) {
-    gradient_push p;
-    p.worker = worker;
-    p.local_step = step;
-    p.dense = std::move(grads);
-    push_ack ack;
-    self->request(*shard, std::chrono::seconds(5), push_atom::value, p)
-      .receive([&](push_ack& a) { ack = a; },
-               [](caf::error& err) { BOOST_FAIL(render(err)); });
-    return ack;
+  start(sgd_shard({{"w", tensor{{2}, {1.0f, 2.0f}}},
+                   {"b", tensor{{1}, std::vector<float>{4.0f}}},
+                   {"c", tensor{{1}, std::vector<float>{7.0f}}}}));
+  auto apply_two = [&](int64_t step) {
+    auto out = apply(step, 2);
+    BOOST_REQUIRE_MESSAGE(out, test::why(out));
+    return *out;
   };
-  auto apply = [&](int64_t step) {
-    applied out;
-    self->request(*shard, std::chrono::seconds(5), apply_atom::value, step,
-                  int64_t{2})
-      .receive([&](applied& a) { out = a; },
-               [](caf::error& err) { BOOST_FAIL(render(err)); });
-    return out;
-  };
-  BOOST_TEST(push(0, 0, {{"w", tensor{{2}, {1.0f, 3.0f}}},
-                         {"b", tensor{{1}, std::vector<float>{2.0f}}}})
+  BOOST_TEST(push(dense_push({{"w", tensor{{2}, {1.0f, 3.0f}}},
+                              {"b", tensor{{1}, std::vector<float>{2.0f}}}},
+                             0, 0))
                .accepted);
-  BOOST_TEST(push(1, 0, {{"w", tensor{{2}, {3.0f, 1.0f}}}}).accepted);
-  auto first = apply(0);
+  BOOST_TEST(
+    push(dense_push({{"w", tensor{{2}, {3.0f, 1.0f}}}}, 1, 0)).accepted);
+  auto first = apply_two(0);
   BOOST_TEST(first.global_step == 1);
-  auto values = [&] {
-    shard_params out;
-    self->request(*shard, std::chrono::seconds(5), pull_atom::value)
-      .receive([&](shard_params& p) { out = std::move(p); },
-               [](caf::error& err) { BOOST_FAIL(render(err)); });
-    return out.values;
-  };
-  auto v = values();
+  auto v = pull().values;
   BOOST_REQUIRE_EQUAL(v.size(), 3u);
   BOOST_TEST(v[0].value[0] == -1.0f); // 1 - (1 + 3) / 2
   BOOST_TEST(v[0].value[1] == 0.0f);  // 2 - (3 + 1) / 2
@@ -824,12 +766,11 @@ BOOST_AUTO_TEST_CASE(a_push_lacking_a_gradient_counts_for_the_ones_it_has) {
   parameter_set full = {{"w", tensor{{2}, {1.0f, 1.0f}}},
                         {"b", tensor{{1}, std::vector<float>{1.0f}}},
                         {"c", tensor{{1}, std::vector<float>{1.0f}}}};
-  BOOST_TEST(push(0, 1, full).accepted);
-  BOOST_TEST(push(1, 1, full).accepted);
-  BOOST_TEST(apply(1).global_step == 2);
-  v = values();
+  BOOST_TEST(push(dense_push(full, 0, 1)).accepted);
+  BOOST_TEST(push(dense_push(full, 1, 1)).accepted);
+  BOOST_TEST(apply_two(1).global_step == 2);
+  v = pull().values;
   BOOST_TEST(v[2].value[0] == 6.0f);
   // A stale push (step 0) neither counts nor moves anything.
-  BOOST_TEST(!push(0, 0, full).accepted);
-  self->send_exit(*shard, caf::exit_reason::user_shutdown);
+  BOOST_TEST(!push(dense_push(full, 0, 0)).accepted);
 }

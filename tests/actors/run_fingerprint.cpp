@@ -41,6 +41,20 @@ struct run {
 };
 
 /// The first difference of `node`'s record from the chief's, described.
+/// The chief's run and another node's, alike until a test changes one.
+struct chief_and_node {
+  run chief;
+  run node;
+};
+
+/// The path of the first field where `a` differs from `b`, which it must.
+std::string differing_path(const config_fingerprint& a,
+                           const config_fingerprint& b) {
+  auto d = compare_fingerprints(a, b);
+  BOOST_REQUIRE_MESSAGE(d, "the fingerprints do not differ");
+  return d->path;
+}
+
 std::string difference(run& node, run& chief) {
   auto d = compare_fingerprints(node.fingerprint(), chief.fingerprint());
   return d ? describe_difference("worker:1", *d) : "none";
@@ -70,37 +84,30 @@ BOOST_AUTO_TEST_CASE(the_record_lists_every_variable_and_its_shard) {
   BOOST_TEST(*fp.value_of("data.train.source") == "fake");
 }
 
-BOOST_AUTO_TEST_CASE(another_model_is_named) {
-  run chief;
-  run node;
+BOOST_FIXTURE_TEST_CASE(another_model_is_named, chief_and_node) {
   node.sync.base.model.arch = model_arch::mlp;
   BOOST_TEST(difference(node, chief)
              == "worker:1 differs from the chief in model.arch: mlp on "
                 "worker:1, convnet on the chief");
 }
 
-BOOST_AUTO_TEST_CASE(another_variable_shape_is_named) {
-  run chief;
-  run node;
+BOOST_FIXTURE_TEST_CASE(another_variable_shape_is_named, chief_and_node) {
   chief.sync.base.model.arch = model_arch::mlp;
   node.sync.base.model.arch = model_arch::mlp;
   node.sync.base.model.hidden = {128, 64, 16};
-  auto d = compare_fingerprints(node.fingerprint(), chief.fingerprint());
-  BOOST_REQUIRE(d);
-  BOOST_TEST(d->path == "model.hidden");
+  BOOST_TEST(differing_path(node.fingerprint(), chief.fingerprint())
+             == "model.hidden");
   // The variables say it too, field by field.
   auto a = node.fingerprint();
   auto b = chief.fingerprint();
   b.add("model.hidden", *a.value_of("model.hidden"));
-  d = compare_fingerprints(a, b);
+  auto d = compare_fingerprints(a, b);
   BOOST_REQUIRE(d);
   BOOST_TEST(d->path.rfind("model.variables[", 0) == 0, d->path);
   BOOST_TEST(d->first.find("16") != std::string::npos, d->first);
 }
 
-BOOST_AUTO_TEST_CASE(the_averaged_variables_are_named) {
-  run chief;
-  run node;
+BOOST_FIXTURE_TEST_CASE(the_averaged_variables_are_named, chief_and_node) {
   chief.sync.moving_average_decay = node.sync.moving_average_decay = 0.99f;
   node.sync.variables_to_average = {"fc4", "conv2/kernel"};
   BOOST_TEST(difference(node, chief)
@@ -108,18 +115,14 @@ BOOST_AUTO_TEST_CASE(the_averaged_variables_are_named) {
                 "[fc4,conv2/kernel] on worker:1, all on the chief");
 }
 
-BOOST_AUTO_TEST_CASE(an_optimizer_hyperparameter_is_named) {
-  run chief;
-  run node;
+BOOST_FIXTURE_TEST_CASE(an_optimizer_hyperparameter_is_named, chief_and_node) {
   node.sync.base.optimizer.learning_rate = 0.02f;
   BOOST_TEST(difference(node, chief)
              == "worker:1 differs from the chief in optimizer.learning_rate: "
                 "0.02 on worker:1, 0.01 on the chief");
 }
 
-BOOST_AUTO_TEST_CASE(kfac_settings_count_only_under_kfac) {
-  run chief;
-  run node;
+BOOST_FIXTURE_TEST_CASE(kfac_settings_count_only_under_kfac, chief_and_node) {
   node.sync.base.optimizer.kfac.damping = 0.01f;
   BOOST_TEST(difference(node, chief) == "none");
   chief.sync.base.optimizer.kind = optimizer_kind::kfac;
@@ -139,38 +142,29 @@ BOOST_AUTO_TEST_CASE(kfac_settings_count_only_under_kfac) {
                 "all_workers on worker:1, chief_worker on the chief");
 }
 
-BOOST_AUTO_TEST_CASE(the_placement_on_the_shards_is_named) {
-  run chief;
-  run node;
+BOOST_FIXTURE_TEST_CASE(the_placement_on_the_shards_is_named, chief_and_node) {
   node.sync.placement = placement_strategy::by_size;
-  auto d = compare_fingerprints(node.fingerprint(), chief.fingerprint());
-  BOOST_REQUIRE(d);
-  BOOST_TEST(d->path == "ps.placement");
+  BOOST_TEST(differing_path(node.fingerprint(), chief.fingerprint())
+             == "ps.placement");
   // The same strategy name with other shards' contents (another count).
   run three;
   three.sync.ps_tasks = 3;
-  d = compare_fingerprints(three.fingerprint(), chief.fingerprint());
-  BOOST_REQUIRE(d);
-  BOOST_TEST(d->path == "ps.tasks");
+  BOOST_TEST(differing_path(three.fingerprint(), chief.fingerprint())
+             == "ps.tasks");
 }
 
-BOOST_AUTO_TEST_CASE(batch_size_and_replicas_are_named) {
-  run chief;
-  run node;
+BOOST_FIXTURE_TEST_CASE(batch_size_and_replicas_are_named, chief_and_node) {
   node.sync.base.batch_size = 16;
-  auto d = compare_fingerprints(node.fingerprint(), chief.fingerprint());
-  BOOST_REQUIRE(d);
-  BOOST_TEST(d->path == "run.batch_size");
+  BOOST_TEST(differing_path(node.fingerprint(), chief.fingerprint())
+             == "run.batch_size");
   node.sync.base.batch_size = 32;
   node.sync.replicas_to_aggregate = 2;
-  d = compare_fingerprints(node.fingerprint(), chief.fingerprint());
-  BOOST_REQUIRE(d);
-  BOOST_TEST(d->path == "run.replicas_to_aggregate");
+  BOOST_TEST(differing_path(node.fingerprint(), chief.fingerprint())
+             == "run.replicas_to_aggregate");
 }
 
-BOOST_AUTO_TEST_CASE(other_data_are_told_apart_by_counts_and_contents) {
-  run chief;
-  run node;
+BOOST_FIXTURE_TEST_CASE(other_data_are_told_apart_by_counts_and_contents,
+                        chief_and_node) {
   node.train = make_fake_dataset(64, 1);
   auto d = compare_fingerprints(node.fingerprint(), chief.fingerprint());
   BOOST_REQUIRE(d);
@@ -179,9 +173,8 @@ BOOST_AUTO_TEST_CASE(other_data_are_told_apart_by_counts_and_contents) {
   BOOST_TEST(d->second == "128");
   // Same counts and shapes, other examples: the digest differs.
   node.train = make_fake_dataset(128, 7);
-  d = compare_fingerprints(node.fingerprint(), chief.fingerprint());
-  BOOST_REQUIRE(d);
-  BOOST_TEST(d->path == "data.train.head_digest");
+  BOOST_TEST(differing_path(node.fingerprint(), chief.fingerprint())
+             == "data.train.head_digest");
 }
 
 BOOST_AUTO_TEST_CASE(a_node_without_data_is_compared_on_the_rest) {
@@ -191,9 +184,8 @@ BOOST_AUTO_TEST_CASE(a_node_without_data_is_compared_on_the_rest) {
   BOOST_TEST(!fp.value_of("data.train.count").has_value());
   BOOST_TEST(!compare_fingerprints(fp, chief.fingerprint()));
   shard.sync.placement = placement_strategy::by_size;
-  auto d = compare_fingerprints(shard.fingerprint(false), chief.fingerprint());
-  BOOST_REQUIRE(d);
-  BOOST_TEST(d->path == "ps.placement");
+  BOOST_TEST(differing_path(shard.fingerprint(false), chief.fingerprint())
+             == "ps.placement");
 }
 
 BOOST_AUTO_TEST_CASE(only_the_chief_compares) {

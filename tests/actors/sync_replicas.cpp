@@ -20,6 +20,7 @@
 #include "actors/worker.hpp"
 #include "actors/program_config.hpp"
 #include "tests/helpers.hpp"
+#include "tests/test_scheduler.hpp"
 
 using namespace syncfac;
 using namespace std::chrono_literals;
@@ -87,18 +88,7 @@ seed_device(device_actor::pointer self, int worker, bool bad_shape) {
   };
 }
 
-struct testing_config : program_config {
-  testing_config() {
-    set("scheduler.policy", caf::atom("testing"));
-  }
-};
-
-struct fixture {
-  testing_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scheduler::test_coordinator& sched
-    = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-  caf::scoped_actor self{sys};
+struct fixture : test::deterministic_system {
   std::shared_ptr<const dataset> data
     = std::make_shared<const dataset>(make_fake_dataset(64, 1));
   std::vector<ps_actor> shards;
@@ -200,6 +190,20 @@ struct fixture {
     sched.run();
   }
 
+  /// After the steps so far: `finished` of them answered, and the run is
+  /// at global step `global`.
+  void check_steps(size_t finished, int64_t global) {
+    BOOST_TEST(finished_steps() == finished);
+    BOOST_TEST(global_step() == global);
+  }
+
+  /// The first element of each shard's first variable (the seeds' v0 and
+  /// v1), within 1e-6.
+  void check_values(float v0, float v1) {
+    BOOST_TEST(std::abs(value(0, 0) - v0) < 1e-6f);
+    BOOST_TEST(std::abs(value(1, 0) - v1) < 1e-6f);
+  }
+
   /// The run's summary, once the chief answered the run request (the
   /// workers' answers that arrived meanwhile are dropped).
   std::optional<sync_summary> run_summary() {
@@ -246,10 +250,9 @@ BOOST_AUTO_TEST_CASE(test2Workers) {
   step({0});
   BOOST_TEST(finished_steps() == 1u);
   step({1});
-  BOOST_TEST(finished_steps() == 1u);
-  BOOST_TEST(global_step() == 1);
-  BOOST_TEST(std::abs(value(0, 0) - (0 - (0.1f + 0.3f) / 2 * 2.0f)) < tol);
-  BOOST_TEST(std::abs(value(1, 0) - (1 - (0.9f + 1.1f) / 2 * 2.0f)) < tol);
+  check_steps(1, 1);
+  check_values(0 - (0.1f + 0.3f) / 2 * 2.0f,
+               1 - (0.9f + 1.1f) / 2 * 2.0f);
   BOOST_TEST(value(1, 1, 0) == 3.0f);
   BOOST_TEST(std::abs(value(1, 1, 1) - (4.0f - (0.1f + 0.3f) / 2 * 2.0f))
              < tol);
@@ -258,8 +261,7 @@ BOOST_AUTO_TEST_CASE(test2Workers) {
   BOOST_TEST(local_step(1) == 0);
   step({0});
   step({1});
-  BOOST_TEST(finished_steps() == 2u);
-  BOOST_TEST(global_step() == 1);
+  check_steps(2, 1);
   BOOST_TEST(local_step(0) == 1);
   BOOST_TEST(local_step(1) == 1);
   BOOST_TEST(std::abs(value(0, 0) + 0.4f) < tol);
@@ -269,13 +271,11 @@ BOOST_AUTO_TEST_CASE(test2Workers) {
   BOOST_TEST(st0.accepted_pushes == 2);
   // The queue is empty now: one worker alone cannot finish the step.
   step({0});
-  BOOST_TEST(finished_steps() == 0u);
-  BOOST_TEST(global_step() == 1);
+  check_steps(0, 1);
   step({1});
-  BOOST_TEST(finished_steps() == 2u);
-  BOOST_TEST(global_step() == 2);
-  BOOST_TEST(std::abs(value(0, 0) - (0 - 2 * (0.1f + 0.3f) / 2 * 2.0f)) < tol);
-  BOOST_TEST(std::abs(value(1, 0) - (1 - 2 * (0.9f + 1.1f) / 2 * 2.0f)) < tol);
+  check_steps(2, 2);
+  check_values(0 - 2 * (0.1f + 0.3f) / 2 * 2.0f,
+               1 - 2 * (0.9f + 1.1f) / 2 * 2.0f);
 }
 
 BOOST_AUTO_TEST_CASE(test3Workers1Backup) {
@@ -283,28 +283,24 @@ BOOST_AUTO_TEST_CASE(test3Workers1Backup) {
   BOOST_TEST(global_step() == 0);
   step({0});
   step({2});
-  BOOST_TEST(finished_steps() == 2u);
-  BOOST_TEST(global_step() == 1);
-  BOOST_TEST(std::abs(value(0, 0) - (0 - (0.1f + 0.5f) / 2 * 2.0f)) < tol);
-  BOOST_TEST(std::abs(value(1, 0) - (1 - (0.9f + 1.3f) / 2 * 2.0f)) < tol);
+  check_steps(2, 1);
+  check_values(0 - (0.1f + 0.5f) / 2 * 2.0f,
+               1 - (0.9f + 1.3f) / 2 * 2.0f);
   // Worker 1 was late: its gradients are stale and dropped.
   step({1});
   BOOST_TEST(finished_steps() == 1u);
   step({0});
   step({1});
   step({2});
-  BOOST_TEST(finished_steps() == 3u);
-  BOOST_TEST(global_step() == 1);
+  check_steps(3, 1);
   BOOST_TEST(local_step(1) == 1);
   // Worker 0 alone waits; with worker 1 the step completes.
   step({0});
-  BOOST_TEST(finished_steps() == 0u);
-  BOOST_TEST(global_step() == 1);
+  check_steps(0, 1);
   step({1});
-  BOOST_TEST(finished_steps() == 2u);
-  BOOST_TEST(global_step() == 2);
-  BOOST_TEST(std::abs(value(0, 0) - (-0.6f - (0.1f + 0.3f) / 2 * 2.0f)) < tol);
-  BOOST_TEST(std::abs(value(1, 0) - (-1.2f - (0.9f + 1.1f) / 2 * 2.0f)) < tol);
+  check_steps(2, 2);
+  check_values(-0.6f - (0.1f + 0.3f) / 2 * 2.0f,
+               -1.2f - (0.9f + 1.1f) / 2 * 2.0f);
   auto st1 = ask<shard_status>(shards[1], status_atom::value);
   BOOST_TEST(st1.stale_pushes == 4);
 }
@@ -313,11 +309,9 @@ BOOST_AUTO_TEST_CASE(fewer_workers_than_replicas_contribute_several_batches) {
   // N = 1 < R = 2: the single worker needs R - N = 1 extra initial token.
   start(1, 2, 1);
   step({0});
-  BOOST_TEST(finished_steps() == 1u);
-  BOOST_TEST(global_step() == 0);
+  check_steps(1, 0);
   step({0});
-  BOOST_TEST(finished_steps() == 1u);
-  BOOST_TEST(global_step() == 1);
+  check_steps(1, 1);
   // Both gradients were the worker's own: the average is 0.1.
   BOOST_TEST(std::abs(value(0, 0) + 0.2f) < tol);
 }
@@ -328,8 +322,7 @@ BOOST_AUTO_TEST_CASE(a_faster_worker_contributes_twice) {
   start(2, 2, 4);
   step({0});
   step({0});
-  BOOST_TEST(finished_steps() == 2u);
-  BOOST_TEST(global_step() == 1);
+  check_steps(2, 1);
   BOOST_TEST(std::abs(value(0, 0) + 0.2f) < tol); // 0 - 0.1 * 2
   step({1});
   BOOST_TEST(finished_steps() == 1u);
@@ -359,8 +352,7 @@ BOOST_AUTO_TEST_CASE(moving_averages_follow_each_granted_step) {
   start(2, 2, 2, -1, 0.5f);
   step({0});
   step({1});
-  BOOST_TEST(finished_steps() == 2u);
-  BOOST_TEST(global_step() == 1);
+  check_steps(2, 1);
   // v0: 0 -> -0.4; its shadow starts at 0 and moves half way.
   auto avg = ask<shard_params>(shards[0], pull_atom::value,
                                average_atom::value);

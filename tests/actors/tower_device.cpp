@@ -15,6 +15,7 @@
 #include "runtime/data/batcher.hpp"
 #include "runtime/base/error.hpp"
 #include "actors/program_config.hpp"
+#include "tests/actor_fixture.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;
@@ -137,22 +138,9 @@ void check_close(const tensor& x, const tensor& y, const std::string& what,
                                 << y[at] << ")");
 }
 
-struct fixture {
-  program_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  std::vector<caf::actor> spawned;
-
-  ~fixture() {
-    for (auto& a : spawned)
-      self->send_exit(a, caf::exit_reason::user_shutdown);
-  }
-
+struct fixture : test::actor_fixture {
   device_actor device(int threads = 1) {
-    auto dev = spawn_device(sys, device_config{"cpu", threads});
-    BOOST_REQUIRE_MESSAGE(dev, test::why(dev));
-    spawned.push_back(caf::actor_cast<caf::actor>(*dev));
-    return *dev;
+    return keep(spawn_device(sys, device_config{"cpu", threads}));
   }
 
   std::vector<device_actor> devices(int n) {
@@ -164,10 +152,7 @@ struct fixture {
 
   device_actor towers(std::vector<device_actor> ts,
                       std::chrono::milliseconds timeout = 30s) {
-    auto dev = spawn_tower_device(sys, std::move(ts), timeout);
-    BOOST_REQUIRE_MESSAGE(dev, test::why(dev));
-    spawned.push_back(caf::actor_cast<caf::actor>(*dev));
-    return *dev;
+    return keep(spawn_tower_device(sys, std::move(ts), timeout));
   }
 
   device_actor towers(int n) {

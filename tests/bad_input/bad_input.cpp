@@ -40,6 +40,7 @@
 #include "runtime/data/idx.hpp"
 #include "runtime/base/error.hpp"
 #include "actors/program_config.hpp"
+#include "tests/actor_fixture.hpp"
 #include "tests/examples/process.hpp"
 #include "tests/helpers.hpp"
 #include "tests/kfac_test_utils.hpp"
@@ -53,46 +54,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
-
 /// Every needle must occur in `text`.
 void says_all(const std::string& text, const std::vector<std::string>& needles) {
   for (const auto& needle : needles)
     BOOST_TEST(contains(text, needle), "'" << needle << "' not in: " << text);
 }
-
-/// One actor system and a scoped actor to talk to the roles under test.
-struct actor_fixture {
-  program_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  std::vector<caf::actor> spawned;
-
-  ~actor_fixture() {
-    for (auto& a : spawned)
-      self->send_exit(a, caf::exit_reason::user_shutdown);
-  }
-
-  template <class Handle>
-  Handle keep(caf::expected<Handle> x) {
-    BOOST_REQUIRE_MESSAGE(x, why(x));
-    spawned.push_back(caf::actor_cast<caf::actor>(*x));
-    return *x;
-  }
-
-  /// The answer to a request, or the error it produced.
-  template <class T, class Handle, class... Ts>
-  caf::expected<T> ask(const Handle& dest, Ts&&... xs) {
-    return test::ask<T>(self, dest, std::forward<Ts>(xs)...);
-  }
-
-  template <class T, class Handle, class... Ts>
-  T require(const Handle& dest, Ts&&... xs) {
-    auto x = ask<T>(dest, std::forward<Ts>(xs)...);
-    BOOST_REQUIRE_MESSAGE(x, why(x));
-    return std::move(*x);
-  }
-};
 
 // -- a PS shard ---------------------------------------------------------------
 
@@ -213,15 +179,7 @@ gradient_push spoilt(const std::function<void(gradient_push&)>& spoil) {
 // -- a covariance actor -------------------------------------------------------
 
 /// What a recorder saw, shared with the test thread.
-struct factor_log {
-  std::mutex mtx;
-  std::vector<factor_set> sets;
-
-  std::vector<factor_set> get() {
-    std::lock_guard<std::mutex> guard{mtx};
-    return sets;
-  }
-};
+using factor_log = shared_log<factor_set>;
 
 /// The covariance actor's only output is the factor sets it hands to its
 /// inverse actors: a recorder in that role shows them. get_atom answers

@@ -35,22 +35,19 @@ void check_training(const std::string& flags, int64_t steps,
   temp_dir tmp;
   auto metrics = tmp.file("metrics.jsonl");
   auto summary = tmp.file("summary.json");
-  auto res = run_program(program + small + flags + " --steps "
-                         + std::to_string(steps) + " --log_every "
-                         + std::to_string(steps / 4) + " --eval_every "
-                         + std::to_string(steps / 2) + " --metrics " + metrics
-                         + " --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(program + small + flags + " --steps "
+                    + std::to_string(steps) + " --log_every "
+                    + std::to_string(steps / 4) + " --eval_every "
+                    + std::to_string(steps / 2) + " --metrics " + metrics
+                    + " --summary " + summary);
   check_loss_fell(metrics, 4, factor);
   // One evaluation halfway and one at the end, on the training subset.
   auto errors = reconstruction_errors(res.output);
   BOOST_REQUIRE_EQUAL(errors.size(), 2u);
   BOOST_TEST(errors[1] <= errors[0]);
-  BOOST_TEST(res.output.find("(512 examples)") != std::string::npos);
+  BOOST_TEST(said(res.output, "(512 examples)"));
   auto text = read_file(summary);
-  BOOST_TEST(json_numbers(text, "steps").at(0) == steps);
-  BOOST_TEST(json_numbers(text, "eval_examples").at(0) == 512);
+  check_counters(text, {{"steps", steps}, {"eval_examples", 512}});
   auto final_error = json_numbers(text, "reconstruction_error").at(0);
   BOOST_TEST(std::abs(final_error - errors[1]) <= 1e-4 * errors[1]);
   BOOST_TEST(final_error > 0);
@@ -90,13 +87,9 @@ BOOST_AUTO_TEST_CASE(kfac_with_statistics_every_third_step_reduces_the_loss) {
   BOOST_TEST(std::abs(third - every) > 1e-6 * every);
 }
 
-BOOST_AUTO_TEST_CASE(sync_runtime_trains_first_order) {
-  temp_dir tmp;
-  auto summary = tmp.file("summary.json");
-  auto res = run_program(program + small + " --runtime sync --optimizer adam"
-                         " --steps 40 --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+BOOST_FIXTURE_TEST_CASE(sync_runtime_trains_first_order, run_files) {
+  auto res = run_ok(program + small + " --runtime sync --optimizer adam"
+                    " --steps 40 --summary " + summary);
   auto text = read_file(summary);
   BOOST_TEST(json_numbers(text, "global_step").at(0) == 40);
   BOOST_TEST(json_numbers(text, "reconstruction_error").at(0) > 0);
@@ -124,15 +117,12 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_clear_errors) {
          {" --no_such_flag=1", "no_such_flag"},
          {" --data_dir " + tmp.file("nope"), tmp.file("nope")}}) {
     BOOST_TEST_CONTEXT(c.flags) {
-      auto res = run_program(program + c.flags);
-      BOOST_TEST(res.exit_code != 0);
-      BOOST_TEST(res.output.find(c.mention) != std::string::npos,
-                 res.output);
-      BOOST_TEST(res.output.find("autoencoder_mnist: ") != std::string::npos);
+      check_refused(program + c.flags,
+                    {c.mention, "autoencoder_mnist: "});
     }
   }
   auto help = run_program(program + " --help");
   BOOST_TEST(help.exit_code == 0);
-  BOOST_TEST(help.output.find("eval_examples") != std::string::npos);
-  BOOST_TEST(help.output.find("stats_every") != std::string::npos);
+  BOOST_TEST(said(help.output, "eval_examples"));
+  BOOST_TEST(said(help.output, "stats_every"));
 }

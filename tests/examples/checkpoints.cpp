@@ -19,29 +19,33 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 const std::string single = bin + "convnet_mnist_single";
 
 /// One worker without initial tokens: every step takes the worker's next
 /// batch, so a run is deterministic (docs/distributed.md).
-const std::string deterministic = " --fake_data --fake_train_size 2048"
-                                  " --fake_test_size 500 --batch_size 32"
-                                  " --seed 3 --threads 1 --no_progress"
-                                  " --num_tokens 0 --no_final_eval";
+const std::string deterministic = deterministic_flags;
 
 /// Runs `command` to success and returns its summary file's text.
 std::string summary_of(const temp_dir& tmp, const std::string& command,
                        const std::string& name) {
   auto summary = tmp.file(name + ".json");
-  auto res = run_program(command + " --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(command + " --summary " + summary);
   return read_file(summary);
 }
 
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
+/// A scratch directory and its checkpoint directory.
+struct checkpointed {
+  temp_dir tmp;
+  std::string dir = tmp.file("ckpt");
+
+  /// The summary of the deterministic run in one process with `flags`,
+  /// checkpointing into `dir`; `name` names its summary file.
+  std::string run_single(const std::string& flags, const std::string& name) {
+    return summary_of(tmp, single + deterministic + flags
+                             + " --checkpoint_dir " + dir,
+                      name);
+  }
+};
 
 } // namespace
 
@@ -55,8 +59,7 @@ BOOST_AUTO_TEST_CASE(a_resumed_run_ends_where_an_uninterrupted_one_does) {
   BOOST_TEST(json_numbers(first, "written").at(0) == 1);
   auto second = summary_of(tmp, flags + " --steps 40 --checkpoint_dir " + dir,
                            "second");
-  BOOST_TEST(json_numbers(second, "restored_step").at(0) == 20);
-  BOOST_TEST(json_numbers(second, "global_step").at(0) == 40);
+  check_counters(second, {{"restored_step", 20}, {"global_step", 40}});
   // Momentum slots, data order and step all came back.
   BOOST_TEST(json_string(second, "params_digest")
              == json_string(whole, "params_digest"));
@@ -74,8 +77,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_every_k_steps_keep_the_newest) {
                                   " --keep_checkpoints 2 --checkpoint_dir "
                                 + dir,
                          "run");
-  BOOST_TEST(json_numbers(text, "written").at(0) == 5);
-  BOOST_TEST(json_numbers(text, "failed").at(0) == 0);
+  check_counters(text, {{"written", 5}, {"failed", 0}});
   checkpoint_store store{dir};
   auto steps = store.list_steps();
   BOOST_REQUIRE(steps);
@@ -83,7 +85,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_every_k_steps_keep_the_newest) {
   auto latest = store.load(50);
   BOOST_REQUIRE(latest);
   BOOST_TEST(latest->metadata.at("format") == "syncfac-run-1");
-  BOOST_TEST(contains(latest->metadata.at("data_order"), "\"worker\":0"));
+  BOOST_TEST(said(latest->metadata.at("data_order"), "\"worker\":0"));
 }
 
 BOOST_AUTO_TEST_CASE(kfac_factors_and_inverses_come_back) {
@@ -103,7 +105,7 @@ BOOST_AUTO_TEST_CASE(kfac_factors_and_inverses_come_back) {
     BOOST_REQUIRE_MESSAGE(ckpt, "checkpoint of step " << step);
     size_t n = 0;
     for (const auto& t : ckpt->tensors)
-      n += contains(t.name, prefix) ? 1 : 0;
+      n += said(t.name, prefix) ? 1 : 0;
     return n;
   };
   // Three layers, A and G each.
@@ -118,58 +120,45 @@ BOOST_AUTO_TEST_CASE(kfac_factors_and_inverses_come_back) {
     BOOST_TEST(json_numbers(second, "preconditioned_steps").at(0) == 10);
 }
 
-BOOST_AUTO_TEST_CASE(more_workers_and_shards_resume_a_checkpoint) {
-  temp_dir tmp;
-  auto dir = tmp.file("ckpt");
-  summary_of(tmp, single + deterministic + " --steps 20 --checkpoint_dir "
-                    + dir,
-             "first");
-  auto res = run_program(single + deterministic
-                         + " --steps 30 --worker_replicas 2"
-                           " --replicas_to_aggregate 2 --ps_tasks 2"
-                           " --checkpoint_dir " + dir);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  BOOST_TEST(contains(res.output, "restored " + dir + "/ckpt-20.safetensors"));
-  BOOST_TEST(contains(res.output, "data order starts the next epoch"));
-  BOOST_TEST(contains(res.output, "\"global_step\": 30"));
+BOOST_FIXTURE_TEST_CASE(more_workers_and_shards_resume_a_checkpoint,
+                        checkpointed) {
+  run_single(" --steps 20", "first");
+  auto res = run_ok(single + deterministic
+                    + " --steps 30 --worker_replicas 2"
+                      " --replicas_to_aggregate 2 --ps_tasks 2"
+                      " --checkpoint_dir " + dir);
+  BOOST_TEST(said(res.output, "restored " + dir + "/ckpt-20.safetensors"));
+  BOOST_TEST(said(res.output, "data order starts the next epoch"));
+  BOOST_TEST(said(res.output, "\"global_step\": 30"));
 }
 
-BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_is_a_clear_error) {
-  temp_dir tmp;
-  auto dir = tmp.file("ckpt");
-  summary_of(tmp, single + deterministic + " --steps 5 --checkpoint_dir "
-                    + dir,
-             "convnet");
+BOOST_FIXTURE_TEST_CASE(a_checkpoint_of_another_model_is_a_clear_error,
+                        checkpointed) {
+  run_single(" --steps 5", "convnet");
   auto res = run_program(bin + "autoencoder_mnist --runtime sync --fake_data"
                                " --fake_train_size 256 --batch_size 32"
                                " --steps 5 --no_progress --checkpoint_dir "
                          + dir);
   BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(contains(res.output, "was written for the model 'convnet"),
+  BOOST_TEST(said(res.output, "was written for the model 'convnet"),
              res.output);
-  BOOST_TEST(contains(res.output, "this run trains 'autoencoder"), res.output);
+  BOOST_TEST(said(res.output, "this run trains 'autoencoder"), res.output);
   // Nothing of the convnet's checkpoint was touched.
   BOOST_TEST(static_cast<bool>(checkpoint_store{dir}.load(5)));
 }
 
-BOOST_AUTO_TEST_CASE(a_corrupt_newest_checkpoint_falls_back_to_the_previous) {
-  temp_dir tmp;
-  auto dir = tmp.file("ckpt");
-  summary_of(tmp, single + deterministic + " --steps 20 --checkpoint_every 10"
-                                           " --checkpoint_dir " + dir,
-             "first");
+BOOST_FIXTURE_TEST_CASE(a_corrupt_newest_checkpoint_falls_back_to_the_previous,
+                        checkpointed) {
+  run_single(" --steps 20 --checkpoint_every 10", "first");
   // Cut the newest file in half, as a crash during a copy would.
   auto newest = dir + "/ckpt-20.safetensors";
   std::filesystem::resize_file(newest,
                                std::filesystem::file_size(newest) / 2);
-  auto res = run_program(single + deterministic
-                         + " --steps 25 --checkpoint_dir " + dir);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  BOOST_TEST(contains(res.output, "ckpt-20.safetensors"));
-  BOOST_TEST(contains(res.output, "restored " + dir + "/ckpt-10.safetensors"));
-  BOOST_TEST(contains(res.output, "\"restored_step\": 10"));
+  auto res = run_ok(single + deterministic
+                    + " --steps 25 --checkpoint_dir " + dir);
+  BOOST_TEST(said(res.output, "ckpt-20.safetensors"));
+  BOOST_TEST(said(res.output, "restored " + dir + "/ckpt-10.safetensors"));
+  BOOST_TEST(said(res.output, "\"restored_step\": 10"));
 }
 
 BOOST_AUTO_TEST_CASE(the_plain_runtime_refuses_a_checkpoint_directory) {
@@ -178,7 +167,7 @@ BOOST_AUTO_TEST_CASE(the_plain_runtime_refuses_a_checkpoint_directory) {
                          + " --runtime plain --steps 5 --checkpoint_dir "
                          + tmp.file("ckpt"));
   BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(contains(res.output, "--checkpoint_dir needs --runtime sync"),
+  BOOST_TEST(said(res.output, "--checkpoint_dir needs --runtime sync"),
              res.output);
 }
 
@@ -191,15 +180,13 @@ BOOST_AUTO_TEST_CASE(a_restarted_cluster_resumes_from_the_chiefs_checkpoint) {
   auto dir = tmp.file("ckpt");
   auto launch = [&](int steps, const std::string& name) {
     auto summary = tmp.file(name + ".json");
-    auto res = run_program(bin + "syncfac-launch --cluster " + cluster
-                           + " --program " + bin
-                           + "convnet_mnist_distributed --max_wall_s 300 -- "
-                           + deterministic + " --connect_timeout_ms 60000"
-                             " --steps " + std::to_string(steps)
-                           + " --checkpoint_dir " + dir + " --summary "
-                           + summary);
-    BOOST_TEST_MESSAGE(res.output);
-    BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+    auto res = run_ok(bin + "syncfac-launch --cluster " + cluster
+                      + " --program " + bin
+                      + "convnet_mnist_distributed --max_wall_s 300 -- "
+                      + deterministic + " --connect_timeout_ms 60000"
+                        " --steps " + std::to_string(steps)
+                      + " --checkpoint_dir " + dir + " --summary "
+                      + summary);
     return read_file(summary);
   };
   launch(20, "first");

@@ -1,5 +1,7 @@
 #define BOOST_TEST_MODULE config_mismatch
 #include <boost/test/unit_test.hpp>
+#include <boost/test/data/monomorphic.hpp>
+#include <boost/test/data/test_case.hpp>
 
 // Real clusters on loopback where one job was started with other flags
 // than the chief (syncfac-launch --job_flags): the chief compares every
@@ -8,7 +10,9 @@
 // node exits non-zero naming the field and both values, and the chief ends
 // with an error naming the node, both well within the connect timeout.
 
+#include <ostream>
 #include <string>
+#include <vector>
 
 #include "tests/examples/process.hpp"
 
@@ -16,7 +20,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 const std::string launcher = bin + "syncfac-launch";
 const std::string program = bin + "convnet_mnist_distributed";
 
@@ -81,48 +84,45 @@ void check_refused(const process_result& res, const std::string& node,
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(a_worker_with_another_model_is_refused) {
-  temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto res = launch(cluster, common, "worker", " --model mlp");
-  check_refused(res, "worker:0",
-                "model.arch: mlp on worker:0, convnet on the chief");
+namespace {
+
+/// A worker started with `differing` on top of everyone's `flags`, and
+/// the `difference` (the field and both values) that it and the chief
+/// must name.
+struct worker_difference {
+  std::string what;
+  std::string flags;
+  std::string differing;
+  std::string difference;
+};
+
+std::ostream& operator<<(std::ostream& out, const worker_difference& x) {
+  return out << x.what;
 }
 
-BOOST_AUTO_TEST_CASE(a_worker_with_another_learning_rate_is_refused) {
-  temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto res = launch(cluster, common, "worker", " --learning_rate 0.02");
-  check_refused(res, "worker:0",
-                "optimizer.learning_rate: 0.02 on worker:0, 0.01 on the "
-                "chief");
-}
+const std::vector<worker_difference> worker_differences{
+  {"another model", common, " --model mlp",
+   "model.arch: mlp on worker:0, convnet on the chief"},
+  {"another learning rate", common, " --learning_rate 0.02",
+   "optimizer.learning_rate: 0.02 on worker:0, 0.01 on the chief"},
+  {"another K-FAC damping",
+   common + " --optimizer kfac --learning_rate 0.0003 --init glorot",
+   " --damping 0.01",
+   "optimizer.kfac.damping: 0.01 on worker:0, 0.001 on the chief"},
+  {"other data", common, " --fake_train_size 1024",
+   "data.train.count: 1024 on worker:0, 512 on the chief"},
+  {"another batch size", common, " --batch_size 16",
+   "run.batch_size: 16 on worker:0, 32 on the chief"},
+};
 
-BOOST_AUTO_TEST_CASE(a_worker_with_another_kfac_damping_is_refused) {
-  temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto kfac = common + " --optimizer kfac --learning_rate 0.0003"
-                       " --init glorot";
-  auto res = launch(cluster, kfac, "worker", " --damping 0.01");
-  check_refused(res, "worker:0",
-                "optimizer.kfac.damping: 0.01 on worker:0, 0.001 on the "
-                "chief");
-}
+} // namespace
 
-BOOST_AUTO_TEST_CASE(a_worker_with_other_data_is_refused) {
+BOOST_DATA_TEST_CASE(a_worker_with_another_setting_is_refused,
+                     boost::unit_test::data::make(worker_differences), x) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto res = launch(cluster, common, "worker", " --fake_train_size 1024");
-  check_refused(res, "worker:0",
-                "data.train.count: 1024 on worker:0, 512 on the chief");
-}
-
-BOOST_AUTO_TEST_CASE(a_worker_with_another_batch_size_is_refused) {
-  temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto res = launch(cluster, common, "worker", " --batch_size 16");
-  check_refused(res, "worker:0",
-                "run.batch_size: 16 on worker:0, 32 on the chief");
+  check_refused(launch(cluster, x.flags, "worker", x.differing), "worker:0",
+                x.difference);
 }
 
 BOOST_AUTO_TEST_CASE(shards_with_another_placement_refuse_the_chief) {

@@ -20,7 +20,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 const std::string launcher = bin + "syncfac-launch";
 const std::string program = bin + "convnet_mnist_distributed";
 const std::string single = bin + "convnet_mnist_single";
@@ -35,9 +34,33 @@ const std::string local_data = " --fake_data --fake_train_size 2048"
                                " --fake_test_size 500 --batch_size 32"
                                " --seed 3 --no_progress --num_tokens 0";
 
+/// The launcher running the node program on `cluster` with `flags`.
 process_result launch(const std::string& cluster, const std::string& flags) {
   return run_program(launcher + " --cluster " + cluster + " --program "
                      + program + " --max_wall_s 300 -- " + flags);
+}
+
+/// launch, which must succeed (its output goes to the log).
+process_result launch_ok(const std::string& cluster,
+                         const std::string& flags) {
+  auto res = launch(cluster, flags);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  return res;
+}
+
+/// The summary of 40 K-FAC steps of `common` and `flags` on a cluster of
+/// `jobs`, whose loss must fall below 0.8 of the first.
+std::string kfac_run(const run_files& files,
+                     const std::map<std::string, int>& jobs,
+                     const std::string& flags) {
+  auto cluster = write_cluster(files.tmp, jobs);
+  launch_ok(cluster, common + " --steps 40 --log_every 10 --optimizer kfac"
+                       " --learning_rate 0.0003 --init glorot" + flags
+                       + " --metrics " + files.metrics + " --summary "
+                       + files.summary);
+  check_loss_fell(files.metrics, 4, 0.8);
+  return read_file(files.summary);
 }
 
 /// A cluster run's summary `text` (one worker, 2 PS shards, 40 steps of
@@ -49,69 +72,53 @@ void check_equals_one_worker_in_process(const temp_dir& tmp,
   auto distributed = json_string(text, "params_digest");
   BOOST_REQUIRE(!distributed.empty());
   auto local_summary = tmp.file("local.json");
-  auto local = run_program(single + local_data + " --threads 1 --steps 40"
-                           " --ps_tasks 2 --summary " + local_summary);
-  BOOST_REQUIRE_EQUAL(local.exit_code, 0);
+  run_ok(single + local_data + " --threads 1 --steps 40"
+         " --ps_tasks 2 --summary " + local_summary);
   BOOST_TEST(json_string(read_file(local_summary), "params_digest")
              == distributed);
 }
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(one_worker_run_equals_the_in_process_run) {
+BOOST_FIXTURE_TEST_CASE(one_worker_run_equals_the_in_process_run, run_files) {
   // One worker without initial tokens (--num_tokens 0): every step takes
   // exactly the worker's next batch, so the protocol is deterministic and
   // the parameters must be bit-identical to the run in one process.
-  temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
-  auto summary = tmp.file("summary.json");
   // Pushes go in 4 KiB parts (the ConvNet's dense and conv2 gradients in
   // several), so the shards' assembly is on the path too.
-  auto res = launch(cluster, common + " --steps 40 --log_every 10"
-                               " --push_part_kib 4 --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = launch_ok(cluster, common + " --steps 40 --log_every 10"
+                                  " --push_part_kib 4 --summary " + summary);
   check_equals_one_worker_in_process(tmp, read_file(summary));
 }
 
-BOOST_AUTO_TEST_CASE(worker_0_is_the_chief_without_a_chief_task) {
+BOOST_FIXTURE_TEST_CASE(worker_0_is_the_chief_without_a_chief_task, run_files) {
   // TensorFlow's rule (and the seeds' cluster): with no chief job, worker
   // 0's process runs the chief's roles beside its worker. One worker and
   // no initial tokens: the parameters equal the in-process run's.
-  temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"worker", 1}, {"ps", 2}});
-  auto summary = tmp.file("summary.json");
-  auto res = launch(cluster, common + " --steps 40 --log_every 10 --summary "
-                               + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  BOOST_TEST(res.output.find("[worker:0] global_step: 40 | loss: ")
-               != std::string::npos);
-  BOOST_TEST(res.output.find("hosting chief") != std::string::npos);
+  auto res = launch_ok(cluster, common + " --steps 40 --log_every 10 --summary "
+                                  + summary);
+  BOOST_TEST(said(res.output, "[worker:0] global_step: 40 | loss: "));
+  BOOST_TEST(said(res.output, "hosting chief"));
   check_equals_one_worker_in_process(tmp, read_file(summary));
 }
 
-BOOST_AUTO_TEST_CASE(two_worker_run_matches_the_in_process_run) {
+BOOST_FIXTURE_TEST_CASE(two_worker_run_matches_the_in_process_run, run_files) {
   // Two workers race for tokens (a fast one may push twice in a step, in
   // one process as across processes), so the runs are not bit-identical;
   // the stated tolerance: test accuracy within 0.05, every step applied.
-  temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}});
-  auto summary = tmp.file("summary.json");
-  auto res = launch(cluster, common + " --steps 60 --log_every 20"
-                               " --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = launch_ok(cluster, common + " --steps 60 --log_every 20"
+                                  " --summary " + summary);
   auto local_summary = tmp.file("local.json");
   // 2 threads split over 2 workers: 1 per device, as on the nodes. Neither
   // run names R: both take the one rule's R = N = 2.
-  auto local = run_program(single + local_data + " --threads 2 --steps 60"
-                           " --worker_replicas 2 --summary " + local_summary);
-  BOOST_REQUIRE_EQUAL(local.exit_code, 0);
+  run_ok(single + local_data + " --threads 2 --steps 60"
+         " --worker_replicas 2 --summary " + local_summary);
   auto text = read_file(summary);
   auto local_text = read_file(local_summary);
-  BOOST_TEST(json_numbers(text, "global_step").at(0) == 60);
-  BOOST_TEST(json_numbers(text, "replicas_to_aggregate").at(0) == 2);
+  check_counters(text, {{"global_step", 60}, {"replicas_to_aggregate", 2}});
   BOOST_TEST(json_numbers(local_text, "replicas_to_aggregate").at(0) == 2);
   BOOST_TEST(json_numbers(text, "accepted_pushes").at(0) >= 120);
   auto across = json_numbers(text, "test_accuracy").at(0);
@@ -121,68 +128,39 @@ BOOST_AUTO_TEST_CASE(two_worker_run_matches_the_in_process_run) {
                                                << ", in one process " << here);
 }
 
-BOOST_AUTO_TEST_CASE(kfac_chief_worker_with_covariance_and_inverse_tasks) {
-  temp_dir tmp;
+BOOST_FIXTURE_TEST_CASE(kfac_chief_worker_with_covariance_and_inverse_tasks,
+                        run_files) {
   auto cluster = write_cluster(tmp, {{"chief", 1},
                                      {"worker", 2},
                                      {"ps", 1},
                                      {"covariance", 1},
                                      {"inverse", 1}});
-  auto metrics = tmp.file("metrics.jsonl");
-  auto summary = tmp.file("summary.json");
-  auto res = launch(cluster, common + " --steps 60 --log_every 10"
-                               " --optimizer kfac --learning_rate 0.0003"
-                               " --init glorot --metrics " + metrics
-                               + " --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = launch_ok(cluster, common + " --steps 60 --log_every 10"
+                                  " --optimizer kfac --learning_rate 0.0003"
+                                  " --init glorot --metrics " + metrics
+                                  + " --summary " + summary);
   check_loss_fell(metrics, 6, 0.7);
   auto text = read_file(summary);
   BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
   BOOST_TEST(json_numbers(text, "preconditioned_steps").at(0) > 0);
 }
 
-BOOST_AUTO_TEST_CASE(kfac_dedicated_workers_across_processes) {
-  temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 5}, {"ps", 1}});
-  auto metrics = tmp.file("metrics.jsonl");
-  auto summary = tmp.file("summary.json");
-  auto res = launch(cluster, common + " --steps 40 --log_every 10"
-                               " --optimizer kfac --learning_rate 0.0003"
-                               " --init glorot"
-                               " --cov_inv_op_strategy dedicated_workers"
-                               " --metrics " + metrics + " --summary "
-                               + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  check_loss_fell(metrics, 4, 0.8);
-  auto text = read_file(summary);
+BOOST_FIXTURE_TEST_CASE(kfac_dedicated_workers_across_processes, run_files) {
+  auto text = kfac_run(*this, {{"chief", 1}, {"worker", 5}, {"ps", 1}},
+                       " --cov_inv_op_strategy dedicated_workers");
   // ceil(0.6 * 5) = 3 gradient workers; the fifth task inverts.
   BOOST_TEST(json_numbers(text, "workers").at(0) == 3);
   BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
 }
 
-BOOST_AUTO_TEST_CASE(the_seeds_kfac_example_as_a_cluster) {
+BOOST_FIXTURE_TEST_CASE(the_seeds_kfac_example_as_a_cluster, run_files) {
   // convnet_mnist_distributed_main.py: 5 workers, 2 PS tasks, chief_worker,
   // worker 0 the chief (no chief task), and R = ceil(0.6 * 5) = 3 of the 5
   // gradients per update, which is what the in-process run of the same
   // flags aggregates too (tests/examples/convnet_mnist_single.cpp).
-  temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"worker", 5}, {"ps", 2}});
-  auto metrics = tmp.file("metrics.jsonl");
-  auto summary = tmp.file("summary.json");
-  auto res = launch(cluster, common + " --steps 40 --log_every 10"
-                               " --optimizer kfac --learning_rate 0.0003"
-                               " --init glorot --invert_every 5"
-                               " --metrics " + metrics + " --summary "
-                               + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  check_loss_fell(metrics, 4, 0.8);
-  auto text = read_file(summary);
-  BOOST_TEST(json_numbers(text, "workers").at(0) == 5);
-  BOOST_TEST(json_numbers(text, "replicas_to_aggregate").at(0) == 3);
-  BOOST_TEST(json_numbers(text, "ps_tasks").at(0) == 2);
+  auto text = kfac_run(*this, {{"worker", 5}, {"ps", 2}}, " --invert_every 5");
+  check_counters(text, {{"workers", 5}, {"replicas_to_aggregate", 3},
+                        {"ps_tasks", 2}});
   BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
   BOOST_TEST(json_numbers(text, "preconditioned_steps").at(0) > 0);
 }
@@ -190,10 +168,8 @@ BOOST_AUTO_TEST_CASE(the_seeds_kfac_example_as_a_cluster) {
 BOOST_AUTO_TEST_CASE(tls_cluster_trains_to_the_same_parameters) {
   temp_dir tmp;
   auto certs = tmp.file("certs");
-  auto made = run_program("bash " SYNCFAC_SOURCE_DIR
-                          "/scripts/make-cluster-certs.sh " + certs);
-  BOOST_TEST_MESSAGE(made.output);
-  BOOST_REQUIRE_EQUAL(made.exit_code, 0);
+  auto made = run_ok("bash " SYNCFAC_SOURCE_DIR
+                     "/scripts/make-cluster-certs.sh " + certs);
   // One worker without initial tokens: deterministic, so TLS must not
   // change a single bit of the result.
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
@@ -205,7 +181,7 @@ BOOST_AUTO_TEST_CASE(tls_cluster_trains_to_the_same_parameters) {
                  + " --summary " + tls);
   BOOST_TEST_MESSAGE(res.output);
   BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  BOOST_TEST(res.output.find("(TLS)") != std::string::npos);
+  BOOST_TEST(said(res.output, "(TLS)"));
   BOOST_TEST(json_string(read_file(tls), "params_digest")
              == json_string(read_file(plain), "params_digest"));
 }
@@ -213,38 +189,30 @@ BOOST_AUTO_TEST_CASE(tls_cluster_trains_to_the_same_parameters) {
 BOOST_AUTO_TEST_CASE(flags_that_contradict_the_cluster_are_refused) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}});
-  auto res = run_program(program + " --cluster " + cluster
-                         + " --job_name chief --task 0 --worker_replicas 3"
-                         + common);
-  BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("--worker_replicas 3 contradicts the cluster "
-                             "file's 2 'worker' task(s)")
-               != std::string::npos,
-             res.output);
+  check_refused(program + " --cluster " + cluster
+                + " --job_name chief --task 0 --worker_replicas 3"
+                + common,
+                {"--worker_replicas 3 contradicts the cluster file's 2 "
+                 "'worker' task(s)"});
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_peer_is_named_and_bounded) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
   // Only the chief starts: it waits for ps:0, says so, and gives up.
-  auto res = run_program(program + " --cluster " + cluster
-                         + " --job_name chief --task 0" + common
-                         + " --connect_timeout_ms 3000");
-  BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("ps:0") != std::string::npos, res.output);
-  BOOST_TEST(res.output.find("not reachable") != std::string::npos,
-             res.output);
+  check_refused(program + " --cluster " + cluster
+                + " --job_name chief --task 0" + common
+                + " --connect_timeout_ms 3000",
+                {"ps:0", "not reachable"});
 }
 
 BOOST_AUTO_TEST_CASE(a_node_without_the_chief_gives_up_after_max_wait) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto res = run_program(program + " --cluster " + cluster
-                         + " --job_name ps --task 0" + common
-                         + " --max_wait_ms 2000");
-  BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("no word from the chief") != std::string::npos,
-             res.output);
+  check_refused(program + " --cluster " + cluster
+                + " --job_name ps --task 0" + common
+                + " --max_wait_ms 2000",
+                {"no word from the chief"});
 }
 
 BOOST_AUTO_TEST_CASE(a_frozen_chief_is_seen_within_seconds) {
@@ -261,7 +229,6 @@ BOOST_AUTO_TEST_CASE(a_frozen_chief_is_seen_within_seconds) {
                          + " --max_wait_ms 3000");
   BOOST_TEST_MESSAGE(res.output);
   BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("[ps:0] ps:0: the chief's node went down")
-               != std::string::npos);
-  BOOST_TEST(res.output.find("no word from the chief") != std::string::npos);
+  BOOST_TEST(said(res.output, "[ps:0] ps:0: the chief's node went down"));
+  BOOST_TEST(said(res.output, "no word from the chief"));
 }

@@ -17,20 +17,14 @@ const std::string program = SYNCFAC_BINARY_DIR
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(loss_falls_on_fake_data) {
-  temp_dir tmp;
-  auto metrics = tmp.file("metrics.jsonl");
-  auto summary = tmp.file("summary.json");
-  auto res = run_program(program + " --num_towers 2 --fake_data --steps 150"
-                         " --batch_size 64 --optimizer adam"
-                         " --learning_rate 0.001 --log_every 25 --threads 2"
-                         " --no_progress --metrics " + metrics
-                         + " --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  BOOST_TEST(res.output.find("2 tower(s) of 1 thread(s), each batch of 64 "
-                             "split 32/32")
-               != std::string::npos,
+BOOST_FIXTURE_TEST_CASE(loss_falls_on_fake_data, run_files) {
+  auto res = run_ok(program + " --num_towers 2 --fake_data --steps 150"
+                    " --batch_size 64 --optimizer adam"
+                    " --learning_rate 0.001 --log_every 25 --threads 2"
+                    " --no_progress --metrics " + metrics
+                    + " --summary " + summary);
+  BOOST_TEST(said(res.output, "2 tower(s) of 1 thread(s), each batch of 64 "
+                              "split 32/32"),
              res.output);
   check_loss_fell(metrics, 6);
   auto text = read_file(summary);
@@ -41,14 +35,10 @@ BOOST_AUTO_TEST_CASE(loss_falls_on_fake_data) {
 BOOST_AUTO_TEST_CASE(the_trainer_runs_the_towers) {
   // The sync trainer says how many towers each worker's device has (the
   // line comes from actors/sync_trainer.cpp, not from this program).
-  auto res = run_program(program + " --num_towers 3 --fake_data --steps 4"
-                         " --batch_size 30 --threads 3 --no_progress"
-                         " --no_final_eval");
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  BOOST_TEST(res.output.find("multi-tower: 3 towers per worker")
-               != std::string::npos,
-             res.output);
+  auto res = run_ok(program + " --num_towers 3 --fake_data --steps 4"
+                    " --batch_size 30 --threads 3 --no_progress"
+                    " --no_final_eval");
+  BOOST_TEST(said(res.output, "multi-tower: 3 towers per worker"), res.output);
 }
 
 BOOST_AUTO_TEST_CASE(towers_follow_the_single_device_trajectory) {
@@ -58,15 +48,13 @@ BOOST_AUTO_TEST_CASE(towers_follow_the_single_device_trajectory) {
   auto losses_with = [](int towers) {
     temp_dir tmp;
     auto metrics = tmp.file("metrics.jsonl");
-    auto res = run_program(program + " --num_towers "
-                           + std::to_string(towers)
-                           + " --fake_data --steps 20 --batch_size 31"
-                             " --optimizer sgd --learning_rate 0.01"
-                             " --log_every 5 --threads 3 --no_progress"
-                             " --no_final_eval --seed 3 --metrics "
-                           + metrics);
-    BOOST_TEST_MESSAGE(res.output);
-    BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+    auto res = run_ok(program + " --num_towers "
+                      + std::to_string(towers)
+                      + " --fake_data --steps 20 --batch_size 31"
+                        " --optimizer sgd --learning_rate 0.01"
+                        " --log_every 5 --threads 3 --no_progress"
+                        " --no_final_eval --seed 3 --metrics "
+                      + metrics);
     return json_numbers(read_file(metrics), "loss");
   };
   auto one = losses_with(1);
@@ -78,43 +66,26 @@ BOOST_AUTO_TEST_CASE(towers_follow_the_single_device_trajectory) {
                "log line " << i << ": " << three[i] << " vs " << one[i]);
 }
 
-BOOST_AUTO_TEST_CASE(kfac_trains_across_towers) {
-  temp_dir tmp;
-  auto metrics = tmp.file("metrics.jsonl");
-  auto res = run_program(program + " --num_towers 2 --optimizer kfac"
-                         " --fake_data --steps 60 --batch_size 64"
-                         " --log_every 20 --invert_every 5 --threads 2"
-                         " --no_progress --no_final_eval --metrics "
-                         + metrics);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+BOOST_FIXTURE_TEST_CASE(kfac_trains_across_towers, run_files) {
+  auto res = run_ok(program + " --num_towers 2 --optimizer kfac"
+                    " --fake_data --steps 60 --batch_size 64"
+                    " --log_every 20 --invert_every 5 --threads 2"
+                    " --no_progress --no_final_eval --metrics "
+                    + metrics);
   check_loss_fell(metrics, 3);
 }
 
 BOOST_AUTO_TEST_CASE(bad_tower_counts_are_clear_errors) {
-  auto zero = run_program(program + " --fake_data --num_towers 0");
-  BOOST_TEST(zero.exit_code != 0);
-  BOOST_TEST(zero.output.find("num_towers must be at least 1, got 0")
-               != std::string::npos,
-             zero.output);
-  auto many = run_program(program + " --fake_data --num_towers 9"
-                          " --batch_size 8");
-  BOOST_TEST(many.exit_code != 0);
-  BOOST_TEST(many.output.find("num_towers 9 exceeds batch_size 8")
-               != std::string::npos,
-             many.output);
-  auto batch = run_program(program + " --fake_data --batch_size 0");
-  BOOST_TEST(batch.exit_code != 0);
-  BOOST_TEST(batch.output.find("batch_size") != std::string::npos,
-             batch.output);
-  auto flag = run_program(program + " --no_such_flag=1");
-  BOOST_TEST(flag.exit_code != 0);
-  BOOST_TEST(flag.output.find("no_such_flag") != std::string::npos,
-             flag.output);
+  check_refused(program + " --fake_data --num_towers 0",
+                {"num_towers must be at least 1, got 0"});
+  check_refused(program + " --fake_data --num_towers 9 --batch_size 8",
+                {"num_towers 9 exceeds batch_size 8"});
+  check_refused(program + " --fake_data --batch_size 0", {"batch_size"});
+  check_refused(program + " --no_such_flag=1", {"no_such_flag"});
 }
 
 BOOST_AUTO_TEST_CASE(help_exits_cleanly) {
   auto res = run_program(program + " --help");
   BOOST_TEST(res.exit_code == 0);
-  BOOST_TEST(res.output.find("num_towers") != std::string::npos);
+  BOOST_TEST(said(res.output, "num_towers"));
 }

@@ -16,17 +16,12 @@ const std::string program = SYNCFAC_BINARY_DIR "/bin/convnet_mnist_single";
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(loss_falls_on_fake_data) {
-  temp_dir tmp;
-  auto metrics = tmp.file("metrics.jsonl");
-  auto summary = tmp.file("summary.json");
-  auto res = run_program(program + " --fake_data --steps 150 --batch_size 64"
-                         " --optimizer adam --learning_rate 0.001"
-                         " --log_every 25 --threads 2 --metrics " + metrics
-                         + " --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  BOOST_TEST(res.output.find("global_step: 25 | loss: ") != std::string::npos);
+BOOST_FIXTURE_TEST_CASE(loss_falls_on_fake_data, run_files) {
+  auto res = run_ok(program + " --fake_data --steps 150 --batch_size 64"
+                    " --optimizer adam --learning_rate 0.001"
+                    " --log_every 25 --threads 2 --metrics " + metrics
+                    + " --summary " + summary);
+  BOOST_TEST(said(res.output, "global_step: 25 | loss: "));
   check_loss_fell(metrics, 6);
   auto steps = json_numbers(read_file(metrics), "step");
   BOOST_TEST(steps.back() == 150);
@@ -43,11 +38,9 @@ BOOST_AUTO_TEST_CASE(reaches_80_percent_on_fashion_mnist) {
   }
   temp_dir tmp;
   auto metrics = tmp.file("metrics.jsonl");
-  auto res = run_program(program + " --steps 900 --optimizer adam"
-                         " --learning_rate 0.001 --eval_every 450"
-                         " --threads 2 --metrics " + metrics);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(program + " --steps 900 --optimizer adam"
+                    " --learning_rate 0.001 --eval_every 450"
+                    " --threads 2 --metrics " + metrics);
   auto acc = json_numbers(read_file(metrics), "test_accuracy");
   BOOST_REQUIRE_EQUAL(acc.size(), 2u); // step 450 and the end
   BOOST_TEST(acc.back() >= 0.80, "test accuracy " << acc.back());
@@ -55,27 +48,13 @@ BOOST_AUTO_TEST_CASE(reaches_80_percent_on_fashion_mnist) {
 
 BOOST_AUTO_TEST_CASE(bad_input_is_a_clear_error) {
   temp_dir tmp;
-  auto missing = run_program(program + " --data_dir " + tmp.file("nope"));
-  BOOST_TEST(missing.exit_code != 0);
-  BOOST_TEST(missing.output.find(tmp.file("nope")) != std::string::npos,
-             missing.output);
-  auto batch = run_program(program + " --fake_data --batch_size 0");
-  BOOST_TEST(batch.exit_code != 0);
-  BOOST_TEST(batch.output.find("batch_size") != std::string::npos,
-             batch.output);
-  auto opt = run_program(program + " --fake_data --optimizer rmsprop");
-  BOOST_TEST(opt.exit_code != 0);
-  BOOST_TEST(opt.output.find("rmsprop") != std::string::npos, opt.output);
-  auto flag = run_program(program + " --no_such_flag=1");
-  BOOST_TEST(flag.exit_code != 0);
-  BOOST_TEST(flag.output.find("no_such_flag") != std::string::npos,
-             flag.output);
-  auto lr = run_program(program + " --fake_data --learning_rate 0");
-  BOOST_TEST(lr.exit_code != 0);
-  BOOST_TEST(lr.output.find("learning_rate") != std::string::npos, lr.output);
-  auto backend = run_program(program + " --fake_data --backend tpu");
-  BOOST_TEST(backend.exit_code != 0);
-  BOOST_TEST(backend.output.find("tpu") != std::string::npos, backend.output);
+  check_refused(program + " --data_dir " + tmp.file("nope"),
+                {tmp.file("nope")});
+  check_refused(program + " --fake_data --batch_size 0", {"batch_size"});
+  check_refused(program + " --fake_data --optimizer rmsprop", {"rmsprop"});
+  check_refused(program + " --no_such_flag=1", {"no_such_flag"});
+  check_refused(program + " --fake_data --learning_rate 0", {"learning_rate"});
+  check_refused(program + " --fake_data --backend tpu", {"tpu"});
 }
 
 BOOST_AUTO_TEST_CASE(corrupt_data_files_are_named) {
@@ -85,16 +64,14 @@ BOOST_AUTO_TEST_CASE(corrupt_data_files_are_named) {
     std::ofstream out{tmp.file(name), std::ios::binary};
     out << "not an idx file";
   }
-  auto res = run_program(program + " --data_dir " + tmp.path());
-  BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("train-images-idx3-ubyte") != std::string::npos,
-             res.output);
+  check_refused(program + " --data_dir " + tmp.path(),
+                {"train-images-idx3-ubyte"});
 }
 
 BOOST_AUTO_TEST_CASE(help_exits_cleanly) {
   auto res = run_program(program + " --help");
   BOOST_TEST(res.exit_code == 0);
-  BOOST_TEST(res.output.find("learning_rate") != std::string::npos);
+  BOOST_TEST(said(res.output, "learning_rate"));
 }
 
 BOOST_AUTO_TEST_CASE(sync_topologies_run_in_one_process) {
@@ -112,51 +89,37 @@ BOOST_AUTO_TEST_CASE(sync_topologies_run_in_one_process) {
                           " --ps_tasks 3",
                           false}}) {
     BOOST_TEST_CONTEXT(t.flags) {
-      temp_dir tmp;
-      auto summary = tmp.file("summary.json");
-      auto metrics = tmp.file("metrics.jsonl");
-      auto res = run_program(program + " --fake_data --steps 60"
-                             " --batch_size 32 --optimizer adam"
-                             " --learning_rate 0.001 --log_every 20"
-                             " --threads 2 --summary " + summary
-                             + " --metrics " + metrics + " " + t.flags);
-      BOOST_TEST_MESSAGE(res.output);
-      BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-      auto text = read_file(summary);
+      run_files files;
+      auto res = run_ok(program + " --fake_data --steps 60"
+                        " --batch_size 32 --optimizer adam"
+                        " --learning_rate 0.001 --log_every 20"
+                        " --threads 2 --summary " + files.summary
+                        + " --metrics " + files.metrics + " " + t.flags);
+      auto text = read_file(files.summary);
       BOOST_TEST(json_numbers(text, "global_step").at(0) == 60);
       BOOST_TEST(json_numbers(text, "accepted_pushes").at(0) > 0);
       BOOST_TEST(json_numbers(text, "refused_pushes").at(0) == 0);
       if (t.backups)
         BOOST_TEST(json_numbers(text, "stale_pushes").at(0) > 0);
       BOOST_TEST(json_numbers(text, "test_accuracy").at(0) > 0.5);
-      BOOST_TEST(res.output.find("stale gradient pushes dropped: ")
-                 != std::string::npos);
+      BOOST_TEST(said(res.output, "stale gradient pushes dropped: "));
       // Every log line's metrics carry the stale count so far.
-      BOOST_TEST(json_numbers(read_file(metrics), "stale_pushes").size()
+      BOOST_TEST(json_numbers(read_file(files.metrics), "stale_pushes").size()
                  == 3u);
     }
   }
 }
 
 BOOST_AUTO_TEST_CASE(bad_topologies_are_refused) {
-  auto tokens = run_program(program + " --fake_data --worker_replicas 1"
-                            " --replicas_to_aggregate 3 --num_tokens 1");
-  BOOST_TEST(tokens.exit_code != 0);
-  BOOST_TEST(tokens.output.find("too few tokens") != std::string::npos,
-             tokens.output);
-  auto shards = run_program(program + " --fake_data --ps_tasks 0");
-  BOOST_TEST(shards.exit_code != 0);
-  BOOST_TEST(shards.output.find("ps_tasks") != std::string::npos,
-             shards.output);
-  auto runtime = run_program(program + " --fake_data --runtime magic");
-  BOOST_TEST(runtime.exit_code != 0);
-  BOOST_TEST(runtime.output.find("magic") != std::string::npos,
-             runtime.output);
+  check_refused(program + " --fake_data --worker_replicas 1"
+                " --replicas_to_aggregate 3 --num_tokens 1",
+                {"too few tokens"});
+  check_refused(program + " --fake_data --ps_tasks 0", {"ps_tasks"});
+  check_refused(program + " --fake_data --runtime magic",
+                {"magic"});
 }
 
-BOOST_AUTO_TEST_CASE(plain_runtime_still_trains) {
-  temp_dir tmp;
-  auto summary = tmp.file("summary.json");
+BOOST_FIXTURE_TEST_CASE(plain_runtime_still_trains, run_files) {
   auto res = run_program(program + " --runtime plain --fake_data --steps 80"
                          " --batch_size 32 --optimizer adam"
                          " --learning_rate 0.001 --threads 2 --summary "
@@ -165,21 +128,16 @@ BOOST_AUTO_TEST_CASE(plain_runtime_still_trains) {
   BOOST_TEST(json_numbers(read_file(summary), "test_accuracy").at(0) > 0.5);
 }
 
-BOOST_AUTO_TEST_CASE(kfac_trains_in_the_plain_runtime) {
-  temp_dir tmp;
-  auto metrics = tmp.file("metrics.jsonl");
-  auto res = run_program(program + " --runtime plain --optimizer kfac"
-                         " --learning_rate 0.0001 --fake_data --steps 60"
-                         " --batch_size 64 --log_every 20 --invert_every 5"
-                         " --stats_locations 16 --threads 2 --metrics "
-                         + metrics);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+BOOST_FIXTURE_TEST_CASE(kfac_trains_in_the_plain_runtime, run_files) {
+  auto res = run_ok(program + " --runtime plain --optimizer kfac"
+                    " --learning_rate 0.0001 --fake_data --steps 60"
+                    " --batch_size 64 --log_every 20 --invert_every 5"
+                    " --stats_locations 16 --threads 2 --metrics "
+                    + metrics);
   check_loss_fell(metrics, 3);
-  auto fisher = run_program(program + " --runtime plain --optimizer kfac"
-                            " --fake_data --fisher nope");
-  BOOST_TEST(fisher.exit_code != 0);
-  BOOST_TEST(fisher.output.find("nope") != std::string::npos);
+  check_refused(program + " --runtime plain --optimizer kfac --fake_data"
+                " --fisher nope",
+                {"nope"});
 }
 
 namespace {
@@ -188,18 +146,14 @@ namespace {
 /// summary must show statistics folded, inverses computed and shipped, and
 /// steps preconditioned.
 void check_kfac_strategy(const std::string& flags) {
-  temp_dir tmp;
-  auto metrics = tmp.file("metrics.jsonl");
-  auto summary = tmp.file("summary.json");
-  auto res = run_program(program + " --optimizer kfac --learning_rate 0.0003"
-                         " --fake_data --fake_train_size 4000 --steps 60"
-                         " --batch_size 32 --log_every 20 --invert_every 5"
-                         " --threads 2 --no_final_eval --metrics "
-                         + metrics + " --summary " + summary + " " + flags);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  check_loss_fell(metrics, 3);
-  auto text = read_file(summary);
+  run_files files;
+  run_ok(program + " --optimizer kfac --learning_rate 0.0003"
+         " --fake_data --fake_train_size 4000 --steps 60"
+         " --batch_size 32 --log_every 20 --invert_every 5"
+         " --threads 2 --no_final_eval --metrics " + files.metrics
+         + " --summary " + files.summary + " " + flags);
+  check_loss_fell(files.metrics, 3);
+  auto text = read_file(files.summary);
   BOOST_TEST(json_numbers(text, "cov_updates").at(0) >= 10);
   BOOST_TEST(json_numbers(text, "layer_inversions").at(0) >= 3);
   BOOST_TEST(json_numbers(text, "layers_ready").at(0) == 3);
@@ -218,12 +172,10 @@ BOOST_AUTO_TEST_CASE(kfac_dedicated_workers_strategy) {
   check_kfac_strategy("--worker_replicas 5"
                       " --cov_inv_op_strategy dedicated_workers");
   // 3 tasks leave no statistics worker: refused with the reason.
-  auto res = run_program(program + " --optimizer kfac --fake_data"
-                         " --worker_replicas 3"
-                         " --cov_inv_op_strategy dedicated_workers");
-  BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("at least 5 worker tasks") != std::string::npos,
-             res.output);
+  check_refused(program + " --optimizer kfac --fake_data"
+                " --worker_replicas 3"
+                " --cov_inv_op_strategy dedicated_workers",
+                {"at least 5 worker tasks"});
 }
 
 BOOST_AUTO_TEST_CASE(kfac_all_workers_strategy_by_cost_placement) {
@@ -231,10 +183,9 @@ BOOST_AUTO_TEST_CASE(kfac_all_workers_strategy_by_cost_placement) {
                       " --cov_inv_op_strategy all_workers --ps_tasks 2"
                       " --covariance_actors 2 --inverse_actors 2"
                       " --kfac_placement by_cost --stats_examples 16");
-  auto res = run_program(program + " --optimizer kfac --fake_data"
-                         " --cov_inv_op_strategy everyone");
-  BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("everyone") != std::string::npos, res.output);
+  check_refused(program + " --optimizer kfac --fake_data"
+                " --cov_inv_op_strategy everyone",
+                {"everyone"});
 }
 
 namespace {
@@ -243,13 +194,11 @@ namespace {
 std::string sync_summary(const std::string& flags, int steps = 12) {
   temp_dir tmp;
   auto summary = tmp.file("summary.json");
-  auto res = run_program(program + " --fake_data --fake_train_size 2000"
-                         " --fake_test_size 200 --batch_size 16 --threads 2"
-                         " --no_progress --steps " + std::to_string(steps)
-                         + " --summary " + summary
-                         + " " + flags);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(program + " --fake_data --fake_train_size 2000"
+                    " --fake_test_size 200 --batch_size 16 --threads 2"
+                    " --no_progress --steps " + std::to_string(steps)
+                    + " --summary " + summary
+                    + " " + flags);
   return read_file(summary);
 }
 
@@ -259,19 +208,13 @@ BOOST_AUTO_TEST_CASE(one_rule_for_workers_and_replicas_to_aggregate) {
   // runtime/sync/replica_counts.hpp, the rule a cluster follows too
   // (tests/examples/convnet_mnist_distributed.cpp).
   auto n_only = sync_summary("--worker_replicas 2");
-  BOOST_TEST(json_numbers(n_only, "workers").at(0) == 2);
-  BOOST_TEST(json_numbers(n_only, "replicas_to_aggregate").at(0) == 2);
+  check_counters(n_only, {{"workers", 2}, {"replicas_to_aggregate", 2}});
   auto r_only = sync_summary("--replicas_to_aggregate 3");
-  BOOST_TEST(json_numbers(r_only, "workers").at(0) == 3);
-  BOOST_TEST(json_numbers(r_only, "replicas_to_aggregate").at(0) == 3);
+  check_counters(r_only, {{"workers", 3}, {"replicas_to_aggregate", 3}});
   auto neither = sync_summary("");
-  BOOST_TEST(json_numbers(neither, "workers").at(0) == 1);
-  BOOST_TEST(json_numbers(neither, "replicas_to_aggregate").at(0) == 1);
-  auto bad = run_program(program + " --fake_data --worker_replicas -2");
-  BOOST_TEST(bad.exit_code != 0);
-  BOOST_TEST(bad.output.find("--worker_replicas must be at least 1")
-               != std::string::npos,
-             bad.output);
+  check_counters(neither, {{"workers", 1}, {"replicas_to_aggregate", 1}});
+  check_refused(program + " --fake_data --worker_replicas -2",
+                {"--worker_replicas must be at least 1"});
 }
 
 BOOST_AUTO_TEST_CASE(the_seeds_kfac_example_in_one_process) {
@@ -282,9 +225,8 @@ BOOST_AUTO_TEST_CASE(the_seeds_kfac_example_in_one_process) {
                            " --invert_every 4 --worker_replicas 5"
                            " --ps_tasks 2 --use_fake_data",
                            40);
-  BOOST_TEST(json_numbers(text, "workers").at(0) == 5);
-  BOOST_TEST(json_numbers(text, "replicas_to_aggregate").at(0) == 3);
-  BOOST_TEST(json_numbers(text, "ps_tasks").at(0) == 2);
+  check_counters(text, {{"workers", 5}, {"replicas_to_aggregate", 3},
+                        {"ps_tasks", 2}});
   BOOST_TEST(json_string(text, "strategy") == "chief_worker");
   BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
   BOOST_TEST(json_numbers(text, "preconditioned_steps").at(0) > 0);
@@ -295,14 +237,11 @@ BOOST_AUTO_TEST_CASE(log_lines_wait_for_a_real_report) {
   // reported its loss; its log line waits for the next round with reports
   // instead of printing "loss: 0".
   temp_dir tmp;
-  auto res = run_program(program + " --fake_data --steps 20 --batch_size 16"
-                         " --log_every 1 --num_tokens 3 --threads 2"
-                         " --no_progress");
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(program + " --fake_data --steps 20 --batch_size 16"
+                    " --log_every 1 --num_tokens 3 --threads 2"
+                    " --no_progress");
   BOOST_TEST(res.output.find("| loss: 0 |") == std::string::npos, res.output);
-  BOOST_TEST(res.output.find("global_step: 20 | loss: ") != std::string::npos,
-             res.output);
+  BOOST_TEST(said(res.output, "global_step: 20 | loss: "), res.output);
 }
 
 BOOST_AUTO_TEST_CASE(variables_to_average_chooses_the_averaged_subset) {
@@ -314,15 +253,11 @@ BOOST_AUTO_TEST_CASE(variables_to_average_chooses_the_averaged_subset) {
   auto fc4 = sync_summary(flags + " --variables_to_average fc4", 20);
   BOOST_TEST(json_numbers(all, "test_loss").at(0)
              != json_numbers(fc4, "test_loss").at(0));
-  auto unknown = run_program(program + " --fake_data " + flags
-                             + " --variables_to_average fc9");
-  BOOST_TEST(unknown.exit_code != 0);
-  BOOST_TEST(unknown.output.find("'fc9' names no variable") != std::string::npos,
-             unknown.output);
-  auto off = run_program(program + " --fake_data --variables_to_average fc4");
-  BOOST_TEST(off.exit_code != 0);
-  BOOST_TEST(off.output.find("needs --moving_average_decay") != std::string::npos,
-             off.output);
+  check_refused(program + " --fake_data " + flags + " --variables_to_average"
+                " fc9",
+                {"'fc9' names no variable"});
+  check_refused(program + " --fake_data --variables_to_average fc4",
+                {"needs --moving_average_decay"});
 }
 
 BOOST_AUTO_TEST_CASE(the_exact_kfac_cadence_folds_every_step) {
@@ -333,13 +268,11 @@ BOOST_AUTO_TEST_CASE(the_exact_kfac_cadence_folds_every_step) {
   auto text = sync_summary("--optimizer kfac --learning_rate 0.0003"
                            " --invert_every 5 --kfac_cadence exact",
                            30);
-  BOOST_TEST(json_numbers(text, "stats_skipped").at(0) == 0);
-  BOOST_TEST(json_numbers(text, "cov_updates").at(0) == 30);
-  BOOST_TEST(json_numbers(text, "factor_sets").at(0) == 6);
-  auto bad = run_program(program + " --fake_data --optimizer kfac"
-                         " --kfac_cadence sometimes");
-  BOOST_TEST(bad.exit_code != 0);
-  BOOST_TEST(bad.output.find("sometimes") != std::string::npos, bad.output);
+  check_counters(text, {{"stats_skipped", 0}, {"cov_updates", 30},
+                        {"factor_sets", 6}});
+  check_refused(program + " --fake_data --optimizer kfac --kfac_cadence"
+                " sometimes",
+                {"sometimes"});
 }
 
 BOOST_AUTO_TEST_CASE(the_main_job_reaches_88_percent) {
@@ -355,34 +288,28 @@ BOOST_AUTO_TEST_CASE(the_main_job_reaches_88_percent) {
   flags.erase(flags.find_last_not_of(" \n") + 1);
   temp_dir tmp;
   auto summary = tmp.file("summary.json");
-  auto res = run_program(program + " " + flags + " --threads 2 --no_progress"
-                         " --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(program + " " + flags + " --threads 2 --no_progress"
+                    " --summary " + summary);
   BOOST_TEST(res.output.rfind("optimizer: kfac, learning_rate 0.0003", 0) == 0,
              res.output.substr(0, 200));
   auto text = read_file(summary);
-  BOOST_TEST(json_numbers(text, "workers").at(0) == 3);
-  BOOST_TEST(json_numbers(text, "replicas_to_aggregate").at(0) == 2);
+  check_counters(text, {{"workers", 3}, {"replicas_to_aggregate", 2}});
   auto acc = json_numbers(text, "test_accuracy").at(0);
   BOOST_TEST(acc >= 0.88, "test accuracy " << acc);
 }
 
-BOOST_AUTO_TEST_CASE(kfac_log_lines_carry_the_preconditioner_and_the_pushes) {
+BOOST_FIXTURE_TEST_CASE(kfac_log_lines_carry_the_preconditioner_and_the_pushes,
+                        run_files) {
   // Every metrics line (and so every TensorBoard scalar of --logdir):
   // refused pushes and the token wait share of its window; under K-FAC the
   // damping, the inverse sets installed and the steps preconditioned in
   // each window: none before the first inverses, then most of a window.
-  temp_dir tmp;
-  auto metrics = tmp.file("metrics.jsonl");
-  auto res = run_program(program + " --fake_data --fake_train_size 2000"
-                         " --steps 40 --batch_size 16 --log_every 10"
-                         " --optimizer kfac --learning_rate 0.0003"
-                         " --invert_every 5 --worker_replicas 2 --threads 2"
-                         " --no_progress --no_final_eval --metrics "
-                         + metrics);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(program + " --fake_data --fake_train_size 2000"
+                    " --steps 40 --batch_size 16 --log_every 10"
+                    " --optimizer kfac --learning_rate 0.0003"
+                    " --invert_every 5 --worker_replicas 2 --threads 2"
+                    " --no_progress --no_final_eval --metrics "
+                    + metrics);
   auto text = read_file(metrics);
   auto damping = json_numbers(text, "damping");
   BOOST_REQUIRE_EQUAL(damping.size(), 4u);

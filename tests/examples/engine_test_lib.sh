@@ -4,6 +4,15 @@
 
 skip() { echo "SKIP: $*"; exit 77; }
 
+# take_bin_dir BUILD/bin: sets $bin to it and $program to its
+# convnet_mnist_distributed, the program these tests run under the engine;
+# fails, naming what is missing, when there is none.
+take_bin_dir() {
+  bin=${1:?usage: $(basename "$0") BUILD/bin}
+  program="$bin/convnet_mnist_distributed"
+  [ -x "$program" ] || { echo "FAIL: no $program"; exit 1; }
+}
+
 # CTest gives these scripts 300 s in all: a wait gets at most CAP seconds
 # and never more than is left of 290 (an install may have taken some).
 budget() {

@@ -19,21 +19,17 @@
 #include <map>
 #include <string>
 
+#include "tests/examples/fault_checks.hpp"
 #include "tests/examples/process.hpp"
 
 using namespace syncfac::test;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
-
 /// Deterministic: one worker, no initial tokens, one thread per device.
 /// A log line every step, so that a --kill hook fires at its step.
-const std::string deterministic = " --fake_data --fake_train_size 2048"
-                                  " --fake_test_size 500 --batch_size 32"
-                                  " --seed 3 --threads 1 --no_progress"
-                                  " --num_tokens 0 --no_final_eval"
-                                  " --init glorot --log_every 1";
+const std::string deterministic = deterministic_flags
+                                  + " --init glorot --log_every 1";
 
 const int steps = 60;
 
@@ -50,12 +46,8 @@ outcome launch(const temp_dir& tmp, const std::string& cluster,
                const std::string& faults, const std::string& flags,
                const std::string& name) {
   auto summary = tmp.file(name + ".json");
-  auto res = run_program(bin + "syncfac-launch --cluster " + cluster
-                         + " --program " + bin
-                         + "convnet_mnist_distributed --max_wall_s 300 "
-                         + faults + " -- " + deterministic + flags
-                         + " --connect_timeout_ms 60000 --summary "
-                         + summary);
+  auto res = run_program(
+    fault_run_command(cluster, faults, deterministic + flags, summary));
   BOOST_TEST_MESSAGE(res.output);
   return {res.exit_code, res.output, read_file(summary)};
 }
@@ -64,29 +56,6 @@ std::string digest_of(const std::string& summary) {
   auto d = json_string(summary, "params_digest");
   BOOST_REQUIRE_MESSAGE(!d.empty(), "no params_digest in " << summary);
   return d;
-}
-
-double number(const std::string& json, const std::string& key) {
-  auto xs = json_numbers(json, key);
-  BOOST_REQUIRE_MESSAGE(!xs.empty(), "no \"" << key << "\" in " << json);
-  return xs.front();
-}
-
-/// The account of updates balances at the final step, and every update
-/// a rollback threw away was applied again (`rolled_back` of them).
-void check_account(const std::string& summary, double rolled_back) {
-  auto step = number(summary, "global_step");
-  auto inherited = number(summary, "updates_inherited");
-  auto applied = number(summary, "updates_applied");
-  auto back = number(summary, "updates_rolled_back");
-  BOOST_TEST(inherited + applied - back == step,
-             "inherited " << inherited << " + applied " << applied
-                          << " - rolled back " << back << " vs global step "
-                          << step);
-  BOOST_TEST(back == rolled_back);
-  BOOST_TEST(number(summary, "updates_redone") == back);
-  // The chief's own count of the steps it did again agrees.
-  BOOST_TEST(number(summary, "rolled_back_steps") == back);
 }
 
 /// The same flags undisturbed, in one process (`ps_tasks` shards): bit
@@ -108,63 +77,82 @@ std::string checkpoints(const temp_dir& tmp) {
 
 const std::string steps_flag = " --steps " + std::to_string(steps);
 
+/// A chief, the worker and two shards.
+const std::map<std::string, int> two_shards{
+  {"chief", 1}, {"worker", 1}, {"ps", 2}};
+
+/// A scratch directory with a cluster file of two_shards.
+struct two_shard_cluster {
+  temp_dir tmp;
+  std::string cluster = write_cluster(tmp, two_shards);
+};
+
+/// A run of `cluster` under `faults` with `flags` (launch) that ends well,
+/// at the last step.
+outcome finished_run(const temp_dir& tmp, const std::string& cluster,
+                     const std::string& faults, const std::string& flags) {
+  auto run = launch(tmp, cluster, faults, flags, "run");
+  BOOST_REQUIRE_EQUAL(run.exit_code, 0);
+  BOOST_TEST(number(run.summary, "global_step") == steps);
+  return run;
+}
+
+/// The run's final parameters are bit for bit those of the same steps
+/// (with `flags`) undisturbed in one process with two shards.
+void check_undisturbed(const temp_dir& tmp, const outcome& run,
+                       const std::string& flags) {
+  BOOST_TEST(digest_of(run.summary)
+             == undisturbed_digest(tmp, steps_flag + flags, 2));
+}
+
 } // namespace
 
-BOOST_AUTO_TEST_CASE(a_killed_ps_shard_leaves_the_parameters_undisturbed) {
+BOOST_FIXTURE_TEST_CASE(a_killed_ps_shard_leaves_the_parameters_undisturbed,
+                        two_shard_cluster) {
   // ps:1 SIGKILLed at step 25 and started again: both shards go back to
   // the checkpoint of step 20, the worker to its data position there, and
   // steps 21.. are done again with exactly the batches of the first time.
-  temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
-  auto run = launch(tmp, cluster, "--kill ps:1@25 --restart ps:1@300",
-                    steps_flag + checkpoints(tmp), "run");
-  BOOST_REQUIRE_EQUAL(run.exit_code, 0);
-  BOOST_TEST(number(run.summary, "global_step") == steps);
+  auto run = finished_run(tmp, cluster, "--kill ps:1@25 --restart ps:1@300",
+                          steps_flag + checkpoints(tmp));
   BOOST_TEST(number(run.summary, "ps_lost") == 1);
   // Lost at step 25 or a few later (the kill races with the steps), back
   // to the checkpoint of 20 or 30.
   auto back = number(run.summary, "updates_rolled_back");
   BOOST_TEST(back >= 1);
   BOOST_TEST(back < 20);
-  check_account(run.summary, back);
-  BOOST_TEST(digest_of(run.summary)
-             == undisturbed_digest(tmp, steps_flag, 2));
+  BOOST_TEST(check_account(run.summary) == back);
+  check_undisturbed(tmp, run, "");
 }
 
-BOOST_AUTO_TEST_CASE(a_killed_chief_leaves_the_parameters_undisturbed) {
+BOOST_FIXTURE_TEST_CASE(a_killed_chief_leaves_the_parameters_undisturbed,
+                        two_shard_cluster) {
   // The chief SIGKILLed at step 25 and started again: the shards keep
   // their state, the new chief goes on from their step, and the worker's
   // abandoned step counts once.
-  temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
-  auto run = launch(tmp, cluster, "--kill chief:0@25 --restart chief:0@300",
-                    steps_flag, "run");
-  BOOST_REQUIRE_EQUAL(run.exit_code, 0);
-  BOOST_TEST(number(run.summary, "global_step") == steps);
-  BOOST_TEST(run.summary.find("\"chief_restarted\": true")
-             != std::string::npos);
+  auto run = finished_run(tmp, cluster,
+                          "--kill chief:0@25 --restart chief:0@300",
+                          steps_flag);
+  BOOST_TEST(said(run.summary, "\"chief_restarted\": true"));
   auto resumed = number(run.summary, "resumed_at");
   BOOST_TEST(resumed >= 25);
   // The new chief inherited the shards' step and applied the rest.
   BOOST_TEST(number(run.summary, "updates_inherited") == resumed);
-  check_account(run.summary, 0);
-  BOOST_TEST(digest_of(run.summary)
-             == undisturbed_digest(tmp, steps_flag, 2));
+  BOOST_TEST(check_account(run.summary) == 0);
+  check_undisturbed(tmp, run, "");
 }
 
-BOOST_AUTO_TEST_CASE(a_killed_cluster_resumes_to_the_undisturbed_parameters) {
+BOOST_FIXTURE_TEST_CASE(a_killed_cluster_resumes_to_the_undisturbed_parameters,
+                        two_shard_cluster) {
   // Every process SIGKILLed at step 25 (no clean end, no final
   // checkpoint), then the whole cluster started again on the same
   // directory: it goes on from the checkpoint of step 20 (or 30 when the
   // kill came late), to exactly the parameters of a run never stopped.
-  temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
   auto crashed = launch(tmp, cluster,
                         "--kill chief:0@25 --kill worker:0@25"
                         " --kill ps:0@25 --kill ps:1@25",
                         steps_flag + checkpoints(tmp), "crashed");
   BOOST_REQUIRE_NE(crashed.exit_code, 0);
-  BOOST_TEST(crashed.output.find("chief:0 gets SIGKILL") != std::string::npos);
+  BOOST_TEST(said(crashed.output, "chief:0 gets SIGKILL"));
   auto run = launch(tmp, cluster, "", steps_flag + checkpoints(tmp), "run");
   BOOST_REQUIRE_EQUAL(run.exit_code, 0);
   // The newest checkpoint written before the kill: 20, or 10 when the
@@ -174,31 +162,25 @@ BOOST_AUTO_TEST_CASE(a_killed_cluster_resumes_to_the_undisturbed_parameters) {
   BOOST_TEST((restored == 10 || restored == 20 || restored == 30),
              "restored " << restored);
   BOOST_TEST(number(run.summary, "updates_inherited") == restored);
-  check_account(run.summary, 0);
-  BOOST_TEST(digest_of(run.summary)
-             == undisturbed_digest(tmp, steps_flag, 2));
+  BOOST_TEST(check_account(run.summary) == 0);
+  check_undisturbed(tmp, run, "");
 }
 
-BOOST_AUTO_TEST_CASE(frozen_ps_shard_and_chief_leave_the_parameters_undisturbed) {
+BOOST_FIXTURE_TEST_CASE(frozen_ps_shard_and_chief_leave_the_parameters_undisturbed,
+                        two_shard_cluster) {
   // Each frozen (SIGSTOP) twice as long as the connection timeout, one
   // after the other: taken for lost, brought back once thawed, the run
   // rolled back to a checkpoint each time (a thawed chief has lost its
   // workers and shards) and redone to the undisturbed parameters.
-  temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
-  auto run = launch(tmp, cluster,
-                    "--kill ps:1@25:STOP+4000 --kill chief:0@45:STOP+4000",
-                    steps_flag + checkpoints(tmp)
-                      + " --connection_timeout_ms 2000",
-                    "run");
-  BOOST_REQUIRE_EQUAL(run.exit_code, 0);
-  BOOST_TEST(number(run.summary, "global_step") == steps);
+  auto run = finished_run(
+    tmp, cluster, "--kill ps:1@25:STOP+4000 --kill chief:0@45:STOP+4000",
+    steps_flag + checkpoints(tmp) + " --connection_timeout_ms 2000");
   BOOST_TEST(number(run.summary, "ps_lost") >= 1);
   BOOST_TEST(number(run.summary, "workers_lost") >= 1);
   BOOST_TEST(number(run.summary, "updates_rolled_back") >= 1);
-  check_account(run.summary, number(run.summary, "updates_rolled_back"));
-  BOOST_TEST(digest_of(run.summary)
-             == undisturbed_digest(tmp, steps_flag, 2));
+  BOOST_TEST(check_account(run.summary)
+             == number(run.summary, "updates_rolled_back"));
+  check_undisturbed(tmp, run, "");
 }
 
 namespace {
@@ -214,13 +196,13 @@ namespace {
 /// the workers' rebind around a lost K-FAC role neither drop nor repeat a
 /// batch or an update.
 const std::string kfac_no_inverses = " --optimizer kfac --learning_rate 0.01"
-                                     " --min_cov_updates 1000000";
+                                           " --min_cov_updates 1000000";
 
 const std::map<std::string, int> kfac_cluster{{"chief", 1},
-                                              {"worker", 1},
-                                              {"ps", 2},
-                                              {"covariance", 1},
-                                              {"inverse", 1}};
+                                                    {"worker", 1},
+                                                    {"ps", 2},
+                                                    {"covariance", 1},
+                                                    {"inverse", 1}};
 
 /// A K-FAC role SIGKILLed at step 25 and restarted: the steps pause and
 /// go on from there, no rollback, the parameters as undisturbed.
@@ -228,19 +210,15 @@ void check_kfac_role_killed(const std::string& task) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, kfac_cluster);
   auto flags = steps_flag + kfac_no_inverses + checkpoints(tmp);
-  auto run = launch(tmp, cluster,
-                    "--kill " + task + "@25 --restart " + task + "@300",
-                    flags, "run");
-  BOOST_REQUIRE_EQUAL(run.exit_code, 0);
-  BOOST_TEST(number(run.summary, "global_step") == steps);
+  auto run = finished_run(tmp, cluster,
+                          "--kill " + task + "@25 --restart " + task + "@300",
+                          flags);
   BOOST_TEST(number(run.summary, "kfac_roles_lost") == 1);
-  BOOST_TEST(run.output.find("chief: " + task + " lost at global step")
-             != std::string::npos);
+  BOOST_TEST(said(run.output, "chief: " + task + " lost at global step"));
   // The statistics kept flowing: factors folded before and after.
   BOOST_TEST(number(run.summary, "cov_updates") > 0);
-  check_account(run.summary, 0);
-  BOOST_TEST(digest_of(run.summary)
-             == undisturbed_digest(tmp, steps_flag + kfac_no_inverses, 2));
+  BOOST_TEST(check_account(run.summary) == 0);
+  check_undisturbed(tmp, run, kfac_no_inverses);
 }
 
 } // namespace

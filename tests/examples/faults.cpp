@@ -29,13 +29,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/examples/fault_checks.hpp"
 #include "tests/examples/process.hpp"
 
 using namespace syncfac::test;
 
 namespace {
-
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 
 /// Evaluated on the variables' moving averages (decay 0.9): the last
 /// iterate's test accuracy swings with the last few batches (150 steps
@@ -52,6 +51,13 @@ const std::string fake = " --fake_data --fake_train_size 2048"
 /// Fashion-MNIST from Debian's dataset-fashion-mnist (the programs'
 /// default --data_dir).
 const std::string real = " --data_dir /usr/share/datasets/fashion-mnist";
+
+/// Fashion-MNIST, `steps` steps, R = 2: the runs whose accuracy is
+/// checked.
+std::string real_r2(long steps) {
+  return real + " --steps " + std::to_string(steps)
+         + " --replicas_to_aggregate 2";
+}
 
 /// Largest distance allowed between a disturbed run's test accuracy and
 /// the in-process run's. Measured with `bench/accuracy_spread.py --runs
@@ -99,12 +105,8 @@ outcome launch(const temp_dir& tmp,
                int expected_exit = 0) {
   auto cluster = write_cluster(tmp, jobs);
   auto summary = tmp.file("summary.json");
-  auto res = run_program(bin + "syncfac-launch --cluster " + cluster
-                         + " --program " + bin
-                         + "convnet_mnist_distributed --max_wall_s 300 "
-                         + faults + " -- " + common + flags
-                         + " --connect_timeout_ms 60000 --summary "
-                         + summary);
+  auto res =
+    run_program(fault_run_command(cluster, faults, common + flags, summary));
   BOOST_TEST_MESSAGE(res.output);
   if (expected_exit == 0)
     BOOST_REQUIRE_EQUAL(res.exit_code, 0);
@@ -155,26 +157,17 @@ void check_monotonic_but_rollbacks(const std::string& output, long last,
   BOOST_TEST(steps.back() == last);
 }
 
-double number(const std::string& json, const std::string& key) {
-  auto xs = json_numbers(json, key);
-  BOOST_REQUIRE_MESSAGE(!xs.empty(), "no \"" << key << "\" in " << json);
-  return xs.front();
-}
-
-/// The account of updates: inherited + applied - rolled back is the
-/// final step, every update a rollback threw away was applied again, and
-/// the chief's count of steps done again says the same.
-void check_account(const std::string& summary) {
-  auto step = number(summary, "global_step");
-  auto inherited = number(summary, "updates_inherited");
-  auto applied = number(summary, "updates_applied");
-  auto back = number(summary, "updates_rolled_back");
-  BOOST_TEST(inherited + applied - back == step,
-             "inherited " << inherited << " + applied " << applied
-                          << " - rolled back " << back << " vs global step "
-                          << step);
-  BOOST_TEST(number(summary, "updates_redone") == back);
-  BOOST_TEST(number(summary, "rolled_back_steps") == back);
+/// A run of `jobs` under the launcher's `faults` with `flags` (launch)
+/// whose chief's steps only grow, to `steps`, and whose account of
+/// updates balances.
+outcome steady_run(const temp_dir& tmp,
+                   const std::map<std::string, int>& jobs,
+                   const std::string& faults, const std::string& flags,
+                   long steps) {
+  auto run = launch(tmp, jobs, faults, flags);
+  check_monotonic(run.output, steps);
+  check_account(run.summary);
+  return run;
 }
 
 /// Test accuracy of the same topology undisturbed, in one process.
@@ -198,43 +191,45 @@ void check_accuracy_near_undisturbed(const temp_dir& tmp, const outcome& run,
                          << ", tolerance " << tolerance);
 }
 
+/// Fashion-MNIST for `steps` steps with R = 2 on a chief, `workers`
+/// workers and a shard, under `faults` (steady_run).
+outcome real_run(const temp_dir& tmp, int workers, const std::string& faults,
+                 long steps) {
+  return steady_run(tmp, {{"chief", 1}, {"worker", workers}, {"ps", 1}},
+                    faults, real_r2(steps), steps);
+}
+
+/// The accuracy of a real_run near the same topology's undisturbed.
+void check_real_accuracy(const temp_dir& tmp, const outcome& run,
+                         int workers, long steps) {
+  check_accuracy_near_undisturbed(
+    tmp, run, real_r2(steps) + " --worker_replicas " + std::to_string(workers));
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(a_killed_backup_worker_does_not_stop_the_steps,
                      *boost::unit_test::precondition(
                        fashion_mnist_installed{})) {
   temp_dir tmp;
-  auto flags = real + " --steps 150 --replicas_to_aggregate 2";
-  auto run = launch(tmp, {{"chief", 1}, {"worker", 3}, {"ps", 1}},
-                    "--kill worker:2@20", flags);
-  check_monotonic(run.output, 150);
-  BOOST_TEST(run.output.find("worker 2 lost at global step")
-             != std::string::npos);
-  BOOST_TEST(number(run.summary, "workers_lost") == 1);
-  BOOST_TEST(number(run.summary, "workers_rejoined") == 0);
-  check_account(run.summary);
+  auto run = real_run(tmp, 3, "--kill worker:2@20", 150);
+  BOOST_TEST(said(run.output, "worker 2 lost at global step"));
+  check_counters(run.summary, {{"workers_lost", 1}, {"workers_rejoined", 0}});
   BOOST_TEST(number(run.summary, "updates_rolled_back") == 0);
-  check_accuracy_near_undisturbed(tmp, run, flags + " --worker_replicas 3");
+  check_real_accuracy(tmp, run, 3, 150);
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_without_backups_rejoins_when_restarted,
                      *boost::unit_test::precondition(
                        fashion_mnist_installed{})) {
   temp_dir tmp;
-  auto flags = real + " --steps 300 --replicas_to_aggregate 2";
-  auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}},
-                    "--kill worker:1@20 --restart worker:1@200", flags);
-  check_monotonic(run.output, 300);
-  BOOST_TEST(number(run.summary, "workers_lost") == 1);
-  BOOST_TEST(number(run.summary, "workers_rejoined") == 1);
-  check_account(run.summary);
-  BOOST_TEST(run.output.find("worker:1: the run is under way; rejoining at "
-                             "global step")
-             != std::string::npos);
+  auto run = real_run(tmp, 2, "--kill worker:1@20 --restart worker:1@200", 300);
+  check_counters(run.summary, {{"workers_lost", 1}, {"workers_rejoined", 1}});
+  BOOST_TEST(said(run.output,
+                  "worker:1: the run is under way; rejoining at global step"));
   // The restarted process ended with the run, like the others.
-  BOOST_TEST(run.output.find("worker:1 exited with code 0")
-             != std::string::npos);
-  check_accuracy_near_undisturbed(tmp, run, flags + " --worker_replicas 2");
+  BOOST_TEST(said(run.output, "worker:1 exited with code 0"));
+  check_real_accuracy(tmp, run, 2, 300);
 }
 
 BOOST_AUTO_TEST_CASE(a_frozen_worker_comes_back_with_stale_gradients,
@@ -245,16 +240,12 @@ BOOST_AUTO_TEST_CASE(a_frozen_worker_comes_back_with_stale_gradients,
   // the frozen worker's gradient of step 20 is dropped as stale and
   // counted, and it goes on from the current step, never taken for lost.
   temp_dir tmp;
-  auto flags = real + " --steps 150 --replicas_to_aggregate 2";
-  auto run = launch(tmp, {{"chief", 1}, {"worker", 3}, {"ps", 1}},
-                    "--kill worker:1@20:STOP --kill worker:1@60:CONT", flags);
-  check_monotonic(run.output, 150);
+  auto run = real_run(tmp, 3,
+                      "--kill worker:1@20:STOP --kill worker:1@60:CONT", 150);
   BOOST_TEST(number(run.summary, "stale_pushes") >= 1);
   BOOST_TEST(number(run.summary, "workers_lost") == 0);
-  check_account(run.summary);
-  BOOST_TEST(run.output.find("worker:1 exited with code 0")
-             != std::string::npos);
-  check_accuracy_near_undisturbed(tmp, run, flags + " --worker_replicas 3");
+  BOOST_TEST(said(run.output, "worker:1 exited with code 0"));
+  check_real_accuracy(tmp, run, 3, 150);
 }
 
 BOOST_AUTO_TEST_CASE(a_restarted_chief_goes_on_from_the_shards_step,
@@ -265,22 +256,15 @@ BOOST_AUTO_TEST_CASE(a_restarted_chief_goes_on_from_the_shards_step,
   // at the run's step, rebinds the workers (each keeps its data position)
   // and goes on from there, losing no update.
   temp_dir tmp;
-  auto flags = real + " --steps 150 --replicas_to_aggregate 2";
-  auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}},
-                    "--kill chief:0@40 --restart chief:0@300", flags);
-  check_monotonic(run.output, 150);
-  BOOST_TEST(run.summary.find("\"chief_restarted\": true")
-             != std::string::npos);
+  auto run = real_run(tmp, 2, "--kill chief:0@40 --restart chief:0@300", 150);
+  BOOST_TEST(said(run.summary, "\"chief_restarted\": true"));
   BOOST_TEST(number(run.summary, "resumed_at") >= 40);
   // The new chief's updates start from the shards' step.
   BOOST_TEST(number(run.summary, "updates_inherited")
              == number(run.summary, "resumed_at"));
-  check_account(run.summary);
-  BOOST_TEST(run.output.find("going on from there (a restarted chief)")
-             != std::string::npos);
-  BOOST_TEST(run.output.find("worker:1: connected again to chief:0")
-             != std::string::npos);
-  check_accuracy_near_undisturbed(tmp, run, flags + " --worker_replicas 2");
+  check_said(run.output, {"going on from there (a restarted chief)",
+                          "worker:1: connected again to chief:0"});
+  check_real_accuracy(tmp, run, 2, 150);
 }
 
 BOOST_AUTO_TEST_CASE(a_restarted_chief_goes_on_without_a_dead_backup) {
@@ -289,18 +273,13 @@ BOOST_AUTO_TEST_CASE(a_restarted_chief_goes_on_without_a_dead_backup) {
   // came back (R = 2), the backup counted as not back.
   temp_dir tmp;
   auto flags = fake + " --steps 120 --replicas_to_aggregate 2";
-  auto run = launch(tmp, {{"chief", 1}, {"worker", 3}, {"ps", 1}},
-                    "--kill worker:2@20 --kill chief:0@40"
-                    " --restart chief:0@300",
-                    flags);
-  check_monotonic(run.output, 120);
-  BOOST_TEST(run.output.find("chief:0: going on without worker:2")
-             != std::string::npos);
-  BOOST_TEST(run.summary.find("\"chief_restarted\": true")
-             != std::string::npos);
-  BOOST_TEST(run.summary.find("not back after the chief's restart")
-             != std::string::npos);
-  check_account(run.summary);
+  auto run = steady_run(tmp, {{"chief", 1}, {"worker", 3}, {"ps", 1}},
+                        "--kill worker:2@20 --kill chief:0@40"
+                        " --restart chief:0@300",
+                        flags, 120);
+  BOOST_TEST(said(run.output, "chief:0: going on without worker:2"));
+  BOOST_TEST(said(run.summary, "\"chief_restarted\": true"));
+  BOOST_TEST(said(run.summary, "not back after the chief's restart"));
 }
 
 BOOST_AUTO_TEST_CASE(a_restarted_ps_shard_rolls_the_run_back,
@@ -321,8 +300,7 @@ BOOST_AUTO_TEST_CASE(a_restarted_ps_shard_rolls_the_run_back,
   auto redone = number(run.summary, "rolled_back_steps");
   BOOST_TEST(redone >= 10);
   BOOST_TEST(redone < 40);
-  BOOST_TEST(run.output.find("the run rolls back to global step")
-             != std::string::npos);
+  BOOST_TEST(said(run.output, "the run rolls back to global step"));
   check_account(run.summary);
   check_accuracy_near_undisturbed(tmp, run,
                                   real + " --steps 150 --replicas_to_aggregate 2"
@@ -335,9 +313,7 @@ BOOST_AUTO_TEST_CASE(a_lost_ps_shard_without_checkpoints_ends_the_run) {
   temp_dir tmp;
   auto run = launch(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}},
                     "--kill ps:0@30", fake + " --steps 400", 1);
-  BOOST_TEST(run.output.find("ps:0 lost at global step")
-             != std::string::npos);
-  BOOST_TEST(run.output.find("--checkpoint_dir") != std::string::npos);
+  check_said(run.output, {"ps:0 lost at global step", "--checkpoint_dir"});
 }
 
 namespace {
@@ -362,36 +338,29 @@ BOOST_AUTO_TEST_CASE(a_restarted_inverse_task_is_rebound) {
   // goes on from the step it paused at (no rollback); the new actor
   // inverts the next factors and the shard preconditions with them.
   temp_dir tmp;
-  auto run = launch(tmp, kfac_cluster,
-                    "--kill inverse:0@30 --restart inverse:0@300",
-                    kfac_flags(tmp));
-  check_monotonic(run.output, 120);
-  BOOST_TEST(number(run.summary, "kfac_roles_lost") == 1);
-  BOOST_TEST(number(run.summary, "rolled_back_steps") == 0);
+  auto run = steady_run(tmp, kfac_cluster,
+                        "--kill inverse:0@30 --restart inverse:0@300",
+                        kfac_flags(tmp), 120);
+  check_counters(run.summary, {{"kfac_roles_lost", 1},
+                               {"rolled_back_steps", 0}});
   // Lost at step 30 or a step or two later: the kill and its detection
   // race with the steps.
-  BOOST_TEST(run.output.find("chief: inverse:0 lost at global step")
-             != std::string::npos);
-  BOOST_TEST(run.output.find("is back; the run goes on from there")
-             != std::string::npos);
+  check_said(run.output, {"chief: inverse:0 lost at global step",
+                          "is back; the run goes on from there"});
   // Counted by the inverse actor now: the restarted one inverted.
   BOOST_TEST(number(run.summary, "layer_inversions") > 0);
   BOOST_TEST(number(run.summary, "preconditioned_steps") > 0);
-  check_account(run.summary);
 }
 
 BOOST_AUTO_TEST_CASE(a_restarted_covariance_task_takes_the_checkpoints_factors) {
   temp_dir tmp;
-  auto run = launch(tmp, kfac_cluster,
-                    "--kill covariance:0@50 --restart covariance:0@300",
-                    kfac_flags(tmp));
-  check_monotonic(run.output, 120);
+  auto run = steady_run(tmp, kfac_cluster,
+                        "--kill covariance:0@50 --restart covariance:0@300",
+                        kfac_flags(tmp), 120);
   BOOST_TEST(number(run.summary, "kfac_roles_lost") == 1);
-  BOOST_TEST(run.output.find("(factors of a new covariance actor from")
-             != std::string::npos);
+  BOOST_TEST(said(run.output, "(factors of a new covariance actor from"));
   BOOST_TEST(number(run.summary, "cov_updates") > 0);
   BOOST_TEST(number(run.summary, "layer_inversions") > 0);
-  check_account(run.summary);
   BOOST_TEST(number(run.summary, "updates_rolled_back") == 0);
 }
 
@@ -414,15 +383,12 @@ BOOST_AUTO_TEST_CASE(a_restarted_chief_under_kfac_goes_on) {
   // while the chief is away; the new chief finds the shard at the run's
   // step and goes on, the K-FAC roles watched again.
   temp_dir tmp;
-  auto run = launch(tmp, kfac_cluster,
-                    "--kill chief:0@40 --restart chief:0@300",
-                    kfac_flags(tmp));
-  check_monotonic(run.output, 120);
-  BOOST_TEST(run.summary.find("\"chief_restarted\": true")
-             != std::string::npos);
+  auto run = steady_run(tmp, kfac_cluster,
+                        "--kill chief:0@40 --restart chief:0@300",
+                        kfac_flags(tmp), 120);
+  BOOST_TEST(said(run.summary, "\"chief_restarted\": true"));
   BOOST_TEST(number(run.summary, "layers_ready") > 0);
   BOOST_TEST(number(run.summary, "preconditioned_steps") > 0);
-  check_account(run.summary);
 }
 
 BOOST_AUTO_TEST_CASE(frozen_covariance_and_inverse_tasks_are_lost_and_come_back,
@@ -444,24 +410,20 @@ BOOST_AUTO_TEST_CASE(frozen_covariance_and_inverse_tasks_are_lost_and_come_back,
                " --learning_rate 0.0003 --connection_timeout_ms 2000"
                " --checkpoint_dir "
                + tmp.file("ckpt") + " --checkpoint_every 20";
-  auto run = launch(tmp, kfac_cluster,
-                    "--kill covariance:0@30:STOP+6000"
-                    " --kill inverse:0@800:STOP+6000",
-                    flags);
-  check_monotonic(run.output, 1500);
+  auto run = steady_run(tmp, kfac_cluster,
+                        "--kill covariance:0@30:STOP+6000"
+                        " --kill inverse:0@800:STOP+6000",
+                        flags, 1500);
   // Seen by the probe or by the link, whichever comes first.
-  BOOST_TEST(run.output.find("chief: covariance:0 lost at global step")
-             != std::string::npos);
-  BOOST_TEST(run.output.find("chief: inverse:0 lost at global step")
-             != std::string::npos);
-  BOOST_TEST(number(run.summary, "kfac_roles_lost") == 2);
-  BOOST_TEST(number(run.summary, "rolled_back_steps") == 0);
-  BOOST_TEST(run.output.find("the task was frozen and thawed, its state kept")
-             != std::string::npos);
+  check_said(run.output, {"chief: covariance:0 lost at global step",
+                          "chief: inverse:0 lost at global step"});
+  check_counters(run.summary, {{"kfac_roles_lost", 2},
+                               {"rolled_back_steps", 0}});
+  BOOST_TEST(said(run.output,
+                  "the task was frozen and thawed, its state kept"));
   // Both kept working after their thaw.
   BOOST_TEST(number(run.summary, "cov_updates") > 250);
   BOOST_TEST(number(run.summary, "layer_inversions") > 0);
-  check_account(run.summary);
   BOOST_TEST(number(run.summary, "updates_rolled_back") == 0);
   check_accuracy_near_undisturbed(tmp, run,
                                   real + " --steps 1500 --worker_replicas 2"
@@ -478,10 +440,8 @@ BOOST_AUTO_TEST_CASE(a_briefly_frozen_ps_shard_and_chief_only_hold_the_steps) {
                     "--kill ps:0@20:STOP+2000 --kill chief:0@60:STOP+2000",
                     flags);
   check_monotonic(run.output, 100);
-  BOOST_TEST(run.output.find("ps:0 gets SIGCONT") != std::string::npos);
-  BOOST_TEST(run.output.find("chief:0 gets SIGCONT") != std::string::npos);
-  BOOST_TEST(number(run.summary, "ps_lost") == 0);
-  BOOST_TEST(number(run.summary, "workers_lost") == 0);
+  check_said(run.output, {"ps:0 gets SIGCONT", "chief:0 gets SIGCONT"});
+  check_counters(run.summary, {{"ps_lost", 0}, {"workers_lost", 0}});
   check_account(run.summary);
   BOOST_TEST(number(run.summary, "updates_rolled_back") == 0);
 }
@@ -513,8 +473,7 @@ BOOST_AUTO_TEST_CASE(a_ps_shard_frozen_too_long_is_lost_and_rolled_back) {
   temp_dir tmp;
   auto run = frozen_too_long(tmp, "ps:0", 1);
   BOOST_TEST(number(run.summary, "ps_lost") == 1);
-  BOOST_TEST(run.output.find("the run rolls back to global step")
-             != std::string::npos);
+  BOOST_TEST(said(run.output, "the run rolls back to global step"));
 }
 
 BOOST_AUTO_TEST_CASE(a_chief_frozen_too_long_gets_its_workers_back) {
@@ -536,16 +495,12 @@ BOOST_AUTO_TEST_CASE(a_restarted_statistics_worker_starts_again) {
   // statistics, worker:4 inverts. The statistics worker killed and
   // restarted starts again at the shards' step.
   temp_dir tmp;
-  auto run = launch(tmp, {{"chief", 1}, {"worker", 5}, {"ps", 1}},
-                    "--kill worker:3@30 --restart worker:3@300",
-                    fake + " --steps 120 --optimizer kfac"
-                    " --learning_rate 0.0003"
-                    " --cov_inv_op_strategy dedicated_workers");
-  check_monotonic(run.output, 120);
-  BOOST_TEST(run.output.find("worker:3: the run is under way; the "
-                             "statistics worker starts at global step")
-             != std::string::npos);
-  BOOST_TEST(run.output.find("worker:3 exited with code 0")
-             != std::string::npos);
-  check_account(run.summary);
+  auto run = steady_run(tmp, {{"chief", 1}, {"worker", 5}, {"ps", 1}},
+                        "--kill worker:3@30 --restart worker:3@300",
+                        fake + " --steps 120 --optimizer kfac"
+                        " --learning_rate 0.0003"
+                        " --cov_inv_op_strategy dedicated_workers", 120);
+  check_said(run.output, {"worker:3: the run is under way; the statistics "
+                          "worker starts at global step",
+                          "worker:3 exited with code 0"});
 }

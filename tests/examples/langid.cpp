@@ -20,8 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
-
 /// Writes the language data and its model description with langid_data
 /// `flags`; skips (77) where the word lists cannot be read. Its output.
 std::string make_langid(const std::string& flags, const std::string& npz,
@@ -44,22 +42,29 @@ std::string train_in_cluster(temp_dir& tmp, const std::string& cluster,
                              const std::string& npz, const std::string& model,
                              const std::string& flags) {
   auto summary = tmp.file("summary.json");
-  auto res = run_program(bin + "syncfac-launch --cluster " + cluster
-                         + " --program " + bin
-                         + "convnet_mnist_distributed --max_wall_s 600 -- "
-                           "--data " + npz + " --model_file " + model + " "
-                         + flags
-                         + " --threads 1 --no_progress --log_every 100"
-                           " --connect_timeout_ms 60000 --summary "
-                         + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(bin + "syncfac-launch --cluster " + cluster
+                    + " --program " + bin
+                    + "convnet_mnist_distributed --max_wall_s 600 -- "
+                      "--data " + npz + " --model_file " + model + " "
+                    + flags
+                    + " --threads 1 --no_progress --log_every 100"
+                      " --connect_timeout_ms 60000 --summary "
+                    + summary);
   return read_file(summary);
 }
 
+/// A scratch directory with the paths of the data set and the model file
+/// that langid_data writes.
+struct langid_files {
+  temp_dir tmp;
+  std::string npz = tmp.file("langid.npz");
+  std::string model = tmp.file("langid.json");
+};
+
 } // namespace
 
-BOOST_AUTO_TEST_CASE(words_are_told_apart_through_sparse_pushes) {
+BOOST_FIXTURE_TEST_CASE(words_are_told_apart_through_sparse_pushes,
+                        langid_files) {
   for (auto list : {"american-english", "ngerman", "french", "spanish",
                     "italian", "portuguese", "dutch"})
     if (!fs::exists(std::string{"/usr/share/dict/"} + list)) {
@@ -68,9 +73,6 @@ BOOST_AUTO_TEST_CASE(words_are_told_apart_through_sparse_pushes) {
                                     "installs the word lists)");
       std::exit(77);
     }
-  temp_dir tmp;
-  auto npz = tmp.file("langid.npz");
-  auto model = tmp.file("langid.json");
   auto made = make_langid("--vocabulary 65536 --width 16 --push_batch 64",
                           npz, model);
   BOOST_TEST(made.find("7 languages") != std::string::npos);
@@ -78,23 +80,19 @@ BOOST_AUTO_TEST_CASE(words_are_told_apart_through_sparse_pushes) {
   auto text = train_in_cluster(tmp, cluster, npz, model,
                                "--optimizer adam --learning_rate 0.02"
                                " --steps 400 --batch_size 64");
-  BOOST_TEST(json_numbers(text, "global_step").at(0) == 400);
-  BOOST_TEST(json_numbers(text, "workers").at(0) == 3);
-  BOOST_TEST(json_numbers(text, "ps_tasks").at(0) == 2);
-  BOOST_TEST(json_numbers(text, "refused_pushes").at(0) == 0);
+  check_counters(text, {{"global_step", 400}, {"workers", 3}, {"ps_tasks", 2},
+                        {"refused_pushes", 0}});
   BOOST_TEST(json_numbers(text, "accepted_pushes").at(0) >= 400 * 3 * 2 / 2);
   auto acc = json_numbers(text, "test_accuracy").at(0);
   BOOST_TEST(acc >= 0.85, "test accuracy " << acc << " on 7 languages");
 }
 
-BOOST_AUTO_TEST_CASE(kfac_trains_the_layers_and_the_table_first_order) {
+BOOST_FIXTURE_TEST_CASE(kfac_trains_the_layers_and_the_table_first_order,
+                        langid_files) {
   // K-FAC preconditions the dense layer; the shards give the embedding
   // table momentum SGD on its pushed rows, and the summary says so. Chance
   // is 1/3: a shard that dropped the table's rows, or a broken update,
   // stays far below the bound.
-  temp_dir tmp;
-  auto npz = tmp.file("langid.npz");
-  auto model = tmp.file("langid.json");
   make_langid("--vocabulary 16384 --width 16 --words 3000"
               " --languages english,german,french", npz, model);
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 2}});
@@ -102,8 +100,7 @@ BOOST_AUTO_TEST_CASE(kfac_trains_the_layers_and_the_table_first_order) {
                                "--optimizer kfac --learning_rate 0.05"
                                " --invert_every 5 --steps 300"
                                " --batch_size 64");
-  BOOST_TEST(json_numbers(text, "global_step").at(0) == 300);
-  BOOST_TEST(json_numbers(text, "refused_pushes").at(0) == 0);
+  check_counters(text, {{"global_step", 300}, {"refused_pushes", 0}});
   BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
   BOOST_TEST(json_numbers(text, "preconditioned_steps").at(0) > 0);
   BOOST_TEST(text.find(R"("first_order_variables": ["emb0/embeddings"])")
@@ -113,10 +110,8 @@ BOOST_AUTO_TEST_CASE(kfac_trains_the_layers_and_the_table_first_order) {
   BOOST_TEST(acc >= 0.7, "test accuracy " << acc << " on 3 languages");
 }
 
-BOOST_AUTO_TEST_CASE(an_index_outside_the_vocabulary_fails_before_training) {
-  temp_dir tmp;
-  auto npz = tmp.file("langid.npz");
-  auto model = tmp.file("langid.json");
+BOOST_FIXTURE_TEST_CASE(an_index_outside_the_vocabulary_fails_before_training,
+                        langid_files) {
   // Indices of a 65536-bucket hash, a model of 1000 rows.
   make_langid("--vocabulary 65536 --words 50 --languages english,german",
               npz, tmp.file("unused.json"));
@@ -124,43 +119,34 @@ BOOST_AUTO_TEST_CASE(an_index_outside_the_vocabulary_fails_before_training) {
     {"type": "embedding_bag", "vocabulary": 1000, "units": 8},
     {"type": "dense", "units": 2}], "loss": "softmax_cross_entropy"})";
   auto out_dir = tmp.file("out");
-  auto res = run_program(bin + "convnet_mnist_single --data " + npz
-                         + " --model_file " + model + " --steps 5"
-                           " --batch_size 8 --summary " + out_dir
-                         + "/s.json --metrics " + out_dir + "/m.jsonl");
-  BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("outside the embedding_bag's vocabulary of 1000")
-               != std::string::npos,
-             res.output);
-  BOOST_TEST(res.output.find("langid.npz") != std::string::npos, res.output);
+  check_refused(bin + "convnet_mnist_single --data " + npz
+                + " --model_file " + model + " --steps 5"
+                " --batch_size 8 --summary " + out_dir
+                + "/s.json --metrics " + out_dir + "/m.jsonl",
+                {"outside the embedding_bag's vocabulary of 1000",
+                 "langid.npz"});
   BOOST_TEST(!fs::exists(out_dir));
 }
 
-BOOST_AUTO_TEST_CASE(bags_with_offsets_train_end_to_end) {
+BOOST_FIXTURE_TEST_CASE(bags_with_offsets_train_end_to_end, langid_files) {
   // The offsets layout (docs/models.md, "Data"): x_train_indices and
   // x_train_offsets instead of padded rows, read back as bags padded to
   // the file's longest. Trained through the sync runtime in one process;
   // chance is 1/3.
-  temp_dir tmp;
-  auto npz = tmp.file("langid.npz");
-  auto model = tmp.file("langid.json");
   auto made = make_langid("--vocabulary 16384 --width 16 --words 3000"
                           " --languages english,german,french"
                           " --layout offsets", npz, model);
   BOOST_TEST(made.find("(offsets)") != std::string::npos);
   auto summary = tmp.file("summary.json");
-  auto res = run_program(bin + "convnet_mnist_single --data " + npz
-                         + " --model_file " + model
-                         + " --worker_replicas 2 --ps_tasks 2"
-                           " --optimizer adam --learning_rate 0.02"
-                           " --steps 300 --batch_size 64 --threads 1"
-                           " --no_progress --log_every 100 --summary "
-                         + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(bin + "convnet_mnist_single --data " + npz
+                    + " --model_file " + model
+                    + " --worker_replicas 2 --ps_tasks 2"
+                      " --optimizer adam --learning_rate 0.02"
+                      " --steps 300 --batch_size 64 --threads 1"
+                      " --no_progress --log_every 100 --summary "
+                    + summary);
   auto text = read_file(summary);
-  BOOST_TEST(json_numbers(text, "global_step").at(0) == 300);
-  BOOST_TEST(json_numbers(text, "refused_pushes").at(0) == 0);
+  check_counters(text, {{"global_step", 300}, {"refused_pushes", 0}});
   auto acc = json_numbers(text, "test_accuracy").at(0);
   BOOST_TEST(acc >= 0.7, "test accuracy " << acc << " on 3 languages");
   // The same words as padded rows train as well: both layouts read as the
@@ -199,14 +185,9 @@ BOOST_AUTO_TEST_CASE(bags_with_offsets_train_end_to_end) {
   text_model.replace(at, std::string{"\"vocabulary\": 16384"}.size(),
                      "\"vocabulary\": 1000");
   std::ofstream{small} << text_model;
-  auto refused = run_program(bin + "convnet_mnist_single --data " + npz
-                             + " --model_file " + small
-                             + " --steps 5 --batch_size 8");
-  BOOST_TEST(refused.exit_code != 0);
-  BOOST_TEST(refused.output.find(
-               "outside the embedding_bag's vocabulary of 1000")
-               != std::string::npos,
-             refused.output);
-  BOOST_TEST(refused.output.find("langid.npz") != std::string::npos,
-             refused.output);
+  check_refused(bin + "convnet_mnist_single --data " + npz
+                + " --model_file " + small
+                + " --steps 5 --batch_size 8",
+                {"outside the embedding_bag's vocabulary of 1000",
+                 "langid.npz"});
 }

@@ -12,11 +12,8 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-bin=${1:?usage: mpirun_cluster.sh BUILD/bin}
-program="$bin/convnet_mnist_distributed"
-[ -x "$program" ] || { echo "FAIL: no $program"; exit 1; }
-
 . "$here/engine_test_lib.sh"
+take_bin_dir "${1:-}"
 need_engine "mpirun" openmpi-bin
 
 work=$(mktemp -d /tmp/syncfac-mpi.XXXXXX)

@@ -29,17 +29,12 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 const std::string program = bin + "convnet_mnist_distributed";
 
 /// One worker without initial tokens: a deterministic run (as in the
 /// checkpoint tests); long enough to be signalled mid-run on a fast
 /// machine, logged every 10 steps so that the test sees the run going.
-const std::string deterministic = " --fake_data --fake_train_size 2048"
-                                  " --fake_test_size 500 --batch_size 32"
-                                  " --seed 3 --threads 1 --no_progress"
-                                  " --num_tokens 0 --no_final_eval"
-                                  " --log_every 10";
+const std::string deterministic = deterministic_flags + " --log_every 10";
 const int steps = 600;
 
 using clock_type = std::chrono::steady_clock;
@@ -210,19 +205,34 @@ struct cluster_run {
   }
 };
 
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
+/// Task 0 of `job` in a cluster of a chief, a worker and a shard, started
+/// alone: it waits for peers that never come (up to `connect_ms`).
+node_process start_alone(const temp_dir& tmp, const std::string& job,
+                         const std::string& connect_ms) {
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
+  return start_process(program + " --cluster " + cluster + " --job_name "
+                         + job + " --task 0 --connect_timeout_ms "
+                         + connect_ms + deterministic + " --steps 10",
+                       tmp.file(job + ".log"));
+}
+
+/// `n` exits within `limit`, with the preempted code.
+void check_exits_preempted(node_process& n, std::chrono::seconds limit) {
+  bool ended = n.wait(limit);
+  BOOST_TEST_MESSAGE(n.output());
+  BOOST_REQUIRE_MESSAGE(ended, "no exit within " << limit.count()
+                                                  << " s of the signal:\n"
+                                                  << n.output());
+  BOOST_TEST(n.exit_code == exit_codes::preempted);
 }
 
 /// The digest of `steps` uninterrupted steps of the same run in one
 /// process (one PS shard, as the cluster).
 std::string uninterrupted_digest(const temp_dir& tmp) {
   auto summary = tmp.file("whole.json");
-  auto res = run_program(bin + "convnet_mnist_single" + deterministic
-                         + " --ps_tasks 1 --steps " + std::to_string(steps)
-                         + " --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(bin + "convnet_mnist_single" + deterministic
+                    + " --ps_tasks 1 --steps " + std::to_string(steps)
+                    + " --summary " + summary);
   auto digest = json_string(read_file(summary), "params_digest");
   BOOST_REQUIRE(!digest.empty());
   return digest;
@@ -243,20 +253,20 @@ void preempt_and_resume(const std::string& task) {
   run.node(task).signal(SIGTERM);
   run.require_exits(exit_codes::preempted);
   auto first = run.summary("first");
-  BOOST_TEST(contains(first, "\"preempted\": \"" + task + ": SIGTERM\""),
+  BOOST_TEST(said(first, "\"preempted\": \"" + task + ": SIGTERM\""),
              first);
   auto stopped_at = json_numbers(first, "global_step").at(0);
   BOOST_TEST(stopped_at >= 30);
   BOOST_TEST(stopped_at < steps);
   BOOST_TEST(json_numbers(first, "written").at(0) >= 1);
-  BOOST_TEST(contains(run.node(task).output(),
+  BOOST_TEST(said(run.node(task).output(),
                       "SIGTERM: stopping after the global step in flight"));
   run.start("second");
   run.require_exits(exit_codes::success);
   auto second = run.summary("second");
-  BOOST_TEST(json_numbers(second, "restored_step").at(0) == stopped_at);
-  BOOST_TEST(json_numbers(second, "global_step").at(0) == steps);
-  BOOST_TEST(!contains(second, "\"preempted\""));
+  check_counters(second, {{"restored_step", stopped_at},
+                          {"global_step", steps}});
+  BOOST_TEST(!said(second, "\"preempted\""));
   BOOST_TEST(json_string(second, "params_digest") == uninterrupted_digest(tmp));
 }
 
@@ -279,11 +289,11 @@ BOOST_AUTO_TEST_CASE(without_a_checkpoint_dir_sigterm_says_what_is_lost) {
   run.await_step(20);
   run.node("worker:0").signal(SIGTERM);
   run.require_exits(exit_codes::preempted);
-  BOOST_TEST(contains(run.node("worker:0").output(),
+  BOOST_TEST(said(run.node("worker:0").output(),
                       "no --checkpoint_dir: every step of this run is lost"));
-  BOOST_TEST(contains(run.node("chief:0").output(),
+  BOOST_TEST(said(run.node("chief:0").output(),
                       "(no --checkpoint_dir: nothing to resume)"));
-  BOOST_TEST(contains(run.summary("first"), "\"preempted\""));
+  BOOST_TEST(said(run.summary("first"), "\"preempted\""));
 }
 
 BOOST_AUTO_TEST_CASE(a_second_signal_exits_at_once) {
@@ -292,26 +302,18 @@ BOOST_AUTO_TEST_CASE(a_second_signal_exits_at_once) {
   // handed to the chief once it exists); a second signal ends it at once,
   // with the same code.
   temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto chief = start_process(program + " --cluster " + cluster
-                               + " --job_name chief --task 0"
-                                 " --connect_timeout_ms 120000"
-                               + deterministic + " --steps 10",
-                             tmp.file("chief.log"));
+  auto chief = start_alone(tmp, "chief", "120000");
   kill_on_exit guard{chief};
   // Up and waiting for the PS shard, which never comes.
   await_output(chief, "waiting for ps:0");
   chief.signal(SIGINT);
   // The first signal does not end it: its peers are still awaited.
   BOOST_TEST(!chief.wait(std::chrono::seconds{2}), chief.output());
-  BOOST_TEST(contains(chief.output(),
+  BOOST_TEST(said(chief.output(),
                       "SIGINT: stopping after the global step in flight"));
   chief.signal(SIGTERM);
-  bool ended = chief.wait(std::chrono::seconds{30});
-  BOOST_TEST_MESSAGE(chief.output());
-  BOOST_REQUIRE_MESSAGE(ended, "no exit within 30 s of the second signal");
-  BOOST_TEST(chief.exit_code == exit_codes::preempted);
-  BOOST_TEST(contains(chief.output(),
+  check_exits_preempted(chief, std::chrono::seconds{30});
+  BOOST_TEST(said(chief.output(),
                       "SIGTERM again after SIGINT: exiting at once"));
 }
 
@@ -320,19 +322,11 @@ BOOST_AUTO_TEST_CASE(a_node_stopped_while_it_connects_exits_preempted) {
   // waiting (bounded by --connect_timeout_ms), then ends with the
   // preempted code, saying why.
   temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto worker = start_process(program + " --cluster " + cluster
-                                + " --job_name worker --task 0"
-                                  " --connect_timeout_ms 8000"
-                                + deterministic + " --steps 10",
-                              tmp.file("worker.log"));
+  auto worker = start_alone(tmp, "worker", "8000");
   kill_on_exit guard{worker};
   await_output(worker, "waiting for");
   worker.signal(SIGTERM);
-  bool ended = worker.wait(std::chrono::seconds{60});
-  BOOST_TEST_MESSAGE(worker.output());
-  BOOST_REQUIRE_MESSAGE(ended, "no exit within 60 s:\n" << worker.output());
-  BOOST_TEST(worker.exit_code == exit_codes::preempted);
-  BOOST_TEST(contains(worker.output(),
+  check_exits_preempted(worker, std::chrono::seconds{60});
+  BOOST_TEST(said(worker.output(),
                       "ended after SIGTERM before the run could end in order"));
 }

@@ -13,6 +13,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -24,6 +26,18 @@
 #include "tests/temp_dir.hpp"
 
 namespace syncfac::test {
+
+/// Where this build's programs are (syncfac-launch, the examples).
+inline const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
+
+/// One worker without initial tokens on the synthetic data, one thread
+/// per device and no final evaluation: a deterministic run, whose every
+/// step takes the worker's next batch (docs/distributed.md, "Who hosts
+/// what").
+inline const std::string deterministic_flags =
+  " --fake_data --fake_train_size 2048 --fake_test_size 500"
+  " --batch_size 32 --seed 3 --threads 1 --no_progress --num_tokens 0"
+  " --no_final_eval";
 
 struct process_result {
   int exit_code = -1;
@@ -45,6 +59,38 @@ inline process_result run_program(const std::string& command_line) {
   return result;
 }
 
+/// Whether `output` contains `text`.
+inline bool said(const std::string& output, const std::string& text) {
+  return output.find(text) != std::string::npos;
+}
+
+/// A scratch directory with the paths a run writes its metrics and its
+/// summary to.
+struct run_files {
+  temp_dir tmp;
+  std::string metrics = tmp.file("metrics.jsonl");
+  std::string summary = tmp.file("summary.json");
+};
+
+/// Runs `command_line`, which must succeed; its output goes to the log.
+inline process_result run_ok(const std::string& command_line) {
+  auto res = run_program(command_line);
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  return res;
+}
+
+/// Runs `command_line`, which must fail (exit status not 0) with an output
+/// that says every one of `needles`.
+inline void check_refused(const std::string& command_line,
+                          const std::vector<std::string>& needles) {
+  auto res = run_program(command_line);
+  BOOST_TEST(res.exit_code != 0, command_line);
+  for (const auto& needle : needles)
+    BOOST_TEST(res.output.find(needle) != std::string::npos,
+               "no '" << needle << "' in: " << res.output);
+}
+
 inline std::string read_file(const std::string& path) {
   std::ifstream in{path};
   std::stringstream ss;
@@ -61,6 +107,22 @@ inline std::vector<double> json_numbers(const std::string& text,
        pos = text.find(needle, pos + 1))
     result.push_back(std::stod(text.substr(pos + needle.size())));
   return result;
+}
+
+/// The first number that follows `"key": ` in a JSON text, which must
+/// have one.
+inline double number(const std::string& json, const std::string& key) {
+  auto xs = json_numbers(json, key);
+  BOOST_REQUIRE_MESSAGE(!xs.empty(), "no \"" << key << "\" in " << json);
+  return xs.front();
+}
+
+/// Each counter of the summary named in `expected` has its value there.
+inline void
+check_counters(const std::string& summary,
+               const std::vector<std::pair<std::string, double>>& expected) {
+  for (const auto& [name, value] : expected)
+    BOOST_TEST(number(summary, name) == value, name);
 }
 
 /// Checks that a metrics file holds `lines` training lines and that the

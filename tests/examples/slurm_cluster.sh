@@ -13,11 +13,8 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-bin=${1:?usage: slurm_cluster.sh BUILD/bin}
-program="$bin/convnet_mnist_distributed"
-[ -x "$program" ] || { echo "FAIL: no $program"; exit 1; }
-
 . "$here/engine_test_lib.sh"
+take_bin_dir "${1:-}"
 need_engine "srun slurmctld slurmd sinfo munged" slurm-wlm munge
 [ "$(id -u)" -eq 0 ] || skip "starting slurmctld/slurmd/munged on this host needs root"
 

@@ -33,21 +33,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
-const std::string node = bin + "convnet_mnist_distributed";
-const std::string evaluator = bin + "syncfac_evaluator";
-
-/// One worker without initial tokens: deterministic, quick.
-const std::string flags = " --fake_data --fake_train_size 2048"
-                          " --fake_test_size 500 --batch_size 32"
-                          " --threads 1 --seed 3 --no_progress"
-                          " --connect_timeout_ms 120000 --num_tokens 0"
-                          " --max_wait_ms 120000";
-
-const std::string eval_flags = " --fake_data --fake_test_size 500"
-                               " --threads 1 --poll_ms 50"
-                               " --eval_every_steps 10"
-                               " --connect_timeout_ms 120000";
+const std::string flags = quick_run_flags("120000");
+const std::string eval_flags = quick_eval_flags("120000")
+                               + " --eval_every_steps 10";
 
 /// A job's addresses.
 using jobs = std::vector<std::pair<std::string, std::vector<std::string>>>;
@@ -84,12 +72,6 @@ std::string with_tf_config(const std::string& config,
   // The inner script runs its arguments ("$0" "$@": env TF_CONFIG=...).
   return "unshare -m sh -c 'mount --bind " + hosts
          + " /etc/hosts && exec \"$0\" \"$@\"' " + env;
-}
-
-double number(const std::string& json, const std::string& key) {
-  auto xs = json_numbers(json, key);
-  BOOST_REQUIRE_MESSAGE(!xs.empty(), "no \"" << key << "\" in " << json);
-  return xs.front();
 }
 
 /// Starts one process per task of `cluster` (the launcher's order: chief,

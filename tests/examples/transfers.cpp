@@ -17,7 +17,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 const std::string single = bin + "convnet_mnist_single";
 const std::string launcher = bin + "syncfac-launch";
 const std::string program = bin + "convnet_mnist_distributed";
@@ -27,20 +26,12 @@ const std::string data = " --fake_data --fake_train_size 2048"
                          " --seed 5 --no_progress --no_final_eval"
                          " --log_every 1000";
 
-double number(const std::string& text, const std::string& key) {
-  auto xs = json_numbers(text, key);
-  BOOST_REQUIRE_MESSAGE(!xs.empty(), "no \"" << key << "\" in " << text);
-  return xs.front();
-}
-
 /// Runs `flags` in one process and returns its summary.
 std::string run_single(const temp_dir& tmp, const std::string& name,
                        const std::string& flags) {
   auto summary = tmp.file(name + ".json");
-  auto res = run_program(single + data + " --threads 1 " + flags
-                         + " --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(single + data + " --threads 1 " + flags
+                    + " --summary " + summary);
   return read_file(summary);
 }
 
@@ -97,16 +88,12 @@ BOOST_AUTO_TEST_CASE(fewer_workers_than_replicas_cancel_the_pull) {
   BOOST_TEST(number(text, "pulls_without_values") >= 25);
 }
 
-BOOST_AUTO_TEST_CASE(a_cluster_on_loopback_sends_the_minimum) {
-  temp_dir tmp;
+BOOST_FIXTURE_TEST_CASE(a_cluster_on_loopback_sends_the_minimum, run_files) {
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 2}});
-  auto summary = tmp.file("summary.json");
-  auto res = run_program(launcher + " --cluster " + cluster + " --program "
-                         + program + " --max_wall_s 300 -- " + data
-                         + " --threads 1 --connect_timeout_ms 60000"
-                           " --steps 40 --summary " + summary);
-  BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  auto res = run_ok(launcher + " --cluster " + cluster + " --program "
+                    + program + " --max_wall_s 300 -- " + data
+                    + " --threads 1 --connect_timeout_ms 60000"
+                      " --steps 40 --summary " + summary);
   auto text = read_file(summary);
   check_near_minimum(text, 0.95);
   BOOST_TEST(number(text, "messages_per_global_step") > 0);
@@ -126,7 +113,7 @@ BOOST_AUTO_TEST_CASE(a_malformed_delay_device_is_refused_by_name) {
                           "bench_delay:5:gamma:2", "bench_delay:5:lognormal"}) {
     auto res = run_program(single + data + " --steps 5 --device " + bad);
     BOOST_TEST(res.exit_code != 0, bad);
-    BOOST_TEST(res.output.find("device '" + bad + "'") != std::string::npos,
+    BOOST_TEST(said(res.output, "device '" + bad + "'"),
                bad << ": " << res.output);
   }
 }

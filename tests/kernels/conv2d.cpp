@@ -38,17 +38,13 @@ void for_each_tap(const conv2d_geometry& g, F f) {
   for (int64_t n = 0; n < g.batch; ++n)
     for (int64_t oh = 0; oh < g.out_h; ++oh)
       for (int64_t ow = 0; ow < g.out_w; ++ow)
-        for (int64_t kh = 0; kh < g.k_h; ++kh)
-          for (int64_t kw = 0; kw < g.k_w; ++kw) {
-            auto ih = oh * g.stride_h + kh - g.pad_top;
-            auto iw = ow * g.stride_w + kw - g.pad_left;
-            if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w)
-              continue;
-            auto xi = ((n * g.in_h + ih) * g.in_w + iw) * g.in_c;
-            auto yi = ((n * g.out_h + oh) * g.out_w + ow) * g.out_c;
-            auto wi = (kh * g.k_w + kw) * g.in_c * g.out_c;
-            f(xi, yi, wi);
-          }
+        for_each_input_tap(g, oh, ow, [&](int64_t kh, int64_t kw,
+                                          int64_t ih, int64_t iw) {
+          auto xi = ((n * g.in_h + ih) * g.in_w + iw) * g.in_c;
+          auto yi = ((n * g.out_h + oh) * g.out_w + ow) * g.out_c;
+          auto wi = (kh * g.k_w + kw) * g.in_c * g.out_c;
+          f(xi, yi, wi);
+        });
 }
 
 tensor naive_forward(const conv2d_geometry& g, const tensor& x,
@@ -94,6 +90,37 @@ grads naive_backward(const conv2d_geometry& g, const tensor& x,
           to_tensor({g.out_c}, db)};
 }
 
+/// A case's geometry with a random input, kernel and bias, and (unless
+/// `with_dy` is false) a random upstream gradient, drawn in that order.
+struct conv_inputs {
+  conv2d_geometry g;
+  tensor x, w, b, dy;
+
+  conv_inputs(const conv2d_geometry& geometry, std::mt19937& rng,
+              bool with_dy = true)
+    : g(geometry),
+      x(random_tensor(g.input_shape(), rng)),
+      w(random_tensor(g.kernel_shape(), rng)),
+      b(random_tensor({g.out_c}, rng)) {
+    if (with_dy)
+      dy = random_tensor(g.output_shape(), rng);
+  }
+};
+
+/// A forward pass and the backward pass for the upstream gradient dy.
+struct conv_pass {
+  tensor y, ds, dw, db, dx;
+};
+
+conv_pass forward_backward(backend& dev, const conv_inputs& in,
+                           activation act) {
+  conv_pass p;
+  SYNCFAC_REQUIRE_OK(dev.conv2d_forward(in.g, in.x, in.w, in.b, act, p.y));
+  SYNCFAC_REQUIRE_OK(dev.conv2d_backward(in.g, in.x, in.w, p.y, in.dy, act,
+                                         p.ds, p.dw, p.db, &p.dx));
+  return p;
+}
+
 const std::vector<conv_case>& forward_cases() {
   static const std::vector<conv_case> cases{
     {2, 5, 5, 3, 3, 3, 4, 1, 1, padding::same},
@@ -112,6 +139,19 @@ const std::vector<conv_case>& forward_cases() {
     {1, 5, 4, 8, 5, 5, 17, 1, 1, padding::same},
     {4, 28, 28, 1, 5, 5, 16, 1, 1, padding::same},  // ConvNet layer 1
     {4, 14, 14, 16, 5, 5, 16, 1, 1, padding::same}, // ConvNet layer 2
+    // AVX-512's strided forward tile (rows of an output row row_step
+    // apart) with two column vectors and a tail, one masked vector, whole
+    // images as one run (1x1), and the transposed weight gradient with a
+    // kernel row that ends in a partial vector (3 * 20 = 60 floats)
+    {2, 9, 10, 16, 3, 3, 20, 1, 1, padding::same},
+    {2, 10, 12, 32, 3, 2, 7, 1, 1, padding::valid},
+    {2, 5, 6, 16, 1, 1, 16, 1, 1, padding::valid},
+    {2, 9, 9, 20, 3, 3, 16, 1, 1, padding::same},
+    // AVX-512's whole-kernel-row weight gradient (one channel, rows of 3
+    // or 5 taps): one block of 7 rows with a partial output vector, and
+    // two blocks of 3 rows
+    {2, 9, 11, 1, 7, 3, 10, 1, 1, padding::same},
+    {1, 12, 10, 1, 6, 5, 16, 2, 1, padding::valid},
   };
   return cases;
 }
@@ -124,13 +164,11 @@ BOOST_AUTO_TEST_CASE(forward_matches_direct_loop) {
   for (const auto& cc : forward_cases())
     for (auto act : all_activations()) {
       BOOST_TEST_CONTEXT(cc.str() << " " << to_string(act)) {
-        auto g = geometry(cc);
-        auto x = random_tensor(g.input_shape(), rng);
-        auto w = random_tensor(g.kernel_shape(), rng);
-        auto b = random_tensor({cc.o}, rng);
+        conv_inputs in{geometry(cc), rng, false};
         tensor y;
-        SYNCFAC_REQUIRE_OK(dev->conv2d_forward(g, x, w, b, act, y));
-        check_close(y, naive_forward(g, x, w, b, act), 1e-5, 1e-4, "y");
+        SYNCFAC_REQUIRE_OK(dev->conv2d_forward(in.g, in.x, in.w, in.b, act, y));
+        check_close(y, naive_forward(in.g, in.x, in.w, in.b, act), 1e-5, 1e-4,
+                    "y");
       }
     }
 }
@@ -141,24 +179,18 @@ BOOST_AUTO_TEST_CASE(backward_matches_direct_loop) {
   for (const auto& cc : forward_cases())
     for (auto act : {activation::identity, activation::tanh}) {
       BOOST_TEST_CONTEXT(cc.str() << " " << to_string(act)) {
-        auto g = geometry(cc);
-        auto x = random_tensor(g.input_shape(), rng);
-        auto w = random_tensor(g.kernel_shape(), rng);
-        auto b = random_tensor({cc.o}, rng);
-        auto dy = random_tensor(g.output_shape(), rng);
-        tensor y, ds, dw, db, dx;
-        SYNCFAC_REQUIRE_OK(dev->conv2d_forward(g, x, w, b, act, y));
-        SYNCFAC_REQUIRE_OK(
-          dev->conv2d_backward(g, x, w, y, dy, act, ds, dw, db, &dx));
-        tensor ds_ref(g.output_shape());
+        conv_inputs in{geometry(cc), rng};
+        auto p = forward_backward(*dev, in, act);
+        tensor ds_ref(in.g.output_shape());
         for (int64_t i = 0; i < ds_ref.size(); ++i)
-          ds_ref[i] = act == activation::tanh ? dy[i] * (1 - y[i] * y[i])
-                                              : dy[i];
-        check_close(ds, ds_ref, 1e-6, 1e-5, "ds");
-        auto ref = naive_backward(g, x, w, ds_ref);
-        check_close(dx, ref.dx, 1e-4, 1e-4, "dx");
-        check_close(dw, ref.dw, 1e-4, 1e-4, "dw");
-        check_close(db, ref.db, 1e-4, 1e-4, "db");
+          ds_ref[i] = act == activation::tanh
+                        ? in.dy[i] * (1 - p.y[i] * p.y[i])
+                        : in.dy[i];
+        check_close(p.ds, ds_ref, 1e-6, 1e-5, "ds");
+        auto ref = naive_backward(in.g, in.x, in.w, ds_ref);
+        check_close(p.dx, ref.dx, 1e-4, 1e-4, "dx");
+        check_close(p.dw, ref.dw, 1e-4, 1e-4, "dw");
+        check_close(p.db, ref.db, 1e-4, 1e-4, "db");
       }
     }
 }
@@ -178,27 +210,14 @@ BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
   for (const auto& cc : cases)
     for (auto act : all_activations()) {
       BOOST_TEST_CONTEXT(cc.str() << " " << to_string(act)) {
-        auto g = geometry(cc);
-        auto x = random_tensor(g.input_shape(), rng);
-        auto w = random_tensor(g.kernel_shape(), rng);
-        auto b = random_tensor({cc.o}, rng);
-        auto r = random_tensor(g.output_shape(), rng);
-        tensor y, ds, dw, db, dx;
-        SYNCFAC_REQUIRE_OK(dev->conv2d_forward(g, x, w, b, act, y));
-        SYNCFAC_REQUIRE_OK(
-          dev->conv2d_backward(g, x, w, y, r, act, ds, dw, db, &dx));
-        auto base = y;
-        tensor probe_y;
-        auto loss = [&] {
-          SYNCFAC_REQUIRE_OK(dev->conv2d_forward(g, x, w, b, act, probe_y));
-          return probe(probe_y, r);
-        };
-        auto unswitched = [&] {
-          return act != activation::relu || same_signs(probe_y, base);
-        };
-        check_gradient("dx", x, dx, loss, unswitched);
-        check_gradient("dw", w, dw, loss, unswitched);
-        check_gradient("db", b, db, loss, unswitched);
+        // The upstream gradient is the probe loss's weights r.
+        conv_inputs in{geometry(cc), rng};
+        auto p = forward_backward(*dev, in, act);
+        check_layer_gradients(
+          [&](tensor& out) {
+            return dev->conv2d_forward(in.g, in.x, in.w, in.b, act, out);
+          },
+          act, p.y, in.dy, in.x, p.dx, in.w, p.dw, in.b, p.db);
       }
     }
 }
@@ -206,20 +225,15 @@ BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
 BOOST_AUTO_TEST_CASE(null_dx_skips_input_gradient_only) {
   std::mt19937 rng(4);
   auto dev = make_cpu_backend(2);
-  auto g = geometry({3, 9, 9, 4, 3, 3, 6, 2, 2, padding::same});
-  auto x = random_tensor(g.input_shape(), rng);
-  auto w = random_tensor(g.kernel_shape(), rng);
-  auto b = random_tensor({g.out_c}, rng);
-  auto dy = random_tensor(g.output_shape(), rng);
-  tensor y, ds1, dw1, db1, dx, ds2, dw2, db2;
-  SYNCFAC_REQUIRE_OK(dev->conv2d_forward(g, x, w, b, activation::relu, y));
-  SYNCFAC_REQUIRE_OK(dev->conv2d_backward(g, x, w, y, dy, activation::relu,
-                                          ds1, dw1, db1, &dx));
-  SYNCFAC_REQUIRE_OK(dev->conv2d_backward(g, x, w, y, dy, activation::relu,
-                                          ds2, dw2, db2, nullptr));
-  BOOST_CHECK(ds1 == ds2);
-  BOOST_CHECK(dw1 == dw2);
-  BOOST_CHECK(db1 == db2);
+  conv_inputs in{geometry({3, 9, 9, 4, 3, 3, 6, 2, 2, padding::same}), rng};
+  auto p = forward_backward(*dev, in, activation::relu);
+  tensor ds, dw, db;
+  SYNCFAC_REQUIRE_OK(dev->conv2d_backward(in.g, in.x, in.w, p.y, in.dy,
+                                          activation::relu, ds, dw, db,
+                                          nullptr));
+  BOOST_CHECK(p.ds == ds);
+  BOOST_CHECK(p.dw == dw);
+  BOOST_CHECK(p.db == db);
 }
 
 BOOST_AUTO_TEST_CASE(backward_data_equals_the_full_backward_without_dw) {
@@ -232,22 +246,16 @@ BOOST_AUTO_TEST_CASE(backward_data_equals_the_full_backward_without_dw) {
       for (auto act : {activation::relu, activation::tanh}) {
         BOOST_TEST_CONTEXT(cc.str() << " " << to_string(act) << " threads "
                                     << threads) {
-          auto g = geometry(cc);
-          auto x = random_tensor(g.input_shape(), rng);
-          auto w = random_tensor(g.kernel_shape(), rng);
-          auto b = random_tensor({g.out_c}, rng);
-          auto dy = random_tensor(g.output_shape(), rng);
-          tensor y, ds1, dw, db, dx1, ds2, dx2, ds3;
-          SYNCFAC_REQUIRE_OK(dev->conv2d_forward(g, x, w, b, act, y));
-          SYNCFAC_REQUIRE_OK(
-            dev->conv2d_backward(g, x, w, y, dy, act, ds1, dw, db, &dx1));
-          SYNCFAC_REQUIRE_OK(
-            dev->conv2d_backward_data(g, x, w, y, dy, act, ds2, &dx2));
-          SYNCFAC_REQUIRE_OK(
-            dev->conv2d_backward_data(g, x, w, y, dy, act, ds3, nullptr));
-          BOOST_CHECK(ds2 == ds1);
-          BOOST_CHECK(dx2 == dx1);
-          BOOST_CHECK(ds3 == ds1);
+          conv_inputs in{geometry(cc), rng};
+          auto p = forward_backward(*dev, in, act);
+          tensor ds2, dx2, ds3;
+          SYNCFAC_REQUIRE_OK(dev->conv2d_backward_data(
+            in.g, in.x, in.w, p.y, in.dy, act, ds2, &dx2));
+          SYNCFAC_REQUIRE_OK(dev->conv2d_backward_data(
+            in.g, in.x, in.w, p.y, in.dy, act, ds3, nullptr));
+          BOOST_CHECK(ds2 == p.ds);
+          BOOST_CHECK(dx2 == p.dx);
+          BOOST_CHECK(ds3 == p.ds);
         }
       }
   }
@@ -272,27 +280,22 @@ BOOST_AUTO_TEST_CASE(one_and_two_threads_agree_over_many_tiles) {
   for (auto cc : {conv_case{40, 14, 14, 16, 5, 5, 16, 1, 1, padding::same},
                   conv_case{37, 12, 11, 3, 3, 3, 10, 2, 2, padding::valid}}) {
     BOOST_TEST_CONTEXT(cc.str()) {
-      auto g = geometry(cc);
-      auto x = random_tensor(g.input_shape(), rng);
-      auto w = random_tensor(g.kernel_shape(), rng);
-      auto b = random_tensor({g.out_c}, rng);
-      auto dy = random_tensor(g.output_shape(), rng);
-      tensor y1, ds1, dw1, db1, dx1, y2, ds2, dw2, db2, dx2;
+      conv_inputs in{geometry(cc), rng};
+      auto p1 = forward_backward(*one, in, activation::sigmoid);
+      tensor y2, ds2, dw2, db2, dx2;
       SYNCFAC_REQUIRE_OK(
-        one->conv2d_forward(g, x, w, b, activation::sigmoid, y1));
-      SYNCFAC_REQUIRE_OK(
-        two->conv2d_forward(g, x, w, b, activation::sigmoid, y2));
-      check_close(y2, y1, 1e-5, 1e-5, "y");
-      SYNCFAC_REQUIRE_OK(one->conv2d_backward(
-        g, x, w, y1, dy, activation::sigmoid, ds1, dw1, db1, &dx1));
-      SYNCFAC_REQUIRE_OK(two->conv2d_backward(
-        g, x, w, y1, dy, activation::sigmoid, ds2, dw2, db2, &dx2));
-      check_close(ds2, ds1, 1e-5, 1e-5, "ds");
-      check_close(dw2, dw1, 1e-5, 1e-5, "dw");
-      check_close(db2, db1, 1e-5, 1e-5, "db");
-      check_close(dx2, dx1, 1e-5, 1e-5, "dx");
+        two->conv2d_forward(in.g, in.x, in.w, in.b, activation::sigmoid, y2));
+      check_close(y2, p1.y, 1e-5, 1e-5, "y");
+      // The backward passes from the same y.
+      SYNCFAC_REQUIRE_OK(two->conv2d_backward(in.g, in.x, in.w, p1.y, in.dy,
+                                              activation::sigmoid, ds2, dw2,
+                                              db2, &dx2));
+      check_close(ds2, p1.ds, 1e-5, 1e-5, "ds");
+      check_close(dw2, p1.dw, 1e-5, 1e-5, "dw");
+      check_close(db2, p1.db, 1e-5, 1e-5, "db");
+      check_close(dx2, p1.dx, 1e-5, 1e-5, "dx");
       // Fixed tiles and a fixed reduction order: identical, not just close.
-      BOOST_CHECK(dw1 == dw2);
+      BOOST_CHECK(p1.dw == dw2);
     }
   }
 }
@@ -304,14 +307,11 @@ BOOST_AUTO_TEST_CASE(repeated_calls_reuse_buffers_and_shapes_change) {
   for (auto cc : {conv_case{4, 14, 14, 16, 5, 5, 16, 1, 1, padding::same},
                   conv_case{2, 6, 6, 3, 3, 3, 5, 2, 2, padding::valid},
                   conv_case{4, 14, 14, 16, 5, 5, 16, 1, 1, padding::same}}) {
-    auto g = geometry(cc);
-    auto x = random_tensor(g.input_shape(), rng);
-    auto w = random_tensor(g.kernel_shape(), rng);
-    auto b = random_tensor({g.out_c}, rng);
+    conv_inputs in{geometry(cc), rng, false};
     SYNCFAC_REQUIRE_OK(
-      dev->conv2d_forward(g, x, w, b, activation::identity, y));
-    check_close(y, naive_forward(g, x, w, b, activation::identity), 1e-5,
-                1e-4, cc.str());
+      dev->conv2d_forward(in.g, in.x, in.w, in.b, activation::identity, y));
+    check_close(y, naive_forward(in.g, in.x, in.w, in.b, activation::identity),
+                1e-5, 1e-4, cc.str());
   }
 }
 

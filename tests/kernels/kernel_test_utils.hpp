@@ -112,6 +112,53 @@ inline void check_gradient(
                            << skipped << " skipped at kinks");
 }
 
+/// Whether two tensors have the same sign pattern (y > 0), i.e. no ReLU
+/// switched between them.
+inline bool same_signs(const tensor& a, const tensor& b) {
+  if (a.size() != b.size())
+    return false;
+  for (int64_t i = 0; i < a.size(); ++i)
+    if ((a[i] > 0) != (b[i] > 0))
+      return false;
+  return true;
+}
+
+/// Checks a layer's analytic gradients dx, dw and db against central
+/// differences of the probe loss sum(y r), where forward(y) computes the
+/// layer's output from x, w and b as they are (perturbed in place); `y`
+/// is the unperturbed output: with ReLU an element whose perturbation
+/// switched a unit is skipped.
+inline void check_layer_gradients(
+  const std::function<caf::error(tensor& y)>& forward, activation act,
+  const tensor& y, const tensor& r, tensor& x, const tensor& dx, tensor& w,
+  const tensor& dw, tensor& b, const tensor& db) {
+  tensor probe_y;
+  auto loss = [&] {
+    SYNCFAC_REQUIRE_OK(forward(probe_y));
+    return probe(probe_y, r);
+  };
+  auto unswitched = [&] {
+    return act != activation::relu || same_signs(probe_y, y);
+  };
+  check_gradient("dx", x, dx, loss, unswitched);
+  check_gradient("dw", w, dw, loss, unswitched);
+  check_gradient("db", b, db, loss, unswitched);
+}
+
+/// Calls f(kh, kw, ih, iw) for each tap (kh, kw) of the window of output
+/// position (oh, ow) that falls inside the input (ih, iw): padding taps
+/// are skipped. For conv2d and pool2d geometries alike.
+template <class Geometry, class F>
+void for_each_input_tap(const Geometry& g, int64_t oh, int64_t ow, F f) {
+  for (int64_t kh = 0; kh < g.k_h; ++kh)
+    for (int64_t kw = 0; kw < g.k_w; ++kw) {
+      auto ih = oh * g.stride_h + kh - g.pad_top;
+      auto iw = ow * g.stride_w + kw - g.pad_left;
+      if (ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w)
+        f(kh, kw, ih, iw);
+    }
+}
+
 /// Checks that err has the code and that its rendering contains every one
 /// of `parts`.
 inline void check_error(const caf::error& err, ec code,
@@ -128,16 +175,8 @@ inline void check_error(const caf::error& err, ec code,
                             << "'");
 }
 
-inline float act_ref(activation act, float s) {
-  switch (act) {
-    case activation::identity: return s;
-    case activation::relu: return s > 0 ? s : 0;
-    case activation::tanh: return std::tanh(s);
-    case activation::sigmoid: return 1.0f / (1.0f + std::exp(-s));
-  }
-  return s;
-}
-
+/// The activation `act` of `s`, in double: the reference the kernels'
+/// float results are compared with.
 inline double act_ref(activation act, double s) {
   switch (act) {
     case activation::identity: return s;
@@ -153,17 +192,6 @@ inline const std::vector<activation>& all_activations() {
     activation::identity, activation::relu, activation::tanh,
     activation::sigmoid};
   return result;
-}
-
-/// Whether two tensors have the same sign pattern (y > 0), i.e. no ReLU
-/// switched between them.
-inline bool same_signs(const tensor& a, const tensor& b) {
-  if (a.size() != b.size())
-    return false;
-  for (int64_t i = 0; i < a.size(); ++i)
-    if ((a[i] > 0) != (b[i] > 0))
-      return false;
-  return true;
 }
 
 } // namespace syncfac::test

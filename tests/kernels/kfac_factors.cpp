@@ -162,6 +162,50 @@ const std::vector<conv_case>& conv_cases() {
   return cases;
 }
 
+/// conv_factors of `d` with 1, 2 and 3 threads, which must agree bit for
+/// bit (fixed tiles and a fixed reduction order); returns the first A and
+/// G.
+std::pair<tensor, tensor> conv_factors_of_any_thread_count(
+  const conv_data& d, const factor_sampling& s) {
+  std::vector<tensor> as, gs;
+  for (int threads : {1, 2, 3}) {
+    tensor A, G;
+    SYNCFAC_REQUIRE_OK(
+      cpu::conv_factors(d.g, d.x, d.ds, true, s, threads, A, G));
+    as.push_back(A);
+    gs.push_back(G);
+  }
+  BOOST_CHECK(as[0] == as[1]);
+  BOOST_CHECK(as[0] == as[2]);
+  BOOST_CHECK(gs[0] == gs[1]);
+  BOOST_CHECK(gs[0] == gs[2]);
+  return {as[0], gs[0]};
+}
+
+/// A and G, the factors of `d` (with the bias or not) as `s` samples it,
+/// equal the brute force on the `rows` rows that `s` picks.
+void check_sampled(const conv_data& d, const factor_sampling& s, bool bias,
+                   const tensor& A, const tensor& G, size_t rows,
+                   double atol, double rtol, const std::string& what) {
+  auto picked = cpu::sampled_rows(s, d.g.batch, d.g.locations());
+  BOOST_REQUIRE_EQUAL(picked.size(), rows);
+  auto ref = ref_conv(d.g, d.x, d.ds, bias, picked);
+  check_close(A, ref.A(), atol, rtol, "A " + what);
+  check_close(G, ref.G(), atol, rtol, "G " + what);
+}
+
+/// At most `examples` examples of a batch and `locations` locations per
+/// example (0: all), the locations chosen by a generator seeded with
+/// `seed`.
+factor_sampling sampling_plan(int64_t examples, int64_t locations,
+                              uint64_t seed = 0) {
+  factor_sampling s;
+  s.max_examples = examples;
+  s.max_locations = locations;
+  s.seed = seed;
+  return s;
+}
+
 // A tensor holding a sentinel, to see that failed calls write nothing.
 tensor sentinel() {
   return tensor({1}, {42.0f});
@@ -354,22 +398,11 @@ BOOST_AUTO_TEST_CASE(thread_counts_give_bit_identical_results) {
   conv_case k{4, 14, 14, 16, 5, 5, 16, 1, 1, padding::same};
   std::mt19937 rng(13);
   auto d = make_conv_data(k, rng);
-  std::vector<tensor> as, gs;
-  for (int threads : {1, 2, 3}) {
-    tensor A, G;
-    SYNCFAC_REQUIRE_OK(
-      cpu::conv_factors(d.g, d.x, d.ds, true, {}, threads, A, G));
-    as.push_back(A);
-    gs.push_back(G);
-  }
-  BOOST_CHECK(as[0] == as[1]);
-  BOOST_CHECK(as[0] == as[2]);
-  BOOST_CHECK(gs[0] == gs[1]);
-  BOOST_CHECK(gs[0] == gs[2]);
+  auto [A, G] = conv_factors_of_any_thread_count(d, {});
   auto ref = ref_conv(d.g, d.x, d.ds, true);
-  check_close(as[0], ref.A(), 1e-5, 1e-4, "A conv2");
-  check_close(gs[0], ref.G(), 1e-5, 1e-4, "G conv2");
-  check_symmetric(as[0], "A conv2");
+  check_close(A, ref.A(), 1e-5, 1e-4, "A conv2");
+  check_close(G, ref.G(), 1e-5, 1e-4, "G conv2");
+  check_symmetric(A, "A conv2");
 }
 
 BOOST_AUTO_TEST_CASE(shape_errors_name_both_shapes_and_write_nothing) {
@@ -411,10 +444,7 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(sampling)
 
 BOOST_AUTO_TEST_CASE(sampled_rows_are_distinct_sorted_per_example) {
-  factor_sampling s;
-  s.max_examples = 3;
-  s.max_locations = 4;
-  s.seed = 7;
+  auto s = sampling_plan(3, 4, 7);
   auto rows = cpu::sampled_rows(s, 5, 9);
   BOOST_REQUIRE_EQUAL(rows.size(), 12u);
   for (int64_t n = 0; n < 3; ++n) {
@@ -458,25 +488,15 @@ BOOST_AUTO_TEST_CASE(max_locations_matches_brute_force_on_the_subset) {
   conv_case k{3, 7, 6, 3, 3, 3, 4, 2, 1, padding::same};
   std::mt19937 rng(20);
   auto d = make_conv_data(k, rng);
-  factor_sampling s;
-  s.max_locations = 5;
-  s.seed = 99;
+  auto s = sampling_plan(0, 5, 99);
   tensor A, G;
   SYNCFAC_REQUIRE_OK(cpu::conv_factors(d.g, d.x, d.ds, true, s, 2, A, G));
-  auto rows = cpu::sampled_rows(s, d.g.batch, d.g.locations());
-  BOOST_REQUIRE_EQUAL(rows.size(), 15u);
-  auto ref = ref_conv(d.g, d.x, d.ds, true, rows);
-  check_close(A, ref.A(), 1e-6, 1e-5, "A sampled");
-  check_close(G, ref.G(), 1e-6, 1e-5, "G sampled");
+  check_sampled(d, s, true, A, G, 15, 1e-6, 1e-5, "sampled");
   check_symmetric(A, "A sampled");
   // With max_examples too: the first 2 examples, g still scaled by N = 3.
   s.max_examples = 2;
   SYNCFAC_REQUIRE_OK(cpu::conv_factors(d.g, d.x, d.ds, false, s, 1, A, G));
-  rows = cpu::sampled_rows(s, d.g.batch, d.g.locations());
-  BOOST_REQUIRE_EQUAL(rows.size(), 10u);
-  ref = ref_conv(d.g, d.x, d.ds, false, rows);
-  check_close(A, ref.A(), 1e-6, 1e-5, "A sampled, 2 examples");
-  check_close(G, ref.G(), 1e-6, 1e-5, "G sampled, 2 examples");
+  check_sampled(d, s, false, A, G, 10, 1e-6, 1e-5, "sampled, 2 examples");
 }
 
 BOOST_AUTO_TEST_CASE(default_sub_sampling_of_the_convnet) {
@@ -485,33 +505,15 @@ BOOST_AUTO_TEST_CASE(default_sub_sampling_of_the_convnet) {
   // the kernel's blocks; the same for any thread count, exactly symmetric,
   // the brute force on the chosen rows.
   std::mt19937 rng(23);
-  factor_sampling s;
-  s.max_examples = 16;
-  s.max_locations = 4;
-  s.seed = 5;
+  auto s = sampling_plan(16, 4, 5);
   for (auto k : {conv_case{20, 14, 14, 16, 5, 5, 16, 1, 1, padding::same},
                  conv_case{17, 28, 28, 1, 5, 5, 16, 1, 1, padding::same}}) {
     auto d = make_conv_data(k, rng);
-    std::vector<tensor> as, gs;
-    for (int threads : {1, 2, 3}) {
-      tensor A, G;
-      SYNCFAC_REQUIRE_OK(
-        cpu::conv_factors(d.g, d.x, d.ds, true, s, threads, A, G));
-      as.push_back(A);
-      gs.push_back(G);
-    }
-    BOOST_CHECK(as[0] == as[1]);
-    BOOST_CHECK(as[0] == as[2]);
-    BOOST_CHECK(gs[0] == gs[1]);
-    BOOST_CHECK(gs[0] == gs[2]);
-    auto rows = cpu::sampled_rows(s, d.g.batch, d.g.locations());
-    BOOST_REQUIRE_EQUAL(rows.size(), 64u);
-    auto ref = ref_conv(d.g, d.x, d.ds, true, rows);
-    check_close(as[0], ref.A(), 1e-5, 1e-4, "A conv");
-    check_close(gs[0], ref.G(), 1e-5, 1e-4, "G conv");
-    check_symmetric(as[0], "A conv");
-    check_symmetric(gs[0], "G conv");
-    BOOST_CHECK_EQUAL(as[0][as[0].size() - 1], 1.0f);
+    auto [A, G] = conv_factors_of_any_thread_count(d, s);
+    check_sampled(d, s, true, A, G, 64, 1e-5, 1e-4, "conv");
+    check_symmetric(A, "A conv");
+    check_symmetric(G, "G conv");
+    BOOST_CHECK_EQUAL(A[A.size() - 1], 1.0f);
   }
   auto x = random_tensor({128, 784}, rng);
   auto ds = random_tensor({128, 10}, rng, -1.0f / 128, 1.0f / 128);
@@ -535,9 +537,7 @@ BOOST_AUTO_TEST_CASE(same_seed_same_result_other_seed_other_result) {
   conv_case k{4, 8, 8, 3, 3, 3, 5, 1, 1, padding::same};
   std::mt19937 rng(21);
   auto d = make_conv_data(k, rng);
-  factor_sampling s;
-  s.max_locations = 10;
-  s.seed = 1;
+  auto s = sampling_plan(0, 10, 1);
   tensor A1, G1, A2, G2, A3, G3;
   SYNCFAC_REQUIRE_OK(cpu::conv_factors(d.g, d.x, d.ds, true, s, 1, A1, G1));
   SYNCFAC_REQUIRE_OK(cpu::conv_factors(d.g, d.x, d.ds, true, s, 2, A2, G2));
@@ -557,10 +557,7 @@ BOOST_AUTO_TEST_CASE(all_locations_equal_the_full_result) {
   SYNCFAC_REQUIRE_OK(
     cpu::conv_factors(d.g, d.x, d.ds, true, {}, 2, full_a, full_g));
   for (int64_t m : {d.g.locations(), d.g.locations() + 5}) {
-    factor_sampling s;
-    s.max_locations = m;
-    s.max_examples = 3;
-    s.seed = 5;
+    auto s = sampling_plan(3, m, 5);
     tensor A, G;
     SYNCFAC_REQUIRE_OK(cpu::conv_factors(d.g, d.x, d.ds, true, s, 2, A, G));
     BOOST_CHECK(A == full_a);
@@ -721,10 +718,7 @@ BOOST_AUTO_TEST_CASE(conv_rows_are_the_sampled_patches) {
   std::mt19937 rng(12);
   // 5x5x3 kernel: patches of 76 with the 1; 2 examples x 4 locations.
   auto d = make_conv_data({3, 8, 8, 3, 5, 5, 4, 1, 1, padding::same}, rng);
-  factor_sampling s;
-  s.max_examples = 2;
-  s.max_locations = 4;
-  s.seed = 9;
+  auto s = sampling_plan(2, 4, 9);
   tensor A0, G0, A, G;
   gram_rows A_rows, G_rows;
   SYNCFAC_REQUIRE_OK(cpu::conv_factors(d.g, d.x, d.ds, true, s, 2, A0, G0));

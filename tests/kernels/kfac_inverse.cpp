@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "tests/helpers.hpp"
+#include "tests/kfac_test_utils.hpp"
 #include "tests/kernels/kernel_test_utils.hpp"
 
 using namespace syncfac;
@@ -20,27 +21,9 @@ namespace {
 using Eigen::MatrixXd;
 using Eigen::VectorXd;
 
-// --- conversions between row-major float tensors and double matrices -----
-
-MatrixXd to_matrix(const tensor& x) {
-  MatrixXd m(x.dim(0), x.dim(1));
-  for (int64_t i = 0; i < x.dim(0); ++i)
-    for (int64_t j = 0; j < x.dim(1); ++j)
-      m(i, j) = x[i * x.dim(1) + j];
-  return m;
-}
-
-tensor to_tensor(const MatrixXd& m) {
-  tensor x({m.rows(), m.cols()});
-  for (int64_t i = 0; i < m.rows(); ++i)
-    for (int64_t j = 0; j < m.cols(); ++j)
-      x[i * m.cols() + j] = static_cast<float>(m(i, j));
-  return x;
-}
-
 // vec(grad) as K-FAC uses it: the row-major flattening of grad [p, q],
 // element (i, j) at i·q + j. This is the column-major vec of the paper's
-// [q, p] (out × in) weight gradient gradᵀ.
+// [q, p] (out × in) weight gradient gradᵀ (kron: tests/kfac_test_utils.hpp).
 VectorXd vec(const tensor& grad) {
   VectorXd v(grad.size());
   for (int64_t k = 0; k < grad.size(); ++k)
@@ -55,43 +38,12 @@ tensor unvec(const VectorXd& v, int64_t p, int64_t q) {
   return x;
 }
 
-// The explicit Kronecker product for that vec: the input factor A [p, p]
-// is the outer (slow) index, the output factor G [q, q] the inner one,
-//   K[(i·q + j), (k·q + l)] = A[i, k] · G[j, l],
-// the paper's A ⊗ G acting on the column-major vec of the [out, in] matrix.
-MatrixXd kron(const MatrixXd& A, const MatrixXd& G) {
-  auto p = A.rows();
-  auto q = G.rows();
-  MatrixXd K(p * q, p * q);
-  for (Eigen::Index i = 0; i < p; ++i)
-    for (Eigen::Index j = 0; j < q; ++j)
-      for (Eigen::Index k = 0; k < p; ++k)
-        for (Eigen::Index l = 0; l < q; ++l)
-          K(i * q + j, k * q + l) = A(i, k) * G(j, l);
-  return K;
-}
-
 // A random Gram matrix XᵀX / m with X [m, n], rounded to float as the factor
 // code delivers it; m >= n makes it positive definite (almost surely).
 tensor random_gram(int64_t n, int64_t m, std::mt19937& rng) {
   auto x = to_matrix(random_tensor({m, n}, rng));
   MatrixXd gram = x.transpose() * x / static_cast<double>(m);
   return to_tensor(0.5 * (gram + gram.transpose())); // exactly symmetric
-}
-
-tensor identity(int64_t n, float value = 1.0f) {
-  tensor x({n, n});
-  for (int64_t i = 0; i < n; ++i)
-    x[i * n + i] = value;
-  return x;
-}
-
-tensor diagonal(const std::vector<float>& d) {
-  auto n = static_cast<int64_t>(d.size());
-  tensor x({n, n});
-  for (int64_t i = 0; i < n; ++i)
-    x[i * n + i] = d[static_cast<size_t>(i)];
-  return x;
 }
 
 // A sentinel output that a failing call must leave alone.
@@ -186,50 +138,58 @@ tensor explicit_solve(const tiny_layer& l, const cpu::damping_plan& plan,
   return unvec(x, 4, 3);
 }
 
-BOOST_AUTO_TEST_CASE(factored_preconditioning_matches_explicit_kronecker) {
+// The fixture's gradient preconditioned with the explicit inverses of its
+// damped factors (the factored path), for T steps' statistics.
+tensor precondition_by_inverses(const tiny_layer& l,
+                                const cpu::damping_plan& plan, int64_t T) {
+  tensor A_inv, G_inv, out;
+  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.A, plan.a_damping, A_inv));
+  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.G, plan.g_damping, G_inv));
+  SYNCFAC_REQUIRE_OK(cpu::precondition_factored(
+    l.grad, A_inv, G_inv, 1.0f / static_cast<float>(T), out));
+  return out;
+}
+
+// Calls f(l, plan, T) on the fixture's layer for statistics of T = 1 and
+// 4 steps, with its factored damping for lambda 0.05.
+template <class F>
+void for_each_step_count(F f) {
   tiny_layer l;
   const float lambda = 0.05f;
   for (int64_t T : {1, 4}) {
     BOOST_TEST_CONTEXT("T = " << T) {
-      auto plan = cpu::factored_damping(l.A, l.G, lambda, T);
-      tensor A_inv, G_inv, out;
-      SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.A, plan.a_damping, A_inv));
-      SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.G, plan.g_damping, G_inv));
-      SYNCFAC_REQUIRE_OK(cpu::precondition_factored(
-        l.grad, A_inv, G_inv, 1.0f / static_cast<float>(T), out));
-      check_close(out, explicit_solve(l, plan, T), 1e-5, 1e-4,
-                  "preconditioned");
+      f(l, cpu::factored_damping(l.A, l.G, lambda, T), T);
     }
   }
 }
 
+BOOST_AUTO_TEST_CASE(factored_preconditioning_matches_explicit_kronecker) {
+  for_each_step_count([](const tiny_layer& l, const cpu::damping_plan& plan,
+                         int64_t T) {
+    check_close(precondition_by_inverses(l, plan, T),
+                explicit_solve(l, plan, T), 1e-5, 1e-4, "preconditioned");
+  });
+}
+
 BOOST_AUTO_TEST_CASE(cholesky_preconditioning_matches_explicit_kronecker) {
-  tiny_layer l;
-  const float lambda = 0.05f;
-  for (int64_t T : {1, 4}) {
-    BOOST_TEST_CONTEXT("T = " << T) {
-      auto plan = cpu::factored_damping(l.A, l.G, lambda, T);
-      tensor LA, LG, out;
-      SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(l.A, plan.a_damping, LA));
-      SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(l.G, plan.g_damping, LG));
-      SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(
-        l.grad, LA, LG, 1.0f / static_cast<float>(T), out));
-      check_close(out, explicit_solve(l, plan, T), 1e-5, 1e-4,
-                  "preconditioned");
-      // The same as the explicit inverses.
-      tensor A_inv, G_inv, ref;
-      SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.A, plan.a_damping, A_inv));
-      SYNCFAC_REQUIRE_OK(cpu::damped_inverse(l.G, plan.g_damping, G_inv));
-      SYNCFAC_REQUIRE_OK(cpu::precondition_factored(
-        l.grad, A_inv, G_inv, 1.0f / static_cast<float>(T), ref));
-      check_close(out, ref, 1e-5, 1e-4, "vs explicit inverses");
-      // In place.
-      auto g = l.grad;
-      SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(
-        g, LA, LG, 1.0f / static_cast<float>(T), g));
-      check_close(g, out, 0, 0, "aliased output");
-    }
-  }
+  for_each_step_count([](const tiny_layer& l, const cpu::damping_plan& plan,
+                         int64_t T) {
+    tensor LA, LG, out;
+    SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(l.A, plan.a_damping, LA));
+    SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(l.G, plan.g_damping, LG));
+    SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(
+      l.grad, LA, LG, 1.0f / static_cast<float>(T), out));
+    check_close(out, explicit_solve(l, plan, T), 1e-5, 1e-4,
+                "preconditioned");
+    // The same as the explicit inverses.
+    check_close(out, precondition_by_inverses(l, plan, T), 1e-5, 1e-4,
+                "vs explicit inverses");
+    // In place.
+    auto g = l.grad;
+    SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(
+      g, LA, LG, 1.0f / static_cast<float>(T), g));
+    check_close(g, out, 0, 0, "aliased output");
+  });
 }
 
 BOOST_AUTO_TEST_CASE(cholesky_preconditioning_of_wider_layers) {
@@ -444,6 +404,16 @@ BOOST_AUTO_TEST_CASE(retry_raises_damping_tenfold_and_reports_it) {
   check_error(used.error(), ec::invalid_argument, {"max_retries -1"});
 }
 
+// Q diag(e) Qᵀ is F.
+void check_reconstructs(const tensor& F, const tensor& e, const tensor& Q) {
+  MatrixXd q = to_matrix(Q);
+  VectorXd d(e.size());
+  for (int64_t k = 0; k < e.size(); ++k)
+    d(k) = e[k];
+  check_close(to_tensor(q * d.asDiagonal() * q.transpose()), F, 1e-6, 1e-5,
+              "Q diag(e) Q^T");
+}
+
 BOOST_AUTO_TEST_CASE(symmetric_eigen_reconstructs_the_factor) {
   std::mt19937 rng(5);
   auto F = random_gram(5, 8, rng);
@@ -453,17 +423,13 @@ BOOST_AUTO_TEST_CASE(symmetric_eigen_reconstructs_the_factor) {
   BOOST_REQUIRE(Q.shape() == (tensor_shape{5, 5}));
   for (int64_t k = 1; k < 5; ++k)
     BOOST_CHECK_LE(e[k - 1], e[k]);
+  check_reconstructs(F, e, Q);
   MatrixXd q = to_matrix(Q);
-  VectorXd d(5);
-  for (int64_t k = 0; k < 5; ++k)
-    d(k) = e[k];
-  check_close(to_tensor(q * d.asDiagonal() * q.transpose()), F, 1e-6, 1e-5,
-              "Q diag(e) Q^T");
   BOOST_CHECK_SMALL(
     (q.transpose() * q - MatrixXd::Identity(5, 5)).cwiseAbs().maxCoeff(),
     1e-6);
   // Column k is the eigenvector of eigenvalue k.
-  VectorXd residual = to_matrix(F) * q.col(4) - d(4) * q.col(4);
+  VectorXd residual = to_matrix(F) * q.col(4) - double{e[4]} * q.col(4);
   BOOST_CHECK_SMALL(residual.cwiseAbs().maxCoeff(), 1e-5);
 }
 
@@ -485,12 +451,7 @@ BOOST_AUTO_TEST_CASE(symmetric_eigen_clamps_round_off_negatives) {
   for (int64_t k = 0; k < 6; ++k)
     BOOST_CHECK_GE(e[k], 0.0f);
   BOOST_CHECK_EQUAL(e[0], 0.0f);
-  MatrixXd q = to_matrix(Q);
-  VectorXd d(6);
-  for (int64_t k = 0; k < 6; ++k)
-    d(k) = e[k];
-  check_close(to_tensor(q * d.asDiagonal() * q.transpose()), F, 1e-6, 1e-5,
-              "Q diag(e) Q^T");
+  check_reconstructs(F, e, Q);
   // A genuinely indefinite factor is not round-off.
   auto out_e = sentinel();
   auto out_q = sentinel();

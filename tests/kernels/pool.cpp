@@ -40,16 +40,12 @@ naive_result naive_pool(const pool2d_geometry& g, const tensor& x) {
       for (int64_t ow = 0; ow < g.out_w; ++ow)
         for (int64_t c = 0; c < g.channels; ++c) {
           int64_t best = -1;
-          for (int64_t kh = 0; kh < g.k_h; ++kh)
-            for (int64_t kw = 0; kw < g.k_w; ++kw) {
-              auto ih = oh * g.stride_h + kh - g.pad_top;
-              auto iw = ow * g.stride_w + kw - g.pad_left;
-              if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w)
-                continue;
-              auto i = ((n * g.in_h + ih) * g.in_w + iw) * g.channels + c;
-              if (best < 0 || x[i] > x[best])
-                best = i;
-            }
+          for_each_input_tap(g, oh, ow, [&](int64_t, int64_t, int64_t ih,
+                                            int64_t iw) {
+            auto i = ((n * g.in_h + ih) * g.in_w + iw) * g.channels + c;
+            if (best < 0 || x[i] > x[best])
+              best = i;
+          });
           BOOST_REQUIRE(best >= 0); // every window holds an input
           r.y[static_cast<int64_t>(r.argmax.size())] = x[best];
           r.argmax.push_back(static_cast<int32_t>(best));

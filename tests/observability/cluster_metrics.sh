@@ -12,15 +12,8 @@ set -euo pipefail
 build=${1:?usage: cluster_metrics.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/free_port.sh"
-work=$(mktemp -d)
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-[ -n "${KEEP_WORK:-}" ] && trap - EXIT && echo "work: $work"
-fail() { echo "FAIL: $*"; [ -f "$work/run.log" ] && tail -30 "$work/run.log"; exit 1; }
+fail_lines=30
+. "$here/scratch_run.sh"
 
 nodes=$(free_ports 4)
 metrics=$(free_ports 4)

@@ -15,14 +15,7 @@ build=${1:?usage: prometheus_scrape.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/free_port.sh"
 bin="$build/bin/convnet_mnist_single"
-work=$(mktemp -d)
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; [ -f "$work/run.log" ] && tail -20 "$work/run.log"; exit 1; }
+. "$here/scratch_run.sh"
 
 port=$(free_port)
 "$bin" --fake_data --fake_train_size 2560 --batch_size 16 --steps 100000 \

@@ -21,14 +21,7 @@ fi
 command -v chromium >/dev/null || skip "Debian's chromium is not installed and cannot be installed here (not root, or no package source)"
 
 bin="$build/bin/convnet_mnist_single"
-work=$(mktemp -d)
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; [ -f "$work/run.log" ] && tail -20 "$work/run.log"; exit 1; }
+. "$here/scratch_run.sh"
 
 flags=(--fake_data --fake_train_size 2560 --batch_size 16 --log_every 5
        --no_progress --checkpoint_dir "$work/ckpt")

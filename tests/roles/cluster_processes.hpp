@@ -22,6 +22,25 @@
 
 namespace syncfac::test {
 
+/// The node program of these clusters, and the evaluator role's program.
+inline const std::string node = bin + "convnet_mnist_distributed";
+inline const std::string evaluator = bin + "syncfac_evaluator";
+
+/// A quick, deterministic run on fake data (one worker, no initial
+/// tokens), waiting up to `wait_ms` for its connections and its steps.
+inline std::string quick_run_flags(const std::string& wait_ms) {
+  return " --fake_data --fake_train_size 2048 --fake_test_size 500"
+         " --batch_size 32 --threads 1 --seed 3 --no_progress"
+         " --connect_timeout_ms " + wait_ms + " --num_tokens 0"
+         " --max_wait_ms " + wait_ms;
+}
+
+/// The evaluator's flags for the same test set, polling every 50 ms.
+inline std::string quick_eval_flags(const std::string& wait_ms) {
+  return " --fake_data --fake_test_size 500 --threads 1 --poll_ms 50"
+         " --connect_timeout_ms " + wait_ms;
+}
+
 /// A program running in the background (`sh -c command`), its stdout and
 /// stderr in `log`. Killed at the end of the scope if still running.
 class child {

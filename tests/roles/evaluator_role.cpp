@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -21,20 +22,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
-const std::string node = bin + "convnet_mnist_distributed";
-const std::string evaluator = bin + "syncfac_evaluator";
 const std::string rogue = SYNCFAC_BINARY_DIR "/tests/test_rogue_member";
-
-const std::string common = " --fake_data --fake_train_size 2048"
-                           " --fake_test_size 500 --batch_size 32"
-                           " --threads 1 --seed 3 --no_progress"
-                           " --connect_timeout_ms 60000 --num_tokens 0"
-                           " --max_wait_ms 60000";
-
-const std::string eval_flags = " --task 0 --fake_data --fake_test_size 500"
-                               " --threads 1 --poll_ms 50"
-                               " --connect_timeout_ms 60000";
+const std::string common = quick_run_flags("60000");
+const std::string eval_flags = " --task 0" + quick_eval_flags("60000");
 
 std::string task(const std::string& cluster, const std::string& job,
                  int index) {
@@ -54,33 +44,38 @@ std::vector<std::string> lines_with(const std::string& text,
   return out;
 }
 
-double number(const std::string& json, const std::string& key) {
-  auto xs = json_numbers(json, key);
-  BOOST_REQUIRE_MESSAGE(!xs.empty(), "no \"" << key << "\" in " << json);
-  return xs.front();
-}
+/// A chief, a worker, a PS task and the evaluator.
+const std::map<std::string, int> evaluated_cluster{
+  {"chief", 1}, {"worker", 1}, {"ps", 1}, {"evaluator", 1}};
 
-} // namespace
-
-BOOST_AUTO_TEST_CASE(final_report_equals_the_chiefs_evaluation) {
+/// A scratch directory with a cluster file of evaluated_cluster and the
+/// paths of the chief's summary and the evaluator's own metrics.
+struct evaluated_files {
   temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
-                                     {"evaluator", 1}});
-  auto summary = tmp.file("summary.json");
-  auto metrics = tmp.file("metrics.jsonl");
-  auto own = tmp.file("evaluator.jsonl");
+  std::string cluster = write_cluster(tmp, evaluated_cluster);
+  std::string summary = tmp.file("summary.json");
+  std::string own = tmp.file("evaluator.jsonl");
+};
+
+/// What the chief and the evaluator of a run said.
+struct run_output {
+  std::string chief;
+  std::string evaluator;
+};
+
+/// A run of `cluster` (evaluated_cluster): the shard, the evaluator with
+/// `eval_args` and the chief with `chief_args` start, and once the
+/// evaluator says `ready` the worker, with which training starts. Every
+/// process must exit 0.
+run_output run_evaluated(const temp_dir& tmp, const std::string& cluster,
+                         const std::string& eval_args,
+                         const std::string& chief_args,
+                         const std::string& ready) {
   child ps{task(cluster, "ps", 0), tmp.file("ps.log")};
-  child eval{evaluator + " --cluster " + cluster + eval_flags
-               + " --eval_every_steps 20 --metrics " + own,
+  child eval{evaluator + " --cluster " + cluster + eval_flags + eval_args,
              tmp.file("evaluator.log")};
-  // 50 steps: reports every 20 or so from polling, and one at 50, from
-  // polling or from the end of the run (the chief waits for it before the
-  // shards go). Training starts with the worker, once the evaluator is in.
-  child chief{task(cluster, "chief", 0) + " --steps 50 --log_every 10"
-                " --summary " + summary + " --metrics " + metrics,
-              tmp.file("chief.log")};
-  BOOST_REQUIRE_MESSAGE(eval.wait_for_output("evaluating 500 examples", 120s),
-                        eval.output());
+  child chief{task(cluster, "chief", 0) + chief_args, tmp.file("chief.log")};
+  BOOST_REQUIRE_MESSAGE(eval.wait_for_output(ready, 120s), eval.output());
   child worker{task(cluster, "worker", 0), tmp.file("worker.log")};
   auto chief_rc = chief.wait(300s);
   BOOST_TEST_MESSAGE("chief:\n" << chief.output());
@@ -89,6 +84,22 @@ BOOST_AUTO_TEST_CASE(final_report_equals_the_chiefs_evaluation) {
   BOOST_REQUIRE_EQUAL(eval.wait(60s), 0);
   BOOST_REQUIRE_EQUAL(ps.wait(60s), 0);
   BOOST_REQUIRE_EQUAL(worker.wait(60s), 0);
+  return {chief.output(), eval.output()};
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_CASE(final_report_equals_the_chiefs_evaluation,
+                        evaluated_files) {
+  auto metrics = tmp.file("metrics.jsonl");
+  // 50 steps: reports every 20 or so from polling, and one at 50, from
+  // polling or from the end of the run (the chief waits for it before the
+  // shards go). Training starts with the worker, once the evaluator is in.
+  auto out = run_evaluated(tmp, cluster,
+                           " --eval_every_steps 20 --metrics " + own,
+                           " --steps 50 --log_every 10 --summary " + summary
+                             + " --metrics " + metrics,
+                           "evaluating 500 examples");
 
   // Its own log: reports every 20 steps or so, the last at step 50.
   auto reports = lines_with(read_file(own), "\"source\": \"evaluator:0\"");
@@ -116,7 +127,7 @@ BOOST_AUTO_TEST_CASE(final_report_equals_the_chiefs_evaluation) {
   // and the summary the last one.
   auto streamed = lines_with(read_file(metrics), "\"source\": \"evaluator:0\"");
   BOOST_TEST(streamed.size() == reports.size());
-  BOOST_TEST(chief.output().find("[evaluator:0] global_step: 50")
+  BOOST_TEST(out.chief.find("[evaluator:0] global_step: 50")
              != std::string::npos);
   auto accuracies = json_numbers(text, "test_accuracy");
   BOOST_REQUIRE_EQUAL(accuracies.size(), 2u);
@@ -125,35 +136,17 @@ BOOST_AUTO_TEST_CASE(final_report_equals_the_chiefs_evaluation) {
              == static_cast<double>(reports.size()));
 }
 
-BOOST_AUTO_TEST_CASE(checkpoint_reports_match_an_offline_evaluation) {
+BOOST_FIXTURE_TEST_CASE(checkpoint_reports_match_an_offline_evaluation,
+                        evaluated_files) {
   // The evaluator watches the run's checkpoint directory and evaluates
   // each checkpoint the chief writes; evaluating the same files offline
   // afterwards gives the same figures, and the last one equals the chief's
   // own final evaluation.
-  temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
-                                     {"evaluator", 1}});
-  auto summary = tmp.file("summary.json");
-  auto own = tmp.file("evaluator.jsonl");
   auto dir = tmp.file("ckpt");
-  child ps{task(cluster, "ps", 0), tmp.file("ps.log")};
-  child eval{evaluator + " --cluster " + cluster + eval_flags
-               + " --checkpoint_dir " + dir + " --metrics " + own,
-             tmp.file("evaluator.log")};
-  child chief{task(cluster, "chief", 0) + " --steps 30 --checkpoint_every 10"
-                " --keep_checkpoints 10 --checkpoint_dir " + dir
-                + " --summary " + summary,
-              tmp.file("chief.log")};
-  BOOST_REQUIRE_MESSAGE(eval.wait_for_output("of each checkpoint in", 120s),
-                        eval.output());
-  child worker{task(cluster, "worker", 0), tmp.file("worker.log")};
-  auto chief_rc = chief.wait(300s);
-  BOOST_TEST_MESSAGE("chief:\n" << chief.output());
-  BOOST_TEST_MESSAGE("evaluator:\n" << eval.output());
-  BOOST_REQUIRE_EQUAL(chief_rc, 0);
-  BOOST_REQUIRE_EQUAL(eval.wait(60s), 0);
-  BOOST_REQUIRE_EQUAL(ps.wait(60s), 0);
-  BOOST_REQUIRE_EQUAL(worker.wait(60s), 0);
+  run_evaluated(tmp, cluster, " --checkpoint_dir " + dir + " --metrics " + own,
+                " --steps 30 --checkpoint_every 10 --keep_checkpoints 10"
+                " --checkpoint_dir " + dir + " --summary " + summary,
+                "of each checkpoint in");
 
   auto reports = lines_with(read_file(own), "\"checkpoint\": 1");
   BOOST_TEST_MESSAGE("evaluator's records:\n" << read_file(own));
@@ -163,11 +156,9 @@ BOOST_AUTO_TEST_CASE(checkpoint_reports_match_an_offline_evaluation) {
     auto step = static_cast<int64_t>(number(online, "step"));
     BOOST_TEST(step == static_cast<int64_t>(10 * (i + 1)));
     auto file = dir + "/ckpt-" + std::to_string(step) + ".safetensors";
-    auto offline = run_program(evaluator + " --evaluate_checkpoint " + file
-                               + " --fake_data --fake_test_size 500"
-                                 " --threads 1");
-    BOOST_TEST_MESSAGE(offline.output);
-    BOOST_REQUIRE_EQUAL(offline.exit_code, 0);
+    auto offline = run_ok(evaluator + " --evaluate_checkpoint " + file
+                          + " --fake_data --fake_test_size 500"
+                            " --threads 1");
     BOOST_TEST(number(offline.output, "step") == step);
     BOOST_TEST(number(offline.output, "examples") == 500);
     BOOST_TEST(number(offline.output, "test_accuracy")
@@ -187,10 +178,9 @@ BOOST_AUTO_TEST_CASE(an_offline_evaluation_refuses_a_broken_checkpoint) {
   temp_dir tmp;
   auto file = tmp.file("ckpt-5.safetensors");
   std::ofstream{file} << "not a checkpoint";
-  auto res = run_program(evaluator + " --evaluate_checkpoint " + file
-                         + " --fake_data --fake_test_size 50");
-  BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find(file) != std::string::npos, res.output);
+  check_refused(evaluator + " --evaluate_checkpoint " + file + " --fake_data"
+                " --fake_test_size 50",
+                {file});
 }
 
 BOOST_AUTO_TEST_CASE(survives_a_shard_and_the_chief_restarting) {
@@ -199,8 +189,7 @@ BOOST_AUTO_TEST_CASE(survives_a_shard_and_the_chief_restarting) {
   // on the same address, and the evaluator reconnects to each. Then the
   // worker comes and the run goes to its end, evaluated.
   temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
-                                     {"evaluator", 1}});
+  auto cluster = write_cluster(tmp, evaluated_cluster);
   auto summary = tmp.file("summary.json");
   auto chief_cmd = task(cluster, "chief", 0) + " --steps 40 --summary "
                    + summary;
@@ -241,14 +230,13 @@ BOOST_AUTO_TEST_CASE(survives_a_shard_and_the_chief_restarting) {
 
 BOOST_AUTO_TEST_CASE(unknown_message_type_is_refused_at_connect) {
   temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
-                                     {"evaluator", 1}});
+  auto cluster = write_cluster(tmp, evaluated_cluster);
   child ps{task(cluster, "ps", 0), tmp.file("ps.log")};
   auto res = run_program(rogue + " " + cluster);
   BOOST_TEST_MESSAGE(res.output);
   BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.output.find("refused at connect") != std::string::npos);
-  BOOST_TEST(res.output.find("rogue::probe") != std::string::npos);
+  BOOST_TEST(said(res.output, "refused at connect"));
+  BOOST_TEST(said(res.output, "rogue::probe"));
   // Refused at once, not after the connect timeout.
   BOOST_TEST(res.output.find("not reachable") == std::string::npos);
 }

@@ -8,6 +8,7 @@
 #include "runtime/base/error.hpp"
 #include "runtime/model.hpp"
 #include "tests/helpers.hpp"
+#include "tests/runtime/model_gradient_check.hpp"
 #include "tests/kernels/kernel_test_utils.hpp"
 
 using namespace syncfac;
@@ -316,31 +317,9 @@ BOOST_AUTO_TEST_CASE(gradient_matches_finite_differences) {
       auto images = random_images(n, 3, 3, 22);
       auto labels = some_labels(n);
       BOOST_REQUIRE(m->forward_backward(*dev, images, labels));
-      auto grads = m->gradients();
-      std::mt19937_64 rng{5};
-      for (size_t p = 0; p < grads.size(); ++p) {
-        auto& value = m->parameters()[p].value;
-        for (int probe = 0; probe < 6; ++probe) {
-          auto i = static_cast<int64_t>(
-            rng() % static_cast<uint64_t>(value.size()));
-          const float eps = 5e-3f;
-          auto saved = value[i];
-          value[i] = saved + eps;
-          auto up = m->evaluate(*dev, images, labels)->mean_loss();
-          value[i] = saved - eps;
-          auto down = m->evaluate(*dev, images, labels)->mean_loss();
-          value[i] = saved;
-          auto numeric = (up - down) / (2 * eps);
-          auto analytic = static_cast<double>(grads[p].value[i]);
-          BOOST_TEST_CONTEXT(to_string(act) << " " << to_string(init) << " "
-                                            << grads[p].name << "[" << i
-                                            << "]") {
-            BOOST_TEST(std::abs(numeric - analytic)
-                         <= 5e-4 + 2e-2 * std::abs(numeric),
-                       "numeric " << numeric << " vs analytic " << analytic);
-          }
-        }
-      }
+      check_gradient_by_differences(
+        *m, *dev, images, labels, 5, 5e-3f, 5e-4,
+        std::string{to_string(act)} + " " + to_string(init) + " ");
     }
   }
 }

@@ -34,6 +34,14 @@ void check_contains(const std::string& text, const std::string& what) {
                       "'" << text << "' lacks '" << what << "'");
 }
 
+/// The bytes of a good gzipped IDX file of make_array(dims), written to
+/// good.gz in `dir`.
+bytes gzipped_idx(const temp_dir& dir, std::vector<int64_t> dims) {
+  auto good = dir.file("good.gz");
+  BOOST_REQUIRE(!write_idx(good, make_array(std::move(dims)), true));
+  return read_bytes(good);
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(round_trip_plain_and_gzip) {
@@ -103,10 +111,7 @@ BOOST_AUTO_TEST_CASE(truncated_payload_gzip) {
 
 BOOST_AUTO_TEST_CASE(truncated_gzip_file) {
   temp_dir dir;
-  auto x = make_array({50, 40});
-  auto good = dir.file("good.gz");
-  BOOST_REQUIRE(!write_idx(good, x, true));
-  auto packed = read_bytes(good);
+  auto packed = gzipped_idx(dir, {50, 40});
   // Cut inside the deflate data and inside the 8-byte trailer.
   for (size_t cut : {packed.size() / 2, packed.size() - 4, packed.size() - 1}) {
     auto path = dir.file("cut" + std::to_string(cut) + ".gz");
@@ -193,10 +198,7 @@ BOOST_AUTO_TEST_CASE(trailing_bytes) {
 
 BOOST_AUTO_TEST_CASE(corrupt_gzip) {
   temp_dir dir;
-  auto x = make_array({64, 64});
-  auto good = dir.file("good.gz");
-  BOOST_REQUIRE(!write_idx(good, x, true));
-  auto packed = read_bytes(good);
+  auto packed = gzipped_idx(dir, {64, 64});
   BOOST_REQUIRE_GT(packed.size(), 40u);
   // Garbled deflate data, a wrong CRC-32, and a wrong length in the trailer.
   for (size_t at : {size_t{12}, packed.size() / 2, packed.size() - 8,

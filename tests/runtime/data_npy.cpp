@@ -45,17 +45,6 @@ npy_array f4_array(std::vector<int64_t> shape, float first = 0.5f) {
   return x;
 }
 
-npy_array labels(std::vector<int64_t> ys, const char* descr = "<i8") {
-  npy_array y;
-  y.kind = npy_kind::signed_int;
-  y.item_size = 8;
-  y.descr = descr;
-  y.shape = {static_cast<int64_t>(ys.size())};
-  y.data.resize(ys.size() * 8);
-  std::memcpy(y.data.data(), ys.data(), y.data.size());
-  return y;
-}
-
 npy_array ints(std::vector<int64_t> values, const char* descr = "<i4") {
   npy_array x;
   x.kind = npy_kind::signed_int;
@@ -66,6 +55,11 @@ npy_array ints(std::vector<int64_t> values, const char* descr = "<i4") {
     for (int64_t b = 0; b < x.item_size; ++b)
       x.data.push_back(static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * b)));
   return x;
+}
+
+/// Labels as 8-byte integers (little-endian, whatever `descr` says).
+npy_array labels(std::vector<int64_t> ys, const char* descr = "<i8") {
+  return ints(std::move(ys), descr);
 }
 
 std::string error_of(const bytes& file) {

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -71,28 +73,32 @@ layer_inverse cholesky_inverse(const matrix& a_inv, const matrix& g_inv) {
   return inv;
 }
 
-matrix a_inv_1() {
-  matrix m(3, 3);
-  m << 2.0, 0.5, 0.0, 0.5, 1.0, 0.25, 0.0, 0.25, 0.5;
+/// A matrix rows x cols of `entries`, row by row.
+matrix matrix_of(Eigen::Index rows, Eigen::Index cols,
+                 std::initializer_list<double> entries) {
+  BOOST_REQUIRE_EQUAL(static_cast<Eigen::Index>(entries.size()), rows * cols);
+  matrix m(rows, cols);
+  auto x = entries.begin();
+  for (Eigen::Index i = 0; i < rows; ++i)
+    for (Eigen::Index j = 0; j < cols; ++j)
+      m(i, j) = *x++;
   return m;
+}
+
+matrix a_inv_1() {
+  return matrix_of(3, 3, {2.0, 0.5, 0.0, 0.5, 1.0, 0.25, 0.0, 0.25, 0.5});
 }
 
 matrix g_inv_1() {
-  matrix m(2, 2);
-  m << 1.5, -0.5, -0.5, 1.0;
-  return m;
+  return matrix_of(2, 2, {1.5, -0.5, -0.5, 1.0});
 }
 
 matrix a_inv_2() {
-  matrix m(3, 3);
-  m << 1.0, 0.0, 0.2, 0.0, 3.0, 0.0, 0.2, 0.0, 1.0;
-  return m;
+  return matrix_of(3, 3, {1.0, 0.0, 0.2, 0.0, 3.0, 0.0, 0.2, 0.0, 1.0});
 }
 
 matrix g_inv_2() {
-  matrix m(2, 2);
-  m << 0.5, 0.1, 0.1, 2.0;
-  return m;
+  return matrix_of(2, 2, {0.5, 0.1, 0.1, 2.0});
 }
 
 /// The plain part of the variables (everything but the layer) as vectors.
@@ -157,22 +163,31 @@ BOOST_AUTO_TEST_CASE(without_inverses_every_variable_takes_plain_momentum) {
   }
 }
 
+/// Two steps of `opt` on `params`, with gradients(1) and then
+/// gradients(0.5), the layer's inverse changing between them (1, then 2:
+/// as when the shard installs a newer one); both must succeed.
+std::pair<kfac_step_info, kfac_step_info> two_steps(optimizer& opt,
+                                                    parameter_set& params) {
+  auto inv1 = cholesky_inverse(a_inv_1(), g_inv_1());
+  auto inv2 = cholesky_inverse(a_inv_2(), g_inv_2());
+  std::vector<kfac_layer_slot> slots{{0, 1, &inv1}};
+  auto s1 = kfac_apply(opt, params, gradients(1.0f), slots);
+  BOOST_REQUIRE_MESSAGE(s1, test::why(s1));
+  slots[0].inverse = &inv2;
+  auto s2 = kfac_apply(opt, params, gradients(0.5f), slots);
+  BOOST_REQUIRE_MESSAGE(s2, test::why(s2));
+  return {*s1, *s2};
+}
+
 BOOST_AUTO_TEST_CASE(adam_momentum_preconditions_the_velocity) {
   // v <- mu v + g; theta <- theta - lr F^-1 v, with the inverse changing
   // between the steps (as when the shard installs a newer one).
   auto opt = make_optimizer(kfac_momentum::adam);
   auto params = variables();
-  auto inv1 = cholesky_inverse(a_inv_1(), g_inv_1());
-  auto inv2 = cholesky_inverse(a_inv_2(), g_inv_2());
   auto g1 = gradients(1.0f);
   auto g2 = gradients(0.5f);
-  std::vector<kfac_layer_slot> slots{{0, 1, &inv1}};
-  auto s1 = kfac_apply(opt, params, g1, slots);
-  BOOST_REQUIRE_MESSAGE(s1, test::why(s1));
-  BOOST_TEST(s1->preconditioned == 1u);
-  slots[0].inverse = &inv2;
-  auto s2 = kfac_apply(opt, params, g2, slots);
-  BOOST_REQUIRE_MESSAGE(s2, test::why(s2));
+  auto [s1, s2] = two_steps(opt, params);
+  BOOST_TEST(s1.preconditioned == 1u);
   matrix v1 = layer_grad(g1[0], g1[1]);
   matrix v2 = mu * v1 + layer_grad(g2[0], g2[1]);
   matrix theta = theta_layer(variables())
@@ -189,21 +204,16 @@ BOOST_AUTO_TEST_CASE(adam_momentum_preconditions_the_velocity) {
                 as_vector(variables()[2].value) - lr * (u1 + u2), "scale");
   // dot = <v2, F^-1 v2> of the second step.
   double dot = (v2.array() * (a_inv_2() * v2 * g_inv_2()).array()).sum();
-  BOOST_TEST(s2->dot == dot, tt::tolerance(1e-5));
+  BOOST_TEST(s2.dot == dot, tt::tolerance(1e-5));
 }
 
 BOOST_AUTO_TEST_CASE(regular_momentum_accumulates_preconditioned_gradients) {
   // u = F^-1 g; v <- mu v + u; theta <- theta - lr v.
   auto opt = make_optimizer(kfac_momentum::regular);
   auto params = variables();
-  auto inv1 = cholesky_inverse(a_inv_1(), g_inv_1());
-  auto inv2 = cholesky_inverse(a_inv_2(), g_inv_2());
   auto g1 = gradients(1.0f);
   auto g2 = gradients(0.5f);
-  std::vector<kfac_layer_slot> slots{{0, 1, &inv1}};
-  BOOST_REQUIRE(kfac_apply(opt, params, g1, slots));
-  slots[0].inverse = &inv2;
-  BOOST_REQUIRE(kfac_apply(opt, params, g2, slots));
+  two_steps(opt, params);
   matrix v1 = a_inv_1() * layer_grad(g1[0], g1[1]) * g_inv_1();
   matrix v2 = mu * v1 + a_inv_2() * layer_grad(g2[0], g2[1]) * g_inv_2();
   require_layer(params, theta_layer(variables()) - lr * (v1 + v2), "fc0");
@@ -212,10 +222,7 @@ BOOST_AUTO_TEST_CASE(regular_momentum_accumulates_preconditioned_gradients) {
   // With the inverse changing, the two momentum types differ.
   auto adam = make_optimizer(kfac_momentum::adam);
   auto other = variables();
-  slots[0].inverse = &inv1;
-  BOOST_REQUIRE(kfac_apply(adam, other, g1, slots));
-  slots[0].inverse = &inv2;
-  BOOST_REQUIRE(kfac_apply(adam, other, g2, slots));
+  two_steps(adam, other);
   float diff = 0;
   for (int64_t k = 0; k < 4; ++k)
     diff = std::max(diff, std::abs(other[0].value[k] - params[0].value[k]));
@@ -277,21 +284,8 @@ BOOST_AUTO_TEST_CASE(an_eigen_inverse_gives_the_exactly_damped_solve) {
   std::vector<kfac_layer_slot> slots{{0, 1, &*inv}};
   BOOST_REQUIRE(kfac_apply(opt, params, g, slots));
   // (A ⊗ G + λ I)⁻¹ vec(grad) with the row-major vec of [3, 2].
-  matrix K(6, 6);
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 2; ++j)
-      for (int k = 0; k < 3; ++k)
-        for (int l = 0; l < 2; ++l)
-          K(i * 2 + j, k * 2 + l) = A(i, k) * G(j, l);
-  K += 0.05 * matrix::Identity(6, 6);
-  matrix m = layer_grad(g[0], g[1]);
-  Eigen::VectorXd v(6);
-  for (int i = 0; i < 6; ++i)
-    v(i) = m(i / 2, i % 2);
-  Eigen::VectorXd u = K.ldlt().solve(v);
-  matrix um(3, 2);
-  for (int i = 0; i < 6; ++i)
-    um(i / 2, i % 2) = u(i);
+  matrix K = kron(A, G) + 0.05 * matrix::Identity(6, 6);
+  matrix um = explicit_step(K, layer_grad(g[0], g[1]));
   require_layer(params, theta_layer(variables()) - lr * um, "fc0", 1e-4);
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/backend.hpp"
 #include "runtime/base/error.hpp"
 #include "tests/helpers.hpp"
+#include "tests/runtime/model_gradient_check.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/model.hpp"
 
@@ -152,28 +153,8 @@ void check_model_gradient(model_spec spec, int64_t n, uint64_t seed) {
     labels.push_back(static_cast<int32_t>(i % spec.num_classes));
   auto base = m->forward_backward(*dev, images, labels);
   BOOST_REQUIRE(base);
-  auto grads = m->gradients();
-  std::mt19937_64 rng{seed};
-  for (size_t p = 0; p < grads.size(); ++p) {
-    auto& value = m->parameters()[p].value;
-    for (int probe = 0; probe < 6; ++probe) {
-      auto i = static_cast<int64_t>(rng() % static_cast<uint64_t>(value.size()));
-      const float eps = 1e-3f;
-      auto saved = value[i];
-      value[i] = saved + eps;
-      auto up = m->evaluate(*dev, images, labels)->mean_loss();
-      value[i] = saved - eps;
-      auto down = m->evaluate(*dev, images, labels)->mean_loss();
-      value[i] = saved;
-      auto numeric = (up - down) / (2 * eps);
-      auto analytic = static_cast<double>(grads[p].value[i]);
-      BOOST_TEST_CONTEXT(grads[p].name << "[" << i << "]") {
-        BOOST_TEST(std::abs(numeric - analytic)
-                     <= 3e-4 + 2e-2 * std::abs(numeric),
-                   "numeric " << numeric << " vs analytic " << analytic);
-      }
-    }
-  }
+  test::check_gradient_by_differences(*m, *dev, images, labels, seed, 1e-3f,
+                                      3e-4, "");
 }
 
 BOOST_AUTO_TEST_CASE(convnet_gradient_matches_finite_differences) {

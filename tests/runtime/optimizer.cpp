@@ -21,12 +21,18 @@ optimizer make(optimizer_config cfg) {
   return std::move(*opt);
 }
 
+/// A config of `kind` with learning rate `lr`, the rest as defaults.
+optimizer_config config_of(optimizer_kind kind, float lr) {
+  optimizer_config cfg;
+  cfg.kind = kind;
+  cfg.learning_rate = lr;
+  return cfg;
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(sgd_steps_against_the_gradient) {
-  optimizer_config cfg;
-  cfg.kind = optimizer_kind::sgd;
-  cfg.learning_rate = 0.5f;
+  auto cfg = config_of(optimizer_kind::sgd, 0.5f);
   auto opt = make(cfg);
   auto params = one(1);
   BOOST_REQUIRE(!opt.apply(params, one(2)));
@@ -35,9 +41,7 @@ BOOST_AUTO_TEST_CASE(sgd_steps_against_the_gradient) {
 }
 
 BOOST_AUTO_TEST_CASE(momentum_accumulates_velocity_as_tf_does) {
-  optimizer_config cfg;
-  cfg.kind = optimizer_kind::momentum;
-  cfg.learning_rate = 0.1f;
+  auto cfg = config_of(optimizer_kind::momentum, 0.1f);
   cfg.momentum = 0.9f;
   auto opt = make(cfg);
   auto params = one(0);
@@ -49,9 +53,7 @@ BOOST_AUTO_TEST_CASE(momentum_accumulates_velocity_as_tf_does) {
 }
 
 BOOST_AUTO_TEST_CASE(adam_first_step_is_lr_times_sign) {
-  optimizer_config cfg;
-  cfg.kind = optimizer_kind::adam;
-  cfg.learning_rate = 0.01f;
+  auto cfg = config_of(optimizer_kind::adam, 0.01f);
   auto opt = make(cfg);
   auto params = one(0);
   BOOST_REQUIRE(!opt.apply(params, one(3)));
@@ -102,9 +104,7 @@ BOOST_AUTO_TEST_CASE(slots_restore_round_trip) {
 }
 
 BOOST_AUTO_TEST_CASE(per_variable_and_row_updates_follow_tf_sparse_apply) {
-  optimizer_config cfg;
-  cfg.kind = optimizer_kind::momentum;
-  cfg.learning_rate = 1.0f;
+  auto cfg = config_of(optimizer_kind::momentum, 1.0f);
   cfg.momentum = 0.5f;
   parameter_set params{{"emb", tensor{{3, 2}, {1, 1, 2, 2, 3, 3}}}};
   auto opt = optimizer::make(cfg, params);

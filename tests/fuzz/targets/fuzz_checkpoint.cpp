@@ -13,10 +13,12 @@
 #include <string>
 
 #include "runtime/checkpoint/safetensors.hpp"
+#include "tests/same_parameters.hpp"
 
 namespace {
 
 using namespace syncfac;
+using syncfac::test::same;
 
 [[noreturn]] void broken() {
   __builtin_trap();
@@ -29,15 +31,6 @@ void check(const safetensors_contents& x, size_t size) {
     if (t.value.size() != element_count(t.value.shape())
         || !t.value.all_finite())
       broken();
-}
-
-bool same(const parameter_set& x, const parameter_set& y) {
-  if (x.size() != y.size())
-    return false;
-  for (size_t i = 0; i < x.size(); ++i)
-    if (x[i].name != y[i].name || x[i].value != y[i].value)
-      return false;
-  return true;
 }
 
 } // namespace

@@ -1,11 +1,13 @@
 #define BOOST_TEST_MODULE checkpoint_safetensors
 #include <boost/test/unit_test.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <sys/wait.h>
 
@@ -66,8 +68,17 @@ void check_same(const parameter_set& xs, const parameter_set& ys) {
   }
 }
 
-const std::string one_f32 =
-  R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+// The header of one tensor "t" of these JSON values of its dtype, shape
+// and data_offsets, with `more` fields between the last two.
+std::string one_entry(const std::string& dtype, const std::string& shape,
+                      const std::string& offsets,
+                      const std::string& more = "") {
+  return R"({"t":{"dtype":)" + dtype + R"(,"shape":)" + shape + "," + more
+         + R"("data_offsets":)" + offsets + "}}";
+}
+
+const std::string f32 = R"("F32")";
+const std::string one_f32 = one_entry(f32, "[1]", "[0,4]");
 
 } // namespace
 
@@ -233,73 +244,40 @@ BOOST_AUTO_TEST_CASE(every_corruption_refused_by_name) {
   expect_refused(make_file(one_f32 + "xyz", four, false), "not valid JSON");
   // Entries.
   expect_refused(make_file(R"({"t": 5})", ""), "not an object");
-  expect_refused(make_file(R"({"t":{"dtype":"F99","shape":[1],)"
-                           R"("data_offsets":[0,4]}})",
-                           four),
+  expect_refused(make_file(one_entry(R"("F99")", "[1]", "[0,4]"), four),
                  "unknown dtype 'F99'");
-  expect_refused(make_file(R"({"t":{"dtype":"F64","shape":[1],)"
-                           R"("data_offsets":[0,8]}})",
-                           floats({1, 2})),
-                 "unsupported dtype 'F64'");
-  expect_refused(make_file(R"({"t":{"dtype":7,"shape":[1],)"
-                           R"("data_offsets":[0,4]}})",
-                           four),
+  expect_refused(
+    make_file(one_entry(R"("F64")", "[1]", "[0,8]"), floats({1, 2})),
+    "unsupported dtype 'F64'");
+  expect_refused(make_file(one_entry("7", "[1]", "[0,4]"), four),
                  "dtype is not a string");
   expect_refused(make_file(R"({"t":{"dtype":"F32","shape":[1]}})", four),
                  "lacks dtype, shape or data_offsets");
-  expect_refused(make_file(R"({"t":{"dtype":"F32","shape":[1],"x":1,)"
-                           R"("data_offsets":[0,4]}})",
-                           four),
+  expect_refused(make_file(one_entry(f32, "[1]", "[0,4]", R"("x":1,)"), four),
                  "unknown header field 'x'");
-  expect_refused(make_file(R"({"t":{"dtype":"F32","shape":[2],)"
-                           R"("data_offsets":[0,4]}})",
-                           four),
-                 "shape [2] needs 8 bytes but data_offsets [0,4] hold 4");
-  expect_refused(make_file(R"({"t":{"dtype":"F32","shape":[-1],)"
-                           R"("data_offsets":[0,4]}})",
-                           four),
-                 "non-negative integer");
-  expect_refused(make_file(R"({"t":{"dtype":"F32","shape":[1.5],)"
-                           R"("data_offsets":[0,4]}})",
-                           four),
-                 "non-negative integer");
-  expect_refused(make_file(R"({"t":{"dtype":"F32","shape":{},)"
-                           R"("data_offsets":[0,4]}})",
-                           four),
-                 "shape is not an array");
-  expect_refused(make_file(R"({"t":{"dtype":"F32","shape":[1],)"
-                           R"("data_offsets":[0,4,8]}})",
-                           four),
-                 "not a pair");
-  expect_refused(make_file(R"({"t":{"dtype":"F32","shape":[1],)"
-                           R"("data_offsets":[4,0]}})",
-                           four),
-                 "end before they begin");
+  // One F32 tensor whose shape or data_offsets are wrong for its 4 bytes.
   // A product of dimensions beyond 2^64 is a mismatch, not an overflow.
-  expect_refused(make_file(R"({"t":{"dtype":"F32","shape":)"
-                           R"([4294967296,4294967296,16],)"
-                           R"("data_offsets":[0,4]}})",
-                           four),
-                 "more than 2^64");
-  expect_refused(make_file(R"({"t":{"dtype":"F32","shape":)"
-                           R"([4611686018427387904],)"
-                           R"("data_offsets":[0,4]}})",
-                           four),
-                 "hold 4");
+  const std::vector<std::array<std::string, 3>> bad_extents{
+    {"[2]", "[0,4]", "shape [2] needs 8 bytes but data_offsets [0,4] hold 4"},
+    {"[-1]", "[0,4]", "non-negative integer"},
+    {"[1.5]", "[0,4]", "non-negative integer"},
+    {"{}", "[0,4]", "shape is not an array"},
+    {"[1]", "[0,4,8]", "not a pair"},
+    {"[1]", "[4,0]", "end before they begin"},
+    {"[4294967296,4294967296,16]", "[0,4]", "more than 2^64"},
+    {"[4611686018427387904]", "[0,4]", "hold 4"},
+    {"[1]", "[4,8]", "beyond the data section of 4 bytes"},
+  };
+  for (const auto& [shape, offsets, needle] : bad_extents)
+    expect_refused(make_file(one_entry(f32, shape, offsets), four), needle);
   // Offsets.
-  expect_refused(make_file(R"({"t":{"dtype":"F32","shape":[1],)"
-                           R"("data_offsets":[4,8]}})",
-                           four),
-                 "beyond the data section of 4 bytes");
   expect_refused(make_file(R"({"t":{"dtype":"F32","shape":[1],)"
                            R"("data_offsets":[0,4]},)"
                            R"("u":{"dtype":"F32","shape":[2],)"
                            R"("data_offsets":[0,8]}})",
                            floats({1, 2})),
                  "overlaps");
-  expect_refused(make_file(R"({"t":{"dtype":"F32","shape":[1],)"
-                           R"("data_offsets":[4,8]}})",
-                           floats({1, 2})),
+  expect_refused(make_file(one_entry(f32, "[1]", "[4,8]"), floats({1, 2})),
                  "gap in the data section: bytes 0 to 4");
   expect_refused(make_file(one_f32, floats({1, 2})),
                  "4 trailing bytes after the last tensor");
@@ -325,15 +303,13 @@ BOOST_AUTO_TEST_CASE(every_corruption_refused_by_name) {
     std::string shape = "[1";
     for (int i = 0; i < 100; ++i)
       shape += ",1";
-    expect_refused(make_file(R"({"t":{"dtype":"F32","shape":)" + shape
-                               + R"(],"data_offsets":[0,4]}})",
-                             four),
+    expect_refused(make_file(one_entry(f32, shape + "]", "[0,4]"), four),
                    "longer than 64 entries");
   }
   // Values.
   auto nan = std::numeric_limits<float>::quiet_NaN();
   auto inf = std::numeric_limits<float>::infinity();
-  auto two = R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  auto two = one_entry(f32, "[2]", "[0,8]");
   expect_refused(make_file(two, floats({1, nan})),
                  "tensor 't' holds a non-finite value");
   expect_refused(make_file(two, floats({-inf, 1})), "at index 0");

@@ -120,6 +120,32 @@ std::ostream& operator<<(std::ostream& os, const run_result& r) {
             << "\n--- stdout\n" << r.out << "--- stderr\n" << r.err;
 }
 
+/// Checks that the launcher's stderr has every one of `parts`.
+void check_err(const run_result& r, const std::vector<std::string>& parts) {
+  for (const auto& part : parts)
+    BOOST_CHECK_MESSAGE(contains(r.err, part), "no '" << part << "' in\n"
+                                                          << r);
+}
+
+/// Checks the launcher's exit code and that its stderr has every one of
+/// `parts`.
+void check_exit(const run_result& r, int code,
+                const std::vector<std::string>& parts) {
+  BOOST_CHECK_MESSAGE(r.code() == code, r);
+  check_err(r, parts);
+}
+
+/// Runs `args` (the program first) in place of this process, a child
+/// just forked; exits 127 when that fails.
+[[noreturn]] void exec_or_exit(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  ::_exit(127);
+}
+
 /// Starts the launcher with `args`, its stdout and stderr in files.
 pid_t spawn_launcher(const fixture& fx, const std::vector<std::string>& args) {
   std::vector<std::string> all = {launcher_path};
@@ -132,12 +158,7 @@ pid_t spawn_launcher(const fixture& fx, const std::vector<std::string>& args) {
     int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(o, 1);
     ::dup2(e, 2);
-    std::vector<char*> argv;
-    for (auto& a : all)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+    exec_or_exit(all);
   }
   return pid;
 }
@@ -172,6 +193,36 @@ run_result launch(const fixture& fx, std::vector<std::string> args,
   auto r = wait_launcher(fx, spawn_launcher(fx, all), limit);
   BOOST_CHECK_MESSAGE(!r.timed_out, "the launcher did not finish: " << r);
   return r;
+}
+
+/// A launcher and the pids of its tasks.
+struct started_tasks {
+  pid_t launcher;
+  std::vector<pid_t> tasks;
+};
+
+/// Starts the launcher on tasks that idle for a minute and waits (30 s at
+/// most) until all four have started.
+started_tasks start_idle_tasks(const fixture& fx) {
+  auto pid = spawn_launcher(fx, {"--cluster", fx.cluster, "--program",
+                                 fake_node_path, "--pid_dir", fx.pids(),
+                                 "--steps", "0", "--chief_ms", "60000",
+                                 "--worker_ms", "60000"});
+  std::vector<pid_t> tasks;
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  for (;;) {
+    tasks.clear();
+    for (auto file : {"chief-0", "worker-0", "worker-1", "ps-0"})
+      for (auto p : fx.pids_of(file))
+        tasks.push_back(p);
+    if (tasks.size() == 4 || std::chrono::steady_clock::now() > deadline)
+      break;
+    std::this_thread::sleep_for(10ms);
+  }
+  BOOST_REQUIRE_MESSAGE(tasks.size() == 4u,
+                        "waited 30 s for the four tasks to start; "
+                          << tasks.size() << " did");
+  return {pid, tasks};
 }
 
 bool alive(pid_t pid) {
@@ -243,9 +294,7 @@ BOOST_AUTO_TEST_CASE(a_job_can_run_its_own_program_with_its_own_flags) {
 BOOST_AUTO_TEST_CASE(a_job_program_for_an_unknown_job_is_refused) {
   fixture fx;
   auto r = launch(fx, {"--job_program", "evaluator=/bin/echo"});
-  BOOST_CHECK_MESSAGE(r.code() == 2, r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "no job \"evaluator\" in the cluster"),
-                      r);
+  check_exit(r, 2, {"no job \"evaluator\" in the cluster"});
 }
 
 BOOST_AUTO_TEST_CASE(chief_exit_code_zero) {
@@ -259,10 +308,7 @@ BOOST_AUTO_TEST_CASE(a_failing_worker_is_reported_and_the_chief_decides) {
   fixture fx;
   auto r = launch(fx, {"--pid_dir", fx.pids(), "--fail", "worker:1=5",
                        "--steps", "3", "--worker_ms", "200"});
-  BOOST_CHECK_MESSAGE(r.code() == 0, r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "worker:1 exited with code 5 before "
-                                      "the chief"),
-                      r);
+  check_exit(r, 0, {"worker:1 exited with code 5 before the chief"});
   BOOST_CHECK_MESSAGE(contains(r.out, "[chief:0] global_step: 3"), r);
 }
 
@@ -271,8 +317,7 @@ BOOST_AUTO_TEST_CASE(a_chief_killed_by_a_signal_gives_128_plus_the_signal) {
   auto r = launch(fx, {"--pid_dir", fx.pids(), "--kill", "chief:0@2",
                        "--steps", "200", "--step_ms", "20", "--worker_ms",
                        "100", "--grace_ms", "2000"});
-  BOOST_CHECK_MESSAGE(r.code() == 128 + SIGKILL, r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "chief:0 killed by SIGKILL (--kill)"), r);
+  check_exit(r, 128 + SIGKILL, {"chief:0 killed by SIGKILL (--kill)"});
 }
 
 BOOST_AUTO_TEST_CASE(stragglers_get_sigterm_after_the_grace_period) {
@@ -303,10 +348,8 @@ BOOST_AUTO_TEST_CASE(stragglers_ignoring_sigterm_get_sigkill) {
   auto r = launch(fx, {"--pid_dir", fx.pids(), "--steps", "1", "--worker_ms",
                        "60000", "--ignore_term", "--grace_ms", "200",
                        "--term_ms", "300"});
-  BOOST_CHECK_MESSAGE(r.code() == 0, r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "worker:0 did not exit 300 ms after "
-                                      "SIGTERM: sending SIGKILL"),
-                      r);
+  check_exit(r, 0, {"worker:0 did not exit 300 ms after "
+                    "SIGTERM: sending SIGKILL"});
   BOOST_CHECK_MESSAGE(count_of(r.err, "killed by SIGKILL") == 3, r);
   for (auto file : {"worker-0", "worker-1", "ps-0"})
     for (auto pid : fx.pids_of(file))
@@ -318,12 +361,9 @@ BOOST_AUTO_TEST_CASE(kill_at_a_step_sends_the_signal) {
   auto r = launch(fx, {"--pid_dir", fx.pids(), "--kill", "worker:1@3",
                        "--steps", "10", "--worker_ms", "60000", "--grace_ms",
                        "200"});
-  BOOST_CHECK_MESSAGE(r.code() == 0, r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "worker:1 gets SIGKILL at global_step 3 "
-                                      "(--kill worker:1@3:KILL)"),
-                      r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "worker:1 killed by SIGKILL (--kill)"),
-                      r);
+  check_exit(r, 0, {"worker:1 gets SIGKILL at global_step 3 "
+                    "(--kill worker:1@3:KILL)",
+                    "worker:1 killed by SIGKILL (--kill)"});
   // ... and only that task; the others end after the chief.
   BOOST_CHECK_MESSAGE(count_of(r.err, "killed by SIGKILL") == 1, r);
   BOOST_CHECK_MESSAGE(count_of(r.err, "killed by SIGTERM") == 2, r);
@@ -336,24 +376,18 @@ BOOST_AUTO_TEST_CASE(kill_with_term_and_stop) {
   auto r = launch(fx, {"--pid_dir", fx.pids(), "--kill", "worker:0@2:TERM",
                        "--kill", "ps:0@3:STOP", "--steps", "6",
                        "--worker_ms", "60000", "--grace_ms", "300"});
-  BOOST_CHECK_MESSAGE(r.code() == 0, r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "worker:0 killed by SIGTERM (--kill)"),
-                      r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "ps:0 gets SIGSTOP at global_step 3"), r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "ps:0 still running 300 ms after the "
-                                      "chief exited: sending SIGTERM"),
-                      r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "ps:0 killed by SIGTERM"), r);
+  check_exit(r, 0, {"worker:0 killed by SIGTERM (--kill)",
+                    "ps:0 gets SIGSTOP at global_step 3",
+                    "ps:0 still running 300 ms after the chief exited: "
+                    "sending SIGTERM",
+                    "ps:0 killed by SIGTERM"});
 }
 
 BOOST_AUTO_TEST_CASE(kill_for_a_task_that_is_gone_is_skipped) {
   fixture fx;
   auto r = launch(fx, {"--pid_dir", fx.pids(), "--fail", "ps:0=0", "--kill",
                        "ps:0@4", "--steps", "6", "--worker_ms", "0"});
-  BOOST_CHECK_MESSAGE(r.code() == 0, r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "--kill ps:0@4:KILL: ps:0 is not "
-                                      "running; skipped"),
-                      r);
+  check_exit(r, 0, {"--kill ps:0@4:KILL: ps:0 is not running; skipped"});
 }
 
 BOOST_AUTO_TEST_CASE(restart_starts_a_dead_task_again) {
@@ -364,13 +398,9 @@ BOOST_AUTO_TEST_CASE(restart_starts_a_dead_task_again) {
                        "--restart", "worker:1@100", "--steps", "3",
                        "--wait_starts", "worker:1=2", "--worker_ms",
                        "60000", "--grace_ms", "200"});
-  BOOST_CHECK_MESSAGE(r.code() == 0, r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "worker:1 killed by SIGKILL (--kill)"),
-                      r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "worker:1 restarts in 100 ms "
-                                      "(--restart worker:1@100)"),
-                      r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "worker:1 restarted (pid "), r);
+  check_exit(r, 0, {"worker:1 killed by SIGKILL (--kill)",
+                    "worker:1 restarts in 100 ms (--restart worker:1@100)",
+                    "worker:1 restarted (pid "});
   BOOST_CHECK_MESSAGE(contains(r.out, "[chief:0] worker:1 started 2 times"), r);
   BOOST_CHECK_MESSAGE(count_of(r.out, "[worker:1] hello from worker:1") == 2,
                       r);
@@ -411,16 +441,13 @@ BOOST_AUTO_TEST_CASE(a_bad_cluster_file_is_refused_before_anything_starts) {
   r = wait_launcher(fx, spawn_launcher(fx, {"--cluster",
                                             (fx.dir / "none.json").string()}),
                     30s);
-  BOOST_CHECK_MESSAGE(r.code() == 2, r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "cannot read"), r);
+  check_exit(r, 2, {"cannot read"});
   r = wait_launcher(fx, spawn_launcher(fx, {"--cluster", fx.cluster, "--kill",
                                             "worker:7@1"}),
                     30s);
-  BOOST_CHECK_MESSAGE(r.code() == 2, r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "no task worker:7 in the cluster"), r);
+  check_exit(r, 2, {"no task worker:7 in the cluster"});
   r = wait_launcher(fx, spawn_launcher(fx, {"--steps", "3"}), 30s);
-  BOOST_CHECK_MESSAGE(r.code() == 2, r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "--cluster FILE is required"), r);
+  check_exit(r, 2, {"--cluster FILE is required"});
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_program_exits_127) {
@@ -429,38 +456,16 @@ BOOST_AUTO_TEST_CASE(a_missing_program_exits_127) {
                                                  "--program",
                                                  "/nonexistent/node"}),
                          30s);
-  BOOST_CHECK_MESSAGE(r.code() == 127, r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "'/nonexistent/node': not an "
-                                      "executable file"),
-                      r);
+  check_exit(r, 127, {"'/nonexistent/node': not an executable file"});
 }
 
 BOOST_AUTO_TEST_CASE(sigterm_to_the_launcher_reaches_every_task) {
   fixture fx;
-  auto pid = spawn_launcher(fx, {"--cluster", fx.cluster, "--program",
-                                 fake_node_path, "--pid_dir", fx.pids(),
-                                 "--steps", "0", "--chief_ms", "60000",
-                                 "--worker_ms", "60000"});
-  // Wait until every task is up.
-  std::vector<pid_t> tasks;
-  auto deadline = std::chrono::steady_clock::now() + 30s;
-  for (;;) {
-    tasks.clear();
-    for (auto file : {"chief-0", "worker-0", "worker-1", "ps-0"})
-      for (auto p : fx.pids_of(file))
-        tasks.push_back(p);
-    if (tasks.size() == 4 || std::chrono::steady_clock::now() > deadline)
-      break;
-    std::this_thread::sleep_for(10ms);
-  }
-  BOOST_REQUIRE_EQUAL(tasks.size(), 4u);
+  auto [pid, tasks] = start_idle_tasks(fx);
   ::kill(pid, SIGTERM);
   auto r = wait_launcher(fx, pid, 30s);
   BOOST_CHECK_MESSAGE(!r.timed_out, r);
-  BOOST_CHECK_MESSAGE(r.code() == 128 + SIGTERM, r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "got SIGTERM: forwarding it to every "
-                                      "task"),
-                      r);
+  check_exit(r, 128 + SIGTERM, {"got SIGTERM: forwarding it to every task"});
   BOOST_CHECK_MESSAGE(count_of(r.err, "killed by SIGTERM") == 4, r);
   for (auto p : tasks)
     BOOST_CHECK_MESSAGE(!alive(p), "pid " << p << " alive");
@@ -468,16 +473,7 @@ BOOST_AUTO_TEST_CASE(sigterm_to_the_launcher_reaches_every_task) {
 
 BOOST_AUTO_TEST_CASE(sigint_is_forwarded_too) {
   fixture fx;
-  auto pid = spawn_launcher(fx, {"--cluster", fx.cluster, "--program",
-                                 fake_node_path, "--pid_dir", fx.pids(),
-                                 "--steps", "0", "--chief_ms", "60000",
-                                 "--worker_ms", "60000"});
-  auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (fx.pids_of("chief-0").empty() || fx.pids_of("ps-0").empty()
-         || fx.pids_of("worker-0").empty() || fx.pids_of("worker-1").empty()) {
-    BOOST_REQUIRE(std::chrono::steady_clock::now() < deadline);
-    std::this_thread::sleep_for(10ms);
-  }
+  auto pid = start_idle_tasks(fx).launcher;
   ::kill(pid, SIGINT);
   auto r = wait_launcher(fx, pid, 30s);
   BOOST_CHECK_MESSAGE(r.code() == 128 + SIGINT, r);
@@ -490,10 +486,7 @@ BOOST_AUTO_TEST_CASE(max_wall_s_stops_everything) {
   auto r = launch(fx, {"--pid_dir", fx.pids(), "--steps", "0", "--chief_ms",
                        "60000", "--worker_ms", "60000", "--max_wall_s", "1"});
   auto took = std::chrono::steady_clock::now() - t0;
-  BOOST_CHECK_MESSAGE(r.code() == 124, r);
-  BOOST_CHECK_MESSAGE(contains(r.err, "--max_wall_s 1 reached: stopping every "
-                                      "task"),
-                      r);
+  check_exit(r, 124, {"--max_wall_s 1 reached: stopping every task"});
   BOOST_CHECK_MESSAGE(count_of(r.err, "killed by SIGTERM") == 4, r);
   BOOST_CHECK(took < 30s);
 }
@@ -577,12 +570,7 @@ BOOST_AUTO_TEST_CASE(a_terminal_shows_the_progress_line) {
   auto pid = ::forkpty(&master, nullptr, nullptr, nullptr);
   BOOST_REQUIRE(pid >= 0);
   if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& a : all)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+    exec_or_exit(all);
   }
   std::string screen;
   auto deadline = std::chrono::steady_clock::now() + 60s;

@@ -38,6 +38,7 @@
 #include "tests/helpers.hpp"
 
 using namespace syncfac;
+using namespace syncfac::test;
 namespace fs = std::filesystem;
 
 namespace {
@@ -67,8 +68,16 @@ void make_certs(const std::string& out, const std::string& nodes,
   sh(quote(script) + " " + options + " " + quote(out) + " " + nodes);
 }
 
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
+/// Replaces node a's certificate in `dir` (node.pem) with one of its key
+/// signed by the cluster's CA through the request `csr`, valid for `days`
+/// (negative: expired already), for the extendedKeyUsage `usage`.
+void reissue(const std::string& dir, const std::string& csr,
+             const std::string& days, const std::string& usage) {
+  sh("cd " + quote(dir) + " && openssl req -new -key node.key -subj /CN=a "
+     "-out " + csr + " && openssl x509 -req -in " + csr + " -CA ../ca.pem "
+     "-CAkey ../ca.key -CAcreateserial -CAserial ../ca.srl -days " + days
+     + " -extfile <(printf 'extendedKeyUsage=" + usage + "\\n') "
+     "-out node.pem");
 }
 
 /// The error of a directory that must be refused; checks its code and that
@@ -408,21 +417,14 @@ BOOST_AUTO_TEST_CASE(refuses_an_expired_certificate) {
   // openssl x509 -req takes a negative -days: notAfter one day before
   // notBefore (now), i.e. expired.
   auto a = c.dir("a");
-  sh("cd " + quote(a) + " && openssl req -new -key node.key -subj /CN=a "
-     "-out old.csr && openssl x509 -req -in old.csr -CA ../ca.pem "
-     "-CAkey ../ca.key -CAcreateserial -CAserial ../ca.srl -days -1 "
-     "-extfile <(printf 'extendedKeyUsage=serverAuth,clientAuth\\n') "
-     "-out node.pem");
+  reissue(a, "old.csr", "-1", "serverAuth,clientAuth");
   refused(a, {"a/node.pem", "has expired", "notAfter"});
 }
 
 BOOST_AUTO_TEST_CASE(refuses_a_certificate_only_for_servers) {
   cluster c;
   auto a = c.dir("a");
-  sh("cd " + quote(a) + " && openssl req -new -key node.key -subj /CN=a "
-     "-out srv.csr && openssl x509 -req -in srv.csr -CA ../ca.pem "
-     "-CAkey ../ca.key -CAcreateserial -CAserial ../ca.srl -days 30 "
-     "-extfile <(printf 'extendedKeyUsage=serverAuth\\n') -out node.pem");
+  reissue(a, "srv.csr", "30", "serverAuth");
   refused(a, {"a/node.pem", "lacks clientAuth"});
 }
 

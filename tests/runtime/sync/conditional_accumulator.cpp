@@ -16,22 +16,15 @@
 #include "actors/program_config.hpp"
 #include "runtime/sync/conditional_accumulator.hpp"
 #include "tests/helpers.hpp"
+#include "tests/runtime/sync/accumulator_checks.hpp"
 #include "tests/wire_fixture.hpp"
 
 
 using namespace syncfac;
+using namespace syncfac::test;
 namespace tt = boost::test_tools;
 
 namespace {
-
-tensor scalar(float x) {
-  return tensor{tensor_shape{}, {x}};
-}
-
-tensor vec(std::vector<float> xs) {
-  auto n = static_cast<int64_t>(xs.size());
-  return tensor{{n}, std::move(xs)};
-}
 
 /// Takes n gradients, requiring success.
 tensor take(conditional_accumulator& acc, int64_t n) {
@@ -45,20 +38,6 @@ bool push(conditional_accumulator& acc, int64_t local_step, const tensor& g) {
   auto x = acc.apply(local_step, g);
   BOOST_REQUIRE_MESSAGE(x, test::why(x));
   return *x;
-}
-
-/// The rendered error of a call that must fail with `code`.
-template <class T>
-std::string failure(const caf::expected<T>& x, ec code) {
-  BOOST_REQUIRE_MESSAGE(!x, "expected an error, got a value");
-  BOOST_TEST(x.error().category() == error_category);
-  BOOST_TEST(static_cast<int>(x.error().code()) == static_cast<int>(code),
-             render(x.error()));
-  return render(x.error());
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 /// TF's GradientDescentOptimizer(2.0), as the seeds use it.
@@ -75,9 +54,7 @@ BOOST_AUTO_TEST_CASE(gradients_at_or_after_the_global_step_are_accepted) {
   acc.set_global_step(3);
   BOOST_TEST(push(acc, 3, vec({1, 2})));
   BOOST_TEST(push(acc, 7, vec({3, 4})));
-  BOOST_TEST(acc.count() == 2);
-  BOOST_TEST(acc.accepted() == 2);
-  BOOST_TEST(acc.dropped_stale() == 0);
+  check_counters(acc, 2, 2, 0);
   BOOST_TEST(acc.ready(2));
   BOOST_TEST(!acc.ready(3));
 }
@@ -87,9 +64,7 @@ BOOST_AUTO_TEST_CASE(stale_gradients_are_dropped_and_counted) {
   acc.set_global_step(2);
   BOOST_TEST(!push(acc, 1, vec({1, 2})));
   BOOST_TEST(!push(acc, -5, vec({1, 2})));
-  BOOST_TEST(acc.count() == 0);
-  BOOST_TEST(acc.accepted() == 0);
-  BOOST_TEST(acc.dropped_stale() == 2);
+  check_counters(acc, 0, 0, 2);
   BOOST_TEST(!acc.ready(1));
   // The dropped values never reach the sum.
   BOOST_TEST(push(acc, 2, vec({5, 6})));
@@ -179,9 +154,7 @@ BOOST_AUTO_TEST_CASE(a_gradient_of_the_wrong_shape_is_refused_and_counted) {
   // Malformed is refused even when it is also stale.
   failure(acc.apply(-1, tensor{{1}}), ec::shape_mismatch);
   BOOST_TEST(acc.refused() == 3);
-  BOOST_TEST(acc.count() == 1);
-  BOOST_TEST(acc.accepted() == 1);
-  BOOST_TEST(acc.dropped_stale() == 0);
+  check_counters(acc, 1, 1, 0);
   BOOST_TEST(take(acc, 1) == (tensor{{3, 2}, {1, 1, 1, 1, 1, 1}}));
 }
 
@@ -355,12 +328,6 @@ BOOST_AUTO_TEST_CASE(seed_test3Workers1Backup) {
 
 // -- stats and the wire -----------------------------------------------------------
 
-namespace {
-
-using wire_fixture = test::wire_fixture;
-
-} // namespace
-
 BOOST_AUTO_TEST_CASE(stats_report_every_counter) {
   conditional_accumulator acc{"v0", {}};
   push(acc, 0, scalar(1));
@@ -369,11 +336,7 @@ BOOST_AUTO_TEST_CASE(stats_report_every_counter) {
   (void) acc.apply(1, scalar(std::nanf("")));
   push(acc, 1, scalar(2));
   auto stats = acc.stats();
-  BOOST_TEST(stats.variable == "v0");
-  BOOST_TEST(stats.accepted == 2);
-  BOOST_TEST(stats.dropped_stale == 1);
-  BOOST_TEST(stats.refused == 1);
-  BOOST_TEST(stats.global_step == 1);
+  check_stats(stats, "v0", 2, 1, 1, 1);
   BOOST_TEST(acc.variable() == "v0");
   BOOST_TEST(acc.shape() == tensor_shape{});
 }

@@ -16,6 +16,15 @@ replica_counts counts(int32_t n, int32_t r, bool kfac) {
   return *c;
 }
 
+/// What --worker_replicas n and --replicas_to_aggregate r resolve to.
+void check_counts(int32_t n, int32_t r, bool kfac, int32_t workers,
+                  int32_t replicas_to_aggregate) {
+  auto c = counts(n, r, kfac);
+  BOOST_TEST(c.workers == workers, "N = " << n << ", R = " << r);
+  BOOST_TEST(c.replicas_to_aggregate == replicas_to_aggregate,
+             "N = " << n << ", R = " << r);
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(the_seeds_kfac_rule_is_ceil_of_six_tenths) {
@@ -28,30 +37,18 @@ BOOST_AUTO_TEST_CASE(the_seeds_kfac_rule_is_ceil_of_six_tenths) {
 }
 
 BOOST_AUTO_TEST_CASE(r_defaults_to_n_and_n_to_r) {
-  auto both = counts(0, 0, false);
-  BOOST_TEST(both.workers == 1);
-  BOOST_TEST(both.replicas_to_aggregate == 1);
-  auto n_only = counts(2, 0, false);
-  BOOST_TEST(n_only.workers == 2);
-  BOOST_TEST(n_only.replicas_to_aggregate == 2);
-  auto r_only = counts(0, 3, false);
-  BOOST_TEST(r_only.workers == 3);
-  BOOST_TEST(r_only.replicas_to_aggregate == 3);
-  auto given = counts(3, 2, false);
-  BOOST_TEST(given.workers == 3);
-  BOOST_TEST(given.replicas_to_aggregate == 2);
+  check_counts(0, 0, false, 1, 1);
+  check_counts(2, 0, false, 2, 2);
+  check_counts(0, 3, false, 3, 3);
+  check_counts(3, 2, false, 3, 2);
 }
 
 BOOST_AUTO_TEST_CASE(under_kfac_r_defaults_to_the_seeds_gradient_tasks) {
-  auto seeds = counts(5, 0, true);
-  BOOST_TEST(seeds.workers == 5);
-  BOOST_TEST(seeds.replicas_to_aggregate == 3);
+  check_counts(5, 0, true, 5, 3);
   BOOST_TEST(counts(1, 0, true).replicas_to_aggregate == 1);
   BOOST_TEST(counts(2, 0, true).replicas_to_aggregate == 2);
   // R given: N defaults to it, with or without K-FAC.
-  auto r_only = counts(0, 4, true);
-  BOOST_TEST(r_only.workers == 4);
-  BOOST_TEST(r_only.replicas_to_aggregate == 4);
+  check_counts(0, 4, true, 4, 4);
   BOOST_TEST(counts(5, 5, true).replicas_to_aggregate == 5);
 }
 

@@ -17,6 +17,7 @@
 #include "actors/program_config.hpp"
 #include "runtime/sync/sparse_accumulator.hpp"
 #include "tests/helpers.hpp"
+#include "tests/runtime/sync/accumulator_checks.hpp"
 #include "tests/wire_fixture.hpp"
 
 namespace syncfac {
@@ -33,6 +34,7 @@ std::ostream& boost_test_print_type(std::ostream& os,
 } // namespace syncfac
 
 using namespace syncfac;
+using namespace syncfac::test;
 namespace tt = boost::test_tools;
 
 namespace {
@@ -60,19 +62,6 @@ sparse_gradient take(sparse_accumulator& acc, int64_t n) {
   auto x = acc.take(n);
   BOOST_REQUIRE_MESSAGE(x, test::why(x));
   return std::move(*x);
-}
-
-template <class T>
-std::string failure(const caf::expected<T>& x, ec code) {
-  BOOST_REQUIRE_MESSAGE(!x, "expected an error, got a value");
-  BOOST_TEST(x.error().category() == error_category);
-  BOOST_TEST(static_cast<int>(x.error().code()) == static_cast<int>(code),
-             render(x.error()));
-  return render(x.error());
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 /// Requires a refusal with `code` whose message names the variable and
@@ -144,9 +133,7 @@ BOOST_AUTO_TEST_CASE(staleness_and_counters_follow_the_dense_rule) {
   BOOST_TEST(!push(acc, 1, {0}, rows_of(1, {7})));
   BOOST_TEST(push(acc, 2, {1}, rows_of(1, {1})));
   BOOST_TEST(push(acc, 9, {1}, rows_of(1, {3})));
-  BOOST_TEST(acc.count() == 2);
-  BOOST_TEST(acc.accepted() == 2);
-  BOOST_TEST(acc.dropped_stale() == 1);
+  check_counters(acc, 2, 2, 1);
   BOOST_TEST(acc.touched_rows() == 1);
   BOOST_TEST(acc.ready(2));
   BOOST_TEST(!acc.ready(3));
@@ -287,12 +274,6 @@ BOOST_AUTO_TEST_CASE(seed_test2Workers_v_sparse) {
 
 // -- stats and the wire -----------------------------------------------------------
 
-namespace {
-
-using wire_fixture = test::wire_fixture;
-
-} // namespace
-
 BOOST_AUTO_TEST_CASE(stats_count_every_outcome) {
   sparse_accumulator acc{"emb", {3, 1}};
   push(acc, 0, {0}, rows_of(1, {1}));
@@ -300,11 +281,7 @@ BOOST_AUTO_TEST_CASE(stats_count_every_outcome) {
   push(acc, 0, {0}, rows_of(1, {1}));
   (void) acc.apply(1, {1, 0}, rows_of(1, {1, 1}));
   auto stats = acc.stats();
-  BOOST_TEST(stats.variable == "emb");
-  BOOST_TEST(stats.accepted == 1);
-  BOOST_TEST(stats.dropped_stale == 1);
-  BOOST_TEST(stats.refused == 1);
-  BOOST_TEST(stats.global_step == 1);
+  check_stats(stats, "emb", 1, 1, 1, 1);
   BOOST_TEST(acc.shape() == (tensor_shape{3, 1}));
 }
 

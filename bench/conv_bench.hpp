@@ -1,0 +1,44 @@
+#pragma once
+
+// What the conv benchmarks share (bench_kernels, bench_conv_passes): random
+// inputs, the ConvNet's SAME stride-1 geometries, and a conv's FLOPs.
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "kernels/backend.hpp"
+#include "runtime/base/error.hpp"
+
+namespace syncfac::bench {
+
+/// Normal values of standard deviation `scale`.
+inline tensor random_tensor(const tensor_shape& shape, std::mt19937& rng,
+                            float scale) {
+  tensor t(shape);
+  std::normal_distribution<float> dist(0.0f, scale);
+  for (auto& v : t.values())
+    v = dist(rng);
+  return t;
+}
+
+/// A SAME stride-1 convolution of input `in` with kernel `k`; exits on a
+/// shape error, naming it.
+inline conv2d_geometry same_conv(const tensor_shape& in,
+                                 const tensor_shape& k) {
+  auto g = conv2d_geometry::make(in, k, 1, 1, padding::same);
+  if (!g) {
+    std::fprintf(stderr, "%s\n", render(g.error()).c_str());
+    std::exit(1);
+  }
+  return *g;
+}
+
+/// 2 * locations * patch size * out channels: one pass (forward, weight or
+/// input gradient).
+inline double conv_flops(const conv2d_geometry& g) {
+  return 2.0 * static_cast<double>(g.batch * g.locations())
+         * static_cast<double>(g.patch_size()) * static_cast<double>(g.out_c);
+}
+
+} // namespace syncfac::bench

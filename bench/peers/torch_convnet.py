@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""PyTorch peer of syncfac's convnet_mnist_single: the seeds' ConvNet on Fashion-MNIST.
+
+The model is examples/models/seeds_convnet.json (docs/models.md):
+  conv 5x5, 16 filters, SAME, stride 1, ReLU -> max-pool 3x3 stride 2 SAME (28 -> 14)
+  conv 5x5, 16 filters, SAME, stride 1, ReLU -> max-pool 3x3 stride 2 SAME (14 -> 7)
+  flatten 7*7*16 = 784 -> dense 10; mean softmax cross-entropy.
+Initialisation as syncfac's default `--init seeds`: conv kernels N(0, 0.01^2),
+the dense weights N(0, 1), biases 0 (`--init glorot`: Xavier uniform weights).
+Optimizers as syncfac's: momentum SGD (v = m v + g; w -= lr v, which is what
+torch.optim.SGD with dampening 0 does), plain SGD, Adam.
+
+The training step timed is the step a user of PyTorch writes: gather a batch
+of a shuffled epoch, forward, loss, zero_grad, backward, optimizer step and
+loss.item() (the sync point). Examples/s counts the steps after --warmup.
+
+Pooling: TensorFlow's SAME 3x3/2 pool on 28 and 14 pads 0 before and 1 after
+(what syncfac does). --pool_pad tf reproduces it (an explicit pad, an extra
+pass over the activations); --pool_pad sym (the default) lets PyTorch pad 1
+on both sides: the same output shapes and the same work, windows shifted by
+one pixel, and PyTorch's fastest form, so the peer is not slowed by a copy
+syncfac does not make.
+
+Layout: --channels_last runs the model and the batch in NHWC (PyTorch's
+channels-last memory format; syncfac computes in NHWC), the default NCHW.
+
+Runs with any torch from 1.13 on (Debian's python3-torch and PyTorch 2.x from
+PyPI). Prints `examples_per_s N` and one `SUMMARY {json}` line, and appends
+that JSON line to --summary_json when given (bench/run_peers.sh,
+bench/run_vs_torch.sh and bench/run_isa_vs_torch.sh read it). Bad input
+(a missing data file, a bad flag value) exits 2 naming the file or flag.
+"""
+import argparse
+import gzip
+import json
+import math
+import os
+import resource
+import struct
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DEFAULT_DATA_DIR = "/usr/share/datasets/fashion-mnist"
+
+
+class BadInput(Exception):
+    """Input the peer cannot run on; the message names the file or flag."""
+
+
+def read_idx(data_dir, stem):
+    """The IDX file `stem` (gzipped or plain, as syncfac accepts) as a uint8 tensor."""
+    for name in (stem + ".gz", stem):
+        path = os.path.join(data_dir, name)
+        if os.path.exists(path):
+            break
+    else:
+        raise BadInput(f"data file {os.path.join(data_dir, stem)}[.gz] not found (--data_dir)")
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 4:
+        raise BadInput(f"data file {path}: too short for an IDX header")
+    magic, = struct.unpack(">I", raw[:4])
+    ndim, kind = magic & 0xFF, (magic >> 8) & 0xFF
+    if kind != 0x08 or ndim == 0:
+        raise BadInput(f"data file {path}: not IDX unsigned-byte data (magic {magic:#x})")
+    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    body = raw[4 + 4 * ndim:]
+    if len(body) != math.prod(dims):
+        raise BadInput(f"data file {path}: {len(body)} bytes of data, header says {math.prod(dims)}")
+    return torch.frombuffer(bytearray(body), dtype=torch.uint8).reshape(dims)
+
+
+def load_split(data_dir, prefix):
+    """Images [n, 1, 28, 28] as floats in [0, 1] and int64 labels of one split."""
+    images = read_idx(data_dir, f"{prefix}-images-idx3-ubyte")
+    labels = read_idx(data_dir, f"{prefix}-labels-idx1-ubyte")
+    if images.dim() != 3 or images.shape[1:] != (28, 28) or labels.shape != (images.shape[0],):
+        raise BadInput(f"data in {data_dir}: {prefix} images {tuple(images.shape)} and labels "
+                       f"{tuple(labels.shape)} are not n x 28 x 28 and n")
+    # Scaled once here, not per batch: the cheapest form for PyTorch.
+    return images.to(torch.float32).div_(255.0).unsqueeze(1).contiguous(), labels.to(torch.int64)
+
+
+class TFSamePool(nn.Module):
+    """3x3/2 max-pool with TensorFlow's SAME padding: 0 before, 1 after."""
+
+    def __init__(self):
+        super().__init__()
+        self.pool = nn.MaxPool2d(3, 2)
+
+    def forward(self, x):
+        return self.pool(F.pad(x, (0, 1, 0, 1), value=float("-inf")))
+
+
+def seeds_convnet(pool_pad, init):
+    pool = (lambda: TFSamePool()) if pool_pad == "tf" else (lambda: nn.MaxPool2d(3, 2, padding=1))
+    model = nn.Sequential(
+        nn.Conv2d(1, 16, 5, padding=2), nn.ReLU(), pool(),
+        nn.Conv2d(16, 16, 5, padding=2), nn.ReLU(), pool(),
+        nn.Flatten(), nn.Linear(7 * 7 * 16, 10))
+    for m in model:
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            if init == "glorot":
+                nn.init.xavier_uniform_(m.weight)
+            else:  # seeds: conv N(0, 0.01^2), dense N(0, 1)
+                nn.init.normal_(m.weight, 0.0, 0.01 if isinstance(m, nn.Conv2d) else 1.0)
+            nn.init.zeros_(m.bias)
+    with torch.no_grad():  # 28 -> 14 -> 7, or the dense layer's 784 would not fit
+        model(torch.zeros(2, 1, 28, 28))
+    return model
+
+
+def make_optimizer(args, params):
+    if args.optimizer == "momentum":
+        return torch.optim.SGD(params, lr=args.lr, momentum=args.momentum)
+    if args.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=args.lr)
+    return torch.optim.Adam(params, lr=args.lr)
+
+
+@torch.no_grad()
+def accuracy(model, images, labels, memory_format, batch=2000):
+    model.eval()
+    correct = 0
+    for i in range(0, images.shape[0], batch):
+        x = images[i:i + batch].contiguous(memory_format=memory_format)
+        correct += (model(x).argmax(1) == labels[i:i + batch]).sum().item()
+    model.train()
+    return correct / images.shape[0]
+
+
+def peak_rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def positive(name):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--{name} {text!r} is not an integer")
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"--{name} {value} must be at least 1")
+        return value
+    return parse
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--optimizer", choices=["momentum", "sgd", "adam"], default="momentum")
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--batch", type=positive("batch"), default=128)
+    p.add_argument("--steps", type=positive("steps"), default=220,
+                   help="training steps, the warm-up included")
+    p.add_argument("--warmup", type=int, default=20, help="first steps left out of examples/s")
+    p.add_argument("--threads", type=positive("threads"), default=1,
+                   help="PyTorch's intra-op threads (torch.set_num_threads)")
+    p.add_argument("--channels_last", action="store_true", help="NHWC memory format")
+    p.add_argument("--pool_pad", choices=["sym", "tf"], default="sym")
+    p.add_argument("--init", choices=["seeds", "glorot"], default="seeds")
+    p.add_argument("--seed", type=int, default=0, help="initialisation and shuffling")
+    p.add_argument("--eval_every", type=int, default=0,
+                   help="test accuracy every N steps and at the end (0: never)")
+    p.add_argument("--data_dir", default=DEFAULT_DATA_DIR)
+    p.add_argument("--summary_json", default=None, help="append the summary as one JSON line")
+    args = p.parse_args(argv)
+    if not 0 <= args.warmup < args.steps:
+        p.error(f"--warmup {args.warmup} must be at least 0 and below --steps {args.steps}")
+    if args.eval_every < 0:
+        p.error(f"--eval_every {args.eval_every} must be 0 or more")
+    if not (args.lr > 0 and math.isfinite(args.lr)):
+        p.error(f"--lr {args.lr} must be a positive finite number")
+    return args
+
+
+def train(args):
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    train_x, train_y = load_split(args.data_dir, "train")
+    test_x, test_y = load_split(args.data_dir, "t10k") if args.eval_every else (None, None)
+    if train_x.shape[0] < args.batch:
+        raise BadInput(f"--batch {args.batch} is larger than the {train_x.shape[0]} training examples")
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = seeds_convnet(args.pool_pad, args.init).to(memory_format=memory_format)
+    opt = make_optimizer(args, model.parameters())
+    shuffle = torch.Generator().manual_seed(args.seed + 1)
+    order, pos = torch.randperm(train_x.shape[0], generator=shuffle), 0
+    losses, timed_s, accuracies = [], 0.0, []
+    model.train()
+    for step in range(1, args.steps + 1):
+        t0 = time.perf_counter()
+        if pos + args.batch > order.shape[0]:  # a new epoch, reshuffled
+            order, pos = torch.randperm(train_x.shape[0], generator=shuffle), 0
+        idx = order[pos:pos + args.batch]
+        pos += args.batch
+        x = train_x[idx].contiguous(memory_format=memory_format)
+        loss = F.cross_entropy(model(x), train_y[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        value = loss.item()
+        if step > args.warmup:
+            timed_s += time.perf_counter() - t0
+        losses.append(value)
+        if not math.isfinite(value):
+            break
+        if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
+            accuracies.append((step, accuracy(model, test_x, test_y, memory_format)))
+            print(f"step {step} loss {value:.4f} test_accuracy {accuracies[-1][1]:.4f}", flush=True)
+    timed_steps = len(losses) - args.warmup
+    window = max(1, min(10, len(losses) // 2))
+    return {
+        "peer": "torch_convnet",
+        "torch": torch.__version__,
+        "threads": args.threads,
+        "channels_last": args.channels_last,
+        "pool_pad": args.pool_pad,
+        "optimizer": args.optimizer,
+        "lr": args.lr,
+        "batch": args.batch,
+        "seed": args.seed,
+        "steps_run": len(losses),
+        "timed_steps": timed_steps,
+        "timed_s": round(timed_s, 4),
+        "examples_per_s": round(timed_steps * args.batch / timed_s, 1) if timed_s > 0 else 0.0,
+        # Mean training loss of the first and the last steps: that it falls
+        # is what tells a trained model from a timed loop of no-ops.
+        "first_loss": round(sum(losses[:window]) / window, 5),
+        "last_loss": round(sum(losses[-window:]) / window, 5),
+        "final_accuracy": accuracies[-1][1] if accuracies else None,
+        "diverged": not math.isfinite(losses[-1]),
+        "peak_rss_mib": round(peak_rss_mib(), 1),
+    }
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        summary = train(args)
+    except BadInput as e:
+        print(f"torch_convnet: {e}", file=sys.stderr)
+        return 2
+    line = json.dumps(summary)
+    print("SUMMARY " + line)
+    print(f"examples_per_s {summary['examples_per_s']}")
+    if args.summary_json:
+        with open(args.summary_json, "a") as f:
+            f.write(line + "\n")
+    if summary["diverged"]:
+        print(f"torch_convnet: the loss diverged at step {summary['steps_run']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
