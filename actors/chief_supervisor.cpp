@@ -196,6 +196,7 @@ behavior connecting(self_ptr self) {
     [=](lost_atom, const node_loss&) {},
     [=](probe_atom, uint64_t) {},
     [=](deadline_atom, uint64_t) {},
+    [=](const worker_status&) {},
   };
 }
 
@@ -280,6 +281,7 @@ behavior awaiting(self_ptr self) {
                                "tasks that never connected after "
                                  + std::to_string(secs) + " s: " + missing));
     },
+    [=](const worker_status&) {},
   };
 }
 
@@ -383,7 +385,7 @@ void rebind_workers(self_ptr self, int64_t incarnation, int64_t step) {
     if (const auto& w = r.workers[static_cast<size_t>(i)]) {
       auto rp = resume_at(st, i, n, step);
       rp.incarnation = incarnation;
-      caf::anon_send(w, run_atom::value, rp, st.run.chief, r.shards,
+      self->send(w, run_atom::value, rp, st.run.chief, r.shards,
                  r.covariance);
     }
   for (const auto& w : r.stats_workers) {
@@ -392,7 +394,7 @@ void rebind_workers(self_ptr self, int64_t incarnation, int64_t step) {
     auto rp = resume_at(st, 0, n, step);
     rp.incarnation = incarnation;
     rp.has_data_order = false;
-    caf::anon_send(w, run_atom::value, rp, st.run.chief, r.shards,
+    self->send(w, run_atom::value, rp, st.run.chief, r.shards,
                    r.covariance);
   }
 }
@@ -408,19 +410,19 @@ void start_workers(self_ptr self) {
     if (!w)
       continue;
     if (st.run.restored)
-      caf::anon_send(w, run_atom::value, resume_of(*st.run.restored, i, n));
+      self->send(w, run_atom::value, resume_of(*st.run.restored, i, n));
     else
-      caf::anon_send(w, run_atom::value);
+      self->send(w, run_atom::value);
   }
   // Statistics workers only need the step; their data order starts over.
   for (const auto& w : r.stats_workers) {
     if (!w)
       continue;
     if (st.run.restored)
-      caf::anon_send(w, run_atom::value,
+      self->send(w, run_atom::value,
                  resume_point{st.run.restored->global_step, false, {}});
     else
-      caf::anon_send(w, run_atom::value);
+      self->send(w, run_atom::value);
   }
 }
 
@@ -546,6 +548,7 @@ behavior running(self_ptr self) {
     },
     [=](probe_atom, uint64_t r) { probe(self, r); },
     [=](deadline_atom, uint64_t) {},
+    [=](const worker_status&) {},
   };
 }
 
@@ -577,6 +580,7 @@ behavior pausing(self_ptr self) {
     },
     [=](probe_atom, uint64_t) {},
     [=](deadline_atom, uint64_t) {},
+    [=](const worker_status&) {},
   };
 }
 
@@ -815,6 +819,7 @@ behavior recovering(self_ptr self) {
                                  + " (--max_wait_ms) after " + lost_text
                                  + " was lost"));
     },
+    [=](const worker_status&) {},
   };
 }
 

@@ -166,7 +166,11 @@ using chief_supervisor_actor = caf::typed_actor<
   // Its own timer: probe the K-FAC roles (this probe round's number).
   caf::reacts_to<probe_atom, uint64_t>,
   // Its own timer: the wait with this number ran out.
-  caf::reacts_to<deadline_atom, uint64_t>>;
+  caf::reacts_to<deadline_atom, uint64_t>,
+  // A worker's answer to its start or rebind, when its run ends. The
+  // start is sent, not anonymous: a worker starts its first step once
+  // initialised only while the start still waits for its answer.
+  caf::reacts_to<worker_status>>;
 
 struct chief_supervisor_config {
   /// This node's task ("chief:0"), and every task's address by name (for
