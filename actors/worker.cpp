@@ -9,24 +9,52 @@
 #include "runtime/elapsed.hpp"
 #include "runtime/base/error.hpp"
 
+// The worker's states are behaviours (docs/design.md, "Failure model"):
+//
+//   initialising --first pull--> ready --step or run--> running
+//   running --token, one step asked for--> ready
+//   running --stop token--> stopped
+//   any state but stalled --a lost chief or shard (peer_wait > 0)--> stalled
+//   stalled --peer_wait ran out--> fails, naming what it lost
+//   any state --rebind--> running (initialising when the first pull never
+//                         came), the binding before it ended
+//
+// A step or run request while initialising begins once the first pull is
+// done. What a binding sent is answered only while it is in force
+// (actors/worker_binding.hpp), so a step it abandoned cannot go on behind
+// the new one.
+
 namespace syncfac {
+
+std::string worker_state::who() const {
+  return "worker " + std::to_string(cfg.index);
+}
+
+worker_status worker_state::status() const {
+  return worker_status{cfg.index,     local_step,   steps,
+                       stale_pushes,  step_s,       token_wait_s,
+                       compute_s,     stats_sent,   stats_stale,
+                       stats_skipped, stats_failed, stats_error,
+                       peers_lost,    rebinds,      bytes_pushed,
+                       bytes_pulled,  sent,         bytes_pulled_unused};
+}
 
 namespace {
 
 using self_ptr = worker_actor::stateful_pointer<worker_state>;
+using behavior = worker_actor::behavior_type;
 
-std::string who(self_ptr self) {
-  return "worker " + std::to_string(self->state.cfg.index);
-}
+behavior initialising(self_ptr self);
+behavior ready(self_ptr self);
+behavior running(self_ptr self);
+behavior stalled(self_ptr self, int64_t loss, std::string reason,
+                 std::chrono::steady_clock::time_point since);
+behavior stopped(self_ptr self);
 
-worker_status status_of(self_ptr self) {
-  auto& st = self->state;
-  return worker_status{st.cfg.index,     st.local_step,   st.steps,
-                       st.stale_pushes,  st.step_s,       st.token_wait_s,
-                       st.compute_s,     st.stats_sent,   st.stats_stale,
-                       st.stats_skipped, st.stats_failed, st.stats_error,
-                       st.peers_lost,    st.rebinds,      st.bytes_pushed,
-                       st.bytes_pulled,  st.sent,         st.bytes_pulled_unused};
+/// A continuation of the binding in force now (worker_binding.hpp).
+template <class... Ts, class F>
+auto bound(self_ptr self, F f) {
+  return while_bound<Ts...>(self->state.bound, std::move(f));
 }
 
 /// Payload bytes of pulled values.
@@ -74,32 +102,29 @@ void fail(self_ptr self, caf::error err) {
 caf::error request_failed(self_ptr self, const std::string& what,
                           caf::error err) {
   if (err == caf::sec::request_timeout)
-    return make_error(ec::timeout, who(self) + ": no answer to " + what
-                                     + " in time");
-  return make_error(ec::peer_down, who(self) + ": " + what + " failed: "
-                                     + render(err));
-}
-
-/// Whether an answer belongs to a step the worker has since abandoned.
-bool outdated(self_ptr self, int64_t generation) {
-  return self->state.generation != generation;
+    return make_error(ec::timeout, self->state.who() + ": no answer to "
+                                     + what + " in time");
+  return make_error(ec::peer_down, self->state.who() + ": " + what
+                                     + " failed: " + render(err));
 }
 
 /// The chief or a shard did not answer (a broken connection, a dead or
-/// frozen process): in a cluster the worker abandons its step and waits,
-/// bounded by peer_wait, for a chief to rebind it; otherwise it fails. An
-/// error the peer answered with (a refused push, a failed run) is no loss.
+/// frozen process): in a cluster the worker abandons its step (the binding
+/// ends) and waits, bounded by peer_wait, for a chief to rebind it;
+/// otherwise it fails. An error the peer answered with (a refused push, a
+/// failed run) is no loss. Without a binding in force the worker is
+/// stalled already: the first loss is the one it waits on.
 void stall(self_ptr self, std::string reason) {
   auto& st = self->state;
-  if (st.stalled)
+  if (!st.bound)
     return;
-  st.stalled = true;
-  st.stall_reason = std::move(reason);
-  st.stalled_since = std::chrono::steady_clock::now();
-  ++st.generation;
-  ++st.peers_lost;
-  self->delayed_send(self, st.cfg.peer_wait, stall_atom::value,
-                     st.generation);
+  st.bound.reset();
+  auto loss = ++st.peers_lost;
+  // The deadline names its loss: one of an earlier stall, since rebound,
+  // finds a later stalled behaviour waiting on another.
+  self->delayed_send(self, st.cfg.peer_wait, stall_atom::value, loss);
+  // The actor system's clock (a test's clock on the test scheduler).
+  self->become(stalled(self, loss, std::move(reason), self->clock().now()));
 }
 
 void lose_peer(self_ptr self, const std::string& what, caf::error err) {
@@ -110,6 +135,16 @@ void lose_peer(self_ptr self, const std::string& what, caf::error err) {
 }
 
 void run_step(self_ptr self);
+void statistics_step(self_ptr self);
+
+/// The step loop of the caller's request begins (the first pull is done).
+void start_loop(self_ptr self) {
+  self->become(running(self));
+  if (self->state.cfg.role == worker_role::statistics)
+    statistics_step(self);
+  else
+    run_step(self);
+}
 
 // -- K-FAC statistics ---------------------------------------------------------
 
@@ -132,57 +167,55 @@ void send_stats(self_ptr self, std::vector<layer_stats> stats, int64_t step,
     auto i = st.cfg.covariance_of.find(ls.layer);
     if (i == st.cfg.covariance_of.end())
       return fail(self, make_error(ec::unknown_name,
-                                   who(self) + ": statistics for layer '"
+                                   st.who() + ": statistics for layer '"
                                      + ls.layer
                                      + "', which no covariance actor owns"));
     updates[static_cast<size_t>(i->second)].layers.push_back(std::move(ls));
   }
   auto remaining = std::make_shared<size_t>(0);
-  auto gen = st.generation;
   auto finish = [remaining, done] {
     if (--*remaining == 0 && done)
       done();
   };
+  auto& in_flight = st.bound->stats_in_flight;
   for (size_t c = 0; c < n; ++c) {
     if (updates[c].layers.empty())
       continue;
-    if (st.stats_in_flight[c]) {
+    if (in_flight[c]) {
       ++st.stats_skipped;
       continue;
     }
-    st.stats_in_flight[c] = true;
+    in_flight[c] = true;
     ++*remaining;
     self->request(st.cfg.covariance[c], st.cfg.request_timeout,
                   stats_atom::value, std::move(updates[c]))
-      .then(
-        [=](stats_ack& ack) {
-          if (outdated(self, gen))
-            return;
-          auto& st = self->state;
-          st.stats_in_flight[c] = false;
-          ++st.stats_sent;
-          if (!ack.accepted)
-            ++st.stats_stale;
-          finish();
-        },
-        [=](caf::error& err) {
-          // A lost statistics update costs K-FAC one sample of the
-          // factors, not the run: count it and go on.
-          if (outdated(self, gen))
-            return;
-          auto& st = self->state;
-          st.stats_in_flight[c] = false;
-          ++st.stats_failed;
-          st.stats_error = render(request_failed(
-            self, "statistics to covariance:" + std::to_string(c),
-            std::move(err)));
-          finish();
-        });
+      .then(bound<stats_ack&>(self,
+                              [=](stats_ack& ack) {
+                                auto& st = self->state;
+                                st.bound->stats_in_flight[c] = false;
+                                ++st.stats_sent;
+                                if (!ack.accepted)
+                                  ++st.stats_stale;
+                                finish();
+                              }),
+            bound<caf::error&>(self, [=](caf::error& err) {
+              // A lost statistics update costs K-FAC one sample of the
+              // factors, not the run: count it and go on.
+              auto& st = self->state;
+              st.bound->stats_in_flight[c] = false;
+              ++st.stats_failed;
+              st.stats_error = render(request_failed(
+                self, "statistics to covariance:" + std::to_string(c),
+                std::move(err)));
+              finish();
+            }));
   }
   // Nothing was sent (every update empty or skipped): nothing to wait for.
   if (*remaining == 0 && done)
     done();
 }
+
+// -- the step loop ------------------------------------------------------------
 
 void end_step(self_ptr self, const token_grant& grant) {
   auto& st = self->state;
@@ -190,24 +223,24 @@ void end_step(self_ptr self, const token_grant& grant) {
   // global_step only grows (and a restarted chief restores it).
   if (!grant.stop && grant.global_step < st.local_step)
     return fail(self, make_error(ec::bad_message,
-                                 who(self) + ": token for step "
+                                 st.who() + ": token for step "
                                    + std::to_string(grant.global_step)
                                    + " is older than local_step "
                                    + std::to_string(st.local_step)));
   ++st.steps;
   st.step_s += seconds_since(st.step_started);
   if (grant.stop) {
-    st.stopped = true;
-    st.running = false;
+    self->become(stopped(self));
     if (st.promise.pending())
-      st.promise.deliver(status_of(self));
+      st.promise.deliver(st.status());
     return;
   }
   st.local_step = grant.global_step;
-  if (st.running)
-    run_step(self);
-  else if (st.promise.pending())
-    st.promise.deliver(status_of(self));
+  if (st.mode == step_mode::until_stop)
+    return run_step(self);
+  self->become(ready(self));
+  if (st.promise.pending())
+    st.promise.deliver(st.status());
 }
 
 caf::error absorb(self_ptr self, std::vector<shard_params>& pulled);
@@ -289,12 +322,15 @@ void finish_step_end(self_ptr self, step_end& end) {
   if (grant.stop) {
     if (!end.pulled && !end.cancelled)
       cancel_pull(self);
-    st.params_ready = false;
+    st.params_step.reset();
   } else {
     auto taken = take_pulled(self, *end.pulled, grant.global_step);
     if (!taken)
       return fail(self, std::move(taken.error()));
-    st.params_ready = *taken;
+    if (*taken)
+      st.params_step = grant.global_step;
+    else
+      st.params_step.reset();
   }
   end.done = true; // whatever arrives later is ignored
   end_step(self, grant);
@@ -307,42 +343,48 @@ void take_token(self_ptr self, const step_result& res, int32_t stale) {
                     st.batches->state(), st.incarnation};
   auto end = std::make_shared<step_end>();
   auto asked = std::chrono::steady_clock::now();
-  auto gen = st.generation;
   st.sent.add();
   self->request(st.cfg.chief, st.cfg.token_timeout, token_atom::value, rep)
-    .then(
-      [=](token_grant& grant) {
-        if (outdated(self, gen))
-          return;
-        self->state.token_wait_s += seconds_since(asked);
-        end->grant = grant;
-        finish_step_end(self, *end);
-      },
-      [=](caf::error& err) {
-        if (end->done || outdated(self, gen))
-          return;
-        end->done = true;
-        lose_peer(self, "token request", std::move(err));
-      });
+    .then(bound<token_grant&>(self,
+                              [=](token_grant& grant) {
+                                self->state.token_wait_s
+                                  += seconds_since(asked);
+                                end->grant = grant;
+                                finish_step_end(self, *end);
+                              }),
+          bound<caf::error&>(self, [=](caf::error& err) {
+            if (end->done)
+              return;
+            end->done = true;
+            lose_peer(self, "token request", std::move(err));
+          }));
   // The shards hold the pull as long as the chief may hold the token; the
   // request's own timeout leaves them time to answer without values.
   auto wait = st.cfg.token_timeout;
+  auto unused = [=](std::vector<shard_params> pulled) {
+    self->state.bytes_pulled_unused += payload_bytes(pulled);
+  };
   pull_all(
     self, wait + st.cfg.request_timeout,
-    [=](std::vector<shard_params> pulled) {
-      if (end->done || outdated(self, gen)) {
-        self->state.bytes_pulled_unused += payload_bytes(pulled);
-        return;
-      }
-      end->pulled = std::move(pulled);
-      finish_step_end(self, *end);
-    },
-    [=](size_t s, caf::error err) {
-      if (end->done || outdated(self, gen))
-        return;
-      end->done = true;
-      lose_peer(self, "pull from ps:" + std::to_string(s), std::move(err));
-    },
+    while_bound<std::vector<shard_params>>(
+      st.bound,
+      [=](std::vector<shard_params> pulled) {
+        if (end->done)
+          return unused(std::move(pulled));
+        end->pulled = std::move(pulled);
+        finish_step_end(self, *end);
+      },
+      // Values that came for an abandoned step are still bytes received.
+      unused),
+    bound<size_t, caf::error>(self,
+                              [=](size_t s, caf::error err) {
+                                if (end->done)
+                                  return;
+                                end->done = true;
+                                lose_peer(self,
+                                          "pull from ps:" + std::to_string(s),
+                                          std::move(err));
+                              }),
     st.local_step + 1, static_cast<int64_t>(wait.count()));
 }
 
@@ -358,7 +400,7 @@ void push(self_ptr self, step_result res) {
     auto i = st.slot_of.find(g.name);
     if (i == st.slot_of.end())
       return fail(self, make_error(ec::unknown_name,
-                                   who(self) + ": the device returned a "
+                                   st.who() + ": the device returned a "
                                      "gradient for unknown variable '"
                                      + g.name + "'"));
     pushes[st.shard_of[i->second]].dense.push_back(std::move(g));
@@ -367,7 +409,7 @@ void push(self_ptr self, step_result res) {
     auto i = st.slot_of.find(g.variable);
     if (i == st.slot_of.end())
       return fail(self, make_error(ec::unknown_name,
-                                   who(self) + ": the device returned a "
+                                   st.who() + ": the device returned a "
                                      "gradient for unknown variable '"
                                      + g.variable + "'"));
     pushes[st.shard_of[i->second]].sparse.push_back(std::move(g));
@@ -396,33 +438,33 @@ void push(self_ptr self, step_result res) {
   }
   if (prog->remaining == 0)
     return take_token(self, res, 0);
-  auto gen = st.generation;
   for (size_t s = 0; s < parts.size(); ++s) {
     for (auto& part : parts[s]) {
       st.sent.add(payload_bytes(part));
       self->request(st.cfg.shards[s], st.cfg.request_timeout, push_atom::value,
                     std::move(part))
         .then(
-          [=](push_ack& ack) {
-            if (prog->failed || outdated(self, gen))
-              return;
-            if (!ack.accepted)
-              prog->stale[s] = true;
-            if (--prog->remaining == 0) {
-              auto stale = static_cast<int32_t>(
-                std::count(prog->stale.begin(), prog->stale.end(), true));
-              if (stale > 0)
-                ++self->state.stale_pushes;
-              take_token(self, res, stale);
-            }
-          },
-          [=](caf::error& err) {
-            if (prog->failed || outdated(self, gen))
+          bound<push_ack&>(self,
+                           [=](push_ack& ack) {
+                             if (prog->failed)
+                               return;
+                             if (!ack.accepted)
+                               prog->stale[s] = true;
+                             if (--prog->remaining > 0)
+                               return;
+                             auto stale = static_cast<int32_t>(std::count(
+                               prog->stale.begin(), prog->stale.end(), true));
+                             if (stale > 0)
+                               ++self->state.stale_pushes;
+                             take_token(self, res, stale);
+                           }),
+          bound<caf::error&>(self, [=](caf::error& err) {
+            if (prog->failed)
               return;
             prog->failed = true;
             lose_peer(self, "gradient push to ps:" + std::to_string(s),
                       std::move(err));
-          });
+          }));
     }
   }
 }
@@ -430,130 +472,44 @@ void push(self_ptr self, step_result res) {
 void compute(self_ptr self) {
   auto& st = self->state;
   st.batches->next(st.current);
-  auto gen = st.generation;
-  auto on_error = [=](caf::error& err) {
-    if (outdated(self, gen))
-      return;
+  auto on_error = bound<caf::error&>(self, [=](caf::error& err) {
     fail(self, request_failed(self, "gradient computation", std::move(err)));
-  };
+  });
   if (!st.cfg.stats) {
     self->request(st.cfg.device, st.cfg.request_timeout, grads_atom::value,
                   st.params, st.current)
-      .then(
-        [=](step_result& res) {
-          if (outdated(self, gen))
-            return;
-          self->state.compute_s += res.compute_s;
-          push(self, std::move(res));
-        },
-        on_error);
+      .then(bound<step_result&>(self,
+                                [=](step_result& res) {
+                                  self->state.compute_s += res.compute_s;
+                                  push(self, std::move(res));
+                                }),
+            on_error);
     return;
   }
   self->request(st.cfg.device, st.cfg.request_timeout, grads_atom::value,
                 st.params, st.current, *st.cfg.stats)
     .then(
-      [=](step_result& res) {
-        if (outdated(self, gen))
-          return;
-        auto& st = self->state;
-        st.compute_s += res.compute_s;
-        auto stats = std::move(res.stats);
-        res.stats.clear();
-        if (st.cfg.push_after_stats) {
-          auto pending = std::make_shared<step_result>(std::move(res));
+      bound<step_result&>(
+        self,
+        [=](step_result& res) {
+          auto& st = self->state;
+          st.compute_s += res.compute_s;
+          auto stats = std::move(res.stats);
+          res.stats.clear();
+          if (st.cfg.push_after_stats) {
+            auto pending = std::make_shared<step_result>(std::move(res));
+            // Called by the last statistics answer, a continuation of this
+            // binding itself.
+            send_stats(self, std::move(stats), st.local_step,
+                       pending->stats_examples,
+                       [=] { push(self, std::move(*pending)); });
+            return;
+          }
           send_stats(self, std::move(stats), st.local_step,
-                     pending->stats_examples, [=] {
-                       if (!outdated(self, gen))
-                         push(self, std::move(*pending));
-                     });
-          return;
-        }
-        send_stats(self, std::move(stats), st.local_step, res.stats_examples);
-        push(self, std::move(res));
-      },
+                     res.stats_examples);
+          push(self, std::move(res));
+        }),
       on_error);
-}
-
-// -- the statistics role ------------------------------------------------------
-
-void statistics_step(self_ptr self);
-
-/// The statistics role's loop: one update per global step, polling the
-/// shards' step every poll_interval while the gradient workers move on.
-void statistics_after(self_ptr self, std::chrono::milliseconds delay) {
-  if (delay.count() == 0)
-    return statistics_step(self);
-  caf::delayed_anon_send(caf::actor_cast<worker_actor>(self), delay,
-                         step_atom::value);
-}
-
-/// Pulls the variables and computes and sends statistics at their step.
-void statistics_update(self_ptr self) {
-  auto& st = self->state;
-  auto gen = st.generation;
-  pull_all(
-    self, st.cfg.request_timeout,
-    [=](std::vector<shard_params> pulled) {
-      if (outdated(self, gen))
-        return;
-      auto& st = self->state;
-      auto step = pulled.empty() ? 0 : pulled.front().global_step;
-      if (auto err = absorb(self, pulled))
-        return fail(self, std::move(err));
-      st.local_step = step;
-      st.batches->next(st.current);
-      auto t0 = std::chrono::steady_clock::now();
-      self->request(st.cfg.device, st.cfg.request_timeout, stats_atom::value,
-                    st.params, st.current, *st.cfg.stats)
-        .then(
-          [=](stats_update& u) {
-            if (outdated(self, gen))
-              return;
-            auto& st = self->state;
-            st.compute_s += seconds_since(t0);
-            st.stats_step = step;
-            ++st.steps;
-            send_stats(self, std::move(u.layers), step, u.examples, [=] {
-              statistics_after(self, std::chrono::milliseconds{0});
-            });
-          },
-          [=](caf::error& err) {
-            if (outdated(self, gen))
-              return;
-            fail(self, request_failed(self, "statistics computation",
-                                      std::move(err)));
-          });
-    },
-    [=](size_t s, caf::error err) {
-      if (outdated(self, gen))
-        return;
-      lose_peer(self, "pull from ps:" + std::to_string(s), std::move(err));
-    });
-}
-
-/// Waits for a global step it has no statistics of yet: asks one shard's
-/// status (a few bytes) rather than pulling every variable each poll.
-void statistics_step(self_ptr self) {
-  auto& st = self->state;
-  if (!st.running)
-    return;
-  auto gen = st.generation;
-  self->request(st.cfg.shards.front(), st.cfg.request_timeout,
-                status_atom::value)
-    .then(
-      [=](shard_status& ss) {
-        if (outdated(self, gen))
-          return;
-        auto& st = self->state;
-        if (ss.global_step <= st.stats_step)
-          return statistics_after(self, st.cfg.poll_interval);
-        statistics_update(self);
-      },
-      [=](caf::error& err) {
-        if (outdated(self, gen))
-          return;
-        lose_peer(self, "status of ps:0", std::move(err));
-      });
 }
 
 /// Copies pulled values into the model's parameter order.
@@ -564,7 +520,7 @@ caf::error absorb(self_ptr self, std::vector<shard_params>& pulled) {
       auto i = st.slot_of.find(v.name);
       if (i == st.slot_of.end())
         return make_error(ec::unknown_name,
-                          who(self) + ": ps:" + std::to_string(sp.shard)
+                          st.who() + ": ps:" + std::to_string(sp.shard)
                             + " holds '" + v.name
                             + "', which the model does not have");
       st.bytes_pulled += v.value.size()
@@ -578,78 +534,143 @@ void run_step(self_ptr self) {
   auto& st = self->state;
   st.step_started = std::chrono::steady_clock::now();
   st.step_data = st.batches->state();
-  if (st.params_ready)
+  if (st.params_current())
     return compute(self);
-  auto gen = st.generation;
   pull_all(
     self, st.cfg.request_timeout,
-    [=](std::vector<shard_params> pulled) {
-      if (outdated(self, gen))
-        return;
-      if (auto err = absorb(self, pulled))
-        return fail(self, std::move(err));
-      compute(self);
-    },
-    [=](size_t s, caf::error err) {
-      if (outdated(self, gen))
-        return;
+    bound<std::vector<shard_params>>(self,
+                                     [=](std::vector<shard_params> pulled) {
+                                       if (auto err = absorb(self, pulled))
+                                         return fail(self, std::move(err));
+                                       compute(self);
+                                     }),
+    bound<size_t, caf::error>(self, [=](size_t s, caf::error err) {
       lose_peer(self, "pull from ps:" + std::to_string(s), std::move(err));
-    });
+    }));
 }
 
+// -- the statistics role ------------------------------------------------------
+
+void statistics_update(self_ptr self);
+
+/// The statistics role's loop: one update per global step, polling the
+/// shards' step every poll_interval while the gradient workers move on.
+void statistics_after(self_ptr self, std::chrono::milliseconds delay) {
+  if (delay.count() == 0)
+    return statistics_step(self);
+  self->state.bound->wake_pending = true;
+  caf::delayed_anon_send(caf::actor_cast<worker_actor>(self), delay,
+                         step_atom::value);
+}
+
+/// Waits for a global step it has no statistics of yet: asks one shard's
+/// status (a few bytes) rather than pulling every variable each poll.
+void statistics_step(self_ptr self) {
+  auto& st = self->state;
+  self->request(st.cfg.shards.front(), st.cfg.request_timeout,
+                status_atom::value)
+    .then(bound<shard_status&>(self,
+                               [=](shard_status& ss) {
+                                 auto& st = self->state;
+                                 if (ss.global_step <= st.stats_step)
+                                   return statistics_after(
+                                     self, st.cfg.poll_interval);
+                                 statistics_update(self);
+                               }),
+          bound<caf::error&>(self, [=](caf::error& err) {
+            lose_peer(self, "status of ps:0", std::move(err));
+          }));
+}
+
+/// Pulls the variables and computes and sends statistics at their step.
+void statistics_update(self_ptr self) {
+  auto on_pulled = [=](std::vector<shard_params> pulled) {
+    auto& st = self->state;
+    auto step = pulled.empty() ? 0 : pulled.front().global_step;
+    if (auto err = absorb(self, pulled))
+      return fail(self, std::move(err));
+    st.local_step = step;
+    st.batches->next(st.current);
+    auto t0 = std::chrono::steady_clock::now();
+    self->request(st.cfg.device, st.cfg.request_timeout, stats_atom::value,
+                  st.params, st.current, *st.cfg.stats)
+      .then(bound<stats_update&>(
+              self,
+              [=](stats_update& u) {
+                auto& st = self->state;
+                st.compute_s += seconds_since(t0);
+                st.stats_step = step;
+                ++st.steps;
+                send_stats(self, std::move(u.layers), step, u.examples, [=] {
+                  statistics_after(self, std::chrono::milliseconds{0});
+                });
+              }),
+            bound<caf::error&>(self, [=](caf::error& err) {
+              fail(self, request_failed(self, "statistics computation",
+                                        std::move(err)));
+            }));
+  };
+  pull_all(self, self->state.cfg.request_timeout,
+           bound<std::vector<shard_params>>(self, on_pulled),
+           bound<size_t, caf::error>(self, [=](size_t s, caf::error err) {
+             lose_peer(self, "pull from ps:" + std::to_string(s),
+                       std::move(err));
+           }));
+}
+
+// -- initialising, resuming, rebinding ----------------------------------------
+
 /// Learns the model's variables and which shard holds each, and starts at
-/// the shards' global step (TF's local_step_init_op).
+/// the shards' global step (TF's local_step_init_op); a step or run asked
+/// for meanwhile begins once that is done.
 void initialise(self_ptr self) {
   auto& st = self->state;
-  st.initialising = true;
+  self->become(initialising(self));
+  auto on_pulled = [=](std::vector<shard_params> pulled) {
+    auto& st = self->state;
+    // absorb() refuses variables the model lacks; names stay readable
+    // after it moved the values out.
+    if (auto err = absorb(self, pulled))
+      return fail(self, std::move(err));
+    std::vector<size_t> shard_of(st.params.size(), st.cfg.shards.size());
+    for (size_t s = 0; s < pulled.size(); ++s)
+      for (auto& v : pulled[s].values)
+        shard_of[st.slot_of[v.name]] = s;
+    for (size_t i = 0; i < st.params.size(); ++i)
+      if (shard_of[i] == st.cfg.shards.size())
+        return fail(self, make_error(ec::unknown_name,
+                                     st.who() + ": no PS shard holds '"
+                                       + st.params[i].name + "'"));
+    st.shard_of = std::move(shard_of);
+    // A resume point that came first (a restored run) wins over a pull
+    // answered before the restore reached the shards.
+    auto pulled_step = pulled.empty() ? 0 : pulled.front().global_step;
+    st.params_step = pulled_step;
+    st.local_step = std::max(st.local_step, pulled_step);
+    if (st.promise.pending())
+      start_loop(self);
+    else
+      self->become(ready(self));
+  };
+  auto on_model = [=](model_info& info) {
+    auto& st = self->state;
+    st.params = std::move(info.initial);
+    st.slot_of.clear();
+    for (size_t i = 0; i < st.params.size(); ++i)
+      st.slot_of[st.params[i].name] = i;
+    pull_all(self, st.cfg.request_timeout,
+             bound<std::vector<shard_params>>(self, on_pulled),
+             bound<size_t, caf::error>(self, [=](size_t s, caf::error err) {
+               lose_peer(self, "first pull from ps:" + std::to_string(s),
+                         std::move(err));
+             }));
+  };
   self->request(st.cfg.device, st.cfg.request_timeout, load_model_atom::value,
                 st.cfg.model, st.cfg.seed)
-    .then(
-      [=](model_info& info) {
-        auto& st = self->state;
-        st.params = std::move(info.initial);
-        for (size_t i = 0; i < st.params.size(); ++i)
-          st.slot_of[st.params[i].name] = i;
-        st.shard_of.assign(st.params.size(), st.cfg.shards.size());
-        pull_all(
-          self, st.cfg.request_timeout,
-          [=](std::vector<shard_params> pulled) {
-            auto& st = self->state;
-            // absorb() refuses variables the model lacks; names stay
-            // readable after it moved the values out.
-            if (auto err = absorb(self, pulled))
-              return fail(self, std::move(err));
-            for (size_t s = 0; s < pulled.size(); ++s)
-              for (auto& v : pulled[s].values)
-                st.shard_of[st.slot_of[v.name]] = s;
-            for (size_t i = 0; i < st.params.size(); ++i)
-              if (st.shard_of[i] == st.cfg.shards.size())
-                return fail(self, make_error(ec::unknown_name,
-                                             who(self) + ": no PS shard holds '"
-                                               + st.params[i].name + "'"));
-            // A resume point that came first (a restored run) wins over
-            // a pull answered before the restore reached the shards.
-            auto pulled_step = pulled.empty() ? 0 : pulled.front().global_step;
-            st.params_ready = pulled_step >= st.local_step;
-            st.local_step = std::max(st.local_step, pulled_step);
-            st.initialised = true;
-            st.initialising = false;
-            if (!st.promise.pending())
-              return;
-            if (st.cfg.role == worker_role::statistics)
-              statistics_step(self);
-            else
-              run_step(self);
-          },
-          [=](size_t s, caf::error err) {
-            self->state.initialising = false;
-            lose_peer(self, "first pull from ps:" + std::to_string(s),
-                      std::move(err));
-          });
-      },
-      [=](caf::error& err) {
-        fail(self, request_failed(self, "model load", std::move(err)));
-      });
+    .then(bound<model_info&>(self, on_model),
+          bound<caf::error&>(self, [=](caf::error& err) {
+            fail(self, request_failed(self, "model load", std::move(err)));
+          }));
 }
 
 /// Takes a resume point's data position (when it has one) and run
@@ -658,35 +679,63 @@ caf::error take_resume_point(self_ptr self, const resume_point& rp) {
   auto& st = self->state;
   if (rp.global_step < 0)
     return make_error(ec::invalid_argument,
-                      who(self) + ": resume at negative step "
+                      st.who() + ": resume at negative step "
                         + std::to_string(rp.global_step));
   if (rp.has_data_order)
     if (auto err = st.batches->restore(rp.data_order))
-      return with_context(err, who(self) + ": data order to resume from");
+      return with_context(err, st.who() + ": data order to resume from");
   st.incarnation = rp.incarnation;
   return caf::none;
 }
 
-/// Starts from a restored checkpoint: its step (an earlier pull is out of
-/// date, so the first step pulls again) and its data position.
+/// Starts from a restored checkpoint: its step (values pulled at an
+/// earlier one are out of date, so the first step pulls again) and its
+/// data position.
 caf::error resume(self_ptr self, const resume_point& rp) {
   auto& st = self->state;
   if (auto err = take_resume_point(self, rp))
     return err;
-  if (rp.global_step > st.local_step) {
-    st.local_step = rp.global_step;
-    st.params_ready = false;
-  }
+  st.local_step = std::max(st.local_step, rp.global_step);
   return caf::none;
 }
 
-caf::result<worker_status> begin(self_ptr self, bool keep_running);
+/// How a state that took a step or run request goes on: the loop begins
+/// at once (ready), or once the first pull is done (initialising).
+using then_begin = void (*)(self_ptr);
+
+void begins_at_first_pull(self_ptr) {
+  // initialise()'s end starts the loop of the caller it finds.
+}
+
+/// Takes a step or run request: its caller and how far it asked to go.
+caf::result<worker_status> begin(self_ptr self, step_mode mode,
+                                 then_begin then) {
+  auto& st = self->state;
+  if (st.promise.pending())
+    return make_error(ec::invalid_argument,
+                      st.who() + ": already running a step");
+  // The statistics role runs until stopped (the driver's exit), not step
+  // by step.
+  st.mode = st.cfg.role == worker_role::statistics ? step_mode::until_stop
+                                                   : mode;
+  st.promise = self->make_response_promise<worker_status>();
+  then(self);
+  return st.promise;
+}
+
+/// Whether the rebind asks the worker to go on as it does already.
+enum class bound_now : uint8_t {
+  /// Initialising, ready or running on a binding in force.
+  going_on,
+  /// Stalled or stopped.
+  not_going_on,
+};
 
 /// Goes on with another chief and shards after a fault, from `rp`: the
 /// step abandoned, local_step set to the resume point's (lower after a
 /// rollback to a checkpoint) and, when it has one, the data position.
-caf::result<worker_status> rebind(self_ptr self, const resume_point& rp,
-                                  chief_actor chief,
+caf::result<worker_status> rebind(self_ptr self, bound_now now,
+                                  const resume_point& rp, chief_actor chief,
                                   std::vector<ps_actor> shards,
                                   std::vector<covariance_actor> covariance) {
   auto& st = self->state;
@@ -694,14 +743,14 @@ caf::result<worker_status> rebind(self_ptr self, const resume_point& rp,
       || std::any_of(shards.begin(), shards.end(),
                      [](const ps_actor& s) { return !s; }))
     return make_error(ec::invalid_argument,
-                      who(self) + ": rebinding needs a chief and "
+                      st.who() + ": rebinding needs a chief and "
                         + std::to_string(st.cfg.shards.size())
                         + " PS shard(s), got "
                         + std::to_string(shards.size()));
   if (!covariance.empty() && !st.cfg.covariance.empty()
       && covariance.size() != st.cfg.covariance.size())
     return make_error(ec::invalid_argument,
-                      who(self) + ": rebinding with "
+                      st.who() + ": rebinding with "
                         + std::to_string(covariance.size())
                         + " covariance actors, the worker sends to "
                         + std::to_string(st.cfg.covariance.size()));
@@ -709,9 +758,9 @@ caf::result<worker_status> rebind(self_ptr self, const resume_point& rp,
   // chief's driver rebound it; its node's rejoin comes second): giving the
   // step up now would waste a token it may be waiting for, and without
   // backups the steps would wait for it forever.
-  if (st.rebinds > 0 && !st.stalled && !st.stopped
+  if (now == bound_now::going_on && st.rebinds > 0
       && rp.incarnation == st.incarnation && st.cfg.chief == chief)
-    return status_of(self);
+    return st.status();
   // The abandoned step's update was not applied when the run goes on at
   // that very step with the shards' state kept (a restarted chief, a lost
   // K-FAC role): its batch is taken again, so that no batch is skipped.
@@ -722,11 +771,13 @@ caf::result<worker_status> rebind(self_ptr self, const resume_point& rp,
   if (!rp.has_data_order && rp.global_step == st.local_step && st.step_data
       && st.cfg.role == worker_role::gradients)
     if (auto err = st.batches->restore(*st.step_data))
-      return with_context(err, who(self) + ": data position of the "
-                                           "abandoned step");
+      return with_context(err, st.who() + ": data position of the "
+                                          "abandoned step");
   if (auto err = take_resume_point(self, rp))
     return err;
-  ++st.generation;
+  // A new binding: whatever the old one has in flight is answered to
+  // nothing (worker_binding.hpp).
+  st.bound = std::make_shared<worker_binding>(st.cfg.covariance.size());
   if (st.cfg.role == worker_role::gradients && st.cfg.chief != chief) {
     self->unlink_from(st.cfg.chief);
     self->link_to(chief);
@@ -735,55 +786,158 @@ caf::result<worker_status> rebind(self_ptr self, const resume_point& rp,
   st.cfg.shards = std::move(shards);
   if (!covariance.empty() && !st.cfg.covariance.empty())
     st.cfg.covariance = std::move(covariance);
-  st.stats_in_flight.assign(st.stats_in_flight.size(), false);
-  st.stalled = false;
   ++st.rebinds;
   // Whoever started the abandoned run (a chief that may be gone) hears
   // how far it went; the new run's caller gets the next answer.
   if (st.promise.pending())
-    st.promise.deliver(status_of(self));
-  st.stopped = false;
+    st.promise.deliver(st.status());
   st.local_step = rp.global_step;
   st.stats_step = rp.global_step - 1;
-  st.params_ready = false;
-  if (!st.initialised && !st.initialising)
+  st.params_step.reset();
+  // The first pull never came (the loss was a shard's, before it): the
+  // new binding initialises again.
+  if (!st.initialised()) {
     initialise(self);
-  return begin(self, true);
+    return begin(self, step_mode::until_stop, begins_at_first_pull);
+  }
+  return begin(self, step_mode::until_stop, start_loop);
 }
 
 /// The rebinding did not come within peer_wait of the loss.
-void give_up_waiting(self_ptr self, int64_t generation) {
-  auto& st = self->state;
-  if (!st.stalled || st.generation != generation)
-    return;
+void give_up_waiting(self_ptr self, const std::string& reason,
+                     std::chrono::steady_clock::time_point since) {
   auto waited = std::chrono::duration_cast<std::chrono::seconds>(
-    std::chrono::steady_clock::now() - st.stalled_since);
+    self->clock().now() - since);
   fail(self, make_error(ec::timeout,
-                        who(self) + ": no chief rebound it within "
+                        self->state.who() + ": no chief rebound it within "
                           + std::to_string(waited.count())
-                          + " s (--max_wait_ms) after: " + st.stall_reason));
+                          + " s (--max_wait_ms) after: " + reason));
 }
 
-caf::result<worker_status> begin(self_ptr self, bool keep_running) {
-  auto& st = self->state;
-  if (st.promise.pending())
+// -- the states ---------------------------------------------------------------
+
+// Handlers every state has.
+
+/// A rebind (run_atom, resume point, chief, shards, covariance actors).
+auto rebinds(self_ptr self, bound_now now) {
+  return [=](run_atom, const resume_point& rp, chief_actor& chief,
+             std::vector<ps_actor>& shards,
+             std::vector<covariance_actor>& covariance) {
+    return rebind(self, now, rp, std::move(chief), std::move(shards),
+                  std::move(covariance));
+  };
+}
+
+/// The deadline of a stall since rebound (only the stalled state waits on
+/// one).
+auto ignores_deadlines() {
+  return [](stall_atom, int64_t) {};
+}
+
+auto reports(self_ptr self) {
+  return [=](status_atom) { return self->state.status(); };
+}
+
+/// No step in progress: a step or run request begins, then `then`.
+behavior waiting_to_step(self_ptr self, then_begin then) {
+  return {
+    [=](step_atom) { return begin(self, step_mode::one_step, then); },
+    [=](run_atom) { return begin(self, step_mode::until_stop, then); },
+    [=](run_atom, const resume_point& rp) -> caf::result<worker_status> {
+      if (self->state.promise.pending())
+        return make_error(ec::invalid_argument,
+                          self->state.who() + ": already running a step");
+      if (auto err = resume(self, rp))
+        return err;
+      return begin(self, step_mode::until_stop, then);
+    },
+    rebinds(self, bound_now::going_on),
+    ignores_deadlines(),
+    reports(self),
+  };
+}
+
+/// Loading the model and pulling the variables for the first time (at
+/// spawn, or after a rebind when the first pull never came): a request
+/// is kept for the first pull's end to begin.
+behavior initialising(self_ptr self) {
+  return waiting_to_step(self, begins_at_first_pull);
+}
+
+/// Initialised, no step in progress (before the first request, between
+/// the steps of step requests): a request begins at once.
+behavior ready(self_ptr self) {
+  return waiting_to_step(self, start_loop);
+}
+
+/// A step loop in progress on the binding in force.
+behavior running(self_ptr self) {
+  auto busy = [=]() -> caf::error {
     return make_error(ec::invalid_argument,
-                      who(self) + ": already running a step");
-  if (st.stopped)
-    return status_of(self);
-  st.running = keep_running;
-  st.promise = self->make_response_promise<worker_status>();
-  if (st.cfg.role == worker_role::statistics) {
-    // Runs until stopped (the driver's exit), not step by step.
-    st.running = true;
-    if (st.initialised)
-      statistics_step(self);
-    return st.promise;
-  }
-  if (st.initialised)
-    run_step(self);
-  // else: the step starts once initialise() is done
-  return st.promise;
+                      self->state.who() + ": already running a step");
+  };
+  return {
+    [=](step_atom) -> caf::result<worker_status> {
+      auto& st = self->state;
+      if (st.cfg.role != worker_role::statistics)
+        return busy();
+      // The statistics role's own wake-up (delayed_anon_send: no one
+      // reads the answer); one of an earlier binding is not this loop's.
+      if (st.bound->wake_pending) {
+        st.bound->wake_pending = false;
+        statistics_step(self);
+      }
+      return st.status();
+    },
+    [=](run_atom) -> caf::result<worker_status> { return busy(); },
+    [=](run_atom, const resume_point&) -> caf::result<worker_status> {
+      return busy();
+    },
+    rebinds(self, bound_now::going_on),
+    ignores_deadlines(),
+    reports(self),
+  };
+}
+
+/// Lost a peer (loss number `loss`, `reason`) at `since`: no binding is in
+/// force; waits for a rebind until the deadline of this loss.
+behavior stalled(self_ptr self, int64_t loss, std::string reason,
+                 std::chrono::steady_clock::time_point since) {
+  auto waiting = [=]() -> caf::error {
+    return make_error(ec::peer_lost,
+                      self->state.who() + ": waiting to be rebound after: "
+                        + reason);
+  };
+  return {
+    [=](step_atom) -> caf::result<worker_status> { return waiting(); },
+    [=](run_atom) -> caf::result<worker_status> { return waiting(); },
+    [=](run_atom, const resume_point&) -> caf::result<worker_status> {
+      return waiting();
+    },
+    rebinds(self, bound_now::not_going_on),
+    [=](stall_atom, int64_t deadline_of) {
+      if (deadline_of == loss)
+        give_up_waiting(self, reason, since);
+    },
+    reports(self),
+  };
+}
+
+/// A stop token came: requests are answered with the counters; a rebind
+/// (a run that goes on after all) starts the loop again.
+behavior stopped(self_ptr self) {
+  return {
+    [=](step_atom) { return self->state.status(); },
+    [=](run_atom) { return self->state.status(); },
+    [=](run_atom, const resume_point& rp) -> caf::result<worker_status> {
+      if (auto err = resume(self, rp))
+        return err;
+      return self->state.status();
+    },
+    rebinds(self, bound_now::not_going_on),
+    ignores_deadlines(),
+    reports(self),
+  };
 }
 
 } // namespace
@@ -829,7 +983,7 @@ worker_actor::behavior_type worker(self_ptr self, worker_config cfg) {
   st.cfg = std::move(cfg);
   st.batches = batcher{*st.cfg.data, st.cfg.batch_size, st.cfg.seed,
                        st.cfg.index, st.cfg.num_workers};
-  st.stats_in_flight.assign(st.cfg.covariance.size(), false);
+  st.bound = std::make_shared<worker_binding>(st.cfg.covariance.size());
   // The statistics go to covariance actors, which take a factor with fewer
   // rows than columns as its rows: far less to compute, send, check and
   // fold than the matrix (the ConvNet's dense A: 16 x 785 against 785²).
@@ -850,7 +1004,7 @@ worker_actor::behavior_type worker(self_ptr self, worker_config cfg) {
     if (msg.reason == caf::exit_reason::remote_link_unreachable
         && msg.source == st.cfg.chief.address()
         && st.cfg.peer_wait.count() > 0) {
-      stall(self, who(self) + ": lost the chief (its link broke)");
+      stall(self, st.who() + ": lost the chief (its link broke)");
       return;
     }
     if (msg.source != st.cfg.chief.address()
@@ -861,35 +1015,7 @@ worker_actor::behavior_type worker(self_ptr self, worker_config cfg) {
   // Like TF's local_step_init_op at session creation: the worker learns the
   // global step now, not at its first step, so a late first step is stale.
   initialise(self);
-  return {
-    [=](step_atom) -> caf::result<worker_status> {
-      // The statistics role's own wake-up (delayed_anon_send): no reply.
-      if (self->state.cfg.role == worker_role::statistics
-          && self->state.running) {
-        statistics_step(self);
-        return status_of(self);
-      }
-      return begin(self, false);
-    },
-    [=](run_atom) { return begin(self, true); },
-    [=](run_atom, const resume_point& rp) -> caf::result<worker_status> {
-      if (self->state.promise.pending())
-        return make_error(ec::invalid_argument,
-                          who(self) + ": already running a step");
-      if (auto err = resume(self, rp))
-        return err;
-      return begin(self, true);
-    },
-    [=](run_atom, const resume_point& rp, chief_actor& chief,
-        std::vector<ps_actor>& shards,
-        std::vector<covariance_actor>& covariance)
-      -> caf::result<worker_status> {
-      return rebind(self, rp, std::move(chief), std::move(shards),
-                    std::move(covariance));
-    },
-    [=](stall_atom, int64_t generation) { give_up_waiting(self, generation); },
-    [=](status_atom) { return status_of(self); },
-  };
+  return initialising(self);
 }
 
 caf::expected<worker_actor> spawn_worker(caf::actor_system& sys,

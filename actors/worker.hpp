@@ -4,7 +4,10 @@
 // seeds' train_op: pull the variables from every PS shard, compute
 // gradients of one batch on the device actor, push them to the shards
 // tagged with local_step, then take a token from the chief and set
-// local_step to it. The barrier is at the end of the step.
+// local_step to it. The barrier is at the end of the step. Its states
+// (initialising, ready, running, stalled, stopped) are behaviours, and
+// what it sends is answered to the binding it was sent under
+// (actors/worker_binding.hpp; docs/design.md, "Failure model").
 
 #include <chrono>
 #include <cstdint>
@@ -22,6 +25,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/actors.hpp"
+#include "actors/worker_binding.hpp"
 #include "runtime/data/batcher.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/model_spec.hpp"
@@ -82,19 +86,28 @@ struct worker_config {
   caf::error validate() const;
 };
 
+/// How far the caller of a step or run request wants the worker to go.
+enum class step_mode : uint8_t {
+  /// One step (step_atom): answered at its token.
+  one_step,
+  /// Steps until a stop token (run_atom, a rebind, the statistics role).
+  until_stop,
+};
+
 struct worker_state {
   static inline const char* name = "worker";
 
   worker_config cfg;
   std::optional<batcher> batches;
   batch current;
-  /// The model's parameter names in order, and which shard holds each.
+  /// The model's parameter names in order, and which shard holds each
+  /// (empty until the first pull told; initialised() from then on).
   parameter_set params;
   std::map<std::string, size_t> slot_of;
   std::vector<size_t> shard_of;
-  bool initialised = false;
-  /// Whether params hold the variables at local_step already.
-  bool params_ready = false;
+  /// The global step the values in `params` were pulled at; none after a
+  /// rebind or a stop (the next step pulls again).
+  std::optional<int64_t> params_step;
   int64_t local_step = 0;
   int64_t steps = 0;
   int64_t stale_pushes = 0;
@@ -108,25 +121,18 @@ struct worker_state {
   int64_t stats_skipped = 0;
   int64_t stats_failed = 0;
   std::string stats_error;
-  /// Covariance actors with a stats update in flight (back-pressure).
-  std::vector<bool> stats_in_flight;
   /// Statistics role: the global step of the last statistics sent.
   int64_t stats_step = -1;
   std::chrono::steady_clock::time_point step_started;
   /// The data position at the start of the current step: a step
   /// abandoned before its update was applied takes its batch again.
   std::optional<batcher_state> step_data;
-  bool running = false;
-  bool stopped = false;
+  /// The caller of the step or run in progress and how far it asked to go.
   caf::typed_response_promise<worker_status> promise;
-  /// Bumped when the worker abandons its step (a lost peer, a rebinding):
-  /// answers to requests of an older generation are ignored.
-  int64_t generation = 0;
-  bool initialising = false;
-  /// Waiting to be rebound since `stalled_since`, after losing a peer.
-  bool stalled = false;
-  std::string stall_reason;
-  std::chrono::steady_clock::time_point stalled_since;
+  step_mode mode = step_mode::one_step;
+  /// The binding in force (the only owner: continuations hold it weakly);
+  /// none while the worker waits to be rebound after losing a peer.
+  std::shared_ptr<worker_binding> bound;
   int64_t peers_lost = 0;
   int64_t rebinds = 0;
   /// worker_status::bytes_pushed, bytes_pulled, sent and
@@ -137,6 +143,20 @@ struct worker_state {
   int64_t bytes_pulled_unused = 0;
   /// The chief's run incarnation (resume_point::incarnation).
   int64_t incarnation = 0;
+
+  /// "worker N", how every error and log line of the worker begins.
+  std::string who() const;
+  /// The counters as worker_status.
+  worker_status status() const;
+  /// Whether the worker knows which shard holds each variable (its first
+  /// pull is done).
+  bool initialised() const {
+    return !shard_of.empty();
+  }
+  /// Whether `params` hold the variables at local_step already.
+  bool params_current() const {
+    return params_step && *params_step == local_step;
+  }
 };
 
 worker_actor::behavior_type

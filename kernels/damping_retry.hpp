@@ -8,12 +8,12 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "kernels/cpu/kfac_checks.hpp"
 #include "kernels/tensor.hpp"
 #include "runtime/base/error.hpp"
 
@@ -24,12 +24,6 @@ namespace damping_detail {
 /// A damping of 0 that must be raised starts here (relative to the mean
 /// diagonal of the factor).
 constexpr double zero_floor = 1e-6;
-
-inline std::string num(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", x);
-  return buf;
-}
 
 inline bool is_numerical_failure(const caf::error& err) {
   return err && err.category() == error_category
@@ -76,8 +70,9 @@ caf::expected<float> retry_damping(const char* op, const tensor& factor,
   if (!is_numerical_failure(last))
     return last;
   return make_error(ec::numerical_failure,
-                    std::string{op} + ": damping " + num(damping)
-                      + " raised up to " + num(current) + " within "
+                    std::string{op} + ": damping "
+                      + cpu::number_text(damping) + " raised up to "
+                      + cpu::number_text(current) + " within "
                       + std::to_string(max_retries)
                       + " retries (x10 each) did not help; last: "
                       + render(last));

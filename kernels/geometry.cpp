@@ -67,6 +67,35 @@ caf::error check_window(const char* what, const Shapes& shapes, int64_t in_h,
   return caf::none;
 }
 
+// The fields a convolution and a pooling share (the window over an input
+// [N, H, W, *]), checked (check_window), set and derived alike; the caller
+// sets the channels.
+template <class Geometry, class Shapes>
+caf::expected<Geometry>
+window_geometry(const char* what, const Shapes& shapes,
+                const tensor_shape& input, int64_t k_h, int64_t k_w,
+                int64_t stride_h, int64_t stride_w, padding pad) {
+  if (auto err = check_window(what, shapes, input[1], input[2], k_h, k_w,
+                              stride_h, stride_w, pad))
+    return err;
+  Geometry g;
+  g.batch = input[0];
+  g.in_h = input[1];
+  g.in_w = input[2];
+  g.k_h = k_h;
+  g.k_w = k_w;
+  g.stride_h = stride_h;
+  g.stride_w = stride_w;
+  g.pad = pad;
+  auto h = make_axis(g.in_h, k_h, stride_h, pad);
+  g.out_h = h.out;
+  g.pad_top = h.pad_before;
+  auto w = make_axis(g.in_w, k_w, stride_w, pad);
+  g.out_w = w.out;
+  g.pad_left = w.pad_before;
+  return g;
+}
+
 } // namespace
 
 caf::expected<conv2d_geometry>
@@ -89,26 +118,13 @@ conv2d_geometry::make(const tensor_shape& input, const tensor_shape& kernel,
     return make_error(ec::shape_mismatch,
                       "conv2d: " + shapes()
                         + ": batch must be >= 0 and channels >= 1");
-  if (auto err = check_window("conv2d", shapes, input[1], input[2],
-                              kernel[0], kernel[1], stride_h, stride_w, pad))
-    return err;
-  conv2d_geometry g;
-  g.batch = input[0];
-  g.in_h = input[1];
-  g.in_w = input[2];
-  g.in_c = input[3];
-  g.k_h = kernel[0];
-  g.k_w = kernel[1];
-  g.out_c = kernel[3];
-  g.stride_h = stride_h;
-  g.stride_w = stride_w;
-  g.pad = pad;
-  auto h = make_axis(g.in_h, g.k_h, stride_h, pad);
-  auto w = make_axis(g.in_w, g.k_w, stride_w, pad);
-  g.out_h = h.out;
-  g.out_w = w.out;
-  g.pad_top = h.pad_before;
-  g.pad_left = w.pad_before;
+  auto g = window_geometry<conv2d_geometry>("conv2d", shapes, input,
+                                            kernel[0], kernel[1], stride_h,
+                                            stride_w, pad);
+  if (g) {
+    g->in_c = input[3];
+    g->out_c = kernel[3];
+  }
   return g;
 }
 
@@ -126,25 +142,10 @@ pool2d_geometry::make(const tensor_shape& input, int64_t k_h, int64_t k_w,
     return make_error(ec::shape_mismatch,
                       "max_pool: " + shapes()
                         + ": batch must be >= 0 and channels >= 1");
-  if (auto err = check_window("max_pool", shapes, input[1], input[2], k_h,
-                              k_w, stride_h, stride_w, pad))
-    return err;
-  pool2d_geometry g;
-  g.batch = input[0];
-  g.in_h = input[1];
-  g.in_w = input[2];
-  g.channels = input[3];
-  g.k_h = k_h;
-  g.k_w = k_w;
-  g.stride_h = stride_h;
-  g.stride_w = stride_w;
-  g.pad = pad;
-  auto h = make_axis(g.in_h, k_h, stride_h, pad);
-  auto w = make_axis(g.in_w, k_w, stride_w, pad);
-  g.out_h = h.out;
-  g.out_w = w.out;
-  g.pad_top = h.pad_before;
-  g.pad_left = w.pad_before;
+  auto g = window_geometry<pool2d_geometry>("max_pool", shapes, input, k_h,
+                                            k_w, stride_h, stride_w, pad);
+  if (g)
+    g->channels = input[3];
   return g;
 }
 

@@ -21,14 +21,15 @@ const char* to_string(padding x) noexcept;
 /// Parses "same" / "valid" (case-insensitive).
 caf::expected<padding> parse_padding(const std::string& str);
 
-struct conv2d_geometry {
+/// What a convolution and a pooling share: a k_h x k_w window moved over
+/// the spatial axes of an input [batch, in_h, in_w, *] with strides and
+/// padding, and what make() derives from them.
+struct window2d {
   int64_t batch = 0;
   int64_t in_h = 0;
   int64_t in_w = 0;
-  int64_t in_c = 0;
   int64_t k_h = 0;
   int64_t k_w = 0;
-  int64_t out_c = 0;
   int64_t stride_h = 1;
   int64_t stride_w = 1;
   padding pad = padding::same;
@@ -38,6 +39,20 @@ struct conv2d_geometry {
   int64_t pad_top = 0;
   int64_t pad_left = 0;
 
+  /// The input [batch, in_h, in_w, channels] with `channels` channels.
+  tensor_shape input_of(int64_t channels) const {
+    return {batch, in_h, in_w, channels};
+  }
+  /// The output [batch, out_h, out_w, channels].
+  tensor_shape output_of(int64_t channels) const {
+    return {batch, out_h, out_w, channels};
+  }
+};
+
+struct conv2d_geometry : window2d {
+  int64_t in_c = 0;
+  int64_t out_c = 0;
+
   /// Geometry of an input [N, H, W, C] convolved with a kernel
   /// [kh, kw, C, O]; an error naming both shapes when they do not fit.
   static caf::expected<conv2d_geometry>
@@ -45,13 +60,13 @@ struct conv2d_geometry {
        int64_t stride_h, int64_t stride_w, padding pad);
 
   tensor_shape input_shape() const {
-    return {batch, in_h, in_w, in_c};
+    return input_of(in_c);
   }
   tensor_shape kernel_shape() const {
     return {k_h, k_w, in_c, out_c};
   }
   tensor_shape output_shape() const {
-    return {batch, out_h, out_w, out_c};
+    return output_of(out_c);
   }
   /// Length of one im2col patch: kh * kw * C.
   int64_t patch_size() const {
@@ -63,20 +78,8 @@ struct conv2d_geometry {
   }
 };
 
-struct pool2d_geometry {
-  int64_t batch = 0;
-  int64_t in_h = 0;
-  int64_t in_w = 0;
+struct pool2d_geometry : window2d {
   int64_t channels = 0;
-  int64_t k_h = 0;
-  int64_t k_w = 0;
-  int64_t stride_h = 1;
-  int64_t stride_w = 1;
-  padding pad = padding::same;
-  int64_t out_h = 0;
-  int64_t out_w = 0;
-  int64_t pad_top = 0;
-  int64_t pad_left = 0;
 
   /// Geometry of a k_h x k_w pooling of an input [N, H, W, C].
   static caf::expected<pool2d_geometry>
@@ -84,10 +87,10 @@ struct pool2d_geometry {
        int64_t stride_w, padding pad);
 
   tensor_shape input_shape() const {
-    return {batch, in_h, in_w, channels};
+    return input_of(channels);
   }
   tensor_shape output_shape() const {
-    return {batch, out_h, out_w, channels};
+    return output_of(channels);
   }
 };
 

@@ -1,5 +1,9 @@
 #include "kernels/cpu/checks.hpp"
 
+#include <cstdint>
+#include <limits>
+#include <string>
+
 #include "runtime/base/error.hpp"
 
 namespace syncfac::cpu {
@@ -109,11 +113,10 @@ caf::error inconsistent(const char* op, const tensor_shape& input) {
                       + " is not the one its make() derives");
 }
 
-} // namespace
-
-caf::error check_geometry(const char* op, const conv2d_geometry& g) {
-  auto ref = conv2d_geometry::make(g.input_shape(), g.kernel_shape(),
-                                   g.stride_h, g.stride_w, g.pad);
+// g against `ref`, what make() derives from g's own fields.
+template <class Geometry>
+caf::error check_derived(const char* op, const Geometry& g,
+                         caf::expected<Geometry> ref) {
   if (!ref)
     return std::move(ref.error());
   if (ref->out_h != g.out_h || ref->out_w != g.out_w
@@ -122,15 +125,41 @@ caf::error check_geometry(const char* op, const conv2d_geometry& g) {
   return caf::none;
 }
 
+} // namespace
+
+caf::error check_geometry(const char* op, const conv2d_geometry& g) {
+  return check_derived(op, g,
+                       conv2d_geometry::make(g.input_shape(), g.kernel_shape(),
+                                             g.stride_h, g.stride_w, g.pad));
+}
+
 caf::error check_geometry(const char* op, const pool2d_geometry& g) {
-  auto ref = pool2d_geometry::make(g.input_shape(), g.k_h, g.k_w, g.stride_h,
-                                   g.stride_w, g.pad);
-  if (!ref)
-    return std::move(ref.error());
-  if (ref->out_h != g.out_h || ref->out_w != g.out_w
-      || ref->pad_top != g.pad_top || ref->pad_left != g.pad_left)
-    return inconsistent(op, g.input_shape());
-  return caf::none;
+  return check_derived(op, g,
+                       pool2d_geometry::make(g.input_shape(), g.k_h, g.k_w,
+                                             g.stride_h, g.stride_w, g.pad));
+}
+
+namespace {
+
+template <class Geometry>
+caf::error check_input_of(const char* op, const Geometry& g,
+                          const tensor& x) {
+  if (auto err = check_geometry(op, g))
+    return err;
+  return expect_shape(op, "input", x.shape(), "geometry input",
+                      g.input_shape());
+}
+
+} // namespace
+
+caf::error check_geometry_input(const char* op, const conv2d_geometry& g,
+                                const tensor& x) {
+  return check_input_of(op, g, x);
+}
+
+caf::error check_geometry_input(const char* op, const pool2d_geometry& g,
+                                const tensor& x) {
+  return check_input_of(op, g, x);
 }
 
 caf::error check_labels(const char* op, const char* what,
@@ -152,6 +181,80 @@ caf::error check_labels(const char* op, const char* what,
                           + std::to_string(labels[i]) + ", outside [0, "
                           + std::to_string(rows[1]) + ")");
   return caf::none;
+}
+
+namespace {
+
+caf::error check_dense(const char* op, const tensor& x, const tensor& w) {
+  if (x.rank() != 2 || w.rank() != 2)
+    return mismatch(op, "input", x.shape(), "weight", w.shape(),
+                    "both must have rank 2");
+  if (x.dim(1) != w.dim(0))
+    return mismatch(op, "input", x.shape(), "weight", w.shape(),
+                    "features " + std::to_string(x.dim(1)) + " vs "
+                      + std::to_string(w.dim(0)));
+  return caf::none;
+}
+
+} // namespace
+
+caf::error check_dense_forward(const char* op, const tensor& x,
+                               const tensor& w, const tensor& b) {
+  if (auto err = check_dense(op, x, w))
+    return err;
+  return expect_shape(op, "bias", b.shape(), "weight columns", {w.dim(1)});
+}
+
+caf::error check_dense_backward(const char* op, const tensor& x,
+                                const tensor& w, const tensor& y,
+                                const tensor& dy) {
+  if (auto err = check_dense(op, x, w))
+    return err;
+  if (auto err = expect_shape(op, "output", y.shape(), "x w",
+                              {x.dim(0), w.dim(1)}))
+    return err;
+  return expect_shape(op, "output gradient", dy.shape(), "output", y.shape());
+}
+
+caf::error check_pool_forward(const char* op, const pool2d_geometry& g,
+                              const tensor& x) {
+  if (auto err = check_geometry_input(op, g, x))
+    return err;
+  if (x.size() > std::numeric_limits<int32_t>::max())
+    return make_error(ec::invalid_argument,
+                      std::string{op} + ": input " + x.shape_string()
+                        + " has too many elements for int32 argmax indices");
+  return caf::none;
+}
+
+caf::error check_pool_backward(const char* op, const pool2d_geometry& g,
+                               const tensor& dy, int64_t argmax_size) {
+  if (auto err = check_geometry(op, g))
+    return err;
+  if (auto err = expect_shape(op, "output gradient", dy.shape(),
+                              "geometry output", g.output_shape()))
+    return err;
+  if (argmax_size != dy.size())
+    return mismatch(op, "output gradient", dy.shape(), "argmax",
+                    {argmax_size}, "one index per element");
+  return caf::none;
+}
+
+caf::error pool_index_outside(const char* op, const pool2d_geometry& g,
+                              int64_t i, int32_t value) {
+  return make_error(ec::invalid_argument,
+                    std::string{op} + ": argmax[" + std::to_string(i)
+                      + "] = " + std::to_string(value)
+                      + " lies outside its image of input "
+                      + to_string(g.input_shape()));
+}
+
+caf::error check_sigmoid_pair(const char* op, const char* what,
+                              const tensor& x, const tensor& targets) {
+  if (x.rank() != 2)
+    return mismatch(op, what, x.shape(), "targets", targets.shape(),
+                    std::string{what} + " must be rank 2 [N, D]");
+  return expect_shape(op, "targets", targets.shape(), what, x.shape());
 }
 
 } // namespace syncfac::cpu

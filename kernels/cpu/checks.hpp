@@ -55,8 +55,45 @@ caf::error check_geometry(const char* op, const conv2d_geometry& g);
 
 caf::error check_geometry(const char* op, const pool2d_geometry& g);
 
+/// check_geometry, then x of g's input shape.
+caf::error check_geometry_input(const char* op, const conv2d_geometry& g,
+                                const tensor& x);
+
+caf::error check_geometry_input(const char* op, const pool2d_geometry& g,
+                                const tensor& x);
+
 /// Labels must number the rows of a [N, K] tensor and lie in [0, K).
 caf::error check_labels(const char* op, const char* what,
                         const tensor_shape& rows, const label_vector& labels);
+
+// -- the operands of backend operations, the same on every device ----------
+
+/// dense_forward's x [n, in], w [in, out] and b [out].
+caf::error check_dense_forward(const char* op, const tensor& x,
+                               const tensor& w, const tensor& b);
+
+/// dense_backward's x [n, in], w [in, out], y [n, out] and dy of y's shape.
+caf::error check_dense_backward(const char* op, const tensor& x,
+                                const tensor& w, const tensor& y,
+                                const tensor& dy);
+
+/// max_pool_forward's geometry and input, whose flat indices must fit the
+/// int32 argmax.
+caf::error check_pool_forward(const char* op, const pool2d_geometry& g,
+                              const tensor& x);
+
+/// max_pool_backward's geometry, dy of its output shape and one argmax
+/// index per element of dy (argmax_size of them).
+caf::error check_pool_backward(const char* op, const pool2d_geometry& g,
+                               const tensor& dy, int64_t argmax_size);
+
+/// ec::invalid_argument: argmax[i] = value lies outside its image.
+caf::error pool_index_outside(const char* op, const pool2d_geometry& g,
+                              int64_t i, int32_t value);
+
+/// The sigmoid cross-entropy's x (`what`: logits or probs) of rank 2 and
+/// targets of its shape.
+caf::error check_sigmoid_pair(const char* op, const char* what,
+                              const tensor& x, const tensor& targets);
 
 } // namespace syncfac::cpu

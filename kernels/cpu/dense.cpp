@@ -7,17 +7,6 @@ namespace syncfac::cpu {
 
 namespace {
 
-caf::error check_dense(const char* op, const tensor& x, const tensor& w) {
-  if (x.rank() != 2 || w.rank() != 2)
-    return mismatch(op, "input", x.shape(), "weight", w.shape(),
-                    "both must have rank 2");
-  if (x.dim(1) != w.dim(0))
-    return mismatch(op, "input", x.shape(), "weight", w.shape(),
-                    "features " + std::to_string(x.dim(1)) + " vs "
-                      + std::to_string(w.dim(0)));
-  return caf::none;
-}
-
 void add_bias_rows(const float* b, int64_t cols, float* y, range rows) {
   for (auto r = rows.begin; r < rows.end; ++r)
     for (int64_t o = 0; o < cols; ++o)
@@ -29,13 +18,10 @@ void add_bias_rows(const float* b, int64_t cols, float* y, range rows) {
 caf::error cpu_backend::dense_forward(const tensor& x, const tensor& w,
                                       const tensor& b, activation act,
                                       tensor& y) {
-  const char* op = "dense_forward";
-  if (auto err = check_dense(op, x, w))
+  if (auto err = check_dense_forward("dense_forward", x, w, b))
     return err;
   auto n = x.dim(0);
   auto out = w.dim(1);
-  if (auto err = expect_shape(op, "bias", b.shape(), "weight columns", {out}))
-    return err;
   y.resize({n, out});
   matrix_operand mx{x.data(), n, x.dim(1), false};
   matrix_operand mw{w.data(), w.dim(0), out, false};
@@ -55,17 +41,11 @@ caf::error cpu_backend::dense_backward(const tensor& x, const tensor& w,
                                        const tensor& y, const tensor& dy,
                                        activation act, tensor& ds,
                                        tensor& dw, tensor& db, tensor* dx) {
-  const char* op = "dense_backward";
-  if (auto err = check_dense(op, x, w))
+  if (auto err = check_dense_backward("dense_backward", x, w, y, dy))
     return err;
   auto n = x.dim(0);
   auto in = w.dim(0);
   auto out = w.dim(1);
-  if (auto err = expect_shape(op, "output", y.shape(), "x w", {n, out}))
-    return err;
-  if (auto err = expect_shape(op, "output gradient", dy.shape(), "output",
-                              y.shape()))
-    return err;
   ds.resize({n, out});
   dw.resize({in, out});
   db.resize({out});

@@ -28,6 +28,7 @@
 
 #include "kernels/cpu/checks.hpp"
 #include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/kfac_checks.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/parallel.hpp"
 #include "runtime/base/error.hpp"
@@ -308,58 +309,6 @@ struct extract_patches {
   }
 };
 
-caf::error check_common(const char* op, const factor_sampling& s,
-                        int threads) {
-  if (threads < 1)
-    return make_error(ec::invalid_argument,
-                      std::string{op} + ": threads must be >= 1, got "
-                        + std::to_string(threads));
-  if (s.max_examples < 0 || s.max_locations < 0)
-    return make_error(ec::invalid_argument,
-                      std::string{op} + ": sampling counts must be >= 0, got"
-                        + " max_examples "
-                        + std::to_string(s.max_examples)
-                        + " and max_locations "
-                        + std::to_string(s.max_locations));
-  return caf::none;
-}
-
-caf::error check_dense(const char* op, const tensor& input,
-                       const tensor& ds) {
-  if (input.rank() != 2 || ds.rank() != 2)
-    return mismatch(op, "input", input.shape(), "preactivation gradient",
-                    ds.shape(), "both must have rank 2");
-  if (input.dim(0) != ds.dim(0))
-    return mismatch(op, "input", input.shape(), "preactivation gradient",
-                    ds.shape(),
-                    "examples " + std::to_string(input.dim(0)) + " vs "
-                      + std::to_string(ds.dim(0)));
-  if (input.dim(0) == 0)
-    return mismatch(op, "input", input.shape(), "preactivation gradient",
-                    ds.shape(), "the batch is empty");
-  return caf::none;
-}
-
-caf::error check_conv(const char* op, const conv2d_geometry& g,
-                      const tensor& x, const tensor& ds) {
-  if (auto err = check_geometry(op, g))
-    return err;
-  if (auto err = expect_shape(op, "input", x.shape(), "geometry input",
-                              g.input_shape()))
-    return err;
-  if (ds.shape() != g.output_shape())
-    return mismatch(op, "preactivation gradient", ds.shape(), "input",
-                    x.shape(),
-                    "the geometry's output is "
-                      + to_string(g.output_shape()));
-  if (g.batch == 0)
-    return mismatch(op, "input", x.shape(), "preactivation gradient",
-                    ds.shape(), "the batch is empty");
-  return caf::none;
-}
-
-
-
 // The first m rows of input [*, in] with a 1 appended when `bias`.
 tensor dense_rows(const tensor& input, int64_t m, bool bias) {
   auto in = input.dim(1);
@@ -379,9 +328,7 @@ caf::error dense_impl(const tensor& input, const tensor& ds, bool with_bias,
                       const factor_sampling& s, int threads, tensor& A,
                       tensor& G, gram_rows* A_rows, gram_rows* G_rows) {
   const char* op = "dense_factors";
-  if (auto err = check_common(op, s, threads))
-    return err;
-  if (auto err = check_dense(op, input, ds))
+  if (auto err = check_dense_factors(op, input, ds, s, threads))
     return err;
   auto batch = input.dim(0);
   auto in = input.dim(1);
@@ -422,9 +369,7 @@ caf::error conv_impl(const conv2d_geometry& g, const tensor& x,
                      const factor_sampling& s, int threads, tensor& A,
                      tensor& G, gram_rows* A_rows, gram_rows* G_rows) {
   const char* op = "conv_factors";
-  if (auto err = check_common(op, s, threads))
-    return err;
-  if (auto err = check_conv(op, g, x, ds))
+  if (auto err = check_conv_factors(op, g, x, ds, s, threads))
     return err;
   auto rows = sampled_rows(s, g.batch, g.locations());
   auto m = static_cast<int64_t>(rows.size());

@@ -16,6 +16,7 @@
 #include <Eigen/Eigenvalues>
 
 #include "kernels/cpu/checks.hpp"
+#include "kernels/cpu/kfac_checks.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/parallel.hpp"
 #include "kernels/cpu/simd.hpp"
@@ -36,53 +37,8 @@ namespace {
 // are computed every few steps only. The results are stored as float.
 using dmat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic>;
 
-// Used as a threshold on |eigenvalue| / largest |eigenvalue|; see
-// symmetric_eigen.
-constexpr double max_negative_eigen_ratio = 1e-3;
-
 bool is_square(const tensor& x) {
   return x.rank() == 2 && x.dim(0) == x.dim(1);
-}
-
-caf::error check_square(const char* op, const char* what, const tensor& x) {
-  if (is_square(x))
-    return caf::none;
-  auto n = x.rank() >= 1 ? x.dim(0) : 0;
-  return mismatch(op, what, x.shape(), "a square matrix", {n, n},
-                  "factors are [n, n]");
-}
-
-caf::error check_finite(const char* op, const char* what, const tensor& x) {
-  // The vectorised scan first: the shard checks a 785^2 factor per step.
-  if (x.all_finite())
-    return caf::none;
-  for (int64_t i = 0; i < x.size(); ++i)
-    if (!std::isfinite(x[i]))
-      return make_error(ec::non_finite,
-                        std::string{op} + ": " + what + " " + x.shape_string()
-                          + " holds " + std::to_string(x[i]) + " at index "
-                          + std::to_string(i));
-  return caf::none;
-}
-
-caf::error check_scalar(const char* op, const char* what, double x,
-                        bool non_negative) {
-  if (!std::isfinite(x))
-    return make_error(ec::non_finite, std::string{op} + ": " + what + " is "
-                                        + std::to_string(x));
-  if (non_negative && x < 0)
-    return make_error(ec::invalid_argument, std::string{op} + ": " + what
-                                              + " " + std::to_string(x)
-                                              + " is negative");
-  return caf::none;
-}
-
-// "%g" keeps small dampings (1e-07) readable where std::to_string prints
-// 0.000000.
-std::string num(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", x);
-  return buf;
 }
 
 // Square tiles of this many rows and columns keep both the row-major float
@@ -128,26 +84,12 @@ caf::error store_symmetric(const char* op, const dmat& m, tensor& out) {
     for (Eigen::Index j = 0; j < n; ++j) {
       auto v = static_cast<float>(m(i, j));
       if (!std::isfinite(v))
-        return make_error(ec::numerical_failure,
-                          std::string{op} + ": inverse of dimension "
-                            + std::to_string(n) + " has "
-                            + num(m(i, j)) + " at [" + std::to_string(i)
-                            + ", " + std::to_string(j)
-                            + "], outside float range");
+        return inverse_out_of_range(op, n, m(i, j), i, j);
       values[static_cast<size_t>(i * n + j)] = v;
     }
   out.resize({n, n});
   out.values() = std::move(values);
   return caf::none;
-}
-
-caf::error not_positive_definite(const char* op, int64_t n, float damping,
-                                 const std::string& detail) {
-  return make_error(ec::numerical_failure,
-                    std::string{op} + ": factor [" + std::to_string(n) + ", "
-                      + std::to_string(n) + "] (dimension "
-                      + std::to_string(n) + ") + damping " + num(damping)
-                      + " * I is not positive definite: " + detail);
 }
 
 // Eigen's LLT fails only on a pivot <= 0. A pivot that survives only by
@@ -163,20 +105,11 @@ caf::error check_pivots(const char* op, const Eigen::LLT<dmat>& llt,
                                  "Cholesky met a pivot <= 0");
   if (n == 0)
     return caf::none;
-  auto tol = static_cast<double>(n) * std::numeric_limits<double>::epsilon()
-             * m.diagonal().maxCoeff();
-  // L's diagonal, read in place (matrixL() would copy all of L).
+  // L's diagonal, read in place (matrixL() would copy all of L): column-
+  // major, so entry (k, k) is n + 1 entries after (k - 1, k - 1).
   const dmat& l = llt.matrixLLT();
-  for (Eigen::Index k = 0; k < n; ++k) {
-    auto pivot = l(k, k) * l(k, k);
-    if (!(pivot > tol))
-      return not_positive_definite(op, n, damping,
-                                   "Cholesky pivot " + std::to_string(k)
-                                     + " is " + num(pivot)
-                                     + ", at most the round-off level "
-                                     + num(tol));
-  }
-  return caf::none;
+  return check_round_off_pivots(op, n, damping, m.diagonal().maxCoeff(),
+                                l.data(), n + 1);
 }
 
 matrix_operand operand(const float* data, int64_t rows, int64_t cols,
@@ -187,37 +120,6 @@ matrix_operand operand(const float* data, int64_t rows, int64_t cols,
 bool aliases(const tensor& out, std::initializer_list<const tensor*> inputs) {
   return std::any_of(inputs.begin(), inputs.end(),
                      [&](const tensor* x) { return x == &out; });
-}
-
-// Checks that grad is [p, q] and that the left factor is [p, p] and the right
-// one [q, q].
-caf::error check_sides(const char* op, const tensor& grad,
-                       const char* left_what, const tensor& left,
-                       const char* right_what, const tensor& right) {
-  if (grad.rank() != 2)
-    return mismatch(op, "grad", grad.shape(), left_what, left.shape(),
-                    "grad must be a matrix [in+1, out]");
-  auto p = grad.dim(0);
-  auto q = grad.dim(1);
-  if (left.shape() != tensor_shape{p, p})
-    return mismatch(op, left_what, left.shape(), "grad", grad.shape(),
-                    std::string{left_what} + " must be [" + std::to_string(p)
-                      + ", " + std::to_string(p) + "] (rows of grad)");
-  if (right.shape() != tensor_shape{q, q})
-    return mismatch(op, right_what, right.shape(), "grad", grad.shape(),
-                    std::string{right_what} + " must be [" + std::to_string(q)
-                      + ", " + std::to_string(q) + "] (columns of grad)");
-  return caf::none;
-}
-
-caf::error check_eigenvalues(const char* op, const char* what,
-                             const tensor& e, const char* q_what,
-                             const tensor& q) {
-  auto n = q.dim(0);
-  if (e.shape() == tensor_shape{n})
-    return caf::none;
-  return mismatch(op, what, e.shape(), q_what, q.shape(),
-                  "one eigenvalue per eigenvector column");
 }
 
 // out = alpha · lhs · rhs for row-major [m, k] · [k, n] on this thread.
@@ -232,23 +134,6 @@ void product(const float* lhs, bool trans_lhs, int64_t lhs_rows,
 void store(std::vector<float>&& values, int64_t p, int64_t q, tensor& out) {
   out.resize({p, q});
   out.values() = std::move(values);
-}
-
-// The first i, j with T·eA_i·eG_j + λ not positive, as an error.
-caf::error check_divisors(const char* op, const tensor& eA, const tensor& eG,
-                          float lambda, float T) {
-  for (int64_t i = 0; i < eA.size(); ++i)
-    for (int64_t j = 0; j < eG.size(); ++j) {
-      auto d = T * eA[i] * eG[j] + lambda;
-      if (!(d > 0.0f) || !std::isfinite(d))
-        return make_error(ec::numerical_failure,
-                          std::string{op} + ": divisor T*eA[" + std::to_string(i)
-                            + "]*eG[" + std::to_string(j) + "] + lambda = "
-                            + num(T) + " * " + num(eA[i]) + " * "
-                            + num(eG[j]) + " + " + num(lambda) + " = "
-                            + num(d) + " is not positive");
-    }
-  return caf::none;
 }
 
 } // namespace
@@ -393,17 +278,8 @@ caf::error symmetric_eigen(const tensor& factor, tensor& eigenvalues,
   // accumulation; a negative one would shrink the divisor T·eA·eG + λ below
   // λ, or even below 0, so they are clamped to their true value 0. One far
   // beyond round-off means the factor itself is wrong (not a Gram matrix).
-  auto largest = n > 0 ? e.cwiseAbs().maxCoeff() : 0.0;
-  for (Eigen::Index k = 0; k < n; ++k) {
-    if (e(k) < -max_negative_eigen_ratio * largest)
-      return make_error(ec::numerical_failure,
-                        std::string{op} + ": factor of dimension "
-                          + std::to_string(n)
-                          + " is not positive semi-definite: eigenvalue "
-                          + num(e(k)) + " against largest magnitude "
-                          + num(largest));
-    e(k) = std::max(e(k), 0.0);
-  }
+  if (auto err = clamp_eigenvalues(op, e.data(), n))
+    return err;
   const dmat& q = solver.eigenvectors();
   std::vector<float> vectors(static_cast<size_t>(n * n));
   for (Eigen::Index i = 0; i < n; ++i)
@@ -420,14 +296,9 @@ caf::error precondition_factored(const tensor& grad, const tensor& A_inv,
                                  const tensor& G_inv, float scale,
                                  tensor& out) {
   const char* op = "precondition_factored";
-  if (auto err = check_sides(op, grad, "A_inv", A_inv, "G_inv", G_inv))
+  if (auto err = check_sided_operands(op, grad, "A_inv", A_inv, "G_inv",
+                                      G_inv, scale, factor_scan::scan))
     return err;
-  if (auto err = check_scalar(op, "scale", scale, false))
-    return err;
-  for (auto [what, x] : {std::pair{"grad", &grad}, std::pair{"A_inv", &A_inv},
-                         std::pair{"G_inv", &G_inv}})
-    if (auto err = check_finite(op, what, *x))
-      return err;
   auto p = grad.dim(0);
   auto q = grad.dim(1);
   std::vector<float> right(static_cast<size_t>(p * q));
@@ -577,16 +448,9 @@ caf::error precondition_cholesky(const tensor& grad, const tensor& LA,
                                  const tensor& LG, float scale, tensor& out,
                                  factor_scan scan) {
   const char* op = "precondition_cholesky";
-  if (auto err = check_sides(op, grad, "LA", LA, "LG", LG))
+  if (auto err = check_sided_operands(op, grad, "LA", LA, "LG", LG, scale,
+                                      scan))
     return err;
-  if (auto err = check_scalar(op, "scale", scale, false))
-    return err;
-  if (auto err = check_finite(op, "grad", grad))
-    return err;
-  if (scan == factor_scan::scan)
-    for (auto [what, x] : {std::pair{"LA", &LA}, std::pair{"LG", &LG}})
-      if (auto err = check_finite(op, what, *x))
-        return err;
   using fmat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic,
                              Eigen::RowMajor>;
   using cmap = Eigen::Map<const fmat>;
@@ -595,16 +459,9 @@ caf::error precondition_cholesky(const tensor& grad, const tensor& LA,
   cmap la(LA.data(), p, p);
   cmap lg(LG.data(), q, q);
   fmat x = cmap(grad.data(), p, q);
-  for (Eigen::Index i = 0; i < p; ++i)
-    if (!(la(i, i) > 0))
-      return make_error(ec::numerical_failure,
-                        std::string{op} + ": LA has pivot " + num(la(i, i))
-                          + " at " + std::to_string(i));
-  for (Eigen::Index i = 0; i < q; ++i)
-    if (!(lg(i, i) > 0))
-      return make_error(ec::numerical_failure,
-                        std::string{op} + ": LG has pivot " + num(lg(i, i))
-                          + " at " + std::to_string(i));
+  for (auto [what, L] : {std::pair{"LA", &LA}, std::pair{"LG", &LG}})
+    if (auto err = check_positive_pivots(op, what, *L))
+      return err;
   if (q <= few_rhs_limit) {
     std::vector<float> xt(static_cast<size_t>(p * q));
     for (int64_t i = 0; i < p; ++i)
@@ -642,28 +499,10 @@ caf::error precondition_eigen(const tensor& grad, const tensor& QA,
                               int64_t locations, tensor& out,
                               factor_scan scan) {
   const char* op = "precondition_eigen";
-  if (auto err = check_sides(op, grad, "QA", QA, "QG", QG))
+  if (auto err = check_eigen_operands(op, grad, QA, eA, QG, eG, lambda,
+                                      locations, scan))
     return err;
-  if (auto err = check_eigenvalues(op, "eA", eA, "QA", QA))
-    return err;
-  if (auto err = check_eigenvalues(op, "eG", eG, "QG", QG))
-    return err;
-  if (auto err = check_scalar(op, "lambda", lambda, true))
-    return err;
-  if (locations < 1)
-    return make_error(ec::invalid_argument,
-                      std::string{op} + ": locations "
-                        + std::to_string(locations) + " must be >= 1");
-  if (auto err = check_finite(op, "grad", grad))
-    return err;
-  if (scan == factor_scan::scan)
-    for (auto [what, x] : {std::pair{"QA", &QA}, std::pair{"eA", &eA},
-                           std::pair{"QG", &QG}, std::pair{"eG", &eG}})
-      if (auto err = check_finite(op, what, *x))
-        return err;
   auto T = static_cast<float>(locations);
-  if (auto err = check_divisors(op, eA, eG, lambda, T))
-    return err;
   auto p = grad.dim(0);
   auto q = grad.dim(1);
   auto n = static_cast<size_t>(p * q);

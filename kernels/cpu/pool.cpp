@@ -99,16 +99,8 @@ int64_t output_image_size(const pool2d_geometry& g) {
 caf::error cpu_backend::max_pool_forward(const pool2d_geometry& g,
                                          const tensor& x, tensor& y,
                                          std::vector<int32_t>& argmax) {
-  const char* op = "max_pool_forward";
-  if (auto err = check_geometry(op, g))
+  if (auto err = check_pool_forward("max_pool_forward", g, x))
     return err;
-  if (auto err = expect_shape(op, "input", x.shape(), "geometry input",
-                              g.input_shape()))
-    return err;
-  if (x.size() > std::numeric_limits<int32_t>::max())
-    return make_error(ec::invalid_argument,
-                      std::string{op} + ": input " + x.shape_string()
-                        + " has too many elements for int32 argmax indices");
   y.resize(g.output_shape());
   argmax.resize(static_cast<size_t>(y.size()));
   auto in_size = image_size(g);
@@ -125,15 +117,9 @@ caf::error cpu_backend::max_pool_backward(const pool2d_geometry& g,
                                           const std::vector<int32_t>& argmax,
                                           tensor& dx) {
   const char* op = "max_pool_backward";
-  if (auto err = check_geometry(op, g))
+  if (auto err = check_pool_backward(op, g, dy,
+                                     static_cast<int64_t>(argmax.size())))
     return err;
-  if (auto err = expect_shape(op, "output gradient", dy.shape(),
-                              "geometry output", g.output_shape()))
-    return err;
-  if (static_cast<int64_t>(argmax.size()) != dy.size())
-    return mismatch(op, "output gradient", dy.shape(), "argmax",
-                    {static_cast<int64_t>(argmax.size())},
-                    "one index per element");
   auto in_size = image_size(g);
   auto out_size = output_image_size(g);
   // Each image's indices must stay inside that image: this keeps the
@@ -151,12 +137,7 @@ caf::error cpu_backend::max_pool_backward(const pool2d_geometry& g,
   });
   for (auto i : bad_pool_index_)
     if (i >= 0)
-      return make_error(ec::invalid_argument,
-                        std::string{op} + ": argmax[" + std::to_string(i)
-                          + "] = "
-                          + std::to_string(argmax[static_cast<size_t>(i)])
-                          + " lies outside its image of input "
-                          + to_string(g.input_shape()));
+      return pool_index_outside(op, g, i, argmax[static_cast<size_t>(i)]);
   dx.resize(g.input_shape());
   parallel_for(threads_, g.batch, [&](int64_t n, int) {
     float* dst = dx.data();

@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "kernels/cpu/checks.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
-#include "kernels/cpu/parallel.hpp"
+#include "kernels/cpu/mean_loss.hpp"
 
 namespace syncfac::cpu {
 
@@ -38,16 +37,10 @@ caf::error cpu_backend::softmax_xent_forward(const tensor& logits,
   auto N = logits.dim(0);
   auto K = logits.dim(1);
   probs.resize(logits.shape());
-  row_losses_.resize(static_cast<size_t>(N));
-  for_row_parts(threads_, N, K, [&](range rows) {
-    for (auto r = rows.begin; r < rows.end; ++r)
-      row_losses_[static_cast<size_t>(r)]
-        = softmax_row(logits.data() + r * K, K, labels[static_cast<size_t>(r)],
-                      probs.data() + r * K);
+  loss = mean_row_loss(threads_, N, K, row_losses_, [&](int64_t r) {
+    return softmax_row(logits.data() + r * K, K,
+                       labels[static_cast<size_t>(r)], probs.data() + r * K);
   });
-  // Summed in row order: the same loss for any thread count.
-  auto total = std::accumulate(row_losses_.begin(), row_losses_.end(), 0.0);
-  loss = N > 0 ? static_cast<float>(total / static_cast<double>(N)) : 0.0f;
   return caf::none;
 }
 
@@ -57,19 +50,13 @@ caf::error cpu_backend::softmax_xent_backward(const tensor& probs,
   if (auto err = check_labels("softmax_xent_backward", "probs", probs.shape(),
                               labels))
     return err;
-  auto N = probs.dim(0);
   auto K = probs.dim(1);
-  dlogits.resize(probs.shape());
-  auto scale = N > 0 ? 1.0f / static_cast<float>(N) : 0.0f;
-  for_row_parts(threads_, N, K, [&](range rows) {
-    for (auto r = rows.begin; r < rows.end; ++r) {
-      const float* p = probs.data() + r * K;
-      float* d = dlogits.data() + r * K;
-      for (int64_t k = 0; k < K; ++k)
-        d[k] = p[k] * scale;
-      d[labels[static_cast<size_t>(r)]] -= scale;
-    }
-  });
+  mean_loss_gradient(threads_, probs, dlogits,
+                     [&](int64_t r, const float* p, float* d, float scale) {
+                       for (int64_t k = 0; k < K; ++k)
+                         d[k] = p[k] * scale;
+                       d[labels[static_cast<size_t>(r)]] -= scale;
+                     });
   return caf::none;
 }
 

@@ -9,10 +9,10 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <numeric>
 #include <tuple>
 
 #include "kernels/cpu/checks.hpp"
+#include "kernels/cpu/row_loss.hpp"
 #include "kernels/cuda/cuda_impl.cuh"
 
 namespace syncfac::cuda {
@@ -864,23 +864,9 @@ caf::error cuda_backend::run_gemm(const char* op, const cpu::gemm_sizes& s,
 
 namespace {
 
-caf::error check_dense(const char* op, const tensor& x, const tensor& w) {
-  if (x.rank() != 2 || w.rank() != 2)
-    return cpu::mismatch(op, "input", x.shape(), "weight", w.shape(),
-                         "both must have rank 2");
-  if (x.dim(1) != w.dim(0))
-    return cpu::mismatch(op, "input", x.shape(), "weight", w.shape(),
-                         "features " + std::to_string(x.dim(1)) + " vs "
-                           + std::to_string(w.dim(0)));
-  return caf::none;
-}
-
 caf::error check_conv(const char* op, const conv2d_geometry& g,
                       const tensor& x, const tensor& w) {
-  if (auto err = cpu::check_geometry(op, g))
-    return err;
-  if (auto err = cpu::expect_shape(op, "input", x.shape(), "geometry input",
-                                   g.input_shape()))
+  if (auto err = cpu::check_geometry_input(op, g, x))
     return err;
   if (w.shape() != g.kernel_shape())
     return cpu::mismatch(op, "input", x.shape(), "kernel", w.shape(),
@@ -901,14 +887,11 @@ caf::error cuda_backend::dense_forward(const tensor& x, const tensor& w,
                                        const tensor& b, activation act,
                                        tensor& y) {
   const char* op = "dense_forward";
-  if (auto err = check_dense(op, x, w))
+  if (auto err = cpu::check_dense_forward(op, x, w, b))
     return err;
   auto n = x.dim(0);
   auto in = w.dim(0);
   auto out = w.dim(1);
-  if (auto err = cpu::expect_shape(op, "bias", b.shape(), "weight columns",
-                                   {out}))
-    return err;
   if (auto err = select(op))
     return err;
   const float *xd = nullptr, *wd = nullptr, *bd = nullptr;
@@ -937,16 +920,11 @@ caf::error cuda_backend::dense_backward(const tensor& x, const tensor& w,
                                         activation act, tensor& ds,
                                         tensor& dw, tensor& db, tensor* dx) {
   const char* op = "dense_backward";
-  if (auto err = check_dense(op, x, w))
+  if (auto err = cpu::check_dense_backward(op, x, w, y, dy))
     return err;
   auto n = x.dim(0);
   auto in = w.dim(0);
   auto out = w.dim(1);
-  if (auto err = cpu::expect_shape(op, "output", y.shape(), "x w", {n, out}))
-    return err;
-  if (auto err = cpu::expect_shape(op, "output gradient", dy.shape(),
-                                   "output", y.shape()))
-    return err;
   if (auto err = select(op))
     return err;
   const float *xd = nullptr, *wd = nullptr, *yd = nullptr, *dyd = nullptr;
@@ -1197,15 +1175,8 @@ caf::error cuda_backend::max_pool_forward(const pool2d_geometry& g,
                                           const tensor& x, tensor& y,
                                           std::vector<int32_t>& argmax) {
   const char* op = "max_pool_forward";
-  if (auto err = cpu::check_geometry(op, g))
+  if (auto err = cpu::check_pool_forward(op, g, x))
     return err;
-  if (auto err = cpu::expect_shape(op, "input", x.shape(), "geometry input",
-                                   g.input_shape()))
-    return err;
-  if (x.size() > std::numeric_limits<int32_t>::max())
-    return make_error(ec::invalid_argument,
-                      std::string{op} + ": input " + x.shape_string()
-                        + " has too many elements for int32 argmax indices");
   if (auto err = select(op))
     return err;
   auto out = element_count(g.output_shape());
@@ -1242,15 +1213,9 @@ caf::error cuda_backend::max_pool_backward(const pool2d_geometry& g,
                                            const std::vector<int32_t>& argmax,
                                            tensor& dx) {
   const char* op = "max_pool_backward";
-  if (auto err = cpu::check_geometry(op, g))
+  if (auto err = cpu::check_pool_backward(op, g, dy,
+                                          static_cast<int64_t>(argmax.size())))
     return err;
-  if (auto err = cpu::expect_shape(op, "output gradient", dy.shape(),
-                                   "geometry output", g.output_shape()))
-    return err;
-  if (static_cast<int64_t>(argmax.size()) != dy.size())
-    return cpu::mismatch(op, "output gradient", dy.shape(), "argmax",
-                         {static_cast<int64_t>(argmax.size())},
-                         "one index per element");
   auto in_size = g.in_h * g.in_w * g.channels;
   auto out_size = g.out_h * g.out_w * g.channels;
   // Every index must stay inside its own image, as on the CPU (a stray
@@ -1259,11 +1224,7 @@ caf::error cuda_backend::max_pool_backward(const pool2d_geometry& g,
     auto n = out_size > 0 ? i / out_size : 0;
     auto a = argmax[static_cast<size_t>(i)];
     if (a < n * in_size || a >= (n + 1) * in_size)
-      return make_error(ec::invalid_argument,
-                        std::string{op} + ": argmax[" + std::to_string(i)
-                          + "] = " + std::to_string(a)
-                          + " lies outside its image of input "
-                          + to_string(g.input_shape()));
+      return cpu::pool_index_outside(op, g, i, a);
   }
   if (auto err = select(op))
     return err;
@@ -1329,16 +1290,14 @@ caf::error cuda_backend::softmax_xent_forward(const tensor& logits,
       xd, labels_.get(), N, K, pd, row_loss_.get());
     if (auto err = check_launch(op))
       return err;
-    if (auto err = to_host(host_losses_.data(), row_loss_.get(),
-                           static_cast<size_t>(N) * sizeof(double),
+    if (auto err = to_host(host_losses_, row_loss_.get(),
                            "softmax_xent_forward: copy losses back"))
       return err;
   }
   if (auto err = sync(op))
     return err;
   // Summed in row order on the host: the CPU's order.
-  auto total = std::accumulate(host_losses_.begin(), host_losses_.end(), 0.0);
-  loss = N > 0 ? static_cast<float>(total / static_cast<double>(N)) : 0.0f;
+  loss = cpu::mean_row_loss(host_losses_);
   return caf::none;
 }
 
@@ -1376,23 +1335,11 @@ caf::error cuda_backend::softmax_xent_backward(const tensor& probs,
   return caf::none;
 }
 
-namespace {
-
-caf::error check_pair(const char* op, const char* what, const tensor& x,
-                      const tensor& targets) {
-  if (x.rank() != 2)
-    return cpu::mismatch(op, what, x.shape(), "targets", targets.shape(),
-                         std::string{what} + " must be rank 2 [N, D]");
-  return cpu::expect_shape(op, "targets", targets.shape(), what, x.shape());
-}
-
-} // namespace
-
 caf::error cuda_backend::sigmoid_xent_forward(const tensor& logits,
                                               const tensor& targets,
                                               tensor& probs, float& loss) {
   const char* op = "sigmoid_xent_forward";
-  if (auto err = check_pair(op, "logits", logits, targets))
+  if (auto err = cpu::check_sigmoid_pair(op, "logits", logits, targets))
     return err;
   if (auto err = select(op))
     return err;
@@ -1416,15 +1363,13 @@ caf::error cuda_backend::sigmoid_xent_forward(const tensor& logits,
       xd, td, N, D, pd, row_loss_.get());
     if (auto err = check_launch(op))
       return err;
-    if (auto err = to_host(host_losses_.data(), row_loss_.get(),
-                           static_cast<size_t>(N) * sizeof(double),
+    if (auto err = to_host(host_losses_, row_loss_.get(),
                            "sigmoid_xent_forward: copy losses back"))
       return err;
   }
   if (auto err = sync(op))
     return err;
-  auto total = std::accumulate(host_losses_.begin(), host_losses_.end(), 0.0);
-  loss = N > 0 ? static_cast<float>(total / static_cast<double>(N)) : 0.0f;
+  loss = cpu::mean_row_loss(host_losses_);
   return caf::none;
 }
 
@@ -1432,7 +1377,7 @@ caf::error cuda_backend::sigmoid_xent_backward(const tensor& probs,
                                                const tensor& targets,
                                                tensor& dlogits) {
   const char* op = "sigmoid_xent_backward";
-  if (auto err = check_pair(op, "probs", probs, targets))
+  if (auto err = cpu::check_sigmoid_pair(op, "probs", probs, targets))
     return err;
   if (auto err = select(op))
     return err;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -356,6 +357,11 @@ public:
                        const char* what);
   caf::error to_host(void* dst, const void* src, size_t bytes,
                      const char* what);
+  /// to_host of dst.size() doubles.
+  caf::error to_host(std::vector<double>& dst, const double* src,
+                     const char* what) {
+    return to_host(dst.data(), src, dst.size() * sizeof(double), what);
+  }
   caf::error transfer(void* dst, const void* src, size_t bytes,
                       cudaMemcpyKind kind, std::atomic<int64_t>& counter,
                       const char* what);
@@ -410,6 +416,82 @@ public:
   /// the CPU's pivot checks.
   caf::error damped_potrf(const char* op, const tensor& factor,
                           float damping);
+
+  /// damped_potrf, then use(n) for a factor [n, n] with n > 0; an empty
+  /// factor gives an empty out [0, 0] (damped_inverse, damped_cholesky).
+  template <class Use>
+  caf::error with_potrf(const char* op, const tensor& factor, float damping,
+                        tensor& out, Use use);
+
+  /// Selects the device and leaves ½(F + Fᵀ) + damping·I of the host
+  /// factor F [n, n] in d_work_ (double), with d_values_ [n] (named
+  /// values_what) and info_ reserved: where potrf and syevd start.
+  caf::error stage_symmetric(const char* op, const tensor& factor,
+                             double damping, const char* values_what);
+
+  /// A cuSOLVER routine with its workspace in d_solver_: size(&lwork) asks
+  /// for the workspace (reported as routine + "_bufferSize"),
+  /// run(workspace, lwork) runs it (reported as routine) and leaves its
+  /// status in info_, whose copy to `info` (info_what) is queued: read it
+  /// after the next sync.
+  template <class Size, class Run>
+  caf::error solve(const char* routine, const char* workspace_what,
+                   Size size, Run run, int& info, const char* info_what);
+
+  /// potrf and potri (and their _bufferSize): the same arguments.
+  using upper_size_routine = cusolverStatus_t (*)(cusolverDnHandle_t,
+                                                  cublasFillMode_t, int,
+                                                  double*, int, int*);
+  using upper_routine = cusolverStatus_t (*)(cusolverDnHandle_t,
+                                             cublasFillMode_t, int, double*,
+                                             int, double*, int, int*);
+
+  /// solve() of `run` on the upper triangle of d_work_ [n, n].
+  caf::error solve_upper(const char* routine, upper_size_routine size,
+                         upper_routine run, const char* workspace_what,
+                         int64_t n, int& info, const char* info_what);
+
+  /// A kernel converting d_work_ [n, n] (double) into float.
+  using work_kernel = void (*)(const double* d, int64_t n, float* out);
+
+  /// out_a_ [n, n] (reserved as out_what) = convert(d_work_), queued.
+  caf::error from_work(work_kernel convert, int64_t n, const char* out_what,
+                       const char* launch_what);
+
+  /// Selects the device and reserves out_b_ (an intermediate product) and
+  /// out_a_ (the preconditioned gradient) of `size` floats.
+  caf::error start_products(const char* op, int64_t size,
+                            const char* intermediate_what);
+
+  /// An operand copied from the host: `buffer` reserved for `values` (the
+  /// reservation named `name`) and filled ("copy <name>").
+  struct host_operand {
+    device_buffer<float>* buffer;
+    const tensor* values;
+    const char* name;
+  };
+  caf::error upload_operands(std::initializer_list<host_operand> operands);
+
+  /// n floats at src on the device once the stream is done (synchronised,
+  /// naming op): a result the host receives.
+  caf::expected<std::vector<float>> fetch(const float* src, int64_t n,
+                                          const char* what, const char* op);
+
+  /// fetch of a cuSOLVER routine's result, then its status (solve's
+  /// info, read after the sync): failed(info) unless it is 0.
+  template <class Failed>
+  caf::expected<std::vector<float>>
+  fetch_solved(const float* src, int64_t n, const char* what, const char* op,
+               const int& info, Failed failed);
+
+  /// fetch of `shape`'s values into out.
+  caf::error fetch_into(const float* src, const tensor_shape& shape,
+                        const char* what, const char* op, tensor& out);
+
+  /// Mirrors the factors A [wa, wa] (out_a_) and G [wg, wg] (out_b_), whose
+  /// upper triangles SYRK wrote, and fetches both.
+  caf::error fetch_factors(const char* op, int64_t wa, int64_t wg, tensor& A,
+                           tensor& G);
 
   int device_;
   std::string name_;

@@ -11,13 +11,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kernels/cpu/checks.hpp"
+#include "kernels/cpu/kfac_checks.hpp"
 #include "kernels/cuda/cuda_impl.cuh"
 
 namespace syncfac::cuda {
@@ -25,10 +25,6 @@ namespace syncfac::cuda {
 namespace {
 
 constexpr int block = 256;
-
-// As on the CPU: a negative eigenvalue beyond this fraction of the largest
-// magnitude means the factor is not positive semi-definite.
-constexpr double max_negative_eigen_ratio = 1e-3;
 
 #define SYNCFAC_GRID_STRIDE(i, n)                                            \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x)             \
@@ -118,88 +114,22 @@ __global__ void k_gather_rows(const float* src, int64_t cols,
   }
 }
 
-std::string num(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", x);
-  return buf;
-}
-
-caf::error check_square(const char* op, const char* what, const tensor& x) {
-  if (x.rank() == 2 && x.dim(0) == x.dim(1))
-    return caf::none;
-  auto n = x.rank() >= 1 ? x.dim(0) : 0;
-  return cpu::mismatch(op, what, x.shape(), "a square matrix", {n, n},
-                       "factors are [n, n]");
-}
-
-caf::error check_finite(const char* op, const char* what, const tensor& x) {
-  for (int64_t i = 0; i < x.size(); ++i)
-    if (!std::isfinite(x[i]))
-      return make_error(ec::non_finite,
-                        std::string{op} + ": " + what + " " + x.shape_string()
-                          + " holds " + std::to_string(x[i]) + " at index "
-                          + std::to_string(i));
-  return caf::none;
-}
-
-caf::error check_scalar(const char* op, const char* what, double x,
-                        bool non_negative) {
-  if (!std::isfinite(x))
-    return make_error(ec::non_finite, std::string{op} + ": " + what + " is "
-                                        + std::to_string(x));
-  if (non_negative && x < 0)
-    return make_error(ec::invalid_argument, std::string{op} + ": " + what
-                                              + " " + std::to_string(x)
-                                              + " is negative");
-  return caf::none;
-}
-
-caf::error not_positive_definite(const char* op, int64_t n, float damping,
-                                 const std::string& detail) {
-  return make_error(ec::numerical_failure,
-                    std::string{op} + ": factor [" + std::to_string(n) + ", "
-                      + std::to_string(n) + "] (dimension "
-                      + std::to_string(n) + ") + damping " + num(damping)
-                      + " * I is not positive definite: " + detail);
-}
-
-caf::error check_sides(const char* op, const tensor& grad,
-                       const char* left_what, const tensor& left,
-                       const char* right_what, const tensor& right) {
-  if (grad.rank() != 2)
-    return cpu::mismatch(op, "grad", grad.shape(), left_what, left.shape(),
-                         "grad must be a matrix [in+1, out]");
-  auto p = grad.dim(0);
-  auto q = grad.dim(1);
-  if (left.shape() != tensor_shape{p, p})
-    return cpu::mismatch(op, left_what, left.shape(), "grad", grad.shape(),
-                         std::string{left_what} + " must be ["
-                           + std::to_string(p) + ", " + std::to_string(p)
-                           + "] (rows of grad)");
-  if (right.shape() != tensor_shape{q, q})
-    return cpu::mismatch(op, right_what, right.shape(), "grad", grad.shape(),
-                         std::string{right_what} + " must be ["
-                           + std::to_string(q) + ", " + std::to_string(q)
-                           + "] (columns of grad)");
-  return caf::none;
-}
-
-caf::error check_eigenvalues(const char* op, const char* what,
-                             const tensor& e, const char* q_what,
-                             const tensor& q) {
-  auto n = q.dim(0);
-  if (e.shape() == tensor_shape{n})
-    return caf::none;
-  return cpu::mismatch(op, what, e.shape(), q_what, q.shape(),
-                       "one eigenvalue per eigenvector column");
-}
-
 bool fits_int(int64_t x) {
   return x >= 0 && x <= std::numeric_limits<int>::max();
 }
 
-caf::error check_solver_size(const std::string& dev, const char* op,
-                             int64_t n) {
+// A factor for cuSOLVER: square, (when damping is given, a finite damping
+// >= 0,) finite, and of a dimension whose n² fits its 32-bit sizes.
+caf::error check_solver_factor(const std::string& dev, const char* op,
+                               const tensor& factor, const float* damping) {
+  if (auto err = cpu::check_square(op, "factor", factor))
+    return err;
+  if (damping != nullptr)
+    if (auto err = cpu::check_scalar(op, "damping", *damping, true))
+      return err;
+  if (auto err = cpu::check_finite(op, "factor", factor))
+    return err;
+  auto n = factor.dim(0);
   if (fits_int(n) && fits_int(n * n))
     return caf::none;
   return make_error(ec::invalid_argument,
@@ -207,66 +137,172 @@ caf::error check_solver_size(const std::string& dev, const char* op,
                       + " exceeds cuSOLVER's 32-bit sizes");
 }
 
+// syevd's failure for a factor [n, n] with its status `info`.
+caf::error not_converged(const char* op, int64_t n, int info) {
+  return make_error(ec::numerical_failure,
+                    std::string{op} + ": the eigensolver did not converge "
+                                      "for a factor of dimension "
+                      + std::to_string(n) + " (cusolverDnDsyevd info "
+                      + std::to_string(info) + ")");
+}
+
 } // namespace
+
+// -- host-side steps the kernels share --------------------------------------
+
+namespace {
+
+// Writes values of `shape` to out, reusing out's storage.
+void store(std::vector<float>&& values, const tensor_shape& shape,
+           tensor& out) {
+  out.resize(shape);
+  out.values() = std::move(values);
+}
+
+} // namespace
+
+caf::expected<std::vector<float>>
+cuda_backend::fetch(const float* src, int64_t n, const char* what,
+                    const char* op) {
+  std::vector<float> values(static_cast<size_t>(n));
+  if (auto err = download(values.data(), src, n, what))
+    return err;
+  if (auto err = sync(op))
+    return err;
+  return values;
+}
+
+template <class Failed>
+caf::expected<std::vector<float>>
+cuda_backend::fetch_solved(const float* src, int64_t n, const char* what,
+                           const char* op, const int& info, Failed failed) {
+  auto values = fetch(src, n, what, op);
+  if (values && info != 0)
+    return failed(info);
+  return values;
+}
+
+caf::error cuda_backend::fetch_into(const float* src,
+                                    const tensor_shape& shape,
+                                    const char* what, const char* op,
+                                    tensor& out) {
+  auto values = fetch(src, element_count(shape), what, op);
+  if (!values)
+    return std::move(values.error());
+  store(std::move(*values), shape, out);
+  return caf::none;
+}
+
+caf::error cuda_backend::upload_operands(
+  std::initializer_list<host_operand> operands) {
+  for (const auto& x : operands) {
+    if (auto err = x.buffer->reserve(x.values->size(), name_, x.name))
+      return err;
+    if (auto err = upload(x.buffer->get(), x.values->data(),
+                          x.values->size(),
+                          ("copy " + std::string{x.name}).c_str()))
+      return err;
+  }
+  return caf::none;
+}
+
+caf::error cuda_backend::stage_symmetric(const char* op, const tensor& factor,
+                                         double damping,
+                                         const char* values_what) {
+  auto n = factor.dim(0);
+  if (auto err = select(op))
+    return err;
+  if (auto err = d_work_.reserve(n * n, name_, "the factor in double"))
+    return err;
+  if (auto err = d_values_.reserve(n, name_, values_what))
+    return err;
+  if (auto err = info_.reserve(1, name_, "the cuSOLVER status"))
+    return err;
+  if (auto err = upload_operands({{&in_a_, &factor, "the factor"}}))
+    return err;
+  k_sym_damped<<<grid_for(n * n), block, 0, stream_>>>(in_a_.get(), n,
+                                                       damping,
+                                                       d_work_.get());
+  return check_launch("symmetric part of the factor");
+}
+
+template <class Size, class Run>
+caf::error cuda_backend::solve(const char* routine,
+                               const char* workspace_what, Size size, Run run,
+                               int& info, const char* info_what) {
+  int lwork = 0;
+  if (auto err = check(size(&lwork),
+                       (std::string{routine} + "_bufferSize").c_str()))
+    return err;
+  if (auto err = d_solver_.reserve(std::max(lwork, 1), name_,
+                                   workspace_what))
+    return err;
+  if (auto err = check(run(d_solver_.get(), lwork), routine))
+    return err;
+  return to_host(&info, info_.get(), sizeof(int), info_what);
+}
+
+caf::error cuda_backend::solve_upper(const char* routine,
+                                     upper_size_routine size,
+                                     upper_routine run,
+                                     const char* workspace_what, int64_t n,
+                                     int& info, const char* info_what) {
+  auto in = static_cast<int>(n);
+  return solve(
+    routine, workspace_what,
+    [&](int* lwork) {
+      return size(solver_, CUBLAS_FILL_MODE_UPPER, in, d_work_.get(), in,
+                  lwork);
+    },
+    [&](double* work, int lwork) {
+      return run(solver_, CUBLAS_FILL_MODE_UPPER, in, d_work_.get(), in, work,
+                 lwork, info_.get());
+    },
+    info, info_what);
+}
+
+caf::error cuda_backend::from_work(work_kernel convert, int64_t n,
+                                   const char* out_what,
+                                   const char* launch_what) {
+  if (auto err = out_a_.reserve(n * n, name_, out_what))
+    return err;
+  convert<<<grid_for(n * n), block, 0, stream_>>>(d_work_.get(), n,
+                                                  out_a_.get());
+  return check_launch(launch_what);
+}
+
+caf::error cuda_backend::start_products(const char* op, int64_t size,
+                                        const char* intermediate_what) {
+  if (auto err = select(op))
+    return err;
+  if (auto err = out_b_.reserve(size, name_, intermediate_what))
+    return err;
+  return out_a_.reserve(size, name_, "the preconditioned gradient");
+}
 
 // -- factorisations ----------------------------------------------------------
 
 caf::error cuda_backend::damped_potrf(const char* op, const tensor& factor,
                                       float damping) {
-  if (auto err = check_square(op, "factor", factor))
-    return err;
-  if (auto err = check_scalar(op, "damping", damping, true))
-    return err;
-  if (auto err = check_finite(op, "factor", factor))
+  if (auto err = check_solver_factor(name_, op, factor, &damping))
     return err;
   auto n = factor.dim(0);
-  if (auto err = check_solver_size(name_, op, n))
-    return err;
   if (n == 0)
     return caf::none; // nothing to factorise (cuSOLVER wants lda >= 1)
-  if (auto err = select(op))
+  if (auto err = stage_symmetric(op, factor, static_cast<double>(damping),
+                                 "the Cholesky pivots"))
     return err;
-  if (auto err = in_a_.reserve(n * n, name_, "the factor"))
-    return err;
-  if (auto err = d_work_.reserve(n * n, name_, "the factor in double"))
-    return err;
-  if (auto err = d_values_.reserve(n, name_, "the Cholesky pivots"))
-    return err;
-  if (auto err = info_.reserve(1, name_, "the cuSOLVER status"))
-    return err;
-  if (auto err = upload(in_a_.get(), factor.data(), n * n,
-                        "copy the factor"))
-    return err;
-  k_sym_damped<<<grid_for(n * n), block, 0, stream_>>>(
-    in_a_.get(), n, static_cast<double>(damping), d_work_.get());
-  if (auto err = check_launch("symmetric part of the factor"))
-    return err;
-  int lwork = 0;
-  if (auto err = check(cusolverDnDpotrf_bufferSize(
-                         solver_, CUBLAS_FILL_MODE_UPPER, static_cast<int>(n),
-                         d_work_.get(), static_cast<int>(n), &lwork),
-                       "cusolverDnDpotrf_bufferSize"))
-    return err;
-  if (auto err = d_solver_.reserve(std::max(lwork, 1), name_,
-                                   "the Cholesky workspace"))
-    return err;
-  if (auto err = check(cusolverDnDpotrf(solver_, CUBLAS_FILL_MODE_UPPER,
-                                        static_cast<int>(n), d_work_.get(),
-                                        static_cast<int>(n), d_solver_.get(),
-                                        lwork, info_.get()),
-                       "cusolverDnDpotrf"))
+  int info = 0;
+  if (auto err = solve_upper("cusolverDnDpotrf", cusolverDnDpotrf_bufferSize,
+                             cusolverDnDpotrf, "the Cholesky workspace", n,
+                             info, "copy the potrf status back"))
     return err;
   k_diagonal<<<grid_for(n), block, 0, stream_>>>(d_work_.get(), n,
                                                  d_values_.get());
   if (auto err = check_launch("Cholesky pivots"))
     return err;
-  int info = 0;
   host_diag_.resize(static_cast<size_t>(n));
-  if (auto err = to_host(&info, info_.get(), sizeof(int),
-                         "copy the potrf status back"))
-    return err;
-  if (auto err = to_host(host_diag_.data(), d_values_.get(),
-                         static_cast<size_t>(n) * sizeof(double),
+  if (auto err = to_host(host_diag_, d_values_.get(),
                          "copy the Cholesky pivots back"))
     return err;
   if (auto err = sync(op))
@@ -276,209 +312,124 @@ caf::error cuda_backend::damped_potrf(const char* op, const tensor& factor,
                                       + ": cusolverDnDpotrf rejected argument "
                                       + std::to_string(-info));
   if (info > 0)
-    return not_positive_definite(op, n, damping,
-                                 "Cholesky met a pivot <= 0 (leading minor "
-                                   + std::to_string(info) + ")");
+    return cpu::not_positive_definite(
+      op, n, damping,
+      "Cholesky met a pivot <= 0 (leading minor " + std::to_string(info)
+        + ")");
   // The CPU's round-off test: pivots below n·ε·max diagonal count as 0.
   double max_diag = 0.0;
   for (int64_t k = 0; k < n; ++k)
     max_diag = std::max(max_diag, static_cast<double>(factor[k * n + k])
                                     + static_cast<double>(damping));
-  auto tol = static_cast<double>(n) * std::numeric_limits<double>::epsilon()
-             * max_diag;
-  for (int64_t k = 0; k < n; ++k) {
-    auto u = host_diag_[static_cast<size_t>(k)];
-    auto pivot = u * u;
-    if (!(pivot > tol))
-      return not_positive_definite(op, n, damping,
-                                   "Cholesky pivot " + std::to_string(k)
-                                     + " is " + num(pivot)
-                                     + ", at most the round-off level "
-                                     + num(tol));
+  return cpu::check_round_off_pivots(op, n, damping, max_diag,
+                                     host_diag_.data(), 1);
+}
+
+template <class Use>
+caf::error cuda_backend::with_potrf(const char* op, const tensor& factor,
+                                    float damping, tensor& out, Use use) {
+  if (auto err = damped_potrf(op, factor, damping))
+    return err;
+  auto n = factor.dim(0);
+  if (n == 0) {
+    out.resize({0, 0});
+    return caf::none;
   }
-  return caf::none;
+  return use(n);
 }
 
 caf::error cuda_backend::damped_inverse(const tensor& factor, float damping,
                                         tensor& inverse) {
   const char* op = "damped_inverse";
-  if (auto err = damped_potrf(op, factor, damping))
-    return err;
-  auto n = factor.dim(0);
-  if (n == 0) {
-    inverse.resize({0, 0});
-    return caf::none;
-  }
-  int lwork = 0;
-  if (auto err = check(cusolverDnDpotri_bufferSize(
-                         solver_, CUBLAS_FILL_MODE_UPPER, static_cast<int>(n),
-                         d_work_.get(), static_cast<int>(n), &lwork),
-                       "cusolverDnDpotri_bufferSize"))
-    return err;
-  if (auto err = d_solver_.reserve(std::max(lwork, 1), name_,
-                                   "the inversion workspace"))
-    return err;
-  if (auto err = check(cusolverDnDpotri(solver_, CUBLAS_FILL_MODE_UPPER,
-                                        static_cast<int>(n), d_work_.get(),
-                                        static_cast<int>(n), d_solver_.get(),
-                                        lwork, info_.get()),
-                       "cusolverDnDpotri"))
-    return err;
-  if (auto err = out_a_.reserve(n * n, name_, "the inverse"))
-    return err;
-  k_from_lower<<<grid_for(n * n), block, 0, stream_>>>(d_work_.get(), n,
-                                                       out_a_.get());
-  if (auto err = check_launch("symmetric inverse"))
-    return err;
-  int info = 0;
-  std::vector<float> values(static_cast<size_t>(n * n));
-  if (auto err = to_host(&info, info_.get(), sizeof(int),
-                         "copy the potri status back"))
-    return err;
-  if (auto err = download(values.data(), out_a_.get(), n * n,
-                          "copy the inverse back"))
-    return err;
-  if (auto err = sync(op))
-    return err;
-  if (info != 0)
-    return not_positive_definite(op, n, damping,
-                                 "cusolverDnDpotri reported info "
-                                   + std::to_string(info));
-  for (int64_t idx = 0; idx < n * n; ++idx)
-    if (!std::isfinite(values[static_cast<size_t>(idx)]))
-      return make_error(ec::numerical_failure,
-                        std::string{op} + ": inverse of dimension "
-                          + std::to_string(n) + " has "
-                          + num(values[static_cast<size_t>(idx)]) + " at ["
-                          + std::to_string(idx / n) + ", "
-                          + std::to_string(idx % n)
-                          + "], outside float range");
-  inverse.resize({n, n});
-  inverse.values() = std::move(values);
-  return caf::none;
+  return with_potrf(op, factor, damping, inverse, [&](int64_t n) {
+    int info = 0;
+    if (auto err = solve_upper("cusolverDnDpotri",
+                               cusolverDnDpotri_bufferSize, cusolverDnDpotri,
+                               "the inversion workspace", n, info,
+                               "copy the potri status back"))
+      return err;
+    if (auto err = from_work(k_from_lower, n, "the inverse",
+                             "symmetric inverse"))
+      return err;
+    auto values = fetch_solved(
+      out_a_.get(), n * n, "copy the inverse back", op, info, [&](int code) {
+        return cpu::not_positive_definite(op, n, damping,
+                                          "cusolverDnDpotri reported info "
+                                            + std::to_string(code));
+      });
+    if (!values)
+      return std::move(values.error());
+    for (int64_t idx = 0; idx < n * n; ++idx)
+      if (!std::isfinite((*values)[static_cast<size_t>(idx)]))
+        return cpu::inverse_out_of_range(
+          op, n, (*values)[static_cast<size_t>(idx)], idx / n, idx % n);
+    store(std::move(*values), {n, n}, inverse);
+    return caf::error{};
+  });
 }
 
 caf::error cuda_backend::damped_cholesky(const tensor& factor, float damping,
                                          tensor& lower) {
   const char* op = "damped_cholesky";
-  if (auto err = damped_potrf(op, factor, damping))
-    return err;
-  auto n = factor.dim(0);
-  if (auto err = out_a_.reserve(n * n, name_, "the Cholesky factor"))
-    return err;
-  std::vector<float> values(static_cast<size_t>(n * n));
-  if (n > 0) {
-    k_lower_only<<<grid_for(n * n), block, 0, stream_>>>(d_work_.get(), n,
-                                                         out_a_.get());
-    if (auto err = check_launch("lower Cholesky factor"))
+  return with_potrf(op, factor, damping, lower, [&](int64_t n) {
+    if (auto err = from_work(k_lower_only, n, "the Cholesky factor",
+                             "lower Cholesky factor"))
       return err;
-    if (auto err = download(values.data(), out_a_.get(), n * n,
-                            "copy the Cholesky factor back"))
-      return err;
-    if (auto err = sync(op))
-      return err;
-  }
-  lower.resize({n, n});
-  lower.values() = std::move(values);
-  return caf::none;
+    return fetch_into(out_a_.get(), {n, n}, "copy the Cholesky factor back",
+                      op, lower);
+  });
 }
 
 caf::error cuda_backend::symmetric_eigen(const tensor& factor,
                                          tensor& eigenvalues,
                                          tensor& eigenvectors) {
   const char* op = "symmetric_eigen";
-  if (auto err = check_square(op, "factor", factor))
-    return err;
-  if (auto err = check_finite(op, "factor", factor))
+  if (auto err = check_solver_factor(name_, op, factor, nullptr))
     return err;
   auto n = factor.dim(0);
-  if (auto err = check_solver_size(name_, op, n))
-    return err;
   if (n == 0) {
     eigenvalues.resize({0});
     eigenvectors.resize({0, 0});
     return caf::none;
   }
-  if (auto err = select(op))
+  if (auto err = stage_symmetric(op, factor, 0.0, "the eigenvalues"))
     return err;
-  if (auto err = in_a_.reserve(n * n, name_, "the factor"))
-    return err;
-  if (auto err = d_work_.reserve(n * n, name_, "the factor in double"))
-    return err;
-  if (auto err = d_values_.reserve(n, name_, "the eigenvalues"))
-    return err;
-  if (auto err = info_.reserve(1, name_, "the cuSOLVER status"))
-    return err;
-  if (auto err = out_a_.reserve(n * n, name_, "the eigenvectors"))
-    return err;
-  if (auto err = upload(in_a_.get(), factor.data(), n * n,
-                        "copy the factor"))
-    return err;
-  k_sym_damped<<<grid_for(n * n), block, 0, stream_>>>(in_a_.get(), n, 0.0,
-                                                       d_work_.get());
-  if (auto err = check_launch("symmetric part of the factor"))
-    return err;
-  int lwork = 0;
-  if (auto err = check(cusolverDnDsyevd_bufferSize(
-                         solver_, CUSOLVER_EIG_MODE_VECTOR,
-                         CUBLAS_FILL_MODE_LOWER, static_cast<int>(n),
-                         d_work_.get(), static_cast<int>(n), d_values_.get(),
-                         &lwork),
-                       "cusolverDnDsyevd_bufferSize"))
-    return err;
-  if (auto err = d_solver_.reserve(std::max(lwork, 1), name_,
-                                   "the eigensolver workspace"))
-    return err;
-  if (auto err = check(cusolverDnDsyevd(solver_, CUSOLVER_EIG_MODE_VECTOR,
-                                        CUBLAS_FILL_MODE_LOWER,
-                                        static_cast<int>(n), d_work_.get(),
-                                        static_cast<int>(n), d_values_.get(),
-                                        d_solver_.get(), lwork, info_.get()),
-                       "cusolverDnDsyevd"))
-    return err;
-  k_transpose<<<grid_for(n * n), block, 0, stream_>>>(d_work_.get(), n,
-                                                      out_a_.get());
-  if (auto err = check_launch("eigenvectors"))
-    return err;
+  auto in = static_cast<int>(n);
   int info = 0;
+  if (auto err = solve(
+        "cusolverDnDsyevd", "the eigensolver workspace",
+        [&](int* lwork) {
+          return cusolverDnDsyevd_bufferSize(
+            solver_, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, in,
+            d_work_.get(), in, d_values_.get(), lwork);
+        },
+        [&](double* work, int lwork) {
+          return cusolverDnDsyevd(solver_, CUSOLVER_EIG_MODE_VECTOR,
+                                  CUBLAS_FILL_MODE_LOWER, in, d_work_.get(),
+                                  in, d_values_.get(), work, lwork,
+                                  info_.get());
+        },
+        info, "copy the syevd status back"))
+    return err;
+  if (auto err = from_work(k_transpose, n, "the eigenvectors",
+                           "eigenvectors"))
+    return err;
   std::vector<double> e(static_cast<size_t>(n));
-  std::vector<float> vectors(static_cast<size_t>(n * n));
-  if (auto err = to_host(&info, info_.get(), sizeof(int),
-                         "copy the syevd status back"))
+  if (auto err = to_host(e, d_values_.get(), "copy the eigenvalues back"))
     return err;
-  if (auto err = to_host(e.data(), d_values_.get(),
-                         static_cast<size_t>(n) * sizeof(double),
-                         "copy the eigenvalues back"))
+  auto vectors = fetch_solved(out_a_.get(), n * n,
+                              "copy the eigenvectors back", op, info,
+                              [&](int code) {
+                                return not_converged(op, n, code);
+                              });
+  if (!vectors)
+    return std::move(vectors.error());
+  if (auto err = cpu::clamp_eigenvalues(op, e.data(), n))
     return err;
-  if (auto err = download(vectors.data(), out_a_.get(), n * n,
-                          "copy the eigenvectors back"))
-    return err;
-  if (auto err = sync(op))
-    return err;
-  if (info != 0)
-    return make_error(ec::numerical_failure,
-                      std::string{op} + ": the eigensolver did not converge "
-                                        "for a factor of dimension "
-                        + std::to_string(n) + " (cusolverDnDsyevd info "
-                        + std::to_string(info) + ")");
-  double largest = 0.0;
-  for (auto v : e)
-    largest = std::max(largest, std::abs(v));
-  for (auto& v : e) {
-    if (v < -max_negative_eigen_ratio * largest)
-      return make_error(ec::numerical_failure,
-                        std::string{op} + ": factor of dimension "
-                          + std::to_string(n)
-                          + " is not positive semi-definite: eigenvalue "
-                          + num(v) + " against largest magnitude "
-                          + num(largest));
-    v = std::max(v, 0.0);
-  }
   eigenvalues.resize({n});
   for (int64_t k = 0; k < n; ++k)
     eigenvalues[k] = static_cast<float>(e[static_cast<size_t>(k)]);
-  eigenvectors.resize({n, n});
-  eigenvectors.values() = std::move(vectors);
+  store(std::move(*vectors), {n, n}, eigenvectors);
   return caf::none;
 }
 
@@ -489,48 +440,38 @@ caf::error cuda_backend::precondition_factored(const tensor& grad,
                                                const tensor& G_inv,
                                                float scale, tensor& out) {
   const char* op = "precondition_factored";
-  if (auto err = check_sides(op, grad, "A_inv", A_inv, "G_inv", G_inv))
+  if (auto err = cpu::check_sided_operands(op, grad, "A_inv", A_inv, "G_inv",
+                                           G_inv, scale,
+                                           cpu::factor_scan::scan))
     return err;
-  if (auto err = check_scalar(op, "scale", scale, false))
-    return err;
-  for (auto [what, x] : {std::pair{"grad", &grad}, std::pair{"A_inv", &A_inv},
-                         std::pair{"G_inv", &G_inv}})
-    if (auto err = check_finite(op, what, *x))
-      return err;
   auto p = grad.dim(0);
   auto q = grad.dim(1);
-  if (auto err = select(op))
+  if (auto err = start_products(op, p * q, "grad G_inv"))
     return err;
-  for (auto [buf, size, what] :
-       {std::tuple{&in_a_, p * q, "grad"}, std::tuple{&in_b_, p * p, "A_inv"},
-        std::tuple{&in_c_, q * q, "G_inv"},
-        std::tuple{&out_b_, p * q, "grad G_inv"},
-        std::tuple{&out_a_, p * q, "the preconditioned gradient"}})
-    if (auto err = buf->reserve(size, name_, what))
+  if (auto err = upload_operands({{&in_a_, &grad, "grad"},
+                                  {&in_b_, &A_inv, "A_inv"},
+                                  {&in_c_, &G_inv, "G_inv"}}))
+    return err;
+  struct product {
+    int64_t k;
+    float alpha;
+    const float* A;
+    int64_t lda;
+    const float* B;
+    float* C;
+    const char* what;
+  };
+  // out = scale · A_inv (grad G_inv): both products [p, q], ldb = ldc = q.
+  for (const auto& x :
+       {product{q, 1.0f, in_a_.get(), q, in_c_.get(), out_b_.get(),
+                "precondition_factored: grad G_inv"},
+        product{p, scale, in_b_.get(), p, out_b_.get(), out_a_.get(),
+                "precondition_factored: A_inv (grad G_inv)"}})
+    if (auto err = gemm_rm(false, false, p, q, x.k, x.alpha, x.A, x.lda, x.B,
+                           q, 0.0f, x.C, q, x.what))
       return err;
-  if (auto err = upload(in_a_.get(), grad.data(), p * q, "copy grad"))
-    return err;
-  if (auto err = upload(in_b_.get(), A_inv.data(), p * p, "copy A_inv"))
-    return err;
-  if (auto err = upload(in_c_.get(), G_inv.data(), q * q, "copy G_inv"))
-    return err;
-  if (auto err = gemm_rm(false, false, p, q, q, 1.0f, in_a_.get(), q,
-                         in_c_.get(), q, 0.0f, out_b_.get(), q,
-                         "precondition_factored: grad G_inv"))
-    return err;
-  if (auto err = gemm_rm(false, false, p, q, p, scale, in_b_.get(), p,
-                         out_b_.get(), q, 0.0f, out_a_.get(), q,
-                         "precondition_factored: A_inv (grad G_inv)"))
-    return err;
-  std::vector<float> values(static_cast<size_t>(p * q));
-  if (auto err = download(values.data(), out_a_.get(), p * q,
-                          "copy the preconditioned gradient back"))
-    return err;
-  if (auto err = sync(op))
-    return err;
-  out.resize({p, q});
-  out.values() = std::move(values);
-  return caf::none;
+  return fetch_into(out_a_.get(), {p, q},
+                    "copy the preconditioned gradient back", op, out);
 }
 
 caf::error cuda_backend::precondition_cholesky(const tensor& grad,
@@ -538,43 +479,26 @@ caf::error cuda_backend::precondition_cholesky(const tensor& grad,
                                                const tensor& LG, float scale,
                                                tensor& out) {
   const char* op = "precondition_cholesky";
-  if (auto err = check_sides(op, grad, "LA", LA, "LG", LG))
+  if (auto err = cpu::check_sided_operands(op, grad, "LA", LA, "LG", LG,
+                                           scale, cpu::factor_scan::scan))
     return err;
-  if (auto err = check_scalar(op, "scale", scale, false))
-    return err;
-  for (auto [what, x] : {std::pair{"grad", &grad}, std::pair{"LA", &LA},
-                         std::pair{"LG", &LG}})
-    if (auto err = check_finite(op, what, *x))
+  for (auto [what, L] : {std::pair{"LA", &LA}, std::pair{"LG", &LG}})
+    if (auto err = cpu::check_positive_pivots(op, what, *L))
       return err;
   auto p = grad.dim(0);
   auto q = grad.dim(1);
-  for (int64_t i = 0; i < p; ++i)
-    if (!(LA[i * p + i] > 0))
-      return make_error(ec::numerical_failure,
-                        std::string{op} + ": LA has pivot "
-                          + num(LA[i * p + i]) + " at " + std::to_string(i));
-  for (int64_t i = 0; i < q; ++i)
-    if (!(LG[i * q + i] > 0))
-      return make_error(ec::numerical_failure,
-                        std::string{op} + ": LG has pivot "
-                          + num(LG[i * q + i]) + " at " + std::to_string(i));
   if (!fits_int(p) || !fits_int(q))
     return make_error(ec::invalid_argument,
                       name_ + ": " + op + ": grad " + grad.shape_string()
                         + " exceeds cuBLAS's 32-bit dimensions");
   if (auto err = select(op))
     return err;
+  // The solves work in place on grad's copy in out_a_.
   if (auto err = out_a_.reserve(p * q, name_, "the preconditioned gradient"))
     return err;
-  if (auto err = in_b_.reserve(p * p, name_, "LA"))
-    return err;
-  if (auto err = in_c_.reserve(q * q, name_, "LG"))
-    return err;
-  if (auto err = upload(out_a_.get(), grad.data(), p * q, "copy grad"))
-    return err;
-  if (auto err = upload(in_b_.get(), LA.data(), p * p, "copy LA"))
-    return err;
-  if (auto err = upload(in_c_.get(), LG.data(), q * q, "copy LG"))
+  if (auto err = upload_operands({{&out_a_, &grad, "grad"},
+                                  {&in_b_, &LA, "LA"},
+                                  {&in_c_, &LG, "LG"}}))
     return err;
   if (p > 0 && q > 0) {
     // X is row-major [p, q], i.e. column-major Xc = Xᵀ [q, p]; the
@@ -608,15 +532,8 @@ caf::error cuda_backend::precondition_cholesky(const tensor& grad,
                            s.what))
         return err;
   }
-  std::vector<float> values(static_cast<size_t>(p * q));
-  if (auto err = download(values.data(), out_a_.get(), p * q,
-                          "copy the preconditioned gradient back"))
-    return err;
-  if (auto err = sync(op))
-    return err;
-  out.resize({p, q});
-  out.values() = std::move(values);
-  return caf::none;
+  return fetch_into(out_a_.get(), {p, q},
+                    "copy the preconditioned gradient back", op, out);
 }
 
 caf::error cuda_backend::precondition_eigen(const tensor& grad,
@@ -626,65 +543,31 @@ caf::error cuda_backend::precondition_eigen(const tensor& grad,
                                             const tensor& eG, float lambda,
                                             int64_t locations, tensor& out) {
   const char* op = "precondition_eigen";
-  if (auto err = check_sides(op, grad, "QA", QA, "QG", QG))
+  if (auto err = cpu::check_eigen_operands(op, grad, QA, eA, QG, eG, lambda,
+                                           locations, cpu::factor_scan::scan))
     return err;
-  if (auto err = check_eigenvalues(op, "eA", eA, "QA", QA))
-    return err;
-  if (auto err = check_eigenvalues(op, "eG", eG, "QG", QG))
-    return err;
-  if (auto err = check_scalar(op, "lambda", lambda, true))
-    return err;
-  if (locations < 1)
-    return make_error(ec::invalid_argument,
-                      std::string{op} + ": locations "
-                        + std::to_string(locations) + " must be >= 1");
-  for (auto [what, x] :
-       {std::pair{"grad", &grad}, std::pair{"QA", &QA}, std::pair{"eA", &eA},
-        std::pair{"QG", &QG}, std::pair{"eG", &eG}})
-    if (auto err = check_finite(op, what, *x))
-      return err;
   auto T = static_cast<float>(locations);
-  for (int64_t i = 0; i < eA.size(); ++i)
-    for (int64_t j = 0; j < eG.size(); ++j) {
-      auto d = T * eA[i] * eG[j] + lambda;
-      if (!(d > 0.0f) || !std::isfinite(d))
-        return make_error(ec::numerical_failure,
-                          std::string{op} + ": divisor T*eA["
-                            + std::to_string(i) + "]*eG[" + std::to_string(j)
-                            + "] + lambda = " + num(T) + " * " + num(eA[i])
-                            + " * " + num(eG[j]) + " + " + num(lambda)
-                            + " = " + num(d) + " is not positive");
-    }
   auto p = grad.dim(0);
   auto q = grad.dim(1);
-  if (auto err = select(op))
+  if (auto err = start_products(op, p * q, "an eigenbasis product"))
     return err;
-  for (auto [buf, size, what] :
-       {std::tuple{&in_a_, p * q, "grad"}, std::tuple{&in_b_, p * p, "QA"},
-        std::tuple{&in_c_, q * q, "QG"}, std::tuple{&in_d_, p, "eA"},
-        std::tuple{&in_e_, q, "eG"},
-        std::tuple{&out_b_, p * q, "an eigenbasis product"},
-        std::tuple{&out_a_, p * q, "the preconditioned gradient"}})
-    if (auto err = buf->reserve(size, name_, what))
+  if (auto err = upload_operands(
+        {{&in_a_, &grad, "grad"}, {&in_b_, &QA, "QA"}, {&in_c_, &QG, "QG"},
+         {&in_d_, &eA, "eA"}, {&in_e_, &eG, "eG"}}))
+    return err;
+  // out_a_ = QAᵀ x QG into the eigenbasis, QA x QGᵀ out of it (via
+  // out_b_, both [p, q]).
+  auto sandwich = [&](bool into_basis, const float* x, const char* left_what,
+                      const char* right_what) {
+    if (auto err = gemm_rm(into_basis, false, p, q, p, 1.0f, in_b_.get(), p,
+                           x, q, 0.0f, out_b_.get(), q, left_what))
       return err;
-  if (auto err = upload(in_a_.get(), grad.data(), p * q, "copy grad"))
-    return err;
-  if (auto err = upload(in_b_.get(), QA.data(), p * p, "copy QA"))
-    return err;
-  if (auto err = upload(in_c_.get(), QG.data(), q * q, "copy QG"))
-    return err;
-  if (auto err = upload(in_d_.get(), eA.data(), p, "copy eA"))
-    return err;
-  if (auto err = upload(in_e_.get(), eG.data(), q, "copy eG"))
-    return err;
+    return gemm_rm(false, !into_basis, p, q, q, 1.0f, out_b_.get(), q,
+                   in_c_.get(), q, 0.0f, out_a_.get(), q, right_what);
+  };
   // V = QAᵀ grad QG, divided by T eA_i eG_j + λ, then QA V QGᵀ.
-  if (auto err = gemm_rm(true, false, p, q, p, 1.0f, in_b_.get(), p,
-                         in_a_.get(), q, 0.0f, out_b_.get(), q,
-                         "precondition_eigen: QA^T grad"))
-    return err;
-  if (auto err = gemm_rm(false, false, p, q, q, 1.0f, out_b_.get(), q,
-                         in_c_.get(), q, 0.0f, out_a_.get(), q,
-                         "precondition_eigen: (QA^T grad) QG"))
+  if (auto err = sandwich(true, in_a_.get(), "precondition_eigen: QA^T grad",
+                          "precondition_eigen: (QA^T grad) QG"))
     return err;
   if (p * q > 0) {
     k_divide_eigen<<<grid_for(p * q), block, 0, stream_>>>(
@@ -692,23 +575,11 @@ caf::error cuda_backend::precondition_eigen(const tensor& grad,
     if (auto err = check_launch("precondition_eigen: divide"))
       return err;
   }
-  if (auto err = gemm_rm(false, false, p, q, p, 1.0f, in_b_.get(), p,
-                         out_a_.get(), q, 0.0f, out_b_.get(), q,
-                         "precondition_eigen: QA V"))
+  if (auto err = sandwich(false, out_a_.get(), "precondition_eigen: QA V",
+                          "precondition_eigen: (QA V) QG^T"))
     return err;
-  if (auto err = gemm_rm(false, true, p, q, q, 1.0f, out_b_.get(), q,
-                         in_c_.get(), q, 0.0f, out_a_.get(), q,
-                         "precondition_eigen: (QA V) QG^T"))
-    return err;
-  std::vector<float> values(static_cast<size_t>(p * q));
-  if (auto err = download(values.data(), out_a_.get(), p * q,
-                          "copy the preconditioned gradient back"))
-    return err;
-  if (auto err = sync(op))
-    return err;
-  out.resize({p, q});
-  out.values() = std::move(values);
-  return caf::none;
+  return fetch_into(out_a_.get(), {p, q},
+                    "copy the preconditioned gradient back", op, out);
 }
 
 // -- factor statistics -------------------------------------------------------
@@ -741,22 +612,25 @@ caf::error cuda_backend::symmetrise(float* C, int64_t n, const char* what) {
   return check_launch(what);
 }
 
-namespace {
-
-caf::error check_common(const char* op, const factor_sampling& s,
-                        int threads) {
-  if (threads < 1)
-    return make_error(ec::invalid_argument,
-                      std::string{op} + ": threads must be >= 1, got "
-                        + std::to_string(threads));
-  if (s.max_examples < 0 || s.max_locations < 0)
-    return make_error(ec::invalid_argument,
-                      std::string{op} + ": sampling counts must be >= 0, got"
-                        + " max_examples " + std::to_string(s.max_examples)
-                        + " and max_locations "
-                        + std::to_string(s.max_locations));
+caf::error cuda_backend::fetch_factors(const char* op, int64_t wa,
+                                       int64_t wg, tensor& A, tensor& G) {
+  auto mirror = [&](const char* side) { return std::string{op} + side; };
+  if (auto err = symmetrise(out_a_.get(), wa, mirror(": mirror A").c_str()))
+    return err;
+  if (auto err = symmetrise(out_b_.get(), wg, mirror(": mirror G").c_str()))
+    return err;
+  std::vector<float> a(static_cast<size_t>(wa * wa));
+  if (auto err = download(a.data(), out_a_.get(), wa * wa, "copy A back"))
+    return err;
+  auto g = fetch(out_b_.get(), wg * wg, "copy G back", op);
+  if (!g)
+    return std::move(g.error());
+  store(std::move(a), {wa, wa}, A);
+  store(std::move(*g), {wg, wg}, G);
   return caf::none;
 }
+
+namespace {
 
 // Rows per SYRK chunk so that a gathered chunk stays within 128 MiB.
 int64_t chunk_rows(int64_t width) {
@@ -771,19 +645,8 @@ caf::error cuda_backend::dense_factors(const tensor& input, const tensor& ds,
                                        const factor_sampling& s,
                                        int threads, tensor& A, tensor& G) {
   const char* op = "dense_factors";
-  if (auto err = check_common(op, s, threads))
+  if (auto err = cpu::check_dense_factors(op, input, ds, s, threads))
     return err;
-  if (input.rank() != 2 || ds.rank() != 2)
-    return cpu::mismatch(op, "input", input.shape(), "preactivation gradient",
-                         ds.shape(), "both must have rank 2");
-  if (input.dim(0) != ds.dim(0))
-    return cpu::mismatch(op, "input", input.shape(), "preactivation gradient",
-                         ds.shape(),
-                         "examples " + std::to_string(input.dim(0)) + " vs "
-                           + std::to_string(ds.dim(0)));
-  if (input.dim(0) == 0)
-    return cpu::mismatch(op, "input", input.shape(), "preactivation gradient",
-                         ds.shape(), "the batch is empty");
   if (auto err = select(op))
     return err;
   auto batch = input.dim(0);
@@ -824,23 +687,7 @@ caf::error cuda_backend::dense_factors(const tensor& input, const tensor& ds,
   if (auto err = syrk_rm(ds_dev, m, out, static_cast<float>(nn * inv_m),
                          0.0f, out_b_.get(), "dense_factors: G by cublasSsyrk"))
     return err;
-  if (auto err = symmetrise(out_a_.get(), wa, "dense_factors: mirror A"))
-    return err;
-  if (auto err = symmetrise(out_b_.get(), out, "dense_factors: mirror G"))
-    return err;
-  std::vector<float> a(static_cast<size_t>(wa * wa));
-  std::vector<float> g(static_cast<size_t>(out * out));
-  if (auto err = download(a.data(), out_a_.get(), wa * wa, "copy A back"))
-    return err;
-  if (auto err = download(g.data(), out_b_.get(), out * out, "copy G back"))
-    return err;
-  if (auto err = sync(op))
-    return err;
-  A.resize({wa, wa});
-  A.values() = std::move(a);
-  G.resize({out, out});
-  G.values() = std::move(g);
-  return caf::none;
+  return fetch_factors(op, wa, out, A, G);
 }
 
 caf::error cuda_backend::conv_factors(const conv2d_geometry& g,
@@ -849,21 +696,8 @@ caf::error cuda_backend::conv_factors(const conv2d_geometry& g,
                                       const factor_sampling& s,
                                       int threads, tensor& A, tensor& G) {
   const char* op = "conv_factors";
-  if (auto err = check_common(op, s, threads))
+  if (auto err = cpu::check_conv_factors(op, g, x, ds, s, threads))
     return err;
-  if (auto err = cpu::check_geometry(op, g))
-    return err;
-  if (auto err = cpu::expect_shape(op, "input", x.shape(), "geometry input",
-                                   g.input_shape()))
-    return err;
-  if (ds.shape() != g.output_shape())
-    return cpu::mismatch(op, "preactivation gradient", ds.shape(), "input",
-                         x.shape(),
-                         "the geometry's output is "
-                           + to_string(g.output_shape()));
-  if (g.batch == 0)
-    return cpu::mismatch(op, "input", x.shape(), "preactivation gradient",
-                         ds.shape(), "the batch is empty");
   if (auto err = select(op))
     return err;
   auto rows = cpu::sampled_rows(s, g.batch, g.locations());
@@ -920,23 +754,7 @@ caf::error cuda_backend::conv_factors(const conv2d_geometry& g,
                            "conv_factors: G by cublasSsyrk"))
       return err;
   }
-  if (auto err = symmetrise(out_a_.get(), wa, "conv_factors: mirror A"))
-    return err;
-  if (auto err = symmetrise(out_b_.get(), O, "conv_factors: mirror G"))
-    return err;
-  std::vector<float> a(static_cast<size_t>(wa * wa));
-  std::vector<float> gg(static_cast<size_t>(O * O));
-  if (auto err = download(a.data(), out_a_.get(), wa * wa, "copy A back"))
-    return err;
-  if (auto err = download(gg.data(), out_b_.get(), O * O, "copy G back"))
-    return err;
-  if (auto err = sync(op))
-    return err;
-  A.resize({wa, wa});
-  A.values() = std::move(a);
-  G.resize({O, O});
-  G.values() = std::move(gg);
-  return caf::none;
+  return fetch_factors(op, wa, O, A, G);
 }
 
 } // namespace syncfac::cuda

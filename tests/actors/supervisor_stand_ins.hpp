@@ -1,8 +1,8 @@
 #pragma once
 
 // Stand-ins shared by the supervisors' deterministic suites
-// (tests/actors/supervisor.cpp, tests/actors/supervisor_chief.cpp): an
-// actor system on CAF's test scheduler, an actor that only exists, a
+// (tests/actors/supervisor.cpp, tests/actors/supervisor_chief.cpp): the
+// test scheduler's configuration (tests/test_scheduler.hpp), an actor that only exists, a
 // connector answering what a test scripts (or holding the request while
 // the task is frozen), and the node information of a task.
 
@@ -18,18 +18,15 @@
 #include <caf/response_promise.hpp>
 
 #include "actors/node.hpp"
-#include "actors/program_config.hpp"
 #include "messages/atoms.hpp"
 #include "messages/cluster_messages.hpp"
 #include "runtime/cluster/cluster_spec.hpp"
+#include "tests/test_scheduler.hpp"
 
 namespace syncfac::testing {
 
-struct testing_config : program_config {
-  testing_config() {
-    set("scheduler.policy", caf::atom("testing"));
-  }
-};
+/// The programs' configuration on CAF's test scheduler.
+using test::testing_config;
 
 /// An actor that only exists (a node actor, a shard, a covariance actor).
 inline caf::behavior stand_in(caf::event_based_actor*) {
