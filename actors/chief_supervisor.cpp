@@ -19,6 +19,7 @@ behavior awaiting(self_ptr self);
 behavior running(self_ptr self);
 behavior pausing(self_ptr self);
 behavior recovering(self_ptr self);
+behavior restoring(self_ptr self);
 void start_run(self_ptr self);
 void restore(self_ptr self);
 
@@ -778,8 +779,11 @@ behavior recovering(self_ptr self) {
       }
       all = all && h.back;
     }
-    if (all)
+    if (all) {
+      // Once: later answers (each host's own) find the restore under way.
+      self->become(restoring(self));
       hosts_back(self, id);
+    }
   };
   return {
     [=](run_atom, chief_run&) -> caf::result<chief_run_end> {
@@ -819,6 +823,36 @@ behavior recovering(self_ptr self) {
                                  + " (--max_wait_ms) after " + lost_text
                                  + " was lost"));
     },
+    [=](const worker_status&) {},
+  };
+}
+
+/// Every lost role's host is back: the probe of every role and the
+/// restore run (their requests bounded); a loss meanwhile starts the
+/// recovery again.
+behavior restoring(self_ptr self) {
+  return {
+    [=](run_atom, chief_run&) -> caf::result<chief_run_end> {
+      return make_error(ec::invalid_argument,
+                        "chief supervisor: the run is supervised already");
+    },
+    [=](hello_atom, const std::string& peer, const caf::actor& n) {
+      heard(self, peer, n);
+    },
+    [=](hello_atom, const std::string& peer, const std::string& why) {
+      refused(self, peer, why, false);
+    },
+    [=](shutdown_atom, const std::string&) {},
+    [=](lost_atom, const node_loss& loss) {
+      auto& st = self->state;
+      if (loss.kind != node_loss::hosted_role)
+        return;
+      st.log("chief: " + loss.name + " lost too (" + loss.reason + ")");
+      mark_lost(self, loss.name);
+      self->become(recovering(self));
+    },
+    [=](probe_atom, uint64_t) {},
+    [=](deadline_atom, uint64_t) {},
     [=](const worker_status&) {},
   };
 }
