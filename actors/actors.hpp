@@ -145,15 +145,17 @@ using chief_actor = caf::typed_actor<
   // run request starts the steps again.
   caf::replies_to<restore_atom, int64_t, std::vector<ps_actor>>::with<
     int64_t>,
-  // The K-FAC roles of the run now (their factors go into checkpoints):
-  // watched like the shards, one that goes away pauses the steps.
+  // The K-FAC roles of the run now (their factors go into checkpoints).
   caf::reacts_to<restore_atom, std::vector<covariance_actor>,
                  std::vector<inverse_actor>>,
+  // From the chief's supervisor (actors/chief_supervisor.hpp): this PS
+  // shard or K-FAC role ("ps:1") is lost, by its down message or an
+  // unanswered probe; pause the steps (the run request then fails with
+  // ec::peer_lost) until restore_atom goes on.
+  caf::reacts_to<lost_atom, std::string>,
   // Its own timer: write the checkpoint of this step even though some
   // worker has not reported its data position yet.
   caf::reacts_to<checkpoint_atom, int64_t>,
-  // Its own timer: probe the K-FAC roles (chief_config::role_probe_timeout).
-  caf::reacts_to<probe_atom>,
   // A node was preempted (why: "worker:1: SIGTERM"): finish the global
   // step in flight, checkpoint it and end the run (docs/distributed.md,
   // "Preemption"); the run's summary says so.

@@ -127,11 +127,12 @@ bool abandon_checkpoint(self_ptr self, const std::string& task) {
   return true;
 }
 
-/// A PS shard went away (no step can complete without it), or a K-FAC
-/// role (its work and the checkpoints need it). The steps pause: no token
-/// goes out, the token requests and the checkpoint whose snapshots were
-/// being taken are dropped (the workers give their steps up when they are
-/// rebound), and the driver hears of it.
+/// The chief's supervisor found a PS shard lost (no step can complete
+/// without it), or a K-FAC role (its work and the checkpoints need it).
+/// The steps pause: no token goes out, the token requests and the
+/// checkpoint whose snapshots were being taken are dropped (the workers
+/// give their steps up when they are rebound), and the run request fails
+/// with ec::peer_lost once no checkpoint is in flight.
 void lose_task(self_ptr self, const std::string& task) {
   auto& st = self->state;
   if (!st.running || st.paused)
@@ -154,61 +155,7 @@ void lose_task(self_ptr self, const std::string& task) {
     report_pause(self);
 }
 
-/// Whether a K-FAC role's loss would change anything now: the steps run,
-/// or the last checkpoint waits for its snapshots.
-bool probing_matters(const chief_state& st) {
-  return st.running && !st.paused && (!st.finished || st.checkpoint);
-}
-
-/// Asks each of `roles` (those of `job` now, as `current` answers them)
-/// for its status; one that does not answer within role_probe_timeout is
-/// lost like one whose process went away.
-template <class Status, class Handle, class Current>
-void probe_each(self_ptr self, const std::vector<Handle>& roles,
-                const std::string& job, Current current) {
-  auto timeout = self->state.cfg.role_probe_timeout;
-  for (size_t i = 0; i < roles.size(); ++i) {
-    auto role = roles[i];
-    auto name = job + ":" + std::to_string(i);
-    self->request(role, timeout, status_atom::value)
-      .then([](const Status&) {},
-            [=](caf::error& err) {
-              // An answer to a probe of a role replaced meanwhile says
-              // nothing of the one there now.
-              const auto& now = current(self->state);
-              if (i >= now.size() || now[i] != role)
-                return;
-              if (probing_matters(self->state))
-                note(self, "chief: " + name + " did not answer a liveness "
-                             "probe within "
-                             + std::to_string(timeout.count()) + " ms ("
-                             + render(err) + ")");
-              lose_task(self, name);
-            });
-  }
-}
-
-/// The probe timer (chief_config::role_probe_timeout): twice per timeout,
-/// while the steps run.
-void probe_roles(self_ptr self) {
-  auto& st = self->state;
-  auto timeout = st.cfg.role_probe_timeout;
-  if (timeout.count() <= 0 || (st.finished && !st.checkpoint))
-    return;
-  if (probing_matters(st)) {
-    probe_each<covariance_status>(self, st.cfg.covariance, "covariance",
-                                  [](chief_state& s) -> const auto& {
-                                    return s.cfg.covariance;
-                                  });
-    probe_each<inverse_status>(self, st.inverses, "inverse",
-                               [](chief_state& s) -> const auto& {
-                                 return s.inverses;
-                               });
-  }
-  self->delayed_send(self, timeout / 2, probe_atom::value);
-}
-
-/// Goes on after lose_shard, from `step` (every shard restored to the
+/// Goes on after lose_task, from `step` (every shard restored to the
 /// checkpoint of that step) with `shards`: a new incarnation of the run.
 caf::result<int64_t> roll_back(self_ptr self, int64_t step,
                                std::vector<ps_actor> shards) {
@@ -586,6 +533,13 @@ void run_round(self_ptr self) {
       if (st.paused || st.incarnation != incarnation
           || st.abandoned_step == step)
         return;
+      // The shard is gone: its supervisor saw it go down too and pauses
+      // the steps (the loss is the supervisor's decision).
+      if (err == caf::sec::request_receiver_down) {
+        note(self, "chief: " + shard_name(i) + " went away during step "
+                     + std::to_string(step) + "; waiting for the pause");
+        return;
+      }
       if (err == caf::sec::request_timeout)
         err = make_error(ec::timeout,
                          "step " + std::to_string(step) + ": "
@@ -608,14 +562,6 @@ void start(self_ptr self) {
   auto& st = self->state;
   st.running = true;
   st.global_step = st.cfg.start_step;
-  // A shard whose process goes away pauses the steps at once (rather
-  // than after step_timeout) and lets the driver bring it back.
-  for (const auto& s : st.cfg.shards)
-    self->monitor(s);
-  if (!st.probing && st.cfg.role_probe_timeout.count() > 0) {
-    st.probing = true;
-    probe_roles(self);
-  }
   // Every accumulator starts at the chief's step, so that gradients
   // computed before a (re)start are recognised as stale.
   st.sent.messages += static_cast<int64_t>(st.cfg.shards.size());
@@ -752,9 +698,6 @@ caf::error chief_config::validate() const {
     return bad("no PS shards");
   if (step_timeout.count() <= 0 || request_timeout.count() <= 0)
     return bad("timeouts must be positive");
-  if (role_probe_timeout.count() < 0)
-    return bad("role_probe_timeout must be >= 0 (0: no probe), got "
-               + std::to_string(role_probe_timeout.count()) + " ms");
   if (checkpoint_every < 0)
     return bad("checkpoint_every must be >= 0, got "
                + std::to_string(checkpoint_every));
@@ -794,17 +737,6 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
       return;
     fail(self, make_error(ec::peer_down,
                           "a linked worker failed: " + render(msg.reason)));
-  });
-  self->set_down_handler([=](caf::down_msg& msg) {
-    auto& st = self->state;
-    auto lost = [&](const auto& handles, const std::string& job) {
-      for (size_t i = 0; i < handles.size(); ++i)
-        if (handles[i].address() == msg.source)
-          lose_task(self, job + ":" + std::to_string(i));
-    };
-    lost(st.cfg.shards, "ps");
-    lost(st.cfg.covariance, "covariance");
-    lost(st.inverses, "inverse");
   });
   return {
     [=](token_atom, const worker_report& rep) -> caf::result<token_grant> {
@@ -869,11 +801,8 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
       auto& st = self->state;
       st.cfg.covariance = std::move(cov);
       st.inverses = std::move(inv);
-      for (const auto& c : st.cfg.covariance)
-        self->monitor(c);
-      for (const auto& k : st.inverses)
-        self->monitor(k);
     },
+    [=](lost_atom, const std::string& task) { lose_task(self, task); },
     [=](checkpoint_atom, int64_t step) {
       auto& st = self->state;
       if (st.checkpoint && st.checkpoint->step == step) {
@@ -881,7 +810,6 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
         try_write_checkpoint(self);
       }
     },
-    [=](probe_atom) { probe_roles(self); },
     [=](preempt_atom, const std::string& why) { preempt(self, why); },
     [=](preempt_atom, int64_t step) { preempt_step_timed_out(self, step); },
     [=](status_atom) -> chief_status {

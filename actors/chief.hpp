@@ -14,6 +14,12 @@
 // where to resume (run_atom, index) and continues from the current step
 // and its last reported data position. A worker that fails with an error
 // of its own (bad data, divergence) still ends the run with that error.
+//
+// A PS shard or K-FAC role the chief does not watch: its supervisor
+// (actors/chief_supervisor.hpp) decides that one is lost and tells the
+// chief (lost_atom), which pauses the steps and fails its run request with
+// ec::peer_lost; the supervisor brings the role back and the chief goes on
+// from the step it names (restore_atom: a rollback after a shard's loss).
 
 #include <chrono>
 #include <cstdint>
@@ -91,11 +97,6 @@ struct chief_config {
   std::chrono::milliseconds checkpoint_grace{2000};
   /// K-FAC: their factors go into the checkpoints too.
   std::vector<covariance_actor> covariance;
-  /// A covariance or inverse actor of another process that leaves a
-  /// status request unanswered this long is taken for lost, as one whose
-  /// process went away (0: not probed). Needed because a frozen process's
-  /// link can stay up through the other nodes, so no down message comes.
-  std::chrono::milliseconds role_probe_timeout{0};
   /// Called in the chief's context after each checkpoint: the file
   /// written, or why none was (the run goes on either way).
   std::function<void(const caf::expected<checkpoint_written>&)> on_checkpoint;
@@ -191,16 +192,14 @@ struct chief_state {
   int64_t checkpoints_written = 0;
   std::string last_checkpoint;
   std::vector<std::string> checkpoint_errors;
-  /// A PS shard or K-FAC role went away: the steps wait for the driver
-  /// to bring it back (restore_atom). Answers that arrive meanwhile belong
-  /// to the abandoned steps.
+  /// The supervisor found a PS shard or K-FAC role lost (lost_atom): the
+  /// steps wait for it to bring the role back (restore_atom). Answers that
+  /// arrive meanwhile belong to the abandoned steps.
   bool paused = false;
   std::string lost_task;
   int64_t lost_at = -1;
-  /// K-FAC: the inverse actors, watched like the shards.
+  /// K-FAC: the inverse actors (their supervisor watches them).
   std::vector<inverse_actor> inverses;
-  /// The probe timer of the K-FAC roles runs (started once).
-  bool probing = false;
   /// Bumped by each rollback (worker_report::incarnation).
   int64_t incarnation = 0;
   /// Every acknowledged update: in the parameters, or rolled back and

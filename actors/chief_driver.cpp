@@ -4,6 +4,8 @@
 #include <memory>
 #include <optional>
 
+#include <caf/exit_reason.hpp>
+
 #include "actors/checkpoint_writer.hpp"
 #include "actors/gather.hpp"
 #include "actors/transfer_report.hpp"
@@ -304,18 +306,6 @@ caf::error restore_one(caf::scoped_actor& self, const Handle& target,
   return err;
 }
 
-/// Every variable of the checkpoint has found a shard.
-caf::error check_all_restored(const restored_run& run, size_t restored) {
-  if (restored == run.variables.size())
-    return caf::none;
-  return make_error(ec::unknown_name,
-                    "checkpoint " + run.path + " holds "
-                      + std::to_string(run.variables.size())
-                      + " variables, the model "
-                      + std::to_string(restored)
-                      + " (it was written for another model)");
-}
-
 } // namespace
 
 caf::error chief_driver::prepare_checkpoints(caf::actor_system& sys,
@@ -437,70 +427,6 @@ caf::expected<int64_t> chief_driver::kept_step(caf::scoped_actor& self) {
   return int64_t{-1};
 }
 
-caf::error
-chief_driver::restore_covariance(caf::scoped_actor& self,
-                                 const std::vector<covariance_actor>& cov) {
-  auto from = restored_ ? restored_ : factors_from_;
-  if (!from)
-    return caf::none;
-  for (size_t c = 0; c < cov.size(); ++c)
-    if (auto err = restore_one<covariance_snapshot>(
-          self, cov[c], *from, cfg_.base.request_timeout,
-          "covariance:" + std::to_string(c)))
-      return err;
-  return caf::none;
-}
-
-void chief_driver::rebind_workers(caf::scoped_actor& self,
-                                  const run_roles& roles,
-                                  int64_t incarnation, int64_t step) {
-  auto n = static_cast<int32_t>(roles.workers.size());
-  auto at = [&](int32_t i) {
-    resume_point rp;
-    if (step >= 0)
-      rp.global_step = step; // the workers keep their data positions
-    else if (restored_ && !shards_kept())
-      rp = resume_of(*restored_, i, n);
-    else
-      rp.global_step = kept_step_;
-    rp.incarnation = incarnation;
-    return rp;
-  };
-  for (int32_t i = 0; i < n; ++i)
-    if (const auto& w = roles.workers[static_cast<size_t>(i)])
-      self->send(w, run_atom::value, at(i), chief_, shards_,
-                 roles.covariance);
-  for (auto& w : roles.stats_workers) {
-    if (!w)
-      continue;
-    auto rp = at(0);
-    rp.has_data_order = false;
-    self->send(w, run_atom::value, rp, chief_, shards_, roles.covariance);
-  }
-}
-
-void chief_driver::start_workers(caf::scoped_actor& self,
-                                 const run_roles& roles) {
-  if (shards_kept())
-    return rebind_workers(self, roles, 0);
-  auto n = static_cast<int32_t>(roles.workers.size());
-  for (int32_t i = 0; i < n; ++i) {
-    const auto& w = roles.workers[static_cast<size_t>(i)];
-    if (restored_)
-      self->send(w, run_atom::value, resume_of(*restored_, i, n));
-    else
-      self->send(w, run_atom::value);
-  }
-  // Statistics workers only need the step; their data order starts over.
-  for (auto& w : roles.stats_workers) {
-    if (restored_)
-      self->send(w, run_atom::value,
-                 resume_point{restored_->global_step, false, {}});
-    else
-      self->send(w, run_atom::value);
-  }
-}
-
 json_object chief_driver::checkpoint_report(const sync_summary& run) const {
   json_object obj;
   if (cfg_.checkpoint.directory.empty())
@@ -536,210 +462,26 @@ chief_driver::final_digest(caf::scoped_actor& self) {
   return parameter_digest(std::move(all));
 }
 
-namespace {
-
-/// How a lost K-FAC role came back, for the log: a restarted task's new
-/// actors (a covariance actor's factors from `factors_from`), or the same
-/// ones (a frozen task thawed, its state kept).
-std::string back_how(const run_roles& before, const run_roles& now,
-                     const std::shared_ptr<const restored_run>& factors_from) {
-  if (before.covariance == now.covariance && before.inverses == now.inverses)
-    return " (the same actors: the task was frozen and thawed, its state "
-           "kept)";
-  if (factors_from)
-    return " (factors of a new covariance actor from " + factors_from->path
-           + ")";
-  return {};
+caf::expected<training_summary>
+chief_driver::run(caf::scoped_actor& self, const run_roles& roles) {
+  // In one process no role can come back: the supervisor has no
+  // placement, and a lost role ends the run naming it.
+  chief_supervisor_config sc;
+  sc.me = "chief";
+  sc.request_timeout = cfg_.base.request_timeout;
+  sc.probe_timeout = cfg_.role_probe_timeout;
+  auto sup = spawn_chief_supervisor(self->system(), std::move(sc));
+  if (!sup)
+    return sup.error();
+  chief_run run;
+  run.roles = roles;
+  run.roles.shards = shards_;
+  return this->run(self, *sup, std::move(run), std::chrono::minutes{1});
 }
 
-} // namespace
-
-namespace {
-
-bool is_shard(const std::string& role) {
-  return role.rfind("ps:", 0) == 0;
-}
-
-/// Appends the name ("ps:0") of each of `roles` that does not answer a
-/// status request within `timeout` (asked at once).
-template <class Status, class Handle>
-void add_silent(caf::scoped_actor& self, const std::vector<Handle>& roles,
-                const std::string& job, std::chrono::milliseconds timeout,
-                std::vector<std::string>& out) {
-  ask_each<Status>(
-    self, roles, timeout, [](size_t, const Status&) {},
-    [&](size_t i, const caf::error&) {
-      out.push_back(job + ":" + std::to_string(i));
-    },
-    status_atom::value);
-}
-
-} // namespace
-
-std::vector<std::string> chief_driver::silent_roles(caf::scoped_actor& self,
-                                                    const run_roles& roles) {
-  auto timeout = cfg_.role_probe_timeout.count() > 0
-                   ? cfg_.role_probe_timeout
-                   : cfg_.base.request_timeout;
-  std::vector<std::string> out;
-  add_silent<shard_status>(self, roles.shards, "ps", timeout, out);
-  add_silent<covariance_status>(self, roles.covariance, "covariance", timeout,
-                                out);
-  add_silent<inverse_status>(self, roles.inverses, "inverse", timeout, out);
-  return out;
-}
-
-caf::expected<std::shared_ptr<const restored_run>>
-chief_driver::checkpoint_for_shard(const std::string& lost) {
-  if (cfg_.checkpoint.directory.empty())
-    return make_error(ec::peer_lost,
-                      lost + ", and the run writes no checkpoints to "
-                             "restore it from (--checkpoint_dir)");
-  auto latest = newest_checkpoint();
-  if (!latest)
-    return with_context(latest.error(), lost);
-  if (!*latest)
-    return make_error(ec::peer_lost,
-                      lost + ", before the run's first checkpoint: "
-                             "nothing to restore it from");
-  return *latest;
-}
-
-caf::error chief_driver::recover(caf::scoped_actor& self) {
-  chief_status cs;
-  caf::error err;
-  self->request(chief_, cfg_.base.request_timeout, status_atom::value)
-    .receive([&](chief_status& x) { cs = x; },
-             [&](caf::error& e) { err = e; });
-  if (err)
-    return with_context(err, "status of the paused chief");
-  auto lost = cs.lost_task + " lost at global step "
-              + std::to_string(cs.lost_at);
-  bool shard = is_shard(cs.lost_task);
-  if (!recover_)
-    return make_error(ec::peer_lost, lost);
-  // A shard comes back empty: the run rolls back to a checkpoint.
-  std::shared_ptr<const restored_run> newest;
-  if (shard) {
-    auto latest = checkpoint_for_shard(lost);
-    if (!latest)
-      return latest.error();
-    newest = *latest;
-  }
-  auto back = recover_(cs.lost_task);
-  if (!back)
-    return with_context(back.error(), lost);
-  // Whoever froze (the chief itself, say) may have lost others whose
-  // loss never reached the chief: their link to it can stay up through
-  // the other nodes. Every role that does not answer is brought back too.
-  int64_t also_lost_shards = 0;
-  int64_t also_lost_kfac = 0;
-  for (const auto& name : silent_roles(self, *back)) {
-    out_->line("chief: " + name + " does not answer either; waiting for it "
-                                  "too");
-    if (is_shard(name)) {
-      ++also_lost_shards;
-      if (!shard) {
-        shard = true;
-        auto latest = checkpoint_for_shard(lost + ", then " + name);
-        if (!latest)
-          return latest.error();
-        newest = *latest;
-      }
-    } else {
-      ++also_lost_kfac;
-    }
-    back = recover_(name);
-    if (!back)
-      return with_context(back.error(), lost + ", then " + name);
-  }
-  shards_lost_ += also_lost_shards;
-  kfac_roles_lost_ += also_lost_kfac;
-  auto before = roles_;
-  roles_ = std::move(*back);
-  shards_ = roles_.shards;
-  // The round in flight when the steps paused may have been applied by
-  // every shard since (the chief counts it): the run stands at the
-  // chief's step now, which may be one past lost_at. Settled by now: no
-  // token went out since the pause, so no later round can complete.
-  self->request(chief_, cfg_.base.request_timeout, status_atom::value)
-    .receive([&](chief_status& x) { cs.global_step = x.global_step; },
-             [&](caf::error& e) { err = e; });
-  if (err)
-    return with_context(err, "status of the paused chief");
-  auto step = cs.global_step;
-  if (shard) {
-    if (auto e = restore_shards(self, *newest))
-      return with_context(e, lost);
-    restored_ = newest;
-    kept_step_ = -1;
-    step = newest->global_step;
-    shards_lost_ += is_shard(cs.lost_task) ? 1 : 0;
-    kfac_roles_lost_ += is_shard(cs.lost_task) ? 0 : 1;
-  } else {
-    ++kfac_roles_lost_;
-    auto latest = newest_checkpoint();
-    if (!latest)
-      return with_context(latest.error(), lost);
-    newest = *latest;
-  }
-  // Covariance actors: all back to the checkpoint after a rollback, a new
-  // one from it (or from nothing, before the first checkpoint).
-  bool new_factors = false;
-  for (size_t c = 0; c < roles_.covariance.size(); ++c) {
-    bool fresh = c >= before.covariance.size()
-                 || before.covariance[c] != roles_.covariance[c];
-    if (!newest || (!shard && !fresh))
-      continue;
-    new_factors = true;
-    if (auto e = restore_one<covariance_snapshot>(
-          self, roles_.covariance[c], *newest, cfg_.base.request_timeout,
-          "covariance:" + std::to_string(c)))
-      return with_context(e, lost);
-  }
-  for (auto& inv : roles_.inverses)
-    self->send(inv, restore_atom::value, shards_);
-  for (auto& cov : roles_.covariance)
-    self->send(cov, restore_atom::value, roles_.inverses);
-  int64_t incarnation = 0;
-  self->request(chief_, cfg_.base.request_timeout, restore_atom::value, step,
-                shards_)
-    .receive([&](int64_t x) { incarnation = x; },
-             [&](caf::error& e) { err = e; });
-  if (err)
-    return with_context(err, lost + ": rollback of the chief");
-  self->send(chief_, restore_atom::value, roles_.covariance, roles_.inverses);
-  self->send(evaluator_, restore_atom::value, shards_);
-  if (shard) {
-    rolled_back_steps_ += std::max<int64_t>(0, cs.global_step - step);
-    json_object fields;
-    fields.add("step", step)
-      .add("shards_lost", shards_lost_)
-      .add("kfac_roles_lost", kfac_roles_lost_)
-      .add("rolled_back_steps", rolled_back_steps_);
-    out_->record("chief: " + lost + " is back; the run rolls back to global "
-                 "step " + std::to_string(step) + " (" + newest->path + "), "
-                 + std::to_string(cs.global_step - step)
-                 + " step(s) to do again",
-                 fields);
-    out_->restart_at(step);
-    rebind_workers(self, roles_, incarnation);
-  } else {
-    json_object fields;
-    fields.add("step", step)
-      .add("shards_lost", shards_lost_)
-      .add("kfac_roles_lost", kfac_roles_lost_)
-      .add("rolled_back_steps", rolled_back_steps_);
-    out_->record("chief: " + lost + " is back; the run goes on from there"
-                   + back_how(before, roles_, new_factors ? newest : nullptr),
-                 fields);
-    rebind_workers(self, roles_, incarnation, step);
-  }
-  return caf::none;
-}
-
-caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
-                                                  const run_roles& roles) {
+caf::expected<training_summary>
+chief_driver::run(caf::scoped_actor& self, const chief_supervisor_actor& sup,
+                  chief_run wiring, std::chrono::milliseconds slack) {
   const auto& base = cfg_.base;
   auto& out = *out_;
   training_summary summary;
@@ -749,67 +491,77 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   summary.workers = tasks_.gradient_workers;
   summary.replicas_to_aggregate = tasks_.replicas_to_aggregate;
   summary.ps_tasks = cfg_.ps_tasks;
-  if (auto err = restore_covariance(self, roles.covariance))
-    return err;
-  roles_ = roles;
-  roles_.shards = shards_;
-  self->send(chief_, restore_atom::value, roles_.covariance, roles_.inverses);
-  auto t0 = clock_type::now();
-  start_workers(self, roles);
+  wiring.chief = chief_;
+  wiring.evaluator = evaluator_;
+  wiring.restored = restored_;
+  wiring.factors_from = factors_from_;
+  wiring.kept_step = kept_step_;
+  wiring.writes_checkpoints = !cfg_.checkpoint.directory.empty();
+  wiring.newest_checkpoint = [this] { return newest_checkpoint(); };
   // Bounded: every step is bounded by step_timeout.
-  auto run_timeout = cfg_.step_timeout * (steps_ + 1);
-  caf::expected<sync_summary> run{caf::error{}};
-  for (;;) {
-    bool lost = false;
-    self->request(chief_, run_timeout, run_atom::value, roles_.covariance)
-      .receive([&](sync_summary& s) { run = std::move(s); },
-               [&](caf::error& err) {
-                 lost = err.category() == error_category
-                        && err.code() == static_cast<uint8_t>(ec::peer_lost);
-                 run = lost ? err
-                            : make_error(err == caf::sec::request_timeout
-                                           ? ec::timeout
-                                           : ec::peer_down,
-                                         "training run: " + render(err));
-               });
-    if (run || !lost)
-      break;
-    if (auto err = recover(self)) {
-      run = err;
-      break;
-    }
+  wiring.run_timeout = cfg_.step_timeout * (steps_ + 1);
+  wiring.out = out_;
+  // The supervisor bounds each of its waits; this bounds the whole run:
+  // the start, every step and `slack` (the losses' waits, the caller's).
+  auto bound = wiring.await_wait + wiring.run_timeout + slack;
+  auto t0 = clock_type::now();
+  std::optional<chief_run_end> end;
+  caf::error err;
+  self->request(sup, bound, run_atom::value, std::move(wiring))
+    .receive([&](chief_run_end& e) { end = std::move(e); },
+             [&](caf::error& e) {
+               err = with_context(e, "waiting " + std::to_string(bound.count())
+                                       + " ms for the end of the run");
+             });
+  if (err) {
+    // It has not ended: a run that outlived its bound does not go on.
+    self->send_exit(sup, caf::exit_reason::user_shutdown);
+    return err;
   }
-  if (!run)
-    return run.error();
+  roles_ = end->roles;
+  if (!roles_.shards.empty())
+    shards_ = roles_.shards;
+  nodes_ = end->nodes;
+  hellos_ = end->hellos;
+  shards_lost_ = end->shards_lost;
+  kfac_roles_lost_ = end->kfac_roles_lost;
+  rolled_back_steps_ = end->rolled_back_steps;
+  if (end->restored != restored_) {
+    restored_ = end->restored;
+    kept_step_ = -1;
+  }
+  if (end->error)
+    return end->error;
+  auto run = std::move(end->summary);
   summary.train_s = std::chrono::duration<double>(clock_type::now() - t0)
                       .count();
-  summary.global_step = run->global_step;
-  summary.steps = run->global_step;
-  summary.accepted_pushes = run->accepted_pushes;
-  summary.stale_pushes = run->stale_pushes;
-  summary.refused_pushes = run->refused_pushes;
-  summary.last_loss = run->last_loss;
-  summary.last_accuracy = run->last_accuracy;
-  summary.examples = run->examples;
-  summary.checkpoints = checkpoint_report(*run);
-  summary.preempted = run->preempted;
-  summary.faults.add("workers_lost", run->worker_losses)
-    .add("workers_rejoined", run->worker_rejoins)
+  summary.global_step = run.global_step;
+  summary.steps = run.global_step;
+  summary.accepted_pushes = run.accepted_pushes;
+  summary.stale_pushes = run.stale_pushes;
+  summary.refused_pushes = run.refused_pushes;
+  summary.last_loss = run.last_loss;
+  summary.last_accuracy = run.last_accuracy;
+  summary.examples = run.examples;
+  summary.checkpoints = checkpoint_report(run);
+  summary.preempted = run.preempted;
+  summary.faults.add("workers_lost", run.worker_losses)
+    .add("workers_rejoined", run.worker_rejoins)
     .add("ps_lost", shards_lost_)
     .add("kfac_roles_lost", kfac_roles_lost_)
     .add("rolled_back_steps", rolled_back_steps_)
     .add("chief_restarted", restarted_)
     .add("resumed_at", restarted_ ? resumed_at_ : int64_t{-1})
-    .add("updates_inherited", run->updates_inherited)
-    .add("updates_applied", run->updates_applied)
-    .add("updates_rolled_back", run->updates_rolled_back)
-    .add("updates_redone", run->updates_redone);
+    .add("updates_inherited", run.updates_inherited)
+    .add("updates_applied", run.updates_applied)
+    .add("updates_rolled_back", run.updates_rolled_back)
+    .add("updates_redone", run.updates_redone);
   if (warm_->set) {
     auto timed = std::chrono::duration<double>(clock_type::now()
                                                - warm_->when)
                    .count();
     if (timed > 0)
-      summary.examples_per_s = static_cast<double>(run->examples
+      summary.examples_per_s = static_cast<double>(run.examples
                                                    - warm_->examples)
                                / timed;
   }
@@ -842,15 +594,15 @@ caf::expected<training_summary> chief_driver::run(caf::scoped_actor& self,
   if (!digest)
     return digest.error();
   summary.params_digest = *digest;
-  out.line("stale gradient pushes dropped: " + std::to_string(run->stale_pushes)
-           + " (accepted " + std::to_string(run->accepted_pushes)
-           + ", refused " + std::to_string(run->refused_pushes) + ")");
+  out.line("stale gradient pushes dropped: " + std::to_string(run.stale_pushes)
+           + " (accepted " + std::to_string(run.accepted_pushes)
+           + ", refused " + std::to_string(run.refused_pushes) + ")");
   // A preempted run has its grace period to end in: no final evaluation
   // (the resumed run makes it).
-  if (!base.skip_final_eval && run->preempted.empty()) {
+  if (!base.skip_final_eval && run.preempted.empty()) {
     caf::expected<eval_result> res{caf::error{}};
     self->request(evaluator_, base.request_timeout * 4, eval_atom::value,
-                  run->global_step)
+                  run.global_step)
       .receive([&](eval_result& r) { res = r; },
                [&](caf::error& err) { res = err; });
     if (!res)

@@ -1,14 +1,20 @@
 #pragma once
 
 // The chief's side of a synchronous run, wherever the other roles live:
-// the evaluator and the chief actor with the run's logging, then the run
-// itself (start the workers, wait for the chief, bounded), the counters
-// every role reports and the final evaluation. The in-process trainer and
-// the chief node of a cluster both drive their runs through it.
+// the evaluator and the chief actor with the run's logging and the restore
+// of the newest checkpoint at the start; then the run is handed to the
+// chief's supervisor (actors/chief_supervisor.hpp), which starts the
+// workers and owns the fault path, and its end is awaited with one
+// timeout; then, as a plain sequence outside the fault path, the counters
+// every role reports, the final digest and the final evaluation. The
+// in-process trainer and the chief node of a cluster both drive their runs
+// through it.
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -17,6 +23,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/actors.hpp"
+#include "actors/chief_supervisor.hpp"
 #include "actors/evaluator.hpp"
 #include "actors/local_trainer.hpp"
 #include "actors/owned_actors.hpp"
@@ -26,18 +33,6 @@
 #include "runtime/training_log.hpp"
 
 namespace syncfac {
-
-/// The roles a run's chief talks to besides the shards it was made with.
-struct run_roles {
-  /// The PS shards (set by the driver).
-  std::vector<ps_actor> shards;
-  /// Gradient workers, then statistics workers.
-  std::vector<worker_actor> workers;
-  std::vector<worker_actor> stats_workers;
-  /// K-FAC only (for the summary's counters).
-  std::vector<covariance_actor> covariance;
-  std::vector<inverse_actor> inverses;
-};
 
 class chief_driver {
 public:
@@ -59,17 +54,6 @@ public:
     return shards_;
   }
 
-  /// In a cluster: brings the task hosting a lost role ("ps:1",
-  /// "covariance:0", "inverse:0") back (waits for it, bounded) and answers
-  /// the run's roles as they are now, so that the run goes on (after a
-  /// shard's loss from its newest checkpoint) instead of failing.
-  using role_recovery
-    = std::function<caf::expected<run_roles>(const std::string& lost)>;
-
-  void recover_roles_with(role_recovery f) {
-    recover_ = std::move(f);
-  }
-
   /// The roles of the run now (a role that came back has a new actor).
   const run_roles& roles() const {
     return roles_;
@@ -81,11 +65,30 @@ public:
     return kept_step_ >= 0;
   }
 
-  /// Starts every worker, waits for the chief's last round (bounded by
-  /// step_timeout per step), collects the roles' counters and evaluates
-  /// on the test set.
+  /// In one process: hands the run to a supervisor of its own (no role
+  /// can come back there: a lost one ends the run naming it), then
+  /// collects the roles' counters and evaluates on the test set.
   caf::expected<training_summary> run(caf::scoped_actor& self,
                                       const run_roles& roles);
+
+  /// In a cluster: hands the run to the chief's node supervisor `sup`
+  /// (actors/chief_supervisor.hpp), which owns its fault path, and waits
+  /// for its end, bounded by the start, every step's step_timeout and
+  /// `slack` (the supervisor's own waits for lost roles); then the same
+  /// end-of-run sequence.
+  caf::expected<training_summary> run(caf::scoped_actor& self,
+                                      const chief_supervisor_actor& sup,
+                                      chief_run wiring,
+                                      std::chrono::milliseconds slack);
+
+  /// After run: the nodes' answers and the latest hellos, by task (the
+  /// end of the run goes to each).
+  const std::map<std::string, node_info>& nodes() const {
+    return nodes_;
+  }
+  const std::map<std::string, caf::actor>& hellos() const {
+    return hellos_;
+  }
 
 private:
   struct warm_mark;
@@ -106,41 +109,10 @@ private:
   /// Restores every shard from `run`.
   caf::error restore_shards(caf::scoped_actor& self, const restored_run& run);
 
-  /// Restores the covariance actors' factors from the checkpoint.
-  caf::error restore_covariance(caf::scoped_actor& self,
-                                const std::vector<covariance_actor>& cov);
-
-  /// Starts the workers, each at its resume point.
-  void start_workers(caf::scoped_actor& self, const run_roles& roles);
-
-  /// Rebinds the workers to this chief and the shards, each at its resume
-  /// point (the shards' step when they kept the run, else the restored
-  /// checkpoint's).
-  void rebind_workers(caf::scoped_actor& self, const run_roles& roles,
-                      int64_t incarnation, int64_t step = -1);
-
   /// The step every shard is at, when they agree on one above 0 (the
   /// run's previous chief went away), else -1; shards that disagree are
   /// an error unless a checkpoint can bring them back in line.
   caf::expected<int64_t> kept_step(caf::scoped_actor& self);
-
-  /// After the loss of a PS shard: brings it back, restores every shard
-  /// and covariance actor from the newest checkpoint and rolls the chief
-  /// back to it. After a K-FAC role's: brings it back (a covariance actor
-  /// with the checkpoint's factors) and goes on from the step it was lost
-  /// at. Then rebinds the workers.
-  caf::error recover(caf::scoped_actor& self);
-
-  /// The roles of `roles` that do not answer a status request within the
-  /// probe timeout (or the request timeout), by name ("ps:0").
-  std::vector<std::string> silent_roles(caf::scoped_actor& self,
-                                        const run_roles& roles);
-
-  /// The checkpoint a shard lost (`lost` says which, and when) is
-  /// restored from: the newest good one; an error naming the flag when
-  /// the run writes none, or before the first.
-  caf::expected<std::shared_ptr<const restored_run>>
-  checkpoint_for_shard(const std::string& lost);
 
   /// The summary's "checkpoints" object.
   json_object checkpoint_report(const sync_summary& run) const;
@@ -159,8 +131,9 @@ private:
   /// kept the run).
   std::shared_ptr<const restored_run> factors_from_;
   checkpointer_actor checkpointer_;
-  role_recovery recover_;
   run_roles roles_;
+  std::map<std::string, node_info> nodes_;
+  std::map<std::string, caf::actor> hellos_;
   int64_t kept_step_ = -1;
   /// This chief replaced one that went away (the shards kept the run).
   bool restarted_ = false;

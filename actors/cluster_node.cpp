@@ -10,6 +10,7 @@
 #include <caf/send.hpp>
 
 #include "actors/chief_driver.hpp"
+#include "actors/chief_supervisor.hpp"
 #include "actors/gather.hpp"
 #include "actors/metrics_sink.hpp"
 #include "actors/owned_actors.hpp"
@@ -145,7 +146,13 @@ private:
         cfg_.on_supervisor(supervisor_);
       nc.owner = caf::actor_cast<caf::actor>(supervisor_);
     } else {
-      nc.owner = caf::actor_cast<caf::actor>(self_);
+      auto sup = spawn_chief_supervisor(
+        sys_, chief_supervisor_config_for(hello_of_node));
+      if (!sup)
+        return sup.error();
+      chief_supervisor_ = *sup;
+      top_.own(chief_supervisor_);
+      nc.owner = caf::actor_cast<caf::actor>(chief_supervisor_);
     }
     node_ = sys_.spawn(node, std::move(nc));
     top_.own(node_);
@@ -406,19 +413,65 @@ private:
                                std::chrono::milliseconds{20000})
                       + 2 * cfg_.connect.request_timeout
                       + std::chrono::milliseconds{10000};
+    sc.connect_attempt = connect_attempt();
+    sc.connector = connector_for(hello);
+    auto* log = &log_;
+    sc.log = [log](const std::string& line) { *log << line << std::endl; };
+    return sc;
+  }
+
+  /// Each connect attempt of a supervisor's connector tries for a second
+  /// (as a node did before it had a supervisor), so that a connector stops
+  /// soon after the run ends; this bounds one answer.
+  std::chrono::milliseconds connect_attempt() const {
+    return std::chrono::milliseconds{1000}
+           + 2 * std::min(cfg_.connect.request_timeout,
+                          std::chrono::milliseconds{2000})
+           + std::chrono::milliseconds{1000};
+  }
+
+  std::function<connector_actor(const std::string&)>
+  connector_for(std::shared_ptr<const node_hello> hello) const {
     auto cluster = cfg_.cluster;
-    // Each attempt tries for a second (as a node did before it had a
-    // supervisor), so that a connector stops soon after the run ends.
     auto opts = cfg_.connect;
     opts.timeout = std::chrono::milliseconds{1000};
-    sc.connect_attempt = opts.timeout + 2 * std::min(opts.request_timeout,
-                                                    std::chrono::milliseconds{
-                                                      2000})
-                         + std::chrono::milliseconds{1000};
     auto* sys = &sys_;
-    sc.connector = [sys, cluster, opts, hello](const std::string&) {
+    return [sys, cluster, opts, hello](const std::string&) {
       return spawn_node_connector(*sys, cluster, *hello, opts);
     };
+  }
+
+  /// The chief's node: where every role lives, which tasks connect to the
+  /// chief themselves, and how lost ones are reached again.
+  chief_supervisor_config
+  chief_supervisor_config_for(std::shared_ptr<const node_hello> hello) const {
+    chief_supervisor_config sc;
+    sc.me = me();
+    for (const auto& t : cfg_.cluster.tasks()) {
+      sc.addresses[t.str()] = cfg_.cluster.address(t).str();
+      if (t != cfg_.task && t.job != "evaluator" && connects_to_chief(t))
+        sc.passive.insert(t.str());
+    }
+    auto& pl = sc.placement;
+    for (int32_t s = 0; s < sync_.ps_tasks; ++s)
+      pl.shards.push_back({task_id{"ps", s}.str(), role_name("ps", s)});
+    for (int32_t i = 0; i < tasks_.worker_tasks(); ++i)
+      (i >= tasks_.gradient_workers ? pl.stats_workers : pl.workers)
+        .push_back({task_id{"worker", i}.str(), role_name("worker", i)});
+    if (uses_kfac(sync_)) {
+      for (int32_t c = 0; c < sync_.kfac.covariance_actors; ++c)
+        pl.covariance.push_back({covariance_host(sync_, cfg_.cluster, c).str(),
+                                 role_name("covariance", c)});
+      for (int32_t k = 0; k < sync_.kfac.inverse_actors; ++k)
+        pl.inverses.push_back({inverse_host(sync_, cfg_.cluster, k).str(),
+                               role_name("inverse", k)});
+    }
+    sc.hello = hello;
+    sc.max_wait = cfg_.max_wait;
+    sc.request_timeout = cfg_.connect.request_timeout;
+    sc.probe_timeout = sync_.role_probe_timeout;
+    sc.connect_attempt = connect_attempt();
+    sc.connector = connector_for(hello);
     auto* log = &log_;
     sc.log = [log](const std::string& line) { *log << line << std::endl; };
     return sc;
@@ -475,106 +528,6 @@ private:
     return false;
   }
 
-  /// Waits until every task of `peers` has said hello (bounded by the
-  /// connect timeout, logging who is missing), then asks each for its
-  /// roles over the connection it opened.
-  caf::error await_hellos(const std::vector<task_id>& peers) {
-    return await_hellos(peers, cfg_.connect.timeout, false);
-  }
-
-  /// The same, bounded by `timeout`; with `partial`, gradient worker tasks
-  /// still missing then are left out (logged), not an error.
-  caf::error await_hellos(const std::vector<task_id>& peers,
-                          std::chrono::milliseconds timeout, bool partial) {
-    auto started = clock_type::now();
-    auto deadline = started + timeout;
-    auto next_report = started + cfg_.connect.report_every;
-    auto missing = [&] {
-      std::string out;
-      for (const auto& t : peers)
-        if (nodes_.count(t.str()) == 0)
-          out += (out.empty() ? "" : ", ") + t.str() + " at "
-                 + cfg_.cluster.address(t).str();
-      return out;
-    };
-    // Peers that said hello; asked for their roles until they have
-    // published them (a worker says hello before its worker exists).
-    std::map<std::string, node_actor> heard;
-    caf::error err;
-    bool done = false;
-    auto wanted = [&](const std::string& peer) {
-      return std::any_of(peers.begin(), peers.end(),
-                         [&](const task_id& t) { return t.str() == peer; });
-    };
-    while (!err && !done && !missing().empty()) {
-      for (auto& [peer, handle] : heard) {
-        if (nodes_.count(peer) > 0)
-          continue;
-        self_->request(handle, cfg_.connect.request_timeout,
-                       hello_atom::value, hello_)
-          .receive(
-            [&, name = peer](node_info& info) {
-              if (info.role_names.size() > 1) // more than "node"
-                nodes_.emplace(name, std::move(info));
-            },
-            [&, name = peer](caf::error& e) {
-              err = with_context(e, "hello to " + name);
-            });
-      }
-      self_->receive(
-        [&](hello_atom, std::string& peer, caf::actor& peer_node) {
-          if (wanted(peer) && peer_node)
-            heard[peer] = caf::actor_cast<node_actor>(peer_node);
-        },
-        [&](hello_atom, std::string& peer, std::string& why) {
-          // The node refused a task configured for another run: it exits
-          // with the same text, so the run cannot start. A refusal of a
-          // task not awaited here (a worker restarted with other flags
-          // while the run went on) is only logged.
-          if (wanted(peer))
-            err = make_error(ec::invalid_config,
-                             "refused " + peer + " at connect: " + why);
-          else
-            log_ << me() << ": refused " << peer << " at connect: " << why
-                 << std::endl;
-        },
-        caf::after(std::chrono::milliseconds{100}) >> [&] {
-          auto now = clock_type::now();
-          auto waited = std::chrono::duration_cast<std::chrono::seconds>(
-                          now - started)
-                          .count();
-          if (now >= deadline && partial && only_workers_missing(peers)) {
-            log_ << me() << ": going on without " << missing()
-                 << " (not back after " << waited
-                 << " s; each may rejoin when it is)" << std::endl;
-            for (const auto& t : peers)
-              if (nodes_.count(t.str()) == 0)
-                absent_.insert(t);
-            done = true;
-          } else if (now >= deadline)
-            err = make_error(ec::timeout,
-                             "tasks that never connected after "
-                               + std::to_string(waited)
-                               + " s: " + missing());
-          else if (now >= next_report) {
-            log_ << me() << ": waiting for " << missing() << " since "
-                 << waited << " s" << std::endl;
-            next_report = now + cfg_.connect.report_every;
-          }
-        });
-    }
-    return err;
-  }
-
-  /// Whether every task of `peers` not connected is a gradient worker.
-  bool only_workers_missing(const std::vector<task_id>& peers) const {
-    for (const auto& t : peers)
-      if (nodes_.count(t.str()) == 0
-          && (t.job != "worker" || t.index >= tasks_.gradient_workers))
-        return false;
-    return true;
-  }
-
   caf::expected<node_outcome> run_chief() {
     if (auto err = load_data())
       return err;
@@ -628,8 +581,6 @@ private:
     host("chief", caf::actor_cast<caf::actor>((*driver)->chief()));
     if (cfg_.on_chief)
       cfg_.on_chief((*driver)->chief());
-    (*driver)->recover_roles_with(
-      [this](const std::string& lost) { return role_back(lost); });
     // Without a chief job this task is worker 0 as well (TensorFlow's
     // rule): its worker joins the chief here, found like any other.
     if (cfg_.task.job == "worker")
@@ -651,29 +602,37 @@ private:
     // A restarted chief goes on with the workers that come back soon; a
     // lost one (e.g. a backup killed for good) may rejoin later.
     bool restarted = (*driver)->shards_kept();
-    auto wait = restarted ? std::min<std::chrono::milliseconds>(
-                              cfg_.connect.timeout, std::chrono::seconds{10})
-                          : cfg_.connect.timeout;
-    if (auto err = await_hellos(passive, wait, restarted))
-      return err;
-    auto found = current_roles();
-    if (!found)
-      return found.error();
-    auto roles = std::move(*found);
-    // The status page's tasks; the chief's fault lines keep them current.
-    for (const auto& t : cfg_.cluster.tasks())
-      if (t.job != "evaluator")
-        status_->task(t.str(), "up", t == cfg_.task ? "this process" : "");
-    out.line("cluster: " + std::to_string(cfg_.cluster.tasks().size())
-             + " tasks connected" + (cfg_.tls ? " over TLS" : "") + "; "
-             + std::to_string(tasks_.gradient_workers) + " worker(s), "
-             + "replicas_to_aggregate "
-             + std::to_string(tasks_.replicas_to_aggregate) + ", "
-             + std::to_string(sync_.ps_tasks) + " PS shard(s), "
-             + std::to_string(steps) + " global steps of "
-             + std::to_string(sync_.base.batch_size)
-             + " examples per worker");
-    auto summary = (*driver)->run(self_, roles);
+    chief_run wiring;
+    wiring.nodes = nodes_;
+    wiring.hosted = *roles_;
+    for (const auto& t : passive)
+      wiring.awaited.push_back(t.str());
+    wiring.await_wait = restarted ? std::min<std::chrono::milliseconds>(
+                                      cfg_.connect.timeout,
+                                      std::chrono::seconds{10})
+                                  : cfg_.connect.timeout;
+    wiring.partial = restarted;
+    wiring.on_connected = [this, &out, steps] {
+      // The status page's tasks; the chief's fault lines keep them current.
+      for (const auto& t : cfg_.cluster.tasks())
+        if (t.job != "evaluator")
+          status_->task(t.str(), "up", t == cfg_.task ? "this process" : "");
+      out.line("cluster: " + std::to_string(cfg_.cluster.tasks().size())
+               + " tasks connected" + (cfg_.tls ? " over TLS" : "") + "; "
+               + std::to_string(tasks_.gradient_workers) + " worker(s), "
+               + "replicas_to_aggregate "
+               + std::to_string(tasks_.replicas_to_aggregate) + ", "
+               + std::to_string(sync_.ps_tasks) + " PS shard(s), "
+               + std::to_string(steps) + " global steps of "
+               + std::to_string(sync_.base.batch_size)
+               + " examples per worker");
+    };
+    // The supervisor bounds each of its waits for a lost role by max_wait;
+    // a few of them fit into the bound of the whole run.
+    auto summary = (*driver)->run(self_, chief_supervisor_, std::move(wiring),
+                                  cfg_.max_wait * 4);
+    for (const auto& [task, info] : (*driver)->nodes())
+      nodes_[task] = info;
     auto reason = !summary ? "training failed: " + render(summary.error())
                   : !summary->preempted.empty()
                     ? preempted_run_reason(summary->preempted)
@@ -682,143 +641,14 @@ private:
     // shards are still up: they may finish a last evaluation.
     end_callers(reason);
     node_outcome outcome;
-    outcome.cluster = cluster_report((*driver)->shards(),
-                                     with_current_workers((*driver)->roles()));
-    end_run(reason);
+    outcome.cluster = cluster_report((*driver)->shards(), (*driver)->roles());
+    end_run(reason, (*driver)->hellos());
     if (!summary)
       return summary.error();
     if (!summary->preempted.empty())
       outcome.exit_code = exit_codes::preempted;
     outcome.summary = std::move(*summary);
     return outcome;
-  }
-
-  /// The task hosting role `role` ("ps:1", "covariance:0", "inverse:0").
-  caf::expected<task_id> host_of(const std::string& role) {
-    auto colon = role.find(':');
-    auto job = role.substr(0, colon);
-    int32_t index = -1;
-    if (colon != std::string::npos)
-      index = static_cast<int32_t>(std::strtol(role.c_str() + colon + 1,
-                                               nullptr, 10));
-    if (job == "ps" && index >= 0 && index < sync_.ps_tasks)
-      return task_id{"ps", index};
-    if (job == "covariance" && index >= 0
-        && index < sync_.kfac.covariance_actors)
-      return covariance_host(sync_, cfg_.cluster, index);
-    if (job == "inverse" && index >= 0 && index < sync_.kfac.inverse_actors)
-      return inverse_host(sync_, cfg_.cluster, index);
-    return make_error(ec::internal, "no task hosts role '" + role + "'");
-  }
-
-  /// The task hosting role `lost` went away: waits (bounded by max_wait,
-  /// reporting who is missing) for it to be back on its address, then
-  /// answers the run's roles as they are now.
-  caf::expected<run_roles> role_back(const std::string& lost) {
-    auto t = host_of(lost);
-    if (!t)
-      return t.error();
-    if (*t == cfg_.task)
-      return make_error(ec::internal, lost + " is hosted by the chief");
-    nodes_.erase(t->str());
-    log_ << me() << ": waiting up to " << cfg_.max_wait.count() << " ms for "
-         << t->str() << " at " << cfg_.cluster.address(*t).str()
-         << " to come back" << std::endl;
-    auto opts = cfg_.connect;
-    opts.timeout = cfg_.max_wait;
-    // A hello sent while the task was frozen is lost when it thaws (its
-    // middleman drops the connections it timed out): ask again soon.
-    opts.request_timeout = std::min(opts.request_timeout,
-                                    std::chrono::milliseconds{2000});
-    if (connects_to_chief(*t)) {
-      // It connects to the chief itself (a second connection between the
-      // same two nodes confuses CAF's TLS transport).
-      if (auto err = await_hellos({*t}))
-        return err;
-    } else {
-      auto infos = connect_nodes(sys_, self_, cfg_.cluster, {*t}, hello_, opts,
-                                 log_);
-      if (!infos)
-        return infos.error();
-      for (auto& kvp : *infos)
-        nodes_.emplace(kvp.first, std::move(kvp.second));
-    }
-    return current_roles();
-  }
-
-  /// Takes the node information of tasks whose nodes connected again
-  /// while the run went on (after a freeze of the chief, say): the roles
-  /// behind the old connections cannot be reached any more.
-  void refresh_from_hellos() {
-    for (auto& [peer, peer_node] : late_hellos()) {
-      if (peer == me() || nodes_.count(peer) == 0)
-        continue;
-      self_->request(caf::actor_cast<node_actor>(peer_node),
-                     std::min(cfg_.connect.request_timeout,
-                              std::chrono::milliseconds{3000}),
-                     hello_atom::value, hello_)
-        .receive(
-          [&, name = peer](node_info& info) {
-            if (info.role_names.size() > 1) // more than "node"
-              nodes_[name] = std::move(info);
-          },
-          [&, name = peer](caf::error& err) {
-            log_ << me() << ": " << name << " said hello again but did not "
-                 << "answer: " << render(err) << std::endl;
-          });
-    }
-  }
-
-  /// The run's roles, found on the connected nodes.
-  caf::expected<run_roles> current_roles() {
-    refresh_from_hellos();
-    run_roles roles;
-    auto ps = shards();
-    if (!ps)
-      return ps.error();
-    roles.shards = std::move(*ps);
-    for (int32_t i = 0; i < tasks_.worker_tasks(); ++i) {
-      auto& into = i >= tasks_.gradient_workers ? roles.stats_workers
-                                                : roles.workers;
-      if (absent_.count({"worker", i}) > 0
-          && nodes_.count(task_id{"worker", i}.str()) == 0) {
-        into.emplace_back(); // not back: skipped until it rejoins
-        continue;
-      }
-      auto w = find<worker_actor>({"worker", i}, role_name("worker", i));
-      if (!w)
-        return w.error();
-      into.push_back(*w);
-    }
-    if (uses_kfac(sync_)) {
-      auto cov = covariances();
-      if (!cov)
-        return cov.error();
-      roles.covariance = std::move(*cov);
-      auto inv = inverses();
-      if (!inv)
-        return inv.error();
-      roles.inverses = std::move(*inv);
-    }
-    return roles;
-  }
-
-  /// `roles` with each worker as its node answers it now (a worker's node
-  /// may have connected again since the roles were found).
-  run_roles with_current_workers(run_roles roles) {
-    refresh_from_hellos();
-    auto refresh = [&](std::vector<worker_actor>& into, int32_t first) {
-      for (size_t k = 0; k < into.size(); ++k) {
-        task_id t{"worker", first + static_cast<int32_t>(k)};
-        if (nodes_.count(t.str()) == 0)
-          continue;
-        if (auto w = find<worker_actor>(t, role_name("worker", t.index)))
-          into[k] = *w;
-      }
-    };
-    refresh(roles.workers, 0);
-    refresh(roles.stats_workers, tasks_.gradient_workers);
-    return roles;
   }
 
   /// Per task: what its roles refused or failed (the chief's summary).
@@ -914,31 +744,17 @@ private:
 
   /// Tells every connected node that the run is over; a task that
   /// restarted during the run (and said hello again) under its new node.
-  void end_run(const std::string& reason) {
+  void end_run(const std::string& reason,
+               const std::map<std::string, caf::actor>& hellos) {
     std::map<std::string, caf::actor> peers;
     for (auto& kvp : nodes_)
       if (kvp.second.job != "chief")
         if (auto n = node_of(kvp.second))
           peers[kvp.first] = n;
-    for (auto& kvp : late_hellos())
+    for (auto& kvp : hellos)
       if (peers.count(kvp.first) > 0)
         peers[kvp.first] = kvp.second;
     tell_run_over(peers, reason);
-  }
-
-  /// The hellos the node actor passed on while the run went on, newest
-  /// per task.
-  std::map<std::string, caf::actor> late_hellos() {
-    std::map<std::string, caf::actor> out;
-    bool more = true;
-    while (more)
-      self_->receive(
-        [&](hello_atom, std::string& peer, caf::actor& peer_node) {
-          if (peer_node)
-            out[peer] = peer_node;
-        },
-        caf::after(std::chrono::milliseconds{0}) >> [&] { more = false; });
-    return out;
   }
 
   /// Sends `peers` (node actors by task name) the end of the run and waits,
@@ -1016,13 +832,13 @@ private:
   std::map<std::string, node_info> nodes_;
   std::shared_ptr<const dataset> train_;
   std::shared_ptr<const dataset> test_;
-  /// Every node but the chief's: its supervisor.
+  /// Every node but the chief's: its supervisor; the chief's node: the
+  /// chief's supervisor (actors/chief_supervisor.hpp).
   supervisor_actor supervisor_;
+  chief_supervisor_actor chief_supervisor_;
   metrics_actor metrics_;
   /// A worker task's worker.
   worker_actor worker_;
-  /// Gradient worker tasks a restarted chief went on without.
-  std::set<task_id> absent_;
   /// --metrics_port: the hosted roles, the chief's run status, and the
   /// server (last, so that it stops first).
   std::shared_ptr<role_directory> directory_

@@ -84,6 +84,17 @@ public:
     return nodes_.count(task) > 0;
   }
 
+  /// Every task's node information known now, by task name.
+  const std::map<std::string, node_info>& nodes() const {
+    return nodes_;
+  }
+
+  /// Forgets `task`'s node information (a role it hosts was lost: the
+  /// answer of its node when it is back counts, not the old one).
+  void forget(const std::string& task) {
+    nodes_.erase(task);
+  }
+
   /// Whether `task` is a watched peer (connected to again when lost).
   bool is_peer(const std::string& task) const;
 

@@ -88,7 +88,7 @@ struct sync_training_config {
   std::chrono::milliseconds step_timeout{120000};
   /// In a cluster: how long the chief lets a covariance or inverse actor
   /// leave its liveness probe unanswered before taking it for lost
-  /// (chief_config::role_probe_timeout; 0: no probe).
+  /// (chief_supervisor_config::probe_timeout; 0: no probe).
   std::chrono::milliseconds role_probe_timeout{0};
   checkpoint_options checkpoint;
   /// Pushes to shards in other processes go as parts of about this many

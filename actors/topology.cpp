@@ -187,7 +187,6 @@ chief_config make_chief_config(const sync_training_config& cfg,
   cc.steps = steps;
   cc.shards = std::move(shards);
   cc.step_timeout = cfg.step_timeout;
-  cc.role_probe_timeout = cfg.role_probe_timeout;
   cc.moving_average_decay = cfg.moving_average_decay;
   cc.request_timeout = cfg.base.request_timeout;
   return cc;
