@@ -717,6 +717,13 @@ BOOST_AUTO_TEST_CASE(bad_configurations_are_refused_naming_the_field) {
   s = spawn_chief_supervisor(sys, sc);
   BOOST_REQUIRE(!s);
   BOOST_TEST(render(s.error()).find("hello") != std::string::npos);
+  // The probe of the K-FAC roles moved here from the chief: a negative
+  // timeout is refused by name.
+  sc = config();
+  sc.probe_timeout = -1ms;
+  s = spawn_chief_supervisor(sys, sc);
+  BOOST_REQUIRE(!s);
+  BOOST_TEST(render(s.error()).find("probe_timeout") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

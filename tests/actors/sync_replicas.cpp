@@ -383,72 +383,6 @@ BOOST_AUTO_TEST_CASE(malformed_and_diverged_reports) {
   BOOST_TEST(render(*failure).find("diverged") != std::string::npos);
 }
 
-/// An inverse role whose task froze (`answers` false): it takes status
-/// requests and never answers them.
-struct frozen_role_state {
-  std::vector<caf::typed_response_promise<inverse_status>> held;
-};
-
-inverse_actor::behavior_type
-inverse_role(inverse_actor::stateful_pointer<frozen_role_state> self,
-             bool answers) {
-  return {
-    [](factors_atom, const factor_set&) { return caf::ok_atom::value; },
-    [](restore_atom, std::vector<ps_actor>&) {},
-    [=](status_atom) -> caf::result<inverse_status> {
-      if (answers)
-        return inverse_status{};
-      self->state.held.push_back(
-        self->make_response_promise<inverse_status>());
-      return self->state.held.back();
-    },
-  };
-}
-
-BOOST_AUTO_TEST_CASE(a_kfac_role_that_stops_answering_pauses_the_steps) {
-  // A frozen task's link can stay up through other nodes: the chief's
-  // probe is what sees it. inverse:0 answers, inverse:1 does not.
-  spawn_shards();
-  chief_config cc;
-  cc.steps = 100;
-  cc.shards = shards;
-  cc.role_probe_timeout = 1s;
-  auto c = spawn_chief(sys, cc);
-  BOOST_REQUIRE_MESSAGE(c, test::why(c));
-  chief = *c;
-  auto live = sys.spawn(inverse_role, true);
-  auto frozen = sys.spawn(inverse_role, false);
-  self->send(chief, restore_atom::value, std::vector<covariance_actor>{},
-             std::vector<inverse_actor>{live, live});
-  auto run = self->request(chief, caf::infinite, run_atom::value);
-  sched.run();
-  // Probes every 0.5 s, each answered: nothing is lost.
-  for (int i = 0; i < 6; ++i) {
-    sched.advance_time(500ms);
-    sched.run();
-  }
-  BOOST_TEST(ask<chief_status>(chief, status_atom::value).lost_task == "");
-  // inverse:1 is now the frozen one: its probe times out after 1 s.
-  self->send(chief, restore_atom::value, std::vector<covariance_actor>{},
-             std::vector<inverse_actor>{live, frozen});
-  sched.run();
-  for (int i = 0; i < 4; ++i) {
-    sched.advance_time(500ms);
-    sched.run();
-  }
-  auto st = ask<chief_status>(chief, status_atom::value);
-  // Required: otherwise the run request below is never answered.
-  BOOST_REQUIRE_EQUAL(st.lost_task, "inverse:1");
-  std::optional<caf::error> failure;
-  run.receive([](sync_summary&) {}, [&](caf::error& err) { failure = err; });
-  BOOST_REQUIRE(failure.has_value());
-  BOOST_TEST(render(*failure).find("inverse:1 lost at global step 0")
-             != std::string::npos,
-             render(*failure));
-  self->send_exit(live, caf::exit_reason::user_shutdown);
-  self->send_exit(frozen, caf::exit_reason::user_shutdown);
-}
-
 BOOST_AUTO_TEST_CASE(a_preempted_chief_ends_after_the_step_in_flight) {
   start(2, 2, 0);
   step({0}); // step 0 is in flight: one gradient of two
@@ -491,15 +425,6 @@ BOOST_AUTO_TEST_CASE(a_step_in_flight_that_never_finishes_is_given_up) {
   sched.advance_time(120s);
   sched.run();
   BOOST_TEST(global_step() == 1);
-}
-
-BOOST_AUTO_TEST_CASE(a_negative_probe_timeout_is_refused) {
-  chief_config cc;
-  cc.shards.resize(1);
-  cc.role_probe_timeout = -1ms;
-  auto err = cc.validate();
-  BOOST_REQUIRE(err);
-  BOOST_TEST(render(err).find("role_probe_timeout") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
