@@ -208,6 +208,12 @@ void check_real_accuracy(const temp_dir& tmp, const outcome& run,
 
 } // namespace
 
+// Each BOOST_AUTO_TEST_SUITE below is a CTest entry of its own
+// (examples_faults_<suite>, tests/examples/CMakeLists.txt).
+
+// Workers, the chief and the PS shards killed and restarted.
+BOOST_AUTO_TEST_SUITE(killed)
+
 BOOST_AUTO_TEST_CASE(a_killed_backup_worker_does_not_stop_the_steps,
                      *boost::unit_test::precondition(
                        fashion_mnist_installed{})) {
@@ -316,6 +322,8 @@ BOOST_AUTO_TEST_CASE(a_lost_ps_shard_without_checkpoints_ends_the_run) {
   check_said(run.output, {"ps:0 lost at global step", "--checkpoint_dir"});
 }
 
+BOOST_AUTO_TEST_SUITE_END()
+
 namespace {
 
 const std::map<std::string, int> kfac_cluster{{"chief", 1},
@@ -331,6 +339,10 @@ std::string kfac_flags(const temp_dir& tmp) {
 }
 
 } // namespace
+
+// The K-FAC roles (covariance, inverse) and the chief and shards under
+// K-FAC, killed and restarted.
+BOOST_AUTO_TEST_SUITE(kfac)
 
 BOOST_AUTO_TEST_CASE(a_restarted_inverse_task_is_rebound) {
   // inverse:0 SIGKILLed at step 30 and started again: the chief pauses,
@@ -391,6 +403,13 @@ BOOST_AUTO_TEST_CASE(a_restarted_chief_under_kfac_goes_on) {
   BOOST_TEST(number(run.summary, "preconditioned_steps") > 0);
 }
 
+BOOST_AUTO_TEST_SUITE_END()
+
+// The longest case (two 1,500-step runs on real data) on its own, so that
+// each CTest entry of this file stays well inside its timeout on a busy
+// machine.
+BOOST_AUTO_TEST_SUITE(kfac_frozen)
+
 BOOST_AUTO_TEST_CASE(frozen_covariance_and_inverse_tasks_are_lost_and_come_back,
                      *boost::unit_test::precondition(
                        fashion_mnist_installed{})) {
@@ -430,6 +449,12 @@ BOOST_AUTO_TEST_CASE(frozen_covariance_and_inverse_tasks_are_lost_and_come_back,
                                   " --replicas_to_aggregate 2 --optimizer kfac"
                                   " --learning_rate 0.0003");
 }
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Frozen tasks (SIGSTOP, then SIGCONT), below and beyond the connection
+// timeout.
+BOOST_AUTO_TEST_SUITE(frozen)
 
 BOOST_AUTO_TEST_CASE(a_briefly_frozen_ps_shard_and_chief_only_hold_the_steps) {
   // Frozen for 2 s each, below the connection timeout: nobody is taken
@@ -490,6 +515,11 @@ BOOST_AUTO_TEST_CASE(a_chief_frozen_too_long_gets_its_workers_back) {
   BOOST_TEST(number(run.summary, "ps_lost") == 2);
 }
 
+BOOST_AUTO_TEST_SUITE_END()
+
+// The K-FAC roles again (reopened): a dedicated statistics worker.
+BOOST_AUTO_TEST_SUITE(kfac)
+
 BOOST_AUTO_TEST_CASE(a_restarted_statistics_worker_starts_again) {
   // dedicated_workers with 5 tasks: 3 gradient workers, worker:3 computes
   // statistics, worker:4 inverts. The statistics worker killed and
@@ -504,3 +534,5 @@ BOOST_AUTO_TEST_CASE(a_restarted_statistics_worker_starts_again) {
                           "worker starts at global step",
                           "worker:3 exited with code 0"});
 }
+
+BOOST_AUTO_TEST_SUITE_END()
