@@ -148,6 +148,10 @@ using chief_actor = caf::typed_actor<
   // The K-FAC roles of the run now (their factors go into checkpoints).
   caf::reacts_to<restore_atom, std::vector<covariance_actor>,
                  std::vector<inverse_actor>>,
+  // From the chief's supervisor, before a rollback to a checkpoint: each
+  // gradient worker's resume point in it. A worker whose link went down
+  // with the loss misses its rebind and rejoins; it resumes there.
+  caf::reacts_to<restore_atom, std::vector<resume_point>>,
   // From the chief's supervisor (actors/chief_supervisor.hpp): this PS
   // shard or K-FAC role ("ps:1") is lost, by its down message or an
   // unanswered probe; pause the steps (the run request then fails with

@@ -187,6 +187,12 @@ caf::result<int64_t> roll_back(self_ptr self, int64_t step,
   st.window_correct = st.window_count = st.window_reports = 0;
   for (auto& q : st.positions)
     q.clear();
+  for (size_t i = 0; i < st.rollback_points.size() && i < st.positions.size();
+       ++i)
+    if (const auto& rp = st.rollback_points[i]; rp.has_data_order)
+      st.positions[i].push_back(
+        worker_position{static_cast<int32_t>(i), step, rp.data_order});
+  st.rollback_points.clear();
   for (auto& w : st.workers)
     w.granted_step = -1;
   return st.incarnation;
@@ -419,12 +425,22 @@ void update_averages(self_ptr self) {
   if (st.cfg.moving_average_decay <= 0)
     return;
   st.sent.messages += static_cast<int64_t>(st.cfg.shards.size());
+  auto incarnation = st.incarnation;
   gather<caf::ok_atom>(
     self, st.cfg.shards, st.cfg.request_timeout,
     [](std::vector<caf::ok_atom>) {},
     [=](size_t i, caf::error err) {
-      if (self->state.paused)
+      // As for an apply: an answer of an earlier incarnation (its shard's
+      // proxy went down with the link, and the run was rolled back since)
+      // says nothing of this one, and a shard gone away is the
+      // supervisor's to find (it pauses the steps).
+      if (self->state.paused || self->state.incarnation != incarnation)
         return;
+      if (err == caf::sec::request_receiver_down) {
+        note(self, "chief: " + shard_name(i) + " went away while updating "
+                     "its moving averages; waiting for the pause");
+        return;
+      }
       fail(self, make_error(ec::peer_down, "moving averages on "
                                              + shard_name(i) + ": "
                                              + render(err)));
@@ -571,7 +587,9 @@ void start(self_ptr self) {
       put_tokens(self, self->state.cfg.initial_tokens());
       run_round(self);
     },
-    [=](size_t i, caf::error err) {
+    [=, incarnation = st.incarnation](size_t i, caf::error err) {
+      if (self->state.paused || self->state.incarnation != incarnation)
+        return;
       fail(self, make_error(ec::peer_down, "set_global_step on "
                                              + shard_name(i) + ": "
                                              + render(err)));
@@ -803,6 +821,9 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
       st.inverses = std::move(inv);
     },
     [=](lost_atom, const std::string& task) { lose_task(self, task); },
+    [=](restore_atom, std::vector<resume_point>& points) {
+      self->state.rollback_points = std::move(points);
+    },
     [=](checkpoint_atom, int64_t step) {
       auto& st = self->state;
       if (st.checkpoint && st.checkpoint->step == step) {

@@ -182,6 +182,10 @@ struct chief_state {
   std::vector<worker_record> workers;
   /// Per gradient worker, its latest data positions, newest last.
   std::vector<std::deque<worker_position>> positions;
+  /// The workers' resume points in the checkpoint the next rollback goes
+  /// to (restore_atom from the supervisor): the positions a rejoin after
+  /// it hands out.
+  std::vector<resume_point> rollback_points;
   /// The checkpoint whose snapshots are being taken or that waits for the
   /// workers' positions (one at a time).
   std::optional<pending_checkpoint> checkpoint;

@@ -161,7 +161,10 @@ std::optional<std::string> host_of(const chief_supervisor_state& st,
 /// connects to the chief may say hello again before the recovery begins).
 void mark_lost(self_ptr self, const std::string& role) {
   auto& st = self->state;
-  st.lost.push_back(role);
+  // A role the probe found frozen is lost again when its link goes down
+  // (or the other way round): one loss, in the recovery and in the counts.
+  if (std::find(st.lost.begin(), st.lost.end(), role) == st.lost.end())
+    st.lost.push_back(role);
   auto host = host_of(st, role);
   if (!host || *host == st.cfg.me)
     return;
@@ -883,6 +886,16 @@ void go_on(self_ptr self, int64_t paused_step, int64_t step, bool shard,
     self->send(inv, restore_atom::value, st.roles.shards);
   for (auto& cov : st.roles.covariance)
     self->send(cov, restore_atom::value, st.roles.inverses);
+  if (shard && newest) {
+    // Before the rollback (one mailbox, in order): a worker whose link went
+    // down with the loss misses its rebind and rejoins instead; it resumes
+    // at its data position in the checkpoint, not at its own.
+    auto n = static_cast<int32_t>(st.roles.workers.size());
+    std::vector<resume_point> points;
+    for (int32_t i = 0; i < n; ++i)
+      points.push_back(resume_of(*newest, i, n));
+    self->send(st.run.chief, restore_atom::value, std::move(points));
+  }
   self->request(st.run.chief, st.cfg.request_timeout, restore_atom::value,
                 step, st.roles.shards)
     .then(

@@ -723,16 +723,28 @@ private:
     return out;
   }
 
-  /// Tells the nodes that said hello to this one but are no task the
-  /// chief connected to (e.g. an evaluator; the last hello of each counts)
-  /// that the run is over; they may finish work before they answer.
+  /// Whether `name` ("worker:1") is a task of the cluster that trains (an
+  /// evaluator, listed or not, only reads the shards).
+  bool trains(const std::string& name) const {
+    for (const auto& t : cfg_.cluster.tasks())
+      if (t.str() == name)
+        return t.job != "evaluator";
+    return false;
+  }
+
+  /// Tells the nodes that said hello to this one but are no task that
+  /// trains (e.g. an evaluator; the last hello of each counts) that the
+  /// run is over; they may finish work (a last evaluation on the shards)
+  /// before they answer, so they are told before the shards. Not by
+  /// nodes_: the supervisor knows every node that said hello, the
+  /// evaluator's too.
   void end_callers(const std::string& reason) {
     std::map<std::string, caf::actor> callers;
     self_->request(node_, cfg_.connect.request_timeout, hello_atom::value)
       .receive(
         [&](std::vector<std::string>& names, std::vector<caf::actor>& nodes) {
           for (size_t i = 0; i < names.size() && i < nodes.size(); ++i)
-            if (names[i] != me() && nodes_.count(names[i]) == 0)
+            if (names[i] != me() && !trains(names[i]))
               callers[names[i]] = nodes[i];
         },
         [&](caf::error& err) {
