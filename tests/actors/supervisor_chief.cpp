@@ -52,6 +52,9 @@ struct chief_log {
   /// Rollbacks: the step and the shards handed over.
   std::vector<int64_t> rollbacks;
   std::vector<caf::actor_addr> rollback_shard;
+  /// The workers' resume points handed over before a rollback (the
+  /// checkpoint's, for a worker that rejoins instead of being rebound).
+  std::vector<resume_point> rollback_points;
   int64_t incarnation = 0;
   /// The K-FAC roles it was told of last.
   std::vector<caf::actor_addr> covariance;
@@ -86,6 +89,9 @@ caf::behavior stand_in_chief(caf::event_based_actor* self,
         log->rollback_shard.push_back(s.address());
       log->step = step;
       return ++log->incarnation;
+    },
+    [=](restore_atom, const std::vector<resume_point>& points) {
+      log->rollback_points = points;
     },
     [=](restore_atom, const std::vector<covariance_actor>& cov,
         const std::vector<inverse_actor>& inv) {
@@ -507,6 +513,10 @@ BOOST_AUTO_TEST_CASE(a_killed_ps_shard_back_rolls_the_run_back_to_the_checkpoint
   BOOST_TEST(chief_l->rollbacks == std::vector<int64_t>{30});
   BOOST_TEST((chief_l->rollback_shard
              == std::vector<caf::actor_addr>{back.task.role().address()}));
+  // Before it, each worker's resume point in the checkpoint: a worker that
+  // rejoins instead of being rebound starts there.
+  BOOST_REQUIRE_EQUAL(chief_l->rollback_points.size(), 1u);
+  BOOST_TEST(chief_l->rollback_points[0].global_step == 30);
   BOOST_TEST(worker.log->rebinds == std::vector<int64_t>{30});
   BOOST_TEST((worker.log->shard
              == std::vector<caf::actor_addr>{back.task.role().address()}));
