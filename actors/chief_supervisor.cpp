@@ -16,6 +16,7 @@ using self_ptr
 using behavior = chief_supervisor_actor::behavior_type;
 
 behavior awaiting(self_ptr self);
+behavior starting(self_ptr self);
 behavior running(self_ptr self);
 behavior pausing(self_ptr self);
 behavior recovering(self_ptr self);
@@ -219,7 +220,39 @@ void all_here(self_ptr self) {
   }
   if (st.run.on_connected)
     st.run.on_connected();
+  // Out of awaiting at once: the start is a chain of requests, and a
+  // hello answered meanwhile (two workers back together) must not start
+  // the run a second time.
+  self->become(starting(self));
   start_run(self);
+}
+
+/// The start's requests are out (the checkpoint's factors, then the
+/// workers' start); their chain goes on to running. Hellos are kept; a
+/// loss here is only logged, as while awaiting (the run has not started).
+behavior starting(self_ptr self) {
+  return {
+    [=](run_atom, chief_run&) -> caf::result<chief_run_end> {
+      return make_error(ec::invalid_argument,
+                        "chief supervisor: the run is supervised already");
+    },
+    [=](hello_atom, const std::string& peer, const caf::actor& n) {
+      heard(self, peer, n);
+    },
+    [=](hello_atom, const std::string& peer, const std::string& why) {
+      refused(self, peer, why, false);
+    },
+    [=](shutdown_atom, const std::string&) {},
+    [=](lost_atom, const node_loss& loss) {
+      if (loss.kind == node_loss::peer_node)
+        self->state.log(self->state.cfg.me + ": " + loss.name
+                        + "'s node went down during the start ("
+                        + loss.reason + ")");
+    },
+    [=](probe_atom, uint64_t) {},
+    [=](deadline_atom, uint64_t) {},
+    [=](const worker_status&) {},
+  };
 }
 
 behavior awaiting(self_ptr self) {
