@@ -18,7 +18,9 @@
 # KFAC_LR (0.01), KFAC_DAMPING (0.1), KFAC_STATS_EXAMPLES (0: all; examples of
 # each batch behind the factor statistics), KFAC_STATS_EVERY (4: steps
 # between statistics; a list such as "1 4" runs K-FAC once per value, each
-# against the same target), KFAC_FLAGS (extra K-FAC flags), KFAC_STEPS (steps of
+# against the same target), KFAC_MOMENTUM (adam: momentum on the gradient,
+# the step F^-1 v; "regular", the ConvNet's default, needs 2x the steps
+# here), KFAC_FLAGS (extra K-FAC flags), KFAC_STEPS (steps of
 # the K-FAC run: half the momentum steps by default), ROUNDS (1:
 # rounds of every run, momentum and K-FAC alternating; the seconds printed
 # are the medians over the rounds, the errors repeat exactly), SEED (0),
@@ -42,6 +44,7 @@ kfac_lr=${KFAC_LR:-0.01}
 kfac_damping=${KFAC_DAMPING:-0.1}
 kfac_stats_examples=${KFAC_STATS_EXAMPLES:-0}
 kfac_stats_every=${KFAC_STATS_EVERY:-4}
+kfac_momentum=${KFAC_MOMENTUM:-adam}
 kfac_steps=${KFAC_STEPS:-$((steps / 2))}
 rounds=${ROUNDS:-1}
 seed=${SEED:-0}
@@ -53,7 +56,7 @@ common=("${data[@]}" --batch_size "$batch" --eval_every "$eval_every"
         --log_every "$eval_every" --no_progress)
 # shellcheck disable=SC2206
 common+=(${EXTRA_FLAGS:-})
-kfac_flags="--stats_examples $kfac_stats_examples ${KFAC_FLAGS:-}"
+kfac_flags="--stats_examples $kfac_stats_examples --kfac_momentum $kfac_momentum ${KFAC_FLAGS:-}"
 # Each run's log and its CPU seconds (user + system) in $out/NAME.R.{log,cpu}.
 timed() {
   local name=$1

@@ -28,6 +28,7 @@
 #include "actors/sync_trainer.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/kfac/kfac_preconditioner.hpp"
 #include "example_main.hpp"
 #include "training_options.hpp"
 
@@ -104,6 +105,7 @@ struct options : examples::training_options {
   std::string hidden = "1000,500,250,30";
   int64_t eval_examples = 10000;
   int64_t stats_every = 1;
+  std::string kfac_momentum = "regular";
 
   options() : training_options{autoencoder_help()} {
     steps = 1000;
@@ -125,7 +127,11 @@ struct options : examples::training_options {
            "first training images evaluated (0: all)")
       .add(stats_every, "stats_every",
            "kfac: fold statistics into the factors every N steps (plain "
-           "runtime)");
+           "runtime)")
+      .add(kfac_momentum, "kfac_momentum",
+           "kfac: regular (v = mu v + F^-1 g) or adam (v = mu v + g, "
+           "step F^-1 v)");
+    allow_values("kfac_momentum", {"adam", "regular"});
   }
 
   caf::expected<local_training_config> to_training_config() const {
@@ -144,6 +150,10 @@ struct options : examples::training_options {
                         "stats_every must be at least 1, got "
                           + std::to_string(stats_every));
     cfg.optimizer.kfac.stats_every = stats_every;
+    auto momentum_type = parse_kfac_momentum(kfac_momentum);
+    if (!momentum_type)
+      return momentum_type.error();
+    cfg.optimizer.kfac.momentum = *momentum_type;
     if (steps < 1)
       return make_error(ec::invalid_config,
                         "steps must be at least 1, got "

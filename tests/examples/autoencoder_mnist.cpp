@@ -87,6 +87,16 @@ BOOST_AUTO_TEST_CASE(kfac_with_statistics_every_third_step_reduces_the_loss) {
   BOOST_TEST(std::abs(third - every) > 1e-6 * every);
 }
 
+// Momentum on the preconditioned step (regular, the default) or on the
+// gradient before it (adam): both converge, and the flag reaches the step.
+BOOST_AUTO_TEST_CASE(kfac_momentum_adam_reduces_the_loss_elsewhere) {
+  check_training(" --optimizer kfac --invert_every 5 --kfac_momentum adam",
+                 80, 0.9);
+  auto regular = kfac_final_error("");
+  auto adam = kfac_final_error(" --kfac_momentum adam");
+  BOOST_TEST(std::abs(adam - regular) > 1e-6 * regular);
+}
+
 BOOST_FIXTURE_TEST_CASE(sync_runtime_trains_first_order, run_files) {
   auto res = run_ok(program + small + " --runtime sync --optimizer adam"
                     " --steps 40 --summary " + summary);
@@ -114,6 +124,7 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_clear_errors) {
          {" --fake_data --optimizer kfac --stats_every x", "stats_every"},
          {" --fake_data --optimizer kfac --runtime sync --stats_every 2",
           "stats_every 2"},
+         {" --fake_data --optimizer kfac --kfac_momentum heavy", "heavy"},
          {" --no_such_flag=1", "no_such_flag"},
          {" --data_dir " + tmp.file("nope"), tmp.file("nope")}}) {
     BOOST_TEST_CONTEXT(c.flags) {
@@ -125,4 +136,5 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_clear_errors) {
   BOOST_TEST(help.exit_code == 0);
   BOOST_TEST(said(help.output, "eval_examples"));
   BOOST_TEST(said(help.output, "stats_every"));
+  BOOST_TEST(said(help.output, "kfac_momentum"));
 }
