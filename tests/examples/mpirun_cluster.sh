@@ -21,10 +21,13 @@ trap 'rm -rf "$work"' EXIT
 summary="$work/summary.json"
 
 # Loopback only: no other interface, no remote launch agent (ssh) needed.
+# The ranks' ports lie below the kernel's ephemeral range (32768-60999 by
+# default), where no outgoing connection of a test beside this one holds
+# them.
 timeout "$(budget 120)" mpirun --allow-run-as-root --oversubscribe -np 4 \
   --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
   --output-filename "$work/out" \
-  "$program" --layout chief=1,ps=1 --port_base 46840 --fake_data \
+  "$program" --layout chief=1,ps=1 --port_base 29840 --fake_data \
   --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 \
   --no_progress --connect_timeout_ms 60000 --steps 30 --log_every 10 \
   --summary "$summary"
@@ -47,7 +50,7 @@ summary2="$work/summary-hosts.json"
 SYNCFAC_HOSTS=localhost:4 timeout "$(budget 90)" mpirun --allow-run-as-root \
   --oversubscribe -np 4 -x SYNCFAC_HOSTS \
   --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
-  "$program" --layout chief=1,ps=2 --port_base 46850 --fake_data \
+  "$program" --layout chief=1,ps=2 --port_base 29850 --fake_data \
   --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 \
   --no_progress --connect_timeout_ms 60000 --steps 30 --log_every 10 \
   --summary "$summary2" >"$work/hosts.log" 2>&1

@@ -51,11 +51,16 @@ for _ in $(seq 100); do [ -S "$work/munge/socket" ] && break; sleep 0.1; done
 ctl_host=$(hostname -s)
 cpus=$(nproc)
 mkdir -p "$work/state" "$work/spool"
+# Every fixed port here (Slurm's and the ranks' --port_base) lies below
+# the kernel's ephemeral range (ip_local_port_range, 32768-60999 by
+# default): a port in it may be held at that moment by any outgoing
+# connection of a test running beside this one, and a rank that cannot
+# listen ends the whole step (--kill-on-bad-exit).
 cat >"$work/slurm.conf" <<CONF
 ClusterName=syncfac-test
 SlurmctldHost=$ctl_host(127.0.0.1)
-SlurmctldPort=46817
-SlurmdPort=46818
+SlurmctldPort=29817
+SlurmdPort=29818
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -104,7 +109,7 @@ summary="$work/summary.json"
 # The summary goes to a path every rank shares; only the chief writes it.
 timeout "$(budget 80)" srun --overcommit -n 4 -N 1 --kill-on-bad-exit=0 --wait=60 \
   -o "$work/rank-%t.log" \
-  "$program" --layout chief=1,ps=1 --port_base 46820 --fake_data \
+  "$program" --layout chief=1,ps=1 --port_base 29820 --fake_data \
   --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 \
   --no_progress --connect_timeout_ms 60000 --steps 30 --log_every 10 \
   --summary "$summary"
@@ -126,7 +131,7 @@ echo "srun -n 4 trained to global_step 30, every rank exited 0"
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 batch_summary="$work/batch-summary.json"
 SYNCFAC_BIN="$(cd "$bin" && pwd)" SYNCFAC_LAYOUT=chief=1,ps=1 \
-SYNCFAC_PORT_BASE=46830 SYNCFAC_SUMMARY="$batch_summary" \
+SYNCFAC_PORT_BASE=29830 SYNCFAC_SUMMARY="$batch_summary" \
 SYNCFAC_FLAGS="--fake_data --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 --connect_timeout_ms 60000 --steps 30 --log_every 10" \
   timeout "$(budget 80)" sbatch --wait --nodes=1 --ntasks=4 --ntasks-per-node=4 \
   --overcommit --output="$work/batch.log" -D "$work" \
@@ -134,6 +139,10 @@ SYNCFAC_FLAGS="--fake_data --fake_train_size 2048 --fake_test_size 500 --batch_s
 status=$?
 echo "--- batch.log"; tail -8 "$work/batch.log" 2>/dev/null
 if [ $status -ne 0 ]; then
+  # The whole log: with --kill-on-bad-exit the first task's failure is
+  # what ended the step, and it is far above the others' SIGTERM lines.
+  echo "--- batch.log, whole (first 80 lines)"; head -80 "$work/batch.log" 2>/dev/null
+  echo "--- slurmd.log (last 20 lines)"; tail -20 "$work/slurmd.log" 2>/dev/null
   echo "FAIL: sbatch --wait examples/slurm/convnet_mnist_distributed.sbatch exited $status"
   exit 1
 fi
