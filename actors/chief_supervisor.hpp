@@ -228,6 +228,13 @@ struct chief_supervisor_state {
   std::shared_ptr<const restored_run> rollback_to;
   /// The roles before the recovery (which actors are new).
   run_roles before;
+  /// The gradient workers as the last recovery rebound them. A worker's
+  /// node that lost its link with the chief's (a frozen chief) connects
+  /// again on its own; a rebind sent before its roles came went to the
+  /// proxy of the broken connection and was dropped; its roles that come
+  /// later name the same actor through a new proxy, and it is rebound
+  /// then (rebind_reconnected).
+  std::vector<worker_actor> rebound;
   int64_t shards_lost = 0;
   int64_t kfac_roles_lost = 0;
   int64_t rolled_back_steps = 0;

@@ -56,6 +56,8 @@ struct chief_log {
   /// checkpoint's, for a worker that rejoins instead of being rebound).
   std::vector<resume_point> rollback_points;
   int64_t incarnation = 0;
+  /// The workers that asked where they rejoin.
+  std::vector<int32_t> rejoins;
   /// The K-FAC roles it was told of last.
   std::vector<caf::actor_addr> covariance;
   std::vector<caf::actor_addr> inverses;
@@ -92,6 +94,14 @@ caf::behavior stand_in_chief(caf::event_based_actor* self,
     },
     [=](restore_atom, const std::vector<resume_point>& points) {
       log->rollback_points = points;
+    },
+    // A worker asks where it rejoins.
+    [=](run_atom, int32_t worker) {
+      log->rejoins.push_back(worker);
+      resume_point rp;
+      rp.global_step = log->step;
+      rp.incarnation = log->incarnation;
+      return rp;
     },
     [=](restore_atom, const std::vector<covariance_actor>& cov,
         const std::vector<inverse_actor>& inv) {
@@ -714,6 +724,73 @@ BOOST_AUTO_TEST_CASE(a_worker_back_at_its_address_is_rebound_by_the_next_rollbac
   require_finished();
   BOOST_TEST(((*end)->roles.workers.at(0).address()
               == again.worker.address()));
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_reached_again_after_the_rollback_is_rebound_at_once) {
+  // A frozen chief: the worker's node lost its link with the chief's and
+  // connected again on its own, but its roles came only after the
+  // rollback's rebind, which went to the proxy of the broken link. Here
+  // another actor of the same node stands for the new proxy.
+  supervise();
+  auto back = restarted(ps, stand_in_shard);
+  answer_connect("ps:0", back.task.info());
+  kill(ps.task.role());
+  require_running();
+  BOOST_TEST(worker.log->rebinds == std::vector<int64_t>{30});
+  BOOST_TEST(chief_l->rejoins.empty());
+  chief_l->step = 33; // the run went on meanwhile
+  auto proxy = make_worker_task();
+  say_hello("worker:0", proxy.node);
+  require_running();
+  // Rebound at once where the chief says, with the shard now in force.
+  BOOST_TEST(chief_l->rejoins == std::vector<int32_t>{0});
+  BOOST_TEST(proxy.log->rebinds == std::vector<int64_t>{33});
+  BOOST_TEST((proxy.log->shard
+             == std::vector<caf::actor_addr>{back.task.role().address()}));
+  BOOST_TEST(logged("worker 0 connected again after the rebind; rebound at "
+                    "global step 33"),
+             all_lines());
+  // Its roles said again change nothing.
+  say_hello("worker:0", proxy.node);
+  BOOST_TEST(proxy.log->rebinds.size() == 1u);
+  BOOST_TEST(chief_l->rejoins.size() == 1u);
+  end_the_run();
+  require_finished();
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_reached_again_while_restoring_gets_the_rollbacks_rebind) {
+  // The worker's roles come while the supervisor probes the roles before
+  // the restore (here the shard back holds its status answer): the
+  // rollback's rebind goes to the worker as reached now.
+  supervise();
+  auto back = restarted(ps, stand_in_shard);
+  back.log->frozen = true;
+  answer_connect("ps:0", back.task.info());
+  kill(ps.task.role());
+  BOOST_TEST(chief_l->rollbacks.empty()); // the probe waits on the shard
+  auto proxy = make_worker_task();
+  say_hello("worker:0", proxy.node);
+  thaw_role(back);
+  require_running();
+  BOOST_TEST(chief_l->rollbacks == std::vector<int64_t>{30});
+  BOOST_TEST(proxy.log->rebinds == std::vector<int64_t>{30});
+  BOOST_TEST(worker.log->rebinds.empty());
+  BOOST_TEST(chief_l->rejoins.empty()); // nothing left to rebind later
+  end_the_run();
+  require_finished();
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_met_again_without_a_recovery_is_left_to_its_node) {
+  // No recovery rebound it: a new worker of the node (a restart) rejoins
+  // through its own node's supervisor, not the chief's.
+  supervise();
+  auto again = make_worker_task();
+  say_hello("worker:0", again.node);
+  require_running();
+  BOOST_TEST(chief_l->rejoins.empty());
+  BOOST_TEST(again.log->rebinds.empty());
+  end_the_run();
+  require_finished();
 }
 
 BOOST_AUTO_TEST_CASE(bad_configurations_are_refused_naming_the_field) {
