@@ -171,7 +171,9 @@ protected:
       .add(damping, "damping", "kfac: Tikhonov damping lambda")
       .add(invert_every, "invert_every", "kfac: steps between inversions")
       .add(fisher, "fisher", "kfac: sampled (true Fisher) or empirical")
-      .add(inverse, "inverse", "kfac: cholesky or eigen")
+      .add(inverse, "inverse",
+           "kfac: cholesky, eigen or explicit (cholesky's damping, the "
+           "inverses formed: faster for layers with many outputs)")
       .add(kl_clip, "kl_clip", "kfac: KL/norm clip of the step (0: off)")
       .add(stats_examples, "stats_examples", help.stats_examples)
       .add(stats_locations, "stats_locations", help.stats_locations)
@@ -190,7 +192,7 @@ protected:
     allow_values("activation", {"tanh", "sigmoid", "relu"});
     allow_values("runtime", {"sync", "plain"});
     allow_values("fisher", {"sampled", "empirical"});
-    allow_values("inverse", {"cholesky", "eigen"});
+    allow_values("inverse", {"cholesky", "eigen", "explicit"});
   }
 
   /// The model of --model_file, if given, into `model` (which keeps the

@@ -61,6 +61,14 @@ public:
                                            lower);
   }
 
+  caf::expected<float> damped_inverse_with_retry(const tensor& factor,
+                                                 float damping,
+                                                 int max_retries,
+                                                 tensor& inverse) override {
+    return cpu::damped_inverse_with_retry(factor, damping, max_retries,
+                                          inverse);
+  }
+
   caf::error symmetric_eigen(const tensor& factor, tensor& eigenvalues,
                              tensor& eigenvectors) override {
     return cpu::symmetric_eigen(factor, eigenvalues, eigenvectors);

@@ -100,6 +100,15 @@ public:
                                                           tensor& lower)
     = 0;
 
+  /// cpu::damped_inverse_with_retry on this device: (½(F + Fᵀ) +
+  /// damping·I)⁻¹, exactly symmetric, the damping raised as for
+  /// damped_cholesky_with_retry; returns the damping that worked.
+  virtual caf::expected<float> damped_inverse_with_retry(const tensor& factor,
+                                                         float damping,
+                                                         int max_retries,
+                                                         tensor& inverse)
+    = 0;
+
   /// cpu::symmetric_eigen on this device: eigenvalues ascending,
   /// eigenvectors in columns; a factor that is not positive semi-definite
   /// is ec::numerical_failure.

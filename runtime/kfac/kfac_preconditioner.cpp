@@ -24,7 +24,12 @@ const char* to_string(fisher_type x) noexcept {
 }
 
 const char* to_string(inverse_mode x) noexcept {
-  return x == inverse_mode::cholesky ? "cholesky" : "eigen";
+  switch (x) {
+    case inverse_mode::cholesky: return "cholesky";
+    case inverse_mode::eigen: return "eigen";
+    case inverse_mode::explicit_inverse: return "explicit";
+  }
+  return "?";
 }
 
 const char* to_string(kfac_momentum x) noexcept {
@@ -51,7 +56,9 @@ caf::expected<fisher_type> parse_fisher_type(const std::string& str) {
 }
 
 caf::expected<inverse_mode> parse_inverse_mode(const std::string& str) {
-  return parse_enum(str, {inverse_mode::cholesky, inverse_mode::eigen},
+  return parse_enum(str,
+                    {inverse_mode::cholesky, inverse_mode::eigen,
+                     inverse_mode::explicit_inverse},
                     "inverse mode");
 }
 

@@ -41,6 +41,13 @@ enum class inverse_mode : uint8_t {
   cholesky,
   /// Eigendecompositions, exact damping in the eigenbasis.
   eigen,
+  /// cholesky's factored damping, the damped inverses formed explicitly
+  /// (in double, from the Cholesky factorisation): preconditioning is two
+  /// GEMMs, at the CPU's widest level, instead of four triangular solves,
+  /// which pays for layers with many outputs (1.8x on the autoencoder's
+  /// [1001, 784] layer) at ~6x the inversion work every invert_every
+  /// steps (docs/benchmarks.md, "K-FAC's wall time on the autoencoder").
+  explicit_inverse,
 };
 
 /// Where momentum sits relative to the preconditioner (TF KfacOptimizer's

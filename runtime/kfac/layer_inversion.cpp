@@ -67,13 +67,20 @@ caf::expected<layer_inverse> invert_layer(const layer_factors& f,
     return result;
   }
   auto plan = cpu::factored_damping(f.a, f.g, cfg.damping, f.locations);
-  result.form = inverse_form::cholesky_factor;
-  auto da = inverter.damped_cholesky_with_retry(
-    f.a, plan.a_damping, cfg.max_damping_retries, result.a);
+  bool explicit_inverses = cfg.mode == inverse_mode::explicit_inverse;
+  result.form = explicit_inverses ? inverse_form::inverse
+                                  : inverse_form::cholesky_factor;
+  auto damped = [&](const tensor& factor, float damping, tensor& out) {
+    return explicit_inverses
+             ? inverter.damped_inverse_with_retry(
+               factor, damping, cfg.max_damping_retries, out)
+             : inverter.damped_cholesky_with_retry(
+               factor, damping, cfg.max_damping_retries, out);
+  };
+  auto da = damped(f.a, plan.a_damping, result.a);
   if (!da)
     return with_context(da.error(), context + ", factor A");
-  auto dg = inverter.damped_cholesky_with_retry(
-    f.g, plan.g_damping, cfg.max_damping_retries, result.g);
+  auto dg = damped(f.g, plan.g_damping, result.g);
   if (!dg)
     return with_context(dg.error(), context + ", factor G");
   result.a_damping = *da;

@@ -289,6 +289,47 @@ BOOST_AUTO_TEST_CASE(an_eigen_inverse_gives_the_exactly_damped_solve) {
   require_layer(params, theta_layer(variables()) - lr * um, "fc0", 1e-4);
 }
 
+BOOST_AUTO_TEST_CASE(explicit_inverses_give_the_cholesky_step) {
+  // The same factored damping; the inverses formed instead of solved
+  // with: the same step to float round-off, and the form says which
+  // preconditioning the layer takes.
+  matrix A(3, 3), G(2, 2);
+  A << 2.0, 0.3, 0.1, 0.3, 1.0, 0.2, 0.1, 0.2, 0.5;
+  G << 1.0, 0.4, 0.4, 0.8;
+  layer_factors f;
+  f.layer = "fc0";
+  f.cov_updates = 1;
+  f.a = to_tensor(A);
+  f.g = to_tensor(G);
+  auto step_with = [&](inverse_mode mode, inverse_form form) {
+    kfac_config cfg;
+    cfg.mode = mode;
+    cfg.damping = 0.05f;
+    bool raised = true;
+    auto inv = invert_layer(f, cfg, raised);
+    BOOST_REQUIRE_MESSAGE(inv, test::why(inv));
+    BOOST_TEST(!raised);
+    BOOST_TEST((inv->form == form));
+    auto opt = make_optimizer(kfac_momentum::adam);
+    auto params = variables();
+    std::vector<kfac_layer_slot> slots{{0, 1, &*inv}};
+    BOOST_REQUIRE(kfac_apply(opt, params, gradients(1.0f), slots));
+    return params;
+  };
+  auto solved = step_with(inverse_mode::cholesky,
+                          inverse_form::cholesky_factor);
+  auto formed = step_with(inverse_mode::explicit_inverse,
+                          inverse_form::inverse);
+  require_layer(formed, theta_layer(solved), "fc0", 1e-5);
+  // Against the algebra: (A + πλ½ I)⁻¹ ∇ (G + λ½/π I)⁻¹, factored damping.
+  auto plan = cpu::factored_damping(f.a, f.g, 0.05f, 1);
+  matrix Ad = A + plan.a_damping * matrix::Identity(3, 3);
+  matrix Gd = G + plan.g_damping * matrix::Identity(2, 2);
+  auto g = gradients(1.0f);
+  matrix um = Ad.inverse() * layer_grad(g[0], g[1]) * Gd.inverse();
+  require_layer(formed, theta_layer(variables()) - lr * um, "fc0", 1e-4);
+}
+
 BOOST_AUTO_TEST_CASE(an_inverse_of_the_wrong_size_changes_nothing) {
   for (auto momentum : {kfac_momentum::adam, kfac_momentum::regular}) {
     auto opt = make_optimizer(momentum);
