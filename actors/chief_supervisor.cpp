@@ -4,6 +4,7 @@
 
 #include <caf/send.hpp>
 
+#include "actors/with_defaults.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
 
@@ -178,11 +179,62 @@ void mark_lost(self_ptr self, const std::string& role) {
     ask_roles(self, *host, h->second);
 }
 
+// -- what the states share ---------------------------------------------------
+
+/// How a state treats a message it does not name itself: the run is
+/// handed over once; a node's hello has its roles asked for (a worker
+/// that restarted, a task that connected again after a freeze); a task
+/// refused at connect is logged; and the node's own shutdown, a loss
+/// before the run, a probe or deadline of another state and a worker's
+/// answer to its start are over.
+template <class... Own>
+behavior state_of(self_ptr self, Own... own) {
+  return with_defaults<behavior>(
+    std::make_tuple(
+      [](run_atom, chief_run&) -> caf::result<chief_run_end> {
+        return make_error(ec::invalid_argument,
+                          "chief supervisor: the run is supervised already");
+      },
+      [=](hello_atom, const std::string& peer, const caf::actor& n) {
+        heard(self, peer, n);
+      },
+      [=](hello_atom, const std::string& peer, const std::string& why) {
+        refused(self, peer, why, false);
+      },
+      [](shutdown_atom, const std::string&) {},
+      [](lost_atom, const node_loss&) {},
+      [](probe_atom, uint64_t) {},
+      [](deadline_atom, uint64_t) {},
+      [](const worker_status&) {}),
+    std::move(own)...);
+}
+
+/// A loss while the run is paused joins the recovery; the states past
+/// pausing (`again`) begin it again with the role added.
+void another_loss(self_ptr self, const node_loss& loss, bool again) {
+  auto& st = self->state;
+  if (loss.kind != node_loss::hosted_role)
+    return;
+  st.log("chief: " + loss.name + " lost too (" + loss.reason + ")");
+  mark_lost(self, loss.name);
+  if (again)
+    self->become(recovering(self));
+}
+
+/// A node's loss before the run is under way (`when`: "before the
+/// start", "during the start") is only logged.
+void loss_before_the_run(self_ptr self, const node_loss& loss,
+                         const char* when) {
+  if (loss.kind == node_loss::peer_node)
+    self->state.log(self->state.cfg.me + ": " + loss.name + "'s node went down "
+                    + when + " (" + loss.reason + ")");
+}
+
 // -- connecting ---------------------------------------------------------------
 
 behavior connecting(self_ptr self) {
-  return {
-    [=](run_atom, chief_run& run) -> caf::result<chief_run_end> {
+  return state_of(
+    self, [=](run_atom, chief_run& run) -> caf::result<chief_run_end> {
       auto& st = self->state;
       st.done = self->make_response_promise<chief_run_end>();
       st.run = std::move(run);
@@ -190,19 +242,7 @@ behavior connecting(self_ptr self) {
         watch_node(self, task, node_of(info), info);
       self->become(awaiting(self));
       return st.done;
-    },
-    [=](hello_atom, const std::string& peer, const caf::actor& n) {
-      heard(self, peer, n);
-    },
-    [=](hello_atom, const std::string& peer, const std::string& why) {
-      refused(self, peer, why, false);
-    },
-    [=](shutdown_atom, const std::string&) {},
-    [=](lost_atom, const node_loss&) {},
-    [=](probe_atom, uint64_t) {},
-    [=](deadline_atom, uint64_t) {},
-    [=](const worker_status&) {},
-  };
+    });
 }
 
 // -- awaiting -----------------------------------------------------------------
@@ -231,28 +271,9 @@ void all_here(self_ptr self) {
 /// workers' start); their chain goes on to running. Hellos are kept; a
 /// loss here is only logged, as while awaiting (the run has not started).
 behavior starting(self_ptr self) {
-  return {
-    [=](run_atom, chief_run&) -> caf::result<chief_run_end> {
-      return make_error(ec::invalid_argument,
-                        "chief supervisor: the run is supervised already");
-    },
-    [=](hello_atom, const std::string& peer, const caf::actor& n) {
-      heard(self, peer, n);
-    },
-    [=](hello_atom, const std::string& peer, const std::string& why) {
-      refused(self, peer, why, false);
-    },
-    [=](shutdown_atom, const std::string&) {},
-    [=](lost_atom, const node_loss& loss) {
-      if (loss.kind == node_loss::peer_node)
-        self->state.log(self->state.cfg.me + ": " + loss.name
-                        + "'s node went down during the start ("
-                        + loss.reason + ")");
-    },
-    [=](probe_atom, uint64_t) {},
-    [=](deadline_atom, uint64_t) {},
-    [=](const worker_status&) {},
-  };
+  return state_of(self, [=](lost_atom, const node_loss& loss) {
+    loss_before_the_run(self, loss, "during the start");
+  });
 }
 
 behavior awaiting(self_ptr self) {
@@ -268,27 +289,16 @@ behavior awaiting(self_ptr self) {
   };
   // Tasks that said hello before the run was handed over.
   self->send(me_of(self), deadline_atom::value, uint64_t{0});
-  return {
-    [=](run_atom, chief_run&) -> caf::result<chief_run_end> {
-      return make_error(ec::invalid_argument,
-                        "chief supervisor: the run is supervised already");
-    },
-    [=](hello_atom, const std::string& peer, const caf::actor& n) {
-      heard(self, peer, n);
-    },
+  return state_of(
+    self,
     [=](hello_atom, const std::string& peer, const std::string& why) {
       // The node refused a task configured for another run: the run
       // cannot start when it is one awaited.
       refused(self, peer, why, awaited_here(self->state, peer));
     },
-    [=](shutdown_atom, const std::string&) {},
     [=](lost_atom, const node_loss& loss) {
-      if (loss.kind == node_loss::peer_node)
-        self->state.log(self->state.cfg.me + ": " + loss.name
-                        + "'s node went down before the start ("
-                        + loss.reason + ")");
+      loss_before_the_run(self, loss, "before the start");
     },
-    [=](probe_atom, uint64_t) {},
     [=](deadline_atom, uint64_t wait) {
       auto& st = self->state;
       if (wait == 0) {
@@ -317,9 +327,7 @@ behavior awaiting(self_ptr self) {
       end_run(self, make_error(ec::timeout,
                                "tasks that never connected after "
                                  + std::to_string(secs) + " s: " + missing));
-    },
-    [=](const worker_status&) {},
-  };
+    });
 }
 
 // -- starting -----------------------------------------------------------------
@@ -611,20 +619,8 @@ behavior running(self_ptr self) {
   if (st.cfg.probe_timeout.count() > 0 && !st.cfg.placement.empty())
     self->send(me_of(self), probe_atom::value, round);
   request_run(self);
-  return {
-    [=](run_atom, chief_run&) -> caf::result<chief_run_end> {
-      return make_error(ec::invalid_argument,
-                        "chief supervisor: the run is supervised already");
-    },
-    [=](hello_atom, const std::string& peer, const caf::actor& n) {
-      // A worker that restarted, or a task that connected again after a
-      // freeze: its node's roles are asked for.
-      heard(self, peer, n);
-    },
-    [=](hello_atom, const std::string& peer, const std::string& why) {
-      refused(self, peer, why, false);
-    },
-    [=](shutdown_atom, const std::string&) {},
+  return state_of(
+    self,
     [=](lost_atom, const node_loss& loss) {
       if (loss.kind == node_loss::hosted_role)
         pause_for(self, loss.name, loss.reason);
@@ -636,9 +632,7 @@ behavior running(self_ptr self) {
     [=](deadline_atom, uint64_t id) {
       if (id == 0) // a node's roles came (ask_roles)
         rebind_reconnected(self);
-    },
-    [=](const worker_status&) {},
-  };
+    });
 }
 
 // -- pausing ------------------------------------------------------------------
@@ -648,29 +642,9 @@ behavior running(self_ptr self) {
 /// summary when the run ended meanwhile. More losses join the recovery.
 behavior pausing(self_ptr self) {
   ++self->state.probe_round; // no probes while paused
-  return {
-    [=](run_atom, chief_run&) -> caf::result<chief_run_end> {
-      return make_error(ec::invalid_argument,
-                        "chief supervisor: the run is supervised already");
-    },
-    [=](hello_atom, const std::string& peer, const caf::actor& n) {
-      heard(self, peer, n);
-    },
-    [=](hello_atom, const std::string& peer, const std::string& why) {
-      refused(self, peer, why, false);
-    },
-    [=](shutdown_atom, const std::string&) {},
-    [=](lost_atom, const node_loss& loss) {
-      auto& st = self->state;
-      if (loss.kind == node_loss::hosted_role) {
-        st.log("chief: " + loss.name + " lost too (" + loss.reason + ")");
-        mark_lost(self, loss.name);
-      }
-    },
-    [=](probe_atom, uint64_t) {},
-    [=](deadline_atom, uint64_t) {},
-    [=](const worker_status&) {},
-  };
+  return state_of(self, [=](lost_atom, const node_loss& loss) {
+    another_loss(self, loss, false);
+  });
 }
 
 // -- recovering ---------------------------------------------------------------
@@ -873,14 +847,8 @@ behavior recovering(self_ptr self) {
       hosts_back(self, id);
     }
   };
-  return {
-    [=](run_atom, chief_run&) -> caf::result<chief_run_end> {
-      return make_error(ec::invalid_argument,
-                        "chief supervisor: the run is supervised already");
-    },
-    [=](hello_atom, const std::string& peer, const caf::actor& n) {
-      heard(self, peer, n);
-    },
+  return state_of(
+    self,
     [=](hello_atom, const std::string& peer, const std::string& why) {
       auto& st = self->state;
       bool awaited = std::any_of(st.hosts.begin(), st.hosts.end(),
@@ -889,16 +857,7 @@ behavior recovering(self_ptr self) {
                                  });
       refused(self, peer, why, awaited);
     },
-    [=](shutdown_atom, const std::string&) {},
-    [=](lost_atom, const node_loss& loss) {
-      auto& st = self->state;
-      if (loss.kind != node_loss::hosted_role)
-        return;
-      st.log("chief: " + loss.name + " lost too (" + loss.reason + ")");
-      mark_lost(self, loss.name);
-      self->become(recovering(self));
-    },
-    [=](probe_atom, uint64_t) {},
+    [=](lost_atom, const node_loss& loss) { another_loss(self, loss, true); },
     [=](deadline_atom, uint64_t wait) {
       auto& st = self->state;
       if (wait == 0)
@@ -910,39 +869,16 @@ behavior recovering(self_ptr self) {
                                  + " within " + ms(st.cfg.max_wait)
                                  + " (--max_wait_ms) after " + lost_text
                                  + " was lost"));
-    },
-    [=](const worker_status&) {},
-  };
+    });
 }
 
 /// Every lost role's host is back: the probe of every role and the
 /// restore run (their requests bounded); a loss meanwhile starts the
 /// recovery again.
 behavior restoring(self_ptr self) {
-  return {
-    [=](run_atom, chief_run&) -> caf::result<chief_run_end> {
-      return make_error(ec::invalid_argument,
-                        "chief supervisor: the run is supervised already");
-    },
-    [=](hello_atom, const std::string& peer, const caf::actor& n) {
-      heard(self, peer, n);
-    },
-    [=](hello_atom, const std::string& peer, const std::string& why) {
-      refused(self, peer, why, false);
-    },
-    [=](shutdown_atom, const std::string&) {},
-    [=](lost_atom, const node_loss& loss) {
-      auto& st = self->state;
-      if (loss.kind != node_loss::hosted_role)
-        return;
-      st.log("chief: " + loss.name + " lost too (" + loss.reason + ")");
-      mark_lost(self, loss.name);
-      self->become(recovering(self));
-    },
-    [=](probe_atom, uint64_t) {},
-    [=](deadline_atom, uint64_t) {},
-    [=](const worker_status&) {},
-  };
+  return state_of(self, [=](lost_atom, const node_loss& loss) {
+    another_loss(self, loss, true);
+  });
 }
 
 /// How a lost K-FAC role came back, for the log.

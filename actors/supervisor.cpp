@@ -5,6 +5,7 @@
 #include <caf/send.hpp>
 
 #include "actors/preemption.hpp"
+#include "actors/with_defaults.hpp"
 #include "runtime/base/error.hpp"
 
 namespace syncfac {
@@ -286,14 +287,39 @@ void lost(self_ptr self, const node_loss& loss) {
   }
 }
 
-caf::result<node_end> second_run(self_ptr) {
-  return make_error(ec::invalid_argument,
-                    "supervisor: the node is supervised already");
+/// How a state treats a message it does not name itself: the node is
+/// wired once; the chief's hello has its node watched (other tasks' are
+/// not this node's concern); a task refused at connect is logged; the
+/// chief's word ends the run; a preemption is passed to the chief; a loss
+/// is taken as lost() says; a deadline of another state is over.
+template <class... Own>
+behavior state_of(self_ptr self, Own... own) {
+  return with_defaults<behavior>(
+    std::make_tuple(
+      [](run_atom, node_wiring&) -> caf::result<node_end> {
+        return make_error(ec::invalid_argument,
+                          "supervisor: the node is supervised already");
+      },
+      [=](hello_atom, const std::string& peer, const caf::actor& n) {
+        if (peer == self->state.cfg.chief)
+          watch_node(self, peer, n);
+      },
+      [=](hello_atom, const std::string& peer, const std::string& why) {
+        refused(self, peer, why);
+      },
+      [=](shutdown_atom, const std::string& reason) {
+        chief_ended_run(self, reason);
+      },
+      [=](preempt_atom, const std::string& why) { preempted(self, why); },
+      [=](lost_atom, const node_loss& loss) { lost(self, loss); },
+      [](deadline_atom, uint64_t) {}),
+    std::move(own)...);
 }
 
 /// The node is being wired: what arrives is kept until it is.
 behavior connecting(self_ptr self) {
-  return {
+  return state_of(
+    self,
     [=](run_atom, node_wiring& w) -> caf::result<node_end> {
       auto& st = self->state;
       st.done = self->make_response_promise<node_end>();
@@ -309,48 +335,27 @@ behavior connecting(self_ptr self) {
     [=](hello_atom, std::string& peer, caf::actor& n) {
       self->state.early_hellos.emplace_back(std::move(peer), std::move(n));
     },
-    [=](hello_atom, const std::string& peer, const std::string& why) {
-      refused(self, peer, why);
-    },
-    [=](shutdown_atom, const std::string& reason) {
-      chief_ended_run(self, reason);
-    },
-    [=](preempt_atom, const std::string& why) { preempted(self, why); },
     [=](lost_atom, const node_loss& loss) {
       // Nothing is monitored before the wiring.
       self->state.log("ignored the loss of " + loss.name
                       + " before the node was wired");
-    },
-    [=](deadline_atom, uint64_t) {},
-  };
+    });
 }
 
 /// Everything is up; a paused chief may be asked again for a rebind.
 behavior running(self_ptr self) {
   // The waits of the states before are over.
   self->state.watch->begin_wait();
-  return {
-    [=](run_atom, node_wiring&) { return second_run(self); },
-    [=](hello_atom, const std::string& peer, const caf::actor& n) {
-      if (peer == self->state.cfg.chief)
-        watch_node(self, peer, n);
-    },
-    [=](hello_atom, const std::string& peer, const std::string& why) {
-      refused(self, peer, why);
-    },
-    [=](shutdown_atom, const std::string& reason) {
-      chief_ended_run(self, reason);
-    },
+  return state_of(
+    self,
     [=](preempt_atom, const std::string& why) {
       pass_preemption_on(self, why);
     },
-    [=](lost_atom, const node_loss& loss) { lost(self, loss); },
     [=](deadline_atom, uint64_t id) {
       // The only wait of this state: asking a paused chief again.
       if (self->state.watch->is_current_wait(id))
         rebind(self, self->state.pending_rebinds);
-    },
-  };
+    });
 }
 
 /// The chief's node is gone (or has not said hello yet, `first`): a task
@@ -362,8 +367,8 @@ behavior chief_lost(self_ptr self, bool first) {
   self->delayed_send(me_of(self), st.cfg.max_wait, deadline_atom::value, id);
   if (!first && st.cfg.reconnects_to_chief)
     reconnect(self, st.cfg.chief);
-  return {
-    [=](run_atom, node_wiring&) { return second_run(self); },
+  return state_of(
+    self,
     [=](hello_atom, const std::string& peer, const caf::actor& n) {
       auto& st = self->state;
       if (peer != st.cfg.chief)
@@ -379,14 +384,6 @@ behavior chief_lost(self_ptr self, bool first) {
       if (rebinds)
         rebind(self, rebind_tries(st.cfg));
     },
-    [=](hello_atom, const std::string& peer, const std::string& why) {
-      refused(self, peer, why);
-    },
-    [=](shutdown_atom, const std::string& reason) {
-      chief_ended_run(self, reason);
-    },
-    [=](preempt_atom, const std::string& why) { preempted(self, why); },
-    [=](lost_atom, const node_loss& loss) { lost(self, loss); },
     [=](deadline_atom, uint64_t wait) {
       auto& st = self->state;
       if (wait != id)
@@ -399,8 +396,7 @@ behavior chief_lost(self_ptr self, bool first) {
                                      + ") for "
                                      + std::to_string(secs.count())
                                      + " s (--max_wait)")));
-    },
-  };
+    });
 }
 
 /// A hosted role stopped: at the end of a run a worker may stop (with the
@@ -411,19 +407,8 @@ behavior role_failed(self_ptr self) {
   auto id = st.watch->begin_wait();
   self->delayed_send(me_of(self), st.cfg.failure_grace, deadline_atom::value,
                      id);
-  return {
-    [=](run_atom, node_wiring&) { return second_run(self); },
-    [=](hello_atom, const std::string& peer, const caf::actor& n) {
-      if (peer == self->state.cfg.chief)
-        watch_node(self, peer, n);
-    },
-    [=](hello_atom, const std::string& peer, const std::string& why) {
-      refused(self, peer, why);
-    },
-    [=](shutdown_atom, const std::string& reason) {
-      chief_ended_run(self, reason);
-    },
-    [=](preempt_atom, const std::string& why) { preempted(self, why); },
+  return state_of(
+    self,
     [=](lost_atom, const node_loss& loss) {
       if (loss.kind == node_loss::peer_node)
         lost_peer(self, loss);
@@ -434,8 +419,7 @@ behavior role_failed(self_ptr self) {
       if (wait == id)
         end_run(self, failed(make_error(ec::peer_down,
                                         self->state.role_failure)));
-    },
-  };
+    });
 }
 
 /// Preempted, the chief told: its word ends the node (preempted whatever
@@ -448,12 +432,9 @@ behavior preempting(self_ptr self) {
   auto end = [=](const std::string& reason) {
     end_run(self, node_end{exit_codes::preempted, reason, {}});
   };
-  return {
-    [=](run_atom, node_wiring&) { return second_run(self); },
+  return state_of(
+    self,
     [=](hello_atom, const std::string&, const caf::actor&) {},
-    [=](hello_atom, const std::string& peer, const std::string& why) {
-      refused(self, peer, why);
-    },
     [=](shutdown_atom, const std::string& reason) {
       self->state.log("the chief ended the run: " + reason);
       end(reason);
@@ -481,8 +462,7 @@ behavior preempting(self_ptr self) {
              + std::to_string(st.cfg.preempt_wait.count())
              + " ms after the preemption; ending without it");
       end("preempted; no word from the chief");
-    },
-  };
+    });
 }
 
 } // namespace

@@ -92,7 +92,7 @@ struct distributed_options : convnet_options {
            "covariance, inverse, the rest workers (default chief=1,ps=1)")
       .add(port_base, "port_base",
            "under srun/mpirun: rank r on a host listens on port_base + "
-           "its local rank (default 46000)")
+           "its local rank (default 25000)")
       .add(hosts, "hosts",
            "under mpirun: the ranks' hosts as h1:SLOTS,h2:SLOTS, filled in "
            "order (default SYNCFAC_HOSTS, else localhost when every rank "

@@ -22,8 +22,10 @@ constexpr const char* default_rank_layout = "chief=1,ps=1";
 
 /// The first port of a host when --port_base is not given: rank r on a
 /// host listens on port_base + its local rank (its place among the ranks
-/// on that host).
-constexpr int32_t default_port_base = 46000;
+/// on that host). Below Linux's ephemeral range (32768-60999 by default,
+/// net.ipv4.ip_local_port_range), where an outgoing connection of any
+/// process on the host may hold the port at the moment a rank listens.
+constexpr int32_t default_port_base = 25000;
 
 /// The jobs --layout may count, in rank order ("worker" may be given and
 /// must then equal the ranks left over).

@@ -135,8 +135,8 @@ BOOST_AUTO_TEST_SUITE(slurm_derivation)
 BOOST_AUTO_TEST_CASE(every_rank_derives_the_same_cluster_and_its_own_task) {
   auto first = derive(slurm(0));
   BOOST_CHECK_EQUAL(addresses(first.spec),
-                    "chief:0=node01:46000 worker:0=node02:46000 "
-                    "worker:1=node02:46001 ps:0=node01:46001");
+                    "chief:0=node01:25000 worker:0=node02:25000 "
+                    "worker:1=node02:25001 ps:0=node01:25001");
   BOOST_CHECK_EQUAL(first.spec.task->str(), "chief:0");
   BOOST_CHECK_EQUAL(first.source, "Slurm (SLURM_PROCID=0 of SLURM_NTASKS=4)");
   for (int r = 1; r < 4; ++r) {
@@ -165,9 +165,9 @@ BOOST_AUTO_TEST_CASE(the_step_lists_win_over_the_jobs) {
   env["SLURM_LOCALID"] = "0";
   auto x = derive(env);
   BOOST_CHECK_EQUAL(x.spec.address(task_id{"chief", 0}).str(),
-                    "node03:46000");
+                    "node03:25000");
   BOOST_CHECK_EQUAL(x.spec.task->str(), "worker:0");
-  BOOST_CHECK_EQUAL(x.spec.address(*x.spec.task).str(), "node04:46000");
+  BOOST_CHECK_EQUAL(x.spec.address(*x.spec.task).str(), "node04:25000");
 }
 
 BOOST_AUTO_TEST_CASE(a_rank_out_of_range_is_refused) {
@@ -234,8 +234,8 @@ BOOST_AUTO_TEST_SUITE(mpi_derivation)
 BOOST_AUTO_TEST_CASE(all_local_ranks_run_on_localhost) {
   auto x = derive(ompi(3, 4));
   BOOST_CHECK_EQUAL(addresses(x.spec),
-                    "chief:0=localhost:46000 worker:0=localhost:46002 "
-                    "worker:1=localhost:46003 ps:0=localhost:46001");
+                    "chief:0=localhost:25000 worker:0=localhost:25002 "
+                    "worker:1=localhost:25003 ps:0=localhost:25001");
   BOOST_CHECK_EQUAL(x.spec.task->str(), "worker:1");
   BOOST_CHECK_EQUAL(x.source, "mpirun (OMPI_COMM_WORLD_RANK=3 of "
                               "OMPI_COMM_WORLD_SIZE=4)");
@@ -248,8 +248,8 @@ BOOST_AUTO_TEST_CASE(hosts_fill_by_slots_in_order) {
   env["OMPI_COMM_WORLD_LOCAL_RANK"] = "0";
   auto x = derive(env, opts);
   BOOST_CHECK_EQUAL(addresses(x.spec),
-                    "chief:0=h1:46000 worker:0=h2:46000 worker:1=h2:46001 "
-                    "ps:0=h1:46001");
+                    "chief:0=h1:25000 worker:0=h2:25000 worker:1=h2:25001 "
+                    "ps:0=h1:25001");
   BOOST_CHECK_EQUAL(x.spec.task->str(), "worker:0");
   // SYNCFAC_HOSTS when --hosts is not given.
   env["SYNCFAC_HOSTS"] = "h1:2,h2:2";
@@ -259,7 +259,7 @@ BOOST_AUTO_TEST_CASE(hosts_fill_by_slots_in_order) {
   env["SYNCFAC_HOSTS"] = "h1:2,h2,h3";
   env["OMPI_COMM_WORLD_LOCAL_RANK"] = "0";
   BOOST_CHECK_EQUAL(derive(env).spec.address(task_id{"worker", 0}).str(),
-                    "h2:46000");
+                    "h2:25000");
 }
 
 BOOST_AUTO_TEST_CASE(pmi_and_pmix) {
@@ -272,7 +272,7 @@ BOOST_AUTO_TEST_CASE(pmi_and_pmix) {
   environment_map pmix{{"PMIX_RANK", "2"}, {"SYNCFAC_HOSTS", "a:2,b"}};
   auto y = derive(pmix);
   BOOST_CHECK_EQUAL(y.spec.task->str(), "worker:0");
-  BOOST_CHECK_EQUAL(y.spec.address(*y.spec.task).str(), "b:46000");
+  BOOST_CHECK_EQUAL(y.spec.address(*y.spec.task).str(), "b:25000");
   refused({{"PMIX_RANK", "0"}}, {}, {"PMIX_RANK is set but neither a host "
                                      "list"});
   refused({{"PMIX_RANK", "3"}, {"SYNCFAC_HOSTS", "a:2,b"}}, {},
@@ -324,7 +324,7 @@ BOOST_AUTO_TEST_CASE(slurm_wins_over_mpi_and_no_launcher_is_none) {
   pmix["PMIX_RANK"] = "2";
   BOOST_CHECK_EQUAL(derive(pmix).source.rfind("Slurm", 0), 0u);
   BOOST_CHECK_EQUAL(derive(pmix).spec.address(task_id{"worker", 0}).str(),
-                    "node02:46000");
+                    "node02:25000");
   auto none = cluster_from_scheduler({{"HOME", "/root"}}, {});
   BOOST_REQUIRE_MESSAGE(none, test::why(none));
   BOOST_CHECK(!none->has_value());
@@ -409,7 +409,7 @@ BOOST_AUTO_TEST_CASE(the_jobs_list_with_only_the_steps_counts) {
   auto x = cluster_from_scheduler(env, {});
   BOOST_REQUIRE_MESSAGE(x, test::why(x));
   BOOST_REQUIRE(x->has_value());
-  BOOST_CHECK_EQUAL((*x)->spec.address(*(*x)->spec.task).str(), "n2:46000");
+  BOOST_CHECK_EQUAL((*x)->spec.address(*(*x)->spec.task).str(), "n2:25000");
   env.erase("SLURM_STEP_TASKS_PER_NODE");
   x = cluster_from_scheduler(env, {});
   BOOST_REQUIRE(!x);
