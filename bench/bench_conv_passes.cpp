@@ -15,7 +15,6 @@
 // avoid).
 
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -31,7 +30,6 @@ namespace {
 
 using bench::conv_flops;
 using bench::ok;
-using bench::random_tensor;
 using bench::same_conv;
 
 struct layer {
@@ -44,37 +42,37 @@ struct layer {
 // the ConvNet step runs.
 double bench_layer(backend& dev, const layer& l, double seconds,
                    double peak) {
-  std::mt19937 rng(7);
   const auto& g = l.g;
-  auto x = random_tensor(g.input_shape(), rng, 1.0f);
-  auto w = random_tensor(g.kernel_shape(), rng, 0.1f);
-  auto b = random_tensor({g.out_c}, rng, 0.1f);
-  auto dy = random_tensor(g.output_shape(), rng, 1.0f);
-  tensor y, ds, dw, db, dx;
+  bench::conv_operands c(g);
   auto act = activation::relu;
-  ok(dev.conv2d_forward(g, x, w, b, act, y));
+  ok(dev.conv2d_forward(g, c.x, c.w, c.b, act, c.y));
   struct pass {
     const char* name;
     std::function<void()> run;
   };
   std::vector<pass> passes{
-    {"fwd", [&] { ok(dev.conv2d_forward(g, x, w, b, act, y)); }},
+    {"fwd", [&] { ok(dev.conv2d_forward(g, c.x, c.w, c.b, act, c.y)); }},
     {"dw", [&] {
-       ok(dev.conv2d_backward(g, x, w, y, dy, act, ds, dw, db, nullptr));
+       ok(dev.conv2d_backward(g, c.x, c.w, c.y, c.dy, act, c.ds, c.dw, c.db,
+                              nullptr));
      }},
   };
   if (l.with_dx)
     passes.push_back(
       {"dx", [&] {
-         ok(dev.conv2d_backward_data(g, x, w, y, dy, act, ds, &dx));
+         ok(dev.conv2d_backward_data(g, c.x, c.w, c.y, c.dy, act, c.ds,
+                                     &c.dx));
        }});
   // The activation gradient alone (ds = dy * relu'(y), no convolution):
   // the memory floor under the backward passes, which read y and dy and
   // write ds too.
   auto elementwise = bench::measure(
-    [&] { ok(dev.conv2d_backward_data(g, x, w, y, dy, act, ds, nullptr)); },
+    [&] {
+      ok(dev.conv2d_backward_data(g, c.x, c.w, c.y, c.dy, act, c.ds,
+                                  nullptr));
+    },
     seconds);
-  double bytes = 3.0 * 4.0 * static_cast<double>(y.size());
+  double bytes = 3.0 * 4.0 * static_cast<double>(c.y.size());
   std::printf("  %-6s ds  isa=%-7s threads=%d  best %7.3f ms  median "
               "%7.3f ms  cpu %7.3f ms  %6.1f GB/s (y, dy read, ds "
               "written)\n",

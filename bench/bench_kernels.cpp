@@ -59,20 +59,15 @@ void report(const std::string& what, int threads, timing t, double flops,
 void bench_conv(backend& dev, const std::string& name,
                 const conv2d_geometry& g, double seconds, bool with_dx,
                 double sgemm) {
-  std::mt19937 rng(7);
-  auto x = random_tensor(g.input_shape(), rng, 1.0f);
-  auto w = random_tensor(g.kernel_shape(), rng, 0.1f);
-  auto b = random_tensor({g.out_c}, rng, 0.1f);
-  auto dy = random_tensor(g.output_shape(), rng, 1.0f);
-  tensor y, ds, dw, db, dx;
+  bench::conv_operands c(g);
   auto act = activation::relu;
-  auto fwd = measure([&] { ok(dev.conv2d_forward(g, x, w, b, act, y)); },
-                     seconds);
+  auto fwd = measure(
+    [&] { ok(dev.conv2d_forward(g, c.x, c.w, c.b, act, c.y)); }, seconds);
   report("conv2d fwd " + name, dev.threads(), fwd, conv_flops(g), sgemm);
   auto bwd = measure(
     [&] {
-      ok(dev.conv2d_backward(g, x, w, y, dy, act, ds, dw, db,
-                             with_dx ? &dx : nullptr));
+      ok(dev.conv2d_backward(g, c.x, c.w, c.y, c.dy, act, c.ds, c.dw, c.db,
+                             with_dx ? &c.dx : nullptr));
     },
     seconds);
   report("conv2d bwd " + name + (with_dx ? " (dw+dx)" : " (dw only)"),

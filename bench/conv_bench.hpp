@@ -1,7 +1,8 @@
 #pragma once
 
 // What the conv benchmarks share (bench_kernels, bench_conv_passes): random
-// inputs, the ConvNet's SAME stride-1 geometries, and a conv's FLOPs.
+// inputs, a convolution's operands, the ConvNet's SAME stride-1 geometries,
+// and a conv's FLOPs.
 
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,22 @@ inline tensor random_tensor(const tensor_shape& shape, std::mt19937& rng,
     v = dist(rng);
   return t;
 }
+
+/// A convolution's random operands (input, kernel, bias, output gradient;
+/// the same values in every benchmark that times geometry `g`) and the
+/// outputs its passes write.
+struct conv_operands {
+  tensor x, w, b, dy;
+  tensor y, ds, dw, db, dx;
+
+  explicit conv_operands(const conv2d_geometry& g) {
+    std::mt19937 rng(7);
+    x = random_tensor(g.input_shape(), rng, 1.0f);
+    w = random_tensor(g.kernel_shape(), rng, 0.1f);
+    b = random_tensor({g.out_c}, rng, 0.1f);
+    dy = random_tensor(g.output_shape(), rng, 1.0f);
+  }
+};
 
 /// A SAME stride-1 convolution of input `in` with kernel `k`; exits on a
 /// shape error, naming it.

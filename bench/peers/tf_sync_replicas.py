@@ -27,11 +27,9 @@ limit): the ps never returns from server.join(), and a worker whose chief
 has gone waits on a token that never comes.
 """
 import argparse
-import gzip
 import json
 import math
 import os
-import struct
 import sys
 import threading
 import time
@@ -41,8 +39,10 @@ import numpy as np
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
+import fashion_mnist  # noqa: E402  (bench/peers/, beside this script)
+
 tf1 = tf.compat.v1
-DEFAULT_DATA_DIR = "/usr/share/datasets/fashion-mnist"
+DEFAULT_DATA_DIR = fashion_mnist.DEFAULT_DATA_DIR
 
 
 STARTED = time.monotonic()
@@ -61,27 +61,6 @@ def note(a, message):
 def fail(message):
     print(f"tf_sync_replicas: {message}", file=sys.stderr, flush=True)
     sys.exit(2)
-
-
-def read_idx(data_dir, stem):
-    for name in (stem + ".gz", stem):
-        path = os.path.join(data_dir, name)
-        if os.path.exists(path):
-            break
-    else:
-        fail(f"data file {os.path.join(data_dir, stem)}[.gz] not found (--data_dir)")
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        raw = f.read()
-    magic, = struct.unpack(">I", raw[:4]) if len(raw) >= 4 else (0,)
-    ndim = magic & 0xFF
-    if (magic >> 8) & 0xFF != 0x08 or ndim == 0:
-        fail(f"data file {path}: not IDX unsigned-byte data (magic {magic:#x})")
-    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
-    body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
-    if body.size != math.prod(dims):
-        fail(f"data file {path}: {body.size} bytes of data, header says {math.prod(dims)}")
-    return body.reshape(dims)
 
 
 def hosts(flag, text):
@@ -180,11 +159,12 @@ class PromptWorkerSessionCreator(tf1.train.WorkerSessionCreator):
 
 def run_worker(a, server, cluster, config):
     note(a, "loading the data")
-    images = read_idx(a.data_dir, "train-images-idx3-ubyte")
-    labels = read_idx(a.data_dir, "train-labels-idx1-ubyte").astype(np.int64)
-    if images.ndim != 3 or images.shape[1:] != (28, 28) or labels.shape != (images.shape[0],):
-        fail(f"data in {a.data_dir}: images {images.shape} and labels {labels.shape} "
-             f"are not n x 28 x 28 and n")
+    try:
+        n, images, labels = fashion_mnist.read_split(a.data_dir, "train")
+    except fashion_mnist.BadData as e:
+        fail(str(e))
+    images = np.frombuffer(images, dtype=np.uint8).reshape(n, 28, 28)
+    labels = np.frombuffer(labels, dtype=np.uint8).astype(np.int64)
     if images.shape[0] < a.batch:
         fail(f"--batch {a.batch} is larger than the {images.shape[0]} training examples")
     images = (images.astype(np.float32) / 255.0).reshape(-1, 28, 28, 1)

@@ -31,12 +31,9 @@ bench/run_vs_torch.sh and bench/run_isa_vs_torch.sh read it). Bad input
 (a missing data file, a bad flag value) exits 2 naming the file or flag.
 """
 import argparse
-import gzip
 import json
 import math
-import os
 import resource
-import struct
 import sys
 import time
 
@@ -44,44 +41,23 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-DEFAULT_DATA_DIR = "/usr/share/datasets/fashion-mnist"
+import fashion_mnist  # bench/peers/, beside this script
+
+DEFAULT_DATA_DIR = fashion_mnist.DEFAULT_DATA_DIR
 
 
 class BadInput(Exception):
     """Input the peer cannot run on; the message names the file or flag."""
 
 
-def read_idx(data_dir, stem):
-    """The IDX file `stem` (gzipped or plain, as syncfac accepts) as a uint8 tensor."""
-    for name in (stem + ".gz", stem):
-        path = os.path.join(data_dir, name)
-        if os.path.exists(path):
-            break
-    else:
-        raise BadInput(f"data file {os.path.join(data_dir, stem)}[.gz] not found (--data_dir)")
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        raw = f.read()
-    if len(raw) < 4:
-        raise BadInput(f"data file {path}: too short for an IDX header")
-    magic, = struct.unpack(">I", raw[:4])
-    ndim, kind = magic & 0xFF, (magic >> 8) & 0xFF
-    if kind != 0x08 or ndim == 0:
-        raise BadInput(f"data file {path}: not IDX unsigned-byte data (magic {magic:#x})")
-    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
-    body = raw[4 + 4 * ndim:]
-    if len(body) != math.prod(dims):
-        raise BadInput(f"data file {path}: {len(body)} bytes of data, header says {math.prod(dims)}")
-    return torch.frombuffer(bytearray(body), dtype=torch.uint8).reshape(dims)
-
-
 def load_split(data_dir, prefix):
     """Images [n, 1, 28, 28] as floats in [0, 1] and int64 labels of one split."""
-    images = read_idx(data_dir, f"{prefix}-images-idx3-ubyte")
-    labels = read_idx(data_dir, f"{prefix}-labels-idx1-ubyte")
-    if images.dim() != 3 or images.shape[1:] != (28, 28) or labels.shape != (images.shape[0],):
-        raise BadInput(f"data in {data_dir}: {prefix} images {tuple(images.shape)} and labels "
-                       f"{tuple(labels.shape)} are not n x 28 x 28 and n")
+    try:
+        n, images, labels = fashion_mnist.read_split(data_dir, prefix)
+    except fashion_mnist.BadData as e:
+        raise BadInput(str(e)) from None
+    images = torch.frombuffer(bytearray(images), dtype=torch.uint8).reshape(n, 28, 28)
+    labels = torch.frombuffer(bytearray(labels), dtype=torch.uint8)
     # Scaled once here, not per batch: the cheapest form for PyTorch.
     return images.to(torch.float32).div_(255.0).unsqueeze(1).contiguous(), labels.to(torch.int64)
 

@@ -35,6 +35,7 @@
 #include "actors/node_connector.hpp"
 #include "actors/supervisor.hpp"
 #include "actors/program_config.hpp"
+#include "tests/actors/supervisor_fixture.hpp"
 #include "tests/actors/supervisor_stand_ins.hpp"
 #include "tests/helpers.hpp"
 
@@ -119,41 +120,10 @@ caf::behavior stand_in_worker(caf::event_based_actor*,
   };
 }
 
-struct fixture {
-  testing_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scheduler::test_coordinator& sched
-    = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-  caf::scoped_actor self{sys};
-  std::shared_ptr<std::vector<std::string>> lines
-    = std::make_shared<std::vector<std::string>>();
+struct fixture : supervisor_fixture<supervisor_actor, node_end> {
   std::shared_ptr<chief_script> chief_s = std::make_shared<chief_script>();
   std::shared_ptr<worker_log> wlog = std::make_shared<worker_log>();
-  std::shared_ptr<connect_script> connects
-    = std::make_shared<connect_script>();
-  std::map<std::string, caf::actor> connectors;
-  std::vector<caf::actor> spawned;
   caf::actor worker;
-  supervisor_actor sup;
-  std::shared_ptr<std::optional<node_end>> end
-    = std::make_shared<std::optional<node_end>>();
-
-  ~fixture() {
-    for (auto& a : spawned)
-      self->send_exit(a, caf::exit_reason::user_shutdown);
-    for (auto& [task, c] : connectors)
-      self->send_exit(c, caf::exit_reason::user_shutdown);
-    if (sup)
-      self->send_exit(sup, caf::exit_reason::user_shutdown);
-    sched.run();
-  }
-
-  template <class F, class... Ts>
-  caf::actor spawn(F f, Ts&&... xs) {
-    auto a = sys.spawn(f, std::forward<Ts>(xs)...);
-    spawned.push_back(a);
-    return a;
-  }
 
   /// A task with one role of each name, all stand-ins, except the chief's.
   task_stand_in make_task(const std::string& task,
@@ -186,16 +156,8 @@ struct fixture {
     sc.request_timeout = 2s;
     sc.failure_grace = 5s;
     sc.rebind_retry = 1s;
-    auto script = connects;
-    auto* made = &connectors;
-    auto* system = &sys;
-    sc.connector = [script, made, system](const std::string& task) {
-      auto c = system->spawn(stand_in_connector, script);
-      (*made)[task] = c;
-      return caf::actor_cast<connector_actor>(c);
-    };
-    auto out = lines;
-    sc.log = [out](const std::string& line) { out->push_back(line); };
+    sc.connector = scripted_connectors();
+    sc.log = log_into_lines();
     return sc;
   }
 
@@ -225,20 +187,7 @@ struct fixture {
     auto s = spawn_supervisor(sys, std::move(sc));
     BOOST_REQUIRE(s);
     sup = *s;
-    auto out = end;
-    auto target = sup;
-    spawn([out, target, w](caf::event_based_actor* prog) -> caf::behavior {
-      prog->request(target, std::chrono::seconds{3600}, run_atom::value, w)
-        .then([out](node_end& e) { *out = std::move(e); },
-              [out](caf::error& err) {
-                node_end e;
-                e.exit_code = -1;
-                e.error = err;
-                *out = std::move(e);
-              });
-      return {[](int32_t) {}};
-    });
-    sched.run();
+    hand_run(std::move(w), 1h);
   }
 
   node_wiring worker_wiring() {
@@ -266,43 +215,9 @@ struct fixture {
     return info;
   }
 
-  void kill(const caf::actor& a) {
-    self->send_exit(a, caf::exit_reason::kill);
-    sched.run();
-  }
-
-  void advance(std::chrono::milliseconds d) {
-    sched.clock().advance_time(d);
-    sched.run();
-  }
-
-  void send_sup(caf::message msg) {
-    self->send(caf::actor_cast<caf::actor>(sup), std::move(msg));
-    sched.run();
-  }
-
-  void answer_connect(const std::string& task, std::optional<node_info> info,
-                      caf::error err = {}) {
-    connects->answers[task].push_back({std::move(info), std::move(err)});
-  }
-
   void thaw(const std::string& task, const node_info& info) {
     self->send(connectors.at(task), caf::ok_atom::value, info);
     sched.run();
-  }
-
-  bool logged(const std::string& part) const {
-    for (auto& l : *lines)
-      if (l.find(part) != std::string::npos)
-        return true;
-    return false;
-  }
-
-  std::string all_lines() const {
-    std::string out;
-    for (auto& l : *lines)
-      out += l + "\n";
-    return out;
   }
 
   void chief_ends_run() {
@@ -311,16 +226,8 @@ struct fixture {
   }
 
   void require_ended(int32_t code) {
-    BOOST_REQUIRE_MESSAGE(end->has_value(), "no end yet; log:\n"
-                                              + all_lines());
+    require_an_end();
     BOOST_TEST((*end)->exit_code == code);
-  }
-
-  void require_running() {
-    BOOST_REQUIRE_MESSAGE(!end->has_value(),
-                          "ended early: "
-                            + (end->has_value() ? (*end)->reason : "")
-                            + "; log:\n" + all_lines());
   }
 };
 
@@ -351,15 +258,7 @@ BOOST_AUTO_TEST_CASE(a_word_before_the_wiring_is_answered_once_wired) {
   sup = *s;
   send_sup(caf::make_message(shutdown_atom::value, std::string{"over"}));
   BOOST_TEST(!end->has_value());
-  node_wiring w;
-  auto out = end;
-  auto target = sup;
-  spawn([out, target, w](caf::event_based_actor* prog) -> caf::behavior {
-    prog->request(target, std::chrono::seconds{3600}, run_atom::value, w)
-      .then([out](node_end& e) { *out = std::move(e); });
-    return {[](int32_t) {}};
-  });
-  sched.run();
+  hand_run(node_wiring{}, 1h);
   require_ended(exit_codes::success);
   BOOST_TEST((*end)->reason == "over");
 }

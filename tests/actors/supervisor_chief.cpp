@@ -33,6 +33,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/chief_supervisor.hpp"
+#include "tests/actors/supervisor_fixture.hpp"
 #include "tests/actors/supervisor_stand_ins.hpp"
 #include "tests/helpers.hpp"
 
@@ -237,22 +238,8 @@ caf::behavior stand_in_worker_node(caf::event_based_actor*,
   };
 }
 
-struct fixture {
-  testing_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scheduler::test_coordinator& sched
-    = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-  caf::scoped_actor self{sys};
-  std::shared_ptr<std::vector<std::string>> lines
-    = std::make_shared<std::vector<std::string>>();
+struct fixture : supervisor_fixture<chief_supervisor_actor, chief_run_end> {
   std::shared_ptr<chief_log> chief_l = std::make_shared<chief_log>();
-  std::shared_ptr<connect_script> connects
-    = std::make_shared<connect_script>();
-  std::map<std::string, caf::actor> connectors;
-  std::vector<caf::actor> spawned;
-  chief_supervisor_actor sup;
-  std::shared_ptr<std::optional<chief_run_end>> end
-    = std::make_shared<std::optional<chief_run_end>>();
   /// The newest checkpoint the run's directory holds (none: nullptr).
   std::shared_ptr<restored_run> newest = [] {
     auto r = std::make_shared<restored_run>();
@@ -262,21 +249,10 @@ struct fixture {
   }();
   bool writes_checkpoints = true;
 
-  ~fixture() {
-    for (auto& a : spawned)
-      self->send_exit(a, caf::exit_reason::user_shutdown);
-    for (auto& [task, c] : connectors)
-      self->send_exit(c, caf::exit_reason::user_shutdown);
-    if (sup)
-      self->send_exit(sup, caf::exit_reason::user_shutdown);
-    sched.run();
-  }
-
-  template <class F, class... Ts>
-  caf::actor spawn(F f, Ts&&... xs) {
-    auto a = sys.spawn(f, std::forward<Ts>(xs)...);
-    spawned.push_back(a);
-    return a;
+  // The supervisor asks `newest` for the checkpoint after a loss, and the
+  // shutdown's losses may come before its own end: ended while it stands.
+  ~fixture() override {
+    shut_down();
   }
 
   caf::actor chief = spawn(stand_in_chief, chief_l);
@@ -337,16 +313,8 @@ struct fixture {
     sc.probe_timeout = 4s;
     sc.connect_attempt = 3s;
     sc.hello_retry = 200ms;
-    auto script = connects;
-    auto* made = &connectors;
-    auto* system = &sys;
-    sc.connector = [script, made, system](const std::string& task) {
-      auto c = system->spawn(stand_in_connector, script);
-      (*made)[task] = c;
-      return caf::actor_cast<connector_actor>(c);
-    };
-    auto out = lines;
-    sc.log = [out](const std::string& line) { out->push_back(line); };
+    sc.connector = scripted_connectors();
+    sc.log = log_into_lines();
     return sc;
   }
 
@@ -375,54 +343,24 @@ struct fixture {
     sup = *s;
     if (hello)
       say_hello("worker:0", worker.node);
-    auto out = end;
-    auto target = sup;
-    auto w = wiring();
-    spawn([out, target, w](caf::event_based_actor* prog) -> caf::behavior {
-      prog->request(target, std::chrono::seconds{86400}, run_atom::value, w)
-        .then([out](chief_run_end& e) { *out = std::move(e); },
-              [out](caf::error& err) {
-                chief_run_end e;
-                e.error = err;
-                *out = std::move(e);
-              });
-      return {[](int32_t) {}};
-    });
-    sched.run();
+    hand_run(wiring(), 24h);
   }
 
-  void say_hello(const std::string& task, const caf::actor& node) {
-    self->send(caf::actor_cast<caf::actor>(sup), hello_atom::value, task,
-               node);
-    sched.run();
-  }
-
-  void kill(const caf::actor& a) {
-    self->send_exit(a, caf::exit_reason::kill);
-    sched.run();
-  }
-
-  void advance(std::chrono::milliseconds d) {
-    sched.clock().advance_time(d);
-    sched.run();
-  }
-
-  /// Lets `d` pass a second at a time, so that timers set on the way fire
-  /// when they are due (one advance fires only what was due before it).
-  void pass(std::chrono::seconds d) {
-    for (auto i = 0s; i < d; i += 1s)
-      advance(1s);
-  }
-
-  /// The task is back at its address: its connector answers `info`.
-  void answer_connect(const std::string& task, node_info info) {
-    connects->answers[task].push_back({std::move(info), {}});
-  }
-
-  /// A restarted task: a new node and a new role actor.
+  /// A restarted task: a new node and a new role actor, back at the old
+  /// one's address (its connector's next attempt answers them).
   template <class F>
   role_task restarted(const role_task& was, F behaviour) {
-    return make_role_task(was.task.task, behaviour);
+    auto back = make_role_task(was.task.task, behaviour);
+    answer_connect(back.task.task, back.task.info());
+    return back;
+  }
+
+  /// The role of `was` is killed; its task restarts at its address.
+  template <class F>
+  role_task killed_and_restarted(const role_task& was, F behaviour) {
+    auto back = restarted(was, behaviour);
+    kill(was.task.role());
+    return back;
   }
 
   /// The frozen task of `t` thaws: its role answers again.
@@ -436,38 +374,15 @@ struct fixture {
     sched.run();
   }
 
-  bool logged(const std::string& part) const {
-    for (auto& l : *lines)
-      if (l.find(part) != std::string::npos)
-        return true;
-    return false;
-  }
-
-  std::string all_lines() const {
-    std::string out;
-    for (auto& l : *lines)
-      out += l + "\n";
-    return out;
-  }
-
-  void require_running() {
-    BOOST_REQUIRE_MESSAGE(!end->has_value(),
-                          "ended early: "
-                            + (end->has_value() ? render((*end)->error) : "")
-                            + "; log:\n" + all_lines());
-  }
-
   /// The run ended without an error.
   void require_finished() {
-    BOOST_REQUIRE_MESSAGE(end->has_value(), "no end yet; log:\n"
-                                              + all_lines());
+    require_an_end();
     BOOST_REQUIRE_MESSAGE(!(*end)->error, render((*end)->error));
   }
 
   /// The run ended with an error of `code` whose text holds `part`.
   void require_failed(ec code, const std::string& part) {
-    BOOST_REQUIRE_MESSAGE(end->has_value(), "no end yet; log:\n"
-                                              + all_lines());
+    require_an_end();
     const auto& err = (*end)->error;
     BOOST_TEST(err.category() == error_category);
     BOOST_TEST(err.code() == static_cast<uint8_t>(code));
@@ -512,9 +427,7 @@ BOOST_AUTO_TEST_CASE(an_awaited_task_that_never_says_hello_ends_naming_it) {
 
 BOOST_AUTO_TEST_CASE(a_killed_ps_shard_back_rolls_the_run_back_to_the_checkpoint) {
   supervise();
-  auto back = restarted(ps, stand_in_shard);
-  answer_connect("ps:0", back.task.info());
-  kill(ps.task.role());
+  auto back = killed_and_restarted(ps, stand_in_shard);
   require_running();
   BOOST_TEST(chief_l->lost == std::vector<std::string>{"ps:0"});
   // Restored from the checkpoint, the chief rolled back to its step with
@@ -577,9 +490,7 @@ BOOST_AUTO_TEST_CASE(a_ps_shard_never_back_ends_the_run_naming_it) {
 
 BOOST_AUTO_TEST_CASE(a_killed_covariance_task_back_takes_the_checkpoints_factors) {
   supervise();
-  auto back = restarted(cov, stand_in_covariance);
-  answer_connect("covariance:0", back.task.info());
-  kill(cov.task.role());
+  auto back = killed_and_restarted(cov, stand_in_covariance);
   require_running();
   BOOST_TEST(chief_l->lost == std::vector<std::string>{"covariance:0"});
   // No rollback: the run goes on from the chief's step; only the new
@@ -607,9 +518,7 @@ BOOST_AUTO_TEST_CASE(a_killed_covariance_task_back_takes_the_checkpoints_factors
 
 BOOST_AUTO_TEST_CASE(a_killed_inverse_task_back_is_handed_to_the_covariance_actors) {
   supervise();
-  auto back = restarted(inv, stand_in_inverse);
-  answer_connect("inverse:0", back.task.info());
-  kill(inv.task.role());
+  auto back = killed_and_restarted(inv, stand_in_inverse);
   require_running();
   BOOST_TEST(chief_l->lost == std::vector<std::string>{"inverse:0"});
   BOOST_TEST(chief_l->rollbacks == std::vector<int64_t>{42});
@@ -683,12 +592,10 @@ BOOST_AUTO_TEST_CASE(a_role_frozen_beyond_max_wait_ends_the_run_naming_it) {
 
 BOOST_AUTO_TEST_CASE(a_role_silent_once_the_first_is_back_is_waited_for_too) {
   supervise();
-  auto back = restarted(ps, stand_in_shard);
-  answer_connect("ps:0", back.task.info());
   // Whoever froze may have lost others whose loss never came: the inverse
   // task froze too, its link up, no down message.
   inv.log->frozen = true;
-  kill(ps.task.role());
+  auto back = killed_and_restarted(ps, stand_in_shard);
   BOOST_TEST(chief_l->rollbacks.empty());
   pass(4s); // the probe of every role once the shard was back
   BOOST_TEST(logged("inverse:0 does not answer either; waiting for it too"),
@@ -714,9 +621,7 @@ BOOST_AUTO_TEST_CASE(a_worker_back_at_its_address_is_rebound_by_the_next_rollbac
   // new node says hello, and the chief's supervisor learns its worker.
   auto again = make_worker_task();
   say_hello("worker:0", again.node);
-  auto back = restarted(ps, stand_in_shard);
-  answer_connect("ps:0", back.task.info());
-  kill(ps.task.role());
+  auto back = killed_and_restarted(ps, stand_in_shard);
   require_running();
   BOOST_TEST(again.log->rebinds == std::vector<int64_t>{30});
   BOOST_TEST(worker.log->rebinds.empty()); // the old one is gone
@@ -732,9 +637,7 @@ BOOST_AUTO_TEST_CASE(a_worker_reached_again_after_the_rollback_is_rebound_at_onc
   // rollback's rebind, which went to the proxy of the broken link. Here
   // another actor of the same node stands for the new proxy.
   supervise();
-  auto back = restarted(ps, stand_in_shard);
-  answer_connect("ps:0", back.task.info());
-  kill(ps.task.role());
+  auto back = killed_and_restarted(ps, stand_in_shard);
   require_running();
   BOOST_TEST(worker.log->rebinds == std::vector<int64_t>{30});
   BOOST_TEST(chief_l->rejoins.empty());
@@ -765,7 +668,6 @@ BOOST_AUTO_TEST_CASE(a_worker_reached_again_while_restoring_gets_the_rollbacks_r
   supervise();
   auto back = restarted(ps, stand_in_shard);
   back.log->frozen = true;
-  answer_connect("ps:0", back.task.info());
   kill(ps.task.role());
   BOOST_TEST(chief_l->rollbacks.empty()); // the probe waits on the shard
   auto proxy = make_worker_task();
