@@ -3,7 +3,8 @@
 // The hot CPU kernels compiled once per instruction-set level, and the
 // table through which the rest of the library calls them (docs/kernels.md,
 // "Instruction-set levels"). Each level's objects are the same sources
-// (conv_kernels.cpp, matmul_kernel.cpp, gram_kernels.cpp, isa_table.cpp)
+// (conv_kernels.cpp, matmul_kernel.cpp, gram_kernels.cpp, pool_kernels.cpp,
+// isa_table.cpp)
 // compiled with that level's flags and SYNCFAC_KERNEL_ISA set to the
 // level's namespace:
 //   base    the build's own flags (Release: -march=x86-64-v3, AVX2/FMA)
@@ -22,6 +23,7 @@
 
 #include "kernels/cpu/conv_kernels.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/pool_kernels.hpp"
 
 namespace syncfac::cpu {
 
@@ -63,6 +65,7 @@ struct isa_kernels {
   gram_lower_update_fn* gram_lower_update;
   gram_cross_fn* gram_cross;
   few_rows_block_fn* few_rows_block;
+  max_pool_image_fn* max_pool_image;
 };
 
 /// Output rows per few_rows_block call (its `count` is at most this).
@@ -90,6 +93,7 @@ matmul_block_fn matmul_block;
 gram_lower_update_fn gram_lower_update;
 gram_cross_fn gram_cross;
 few_rows_block_fn few_rows_block;
+max_pool_image_fn max_pool_image;
 
 } // namespace SYNCFAC_KERNEL_ISA
 #endif

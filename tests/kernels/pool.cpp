@@ -1,5 +1,6 @@
 #define BOOST_TEST_MODULE kernels_pool
 #include <boost/test/unit_test.hpp>
+#include "tests/kernels/isa_fixture.hpp"
 
 #include <sstream>
 
@@ -62,6 +63,7 @@ const std::vector<pool_case>& cases() {
     {1, 9, 8, 5, 3, 2, 2, 3, padding::valid},
     {2, 5, 6, 9, 4, 4, 3, 2, padding::same},
     {1, 3, 3, 1, 3, 3, 1, 1, padding::same},
+    {1, 6, 6, 33, 2, 2, 2, 2, padding::valid}, // 2 AVX-512 vectors + 1
   };
   return result;
 }
