@@ -133,6 +133,24 @@ matrix theta_layer(const parameter_set& params) {
   return layer_grad(params[0].value, params[1].value);
 }
 
+/// Symmetric positive definite A [3, 3] and G [2, 2] for layer fc0.
+std::pair<matrix, matrix> small_factors() {
+  matrix A(3, 3), G(2, 2);
+  A << 2.0, 0.3, 0.1, 0.3, 1.0, 0.2, 0.1, 0.2, 0.5;
+  G << 1.0, 0.4, 0.4, 0.8;
+  return {A, G};
+}
+
+/// fc0's factors after one covariance update.
+layer_factors factors_of(const matrix& A, const matrix& G) {
+  layer_factors f;
+  f.layer = "fc0";
+  f.cov_updates = 1;
+  f.a = to_tensor(A);
+  f.g = to_tensor(G);
+  return f;
+}
+
 } // namespace
 
 // -- kfac_apply --------------------------------------------------------------
@@ -263,14 +281,8 @@ BOOST_AUTO_TEST_CASE(the_kl_clip_scales_the_whole_step) {
 }
 
 BOOST_AUTO_TEST_CASE(an_eigen_inverse_gives_the_exactly_damped_solve) {
-  matrix A(3, 3), G(2, 2);
-  A << 2.0, 0.3, 0.1, 0.3, 1.0, 0.2, 0.1, 0.2, 0.5;
-  G << 1.0, 0.4, 0.4, 0.8;
-  layer_factors f;
-  f.layer = "fc0";
-  f.cov_updates = 1;
-  f.a = to_tensor(A);
-  f.g = to_tensor(G);
+  auto [A, G] = small_factors();
+  auto f = factors_of(A, G);
   kfac_config cfg;
   cfg.mode = inverse_mode::eigen;
   cfg.damping = 0.05f;
@@ -293,14 +305,8 @@ BOOST_AUTO_TEST_CASE(explicit_inverses_give_the_cholesky_step) {
   // The same factored damping; the inverses formed instead of solved
   // with: the same step to float round-off, and the form says which
   // preconditioning the layer takes.
-  matrix A(3, 3), G(2, 2);
-  A << 2.0, 0.3, 0.1, 0.3, 1.0, 0.2, 0.1, 0.2, 0.5;
-  G << 1.0, 0.4, 0.4, 0.8;
-  layer_factors f;
-  f.layer = "fc0";
-  f.cov_updates = 1;
-  f.a = to_tensor(A);
-  f.g = to_tensor(G);
+  auto [A, G] = small_factors();
+  auto f = factors_of(A, G);
   auto step_with = [&](inverse_mode mode, inverse_form form) {
     kfac_config cfg;
     cfg.mode = mode;
