@@ -1055,21 +1055,22 @@ caf::expected<run_roles> chief_supervisor_state::resolve() const {
     into.push_back(*h);
     return caf::error{};
   };
+  // Workers may be absent (a restarted chief went on without them); the
+  // other roles may not.
+  auto find_all = [&](const std::vector<role_place>& places, auto& into,
+                      bool may_be_absent) {
+    for (const auto& p : places)
+      if (auto err = find(p, into, may_be_absent))
+        return err;
+    return caf::error{};
+  };
   const auto& pl = cfg.placement;
-  for (const auto& p : pl.shards)
-    if (auto err = find(p, out.shards, false))
-      return err;
-  for (const auto& p : pl.workers)
-    if (auto err = find(p, out.workers, true))
-      return err;
-  for (const auto& p : pl.stats_workers)
-    if (auto err = find(p, out.stats_workers, true))
-      return err;
-  for (const auto& p : pl.covariance)
-    if (auto err = find(p, out.covariance, false))
-      return err;
-  for (const auto& p : pl.inverses)
-    if (auto err = find(p, out.inverses, false))
+  for (auto err : {find_all(pl.shards, out.shards, false),
+                   find_all(pl.workers, out.workers, true),
+                   find_all(pl.stats_workers, out.stats_workers, true),
+                   find_all(pl.covariance, out.covariance, false),
+                   find_all(pl.inverses, out.inverses, false)})
+    if (err)
       return err;
   return out;
 }

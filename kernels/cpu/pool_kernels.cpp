@@ -13,6 +13,8 @@ struct window {
   int64_t end;
 };
 
+// Without std::min/max: a template instantiated in a level's objects is a
+// symbol the linker may share with the baseline's (isa_kernels.hpp).
 window clip(int64_t out, int64_t stride, int64_t pad, int64_t k,
             int64_t in) {
   auto first = out * stride - pad;
