@@ -107,6 +107,26 @@ public:
     return conv2d_backward(g, x, w, y, dy, act, ds, dw, db, dx);
   }
 
+  /// conv2d_backward from a pre-activation gradient ds (y's shape) that
+  /// is given rather than computed from y and dy: dw, db and, unless dx is
+  /// null, dx, the same bits conv2d_backward gives for that ds. The layer
+  /// whose output goes straight into a max_pool gets ds from the pool
+  /// (max_pool_backward_activated), so no activation pass runs here. The
+  /// default runs conv2d_backward with the identity on ds.
+  virtual caf::error conv2d_backward_from_ds(const conv2d_geometry& g,
+                                             const tensor& x, const tensor& w,
+                                             const tensor& ds, tensor& dw,
+                                             tensor& db, tensor* dx);
+
+  /// conv2d_backward_data from a given ds: only dx (nothing to compute
+  /// when dx is null; the shapes are still checked). K-FAC's statistics
+  /// pass through a conv2d layer whose max_pool wrote ds.
+  virtual caf::error conv2d_backward_data_from_ds(const conv2d_geometry& g,
+                                                  const tensor& x,
+                                                  const tensor& w,
+                                                  const tensor& ds,
+                                                  tensor* dx);
+
   /// Elementwise y = act(x).
   virtual caf::error activation_forward(activation act, const tensor& x,
                                         tensor& y)
@@ -130,6 +150,27 @@ public:
                                        const std::vector<int32_t>& argmax,
                                        tensor& dx)
     = 0;
+
+  /// max_pool_backward through the activation of the layer before the
+  /// pool: ds = dL/ds of that layer's pre-activation (g's input shape),
+  /// zero except at the argmax positions, where ds = act'(y) * (the sum of
+  /// dy over the outputs that position won). The input y there is the
+  /// pool's output pooled_y (the winner IS that value), so neither y nor
+  /// the scattered dL/dy of the input is read or written. For y in the
+  /// activation's range these are the bits of max_pool_backward followed
+  /// by activation_backward on the pool's input (the same sums in the same
+  /// order, the same formula of y), also where windows overlap; only a NaN
+  /// or Inf in a losing position, which the composition spreads, stays
+  /// out. Errors as max_pool_backward's, and pooled_y must have g's output
+  /// shape. The default composes the two from max_pool_backward and
+  /// activation_backward: for relu the scatter of pooled_y gives y's sign
+  /// (on a GPU, on the device); tanh and sigmoid rebuild the pool's input
+  /// from pooled_y on the host.
+  virtual caf::error
+  max_pool_backward_activated(const pool2d_geometry& g, const tensor& dy,
+                              const std::vector<int32_t>& argmax,
+                              const tensor& pooled_y, activation act,
+                              tensor& ds);
 
   /// Mean softmax cross-entropy of logits [N, K] against labels in [0, K);
   /// probs receives softmax(logits). A label out of range is

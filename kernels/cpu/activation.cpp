@@ -59,15 +59,15 @@ void activation_grad(activation act, const float* y, const float* dy,
       return;
     case activation::relu:
       for (int64_t i = 0; i < n; ++i)
-        ds[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+        ds[i] = relu_grad(y[i], dy[i]);
       return;
     case activation::tanh:
       for (int64_t i = 0; i < n; ++i)
-        ds[i] = dy[i] * (1.0f - y[i] * y[i]);
+        ds[i] = tanh_grad(y[i], dy[i]);
       return;
     case activation::sigmoid:
       for (int64_t i = 0; i < n; ++i)
-        ds[i] = dy[i] * y[i] * (1.0f - y[i]);
+        ds[i] = sigmoid_grad(y[i], dy[i]);
       return;
   }
 }

@@ -43,6 +43,17 @@ caf::error check_backward_inputs(const char* op, const conv2d_geometry& g,
                       y.shape());
 }
 
+// The given-ds passes' inputs: those of the forward pass and ds of its
+// output's shape.
+caf::error check_given_ds(const char* op, const conv2d_geometry& g,
+                          const tensor& x, const tensor& w,
+                          const tensor& ds) {
+  if (auto err = check_conv_inputs(op, g, x, w))
+    return err;
+  return expect_shape(op, "pre-activation gradient", ds.shape(),
+                      "geometry output", g.output_shape());
+}
+
 // The tile's input as the micro-kernels read it: padded in the thread's
 // buffer, or in place when the geometry needs no padding.
 const float* tile_input(const conv2d_geometry& g, const conv_plan& p,
@@ -54,16 +65,42 @@ const float* tile_input(const conv2d_geometry& g, const conv_plan& p,
   return buffer;
 }
 
+// Where a backward pass's pre-activation gradient comes from: computed per
+// tile from y and dy into ds_out while the tile is in cache, or given
+// (written by the max-pool after the layer, pool.cpp), when no activation
+// pass runs at all.
+struct ds_source {
+  activation act = activation::identity;
+  const float* y = nullptr;
+  const float* dy = nullptr;
+  float* ds_out = nullptr;
+  const float* given = nullptr; // non-null: ds as given
+
+  static ds_source computed(activation act, const tensor& y,
+                            const tensor& dy, tensor& ds) {
+    return {act, y.data(), dy.data(), ds.data(), nullptr};
+  }
+
+  static ds_source from(const tensor& ds) {
+    return {activation::identity, nullptr, nullptr, nullptr, ds.data()};
+  }
+
+  /// The tile's ds from element `first` on, `n` elements.
+  const float* tile(int64_t first, int64_t n) const {
+    if (given != nullptr)
+      return given + first;
+    activation_grad(act, y + first, dy + first, ds_out + first, n);
+    return ds_out + first;
+  }
+};
+
 struct backward_job {
   const conv2d_geometry& g;
   const conv_plan& p;
   const dx_plan& d;
   conv_workspace& ws;
-  activation act;
   const float* x;
-  const float* y;
-  const float* dy;
-  float* ds;
+  ds_source ds;
   float* dx; // null: no input gradient
 };
 
@@ -98,9 +135,7 @@ void backward_tile(const backward_job& job, int64_t t, int thread,
   auto s = tile_of(g, p, t);
   auto O = g.out_c;
   auto idx = static_cast<size_t>(thread);
-  float* ds = job.ds + s.first_row * O;
-  activation_grad(job.act, job.y + s.first_row * O,
-                  job.dy + s.first_row * O, ds, s.rows * O);
+  const float* ds = job.ds.tile(s.first_row * O, s.rows * O);
   if (dw_partial != nullptr) {
     add_column_sums(ds, s.rows, O, db_partial);
     const float* base
@@ -134,6 +169,60 @@ void prepare_backward(const conv2d_geometry& g, conv_plan& p, dx_plan& d,
     reserve_thread_buffers(ws.dpadded, threads,
                            p.tile_images * p.padded.size());
   }
+}
+
+// dw, db and (unless dx is null) dx from ds; the caller checked the
+// shapes.
+caf::error backward_weights(int threads, conv_workspace& ws,
+                            const conv2d_geometry& g, const tensor& x,
+                            const tensor& w, const ds_source& ds, tensor& dw,
+                            tensor& db, tensor* dx) {
+  auto p = make_plan(g);
+  auto d = make_dx_plan(g);
+  prepare_backward(g, p, d, w.data(), dx != nullptr, threads, ws);
+  auto chunks = chunk_count(p, threads);
+  auto dw_size = p.K * p.opad;
+  ws.dw_partials.assign(static_cast<size_t>(chunks * dw_size), 0.0f);
+  ws.db_partials.assign(static_cast<size_t>(chunks * p.opad), 0.0f);
+  if (dx != nullptr)
+    dx->resize(g.input_shape());
+  backward_job job{g,  p,        d,
+                   ws, x.data(), ds, dx != nullptr ? dx->data() : nullptr};
+  parallel_for(threads, chunks, [&](int64_t c, int thread) {
+    auto tiles = split(p.tiles, chunks, c);
+    for (auto t = tiles.begin; t < tiles.end; ++t)
+      backward_tile(job, t, thread, ws.dw_partials.data() + c * dw_size,
+                    ws.db_partials.data() + c * p.opad);
+  });
+  // Partials summed in chunk order: the same result for any thread count.
+  dw.resize(g.kernel_shape());
+  db.resize({g.out_c});
+  dw.fill(0.0f);
+  db.fill(0.0f);
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float* part = ws.dw_partials.data() + c * dw_size;
+    for (int64_t k = 0; k < p.K; ++k)
+      for (int64_t o = 0; o < g.out_c; ++o)
+        dw[k * g.out_c + o] += part[k * p.opad + o];
+    add_column_sums(ws.db_partials.data() + c * p.opad, 1, g.out_c,
+                    db.data());
+  }
+  return caf::none;
+}
+
+// dx only from ds; the caller checked the shapes.
+caf::error backward_input(int threads, conv_workspace& ws,
+                          const conv2d_geometry& g, const tensor& x,
+                          const tensor& w, const ds_source& ds, tensor& dx) {
+  auto p = make_plan(g);
+  auto d = make_dx_plan(g);
+  prepare_backward(g, p, d, w.data(), true, threads, ws);
+  dx.resize(g.input_shape());
+  backward_job job{g, p, d, ws, x.data(), ds, dx.data()};
+  parallel_for(threads, p.tiles, [&](int64_t t, int thread) {
+    backward_tile(job, t, thread, nullptr, nullptr);
+  });
+  return caf::none;
 }
 
 } // namespace
@@ -176,42 +265,21 @@ caf::error cpu_backend::conv2d_backward(const conv2d_geometry& g,
                                         const tensor& y, const tensor& dy,
                                         activation act, tensor& ds,
                                         tensor& dw, tensor& db, tensor* dx) {
-  const char* op = "conv2d_backward";
-  if (auto err = check_backward_inputs(op, g, x, w, y, dy))
+  if (auto err = check_backward_inputs("conv2d_backward", g, x, w, y, dy))
     return err;
-  auto p = make_plan(g);
-  auto d = make_dx_plan(g);
-  prepare_backward(g, p, d, w.data(), dx != nullptr, threads_, conv_);
-  auto chunks = chunk_count(p, threads_);
-  auto dw_size = p.K * p.opad;
-  conv_.dw_partials.assign(static_cast<size_t>(chunks * dw_size), 0.0f);
-  conv_.db_partials.assign(static_cast<size_t>(chunks * p.opad), 0.0f);
   ds.resize(g.output_shape());
-  if (dx != nullptr)
-    dx->resize(g.input_shape());
-  backward_job job{g,        p,        d,         conv_,
-                   act,      x.data(), y.data(),  dy.data(),
-                   ds.data(), dx != nullptr ? dx->data() : nullptr};
-  parallel_for(threads_, chunks, [&](int64_t c, int thread) {
-    auto tiles = split(p.tiles, chunks, c);
-    for (auto t = tiles.begin; t < tiles.end; ++t)
-      backward_tile(job, t, thread, conv_.dw_partials.data() + c * dw_size,
-                    conv_.db_partials.data() + c * p.opad);
-  });
-  // Partials summed in chunk order: the same result for any thread count.
-  dw.resize(g.kernel_shape());
-  db.resize({g.out_c});
-  dw.fill(0.0f);
-  db.fill(0.0f);
-  for (int64_t c = 0; c < chunks; ++c) {
-    const float* part = conv_.dw_partials.data() + c * dw_size;
-    for (int64_t k = 0; k < p.K; ++k)
-      for (int64_t o = 0; o < g.out_c; ++o)
-        dw[k * g.out_c + o] += part[k * p.opad + o];
-    add_column_sums(conv_.db_partials.data() + c * p.opad, 1, g.out_c,
-                    db.data());
-  }
-  return caf::none;
+  return backward_weights(threads_, conv_, g, x, w, ds_source::computed(act, y, dy, ds), dw,
+                          db, dx);
+}
+
+caf::error cpu_backend::conv2d_backward_from_ds(const conv2d_geometry& g,
+                                                const tensor& x,
+                                                const tensor& w,
+                                                const tensor& ds, tensor& dw,
+                                                tensor& db, tensor* dx) {
+  if (auto err = check_given_ds("conv2d_backward_from_ds", g, x, w, ds))
+    return err;
+  return backward_weights(threads_, conv_, g, x, w, ds_source::from(ds), dw, db, dx);
 }
 
 caf::error cpu_backend::conv2d_backward_data(const conv2d_geometry& g,
@@ -230,16 +298,19 @@ caf::error cpu_backend::conv2d_backward_data(const conv2d_geometry& g,
     });
     return caf::none;
   }
-  auto p = make_plan(g);
-  auto d = make_dx_plan(g);
-  prepare_backward(g, p, d, w.data(), true, threads_, conv_);
-  dx->resize(g.input_shape());
-  backward_job job{g,         p,        d,        conv_,     act,
-                   x.data(),  y.data(), dy.data(), ds.data(), dx->data()};
-  parallel_for(threads_, p.tiles, [&](int64_t t, int thread) {
-    backward_tile(job, t, thread, nullptr, nullptr);
-  });
-  return caf::none;
+  return backward_input(threads_, conv_, g, x, w, ds_source::computed(act, y, dy, ds), *dx);
+}
+
+caf::error cpu_backend::conv2d_backward_data_from_ds(const conv2d_geometry& g,
+                                                     const tensor& x,
+                                                     const tensor& w,
+                                                     const tensor& ds,
+                                                     tensor* dx) {
+  if (auto err = check_given_ds("conv2d_backward_data_from_ds", g, x, w, ds))
+    return err;
+  if (dx == nullptr) // ds is all there is, and it is given
+    return caf::none;
+  return backward_input(threads_, conv_, g, x, w, ds_source::from(ds), *dx);
 }
 
 } // namespace syncfac::cpu

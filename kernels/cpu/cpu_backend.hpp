@@ -64,6 +64,16 @@ public:
                                   const tensor& dy, activation act,
                                   tensor& ds, tensor* dx) override;
 
+  caf::error conv2d_backward_from_ds(const conv2d_geometry& g,
+                                     const tensor& x, const tensor& w,
+                                     const tensor& ds, tensor& dw,
+                                     tensor& db, tensor* dx) override;
+
+  caf::error conv2d_backward_data_from_ds(const conv2d_geometry& g,
+                                          const tensor& x, const tensor& w,
+                                          const tensor& ds,
+                                          tensor* dx) override;
+
   caf::error activation_forward(activation act, const tensor& x,
                                 tensor& y) override;
 
@@ -77,6 +87,13 @@ public:
   caf::error max_pool_backward(const pool2d_geometry& g, const tensor& dy,
                                const std::vector<int32_t>& argmax,
                                tensor& dx) override;
+
+  caf::error max_pool_backward_activated(const pool2d_geometry& g,
+                                         const tensor& dy,
+                                         const std::vector<int32_t>& argmax,
+                                         const tensor& pooled_y,
+                                         activation act,
+                                         tensor& ds) override;
 
   caf::error softmax_xent_forward(const tensor& logits,
                                   const label_vector& labels, tensor& probs,
@@ -98,12 +115,19 @@ public:
                                        const label_vector& labels) override;
 
 private:
+  /// ec::invalid_argument unless every image's argmax lies in that image.
+  caf::error check_images(const char* op, const pool2d_geometry& g,
+                          const std::vector<int32_t>& argmax);
+
   int threads_;
   conv_workspace conv_;
   tensor alias_a_; // copies of gemm inputs that alias the output
   tensor alias_b_;
   std::vector<double> row_losses_;
   std::vector<int64_t> bad_pool_index_; // per image, -1 when all fit
+  // Per thread, one image's sums of the pooled gradient, all zero between
+  // calls (max_pool_backward_activated, tanh and sigmoid).
+  std::vector<std::vector<float>> pool_sums_;
 };
 
 } // namespace syncfac::cpu

@@ -1,9 +1,13 @@
 // Max-pooling over NHWC, parallel over images; each image's windows at the
-// selected instruction-set level (kernels/cpu/pool_kernels.hpp).
+// selected instruction-set level (kernels/cpu/pool_kernels.hpp). The
+// backward scatters per image, in cache; its activated form writes the
+// pre-activation gradient of the layer before the pool directly
+// (kernels/backend.hpp, docs/kernels.md).
 
 #include <algorithm>
 #include <limits>
 
+#include "kernels/cpu/activation.hpp"
 #include "kernels/cpu/checks.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/cpu/isa.hpp"
@@ -25,6 +29,34 @@ bool within(const int32_t* x, int64_t n, int64_t lo, int64_t hi) {
     mx = std::max(mx, x[i]);
   }
   return n == 0 || (mn >= lo && mx < hi);
+}
+
+// Per thread, n zeros (kept zero between uses).
+void reserve_sums(std::vector<std::vector<float>>& sums, int threads,
+                  int64_t n) {
+  sums.resize(static_cast<size_t>(threads));
+  for (auto& s : sums)
+    if (static_cast<int64_t>(s.size()) != n)
+      s.assign(static_cast<size_t>(n), 0.0f);
+}
+
+// One image of max_pool_backward_activated for an activation whose
+// gradient multiplies: a position that several overlapping windows chose
+// gets act'(y) times the sum of their gradients, summed in output order as
+// max_pool_backward sums them, not the sum of the products (other bits).
+// sums holds the image's zeros (base: the image's first index) and is left
+// zero; ds the image's zeros.
+template <class Grad>
+void scatter_then_apply(const int32_t* arg, const float* dy, const float* y,
+                        int64_t out_size, int64_t base, float* sums,
+                        float* ds, Grad grad) {
+  for (int64_t i = 0; i < out_size; ++i)
+    sums[arg[i] - base] += dy[i];
+  // Idempotent: a position won several times gets the same value each time.
+  for (int64_t i = 0; i < out_size; ++i)
+    ds[arg[i]] = grad(y[i], sums[arg[i] - base]);
+  for (int64_t i = 0; i < out_size; ++i)
+    sums[arg[i] - base] = 0.0f;
 }
 
 int64_t image_size(const pool2d_geometry& g) {
@@ -62,6 +94,25 @@ caf::error cpu_backend::max_pool_backward(const pool2d_geometry& g,
   if (auto err = check_pool_backward(op, g, dy,
                                      static_cast<int64_t>(argmax.size())))
     return err;
+  if (auto err = check_images(op, g, argmax))
+    return err;
+  auto in_size = image_size(g);
+  auto out_size = output_image_size(g);
+  dx.resize(g.input_shape());
+  parallel_for(threads_, g.batch, [&](int64_t n, int) {
+    float* dst = dx.data();
+    std::fill(dst + n * in_size, dst + (n + 1) * in_size, 0.0f);
+    const int32_t* arg = argmax.data() + n * out_size;
+    const float* src = dy.data() + n * out_size;
+    for (int64_t i = 0; i < out_size; ++i)
+      dst[arg[i]] += src[i];
+  });
+  return caf::none;
+}
+
+caf::error cpu_backend::check_images(const char* op,
+                                     const pool2d_geometry& g,
+                                     const std::vector<int32_t>& argmax) {
   auto in_size = image_size(g);
   auto out_size = output_image_size(g);
   // Each image's indices must stay inside that image: this keeps the
@@ -80,14 +131,55 @@ caf::error cpu_backend::max_pool_backward(const pool2d_geometry& g,
   for (auto i : bad_pool_index_)
     if (i >= 0)
       return pool_index_outside(op, g, i, argmax[static_cast<size_t>(i)]);
-  dx.resize(g.input_shape());
-  parallel_for(threads_, g.batch, [&](int64_t n, int) {
-    float* dst = dx.data();
+  return caf::none;
+}
+
+caf::error cpu_backend::max_pool_backward_activated(
+  const pool2d_geometry& g, const tensor& dy,
+  const std::vector<int32_t>& argmax, const tensor& pooled_y, activation act,
+  tensor& ds) {
+  const char* op = "max_pool_backward_activated";
+  if (auto err = check_pool_backward(op, g, dy,
+                                     static_cast<int64_t>(argmax.size())))
+    return err;
+  if (auto err = expect_shape(op, "pooled output", pooled_y.shape(),
+                              "geometry output", g.output_shape()))
+    return err;
+  if (auto err = check_images(op, g, argmax))
+    return err;
+  auto in_size = image_size(g);
+  auto out_size = output_image_size(g);
+  ds.resize(g.input_shape());
+  if (act == activation::tanh || act == activation::sigmoid)
+    reserve_sums(pool_sums_, threads_, in_size);
+  parallel_for(threads_, g.batch, [&](int64_t n, int thread) {
+    float* dst = ds.data();
     std::fill(dst + n * in_size, dst + (n + 1) * in_size, 0.0f);
     const int32_t* arg = argmax.data() + n * out_size;
     const float* src = dy.data() + n * out_size;
-    for (int64_t i = 0; i < out_size; ++i)
-      dst[arg[i]] += src[i];
+    const float* y = pooled_y.data() + n * out_size;
+    switch (act) {
+      case activation::identity:
+        for (int64_t i = 0; i < out_size; ++i)
+          dst[arg[i]] += src[i];
+        return;
+      case activation::relu:
+        // Every output a position won holds that position's y, so adding
+        // the masked gradients gives the mask of the sum: the same bits.
+        for (int64_t i = 0; i < out_size; ++i)
+          dst[arg[i]] += relu_grad(y[i], src[i]);
+        return;
+      case activation::tanh:
+        scatter_then_apply(arg, src, y, out_size, n * in_size,
+                           pool_sums_[static_cast<size_t>(thread)].data(),
+                           dst, tanh_grad);
+        return;
+      case activation::sigmoid:
+        scatter_then_apply(arg, src, y, out_size, n * in_size,
+                           pool_sums_[static_cast<size_t>(thread)].data(),
+                           dst, sigmoid_grad);
+        return;
+    }
   });
   return caf::none;
 }

@@ -273,6 +273,76 @@ BOOST_AUTO_TEST_CASE(backward_data_equals_the_full_backward_without_dw) {
   BOOST_CHECK(ds.empty());
 }
 
+BOOST_AUTO_TEST_CASE(backward_from_a_given_ds_equals_the_full_backward) {
+  // The conv before a max_pool takes ds from the pool
+  // (max_pool_backward_activated) and skips the activation pass: dw, db
+  // and dx must be the bits the full backward gives for that ds, for
+  // every case, activation and thread count, with and without dx; and the
+  // base class's composition (the CUDA backend's) gives them too.
+  std::mt19937 rng(12);
+  for (int threads : {1, 2, 3}) {
+    auto dev = make_cpu_backend(threads);
+    for (const auto& cc : forward_cases())
+      for (auto act : all_activations()) {
+        BOOST_TEST_CONTEXT(cc.str() << " " << to_string(act) << " threads "
+                                    << threads) {
+          conv_inputs in{geometry(cc), rng};
+          auto p = forward_backward(*dev, in, act);
+          tensor dw, db, dx, dw_nodx, db_nodx, dx_data;
+          SYNCFAC_REQUIRE_OK(
+            dev->conv2d_backward_from_ds(in.g, in.x, in.w, p.ds, dw, db, &dx));
+          BOOST_CHECK(same_bits(dw, p.dw));
+          BOOST_CHECK(same_bits(db, p.db));
+          BOOST_CHECK(same_bits(dx, p.dx));
+          SYNCFAC_REQUIRE_OK(dev->conv2d_backward_from_ds(
+            in.g, in.x, in.w, p.ds, dw_nodx, db_nodx, nullptr));
+          BOOST_CHECK(same_bits(dw_nodx, p.dw));
+          BOOST_CHECK(same_bits(db_nodx, p.db));
+          SYNCFAC_REQUIRE_OK(dev->conv2d_backward_data_from_ds(
+            in.g, in.x, in.w, p.ds, &dx_data));
+          BOOST_CHECK(same_bits(dx_data, p.dx));
+          SYNCFAC_REQUIRE_OK(dev->conv2d_backward_data_from_ds(
+            in.g, in.x, in.w, p.ds, nullptr));
+          tensor dw_base, db_base, dx_base, dx_base_data;
+          SYNCFAC_REQUIRE_OK(dev->backend::conv2d_backward_from_ds(
+            in.g, in.x, in.w, p.ds, dw_base, db_base, &dx_base));
+          BOOST_CHECK(same_bits(dw_base, p.dw));
+          BOOST_CHECK(same_bits(db_base, p.db));
+          BOOST_CHECK(same_bits(dx_base, p.dx));
+          SYNCFAC_REQUIRE_OK(dev->backend::conv2d_backward_data_from_ds(
+            in.g, in.x, in.w, p.ds, &dx_base_data));
+          BOOST_CHECK(same_bits(dx_base_data, p.dx));
+        }
+      }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_given_ds_of_another_shape_is_refused_by_name) {
+  std::mt19937 rng(13);
+  auto dev = make_cpu_backend(1);
+  auto g = geometry({2, 5, 5, 3, 3, 3, 4, 1, 1, padding::same});
+  auto x = random_tensor(g.input_shape(), rng);
+  auto w = random_tensor(g.kernel_shape(), rng);
+  auto ds = random_tensor({2, 5, 5, 5}, rng);
+  tensor sentinel({1}, {4.0f});
+  auto dw = sentinel;
+  auto db = sentinel;
+  auto dx = sentinel;
+  check_error(dev->conv2d_backward_from_ds(g, x, w, ds, dw, db, &dx),
+              ec::shape_mismatch,
+              {"conv2d_backward_from_ds", "pre-activation gradient",
+               "[2, 5, 5, 5]", "[2, 5, 5, 4]"});
+  check_error(dev->conv2d_backward_data_from_ds(g, x, w, ds, &dx),
+              ec::shape_mismatch,
+              {"conv2d_backward_data_from_ds", "pre-activation gradient",
+               "[2, 5, 5, 5]"});
+  check_error(dev->conv2d_backward_data_from_ds(g, x, w, ds, nullptr),
+              ec::shape_mismatch, {"[2, 5, 5, 5]"});
+  BOOST_CHECK(dw == sentinel);
+  BOOST_CHECK(db == sentinel);
+  BOOST_CHECK(dx == sentinel);
+}
+
 BOOST_AUTO_TEST_CASE(one_and_two_threads_agree_over_many_tiles) {
   std::mt19937 rng(5);
   auto one = make_cpu_backend(1);

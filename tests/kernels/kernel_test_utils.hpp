@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <ios>
 #include <random>
 #include <string>
 #include <vector>
@@ -53,6 +55,29 @@ inline void check_close(const tensor& a, const tensor& b, double atol,
                                       << (worst < 0 ? 0.0f : a[worst])
                                       << ", expected "
                                       << (worst < 0 ? 0.0f : b[worst]));
+}
+
+/// Whether a and b have one shape and the same bits in every element (a
+/// NaN equals only the same NaN; 0 and -0 differ): what a fused kernel
+/// must give against the passes it replaces. Reports the first element
+/// that differs (or the shapes).
+inline boost::test_tools::predicate_result same_bits(const tensor& a,
+                                                     const tensor& b) {
+  boost::test_tools::predicate_result result(false);
+  if (a.shape() != b.shape()) {
+    result.message() << "shape " << a.shape_string() << " vs "
+                     << b.shape_string();
+    return result;
+  }
+  const float* x = a.data();
+  const float* y = b.data();
+  for (int64_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(x + i, y + i, sizeof(float)) != 0) {
+      result.message() << "element " << i << " is " << std::hexfloat
+                       << x[i] << ", expected " << y[i];
+      return result;
+    }
+  return true;
 }
 
 /// The probe loss L = sum_i y_i r_i, in double.

@@ -183,6 +183,97 @@ BOOST_AUTO_TEST_CASE(one_and_two_threads_agree) {
   check_close(dx1, ref, 1e-6, 1e-6, "dx");
 }
 
+namespace {
+
+/// A conv layer's output under act: act of random pre-activations (ReLU's
+/// zeros included, so ties and masked winners occur).
+tensor activated(activation act, const tensor_shape& shape,
+                 std::mt19937& rng) {
+  auto s = random_tensor(shape, rng, -2.0f, 2.0f);
+  tensor y(shape);
+  for (int64_t i = 0; i < s.size(); ++i)
+    y[i] = static_cast<float>(act_ref(act, s[i]));
+  return y;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(activated_backward_equals_backward_then_activation) {
+  // The pool after a conv writes the conv's ds itself: the bits of
+  // max_pool_backward followed by activation_backward on the pool's
+  // input, for every activation, overlapping windows (3x3/2, 3x3/1)
+  // included, odd shapes and thread counts; the base class's composition
+  // (the CUDA backend's) gives them too.
+  std::mt19937 rng(6);
+  auto extra = cases();
+  extra.push_back({5, 28, 28, 16, 3, 3, 2, 2, padding::same});
+  extra.push_back({3, 7, 9, 17, 3, 3, 1, 1, padding::valid});
+  for (int threads : {1, 2, 3}) {
+    auto dev = make_cpu_backend(threads);
+    for (const auto& pc : extra)
+      for (auto act : all_activations()) {
+        BOOST_TEST_CONTEXT(pc.str() << " " << to_string(act) << " threads "
+                                    << threads) {
+          auto g = pc.geometry();
+          auto y = activated(act, g.input_shape(), rng);
+          auto dy = random_tensor(g.output_shape(), rng);
+          tensor pooled, dy_input, ds_ref, ds, ds_base;
+          std::vector<int32_t> argmax;
+          SYNCFAC_REQUIRE_OK(dev->max_pool_forward(g, y, pooled, argmax));
+          SYNCFAC_REQUIRE_OK(dev->max_pool_backward(g, dy, argmax, dy_input));
+          SYNCFAC_REQUIRE_OK(
+            dev->activation_backward(act, y, dy_input, ds_ref));
+          SYNCFAC_REQUIRE_OK(dev->max_pool_backward_activated(
+            g, dy, argmax, pooled, act, ds));
+          BOOST_CHECK(same_bits(ds, ds_ref));
+          SYNCFAC_REQUIRE_OK(dev->backend::max_pool_backward_activated(
+            g, dy, argmax, pooled, act, ds_base));
+          BOOST_CHECK(same_bits(ds_base, ds_ref));
+          // Twice on the same backend: its per-thread sums are left zero.
+          SYNCFAC_REQUIRE_OK(dev->max_pool_backward_activated(
+            g, dy, argmax, pooled, act, ds));
+          BOOST_CHECK(same_bits(ds, ds_ref));
+        }
+      }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(activated_backward_errors_name_shapes_and_write_nothing) {
+  std::mt19937 rng(7);
+  auto dev = make_cpu_backend(2);
+  auto g = pool_case{2, 6, 6, 3, 3, 3, 2, 2, padding::same}.geometry();
+  auto x = random_tensor(g.input_shape(), rng);
+  tensor pooled;
+  std::vector<int32_t> argmax;
+  SYNCFAC_REQUIRE_OK(dev->max_pool_forward(g, x, pooled, argmax));
+  tensor dy(g.output_shape());
+  tensor sentinel({1}, {4.0f});
+  auto ds = sentinel;
+  const char* op = "max_pool_backward_activated";
+  check_error(dev->max_pool_backward_activated(g, tensor({2, 3, 3, 4}),
+                                              argmax, pooled,
+                                              activation::relu, ds),
+              ec::shape_mismatch, {op, "[2, 3, 3, 4]", "[2, 3, 3, 3]"});
+  check_error(dev->max_pool_backward_activated(g, dy, argmax,
+                                              tensor({2, 3, 3, 2}),
+                                              activation::tanh, ds),
+              ec::shape_mismatch,
+              {op, "pooled output", "[2, 3, 3, 2]", "[2, 3, 3, 3]"});
+  check_error(dev->backend::max_pool_backward_activated(
+                g, dy, argmax, tensor({2, 3, 3, 2}), activation::tanh, ds),
+              ec::shape_mismatch,
+              {op, "pooled output", "[2, 3, 3, 2]", "[2, 3, 3, 3]"});
+  auto bad = argmax;
+  bad[30] = 5; // output 30 belongs to image 1, input 5 to image 0
+  check_error(dev->max_pool_backward_activated(g, dy, bad, pooled,
+                                              activation::sigmoid, ds),
+              ec::invalid_argument, {op, "argmax[30]", "5"});
+  check_error(dev->backend::max_pool_backward_activated(
+                g, dy, bad, pooled, activation::sigmoid, ds),
+              ec::invalid_argument, {"argmax[30]", "5"});
+  BOOST_CHECK(ds == sentinel);
+}
+
 BOOST_AUTO_TEST_CASE(errors_name_shapes_and_write_nothing) {
   auto dev = make_cpu_backend(1);
   auto g = pool_case{2, 6, 6, 3, 3, 3, 2, 2, padding::same}.geometry();
