@@ -192,6 +192,26 @@ public:
     return dev.conv2d_backward_data(geom_, *x_, *w_, y_, dy, act_, ds_, dx);
   }
 
+  activation act() const noexcept {
+    return act_;
+  }
+
+  /// Where a max_pool after this layer writes dL/ds (backward_through_pool);
+  /// the K-FAC view shows the same tensor.
+  tensor& preactivation_grad() noexcept {
+    return ds_;
+  }
+
+  /// backward (or backward_data) from the dL/ds already in
+  /// preactivation_grad(): no pass of the activation's derivative.
+  caf::error backward_from_preactivation(backend& dev, tensor* dx,
+                                         bool parameter_grads) {
+    if (parameter_grads)
+      return dev.conv2d_backward_from_ds(geom_, *x_, *w_, ds_, *dw_, *db_,
+                                         dx);
+    return dev.conv2d_backward_data_from_ds(geom_, *x_, *w_, ds_, dx);
+  }
+
   caf::error adopt_prefix(const layer& source, const tensor& x,
                           int64_t n) override {
     auto src = prefix_source<conv2d_layer>(*this, source, x, n,
@@ -263,6 +283,14 @@ public:
     if (dx == nullptr)
       return caf::none;
     return dev.max_pool_backward(geom_, dy, argmax_, *dx);
+  }
+
+  /// backward into the layer before: ds = dL/d(its pre-activation) for
+  /// its activation act, from this pool's outputs, which are the winning
+  /// inputs' values (backend::max_pool_backward_activated).
+  caf::error backward_into_preactivation(backend& dev, const tensor& dy,
+                                         activation act, tensor& ds) {
+    return dev.max_pool_backward_activated(geom_, dy, argmax_, y_, act, ds);
   }
 
   caf::error adopt_prefix(const layer& source, const tensor& x,
@@ -474,6 +502,27 @@ private:
 };
 
 } // namespace
+
+bool pool_takes_activation(const layer& producer, const layer& pool) {
+  return dynamic_cast<const conv2d_layer*>(&producer) != nullptr
+         && dynamic_cast<const max_pool_layer*>(&pool) != nullptr;
+}
+
+caf::error backward_through_pool(backend& dev, layer& producer, layer& pool,
+                                 const tensor& dy, tensor* dx,
+                                 bool parameter_grads) {
+  auto conv = dynamic_cast<conv2d_layer*>(&producer);
+  auto max_pool = dynamic_cast<max_pool_layer*>(&pool);
+  if (conv == nullptr || max_pool == nullptr)
+    return make_error(ec::invalid_argument,
+                      "backward_through_pool: '" + producer.name()
+                        + "' and '" + pool.name()
+                        + "' are not a conv2d layer and a max_pool layer");
+  if (auto err = max_pool->backward_into_preactivation(
+        dev, dy, conv->act(), conv->preactivation_grad()))
+    return err;
+  return conv->backward_from_preactivation(dev, dx, parameter_grads);
+}
 
 layer_ptr make_embedding_bag_layer(std::string name, int64_t vocabulary,
                                    int64_t width, bool mean) {

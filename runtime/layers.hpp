@@ -106,6 +106,25 @@ private:
 
 using layer_ptr = std::unique_ptr<layer>;
 
+/// Whether the backward pass of `producer` followed by `pool` runs fused
+/// (backward_through_pool): producer is a conv2d layer and pool a max_pool
+/// layer right after it, so the conv's output goes only into the pool, and
+/// the pool's backward writes the conv's pre-activation gradient directly
+/// (backend::max_pool_backward_activated) instead of dL/d(conv output),
+/// which the conv would then read again with its output to apply the
+/// activation's derivative: for the ConvNet's first layer that pass alone
+/// moved 19 MB a step (docs/kernels.md, "The activation gradient inside
+/// max-pool's backward").
+bool pool_takes_activation(const layer& producer, const layer& pool);
+
+/// The backward pass of such a pair: dy = dL/d(pool output); the conv's
+/// parameter gradients (without parameter_grads, as backward_data, only
+/// its pre-activation gradient) and, unless dx is null, dx = dL/d(conv
+/// input). The same bits as pool.backward then producer.backward.
+caf::error backward_through_pool(backend& dev, layer& producer, layer& pool,
+                                 const tensor& dy, tensor* dx,
+                                 bool parameter_grads);
+
 /// y = act(x w + b), weights "<name>/weights" [in, out], "<name>/bias".
 layer_ptr make_dense_layer(std::string name, int64_t in, int64_t out,
                            activation act);

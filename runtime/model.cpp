@@ -165,6 +165,9 @@ model::model(model_spec spec, std::vector<layer_ptr> layers)
     offset += n;
   }
   grad_inputs_.resize(layers_.size());
+  through_pool_.assign(layers_.size(), false);
+  for (size_t i = 0; i + 1 < layers_.size(); ++i)
+    through_pool_[i] = pool_takes_activation(*layers_[i], *layers_[i + 1]);
 }
 
 caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
@@ -365,9 +368,17 @@ caf::error model::backward_layers(backend& dev, bool parameter_grads) {
     while (first + 1 < layers_.size() && !layers_[first]->kfac())
       ++first;
   for (size_t i = layers_.size(); i-- > first;) {
+    // A max_pool after a conv2d writes the conv's dL/ds, and the conv
+    // continues from it (layers.hpp, pool_takes_activation); i > first
+    // keeps the conv, at i - 1, inside the pass.
+    bool pair = i > first && through_pool_[i - 1];
+    if (pair)
+      --i;
     tensor* dx = i > first ? &grad_inputs_[i] : nullptr;
-    auto err = parameter_grads ? layers_[i]->backward(dev, *dy, dx)
-                               : layers_[i]->backward_data(dev, *dy, dx);
+    auto err = pair ? backward_through_pool(dev, *layers_[i], *layers_[i + 1],
+                                            *dy, dx, parameter_grads)
+               : parameter_grads ? layers_[i]->backward(dev, *dy, dx)
+                                 : layers_[i]->backward_data(dev, *dy, dx);
     if (err)
       return err;
     dy = dx;

@@ -164,7 +164,11 @@ private:
   layer_collection collection_;
   parameter_set params_;
   parameter_set grads_;
-  /// grad_inputs_[i] = dL/d(input of layer i); index 0 stays unused.
+  /// through_pool_[i]: layer i and the max_pool after it run their
+  /// backward fused (pool_takes_activation).
+  std::vector<bool> through_pool_;
+  /// grad_inputs_[i] = dL/d(input of layer i); index 0 stays unused, and
+  /// so does the entry of a pool that writes the layer before's dL/ds.
   std::vector<tensor> grad_inputs_;
   tensor probs_;
   /// The input of the last forward() (the caller's batch), and the copy of

@@ -1,0 +1,208 @@
+#define BOOST_TEST_MODULE runtime_layers
+#include <boost/test/unit_test.hpp>
+
+// A conv2d layer followed by a max_pool layer runs its backward pass fused
+// (runtime/layers.hpp, backward_through_pool): the pool writes the conv's
+// pre-activation gradient and the conv continues from it. These cases hold
+// it to the bits of the two layers' own backward passes, run one after the
+// other on a second pair with the same parameters.
+
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "kernels/backend.hpp"
+#include "runtime/layers.hpp"
+#include "tests/kernels/kernel_test_utils.hpp"
+
+using namespace syncfac;
+using namespace syncfac::test;
+
+namespace {
+
+struct pair_case {
+  int64_t n, h, w, c, k, out_c, stride;
+  padding pad;
+  int64_t pool_k, pool_stride;
+  padding pool_pad;
+
+  std::string str() const {
+    std::ostringstream os;
+    os << "x[" << n << "," << h << "," << w << "," << c << "] conv " << k
+       << "x" << k << "x" << out_c << "/" << stride << " " << to_string(pad)
+       << ", pool " << pool_k << "/" << pool_stride << " "
+       << to_string(pool_pad);
+    return os.str();
+  }
+};
+
+const std::vector<pair_case>& pair_cases() {
+  static const std::vector<pair_case> cases{
+    {3, 28, 28, 1, 5, 16, 1, padding::same, 3, 2, padding::same}, // ConvNet
+    {2, 14, 14, 16, 5, 16, 1, padding::same, 3, 2, padding::same},
+    {3, 9, 7, 3, 3, 5, 2, padding::valid, 2, 2, padding::valid},
+    {2, 11, 10, 4, 3, 7, 1, padding::valid, 3, 1, padding::same},
+    {2, 8, 9, 2, 4, 33, 2, padding::same, 2, 1, padding::valid},
+  };
+  return cases;
+}
+
+/// A conv2d layer and the max_pool after it, with their own parameters
+/// and gradients.
+struct conv_pool {
+  layer_ptr conv;
+  layer_ptr pool;
+  parameter_set params;
+  parameter_set grads;
+
+  conv_pool(const pair_case& pc, activation act)
+    : conv(make_conv2d_layer("conv", pc.k, pc.c, pc.out_c, pc.stride, pc.pad,
+                             act)),
+      pool(make_max_pool_layer("pool", pc.pool_k, pc.pool_stride,
+                               pc.pool_pad)),
+      params(conv->make_parameters()),
+      grads(conv->make_parameters()) {
+    conv->bind(params.data(), grads.data());
+  }
+
+  void set(const parameter_set& values) {
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i].value = values[i].value;
+  }
+
+  void forward(backend& dev, const tensor& x) {
+    SYNCFAC_REQUIRE_OK(conv->forward(dev, x));
+    SYNCFAC_REQUIRE_OK(pool->forward(dev, conv->output()));
+  }
+
+  /// The two layers' own passes, one after the other.
+  void backward_apart(backend& dev, const tensor& dy, tensor* dx,
+                      bool parameter_grads) {
+    tensor d_conv_output;
+    SYNCFAC_REQUIRE_OK(pool->backward(dev, dy, &d_conv_output));
+    SYNCFAC_REQUIRE_OK(parameter_grads
+                         ? conv->backward(dev, d_conv_output, dx)
+                         : conv->backward_data(dev, d_conv_output, dx));
+  }
+
+  const tensor& ds() const {
+    return *conv->kfac()->preactivation_grad;
+  }
+};
+
+parameter_set random_parameters(const conv_pool& p, std::mt19937& rng) {
+  auto values = p.conv->make_parameters();
+  for (auto& v : values)
+    v.value = random_tensor(v.value.shape(), rng, -0.5f, 0.5f);
+  return values;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(only_a_conv_before_a_max_pool_runs_fused) {
+  auto conv = make_conv2d_layer("c", 3, 2, 4, 1, padding::same,
+                                activation::relu);
+  auto pool = make_max_pool_layer("p", 2, 2, padding::valid);
+  auto dense = make_dense_layer("d", 4, 4, activation::relu);
+  auto flat = make_flatten_layer("f");
+  BOOST_TEST(pool_takes_activation(*conv, *pool));
+  BOOST_TEST(!pool_takes_activation(*pool, *conv));
+  BOOST_TEST(!pool_takes_activation(*conv, *conv));
+  BOOST_TEST(!pool_takes_activation(*dense, *pool));
+  BOOST_TEST(!pool_takes_activation(*flat, *pool));
+  auto dev = make_cpu_backend(1);
+  tensor dy;
+  check_error(backward_through_pool(*dev, *pool, *conv, dy, nullptr, true),
+              ec::invalid_argument, {"'p'", "'c'", "conv2d", "max_pool"});
+}
+
+BOOST_AUTO_TEST_CASE(fused_pair_gives_the_bits_of_the_layers_apart) {
+  // dw, db, dx and the K-FAC view's ds, for the full backward and for
+  // K-FAC's statistics pass (no parameter gradients), with and without dx.
+  std::mt19937 rng(1);
+  for (int threads : {1, 2, 3}) {
+    auto dev = make_cpu_backend(threads);
+    for (const auto& pc : pair_cases())
+      for (auto act : all_activations()) {
+        BOOST_TEST_CONTEXT(pc.str() << " " << to_string(act) << " threads "
+                                    << threads) {
+          conv_pool fused(pc, act);
+          conv_pool apart(pc, act);
+          auto values = random_parameters(fused, rng);
+          fused.set(values);
+          apart.set(values);
+          auto x = random_tensor({pc.n, pc.h, pc.w, pc.c}, rng);
+          fused.forward(*dev, x);
+          apart.forward(*dev, x);
+          auto dy = random_tensor(fused.pool->output().shape(), rng);
+          tensor dx_fused, dx_apart;
+          SYNCFAC_REQUIRE_OK(backward_through_pool(
+            *dev, *fused.conv, *fused.pool, dy, &dx_fused, true));
+          apart.backward_apart(*dev, dy, &dx_apart, true);
+          BOOST_CHECK(same_bits(fused.ds(), apart.ds()));
+          BOOST_CHECK(same_bits(dx_fused, dx_apart));
+          for (size_t i = 0; i < fused.grads.size(); ++i)
+            BOOST_CHECK_MESSAGE(same_bits(fused.grads[i].value,
+                                          apart.grads[i].value),
+                                fused.grads[i].name);
+          // The statistics pass: ds and dx only; the gradients keep theirs.
+          auto kept = fused.grads;
+          auto dy2 = random_tensor(dy.shape(), rng);
+          SYNCFAC_REQUIRE_OK(backward_through_pool(
+            *dev, *fused.conv, *fused.pool, dy2, &dx_fused, false));
+          apart.backward_apart(*dev, dy2, &dx_apart, false);
+          BOOST_CHECK(same_bits(fused.ds(), apart.ds()));
+          BOOST_CHECK(same_bits(dx_fused, dx_apart));
+          for (size_t i = 0; i < kept.size(); ++i)
+            BOOST_CHECK(same_bits(fused.grads[i].value, kept[i].value));
+          // A first layer: no dx.
+          SYNCFAC_REQUIRE_OK(backward_through_pool(
+            *dev, *fused.conv, *fused.pool, dy, nullptr, true));
+          apart.backward_apart(*dev, dy, nullptr, true);
+          BOOST_CHECK(same_bits(fused.ds(), apart.ds()));
+          for (size_t i = 0; i < fused.grads.size(); ++i)
+            BOOST_CHECK(same_bits(fused.grads[i].value,
+                                  apart.grads[i].value));
+        }
+      }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(fused_pair_after_adopt_prefix_reads_the_adopted_state) {
+  // A replica that adopts the first examples of another's forward pass
+  // (model::adopt_forward) runs the fused backward on the adopted pool
+  // output and winners: the bits of the layers apart on the same state.
+  std::mt19937 rng(2);
+  auto dev = make_cpu_backend(2);
+  const auto& pc = pair_cases()[0];
+  for (auto act : all_activations()) {
+    BOOST_TEST_CONTEXT(to_string(act)) {
+      conv_pool source(pc, act);
+      auto values = random_parameters(source, rng);
+      source.set(values);
+      auto x = random_tensor({pc.n, pc.h, pc.w, pc.c}, rng);
+      source.forward(*dev, x);
+      int64_t n = 2;
+      auto prefix = tensor({n, pc.h, pc.w, pc.c});
+      std::copy(x.data(), x.data() + prefix.size(), prefix.data());
+      conv_pool fused(pc, act);
+      conv_pool apart(pc, act);
+      for (auto* p : {&fused, &apart}) {
+        p->set(values);
+        SYNCFAC_REQUIRE_OK(p->conv->adopt_prefix(*source.conv, prefix, n));
+        SYNCFAC_REQUIRE_OK(
+          p->pool->adopt_prefix(*source.pool, p->conv->output(), n));
+      }
+      auto dy = random_tensor(fused.pool->output().shape(), rng);
+      BOOST_REQUIRE_EQUAL(dy.dim(0), n);
+      tensor dx_fused, dx_apart;
+      SYNCFAC_REQUIRE_OK(backward_through_pool(
+        *dev, *fused.conv, *fused.pool, dy, &dx_fused, true));
+      apart.backward_apart(*dev, dy, &dx_apart, true);
+      BOOST_CHECK(same_bits(fused.ds(), apart.ds()));
+      BOOST_CHECK(same_bits(dx_fused, dx_apart));
+      for (size_t i = 0; i < fused.grads.size(); ++i)
+        BOOST_CHECK(same_bits(fused.grads[i].value, apart.grads[i].value));
+    }
+  }
+}
