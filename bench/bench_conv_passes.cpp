@@ -2,19 +2,26 @@
 // gradient) at every instruction-set level this CPU has and each thread
 // count: GFLOP/s of the best call, the median, the best process CPU time,
 // and the share of the FP32 FMA peak measured at the same level and thread
-// count (bench/fma_peak.hpp). docs/benchmarks.md, "Conv passes at the peak".
+// count (bench/fma_peak.hpp). docs/benchmarks.md, "Conv passes at the peak"
+// and "The activation gradient inside max-pool's backward".
 //
 //   build/bin/bench_conv_passes [--threads 1,2] [--seconds 0.5]
 //                               [--isa auto|avx2|avx512]
 //
 // --isa auto (the default) runs every supported level from the lowest;
-// a named level runs that one only. The weight-gradient pass is
-// conv2d_backward without dx, the input-gradient pass conv2d_backward_data:
-// both include the activation gradient (ds), as the step does; "ds" times
-// that alone, in GB/s (the memory traffic the backward passes cannot
-// avoid).
+// a named level runs that one only. The passes are timed as the step runs
+// them: each conv's output goes into a max-pool, whose backward writes the
+// conv's ds through relu (max_pool_backward_activated, "pool fused", in
+// GB/s), and the weight-gradient pass (conv2d_backward_from_ds without dx)
+// and the input-gradient pass (conv2d_backward_data_from_ds) start from
+// that ds: no activation pass in them. "pool plain" and "ds alone" time
+// the two passes the fused one replaced (the plain scatter into dL/dy,
+// then ds = dy * relu'(y)).
 
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -35,17 +42,68 @@ using bench::same_conv;
 struct layer {
   const char* name;
   conv2d_geometry g;
-  bool with_dx; // the step computes its input gradient
+  pool2d_geometry pool; // the max-pool after it
+  bool with_dx;         // the step computes its input gradient
 };
 
-// Times the passes of one layer; returns the summed best ms of the passes
-// the ConvNet step runs.
-double bench_layer(backend& dev, const layer& l, double seconds,
-                   double peak) {
+void print_memory_pass(const layer& l, const char* what, int threads,
+                       const bench::timing& t, double bytes,
+                       const char* traffic) {
+  std::printf("  %-6s %-10s isa=%-7s threads=%d  best %7.3f ms  median "
+              "%7.3f ms  cpu %7.3f ms  %6.1f GB/s (%s)\n",
+              l.name, what, cpu::isa_name(), threads, t.best_ms, t.median_ms,
+              t.best_cpu_ms, bytes / (t.best_ms * 1e-3) * 1e-9, traffic);
+}
+
+// The max-pool backward after a conv, as the step runs it now (fused: the
+// pool writes the conv's ds through relu), and the two passes it replaced
+// (the plain scatter into dL/dy, then ds = dy * relu'(y) alone); returns
+// the fused pass's best ms. c.ds holds the fused pass's ds afterwards.
+double bench_pool_backward(backend& dev, const layer& l,
+                           bench::conv_operands& c, double seconds) {
+  auto act = activation::relu;
+  tensor pooled, d_pooled, d_input;
+  std::vector<int32_t> argmax;
+  ok(dev.max_pool_forward(l.pool, c.y, pooled, argmax));
+  std::mt19937 rng(11);
+  d_pooled = bench::random_tensor(l.pool.output_shape(), rng, 1.0f);
+  double in_bytes = 4.0 * static_cast<double>(c.y.size());
+  double out_bytes = 4.0 * static_cast<double>(pooled.size());
+  auto plain = bench::measure(
+    [&] { ok(dev.max_pool_backward(l.pool, d_pooled, argmax, d_input)); },
+    seconds);
+  print_memory_pass(l, "pool plain", dev.threads(), plain,
+                    3 * out_bytes + in_bytes,
+                    "dy, argmax read, dL/dy written; before this stop");
+  auto ds_alone = bench::measure(
+    [&] {
+      ok(dev.activation_backward(act, c.y, d_input, c.ds));
+    },
+    seconds);
+  print_memory_pass(l, "ds alone", dev.threads(), ds_alone, 3 * in_bytes,
+                    "y, dy read, ds written; no longer in the step");
+  auto fused = bench::measure(
+    [&] {
+      ok(dev.max_pool_backward_activated(l.pool, d_pooled, argmax, pooled,
+                                         act, c.ds));
+    },
+    seconds);
+  print_memory_pass(l, "pool fused", dev.threads(), fused,
+                    3 * out_bytes + in_bytes,
+                    "dy, pooled y, argmax read, ds written; in the step");
+  return fused.best_ms;
+}
+
+// Times the passes of one layer; returns the summed best ms of the conv
+// passes the ConvNet step runs (the backward ones from a given ds) and
+// adds the fused pool backward's to *pool_ms.
+double bench_layer(backend& dev, const layer& l, double seconds, double peak,
+                   double* pool_ms) {
   const auto& g = l.g;
   bench::conv_operands c(g);
   auto act = activation::relu;
   ok(dev.conv2d_forward(g, c.x, c.w, c.b, act, c.y));
+  *pool_ms += bench_pool_backward(dev, l, c, seconds);
   struct pass {
     const char* name;
     std::function<void()> run;
@@ -53,38 +111,21 @@ double bench_layer(backend& dev, const layer& l, double seconds,
   std::vector<pass> passes{
     {"fwd", [&] { ok(dev.conv2d_forward(g, c.x, c.w, c.b, act, c.y)); }},
     {"dw", [&] {
-       ok(dev.conv2d_backward(g, c.x, c.w, c.y, c.dy, act, c.ds, c.dw, c.db,
-                              nullptr));
+       ok(dev.conv2d_backward_from_ds(g, c.x, c.w, c.ds, c.dw, c.db,
+                                      nullptr));
      }},
   };
   if (l.with_dx)
-    passes.push_back(
-      {"dx", [&] {
-         ok(dev.conv2d_backward_data(g, c.x, c.w, c.y, c.dy, act, c.ds,
-                                     &c.dx));
-       }});
-  // The activation gradient alone (ds = dy * relu'(y), no convolution):
-  // the memory floor under the backward passes, which read y and dy and
-  // write ds too.
-  auto elementwise = bench::measure(
-    [&] {
-      ok(dev.conv2d_backward_data(g, c.x, c.w, c.y, c.dy, act, c.ds,
-                                  nullptr));
-    },
-    seconds);
-  double bytes = 3.0 * 4.0 * static_cast<double>(c.y.size());
-  std::printf("  %-6s ds  isa=%-7s threads=%d  best %7.3f ms  median "
-              "%7.3f ms  cpu %7.3f ms  %6.1f GB/s (y, dy read, ds "
-              "written)\n",
-              l.name, cpu::isa_name(), dev.threads(), elementwise.best_ms,
-              elementwise.median_ms, elementwise.best_cpu_ms,
-              bytes / (elementwise.best_ms * 1e-3) * 1e-9);
+    passes.push_back({"dx", [&] {
+                        ok(dev.conv2d_backward_data_from_ds(g, c.x, c.w, c.ds,
+                                                            &c.dx));
+                      }});
   double flops = conv_flops(g);
   double sum_ms = 0;
   for (auto& p : passes) {
     auto t = bench::measure(p.run, seconds);
     double rate = flops / (t.best_ms * 1e-3) * 1e-9;
-    std::printf("  %-6s %-3s isa=%-7s threads=%d  best %7.3f ms  median "
+    std::printf("  %-6s %-10s isa=%-7s threads=%d  best %7.3f ms  median "
                 "%7.3f ms  cpu %7.3f ms  %6.1f GFLOP/s  %3.0f%% of FMA "
                 "peak\n",
                 l.name, p.name, cpu::isa_name(), dev.threads(), t.best_ms,
@@ -94,11 +135,22 @@ double bench_layer(backend& dev, const layer& l, double seconds,
   return sum_ms;
 }
 
+pool2d_geometry convnet_pool(const conv2d_geometry& g) {
+  auto p = pool2d_geometry::make(g.output_shape(), 3, 3, 2, 2, padding::same);
+  if (!p) {
+    std::fprintf(stderr, "%s\n", render(p.error()).c_str());
+    std::exit(1);
+  }
+  return *p;
+}
+
 void bench_level(const bench::options& opt) {
   const int64_t batch = 128;
+  auto g1 = same_conv({batch, 28, 28, 1}, {5, 5, 1, 16});
+  auto g2 = same_conv({batch, 14, 14, 16}, {5, 5, 16, 16});
   std::vector<layer> layers{
-    {"conv1", same_conv({batch, 28, 28, 1}, {5, 5, 1, 16}), false},
-    {"conv2", same_conv({batch, 14, 14, 16}, {5, 5, 16, 16}), true},
+    {"conv1", g1, convnet_pool(g1), false},
+    {"conv2", g2, convnet_pool(g2), true},
   };
   for (int threads : opt.threads) {
     auto dev = make_cpu_backend(threads);
@@ -106,15 +158,19 @@ void bench_level(const bench::options& opt) {
     std::printf("fma peak %s threads=%d  %.1f GFLOP/s\n", cpu::isa_name(),
                 threads, peak);
     double ms = 0;
+    double pool_ms = 0;
     double flops = 0;
     for (const auto& l : layers) {
-      ms += bench_layer(*dev, l, opt.seconds, peak);
+      ms += bench_layer(*dev, l, opt.seconds, peak, &pool_ms);
       flops += conv_flops(l.g) * (l.with_dx ? 3 : 2);
     }
     double rate = flops / (ms * 1e-3) * 1e-9;
     std::printf("conv path isa=%s threads=%d  %.3f ms  %.1f GFLOP/s  %.0f%% "
-                "of FMA peak\n\n",
+                "of FMA peak (backward passes from a given ds)\n",
                 cpu::isa_name(), threads, ms, rate, 100.0 * rate / peak);
+    std::printf("conv path + fused pool backwards isa=%s threads=%d  %.3f ms "
+                " (pools %.3f ms)\n\n",
+                cpu::isa_name(), threads, ms + pool_ms, pool_ms);
   }
 }
 
@@ -122,8 +178,10 @@ void bench_level(const bench::options& opt) {
 
 int main(int argc, char** argv) {
   auto opt = bench::parse_options(argc, argv);
-  std::printf("conv passes of the ConvNet (batch 128, relu), best and median "
-              "of %.1fs of calls; GFLOP/s from the best\n",
+  std::printf("conv passes of the ConvNet (batch 128, relu) as the step "
+              "runs them: dw and dx from the ds the fused max-pool backward "
+              "writes; best and median of %.1fs of calls; GFLOP/s from the "
+              "best\n",
               opt.seconds);
   std::vector<std::string> levels{opt.isa};
   if (opt.isa == "auto")

@@ -98,7 +98,7 @@ struct convnet {
   label_vector labels;
   // activations and gradients, reused across steps
   tensor a1, h1, a2, h2, logits, probs, dlogits;
-  tensor ds3, dw3, db3, dh2, da2, ds2, dw2, db2, dh1, da1, ds1, dw1, db1;
+  tensor ds3, dw3, db3, dh2, ds2, dw2, db2, dh1, ds1, dw1, db1;
   std::vector<int32_t> arg1, arg2;
   float loss = 0;
 
@@ -143,14 +143,20 @@ struct convnet {
                             ds3, dw3, db3, &dh2));
       dh2.reshape(p2.output_shape());
     });
-    f("pool2 bwd", [&] { ok(dev.max_pool_backward(p2, dh2, arg2, da2)); });
-    f("conv2 bwd", [&] {
-      ok(dev.conv2d_backward(g2, h1, w2, a2, da2, relu, ds2, dw2, db2, &dh1));
+    // As model::backward_layers runs a conv before a max_pool: the pool
+    // writes the conv's ds (through relu), the conv starts from it.
+    f("pool2 bwd", [&] {
+      h2.reshape(p2.output_shape()); // the pool's output, as the dense saw it
+      ok(dev.max_pool_backward_activated(p2, dh2, arg2, h2, relu, ds2));
     });
-    f("pool1 bwd", [&] { ok(dev.max_pool_backward(p1, dh1, arg1, da1)); });
+    f("conv2 bwd", [&] {
+      ok(dev.conv2d_backward_from_ds(g2, h1, w2, ds2, dw2, db2, &dh1));
+    });
+    f("pool1 bwd", [&] {
+      ok(dev.max_pool_backward_activated(p1, dh1, arg1, h1, relu, ds1));
+    });
     f("conv1 bwd", [&] {
-      ok(dev.conv2d_backward(g1, x, w1, a1, da1, relu, ds1, dw1, db1,
-                             nullptr));
+      ok(dev.conv2d_backward_from_ds(g1, x, w1, ds1, dw1, db1, nullptr));
     });
     f("sgd", [&] {
       for (auto [p, d] : {std::pair{&w1, &dw1}, {&b1, &db1}, {&w2, &dw2},
