@@ -366,6 +366,51 @@ BOOST_AUTO_TEST_CASE(max_pool_matches_cpu) {
   BOOST_CHECK_EQUAL(dx.size(), 1);
 }
 
+// The conv before a max-pool: the pool's backward through the conv's
+// activation, and the conv's backward from that ds (the base class's
+// compositions on the GPU, docs/cuda.md).
+BOOST_AUTO_TEST_CASE(pool_backward_activated_and_conv_from_ds_match_cpu) {
+  for (auto [k, s, pad] : {std::tuple{3, 2, padding::same},
+                           std::tuple{2, 2, padding::valid},
+                           std::tuple{3, 1, padding::same}})
+    for (auto act : {activation::identity, activation::relu,
+                     activation::tanh, activation::sigmoid}) {
+      BOOST_TEST_CONTEXT("pool " << k << "/" << s << " " << to_string(pad)
+                                 << " " << to_string(act)) {
+        auto cg = conv_geom({3, 13, 12, 4}, {3, 3, 4, 5}, 1, 1,
+                            padding::same);
+        auto x = random_tensor(cg.input_shape(), rng);
+        auto w = random_tensor(cg.kernel_shape(), rng, -0.3f, 0.3f);
+        auto b = random_tensor({cg.out_c}, rng);
+        tensor y;
+        SYNCFAC_REQUIRE_OK(cpu->conv2d_forward(cg, x, w, b, act, y));
+        auto g = pool_geom(y.shape(), k, s, pad);
+        tensor pooled;
+        std::vector<int32_t> arg;
+        SYNCFAC_REQUIRE_OK(cpu->max_pool_forward(g, y, pooled, arg));
+        auto dy = random_tensor(g.output_shape(), rng);
+        tensor ds_gpu, ds_cpu;
+        SYNCFAC_REQUIRE_OK(gpu->max_pool_backward_activated(g, dy, arg, pooled,
+                                                           act, ds_gpu));
+        SYNCFAC_REQUIRE_OK(cpu->max_pool_backward_activated(g, dy, arg, pooled,
+                                                           act, ds_cpu));
+        // Overlapping windows add in a different order (atomics).
+        check_close(ds_gpu, ds_cpu, 1e-6, 1e-6, "pool ds");
+        tensor dw_g, db_g, dx_g, dw_c, db_c, dx_c, dx_d;
+        SYNCFAC_REQUIRE_OK(gpu->conv2d_backward_from_ds(cg, x, w, ds_cpu, dw_g,
+                                                        db_g, &dx_g));
+        SYNCFAC_REQUIRE_OK(cpu->conv2d_backward_from_ds(cg, x, w, ds_cpu, dw_c,
+                                                        db_c, &dx_c));
+        check_close(dw_g, dw_c, 2e-4, 2e-4, "conv dw from ds");
+        check_close(db_g, db_c, 2e-4, 2e-4, "conv db from ds");
+        check_close(dx_g, dx_c, gemm_atol, gemm_rtol, "conv dx from ds");
+        SYNCFAC_REQUIRE_OK(gpu->conv2d_backward_data_from_ds(cg, x, w, ds_cpu,
+                                                             &dx_d));
+        check_close(dx_d, dx_c, gemm_atol, gemm_rtol, "conv data dx from ds");
+      }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(softmax_xent_matches_cpu) {
   int64_t n = 129, k = 10;
   auto logits = random_tensor({n, k}, rng, -5.0f, 5.0f);
