@@ -1,9 +1,11 @@
 // Times the K-FAC inverse kernels on one thread at the factor sizes of the
 // seeds' ConvNet: conv1 A 26 / G 16, conv2 A 401 / G 16, dense A 785 / G 10,
 // and of the deep autoencoder's largest layer (A 1001 / G 784):
-// damped_inverse (double Cholesky) and symmetric_eigen (double
+// damped_inverse (double Cholesky; damped_inverse_f32 in float) and
+// symmetric_eigen (double
 // SelfAdjointEigenSolver) of each factor, then both preconditioning paths
-// of each layer's gradient.
+// of each layer's gradient (the explicit inverses' products also in
+// bfloat16 on AMX tiles where the CPU has them).
 //
 //   build/bin/bench_kfac_inverse [--seconds 0.5]
 
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "kernels/cpu/bf16_gemm.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "bench/bench_util.hpp"
 #include "runtime/base/error.hpp"
@@ -83,6 +86,10 @@ int main(int argc, char** argv) {
              measure([&, f = f, d = d, inv = inv] {
                ok(cpu::damped_inverse(*f, d, *inv));
              }, seconds));
+      report("damped_inverse_f32 " + label,
+             measure([&, f = f, d = d, inv = inv] {
+               ok(cpu::damped_inverse_f32(*f, d, *inv));
+             }, seconds));
       report("damped_cholesky " + label,
              measure([&, f = f, d = d, l = l] {
                ok(cpu::damped_cholesky(*f, d, *l));
@@ -97,6 +104,15 @@ int main(int argc, char** argv) {
     report("precondition_factored " + shape, measure([&] {
              ok(cpu::precondition_factored(grad, A_inv, G_inv, 1.0f, out));
            }, seconds));
+    // Both products in bfloat16 on AMX tiles, where the CPU has them.
+    if (cpu::amx_bf16_ready())
+      std::printf("%-46s (no AMX here)\n",
+                  ("precondition_factored_bf16 " + shape).c_str());
+    else
+      report("precondition_factored_bf16 " + shape, measure([&] {
+               ok(cpu::precondition_factored_bf16(grad, A_inv, G_inv, 1.0f,
+                                                  out));
+             }, seconds));
     report("precondition_cholesky " + shape, measure([&] {
              ok(cpu::precondition_cholesky(grad, LA, LG, 1.0f, out));
            }, seconds));

@@ -21,6 +21,7 @@
 #include <caf/error.hpp>
 
 #include "actors/local_trainer.hpp"
+#include "kernels/cpu/bf16_gemm.hpp"
 #include "actors/sync_trainer.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/base/error.hpp"
@@ -101,6 +102,7 @@ struct training_options : program_config {
   int64_t invert_every = 10;
   std::string fisher = "sampled";
   std::string inverse = "cholesky";
+  std::string kfac_precision = "fp32";
   float kl_clip = 0;
   int64_t stats_examples = -1;
   int64_t stats_locations = -1;
@@ -174,6 +176,9 @@ protected:
       .add(inverse, "inverse",
            "kfac: cholesky, eigen or explicit (cholesky's damping, the "
            "inverses formed: faster for layers with many outputs)")
+      .add(kfac_precision, "kfac_precision",
+           "kfac: fp32 or bf16 (the preconditioning products in bfloat16 "
+           "on the CPU's AMX tiles; with --inverse explicit)")
       .add(kl_clip, "kl_clip", "kfac: KL/norm clip of the step (0: off)")
       .add(stats_examples, "stats_examples", help.stats_examples)
       .add(stats_locations, "stats_locations", help.stats_locations)
@@ -193,6 +198,7 @@ protected:
     allow_values("runtime", {"sync", "plain"});
     allow_values("fisher", {"sampled", "empirical"});
     allow_values("inverse", {"cholesky", "eigen", "explicit"});
+    allow_values("kfac_precision", {"fp32", "bf16"});
   }
 
   /// The model of --model_file, if given, into `model` (which keeps the
@@ -246,7 +252,22 @@ protected:
     if (!im)
       return im.error();
     kf.mode = *im;
+    auto precision = parse_product_precision(kfac_precision);
+    if (!precision)
+      return precision.error();
+    kf.precision = *precision;
     cfg.device.backend = device.empty() ? backend : device;
+    if (kf.precision == product_precision::bf16
+        && cfg.optimizer.kind == optimizer_kind::kfac) {
+      // Refused here, before data is read, rather than at the first step.
+      if (cfg.device.backend != "cpu")
+        return make_error(ec::invalid_config,
+                          "--kfac_precision bf16: its products run on the "
+                          "CPU's AMX tiles, and the device is "
+                            + in_quotes(cfg.device.backend));
+      if (auto err = cpu::amx_bf16_ready())
+        return with_context(err, "--kfac_precision bf16");
+    }
     cfg.device.threads = total_threads();
     cfg.batch_size = batch_size;
     cfg.steps = steps;

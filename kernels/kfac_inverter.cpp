@@ -69,6 +69,13 @@ public:
                                           inverse);
   }
 
+  caf::expected<float>
+  damped_inverse_f32_with_retry(const tensor& factor, float damping,
+                                int max_retries, tensor& inverse) override {
+    return cpu::damped_inverse_f32_with_retry(factor, damping, max_retries,
+                                              inverse);
+  }
+
   caf::error symmetric_eigen(const tensor& factor, tensor& eigenvalues,
                              tensor& eigenvectors) override {
     return cpu::symmetric_eigen(factor, eigenvalues, eigenvectors);
@@ -78,6 +85,15 @@ public:
                                    const tensor& G_inv, float scale,
                                    tensor& out) override {
     return cpu::precondition_factored(grad, A_inv, G_inv, scale, out);
+  }
+
+  caf::error precondition_factored_bf16(const tensor& grad,
+                                        const tensor& A_inv,
+                                        const tensor& G_inv, float scale,
+                                        tensor& out) override {
+    // The inverses were checked when they were made or installed.
+    return cpu::precondition_factored_bf16(grad, A_inv, G_inv, scale, out,
+                                           cpu::factor_scan::trusted);
   }
 
   caf::error precondition_cholesky(const tensor& grad, const tensor& LA,
@@ -97,6 +113,27 @@ public:
 };
 
 } // namespace
+
+caf::error kfac_inverter::precondition_factored_bf16(const tensor&,
+                                                     const tensor&,
+                                                     const tensor&, float,
+                                                     tensor&) {
+  return make_error(ec::unavailable,
+                    "precondition_factored_bf16: bfloat16 products run on "
+                    "the CPU's AMX tiles only; device "
+                      + in_quotes(device())
+                      + " computes them in fp32 (--kfac_precision fp32)");
+}
+
+caf::expected<float>
+kfac_inverter::damped_inverse_f32_with_retry(const tensor&, float, int,
+                                             tensor&) {
+  return make_error(ec::unavailable,
+                    "damped_inverse_f32_with_retry: float inverses for "
+                    "bfloat16 products are the CPU's only; device "
+                      + in_quotes(device())
+                      + " inverts in double (--kfac_precision fp32)");
+}
 
 kfac_inverter& cpu_kfac_inverter() {
   static cpu_inverter instance;

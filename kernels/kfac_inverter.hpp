@@ -109,6 +109,13 @@ public:
                                                          tensor& inverse)
     = 0;
 
+  /// cpu::damped_inverse_f32_with_retry on this device: the inverse at
+  /// float precision, for bfloat16 products. Only the CPU has it; every
+  /// other device is ec::unavailable, by name.
+  virtual caf::expected<float>
+  damped_inverse_f32_with_retry(const tensor& factor, float damping,
+                                int max_retries, tensor& inverse);
+
   /// cpu::symmetric_eigen on this device: eigenvalues ascending,
   /// eigenvectors in columns; a factor that is not positive semi-definite
   /// is ec::numerical_failure.
@@ -125,6 +132,14 @@ public:
                                            const tensor& G_inv, float scale,
                                            tensor& out)
     = 0;
+
+  /// cpu::precondition_factored_bf16 on this device: the two products in
+  /// bfloat16. Only a CPU with AMX tiles has them; every other device is
+  /// ec::unavailable, by name.
+  virtual caf::error precondition_factored_bf16(const tensor& grad,
+                                                const tensor& A_inv,
+                                                const tensor& G_inv,
+                                                float scale, tensor& out);
 
   /// cpu::precondition_cholesky on this device. `scan` lets the CPU skip
   /// its pass over trusted factors; a device may scan them anyway (same

@@ -64,6 +64,10 @@ public:
     return slots_.first[i].value;
   }
 
+  const tensor& velocity(size_t i) const {
+    return slots_.first[i].value;
+  }
+
   const optimizer_config& config() const noexcept {
     return config_;
   }

@@ -70,9 +70,8 @@ caf::error not_positive_definite(const char* op, int64_t n, float damping,
 
 caf::error check_round_off_pivots(const char* op, int64_t n, float damping,
                                   double max_diag, const double* l_diag,
-                                  int64_t stride) {
-  auto tol = static_cast<double>(n) * std::numeric_limits<double>::epsilon()
-             * max_diag;
+                                  int64_t stride, double epsilon) {
+  auto tol = static_cast<double>(n) * epsilon * max_diag;
   for (int64_t k = 0; k < n; ++k) {
     auto l = l_diag[k * stride];
     auto pivot = l * l;

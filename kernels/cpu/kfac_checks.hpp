@@ -6,6 +6,7 @@
 // (docs/kernels.md). Pure host logic, no Eigen.
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include <caf/error.hpp>
@@ -38,10 +39,12 @@ caf::error not_positive_definite(const char* op, int64_t n, float damping,
 /// The Cholesky pivots of a damped factor against round-off: pivot k is
 /// l_diag[k · stride]², and a pivot at most n · ε · max_diag (the largest
 /// diagonal entry of the damped factor) counts as zero, indistinguishable
-/// from singular at double precision.
-caf::error check_round_off_pivots(const char* op, int64_t n, float damping,
-                                  double max_diag, const double* l_diag,
-                                  int64_t stride);
+/// from singular at the factorisation's precision (ε: double's, or
+/// float's for a float factorisation).
+caf::error check_round_off_pivots(
+  const char* op, int64_t n, float damping, double max_diag,
+  const double* l_diag, int64_t stride,
+  double epsilon = std::numeric_limits<double>::epsilon());
 
 /// Clamps the eigenvalues e[0, n) of a factor that are negative by
 /// round-off to 0; one below -1e-3 of the largest magnitude means the

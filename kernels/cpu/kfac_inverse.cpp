@@ -15,6 +15,7 @@
 #include <Eigen/Core>
 #include <Eigen/Eigenvalues>
 
+#include "kernels/cpu/bf16_gemm.hpp"
 #include "kernels/cpu/checks.hpp"
 #include "kernels/cpu/kfac_checks.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -220,6 +221,63 @@ caf::expected<float> damped_inverse_with_retry(const tensor& factor,
                        });
 }
 
+caf::error damped_inverse_f32(const tensor& factor, float damping,
+                              tensor& inverse) {
+  const char* op = "damped_inverse_f32";
+  if (auto err = check_square(op, "factor", factor))
+    return err;
+  if (auto err = check_scalar(op, "damping", damping, true))
+    return err;
+  if (auto err = check_finite(op, "factor", factor))
+    return err;
+  using fmat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic>;
+  auto n = static_cast<Eigen::Index>(factor.dim(0));
+  // The row-major factor read as column-major is Fᵀ: ½(F + Fᵀ) either way.
+  Eigen::Map<const fmat> f(factor.data(), n, n);
+  fmat m = 0.5f * (f + f.transpose());
+  m.diagonal().array() += damping;
+  caf::error err;
+  on_this_thread([&] {
+    Eigen::LLT<fmat> llt(m);
+    if (llt.info() != Eigen::Success) {
+      err = not_positive_definite(op, n, damping, "Cholesky met a pivot <= 0");
+      return;
+    }
+    std::vector<double> pivots(static_cast<size_t>(n));
+    for (Eigen::Index k = 0; k < n; ++k)
+      pivots[static_cast<size_t>(k)] = llt.matrixLLT()(k, k);
+    err = check_round_off_pivots(op, n, damping,
+                                 n > 0 ? m.diagonal().maxCoeff() : 0.0,
+                                 pivots.data(), 1,
+                                 std::numeric_limits<float>::epsilon());
+    if (err)
+      return;
+    fmat x = llt.solve(fmat::Identity(n, n));
+    // Exactly symmetric, as damped_inverse's; then column-major is
+    // row-major.
+    fmat sym = 0.5f * (x + x.transpose());
+    for (Eigen::Index j = 0; j < n; ++j)
+      for (Eigen::Index i = 0; i < n; ++i)
+        if (!std::isfinite(sym(i, j))) {
+          err = inverse_out_of_range(op, n, sym(i, j), i, j);
+          return;
+        }
+    std::vector<float> values(sym.data(), sym.data() + n * n);
+    store(std::move(values), n, n, inverse);
+  });
+  return err;
+}
+
+caf::expected<float> damped_inverse_f32_with_retry(const tensor& factor,
+                                                   float damping,
+                                                   int max_retries,
+                                                   tensor& inverse) {
+  return retry_damping("damped_inverse_f32_with_retry", factor, damping,
+                       max_retries, [&](float d) {
+                         return damped_inverse_f32(factor, d, inverse);
+                       });
+}
+
 caf::error damped_cholesky(const tensor& factor, float damping,
                            tensor& lower) {
   return damped_llt("damped_cholesky", factor, damping,
@@ -314,6 +372,30 @@ caf::error precondition_factored(const tensor& grad, const tensor& A_inv,
   out.resize({p, q});
   product(A_inv.data(), false, p, p, right.data(), false, p, q, scale,
           out.data());
+  return caf::none;
+}
+
+caf::error precondition_factored_bf16(const tensor& grad, const tensor& A_inv,
+                                      const tensor& G_inv, float scale,
+                                      tensor& out, factor_scan scan) {
+  const char* op = "precondition_factored_bf16";
+  if (auto err = check_sided_operands(op, grad, "A_inv", A_inv, "G_inv",
+                                      G_inv, scale, scan))
+    return err;
+  if (auto err = amx_bf16_ready())
+    return with_context(err, op);
+  auto p = grad.dim(0);
+  auto q = grad.dim(1);
+  std::vector<float> right(static_cast<size_t>(p * q));
+  matmul_bf16(grad.data(), G_inv.data(), p, q, q, 1.0f, right.data());
+  if (aliases(out, {&grad, &A_inv, &G_inv})) {
+    std::vector<float> result(static_cast<size_t>(p * q));
+    matmul_bf16(A_inv.data(), right.data(), p, p, q, scale, result.data());
+    store(std::move(result), p, q, out);
+    return caf::none;
+  }
+  out.resize({p, q});
+  matmul_bf16(A_inv.data(), right.data(), p, p, q, scale, out.data());
   return caf::none;
 }
 

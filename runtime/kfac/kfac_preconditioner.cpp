@@ -50,6 +50,16 @@ caf::expected<kfac_cadence> parse_kfac_cadence(const std::string& str) {
                     "K-FAC cadence");
 }
 
+const char* to_string(product_precision x) noexcept {
+  return x == product_precision::bf16 ? "bf16" : "fp32";
+}
+
+caf::expected<product_precision>
+parse_product_precision(const std::string& str) {
+  return parse_enum(str, {product_precision::fp32, product_precision::bf16},
+                    "K-FAC product precision");
+}
+
 caf::expected<fisher_type> parse_fisher_type(const std::string& str) {
   return parse_enum(str, {fisher_type::sampled, fisher_type::empirical},
                     "Fisher type");
@@ -80,6 +90,12 @@ caf::error kfac_config::validate() const {
   if (min_cov_updates < 1)
     return bad("min_cov_updates must be at least 1, got "
                + std::to_string(min_cov_updates));
+  if (precision == product_precision::bf16
+      && mode != inverse_mode::explicit_inverse)
+    return bad(std::string{"precision bf16 needs the explicit inverses "
+                           "(--inverse explicit: the products are GEMMs), "
+                           "got inverse mode "}
+               + to_string(mode));
   if (!(kl_clip >= 0))
     return bad("kl_clip must not be negative");
   if (max_damping_retries < 0)
@@ -303,7 +319,7 @@ kfac_preconditioner::precondition(parameter_set& grads,
     auto& w = grads[l.weight].value;
     auto& b = grads[l.bias].value;
     auto d = precondition_layer(*l.inverse, layer_matrix(w, b), out,
-                                kernels);
+                                kernels, cfg_.precision);
     if (!d)
       return with_context(d.error(), "kfac");
     dot += *d;

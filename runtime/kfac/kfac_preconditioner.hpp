@@ -50,6 +50,19 @@ enum class inverse_mode : uint8_t {
   explicit_inverse,
 };
 
+/// The precision of the preconditioning products under
+/// inverse_mode::explicit_inverse.
+enum class product_precision : uint8_t {
+  /// float inputs and sums.
+  fp32,
+  /// Inputs rounded to bfloat16, float sums, on the CPU's AMX tiles
+  /// (kernels/cpu/bf16_gemm.hpp): ~3x the products' fp32 rate on the
+  /// autoencoder's layers, with ~3 significant digits of the gradient and
+  /// the inverses, which approximate curvature anyway (docs/benchmarks.md,
+  /// "K-FAC's wall time on the autoencoder").
+  bf16,
+};
+
 /// Where momentum sits relative to the preconditioner (TF KfacOptimizer's
 /// momentum_type).
 enum class kfac_momentum : uint8_t {
@@ -80,10 +93,13 @@ const char* to_string(fisher_type x) noexcept;
 const char* to_string(inverse_mode x) noexcept;
 const char* to_string(kfac_momentum x) noexcept;
 const char* to_string(kfac_cadence x) noexcept;
+const char* to_string(product_precision x) noexcept;
 caf::expected<fisher_type> parse_fisher_type(const std::string& str);
 caf::expected<inverse_mode> parse_inverse_mode(const std::string& str);
 caf::expected<kfac_momentum> parse_kfac_momentum(const std::string& str);
 caf::expected<kfac_cadence> parse_kfac_cadence(const std::string& str);
+caf::expected<product_precision>
+parse_product_precision(const std::string& str);
 
 struct kfac_config {
   float cov_ema_decay = 0.95f;
@@ -102,6 +118,9 @@ struct kfac_config {
   int64_t min_cov_updates = 1;
   fisher_type fisher = fisher_type::sampled;
   inverse_mode mode = inverse_mode::cholesky;
+  /// The preconditioning products' precision; bf16 needs the explicit
+  /// inverses (the products are then two plain GEMMs).
+  product_precision precision = product_precision::fp32;
   /// KL / norm clip of the step (0: none).
   float kl_clip = 0;
   kfac_momentum momentum = kfac_momentum::regular;
@@ -120,7 +139,7 @@ struct kfac_config {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kfac_config& x) {
   return f(caf::meta::type_name("kfac_config"), x.cov_ema_decay, x.damping,
-           x.invert_every, x.stats_every, x.min_cov_updates, x.fisher, x.mode, x.kl_clip,
+           x.invert_every, x.stats_every, x.min_cov_updates, x.fisher, x.mode, x.precision, x.kl_clip,
            x.momentum, x.cadence,
            x.max_damping_retries, x.sampling.max_examples,
            x.sampling.max_locations, x.sampling.seed);

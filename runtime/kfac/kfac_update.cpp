@@ -1,6 +1,7 @@
 #include "runtime/kfac/kfac_update.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "kernels/cpu/parallel.hpp"
@@ -27,16 +28,31 @@ void split_layer_matrix(const tensor& m, tensor& weight, tensor& bias) {
 
 namespace {
 
-/// directions[i] = F̂⁻¹ source[i] for the variables of layers with an
-/// inverse; the rest keep source[i]. Returns Σ⟨source, F̂⁻¹ source⟩,
-/// summed in layer order whatever the thread count. Each layer's product
-/// runs on one thread; with several, the layers go out largest first
-/// (their products cost ~ rows·cols·(rows + cols)), which balances the
-/// autoencoder's mirrored layers on two threads.
+/// The direction before preconditioning of each variable: μv + ∇ (adam)
+/// or ∇ (regular), element by element; nothing is stored.
+struct direction_of {
+  bool adam;
+  float mu;
+
+  float operator()(const float* v, const float* g, int64_t k) const {
+    return adam ? mu * v[k] + g[k] : g[k];
+  }
+};
+
+/// F̂⁻¹ applied to each layer with an inverse: preconditioned[i] is layer
+/// i's [rows + 1, cols] matrix (weight rows, bias row last) of F̂⁻¹ times
+/// its direction, built straight from the velocities and gradients. The
+/// return value is Σ⟨direction, F̂⁻¹ direction⟩, summed in layer order
+/// whatever the thread count. Each layer's product runs on one thread;
+/// with several, the layers go out largest first (their products cost ~
+/// rows·cols·(rows + cols)), which balances the autoencoder's mirrored
+/// layers on two threads.
 caf::expected<double>
 precondition_all(const std::vector<kfac_layer_slot>& layers,
-                 kfac_inverter& kernels, std::vector<tensor>& directions,
-                 size_t& preconditioned, int threads) {
+                 kfac_inverter& kernels, product_precision precision,
+                 const optimizer& opt, const std::vector<tensor>& grads,
+                 direction_of direction, std::vector<tensor>& preconditioned,
+                 size_t& count, int threads) {
   std::vector<size_t> order;
   std::vector<double> cost(layers.size(), 0);
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -44,7 +60,7 @@ precondition_all(const std::vector<kfac_layer_slot>& layers,
       continue;
     auto rows = static_cast<double>(layers[i].inverse->a.size() > 0
                                       ? layers[i].inverse->a.dim(0) : 0);
-    auto cols = static_cast<double>(directions[layers[i].bias].size());
+    auto cols = static_cast<double>(grads[layers[i].bias].size());
     cost[i] = rows * cols * (rows + cols);
     order.push_back(i);
   }
@@ -52,31 +68,41 @@ precondition_all(const std::vector<kfac_layer_slot>& layers,
                    [&](size_t x, size_t y) { return cost[x] > cost[y]; });
   std::vector<double> dots(layers.size(), 0);
   std::vector<caf::error> errors(layers.size());
+  preconditioned.assign(layers.size(), tensor{});
   auto one = [&](int64_t k, int) {
-    const auto& l = layers[order[static_cast<size_t>(k)]];
-    auto& w = directions[l.weight];
-    auto& b = directions[l.bias];
-    tensor out;
-    auto d = precondition_layer(*l.inverse, layer_matrix(w, b), out,
-                                kernels);
+    auto i = order[static_cast<size_t>(k)];
+    const auto& l = layers[i];
+    auto weights = grads[l.weight].size();
+    auto cols = grads[l.bias].size();
+    const float* gw = grads[l.weight].data();
+    const float* gb = grads[l.bias].data();
+    const float* vw = opt.velocity(l.weight).data();
+    const float* vb = opt.velocity(l.bias).data();
+    tensor m{weights / std::max<int64_t>(cols, 1) + 1, cols};
+    auto* dst = m.data();
+    for (int64_t e = 0; e < weights; ++e)
+      dst[e] = direction(vw, gw, e);
+    for (int64_t e = 0; e < cols; ++e)
+      dst[weights + e] = direction(vb, gb, e);
+    auto d = precondition_layer(*l.inverse, m, preconditioned[i], kernels,
+                                precision);
     if (!d) {
-      errors[order[static_cast<size_t>(k)]] = d.error();
+      errors[i] = d.error();
       return;
     }
-    dots[order[static_cast<size_t>(k)]] = *d;
-    split_layer_matrix(out, w, b);
+    dots[i] = *d;
   };
   auto n = static_cast<int64_t>(order.size());
   cpu::parallel_for(kernels.concurrent() ? std::max(threads, 1) : 1, n, one);
   double dot = 0;
-  preconditioned = 0;
+  count = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
     if (errors[i])
       return with_context(errors[i], "kfac update");
     if (layers[i].inverse == nullptr)
       continue;
     dot += dots[i];
-    ++preconditioned;
+    ++count;
   }
   return dot;
 }
@@ -116,45 +142,46 @@ kfac_apply(optimizer& opt, parameter_set& params,
   const float lr = cfg.learning_rate;
   kfac_step_info info;
   bool adam = cfg.kfac.momentum == kfac_momentum::adam;
-  // The directions: the new velocity (adam) or the gradient (regular),
-  // preconditioned; slots change only once this succeeded.
-  std::vector<tensor> directions(grads.size());
-  for (size_t i = 0; i < grads.size(); ++i) {
-    if (skipped(i))
-      continue;
-    if (adam) {
-      const auto& v = opt.velocity(i);
-      directions[i] = tensor(v.shape());
-      for (int64_t k = 0; k < v.size(); ++k)
-        directions[i][k] = mu * v[k] + grads[i][k];
-    } else {
-      directions[i] = grads[i];
-    }
-  }
-  std::vector<tensor> velocities;
-  if (adam)
-    velocities = directions; // before preconditioning
-  auto dot = precondition_all(layers, kernels, directions,
+  direction_of direction{adam, mu};
+  // The preconditioned directions first; variables and velocities change
+  // only once this succeeded.
+  std::vector<tensor> preconditioned;
+  auto dot = precondition_all(layers, kernels, cfg.kfac.precision, opt,
+                              grads, direction, preconditioned,
                               info.preconditioned, threads);
   if (!dot)
     return dot.error();
   info.dot = *dot;
   info.scale = cpu::kl_clip_scale(lr, cfg.kfac.kl_clip, info.dot);
   auto c = static_cast<float>(info.scale);
+  // u of each variable: its rows of its layer's preconditioned matrix, or
+  // (no inverse) its direction itself.
+  std::vector<const float*> step_of(params.size(), nullptr);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (preconditioned[i].empty())
+      continue;
+    const float* u = std::as_const(preconditioned[i]).data();
+    step_of[layers[i].weight] = u;
+    step_of[layers[i].bias] = u + grads[layers[i].weight].size();
+  }
   opt.begin_step();
   for (size_t i = 0; i < params.size(); ++i) {
     if (skipped(i))
       continue;
-    auto& theta = params[i].value;
-    auto& v = opt.velocity(i);
-    const auto& u = directions[i];
+    auto* theta = params[i].value.data();
+    auto* v = opt.velocity(i).data();
+    const float* g = grads[i].data();
+    const float* u = step_of[i];
+    auto n = params[i].value.size();
     if (adam) {
-      v = std::move(velocities[i]);
-      for (int64_t k = 0; k < theta.size(); ++k)
-        theta[k] -= lr * c * u[k];
+      for (int64_t k = 0; k < n; ++k) {
+        float d = mu * v[k] + g[k];
+        v[k] = d;
+        theta[k] -= lr * c * (u != nullptr ? u[k] : d);
+      }
     } else {
-      for (int64_t k = 0; k < theta.size(); ++k) {
-        v[k] = mu * v[k] + c * u[k];
+      for (int64_t k = 0; k < n; ++k) {
+        v[k] = mu * v[k] + c * (u != nullptr ? u[k] : g[k]);
         theta[k] -= lr * v[k];
       }
     }

@@ -1,6 +1,7 @@
 #include "runtime/kfac/layer_inversion.hpp"
 
 #include <cmath>
+#include <utility>
 
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "runtime/base/error.hpp"
@@ -70,12 +71,16 @@ caf::expected<layer_inverse> invert_layer(const layer_factors& f,
   bool explicit_inverses = cfg.mode == inverse_mode::explicit_inverse;
   result.form = explicit_inverses ? inverse_form::inverse
                                   : inverse_form::cholesky_factor;
+  // Inverses for bfloat16 products need only float precision.
+  bool in_float = cfg.precision == product_precision::bf16;
   auto damped = [&](const tensor& factor, float damping, tensor& out) {
-    return explicit_inverses
-             ? inverter.damped_inverse_with_retry(
-               factor, damping, cfg.max_damping_retries, out)
-             : inverter.damped_cholesky_with_retry(
-               factor, damping, cfg.max_damping_retries, out);
+    if (!explicit_inverses)
+      return inverter.damped_cholesky_with_retry(
+        factor, damping, cfg.max_damping_retries, out);
+    return in_float ? inverter.damped_inverse_f32_with_retry(
+                        factor, damping, cfg.max_damping_retries, out)
+                    : inverter.damped_inverse_with_retry(
+                        factor, damping, cfg.max_damping_retries, out);
   };
   auto da = damped(f.a, plan.a_damping, result.a);
   if (!da)
@@ -146,7 +151,8 @@ caf::error check_inverse(const layer_inverse& inv, int64_t a_dim,
 
 caf::expected<double> precondition_layer(const layer_inverse& inv,
                                          const tensor& grad, tensor& out,
-                                         kfac_inverter& kernels) {
+                                         kfac_inverter& kernels,
+                                         product_precision precision) {
   tensor result;
   auto scale = 1.0f / static_cast<float>(inv.locations);
   caf::error err;
@@ -158,20 +164,29 @@ caf::expected<double> precondition_layer(const layer_inverse& inv,
   else if (inv.form == inverse_form::cholesky_factor)
     err = kernels.precondition_cholesky(grad, inv.a, inv.g, scale, result,
                                         cpu::factor_scan::trusted);
+  else if (precision == product_precision::bf16)
+    err = kernels.precondition_factored_bf16(grad, inv.a, inv.g, scale,
+                                             result);
   else
     err = kernels.precondition_factored(grad, inv.a, inv.g, scale, result);
   if (err)
     return with_context(err, "layer '" + inv.layer + "'");
+  // In vector lanes (the order is fixed by the build, not the threads).
+  const float* x = grad.data();
+  const float* y = std::as_const(result).data();
+  const int64_t n = grad.size();
   double dot = 0;
-  for (int64_t i = 0; i < grad.size(); ++i)
-    dot += static_cast<double>(grad[i]) * result[i];
+#pragma omp simd reduction(+ : dot)
+  for (int64_t i = 0; i < n; ++i)
+    dot += static_cast<double>(x[i]) * static_cast<double>(y[i]);
   out = std::move(result);
   return dot;
 }
 
 caf::expected<double> precondition_layer(const layer_inverse& inv,
-                                         const tensor& grad, tensor& out) {
-  return precondition_layer(inv, grad, out, cpu_kfac_inverter());
+                                         const tensor& grad, tensor& out,
+                                         product_precision precision) {
+  return precondition_layer(inv, grad, out, cpu_kfac_inverter(), precision);
 }
 
 } // namespace syncfac

@@ -54,12 +54,16 @@ caf::error check_inverse(const layer_inverse& inv, int64_t a_dim,
 /// alias grad. `inv` must have passed check_inverse (its holder checks it
 /// once, when it arrives): only grad is scanned for NaN or Inf here, on
 /// every step. The product runs on `kernels`' device; the dot on the host.
-caf::expected<double> precondition_layer(const layer_inverse& inv,
-                                         const tensor& grad, tensor& out,
-                                         kfac_inverter& kernels);
+/// `precision` bf16 applies to explicit inverses (kfac_config::validate
+/// allows it with those only).
+caf::expected<double>
+precondition_layer(const layer_inverse& inv, const tensor& grad, tensor& out,
+                   kfac_inverter& kernels,
+                   product_precision precision = product_precision::fp32);
 
 /// precondition_layer on the CPU.
-caf::expected<double> precondition_layer(const layer_inverse& inv,
-                                         const tensor& grad, tensor& out);
+caf::expected<double>
+precondition_layer(const layer_inverse& inv, const tensor& grad, tensor& out,
+                   product_precision precision = product_precision::fp32);
 
 } // namespace syncfac

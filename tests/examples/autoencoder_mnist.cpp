@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "kernels/cpu/bf16_gemm.hpp"
 #include "tests/examples/process.hpp"
 
 using namespace syncfac::test;
@@ -97,6 +98,31 @@ BOOST_AUTO_TEST_CASE(kfac_momentum_adam_reduces_the_loss_elsewhere) {
   BOOST_TEST(std::abs(adam - regular) > 1e-6 * regular);
 }
 
+// The explicit inverses in float with their products in bfloat16 on AMX
+// tiles: converges, and the flag reaches the step (fp32 ends elsewhere).
+// Without AMX the flag is refused by name before training.
+BOOST_AUTO_TEST_CASE(kfac_bfloat16_products_reduce_the_loss_elsewhere) {
+  if (auto err = syncfac::cpu::amx_bf16_ready()) {
+    check_refused(program + " --fake_data --optimizer kfac --inverse explicit"
+                            " --kfac_precision bf16",
+                  {"--kfac_precision bf16", "AMX"});
+    return;
+  }
+  check_training(" --optimizer kfac --invert_every 5 --inverse explicit"
+                 " --kfac_precision bf16",
+                 80, 0.9);
+  // As on a CPU without AVX-512 (and so without AMX): refused by name.
+  check_refused("SYNCFAC_MAX_ISA=avx2 " + program
+                  + " --fake_data --optimizer kfac --inverse explicit"
+                    " --kfac_precision bf16",
+                {"--kfac_precision bf16", "SYNCFAC_MAX_ISA=avx2 hides it"});
+  auto fp32 = kfac_final_error(" --inverse explicit");
+  auto bf16 = kfac_final_error(" --inverse explicit --kfac_precision bf16");
+  BOOST_TEST(std::abs(bf16 - fp32) > 1e-6 * fp32);
+  // Within a few percent: the same K-FAC, at lower precision.
+  BOOST_TEST(std::abs(bf16 - fp32) < 0.05 * fp32);
+}
+
 BOOST_FIXTURE_TEST_CASE(sync_runtime_trains_first_order, run_files) {
   auto res = run_ok(program + small + " --runtime sync --optimizer adam"
                     " --steps 40 --summary " + summary);
@@ -125,6 +151,9 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_clear_errors) {
          {" --fake_data --optimizer kfac --runtime sync --stats_every 2",
           "stats_every 2"},
          {" --fake_data --optimizer kfac --kfac_momentum heavy", "heavy"},
+         {" --fake_data --optimizer kfac --kfac_precision fp16", "fp16"},
+         {" --fake_data --optimizer kfac --kfac_precision bf16",
+          "--inverse explicit"},
          {" --no_such_flag=1", "no_such_flag"},
          {" --data_dir " + tmp.file("nope"), tmp.file("nope")}}) {
     BOOST_TEST_CONTEXT(c.flags) {
@@ -137,4 +166,5 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_clear_errors) {
   BOOST_TEST(said(help.output, "eval_examples"));
   BOOST_TEST(said(help.output, "stats_every"));
   BOOST_TEST(said(help.output, "kfac_momentum"));
+  BOOST_TEST(said(help.output, "kfac_precision"));
 }

@@ -7,6 +7,7 @@
 
 #include <Eigen/Dense>
 
+#include "kernels/cpu/bf16_gemm.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "tests/helpers.hpp"
 #include "tests/kfac_test_utils.hpp"
@@ -558,4 +559,111 @@ BOOST_AUTO_TEST_CASE(preconditioning_output_may_alias_an_input) {
   g = l.grad;
   SYNCFAC_REQUIRE_OK(cpu::precondition_eigen(g, QA, eA, QG, eG, 0.1f, 2, g));
   check_close(g, expected, 0, 0, "in place eigen");
+}
+
+// -- float inverses and bfloat16 products (--kfac_precision bf16) -----------
+
+BOOST_AUTO_TEST_CASE(float_inverse_matches_the_double_one) {
+  // A rank-deficient Gram factor (fewer rows than inputs) as a dense layer's
+  // A at a small batch, damped as K-FAC damps it: the float inverse is
+  // exactly symmetric and within 1e-4 of the double one relative to its
+  // largest entry (~1e-6 measured), far below bfloat16's 4e-3 rounding.
+  std::mt19937 rng(21);
+  auto F = random_gram(300, 200, rng);
+  tensor inv64, inv32;
+  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(F, 0.05f, inv64));
+  SYNCFAC_REQUIRE_OK(cpu::damped_inverse_f32(F, 0.05f, inv32));
+  BOOST_REQUIRE(inv32.shape() == inv64.shape());
+  double largest = 0, worst = 0;
+  for (int64_t i = 0; i < inv64.size(); ++i) {
+    largest = std::max(largest, std::abs(double{inv64[i]}));
+    worst = std::max(worst, std::abs(double{inv32[i]} - inv64[i]));
+  }
+  BOOST_TEST_MESSAGE("float inverse: max error " << worst / largest
+                                                 << " of the largest entry");
+  BOOST_TEST(worst <= 1e-4 * largest);
+  BOOST_TEST(worst > 0.0); // a float factorisation, not the double one
+  for (int64_t i = 0; i < 300; ++i)
+    for (int64_t j = 0; j < i; ++j)
+      BOOST_REQUIRE_EQUAL(inv32[i * 300 + j], inv32[j * 300 + i]);
+  // In place.
+  SYNCFAC_REQUIRE_OK(cpu::damped_inverse_f32(F, 0.05f, F));
+  check_close(F, inv32, 0, 0, "in place");
+}
+
+BOOST_AUTO_TEST_CASE(float_inverse_refuses_what_the_double_one_refuses) {
+  auto inv = sentinel();
+  check_error(cpu::damped_inverse_f32(identity(4, -1.0f), 0.5f, inv),
+              ec::numerical_failure,
+              {"damped_inverse_f32", "dimension 4", "not positive definite"});
+  check_error(cpu::damped_inverse_f32(tensor({3, 3}), 0.0f, inv),
+              ec::numerical_failure, {"dimension 3"});
+  check_error(cpu::damped_inverse_f32(tensor({4, 3}), 0.1f, inv),
+              ec::shape_mismatch, {"[4, 3]", "[4, 4]"});
+  auto F = identity(3);
+  F[4] = nan_value;
+  check_error(cpu::damped_inverse_f32(F, 0.1f, inv), ec::non_finite,
+              {"factor [3, 3]", "index 4"});
+  BOOST_CHECK(inv == sentinel());
+  // The retry raises the damping of a factor that fails as it is.
+  tensor zero({3, 3});
+  auto used = cpu::damped_inverse_f32_with_retry(zero, 0.0f, 4, inv);
+  if (!used)
+    BOOST_FAIL(render(used.error()));
+  BOOST_TEST(*used > 0.0f);
+}
+
+BOOST_AUTO_TEST_CASE(bfloat16_preconditioning_matches_fp32_to_its_precision) {
+  if (auto err = cpu::amx_bf16_ready()) {
+    // Without AMX the products are refused by name, whatever the inputs.
+    tiny_layer l;
+    auto out = sentinel();
+    check_error(cpu::precondition_factored_bf16(l.grad, identity(4),
+                                                identity(3), 1, out),
+                ec::unavailable, {"precondition_factored_bf16", "AMX"});
+    BOOST_CHECK(out == sentinel());
+    return;
+  }
+  // The autoencoder's code layer and a wide layer: |bf16 - fp32| within
+  // 2e-2 of the largest entry (two roundings to 8 bits, ~4e-3 each,
+  // summed over k terms of mixed signs); a wrong element is off by O(1).
+  std::mt19937 rng(31);
+  for (auto [p, q] : {std::pair<int64_t, int64_t>{251, 30}, {401, 160}}) {
+    auto A = random_gram(p, 2 * p, rng);
+    auto G = random_gram(q, 2 * q, rng);
+    tensor A_inv, G_inv, ref, out;
+    SYNCFAC_REQUIRE_OK(cpu::damped_inverse(A, 0.1f, A_inv));
+    SYNCFAC_REQUIRE_OK(cpu::damped_inverse(G, 0.1f, G_inv));
+    auto grad = random_tensor({p, q}, rng);
+    SYNCFAC_REQUIRE_OK(
+      cpu::precondition_factored(grad, A_inv, G_inv, 0.5f, ref));
+    SYNCFAC_REQUIRE_OK(
+      cpu::precondition_factored_bf16(grad, A_inv, G_inv, 0.5f, out));
+    BOOST_REQUIRE(out.shape() == ref.shape());
+    double largest = 0, worst = 0;
+    for (int64_t i = 0; i < ref.size(); ++i) {
+      largest = std::max(largest, std::abs(double{ref[i]}));
+      worst = std::max(worst, std::abs(double{out[i]} - ref[i]));
+    }
+    BOOST_TEST_INFO("layer [" << p << ", " << q << "]");
+    BOOST_TEST(worst <= 2e-2 * largest);
+    BOOST_TEST(worst > 0.0); // bfloat16 products, not fp32 ones
+    // In place gives the same bits.
+    auto g = grad;
+    SYNCFAC_REQUIRE_OK(
+      cpu::precondition_factored_bf16(g, A_inv, G_inv, 0.5f, g));
+    check_close(g, out, 0, 0, "in place bf16");
+  }
+  // The same refusals as the fp32 products.
+  tiny_layer l;
+  auto out = sentinel();
+  check_error(cpu::precondition_factored_bf16(l.grad, identity(5),
+                                              identity(3), 1, out),
+              ec::shape_mismatch, {"A_inv [5, 5]", "grad [4, 3]"});
+  auto bad = l.grad;
+  bad[5] = nan_value;
+  check_error(cpu::precondition_factored_bf16(bad, identity(4), identity(3),
+                                              1, out),
+              ec::non_finite, {"grad [4, 3]", "index 5"});
+  BOOST_CHECK(out == sentinel());
 }

@@ -145,8 +145,18 @@ BOOST_AUTO_TEST_CASE(invalid_settings_are_refused) {
   cfg = kfac_config{};
   cfg.stats_every = 0;
   BOOST_TEST(render(cfg.validate()).find("stats_every") != std::string::npos);
+  // bfloat16 products are GEMMs of the explicit inverses only.
+  cfg = kfac_config{};
+  cfg.precision = product_precision::bf16;
+  auto refused = render(cfg.validate());
+  BOOST_TEST(refused.find("precision bf16") != std::string::npos);
+  BOOST_TEST(refused.find("cholesky") != std::string::npos);
+  cfg.mode = inverse_mode::explicit_inverse;
+  BOOST_TEST(!cfg.validate());
   BOOST_TEST(!parse_fisher_type("bogus"));
   BOOST_TEST((*parse_inverse_mode("eigen") == inverse_mode::eigen));
+  BOOST_TEST((*parse_product_precision("bf16") == product_precision::bf16));
+  BOOST_TEST(!parse_product_precision("fp16"));
 }
 
 BOOST_AUTO_TEST_CASE(the_convnet_collection_and_layer_placement) {
