@@ -13,21 +13,24 @@
 #   bench/run_autoencoder.sh [steps=600] [threads=2]
 #
 # Environment: SYNCFAC_BIN (build/bin/autoencoder_mnist), DATA_DIR (the
-# binary's default), BATCH (256), EVAL_EVERY (25), EVAL_EXAMPLES (5000),
-# MOMENTUM_LRS ("0.003 0.006 0.01": the best, 0.006, inside the grid),
-# KFAC_LR (0.01), KFAC_DAMPING (0.1), KFAC_STATS_EXAMPLES (0: all; examples of
-# each batch behind the factor statistics), KFAC_STATS_EVERY (4: steps
-# between statistics; a list such as "1 4" runs K-FAC once per value, each
-# against the same target), KFAC_MOMENTUM (adam: momentum on the gradient,
-# the step F^-1 v; "regular", the ConvNet's default, needs 2x the steps
-# here), KFAC_FLAGS (extra K-FAC flags), KFAC_STEPS (steps of
-# the K-FAC run: half the momentum steps by default), ROUNDS (1:
-# rounds of every run, momentum and K-FAC alternating; the seconds printed
-# are the medians over the rounds, the errors repeat exactly), SEED (0),
-# EXTRA_FLAGS (passed to every run, e.g. "--fake_data --hidden 64,8" for a
-# quick check of this script). Besides the training seconds the tables give
-# each process's CPU seconds (user + system, /usr/bin/time), the steadier
-# figure on a loaded machine. About 12 minutes on 2 cores with the defaults.
+# binary's default), BATCH (256), EVAL_EVERY (25: momentum's evaluations),
+# KFAC_EVAL_EVERY (5: K-FAC's, which reaches the target within a few dozen
+# steps), EVAL_EXAMPLES (5000), MOMENTUM_LRS ("0.003 0.006 0.01": the best,
+# 0.006, inside the grid), KFAC_LR (0.01), KFAC_DAMPING (0.03), KFAC_INVERT_EVERY
+# (5), KFAC_INVERSE (explicit), KFAC_PRECISION (bf16 where the CPU has AMX,
+# else fp32; a list such as "fp32 bf16" runs K-FAC once per value),
+# KFAC_STATS_EXAMPLES (0: all; examples of each batch behind the factor
+# statistics), KFAC_STATS_EVERY (4: steps between statistics; a list such as
+# "1 4" runs K-FAC once per value, each against the same target),
+# KFAC_MOMENTUM (adam: momentum on the gradient, the step F^-1 v; "regular",
+# the ConvNet's default, needs 2x the steps here), KFAC_FLAGS (extra K-FAC
+# flags), KFAC_STEPS (150: steps of each K-FAC run), ROUNDS (1: rounds of
+# every run, momentum and K-FAC alternating; the seconds printed are the
+# medians over the rounds, the errors repeat exactly), SEED (0), EXTRA_FLAGS
+# (passed to every run, e.g. "--fake_data --hidden 64,8" for a quick check
+# of this script). Besides the training seconds the tables give each
+# process's CPU seconds (user + system, /usr/bin/time), the steadier figure
+# on a loaded machine. About 4 minutes a round on 2 cores with the defaults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/bench_lib.sh
@@ -41,22 +44,28 @@ eval_every=${EVAL_EVERY:-25}
 eval_examples=${EVAL_EXAMPLES:-5000}
 momentum_lrs=${MOMENTUM_LRS:-"0.003 0.006 0.01"}
 kfac_lr=${KFAC_LR:-0.01}
-kfac_damping=${KFAC_DAMPING:-0.1}
+kfac_damping=${KFAC_DAMPING:-0.03}
+kfac_invert_every=${KFAC_INVERT_EVERY:-5}
+kfac_inverse=${KFAC_INVERSE:-explicit}
+amx_default=fp32
+grep -qw amx_bf16 /proc/cpuinfo 2>/dev/null && grep -qw amx_tile /proc/cpuinfo \
+  && amx_default=bf16
+kfac_precisions=${KFAC_PRECISION:-$amx_default}
+kfac_eval_every=${KFAC_EVAL_EVERY:-5}
 kfac_stats_examples=${KFAC_STATS_EXAMPLES:-0}
 kfac_stats_every=${KFAC_STATS_EVERY:-4}
 kfac_momentum=${KFAC_MOMENTUM:-adam}
-kfac_steps=${KFAC_STEPS:-$((steps / 2))}
+kfac_steps=${KFAC_STEPS:-150}
 rounds=${ROUNDS:-1}
 seed=${SEED:-0}
 data=()
 [ -n "${DATA_DIR:-}" ] && data=(--data_dir "$DATA_DIR")
 scratch_dir
-common=("${data[@]}" --batch_size "$batch" --eval_every "$eval_every"
-        --eval_examples "$eval_examples" --threads "$threads" --seed "$seed"
-        --log_every "$eval_every" --no_progress)
+common=("${data[@]}" --batch_size "$batch" --eval_examples "$eval_examples"
+        --threads "$threads" --seed "$seed" --no_progress)
 # shellcheck disable=SC2206
 common+=(${EXTRA_FLAGS:-})
-kfac_flags="--stats_examples $kfac_stats_examples --kfac_momentum $kfac_momentum ${KFAC_FLAGS:-}"
+kfac_flags="--stats_examples $kfac_stats_examples --kfac_momentum $kfac_momentum --invert_every $kfac_invert_every --inverse $kfac_inverse ${KFAC_FLAGS:-}"
 # Each run's log and its CPU seconds (user + system) in $out/NAME.R.{log,cpu}.
 timed() {
   local name=$1
@@ -68,23 +77,29 @@ for ((r = 0; r < rounds; ++r)); do
   for lr in $momentum_lrs; do
     echo "round $r: momentum, learning rate $lr: $steps steps" >&2
     timed "momentum_$lr.$r" "${common[@]}" --steps "$steps" \
+      --eval_every "$eval_every" --log_every "$eval_every" \
       --optimizer momentum --learning_rate "$lr"
   done
   for every in $kfac_stats_every; do
-    echo "round $r: kfac, learning rate $kfac_lr, damping $kfac_damping," \
-         "$kfac_flags --stats_every $every: $kfac_steps steps" >&2
-    # shellcheck disable=SC2086
-    timed "kfac_$every.$r" "${common[@]}" --steps "$kfac_steps" \
-      --optimizer kfac --learning_rate "$kfac_lr" --damping "$kfac_damping" \
-      --stats_every "$every" $kfac_flags
+    for precision in $kfac_precisions; do
+      echo "round $r: kfac, learning rate $kfac_lr, damping $kfac_damping," \
+           "$kfac_flags --stats_every $every --kfac_precision $precision:" \
+           "$kfac_steps steps" >&2
+      # shellcheck disable=SC2086
+      timed "kfac_${every}_$precision.$r" "${common[@]}" --steps "$kfac_steps" \
+        --eval_every "$kfac_eval_every" --log_every "$kfac_eval_every" \
+        --optimizer kfac --learning_rate "$kfac_lr" --damping "$kfac_damping" \
+        --stats_every "$every" --kfac_precision "$precision" $kfac_flags
+    done
   done
 done
 echo "load after: $(uptime)" >&2
 python3 - "$out" "$momentum_lrs" "$kfac_lr" "$kfac_damping" "$batch" \
-  "$threads" "$eval_examples" "$kfac_flags" "$rounds" "$kfac_stats_every" <<'PY'
+  "$threads" "$eval_examples" "$kfac_flags" "$rounds" "$kfac_stats_every" \
+  "$kfac_precisions" <<'PY'
 import re, statistics, sys
 (out, lrs, kfac_lr, damping, batch, threads, examples, kflags, rounds,
- everys) = sys.argv[1:11]
+ everys, precisions) = sys.argv[1:12]
 rounds = int(rounds)
 line = re.compile(r"global_step: (\d+) \| reconstruction_error: (\S+) "
                   r"\((\d+) examples\) \| train_s: (\S+) \| wall_s: (\S+)")
@@ -111,10 +126,11 @@ def run(name):
 runs = {f"momentum lr {lr}": run(f"momentum_{lr}") for lr in lrs.split()}
 best = min(runs, key=lambda k: runs[k][0][-1][1])
 kfac_names = []
-for every in everys.split():
+variants = [(e, p) for e in everys.split() for p in precisions.split()]
+for every, precision in variants:
     kfac_names.append(f"kfac lr {kfac_lr} damping {damping} {kflags.strip()} "
-                      f"--stats_every {every}")
-    runs[kfac_names[-1]] = run(f"kfac_{every}")
+                      f"--stats_every {every} --kfac_precision {precision}")
+    runs[kfac_names[-1]] = run(f"kfac_{every}_{precision}")
 target = min(e for _, e, _, _ in runs[best][0])
 def reach(c):
     for s, e, t, w in c:
@@ -152,9 +168,10 @@ for name in [best] + kfac_names:
     print(f"| {name} | {r[0]} | {r[1]:.1f} | {r[2]:.1f} | {r[3]:.1f} "
           f"| {ratios} |")
 print("\nerror at each evaluation (step: momentum best | "
-      + " | ".join(f"stats_every {e}" for e in everys.split()) + ")")
+      + " | ".join(f"stats_every {e} {p}" for e, p in variants) + ")")
 curves = [{s: e for s, e, _, _ in runs[n][0]} for n in kfac_names]
-for s, e, _, _ in runs[best][0]:
-    print(f"  {s}: {e:.2f} | " + " | ".join(
-        f"{k[s]:.2f}" if s in k else "-" for k in curves))
+moment = {s: e for s, e, _, _ in runs[best][0]}
+for s in sorted(set(moment) | {s for k in curves for s in k}):
+    print(f"  {s}: " + (f"{moment[s]:.2f}" if s in moment else "-") + " | "
+          + " | ".join(f"{k[s]:.2f}" if s in k else "-" for k in curves))
 PY

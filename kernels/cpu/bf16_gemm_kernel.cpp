@@ -1,14 +1,17 @@
 // The AMX part of kernels/cpu/bf16_gemm.hpp, compiled with the AMX and
 // AVX-512 BF16 flags (kernels/CMakeLists.txt): nothing here runs before
 // amx_bf16_ready() (kernels/cpu/bf16_gemm.cpp, baseline flags) said the
-// CPU has them.
+// CPU has them. Like the AVX-512 kernels (kernels/cpu/isa_kernels.hpp) it
+// instantiates no template and defines no inline function another object
+// could share (std::vector, std::max): the linker could keep this object's
+// AVX-512 copy for baseline code. tests/kernels/isa_symbols.sh checks it.
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
-#include <vector>
+#include <new>
 
 #include "kernels/cpu/bf16_gemm_kernel.hpp"
 
@@ -25,6 +28,41 @@ constexpr int64_t block = 32; // rows and columns of C per block; k per step
 int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
 }
+
+int64_t at_least(int64_t x, int64_t floor) {
+  return x > floor ? x : floor;
+}
+
+int64_t at_most(int64_t x, int64_t ceiling) {
+  return x < ceiling ? x : ceiling;
+}
+
+// A thread's scratch buffer, 64-byte aligned, grown as needed.
+struct scratch {
+  void* data = nullptr;
+  size_t bytes = 0;
+
+  scratch() = default;
+  scratch(const scratch&) = delete;
+  scratch& operator=(const scratch&) = delete;
+
+  ~scratch() {
+    std::free(data);
+  }
+
+  template <class T>
+  T* of(int64_t count) {
+    auto need = static_cast<size_t>(round_up(count * int64_t{sizeof(T)}, 64));
+    if (need > bytes) {
+      std::free(data);
+      data = std::aligned_alloc(64, need);
+      bytes = data != nullptr ? need : 0;
+      if (data == nullptr)
+        throw std::bad_alloc{};
+    }
+    return static_cast<T*>(data);
+  }
+};
 
 // Palette 1's configuration: 8 tiles of 16 rows x 64 bytes.
 struct alignas(64) tile_config {
@@ -73,8 +111,8 @@ void pack_rows(const float* a, int64_t m, int64_t k, int64_t mp, int64_t kp,
     }
     const float* src = a + i * k;
     for (int64_t j = 0; j < kp; j += block) {
-      auto lo = load_part(src + j, std::max<int64_t>(0, k - j));
-      auto hi = load_part(src + j + 16, std::max<int64_t>(0, k - j - 16));
+      auto lo = load_part(src + j, at_least(k - j, 0));
+      auto hi = load_part(src + j + 16, at_least(k - j - 16, 0));
       auto packed = _mm512_cvtne2ps_pbh(hi, lo);
       _mm512_storeu_si512(row + (j / block) * tile_elements,
                           reinterpret_cast<__m512i&>(packed));
@@ -98,7 +136,7 @@ void pack_pairs(const float* b, int64_t k, int64_t n, int64_t kp, int64_t np,
     auto* pair_row = out + (r / block) * tile_elements
                      + ((r % block) / 2) * block;
     for (int64_t j = 0; j < np; j += tile_rows) {
-      auto cols = std::max<int64_t>(0, n - j);
+      auto cols = at_least(n - j, 0);
       auto r0 = r < k ? load_part(b + r * n + j, cols) : zero;
       auto r1 = r + 1 < k ? load_part(b + (r + 1) * n + j, cols) : zero;
       auto lo = _mm512_unpacklo_ps(r0, r1);
@@ -118,26 +156,24 @@ void pack_pairs(const float* b, int64_t k, int64_t n, int64_t kp, int64_t np,
 void matmul_bf16(const float* a, const float* b, int64_t m, int64_t k,
                  int64_t n, float alpha, float* c) {
   auto mp = round_up(m, block);
-  auto kp = round_up(std::max<int64_t>(k, 1), block);
+  auto kp = round_up(at_least(k, 1), block);
   auto np = round_up(n, block);
   // Per-thread scratch: the products run once per layer and step.
-  thread_local std::vector<uint16_t> ap;
-  thread_local std::vector<uint16_t> bp;
-  thread_local std::vector<float> cp;
-  ap.resize(static_cast<size_t>(mp * kp));
-  bp.resize(static_cast<size_t>(kp * np));
-  cp.resize(static_cast<size_t>(block * np));
-  pack_rows(a, m, k, mp, kp, ap.data());
-  pack_pairs(b, k, n, kp, np, bp.data());
+  thread_local scratch a_tiles, b_tiles, c_panel;
+  auto* ap = a_tiles.of<uint16_t>(mp * kp);
+  auto* bp = b_tiles.of<uint16_t>(kp * np);
+  auto* cp = c_panel.of<float>(block * np);
+  pack_rows(a, m, k, mp, kp, ap);
+  pack_pairs(b, k, n, kp, np, bp);
   configure_tiles();
   const auto k_tiles = kp / block;
   constexpr int64_t tile_stride = 64; // bytes between a packed tile's rows
   const auto c_stride = np * 4;       // bytes between rows of C's row panel
   for (int64_t i0 = 0; i0 < mp; i0 += block) {
-    const uint16_t* a0 = ap.data() + (i0 / tile_rows) * k_tiles * tile_elements;
+    const uint16_t* a0 = ap + (i0 / tile_rows) * k_tiles * tile_elements;
     const uint16_t* a1 = a0 + k_tiles * tile_elements;
     for (int64_t j0 = 0; j0 < np; j0 += block) {
-      const uint16_t* b0 = bp.data() + (j0 / tile_rows) * k_tiles * tile_elements;
+      const uint16_t* b0 = bp + (j0 / tile_rows) * k_tiles * tile_elements;
       const uint16_t* b1 = b0 + k_tiles * tile_elements;
       _tile_zero(0);
       _tile_zero(1);
@@ -154,17 +190,17 @@ void matmul_bf16(const float* a, const float* b, int64_t m, int64_t k,
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
       }
-      float* c0 = cp.data() + j0;
+      float* c0 = cp + j0;
       _tile_stored(0, c0, c_stride);
       _tile_stored(1, c0 + tile_rows, c_stride);
       _tile_stored(2, c0 + tile_rows * np, c_stride);
       _tile_stored(3, c0 + tile_rows * np + tile_rows, c_stride);
     }
     // The row panel out, scaled, without its padding.
-    auto rows = std::min(block, m - i0);
+    auto rows = at_most(block, m - i0);
     const __m512 scale = _mm512_set1_ps(alpha);
     for (int64_t i = 0; i < rows; ++i) {
-      const float* src = cp.data() + i * np;
+      const float* src = cp + i * np;
       float* dst = c + (i0 + i) * n;
       int64_t j = 0;
       for (; j + 16 <= n; j += 16)

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# The AVX-512 kernel objects define nothing that other objects could define
+# The AVX-512 kernel objects (and the AMX one) define nothing that other objects could define
 # under the same name (kernels/cpu/isa_kernels.hpp): every symbol they
 # export or define weakly (inline functions, template instances) names the
 # level's namespace or its renamed Eigen. One that does not could be the
 # copy the linker keeps for baseline code, and crash an AVX2-only CPU.
 #
-#   tests/kernels/isa_symbols.sh OBJECT...   (CTest passes them as one
-#                                            ;-separated list)
+#   tests/kernels/isa_symbols.sh OBJECT...   (CTest passes ;-separated
+#                                            lists, one per kernel target)
 set -euo pipefail
-IFS=';' read -ra objects <<< "$*"
+objects=()
+for arg in "$@"; do
+  IFS=';' read -ra part <<< "$arg"
+  objects+=("${part[@]}")
+done
 set -- "${objects[@]}"
 [ $# -gt 0 ] || { echo "isa_symbols: no object files given" >&2; exit 2; }
 command -v nm >/dev/null || { echo "isa_symbols: nm (binutils) missing" >&2; exit 2; }
@@ -21,6 +25,7 @@ for obj in "$@"; do
     checked=$((checked + 1))
     case "$line" in
       *"syncfac::cpu::avx512::"*|*"syncfac_eigen_avx512::"*) ;;
+      *"syncfac::cpu::amx::"*) ;;  # the AMX kernel (kernels/cpu/bf16_gemm_kernel.cpp)
       *"DW.ref.__gxx_personality_v0") ;;  # a pointer to libstdc++'s, no code
       *) echo "isa_symbols: $obj: shared symbol: $line" >&2; bad=$((bad + 1)) ;;
     esac
