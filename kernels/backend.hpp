@@ -172,6 +172,15 @@ public:
                               const tensor& pooled_y, activation act,
                               tensor& ds);
 
+  /// Whether max_pool_backward_activated and the conv2d backward from ds
+  /// are this backend's own kernels. The model runs a conv and its pool
+  /// fused only then: the defaults above compose the plain kernels with
+  /// more passes than the two layers make apart (a GPU would read the
+  /// pooled values back to the host for tanh and sigmoid).
+  virtual bool fuses_pool_activation() const noexcept {
+    return false;
+  }
+
   /// Mean softmax cross-entropy of logits [N, K] against labels in [0, K);
   /// probs receives softmax(logits). A label out of range is
   /// ec::invalid_argument naming the index and the value.

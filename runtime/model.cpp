@@ -369,9 +369,11 @@ caf::error model::backward_layers(backend& dev, bool parameter_grads) {
       ++first;
   for (size_t i = layers_.size(); i-- > first;) {
     // A max_pool after a conv2d writes the conv's dL/ds, and the conv
-    // continues from it (layers.hpp, pool_takes_activation); i > first
-    // keeps the conv, at i - 1, inside the pass.
-    bool pair = i > first && through_pool_[i - 1];
+    // continues from it (layers.hpp, pool_takes_activation), where the
+    // device has kernels for that; i > first keeps the conv, at i - 1,
+    // inside the pass.
+    bool pair = i > first && through_pool_[i - 1]
+                && dev.fuses_pool_activation();
     if (pair)
       --i;
     tensor* dx = i > first ? &grad_inputs_[i] : nullptr;

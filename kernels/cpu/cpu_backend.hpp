@@ -95,6 +95,10 @@ public:
                                          activation act,
                                          tensor& ds) override;
 
+  bool fuses_pool_activation() const noexcept override {
+    return true;
+  }
+
   caf::error softmax_xent_forward(const tensor& logits,
                                   const label_vector& labels, tensor& probs,
                                   float& loss) override;
