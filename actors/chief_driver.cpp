@@ -27,7 +27,8 @@ json_object kfac_report(caf::scoped_actor& self,
                         const std::vector<worker_actor>& workers) {
   auto timeout = counters_timeout(cfg);
   auto ignore = [](size_t, const caf::error&) {};
-  int64_t received = 0, folded = 0, stale = 0, refused = 0, handed = 0;
+  int64_t received = 0, folded = 0, stale = 0, refused = 0, handed = 0,
+          due = 0;
   ask_each<covariance_status>(
     self, kfac.covariance, timeout,
     [&](size_t, const covariance_status& cs) {
@@ -36,6 +37,7 @@ json_object kfac_report(caf::scoped_actor& self,
       stale += cs.stale;
       refused += cs.refused;
       handed += cs.factor_sets_sent;
+      due += cs.factor_sets_due;
     },
     ignore, status_atom::value);
   int64_t inversions = 0, too_early = 0, failed = 0, raised = 0;
@@ -85,6 +87,7 @@ json_object kfac_report(caf::scoped_actor& self,
     .add("stats_skipped", skipped)
     .add("stats_send_failures", send_failed)
     .add("factor_sets", handed)
+    .add("factor_sets_due", due)
     .add("layer_inversions", inversions)
     .add("inversions_too_early", too_early)
     .add("inversions_failed", failed)

@@ -322,8 +322,10 @@ void fold_pending(self_ptr self) {
   if (!inversion_due(st, p.step))
     return;
   for (size_t k = 0; k < st.peers.size(); ++k)
-    if (!st.peers[k].layers.empty())
+    if (!st.peers[k].layers.empty()) {
+      ++st.status.factor_sets_due;
       hand_off(self, k);
+    }
 }
 
 caf::result<stats_ack> on_stats(self_ptr self, const stats_update& u) {

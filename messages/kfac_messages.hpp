@@ -39,6 +39,11 @@ struct covariance_status {
   /// Factor sets handed to inverse actors, and failures doing so.
   int64_t factor_sets_sent = 0;
   int64_t send_failures = 0;
+  /// Hand-offs the cadence called for, one per inverse actor each time:
+  /// while an inverse actor is still busy with the last set, the newest
+  /// factors wait and later ones replace them (sent once it answers), so
+  /// factor_sets_sent trails this by the waiting and replaced ones.
+  int64_t factor_sets_due = 0;
   std::string last_error;
 };
 
@@ -46,7 +51,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, covariance_status& x) {
   return f(caf::meta::type_name("covariance_status"), x.index, x.received,
            x.cov_updates, x.stale, x.refused, x.factor_sets_sent,
-           x.send_failures, x.last_error);
+           x.send_failures, x.factor_sets_due, x.last_error);
 }
 
 /// An inverse actor's counters.

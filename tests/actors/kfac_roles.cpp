@@ -650,6 +650,8 @@ BOOST_AUTO_TEST_CASE(hand_offs_coalesce_while_one_is_in_flight) {
   send(cov, fc0_update(2, 3.0f));
   BOOST_TEST(received(m, log).size() == 1u);
   BOOST_TEST(status(cov).factor_sets_sent == 1);
+  // Three were due: one sent, one waiting, one replaced by the next.
+  BOOST_TEST(status(cov).factor_sets_due == 3);
   // The answer comes: the factors current now go, once.
   self->send(m, caf::ok_atom::value);
   wait_for("the coalesced hand-off",
@@ -659,6 +661,7 @@ BOOST_AUTO_TEST_CASE(hand_offs_coalesce_while_one_is_in_flight) {
   BOOST_TEST(sets[1].layers[0].cov_updates == 3);
   auto st = status(cov);
   BOOST_TEST(st.factor_sets_sent == 2);
+  BOOST_TEST(st.factor_sets_due == 3);
   BOOST_TEST(st.send_failures == 0);
 }
 

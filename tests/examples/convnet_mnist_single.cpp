@@ -265,11 +265,16 @@ BOOST_AUTO_TEST_CASE(the_exact_kfac_cadence_folds_every_step) {
   // before its push, and the factors go on after the steps s with
   // (s + 1) % 5 == 0: 6 hand-offs in 30 steps. The cadence's choice of
   // folds is checked against the counted one in tests/actors/kfac_roles.cpp.
+  // Sent are at most those: on a busy machine the last set may still wait
+  // for the inverse actor's answer to the one before when the run ends.
   auto text = sync_summary("--optimizer kfac --learning_rate 0.0003"
                            " --invert_every 5 --kfac_cadence exact",
                            30);
   check_counters(text, {{"stats_skipped", 0}, {"cov_updates", 30},
-                        {"factor_sets", 6}});
+                        {"factor_sets_due", 6}});
+  auto sent = json_numbers(text, "factor_sets").at(0);
+  BOOST_TEST(sent >= 4);
+  BOOST_TEST(sent <= 6);
   check_refused(program + " --fake_data --optimizer kfac --kfac_cadence"
                 " sometimes",
                 {"sometimes"});
