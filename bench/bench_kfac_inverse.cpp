@@ -2,10 +2,9 @@
 // seeds' ConvNet: conv1 A 26 / G 16, conv2 A 401 / G 16, dense A 785 / G 10,
 // and of the deep autoencoder's largest layer (A 1001 / G 784):
 // damped_inverse (double Cholesky; damped_inverse_f32 in float) and
-// symmetric_eigen (double
-// SelfAdjointEigenSolver) of each factor, then both preconditioning paths
-// of each layer's gradient (the explicit inverses' products also in
-// bfloat16 on AMX tiles where the CPU has them).
+// symmetric_eigen (double SelfAdjointEigenSolver) of each factor, then the
+// preconditioning paths of each layer's gradient (the explicit inverses'
+// products also in bfloat16 on AMX tiles where the CPU has them).
 //
 //   build/bin/bench_kfac_inverse [--seconds 0.5]
 

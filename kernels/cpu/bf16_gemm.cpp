@@ -1,7 +1,6 @@
 #include "kernels/cpu/bf16_gemm.hpp"
 
 #include <cstdlib>
-#include <mutex>
 #include <string>
 
 #if defined(__x86_64__)
@@ -10,6 +9,7 @@
 #  include <unistd.h>
 #endif
 
+#include "kernels/cpu/isa.hpp"
 #include "runtime/base/error.hpp"
 
 #ifdef SYNCFAC_HAVE_AMX_KERNELS
@@ -27,30 +27,27 @@ std::string amx_missing() {
 #elif !defined(__x86_64__)
   return "AMX is an x86-64 feature";
 #else
-  // SYNCFAC_MAX_ISA below avx512 runs as on a CPU without AVX-512, and so
-  // without AMX (the kernel packs its operands with AVX-512 BF16).
-  if (const char* cap = std::getenv("SYNCFAC_MAX_ISA");
-      cap != nullptr && std::string{cap} != "avx512")
-    return std::string{"SYNCFAC_MAX_ISA="} + cap + " hides it";
+  // The kernel packs its operands with AVX-512 (BF16): the avx512 level
+  // must run here, which also honours SYNCFAC_MAX_ISA.
+  if (auto err = isa_runs("avx512"))
+    return "it needs the avx512 level: " + render(err);
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
     return "the CPU does not report its extended features (cpuid 7)";
   bool tile = (d & (1u << 24)) != 0;
   bool bf16 = (d & (1u << 22)) != 0;
-  bool avx512f = (b & (1u << 16)) != 0;
   unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
   bool avx512_bf16 = __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)
                      && (a1 & (1u << 5)) != 0;
-  if (!tile || !bf16 || !avx512f || !avx512_bf16)
+  if (!tile || !bf16 || !avx512_bf16)
     return std::string{"the CPU lacks"} + (tile ? "" : " amx_tile")
-           + (bf16 ? "" : " amx_bf16") + (avx512f ? "" : " avx512f")
-           + (avx512_bf16 ? "" : " avx512_bf16");
-  // The OS must save the tile and zmm state (XCR0 bits 17-18 and 5-7)...
+           + (bf16 ? "" : " amx_bf16") + (avx512_bf16 ? "" : " avx512_bf16");
+  // The OS must save the tile state (XCR0 bits 17-18)...
   unsigned lo = 0, hi = 0;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   (void) hi;
-  if ((lo & 0x600e6u) != 0x600e6u)
-    return "the OS does not save the AMX tile or AVX-512 state (XCR0)";
+  if ((lo & 0x60000u) != 0x60000u)
+    return "the OS does not save the AMX tile state (XCR0)";
   // ...and grant this process the tile data (Linux >= 5.16; the grant
   // covers every thread of the process).
   constexpr long arch_req_xcomp_perm = 0x1023;

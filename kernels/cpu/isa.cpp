@@ -137,16 +137,16 @@ std::vector<std::string> supported_isas() {
   return result;
 }
 
-caf::error select_isa(const std::string& name) {
+namespace {
+
+// The built table named `name` if this CPU and OS run it; the errors as
+// select_isa documents them.
+caf::expected<const isa_kernels*> runnable(const std::string& name) {
   if (!cap().valid)
     return make_error(ec::invalid_config,
                       "SYNCFAC_MAX_ISA=" + in_quotes(cap().value)
                         + ": unknown instruction-set level (expected "
                           "generic, avx2 or avx512)");
-  if (name == "auto") {
-    active().store(best_supported());
-    return caf::none;
-  }
   for (auto* t : built_tables()) {
     if (name != t->name)
       continue;
@@ -159,13 +159,33 @@ caf::error select_isa(const std::string& name) {
                                : " (or SYNCFAC_MAX_ISA=" + cap().value
                                    + " hides it)")
                           + "; supported here: " + joined(supported_isas()));
-    active().store(t);
-    return caf::none;
+    return t;
   }
   return make_error(ec::unknown_name,
                     "--isa " + in_quotes(name)
                       + ": unknown instruction-set level (this build has: auto, "
                       + joined(built_isas()) + ")");
+}
+
+} // namespace
+
+caf::error isa_runs(const std::string& name) {
+  auto t = runnable(name);
+  return t ? caf::none : t.error();
+}
+
+caf::error select_isa(const std::string& name) {
+  if (name == "auto") {
+    if (!cap().valid)
+      return runnable(name).error();
+    active().store(best_supported());
+    return caf::none;
+  }
+  auto t = runnable(name);
+  if (!t)
+    return t.error();
+  active().store(*t);
+  return caf::none;
 }
 
 const char* isa_name() noexcept {

@@ -34,6 +34,11 @@ std::vector<std::string> supported_isas();
 /// meanwhile finishes at the level it started with.
 caf::error select_isa(const std::string& name);
 
+/// Whether this binary has level `name` and this CPU and OS run it (a
+/// SYNCFAC_MAX_ISA below it hides it): none, or select_isa's error for it,
+/// naming what is missing. Nothing changes.
+caf::error isa_runs(const std::string& name);
+
 /// The level now in use ("avx2", "avx512" or "generic").
 const char* isa_name() noexcept;
 

@@ -49,13 +49,16 @@ bool is_square(const tensor& x) {
 // 0.6 ms, beside an 8 ms factorisation).
 constexpr Eigen::Index tile = 32;
 
-// ½(F + Fᵀ) in double: Eigen's solvers read one triangle only, and the
-// answer should not depend on which one a slightly asymmetric factor (EMA
-// round-off) happens to store.
-dmat symmetric_part(const tensor& factor) {
+// ½(F + Fᵀ) in double (or float, for damped_inverse_f32): Eigen's solvers
+// read one triangle only, and the answer should not depend on which one a
+// slightly asymmetric factor (EMA round-off) happens to store.
+template <class Scalar = double>
+Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>
+symmetric_part(const tensor& factor) {
   auto n = static_cast<Eigen::Index>(factor.dim(0));
-  dmat m(n, n);
+  Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic> m(n, n);
   const float* f = factor.data();
+  const Scalar half{0.5};
   // m(i, j) = ½(f_ij + f_ji), column-major m: j outer, i inner per tile.
   for (Eigen::Index j0 = 0; j0 < n; j0 += tile)
     for (Eigen::Index i0 = 0; i0 < n; i0 += tile) {
@@ -63,7 +66,7 @@ dmat symmetric_part(const tensor& factor) {
       auto i1 = std::min(i0 + tile, n);
       for (Eigen::Index j = j0; j < j1; ++j)
         for (Eigen::Index i = i0; i < i1; ++i)
-          m(i, j) = 0.5 * (double{f[i * n + j]} + double{f[j * n + i]});
+          m(i, j) = half * (Scalar{f[i * n + j]} + Scalar{f[j * n + i]});
     }
   return m;
 }
@@ -76,9 +79,10 @@ void on_this_thread(F&& f) {
   eigen_team(1, [&](int, int) { f(); });
 }
 
-// Writes a symmetric double matrix to a float tensor, or fails if a value
-// does not fit a float (an inverse of a nearly singular factor).
-caf::error store_symmetric(const char* op, const dmat& m, tensor& out) {
+// Writes a symmetric matrix to a float tensor, or fails if a value does
+// not fit a float (an inverse of a nearly singular factor).
+template <class Matrix>
+caf::error store_symmetric(const char* op, const Matrix& m, tensor& out) {
   auto n = m.rows();
   std::vector<float> values(static_cast<size_t>(n * n));
   for (Eigen::Index i = 0; i < n; ++i)
@@ -95,22 +99,24 @@ caf::error store_symmetric(const char* op, const dmat& m, tensor& out) {
 
 // Eigen's LLT fails only on a pivot <= 0. A pivot that survives only by
 // round-off (a rank-deficient factor with damping 0 gives pivots of
-// ±1e-16 · scale) would yield an inverse of noise, so pivots below
-// n · ε · the largest diagonal entry count as zero too; they are
-// indistinguishable from singular at double precision.
-caf::error check_pivots(const char* op, const Eigen::LLT<dmat>& llt,
-                        const dmat& m, float damping) {
+// ±1e-16 · scale in double) would yield an inverse of noise, so pivots
+// below n · ε · the largest diagonal entry count as zero too, ε the
+// factorisation's own; they are indistinguishable from singular at its
+// precision.
+template <class Matrix>
+caf::error check_pivots(const char* op, const Eigen::LLT<Matrix>& llt,
+                        const Matrix& m, float damping) {
+  using scalar = typename Matrix::Scalar;
   auto n = m.rows();
   if (llt.info() != Eigen::Success)
     return not_positive_definite(op, n, damping,
                                  "Cholesky met a pivot <= 0");
   if (n == 0)
     return caf::none;
-  // L's diagonal, read in place (matrixL() would copy all of L): column-
-  // major, so entry (k, k) is n + 1 entries after (k - 1, k - 1).
-  const dmat& l = llt.matrixLLT();
+  Eigen::VectorXd pivots = llt.matrixLLT().diagonal().template cast<double>();
   return check_round_off_pivots(op, n, damping, m.diagonal().maxCoeff(),
-                                l.data(), n + 1);
+                                pivots.data(), 1,
+                                std::numeric_limits<scalar>::epsilon());
 }
 
 matrix_operand operand(const float* data, int64_t rows, int64_t cols,
@@ -171,23 +177,24 @@ damping_plan factored_damping(const tensor& A, const tensor& G, float lambda,
 
 namespace {
 
-/// The Cholesky factorisation of ½(F + Fᵀ) + damping·I in double, after
-/// the checks both damped_inverse and damped_cholesky make; `use` turns
-/// the factorisation into their output.
-template <class Use>
+/// The Cholesky factorisation of ½(F + Fᵀ) + damping·I in Scalar (double,
+/// or float for damped_inverse_f32), after the checks every damped
+/// factorisation makes; `use` turns the factorisation into the output.
+template <class Scalar = double, class Use>
 caf::error damped_llt(const char* op, const tensor& factor, float damping,
                       Use use) {
+  using matrix = Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>;
   if (auto err = check_square(op, "factor", factor))
     return err;
   if (auto err = check_scalar(op, "damping", damping, true))
     return err;
   if (auto err = check_finite(op, "factor", factor))
     return err;
-  auto m = symmetric_part(factor);
-  m.diagonal().array() += double{damping};
+  auto m = symmetric_part<Scalar>(factor);
+  m.diagonal().array() += Scalar{damping};
   caf::error err;
   on_this_thread([&] {
-    Eigen::LLT<dmat> llt(m);
+    Eigen::LLT<matrix> llt(m);
     err = check_pivots(op, llt, m, damping);
     if (!err)
       err = use(llt);
@@ -195,22 +202,39 @@ caf::error damped_llt(const char* op, const tensor& factor, float damping,
   return err;
 }
 
+/// (½(F + Fᵀ) + damping·I)⁻¹ in Scalar, stored as float.
+template <class Scalar>
+caf::error damped_inverse_in(const char* op, const tensor& factor,
+                             float damping, tensor& inverse) {
+  using matrix = Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>;
+  return damped_llt<Scalar>(op, factor, damping,
+                            [&](const Eigen::LLT<matrix>& llt) {
+    matrix x = llt.solve(matrix::Identity(llt.rows(), llt.cols()));
+    // The two triangular solves leave X asymmetric at about 1e-15
+    // relative (1e-7 in float). Rounding to float hides that except where
+    // an entry pair straddles a rounding boundary; averaging first makes
+    // the stored inverse exactly symmetric always, as the K-FAC algebra
+    // assumes.
+    // Into a new matrix: x = ½(x + xᵀ) in place would read entries
+    // already averaged (Eigen does not guard a transpose's aliasing).
+    matrix sym = Scalar{0.5} * (x + x.transpose());
+    return store_symmetric(op, sym, inverse);
+  });
+}
+
 } // namespace
 
 caf::error damped_inverse(const tensor& factor, float damping,
                           tensor& inverse) {
-  const char* op = "damped_inverse";
-  return damped_llt(op, factor, damping, [&](const Eigen::LLT<dmat>& llt) {
-    dmat x = llt.solve(dmat::Identity(llt.rows(), llt.cols()));
-    // The two triangular solves leave X asymmetric at about 1e-15
-    // relative. Rounding to float hides that except where an entry pair
-    // straddles a rounding boundary; averaging first makes the stored
-    // inverse exactly symmetric always, as the K-FAC algebra assumes.
-    x = 0.5 * (x + x.transpose());
-    return store_symmetric(op, x, inverse);
-  });
+  return damped_inverse_in<double>("damped_inverse", factor, damping,
+                                   inverse);
 }
 
+caf::error damped_inverse_f32(const tensor& factor, float damping,
+                              tensor& inverse) {
+  return damped_inverse_in<float>("damped_inverse_f32", factor, damping,
+                                  inverse);
+}
 
 caf::expected<float> damped_inverse_with_retry(const tensor& factor,
                                                float damping, int max_retries,
@@ -219,53 +243,6 @@ caf::expected<float> damped_inverse_with_retry(const tensor& factor,
                        max_retries, [&](float d) {
                          return damped_inverse(factor, d, inverse);
                        });
-}
-
-caf::error damped_inverse_f32(const tensor& factor, float damping,
-                              tensor& inverse) {
-  const char* op = "damped_inverse_f32";
-  if (auto err = check_square(op, "factor", factor))
-    return err;
-  if (auto err = check_scalar(op, "damping", damping, true))
-    return err;
-  if (auto err = check_finite(op, "factor", factor))
-    return err;
-  using fmat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic>;
-  auto n = static_cast<Eigen::Index>(factor.dim(0));
-  // The row-major factor read as column-major is Fᵀ: ½(F + Fᵀ) either way.
-  Eigen::Map<const fmat> f(factor.data(), n, n);
-  fmat m = 0.5f * (f + f.transpose());
-  m.diagonal().array() += damping;
-  caf::error err;
-  on_this_thread([&] {
-    Eigen::LLT<fmat> llt(m);
-    if (llt.info() != Eigen::Success) {
-      err = not_positive_definite(op, n, damping, "Cholesky met a pivot <= 0");
-      return;
-    }
-    std::vector<double> pivots(static_cast<size_t>(n));
-    for (Eigen::Index k = 0; k < n; ++k)
-      pivots[static_cast<size_t>(k)] = llt.matrixLLT()(k, k);
-    err = check_round_off_pivots(op, n, damping,
-                                 n > 0 ? m.diagonal().maxCoeff() : 0.0,
-                                 pivots.data(), 1,
-                                 std::numeric_limits<float>::epsilon());
-    if (err)
-      return;
-    fmat x = llt.solve(fmat::Identity(n, n));
-    // Exactly symmetric, as damped_inverse's; then column-major is
-    // row-major.
-    fmat sym = 0.5f * (x + x.transpose());
-    for (Eigen::Index j = 0; j < n; ++j)
-      for (Eigen::Index i = 0; i < n; ++i)
-        if (!std::isfinite(sym(i, j))) {
-          err = inverse_out_of_range(op, n, sym(i, j), i, j);
-          return;
-        }
-    std::vector<float> values(sym.data(), sym.data() + n * n);
-    store(std::move(values), n, n, inverse);
-  });
-  return err;
 }
 
 caf::expected<float> damped_inverse_f32_with_retry(const tensor& factor,
@@ -350,6 +327,31 @@ caf::error symmetric_eigen(const tensor& factor, tensor& eigenvalues,
   return caf::none;
 }
 
+namespace {
+
+/// scale · A_inv · grad · G_inv with `multiply(a, b, m, k, n, alpha, c)`
+/// (c = alpha · a[m, k] · b[k, n]) for both products; out may alias an
+/// input.
+template <class Multiply>
+void factored_products(const tensor& grad, const tensor& A_inv,
+                       const tensor& G_inv, float scale, tensor& out,
+                       Multiply multiply) {
+  auto p = grad.dim(0);
+  auto q = grad.dim(1);
+  std::vector<float> right(static_cast<size_t>(p * q));
+  multiply(grad.data(), G_inv.data(), p, q, q, 1.0f, right.data());
+  if (aliases(out, {&grad, &A_inv, &G_inv})) {
+    std::vector<float> result(static_cast<size_t>(p * q));
+    multiply(A_inv.data(), right.data(), p, p, q, scale, result.data());
+    store(std::move(result), p, q, out);
+    return;
+  }
+  out.resize({p, q});
+  multiply(A_inv.data(), right.data(), p, p, q, scale, out.data());
+}
+
+} // namespace
+
 caf::error precondition_factored(const tensor& grad, const tensor& A_inv,
                                  const tensor& G_inv, float scale,
                                  tensor& out) {
@@ -357,21 +359,11 @@ caf::error precondition_factored(const tensor& grad, const tensor& A_inv,
   if (auto err = check_sided_operands(op, grad, "A_inv", A_inv, "G_inv",
                                       G_inv, scale, factor_scan::scan))
     return err;
-  auto p = grad.dim(0);
-  auto q = grad.dim(1);
-  std::vector<float> right(static_cast<size_t>(p * q));
-  product(grad.data(), false, p, q, G_inv.data(), false, q, q, 1.0f,
-          right.data());
-  if (aliases(out, {&grad, &A_inv, &G_inv})) {
-    std::vector<float> result(static_cast<size_t>(p * q));
-    product(A_inv.data(), false, p, p, right.data(), false, p, q, scale,
-            result.data());
-    store(std::move(result), p, q, out);
-    return caf::none;
-  }
-  out.resize({p, q});
-  product(A_inv.data(), false, p, p, right.data(), false, p, q, scale,
-          out.data());
+  factored_products(grad, A_inv, G_inv, scale, out,
+                    [](const float* a, const float* b, int64_t m, int64_t k,
+                       int64_t n, float alpha, float* c) {
+                      product(a, false, m, k, b, false, k, n, alpha, c);
+                    });
   return caf::none;
 }
 
@@ -384,18 +376,7 @@ caf::error precondition_factored_bf16(const tensor& grad, const tensor& A_inv,
     return err;
   if (auto err = amx_bf16_ready())
     return with_context(err, op);
-  auto p = grad.dim(0);
-  auto q = grad.dim(1);
-  std::vector<float> right(static_cast<size_t>(p * q));
-  matmul_bf16(grad.data(), G_inv.data(), p, q, q, 1.0f, right.data());
-  if (aliases(out, {&grad, &A_inv, &G_inv})) {
-    std::vector<float> result(static_cast<size_t>(p * q));
-    matmul_bf16(A_inv.data(), right.data(), p, p, q, scale, result.data());
-    store(std::move(result), p, q, out);
-    return caf::none;
-  }
-  out.resize({p, q});
-  matmul_bf16(A_inv.data(), right.data(), p, p, q, scale, out.data());
+  factored_products(grad, A_inv, G_inv, scale, out, matmul_bf16);
   return caf::none;
 }
 
