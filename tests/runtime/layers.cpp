@@ -97,6 +97,28 @@ parameter_set random_parameters(const conv_pool& p, std::mt19937& rng) {
   return values;
 }
 
+/// The pair's backward fused and apart from dy (into dx unless
+/// with_dx is false): the same ds, dx and, where parameter_grads, the same
+/// parameter gradients.
+void check_fused_matches_apart(backend& dev, conv_pool& fused,
+                               conv_pool& apart, const tensor& dy,
+                               bool with_dx, bool parameter_grads) {
+  tensor dx_fused, dx_apart;
+  SYNCFAC_REQUIRE_OK(backward_through_pool(dev, *fused.conv, *fused.pool, dy,
+                                           with_dx ? &dx_fused : nullptr,
+                                           parameter_grads));
+  apart.backward_apart(dev, dy, with_dx ? &dx_apart : nullptr,
+                       parameter_grads);
+  BOOST_CHECK(same_bits(fused.ds(), apart.ds()));
+  if (with_dx)
+    BOOST_CHECK(same_bits(dx_fused, dx_apart));
+  if (parameter_grads)
+    for (size_t i = 0; i < fused.grads.size(); ++i)
+      BOOST_CHECK_MESSAGE(same_bits(fused.grads[i].value,
+                                    apart.grads[i].value),
+                          fused.grads[i].name);
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(only_a_conv_before_a_max_pool_runs_fused) {
@@ -135,34 +157,15 @@ BOOST_AUTO_TEST_CASE(fused_pair_gives_the_bits_of_the_layers_apart) {
           fused.forward(*dev, x);
           apart.forward(*dev, x);
           auto dy = random_tensor(fused.pool->output().shape(), rng);
-          tensor dx_fused, dx_apart;
-          SYNCFAC_REQUIRE_OK(backward_through_pool(
-            *dev, *fused.conv, *fused.pool, dy, &dx_fused, true));
-          apart.backward_apart(*dev, dy, &dx_apart, true);
-          BOOST_CHECK(same_bits(fused.ds(), apart.ds()));
-          BOOST_CHECK(same_bits(dx_fused, dx_apart));
-          for (size_t i = 0; i < fused.grads.size(); ++i)
-            BOOST_CHECK_MESSAGE(same_bits(fused.grads[i].value,
-                                          apart.grads[i].value),
-                                fused.grads[i].name);
+          check_fused_matches_apart(*dev, fused, apart, dy, true, true);
           // The statistics pass: ds and dx only; the gradients keep theirs.
           auto kept = fused.grads;
           auto dy2 = random_tensor(dy.shape(), rng);
-          SYNCFAC_REQUIRE_OK(backward_through_pool(
-            *dev, *fused.conv, *fused.pool, dy2, &dx_fused, false));
-          apart.backward_apart(*dev, dy2, &dx_apart, false);
-          BOOST_CHECK(same_bits(fused.ds(), apart.ds()));
-          BOOST_CHECK(same_bits(dx_fused, dx_apart));
+          check_fused_matches_apart(*dev, fused, apart, dy2, true, false);
           for (size_t i = 0; i < kept.size(); ++i)
             BOOST_CHECK(same_bits(fused.grads[i].value, kept[i].value));
           // A first layer: no dx.
-          SYNCFAC_REQUIRE_OK(backward_through_pool(
-            *dev, *fused.conv, *fused.pool, dy, nullptr, true));
-          apart.backward_apart(*dev, dy, nullptr, true);
-          BOOST_CHECK(same_bits(fused.ds(), apart.ds()));
-          for (size_t i = 0; i < fused.grads.size(); ++i)
-            BOOST_CHECK(same_bits(fused.grads[i].value,
-                                  apart.grads[i].value));
+          check_fused_matches_apart(*dev, fused, apart, dy, false, true);
         }
       }
   }
@@ -195,14 +198,7 @@ BOOST_AUTO_TEST_CASE(fused_pair_after_adopt_prefix_reads_the_adopted_state) {
       }
       auto dy = random_tensor(fused.pool->output().shape(), rng);
       BOOST_REQUIRE_EQUAL(dy.dim(0), n);
-      tensor dx_fused, dx_apart;
-      SYNCFAC_REQUIRE_OK(backward_through_pool(
-        *dev, *fused.conv, *fused.pool, dy, &dx_fused, true));
-      apart.backward_apart(*dev, dy, &dx_apart, true);
-      BOOST_CHECK(same_bits(fused.ds(), apart.ds()));
-      BOOST_CHECK(same_bits(dx_fused, dx_apart));
-      for (size_t i = 0; i < fused.grads.size(); ++i)
-        BOOST_CHECK(same_bits(fused.grads[i].value, apart.grads[i].value));
+      check_fused_matches_apart(*dev, fused, apart, dy, true, true);
     }
   }
 }
