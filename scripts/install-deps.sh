@@ -7,6 +7,8 @@
 #
 #   scripts/install-deps.sh          install what is missing
 #   scripts/install-deps.sh --check  list what is missing, exit 1 if any
+#                                    (the tests' venv too, scripts/test-venv.sh),
+#                                    and the CPU levels the suites can run at
 set -euo pipefail
 
 packages=(
@@ -28,6 +30,8 @@ packages=(
   curl             # tests/observability: scrapes of the metrics endpoint
   openmpi-bin      # mpirun: the Open MPI cluster test (tests/examples)
   slurm-wlm munge  # srun, slurmctld, slurmd, munged: the Slurm cluster test
+  chromium         # the status page in a headless browser (tests/observability)
+  prometheus       # promtool check metrics (tests/observability)
 )
 
 # The commands the build and the tests call, and the package of each: a
@@ -40,6 +44,8 @@ declare -A commands=(
   [curl]=curl [unshare]=util-linux
   [mpirun]=openmpi-bin [srun]=slurm-client [slurmctld]=slurmctld
   [slurmd]=slurmd [sinfo]=slurm-client [munged]=munge
+  [chromium]=chromium [promtool]=prometheus [flock]=util-linux
+  [taskset]=util-linux
 )
 
 missing=()
@@ -69,6 +75,11 @@ if [ "${1:-}" = --check ]; then
     echo "syncfac: python3 cannot read YAML (package python3-yaml)"
     status=1
   fi
+  # The PyPI packages some tests read their output with.
+  "$(dirname "$0")/test-venv.sh" --check || status=1
+  # Hardware is no package: what this CPU lacks is said, and the suites
+  # that need it skip (tests/hardware_skip.hpp).
+  "$(dirname "$0")/cpu-levels.sh"
   [ $status -eq 0 ] && echo "syncfac: every dependency is installed"
   exit $status
 elif [ $# -gt 0 ]; then
