@@ -4,7 +4,8 @@
 # as four hosts would be. Training must finish and end with bit-identical
 # parameters to the same run in one process (one worker without initial
 # tokens: the protocol is deterministic then). Needs root and `ip netns`;
-# exits 77 (skipped) where they are missing.
+# exits 77 (skipped) where they are missing. Plaintext by --insecure: the
+# namespaces' bridge stands for a trusted network (docs/tls.md).
 #
 #   tests/examples/netns_cluster.sh BUILD/bin
 set -euo pipefail
@@ -47,7 +48,8 @@ JSON
 
 flags=(--fake_data --fake_train_size 2048 --fake_test_size 500
        --batch_size 32 --threads 1 --seed 3 --no_progress --steps 30
-       --connect_timeout_ms 60000 --max_wait_ms 60000 --num_tokens 0)
+       --connect_timeout_ms 60000 --max_wait_ms 60000 --num_tokens 0
+       --insecure)
 pids=()
 for i in "${!roles[@]}"; do
   job=${roles[$i]%%:*}
