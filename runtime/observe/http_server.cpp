@@ -105,7 +105,7 @@ http_server::start(const http_server_options& opts, http_handler handler) {
   if (found->ai_family == AF_INET6) // only the address asked for
     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
   if (::bind(fd, found->ai_addr, found->ai_addrlen) != 0
-      || ::listen(fd, 128) != 0) {
+      || ::listen(fd, SOMAXCONN) != 0) {
     auto why = std::string{std::strerror(errno)};
     ::close(fd);
     return make_error(ec::unavailable, "metrics server: cannot listen on "
@@ -217,15 +217,20 @@ void http_server::serve() {
       c->fd = fd;
       c->deadline = clock_type::now() + opts_.io_timeout;
       if (open.size() >= std::max<size_t>(opts_.max_connections, 1)) {
-        // Full: the oldest connection still sending its request makes room
-        // (an idle client cannot hold the server); one whose answer is
-        // under way is left to finish, and the newcomer closed instead.
-        auto oldest = std::find_if(open.begin(), open.end(), [](auto& x) {
-          return x->now == phase::reading;
-        });
-        if (oldest == open.end())
-          continue; // c closes its socket
-        open.erase(oldest);
+        // Full: room is made, never refused, so that no set of clients can
+        // hold the server. First goes the oldest connection already
+        // answered (waiting for its client to close), else the oldest still
+        // sending its request, else the oldest of all.
+        auto oldest_in = [&](phase p) {
+          return std::find_if(open.begin(), open.end(),
+                              [p](auto& x) { return x->now == p; });
+        };
+        auto victim = oldest_in(phase::draining);
+        if (victim == open.end())
+          victim = oldest_in(phase::reading);
+        if (victim == open.end())
+          victim = open.begin();
+        open.erase(victim);
         ++evicted_;
       }
       open.push_back(std::move(c));

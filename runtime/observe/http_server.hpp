@@ -4,7 +4,8 @@
 // sockets on a thread of its own that serves every connection at once with
 // poll(), so that a slow or idle client delays nobody. Each request is
 // bounded in size (head, target) and time; at most max_connections are
-// open, the oldest one still sending its request closed to make room.
+// open, and a new one always gets in: the oldest connection already
+// answered, else the oldest still sending its request, is closed for it.
 // Every answer has Connection: close. Only GET and HEAD (http_request.hpp
 // says what is refused with which status).
 
@@ -45,7 +46,8 @@ struct http_server_options {
   /// the answer.
   std::chrono::milliseconds io_timeout{5000};
   /// Open connections at most; one more closes the oldest connection that
-  /// has not sent a whole request yet.
+  /// was answered already, else the oldest that has not sent a whole
+  /// request yet.
   size_t max_connections = 128;
 };
 

@@ -16,17 +16,18 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin="$build/bin/convnet_mnist_single"
 . "$here/scratch_run.sh"
 
+steps=3000
 flags=(--fake_data --fake_train_size 2048 --fake_test_size 200 --batch_size 16
        --threads 1 --seed 5 --worker_replicas 1 --ps_tasks 2 --num_tokens 0
-       --steps 600 --log_every 5 --no_progress)
+       --steps "$steps" --log_every 50 --no_progress)
 port=$(free_port)
 "$bin" "${flags[@]}" --metrics_port "$port" --summary "$work/loaded.json" \
   > "$work/run.log" 2>&1 &
 pid=$!
 
-/usr/bin/python3 - "$port" "$pid" > "$work/load.log" 2>&1 <<'PY' || { cat "$work/load.log"; fail "scrapes under load"; }
-import os, socket, sys, threading, time
-port, pid = int(sys.argv[1]), int(sys.argv[2])
+/usr/bin/python3 - "$port" "$pid" "$steps" > "$work/load.log" 2>&1 <<'PY' || { cat "$work/load.log"; fail "scrapes under load"; }
+import os, re, socket, sys, threading, time
+port, pid, STEPS = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 
 def alive():
     # The program is the shell's child: ended but not reaped is a zombie.
@@ -36,18 +37,32 @@ def alive():
     except OSError:
         return False
 
+def ended_soon():
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        if not alive():
+            return True
+        time.sleep(0.1)
+    return False
+
 def scrape(timeout):
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    s.settimeout(timeout)
-    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: text/plain;version=0.0.4\r\n\r\n")
+    stage = "connect"
     out = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        out += b
-    s.close()
-    return out
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        s.settimeout(timeout)
+        stage = "send"
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: text/plain;version=0.0.4\r\n\r\n")
+        stage = "recv"
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            out += b
+        s.close()
+        return out
+    except OSError as e:
+        raise type(e)(e.errno, "%s at %s after %d bytes" % (e.strerror, stage, len(out)))
 
 # The endpoint up and training.
 deadline = time.time() + 120
@@ -86,27 +101,33 @@ for t in threads:
     t.start()
 
 times = []
+last_step = 0
 try:
     while True:
         t0 = time.time()
         try:
             body = scrape(5)
         except OSError as e:
-            # The run ended (connection refused): done; else a failure.
-            if not alive():
+            # Refused, or reset while the endpoint closes: the run ended
+            # (its endpoint stops just before the process exits). Taken for
+            # the end only after 80 % of the steps and when the process is
+            # gone within 10 s; anything else is a failure.
+            if (isinstance(e, (ConnectionRefusedError, ConnectionResetError))
+                    and last_step >= 0.8 * STEPS and ended_soon()):
                 break
-            sys.exit("a scrape failed while the run trains: %r" % e)
+            sys.exit("a scrape failed while the run trains (last step seen "
+                     "%d): %r" % (last_step, e))
         took = time.time() - t0
         if not body:
-            if not alive():
-                break
             sys.exit("an empty answer while the run trains")
-        if not body.startswith(b"HTTP/1.1 200") or b"syncfac_global_step{" not in body:
+        step = re.search(rb"^syncfac_global_step\{[^}]*\} (\d+)", body, re.M)
+        if not body.startswith(b"HTTP/1.1 200") or step is None:
             sys.exit("a scrape was not a Prometheus answer: %r" % body[:120])
+        last_step = int(step.group(1))
         if took >= 1.0:
             sys.exit("a scrape took %.3f s (>= 1 s) under load" % took)
         times.append(took)
-        time.sleep(0.1)
+        time.sleep(0.05)
 finally:
     stop = True
     for t in threads:
@@ -115,8 +136,10 @@ if len(times) < 5:
     sys.exit("only %d scrapes before the run ended: too short to tell" % len(times))
 if refused[0] == 0:
     sys.exit("no 1 MB head was answered 431")
-print("%d scrapes under load, slowest %.3f s, median %.3f s; %d 1 MB heads refused with 431"
-      % (len(times), max(times), sorted(times)[len(times) // 2], refused[0]))
+print("%d scrapes under load up to step %d, slowest %.3f s, median %.3f s; "
+      "%d 1 MB heads refused with 431"
+      % (len(times), last_step, max(times), sorted(times)[len(times) // 2],
+         refused[0]))
 PY
 wait "$pid" || fail "the run under load exited $?"
 pid=

@@ -242,6 +242,31 @@ BOOST_AUTO_TEST_CASE(localhost_and_ipv6_bind_addresses) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_full_server_always_lets_a_new_client_in) {
+  // Four connections fill the server; they time out (408) and stay open
+  // without reading or closing, then more come and stay idle: a GET still
+  // gets in each time, the oldest answered or idle connection making room.
+  http_server_options opts;
+  opts.max_connections = 4;
+  opts.io_timeout = std::chrono::milliseconds{300};
+  auto srv = echo_server(opts);
+  std::vector<int> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(connect_to(srv->port()));
+    BOOST_REQUIRE_GE(held.back(), 0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds{450});
+  BOOST_TEST(get(srv->port(), "/hello").rfind("HTTP/1.1 200", 0) == 0u);
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(connect_to(srv->port()));
+    BOOST_REQUIRE_GE(held.back(), 0);
+  }
+  BOOST_TEST(get(srv->port(), "/hello").rfind("HTTP/1.1 200", 0) == 0u);
+  BOOST_TEST(srv->evicted() >= 2);
+  for (int fd : held)
+    ::close(fd);
+}
+
 BOOST_AUTO_TEST_CASE(idle_clients_and_huge_heads_do_not_delay_scrapes) {
   // 300 idle connections (more than max_connections: the oldest make
   // room) and four clients sending 1 MB heads over and over, while a
