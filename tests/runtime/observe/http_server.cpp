@@ -67,6 +67,15 @@ std::string get(uint16_t port, const std::string& path) {
                           + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
 }
 
+/// An endpoint's configuration labelled `job` and `task`.
+metrics_endpoint_config endpoint_config(const std::string& job,
+                                        int32_t task) {
+  metrics_endpoint_config cfg;
+  cfg.job = job;
+  cfg.task = task;
+  return cfg;
+}
+
 std::unique_ptr<http_server> echo_server(http_server_options opts = {}) {
   auto srv = http_server::start(opts, [](const std::string& path) {
     if (path != "/hello")
@@ -271,10 +280,7 @@ BOOST_AUTO_TEST_CASE(idle_clients_and_huge_heads_do_not_delay_scrapes) {
   // 300 idle connections (more than max_connections: the oldest make
   // room) and four clients sending 1 MB heads over and over, while a
   // Prometheus scrape must be answered within 1 s each time.
-  metrics_endpoint_config cfg;
-  cfg.job = "chief";
-  cfg.task = 0;
-  auto ep = metrics_endpoint::start(std::move(cfg));
+  auto ep = metrics_endpoint::start(endpoint_config("chief", 0));
   BOOST_REQUIRE(ep);
   auto port = (*ep)->port();
   std::vector<int> idle;
@@ -331,9 +337,7 @@ BOOST_AUTO_TEST_CASE(idle_clients_and_huge_heads_do_not_delay_scrapes) {
 }
 
 BOOST_AUTO_TEST_CASE(the_endpoint_serves_metrics_status_and_the_page) {
-  metrics_endpoint_config cfg;
-  cfg.job = "ps";
-  cfg.task = 1;
+  auto cfg = endpoint_config("ps", 1);
   cfg.status = std::make_shared<run_status>();
   cfg.status->train(5, 1.0, {{"loss", 0.25}});
   cfg.collectors.push_back([](const auto& labels) {
