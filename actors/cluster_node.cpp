@@ -22,6 +22,7 @@
 #include "runtime/base/error.hpp"
 #include "runtime/net/listen_address.hpp"
 #include "actors/role_metrics.hpp"
+#include "runtime/observe/http_request.hpp"
 #include "runtime/observe/metrics_endpoint.hpp"
 #include "runtime/observe/run_status.hpp"
 #include "runtime/training_log.hpp"
@@ -828,8 +829,9 @@ private:
     if (!ep)
       return with_context(ep.error(), me());
     endpoint_ = std::move(*ep);
-    log_ << me() << ": metrics on http://" << sync_.base.metrics_bind << ":"
-         << endpoint_->port() << "/metrics"
+    log_ << me() << ": metrics on "
+         << observe::http_url(sync_.base.metrics_bind, endpoint_->port(),
+                              "/metrics")
          << (status_ ? " (status page: /)" : "") << std::endl;
     return caf::none;
   }

@@ -125,4 +125,11 @@ http_parse parse_http_request(std::string_view received,
   return p;
 }
 
+std::string http_url(const std::string& host, uint16_t port,
+                     const std::string& path) {
+  bool v6 = host.find(':') != std::string::npos && host.front() != '[';
+  return "http://" + (v6 ? "[" + host + "]" : host) + ":"
+         + std::to_string(port) + path;
+}
+
 } // namespace syncfac::observe

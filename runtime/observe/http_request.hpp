@@ -7,6 +7,7 @@
 // size (docs/observability.md, "Prometheus").
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -38,5 +39,10 @@ struct http_parse {
 /// The received bytes' meaning under `limits`.
 http_parse parse_http_request(std::string_view received,
                               const http_limits& limits = {});
+
+/// "http://HOST:PORT/PATH" for a --metrics_bind address, an IPv6 one in
+/// brackets ("http://[::1]:9400/metrics"), as a browser takes it.
+std::string http_url(const std::string& host, uint16_t port,
+                     const std::string& path);
 
 } // namespace syncfac::observe

@@ -195,6 +195,14 @@ BOOST_AUTO_TEST_CASE(requests_are_parsed_strictly) {
              == 431);
 }
 
+BOOST_AUTO_TEST_CASE(urls_bracket_ipv6_hosts) {
+  BOOST_TEST(http_url("127.0.0.1", 9400, "/metrics")
+             == "http://127.0.0.1:9400/metrics");
+  BOOST_TEST(http_url("::1", 9400, "/metrics") == "http://[::1]:9400/metrics");
+  BOOST_TEST(http_url("[::1]", 80, "/") == "http://[::1]:80/");
+  BOOST_TEST(http_url("localhost", 80, "/") == "http://localhost:80/");
+}
+
 BOOST_AUTO_TEST_CASE(each_refusal_is_answered_with_its_status) {
   http_server_options opts;
   opts.max_request_bytes = 1024;
