@@ -6,6 +6,7 @@
 #include <caf/exit_reason.hpp>
 
 #include "runtime/base/error.hpp"
+#include "runtime/net/listen_address.hpp"
 
 namespace syncfac {
 
@@ -36,7 +37,7 @@ caf::error member_config::validate() const {
     return make_error(ec::invalid_config,
                       "cluster member " + task.str()
                         + ": max_reconnects must be >= 0");
-  return caf::none;
+  return net::require_tls_off_loopback(cluster, bind, connect.tls, insecure);
 }
 
 caf::expected<std::unique_ptr<cluster_member>>
@@ -73,6 +74,10 @@ void cluster_member::host(const std::string& name, caf::actor role) {
 }
 
 caf::error cluster_member::publish() {
+  auto warning = net::insecure_warning(cfg_.cluster, cfg_.bind,
+                                       cfg_.connect.tls);
+  if (!warning.empty())
+    log_ << me() << ": " << warning << std::endl;
   if (!cfg_.cluster.contains(cfg_.task)) {
     // TensorFlow's evaluator outside "cluster": nobody connects to it (the
     // chief ends the run over the connection this member made).
@@ -81,13 +86,16 @@ caf::error cluster_member::publish() {
     return caf::none;
   }
   const auto& addr = cfg_.cluster.address(cfg_.task);
-  auto port = publish_node(node_, addr.port, cfg_.connect.tls);
-  if (!port)
-    return with_context(port.error(), me());
+  auto bound = publish_node(node_, cfg_.bind.empty() ? addr.host : cfg_.bind,
+                            addr.port, cfg_.connect.tls);
+  if (!bound)
+    return with_context(bound.error(), me());
   std::string hosted;
   for (const auto& kvp : *roles_)
     hosted += (hosted.empty() ? "" : ", ") + kvp.first;
-  log_ << me() << ": listening on " << addr.str()
+  log_ << me() << ": listening on " << bound->str()
+       << (bound->str() == addr.str() ? ""
+                                       : " (cluster entry " + addr.str() + ")")
        << (cfg_.connect.tls ? " (TLS)" : "") << ", hosting "
        << (hosted.empty() ? "no roles" : hosted) << std::endl;
   return caf::none;

@@ -48,6 +48,9 @@ struct member_config {
   task_id task;
   /// Peers: TLS, how long to wait for each, how often to retry.
   connect_options connect;
+  /// As cluster_run_config's: --bind, and plaintext beyond loopback.
+  std::string bind;
+  bool insecure = false;
   /// Most times one peer may go down and be reconnected to (a restart of
   /// its process on the same address); one more is an error.
   int32_t max_reconnects = 5;

@@ -20,7 +20,9 @@
 #include "actors/supervisor.hpp"
 #include "actors/topology.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/net/listen_address.hpp"
 #include "actors/role_metrics.hpp"
+#include "runtime/observe/http_request.hpp"
 #include "runtime/observe/metrics_endpoint.hpp"
 #include "runtime/observe/run_status.hpp"
 #include "runtime/training_log.hpp"
@@ -178,14 +180,20 @@ private:
 
   caf::error publish() {
     const auto& addr = cfg_.cluster.address(cfg_.task);
-    auto port = publish_node(node_, addr.port, cfg_.tls);
-    if (!port)
-      return port.error();
+    auto bound = publish_node(node_, cfg_.bind.empty() ? addr.host : cfg_.bind,
+                              addr.port, cfg_.tls);
+    if (!bound)
+      return bound.error();
     std::string hosted;
     for (const auto& kvp : *roles_)
       hosted += (hosted.empty() ? "" : ", ") + kvp.first;
-    log_ << me() << ": listening on " << addr.str()
+    log_ << me() << ": listening on " << bound->str()
+         << (bound->str() == addr.str() ? ""
+                                         : " (cluster entry " + addr.str() + ")")
          << (cfg_.tls ? " (TLS)" : "") << ", hosting " << hosted << std::endl;
+    auto warning = net::insecure_warning(cfg_.cluster, cfg_.bind, cfg_.tls);
+    if (!warning.empty())
+      log_ << me() << ": " << warning << std::endl;
     return caf::none;
   }
 
@@ -821,8 +829,9 @@ private:
     if (!ep)
       return with_context(ep.error(), me());
     endpoint_ = std::move(*ep);
-    log_ << me() << ": metrics on http://" << sync_.base.metrics_bind << ":"
-         << endpoint_->port() << "/metrics"
+    log_ << me() << ": metrics on "
+         << observe::http_url(sync_.base.metrics_bind, endpoint_->port(),
+                              "/metrics")
          << (status_ ? " (status page: /)" : "") << std::endl;
     return caf::none;
   }
@@ -872,7 +881,7 @@ caf::error cluster_run_config::validate() const {
   if (max_wait.count() <= 0 || connect.timeout.count() <= 0)
     return make_error(ec::invalid_config,
                       "max_wait and the connect timeout must be positive");
-  return caf::none;
+  return net::require_tls_off_loopback(cluster, bind, tls, insecure);
 }
 
 caf::error derive_topology(sync_training_config& sync,

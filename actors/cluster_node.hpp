@@ -53,6 +53,13 @@ struct cluster_run_config {
   /// TLS on every connection (the actor system has the openssl module
   /// loaded and configured).
   bool tls = false;
+  /// Where this node listens instead of its cluster entry's host (--bind,
+  /// e.g. "0.0.0.0" in a container); empty: the entry's host.
+  std::string bind;
+  /// Plaintext although the cluster reaches beyond loopback (--insecure):
+  /// validate() refuses such a cluster without TLS otherwise, and the node
+  /// warns once when it runs so (net::require_tls_off_loopback).
+  bool insecure = false;
   /// Finding peers: how long, how often, how loudly.
   connect_options connect;
   /// Longest a node other than the chief waits for word from the chief:

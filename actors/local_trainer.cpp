@@ -14,6 +14,7 @@
 #include "runtime/elapsed.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/process_stats.hpp"
+#include "runtime/observe/http_request.hpp"
 #include "runtime/observe/metrics_endpoint.hpp"
 #include "runtime/training_log.hpp"
 
@@ -168,8 +169,9 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
   if (!endpoint)
     return endpoint.error();
   if (*endpoint)
-    out.line("metrics: serving http://" + cfg.metrics_bind + ":"
-             + std::to_string((*endpoint)->port()) + "/metrics");
+    out.line("metrics: serving "
+             + observe::http_url(cfg.metrics_bind, (*endpoint)->port(),
+                                 "/metrics"));
   auto dev = spawn_device(sys, cfg.device);
   if (!dev)
     return dev.error();

@@ -8,6 +8,7 @@
 #include <caf/send.hpp>
 
 #include "runtime/base/error.hpp"
+#include "runtime/net/listen_address.hpp"
 #include "runtime/net/tls_transport.hpp"
 
 namespace syncfac {
@@ -186,17 +187,28 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
   };
 }
 
-caf::expected<uint16_t> publish_node(const node_actor& n, uint16_t port,
-                                     bool tls) {
+caf::expected<host_port> publish_node(const node_actor& n,
+                                      const std::string& host, uint16_t port,
+                                      bool tls) {
   auto& sys = n.home_system();
-  auto res = tls ? net::tls_publish(n, port, nullptr, true)
-                 : sys.middleman().publish(n, port, nullptr, true);
+  auto addr = net::bind_address(host);
+  if (!addr)
+    return addr.error();
+  const char* in = addr->c_str();
+  auto res = tls ? net::tls_publish(n, port, in, true)
+                 : sys.middleman().publish(n, port, in, true);
   if (!res)
     return make_error(ec::io_error,
-                      std::string{"cannot publish this node on port "}
-                        + std::to_string(port) + (tls ? " (TLS)" : "") + ": "
-                        + sys.render(res.error()));
-  return res;
+                      "cannot publish this node on " + *addr + " port "
+                        + std::to_string(port) + (tls ? " (TLS)" : "")
+                        + (*addr == host ? "" : " (" + host + ")") + ": "
+                        + sys.render(res.error())
+                        + (net::is_wildcard_address(*addr)
+                             ? ""
+                             : "; --bind 0.0.0.0 listens on every "
+                               "interface where the cluster entry names no "
+                               "address of this machine"));
+  return host_port{*addr, *res};
 }
 
 namespace {

@@ -109,9 +109,13 @@ std::string configuration_refusal(const task_id& me,
                                   const config_fingerprint& theirs,
                                   const task_id& chief = {"chief", 0});
 
-/// Publishes `n` on `port` (all interfaces), with TLS when `tls`.
-caf::expected<uint16_t> publish_node(const node_actor& n, uint16_t port,
-                                     bool tls);
+/// Publishes `n` on `port` of the address `host` resolves to
+/// (net::bind_address: a cluster entry's host or --bind; "0.0.0.0" or "::"
+/// for every interface), with TLS when `tls`. Returns the numeric address
+/// and port really bound.
+caf::expected<host_port> publish_node(const node_actor& n,
+                                      const std::string& host, uint16_t port,
+                                      bool tls);
 
 struct connect_options {
   bool tls = false;

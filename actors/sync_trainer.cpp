@@ -21,6 +21,7 @@
 #include "runtime/model.hpp"
 #include "runtime/process_stats.hpp"
 #include "actors/role_metrics.hpp"
+#include "runtime/observe/http_request.hpp"
 #include "runtime/observe/metrics_endpoint.hpp"
 #include "runtime/observe/run_status.hpp"
 #include "runtime/training_log.hpp"
@@ -271,8 +272,9 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
   if (!endpoint)
     return endpoint.error();
   if (*endpoint)
-    out.line("metrics: serving http://" + base.metrics_bind + ":"
-             + std::to_string((*endpoint)->port()) + "/metrics");
+    out.line("metrics: serving "
+             + observe::http_url(base.metrics_bind, (*endpoint)->port(),
+                                 "/metrics"));
   out.line("sync replicas: " + std::to_string(tasks->gradient_workers)
            + " worker(s), replicas_to_aggregate "
            + std::to_string(tasks->replicas_to_aggregate) + ", "

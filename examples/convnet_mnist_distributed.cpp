@@ -58,6 +58,8 @@ struct distributed_options : convnet_options {
   int32_t port_base = 0;
   std::string hosts;
   std::string tls_dir;
+  std::string bind;
+  bool insecure = false;
   int64_t connect_timeout_ms = 120000;
   int64_t max_wait_ms = 300000;
   int64_t heartbeat_ms = 1000;
@@ -99,6 +101,10 @@ struct distributed_options : convnet_options {
            "is local)")
       .add(tls_dir, "tls_dir", "TLS with mutual authentication: directory "
                                "with ca.pem, node.pem, node.key")
+      .add(bind, "bind", "listen on this address instead of the cluster "
+                         "entry's host (e.g. 0.0.0.0 in a container)")
+      .add(insecure, "insecure", "allow plaintext when the cluster reaches "
+                                 "beyond loopback (docs/tls.md)")
       .add(connect_timeout_ms, "connect_timeout_ms",
            "longest wait for the peers a node needs to be reachable")
       .add(max_wait_ms, "max_wait_ms",
@@ -163,6 +169,8 @@ caf::expected<cluster_run_config> make_config(distributed_options& opts) {
   cfg.task = *cfg.cluster.task;
   cfg.tls = !opts.tls_dir.empty();
   cfg.connect.tls = cfg.tls;
+  cfg.bind = opts.bind;
+  cfg.insecure = opts.insecure;
   cfg.connect.timeout = std::chrono::milliseconds{opts.connect_timeout_ms};
   cfg.connect.request_timeout = cfg.sync.base.request_timeout;
   cfg.max_wait = std::chrono::milliseconds{opts.max_wait_ms};

@@ -20,7 +20,8 @@ packages=(
   wamerican wngerman wfrench wspanish witalian wportuguese wdutch
   clang-14 libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz)
   openssl          # scripts/make-cluster-certs.sh and the TLS tests
-  iproute2         # ip netns: the network-namespace cluster test
+  iproute2         # ip netns: the network-namespace cluster test; ss: where
+                   # nodes listen (tests/examples/listen_address.sh)
   python3          # the tests' and benches' scripts
   python3-venv     # virtual environments of the tests that use PyPI
   python3-yaml     # the Kubernetes manifests' test (examples/kubernetes)
@@ -40,7 +41,7 @@ packages=(
 declare -A commands=(
   [cmake]=cmake [c++]=build-essential [make]=build-essential
   [pkg-config]=pkg-config [clang++-14]=clang-14 [openssl]=openssl
-  [ip]=iproute2 [python3]=python3 [gzip]=gzip [timeout]=coreutils
+  [ip]=iproute2 [ss]=iproute2 [python3]=python3 [gzip]=gzip [timeout]=coreutils
   [curl]=curl [unshare]=util-linux
   [mpirun]=openmpi-bin [srun]=slurm-client [slurmctld]=slurmctld
   [slurmd]=slurmd [sinfo]=slurm-client [munged]=munge

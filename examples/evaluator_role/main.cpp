@@ -75,6 +75,8 @@ struct evaluator_options : program_config {
   int64_t eval_batch = 500;
   std::string metrics;
   std::string tls_dir;
+  std::string bind;
+  bool insecure = false;
   int64_t connect_timeout_ms = 120000;
   int64_t request_timeout_ms = 60000;
   int32_t max_reconnects = 5;
@@ -109,6 +111,10 @@ struct evaluator_options : program_config {
       .add(metrics, "metrics", "this evaluator's own JSON-lines file")
       .add(tls_dir, "tls_dir", "TLS with mutual authentication: directory "
                                "with ca.pem, node.pem, node.key")
+      .add(bind, "bind", "listen on this address instead of the cluster "
+                         "entry's host (e.g. 0.0.0.0)")
+      .add(insecure, "insecure", "allow plaintext when the cluster reaches "
+                                 "beyond loopback (docs/tls.md)")
       .add(connect_timeout_ms, "connect_timeout_ms",
            "longest wait for a peer to be reachable")
       .add(request_timeout_ms, "request_timeout_ms",
@@ -541,6 +547,8 @@ int run(evaluator_options& opts) {
   mc.cluster = *cluster;
   mc.task = *cluster->task;
   mc.connect.tls = !opts.tls_dir.empty();
+  mc.bind = opts.bind;
+  mc.insecure = opts.insecure;
   mc.connect.timeout = std::chrono::milliseconds{opts.connect_timeout_ms};
   mc.connect.request_timeout
     = std::chrono::milliseconds{opts.request_timeout_ms};

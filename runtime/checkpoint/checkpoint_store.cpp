@@ -179,8 +179,17 @@ checkpoint_store::save(int64_t step, const parameter_set& tensors,
   // Check the header before creating anything.
   if (auto header = safetensors_header(tensors, metadata); !header)
     return with_context(header.error(), "cannot write " + final_path);
+  // Checkpoints hold the parameters: owner-only, a directory this store
+  // creates as well as its files (an existing directory keeps its mode, e.g.
+  // a volume shared by a cluster's nodes). docs/checkpoints.md.
   std::error_code fs_err;
+  bool existed = std::filesystem::is_directory(directory_, fs_err);
   std::filesystem::create_directories(directory_, fs_err);
+  if (!fs_err && !existed)
+    std::filesystem::permissions(directory_,
+                                 std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace,
+                                 fs_err);
   if (fs_err)
     return make_error(ec::io_error, "cannot create checkpoint directory "
                                       + directory_ + ": " + fs_err.message());
@@ -191,7 +200,7 @@ checkpoint_store::save(int64_t step, const parameter_set& tensors,
                    + file_suffix + "." + std::to_string(::getpid())
                    + temp_suffix;
   int fd = ::open(temp_path.c_str(),
-                  O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                  O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0)
     return make_error(ec::io_error, "cannot create " + temp_path + " (for "
                                       + final_path + "): " + errno_text(errno));

@@ -554,7 +554,8 @@ caf::expected<std::string> encode_safetensors(const parameter_set& tensors,
 caf::error write_safetensors_file(const std::string& path,
                                   const parameter_set& tensors,
                                   const tensor_metadata& metadata) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Parameters: owner-only (docs/checkpoints.md).
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0)
     return make_error(ec::io_error, "cannot create " + path + ": "
                                       + errno_text(errno));

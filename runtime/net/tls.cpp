@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <vector>
+
+#include <sys/stat.h>
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -211,7 +214,32 @@ caf::error check_dates(const std::string& path, X509* cert,
   return caf::none;
 }
 
+/// A secret (the key, its passphrase) must be the owner's alone: refused,
+/// as ssh refuses a private key, when its group or others may read or write
+/// it (docs/tls.md, "Files nobody else may read").
+caf::error check_private(const std::string& path, const char* what) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return caf::none; // reading it names the problem
+  auto shared = st.st_mode & 077;
+  if (shared == 0)
+    return caf::none;
+  char mode[8];
+  std::snprintf(mode, sizeof(mode), "%04o", st.st_mode & 07777);
+  return fail(path, std::string{what} + " is open to "
+                      + ((st.st_mode & 070) != 0 ? "its group" : "")
+                      + ((st.st_mode & 070) != 0 && (st.st_mode & 07) != 0
+                           ? " and "
+                           : "")
+                      + ((st.st_mode & 07) != 0 ? "other users" : "")
+                      + " (mode " + mode + "): chmod 600 " + path
+                      + " (a secret must be its owner's alone, as ssh "
+                        "requires of a private key)");
+}
+
 caf::expected<std::string> read_passphrase(const std::string& path) {
+  if (auto err = check_private(path, "the key's passphrase file"))
+    return err;
   auto text = read_whole(path);
   if (!text)
     return text.error();
@@ -249,6 +277,8 @@ caf::error check_files(const tls_files& files) {
   if (auto err = check_dates(files.certificate, leaf, "certificate"))
     return err;
   // The key.
+  if (auto err = check_private(files.key, "the private key"))
+    return err;
   auto key = read_key(files.key, files.passphrase);
   if (!key)
     return key.error();

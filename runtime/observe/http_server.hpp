@@ -1,9 +1,13 @@
 #pragma once
 
 // A small HTTP/1.1 server for /metrics and the status page: plain POSIX
-// sockets on a thread of its own, one connection at a time (scrapes and a
-// page polling every few seconds), every request bounded in size and time,
-// every answer with Connection: close. Only GET and HEAD.
+// sockets on a thread of its own that serves every connection at once with
+// poll(), so that a slow or idle client delays nobody. Each request is
+// bounded in size (head, target) and time; at most max_connections are
+// open, and a new one always gets in: the oldest connection already
+// answered, else the oldest still sending its request, is closed for it.
+// Every answer has Connection: close. Only GET and HEAD (http_request.hpp
+// says what is refused with which status).
 
 #include <atomic>
 #include <chrono>
@@ -29,15 +33,22 @@ struct http_response {
 using http_handler = std::function<http_response(const std::string& path)>;
 
 struct http_server_options {
-  /// The address to listen on (an IPv4 literal).
+  /// The address to listen on: an IPv4 or IPv6 literal ("[::1]" too) or a
+  /// name such as localhost (its first address).
   std::string bind_address = "127.0.0.1";
   /// 0: a free port chosen by the system (see port()).
   uint16_t port = 0;
   /// A request line and headers longer than this get 431.
   size_t max_request_bytes = 8192;
-  /// Longest a client may take to send its request, and to take the
-  /// answer.
+  /// A request target longer than this gets 414.
+  size_t max_target_bytes = 2048;
+  /// Longest a client may take to send its request (then 408), and to take
+  /// the answer.
   std::chrono::milliseconds io_timeout{5000};
+  /// Open connections at most; one more closes the oldest connection that
+  /// was answered already, else the oldest that has not sent a whole
+  /// request yet.
+  size_t max_connections = 128;
 };
 
 class http_server {
@@ -65,11 +76,22 @@ public:
     return requests_.load();
   }
 
+  /// Connections closed to make room for newer ones (max_connections).
+  int64_t evicted() const noexcept {
+    return evicted_.load();
+  }
+
 private:
+  struct connection;
+
   http_server() = default;
 
   void serve();
-  void answer(int fd);
+  /// Reads what `c` sent; prepares its answer once there is one to give.
+  void on_readable(connection& c);
+  /// False once `c` is done with (answered and drained, or gone).
+  bool on_writable(connection& c);
+  void prepare_answer(connection& c, const http_response& r, bool body);
 
   http_server_options opts_;
   http_handler handler_;
@@ -78,15 +100,11 @@ private:
   int wake_fds_[2] = {-1, -1};
   uint16_t port_ = 0;
   std::atomic<int64_t> requests_{0};
+  std::atomic<int64_t> evicted_{0};
   std::thread thread_;
 };
 
 /// The reason phrase of an HTTP status code ("Not Found").
 const char* http_reason(int status);
-
-/// The request line's method and path (query cut off) of a request head;
-/// false for a malformed request line.
-bool parse_request_line(const std::string& head, std::string& method,
-                        std::string& path);
 
 } // namespace syncfac::observe

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "runtime/base/error.hpp"
@@ -45,7 +46,12 @@ event_file::create(const std::string& logdir, double wall_time) {
   auto path = base;
   for (int n = 1; fs::exists(path); ++n)
     path = base + "." + std::to_string(n);
-  auto* f = std::fopen(path.c_str(), "wbx");
+  // Owner-only, as checkpoints: the summaries describe the parameters
+  // (docs/observability.md). O_EXCL: as fopen's "x", never an existing file.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  auto* f = fd < 0 ? nullptr : ::fdopen(fd, "wb");
+  if (f == nullptr && fd >= 0)
+    ::close(fd);
   if (f == nullptr)
     return make_error(ec::io_error, "--logdir '" + logdir
                                       + "': cannot create event file '" + path

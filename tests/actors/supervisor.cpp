@@ -683,11 +683,12 @@ BOOST_AUTO_TEST_CASE(the_real_connector_finds_a_task_again_at_its_address) {
   caf::scoped_actor self{own};
   auto role = peer.spawn(stand_in);
   auto n = published_node(peer, role);
-  auto port = publish_node(n, 0, false);
-  BOOST_REQUIRE(port);
+  auto bound = publish_node(n, "127.0.0.1", 0, false);
+  BOOST_REQUIRE(bound);
+  auto port = bound->port;
   auto spec = cluster_spec::parse(
     R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:)"
-      + std::to_string(*port) + R"("], "worker": ["127.0.0.1:2"]}})",
+      + std::to_string(port) + R"("], "worker": ["127.0.0.1:2"]}})",
     "test cluster");
   BOOST_REQUIRE(spec);
   auto my_node = own.spawn(stand_in);
@@ -710,18 +711,18 @@ BOOST_AUTO_TEST_CASE(the_real_connector_finds_a_task_again_at_its_address) {
   BOOST_TEST((r->address() == role.address()));
   // Killed: nothing answers at the address; the attempt ends in its
   // timeout, naming the task and the address.
-  BOOST_REQUIRE(peer.middleman().unpublish(n, *port));
+  BOOST_REQUIRE(peer.middleman().unpublish(n, port));
   self->send_exit(n, caf::exit_reason::kill);
   auto gone = ask();
   BOOST_REQUIRE(!gone);
   BOOST_TEST(has_code(gone.error(), ec::timeout));
   BOOST_TEST(render(gone.error()).find("ps:0 at 127.0.0.1:"
-                                       + std::to_string(*port))
+                                       + std::to_string(port))
              != std::string::npos);
   // Back at the same address: the new node's roles.
   auto role2 = peer.spawn(stand_in);
   auto n2 = published_node(peer, role2);
-  auto again = publish_node(n2, *port, false);
+  auto again = publish_node(n2, "127.0.0.1", port, false);
   BOOST_REQUIRE(again);
   auto back = ask();
   BOOST_REQUIRE_MESSAGE(back, test::why(back));

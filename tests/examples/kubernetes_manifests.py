@@ -16,8 +16,10 @@ address of its own on loopback (127.0.0.2, ...) through a private
 name's port 2222 becomes a free port of its own (the pods share one host's
 ports); the data and schedule flags of SYNCFAC_FLAGS / SYNCFAC_EVAL_FLAGS
 (--data_dir, --steps, --checkpoint_*, --summary, --metrics, ...) give way
-to fake data, 20 steps and files in a temporary directory; the programs
-come from the build's bin directory on PATH.
+to fake data, 20 steps and files in a temporary directory; --tls_dir /tls
+(the manifests' Secret) to certificates scripts/make-cluster-certs.sh
+makes in that directory; the programs come from the build's bin directory
+on PATH.
 
 usage: kubernetes_manifests.py BIN_DIR MANIFEST_DIR
 Exit 0: every pod ended well; 1: a failure (said why), also without
@@ -35,6 +37,9 @@ import tempfile
 import time
 
 STEPS = 20
+MAKE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          os.pardir, os.pardir, "scripts",
+                          "make-cluster-certs.sh")
 
 try:
     import yaml
@@ -46,7 +51,7 @@ except ImportError:
 # with the number of values each takes; the test's own replace them.
 DROPPED = {"--data_dir": 1, "--steps": 1, "--checkpoint_dir": 1,
            "--checkpoint_every": 1, "--summary": 1, "--metrics": 1,
-           "--eval_every_steps": 1, "--num_epochs": 1}
+           "--eval_every_steps": 1, "--num_epochs": 1, "--tls_dir": 1}
 NODE_FLAGS = ("--fake_data --fake_train_size 2048 --fake_test_size 500 "
               "--batch_size 32 --threads 1 --steps %d "
               "--connect_timeout_ms 120000 --max_wait_ms 120000" % STEPS)
@@ -155,8 +160,20 @@ def statefulset_pods(docs):
     return pods
 
 
+def make_certs(tmp):
+    """A cluster CA and one node's files, as the manifests' Secret holds."""
+    certs = os.path.join(tmp, "certs")
+    r = subprocess.run(["bash", MAKE_CERTS, certs, "tls"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
+    if r.returncode != 0:
+        fail("make-cluster-certs.sh: " + r.stdout)
+    return os.path.join(certs, "tls")
+
+
 def localise(pods, tmp):
     """The loopback addresses, ports, hosts file and test flags."""
+    tls = make_certs(tmp)
     hosts = os.path.join(tmp, "hosts")
     with open(hosts, "w") as out:
         out.write("127.0.0.1 localhost\n")
@@ -173,8 +190,12 @@ def localise(pods, tmp):
     for pod in pods:
         for key in list(pod.env):
             pod.env[key] = pattern.sub(port_of, pod.env[key])
+        for key in ("SYNCFAC_FLAGS", "SYNCFAC_EVAL_FLAGS"):
+            if key in pod.env and "--tls_dir" not in pod.env[key].split():
+                fail("%s: %s has no --tls_dir: a cluster off loopback "
+                     "refuses plaintext" % (pod.name, key))
         if "SYNCFAC_FLAGS" in pod.env:
-            extra = NODE_FLAGS
+            extra = NODE_FLAGS + " --tls_dir " + tls
             if pod.job in ("chief", "master"):
                 extra += " --summary " + os.path.join(tmp, "summary.json")
             pod.env["SYNCFAC_FLAGS"] = local_flags(pod.env["SYNCFAC_FLAGS"],
@@ -182,7 +203,8 @@ def localise(pods, tmp):
         if "SYNCFAC_EVAL_FLAGS" in pod.env:
             pod.env["SYNCFAC_EVAL_FLAGS"] = local_flags(
                 pod.env["SYNCFAC_EVAL_FLAGS"],
-                EVAL_FLAGS + " --metrics " + os.path.join(tmp, "eval.jsonl"))
+                EVAL_FLAGS + " --tls_dir " + tls + " --metrics "
+                + os.path.join(tmp, "eval.jsonl"))
     return hosts
 
 
@@ -245,6 +267,9 @@ def run(pods, bin_dir, tmp, what):
             if code != 0:
                 fail("%s: %s exited %d:\n%s" % (what, pod.name, code,
                                                 output(pod)))
+            if pod.job != "evaluator" and "(TLS)" not in output(pod):
+                fail("%s: %s did not listen over TLS:\n%s"
+                     % (what, pod.name, output(pod)))
             print("%s: %s (%s) exited 0" % (what, pod.name, pod.job))
     finally:
         for pod in pods:

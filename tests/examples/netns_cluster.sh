@@ -5,7 +5,8 @@
 # parameters to the same run in one process (one worker without initial
 # tokens: the protocol is deterministic then). Needs root (scripts/test.sh
 # runs as root) and `ip netns` (iproute2, from scripts/install-deps.sh);
-# fails, saying which, without them.
+# fails, saying which, without them. Plaintext by --insecure: the
+# namespaces' bridge stands for a trusted network (docs/tls.md).
 #
 #   tests/examples/netns_cluster.sh BUILD/bin
 set -euo pipefail
@@ -48,7 +49,8 @@ JSON
 
 flags=(--fake_data --fake_train_size 2048 --fake_test_size 500
        --batch_size 32 --threads 1 --seed 3 --no_progress --steps 30
-       --connect_timeout_ms 60000 --max_wait_ms 60000 --num_tokens 0)
+       --connect_timeout_ms 60000 --max_wait_ms 60000 --num_tokens 0
+       --insecure)
 pids=()
 for i in "${!roles[@]}"; do
   job=${roles[$i]%%:*}

@@ -247,15 +247,19 @@ BOOST_AUTO_TEST_CASE(tfjob_master_workers_ps_with_per_pod_dns_names) {
     for (size_t i = 0; i < names.size(); ++i)
       out << "127.0.0." << (i + 2) << " " << names[i] << "\n";
   }
+  const std::string ps_entry = at(names[3]);
   jobs cluster = {{"master", {at(names[0])}},
                   {"worker", {at(names[1]), at(names[2])}},
-                  {"ps", {at(names[3])}}};
+                  {"ps", {ps_entry}}};
   train_to_the_end(tmp, cluster, "master", 30,
                    ", \"environment\": \"cloud\"", hosts);
-  // Each listened under its name, and the names resolve only in those
-  // namespaces: the nodes found each other through that file.
+  // Each listened on the address its name resolves to there (the PS on
+  // 127.0.0.5 only), and the names resolve only in those namespaces: the
+  // nodes found each other through that file.
   BOOST_CHECK_MESSAGE(read_file(tmp.file("ps-0.log"))
-                        .find("listening on kfac-mnist-ps-0." + ns)
+                        .find("listening on 127.0.0.5:"
+                              + ps_entry.substr(ps_entry.rfind(':') + 1)
+                              + " (cluster entry " + ps_entry + ")")
                         != std::string::npos,
                       read_file(tmp.file("ps-0.log")));
   BOOST_CHECK_NE(run_program("getent hosts " + names[3]).exit_code, 0);

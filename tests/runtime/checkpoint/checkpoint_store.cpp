@@ -113,6 +113,35 @@ BOOST_AUTO_TEST_CASE(save_and_load_round_trip) {
   BOOST_CHECK(again->tensors[0].value == sample_tensors(1.0f)[0].value);
 }
 
+BOOST_AUTO_TEST_CASE(checkpoints_are_the_owners_alone) {
+  // Parameters: a directory the store creates is 0700, each checkpoint
+  // 0600, whatever the umask (0 here, so that a wider mode would show).
+  temp_dir dir;
+  auto old_mask = ::umask(0);
+  checkpoint_store store{dir.file("made/ckpts"), 3};
+  auto saved = store.save(7, sample_tensors(), {});
+  auto exported = dir.file("export.safetensors");
+  auto export_err = write_safetensors_file(exported, sample_tensors(), {});
+  ::umask(old_mask);
+  BOOST_REQUIRE_MESSAGE(saved, why(saved));
+  BOOST_REQUIRE(!export_err);
+  auto mode = [](const std::string& path) {
+    struct stat st;
+    BOOST_REQUIRE(::stat(path.c_str(), &st) == 0);
+    return st.st_mode & 07777;
+  };
+  BOOST_CHECK_EQUAL(mode(saved->path), 0600u);
+  BOOST_CHECK_EQUAL(mode(dir.file("made/ckpts")), 0700u);
+  BOOST_CHECK_EQUAL(mode(exported), 0600u);
+  // An existing directory (a volume the nodes share) keeps its mode.
+  fs::create_directory(dir.file("shared"));
+  ::chmod(dir.file("shared").c_str(), 0750);
+  checkpoint_store shared{dir.file("shared"), 3};
+  BOOST_REQUIRE(shared.save(8, sample_tensors(), {}));
+  BOOST_CHECK_EQUAL(mode(dir.file("shared")), 0750u);
+  BOOST_CHECK_EQUAL(mode(dir.file("shared/ckpt-8.safetensors")), 0600u);
+}
+
 BOOST_AUTO_TEST_CASE(missing_directory_is_empty) {
   temp_dir dir;
   checkpoint_store store{dir.file("not/yet")};

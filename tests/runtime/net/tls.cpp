@@ -368,6 +368,28 @@ BOOST_AUTO_TEST_CASE(refuses_an_unreadable_or_empty_file) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(refuses_a_key_others_may_read) {
+  // As ssh refuses a private key: group or other bits on the key or its
+  // passphrase file are refused, naming the file, the mode and the fix.
+  cluster c{"--passphrase s3cret-pass"};
+  const auto key = c.dir("a") + "/node.key";
+  BOOST_TEST(static_cast<bool>(net::load_tls_dir(c.dir("a"))));
+  BOOST_TEST(((fs::status(key).permissions() & fs::perms::mask)
+              == (fs::perms::owner_read | fs::perms::owner_write)));
+  fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write
+                         | fs::perms::group_read);
+  refused(c.dir("a"), {"a/node.key", "its group", "0640", "chmod 600"});
+  fs::permissions(key, fs::perms::owner_read | fs::perms::others_read);
+  refused(c.dir("a"), {"a/node.key", "other users", "0404"});
+  fs::permissions(key, fs::perms::owner_read);
+  BOOST_TEST(static_cast<bool>(net::load_tls_dir(c.dir("a"))));
+  const auto pass = c.dir("b") + "/passphrase.txt";
+  fs::permissions(pass, fs::perms::owner_read | fs::perms::owner_write
+                          | fs::perms::group_read | fs::perms::others_read);
+  refused(c.dir("b"), {"b/passphrase.txt", "its group and other users",
+                       "0644"});
+}
+
 BOOST_AUTO_TEST_CASE(refuses_garbage_pem) {
   cluster c;
   write(c.dir("a") + "/node.pem", "this is not a certificate\n");
@@ -409,6 +431,8 @@ BOOST_AUTO_TEST_CASE(refuses_a_wrong_or_missing_passphrase) {
   fs::remove(c.dir("b") + "/passphrase.txt");
   refused(c.dir("b"), {"b/node.key", "encrypted", "no passphrase.txt"});
   write(c.dir("b") + "/passphrase.txt", "\n");
+  fs::permissions(c.dir("b") + "/passphrase.txt",
+                  fs::perms::owner_read | fs::perms::owner_write);
   refused(c.dir("b"), {"b/passphrase.txt", "empty"});
 }
 

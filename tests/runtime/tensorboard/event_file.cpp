@@ -178,6 +178,19 @@ BOOST_AUTO_TEST_CASE(an_event_file_reads_back_record_by_record) {
   BOOST_TEST((*second)->path() > (*file)->path());
 }
 
+BOOST_AUTO_TEST_CASE(an_event_file_is_the_owners_alone) {
+  // Summaries describe the parameters: 0600 whatever the umask (0 here,
+  // so that a wider mode would show).
+  test::temp_dir dir;
+  auto old_mask = ::umask(0);
+  auto file = event_file::create(dir.file("logs"), 1700000000.0);
+  ::umask(old_mask);
+  BOOST_REQUIRE_MESSAGE(static_cast<bool>(file), why(file));
+  struct stat st;
+  BOOST_REQUIRE(::stat((*file)->path().c_str(), &st) == 0);
+  BOOST_CHECK_EQUAL(st.st_mode & 07777, 0600u);
+}
+
 BOOST_AUTO_TEST_CASE(an_unusable_logdir_is_named) {
   test::temp_dir dir;
   auto blocker = dir.file("not_a_dir");
