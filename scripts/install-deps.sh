@@ -22,7 +22,7 @@ packages=(
   python3          # the tests' and benches' scripts
   python3-venv     # virtual environments of the tests that use PyPI
   python3-yaml     # the Kubernetes manifests' test (examples/kubernetes)
-  util-linux       # unshare: per-pod /etc/hosts in the TF_CONFIG tests
+  util-linux       # unshare: per-pod /etc/hosts in the TF_CONFIG tests; taskset: tests/examples/cpu_share.cpp
   ca-certificates  # HTTPS to PyPI from those environments
   gzip             # gzipped IDX fixtures of the data tests
   curl             # tests/observability: scrapes of the metrics endpoint
@@ -37,7 +37,7 @@ declare -A commands=(
   [cmake]=cmake [c++]=build-essential [make]=build-essential
   [pkg-config]=pkg-config [clang++-14]=clang-14 [openssl]=openssl
   [ip]=iproute2 [python3]=python3 [gzip]=gzip [timeout]=coreutils
-  [curl]=curl [unshare]=util-linux
+  [curl]=curl [unshare]=util-linux [taskset]=util-linux
   [mpirun]=openmpi-bin [srun]=slurm-client [slurmctld]=slurmctld
   [slurmd]=slurmd [sinfo]=slurm-client [munged]=munge
 )
