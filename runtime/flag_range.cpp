@@ -7,10 +7,13 @@ namespace syncfac {
 
 namespace {
 
-/// 0.001 as "0.001", 65535 as "65535".
+/// 0.001 as "0.001", 65535 and 16777216 as themselves.
 std::string number_text(double x) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
+  if (x == std::floor(x) && std::abs(x) < 1e15)
+    std::snprintf(buf, sizeof buf, "%.0f", x);
+  else
+    std::snprintf(buf, sizeof buf, "%g", x);
   return buf;
 }
 

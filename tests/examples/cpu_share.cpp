@@ -86,7 +86,8 @@ void check_threads(const finished_run& run, int threads,
 /// The threads of a running `command` (in /proc/PID/task) once it trains:
 /// started, awaited until it logged a step, counted, killed.
 int threads_while_training(const temp_dir& tmp, const std::string& command) {
-  auto log = tmp.file("count.log");
+  static int round = 0;
+  auto log = tmp.file("count-" + std::to_string(++round) + ".log");
   auto pid = ::fork();
   if (pid == 0) {
     auto line = "exec " + command + " > " + log + " 2>&1";

@@ -13,6 +13,8 @@ bin="${1:?usage: flag_ranges.sh BUILD_DIR SOURCE_DIR}/bin"
 src="${2:?usage: flag_ranges.sh BUILD_DIR SOURCE_DIR}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Whatever a program writes by default (langid_data's langid.npz) goes here.
+cd "$work"
 fail() { echo "FAIL: $*"; for f in "$work"/out "$work"/err; do [ -f "$f" ] && { echo "--- $f"; head -20 "$f"; }; done; exit 1; }
 
 # run PROGRAM ARGS...: stdout to $work/out, stderr to $work/err, rc in $rc.
@@ -34,12 +36,13 @@ for prog in convnet_mnist_single convnet_mnist_multi_tower autoencoder_mnist \
             convnet_mnist_distributed syncfac_evaluator langid_data; do
   run "$prog" --help
   [ "$rc" -eq 0 ] || fail "$prog --help exited $rc"
+  cp "$work/out" "$work/help"
   # "  --name N >= 1   meaning [default]" or "  --name X > 0 ...": the
   # numeric flags, each with its range (the help's flag column).
-  grep -E '^  --[a-z_0-9]+ (N|X)( |$)' "$work/out" | sed -E 's/^  --([a-z_0-9]+) .*/\1/' > "$work/names"
+  grep -E '^  --[a-z_0-9]+ (N|X)( |$)' "$work/help" | sed -E 's/^  --([a-z_0-9]+) .*/\1/' > "$work/names"
   [ -s "$work/names" ] || fail "$prog --help: no numeric flags found"
   while read -r name; do
-    line=$(grep -E "^  --$name (N|X)( |$)" "$work/out")
+    line=$(grep -E "^  --$name (N|X)( |$)" "$work/help")
     # The range sits between the kind and the two-blank gap before the
     # meaning (or alone on the line when the flag column is full).
     range=$(printf '%s\n' "$line" | sed -E "s/^  --$name (N|X) ?//; s/  +.*//")
@@ -57,7 +60,7 @@ done
 
 # The issue's own example, word for word.
 run convnet_mnist_single --learning_rate -3
-[ "$rc" -ne 0 ] && grep -qxF -- "convnet_mnist_single: --learning_rate -3: must be > 0" "$work/err" || fail "--learning_rate -3"
+[ "$rc" -ne 0 ] && grep -qF -- "--learning_rate -3: must be > 0" "$work/err" || fail "--learning_rate -3"
 # A value in range is taken, in a file as on the command line.
 printf 'learning_rate = -3\n' > "$work/bad.ini"
 run convnet_mnist_single --config-file "$work/bad.ini"

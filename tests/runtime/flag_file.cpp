@@ -131,6 +131,7 @@ BOOST_AUTO_TEST_CASE(a_flag_range_says_what_a_value_must_be) {
   BOOST_TEST(between(0, 65535).text() == "0 to 65535");
   BOOST_TEST(between(0, 65535).refusal(65536) == "must be 0 to 65535");
   BOOST_TEST(between(0, 65535).refusal(0).empty());
+  BOOST_TEST(between(2, 1 << 24).text() == "2 to 16777216");
   BOOST_TEST(decay_fraction().text() == ">= 0 and < 1");
   BOOST_TEST(decay_fraction().refusal(1) == "must be >= 0 and < 1");
   BOOST_TEST(decay_fraction().refusal(0.95).empty());
