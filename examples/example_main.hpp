@@ -145,16 +145,10 @@ int example_main(const char* program, int argc, char** argv, Options& opts,
   opts.stop_signals = watcher->get();
   auto code = run(opts);
   opts.stop_signals = nullptr;
-  if (code == EXIT_FAILURE) {
-    if (auto signal = (*watcher)->received()) {
-      // Stopped before the run could end in order (e.g. still loading):
-      // the scheduler stopped it, so it may be requeued.
-      std::cerr << program << ": ended after " << *signal
-                << " before the run could end in order; exit code "
-                << exit_codes::preempted << std::endl;
-      return exit_codes::preempted;
-    }
-  }
+  // Stopped before the run could end in order (e.g. still loading or
+  // connecting): preempted, not failed.
+  if (code == EXIT_FAILURE)
+    return (*watcher)->failure_exit_code();
   return code;
 }
 

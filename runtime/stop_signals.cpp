@@ -161,6 +161,18 @@ std::optional<std::string> stop_signal_watcher::received() const {
   return received_;
 }
 
+int stop_signal_watcher::failure_exit_code() const {
+  auto signal = received();
+  if (!signal)
+    return exit_codes::failure;
+  std::fprintf(stderr,
+               "%s: ended after %s before the run could end in order; exit "
+               "code %d\n",
+               program_.c_str(), signal->c_str(), exit_codes::preempted);
+  std::fflush(stderr);
+  return exit_codes::preempted;
+}
+
 void stop_signal_watcher::say_on_stop(std::string line) {
   std::lock_guard<std::mutex> guard{mtx_};
   say_ = std::move(line);

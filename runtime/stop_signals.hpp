@@ -63,6 +63,13 @@ public:
   /// The first signal's name, once one came.
   std::optional<std::string> received() const;
 
+  /// What a program whose run failed exits with: exit_codes::preempted,
+  /// saying so on stderr, when a stop signal came first (it was stopped
+  /// before its run could end in order, e.g. while connecting: the
+  /// scheduler may requeue it like any preempted program), else
+  /// exit_codes::failure.
+  int failure_exit_code() const;
+
   /// Lets the first signal print `line` on stderr before it is handed on
   /// (e.g. what a stop loses without --checkpoint_dir).
   void say_on_stop(std::string line);

@@ -651,14 +651,9 @@ int main(int argc, char** argv) {
   (*stop)->say_on_stop("the evaluator keeps no state of its own: restarted, "
                        "it evaluates the run from its step then");
   auto code = run(opts, **stop);
+  // Stopped before it could end in order (e.g. still connecting):
+  // preempted, not failed.
   if (code == EXIT_FAILURE)
-    if (auto signal = (*stop)->received()) {
-      // Stopped before it could end in order (e.g. still connecting): the
-      // scheduler stopped it, so it may be requeued.
-      std::cerr << program_name << ": ended after " << *signal
-                << " before it could end in order; exit code "
-                << exit_codes::preempted << std::endl;
-      return exit_codes::preempted;
-    }
+    return (*stop)->failure_exit_code();
   return code;
 }

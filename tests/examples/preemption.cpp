@@ -536,6 +536,29 @@ BOOST_AUTO_TEST_CASE(a_second_signal_exits_at_once_and_no_dir_says_what_is_lost)
                   "no --checkpoint_dir: every step of this run is lost"));
 }
 
+BOOST_AUTO_TEST_CASE(the_evaluator_stopped_mid_run_ends_after_its_evaluation) {
+  // A running cluster with the evaluator: SIGTERM to the evaluator once it
+  // reported an evaluation; it ends with 143, saying after which one.
+  temp_dir tmp;
+  auto file = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
+                                  {"evaluator", 1}});
+  auto eval = start_process(bin + "syncfac_evaluator --cluster " + file
+                              + " --job_name evaluator --task 0 --fake_data"
+                                " --fake_test_size 200 --threads 1"
+                                " --poll_ms 50 --eval_every 20"
+                                " --connect_timeout_ms 60000",
+                            tmp.file("evaluator.log"));
+  kill_on_exit guard{eval};
+  cluster_run run{tmp, file, deterministic + " --steps 100000"};
+  run.start("eval");
+  await_output(eval, "[evaluator:0] global_step: ");
+  eval.signal(SIGTERM);
+  check_exits_preempted(eval, std::chrono::seconds{60});
+  BOOST_TEST(said(eval.output(), "SIGTERM: stopping after"));
+  BOOST_TEST(said(eval.output(), "syncfac_evaluator: stopped by SIGTERM after "
+                                 "the evaluation of global step "));
+}
+
 BOOST_AUTO_TEST_CASE(the_evaluator_stopped_while_it_connects_exits_preempted) {
   // The evaluator of a cluster whose peers never come: SIGTERM while it
   // waits for them; it ends with the preempted code, saying why.
@@ -552,8 +575,8 @@ BOOST_AUTO_TEST_CASE(the_evaluator_stopped_while_it_connects_exits_preempted) {
   check_exits_preempted(n, std::chrono::seconds{60});
   BOOST_TEST(said(n.output(), "SIGTERM: stopping after"));
   BOOST_TEST(said(n.output(), "the evaluator keeps no state of its own"));
-  BOOST_TEST(said(n.output(), "ended after SIGTERM before it could end in "
-                              "order"));
+  BOOST_TEST(said(n.output(), "ended after SIGTERM before the run could end "
+                              "in order; exit code 143"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
