@@ -82,14 +82,15 @@ inline json_object with_threads(const json_object& json,
 inline int report(const char* program, const training_options& opts,
                   const training_summary& summary, const json_object& json,
                   const std::string& lines = "") {
+  auto full = with_threads(json, opts);
   std::cout << lines << "examples/sec (training steps only, after "
             << opts.warmup << " warm-up steps): " << summary.examples_per_s
             << "\n"
             << "peak RSS: " << summary.peak_rss_mib << " MiB\n"
-            << "SUMMARY " << with_threads(json, opts).str() << std::endl;
+            << "SUMMARY " << full.str() << std::endl;
   if (!opts.summary.empty()) {
     std::ofstream out{opts.summary, std::ios::trunc};
-    out << with_threads(json, opts).str() << "\n";
+    out << full.str() << "\n";
     if (!out.flush()) {
       std::cerr << program << ": cannot write summary file '" << opts.summary
                 << "'\n";
