@@ -104,20 +104,6 @@ void program_config::limit(const std::string& flag, flag_range range) {
   ranges_[flag] = range;
 }
 
-std::vector<std::string> program_config::unlimited_flags() const {
-  std::vector<std::string> out;
-  for (const auto& opt : custom_options_) {
-    auto name = str(opt.long_name());
-    auto type = str(opt.type_name());
-    bool numeric = type.rfind("int", 0) == 0 || type.rfind("uint", 0) == 0
-                   || type.rfind("real", 0) == 0;
-    if (opt.category() == "global" && numeric && !is_builtin(name)
-        && ranges_.count(name) == 0)
-      out.push_back(name);
-  }
-  return out;
-}
-
 std::vector<std::string>
 program_config::normalize(const std::vector<std::string>& raw) const {
   std::vector<std::string> args;

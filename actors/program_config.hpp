@@ -54,10 +54,6 @@ protected:
   /// the range (a program whose flag means more).
   void limit(const std::string& flag, flag_range range);
 
-  /// The numeric flags without a range (none, in every program: a test
-  /// asks).
-  std::vector<std::string> unlimited_flags() const;
-
 private:
   /// An error naming `arg` unless it is a known flag with a well-formed
   /// value (`origin`: where it came from, for the message).
