@@ -380,10 +380,16 @@ struct single_run {
   }
 };
 
-/// `signo` to `command` (a sync run with --checkpoint_dir, logging every
-/// 10 steps) at its global step 30: it exits 143 with the step in flight
-/// checkpointed (why: `why`); started again (unless `resume` is false) it
-/// resumes there and ends with exit 0. Returns the second run's summary.
+/// The in-process runs' length: long enough that a signal sent at global
+/// step 30 finds them still running on a fast, idle machine (they train
+/// at ~1000 steps/s there), short enough for a busy one.
+const int single_steps = 2000;
+
+/// `signo` to `command` (a sync run of single_steps with
+/// --checkpoint_dir, logging every 10 steps) at its global step 30: it
+/// exits 143 with the step in flight checkpointed (why: `why`); started
+/// again (unless `resume` is false) it resumes there and ends with exit 0.
+/// Returns the second run's summary.
 std::string stop_and_resume(const temp_dir& tmp, const std::string& command,
                             int signo, const std::string& why,
                             bool resume = true) {
@@ -397,7 +403,7 @@ std::string stop_and_resume(const temp_dir& tmp, const std::string& command,
   BOOST_TEST(said(summary, "\"preempted\": \"" + why + "\""), summary);
   auto stopped_at = json_numbers(summary, "global_step").at(0);
   BOOST_TEST(stopped_at >= 30);
-  BOOST_TEST(stopped_at < steps);
+  BOOST_TEST(stopped_at < single_steps);
   BOOST_TEST(json_numbers(summary, "written").at(0) >= 1);
   BOOST_TEST(said(first.output(),
                   why + ": stopping after the global step in flight"));
@@ -414,7 +420,7 @@ std::string stop_and_resume(const temp_dir& tmp, const std::string& command,
   BOOST_TEST(second.exit_code == 0, second.output());
   auto resumed = run.summary("second");
   check_counters(resumed, {{"restored_step", stopped_at},
-                           {"global_step", steps}});
+                           {"global_step", single_steps}});
   BOOST_TEST(!said(resumed, "\"preempted\""));
   return resumed;
 }
@@ -429,7 +435,8 @@ std::string digest_of(const temp_dir& tmp, const std::string& command) {
 }
 
 const std::string single = bin + "convnet_mnist_single" + deterministic
-                           + " --ps_tasks 1 --steps " + std::to_string(steps);
+                           + " --ps_tasks 1 --steps "
+                           + std::to_string(single_steps);
 
 } // namespace
 
@@ -463,7 +470,8 @@ BOOST_AUTO_TEST_CASE(the_requeue_signal_and_sighup_stop_it_as_sigterm) {
     }
   }
   temp_dir tmp;
-  single_run run{tmp, single + " --checkpoint_dir " + tmp.file("ckpt")};
+  single_run run{tmp, bin + "convnet_mnist_single" + deterministic
+                        + " --steps 100000"};
   auto plain_usr1 = run.start("unhandled");
   kill_on_exit guard{plain_usr1};
   await_logged_step(plain_usr1, 10);
@@ -482,7 +490,7 @@ BOOST_AUTO_TEST_CASE(the_multi_tower_program_resumes_without_loss) {
   temp_dir tmp;
   auto towers = bin + "convnet_mnist_multi_tower" + deterministic
                 + " --num_towers 2 --ps_tasks 1 --steps "
-                + std::to_string(steps);
+                + std::to_string(single_steps);
   auto resumed = stop_and_resume(
     tmp, towers + " --checkpoint_every 0 --checkpoint_dir " + tmp.file("ckpt"),
     SIGTERM, "SIGTERM");
@@ -497,7 +505,7 @@ BOOST_AUTO_TEST_CASE(the_autoencoder_resumes_where_it_stopped) {
                            "--fake_train_size 2048 --hidden 64,16 "
                            "--eval_examples 200 --batch_size 32 --seed 3 "
                            "--threads 1 --no_progress --log_every 10 "
-                           "--steps " + std::to_string(steps)
+                           "--steps " + std::to_string(single_steps)
                            + " --checkpoint_dir " + tmp.file("ckpt"),
                   SIGTERM, "SIGTERM");
 }
