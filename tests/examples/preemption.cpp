@@ -544,18 +544,35 @@ BOOST_AUTO_TEST_CASE(a_second_signal_exits_at_once_and_no_dir_says_what_is_lost)
                   "no --checkpoint_dir: every step of this run is lost"));
 }
 
+namespace {
+
+/// The evaluator of `file` (a cluster with an evaluator job), evaluating
+/// every 20 steps (the trainers' spelling --eval_every), waiting up to
+/// `connect_ms` for its peers.
+node_process start_evaluator(const temp_dir& tmp, const std::string& file,
+                             const std::string& connect_ms) {
+  return start_process(bin + "syncfac_evaluator --cluster " + file
+                         + " --job_name evaluator --task 0 --fake_data"
+                           " --fake_test_size 200 --threads 1 --poll_ms 50"
+                           " --eval_every 20 --connect_timeout_ms "
+                         + connect_ms,
+                       tmp.file("evaluator.log"));
+}
+
+/// chief:0, worker:0, ps:0 and evaluator:0 on loopback.
+std::string cluster_with_evaluator(const temp_dir& tmp) {
+  return write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
+                             {"evaluator", 1}});
+}
+
+} // namespace
+
 BOOST_AUTO_TEST_CASE(the_evaluator_stopped_mid_run_ends_after_its_evaluation) {
   // A running cluster with the evaluator: SIGTERM to the evaluator once it
   // reported an evaluation; it ends with 143, saying after which one.
   temp_dir tmp;
-  auto file = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
-                                  {"evaluator", 1}});
-  auto eval = start_process(bin + "syncfac_evaluator --cluster " + file
-                              + " --job_name evaluator --task 0 --fake_data"
-                                " --fake_test_size 200 --threads 1"
-                                " --poll_ms 50 --eval_every 20"
-                                " --connect_timeout_ms 60000",
-                            tmp.file("evaluator.log"));
+  auto file = cluster_with_evaluator(tmp);
+  auto eval = start_evaluator(tmp, file, "60000");
   kill_on_exit guard{eval};
   cluster_run run{tmp, file, deterministic + " --steps 100000"};
   run.start("eval");
@@ -571,12 +588,7 @@ BOOST_AUTO_TEST_CASE(the_evaluator_stopped_while_it_connects_exits_preempted) {
   // The evaluator of a cluster whose peers never come: SIGTERM while it
   // waits for them; it ends with the preempted code, saying why.
   temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
-                                     {"evaluator", 1}});
-  auto n = start_process(bin + "syncfac_evaluator --cluster " + cluster
-                           + " --job_name evaluator --task 0 --fake_data "
-                             "--fake_test_size 200 --connect_timeout_ms 8000",
-                         tmp.file("evaluator.log"));
+  auto n = start_evaluator(tmp, cluster_with_evaluator(tmp), "8000");
   kill_on_exit guard{n};
   await_output(n, "waiting for");
   n.signal(SIGTERM);
