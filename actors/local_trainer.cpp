@@ -265,8 +265,18 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
       if (auto err = run_eval(step))
         return err;
     out.progress(step);
+    if (!cfg.stop_requested || step == total_steps)
+      continue;
+    if (auto why = cfg.stop_requested(); !why.empty()) {
+      // The step in flight is done; the plain loop keeps no checkpoint.
+      summary.preempted = why;
+      out.line("preempted (" + why + ") after step " + std::to_string(step)
+               + " of " + std::to_string(total_steps));
+      break;
+    }
   }
-  if (!cfg.skip_final_eval)
+  // A preempted run has its grace period to end in: no final evaluation.
+  if (!cfg.skip_final_eval && summary.preempted.empty())
     if (auto err = run_eval(summary.steps))
       return err;
   summary.wall_s = seconds_since(t_start);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <string>
 
@@ -59,6 +60,11 @@ struct local_training_config {
   bool progress = true;
   /// Longest wait for one device request.
   std::chrono::milliseconds request_timeout{60000};
+  /// Asked after every step of the plain loop: a non-empty answer (why:
+  /// "SIGTERM") ends the run there, preempted (the sync runtime's chief
+  /// is told through sync_training_config::on_chief instead). Unset: the
+  /// run goes to its end.
+  std::function<std::string()> stop_requested;
 
   caf::error validate() const;
 };

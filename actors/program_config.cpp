@@ -1,6 +1,7 @@
 #include "actors/program_config.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -14,6 +15,7 @@
 
 #include "actors/type_registry.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/cpu_share.hpp"
 #include "runtime/flag_file.hpp"
 
 #ifndef SYNCFAC_VERSION
@@ -78,10 +80,12 @@ std::string default_of(const caf::config_option& opt) {
 program_config::program_config() {
   register_types(*this);
   load<caf::io::middleman>();
-  // CAF defaults to 4 scheduler threads; more threads than cores only adds
-  // contention with the compute threads of the device actors.
-  auto cores = std::max(2u, std::thread::hardware_concurrency());
-  set("scheduler.max-threads", static_cast<size_t>(std::min(cores, 4u)));
+  // CAF defaults to 4 scheduler threads; more threads than the CPUs this
+  // process was given only adds contention with the compute threads of
+  // the device actors: its part of the CPU share (runtime/cpu_share.hpp;
+  // a training program's --caf_threads sets it).
+  auto share = plan_threads(resolve_cpu_budget(read_cpu_share()), 0, 0);
+  set("scheduler.max-threads", static_cast<size_t>(share.caf));
   // Work stealing (CAF's default) keeps idle scheduler threads polling for
   // tens of milliseconds after every burst of messages; with a message
   // burst every training step they steal cycles from the compute threads
@@ -94,6 +98,10 @@ program_config::program_config() {
 void program_config::allow_values(const std::string& flag,
                                   std::vector<std::string> values) {
   allowed_[flag] = std::move(values);
+}
+
+void program_config::limit(const std::string& flag, flag_range range) {
+  ranges_[flag] = range;
 }
 
 std::vector<std::string>
@@ -123,6 +131,7 @@ std::vector<std::string> program_config::flag_names() const {
   names.push_back("help");
   names.push_back("version");
   names.push_back("config-file");
+  names.push_back("config_file");
   return names;
 }
 
@@ -162,6 +171,12 @@ caf::error program_config::check_arg(const std::string& arg,
                ? "a valid " + k
                : k.substr(paren + 2, k.size() - paren - 3);
     }());
+  if (auto r = ranges_.find(name); r != ranges_.end()) {
+    // The value parsed as the flag's type, so it reads as a number.
+    auto why = r->second.refusal(std::strtod(value.c_str(), nullptr));
+    if (!why.empty())
+      return bad("--" + name + " " + value + ": " + why);
+  }
   return caf::none;
 }
 
@@ -179,7 +194,9 @@ program_config::read_flag_file(const std::string& path) const {
   for (const auto& s : *settings) {
     auto arg = "--" + s.name + "=" + s.value;
     const auto* opt = custom_options_.cli_long_name_lookup(s.name);
-    if (opt != nullptr && opt->is_flag()) {
+    if (s.bare && (opt == nullptr || !opt->is_flag()))
+      arg = "--" + s.name; // check_arg names what it lacks
+    else if (opt != nullptr && opt->is_flag()) {
       // An on/off flag: "true" sets it, "false" leaves it off.
       if (s.value == "false")
         continue;
@@ -195,8 +212,9 @@ program_config::read_flag_file(const std::string& path) const {
 std::string program_config::help_text(bool all) const {
   std::ostringstream out;
   out << "Usage: " << program_ << " [--flag value | --flag=value]...\n\n"
-      << "Flags [default]. --config-file FILE reads flags from an INI-style\n"
-      << "file first (\"name = value\" lines); the command line wins.\n\n";
+      << "Flags [default]. --config-file FILE (or --config_file) reads flags\n"
+      << "from a file first: \"name = value\" lines, or lines of flags as on\n"
+      << "the command line; the command line wins.\n\n";
   auto row = [&](const std::string& left, const std::string& right) {
     out << "  " << std::left << std::setw(34) << left;
     if (left.size() >= 34)
@@ -216,14 +234,17 @@ std::string program_config::help_text(bool all) const {
     } else if (!opt.is_flag()) {
       auto k = kind_of(str(opt.type_name()));
       left += " " + k.substr(0, k.find(" ("));
+      if (auto r = ranges_.find(name); r != ranges_.end())
+        left += " " + r->second.text();
     }
     row(left, str(opt.description()) + " [" + default_of(opt) + "]");
   }
-  row("--config-file FILE", "read flags from FILE (INI-style)");
+  row("--config-file FILE", "read flags from FILE (also --config_file)");
   row("--help", "this text, then exit");
   row("--long-help", "this text and CAF's own options, then exit");
   row("--version", "the program's and syncfac's version, then exit");
-  out << "\nN: an integer; X: a number; TEXT: any text. Also "
+  out << "\nN: an integer; X: a number (a range after it: what it must be);\n"
+         "TEXT: any text. Also "
          "--scheduler.max-threads=N\nand CAF's other options (--long-help).\n";
   if (all) {
     out << "\nCAF's options:\n";
@@ -280,12 +301,14 @@ caf::error program_config::parse_cli(int argc, char** argv) {
   std::vector<std::string> args;
   for (size_t i = 0; i < raw.size(); ++i) {
     std::string file;
-    if (raw[i] == "--config-file") {
+    // --config_file: spelt as every other flag is.
+    if (raw[i] == "--config-file" || raw[i] == "--config_file") {
       if (i + 1 >= raw.size())
         return make_error(ec::invalid_config,
-                          "--config-file needs a value: FILE");
+                          raw[i] + " needs a value: FILE");
       file = raw[++i];
-    } else if (raw[i].rfind("--config-file=", 0) == 0) {
+    } else if (raw[i].rfind("--config-file=", 0) == 0
+               || raw[i].rfind("--config_file=", 0) == 0) {
       file = raw[i].substr(14);
     } else {
       cli.push_back(raw[i]);

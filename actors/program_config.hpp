@@ -3,10 +3,12 @@
 // The actor-system configuration every syncfac program starts from: our
 // message types registered, a scheduler sized to the machine, and the
 // command line people expect: "--name value" and "--name=value", --help
-// (every flag with its default and allowed values, on stdout), --version,
-// --config-file FILE (an INI-style file of the same flags; the command
-// line wins), and one sentence naming an unknown or malformed flag with
-// the closest known one. docs/observability.md "The command line".
+// (every flag with its default and allowed values or range, on stdout),
+// --version, --config-file FILE or --config_file FILE (an INI-style file
+// of the same flags, or lines of flags as on the command line; the
+// command line wins), and one sentence naming an unknown or malformed
+// flag with the closest known one, or a value outside the flag's range.
+// docs/observability.md "The command line".
 
 #include <map>
 #include <string>
@@ -14,6 +16,8 @@
 
 #include <caf/actor_system_config.hpp>
 #include <caf/error.hpp>
+
+#include "runtime/flag_range.hpp"
 
 namespace syncfac {
 
@@ -44,6 +48,12 @@ protected:
   /// parse refuses any other.
   void allow_values(const std::string& flag, std::vector<std::string> values);
 
+  /// `flag` (a numeric flag) takes only values in `range`: --help shows it
+  /// and a value given outside it (command line or file) is refused naming
+  /// the flag ("--learning_rate -3: must be > 0"). A later call replaces
+  /// the range (a program whose flag means more).
+  void limit(const std::string& flag, flag_range range);
+
 private:
   /// An error naming `arg` unless it is a known flag with a well-formed
   /// value (`origin`: where it came from, for the message).
@@ -59,6 +69,7 @@ private:
 
   std::string program_ = "syncfac";
   std::map<std::string, std::vector<std::string>> allowed_;
+  std::map<std::string, flag_range> ranges_;
 };
 
 } // namespace syncfac

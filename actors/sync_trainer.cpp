@@ -203,6 +203,17 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
   if (!driver)
     return driver.error();
   auto chief = (*driver)->chief();
+  // The hook hears of the chief's end before the actors go: nothing is
+  // sent to them after that (a signal may come at any time).
+  struct chief_hook {
+    const std::function<void(const chief_actor&)>& f;
+    ~chief_hook() {
+      if (f)
+        f(chief_actor{});
+    }
+  } hook{cfg.on_chief};
+  if (cfg.on_chief)
+    cfg.on_chief(chief);
 
   // Worker tasks: gradient workers first, then statistics workers (each
   // with its own data shard, as every TF worker task has).

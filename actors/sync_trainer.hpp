@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include "actors/actors.hpp"
 #include "actors/local_trainer.hpp"
 #include "runtime/kfac/layer_collection.hpp"
 #include "runtime/sync/placement.hpp"
@@ -94,6 +96,11 @@ struct sync_training_config {
   /// Pushes to shards in other processes go as parts of about this many
   /// bytes (0: whole); in one process they always go whole.
   int64_t push_part_bytes = default_push_part_bytes;
+  /// In one process: called with the run's chief once it exists (a stop
+  /// signal watcher sends it (preempt_atom, why) to end the run after the
+  /// global step in flight, checkpointed), and with an empty handle once
+  /// the run is over and the chief gone. May be empty.
+  std::function<void(const chief_actor&)> on_chief;
 
   caf::error validate() const;
 };

@@ -132,6 +132,9 @@ struct options : examples::training_options {
            "kfac: regular (v = mu v + F^-1 g) or adam (v = mu v + g, "
            "step F^-1 v)");
     allow_values("kfac_momentum", {"adam", "regular"});
+    limit("steps", at_least(1));
+    limit("eval_examples", at_least(0));
+    limit("stats_every", at_least(1));
   }
 
   caf::expected<local_training_config> to_training_config() const {

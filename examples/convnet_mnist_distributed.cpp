@@ -16,8 +16,8 @@
 //       (the cluster derived from the launcher's environment)
 //
 // The chief logs the run, writes --summary FILE at the end and tells every
-// node that the run is over; the other nodes exit 0 then. SIGTERM or SIGINT
-// to any node ends the run after the global step in flight, checkpointed
+// node that the run is over; the other nodes exit 0 then. SIGTERM, SIGINT,
+// SIGHUP or --requeue_signal to any node ends the run after the global step in flight, checkpointed
 // with --checkpoint_dir, and every node exits 143 (exit_codes::preempted);
 // a second signal exits at once (docs/distributed.md, "Preemption").
 
@@ -39,7 +39,6 @@
 #include "runtime/base/error.hpp"
 #include "runtime/exit_codes.hpp"
 #include "runtime/net/tls.hpp"
-#include "runtime/stop_signals.hpp"
 #include "messages/push_parts.hpp"
 
 using namespace syncfac;
@@ -64,7 +63,8 @@ struct distributed_options : convnet_options {
   int64_t max_wait_ms = 300000;
   int64_t heartbeat_ms = 1000;
   int64_t middleman_workers = 0;
-  /// -1: 10 s, or off with TLS (see configure_system).
+  /// --dead_peer_timeout_ms (old spelling --connection_timeout_ms); -1:
+  /// 10 s, or off with TLS (see configure_system).
   int64_t connection_timeout_ms = -1;
   int64_t push_part_kib = default_push_part_bytes / 1024;
 
@@ -114,12 +114,27 @@ struct distributed_options : convnet_options {
            "itself, one copy less per tensor)")
       .add(heartbeat_ms, "heartbeat_ms",
            "middleman heartbeat interval (0: off)")
-      .add(connection_timeout_ms, "connection_timeout_ms",
+      .add(connection_timeout_ms, "dead_peer_timeout_ms",
            "a peer silent this long is taken for dead (0: never; "
            "default 10000, off with --tls_dir)")
+      .add(connection_timeout_ms, "connection_timeout_ms",
+           "the old spelling of --dead_peer_timeout_ms (not "
+           "--connect_timeout_ms, the wait for peers at the start)")
       .add(push_part_kib, "push_part_kib",
            "a gradient push to another process goes as parts of about this "
            "many KiB, two at least above half that (default 1024; 0: whole)");
+    // 0: from the cluster file (a value given must agree).
+    limit("worker_replicas", at_least(0));
+    limit("ps_tasks", at_least(0));
+    limit("task", at_least(0));
+    limit("port_base", between(0, 65535));
+    limit("connect_timeout_ms", at_least(1));
+    limit("max_wait_ms", at_least(1));
+    limit("middleman_workers", at_least(0));
+    limit("heartbeat_ms", at_least(0));
+    limit("dead_peer_timeout_ms", at_least(0));
+    limit("connection_timeout_ms", at_least(0));
+    limit("push_part_kib", at_least(0));
   }
 };
 
@@ -204,7 +219,7 @@ caf::error configure_system(distributed_options& opts) {
            static_cast<size_t>(opts.middleman_workers));
   if (opts.heartbeat_ms < 0 || opts.connection_timeout_ms < -1)
     return make_error(ec::invalid_config,
-                      "heartbeat_ms and connection_timeout_ms must be >= 0");
+                      "heartbeat_ms and dead_peer_timeout_ms must be >= 0");
   opts.set("middleman.heartbeat-interval",
            caf::timespan{std::chrono::milliseconds{opts.heartbeat_ms}});
   opts.set("middleman.connection-timeout",
@@ -226,18 +241,15 @@ int run(distributed_options& opts) {
   data_loader load = [&opts, &cfg] {
     return load_data(opts, cfg->sync.base.model);
   };
-  // SIGTERM or SIGINT (a scheduler's preemption): the node's supervisor,
-  // or the chief itself on the chief's node, ends the run after the step
-  // in flight; a second signal exits at once (docs/distributed.md).
-  auto watcher = stop_signal_watcher::install(program_name);
-  if (!watcher)
-    return fail(program_name, watcher.error());
-  if (opts.checkpoint_dir.empty())
-    (*watcher)->say_on_stop(
-      "no --checkpoint_dir: every step of this run is lost (a restart "
-      "begins at global step 0); give --checkpoint_dir to resume at the "
-      "step in flight");
-  auto* w = watcher->get();
+  // SIGTERM, SIGINT, SIGHUP or --requeue_signal (a scheduler's
+  // preemption; example_main watches them): the node's supervisor, or the
+  // chief itself on the chief's node, ends the run after the step in
+  // flight; a second signal exits at once (docs/distributed.md).
+  auto* w = opts.stop_signals;
+  if (w == nullptr)
+    return fail(program_name, make_error(ec::internal,
+                                         "no stop signal watcher"));
+  w->say_on_stop(what_a_stop_loses(opts.checkpoint_dir, false));
   cfg->on_supervisor = [w](const supervisor_actor& sup) {
     w->on_stop([sup](const std::string& signal) {
       caf::anon_send(sup, preempt_atom::value, signal);
@@ -252,32 +264,16 @@ int run(distributed_options& opts) {
   auto outcome = run_cluster_node(sys, *cfg, load, std::cout);
   // The actors go with the system: no signal is handed to them after this.
   w->on_stop({});
-  if (!outcome) {
-    fail(program_name, outcome.error());
+  if (!outcome)
     // Stopped by a signal before the run could end in order (e.g. still
-    // connecting to its peers): the scheduler stopped it, so it may be
-    // requeued like any preempted node.
-    if (auto signal = w->received()) {
-      std::cerr << program_name << ": ended after " << *signal
-                << " before the run could end in order; exit code "
-                << exit_codes::preempted << std::endl;
-      return exit_codes::preempted;
-    }
-    return EXIT_FAILURE;
-  }
+    // connecting to its peers), example_main exits preempted instead.
+    return fail(program_name, outcome.error());
   if (!outcome->summary)
     return outcome->exit_code;
   auto json = outcome->summary->to_json();
   json.add("cluster", outcome->cluster);
+  // A preempted run's report says where it stopped and exits preempted.
   auto code = report(program_name, opts, *outcome->summary, json);
-  if (!outcome->summary->preempted.empty())
-    std::cerr << program_name << ": preempted (" << outcome->summary->preempted
-              << ") at global step " << outcome->summary->global_step
-              << "; exit code " << outcome->exit_code
-              << (opts.checkpoint_dir.empty()
-                    ? std::string{" (no --checkpoint_dir: nothing to resume)"}
-                    : " (restarted with the same flags it resumes there)")
-              << std::endl;
   return code != EXIT_SUCCESS ? code : outcome->exit_code;
 }
 

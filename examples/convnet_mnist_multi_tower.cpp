@@ -46,6 +46,7 @@ struct options : convnet_options {
     opt_group{custom_options_, "global"}
       .add(num_towers, "num_towers",
            "device actors each worker's batch is split across");
+    limit("num_towers", at_least(1));
   }
 
   caf::expected<sync_training_config> to_config() const {
@@ -81,6 +82,7 @@ caf::expected<training_summary> train(options& opts) {
   auto cfg = opts.to_config();
   if (!cfg)
     return cfg.error();
+  stop_on_signals(*cfg, opts);
   auto data = load_data(opts, cfg->base.model);
   if (!data)
     return data.error();

@@ -51,8 +51,8 @@ inline training_help convnet_help(convnet_devices devices) {
   if (devices == convnet_devices::towers) {
     help.batch_size = "examples per step, split across the towers";
     help.backend = "compute backend of the towers";
-    help.threads = "compute threads in all (0: all cores), split across "
-                   "the towers";
+    help.threads = "compute threads in all (0: the CPU share), split "
+                   "across the towers";
     help.request_timeout_ms = "longest wait for one device (or tower) "
                               "request";
     help.runtime = "sync (chief, workers, PS shards); plain has no towers";
@@ -149,6 +149,14 @@ struct convnet_options : training_options {
     allow_values("cov_inv_op_strategy",
                  {"chief_worker", "dedicated_workers", "all_workers"});
     allow_values("kfac_placement", {"round_robin", "by_cost"});
+    limit("num_epochs", at_least(1));
+    limit("fake_test_size", at_least(1));
+    limit("num_tokens", at_least(-1));
+    limit("step_timeout_ms", at_least(1));
+    limit("moving_average_decay", decay_fraction());
+    limit("min_cov_updates", at_least(1));
+    limit("covariance_actors", at_least(1));
+    limit("inverse_actors", at_least(1));
   }
 
   caf::expected<local_training_config> to_training_config() const {

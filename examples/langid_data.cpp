@@ -91,6 +91,12 @@ struct options : program_config {
       .add(push_batch, "push_batch",
            "also report the bytes of the table's sparse push for batches "
            "of this many training words (0: no report)");
+    limit("words", at_least(10));
+    limit("vocabulary", between(2, 1 << 24));
+    limit("bag", at_least(1));
+    limit("width", at_least(1));
+    limit("test_percent", between(1, 90));
+    limit("push_batch", at_least(0));
   }
 };
 

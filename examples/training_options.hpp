@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -28,6 +29,8 @@
 #include "actors/program_config.hpp"
 #include "runtime/model_file.hpp"
 #include "runtime/model_fit.hpp"
+#include "runtime/cpu_share.hpp"
+#include "runtime/stop_signals.hpp"
 #include "runtime/sync/replica_counts.hpp"
 
 namespace syncfac::examples {
@@ -43,7 +46,9 @@ struct training_help {
   const char* init = "weight init: seeds, glorot or he";
   const char* activation = "MLP hidden activation: tanh, sigmoid, relu";
   const char* backend = "compute backend of the device actor";
-  const char* threads = "compute threads (0: all cores)";
+  const char* threads = "compute threads (0: the CPU share: affinity, "
+                        "cgroup cpu.max, SLURM_CPUS_PER_TASK, "
+                        "OMP_NUM_THREADS)";
   const char* seed = "seed of initialisation and shuffling";
   const char* eval_every = "steps between test evaluations (0: end)";
   const char* request_timeout_ms = "longest wait for one device request";
@@ -76,6 +81,8 @@ struct training_options : program_config {
   /// cpu, gpu:N or auto; empty: --backend (kernels/backend_factory.hpp).
   std::string device;
   int threads = 0;
+  /// CAF's scheduler threads (0: from the CPU share).
+  int caf_threads = 0;
   /// The CPU kernels' instruction-set level: auto (the best this CPU has)
   /// or one of kernels/cpu/isa.hpp's built_isas(); example_main selects it.
   std::string isa = "auto";
@@ -111,12 +118,25 @@ struct training_options : program_config {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int32_t keep_checkpoints = 3;
+  /// The signal besides SIGTERM, SIGINT and SIGHUP that stops the run
+  /// without loss (runtime/stop_signals.hpp).
+  std::string requeue_signal = "TERM";
+  /// The program's stop signals while it runs (examples/example_main.hpp
+  /// installs them); not a flag.
+  stop_signal_watcher* stop_signals = nullptr;
 
-  /// threads, or all cores when it is 0.
+  /// The threads of the run: --threads and --caf_threads where given,
+  /// else planned on the CPU share this process was given
+  /// (runtime/cpu_share.hpp; `ignored`: environment values that are no
+  /// count, for the log).
+  thread_plan threads_in_use(std::string* ignored = nullptr) const {
+    return plan_threads(resolve_cpu_budget(read_cpu_share(), ignored),
+                        threads, caf_threads);
+  }
+
+  /// The compute threads: --threads, or the CPU share's.
   int total_threads() const {
-    return threads > 0 ? threads
-                       : static_cast<int>(std::max(
-                         1u, std::thread::hardware_concurrency()));
+    return threads_in_use().compute;
   }
 
   /// The `which` split of --data (a .npz file) or else --data_dir.
@@ -146,11 +166,16 @@ protected:
       .add(device, "device", "cpu, gpu:N or auto (a GPU if present); "
                              "overrides --backend")
       .add(threads, "threads", help.threads)
+      .add(caf_threads, "caf_threads",
+           "CAF's scheduler threads, counted in the CPU share (0: a "
+           "quarter of it, 2 to 4, at most the share)")
       .add(isa, "isa", "CPU kernels' instruction set: auto, avx2, avx512 "
                        "(refused where the CPU lacks it)")
       .add(seed, "seed", help.seed)
       .add(log_every, "log_every", "steps between log lines")
       .add(eval_every, "eval_every", help.eval_every)
+      .add(eval_every, "eval_every_steps",
+           "--eval_every, spelt as the evaluator's (syncfac_evaluator)")
       .add(warmup, "warmup", "steps excluded from the examples/s figure")
       .add(metrics, "metrics", "write metrics as JSON lines to this file")
       .add(logdir, "logdir", "write TensorBoard event files into this "
@@ -191,7 +216,11 @@ protected:
       .add(checkpoint_every, "checkpoint_every",
            "sync: global steps between checkpoints (0: only at the end)")
       .add(keep_checkpoints, "keep_checkpoints",
-           "sync: checkpoints kept in --checkpoint_dir");
+           "sync: checkpoints kept in --checkpoint_dir")
+      .add(requeue_signal, "requeue_signal",
+           "the scheduler's stop signal besides TERM, INT and HUP: the "
+           "first ends the run after the step in flight, checkpointed; "
+           "exit code 143");
     allow_values("optimizer", {"sgd", "momentum", "adam", "kfac"});
     allow_values("init", {"seeds", "glorot", "he", "sparse"});
     allow_values("activation", {"tanh", "sigmoid", "relu"});
@@ -199,6 +228,35 @@ protected:
     allow_values("fisher", {"sampled", "empirical"});
     allow_values("inverse", {"cholesky", "eigen", "explicit"});
     allow_values("kfac_precision", {"fp32", "bf16"});
+    allow_values("requeue_signal", {std::begin(requeue_signal_names),
+                                    std::end(requeue_signal_names)});
+    // Every numeric flag's range: --help shows it, a value outside it is
+    // refused naming the flag (actors/program_config.hpp).
+    limit("steps", at_least(0));
+    limit("batch_size", at_least(1));
+    limit("learning_rate", positive());
+    limit("momentum", decay_fraction());
+    limit("threads", at_least(0));
+    limit("caf_threads", at_least(0));
+    limit("seed", at_least(0));
+    limit("log_every", at_least(1));
+    limit("eval_every", at_least(0));
+    limit("eval_every_steps", at_least(0));
+    limit("warmup", at_least(0));
+    limit("metrics_port", between(0, 65535));
+    limit("request_timeout_ms", at_least(1));
+    limit("fake_train_size", at_least(1));
+    limit("worker_replicas", at_least(0));
+    limit("replicas_to_aggregate", at_least(0));
+    limit("ps_tasks", at_least(1));
+    limit("cov_ema_decay", decay_fraction());
+    limit("damping", positive());
+    limit("invert_every", at_least(1));
+    limit("kl_clip", at_least(0));
+    limit("stats_examples", at_least(-1));
+    limit("stats_locations", at_least(-1));
+    limit("checkpoint_every", at_least(0));
+    limit("keep_checkpoints", at_least(1));
   }
 
   /// The model of --model_file, if given, into `model` (which keeps the

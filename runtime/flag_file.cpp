@@ -1,6 +1,7 @@
 #include "runtime/flag_file.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 #include "runtime/base/error.hpp"
@@ -61,6 +62,75 @@ std::string strip_comment(const std::string& s) {
   return s;
 }
 
+/// The words of a line of flags, split at blanks outside double quotes
+/// (the quotes dropped); nullopt when a quote is not closed.
+std::optional<std::vector<std::string>> words_of(const std::string& line) {
+  std::vector<std::string> words;
+  std::string word;
+  bool quoted = false;
+  bool in_word = false;
+  for (char c : line) {
+    if (c == '"') {
+      quoted = !quoted;
+      in_word = true;
+    } else if (!quoted && (c == ' ' || c == '\t')) {
+      if (in_word)
+        words.push_back(word);
+      word.clear();
+      in_word = false;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (quoted)
+    return std::nullopt;
+  if (in_word)
+    words.push_back(word);
+  return words;
+}
+
+/// Whether `line` is a line of flags ("--a 1 --b", "--a=1"), not the
+/// setting "--a = 1".
+bool is_flag_line(const std::string& line) {
+  if (line.compare(0, 2, "--") != 0)
+    return false;
+  auto end = line.find_first_of(" \t");
+  if (end == std::string::npos || line.substr(0, end).find('=')
+                                    != std::string::npos)
+    return true;
+  return line[line.find_first_not_of(" \t", end)] != '=';
+}
+
+/// The settings of a line of flags (`where`: path:line for errors).
+caf::error parse_flag_line(const std::string& line, size_t lineno,
+                           const std::string& where,
+                           std::vector<flag_setting>& out) {
+  auto words = words_of(line);
+  if (!words)
+    return make_error(ec::invalid_config,
+                      where + ": a quote is not closed in '" + line + "'");
+  for (size_t i = 0; i < words->size(); ++i) {
+    const auto& w = (*words)[i];
+    if (w.size() < 3 || w.compare(0, 2, "--") != 0)
+      return make_error(ec::invalid_config,
+                        where + ": expected a flag (--name), got '" + w
+                          + "'");
+    auto eq = w.find('=');
+    if (eq != std::string::npos) {
+      out.push_back({w.substr(2, eq - 2), w.substr(eq + 1), lineno, false});
+      continue;
+    }
+    if (i + 1 < words->size() && (*words)[i + 1].compare(0, 2, "--") != 0) {
+      out.push_back({w.substr(2), (*words)[i + 1], lineno, false});
+      ++i;
+      continue;
+    }
+    out.push_back({w.substr(2), "true", lineno, true});
+  }
+  return caf::none;
+}
+
 } // namespace
 
 caf::expected<std::vector<flag_setting>>
@@ -75,6 +145,15 @@ parse_flag_file(const std::string& text, const std::string& path) {
     if (line.empty())
       continue;
     auto where = path + ":" + std::to_string(lineno);
+    if (is_flag_line(line)) {
+      if (!category.empty())
+        return make_error(ec::invalid_config,
+                          where + ": a line of flags inside section ["
+                            + category + "]: write it before any section");
+      if (auto err = parse_flag_line(line, lineno, where, out))
+        return err;
+      continue;
+    }
     if (line.front() == '[') {
       if (line.back() != ']' || line.size() < 3)
         return make_error(ec::invalid_config,

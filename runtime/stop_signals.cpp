@@ -20,9 +20,6 @@ namespace {
 /// The write end of the pipe of the one watcher (-1: none).
 std::atomic<int> signal_pipe{-1};
 
-struct sigaction previous_term;
-struct sigaction previous_int;
-
 extern "C" void on_stop_signal(int signo) {
   // Only write(2): async-signal-safe. The watcher's thread does the rest.
   int saved = errno;
@@ -34,28 +31,39 @@ extern "C" void on_stop_signal(int signo) {
   errno = saved;
 }
 
-std::string signal_name(int signo) {
-  switch (signo) {
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGINT:
-      return "SIGINT";
-    default:
-      return "signal " + std::to_string(signo);
-  }
-}
-
 /// The byte that stops the watcher's thread (no signal has number 0).
 constexpr unsigned char stop_byte = 0;
 
 } // namespace
+
+std::string stop_signal_name(int signo) {
+  const char* abbrev = ::sigabbrev_np(signo);
+  return abbrev != nullptr ? std::string{"SIG"} + abbrev
+                           : "signal " + std::to_string(signo);
+}
+
+caf::expected<int> parse_requeue_signal(const std::string& name) {
+  auto bare = name.rfind("SIG", 0) == 0 ? name.substr(3) : name;
+  for (int signo : {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2})
+    if (stop_signal_name(signo) == "SIG" + bare)
+      return signo;
+  return make_error(ec::invalid_config,
+                    "--requeue_signal '" + name
+                      + "': expected TERM, HUP, USR1 or USR2");
+}
 
 stop_signal_watcher::stop_signal_watcher(std::string program)
   : program_(std::move(program)) {
 }
 
 caf::expected<std::unique_ptr<stop_signal_watcher>>
-stop_signal_watcher::install(std::string program) {
+stop_signal_watcher::install(std::string program, int requeue_signal) {
+  if (requeue_signal != SIGTERM && requeue_signal != SIGHUP
+      && requeue_signal != SIGUSR1 && requeue_signal != SIGUSR2)
+    return make_error(ec::invalid_config,
+                      "stop signals: " + stop_signal_name(requeue_signal)
+                        + " cannot be the requeue signal (TERM, HUP, USR1 "
+                          "or USR2)");
   std::unique_ptr<stop_signal_watcher> w{
     new stop_signal_watcher(std::move(program))};
   if (::pipe2(w->pipe_, O_CLOEXEC) != 0)
@@ -73,8 +81,14 @@ stop_signal_watcher::install(std::string program) {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  ::sigaction(SIGTERM, &sa, &previous_term);
-  ::sigaction(SIGINT, &sa, &previous_int);
+  std::vector<int> signals{SIGTERM, SIGINT, SIGHUP};
+  if (requeue_signal != SIGTERM && requeue_signal != SIGHUP)
+    signals.push_back(requeue_signal);
+  for (int signo : signals) {
+    struct sigaction before {};
+    ::sigaction(signo, &sa, &before);
+    w->previous_.emplace_back(signo, before);
+  }
   w->thread_ = std::thread{[p = w.get()] { p->watch(); }};
   return w;
 }
@@ -82,8 +96,8 @@ stop_signal_watcher::install(std::string program) {
 stop_signal_watcher::~stop_signal_watcher() {
   if (pipe_[1] < 0)
     return;
-  ::sigaction(SIGTERM, &previous_term, nullptr);
-  ::sigaction(SIGINT, &previous_int, nullptr);
+  for (const auto& [signo, before] : previous_)
+    ::sigaction(signo, &before, nullptr);
   signal_pipe.store(-1);
   auto byte = stop_byte;
   [[maybe_unused]] auto n = ::write(pipe_[1], &byte, 1);
@@ -101,7 +115,7 @@ void stop_signal_watcher::watch() {
       continue;
     if (n <= 0 || byte == stop_byte)
       return;
-    auto name = signal_name(byte);
+    auto name = stop_signal_name(byte);
     {
       // Handed over under the lock, so that on_stop({}) returns only once
       // no handover runs any more (its target may go away then).
@@ -145,6 +159,18 @@ void stop_signal_watcher::on_stop(stop_request f) {
 std::optional<std::string> stop_signal_watcher::received() const {
   std::lock_guard<std::mutex> guard{mtx_};
   return received_;
+}
+
+int stop_signal_watcher::failure_exit_code() const {
+  auto signal = received();
+  if (!signal)
+    return exit_codes::failure;
+  std::fprintf(stderr,
+               "%s: ended after %s before the run could end in order; exit "
+               "code %d\n",
+               program_.c_str(), signal->c_str(), exit_codes::preempted);
+  std::fflush(stderr);
+  return exit_codes::preempted;
 }
 
 void stop_signal_watcher::say_on_stop(std::string line) {

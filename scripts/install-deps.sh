@@ -25,7 +25,7 @@ packages=(
   python3          # the tests' and benches' scripts
   python3-venv     # virtual environments of the tests that use PyPI
   python3-yaml     # the Kubernetes manifests' test (examples/kubernetes)
-  util-linux       # unshare: per-pod /etc/hosts in the TF_CONFIG tests
+  util-linux       # unshare: per-pod /etc/hosts in the TF_CONFIG tests; taskset: tests/examples/cpu_share.cpp
   ca-certificates  # HTTPS to PyPI from those environments
   gzip             # gzipped IDX fixtures of the data tests
   curl             # tests/observability: scrapes of the metrics endpoint

@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -48,7 +49,9 @@
 #include "runtime/json.hpp"
 #include "runtime/model_file.hpp"
 #include "runtime/model_fit.hpp"
+#include "runtime/exit_codes.hpp"
 #include "runtime/net/tls.hpp"
+#include "runtime/stop_signals.hpp"
 #include "actors/program_config.hpp"
 
 using namespace syncfac;
@@ -85,6 +88,7 @@ struct evaluator_options : program_config {
   int64_t connection_timeout_ms = 10000;
   std::string checkpoint_dir;
   std::string evaluate_checkpoint;
+  std::string requeue_signal = "TERM";
 
   evaluator_options() {
     caf::config_option_adder{custom_options_, "global"}
@@ -93,7 +97,9 @@ struct evaluator_options : program_config {
       .add(job_name, "job_name", "this task's job")
       .add(task, "task", "this task's index")
       .add(eval_every_steps, "eval_every_steps",
-           "evaluate every K global steps (K > 0)")
+           "evaluate every K global steps")
+      .add(eval_every_steps, "eval_every",
+           "--eval_every_steps, spelt as the trainers'")
       .add(poll_ms, "poll_ms", "how often to ask the shards for their step")
       .add(poll_timeout_ms, "poll_timeout_ms",
            "longest wait for a shard's step (then it is reconnected to)")
@@ -124,13 +130,38 @@ struct evaluator_options : program_config {
       .add(max_run_s, "max_run_s", "longest wait for the end of the run")
       .add(heartbeat_ms, "heartbeat_ms",
            "middleman heartbeat interval (0: off)")
-      .add(connection_timeout_ms, "connection_timeout_ms",
+      .add(connection_timeout_ms, "dead_peer_timeout_ms",
            "a peer silent this long is taken for dead (0: never)")
+      .add(connection_timeout_ms, "connection_timeout_ms",
+           "the old spelling of --dead_peer_timeout_ms (not "
+           "--connect_timeout_ms, the wait for peers at the start)")
       .add(checkpoint_dir, "checkpoint_dir",
            "evaluate each checkpoint the chief writes here instead of "
            "pulling every --eval_every_steps")
       .add(evaluate_checkpoint, "evaluate_checkpoint",
-           "evaluate this checkpoint file offline, print its record, exit");
+           "evaluate this checkpoint file offline, print its record, exit")
+      .add(requeue_signal, "requeue_signal",
+           "the scheduler's stop signal besides TERM, INT and HUP: the "
+           "first ends the evaluator after the evaluation in flight; exit "
+           "code 143");
+    allow_values("requeue_signal", {std::begin(requeue_signal_names),
+                                    std::end(requeue_signal_names)});
+    // Every numeric flag's range (actors/program_config.hpp).
+    limit("task", at_least(0));
+    limit("eval_every_steps", at_least(1));
+    limit("eval_every", at_least(1));
+    limit("poll_ms", at_least(1));
+    limit("poll_timeout_ms", at_least(1));
+    limit("fake_test_size", at_least(1));
+    limit("threads", at_least(1));
+    limit("eval_batch", at_least(1));
+    limit("connect_timeout_ms", at_least(1));
+    limit("request_timeout_ms", at_least(1));
+    limit("max_reconnects", at_least(0));
+    limit("max_run_s", at_least(1));
+    limit("heartbeat_ms", at_least(0));
+    limit("dead_peer_timeout_ms", at_least(0));
+    limit("connection_timeout_ms", at_least(0));
   }
 };
 
@@ -303,12 +334,14 @@ public:
     }
   }
 
-  /// Until the chief ends the run: poll, evaluate every K steps.
-  caf::error run() {
+  /// Until the chief ends the run, or a stop signal (`stop`) ends the
+  /// evaluator after the evaluation in flight: poll, evaluate every K
+  /// steps.
+  caf::error run(const stop_signal_watcher& stop) {
     auto& self = member_.self();
     auto deadline = std::chrono::steady_clock::now()
                     + std::chrono::seconds{opts_.max_run_s};
-    while (true) {
+    while (!stop.received()) {
       auto over = member_.wait(std::chrono::milliseconds{opts_.poll_ms});
       if (!over)
         return over.error();
@@ -363,6 +396,7 @@ public:
         failures_ = 0;
       }
     }
+    return caf::none;
   }
 
   /// The chief ended the run: evaluate the final variables unless done.
@@ -388,6 +422,11 @@ public:
     else if (!*done)
       error_ = make_error(ec::internal, "final evaluation: the shards are "
                                         "at different steps after the run");
+  }
+
+  /// The global step of the last evaluation reported (-1: none).
+  int64_t last_step() const {
+    return last_;
   }
 
 private:
@@ -524,7 +563,7 @@ int evaluate_offline(evaluator_options& opts, const evaluation_input& input) {
   return EXIT_SUCCESS;
 }
 
-int run(evaluator_options& opts) {
+int run(evaluator_options& opts, stop_signal_watcher& stop) {
   if (!opts.evaluate_checkpoint.empty()) {
     auto input = load_evaluation_input(opts);
     if (!input)
@@ -584,11 +623,19 @@ int run(evaluator_options& opts) {
                       + " global steps"
                   : "of each checkpoint in " + opts.checkpoint_dir)
             << std::endl;
-  auto err = prog.run();
+  auto err = prog.run(stop);
   m.self()->send_exit(role, caf::exit_reason::user_shutdown);
   m.self()->send_exit(spawned->device, caf::exit_reason::user_shutdown);
   if (err)
     return fail(err);
+  if (auto signal = stop.received()) {
+    std::cerr << program_name << ": stopped by " << *signal << " after "
+              << (prog.last_step() < 0 ? std::string{"no evaluation"}
+                                      : "the evaluation of global step "
+                                          + std::to_string(prog.last_step()))
+              << "; exit code " << exit_codes::preempted << std::endl;
+    return exit_codes::preempted;
+  }
   return EXIT_SUCCESS;
 }
 
@@ -600,5 +647,21 @@ int main(int argc, char** argv) {
     return fail(err);
   if (opts.help_printed)
     return EXIT_SUCCESS;
-  return run(opts);
+  // SIGTERM, SIGINT, SIGHUP or --requeue_signal: the evaluation in flight
+  // ends, then the program with exit_codes::preempted; it keeps no state
+  // of its own, so a restart goes on at the run's step then.
+  auto requeue = parse_requeue_signal(opts.requeue_signal);
+  if (!requeue)
+    return fail(requeue.error());
+  auto stop = stop_signal_watcher::install(program_name, *requeue);
+  if (!stop)
+    return fail(stop.error());
+  (*stop)->say_on_stop("the evaluator keeps no state of its own: restarted, "
+                       "it evaluates the run from its step then");
+  auto code = run(opts, **stop);
+  // Stopped before it could end in order (e.g. still connecting):
+  // preempted, not failed.
+  if (code == EXIT_FAILURE)
+    return (*stop)->failure_exit_code();
+  return code;
 }

@@ -17,10 +17,12 @@
 #include <caf/actor_system.hpp>
 #include <caf/config_option_adder.hpp>
 
+#include "actors/stop_on_signal.hpp"
 #include "actors/sync_trainer.hpp"
 #include "runtime/allocator.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/exit_codes.hpp"
 #include "runtime/model_builder.hpp"
 #include "runtime/model_fit.hpp"
 #include "actors/program_config.hpp"
@@ -48,6 +50,11 @@ struct options : program_config {
       .add(seed, "seed", "initialisation and shuffling")
       .add(workers, "workers", "workers (R = all of them)")
       .add(ps_tasks, "ps_tasks", "parameter-server shards");
+    limit("steps", at_least(1));
+    limit("learning_rate", positive());
+    limit("seed", at_least(0));
+    limit("workers", at_least(1));
+    limit("ps_tasks", at_least(1));
   }
 };
 
@@ -109,6 +116,14 @@ int main(int argc, char** argv) {
   cfg.ps_tasks = opts.ps_tasks;
   if (auto err = cfg.validate())
     return fail(err);
+  // SIGTERM, SIGINT or SIGHUP (a scheduler's preemption): the run ends
+  // after the global step in flight, exit code 143 (docs/distributed.md,
+  // "Preemption"); this run keeps no checkpoints, so the watcher says so.
+  auto stop = stop_signal_watcher::install("own_model");
+  if (!stop)
+    return fail(stop.error());
+  stop_on_signal(cfg, **stop);
+  (*stop)->say_on_stop(what_a_stop_loses("", false));
   std::shared_ptr<const dataset> train;
   std::shared_ptr<const dataset> test;
   if (opts.data_dir.empty()) {
@@ -134,5 +149,10 @@ int main(int argc, char** argv) {
   std::cout << "own_model: test accuracy " << summary->test.accuracy()
             << " after " << summary->global_step << " steps\n"
             << "SUMMARY " << summary->to_json().str() << std::endl;
+  if (!summary->preempted.empty()) {
+    std::cerr << "own_model: "
+              << preempted_line(*summary, "", false) << std::endl;
+    return exit_codes::preempted;
+  }
   return EXIT_SUCCESS;
 }

@@ -194,8 +194,9 @@ public:
   }
 
 private:
-  std::array<int, 4> handled_{{SIGINT, SIGTERM, SIGHUP, SIGCHLD}};
-  std::array<struct sigaction, 4> old_;
+  std::array<int, 6> handled_{{SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2,
+                               SIGCHLD}};
+  std::array<struct sigaction, 6> old_;
   struct sigaction old_pipe_;
 };
 
@@ -289,7 +290,7 @@ public:
       std::error_code ec;
       std::filesystem::create_directories(opts_.log_dir, ec);
       if (ec) {
-        report("cannot create --log_dir '" + opts_.log_dir
+        report("cannot create --task_log_dir '" + opts_.log_dir
                + "': " + ec.message());
         return 2;
       }
@@ -458,7 +459,7 @@ private:
     sigset_t block;
     sigset_t old_mask;
     sigemptyset(&block);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD})
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD})
       sigaddset(&block, sig);
     ::sigprocmask(SIG_BLOCK, &block, &old_mask);
     auto parent = ::getpid();
@@ -470,7 +471,8 @@ private:
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent)
         ::_exit(1);
-      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE})
+      for (int sig :
+           {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE})
         ::signal(sig, SIG_DFL);
       sigset_t none;
       sigemptyset(&none);
@@ -867,17 +869,23 @@ private:
         }
       return;
     }
-    report("got " + signal_name(sig) + ": forwarding it to every task");
+    // SIGHUP (a closed terminal, some schedulers) and a site's requeue
+    // signal (SIGUSR1/2) go on as SIGTERM, the stop signal every task
+    // handles whatever its --requeue_signal; SIGINT as itself.
+    int forward = sig == SIGINT ? SIGINT : SIGTERM;
+    report("got " + signal_name(sig) + ": forwarding "
+           + (forward == sig ? std::string{"it"} : signal_name(forward))
+           + " to every task");
     stopping_ = true;
     cancel_restarts("the launcher was interrupted");
     auto at = clock_type::now() + std::chrono::milliseconds{opts_.grace_ms};
     for (auto& p : procs_)
       if (p.running) {
-        ::kill(p.pid, sig);
+        ::kill(p.pid, forward);
         ::kill(p.pid, SIGCONT);
         p.term_at.reset();
         p.kill_at = at; // SIGKILL if still there after the grace period
-        p.stop_signal = sig;
+        p.stop_signal = forward;
         p.stop_wait_ms = opts_.grace_ms;
       }
   }
@@ -1157,7 +1165,8 @@ std::string launch_usage() {
 Starts every task of the cluster file as its own process on this machine:
   PROGRAM --cluster FILE --job_name JOB --task I [program flags...]
 prefixes each output line with its time (ISO 8601, UTC) and "[job:index] ",
-forwards SIGINT/SIGTERM once (a second one kills every task at once), and
+forwards SIGINT/SIGTERM once (SIGHUP, SIGUSR1 and SIGUSR2 as SIGTERM; a
+second one kills every task at once), and
 returns the chief's exit code (128+N if signal N ended it; 143 when the
 chief stopped on a forwarded signal: preempted, requeue it).
 
@@ -1166,7 +1175,9 @@ chief stopped on a forwarded signal: preempted, requeue it).
                        the launcher, then on PATH (default: the build's,
                        )"
          + std::string{default_program} + R"( next to this launcher)
-  --log_dir DIR        also write each task's output to DIR/job-index.log
+  --task_log_dir DIR   also write each task's output to DIR/job-index.log
+                       (old spelling --log_dir; the program's --logdir is
+                       its TensorBoard directory)
   --grace_ms N         how long the others may run on after the chief exited
                        before SIGTERM (default 10000)
   --term_ms N          how long after SIGTERM before SIGKILL (default 3000)
@@ -1239,6 +1250,7 @@ parse_launch_args(const std::vector<std::string>& args) {
       value = arg.substr(eq + 1);
     }
     static const char* ours[] = {"--cluster",     "--program",  "--log_dir",
+                                 "--task_log_dir",
                                  "--grace_ms",    "--term_ms",  "--max_wall_s",
                                  "--kill",        "--restart",  "--job_program",
                                  "--job_flags",   "--progress_line"};
@@ -1259,7 +1271,7 @@ parse_launch_args(const std::vector<std::string>& args) {
       any_cluster = true;
     } else if (name == "--program") {
       opts.program = v;
-    } else if (name == "--log_dir") {
+    } else if (name == "--task_log_dir" || name == "--log_dir") {
       opts.log_dir = v;
     } else if (name == "--progress_line") {
       if (v != "auto" && v != "always" && v != "never")

@@ -58,7 +58,8 @@ struct launch_options {
   /// configured otherwise) next to the launcher's own executable. A name
   /// without '/' is looked up next to the launcher first, then on PATH.
   std::string program;
-  /// Where each task's output also goes (DIR/job-index.log); empty: none.
+  /// --task_log_dir (old spelling --log_dir): where each task's output
+  /// also goes (DIR/job-index.log); empty: none.
   std::string log_dir;
   /// How long the others may take to exit once the chief has exited.
   int64_t grace_ms = 10000;

@@ -77,7 +77,7 @@ BOOST_FIXTURE_TEST_CASE(kfac_trains_across_towers, run_files) {
 
 BOOST_AUTO_TEST_CASE(bad_tower_counts_are_clear_errors) {
   check_refused(program + " --fake_data --num_towers 0",
-                {"num_towers must be at least 1, got 0"});
+                {"--num_towers 0: must be >= 1"});
   check_refused(program + " --fake_data --num_towers 9 --batch_size 8",
                 {"num_towers 9 exceeds batch_size 8"});
   check_refused(program + " --fake_data --batch_size 0", {"batch_size"});

@@ -209,8 +209,9 @@ BOOST_AUTO_TEST_CASE(one_rule_for_workers_and_replicas_to_aggregate) {
   check_counters(r_only, {{"workers", 3}, {"replicas_to_aggregate", 3}});
   auto neither = sync_summary("");
   check_counters(neither, {{"workers", 1}, {"replicas_to_aggregate", 1}});
+  // Refused by the flag's range (examples/training_options.hpp).
   check_refused(program + " --fake_data --worker_replicas -2",
-                {"--worker_replicas must be at least 1"});
+                {"--worker_replicas -2: must be >= 0"});
 }
 
 BOOST_AUTO_TEST_CASE(the_seeds_kfac_example_in_one_process) {
@@ -287,7 +288,12 @@ BOOST_AUTO_TEST_CASE(the_main_job_reaches_88_percent) {
   auto summary = tmp.file("summary.json");
   auto res = run_ok(program + " " + flags + " --threads 2 --no_progress"
                     " --summary " + summary);
-  BOOST_TEST(res.output.rfind("optimizer: kfac, learning_rate 0.0003", 0) == 0,
+  // The first line: the threads and where their number came from; then
+  // the optimizer of the file.
+  BOOST_TEST(res.output.rfind("convnet_mnist_single: 2 compute threads "
+                              "(--threads)", 0) == 0,
+             res.output.substr(0, 200));
+  BOOST_TEST(said(res.output, "\noptimizer: kfac, learning_rate 0.0003"),
              res.output.substr(0, 200));
   auto text = read_file(summary);
   check_counters(text, {{"workers", 3}, {"replicas_to_aggregate", 2}});

@@ -2,13 +2,16 @@
 #include <boost/test/unit_test.hpp>
 
 // Preemption without loss, through the real programs (docs/distributed.md,
-// "Preemption"): every node of a loopback cluster is its own process,
-// started here, and gets a real kill -TERM mid-run. The chief finishes the
-// global step in flight, checkpoints it (even with --checkpoint_every 0),
-// every node exits 143, and the same commands again resume there: with one
-// worker and no initial tokens (a deterministic run) the parameters equal
-// an uninterrupted run's. A second signal exits at once; without
-// --checkpoint_dir the node says what is lost.
+// "Preemption"). cluster: every node of a loopback cluster is its own
+// process, started here, and gets a real kill -TERM mid-run. The chief
+// finishes the global step in flight, checkpoints it (even with
+// --checkpoint_every 0), every node exits 143, and the same commands again
+// resume there: with one worker and no initial tokens (a deterministic
+// run) the parameters equal an uninterrupted run's. A second signal exits
+// at once; without --checkpoint_dir the node says what is lost.
+// one_process: the same for the programs that train in one process
+// (convnet_mnist_single, convnet_mnist_multi_tower, autoencoder_mnist, the
+// plain loop), --requeue_signal and SIGHUP, and the evaluator.
 
 #include <chrono>
 #include <csignal>
@@ -272,6 +275,8 @@ void preempt_and_resume(const std::string& task) {
 
 } // namespace
 
+BOOST_AUTO_TEST_SUITE(cluster)
+
 BOOST_AUTO_TEST_CASE(sigterm_to_the_chief_resumes_without_loss) {
   preempt_and_resume("chief:0");
 }
@@ -330,3 +335,268 @@ BOOST_AUTO_TEST_CASE(a_node_stopped_while_it_connects_exits_preempted) {
   BOOST_TEST(said(worker.output(),
                       "ended after SIGTERM before the run could end in order"));
 }
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+/// The newest "global_step: N" training line of `output` (-1: none yet).
+long logged_step(const std::string& output) {
+  long last = -1;
+  std::istringstream in{output};
+  const std::string tag = "global_step: ";
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(tag, 0) == 0 && line.find("test_loss") == std::string::npos)
+      last = std::stol(line.substr(tag.size()));
+  return last;
+}
+
+/// Waits until `n` logged step `step` or later, bounded.
+void await_logged_step(node_process& n, long step) {
+  auto deadline = clock_type::now() + std::chrono::seconds{180};
+  while (logged_step(n.output()) < step) {
+    BOOST_REQUIRE_MESSAGE(clock_type::now() < deadline,
+                          "no global step " << step << " within 180 s:\n"
+                                            << n.output());
+    BOOST_REQUIRE_MESSAGE(n.running(), "ended before global step "
+                                         << step << ":\n" << n.output());
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+  }
+}
+
+/// One run of a program in one process, its summary in `round`.json.
+struct single_run {
+  const temp_dir& tmp;
+  std::string command;
+
+  /// Starts the run; the caller signals and waits.
+  node_process start(const std::string& round) const {
+    return start_process(command + " --summary " + tmp.file(round + ".json"),
+                         tmp.file(round + ".log"));
+  }
+
+  std::string summary(const std::string& round) const {
+    return read_file(tmp.file(round + ".json"));
+  }
+};
+
+/// The in-process runs' length: long enough that a signal sent at global
+/// step 30 finds them still running on a fast, idle machine (they train
+/// at ~1000 steps/s there), short enough for a busy one.
+const int single_steps = 2000;
+
+/// `signo` to `command` (a sync run of single_steps with
+/// --checkpoint_dir, logging every 10 steps) at its global step 30: it
+/// exits 143 with the step in flight checkpointed (why: `why`); started
+/// again (unless `resume` is false) it resumes there and ends with exit 0.
+/// Returns the second run's summary.
+std::string stop_and_resume(const temp_dir& tmp, const std::string& command,
+                            int signo, const std::string& why,
+                            bool resume = true) {
+  single_run run{tmp, command};
+  auto first = run.start("first");
+  kill_on_exit guard{first};
+  await_logged_step(first, 30);
+  first.signal(signo);
+  check_exits_preempted(first, std::chrono::seconds{180});
+  auto summary = run.summary("first");
+  BOOST_TEST(said(summary, "\"preempted\": \"" + why + "\""), summary);
+  auto stopped_at = json_numbers(summary, "global_step").at(0);
+  BOOST_TEST(stopped_at >= 30);
+  BOOST_TEST(stopped_at < single_steps);
+  BOOST_TEST(json_numbers(summary, "written").at(0) >= 1);
+  BOOST_TEST(said(first.output(),
+                  why + ": stopping after the global step in flight"));
+  BOOST_TEST(said(first.output(), "the step in flight is checkpointed into"));
+  BOOST_TEST(said(first.output(),
+                  "(restarted with the same flags it resumes there)"));
+  if (!resume)
+    return {};
+  auto second = run.start("second");
+  kill_on_exit guard2{second};
+  bool ended = second.wait(std::chrono::seconds{300});
+  BOOST_TEST_MESSAGE(second.output());
+  BOOST_REQUIRE_MESSAGE(ended, "the resumed run did not end in 300 s");
+  BOOST_TEST(second.exit_code == 0, second.output());
+  auto resumed = run.summary("second");
+  check_counters(resumed, {{"restored_step", stopped_at},
+                           {"global_step", single_steps}});
+  BOOST_TEST(!said(resumed, "\"preempted\""));
+  return resumed;
+}
+
+/// The params_digest of `command` run to its end, uninterrupted.
+std::string digest_of(const temp_dir& tmp, const std::string& command) {
+  auto summary = tmp.file("whole.json");
+  run_ok(command + " --summary " + summary);
+  auto digest = json_string(read_file(summary), "params_digest");
+  BOOST_REQUIRE(!digest.empty());
+  return digest;
+}
+
+const std::string single = bin + "convnet_mnist_single" + deterministic
+                           + " --ps_tasks 1 --steps "
+                           + std::to_string(single_steps);
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(one_process)
+
+BOOST_AUTO_TEST_CASE(sigterm_to_convnet_mnist_single_resumes_without_loss) {
+  // --checkpoint_every 0: only the preemption's checkpoint is written.
+  temp_dir tmp;
+  auto resumed = stop_and_resume(
+    tmp, single + " --checkpoint_every 0 --checkpoint_dir " + tmp.file("ckpt"),
+    SIGTERM, "SIGTERM");
+  BOOST_TEST(json_string(resumed, "params_digest") == digest_of(tmp, single));
+}
+
+BOOST_AUTO_TEST_CASE(the_requeue_signal_and_sighup_stop_it_as_sigterm) {
+  // A site's requeue signal with --requeue_signal, and SIGHUP always; the
+  // same signal without the flag is not ours to handle (the default
+  // action ends the process: 128 + the signal).
+  for (auto [signo, flag] : std::vector<std::pair<int, std::string>>{
+         {SIGUSR1, " --requeue_signal USR1"},
+         {SIGUSR2, " --requeue_signal USR2"},
+         {SIGHUP, ""}}) {
+    BOOST_TEST_CONTEXT("signal " << signo << flag) {
+      temp_dir tmp;
+      stop_and_resume(tmp, single + flag + " --checkpoint_dir "
+                             + tmp.file("ckpt"),
+                      signo, signo == SIGHUP   ? "SIGHUP"
+                             : signo == SIGUSR1 ? "SIGUSR1"
+                                                : "SIGUSR2",
+                      false);
+    }
+  }
+  temp_dir tmp;
+  single_run run{tmp, bin + "convnet_mnist_single" + deterministic
+                        + " --steps 100000"};
+  auto plain_usr1 = run.start("unhandled");
+  kill_on_exit guard{plain_usr1};
+  await_logged_step(plain_usr1, 10);
+  plain_usr1.signal(SIGUSR1);
+  BOOST_REQUIRE(plain_usr1.wait(std::chrono::seconds{60}));
+  BOOST_TEST(plain_usr1.exit_code == 128 + SIGUSR1, plain_usr1.output());
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_requeue_signal_is_refused_by_name) {
+  check_refused(single + " --requeue_signal KILL",
+                {"--requeue_signal 'KILL': expected one of TERM, HUP, USR1, "
+                 "USR2"});
+}
+
+BOOST_AUTO_TEST_CASE(the_multi_tower_program_resumes_without_loss) {
+  temp_dir tmp;
+  auto towers = bin + "convnet_mnist_multi_tower" + deterministic
+                + " --num_towers 2 --ps_tasks 1 --steps "
+                + std::to_string(single_steps);
+  auto resumed = stop_and_resume(
+    tmp, towers + " --checkpoint_every 0 --checkpoint_dir " + tmp.file("ckpt"),
+    SIGTERM, "SIGTERM");
+  BOOST_TEST(json_string(resumed, "params_digest") == digest_of(tmp, towers));
+}
+
+BOOST_AUTO_TEST_CASE(the_autoencoder_resumes_where_it_stopped) {
+  // The sync runtime with its one initial token: not deterministic, so
+  // the resume is checked by its step.
+  temp_dir tmp;
+  stop_and_resume(tmp, bin + "autoencoder_mnist --runtime sync --fake_data "
+                           "--fake_train_size 2048 --hidden 64,16 "
+                           "--eval_examples 200 --batch_size 32 --seed 3 "
+                           "--threads 1 --no_progress --log_every 10 "
+                           "--steps " + std::to_string(single_steps)
+                           + " --checkpoint_dir " + tmp.file("ckpt"),
+                  SIGTERM, "SIGTERM");
+}
+
+BOOST_AUTO_TEST_CASE(the_plain_loop_stops_after_its_step_and_says_what_is_lost) {
+  temp_dir tmp;
+  single_run run{tmp, bin + "convnet_mnist_single --runtime plain"
+                        + deterministic + " --steps 100000"};
+  auto n = run.start("plain");
+  kill_on_exit guard{n};
+  await_logged_step(n, 20);
+  n.signal(SIGTERM);
+  check_exits_preempted(n, std::chrono::seconds{60});
+  BOOST_TEST(said(n.output(), "--runtime plain keeps no checkpoints: every "
+                              "step of this run is lost"));
+  BOOST_TEST(said(n.output(), "(no --checkpoint_dir: nothing to resume)"));
+  auto summary = run.summary("plain");
+  BOOST_TEST(said(summary, "\"preempted\": \"SIGTERM\""), summary);
+  BOOST_TEST(json_numbers(summary, "steps").at(0) >= 20);
+  BOOST_TEST(json_numbers(summary, "steps").at(0) < 100000);
+}
+
+BOOST_AUTO_TEST_CASE(a_second_signal_exits_at_once_and_no_dir_says_what_is_lost) {
+  // Two signals back to back: the second comes while the first's step in
+  // flight is still being finished, and ends the process at once.
+  temp_dir tmp;
+  single_run run{tmp, single};
+  auto n = run.start("twice");
+  kill_on_exit guard{n};
+  await_logged_step(n, 20);
+  n.signal(SIGTERM);
+  n.signal(SIGINT);
+  check_exits_preempted(n, std::chrono::seconds{30});
+  BOOST_TEST(said(n.output(), "SIGINT again after SIGTERM: exiting at once"));
+  BOOST_TEST(said(n.output(),
+                  "no --checkpoint_dir: every step of this run is lost"));
+}
+
+namespace {
+
+/// The evaluator of `file` (a cluster with an evaluator job), evaluating
+/// every 20 steps (the trainers' spelling --eval_every), waiting up to
+/// `connect_ms` for its peers.
+node_process start_evaluator(const temp_dir& tmp, const std::string& file,
+                             const std::string& connect_ms) {
+  return start_process(bin + "syncfac_evaluator --cluster " + file
+                         + " --job_name evaluator --task 0 --fake_data"
+                           " --fake_test_size 200 --threads 1 --poll_ms 50"
+                           " --eval_every 20 --connect_timeout_ms "
+                         + connect_ms,
+                       tmp.file("evaluator.log"));
+}
+
+/// chief:0, worker:0, ps:0 and evaluator:0 on loopback.
+std::string cluster_with_evaluator(const temp_dir& tmp) {
+  return write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
+                             {"evaluator", 1}});
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_evaluator_stopped_mid_run_ends_after_its_evaluation) {
+  // A running cluster with the evaluator: SIGTERM to the evaluator once it
+  // reported an evaluation; it ends with 143, saying after which one.
+  temp_dir tmp;
+  auto file = cluster_with_evaluator(tmp);
+  auto eval = start_evaluator(tmp, file, "60000");
+  kill_on_exit guard{eval};
+  cluster_run run{tmp, file, deterministic + " --steps 100000"};
+  run.start("eval");
+  await_output(eval, "[evaluator:0] global_step: ");
+  eval.signal(SIGTERM);
+  check_exits_preempted(eval, std::chrono::seconds{60});
+  BOOST_TEST(said(eval.output(), "SIGTERM: stopping after"));
+  BOOST_TEST(said(eval.output(), "syncfac_evaluator: stopped by SIGTERM after "
+                                 "the evaluation of global step "));
+}
+
+BOOST_AUTO_TEST_CASE(the_evaluator_stopped_while_it_connects_exits_preempted) {
+  // The evaluator of a cluster whose peers never come: SIGTERM while it
+  // waits for them; it ends with the preempted code, saying why.
+  temp_dir tmp;
+  auto n = start_evaluator(tmp, cluster_with_evaluator(tmp), "8000");
+  kill_on_exit guard{n};
+  await_output(n, "waiting for");
+  n.signal(SIGTERM);
+  check_exits_preempted(n, std::chrono::seconds{60});
+  BOOST_TEST(said(n.output(), "SIGTERM: stopping after"));
+  BOOST_TEST(said(n.output(), "the evaluator keeps no state of its own"));
+  BOOST_TEST(said(n.output(), "ended after SIGTERM before the run could end "
+                              "in order; exit code 143"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -223,6 +223,22 @@ BOOST_AUTO_TEST_CASE(launcher_flags_and_program_flags) {
                                 want.end());
 }
 
+BOOST_AUTO_TEST_CASE(task_log_dir_is_the_new_spelling_of_log_dir) {
+  // Beside the program's --logdir (TensorBoard) the launcher's flag has a
+  // name of its own; the old one is still accepted.
+  auto opts = parse_launch_args({"--cluster", "c.json", "--task_log_dir",
+                                 "out", "--logdir", "tb"});
+  BOOST_REQUIRE_MESSAGE(opts, test::why(opts));
+  BOOST_CHECK_EQUAL(opts->log_dir, "out");
+  args want = {"--logdir", "tb"};
+  BOOST_CHECK_EQUAL_COLLECTIONS(opts->program_args.begin(),
+                                opts->program_args.end(), want.begin(),
+                                want.end());
+  auto old = parse_launch_args({"--cluster", "c.json", "--log_dir=out"});
+  BOOST_REQUIRE_MESSAGE(old, test::why(old));
+  BOOST_CHECK_EQUAL(old->log_dir, "out");
+}
+
 BOOST_AUTO_TEST_CASE(defaults) {
   auto opts = parse_launch_args({"--cluster", "c.json"});
   BOOST_REQUIRE_MESSAGE(opts, test::why(opts));

@@ -682,6 +682,31 @@ BOOST_AUTO_TEST_CASE(sigint_is_forwarded_as_sigint) {
   BOOST_CHECK_MESSAGE(count_of(r.out, " received 1 stop signals") == 4, r);
 }
 
+BOOST_AUTO_TEST_CASE(sighup_and_sigusr1_are_forwarded_as_sigterm) {
+  // A closed terminal's SIGHUP and a site's requeue signal reach every
+  // task as the stop signal they all handle.
+  for (int sig : {SIGHUP, SIGUSR1}) {
+    BOOST_TEST_CONTEXT("signal " << sig) {
+      fixture fx;
+      auto pid = spawn_launcher(fx, {"--cluster", fx.cluster, "--program",
+                                     fake_node_path, "--steps", "100000",
+                                     "--step_ms", "20", "--worker_ms",
+                                     "600000", "--on_stop_exit", "143"});
+      BOOST_REQUIRE(wait_for_lines(fx, "[chief:0] global_step: ", 3));
+      ::kill(pid, sig);
+      auto r = wait_launcher(fx, pid, 60s);
+      BOOST_CHECK_MESSAGE(r.code() == 143, r);
+      auto name = sig == SIGHUP ? "SIGHUP" : "SIGUSR1";
+      BOOST_CHECK_MESSAGE(contains(r.err, std::string{"got "} + name
+                                            + ": forwarding SIGTERM to every "
+                                              "task"),
+                          r);
+      BOOST_CHECK_MESSAGE(count_of(r.out, " got SIGTERM") == 4, r);
+      BOOST_CHECK_MESSAGE(count_of(r.out, " received 1 stop signals") == 4, r);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_second_signal_kills_every_task_at_once) {
   fixture fx;
   // The tasks take 10 minutes to stop, the grace is 10 minutes: only the
