@@ -73,13 +73,33 @@ caf::expected<std::optional<double>> parse_cpu_max(const std::string& text) {
   return std::optional<double>{static_cast<double>(*q) / *p};
 }
 
+caf::expected<std::optional<double>>
+parse_cfs_quota(const std::string& quota_us, const std::string& period_us) {
+  auto bad = [&] {
+    return make_error(ec::invalid_argument,
+                      "cpu.cfs_quota_us '" + trim(quota_us)
+                        + "', cpu.cfs_period_us '" + trim(period_us)
+                        + "': expected a quota in microseconds (-1: none) "
+                          "and a positive period");
+  };
+  auto p = positive_int(trim(period_us));
+  if (!p)
+    return bad();
+  if (trim(quota_us) == "-1")
+    return std::optional<double>{};
+  auto q = positive_int(trim(quota_us));
+  if (!q)
+    return bad();
+  return std::optional<double>{static_cast<double>(*q) / *p};
+}
+
 cpu_budget resolve_cpu_budget(const cpu_share_inputs& in,
                               std::string* ignored) {
   cpu_budget best;
   best.cpus = std::max(1, in.hardware_cpus);
   best.source = "hardware";
   // In the documented order: a later source wins only when it is smaller.
-  auto consider = [&](int cpus, const char* source) {
+  auto consider = [&](int cpus, const std::string& source) {
     if (cpus >= 1 && (best.source == "hardware" ? cpus <= best.cpus
                                                 : cpus < best.cpus)) {
       best.cpus = cpus;
@@ -89,7 +109,7 @@ cpu_budget resolve_cpu_budget(const cpu_share_inputs& in,
   consider(in.affinity_cpus, "affinity");
   if (in.cgroup_cpus)
     consider(std::max(1, static_cast<int>(std::floor(*in.cgroup_cpus))),
-             "cgroup cpu.max");
+             "cgroup " + in.cgroup_file);
   auto from_env = [&](const std::string& value, const char* name) {
     if (value.empty())
       return;
@@ -113,26 +133,50 @@ cpu_share_inputs read_cpu_share() {
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof set, &set) == 0)
     in.affinity_cpus = CPU_COUNT(&set);
-  // The unified hierarchy's path of this process ("0::/a/b"), then the
-  // tightest cpu.max from there up (a parent's limit holds for its
-  // children). /sys/fs/cgroup is the v2 mount, or /sys/fs/cgroup/unified
-  // on a hybrid machine.
+  // This process's cgroup paths ("0::/a/b" in the unified hierarchy,
+  // "4:cpu,cpuacct:/a/b" in v1's cpu one), then the tightest quota from
+  // there up (a parent's limit holds for its children). v2 is mounted at
+  // /sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid machine, whose
+  // cpu controller may still be v1's.
+  auto tightest = [&](const std::string& path, auto quota_of,
+                      const char* file) {
+    for (auto dir = path;; dir = dir.substr(0, dir.find_last_of('/'))) {
+      auto cpus = quota_of(dir);
+      if (cpus && *cpus && (!in.cgroup_cpus || **cpus < *in.cgroup_cpus)) {
+        in.cgroup_cpus = **cpus;
+        in.cgroup_file = file;
+      }
+      if (dir.empty() || dir == "/")
+        break;
+    }
+  };
   std::istringstream cg{read_text("/proc/self/cgroup")};
   for (std::string line; std::getline(cg, line);) {
-    if (line.rfind("0::", 0) != 0)
+    auto first = line.find(':');
+    auto second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos)
       continue;
-    auto path = line.substr(3);
-    for (std::string root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
-      if (!std::ifstream{root + "/cgroup.controllers"})
-        continue;
-      for (auto dir = path;; dir = dir.substr(0, dir.find_last_of('/'))) {
-        auto cpus = parse_cpu_max(read_text(root + dir + "/cpu.max"));
-        if (cpus && *cpus && (!in.cgroup_cpus || **cpus < *in.cgroup_cpus))
-          in.cgroup_cpus = **cpus;
-        if (dir.empty() || dir == "/")
-          break;
+    auto controllers = "," + line.substr(first + 1, second - first - 1) + ",";
+    auto path = line.substr(second + 1);
+    if (controllers == ",,") {
+      for (std::string root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
+        if (!std::ifstream{root + "/cgroup.controllers"})
+          continue;
+        tightest(path, [&](const std::string& dir) {
+          return parse_cpu_max(read_text(root + dir + "/cpu.max"));
+        }, "cpu.max");
+        break;
       }
-      break;
+    } else if (controllers.find(",cpu,") != std::string::npos) {
+      for (std::string root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
+        if (!std::ifstream{root + "/cpu.cfs_period_us"})
+          continue;
+        tightest(path, [&](const std::string& dir) {
+          return parse_cfs_quota(read_text(root + dir + "/cpu.cfs_quota_us"),
+                                 read_text(root + dir + "/cpu.cfs_period_us"));
+        }, "cpu.cfs_quota_us");
+        break;
+      }
     }
   }
   in.slurm_cpus_per_task = env("SLURM_CPUS_PER_TASK");

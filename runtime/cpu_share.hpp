@@ -8,8 +8,11 @@
 //
 //   1. the CPUs of the affinity mask (sched_getaffinity: taskset, cpusets,
 //      Slurm's --cpus-per-task binding),
-//   2. cgroup v2 cpu.max: quota / period, rounded down, at least 1 (a pod's
-//      CPU limit), the tightest on the way up from this process's cgroup,
+//   2. the cgroup's CPU quota: v2 cpu.max, or v1 cpu.cfs_quota_us /
+//      cpu.cfs_period_us on hosts still on cgroup v1 (Docker and
+//      Kubernetes nodes before cgroup v2): quota / period, rounded down, at
+//      least 1 (a pod's CPU limit), the tightest on the way up from this
+//      process's cgroup,
 //   3. SLURM_CPUS_PER_TASK,
 //   4. OMP_NUM_THREADS,
 //
@@ -30,8 +33,10 @@ namespace syncfac {
 struct cpu_share_inputs {
   /// CPUs of the affinity mask (0: unknown).
   int affinity_cpus = 0;
-  /// The tightest cgroup v2 cpu.max as CPUs (quota / period), if any.
+  /// The tightest cgroup CPU quota as CPUs (quota / period), if any, and
+  /// the file it came from ("cpu.max", v2; "cpu.cfs_quota_us", v1).
   std::optional<double> cgroup_cpus;
+  std::string cgroup_file = "cpu.max";
   /// The environment's values, raw (empty: not set).
   std::string slurm_cpus_per_task;
   std::string omp_num_threads;
@@ -42,8 +47,8 @@ struct cpu_share_inputs {
 /// The CPUs this process may use and which input said so.
 struct cpu_budget {
   int cpus = 1;
-  /// "affinity", "cgroup cpu.max", "SLURM_CPUS_PER_TASK",
-  /// "OMP_NUM_THREADS" or "hardware".
+  /// "affinity", "cgroup cpu.max", "cgroup cpu.cfs_quota_us",
+  /// "SLURM_CPUS_PER_TASK", "OMP_NUM_THREADS" or "hardware".
   std::string source = "hardware";
 };
 
@@ -57,8 +62,14 @@ caf::expected<std::optional<double>> parse_cpu_max(const std::string& text);
 cpu_budget resolve_cpu_budget(const cpu_share_inputs& in,
                               std::string* ignored = nullptr);
 
-/// This process's inputs: its affinity mask, its cgroup's cpu.max (and
-/// its parents'), the environment, the machine.
+/// The CPUs of a cgroup v1 quota: cpu.cfs_quota_us and cpu.cfs_period_us's
+/// texts ("100000", "100000": 1; a quota of "-1": nullopt, no limit);
+/// ec::invalid_argument naming the texts when they are no such numbers.
+caf::expected<std::optional<double>>
+parse_cfs_quota(const std::string& quota_us, const std::string& period_us);
+
+/// This process's inputs: its affinity mask, its cgroup's CPU quota (and
+/// its parents'; v2, else v1), the environment, the machine.
 cpu_share_inputs read_cpu_share();
 
 /// The threads of a run on a budget.

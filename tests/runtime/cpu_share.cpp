@@ -6,6 +6,8 @@
 // on it, and this test process's own affinity mask narrowed for real.
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <sched.h>
 
@@ -35,6 +37,33 @@ BOOST_AUTO_TEST_CASE(cpu_max_is_quota_over_period_or_no_limit) {
     if (!r)
       BOOST_TEST(render(r.error()).find("cpu.max '") != std::string::npos);
   }
+}
+
+BOOST_AUTO_TEST_CASE(cgroup_v1_quota_is_quota_over_period_or_no_limit) {
+  auto one = parse_cfs_quota("100000\n", "100000\n");
+  BOOST_REQUIRE(one && one->has_value());
+  BOOST_TEST(**one == 1.0);
+  auto half = parse_cfs_quota("50000", "100000");
+  BOOST_REQUIRE(half && half->has_value());
+  BOOST_TEST(**half == 0.5);
+  auto none = parse_cfs_quota("-1\n", "100000\n");
+  BOOST_REQUIRE(none);
+  BOOST_TEST(!none->has_value());
+  for (auto [quota, period] : std::vector<std::pair<const char*, const char*>>{
+         {"", "100000"}, {"100000", "0"}, {"x", "100000"}, {"-2", "100000"},
+         {"100000", ""}}) {
+    auto r = parse_cfs_quota(quota, period);
+    BOOST_TEST(!r, "'" << quota << "', '" << period << "' accepted");
+    if (!r)
+      BOOST_TEST(render(r.error()).find("cpu.cfs_quota_us '")
+                 != std::string::npos);
+  }
+  // Named as its file when it is the smallest.
+  cpu_share_inputs in;
+  in.hardware_cpus = 8;
+  in.cgroup_cpus = 2.0;
+  in.cgroup_file = "cpu.cfs_quota_us";
+  BOOST_TEST(resolve_cpu_budget(in).source == "cgroup cpu.cfs_quota_us");
 }
 
 BOOST_AUTO_TEST_CASE(the_smallest_source_wins_named_in_the_documented_order) {
