@@ -6,10 +6,14 @@
 // prefixed with the program's name; exec_main is not used because it
 // discards caf_main's return code.
 
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <iostream>
+#include <new>
 #include <string>
+#include <system_error>
 
 #include <caf/expected.hpp>
 
@@ -81,14 +85,27 @@ int example_main(const char* program, int argc, char** argv, Options& opts,
   // Before any thread starts: factor copies and message parts reuse the
   // memory freed by the last ones (runtime/allocator.hpp).
   keep_freed_memory();
-  if (auto err = opts.parse_cli(argc, argv))
-    return fail(program, err);
-  if (opts.help_printed)
-    return EXIT_SUCCESS;
-  // Before any kernel runs: every thread of the run uses this level.
-  if (auto err = cpu::select_isa(opts.isa))
-    return fail(program, err);
-  return run(opts);
+  // Sizes are checked before anything is allocated (docs/robustness.md);
+  // should an allocation or a thread still fail, the program says so and
+  // exits 1 instead of aborting. An actor's exception ends the program in
+  // its own handler (actors/fatal_exception.hpp).
+  try {
+    if (auto err = opts.parse_cli(argc, argv))
+      return fail(program, err);
+    if (opts.help_printed)
+      return EXIT_SUCCESS;
+    // Before any kernel runs: every thread of the run uses this level.
+    if (auto err = cpu::select_isa(opts.isa))
+      return fail(program, err);
+    return run(opts);
+  } catch (const std::bad_alloc& err) {
+    std::fprintf(stderr, "%s: out of memory (%s)\n", program, err.what());
+  } catch (const std::system_error& err) {
+    std::fprintf(stderr, "%s: std::system_error: %s\n", program, err.what());
+  } catch (const std::exception& err) {
+    std::fprintf(stderr, "%s: %s\n", program, err.what());
+  }
+  return EXIT_FAILURE;
 }
 
 /// example_main() of a program whose run is `train(opts)` (a
