@@ -19,47 +19,62 @@ struct rule_broken {
   std::string what;
 };
 
-/// Follows the parse: the keys of every open object and the nesting.
+/// Follows the parse: the keys of every open object, the name of every
+/// open container ("task", "layers[1]") and the nesting.
 struct rule_checker {
+  struct container {
+    std::set<std::string> keys;
+    std::string name;
+    bool array = false;
+    size_t next_index = 0; // of an array's next element
+  };
+
   json_limits limits;
-  std::vector<std::set<std::string>> open_keys;
-  std::vector<std::string> open_names; // the key that opened each container
+  std::vector<container> open;
   std::string last_key;
+
+  /// The name of a value that starts now: its key, or its array's name
+  /// and index.
+  std::string element_name() {
+    if (open.empty() || !open.back().array)
+      return last_key;
+    auto& parent = open.back();
+    return parent.name + "[" + std::to_string(parent.next_index++) + "]";
+  }
 
   bool operator()(int, json::parse_event_t event, json& parsed) {
     switch (event) {
       case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (open_keys.size() >= limits.max_depth)
+      case json::parse_event_t::array_start: {
+        if (open.size() >= limits.max_depth)
           throw rule_broken{"nested deeper than "
                             + std::to_string(limits.max_depth) + " levels"};
-        open_keys.emplace_back();
-        open_names.push_back(last_key);
+        container c;
+        c.name = element_name();
+        c.array = event == json::parse_event_t::array_start;
+        open.push_back(std::move(c));
         last_key.clear();
         break;
+      }
       case json::parse_event_t::object_end:
       case json::parse_event_t::array_end:
-        if (!open_keys.empty()) {
-          open_keys.pop_back();
-          open_names.pop_back();
-        }
+        if (!open.empty())
+          open.pop_back();
         break;
       case json::parse_event_t::key:
         if (parsed.is_string()) {
           last_key = parsed.get<std::string>();
-          if (!open_keys.empty()
-              && !open_keys.back().insert(last_key).second) {
-            auto where = open_names.back().empty()
-                           ? std::string{open_keys.size() == 1
-                                           ? "at the top level"
-                                           : "in an unnamed object"}
-                           : "in " + json_excerpt(open_names.back());
+          if (!open.empty() && !open.back().keys.insert(last_key).second) {
+            auto where = open.size() == 1
+                           ? std::string{"at the top level"}
+                           : "in " + json_excerpt(open.back().name, 60);
             throw rule_broken{"key " + json_excerpt(last_key)
                               + " appears twice " + where};
           }
         }
         break;
       case json::parse_event_t::value:
+        element_name(); // counts an array's scalar element
         last_key.clear();
         break;
     }

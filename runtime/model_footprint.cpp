@@ -197,7 +197,7 @@ caf::error check_model_buildable(const model_description& desc,
   auto fp = measure_model(desc, source);
   if (!fp)
     return fp.error();
-  auto what = source + ": its " + std::to_string(fp->parameters)
+  auto what = source + ": building its " + std::to_string(fp->parameters)
               + " parameters (" + fp->largest_layer + " holds "
               + std::to_string(fp->largest_parameters) + ")";
   return check_memory(build_bytes(*fp), what, usable_memory());

@@ -219,8 +219,10 @@ BOOST_AUTO_TEST_CASE(huge_layers_in_a_description) {
   // Fits physical memory on many machines: only the cap refuses it.
   model_refused(hidden_layer("1048576"),
                 {"dense 'fc0'", "RLIMIT_AS"});
+  // The conv's 2^39 filters make the dense layer after it the largest.
   model_refused(classifier("[28, 28, 1]", conv("549755813888", "3")),
-                {"layer 0 (conv2d 'conv0')", "more than"});
+                {"layer 2 (dense 'fc1') holds 4310085580881930",
+                 "more than"});
   model_refused(classifier("[28, 28, 1]", conv("8", "1048576")),
                 {"layer 0 (conv2d 'conv0')", "more than"});
 }
@@ -281,7 +283,7 @@ BOOST_AUTO_TEST_CASE(not_regular_files) {
     refused("convnet_mnist_single", {"--config-file", f.path},
             {"--config-file '" + f.path + "'", f.kind});
     refused("convnet_mnist_distributed",
-            {"--cluster", f.path, "--job_name", "chief", "--task_index", "0",
+            {"--cluster", f.path, "--job_name", "chief", "--task", "0",
              "--fake_data", "--steps", "1"},
             {f.path, f.kind});
   }
@@ -302,7 +304,7 @@ BOOST_AUTO_TEST_CASE(files_too_large) {
   auto cluster = tmp.file("cluster.json");
   std::ofstream{cluster} << std::string(size_t{17} << 20, ' ') << "{}";
   refused("convnet_mnist_distributed",
-          {"--cluster", cluster, "--job_name", "chief", "--task_index", "0",
+          {"--cluster", cluster, "--job_name", "chief", "--task", "0",
            "--fake_data", "--steps", "1"},
           {cluster, "more than the 16777216 bytes"});
   auto flags = tmp.file("flags.ini");
@@ -324,7 +326,7 @@ BOOST_AUTO_TEST_CASE(duplicate_keys_depth_and_excerpts) {
   model_refused(R"({"input_shape": [28, 28, 1], "layers": [{"type": "flatten"},)"
                 R"( {"type": "dense", "units": 10, "units": 100000}],)"
                 R"( "loss": "softmax_cross_entropy"})",
-                {"key \"units\" appears twice"});
+                {"key \"units\" appears twice in \"layers[1]\""});
   model_refused(R"({"input_shape": [28, 28, 1], "loss": "x", "layers": [],)"
                 R"( "loss": "softmax_cross_entropy"})",
                 {"key \"loss\" appears twice at the top level"});
@@ -345,7 +347,7 @@ BOOST_AUTO_TEST_CASE(duplicate_keys_depth_and_excerpts) {
     << R"({"cluster": {"chief": ["localhost:2222"]}, "task": )"
        R"({"type": "chief", "index": 0, "index": 1}})";
   refused("convnet_mnist_distributed",
-          {"--cluster", cluster, "--job_name", "chief", "--task_index", "0",
+          {"--cluster", cluster, "--job_name", "chief", "--task", "0",
            "--fake_data", "--steps", "1"},
           {"key \"index\" appears twice in \"task\""});
 }

@@ -275,13 +275,13 @@ BOOST_AUTO_TEST_CASE(measure_counts_what_make_allocates) {
     R"({"type": "flatten"}, {"type": "dense", "units": 7}],)"
     R"("loss": "softmax_cross_entropy"})",
     "m.json");
-  BOOST_REQUIRE_MESSAGE(described, render(described.error()));
+  BOOST_REQUIRE_MESSAGE(described, test::why(described));
   for (const auto& spec : {model_spec{}, mlp, autoencoder_spec(),
                            described_spec(*described)}) {
     auto desc = builtin_description(spec);
     BOOST_TEST_CONTEXT(desc.name) {
       auto fp = measure_model(desc, "m");
-      BOOST_REQUIRE_MESSAGE(fp, render(fp.error()));
+      BOOST_REQUIRE_MESSAGE(fp, test::why(fp));
       auto built = build(spec);
       uint64_t params = 0;
       uint64_t largest = 0;
@@ -307,7 +307,7 @@ BOOST_AUTO_TEST_CASE(measure_refuses_products_past_2_to_the_62) {
   auto refused = [](const std::string& json,
                     const std::vector<std::string>& needles) {
     auto desc = parse_model_description(json, "big.json");
-    BOOST_REQUIRE_MESSAGE(desc, render(desc.error()));
+    BOOST_REQUIRE_MESSAGE(desc, test::why(desc));
     auto fp = measure_model(*desc, "big.json");
     BOOST_REQUIRE(!fp);
     for (const auto& n : needles)
@@ -349,7 +349,7 @@ BOOST_AUTO_TEST_CASE(json_reader_rules) {
   };
   says(R"({"a": 1, "a": 2})", "key \"a\" appears twice at the top level");
   says(R"({"l": [{"x": 1}, {"x": 1, "x": 2}]})",
-       "key \"x\" appears twice in an unnamed object");
+       "key \"x\" appears twice in \"l[1]\"");
   says(R"({"task": {"index": 0, "index": 1}})",
        "key \"index\" appears twice in \"task\"");
   // The same key in sibling objects is fine.
@@ -379,7 +379,7 @@ BOOST_AUTO_TEST_CASE(many_layers_are_checked_in_linear_time) {
               + R"(], "loss": "softmax_cross_entropy"})";
   auto start = std::chrono::steady_clock::now();
   auto desc = parse_model_description(text, "long.json");
-  BOOST_REQUIRE_MESSAGE(desc, render(desc.error()));
+  BOOST_REQUIRE_MESSAGE(desc, test::why(desc));
   auto fp = measure_model(*desc, "long.json");
   BOOST_REQUIRE(fp);
   std::chrono::duration<double> took = std::chrono::steady_clock::now()
