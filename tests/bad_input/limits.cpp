@@ -57,11 +57,10 @@ struct outcome {
   std::chrono::duration<double> took{};
 };
 
-/// Runs `program` with `args` under the cap, in `cwd`, and collects its
-/// output; killed (and the case failed) past refusal_deadline.
-outcome run_capped(const std::string& program,
-                   const std::vector<std::string>& args,
-                   const std::string& cwd) {
+/// Runs `child` in a forked process whose stdout and stderr come back,
+/// and collects them; killed (and the case failed) past refusal_deadline.
+template <class Child>
+outcome run_child(Child child) {
   int fds[2];
   BOOST_REQUIRE(::pipe(fds) == 0);
   auto start = std::chrono::steady_clock::now();
@@ -72,18 +71,7 @@ outcome run_capped(const std::string& program,
     ::dup2(fds[1], 2);
     ::close(fds[0]);
     ::close(fds[1]);
-    if (::chdir(cwd.c_str()) != 0)
-      ::_exit(126);
-    rlimit cap{address_space_cap, address_space_cap};
-    if (::setrlimit(RLIMIT_AS, &cap) != 0)
-      ::_exit(125);
-    std::vector<char*> argv;
-    auto path = bin + program;
-    argv.push_back(const_cast<char*>(path.c_str()));
-    for (const auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(path.c_str(), argv.data());
+    child();
     ::_exit(127);
   }
   ::close(fds[1]);
@@ -112,6 +100,26 @@ outcome run_capped(const std::string& program,
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
                                        : 128 + WTERMSIG(status);
   return result;
+}
+
+/// Runs `program` with `args` under the cap, in `cwd` (run_child).
+outcome run_capped(const std::string& program,
+                   const std::vector<std::string>& args,
+                   const std::string& cwd) {
+  return run_child([&] {
+    if (::chdir(cwd.c_str()) != 0)
+      ::_exit(126);
+    rlimit cap{address_space_cap, address_space_cap};
+    if (::setrlimit(RLIMIT_AS, &cap) != 0)
+      ::_exit(125);
+    std::vector<char*> argv;
+    auto path = bin + program;
+    argv.push_back(const_cast<char*>(path.c_str()));
+    for (const auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(path.c_str(), argv.data());
+  });
 }
 
 /// A scratch directory for one refused run: its inputs, and the paths it
@@ -380,14 +388,7 @@ BOOST_AUTO_TEST_CASE(an_actor_dying_of_an_exception_ends_the_program) {
   for (auto f : {form{"device", 0, "the device actor died of out of memory"},
                  form{"worker", 1, "the worker actor died of "
                                    "std::system_error: "}}) {
-    int fds[2];
-    BOOST_REQUIRE(::pipe(fds) == 0);
-    auto start = std::chrono::steady_clock::now();
-    pid_t pid = ::fork();
-    BOOST_REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::dup2(fds[1], 2);
-      ::close(fds[0]);
+    auto r = run_child([&] {
       caf::actor_system_config cfg;
       caf::actor_system sys{cfg};
       auto role = f.role;
@@ -407,23 +408,11 @@ BOOST_AUTO_TEST_CASE(an_actor_dying_of_an_exception_ends_the_program) {
       // would run out: exit 99 says so.
       std::this_thread::sleep_for(20s);
       ::_exit(99);
-    }
-    ::close(fds[1]);
-    std::string output;
-    char buf[1024];
-    ssize_t n;
-    while ((n = ::read(fds[0], buf, sizeof(buf))) > 0)
-      output.append(buf, static_cast<size_t>(n));
-    ::close(fds[0]);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    std::chrono::duration<double> took = std::chrono::steady_clock::now()
-                                         - start;
+    });
     BOOST_TEST_CONTEXT(f.role) {
-      BOOST_TEST(WIFEXITED(status));
-      BOOST_TEST(WEXITSTATUS(status) == 1, output);
-      BOOST_TEST(output.find(f.needle) != std::string::npos, output);
-      BOOST_TEST(took.count() < 15.0);
+      BOOST_TEST(r.exit_code == 1, r.output);
+      BOOST_TEST(r.output.find(f.needle) != std::string::npos, r.output);
+      BOOST_TEST(r.took.count() < 15.0);
     }
   }
 }
