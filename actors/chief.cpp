@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "actors/fatal_exception.hpp"
 #include "actors/gather.hpp"
 #include "runtime/base/error.hpp"
 
@@ -728,6 +729,7 @@ caf::error chief_config::validate() const {
 }
 
 chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
+  end_program_on_exception(self, "chief");
   self->state.cfg = std::move(cfg);
   self->state.global_step = self->state.cfg.start_step;
   self->state.updates.start_at(self->state.cfg.start_step);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <utility>
 
+#include "actors/fatal_exception.hpp"
 #include "actors/kfac_role_checks.hpp"
 #include "actors/role_snapshots.hpp"
 #include "actors/spawn_validated.hpp"
@@ -391,6 +392,7 @@ namespace {
 
 covariance_actor::behavior_type covariance_role(self_ptr self,
                                                 covariance_config cfg) {
+  end_program_on_exception(self, "covariance");
   if (auto err = cfg.validate()) {
     // Only reachable when spawned around spawn_covariance, which validates.
     self->quit(std::move(err));

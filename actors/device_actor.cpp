@@ -7,6 +7,7 @@
 #include <caf/spawn_options.hpp>
 
 #include "actors/delay_device.hpp"
+#include "actors/fatal_exception.hpp"
 #include "kernels/backend_factory.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "runtime/elapsed.hpp"
@@ -229,6 +230,7 @@ device_actor::behavior_type device(self_ptr self,
                                    std::shared_ptr<backend> dev,
                                    std::shared_ptr<kfac_inverter> inverter,
                                    uint64_t seed) {
+  end_program_on_exception(self, "device");
   self->state.dev = std::move(dev);
   self->state.inverter = std::move(inverter);
   self->state.rng.seed(seed);

@@ -3,6 +3,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/evaluate_slices.hpp"
+#include "actors/fatal_exception.hpp"
 #include "actors/gather.hpp"
 #include "actors/spawn_validated.hpp"
 #include "runtime/base/error.hpp"
@@ -86,6 +87,7 @@ namespace {
 
 evaluator_actor::behavior_type evaluator(self_ptr self,
                                          evaluator_config cfg) {
+  end_program_on_exception(self, "evaluator");
   self->state.cfg = std::move(cfg);
   return {
     [=](restore_atom, std::vector<ps_actor>& shards) {

@@ -5,6 +5,7 @@
 
 #include <caf/typed_response_promise.hpp>
 
+#include "actors/fatal_exception.hpp"
 #include "actors/kfac_role_checks.hpp"
 #include "actors/spawn_validated.hpp"
 #include "runtime/elapsed.hpp"
@@ -215,6 +216,7 @@ caf::error inverse_config::validate() const {
 namespace {
 
 inverse_actor::behavior_type inverse_role(self_ptr self, inverse_config cfg) {
+  end_program_on_exception(self, "inverse");
   if (auto err = cfg.validate()) {
     // Only reachable when spawned around spawn_inverse, which validates.
     self->quit(std::move(err));

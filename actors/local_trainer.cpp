@@ -12,6 +12,7 @@
 
 #include "runtime/data/batcher.hpp"
 #include "runtime/elapsed.hpp"
+#include "runtime/model_footprint.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/process_stats.hpp"
 #include "runtime/observe/http_request.hpp"
@@ -161,17 +162,17 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
   auto total_steps = cfg.steps > 0 ? cfg.steps
                                    : cfg.num_epochs
                                        * batches->steps_per_epoch();
-  training_log out{log, total_steps, cfg.progress};
-  if (auto err = out.open_outputs(cfg.metrics_path, cfg.logdir, cfg.hparams))
+  // Everything that can refuse the run comes before the first file is
+  // written (docs/robustness.md, "Refuse before writing"): the sizes, the
+  // device, the model and the optimizer on it.
+  if (auto err = check_local_run(cfg.model, 1,
+                                 static_cast<uint64_t>(cfg.batch_size),
+                                 cfg.optimizer.kind == optimizer_kind::kfac,
+                                 static_cast<uint64_t>(cfg.device.threads),
+                                 "--batch_size "
+                                   + std::to_string(cfg.batch_size)))
     return err;
-  auto endpoint = observe::serve_metrics(cfg.metrics_port, cfg.metrics_bind,
-                                        "chief", 0, out.status(), {});
-  if (!endpoint)
-    return endpoint.error();
-  if (*endpoint)
-    out.line("metrics: serving "
-             + observe::http_url(cfg.metrics_bind, (*endpoint)->port(),
-                                 "/metrics"));
+  training_log out{log, total_steps, cfg.progress};
   auto dev = spawn_device(sys, cfg.device);
   if (!dev)
     return dev.error();
@@ -183,7 +184,6 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
                               cfg.seed);
   if (!info)
     return info.error();
-  out.line("model: " + info->summary);
   auto opt_ok = ask<caf::ok_atom>(self, *dev, cfg.request_timeout,
                                   "optimizer", optimizer_atom::value,
                                   cfg.optimizer);
@@ -193,6 +193,17 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
                                 info_atom::value);
   if (!dinfo)
     return dinfo.error();
+  if (auto err = out.open_outputs(cfg.metrics_path, cfg.logdir, cfg.hparams))
+    return err;
+  auto endpoint = observe::serve_metrics(cfg.metrics_port, cfg.metrics_bind,
+                                        "chief", 0, out.status(), {});
+  if (!endpoint)
+    return endpoint.error();
+  if (*endpoint)
+    out.line("metrics: serving "
+             + observe::http_url(cfg.metrics_bind, (*endpoint)->port(),
+                                 "/metrics"));
+  out.line("model: " + info->summary);
   out.line("device: " + dinfo->backend + ", " + std::to_string(dinfo->threads)
            + " thread(s); training " + std::to_string(total_steps)
            + " steps of " + std::to_string(cfg.batch_size)

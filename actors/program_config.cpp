@@ -17,6 +17,7 @@
 #include "runtime/base/error.hpp"
 #include "runtime/cpu_share.hpp"
 #include "runtime/flag_file.hpp"
+#include "runtime/input_file.hpp"
 
 #ifndef SYNCFAC_VERSION
 #  define SYNCFAC_VERSION "unknown"
@@ -182,12 +183,11 @@ caf::error program_config::check_arg(const std::string& arg,
 
 caf::expected<std::vector<std::string>>
 program_config::read_flag_file(const std::string& path) const {
-  std::ifstream in{path};
-  if (!in)
-    return make_error(ec::io_error,
-                      "--config-file '" + path + "': cannot read the file");
-  std::string text{std::istreambuf_iterator<char>{in}, {}};
-  auto settings = parse_flag_file(text, path);
+  auto text = read_input_file(path, "--config-file '" + path + "'",
+                              max_flag_file_bytes);
+  if (!text)
+    return text.error();
+  auto settings = parse_flag_file(*text, path);
   if (!settings)
     return settings.error();
   std::vector<std::string> args;

@@ -9,6 +9,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/make_message.hpp>
 
+#include "actors/fatal_exception.hpp"
 #include "actors/role_snapshots.hpp"
 #include "actors/spawn_validated.hpp"
 #include "runtime/base/error.hpp"
@@ -684,6 +685,7 @@ ps_shard_state::~ps_shard_state() {
 namespace {
 
 ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
+  end_program_on_exception(self, "PS shard");
   if (auto err = init_state(self->state, std::move(cfg))) {
     // Only reachable when spawned around spawn_ps_shard, which validates.
     self->quit(std::move(err));

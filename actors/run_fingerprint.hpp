@@ -6,7 +6,7 @@
 // node: the task, addresses and ports, threads, the device, timeouts, log,
 // metrics, summary and checkpoint paths, the chief's schedule (steps,
 // epochs, evaluations) and the data directory's path (its contents are
-// compared: counts, shapes and a digest of the first examples). The list is
+// compared: counts, shapes and a digest of every example and label). The list is
 // in docs/distributed.md ("One configuration across every node").
 
 #include "actors/sync_trainer.hpp"
@@ -16,10 +16,6 @@
 #include "runtime/model.hpp"
 
 namespace syncfac {
-
-/// Examples of each split the data digest covers: enough to tell two data
-/// sets apart, cheap on every node.
-inline constexpr int64_t fingerprint_head_examples = 64;
 
 /// The record of a run: `sync` with its derived topology, the model as
 /// built (`init`), the variables' placement on the shards, and the data

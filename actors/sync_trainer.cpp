@@ -19,6 +19,7 @@
 #include "runtime/base/error.hpp"
 #include "runtime/base/parse_enum.hpp"
 #include "runtime/model.hpp"
+#include "runtime/model_footprint.hpp"
 #include "runtime/process_stats.hpp"
 #include "actors/role_metrics.hpp"
 #include "runtime/observe/http_request.hpp"
@@ -185,9 +186,19 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
   if (!tasks)
     return tasks.error();
   auto steps = total_steps(cfg, *tasks, train->count);
-  training_log out{log, steps, base.progress};
-  if (auto err = out.open_outputs(base.metrics_path, base.logdir, base.hparams))
+  // What can refuse the run comes before the first file is written
+  // (docs/robustness.md, "Refuse before writing"): the sizes against this
+  // machine, the model, the shards' variables.
+  auto num_devices = static_cast<uint64_t>(tasks->gradient_workers
+                                           + tasks->statistics_workers)
+                     * static_cast<uint64_t>(cfg.num_towers);
+  auto tower_batch = (base.batch_size + cfg.num_towers - 1) / cfg.num_towers;
+  if (auto err = check_local_run(
+        base.model, num_devices, static_cast<uint64_t>(tower_batch),
+        uses_kfac(cfg), static_cast<uint64_t>(base.device.threads),
+        "--worker_replicas " + std::to_string(cfg.worker_replicas)))
     return err;
+  training_log out{log, steps, base.progress};
   caf::scoped_actor self{sys};
   owned_actors top{self};
   auto init = model::make(base.model, base.seed);
@@ -197,6 +208,8 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
   if (!plan)
     return plan.error();
   auto shards = &plan->shards;
+  if (auto err = out.open_outputs(base.metrics_path, base.logdir, base.hparams))
+    return err;
 
   auto driver = chief_driver::make(sys, top, cfg, *tasks, steps,
                                    *shards, test, out);

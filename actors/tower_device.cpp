@@ -10,6 +10,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/fatal_exception.hpp"
 #include "actors/spawn_validated.hpp"
 #include "runtime/base/error.hpp"
 
@@ -410,6 +411,7 @@ caf::result<step_result> split_steps(self_ptr self, const batch& b,
 
 device_actor::behavior_type tower_device(self_ptr self,
                                          tower_device_config cfg) {
+  end_program_on_exception(self, "tower device");
   self->state.towers = std::move(cfg.towers);
   self->state.timeout = cfg.request_timeout;
   for (auto& t : self->state.towers)

@@ -5,6 +5,7 @@
 
 #include <caf/send.hpp>
 
+#include "actors/fatal_exception.hpp"
 #include "actors/gather.hpp"
 #include "runtime/elapsed.hpp"
 #include "runtime/base/error.hpp"
@@ -979,6 +980,7 @@ caf::error worker_config::validate() const {
 }
 
 worker_actor::behavior_type worker(self_ptr self, worker_config cfg) {
+  end_program_on_exception(self, "worker");
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.batches = batcher{*st.cfg.data, st.cfg.batch_size, st.cfg.seed,

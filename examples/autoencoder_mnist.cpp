@@ -26,6 +26,7 @@
 
 #include "actors/local_trainer.hpp"
 #include "actors/sync_trainer.hpp"
+#include "runtime/data/content_digest.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_preconditioner.hpp"
@@ -189,10 +190,12 @@ caf::expected<dataset> load_train(const options& opts,
     return make_error(ec::invalid_config,
                       "fake_train_size must be positive, got "
                         + std::to_string(opts.fake_train_size));
+  if (auto err = opts.check_fake_sizes(0))
+    return err;
   auto data = opts.fake_data
                 ? caf::expected<dataset>{make_fake_dataset(
                   opts.fake_train_size, 1)}
-                : opts.load_split(split::train);
+                : opts.load_split(split::train, model);
   if (!data)
     return data;
   if (auto err = check_data_fits(model, *data))
@@ -213,6 +216,7 @@ dataset head(const dataset& data, int64_t n) {
     result.pixels.resize(static_cast<size_t>(n * data.example_size()));
   result.labels.resize(static_cast<size_t>(n));
   result.source = data.source + " (first " + std::to_string(n) + ")";
+  result.digest = digest_of(result);
   return result;
 }
 

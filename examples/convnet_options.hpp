@@ -246,13 +246,15 @@ load_data(const convnet_options& opts, const model_spec& model) {
     if (opts.fake_train_size < 1 || opts.fake_test_size < 1)
       return make_error(ec::invalid_config,
                         "fake_train_size and fake_test_size must be positive");
+    if (auto err = opts.check_fake_sizes(opts.fake_test_size))
+      return err;
     data = std::make_pair(make_fake_dataset(opts.fake_train_size, 1),
                           make_fake_dataset(opts.fake_test_size, 2));
   } else {
-    auto train = opts.load_split(split::train);
+    auto train = opts.load_split(split::train, model);
     if (!train)
       return train.error();
-    auto test = opts.load_split(split::test);
+    auto test = opts.load_split(split::test, model);
     if (!test)
       return test.error();
     data = std::make_pair(std::move(*train), std::move(*test));

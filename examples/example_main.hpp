@@ -6,10 +6,14 @@
 // prefixed with the program's name; exec_main is not used because it
 // discards caf_main's return code.
 
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <iostream>
+#include <new>
 #include <string>
+#include <system_error>
 
 #include <caf/expected.hpp>
 
@@ -121,36 +125,50 @@ int example_main(const char* program, int argc, char** argv, Options& opts,
   // Before any thread starts: factor copies and message parts reuse the
   // memory freed by the last ones (runtime/allocator.hpp).
   keep_freed_memory();
-  if (auto err = opts.parse_cli(argc, argv))
-    return fail(program, err);
-  if (opts.help_printed)
-    return EXIT_SUCCESS;
-  // Before any kernel runs: every thread of the run uses this level.
-  if (auto err = cpu::select_isa(opts.isa))
-    return fail(program, err);
-  // The first line: the threads on the CPU share it was given, and why
-  // (runtime/cpu_share.hpp); CAF's scheduler gets its part before the
-  // actor system starts.
-  std::string ignored;
-  auto plan = opts.threads_in_use(&ignored);
-  opts.set("scheduler.max-threads", static_cast<size_t>(plan.caf));
-  std::cout << program << ": " << plan.describe()
-            << (ignored.empty() ? std::string{} : " (ignored: " + ignored + ")")
-            << std::endl;
-  auto requeue = parse_requeue_signal(opts.requeue_signal);
-  if (!requeue)
-    return fail(program, requeue.error());
-  auto watcher = stop_signal_watcher::install(program, *requeue);
-  if (!watcher)
-    return fail(program, watcher.error());
-  opts.stop_signals = watcher->get();
-  auto code = run(opts);
-  opts.stop_signals = nullptr;
-  // Stopped before the run could end in order (e.g. still loading or
-  // connecting): preempted, not failed.
-  if (code == EXIT_FAILURE)
-    return (*watcher)->failure_exit_code();
-  return code;
+  // Sizes are checked before anything is allocated (docs/robustness.md);
+  // should an allocation or a thread still fail, the program says so and
+  // exits 1 instead of aborting. An actor's exception ends the program in
+  // its own handler (actors/fatal_exception.hpp).
+  try {
+    if (auto err = opts.parse_cli(argc, argv))
+      return fail(program, err);
+    if (opts.help_printed)
+      return EXIT_SUCCESS;
+    // Before any kernel runs: every thread of the run uses this level.
+    if (auto err = cpu::select_isa(opts.isa))
+      return fail(program, err);
+    // The first line: the threads on the CPU share it was given, and why
+    // (runtime/cpu_share.hpp); CAF's scheduler gets its part before the
+    // actor system starts.
+    std::string ignored;
+    auto plan = opts.threads_in_use(&ignored);
+    opts.set("scheduler.max-threads", static_cast<size_t>(plan.caf));
+    std::cout << program << ": " << plan.describe()
+              << (ignored.empty() ? std::string{}
+                                  : " (ignored: " + ignored + ")")
+              << std::endl;
+    auto requeue = parse_requeue_signal(opts.requeue_signal);
+    if (!requeue)
+      return fail(program, requeue.error());
+    auto watcher = stop_signal_watcher::install(program, *requeue);
+    if (!watcher)
+      return fail(program, watcher.error());
+    opts.stop_signals = watcher->get();
+    auto code = run(opts);
+    opts.stop_signals = nullptr;
+    // Stopped before the run could end in order (e.g. still loading or
+    // connecting): preempted, not failed.
+    if (code == EXIT_FAILURE)
+      return (*watcher)->failure_exit_code();
+    return code;
+  } catch (const std::bad_alloc& err) {
+    std::fprintf(stderr, "%s: out of memory (%s)\n", program, err.what());
+  } catch (const std::system_error& err) {
+    std::fprintf(stderr, "%s: std::system_error: %s\n", program, err.what());
+  } catch (const std::exception& err) {
+    std::fprintf(stderr, "%s: %s\n", program, err.what());
+  }
+  return EXIT_FAILURE;
 }
 
 /// example_main() of a program whose run is `train(opts)` (a

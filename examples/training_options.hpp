@@ -27,6 +27,7 @@
 #include "runtime/data/dataset.hpp"
 #include "runtime/base/error.hpp"
 #include "actors/program_config.hpp"
+#include "runtime/host_limits.hpp"
 #include "runtime/model_file.hpp"
 #include "runtime/model_fit.hpp"
 #include "runtime/cpu_share.hpp"
@@ -139,10 +140,37 @@ struct training_options : program_config {
     return threads_in_use().compute;
   }
 
-  /// The `which` split of --data (a .npz file) or else --data_dir.
-  caf::expected<dataset> load_split(split which) const {
+  /// --fake_data's sets (--fake_train_size and `test_examples`) against
+  /// the memory this process may use: refused naming the flag and the
+  /// figure before any example is made (docs/robustness.md).
+  caf::error check_fake_sizes(int64_t test_examples) const {
+    if (!fake_data)
+      return caf::none;
+    if (fake_train_size < 1 || test_examples < 0)
+      return make_error(ec::invalid_config,
+                        "--fake_train_size must be positive, got "
+                          + std::to_string(fake_train_size));
+    // An example: 28 x 28 floats and its label (make_fake_dataset).
+    constexpr uint64_t example_bytes = 28 * 28 * sizeof(float)
+                                       + sizeof(int32_t);
+    auto count = saturating_add(static_cast<uint64_t>(fake_train_size),
+                                static_cast<uint64_t>(test_examples));
+    return check_memory(saturating_mul(count, example_bytes),
+                        "--fake_train_size "
+                          + std::to_string(fake_train_size)
+                          + (test_examples > 0
+                               ? " and " + std::to_string(test_examples)
+                                   + " test examples"
+                               : std::string{}),
+                        usable_memory());
+  }
+
+  /// The `which` split of --data (a .npz file, its integers read as
+  /// `model` takes them) or else --data_dir.
+  caf::expected<dataset> load_split(split which,
+                                    const model_spec& model) const {
     if (!data.empty())
-      return load_npz(data, which);
+      return load_npz(data, which, npz_inputs_for(model));
     return load_mnist(data_dir, which);
   }
 

@@ -1,5 +1,5 @@
-// The CPU backend's factory and the parts of it that are not kernels, and
-// the activation names every backend shares.
+// The CPU backend's factory and the parts of it that are not kernels (the
+// activation names every backend shares: kernels/activation_names.cpp).
 
 #include <stdexcept>
 
@@ -10,29 +10,6 @@
 #include "runtime/base/error.hpp"
 
 namespace syncfac {
-
-const char* to_string(activation x) noexcept {
-  switch (x) {
-    case activation::identity: return "identity";
-    case activation::relu: return "relu";
-    case activation::tanh: return "tanh";
-    case activation::sigmoid: return "sigmoid";
-  }
-  return "unknown_activation";
-}
-
-caf::expected<activation> parse_activation(const std::string& str) {
-  if (str == "linear")
-    return activation::identity;
-  for (auto x : {activation::identity, activation::relu, activation::tanh,
-                 activation::sigmoid})
-    if (str == to_string(x))
-      return x;
-  return make_error(ec::invalid_argument,
-                    "unknown activation '" + str
-                      + "' (expected identity, linear, relu, tanh or "
-                        "sigmoid)");
-}
 
 caf::error backend::reshape_copy(const tensor& x, const tensor_shape& shape,
                                  tensor& y) {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "runtime/base/error.hpp"
+#include "runtime/model_footprint.hpp"
 
 namespace syncfac {
 
@@ -178,6 +179,12 @@ caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
   auto source = "model '" + desc.name + "'";
   if (auto err = check_fields(desc, source))
     return err;
+  // Sizes before allocation (docs/robustness.md): whoever builds the
+  // model (a device actor, the PS, a model file's check), a size that
+  // overflows or does not fit this machine is refused by name here
+  // rather than ending in std::bad_alloc.
+  if (auto err = check_model_buildable(desc, source))
+    return err;
   // Build and shape-check the whole stack once, so a bad spec fails here;
   // every layer with a weight and a bias (dense, conv2d) joins K-FAC's
   // layer collection on the way.
@@ -192,7 +199,7 @@ caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
   tensor_shape shape = input;
   for (size_t i = 0; i < desc.layers.size(); ++i) {
     auto d = desc.layers[i];
-    auto label = source + ": " + layer_label(desc, i);
+    auto label = source + ": " + layer_label(desc, names, i);
     if (d.type == layer_type::activation)
       return make_error(ec::invalid_config,
                         label + ": an activation layer must directly follow "

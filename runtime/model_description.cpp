@@ -5,6 +5,7 @@
 
 #include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
+#include "runtime/json_reader.hpp"
 #include "runtime/model_spec.hpp"
 
 namespace syncfac {
@@ -68,13 +69,17 @@ std::vector<std::string> layer_names(const model_description& desc) {
   return names;
 }
 
-std::string layer_label(const model_description& desc, size_t index) {
-  auto names = layer_names(desc);
+std::string layer_label(const model_description& desc,
+                        const std::vector<std::string>& names, size_t index) {
   const auto& l = desc.layers[index];
   if (l.type == layer_type::activation)
     return "layer " + std::to_string(index) + " (" + to_string(l.act) + ")";
   return "layer " + std::to_string(index) + " (" + to_string(l.type) + " '"
          + names[index] + "')";
+}
+
+std::string layer_label(const model_description& desc, size_t index) {
+  return layer_label(desc, layer_names(desc), index);
 }
 
 namespace {
@@ -108,7 +113,7 @@ caf::error check_fields(const model_description& desc,
       return bad("input_shape " + to_string(tensor_shape{desc.input_shape})
                  + ": every dimension must be positive");
   if (!valid_init(desc.init))
-    return bad("init '" + desc.init
+    return bad("init '" + text_excerpt(desc.init)
                + "' is not one of seeds, glorot, he, sparse");
   if (desc.layers.empty())
     return bad("no layers");
@@ -116,7 +121,9 @@ caf::error check_fields(const model_description& desc,
   std::set<std::string> seen;
   for (size_t i = 0; i < desc.layers.size(); ++i) {
     const auto& l = desc.layers[i];
-    auto where = layer_label(desc, i) + ": ";
+    // The names computed once: layer_label(desc, i) derives them all
+    // again, which made validation quadratic in the layers.
+    auto where = layer_label(desc, names, i) + ": ";
     if (l.type == layer_type::activation) {
       if (l.act == activation::identity)
         return bad(where + "an activation layer is relu, tanh or sigmoid");
@@ -130,7 +137,7 @@ caf::error check_fields(const model_description& desc,
                  + "' is used by an earlier layer (variable names must be "
                    "unique)");
     if (!valid_init(l.init))
-      return bad(where + "init '" + l.init
+      return bad(where + "init '" + text_excerpt(l.init)
                  + "' is not one of seeds, glorot, he, sparse");
     auto positive = [&](int64_t value, const char* field) -> caf::error {
       if (value < 1)

@@ -129,6 +129,11 @@ std::vector<std::string> layer_names(const model_description& desc);
 /// "layer 3 (dense 'fc3')": how messages name layer i of desc.
 std::string layer_label(const model_description& desc, size_t index);
 
+/// layer_label with the layer_names of `desc` computed once by the caller
+/// (a loop over the layers stays linear).
+std::string layer_label(const model_description& desc,
+                        const std::vector<std::string>& names, size_t index);
+
 /// Checks what needs no shapes: input shape, fields per layer type, init
 /// names, unique names made of letters, digits, '_', '-' and '.'. Errors
 /// are ec::invalid_config and begin with `source` ("model file 'x.json'").

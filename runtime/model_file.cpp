@@ -2,16 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
-#include <filesystem>
-#include <fstream>
 #include <initializer_list>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/base/error.hpp"
+#include "runtime/input_file.hpp"
 #include "runtime/json.hpp"
-#include "runtime/model.hpp"
+#include "runtime/json_reader.hpp"
 
 namespace syncfac {
 
@@ -21,13 +19,12 @@ using json = nlohmann::ordered_json;
 
 /// "string \"16\"", "number 2.5", "array": what was found instead.
 std::string describe(const json& value) {
-  std::string kind = value.type_name();
-  if (value.is_primitive() && !value.is_null()) {
-    auto text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-    if (text.size() <= 40)
-      kind += " " + text;
-  }
-  return kind;
+  return json_describe(value);
+}
+
+/// text_excerpt in single quotes: 'dropout'.
+std::string excerpt(const std::string& text, size_t max_chars = 40) {
+  return "'" + text_excerpt(text, max_chars) + "'";
 }
 
 std::string join(std::initializer_list<const char*> xs) {
@@ -48,7 +45,7 @@ public:
     for (auto it = obj_.begin(); it != obj_.end(); ++it)
       if (std::none_of(allowed.begin(), allowed.end(),
                        [&](const char* x) { return it.key() == x; }))
-        return bad("unknown field '" + it.key() + "' (expected "
+        return bad("unknown field " + excerpt(it.key()) + " (expected "
                    + join(allowed) + ")");
     return caf::none;
   }
@@ -63,7 +60,7 @@ public:
                  + "' must be an integer, got " + describe(*it));
     if (it->is_number_unsigned() && it->get<uint64_t>() > (1ull << 40))
       return bad(std::string{"field '"} + field + "' is too large: "
-                 + it->dump());
+                 + it->dump() + " (at most 2^40)");
     out = it->get<int64_t>();
     return caf::none;
   }
@@ -95,7 +92,8 @@ public:
     else if (upper == "VALID")
       out = padding::valid;
     else
-      return bad("field 'padding' is '" + text + "' (expected SAME or VALID)");
+      return bad("field 'padding' is " + excerpt(text)
+                 + " (expected SAME or VALID)");
     return caf::none;
   }
 
@@ -107,8 +105,8 @@ public:
       return caf::none;
     auto parsed = parse_activation(text);
     if (!parsed)
-      return bad("field 'activation' is '" + text
-                 + "' (expected linear, relu, tanh or sigmoid)");
+      return bad("field 'activation' is " + excerpt(text)
+                 + " (expected linear, relu, tanh or sigmoid)");
     out = *parsed;
     return caf::none;
   }
@@ -132,7 +130,7 @@ caf::error parse_layer(const json& entry, size_t index,
   std::string type;
   if (auto err = top.string("type", type, true))
     return err;
-  field_reader f{entry, where + " (" + type + ")"};
+  field_reader f{entry, where + " (" + text_excerpt(type, 20) + ")"};
   if (type == "relu" || type == "tanh" || type == "sigmoid") {
     out.type = layer_type::activation;
     out.act = *parse_activation(type);
@@ -194,16 +192,16 @@ caf::error parse_layer(const json& entry, size_t index,
     if (combiner == "sum")
       out.combiner = bag_combiner::sum;
     else if (combiner != "mean")
-      return f.bad("field 'combiner' is '" + combiner
-                   + "' (expected mean or sum)");
+      return f.bad("field 'combiner' is " + excerpt(combiner)
+                   + " (expected mean or sum)");
     return f.string("init", out.init, false);
   }
   if (type == "flatten") {
     out.type = layer_type::flatten;
     return f.only({"type", "name"});
   }
-  return top.bad("unknown layer type '" + type
-                 + "' (expected dense, conv2d, max_pool, flatten, "
+  return top.bad("unknown layer type " + excerpt(type)
+                 + " (expected dense, conv2d, max_pool, flatten, "
                    "embedding_bag, relu, tanh or sigmoid)");
 }
 
@@ -212,13 +210,14 @@ caf::error parse_layer(const json& entry, size_t index,
 caf::expected<model_description>
 parse_model_description(const std::string& json_text,
                         const std::string& source) {
-  json doc;
-  try {
-    doc = json::parse(json_text);
-  } catch (const json::exception& err) {
-    auto what = json_error_text(err);
-    return make_error(ec::invalid_config, source + ": not JSON: " + what);
-  }
+  // The project's one JSON reader: duplicate keys, nesting and size are
+  // refused as in a cluster file (runtime/json_reader.hpp).
+  json_limits limits;
+  limits.max_bytes = max_description_bytes;
+  auto parsed = read_json(json_text, limits);
+  if (!parsed)
+    return with_context(parsed.error(), source);
+  const auto& doc = *parsed;
   if (!doc.is_object())
     return make_error(ec::invalid_config,
                       source + ": not a JSON object (found " + describe(doc)
@@ -253,8 +252,8 @@ parse_model_description(const std::string& json_text,
   else if (loss == "sigmoid_cross_entropy")
     desc.loss = loss_kind::sigmoid_cross_entropy;
   else
-    return top.bad("field 'loss' is '" + loss
-                   + "' (expected softmax_cross_entropy or "
+    return top.bad("field 'loss' is " + excerpt(loss)
+                   + " (expected softmax_cross_entropy or "
                      "sigmoid_cross_entropy)");
   auto layers = doc.find("layers");
   if (layers == doc.end())
@@ -270,28 +269,6 @@ parse_model_description(const std::string& json_text,
   }
   if (auto err = check_fields(desc, source))
     return err;
-  return desc;
-}
-
-caf::expected<model_description> load_model_file(const std::string& path) {
-  auto source = "model file '" + path + "'";
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    return make_error(ec::io_error, source + ": cannot be read");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad())
-    return make_error(ec::io_error, source + ": read failed");
-  auto desc = parse_model_description(text.str(), source);
-  if (!desc)
-    return desc;
-  if (desc->name.empty())
-    desc->name = std::filesystem::path{path}.stem().string();
-  // Chain the shapes now: a model that cannot be built fails before any
-  // data is read or file written.
-  auto built = model::make(described_spec(*desc), 0);
-  if (!built)
-    return with_context(built.error(), source);
   return desc;
 }
 

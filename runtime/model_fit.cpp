@@ -54,4 +54,12 @@ caf::error check_data_fits(const model_spec& spec, const dataset& data) {
   return caf::none;
 }
 
+npz_inputs npz_inputs_for(const model_spec& spec) {
+  auto desc = builtin_description(spec);
+  return !desc.layers.empty()
+             && desc.layers.front().type == layer_type::embedding_bag
+           ? npz_inputs::indices
+           : npz_inputs::pixels;
+}
+
 } // namespace syncfac

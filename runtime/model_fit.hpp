@@ -16,4 +16,9 @@ namespace syncfac {
 /// evaluate the model of `spec`; a reconstructing model ignores labels.
 caf::error check_data_fits(const model_spec& spec, const dataset& data);
 
+/// How an .npz file's integer inputs are read for the model of `spec`: as
+/// row indices when its first layer is embedding_bag, as pixels otherwise
+/// (load_npz).
+npz_inputs npz_inputs_for(const model_spec& spec);
+
 } // namespace syncfac

@@ -193,7 +193,7 @@ std::string record_json(const metrics_record& rec) {
 }
 
 caf::expected<std::shared_ptr<const dataset>>
-load_test_set(const evaluator_options& opts) {
+load_test_set(const evaluator_options& opts, const model_spec& model) {
   if (opts.fake_data) {
     if (opts.fake_test_size < 1)
       return make_error(ec::invalid_config,
@@ -203,7 +203,8 @@ load_test_set(const evaluator_options& opts) {
       make_fake_dataset(opts.fake_test_size, 2));
   }
   auto test = opts.data.empty() ? load_mnist(opts.data_dir, split::test)
-                                : load_npz(opts.data, split::test);
+                                : load_npz(opts.data, split::test,
+                                           npz_inputs_for(model));
   if (!test)
     return test.error();
   return std::make_shared<const dataset>(std::move(*test));
@@ -503,7 +504,7 @@ load_evaluation_input(const evaluator_options& opts) {
   auto spec = model_of(opts);
   if (!spec)
     return spec.error();
-  auto data = load_test_set(opts);
+  auto data = load_test_set(opts, *spec);
   if (!data)
     return data.error();
   if (auto err = check_data_fits(*spec, **data))

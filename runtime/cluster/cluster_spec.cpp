@@ -16,7 +16,9 @@
 
 #include "runtime/cluster/scheduler_env.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/input_file.hpp"
 #include "runtime/json.hpp"
+#include "runtime/json_reader.hpp"
 
 namespace syncfac {
 
@@ -31,7 +33,7 @@ caf::error config_error(std::string what) {
 // Quotes text for a message. It may come from a command line and not be
 // UTF-8, where nlohmann's dump() would throw: invalid bytes become U+FFFD.
 std::string jquote(const std::string& str) {
-  return json(str).dump(-1, ' ', false, json::error_handler_t::replace);
+  return json_excerpt(str, 120);
 }
 
 std::string join(const std::vector<std::string>& xs) {
@@ -44,15 +46,8 @@ std::string join(const std::vector<std::string>& xs) {
   return result;
 }
 
-/// "object", "array", "string", ... plus the value for short scalars.
 std::string describe(const json& value) {
-  std::string kind = value.type_name();
-  if (value.is_primitive() && !value.is_null()) {
-    auto text = value.dump();
-    if (text.size() <= 40)
-      kind += " " + text;
-  }
-  return kind;
+  return json_describe(value);
 }
 
 /// The rank of a job in tasks() order; other jobs come after, by name.
@@ -91,81 +86,21 @@ std::string address_key(const host_port& hp) {
   return host + "|" + std::to_string(hp.port);
 }
 
-/// A JSON parser callback that notes the first key that occurs twice in
-/// one object (nlohmann keeps the last silently).
-struct duplicate_key_finder {
-  std::vector<std::set<std::string>> open;
-  std::vector<std::string> names; // the key that introduced each container
-  std::string last_key;
-  std::string duplicate;
-  std::string duplicate_in;
-
-  bool operator()(int, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        open.emplace_back();
-        names.push_back(last_key);
-        last_key.clear();
-        break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        if (!open.empty()) {
-          open.pop_back();
-          names.pop_back();
-        }
-        break;
-      case json::parse_event_t::key:
-        if (parsed.is_string()) {
-          last_key = parsed.get<std::string>();
-          if (!open.empty() && !open.back().insert(last_key).second
-              && duplicate.empty()) {
-            duplicate = last_key;
-            duplicate_in = names.back();
-          }
-        }
-        break;
-      case json::parse_event_t::value:
-        last_key.clear();
-        break;
-    }
-    return true;
-  }
-};
-
 /// Reads the JSON text into a spec without checking its meaning. What is
 /// accepted but ignored (TensorFlow's rpc_layer "grpc") is said in `notes`
 /// when given.
 caf::expected<cluster_spec>
 parse_syntax(const std::string& text,
              std::vector<std::string>* notes = nullptr) {
-  json doc;
-  auto finder = std::make_shared<duplicate_key_finder>();
-  try {
-    doc = json::parse(text, [finder](int depth, json::parse_event_t event,
-                                     json& parsed) {
-      return (*finder)(depth, event, parsed);
-    });
-  } catch (const json::exception& err) {
-    // parse_error, and also out_of_range for a number too large for a
-    // double (1e400), which escaped here before and ended the program.
-    auto what = json_error_text(err);
-    // The value itself (its start), so that a variable set by a scheduler
-    // or a template shows what it held.
-    constexpr size_t shown = 120;
-    auto value = text.size() > shown ? text.substr(0, shown) + "..." : text;
-    return config_error("not JSON: " + what + "; the text: " + jquote(value));
-  }
+  // The project's one JSON reader: duplicate keys, nesting and size are
+  // refused as in a model file (runtime/json_reader.hpp).
+  auto parsed = read_json(text);
+  if (!parsed)
+    return parsed.error();
+  auto& doc = *parsed;
   if (!doc.is_object())
     return config_error("not a JSON object (found " + describe(doc)
                         + "); expected {\"cluster\": {...}, \"task\": {...}}");
-  if (!finder->duplicate.empty()) {
-    auto where = finder->duplicate_in.empty()
-                   ? std::string{"at the top level"}
-                   : "in " + jquote(finder->duplicate_in);
-    return config_error("key " + jquote(finder->duplicate) + " appears twice "
-                        + where);
-  }
   for (auto it = doc.begin(); it != doc.end(); ++it)
     if (it.key() != "cluster" && it.key() != "task"
         && it.key() != "environment" && it.key() != "rpc_layer")
@@ -300,23 +235,8 @@ caf::error validate_task(const cluster_spec& spec,
 }
 
 caf::expected<std::string> read_file(const std::string& path) {
-  auto fail = [&](int err) {
-    return make_error(ec::io_error, cluster_source_name(path)
-                                      + ": cannot read: " + std::strerror(err));
-  };
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr)
-    return fail(errno);
-  std::string text;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0)
-    text.append(buf, n);
-  int err = std::ferror(f) ? errno : 0;
-  std::fclose(f);
-  if (err != 0)
-    return fail(err);
-  return text;
+  return read_input_file(path, cluster_source_name(path),
+                         max_description_bytes);
 }
 
 caf::expected<cluster_spec>

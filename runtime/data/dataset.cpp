@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "runtime/data/content_digest.hpp"
 #include "runtime/data/idx.hpp"
 #include "runtime/data/seeding.hpp"
 #include "runtime/base/error.hpp"
@@ -101,6 +102,7 @@ caf::expected<dataset> load_mnist(const std::string& dir, split which) {
   result.pixels = std::move(images->data);
   result.labels = std::move(labels->data);
   result.source = dir + " (" + to_string(which) + ")";
+  result.digest = digest_of(result);
   return result;
 }
 
@@ -177,6 +179,7 @@ dataset make_fake_dataset(int64_t count, uint64_t seed) {
     fake_example(rng, protos[label], result.pixels.data()
                                        + i * result.example_size());
   }
+  result.digest = digest_of(result);
   return result;
 }
 

@@ -36,6 +36,10 @@ struct dataset {
   /// Where the examples came from (a path, or "fake data (seed 7)"), for
   /// messages.
   std::string source;
+  /// digest_of (runtime/data/content_digest.hpp) of every example and
+  /// label, set by the loader that made the set: the nodes of a cluster
+  /// compare it (actors/run_fingerprint).
+  uint64_t digest = 0;
 
   /// Bytes per example: height * width * channels.
   int64_t example_size() const noexcept {
@@ -80,13 +84,23 @@ caf::expected<dataset> load_mnist(const std::string& dir, split which);
 /// std::invalid_argument otherwise: a programming error).
 dataset make_fake_dataset(int64_t count, uint64_t seed);
 
+/// What the integers of an .npz file's inputs are: pixels for a dense or
+/// conv model, row indices for a model whose first layer is embedding_bag
+/// (runtime/model_fit.hpp's npz_inputs_for says which).
+enum class npz_inputs : uint8_t { pixels, indices };
+
 /// The `which` split of a NumPy .npz file laid out as Keras's mnist.npz:
-/// arrays x_train, y_train, x_test, y_test. x is uint8 (scaled to [0, 1]
-/// like IDX pixels) or float32 (taken as it is, finite), of shape
-/// [N, D], [N, H, W] or [N, H, W, C]; y holds N integer labels in [0,
-/// 255]. num_classes is the largest label of the split plus one. Every
-/// problem is ec::bad_data naming the file, the array and what is wrong
-/// (ec::io_error for a file that cannot be read). docs/models.md, "Data".
-caf::expected<dataset> load_npz(const std::string& path, split which);
+/// arrays x_train, y_train, x_test, y_test. x is float32 (taken as it is,
+/// finite) or an integer type (int8..int64, uint8..uint64), of shape
+/// [N, D], [N, H, W] or [N, H, W, C]. Integers are pixels when `inputs`
+/// says so: each in 0..255, scaled to [0, 1] like IDX pixels (numpy's
+/// default int64 included), a value outside refused by name; or indices
+/// (-1 pads a bag; the offsets layout, docs/models.md) for an
+/// embedding_bag model. y holds N integer labels in [0, 255]. num_classes
+/// is the largest label of the split plus one. Every problem is
+/// ec::bad_data naming the file, the array and what is wrong (ec::io_error
+/// for a file that cannot be read). docs/models.md, "Data".
+caf::expected<dataset> load_npz(const std::string& path, split which,
+                                npz_inputs inputs);
 
 } // namespace syncfac

@@ -7,6 +7,8 @@
 #include <zlib.h>
 
 #include "runtime/base/error.hpp"
+#include "runtime/host_limits.hpp"
+#include "runtime/input_file.hpp"
 
 namespace syncfac {
 
@@ -164,9 +166,16 @@ parse_npz(const uint8_t* bytes, size_t size, const std::string& name) {
 
 caf::expected<std::map<std::string, npy_array>>
 read_npz(const std::string& path) {
+  // A regular file only (a device would be read for ever), and one the
+  // process can hold: the whole archive is read into memory.
+  auto label = "'" + path + "'";
+  auto memory = usable_memory();
+  auto size = input_file_size(path, label, memory.amount);
+  if (!size)
+    return size.error();
   std::ifstream in{path, std::ios::binary};
   if (!in)
-    return make_error(ec::io_error, "'" + path + "': cannot be read");
+    return make_error(ec::io_error, label + ": cannot be read");
   std::vector<uint8_t> bytes{std::istreambuf_iterator<char>{in},
                              std::istreambuf_iterator<char>{}};
   if (in.bad())

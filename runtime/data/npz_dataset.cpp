@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 
+#include "runtime/data/content_digest.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/data/npz.hpp"
 #include "runtime/base/error.hpp"
@@ -142,7 +143,8 @@ caf::expected<int64_t> bag_width(const std::string& path,
 caf::expected<dataset> load_rows(const std::string& path, const npy_array& x,
                                  const std::string& x_name,
                                  const npy_array& y,
-                                 const std::string& y_name) {
+                                 const std::string& y_name,
+                                 npz_inputs inputs) {
   auto bad = [&](const std::string& array, const std::string& what) {
     return bad_array(path, array, what);
   };
@@ -164,14 +166,11 @@ caf::expected<dataset> load_rows(const std::string& path, const npy_array& x,
                            + " has an empty dimension");
   bool bytes = x.kind == npy_kind::unsigned_int && x.item_size == 1;
   bool floats = x.kind == npy_kind::floating && x.item_size == 4;
-  // int32 (or int64) inputs are embedding_bag indices, -1 padding: they
-  // travel as exact float values.
-  bool indices = x.kind == npy_kind::signed_int
-                 && (x.item_size == 4 || x.item_size == 8);
-  if (!bytes && !floats && !indices)
+  bool integers = x.kind != npy_kind::floating;
+  if (!floats && !integers)
     return bad(x_name, "dtype '" + x.descr
-                         + "' is not supported (inputs are uint8, scaled to "
-                           "[0, 1], float32, or int32 indices)");
+                         + "' is not supported (inputs are float32 or an "
+                           "integer type)");
   dataset result;
   result.count = x.shape[0];
   const auto& s = x.shape;
@@ -180,9 +179,29 @@ caf::expected<dataset> load_rows(const std::string& path, const npy_array& x,
     case 3: result.height = s[1], result.width = s[2], result.channels = 1; break;
     default: result.height = s[1], result.width = s[2], result.channels = s[3];
   }
-  if (bytes) {
-    result.pixels = x.data;
-  } else if (indices) {
+  if (integers && inputs == npz_inputs::pixels) {
+    if (bytes) {
+      result.pixels = x.data;
+      return result;
+    }
+    // Any integer dtype (numpy's default is int64) holds pixels as uint8
+    // does, when every value is one: 0..255, scaled to [0, 1].
+    result.pixels.resize(static_cast<size_t>(x.element_count()));
+    for (int64_t i = 0; i < x.element_count(); ++i) {
+      auto v = x.as_integer(i);
+      if (v < 0 || v > 255)
+        return bad(x_name,
+                   "dtype '" + x.descr + "': value "
+                     + std::to_string(v) + " at flat index "
+                     + std::to_string(i)
+                     + " is not a pixel (integer inputs of a model without "
+                       "embedding_bag are pixels, 0..255, scaled to [0, 1] "
+                       "as uint8; give other values as float32)");
+      result.pixels[static_cast<size_t>(i)] = static_cast<uint8_t>(v);
+    }
+  } else if (integers) {
+    // An embedding_bag model's indices, -1 padding: they travel as exact
+    // float values.
     result.values.resize(static_cast<size_t>(x.element_count()));
     for (int64_t i = 0; i < x.element_count(); ++i) {
       auto v = x.as_integer(i);
@@ -242,7 +261,8 @@ caf::expected<dataset> load_bags(const std::string& path,
 
 } // namespace
 
-caf::expected<dataset> load_npz(const std::string& path, split which) {
+caf::expected<dataset> load_npz(const std::string& path, split which,
+                                npz_inputs inputs) {
   auto arrays = read_npz(path);
   if (!arrays)
     return arrays.error();
@@ -274,8 +294,12 @@ caf::expected<dataset> load_npz(const std::string& path, split which) {
     return bad_array(path, y_name,
                      "dtype '" + y->descr
                        + "' is not an integer type (labels are integers)");
+  if (as_bags && inputs == npz_inputs::pixels)
+    return bad_array(path, x_name + "_indices",
+                     "bags of indices are the input of a model whose first "
+                     "layer is embedding_bag, and this model has none");
   auto result = as_bags ? load_bags(path, *arrays, x_name, y_name)
-                        : load_rows(path, *x, x_name, *y, y_name);
+                        : load_rows(path, *x, x_name, *y, y_name, inputs);
   if (!result)
     return result.error();
   result->labels.resize(static_cast<size_t>(result->count));
@@ -292,6 +316,7 @@ caf::expected<dataset> load_npz(const std::string& path, split which) {
   }
   result->num_classes = std::max<int64_t>(top + 1, 2);
   result->source = path + " (" + to_string(which) + ")";
+  result->digest = digest_of(*result);
   return result;
 }
 

@@ -6,6 +6,7 @@
 
 #include "actors/node.hpp"
 #include "actors/run_fingerprint.hpp"
+#include "runtime/data/content_digest.hpp"
 #include "runtime/data/dataset.hpp"
 
 using namespace syncfac;
@@ -174,7 +175,37 @@ BOOST_FIXTURE_TEST_CASE(other_data_are_told_apart_by_counts_and_contents,
   // Same counts and shapes, other examples: the digest differs.
   node.train = make_fake_dataset(128, 7);
   BOOST_TEST(differing_path(node.fingerprint(), chief.fingerprint())
-             == "data.train.head_digest");
+             == "data.train.digest");
+}
+
+// The digest covers the whole set: one pixel of the last example, or one
+// label, differing is enough (the head alone trained on at half accuracy).
+BOOST_FIXTURE_TEST_CASE(data_differing_after_the_head_are_told_apart,
+                        chief_and_node) {
+  BOOST_REQUIRE(!compare_fingerprints(node.fingerprint(),
+                                      chief.fingerprint()));
+  node.train.pixels.back() ^= 1;
+  node.train.digest = digest_of(node.train);
+  BOOST_TEST(differing_path(node.fingerprint(), chief.fingerprint())
+             == "data.train.digest");
+  node.train = chief.train;
+  node.test.labels.back() = static_cast<uint8_t>(
+    (node.test.labels.back() + 1) % 10);
+  node.test.digest = digest_of(node.test);
+  BOOST_TEST(differing_path(node.fingerprint(), chief.fingerprint())
+             == "data.test.digest");
+}
+
+BOOST_AUTO_TEST_CASE(kfac_precision_is_compared) {
+  run chief;
+  run node;
+  chief.sync.base.optimizer.kind = optimizer_kind::kfac;
+  node.sync.base.optimizer.kind = optimizer_kind::kfac;
+  BOOST_REQUIRE(!compare_fingerprints(node.fingerprint(),
+                                      chief.fingerprint()));
+  node.sync.base.optimizer.kfac.precision = product_precision::bf16;
+  BOOST_TEST(differing_path(node.fingerprint(), chief.fingerprint())
+             == "optimizer.kfac.precision");
 }
 
 BOOST_AUTO_TEST_CASE(a_node_without_data_is_compared_on_the_rest) {

@@ -481,7 +481,7 @@ BOOST_AUTO_TEST_CASE(malformed_cluster_file) {
   auto node = run_program(bin + "convnet_mnist_distributed --cluster "
                           + missing + " --job_name chief --task 0");
   BOOST_TEST(node.exit_code != 0);
-  says_all(node.output, {missing, "cannot read"});
+  says_all(node.output, {missing, "cannot be read"});
 }
 
 BOOST_AUTO_TEST_CASE(task_names_that_are_not_utf8) {

@@ -6,6 +6,7 @@
 
 #include "data_fixtures.hpp"
 
+#include "runtime/data/content_digest.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/data/idx.hpp"
 #include "runtime/base/error.hpp"
@@ -229,4 +230,42 @@ BOOST_AUTO_TEST_CASE(fake_data_is_learnable) {
   BOOST_TEST_MESSAGE("nearest-mean accuracy on fake data: " << correct
                                                             << " / 1000");
   BOOST_CHECK_GT(correct, 900);
+}
+
+// The nodes compare a digest of the whole data set (docs/distributed.md):
+// the same bytes in any pieces give the same digest, one changed byte
+// anywhere another, and every loader stores the digest of what it made.
+BOOST_AUTO_TEST_CASE(content_digest_streams_and_covers_every_byte) {
+  std::vector<uint8_t> bytes(1000);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<uint8_t>(i * 7 + 3);
+  content_digest whole;
+  whole.add(bytes.data(), bytes.size());
+  for (size_t piece : {1, 3, 31, 32, 33, 100, 999}) {
+    content_digest pieces;
+    for (size_t at = 0; at < bytes.size(); at += piece)
+      pieces.add(bytes.data() + at, std::min(piece, bytes.size() - at));
+    BOOST_TEST(pieces.value() == whole.value(), "pieces of " << piece);
+  }
+  for (size_t at : {0, 31, 32, 500, 968, 999}) {
+    auto changed = bytes;
+    changed[at] ^= 1;
+    content_digest other;
+    other.add(changed.data(), changed.size());
+    BOOST_TEST(other.value() != whole.value(), "byte " << at);
+  }
+  content_digest shorter;
+  shorter.add(bytes.data(), bytes.size() - 1);
+  BOOST_TEST(shorter.value() != whole.value());
+
+  auto fake = make_fake_dataset(200, 3);
+  BOOST_TEST(fake.digest == digest_of(fake));
+  BOOST_TEST(fake.digest != 0);
+  auto last = fake;
+  last.pixels.back() ^= 1;
+  BOOST_TEST(digest_of(last) != fake.digest);
+  auto label = fake;
+  label.labels.back() = static_cast<uint8_t>((label.labels.back() + 1) % 10);
+  BOOST_TEST(digest_of(label) != fake.digest);
+  BOOST_TEST(make_fake_dataset(200, 4).digest != fake.digest);
 }

@@ -150,8 +150,9 @@ std::string write_set(const temp_dir& tmp,
   return path;
 }
 
-std::string load_error(const std::string& path, split which = split::train) {
-  auto res = load_npz(path, which);
+std::string load_error(const std::string& path, split which = split::train,
+                       npz_inputs inputs = npz_inputs::pixels) {
+  auto res = load_npz(path, which, inputs);
   return res ? std::string{} : render(res.error());
 }
 
@@ -268,7 +269,7 @@ BOOST_AUTO_TEST_CASE(npz_stored_and_deflated_members_read) {
                               {"y_train", labels({0, 1, 2, 1})},
                               {"x_test", u8_array({2, 2, 3})},
                               {"y_test", labels({2, 0})}});
-  auto train = load_npz(path, split::train);
+  auto train = load_npz(path, split::train, npz_inputs::pixels);
   BOOST_REQUIRE_MESSAGE(train, why(train));
   BOOST_TEST(train->count == 4);
   BOOST_TEST(train->height == 2);
@@ -277,7 +278,7 @@ BOOST_AUTO_TEST_CASE(npz_stored_and_deflated_members_read) {
   BOOST_TEST(train->num_classes == 3);
   BOOST_TEST(train->pixels == u8_array({4, 2, 3}).data);
   BOOST_TEST(train->source.find("set.npz (train)") != std::string::npos);
-  auto test = load_npz(path, split::test);
+  auto test = load_npz(path, split::test, npz_inputs::pixels);
   BOOST_REQUIRE_MESSAGE(test, why(test));
   BOOST_TEST(test->count == 2);
   // A deflated member, as numpy.savez_compressed writes.
@@ -297,7 +298,7 @@ BOOST_AUTO_TEST_CASE(float_inputs_of_rank_2_batch_as_given) {
   temp_dir tmp;
   auto path = write_set(tmp, {{"x_train", f4_array({6, 4}, -2.0f)},
                               {"y_train", labels({0, 1, 0, 1, 0, 1})}});
-  auto train = load_npz(path, split::train);
+  auto train = load_npz(path, split::train, npz_inputs::pixels);
   BOOST_REQUIRE_MESSAGE(train, why(train));
   BOOST_TEST(train->float_inputs());
   BOOST_TEST(train->height == 1);
@@ -349,7 +350,8 @@ BOOST_AUTO_TEST_CASE(npz_problems_name_the_file_and_the_array) {
   ints.data.assign(16, 1);
   says(load_error(write_set(tmp, {{"x_train", ints}, {"y_train", ok_y}},
                             "g.npz")),
-       {"'x_train'", "dtype '<i2'", "uint8", "float32", "int32"});
+       {"'x_train'", "dtype '<i2'", "value 257 at flat index 0",
+        "not a pixel", "float32"});
   says(load_error(write_set(tmp, {{"x_train", ok_x},
                                   {"y_train", f4_array({4})}},
                             "h.npz")),
@@ -375,13 +377,69 @@ BOOST_AUTO_TEST_CASE(npz_problems_name_the_file_and_the_array) {
   says(load_error(tmp.file("missing.npz")), {"missing.npz", "cannot be read"});
 }
 
+// numpy's default dtype is int64: for a dense or conv model any integer
+// dtype holds pixels as uint8 does (0..255, the same bytes), a value
+// outside is refused by name; only an embedding_bag model reads them as
+// indices (they trained silently to chance before).
+BOOST_AUTO_TEST_CASE(integer_inputs_are_pixels_unless_the_model_takes_indices) {
+  temp_dir tmp;
+  auto y = labels({0, 1});
+  std::vector<int64_t> values{0, 7, 255, 128, 1, 254};
+  auto as_bytes = u8_array({2, 3});
+  for (size_t i = 0; i < values.size(); ++i)
+    as_bytes.data[i] = static_cast<uint8_t>(values[i]);
+  for (auto descr : {"<i1", "<i2", "<i4", "<i8", "<u2", "<u4", "<u8"}) {
+    BOOST_TEST_CONTEXT(descr) {
+      auto x = ints(values, descr);
+      if (descr[1] == 'u')
+        x.kind = npy_kind::unsigned_int;
+      if (std::string{descr} == "<i1") // 255 and 254 do not fit int8
+        x = ints({0, 7, 127, 100, 1, 126}, descr);
+      x.shape = {2, 3};
+      auto path = write_set(tmp, {{"x_train", x}, {"y_train", y}},
+                            std::string{"p"} + (descr + 1) + ".npz");
+      auto pixels = load_npz(path, split::train, npz_inputs::pixels);
+      BOOST_REQUIRE_MESSAGE(pixels, why(pixels));
+      BOOST_TEST(!pixels->float_inputs());
+      if (std::string{descr} != "<i1")
+        BOOST_TEST(pixels->pixels == as_bytes.data);
+      auto indices = load_npz(path, split::train, npz_inputs::indices);
+      BOOST_REQUIRE_MESSAGE(indices, why(indices));
+      BOOST_TEST(indices->float_inputs());
+      BOOST_TEST(indices->values[1] == 7.0f);
+    }
+  }
+  auto big = ints({0, 1, 2, 300, 4, 5}, "<i8");
+  big.shape = {2, 3};
+  says(load_error(write_set(tmp, {{"x_train", big}, {"y_train", y}},
+                            "big.npz")),
+       {"big.npz", "'x_train'", "dtype '<i8'", "value 300 at flat index 3",
+        "not a pixel"});
+  auto negative = ints({0, -1, 2, 3, 4, 5}, "<i8");
+  negative.shape = {2, 3};
+  says(load_error(write_set(tmp, {{"x_train", negative}, {"y_train", y}},
+                            "neg.npz")),
+       {"'x_train'", "value -1 at flat index 1", "not a pixel"});
+  // -1 pads a bag of indices: fine for an embedding_bag model.
+  auto padded = load_npz(tmp.file("neg.npz"), split::train,
+                         npz_inputs::indices);
+  BOOST_REQUIRE_MESSAGE(padded, why(padded));
+  BOOST_TEST(padded->values[1] == -1.0f);
+  // Bags with offsets belong to an embedding_bag model only.
+  says(load_error(write_set(tmp, {{"x_train_indices", ints({3, 1})},
+                                  {"x_train_offsets", ints({0, 1, 2})},
+                                  {"y_train", y}},
+                            "bags.npz")),
+       {"bags.npz", "'x_train_indices'", "embedding_bag"});
+}
+
 BOOST_AUTO_TEST_CASE(archives_written_by_pythons_zipfile_read) {
   // The fuzz seeds were written by Python's zipfile (stored and deflated)
   // around .npy bytes in numpy's layout: another writer than write_npz.
   const std::string dir = SYNCFAC_SOURCE_DIR "/tests/fuzz/corpus/fuzz_npy/";
   for (auto name : {"seed-stored.npz", "seed-deflated.npz"}) {
     BOOST_TEST_CONTEXT(name) {
-      auto set = load_npz(dir + name, split::train);
+      auto set = load_npz(dir + name, split::train, npz_inputs::pixels);
       BOOST_REQUIRE_MESSAGE(set, why(set));
       BOOST_TEST(set->count == 2);
       BOOST_TEST(set->height == 3);
@@ -402,7 +460,7 @@ BOOST_AUTO_TEST_CASE(bags_with_offsets_read_as_padded_rows) {
                               {"x_test_indices", ints({5})},
                               {"x_test_offsets", ints({0, 1})},
                               {"y_test", labels({1})}});
-  auto train = load_npz(path, split::train);
+  auto train = load_npz(path, split::train, npz_inputs::indices);
   BOOST_REQUIRE_MESSAGE(train, why(train));
   BOOST_TEST(train->count == 3);
   BOOST_TEST(train->channels == 3);
@@ -410,7 +468,7 @@ BOOST_AUTO_TEST_CASE(bags_with_offsets_read_as_padded_rows) {
   BOOST_TEST(train->num_classes == 2);
   std::vector<float> want{3, 1, -1, -1, -1, -1, 7, 7, 2};
   BOOST_TEST(train->values == want, boost::test_tools::per_element());
-  auto test = load_npz(path, split::test);
+  auto test = load_npz(path, split::test, npz_inputs::indices);
   BOOST_REQUIRE_MESSAGE(test, why(test));
   BOOST_TEST(test->channels == 3);
   std::vector<float> want_test{5, -1, -1};
@@ -426,7 +484,7 @@ BOOST_AUTO_TEST_CASE(bags_with_offsets_malformations_are_named) {
     return load_error(write_set(tmp, {{"x_train_indices", std::move(indices)},
                                       {"x_train_offsets", std::move(offsets)},
                                       {"y_train", std::move(labels_array)}},
-                                name));
+                                name), split::train, npz_inputs::indices);
   };
   says(set("a.npz", idx, ints({0, 2, 1}), y),
        {"a.npz", "'x_train_offsets'", "offsets decrease at index 2",
@@ -449,13 +507,13 @@ BOOST_AUTO_TEST_CASE(bags_with_offsets_malformations_are_named) {
        {"h.npz", "'x_train_offsets'", "every bag is empty"});
   says(load_error(write_set(tmp, {{"x_train_indices", idx},
                                   {"y_train", y}},
-                            "i.npz")),
+                            "i.npz"), split::train, npz_inputs::indices),
        {"i.npz", "'x_train_indices' without 'x_train_offsets'"});
   says(load_error(write_set(tmp, {{"x_train_indices", idx},
                                   {"x_train_offsets", ints({0, 2, 3})},
                                   {"x_train", u8_array({2, 3})},
                                   {"y_train", y}},
-                            "j.npz")),
+                            "j.npz"), split::train, npz_inputs::indices),
        {"j.npz", "both 'x_train' and 'x_train_indices'"});
   // The test split's bags are checked when the train split is read (both
   // set the width every bag is padded to).
@@ -465,6 +523,6 @@ BOOST_AUTO_TEST_CASE(bags_with_offsets_malformations_are_named) {
                                   {"x_test_indices", idx},
                                   {"x_test_offsets", ints({0, 3, 2})},
                                   {"y_test", y}},
-                            "k.npz")),
+                            "k.npz"), split::train, npz_inputs::indices),
        {"k.npz", "'x_test_offsets'", "offsets decrease"});
 }

@@ -5,13 +5,17 @@
 // files against builtin_description, derived names, K-FAC's registration
 // of dense and conv2d layers, the canonical JSON, and what is refused.
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
 #include "runtime/base/error.hpp"
 #include "runtime/model.hpp"
 #include "runtime/model_builder.hpp"
+#include "runtime/json_reader.hpp"
 #include "runtime/model_file.hpp"
+#include "runtime/model_footprint.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;
@@ -255,4 +259,135 @@ BOOST_AUTO_TEST_CASE(embedding_bag_means_rows_and_touches_only_them) {
   BOOST_REQUIRE(!late);
   BOOST_TEST(render(late.error()).find("must be the first layer")
              != std::string::npos);
+}
+
+// -- sizes before allocation and the JSON reader (docs/robustness.md) -------
+
+// The measure from the description alone counts what model::make then
+// allocates: every parameter, for the built-in models and described ones.
+BOOST_AUTO_TEST_CASE(measure_counts_what_make_allocates) {
+  model_spec mlp;
+  mlp.arch = model_arch::mlp;
+  auto described = parse_model_description(
+    R"({"input_shape": [12, 10, 3], "layers": [)"
+    R"({"type": "conv2d", "filters": 5, "kernel": 3, "stride": 2},)"
+    R"({"type": "relu"}, {"type": "max_pool", "window": 2, "padding": "SAME"},)"
+    R"({"type": "flatten"}, {"type": "dense", "units": 7}],)"
+    R"("loss": "softmax_cross_entropy"})",
+    "m.json");
+  BOOST_REQUIRE_MESSAGE(described, test::why(described));
+  for (const auto& spec : {model_spec{}, mlp, autoencoder_spec(),
+                           described_spec(*described)}) {
+    auto desc = builtin_description(spec);
+    BOOST_TEST_CONTEXT(desc.name) {
+      auto fp = measure_model(desc, "m");
+      BOOST_REQUIRE_MESSAGE(fp, test::why(fp));
+      auto built = build(spec);
+      uint64_t params = 0;
+      uint64_t largest = 0;
+      for (const auto& p : built->parameters())
+        params += static_cast<uint64_t>(p.value.size());
+      BOOST_TEST(fp->parameters == params);
+      for (const auto& l : built->kfac_collection().layers)
+        largest = std::max<uint64_t>(
+          largest, static_cast<uint64_t>(l.a_dim) * l.g_dim);
+      // A layer's weights and biases: (a_dim - 1) * g + g = a_dim * g.
+      BOOST_TEST(fp->largest_parameters == largest);
+      BOOST_TEST(fp->activations_per_example > 0);
+    }
+  }
+  // VALID 3x3 stride 2 on 12x10: 5x4; SAME pool 2 of it: 3x2; 5 filters.
+  auto fp = measure_model(*described, "m");
+  BOOST_REQUIRE(fp);
+  BOOST_TEST(fp->activations_per_example == 12u * 10 * 3 + 5 * 4 * 5
+                                              + 3 * 2 * 5 + 7);
+}
+
+BOOST_AUTO_TEST_CASE(measure_refuses_products_past_2_to_the_62) {
+  auto refused = [](const std::string& json,
+                    const std::vector<std::string>& needles) {
+    auto desc = parse_model_description(json, "big.json");
+    BOOST_REQUIRE_MESSAGE(desc, test::why(desc));
+    auto fp = measure_model(*desc, "big.json");
+    BOOST_REQUIRE(!fp);
+    for (const auto& n : needles)
+      BOOST_TEST(test::contains(render(fp.error()), n), render(fp.error()));
+  };
+  refused(R"({"input_shape": [1073741824, 1073741824, 8], "layers": [)"
+          R"({"type": "flatten"}, {"type": "dense", "units": 2}],)"
+          R"("loss": "softmax_cross_entropy"})",
+          {"big.json: input_shape", "more than 2^62"});
+  refused(R"({"input_shape": [1073741824, 1073741824, 4], "layers": [)"
+          R"({"type": "flatten"}, {"type": "dense", "units": 16}],)"
+          R"("loss": "softmax_cross_entropy"})",
+          {"layer 1 (dense 'fc0')", "inputs x units",
+           "4611686018427387904 x 16"});
+  // Big but countable: measured, then refused by the memory check.
+  auto desc = parse_model_description(
+    R"({"input_shape": [784], "layers": [{"type": "flatten"}, )"
+    R"({"type": "dense", "units": 1099511627776}, )"
+    R"({"type": "dense", "units": 2}],)"
+    R"("loss": "softmax_cross_entropy"})",
+    "big.json");
+  BOOST_REQUIRE(desc);
+  auto fp = measure_model(*desc, "big.json");
+  BOOST_REQUIRE(fp);
+  BOOST_TEST(fp->largest_layer == "layer 1 (dense 'fc0')");
+  auto err = check_model_buildable(*desc, "big.json");
+  BOOST_REQUIRE(err);
+  BOOST_TEST(test::contains(render(err), "this process may use"), render(err));
+  BOOST_TEST(test::contains(render(err), "layer 1 (dense 'fc0') holds"),
+             render(err));
+}
+
+BOOST_AUTO_TEST_CASE(json_reader_rules) {
+  auto says = [](const std::string& text, const std::string& needle,
+                 json_limits limits = {}) {
+    auto doc = read_json(text, limits);
+    BOOST_REQUIRE_MESSAGE(!doc, text);
+    BOOST_TEST(test::contains(render(doc.error()), needle), render(doc.error()));
+  };
+  says(R"({"a": 1, "a": 2})", "key \"a\" appears twice at the top level");
+  says(R"({"l": [{"x": 1}, {"x": 1, "x": 2}]})",
+       "key \"x\" appears twice in \"l[1]\"");
+  says(R"({"task": {"index": 0, "index": 1}})",
+       "key \"index\" appears twice in \"task\"");
+  // The same key in sibling objects is fine.
+  BOOST_TEST(read_json(R"({"l": [{"x": 1}, {"x": 2}], "x": 3})").engaged());
+  says(std::string(65, '[') + std::string(65, ']'),
+       "nested deeper than 64 levels");
+  BOOST_TEST(read_json(std::string(64, '[') + std::string(64, ']'))
+               .engaged());
+  json_limits small;
+  small.max_bytes = 10;
+  says(R"({"a": 12345})", "bytes of JSON, more than the 10", small);
+  says("{\"a\": 1e400}", "not JSON");
+  // Excerpts: at most the asked characters, cut between UTF-8 sequences.
+  BOOST_TEST(json_excerpt(std::string(100, 'x'), 10)
+             == "\"xxxxxxxxxx\"...");
+  BOOST_TEST(json_excerpt("\xc3\xa9\xc3\xa9", 3) == "\"\xc3\xa9\"...");
+  BOOST_TEST(json_excerpt("ab") == "\"ab\"");
+}
+
+// Validation is linear in the layers: names are derived once (it was
+// quadratic: a few hundred KB of layers took minutes).
+BOOST_AUTO_TEST_CASE(many_layers_are_checked_in_linear_time) {
+  std::string layers = R"({"type": "flatten"})";
+  for (int i = 0; i < 40000; ++i)
+    layers += R"(, {"type": "dense", "units": 2})";
+  auto text = R"({"input_shape": [4], "layers": [)" + layers
+              + R"(], "loss": "softmax_cross_entropy"})";
+  auto start = std::chrono::steady_clock::now();
+  auto desc = parse_model_description(text, "long.json");
+  BOOST_REQUIRE_MESSAGE(desc, test::why(desc));
+  auto fp = measure_model(*desc, "long.json");
+  BOOST_REQUIRE(fp);
+  std::chrono::duration<double> took = std::chrono::steady_clock::now()
+                                        - start;
+  BOOST_TEST_MESSAGE("40001 layers read, checked and measured in "
+                     << took.count() << " s");
+  BOOST_TEST(fp->parameters == 4u * 2 + 2 + 39999u * (2 * 2 + 2));
+  // Quadratic, 40000^2 label derivations took minutes; linear takes
+  // well under a second even on a busy machine.
+  BOOST_TEST(took.count() < 20.0);
 }

@@ -557,7 +557,7 @@ BOOST_AUTO_TEST_CASE(load_names_the_file) {
   BOOST_CHECK_EQUAL(static_cast<ec>(spec.error().code()), ec::io_error);
   auto msg = render(spec.error());
   BOOST_CHECK_MESSAGE(msg.find("cluster file '" + missing
-                               + "': cannot read: No such file")
+                               + "': cannot be read: No such file")
                         != std::string::npos,
                       msg);
   auto bad = dir.write("bad.json", with_workers(R"(["h:99999"])"));

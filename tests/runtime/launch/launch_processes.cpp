@@ -441,7 +441,7 @@ BOOST_AUTO_TEST_CASE(a_bad_cluster_file_is_refused_before_anything_starts) {
   r = wait_launcher(fx, spawn_launcher(fx, {"--cluster",
                                             (fx.dir / "none.json").string()}),
                     30s);
-  check_exit(r, 2, {"cannot read"});
+  check_exit(r, 2, {"cannot be read"});
   r = wait_launcher(fx, spawn_launcher(fx, {"--cluster", fx.cluster, "--kill",
                                             "worker:7@1"}),
                     30s);
