@@ -121,6 +121,7 @@ void heard(self_ptr self, const std::string& task, const caf::actor& n) {
   auto& st = self->state;
   if (task == st.cfg.me || !n)
     return;
+  st.refusals.erase(task);
   st.hellos[task] = n;
   ask_roles(self, task, n);
 }
@@ -128,6 +129,7 @@ void heard(self_ptr self, const std::string& task, const caf::actor& n) {
 void refused(self_ptr self, const std::string& peer, const std::string& why,
              bool fatal) {
   auto text = "refused " + peer + " at connect: " + why;
+  self->state.refusals[peer] = why;
   if (!fatal) {
     self->state.log(self->state.cfg.me + ": " + text);
     return;
@@ -302,6 +304,11 @@ behavior awaiting(self_ptr self) {
     [=](deadline_atom, uint64_t wait) {
       auto& st = self->state;
       if (wait == 0) {
+        // A task the run awaits was refused before the run came: its
+        // refusal ends the run now, naming what differed.
+        for (const auto& t : st.run.awaited)
+          if (auto r = st.refusals.find(t); r != st.refusals.end())
+            return refused(self, t, r->second, true);
         check();
         return;
       }

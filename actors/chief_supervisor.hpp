@@ -219,6 +219,11 @@ struct chief_supervisor_state {
   caf::typed_response_promise<chief_run_end> done;
   /// The latest hello's node actor per task.
   std::map<std::string, caf::actor> hellos;
+  /// Why the node refused a task at connect, by task, until that task
+  /// says hello with a configuration that fits: a refusal that came
+  /// before the run was handed over ends the run as soon as it is, when
+  /// the task is one the run awaits (not after the connect timeout).
+  std::map<std::string, std::string> refusals;
   /// Gradient worker tasks a restarted chief went on without.
   std::set<std::string> absent;
   /// The roles lost since the last rollback, in order; their hosts.

@@ -423,6 +423,39 @@ BOOST_AUTO_TEST_CASE(an_awaited_task_that_never_says_hello_ends_naming_it) {
   BOOST_TEST(chief_l->run_requests == 0);
 }
 
+BOOST_AUTO_TEST_CASE(a_refusal_before_the_run_ends_it_at_once_naming_it) {
+  // The node refused worker:0 (another --kfac_precision, say) before the
+  // run was handed over: the run ends with that text as it comes, not
+  // after the connect timeout.
+  auto s = spawn_chief_supervisor(sys, config());
+  BOOST_REQUIRE(s);
+  sup = *s;
+  send_sup(caf::make_message(hello_atom::value, std::string{"worker:0"},
+                             std::string{"optimizer.kfac.precision: "
+                                         "'bf16' here, 'fp32' at the chief"}));
+  hand_run(wiring(), 24h);
+  require_failed(ec::invalid_config,
+                 "refused worker:0 at connect: optimizer.kfac.precision");
+  BOOST_TEST(chief_l->run_requests == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_task_refused_then_configured_right_is_not_held_against) {
+  // The refused worker was restarted with the right flags and said hello:
+  // the run starts.
+  auto s = spawn_chief_supervisor(sys, config());
+  BOOST_REQUIRE(s);
+  sup = *s;
+  send_sup(caf::make_message(hello_atom::value, std::string{"worker:0"},
+                             std::string{"batch_size: 64 here, 32 at the "
+                                         "chief"}));
+  say_hello("worker:0", worker.node);
+  hand_run(wiring(), 24h);
+  require_running();
+  BOOST_TEST(chief_l->run_requests == 1);
+  end_the_run();
+  require_finished();
+}
+
 // --- a PS shard --------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(a_killed_ps_shard_back_rolls_the_run_back_to_the_checkpoint) {
