@@ -4,12 +4,12 @@
 # has no time for; docs/containers.md has the full build and its figures),
 # and run:
 #   - every program of `cmake --install --component programs` is in the
-#     image and starts (its shared libraries are there: --version);
+#     image and starts (its shared libraries are there: --help);
 #   - no compiler, CMake or development headers are in it, and it runs as
 #     the unprivileged user 10001;
-#   - the main job's K-FAC flags (the image's default command's) for 20
-#     steps on the image's Fashion-MNIST reach global step 20 and a test
-#     accuracy above chance;
+#   - the main job's K-FAC flags (the image's default command's) for 60
+#     steps on the image's Fashion-MNIST reach global step 60 and a test
+#     accuracy above 0.5 (chance: 0.1);
 #   - a two-worker cluster of the image's example topology through
 #     syncfac-launch ends with its summary;
 #   - the image adds less than SIZE_LIMIT_MB to its base (it printed).
@@ -18,7 +18,9 @@
 # `debootstrap --variant=minbase bookworm` (apt's caches emptied as the
 # registry's image has them) once per build directory and kept in the
 # test's own buildah storage (vfs driver, chroot isolation) under
-# WORK_DIR, which also keeps the store out of the system's.
+# WORK_DIR, which also keeps the store out of the system's. The stages'
+# layers stay there too (--layers): a later run whose install-deps.sh is
+# the same reuses the runtime packages' layer.
 #
 #   tests/image/image_test.sh BUILD_DIR SOURCE_DIR WORK_DIR TAG PROGRAM...
 #
@@ -79,7 +81,7 @@ fi
 rm -rf "$ctx"
 mkdir -p "$ctx/scripts"
 cp "$source_dir/scripts/install-deps.sh" "$ctx/scripts/"
-cmake --install "$build_dir" --component programs --prefix "$ctx/prebuilt" \
+cmake --install "$build_dir" --component programs --prefix "$ctx/prebuilt" --strip \
   > "$work/install.log" || fail "cmake --install --component programs failed: $(cat "$work/install.log")"
 for p in "${programs[@]}"; do
   [ -x "$ctx/prebuilt/bin/$p" ] \
@@ -87,7 +89,7 @@ for p in "${programs[@]}"; do
 done
 echo "building $tag (--target prebuilt)"
 start=$(date +%s)
-bah bud --isolation chroot --target prebuilt -f "$source_dir/Dockerfile" \
+bah bud --layers --isolation chroot --target prebuilt -f "$source_dir/Dockerfile" \
   -t "$tag" "$ctx" > "$work/bud.log" 2>&1 \
   || fail "buildah bud failed (its log: $work/bud.log): $(tail -n 20 "$work/bud.log")"
 echo "built $tag in $(( $(date +%s) - start )) s"
@@ -99,9 +101,10 @@ in_image() { bah run --isolation chroot "$c" -- sh -c "$1"; }
 
 # --- the programs and their libraries -----------------------------------
 for p in "${programs[@]}"; do
-  out=$(in_image "$p --version" 2>&1) \
-    || fail "$p --version in the image failed: $out"
-  echo "image: $p --version: $(echo "$out" | head -n 1)"
+  out=$(in_image "$p --help" 2>&1) \
+    || fail "$p --help in the image failed: $out"
+  [ -n "$out" ] || fail "$p --help in the image printed nothing"
+  echo "image: $p --help: $(echo "$out" | head -n 1)"
 done
 out=$(in_image 'id -u')
 [ "$out" = 10001 ] || fail "the image runs as user '$out', not 10001"
@@ -110,28 +113,29 @@ for tool in c++ g++ cmake make; do
     fail "the runtime image holds the build tool $tool"
   fi
 done
-for dir in /usr/include/caf /usr/include/eigen3 /usr/local/include /usr/local/lib/libsyncfac.a; do
-  if in_image "test -e $dir"; then
+for dir in /usr/include/caf /usr/include/eigen3 /usr/local/include/syncfac \
+           /usr/local/lib/libsyncfac.a /usr/local/lib/cmake; do
+  if in_image "test -e $dir" 2>/dev/null; then
     fail "the runtime image holds $dir (development files)"
   fi
 done
 
 # --- the main job, short -------------------------------------------------
-cmd=$(bah inspect --type image --format '{{json .OCIv1.Config.Cmd}}' "$tag")
+cmd=$(bah inspect --type image --format '{{.OCIv1.Config.Cmd}}' "$tag")
 case "$cmd" in
   *convnet_mnist_single*main_job/kfac.flags*) ;;
   *) fail "the image's command is not the main job's: $cmd" ;;
 esac
-out=$(in_image 'cd /tmp && convnet_mnist_single $(cat /usr/local/share/syncfac/main_job/kfac.flags) --steps 20 --eval_every 0 --threads 1 --no_progress --summary /tmp/main_job.json > /tmp/main_job.log 2>&1; echo "exit $?"; cat /tmp/main_job.log /tmp/main_job.json') \
+out=$(in_image 'cd /tmp && convnet_mnist_single $(cat /usr/local/share/syncfac/main_job/kfac.flags) --steps 60 --eval_every 0 --threads 1 --no_progress --summary /tmp/main_job.json > /tmp/main_job.log 2>&1; echo "exit $?"; cat /tmp/main_job.log /tmp/main_job.json') \
   || fail "the main job could not be started in the image: $out"
 echo "$out" | tail -n 40
 echo "$out" | grep -q '^exit 0$' || fail "the main job in the image did not exit 0"
-echo "$out" | grep -q '"global_step": 20' || fail "the main job's summary does not end at global step 20"
+echo "$out" | grep -q '"global_step": 60' || fail "the main job's summary does not end at global step 60"
 accuracy=$(echo "$out" | grep -o '"test_accuracy": [0-9.e+-]*' | head -n 1 | sed 's/.*: //')
 [ -n "$accuracy" ] || fail "the main job's summary has no test_accuracy"
-awk -v a="$accuracy" 'BEGIN { exit !(a > 0.2) }' \
-  || fail "the main job reached test accuracy $accuracy after 20 steps (chance: 0.1)"
-echo "image: the main job's K-FAC flags, 20 steps: test accuracy $accuracy"
+awk -v a="$accuracy" 'BEGIN { exit !(a > 0.5) }' \
+  || fail "the main job reached test accuracy $accuracy after 60 steps (chance: 0.1; 0.76 measured)"
+echo "image: the main job's K-FAC flags, 60 steps: test accuracy $accuracy"
 
 # --- a cluster through the launcher -------------------------------------
 out=$(in_image 'cd /tmp && syncfac-launch --cluster /usr/local/share/syncfac/topologies/momentum_2w_1ps.json -- --fake_data --steps 10 --threads 1 --no_progress --summary /tmp/cluster.json > /tmp/cluster.log 2>&1; echo "exit $?"; tail -n 20 /tmp/cluster.log; cat /tmp/cluster.json') \
@@ -155,7 +159,4 @@ added_mb=$(( (image_bytes - base_bytes) / 1000000 ))
 echo "image: $tag is $image_mb ($image_bytes bytes of files), its base $base_mb ($base_bytes bytes): $added_mb MB added"
 [ "$added_mb" -lt "$size_limit_mb" ] \
   || fail "$tag adds $added_mb MB to its base, more than $size_limit_mb MB"
-for x in "${containers[@]}"; do bah rm "$x" >/dev/null; done
-containers=()
-bah rmi "$tag" >/dev/null  # the base stays for the next run
 echo "image: every check passed"
