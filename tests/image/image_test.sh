@@ -159,4 +159,7 @@ added_mb=$(( (image_bytes - base_bytes) / 1000000 ))
 echo "image: $tag is $image_mb ($image_bytes bytes of files), its base $base_mb ($base_bytes bytes): $added_mb MB added"
 [ "$added_mb" -lt "$size_limit_mb" ] \
   || fail "$tag adds $added_mb MB to its base, more than $size_limit_mb MB"
+# Earlier runs' images, untagged by this one (the layers this image
+# stands on are kept).
+bah rmi --prune >/dev/null 2>&1 || true
 echo "image: every check passed"
