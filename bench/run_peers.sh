@@ -51,6 +51,9 @@ for b in convnet_mnist_single convnet_mnist_distributed syncfac-launch; do
   [ -x "$bin_dir/$b" ] || { echo "bench: $bin_dir/$b not built (set SYNCFAC_BIN_DIR)" >&2; exit 1; }
 done
 py=$(bench/peers/venv.sh torch tf)
+# The peers still run and train before they are timed.
+PEERS_VENV=${PEERS_VENV:-bench/.venv} python3 bench/peers/check_peers.py . \
+  || { echo "bench: the peers' self-check failed" >&2; exit 1; }
 
 out=$(mktemp -d)
 pids=()

@@ -259,7 +259,11 @@ protected:
     cfg.device.backend = device.empty() ? backend : device;
     if (kf.precision == product_precision::bf16
         && cfg.optimizer.kind == optimizer_kind::kfac) {
-      // Refused here, before data is read, rather than at the first step.
+      // Refused here, before data is read, rather than at the first step;
+      // a mistake in the flags is named before what the machine lacks, so
+      // that the same flags get the same answer on every CPU.
+      if (auto err = kf.validate())
+        return err;
       if (cfg.device.backend != "cpu")
         return make_error(ec::invalid_config,
                           "--kfac_precision bf16: its products run on the "

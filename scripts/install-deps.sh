@@ -6,6 +6,8 @@
 #
 #   scripts/install-deps.sh [GROUP...]          install what is missing
 #   scripts/install-deps.sh --check [GROUP...]  list what is missing, exit 1 if any
+#                          (with test: the tests' venv too, scripts/test-venv.sh,
+#                          and the CPU levels the suites can run at)
 #
 # The groups (no GROUP: all of them):
 #   runtime  running the programs: their shared libraries and the main
@@ -17,7 +19,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '7,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '7,18p' "$0" | sed 's/^# \{0,1\}//' >&2
 }
 
 runtime_packages=(
@@ -46,6 +48,8 @@ test_packages=(
   curl             # tests/observability: scrapes of the metrics endpoint
   openmpi-bin      # mpirun: the Open MPI cluster test (tests/examples)
   slurm-wlm munge  # srun, slurmctld, slurmd, munged: the Slurm cluster test
+  chromium         # the status page in a headless browser (tests/observability)
+  prometheus       # promtool check metrics (tests/observability)
   buildah          # the container image test (tests/image): builds the Dockerfile
   debootstrap      # its debian:12-slim base, made locally (no registry needed)
 )
@@ -63,6 +67,8 @@ declare -A test_commands=(
   [curl]=curl [unshare]=util-linux
   [mpirun]=openmpi-bin [srun]=slurm-client [slurmctld]=slurmctld
   [slurmd]=slurmd [sinfo]=slurm-client [munged]=munge
+  [chromium]=chromium [promtool]=prometheus [flock]=util-linux
+  [taskset]=util-linux
   [buildah]=buildah [debootstrap]=debootstrap
 )
 
@@ -130,6 +136,11 @@ if [ $check = 1 ]; then
       echo "syncfac: python3 cannot read YAML (package python3-yaml)"
       status=1
     fi
+    # The PyPI packages some tests read their output with.
+    "$(dirname "$0")/test-venv.sh" --check || status=1
+    # Hardware is no package: what this CPU lacks is said, and the suites
+    # that need it skip (tests/hardware_skip.hpp).
+    "$(dirname "$0")/cpu-levels.sh"
   fi
   [ $status -eq 0 ] && echo "syncfac: every dependency of ${groups[*]} is installed"
   exit $status

@@ -31,6 +31,10 @@ std::string amx_missing() {
   // must run here, which also honours SYNCFAC_MAX_ISA.
   if (auto err = isa_runs("avx512"))
     return "it needs the avx512 level: " + render(err);
+  // AMX counts as the level above avx512: capped there, the program runs
+  // as on an AVX-512 CPU without AMX.
+  if (isa_cap() == "avx512")
+    return "SYNCFAC_MAX_ISA=avx512 hides it";
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
     return "the CPU does not report its extended features (cpuid 7)";

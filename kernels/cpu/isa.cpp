@@ -169,6 +169,10 @@ caf::expected<const isa_kernels*> runnable(const std::string& name) {
 
 } // namespace
 
+const std::string& isa_cap() noexcept {
+  return cap().value;
+}
+
 caf::error isa_runs(const std::string& name) {
   auto t = runnable(name);
   return t ? caf::none : t.error();

@@ -39,6 +39,11 @@ caf::error select_isa(const std::string& name);
 /// naming what is missing. Nothing changes.
 caf::error isa_runs(const std::string& name);
 
+/// SYNCFAC_MAX_ISA as given ("" without a cap): the levels above it count
+/// as missing. "avx512" hides AMX as well (kernels/cpu/bf16_gemm.hpp), so
+/// that an AMX machine runs as an AVX-512 one without it.
+const std::string& isa_cap() noexcept;
+
 /// The level now in use ("avx2", "avx512" or "generic").
 const char* isa_name() noexcept;
 

@@ -2,7 +2,7 @@
 // requests, the inversions of invert_atom, and the local K-FAC step's
 // statistics, inverses and preconditioning) run through the CUDA kernels it
 // made for its backend and answer what a CPU device answers. Built only
-// with CUDA; exits 77 (skipped) without a CUDA device.
+// with CUDA; skipped (tests/hardware_skip.hpp) without a CUDA device.
 
 #define BOOST_TEST_MODULE actors_device_gpu
 #include "tests/kernels/cuda_test_utils.hpp"

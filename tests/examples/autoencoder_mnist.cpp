@@ -74,7 +74,7 @@ double kfac_final_error(const std::string& flags) {
                          " --invert_every 4" + flags + " --summary "
                          + summary);
   BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  require_success(res);
   return json_numbers(read_file(summary), "reconstruction_error").at(0);
 }
 

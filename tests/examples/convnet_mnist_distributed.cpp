@@ -45,7 +45,7 @@ process_result launch_ok(const std::string& cluster,
                          const std::string& flags) {
   auto res = launch(cluster, flags);
   BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  require_success(res);
   return res;
 }
 
@@ -176,11 +176,11 @@ BOOST_AUTO_TEST_CASE(tls_cluster_trains_to_the_same_parameters) {
   auto plain = tmp.file("plain.json");
   auto tls = tmp.file("tls.json");
   auto res = launch(cluster, common + " --steps 20 --summary " + plain);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  require_success(res);
   res = launch(cluster, common + " --steps 20 --tls_dir " + certs + "/node"
                  + " --summary " + tls);
   BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  require_success(res);
   BOOST_TEST(said(res.output, "(TLS)"));
   BOOST_TEST(json_string(read_file(tls), "params_digest")
              == json_string(read_file(plain), "params_digest"));

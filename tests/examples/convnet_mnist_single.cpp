@@ -31,11 +31,7 @@ BOOST_FIXTURE_TEST_CASE(loss_falls_on_fake_data, run_files) {
 }
 
 BOOST_AUTO_TEST_CASE(reaches_80_percent_on_fashion_mnist) {
-  if (!fs::exists("/usr/share/datasets/fashion-mnist")) {
-    BOOST_TEST_MESSAGE("skipped: Debian's dataset-fashion-mnist is not "
-                       "installed (scripts/install-deps.sh installs it)");
-    std::exit(77);
-  }
+  require_fashion_mnist();
   temp_dir tmp;
   auto metrics = tmp.file("metrics.jsonl");
   auto res = run_ok(program + " --steps 900 --optimizer adam"
@@ -124,7 +120,7 @@ BOOST_FIXTURE_TEST_CASE(plain_runtime_still_trains, run_files) {
                          " --batch_size 32 --optimizer adam"
                          " --learning_rate 0.001 --threads 2 --summary "
                          + summary);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  require_success(res);
   BOOST_TEST(json_numbers(read_file(summary), "test_accuracy").at(0) > 0.5);
 }
 
@@ -284,11 +280,7 @@ BOOST_AUTO_TEST_CASE(the_main_job_reaches_88_percent) {
   // scripts/run.sh's K-FAC run (examples/main_job/kfac.flags) on
   // Fashion-MNIST: at least 88 % test accuracy, which momentum SGD does
   // not reach in the same 800 steps (docs/benchmarks.md, "The main job").
-  if (!fs::exists("/usr/share/datasets/fashion-mnist")) {
-    BOOST_TEST_MESSAGE("skipped: Debian's dataset-fashion-mnist is not "
-                       "installed (scripts/install-deps.sh installs it)");
-    std::exit(77);
-  }
+  require_fashion_mnist();
   auto flags = read_file(SYNCFAC_SOURCE_DIR "/examples/main_job/kfac.flags");
   flags.erase(flags.find_last_not_of(" \n") + 1);
   temp_dir tmp;
@@ -341,6 +333,6 @@ BOOST_FIXTURE_TEST_CASE(kfac_log_lines_carry_the_preconditioner_and_the_pushes,
   auto sgd = run_program(program + " --fake_data --steps 20 --batch_size 16"
                          " --log_every 10 --threads 2 --no_progress"
                          " --no_final_eval --metrics " + plain);
-  BOOST_REQUIRE_EQUAL(sgd.exit_code, 0);
+  require_success(sgd);
   BOOST_TEST(json_numbers(read_file(plain), "damping").empty());
 }

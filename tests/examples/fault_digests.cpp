@@ -67,7 +67,7 @@ std::string undisturbed_digest(const temp_dir& tmp, const std::string& flags,
   auto res = run_program(bin + "convnet_mnist_single" + deterministic + flags
                          + " --ps_tasks " + std::to_string(ps_tasks)
                          + " --summary " + summary);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  require_success(res);
   return digest_of(read_file(summary));
 }
 
@@ -92,7 +92,7 @@ struct two_shard_cluster {
 outcome finished_run(const temp_dir& tmp, const std::string& cluster,
                      const std::string& faults, const std::string& flags) {
   auto run = launch(tmp, cluster, faults, flags, "run");
-  BOOST_REQUIRE_EQUAL(run.exit_code, 0);
+  require_success(run);
   BOOST_TEST(number(run.summary, "global_step") == steps);
   return run;
 }
@@ -154,7 +154,7 @@ BOOST_FIXTURE_TEST_CASE(a_killed_cluster_resumes_to_the_undisturbed_parameters,
   BOOST_REQUIRE_NE(crashed.exit_code, 0);
   BOOST_TEST(said(crashed.output, "chief:0 gets SIGKILL"));
   auto run = launch(tmp, cluster, "", steps_flag + checkpoints(tmp), "run");
-  BOOST_REQUIRE_EQUAL(run.exit_code, 0);
+  require_success(run);
   // The newest checkpoint written before the kill: 20, or 10 when the
   // kill came while the one of step 20 was still being written (a
   // checkpoint waits for the workers' positions), 30 when it came late.

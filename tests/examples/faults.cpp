@@ -80,18 +80,6 @@ std::string real_r2(long steps) {
 /// for.
 const double tolerance = 0.04;
 
-/// Skips a case (with the reason) where the data set is not installed.
-struct fashion_mnist_installed {
-  boost::test_tools::assertion_result operator()(
-    boost::unit_test::test_unit_id) const {
-    boost::test_tools::assertion_result res{
-      std::filesystem::exists("/usr/share/datasets/fashion-mnist")};
-    res.message() << "Debian's dataset-fashion-mnist is not installed "
-                     "(scripts/install-deps.sh installs it)";
-    return res;
-  }
-};
-
 struct outcome {
   std::string output;
   std::string summary;
@@ -108,10 +96,9 @@ outcome launch(const temp_dir& tmp,
   auto res =
     run_program(fault_run_command(cluster, faults, common + flags, summary));
   BOOST_TEST_MESSAGE(res.output);
-  if (expected_exit == 0)
-    BOOST_REQUIRE_EQUAL(res.exit_code, 0);
-  else
-    BOOST_REQUIRE_NE(res.exit_code, 0);
+  BOOST_REQUIRE_MESSAGE((res.exit_code == 0) == (expected_exit == 0),
+                        "the cluster exited " << res.exit_code
+                          << "; its last lines:\n" << last_lines(res.output));
   return {res.output, expected_exit == 0 ? read_file(summary) : ""};
 }
 
@@ -175,7 +162,7 @@ double undisturbed(const temp_dir& tmp, const std::string& flags) {
   auto summary = tmp.file("undisturbed.json");
   auto res = run_program(bin + "convnet_mnist_single" + common + flags
                          + " --summary " + summary);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  require_success(res);
   return number(read_file(summary), "test_accuracy");
 }
 
@@ -214,9 +201,8 @@ void check_real_accuracy(const temp_dir& tmp, const outcome& run,
 // Workers, the chief and the PS shards killed and restarted.
 BOOST_AUTO_TEST_SUITE(killed)
 
-BOOST_AUTO_TEST_CASE(a_killed_backup_worker_does_not_stop_the_steps,
-                     *boost::unit_test::precondition(
-                       fashion_mnist_installed{})) {
+BOOST_AUTO_TEST_CASE(a_killed_backup_worker_does_not_stop_the_steps) {
+  require_fashion_mnist();
   temp_dir tmp;
   auto run = real_run(tmp, 3, "--kill worker:2@20", 150);
   BOOST_TEST(said(run.output, "worker 2 lost at global step"));
@@ -225,9 +211,8 @@ BOOST_AUTO_TEST_CASE(a_killed_backup_worker_does_not_stop_the_steps,
   check_real_accuracy(tmp, run, 3, 150);
 }
 
-BOOST_AUTO_TEST_CASE(a_killed_worker_without_backups_rejoins_when_restarted,
-                     *boost::unit_test::precondition(
-                       fashion_mnist_installed{})) {
+BOOST_AUTO_TEST_CASE(a_killed_worker_without_backups_rejoins_when_restarted) {
+  require_fashion_mnist();
   temp_dir tmp;
   auto run = real_run(tmp, 2, "--kill worker:1@20 --restart worker:1@200", 300);
   check_counters(run.summary, {{"workers_lost", 1}, {"workers_rejoined", 1}});
@@ -238,9 +223,8 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_without_backups_rejoins_when_restarted,
   check_real_accuracy(tmp, run, 2, 300);
 }
 
-BOOST_AUTO_TEST_CASE(a_frozen_worker_comes_back_with_stale_gradients,
-                     *boost::unit_test::precondition(
-                       fashion_mnist_installed{})) {
+BOOST_AUTO_TEST_CASE(a_frozen_worker_comes_back_with_stale_gradients) {
+  require_fashion_mnist();
   // Frozen at step 20 and thawed at 60, well within the connection
   // timeout: the two others carry the steps meanwhile (one is a backup);
   // the frozen worker's gradient of step 20 is dropped as stale and
@@ -254,9 +238,8 @@ BOOST_AUTO_TEST_CASE(a_frozen_worker_comes_back_with_stale_gradients,
   check_real_accuracy(tmp, run, 3, 150);
 }
 
-BOOST_AUTO_TEST_CASE(a_restarted_chief_goes_on_from_the_shards_step,
-                     *boost::unit_test::precondition(
-                       fashion_mnist_installed{})) {
+BOOST_AUTO_TEST_CASE(a_restarted_chief_goes_on_from_the_shards_step) {
+  require_fashion_mnist();
   // The chief SIGKILLed at step 40 and started again: the workers and the
   // shard keep their state and wait for it; the new chief finds the shard
   // at the run's step, rebinds the workers (each keeps its data position)
@@ -288,9 +271,8 @@ BOOST_AUTO_TEST_CASE(a_restarted_chief_goes_on_without_a_dead_backup) {
   BOOST_TEST(said(run.summary, "not back after the chief's restart"));
 }
 
-BOOST_AUTO_TEST_CASE(a_restarted_ps_shard_rolls_the_run_back,
-                     *boost::unit_test::precondition(
-                       fashion_mnist_installed{})) {
+BOOST_AUTO_TEST_CASE(a_restarted_ps_shard_rolls_the_run_back) {
+  require_fashion_mnist();
   // ps:1 SIGKILLed at step 50 and started again: the chief pauses the
   // steps, waits for it, restores both shards from the checkpoint of step
   // 40, rolls itself and the workers back and goes on; the summary says
@@ -410,9 +392,8 @@ BOOST_AUTO_TEST_SUITE_END()
 // machine.
 BOOST_AUTO_TEST_SUITE(kfac_frozen)
 
-BOOST_AUTO_TEST_CASE(frozen_covariance_and_inverse_tasks_are_lost_and_come_back,
-                     *boost::unit_test::precondition(
-                       fashion_mnist_installed{})) {
+BOOST_AUTO_TEST_CASE(frozen_covariance_and_inverse_tasks_are_lost_and_come_back) {
+  require_fashion_mnist();
   // Each frozen for 6 s with a 2 s connection timeout, one after the
   // other. The steps do not wait for them, and a frozen task's link to
   // the chief can stay up through the other nodes, so the chief's

@@ -48,7 +48,7 @@ BOOST_AUTO_TEST_CASE(every_level_trains_alike_and_says_so) {
   // Without --isa: the best level.
   auto summary = tmp.file("summary_auto.json");
   auto res = run_program(program + short_run + " --summary " + summary);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  require_success(res);
   BOOST_TEST(json_string(read_file(summary), "isa")
              == cpu::supported_isas().back());
 }

@@ -5,8 +5,8 @@
 # Every rank derives the cluster from OMPI_COMM_WORLD_* (all ranks local:
 # localhost, ports --port_base + local rank; runtime/cluster/scheduler_env.hpp),
 # trains to the end, and the chief's summary must say global_step 30 and
-# every rank exit 0 (mpirun's status). Installs Debian's openmpi-bin when
-# mpirun is missing; exits 77 (skipped) only when it cannot be installed.
+# every rank exit 0 (mpirun's status). Debian's openmpi-bin comes from
+# scripts/install-deps.sh; the test fails without it.
 #
 #   tests/examples/mpirun_cluster.sh BUILD/bin
 set -uo pipefail

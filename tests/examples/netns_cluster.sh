@@ -3,16 +3,17 @@
 # each in its own namespace with its own address on a bridge (veth pairs),
 # as four hosts would be. Training must finish and end with bit-identical
 # parameters to the same run in one process (one worker without initial
-# tokens: the protocol is deterministic then). Needs root and `ip netns`;
-# exits 77 (skipped) where they are missing.
+# tokens: the protocol is deterministic then). Needs root (scripts/test.sh
+# runs as root) and `ip netns` (iproute2, from scripts/install-deps.sh);
+# fails, saying which, without them.
 #
 #   tests/examples/netns_cluster.sh BUILD/bin
 set -euo pipefail
 
 bin=${1:?usage: netns_cluster.sh BUILD_BIN_DIR}
-skip() { echo "skipped: $*"; exit 77; }
-[ "$(id -u)" -eq 0 ] || skip "needs root for network namespaces"
-command -v ip >/dev/null || skip "iproute2's ip is missing"
+missing() { echo "FAILED: $*"; exit 1; }
+[ "$(id -u)" -eq 0 ] || missing "needs root for network namespaces (scripts/test.sh runs as root)"
+command -v ip >/dev/null || missing "iproute2's ip is missing (scripts/install-deps.sh installs it)"
 
 tag="sf$$"
 hub="${tag}hub"
@@ -25,7 +26,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ip netns add "$hub" 2>/dev/null || skip "cannot create network namespaces here"
+ip netns add "$hub" 2>/dev/null || missing "cannot create network namespaces here"
 ip -n "$hub" link add br0 type bridge
 ip -n "$hub" link set br0 up
 for i in "${!roles[@]}"; do

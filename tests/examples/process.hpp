@@ -72,12 +72,46 @@ struct run_files {
   std::string summary = tmp.file("summary.json");
 };
 
-/// Runs `command_line`, which must succeed; its output goes to the log.
+/// The last `count` lines of `output`: what a failure shows of a process.
+inline std::string last_lines(const std::string& output, size_t count = 30) {
+  auto end = output.size();
+  while (end > 0 && output[end - 1] == '\n')
+    --end;
+  auto begin = end;
+  for (size_t lines = 0; begin > 0 && lines < count; --begin)
+    if (output[begin - 1] == '\n' && ++lines == count)
+      break;
+  return output.substr(begin, end - begin);
+}
+
+/// `res` (a process_result, or any result with its exit_code and output)
+/// exited 0; else the case ends showing the process's last lines.
+template <class Result>
+void require_success(const Result& res) {
+  BOOST_REQUIRE_MESSAGE(res.exit_code == 0,
+                        "exited " << res.exit_code << "; its last lines:\n"
+                                  << last_lines(res.output));
+}
+
+/// Runs `command_line`, which must succeed; its output goes to the log,
+/// and a failure names the command with the last lines it printed.
 inline process_result run_ok(const std::string& command_line) {
   auto res = run_program(command_line);
   BOOST_TEST_MESSAGE(res.output);
-  BOOST_REQUIRE_EQUAL(res.exit_code, 0);
+  BOOST_TEST_CONTEXT(command_line) {
+    require_success(res);
+  }
   return res;
+}
+
+/// Debian's Fashion-MNIST (dataset-fashion-mnist, from
+/// scripts/install-deps.sh) is there; a case that trains on it fails
+/// without it rather than skip.
+inline void require_fashion_mnist() {
+  BOOST_REQUIRE_MESSAGE(std::filesystem::is_directory(
+                          "/usr/share/datasets/fashion-mnist"),
+                        "Debian's dataset-fashion-mnist is not installed "
+                        "(scripts/install-deps.sh installs it)");
 }
 
 /// Runs `command_line`, which must fail (exit status not 0) with an output

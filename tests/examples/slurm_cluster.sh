@@ -5,9 +5,9 @@
 #   srun --overcommit -n 4 convnet_mnist_distributed --layout chief=1,ps=1 ...
 # which derives its cluster from srun's environment
 # (runtime/cluster/scheduler_env.hpp), trains to the end and writes the
-# chief's summary, and checks it. Installs slurm-wlm and munge from Debian
-# when they are missing. Exits 77 (skipped) only when they cannot be
-# installed or the daemons cannot start, saying which and why.
+# chief's summary, and checks it. slurm-wlm and munge come from
+# scripts/install-deps.sh; without them, or when the daemons cannot start,
+# it fails saying which and why.
 #
 #   tests/examples/slurm_cluster.sh BUILD/bin
 set -uo pipefail
@@ -16,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/engine_test_lib.sh"
 take_bin_dir "${1:-}"
 need_engine "srun slurmctld slurmd sinfo munged" slurm-wlm munge
-[ "$(id -u)" -eq 0 ] || skip "starting slurmctld/slurmd/munged on this host needs root"
+[ "$(id -u)" -eq 0 ] || fail "starting slurmctld/slurmd/munged on this host needs root (scripts/test.sh runs as root)"
 
 work=$(mktemp -d /tmp/syncfac-slurm.XXXXXX)
 chmod 755 "$work"
@@ -44,7 +44,7 @@ munged -F --force --key-file="$work/munge.key" --socket="$work/munge/socket" \
   --log-file="$work/munge/log" >"$work/munged.out" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [ -S "$work/munge/socket" ] && break; sleep 0.1; done
-[ -S "$work/munge/socket" ] || skip "munged did not start: $(tail -3 "$work/munged.out" "$work/munge/log" 2>/dev/null | tr '\n' ' ')"
+[ -S "$work/munge/socket" ] || fail "munged did not start: $(tail -3 "$work/munged.out" "$work/munge/log" 2>/dev/null | tr '\n' ' ')"
 
 # Ports apart from the defaults (6817/6818), so that a Slurm of the machine
 # is not disturbed; one node called localhost on 127.0.0.1.
@@ -92,7 +92,7 @@ pids+=($!)
 slurmd -D -N localhost -f "$SLURM_CONF" >"$work/slurmd.out" 2>&1 &
 pids+=($!)
 ready=0
-for _ in $(seq 45); do
+for _ in $(seq 60); do
   if sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated)$'; then
     ready=1; break
   fi
@@ -101,7 +101,7 @@ done
 if [ $ready -ne 1 ]; then
   echo "--- slurmctld"; tail -20 "$work/slurmctld.log" "$work/slurmctld.out" 2>/dev/null
   echo "--- slurmd"; tail -20 "$work/slurmd.log" "$work/slurmd.out" 2>/dev/null
-  skip "slurmctld/slurmd did not bring the node up within 45 s (sinfo: $(sinfo -h -o '%T %E' 2>&1 | head -1))"
+  fail "slurmctld/slurmd did not bring the node up within 60 s (sinfo: $(sinfo -h -o '%T %E' 2>&1 | head -1))"
 fi
 echo "slurm is up: $(sinfo -h -o '%P %D %T %N')"
 

@@ -10,8 +10,9 @@
 #   tests/fuzz/run.sh --seeds [BUILD_DIR]
 #       regenerates the seed files of every corpus (make_seeds.cpp).
 #
-# Exits 77 (CTest: skipped) when clang or libFuzzer is missing; otherwise
-# with libFuzzer's status (0: no crash, leak, timeout or out-of-memory).
+# Fails (1), naming the package, when clang or libFuzzer is missing
+# (scripts/install-deps.sh installs them); otherwise exits with libFuzzer's
+# status (0: no crash, leak, timeout or out-of-memory).
 # SYNCFAC_FUZZ_CXX names the compiler (default: clang++-14, else clang++).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -28,13 +29,13 @@ find_compiler() {
   return 1
 }
 
-skip() {
-  echo "fuzz: skipped: $*" >&2
-  exit 77
+missing() {
+  echo "fuzz: FAILED: $* (scripts/install-deps.sh installs it)" >&2
+  exit 1
 }
 
 cxx="$(find_compiler)" \
-  || skip "no clang++ (Debian: apt-get install clang-14 libclang-rt-14-dev)"
+  || missing "no clang++ (Debian's clang-14)"
 
 # libFuzzer ships apart from clang (libclang-rt-14-dev): link a trivial
 # target to find out rather than guessing the library's path.
@@ -44,8 +45,7 @@ printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, '\
 'unsigned long) { return 0; }\n' > "$probe_dir/probe.cpp"
 "$cxx" -fsanitize=fuzzer,address,undefined "$probe_dir/probe.cpp" \
   -o "$probe_dir/probe" >/dev/null 2>&1 \
-  || skip "$cxx cannot link -fsanitize=fuzzer (Debian: apt-get install" \
-          "libclang-rt-14-dev)"
+  || missing "$cxx cannot link -fsanitize=fuzzer (Debian's libclang-rt-14-dev)"
 
 build() {
   local dir="$1"

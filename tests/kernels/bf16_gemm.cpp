@@ -1,6 +1,6 @@
 // bfloat16 products on AMX tiles (kernels/cpu/bf16_gemm.hpp) against a
 // reference that rounds the same inputs to bfloat16 (nearest even) and sums
-// in double. Exits 77 (CTest's skip code) where the CPU or OS lacks AMX,
+// in double. Skips (tests/hardware_skip.hpp) where the CPU or OS lacks AMX,
 // after checking that the refusal names what is missing.
 //
 // Tolerance: |amx - reference| <= 1e-5 · Σₖ|aᵢₖ bₖⱼ| per element. The tiles
@@ -22,13 +22,19 @@
 
 #include "kernels/cpu/bf16_gemm.hpp"
 #include "runtime/base/error.hpp"
+#include "tests/hardware_skip.hpp"
 
 int main(int argc, char* argv[]) {
   if (auto err = syncfac::cpu::amx_bf16_ready()) {
     auto text = syncfac::render(err);
-    std::printf("%s: skipping\n", text.c_str());
     // The refusal must say what it is about.
-    return text.find("bfloat16 products on AMX") != std::string::npos ? 77 : 1;
+    if (text.find("bfloat16 products on AMX") == std::string::npos) {
+      std::printf("the refusal does not name what it is about: %s\n",
+                  text.c_str());
+      return 1;
+    }
+    syncfac::test::skip_for_missing(syncfac::test::missing_hardware::cpu_level,
+                                    text);
   }
   return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
 }

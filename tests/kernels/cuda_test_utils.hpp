@@ -1,8 +1,7 @@
 #pragma once
 
-// Shared by the CUDA suites (tests/kernels/cuda_*.cpp): a main that exits
-// 77 (CTest's skip code, see SKIP_RETURN_CODE in tests/CMakeLists.txt) when
-// no CUDA device is present, and a fixture holding one CUDA backend and the
+// Shared by the CUDA suites (tests/kernels/cuda_*.cpp): a main that skips
+// (tests/hardware_skip.hpp) when no CUDA device is present, and a fixture holding one CUDA backend and the
 // CPU backend the results are compared with (ggml's test-backend-ops idea:
 // the same inputs through both, compared with a per-kernel tolerance).
 //
@@ -22,6 +21,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
+#include "tests/hardware_skip.hpp"
 #include "tests/kernels/kernel_test_utils.hpp"
 
 #ifdef SYNCFAC_CUDA_TESTS_ON_CPU
@@ -35,11 +35,10 @@ int main(int argc, char* argv[]) {
   return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
 #else
   auto count = syncfac::cuda::device_count();
-  if (count == 0) {
-    std::printf("no CUDA device (cudaGetDeviceCount failed or returned 0): "
-                "skipping\n");
-    return 77;
-  }
+  if (count == 0)
+    syncfac::test::skip_for_missing(
+      syncfac::test::missing_hardware::gpu,
+      "no CUDA device (cudaGetDeviceCount failed or returned 0)");
   std::printf("CUDA device 0: %s\n",
               syncfac::cuda::device_description(0).c_str());
   return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);

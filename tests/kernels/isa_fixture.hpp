@@ -3,8 +3,8 @@
 // Runs a kernel suite at the instruction-set level SYNCFAC_TEST_ISA names
 // (kernels/cpu/isa.hpp), so that CTest runs the same checks once per level
 // (tests/kernels/CMakeLists.txt, syncfac_add_isa_levels). Unset: the
-// start-up choice. "lowest": the baseline. A level this CPU lacks exits 77
-// (CTest's skip); a name the build does not have fails the suite.
+// start-up choice. "lowest": the baseline. A level this CPU lacks skips the
+// suite (tests/hardware_skip.hpp); a name the build does not have fails the suite.
 
 #include <cstdlib>
 #include <iostream>
@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/isa.hpp"
 #include "runtime/base/error.hpp"
+#include "tests/hardware_skip.hpp"
 
 namespace syncfac::test {
 
@@ -28,9 +29,8 @@ struct isa_from_environment {
     auto err = cpu::select_isa(name);
     if (err && err.category() == error_category
         && err.code() == static_cast<uint8_t>(ec::unavailable)) {
-      std::cerr << "SYNCFAC_TEST_ISA=" << name << ": " << render(err)
-                << "; skipped\n";
-      std::exit(77);
+      skip_for_missing(missing_hardware::cpu_level,
+                       "SYNCFAC_TEST_ISA=" + name + ": " + render(err));
     }
     if (err) {
       std::cerr << "SYNCFAC_TEST_ISA=" << name << ": " << render(err) << "\n";

@@ -68,16 +68,9 @@ done
 kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
 files=$(ls "$work/logs" | grep -c tfevents || true)
 [ "$files" -eq 1 ] || fail "expected one event file (the chief's), got $files"
-# TensorBoard's venv if the reader test made one (waiting for it if it is
-# being made right now: the reader test holds the lock while installing).
-tb_ok=0
-if [ -x "$build/tensorboard-venv/bin/python" ] || [ -e "$build/tensorboard-venv.lock" ]; then
-  exec 9>"$build/tensorboard-venv.lock"
-  flock -w 600 9 && "$build/tensorboard-venv/bin/python" -c "import tensorboard" 2>/dev/null && tb_ok=1
-  exec 9>&-
-fi
-if [ "$tb_ok" -eq 1 ]; then
-  "$build/tensorboard-venv/bin/python" - "$work/logs" "$work/metrics.jsonl" <<'PY'
+# TensorBoard's own reader, from the tests' venv (scripts/test-venv.sh).
+. "$here/tensorboard_venv.sh" "$build"
+"$tb_python" - "$work/logs" "$work/metrics.jsonl" <<'PY' || fail "TensorBoard's reader disagrees with the metrics file"
 import json, sys
 from tensorboard.backend.event_processing import event_accumulator as ea
 acc = ea.EventAccumulator(sys.argv[1], size_guidance={ea.SCALARS: 0}); acc.Reload()
@@ -92,7 +85,4 @@ for step in set(want) & set(got):
     assert math.isclose(got[step], want[step], rel_tol=1e-6), (step, got[step], want[step])
 print("chief event file: %d loss points" % len(got))
 PY
-else
-  echo "event file contents not checked: no TensorBoard venv (observability_tensorboard_reader makes it)"
-fi
 echo "ok: four tasks on ports $metrics..$((metrics + 3))"

@@ -4,8 +4,8 @@
 # /metrics must carry every family with HELP and TYPE and job/task labels,
 # the roles' counters (pushes accepted/stale/refused per shard, token wait
 # and peers lost per worker), a global step that goes up between scrapes,
-# and pass `promtool check metrics` (Debian's prometheus package: installed
-# here via apt when root, else that part is skipped saying why). A second
+# and pass `promtool check metrics` (Debian's prometheus package, from
+# scripts/install-deps.sh; the test fails without it). A second
 # program on the same port must fail naming it; a port out of range too.
 #
 #   tests/observability/prometheus_scrape.sh BUILD_DIR
@@ -89,15 +89,7 @@ if "$bin" --fake_data --steps 1 --no_progress --metrics_port 70000 > "$work/rang
 fi
 grep -q -- "--metrics_port 70000" "$work/range.log" || { cat "$work/range.log"; fail "the error does not name the flag"; }
 
-# promtool, where Debian's prometheus package is (or can be) installed.
-if ! command -v promtool >/dev/null && [ "$(id -u)" -eq 0 ]; then
-  DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -qq \
-    --no-install-recommends prometheus > "$work/apt.log" 2>&1 || true
-fi
-if command -v promtool >/dev/null; then
-  promtool check metrics < "$work/m2.txt" || fail "promtool check metrics"
-  echo "promtool check metrics: ok"
-else
-  echo "promtool part skipped: Debian's prometheus package is not installed and cannot be installed here (not root, or no package source)"
-fi
+command -v promtool >/dev/null || fail "promtool is missing (Debian's prometheus package; scripts/install-deps.sh installs it)"
+promtool check metrics < "$work/m2.txt" || fail "promtool check metrics"
+echo "promtool check metrics: ok"
 echo "ok: scraped $(grep -c '^syncfac_' "$work/m2.txt") samples at step $(step_of "$work/m2.txt")"

@@ -8,7 +8,7 @@
 # logged twice: the later value), nothing else, one continuous step
 # sequence across the three files with each step once, the flags as text;
 # the metrics file must have been appended to, its wall_s continuing.
-# Skipped (77) when TensorBoard cannot be installed from PyPI.
+# TensorBoard comes from the tests' venv (scripts/test-venv.sh).
 #
 #   tests/observability/tensorboard_reader.sh BUILD_DIR
 set -euo pipefail

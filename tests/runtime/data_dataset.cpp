@@ -143,12 +143,10 @@ BOOST_AUTO_TEST_CASE(missing_directory_and_files) {
 }
 
 BOOST_AUTO_TEST_CASE(real_fashion_mnist) {
-  if (!std::filesystem::is_directory(default_mnist_dir)) {
-    BOOST_TEST_MESSAGE("skipped: " << default_mnist_dir
-                                   << " does not exist (install Debian's "
-                                      "dataset-fashion-mnist)");
-    return;
-  }
+  BOOST_REQUIRE_MESSAGE(std::filesystem::is_directory(default_mnist_dir),
+                        default_mnist_dir << " does not exist (Debian's "
+                          "dataset-fashion-mnist; scripts/install-deps.sh "
+                          "installs it)");
   for (auto [which, n] :
        {std::pair{split::train, 60000}, std::pair{split::test, 10000}}) {
     auto x = load_mnist(default_mnist_dir, which);
