@@ -98,8 +98,19 @@ echo "built $tag in $(( $(date +%s) - start )) s"
 
 c=$(bah from "$tag")
 containers+=("$c")
-# in_image COMMAND: runs a shell command in the image as its user.
-in_image() { bah run --isolation chroot "$c" -- sh -c "$1"; }
+mnt=$(bah mount "$c")
+# in_image COMMAND: runs a shell command in the image as its user; its
+# exit status, and its output read back from the container's file system
+# (buildah run's own forwarding of a short-lived process's output was
+# seen to lose it under load).
+in_image() {
+  local status=0
+  rm -f "$mnt/tmp/in_image.out"
+  bah run --isolation chroot "$c" -- sh -c "($1) > /tmp/in_image.out 2>&1" \
+    > /dev/null 2>&1 || status=$?
+  cat "$mnt/tmp/in_image.out" 2>/dev/null || true
+  return $status
+}
 
 # --- the programs and their libraries -----------------------------------
 for p in "${programs[@]}"; do
@@ -112,18 +123,18 @@ for f in /usr/local/share/syncfac/main_job/kfac.flags \
          /usr/local/share/syncfac/topologies/momentum_2w_1ps.json \
          /usr/local/share/doc/syncfac/LICENSE \
          /usr/share/datasets/fashion-mnist; do
-  in_image "test -e $f" 2>/dev/null || fail "the image has no $f"
+  in_image "test -e $f" >/dev/null || fail "the image has no $f"
 done
 out=$(in_image 'id -u')
 [ "$out" = 10001 ] || fail "the image runs as user '$out', not 10001"
 for tool in c++ g++ cmake make; do
-  if in_image "command -v $tool" >/dev/null 2>&1; then
+  if in_image "command -v $tool" >/dev/null; then
     fail "the runtime image holds the build tool $tool"
   fi
 done
 for dir in /usr/include/caf /usr/include/eigen3 /usr/local/include/syncfac \
            /usr/local/lib/libsyncfac.a /usr/local/lib/cmake; do
-  if in_image "test -e $dir" 2>/dev/null; then
+  if in_image "test -e $dir" >/dev/null; then
     fail "the runtime image holds $dir (development files)"
   fi
 done
@@ -155,7 +166,7 @@ echo "image: a launcher cluster (2 workers, 1 PS) ended at global step 10"
 # --- the size ------------------------------------------------------------
 image_mb=$(bah images --format '{{.Size}}' --filter "reference=$tag" | head -n 1)
 base_mb=$(bah images --format '{{.Size}}' --filter "reference=$base" | head -n 1)
-mnt=$(bah mount "$c")
+rm -f "$mnt/tmp/in_image.out" "$mnt"/tmp/*.json "$mnt"/tmp/*.log
 image_bytes=$(du -sxb "$mnt" | cut -f1)
 bah umount "$c" >/dev/null
 b=$(bah from "$base")
