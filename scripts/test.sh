@@ -5,13 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${SYNCFAC_BUILD_DIR:-build}
-scripts/install-deps.sh
+scripts/install-deps.sh test
 # The tests' venv (PyPI packages that read syncfac's output), made once.
 scripts/test-venv.sh "$build"
 # Every command and package the tests call is there: a test never skips
 # for a missing tool (docs/testing.md, "Skips"); it would fail instead.
-scripts/install-deps.sh --check
-scripts/build.sh
+scripts/install-deps.sh --check test
+# The tests on, also in a build directory scripts/run.sh configured
+# without them.
+scripts/build.sh -DBUILD_TESTING=ON
 report="$(cd "$build" && pwd)/ctest-report.xml"
 rm -f "$report"
 status=0

@@ -1,5 +1,12 @@
 #!/usr/bin/env python3
-"""Runs the pods of examples/kubernetes/'s manifests on this one host.
+"""Checks examples/kubernetes/'s manifests and runs their pods on this host.
+
+Each file holds what its run needs: every volume's PersistentVolumeClaim
+(ReadWriteMany, with a storage request) and ConfigMap, each --config-file
+a key of a mounted ConfigMap, every container the image the Dockerfile
+builds (IMAGE, named in the Dockerfile's build command), every pod the
+annotation sidecar.istio.io/inject: "false" and securityContext.fsGroup
+the group of the Dockerfile's USER (so that the volume is writable).
 
 There is no Kubernetes here, so this script does what the control plane
 would: for the TFJob it writes each pod's TF_CONFIG as Kubeflow's
@@ -9,19 +16,23 @@ the Evaluator, NAME-TYPE-INDEX.NAMESPACE.svc:PORT, the task, "environment":
 names of their headless Service. Then it starts every pod's container
 command with the environment the manifest gives it (and HOSTNAME), checks
 that each exits 0 and that the chief's summary has the last global step.
+The volumes are directories of a temporary directory: a claim's is shared
+by the pods that mount it, a ConfigMap's holds its keys as files; the
+mount paths in the commands and the environment name those directories.
 
 What differs from a cluster, and only that: every DNS name maps to an
 address of its own on loopback (127.0.0.2, ...) through a private
 /etc/hosts in each pod's mount namespace (unshare -m, a bind mount); each
 name's port 2222 becomes a free port of its own (the pods share one host's
-ports); the data and schedule flags of SYNCFAC_FLAGS / SYNCFAC_EVAL_FLAGS
-(--data_dir, --steps, --checkpoint_*, --summary, --metrics, ...) give way
-to fake data, 20 steps and files in a temporary directory; --tls_dir /tls
-(the manifests' Secret) to certificates scripts/make-cluster-certs.sh
-makes in that directory; the programs come from the build's bin directory
-on PATH.
+ports); the data and schedule settings of the ConfigMaps' flag files
+(data_dir, steps, checkpoint_*, metrics, ...) give way to fake data, 20
+steps and files in the temporary directory; the programs come from the
+build's bin directory on PATH; the Secret's certificates
+(scripts/make-cluster-certs.sh) are made in the temporary directory. Every
+node's flag file must name --tls_dir and every evaluator's too: a cluster
+off loopback refuses plaintext (docs/tls.md).
 
-usage: kubernetes_manifests.py BIN_DIR MANIFEST_DIR
+usage: kubernetes_manifests.py BIN_DIR MANIFEST_DIR IMAGE DOCKERFILE
 Exit 0: every pod ended well; 1: a failure (said why), also without
 PyYAML (scripts/install-deps.sh) or the right to make mount namespaces
 (root, as scripts/test.sh runs).
@@ -47,16 +58,18 @@ except ImportError:
     print("FAIL: no PyYAML (Debian's python3-yaml; scripts/install-deps.sh)")
     sys.exit(1)
 
-# Flags of the manifests that name the cluster's data, schedule and files,
-# with the number of values each takes; the test's own replace them.
-DROPPED = {"--data_dir": 1, "--steps": 1, "--checkpoint_dir": 1,
-           "--checkpoint_every": 1, "--summary": 1, "--metrics": 1,
-           "--eval_every_steps": 1, "--num_epochs": 1, "--tls_dir": 1}
-NODE_FLAGS = ("--fake_data --fake_train_size 2048 --fake_test_size 500 "
-              "--batch_size 32 --threads 1 --steps %d "
-              "--connect_timeout_ms 120000 --max_wait_ms 120000" % STEPS)
-EVAL_FLAGS = ("--fake_data --fake_test_size 500 --threads 1 --poll_ms 50 "
-              "--eval_every_steps 5 --connect_timeout_ms 120000")
+# Settings of the ConfigMaps' flag files that name the cluster's data,
+# schedule and files; the test's own replace them.
+DROPPED = {"data_dir", "steps", "checkpoint_dir", "checkpoint_every",
+           "metrics", "eval_every_steps", "num_epochs", "tls_dir"}
+NODE_SETTINGS = {"fake_data": "true", "fake_train_size": "2048",
+                 "fake_test_size": "500", "batch_size": "32", "threads": "1",
+                 "steps": str(STEPS), "connect_timeout_ms": "120000",
+                 "max_wait_ms": "120000"}
+EVAL_SETTINGS = {"fake_data": "true", "fake_test_size": "500",
+                 "threads": "1", "poll_ms": "50", "eval_every_steps": "5",
+                 "connect_timeout_ms": "120000"}
+ISTIO = "sidecar.istio.io/inject"
 
 
 def fail(why):
@@ -70,23 +83,111 @@ def free_port():
         return s.getsockname()[1]
 
 
-def local_flags(value, extra):
-    words = value.split()
+def local_flag_file(text, settings):
+    """A flag file (INI-style, --config-file) with the test's settings in
+    place of DROPPED's: the file's other lines stay as they are, so that
+    the programs read them."""
     kept = []
-    i = 0
-    while i < len(words):
-        name = words[i].split("=", 1)[0]
-        if name in DROPPED:
-            i += 1 + (0 if "=" in words[i] else DROPPED[name])
+    for line in text.splitlines():
+        key = line.split("=", 1)[0].strip()
+        if "=" in line and key in DROPPED:
             continue
-        kept.append(words[i])
-        i += 1
-    return " ".join(kept + [extra])
+        kept.append(line)
+    kept += ["%s = %s" % kv for kv in settings.items()]
+    return "\n".join(kept) + "\n"
+
+
+def make_certs(tmp):
+    """A cluster CA and one node's files, as the manifests' Secret holds."""
+    certs = os.path.join(tmp, "certs")
+    r = subprocess.run(["bash", MAKE_CERTS, certs, "tls"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
+    if r.returncode != 0:
+        fail("make-cluster-certs.sh: " + r.stdout)
+    return os.path.join(certs, "tls")
+
+
+def check_manifest(docs, fname, image, fs_group):
+    """The static checks of the module's docstring, for one file."""
+    by_kind = {}
+    for d in docs:
+        by_kind.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
+    claims = by_kind.get("PersistentVolumeClaim", {})
+    config_maps = by_kind.get("ConfigMap", {})
+    for name, cm in config_maps.items():
+        for key, text in cm.get("data", {}).items():
+            if not re.search(r"^\s*tls_dir\s*=", text, re.M):
+                fail("%s: ConfigMap %s's %s has no tls_dir: a cluster off "
+                     "loopback refuses plaintext" % (fname, name, key))
+    for name, claim in claims.items():
+        if "ReadWriteMany" not in claim["spec"].get("accessModes", []):
+            fail("%s: claim %s is not ReadWriteMany (every pod mounts it)"
+                 % (fname, name))
+        if not claim["spec"].get("resources", {}).get("requests", {}).get(
+                "storage"):
+            fail("%s: claim %s requests no storage" % (fname, name))
+    templates = []
+    for d in docs:
+        if d["kind"] == "TFJob":
+            templates += [(d["metadata"]["name"] + "/" + t, s["template"])
+                          for t, s in d["spec"]["tfReplicaSpecs"].items()]
+        elif d["kind"] == "StatefulSet":
+            templates.append((d["metadata"]["name"], d["spec"]["template"]))
+    if not templates:
+        fail("%s: no pod templates" % fname)
+    for where, t in templates:
+        where = "%s: %s" % (fname, where)
+        annotations = t.get("metadata", {}).get("annotations", {})
+        if annotations.get(ISTIO) != "false":
+            fail('%s: no annotation %s: "false" (a string)' % (where, ISTIO))
+        spec = t["spec"]
+        if spec.get("securityContext", {}).get("fsGroup") != fs_group:
+            fail("%s: securityContext.fsGroup is not %s, the image's group"
+                 % (where, fs_group))
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for v in volumes.values():
+            if "persistentVolumeClaim" in v:
+                claim = v["persistentVolumeClaim"]["claimName"]
+                if claim not in claims:
+                    fail("%s: volume %s's claim %s is not in the file"
+                         % (where, v["name"], claim))
+            if "configMap" in v and v["configMap"]["name"] not in config_maps:
+                fail("%s: volume %s's ConfigMap %s is not in the file"
+                     % (where, v["name"], v["configMap"]["name"]))
+        for c in spec["containers"]:
+            if c.get("image") != image:
+                fail("%s: image %s, not %s (the Dockerfile's)"
+                     % (where, c.get("image"), image))
+            files = set()
+            for m in c.get("volumeMounts", []):
+                v = volumes.get(m["name"])
+                if v is None:
+                    fail("%s: mount of no volume %s" % (where, m["name"]))
+                if "configMap" in v:
+                    cm = config_maps[v["configMap"]["name"]]
+                    files |= {m["mountPath"].rstrip("/") + "/" + k
+                              for k in cm.get("data", {})}
+            words = " ".join(c.get("command", []) + c.get("args", [])).split()
+            flag_files = [words[i + 1] for i, w in enumerate(words[:-1])
+                          if w == "--config-file"]
+            if not flag_files:
+                fail("%s: the container reads no --config-file" % where)
+            for f in flag_files:
+                if f not in files:
+                    fail("%s: --config-file %s is no mounted ConfigMap key "
+                         "(%s)" % (where, f, sorted(files)))
 
 
 class Pod:
-    def __init__(self, name, job, container, env, dns):
+    def __init__(self, name, job, container, env, dns, pod_spec, docs):
         self.name, self.job, self.dns = name, job, dns
+        # (mount path, volume) of each mount; the ConfigMaps by name.
+        volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
+        self.mounts = [(m["mountPath"], volumes[m["name"]])
+                       for m in container.get("volumeMounts", [])]
+        self.config_maps = {d["metadata"]["name"]: d for d in docs
+                            if d["kind"] == "ConfigMap"}
         self.command = list(container.get("command", [])) + list(
             container.get("args", []))
         if not self.command:
@@ -101,8 +202,12 @@ class Pod:
         self.log = None
 
 
-def tfjob_pods(doc):
+def tfjob_pods(docs):
     """The pods of a TFJob, TF_CONFIG as the training-operator writes it."""
+    jobs = [d for d in docs if d["kind"] == "TFJob"]
+    if len(jobs) != 1:
+        fail("tfjob-kfac.yaml: expected one TFJob")
+    doc = jobs[0]
     name = doc["metadata"]["name"]
     ns = doc["metadata"].get("namespace", "default")
     specs = doc["spec"]["tfReplicaSpecs"]
@@ -133,7 +238,8 @@ def tfjob_pods(doc):
             pod = "%s-%s-%d" % (name, rt, i)
             pods.append(Pod(pod, rt, containers[0],
                             {"TF_CONFIG": json.dumps(tf_config)},
-                            "%s.%s.svc" % (pod, ns)))
+                            "%s.%s.svc" % (pod, ns),
+                            spec["template"]["spec"], docs))
     return pods
 
 
@@ -156,19 +262,9 @@ def statefulset_pods(docs):
         for i in range(d["spec"].get("replicas", 1)):
             pod = "%s-%d" % (name, i)
             pods.append(Pod(pod, job, container, {},
-                            "%s.%s.%s.svc.cluster.local" % (pod, svc, ns)))
+                            "%s.%s.%s.svc.cluster.local" % (pod, svc, ns),
+                            d["spec"]["template"]["spec"], docs))
     return pods
-
-
-def make_certs(tmp):
-    """A cluster CA and one node's files, as the manifests' Secret holds."""
-    certs = os.path.join(tmp, "certs")
-    r = subprocess.run(["bash", MAKE_CERTS, certs, "tls"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       universal_newlines=True)
-    if r.returncode != 0:
-        fail("make-cluster-certs.sh: " + r.stdout)
-    return os.path.join(certs, "tls")
 
 
 def localise(pods, tmp):
@@ -190,21 +286,38 @@ def localise(pods, tmp):
     for pod in pods:
         for key in list(pod.env):
             pod.env[key] = pattern.sub(port_of, pod.env[key])
-        for key in ("SYNCFAC_FLAGS", "SYNCFAC_EVAL_FLAGS"):
-            if key in pod.env and "--tls_dir" not in pod.env[key].split():
-                fail("%s: %s has no --tls_dir: a cluster off loopback "
-                     "refuses plaintext" % (pod.name, key))
-        if "SYNCFAC_FLAGS" in pod.env:
-            extra = NODE_FLAGS + " --tls_dir " + tls
-            if pod.job in ("chief", "master"):
-                extra += " --summary " + os.path.join(tmp, "summary.json")
-            pod.env["SYNCFAC_FLAGS"] = local_flags(pod.env["SYNCFAC_FLAGS"],
-                                                   extra)
-        if "SYNCFAC_EVAL_FLAGS" in pod.env:
-            pod.env["SYNCFAC_EVAL_FLAGS"] = local_flags(
-                pod.env["SYNCFAC_EVAL_FLAGS"],
-                EVAL_FLAGS + " --tls_dir " + tls + " --metrics "
-                + os.path.join(tmp, "eval.jsonl"))
+        # The volumes: a claim's directory shared, a ConfigMap's per pod
+        # with its flag files made local; their mount paths replaced.
+        for path, volume in pod.mounts:
+            if "persistentVolumeClaim" in volume:
+                local = os.path.join(
+                    tmp, "claim-" + volume["persistentVolumeClaim"]["claimName"])
+            elif "configMap" in volume:
+                local = os.path.join(tmp, pod.name + "-" + volume["name"])
+                cm = pod.config_maps[volume["configMap"]["name"]]
+                os.makedirs(local, exist_ok=True)
+                for key, text in cm.get("data", {}).items():
+                    settings = dict(NODE_SETTINGS)
+                    if pod.job == "evaluator":
+                        settings = dict(EVAL_SETTINGS)
+                        settings["metrics"] = os.path.join(tmp, "eval.jsonl")
+                    settings["tls_dir"] = tls
+                    with open(os.path.join(local, key), "w") as out:
+                        out.write(local_flag_file(text, settings))
+            elif "secret" in volume:
+                # The certificates' Secret: owner-only, as defaultMode 0400.
+                if volume["secret"].get("defaultMode") != 0o400:
+                    fail("%s: Secret volume %s is not defaultMode 0400 (the "
+                         "node refuses a key others may read)"
+                         % (pod.name, volume["name"]))
+                local = tls
+            else:
+                fail("%s: volume %s is neither a claim, a ConfigMap nor a "
+                     "Secret" % (pod.name, volume["name"]))
+            os.makedirs(local, exist_ok=True)
+            pod.command = [w.replace(path, local) for w in pod.command]
+            for key in list(pod.env):
+                pod.env[key] = pod.env[key].replace(path, local)
     return hosts
 
 
@@ -267,16 +380,19 @@ def run(pods, bin_dir, tmp, what):
             if code != 0:
                 fail("%s: %s exited %d:\n%s" % (what, pod.name, code,
                                                 output(pod)))
-            if pod.job != "evaluator" and "(TLS)" not in output(pod):
-                fail("%s: %s did not listen over TLS:\n%s"
-                     % (what, pod.name, output(pod)))
             print("%s: %s (%s) exited 0" % (what, pod.name, pod.job))
     finally:
         for pod in pods:
             if pod.proc is not None and pod.proc.poll() is None:
                 pod.proc.kill()
                 pod.proc.wait()
-    with open(os.path.join(tmp, "summary.json")) as f:
+    summaries = [os.path.join(tmp, d, "summary.json") for d in os.listdir(tmp)
+                 if d.startswith("claim-")]
+    summaries = [f for f in summaries if os.path.exists(f)]
+    if len(summaries) != 1:
+        fail("%s: no summary.json of the chief on the claim's volume"
+             % what)
+    with open(summaries[0]) as f:
         summary = json.load(f)
     if summary.get("global_step") != STEPS:
         fail("%s: the chief's summary ends at global step %s, not %d"
@@ -298,10 +414,11 @@ def run(pods, bin_dir, tmp, what):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) != 5:
         print(__doc__)
         sys.exit(2)
     bin_dir, manifests = os.path.abspath(sys.argv[1]), sys.argv[2]
+    image, dockerfile = sys.argv[3], sys.argv[4]
     for program in ("convnet_mnist_distributed", "syncfac_evaluator"):
         if not os.access(os.path.join(bin_dir, program), os.X_OK):
             fail("no %s in %s (build it)" % (program, bin_dir))
@@ -310,14 +427,24 @@ def main():
         fail("'unshare -m' is not permitted here (root or CAP_SYS_ADMIN, "
              "as scripts/test.sh has): no private /etc/hosts for the pods' "
              "names")
+    with open(dockerfile) as f:
+        text = f.read()
+    if "-t %s " % image not in text:
+        fail("%s does not say it builds the image %s" % (dockerfile, image))
+    users = re.findall(r"^USER (\d+):(\d+)$", text, re.M)
+    if not users:
+        fail("%s sets no USER uid:gid" % dockerfile)
+    fs_group = int(users[-1][1])
     with open(os.path.join(manifests, "tfjob-kfac.yaml")) as f:
         tfjob = [d for d in yaml.safe_load_all(f) if d]
     with open(os.path.join(manifests, "statefulset-kfac.yaml")) as f:
         sts = [d for d in yaml.safe_load_all(f) if d]
-    if [d["kind"] for d in tfjob] != ["TFJob"]:
-        fail("tfjob-kfac.yaml: expected one TFJob")
+    check_manifest(tfjob, "tfjob-kfac.yaml", image, fs_group)
+    check_manifest(sts, "statefulset-kfac.yaml", image, fs_group)
+    print("both manifests: claims, ConfigMaps, image %s, the Istio "
+          "annotation, fsGroup %d" % (image, fs_group))
     with tempfile.TemporaryDirectory() as tmp:
-        run(tfjob_pods(tfjob[0]), bin_dir, tmp, "TFJob")
+        run(tfjob_pods(tfjob), bin_dir, tmp, "TFJob")
     with tempfile.TemporaryDirectory() as tmp:
         run(statefulset_pods(sts), bin_dir, tmp, "StatefulSet")
     print("every pod of both manifests ended well")
