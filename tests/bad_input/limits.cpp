@@ -262,6 +262,31 @@ BOOST_AUTO_TEST_CASE(flags_beyond_the_machine) {
             {"--worker_replicas " + std::string{workers}, "more than"});
 }
 
+// A node of a cluster (each task its own process) refuses the same sizes
+// before it listens or writes its metrics, event files or summary: its
+// peers need not be there.
+BOOST_AUTO_TEST_CASE(a_cluster_node_refuses_before_it_writes) {
+  temp_dir files;
+  auto cluster = files.file("cluster.json");
+  std::ofstream{cluster}
+    << R"({"cluster": {"chief": ["localhost:1"], "worker": ["localhost:2"],)"
+       R"( "ps": ["localhost:3"]}})";
+  auto model = files.file("model.json");
+  std::ofstream{model} << hidden_layer("1000000000000");
+  for (const char* task : {"chief", "worker", "ps"}) {
+    refused("convnet_mnist_distributed",
+            {"--cluster", cluster, "--job_name", task, "--task", "0",
+             "--fake_data", "--model_file", model},
+            {"layer 1 (dense 'fc0')", "this process may use"});
+    // A PS shard holds no data: only the tasks that load it refuse.
+    if (std::string{task} != "ps")
+      refused("convnet_mnist_distributed",
+              {"--cluster", cluster, "--job_name", task, "--task", "0",
+               "--fake_data", "--fake_train_size", "1000000000000"},
+              {"--fake_train_size 1000000000000", "this process may use"});
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(files)
