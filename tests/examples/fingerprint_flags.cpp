@@ -46,6 +46,12 @@ const std::map<std::string, std::string> may_differ{
   {"request_timeout_ms", "a timeout"},
   {"step_timeout_ms", "a timeout"},
   {"threads", "compute threads: per machine"},
+  {"caf_threads", "CAF's scheduler threads: per machine (its CPU share)"},
+  {"requeue_signal", "the signal this node's scheduler sends: per site"},
+  {"bind", "the address this node listens on: per node"},
+  {"insecure", "each node refuses plaintext off loopback on its own; "
+               "TLS itself is agreed by the handshake"},
+  {"dead_peer_timeout_ms", "a timeout"},
   {"isa", "the CPU kernels' instruction set: per machine (the results "
           "agree to rounding, docs/kernels.md)"},
   {"backend", "the device: per machine"},
@@ -64,6 +70,8 @@ const std::map<std::string, std::string> may_differ{
   {"steps", "the chief's schedule: it tells every node when to stop"},
   {"num_epochs", "the chief's schedule"},
   {"eval_every", "the chief's schedule of evaluations"},
+  {"eval_every_steps", "the chief's schedule of evaluations (eval_every's "
+                       "evaluator spelling)"},
   {"no_final_eval", "the chief's schedule of evaluations"},
   {"data", "where the data are: their contents are compared "
            "(data.*.digest over every example and label)"},
