@@ -15,6 +15,9 @@ scripts/install-deps.sh --check test
 # without them.
 scripts/build.sh -DBUILD_TESTING=ON
 report="$(cd "$build" && pwd)/ctest-report.xml"
+# One entry per core at a time (the suites pass on a busy machine); a -j
+# among the arguments wins.
+export CTEST_PARALLEL_LEVEL=${CTEST_PARALLEL_LEVEL:-$(nproc)}
 rm -f "$report"
 status=0
 (cd "$build" && ctest --output-on-failure --no-tests=error \
