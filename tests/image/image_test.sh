@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Dockerfile's runtime stage, built with buildah from this build's
 # programs (--target prebuilt: the build stage is the ~25 min compile CI
-# has no time for; docs/containers.md has the full build and its figures),
-# and run:
+# has no time for; docs/containers.md has the full build and its figures;
+# a build with CUDA has its programs built once more without it, as the
+# build stage makes them), and run:
 #   - every program of `cmake --install --component programs` is in the
 #     image and starts (its shared libraries are there: --help), and so
 #     are the main job's flags, the topologies, the LICENSE and the data;
@@ -83,7 +84,25 @@ fi
 rm -rf "$ctx"
 mkdir -p "$ctx/scripts"
 cp "$source_dir/scripts/install-deps.sh" "$ctx/scripts/"
-cmake --install "$build_dir" --component programs --prefix "$ctx/prebuilt" --strip \
+# The image's programs are the CPU ones its build stage makes (Debian has
+# no CUDA 13 to build or run the GPU backend with). A build of this tree
+# with CUDA links NVIDIA's libraries, which the runtime stage does not
+# have: then the programs are built once more without CUDA, as the
+# Dockerfile builds them, under WORK_DIR (kept, so a later run only
+# rebuilds what changed).
+programs_build=$build_dir
+if ldd "$build_dir/bin/${programs[0]}" 2>/dev/null | grep -q 'libcudart'; then
+  programs_build=$work/cpu-programs
+  echo "this build has CUDA: building the programs without it, as the image's build stage does ($programs_build)"
+  start=$(date +%s)
+  { cmake -S "$source_dir" -B "$programs_build" -DCMAKE_BUILD_TYPE=Release \
+      -DSYNCFAC_ENABLE_CUDA=OFF -DBUILD_TESTING=OFF \
+    && cmake --build "$programs_build" -j"$(nproc)" --target syncfac_programs; } \
+    > "$work/cpu-programs.log" 2>&1 \
+    || fail "building the programs without CUDA failed (its log: $work/cpu-programs.log): $(tail -n 20 "$work/cpu-programs.log")"
+  echo "built the CPU programs in $(( $(date +%s) - start )) s"
+fi
+cmake --install "$programs_build" --component programs --prefix "$ctx/prebuilt" --strip \
   > "$work/install.log" || fail "cmake --install --component programs failed: $(cat "$work/install.log")"
 for p in "${programs[@]}"; do
   [ -x "$ctx/prebuilt/bin/$p" ] \
