@@ -2,7 +2,8 @@
 
 // The items of a comma-separated value as flags and launcher variables
 // write them (--layout chief=1,ps=2, --hosts h1:2,h2:2, Slurm's [01-03,07],
-// --variables_to_average fc4,conv2), split in one place.
+// --variables_to_average fc4,conv2), split in one place; and lists of
+// names joined for messages.
 
 #include <string>
 #include <vector>
@@ -23,6 +24,14 @@ inline std::vector<std::string> comma_items(const std::string& text) {
       return result;
     begin = comma + 1;
   }
+}
+
+/// {"a", "b"} as "a, b": a list of names in a message.
+inline std::string comma_joined(const std::vector<std::string>& items) {
+  std::string result;
+  for (const auto& item : items)
+    result += (result.empty() ? "" : ", ") + item;
+  return result;
 }
 
 } // namespace syncfac

@@ -12,6 +12,7 @@
 #include <sched.h>
 
 #include "runtime/base/error.hpp"
+#include "runtime/cgroup.hpp"
 
 namespace syncfac {
 
@@ -133,50 +134,16 @@ cpu_share_inputs read_cpu_share() {
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof set, &set) == 0)
     in.affinity_cpus = CPU_COUNT(&set);
-  // This process's cgroup paths ("0::/a/b" in the unified hierarchy,
-  // "4:cpu,cpuacct:/a/b" in v1's cpu one), then the tightest quota from
-  // there up (a parent's limit holds for its children). v2 is mounted at
-  // /sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid machine, whose
-  // cpu controller may still be v1's.
-  auto tightest = [&](const std::string& path, auto quota_of,
-                      const char* file) {
-    for (auto dir = path;; dir = dir.substr(0, dir.find_last_of('/'))) {
-      auto cpus = quota_of(dir);
-      if (cpus && *cpus && (!in.cgroup_cpus || **cpus < *in.cgroup_cpus)) {
-        in.cgroup_cpus = **cpus;
-        in.cgroup_file = file;
-      }
-      if (dir.empty() || dir == "/")
-        break;
-    }
-  };
-  std::istringstream cg{read_text("/proc/self/cgroup")};
-  for (std::string line; std::getline(cg, line);) {
-    auto first = line.find(':');
-    auto second = line.find(':', first + 1);
-    if (first == std::string::npos || second == std::string::npos)
-      continue;
-    auto controllers = "," + line.substr(first + 1, second - first - 1) + ",";
-    auto path = line.substr(second + 1);
-    if (controllers == ",,") {
-      for (std::string root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
-        if (!std::ifstream{root + "/cgroup.controllers"})
-          continue;
-        tightest(path, [&](const std::string& dir) {
-          return parse_cpu_max(read_text(root + dir + "/cpu.max"));
-        }, "cpu.max");
-        break;
-      }
-    } else if (controllers.find(",cpu,") != std::string::npos) {
-      for (std::string root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
-        if (!std::ifstream{root + "/cpu.cfs_period_us"})
-          continue;
-        tightest(path, [&](const std::string& dir) {
-          return parse_cfs_quota(read_text(root + dir + "/cpu.cfs_quota_us"),
-                                 read_text(root + dir + "/cpu.cfs_period_us"));
-        }, "cpu.cfs_quota_us");
-        break;
-      }
+  // The tightest quota of this process's cgroup and its parents, v2's
+  // cpu.max or, where the cpu controller is still v1's, cpu.cfs_quota_us.
+  for (const auto& dir : cgroup_dirs("cpu")) {
+    auto cpus = dir.v2 ? parse_cpu_max(read_text(dir.path + "/cpu.max"))
+                       : parse_cfs_quota(
+                           read_text(dir.path + "/cpu.cfs_quota_us"),
+                           read_text(dir.path + "/cpu.cfs_period_us"));
+    if (cpus && *cpus && (!in.cgroup_cpus || **cpus < *in.cgroup_cpus)) {
+      in.cgroup_cpus = **cpus;
+      in.cgroup_file = dir.v2 ? "cpu.max" : "cpu.cfs_quota_us";
     }
   }
   in.slurm_cpus_per_task = env("SLURM_CPUS_PER_TASK");

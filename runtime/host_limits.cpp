@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "runtime/base/error.hpp"
+#include "runtime/cgroup.hpp"
 
 namespace syncfac {
 
@@ -26,34 +27,6 @@ uint64_t read_number(const std::string& path) {
   } catch (const std::exception&) {
     return UINT64_MAX;
   }
-}
-
-/// The path of /proc/self/cgroup's line for `prefix`: "0::" for cgroup
-/// v2, "N:memory:" for v1's memory controller; empty when there is none.
-std::string own_cgroup(bool v2) {
-  std::ifstream in{"/proc/self/cgroup"};
-  std::string line;
-  while (std::getline(in, line)) {
-    if (v2 && line.rfind("0::", 0) == 0)
-      return line.substr(3);
-    auto at = line.find(":memory:");
-    if (!v2 && at != std::string::npos)
-      return line.substr(at + 8);
-  }
-  return {};
-}
-
-/// The parents of a cgroup path, itself first, up to "/".
-std::vector<std::string> cgroup_chain(std::string group) {
-  std::vector<std::string> chain;
-  while (!group.empty()) {
-    chain.push_back(group);
-    if (group == "/")
-      break;
-    auto slash = group.find_last_of('/');
-    group = slash == 0 ? "/" : group.substr(0, slash);
-  }
-  return chain;
 }
 
 /// A field of /proc/self/status in bytes ("VmSize:", "VmRSS:").
@@ -93,24 +66,17 @@ host_limit usable_memory() {
   // The own cgroup's limit and those of its parents: each bounds it.
   // cgroup v2's memory.max, or v1's memory.limit_in_bytes (a value near
   // 2^63 there means none).
-  for (const auto& group : cgroup_chain(own_cgroup(true))) {
-    auto dir = "/sys/fs/cgroup" + (group == "/" ? std::string{} : group);
-    auto max = read_number(dir + "/memory.max");
-    if (max != UINT64_MAX) {
-      auto used = read_number(dir + "/memory.current");
-      take_least(limit, less_used(max, used == UINT64_MAX ? rss : used),
-                 "cgroup memory.max of " + group);
-    }
-  }
-  for (const auto& group : cgroup_chain(own_cgroup(false))) {
-    auto dir = "/sys/fs/cgroup/memory" + (group == "/" ? std::string{}
-                                                       : group);
-    auto max = read_number(dir + "/memory.limit_in_bytes");
-    if (max < (uint64_t{1} << 62)) {
-      auto used = read_number(dir + "/memory.usage_in_bytes");
-      take_least(limit, less_used(max, used == UINT64_MAX ? rss : used),
-                 "cgroup memory.limit_in_bytes of " + group);
-    }
+  for (const auto& dir : cgroup_dirs("memory")) {
+    auto max = read_number(dir.path + (dir.v2 ? "/memory.max"
+                                              : "/memory.limit_in_bytes"));
+    if (max >= (uint64_t{1} << 62))
+      continue; // "max", or v1's page-rounded 2^63: no limit
+    auto used = read_number(dir.path + (dir.v2 ? "/memory.current"
+                                               : "/memory.usage_in_bytes"));
+    take_least(limit, less_used(max, used == UINT64_MAX ? rss : used),
+               std::string{dir.v2 ? "cgroup memory.max of "
+                                  : "cgroup memory.limit_in_bytes of "}
+                 + dir.group);
   }
   rlimit as{};
   if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)

@@ -17,13 +17,6 @@ caf::error bad_layout(const std::string& layout, const std::string& what) {
                     "--layout " + in_quotes(layout) + ": " + what);
 }
 
-std::string join(const std::vector<std::string>& xs) {
-  std::string result;
-  for (const auto& x : xs)
-    result += (result.empty() ? "" : ", ") + x;
-  return result;
-}
-
 } // namespace
 
 std::vector<std::string> rank_layout_jobs() {
@@ -50,7 +43,7 @@ assign_ranks(const std::string& given, int32_t ranks,
                                     "chief=1,ps=2)");
     if (std::find(jobs.begin(), jobs.end(), job) == jobs.end())
       return bad_layout(layout, "unknown job " + in_quotes(job)
-                                  + " (known: " + join(jobs) + ")");
+                                  + " (known: " + comma_joined(jobs) + ")");
     if (seen[job])
       return bad_layout(layout, "job " + in_quotes(job) + " given twice");
     seen[job] = true;

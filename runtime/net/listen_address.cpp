@@ -12,6 +12,7 @@
 #include <caf/io/network/interfaces.hpp>
 
 #include "runtime/base/error.hpp"
+#include "runtime/comma_list.hpp"
 
 namespace syncfac::net {
 
@@ -43,13 +44,6 @@ bool loopback_sockaddr(const sockaddr* sa) {
     return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;
   }
   return false;
-}
-
-std::string joined(const std::vector<std::string>& xs) {
-  std::string out;
-  for (const auto& x : xs)
-    out += (out.empty() ? "" : ", ") + x;
-  return out;
 }
 
 } // namespace
@@ -119,7 +113,7 @@ caf::error require_tls_off_loopback(const cluster_spec& cluster,
   if (hosts.empty())
     return caf::none;
   return make_error(ec::invalid_config,
-                    "the cluster reaches beyond loopback (" + joined(hosts)
+                    "the cluster reaches beyond loopback (" + comma_joined(hosts)
                       + ") and CAF's protocol has no authentication of its "
                         "own: give --tls_dir DIR (scripts/make-cluster-certs.sh"
                         ", docs/tls.md), or --insecure to speak plaintext "
@@ -134,7 +128,7 @@ std::string insecure_warning(const cluster_spec& cluster,
   if (hosts.empty())
     return {};
   return "warning: --insecure: plaintext without authentication to and from "
-         + joined(hosts)
+         + comma_joined(hosts)
          + "; anyone who reaches these ports may act as any task "
            "(docs/tls.md)";
 }

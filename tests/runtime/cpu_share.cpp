@@ -5,6 +5,7 @@
 // texts, the documented order of the budget's sources, the threads planned
 // on it, and this test process's own affinity mask narrowed for real.
 
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <sched.h>
 
 #include "runtime/base/error.hpp"
+#include "runtime/cgroup.hpp"
 #include "runtime/cpu_share.hpp"
 
 using namespace syncfac;
@@ -36,6 +38,26 @@ BOOST_AUTO_TEST_CASE(cpu_max_is_quota_over_period_or_no_limit) {
     BOOST_TEST(!r, "'" << bad << "' accepted");
     if (!r)
       BOOST_TEST(render(r.error()).find("cpu.max '") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_cgroup_chain_goes_up_to_the_root) {
+  BOOST_TEST(cgroup_chain("/a/b/c")
+             == (std::vector<std::string>{"/a/b/c", "/a/b", "/a", "/"}));
+  BOOST_TEST(cgroup_chain("/") == std::vector<std::string>{"/"});
+  BOOST_TEST(cgroup_chain("").empty());
+}
+
+BOOST_AUTO_TEST_CASE(this_process_cgroup_directories_exist) {
+  // Whichever hierarchy this machine has (v2, v1 or both): each directory
+  // named is there, its own group first and the root last.
+  for (const char* controller : {"cpu", "memory"}) {
+    auto dirs = cgroup_dirs(controller);
+    for (const auto& d : dirs)
+      BOOST_TEST(std::filesystem::is_directory(d.path),
+                 controller << ": " << d.path);
+    if (!dirs.empty())
+      BOOST_TEST(dirs.back().group == "/");
   }
 }
 
