@@ -15,6 +15,10 @@ import sys
 import xml.etree.ElementTree as ET
 
 MARKER = re.compile(r"^syncfac-skip \((GPU|CPU level)\): (.*)$", re.M)
+# Boost.Test colours its log; CTest writes the escape character into its
+# XML report as "[NON-XML-CHAR-0x1B]". A colour code may stand before the
+# marker on its line (a global fixture's skip follows Boost's own lines).
+COLOUR = re.compile(r"(\x1b|\[NON-XML-CHAR-0x1B\])\[[0-9;]*m")
 
 
 def main(argv):
@@ -34,7 +38,7 @@ def main(argv):
         if status in ("run", "fail"):
             continue
         name = case.get("name")
-        out = case.findtext("system-out") or ""
+        out = COLOUR.sub("", case.findtext("system-out") or "")
         found = MARKER.search(out)
         if status == "notrun" and found:
             hardware.append((name, f"{found.group(1)}: {found.group(2)}"))
