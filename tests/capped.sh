@@ -18,6 +18,13 @@ case "$level" in
   avx512) above=amx_tile ;;
   *) echo "capped.sh: unknown level '$level' (avx2 or avx512)" >&2; exit 2 ;;
 esac
+# A cap already given at or below this one (a run as on an older CPU):
+# the plain entry ran there, and this cap would only lift it.
+rank() { case "$1" in generic) echo 0 ;; avx2) echo 1 ;; *) echo 2 ;; esac; }
+if [ -n "${SYNCFAC_MAX_ISA:-}" ] && [ "$(rank "$SYNCFAC_MAX_ISA")" -le "$(rank "$level")" ]; then
+  echo "syncfac-skip (CPU level): SYNCFAC_MAX_ISA=$SYNCFAC_MAX_ISA already holds the kernels at or below $level"
+  exit 77
+fi
 if ! has "$above"; then
   echo "syncfac-skip (CPU level): this CPU lacks $above, so SYNCFAC_MAX_ISA=$level changes nothing (the plain entry ran at $level)"
   exit 77
