@@ -14,6 +14,7 @@ import tempfile
 
 CASE = ('<testcase name="%s" classname="%s" time="0.1" status="%s">%s'
         '<system-out>%s</system-out></testcase>')
+# What CTest writes for an entry that exited with its skip code.
 SKIPPED = '<skipped message="SKIP_RETURN_CODE=77"/>'
 
 
