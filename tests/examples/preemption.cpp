@@ -788,21 +788,42 @@ std::string cluster_with_evaluator(const temp_dir& tmp) {
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(the_evaluator_stopped_mid_run_ends_after_its_evaluation) {
+BOOST_AUTO_TEST_CASE(sigterm_to_the_evaluator_ends_the_run_in_order) {
   // A running cluster with the evaluator: SIGTERM to the evaluator once it
-  // reported an evaluation; it ends with 143, saying after which one.
+  // reported an evaluation. It passes the signal to the chief, which ends
+  // the run after its step in flight, checkpointed (--checkpoint_every 0);
+  // every process exits 143, the evaluator saying after which evaluation.
   temp_dir tmp;
   auto file = cluster_with_evaluator(tmp);
+  auto dir = tmp.file("ckpt");
   auto eval = start_evaluator(tmp, file, "60000");
   kill_on_exit guard{eval};
-  cluster_run run{tmp, file, deterministic + " --steps 100000"};
+  cluster_run run{tmp, file, deterministic + " --steps 100000 "
+                               "--checkpoint_every 0 --checkpoint_dir " + dir};
   run.start("eval");
   await_output(eval, "[evaluator:0] global_step: ");
+  auto signalled = clock_type::now();
   eval.signal(SIGTERM);
-  check_exits_preempted(eval, std::chrono::seconds{60});
+  check_exits_preempted(eval, std::chrono::seconds{120});
+  run.require_exits(exit_codes::preempted);
+  log_stop_time("SIGTERM to evaluator:0", run.nodes.size() + 1,
+                std::max(run.seconds_to_last_exit(signalled),
+                         std::chrono::duration<double>(eval.exited_at
+                                                       - signalled)
+                           .count()));
   BOOST_TEST(said(eval.output(), "SIGTERM: stopping after"));
+  BOOST_TEST(said(eval.output(), "evaluator:0: preempted (SIGTERM); told the "
+                                 "chief, which ends the run after the global "
+                                 "step in flight"));
   BOOST_TEST(said(eval.output(), "syncfac_evaluator: stopped by SIGTERM after "
                                  "the evaluation of global step "));
+  auto summary = run.summary("eval");
+  BOOST_TEST(said(summary, "\"preempted\": \"evaluator:0: SIGTERM\""),
+             summary);
+  check_checkpoint_of(dir, static_cast<long>(json_numbers(summary,
+                                                          "global_step")
+                                               .at(0)),
+                      summary);
 }
 
 BOOST_AUTO_TEST_CASE(the_evaluator_stopped_while_it_connects_exits_preempted) {
