@@ -56,7 +56,7 @@ struct node_process {
   std::string log;
   pid_t pid = -1;
   int exit_code = -1;
-  /// When the exit was seen (within the 50 ms of a wait's poll).
+  /// When the exit was seen (within the 10 ms of a wait's poll).
   clock_type::time_point exited_at;
 
   /// Waits for the exit, bounded; false when it did not exit in time.
@@ -76,7 +76,7 @@ struct node_process {
       }
       if (clock_type::now() >= deadline)
         return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds{50});
+      std::this_thread::sleep_for(std::chrono::milliseconds{10});
     }
   }
 
@@ -245,6 +245,16 @@ struct cluster_run {
       last = std::max(last, kvp.second.exited_at);
     return std::chrono::duration<double>(last - signalled).count();
   }
+
+  /// Each node's seconds from `signalled` to its exit ("ps:0 0.05 s, ...").
+  std::string exit_times(clock_type::time_point signalled) const {
+    std::ostringstream out;
+    for (const auto& [task, n] : nodes)
+      out << (out.tellp() > 0 ? ", " : "") << task << " "
+          << std::chrono::duration<double>(n.exited_at - signalled).count()
+          << " s";
+    return out.str();
+  }
 };
 
 /// Logs the time from a stop signal to the last exit (the figures of
@@ -339,6 +349,7 @@ void preempt_and_resume(const std::string& task,
   run.require_exits(exit_codes::preempted);
   log_stop_time("SIGTERM to " + task, run.nodes.size(),
                 run.seconds_to_last_exit(signalled));
+  BOOST_TEST_MESSAGE("timing: each: " << run.exit_times(signalled));
   auto first = run.summary("first");
   BOOST_TEST(said(first, "\"preempted\": \"" + task + ": SIGTERM\""),
              first);
