@@ -144,6 +144,18 @@ std::vector<std::string> tasks_of(const std::map<std::string, int>& counts) {
   return out;
 }
 
+/// The newest "global_step: N" training line of `output` (-1: none yet),
+/// each line after `prefix` (the launcher's "[chief:0] ").
+long logged_step(const std::string& output, const std::string& prefix = "") {
+  long last = -1;
+  std::istringstream in{output};
+  const std::string tag = prefix + "global_step: ";
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(tag, 0) == 0 && line.find("test_loss") == std::string::npos)
+      last = std::stol(line.substr(tag.size()));
+  return last;
+}
+
 /// A cluster, one process per task: by default chief:0, worker:0 and
 /// ps:0.
 struct cluster_run {
@@ -197,13 +209,7 @@ struct cluster_run {
 
   /// The chief's newest logged global step (-1: none yet).
   long chief_step() {
-    long last = -1;
-    std::istringstream in{node("chief:0").output()};
-    const std::string tag = "global_step: ";
-    for (std::string line; std::getline(in, line);)
-      if (line.rfind(tag, 0) == 0 && line.find("test_loss") == std::string::npos)
-        last = std::stol(line.substr(tag.size()));
-    return last;
+    return logged_step(node("chief:0").output());
   }
 
   /// Waits until the chief logged global step `step` or later, bounded.
@@ -440,18 +446,6 @@ BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
 
-/// The newest "[chief:0] global_step: N" line of the launcher's output
-/// (-1: none yet).
-long launched_chief_step(const std::string& output) {
-  long last = -1;
-  std::istringstream in{output};
-  const std::string tag = "[chief:0] global_step: ";
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(tag, 0) == 0 && line.find("test_loss") == std::string::npos)
-      last = std::stol(line.substr(tag.size()));
-  return last;
-}
-
 /// The launcher on a `kind` cluster (every task's output prefixed with
 /// its task, no timestamps), its log in `round`.log and the chief's
 /// summary in `round`-summary.json.
@@ -499,7 +493,7 @@ BOOST_AUTO_TEST_CASE(sigterm_to_the_launcher_checkpoints_the_newest_step) {
   auto first = start_launcher(tmp, cluster, flags, "first");
   kill_on_exit guard{first};
   auto deadline = clock_type::now() + std::chrono::seconds{180};
-  while (launched_chief_step(first.output()) < 30) {
+  while (logged_step(first.output(), "[chief:0] ") < 30) {
     BOOST_REQUIRE_MESSAGE(clock_type::now() < deadline,
                           "no global step 30 within 180 s:\n"
                             << first.output());
@@ -571,17 +565,6 @@ BOOST_AUTO_TEST_CASE(a_shard_that_cannot_reach_the_chief_exits_on_its_own) {
 BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
-
-/// The newest "global_step: N" training line of `output` (-1: none yet).
-long logged_step(const std::string& output) {
-  long last = -1;
-  std::istringstream in{output};
-  const std::string tag = "global_step: ";
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(tag, 0) == 0 && line.find("test_loss") == std::string::npos)
-      last = std::stol(line.substr(tag.size()));
-  return last;
-}
 
 /// Waits until `n` logged step `step` or later, bounded.
 void await_logged_step(node_process& n, long step) {
