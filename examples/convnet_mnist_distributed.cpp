@@ -38,6 +38,7 @@
 #include "runtime/cluster/scheduler_env.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/exit_codes.hpp"
+#include "runtime/net/task_identity.hpp"
 #include "runtime/net/tls.hpp"
 #include "messages/push_parts.hpp"
 
@@ -206,7 +207,8 @@ caf::expected<cluster_run_config> make_config(distributed_options& opts) {
 /// Liveness and TLS go into the actor system's configuration before it
 /// starts: a frozen peer is seen within heartbeat + connection timeout,
 /// and half-configured TLS is refused here instead of inside CAF.
-caf::error configure_system(distributed_options& opts) {
+caf::error configure_system(distributed_options& opts,
+                            const cluster_run_config& run) {
   if (opts.middleman_workers < 0)
     return make_error(ec::invalid_config,
                       "middleman_workers must be >= 0, got "
@@ -226,17 +228,14 @@ caf::error configure_system(distributed_options& opts) {
            caf::timespan{opts.connection_timeout()});
   if (opts.tls_dir.empty())
     return caf::none;
-  auto files = net::load_tls_dir(opts.tls_dir);
-  if (!files)
-    return files.error();
-  return net::apply_tls(opts, *files);
+  return net::configure_node_tls(opts, opts.tls_dir, run.task, run.cluster);
 }
 
 int run(distributed_options& opts) {
   auto cfg = make_config(opts);
   if (!cfg)
     return fail(program_name, cfg.error());
-  if (auto err = configure_system(opts))
+  if (auto err = configure_system(opts, *cfg))
     return fail(program_name, err);
   data_loader load = [&opts, &cfg] {
     return load_data(opts, cfg->sync.base.model);
