@@ -3,7 +3,7 @@
 # (docs/tls.md), with the openssl command line:
 #
 #   scripts/make-cluster-certs.sh [options] OUT_DIR [TASK@HOST... | NODE...]
-#   scripts/make-cluster-certs.sh [options] --cluster FILE OUT_DIR
+#   scripts/make-cluster-certs.sh [options] --cluster FILE OUT_DIR [TASK@HOST...]
 #
 #   OUT_DIR/ca.pem, OUT_DIR/ca.key       the cluster CA (10 years)
 #   OUT_DIR/DIR/ca.pem                   a copy of the CA certificate
@@ -17,8 +17,15 @@
 # HOST, the host of the task's cluster entry (as a DNS name or an IP
 # address; "localhost" also gets 127.0.0.1 and ::1). --cluster FILE makes
 # one for every task of a cluster file (TF_CONFIG's shape), with each
-# entry's host. A cluster node takes OUT_DIR (or its own JOB-INDEX
-# directory) as --tls_dir and refuses a certificate of another task.
+# entry's host (add an evaluator outside the cluster as TASK@HOST). A
+# cluster node takes OUT_DIR (or its own JOB-INDEX directory) as --tls_dir
+# and refuses a certificate of another task.
+#
+# --per_job also writes OUT_DIR/per-job/JOB/ for each job: ca.pem and
+# JOB-INDEX.pem, JOB-INDEX.key of each of its tasks, flat, as one
+# Kubernetes Secret per job holds them (kubectl create secret generic
+# NAME-JOB --from-file=OUT_DIR/per-job/JOB/; examples/kubernetes/). A node
+# whose --tls_dir holds such files takes its own.
 #
 # NODE (a plain name) makes a certificate bound to no task in DIR = NODE,
 # with the names localhost, 127.0.0.1 and NODE: for a bare TLS link between
@@ -30,6 +37,7 @@
 #
 # Options:
 #   --cluster FILE   a certificate for every task of the cluster file FILE
+#   --per_job        also the flat per-job directories described above
 #   --passphrase P   encrypt every key (AES-256) with P and write P to each
 #                    node's passphrase.txt (mode 600); an existing encrypted
 #                    CA key needs the same P
@@ -47,11 +55,12 @@ die() {
 }
 
 usage() {
-  sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 passphrase=""
 cluster_file=""
+per_job=0
 days=365
 force=0
 args=()
@@ -66,6 +75,7 @@ while (($# > 0)); do
       (($# >= 2)) || die "--cluster needs a file"
       cluster_file=$2; shift 2 ;;
     --cluster=*) cluster_file=${1#*=}; shift ;;
+    --per_job) per_job=1; shift ;;
     --days)
       (($# >= 2)) || die "--days needs a value"
       days=$2; shift 2 ;;
@@ -80,11 +90,10 @@ done
 out=${args[0]}
 nodes=("${args[@]:1}")
 if [[ -n $cluster_file ]]; then
-  ((${#nodes[@]} == 0)) || die "give --cluster FILE or TASK@HOST/NODE arguments, not both"
   [[ -r $cluster_file ]] || die "cannot read the cluster file '$cluster_file'"
   # perl-base is on every Debian; the cluster's lists hold only strings
   # (the node checks the file in full when it starts).
-  mapfile -t nodes < <(perl -0777 -ne '
+  mapfile -t from_file < <(perl -0777 -ne '
     /"cluster"\s*:\s*\{([^{}]*)\}/ or die "no \"cluster\" object\n";
     my $c = $1;
     while ($c =~ /"([^"]+)"\s*:\s*\[((?:\s*"[^"]*"\s*,?)*)\s*\]/g) {
@@ -95,7 +104,8 @@ if [[ -n $cluster_file ]]; then
         print "$job:$i\@$h\n"; $i++;
       }
     }' "$cluster_file") || die "cannot read the tasks of the cluster file '$cluster_file'"
-  ((${#nodes[@]} > 0)) || die "the cluster file '$cluster_file' names no task"
+  ((${#from_file[@]} > 0)) || die "the cluster file '$cluster_file' names no task"
+  nodes=("${from_file[@]}" "${nodes[@]}")
 fi
 ((${#nodes[@]} > 0)) || nodes=(node)
 
@@ -248,3 +258,21 @@ EOF
     || die "the new certificate of $n does not verify: $(cat "$tmp/err")"
   echo "created $dir (node.pem, node.key$([[ -z $passphrase ]] || echo ', passphrase.txt'))"
 done
+
+# --- one flat directory per job (Kubernetes Secrets) ------------------------
+if ((per_job)); then
+  rm -rf "$out/per-job"
+  for n in "${nodes[@]}"; do
+    [[ $n == *@* ]] || continue
+    names_of "$n"
+    job=${dirname%-*}
+    mkdir -p "$out/per-job/$job"
+    cp "$ca_pem" "$out/per-job/$job/ca.pem"
+    cp "$out/$dirname/node.pem" "$out/per-job/$job/$dirname.pem"
+    cp "$out/$dirname/node.key" "$out/per-job/$job/$dirname.key"
+    if [[ -f $out/$dirname/passphrase.txt ]]; then
+      cp "$out/$dirname/passphrase.txt" "$out/per-job/$job/$dirname.passphrase.txt"
+    fi
+  done
+  echo "wrote $out/per-job/ (one directory per job, for its Secret)"
+fi

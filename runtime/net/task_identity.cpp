@@ -148,14 +148,25 @@ std::string peer_refusal(const task_identity& id, x509_st* cert,
   return claimed.str() + " is not a task of this cluster";
 }
 
-std::string task_tls_dir(const std::string& dir, const task_id& t) {
+caf::expected<tls_files> load_task_tls(const std::string& dir,
+                                       const task_id& t) {
   std::error_code err;
-  if (fs::exists(fs::path{dir} / "node.pem", err))
-    return dir;
-  auto sub = fs::path{dir} / (t.job + "-" + std::to_string(t.index));
-  if (fs::is_directory(sub, err))
-    return sub.string();
-  return dir;
+  fs::path base{dir};
+  auto name = t.job + "-" + std::to_string(t.index);
+  if (!fs::is_directory(base, err))
+    return load_tls_dir(dir); // names what is wrong with it
+  if (fs::exists(base / "node.pem", err))
+    return load_tls_dir(dir);
+  if (fs::is_directory(base / name, err))
+    return load_tls_dir((base / name).string());
+  if (fs::exists(base / (name + ".pem"), err))
+    return load_tls_files(dir, name + ".pem", name + ".key",
+                          name + ".passphrase.txt");
+  return make_error(ec::invalid_config,
+                    "TLS: '" + dir + "' holds no files of " + t.str()
+                      + ": neither node.pem, nor " + name + "/, nor "
+                      + name + ".pem (scripts/make-cluster-certs.sh makes "
+                      "them)");
 }
 
 caf::error bind_tls_identity(caf::actor_system_config& cfg,
@@ -204,7 +215,7 @@ void record_tls_identity(caf::actor_system_config& cfg, const task_id& self,
 caf::error configure_node_tls(caf::actor_system_config& cfg,
                               const std::string& dir, const task_id& self,
                               const cluster_spec& cluster) {
-  auto files = load_tls_dir(task_tls_dir(dir, self));
+  auto files = load_task_tls(dir, self);
   if (!files)
     return files.error();
   if (auto err = bind_tls_identity(cfg, *files, self, cluster))

@@ -70,11 +70,14 @@ std::string peer_refusal(const task_identity& id, x509_st* cert,
 std::optional<task_id> task_at(const cluster_spec& cluster,
                                const std::string& host, uint16_t port);
 
-/// The TLS directory of task `t` under `dir`: `dir` itself when it holds a
-/// node.pem, else `dir`/JOB-INDEX (as scripts/make-cluster-certs.sh writes
-/// a cluster's directories) when that exists, else `dir` (whose check then
-/// names the missing file).
-std::string task_tls_dir(const std::string& dir, const task_id& t);
+/// The TLS files of task `t` in `dir`, in the first layout that fits
+/// (scripts/make-cluster-certs.sh writes each): `dir` itself when it holds
+/// node.pem; `dir`/JOB-INDEX/ (a cluster's directory); `dir`/JOB-INDEX.pem
+/// and .key beside ca.pem (a per-job directory, as a Kubernetes Secret
+/// holds it). Checked as load_tls_dir checks; ec::invalid_config naming
+/// `dir` and the layouts when none fits.
+caf::expected<tls_files> load_task_tls(const std::string& dir,
+                                       const task_id& t);
 
 /// Checks that the node's own certificate (files from load_tls_dir) names
 /// task `self` and the host of its cluster entry, then records task and
@@ -90,8 +93,8 @@ caf::error bind_tls_identity(caf::actor_system_config& cfg,
 void record_tls_identity(caf::actor_system_config& cfg, const task_id& self,
                          const cluster_spec& cluster);
 
-/// A cluster node's --tls_dir: the files of task `self` under `dir`
-/// (task_tls_dir), checked (load_tls_dir), set for the transport
+/// A cluster node's --tls_dir: the files of task `self` in `dir`
+/// (load_task_tls), set for the transport
 /// (apply_tls) and bound to the task (bind_tls_identity).
 caf::error configure_node_tls(caf::actor_system_config& cfg,
                               const std::string& dir, const task_id& self,
