@@ -55,6 +55,7 @@
 #include "runtime/model_file.hpp"
 #include "runtime/model_fit.hpp"
 #include "runtime/exit_codes.hpp"
+#include "runtime/net/task_identity.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/stop_signals.hpp"
 #include "actors/program_config.hpp"
@@ -500,7 +501,7 @@ private:
   caf::error error_;
 };
 
-caf::error configure(evaluator_options& opts) {
+caf::error configure(evaluator_options& opts, const cluster_spec& cluster) {
   if (opts.eval_every_steps < 1 || opts.poll_ms < 1
       || opts.poll_timeout_ms < 1 || opts.threads < 1 || opts.eval_batch < 1
       || opts.max_run_s < 1)
@@ -519,10 +520,7 @@ caf::error configure(evaluator_options& opts) {
              std::chrono::milliseconds{opts.connection_timeout_ms}});
   if (opts.tls_dir.empty())
     return caf::none;
-  auto files = net::load_tls_dir(opts.tls_dir);
-  if (!files)
-    return files.error();
-  return net::apply_tls(opts, *files);
+  return net::configure_node_tls(opts, opts.tls_dir, *cluster.task, cluster);
 }
 
 /// --evaluate_checkpoint FILE: the role on a device of its own, without a
@@ -628,7 +626,7 @@ int run(evaluator_options& opts, stop_signal_watcher& stop) {
   if (cluster->count("ps") < 1)
     return fail(make_error(ec::invalid_config,
                            "the cluster has no 'ps' task to evaluate"));
-  if (auto err = configure(opts))
+  if (auto err = configure(opts, *cluster))
     return fail(err);
   auto input = load_evaluation_input(opts);
   if (!input)
