@@ -477,6 +477,39 @@ BOOST_AUTO_TEST_CASE(sigterm_to_an_inverse_task_resumes_without_loss) {
   preempt_and_resume("inverse:0", kfac_cluster);
 }
 
+BOOST_AUTO_TEST_CASE(sigterm_to_an_inverse_task_under_task_bound_tls) {
+  // With certificates bound to tasks the chief's node takes a hello only
+  // over a connection verified for the task it claims: the inverse task's
+  // question for the chief goes over the connection the chief opened,
+  // verified on both sides, and is answered.
+  temp_dir tmp;
+  auto dir = tmp.file("ckpt");
+  auto cluster = write_cluster(tmp, kfac_cluster.jobs);
+  auto certs = tmp.file("certs");
+  run_ok("bash " SYNCFAC_SOURCE_DIR "/scripts/make-cluster-certs.sh --cluster "
+         + cluster + " " + certs);
+  cluster_run run{tmp, cluster,
+                  deterministic + kfac_cluster.flags + " --steps "
+                    + std::to_string(steps) + " --tls_dir " + certs
+                    + " --checkpoint_every 0 --checkpoint_dir " + dir,
+                  tasks_of(kfac_cluster.jobs)};
+  run.start("tls");
+  run.await_step(30);
+  auto signalled = clock_type::now();
+  run.node("inverse:0").signal(SIGTERM);
+  run.require_exits(exit_codes::preempted);
+  log_stop_time("SIGTERM to inverse:0 under TLS", run.nodes.size(),
+                run.seconds_to_last_exit(signalled));
+  auto summary = run.summary("tls");
+  BOOST_TEST(said(summary, "\"preempted\": \"inverse:0: SIGTERM\""),
+             summary);
+  check_checkpoint_of(dir, static_cast<long>(json_numbers(summary,
+                                                          "global_step")
+                                               .at(0)),
+                      summary);
+  BOOST_TEST(said(run.node("inverse:0").output(), "told the chief"));
+}
+
 BOOST_AUTO_TEST_CASE(sigterm_to_the_launcher_checkpoints_the_newest_step) {
   // The whole job (a scheduler's scancel, a job deletion): the launcher
   // forwards SIGTERM to every task of a K-FAC cluster, with
