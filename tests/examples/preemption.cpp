@@ -280,6 +280,18 @@ void check_checkpoint_of(const std::string& dir, long step,
   BOOST_TEST(json_string(summary, "last") == file, summary);
 }
 
+/// A chief's summary `summary` of a run that `task`'s SIGTERM ended says
+/// so, and the checkpoint of its last global step is in `dir`; returns
+/// that step.
+long check_preempted_by(const std::string& task, const std::string& summary,
+                        const std::string& dir) {
+  BOOST_TEST(said(summary, "\"preempted\": \"" + task + ": SIGTERM\""),
+             summary);
+  auto step = static_cast<long>(json_numbers(summary, "global_step").at(0));
+  check_checkpoint_of(dir, step, summary);
+  return step;
+}
+
 /// Task 0 of `job` in a cluster of a chief, a worker and a shard, started
 /// alone: it waits for peers that never come (up to `connect_ms`).
 node_process start_alone(const temp_dir& tmp, const std::string& job,
@@ -357,13 +369,10 @@ void preempt_and_resume(const std::string& task,
                 run.seconds_to_last_exit(signalled));
   BOOST_TEST_MESSAGE("timing: each: " << run.exit_times(signalled));
   auto first = run.summary("first");
-  BOOST_TEST(said(first, "\"preempted\": \"" + task + ": SIGTERM\""),
-             first);
-  auto stopped_at = json_numbers(first, "global_step").at(0);
+  auto stopped_at = check_preempted_by(task, first, dir);
   BOOST_TEST(stopped_at >= 30);
   BOOST_TEST(stopped_at < steps);
   BOOST_TEST(json_numbers(first, "written").at(0) >= 1);
-  check_checkpoint_of(dir, static_cast<long>(stopped_at), first);
   BOOST_TEST(said(run.node(task).output(),
                       "SIGTERM: stopping after the global step in flight"));
   if (task != "chief:0") // there the signal reaches the chief directly
@@ -500,13 +509,7 @@ BOOST_AUTO_TEST_CASE(sigterm_to_an_inverse_task_under_task_bound_tls) {
   run.require_exits(exit_codes::preempted);
   log_stop_time("SIGTERM to inverse:0 under TLS", run.nodes.size(),
                 run.seconds_to_last_exit(signalled));
-  auto summary = run.summary("tls");
-  BOOST_TEST(said(summary, "\"preempted\": \"inverse:0: SIGTERM\""),
-             summary);
-  check_checkpoint_of(dir, static_cast<long>(json_numbers(summary,
-                                                          "global_step")
-                                               .at(0)),
-                      summary);
+  check_preempted_by("inverse:0", run.summary("tls"), dir);
   BOOST_TEST(said(run.node("inverse:0").output(), "told the chief"));
 }
 
@@ -844,13 +847,7 @@ BOOST_AUTO_TEST_CASE(sigterm_to_the_evaluator_ends_the_run_in_order) {
                                  "step in flight"));
   BOOST_TEST(said(eval.output(), "syncfac_evaluator: stopped by SIGTERM after "
                                  "the evaluation of global step "));
-  auto summary = run.summary("eval");
-  BOOST_TEST(said(summary, "\"preempted\": \"evaluator:0: SIGTERM\""),
-             summary);
-  check_checkpoint_of(dir, static_cast<long>(json_numbers(summary,
-                                                          "global_step")
-                                               .at(0)),
-                      summary);
+  check_preempted_by("evaluator:0", run.summary("eval"), dir);
 }
 
 BOOST_AUTO_TEST_CASE(the_evaluator_stopped_while_it_connects_exits_preempted) {
