@@ -7,6 +7,7 @@
 #include "actors/preemption.hpp"
 #include "actors/with_defaults.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/comma_list.hpp"
 
 namespace syncfac {
 
@@ -134,6 +135,36 @@ void watch_node(self_ptr self, const std::string& task, const caf::actor& n,
     self->monitor(m);
 }
 
+void rebind(self_ptr self, int64_t tries);
+void told_why_not(self_ptr self, caf::error err);
+
+bool is_shard_host(const supervisor_state& st, const std::string& task) {
+  for (const auto& [host, role] : st.cfg.shard_roles)
+    if (host == task)
+      return true;
+  return false;
+}
+
+/// The shards' host tasks this node is not connected to (now).
+std::vector<std::string> missing_shard_hosts(const supervisor_state& st) {
+  std::vector<std::string> missing;
+  for (const auto& [host, role] : st.cfg.shard_roles)
+    if (!st.watch->role<ps_actor>(host, role)
+        && std::find(missing.begin(), missing.end(), host) == missing.end())
+      missing.push_back(host);
+  return missing;
+}
+
+/// A rebind waiting for the shards' hosts goes on once all are back.
+void rebind_if_reconnected(self_ptr self) {
+  auto& st = self->state;
+  if (!st.rebind_after_reconnect || !missing_shard_hosts(st).empty())
+    return;
+  auto tries = *st.rebind_after_reconnect;
+  st.rebind_after_reconnect.reset();
+  rebind(self, tries);
+}
+
 /// Connects to `task` again: one connector request at a time, each
 /// bounded by connect_attempt, asked again at once after a failed one
 /// (the connector spends its own timeout trying), until max_wait has
@@ -161,6 +192,8 @@ void reconnect(self_ptr self, const std::string& task) {
         watch_node(self, task, n, std::move(info));
         if (task == st.cfg.chief)
           self->send(me_of(self), hello_atom::value, task, n);
+        else
+          rebind_if_reconnected(self);
       },
       [=](caf::error& err) {
         auto& st = self->state;
@@ -172,6 +205,10 @@ void reconnect(self_ptr self, const std::string& task) {
         st.log("could not connect again to " + task + " within "
                + std::to_string(st.cfg.max_wait.count())
                + " ms (--max_wait_ms): " + render(err));
+        if (st.rebind_after_reconnect && is_shard_host(st, task)) {
+          st.rebind_after_reconnect.reset();
+          st.log("the worker cannot rejoin the run without " + task);
+        }
       });
 }
 
@@ -187,6 +224,18 @@ void rebind(self_ptr self, int64_t tries) {
   auto& st = self->state;
   if (st.cfg.gradient_worker < 0 || !st.wiring.worker)
     return;
+  // A freeze longer than the dead-peer timeout drops this node's links to
+  // the shards as well as the chief's: the chief is asked only once they
+  // are back, so that the resume point it gives is used at once.
+  if (auto missing = missing_shard_hosts(st); !missing.empty()) {
+    st.log("rebinds the worker once it is connected again to "
+           + comma_joined(missing));
+    st.rebind_after_reconnect = tries;
+    for (const auto& host : missing)
+      if (st.reconnect_until.count(host) == 0)
+        reconnect(self, host);
+    return;
+  }
   auto chief = st.watch->role<chief_actor>(st.cfg.chief, "chief");
   if (!chief) {
     st.log("cannot rebind the worker: " + render(chief.error()));
@@ -222,9 +271,10 @@ void rebind(self_ptr self, int64_t tries) {
         auto& st = self->state;
         bool paused = err.category() == error_category
                       && err.code() == static_cast<uint8_t>(ec::peer_lost);
-        // Not running yet: the chief rebinds this worker when it starts.
-        if (!paused)
+        if (!paused) {
+          told_why_not(self, std::move(err));
           return;
+        }
         if (tries <= 0) {
           st.log("the chief's steps stayed paused; it rebinds this worker "
                  "itself when it goes on (" + render(err) + ")");
@@ -234,6 +284,40 @@ void rebind(self_ptr self, int64_t tries) {
         st.pending_rebinds = tries - 1;
         self->delayed_send(me_of(self), st.cfg.rebind_retry,
                            deadline_atom::value, id);
+      });
+}
+
+/// The chief would not rebind this worker (not paused): it says why, and
+/// when the run is over this node, which the chief's word may have missed
+/// while it was away, ends as that word would have ended it; a run not
+/// started yet rebinds this worker itself when it starts.
+void told_why_not(self_ptr self, caf::error err) {
+  auto& st = self->state;
+  auto chief = st.watch->role<chief_actor>(st.cfg.chief, "chief");
+  if (!chief) {
+    st.log("the chief did not rebind the worker (" + render(err)
+           + ") and is gone again");
+    return;
+  }
+  self->request(*chief, st.cfg.request_timeout, status_atom::value)
+    .then(
+      [=](chief_status& cs) {
+        auto& st = self->state;
+        if (cs.finished) {
+          chief_ended_run(self, "the run ended at global step "
+                                  + std::to_string(cs.global_step)
+                                  + " while this node was away");
+          return;
+        }
+        st.log("the chief did not rebind the worker: " + render(err)
+               + (cs.tokens_granted == 0
+                    ? "; it starts the worker itself when its run starts"
+                    : ""));
+      },
+      [=](caf::error& status_err) {
+        self->state.log("the chief did not rebind the worker ("
+                        + render(err) + ") nor say how its run stands ("
+                        + render(status_err) + ")");
       });
 }
 

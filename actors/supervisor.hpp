@@ -183,6 +183,10 @@ struct supervisor_state {
   std::string role_failure;
   /// Asks of a paused chief for a rebind still left.
   int64_t pending_rebinds = 0;
+  /// A rebind that waits for this node to be connected again to the
+  /// shards' hosts (a thawed worker's links to them went down too): the
+  /// asks it has left, once they are back.
+  std::optional<int64_t> rebind_after_reconnect;
   /// Connectors made so far, by task; stopped with the supervisor (one
   /// may be inside a connect attempt then, which it finishes first).
   std::map<std::string, connector_actor> connectors;

@@ -482,6 +482,52 @@ BOOST_AUTO_TEST_CASE(a_ps_shard_frozen_too_long_is_lost_and_rolled_back) {
   BOOST_TEST(said(run.output, "the run rolls back to global step"));
 }
 
+BOOST_AUTO_TEST_CASE(a_worker_frozen_beyond_the_dead_peer_timeout_rejoins) {
+  // Frozen for 3 s against a 1 s connection timeout: the chief takes it
+  // for lost and goes on; once thawed, the worker's node has lost its links
+  // to the chief and the shard too, connects again to both, and rejoins
+  // (asking the chief only once the shard is back), without backups and
+  // with one. Run 10 times in a row beside two CPU hogs for issue 40.
+  for (int workers : {2, 3}) {
+    BOOST_TEST_CONTEXT(workers << " workers, R 2") {
+      temp_dir tmp;
+      auto run = launch(tmp, {{"chief", 1}, {"worker", workers}, {"ps", 1}},
+                        "--kill worker:1@30:STOP+3000",
+                        fake + " --steps 1500 --replicas_to_aggregate 2"
+                               " --connection_timeout_ms 1000");
+      check_monotonic(run.output, 1500);
+      check_said(run.output, {"worker:1 gets SIGCONT",
+                              "worker:1: the run is under way; rejoining "
+                              "at global step",
+                              "worker:1 exited with code 0"});
+      BOOST_TEST(!said(run.output, "cannot rebind"));
+      check_counters(run.summary, {{"workers_lost", 1},
+                                   {"workers_rejoined", 1}});
+      check_account(run.summary);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_thawed_after_the_run_is_told_it_is_over) {
+  // Frozen for longer than the rest of the run takes: the chief's word
+  // that the run is over cannot reach it, so the thawed worker asks and
+  // ends as that word would have ended it (exit 0), not by the launcher's
+  // SIGTERM.
+  temp_dir tmp;
+  auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}},
+                    "--kill worker:1@20:STOP+8000",
+                    fake + " --steps 60 --replicas_to_aggregate 2"
+                           " --connection_timeout_ms 1000"
+                           // The chief outlives the thaw: its word to the
+                           // frozen node waits this long for an answer.
+                           " --request_timeout_ms 20000");
+  check_said(run.output, {"worker:1: the chief ended the run: the run "
+                          "ended at global step 60 while this node was "
+                          "away",
+                          "worker:1 exited with code 0"});
+  BOOST_TEST(!said(run.output, "worker:1 exited with code 143"));
+}
+
 BOOST_AUTO_TEST_CASE(a_chief_frozen_too_long_gets_its_workers_back) {
   // Frozen for 6 s with a 2 s connection timeout: the workers and the
   // shards take it for lost and wait; once thawed, the chief has lost them
