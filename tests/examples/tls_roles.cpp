@@ -10,17 +10,13 @@
 // both sides, while the run that follows trains to the same parameters as
 // one nobody disturbed.
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/examples/node_process.hpp"
 #include "tests/examples/process.hpp"
 
 using namespace syncfac::test;
@@ -38,68 +34,6 @@ const std::string flags = " --fake_data --fake_train_size 2048"
                           " --connect_timeout_ms 90000 --num_tokens 0"
                           " --steps 20";
 
-using clock_type = std::chrono::steady_clock;
-
-/// A node in the background, its output in a file.
-struct background {
-  std::string log;
-  pid_t pid = -1;
-  int exit_code = -1;
-
-  background(const std::string& command, std::string log_file)
-    : log(std::move(log_file)) {
-    auto line = "exec " + command;
-    pid = ::fork();
-    if (pid == 0) {
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    BOOST_REQUIRE_MESSAGE(pid > 0, "fork for " << command);
-  }
-
-  ~background() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      wait_exit(std::chrono::seconds{10});
-    }
-  }
-
-  bool wait_exit(std::chrono::seconds limit) {
-    auto deadline = clock_type::now() + limit;
-    while (pid > 0) {
-      int status = 0;
-      if (::waitpid(pid, &status, WNOHANG) == pid) {
-        exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
-                                      : 128 + WTERMSIG(status);
-        pid = -1;
-        return true;
-      }
-      if (clock_type::now() >= deadline)
-        return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds{50});
-    }
-    return true;
-  }
-
-  std::string output() const {
-    return read_file(log);
-  }
-
-  void await(const std::string& what) {
-    auto deadline = clock_type::now() + std::chrono::seconds{120};
-    while (output().find(what) == std::string::npos) {
-      BOOST_REQUIRE_MESSAGE(clock_type::now() < deadline,
-                            "no '" << what << "' within 120 s:\n"
-                                   << output());
-      BOOST_REQUIRE_MESSAGE(!wait_exit(std::chrono::seconds{0}),
-                            "ended before '" << what << "':\n" << output());
-      std::this_thread::sleep_for(std::chrono::milliseconds{50});
-    }
-  }
-};
 
 std::string sh_quote(const std::string& s) {
   return "'" + s + "'";
@@ -189,11 +123,13 @@ BOOST_AUTO_TEST_CASE(impostors_are_refused_and_the_run_is_unaffected) {
     return program + " --cluster " + cluster + " --job_name " + job
            + " --task 0 --tls_dir " + certs + flags + extra;
   };
-  background chief{node("chief", " --summary " + summary),
-                   tmp.file("chief.log")};
-  background ps{node("ps", ""), tmp.file("ps.log")};
-  chief.await("listening on");
-  ps.await("listening on");
+  auto chief = start_process(node("chief", " --summary " + summary),
+                             tmp.file("chief.log"));
+  kill_on_exit chief_guard{chief};
+  auto ps = start_process(node("ps", ""), tmp.file("ps.log"));
+  kill_on_exit ps_guard{ps};
+  await_output(chief, "listening on");
+  await_output(ps, "listening on");
 
   std::vector<attempt> attempts = {
     {"a worker's key claiming to be the chief", "worker-0", "chief:0",
@@ -249,10 +185,11 @@ BOOST_AUTO_TEST_CASE(impostors_are_refused_and_the_run_is_unaffected) {
              chief.output());
 
   // The worker comes; the run is the one nobody disturbed.
-  background worker{node("worker", ""), tmp.file("worker.log")};
-  BOOST_REQUIRE(chief.wait_exit(std::chrono::seconds{240}));
-  BOOST_REQUIRE(worker.wait_exit(std::chrono::seconds{60}));
-  BOOST_REQUIRE(ps.wait_exit(std::chrono::seconds{60}));
+  auto worker = start_process(node("worker", ""), tmp.file("worker.log"));
+  kill_on_exit worker_guard{worker};
+  BOOST_REQUIRE(chief.wait(std::chrono::seconds{240}));
+  BOOST_REQUIRE(worker.wait(std::chrono::seconds{60}));
+  BOOST_REQUIRE(ps.wait(std::chrono::seconds{60}));
   BOOST_TEST(chief.exit_code == 0, chief.output());
   BOOST_TEST(worker.exit_code == 0, worker.output());
   BOOST_TEST(ps.exit_code == 0, ps.output());
