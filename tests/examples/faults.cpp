@@ -483,7 +483,7 @@ BOOST_AUTO_TEST_CASE(a_ps_shard_frozen_too_long_is_lost_and_rolled_back) {
 }
 
 BOOST_AUTO_TEST_CASE(a_worker_frozen_beyond_the_dead_peer_timeout_rejoins) {
-  // Frozen for 3 s against a 1 s connection timeout: the chief takes it
+  // Frozen for 5 s against a 2 s connection timeout: the chief takes it
   // for lost and goes on; once thawed, the worker's node has lost its links
   // to the chief and the shard too, connects again to both, and rejoins
   // (asking the chief only once the shard is back), without backups and
@@ -492,9 +492,9 @@ BOOST_AUTO_TEST_CASE(a_worker_frozen_beyond_the_dead_peer_timeout_rejoins) {
     BOOST_TEST_CONTEXT(workers << " workers, R 2") {
       temp_dir tmp;
       auto run = launch(tmp, {{"chief", 1}, {"worker", workers}, {"ps", 1}},
-                        "--kill worker:1@30:STOP+3000",
+                        "--kill worker:1@30:STOP+5000",
                         fake + " --steps 1500 --replicas_to_aggregate 2"
-                               " --connection_timeout_ms 1000");
+                               " --connection_timeout_ms 2000");
       check_monotonic(run.output, 1500);
       check_said(run.output, {"worker:1 gets SIGCONT",
                               "worker:1: the run is under way; rejoining "
@@ -515,9 +515,9 @@ BOOST_AUTO_TEST_CASE(a_worker_thawed_after_the_run_is_told_it_is_over) {
   // SIGTERM.
   temp_dir tmp;
   auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}},
-                    "--kill worker:1@20:STOP+8000",
+                    "--kill worker:1@20:STOP+9000",
                     fake + " --steps 60 --replicas_to_aggregate 2"
-                           " --connection_timeout_ms 1000"
+                           " --connection_timeout_ms 2000"
                            // The chief outlives the thaw: its word to the
                            // frozen node waits this long for an answer.
                            " --request_timeout_ms 20000");
