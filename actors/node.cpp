@@ -166,6 +166,18 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
       info.role_actors.push_back(caf::actor_cast<caf::actor>(self));
       return info;
     },
+    [=](refuse_atom, std::string& peer,
+        std::string& why) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (st.cfg.task != st.cfg.chief)
+        return make_error(ec::invalid_argument,
+                          st.cfg.task.str() + " is not the chief: "
+                            + peer + " told it why it cannot join the run");
+      if (st.cfg.owner)
+        caf::anon_send(st.cfg.owner, refuse_atom::value, std::move(peer),
+                       std::move(why));
+      return caf::ok_atom::value;
+    },
     [=](shutdown_atom, std::string& reason) -> caf::result<caf::ok_atom> {
       auto& st = self->state;
       if (st.cfg.owner && st.cfg.owner_confirms_shutdown)
@@ -211,10 +223,6 @@ caf::expected<host_port> publish_node(const node_actor& n,
   return host_port{*addr, *res};
 }
 
-namespace {
-
-/// The node at `addr`, through CAF's middleman or the TLS one, with a
-/// bounded wait (remote_actor_via).
 caf::expected<node_actor> reach_node(caf::actor_system& sys,
                                      caf::scoped_actor& self,
                                      const host_port& addr, bool tls,
@@ -231,8 +239,6 @@ caf::expected<node_actor> reach_node(caf::actor_system& sys,
     return ptr.error();
   return caf::actor_cast<node_actor>(std::move(*ptr));
 }
-
-} // namespace
 
 caf::expected<std::map<std::string, node_info>>
 connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,

@@ -36,6 +36,12 @@ using node_actor = caf::typed_actor<
   // one of the two is the chief and their fingerprints differ
   // (ec::invalid_config naming the field and both values).
   caf::replies_to<hello_atom, node_hello>::with<node_info>,
+  // From a task that cannot join the run (its own setup refused it: a
+  // batch larger than its data shard, a device it cannot make): who and
+  // why, before it exits; answered once the owner was told, so that the
+  // refusal reaches the chief before the task is gone. Only the chief's
+  // node takes it (another answers ec::invalid_argument).
+  caf::replies_to<refuse_atom, std::string, std::string>::with<caf::ok_atom>,
   // From the chief: the run is over (the reason is logged).
   caf::replies_to<shutdown_atom, std::string>::with<caf::ok_atom>,
   // From its own process: the peers that said hello so far (task names
@@ -52,7 +58,9 @@ struct node_config {
   /// Receives (shutdown_atom, std::string reason),
   /// (hello_atom, std::string peer, caf::actor peer_node) and, when this
   /// node refused a peer for its configuration,
-  /// (hello_atom, std::string peer, std::string why).
+  /// (hello_atom, std::string peer, std::string why); on the chief's node,
+  /// when a task says it cannot join the run,
+  /// (refuse_atom, std::string task, std::string why).
   caf::actor owner;
   /// The run this node was configured for; empty: not compared (a member
   /// written outside the library).
@@ -139,6 +147,13 @@ connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,
               const cluster_spec& cluster, const std::vector<task_id>& peers,
               const node_hello& hello, const connect_options& opts,
               std::ostream& log);
+
+/// The node at `addr`, through CAF's middleman or the TLS one (`tls`),
+/// with a bounded wait.
+caf::expected<node_actor> reach_node(caf::actor_system& sys,
+                                     caf::scoped_actor& self,
+                                     const host_port& addr, bool tls,
+                                     std::chrono::milliseconds timeout);
 
 /// The node actor of a connected node (the role every answer names
 /// "node"); unset if `info` lacks it.
