@@ -234,6 +234,12 @@ behavior state_of(self_ptr self, Own... own) {
       [=](refuse_atom, const std::string& peer, const std::string& why) {
         cannot_join(self, peer, why, false);
       },
+      [=](refuse_atom) -> std::string {
+        for (const auto& kvp : self->state.refusals)
+          if (kvp.second.own)
+            return kvp.second.text;
+        return {};
+      },
       [](shutdown_atom, const std::string&) {},
       [](lost_atom, const node_loss&) {},
       [](probe_atom, uint64_t) {},

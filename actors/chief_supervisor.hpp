@@ -165,6 +165,10 @@ using chief_supervisor_actor = caf::typed_actor<
   // setup refused it) before it exits; before the run starts it ends the
   // run, whichever task it is.
   caf::reacts_to<refuse_atom, std::string, std::string>,
+  // From the chief's program while it connects to the tasks it reaches
+  // itself: the text of a refusal that ends the run (a task said it
+  // cannot join), or an empty string.
+  caf::replies_to<refuse_atom>::with<std::string>,
   // From the node actor: a shutdown (the chief's node gets none; logged).
   caf::reacts_to<shutdown_atom, std::string>,
   // From its own down handler: a monitored role or node went away.

@@ -233,13 +233,17 @@ private:
     return caf::none;
   }
 
-  /// Connects to the tasks not connected yet.
-  caf::error connect(std::vector<task_id> peers) {
+  /// Connects to the tasks not connected yet; `abandon` as
+  /// connect_options says.
+  caf::error connect(std::vector<task_id> peers,
+                     std::function<caf::error()> abandon = {}) {
     auto todo = missing_peers(peers, cfg_.task, nodes_);
     if (todo.empty())
       return caf::none;
-    auto infos = connect_nodes(sys_, self_, cfg_.cluster, todo, hello_,
-                               cfg_.connect, log_);
+    auto opts = cfg_.connect;
+    opts.abandon = std::move(abandon);
+    auto infos = connect_nodes(sys_, self_, cfg_.cluster, todo, hello_, opts,
+                               log_);
     if (!infos)
       return infos.error();
     for (auto& kvp : *infos)
@@ -572,6 +576,27 @@ private:
     return false;
   }
 
+  /// The chief's node, published, connects to the tasks it reaches
+  /// itself: a task that said meanwhile that it cannot join ends the wait
+  /// (the chief's supervisor keeps the word).
+  std::function<caf::error()> told_why_not() {
+    return [this]() -> caf::error {
+      caf::error out;
+      self_->request(chief_supervisor_, cfg_.connect.request_timeout,
+                     refuse_atom::value)
+        .receive(
+          [&](std::string& why) {
+            if (!why.empty())
+              out = make_error(ec::invalid_config, why);
+          },
+          [&](caf::error& err) {
+            out = with_context(err, "asking the chief's supervisor whether "
+                                    "a task cannot join the run");
+          });
+      return out;
+    };
+  }
+
   caf::expected<node_outcome> run_chief() {
     if (auto err = load_data())
       return err;
@@ -642,8 +667,12 @@ private:
     for (const auto& t : cfg_.cluster.tasks())
       if (t != cfg_.task && t.job != "evaluator")
         (connects_to_chief(t) ? passive : active).push_back(t);
-    if (auto err = connect(active))
+    if (auto err = connect(active, told_why_not())) {
+      // The nodes connected so far hear it: none waits for a chief that
+      // is gone (--max_wait_ms).
+      end_run("training failed: " + render(err), {});
       return err;
+    }
     // A restarted chief goes on with the workers that come back soon; a
     // lost one (e.g. a backup killed for good) may rejoin later.
     bool restarted = (*driver)->shards_kept();

@@ -310,6 +310,9 @@ connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,
           << missing << " since " << waited.count() << " s" << std::endl;
       next_report = now + opts.report_every;
     }
+    if (opts.abandon)
+      if (auto err = opts.abandon())
+        return err;
     std::this_thread::sleep_for(opts.retry);
   }
 }

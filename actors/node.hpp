@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -135,13 +136,17 @@ struct connect_options {
   std::chrono::milliseconds request_timeout{10000};
   /// How often to log the peers still missing.
   std::chrono::milliseconds report_every{5000};
+  /// Asked before each pause: an error ends the wait with it (the chief's
+  /// node heard that a task cannot join the run: waiting for the others
+  /// changes nothing). Unset: never.
+  std::function<caf::error()> abandon;
 };
 
 /// Connects to every task of `peers` (in the order given, retrying each
 /// until it answers or the deadline passes), says hello and returns their
 /// answers by task name ("worker:1"). While it waits it logs, every
 /// report_every, which tasks are still missing and since when; running out
-/// of time is ec::timeout naming them.
+/// of time is ec::timeout naming them; opts.abandon's error ends it too.
 caf::expected<std::map<std::string, node_info>>
 connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,
               const cluster_spec& cluster, const std::vector<task_id>& peers,

@@ -16,6 +16,7 @@
 // node agreed.
 
 #include <filesystem>
+#include <fstream>
 #include <ostream>
 #include <regex>
 #include <sstream>
@@ -251,6 +252,35 @@ BOOST_AUTO_TEST_CASE(workers_whose_own_setup_refuses_them_end_the_run_at_once) {
   bool heard = said_by(res.output, "worker:0", "worker:0: chief:0 knows why")
                || said_by(res.output, "worker:1", "worker:1: chief:0 knows why");
   BOOST_TEST(heard, "no worker heard the chief take its refusal");
+}
+
+BOOST_AUTO_TEST_CASE(a_refusal_ends_the_chiefs_wait_for_a_slow_task) {
+  // The chief has published its node and waits for the K-FAC hosts it
+  // connects to itself; the inverse host starts 40 s late. The worker
+  // cannot make its device (no GPU 999 in any build) and says so: the
+  // chief ends with that now, not once the inverse host is there.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
+                                     {"covariance", 1}, {"inverse", 1}});
+  auto late = tmp.file("late.sh");
+  {
+    std::ofstream script{late};
+    script << "#!/bin/sh\nsleep 40\nexec " << program << " \"$@\"\n";
+  }
+  std::filesystem::permissions(late, std::filesystem::perms::owner_exec,
+                               std::filesystem::perm_options::add);
+  temp_dir dir;
+  chief_outputs outputs{dir.path()};
+  auto flags = common + " --optimizer kfac --learning_rate 0.0003";
+  auto res = run_program(launcher + " --cluster " + cluster + " --program "
+                         + program + " --max_wall_s 150 --grace_ms 2000"
+                         + " --job_program inverse=" + late
+                         + " --job_flags 'chief=" + flags + outputs.flags()
+                         + "' --job_flags 'worker=" + flags
+                         + " --device gpu:999' -- " + flags);
+  BOOST_TEST_MESSAGE(res.output);
+  check_ended_at_once(res, "worker:0 cannot join the run: ", outputs);
+  BOOST_TEST(said_by(res.output, "chief:0", "gpu:999"));
 }
 
 BOOST_AUTO_TEST_CASE(an_inverse_host_without_its_device_refuses_the_chief) {
