@@ -114,15 +114,8 @@ private:
         || text.find("refused at connect to " + chief + ": ")
              != std::string::npos)
       return;
-    join_refusal_config jc;
-    jc.me = cfg_.task;
-    jc.chief = chief_task();
-    jc.cluster = cfg_.cluster;
-    jc.connects_to_chief = connects_to_chief(cfg_.task);
-    jc.bind = cfg_.bind;
-    jc.tls = cfg_.tls;
-    jc.connect = cfg_.connect;
-    refuse_to_join(sys_, self_, jc, text, log_);
+    refuse_to_join(sys_, self_, cfg_, chief_task(),
+                   connects_to_chief(cfg_.task), text, log_);
   }
 
   static std::vector<int32_t> all_of(int32_t n) {

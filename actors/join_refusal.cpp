@@ -12,6 +12,10 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
+/// How long the refusing node stays after answering the chief's hello,
+/// so that the answer is written before the process ends.
+constexpr std::chrono::milliseconds linger{1000};
+
 std::string ms(std::chrono::milliseconds d) {
   return std::to_string(d.count()) + " ms";
 }
@@ -19,11 +23,11 @@ std::string ms(std::chrono::milliseconds d) {
 /// A task that connects to the chief: tells the chief's node, retrying
 /// until it answers or the connect timeout has passed.
 void tell_chief(caf::actor_system& sys, caf::scoped_actor& self,
-                const join_refusal_config& cfg, const std::string& why,
-                std::ostream& log) {
-  const auto me = cfg.me.str();
-  const auto& addr = cfg.cluster.address(cfg.chief);
-  const auto where = cfg.chief.str() + " at " + addr.str();
+                const cluster_run_config& cfg, const task_id& chief_task,
+                const std::string& why, std::ostream& log) {
+  const auto me = cfg.task.str();
+  const auto& addr = cfg.cluster.address(chief_task);
+  const auto where = chief_task.str() + " at " + addr.str();
   log << me << ": telling " << where
       << " why this task cannot join the run (waiting up to "
       << ms(cfg.connect.timeout) << " for it)" << std::endl;
@@ -48,7 +52,7 @@ void tell_chief(caf::actor_system& sys, caf::scoped_actor& self,
         .receive([&](caf::ok_atom) { told = true; },
                  [&](caf::error& err) { last = render(err); });
       if (told) {
-        log << me << ": " << cfg.chief.str() << " knows why" << std::endl;
+        log << me << ": " << chief_task.str() << " knows why" << std::endl;
         return;
       }
     } else {
@@ -65,22 +69,22 @@ void tell_chief(caf::actor_system& sys, caf::scoped_actor& self,
 
 /// A task the chief connects to: answers its hello with the refusal.
 void answer_chief(caf::actor_system& sys, caf::scoped_actor& self,
-                  const join_refusal_config& cfg, const std::string& why,
-                  std::ostream& log) {
-  const auto me = cfg.me.str();
-  const auto& addr = cfg.cluster.address(cfg.me);
-  auto n = sys.spawn(refusing_node, cfg.me, cfg.chief, why,
+                  const cluster_run_config& cfg, const task_id& chief,
+                  const std::string& why, std::ostream& log) {
+  const auto me = cfg.task.str();
+  const auto& addr = cfg.cluster.address(cfg.task);
+  auto n = sys.spawn(refusing_node, cfg.task, chief, why,
                      caf::actor_cast<caf::actor>(self));
   auto bound = publish_node(n, cfg.bind.empty() ? addr.host : cfg.bind,
                             addr.port, cfg.tls);
   if (!bound) {
-    log << me << ": cannot tell " << cfg.chief.str()
+    log << me << ": cannot tell " << chief.str()
         << " why this task cannot join the run: " << render(bound.error())
         << std::endl;
     self->send_exit(n, caf::exit_reason::user_shutdown);
     return;
   }
-  log << me << ": answering " << cfg.chief.str() << "'s hello on "
+  log << me << ": answering " << chief.str() << "'s hello on "
       << bound->str() << " with why this task cannot join the run "
       << "(waiting up to " << ms(cfg.connect.timeout) << " for it)"
       << std::endl;
@@ -90,10 +94,10 @@ void answer_chief(caf::actor_system& sys, caf::scoped_actor& self,
   if (asked) {
     // The answer is on its way; the process must not end before it is
     // written.
-    std::this_thread::sleep_for(cfg.linger);
-    log << me << ": " << cfg.chief.str() << " knows why" << std::endl;
+    std::this_thread::sleep_for(linger);
+    log << me << ": " << chief.str() << " knows why" << std::endl;
   } else {
-    log << me << ": " << cfg.chief.str() << " did not say hello within "
+    log << me << ": " << chief.str() << " did not say hello within "
         << ms(cfg.connect.timeout) << std::endl;
   }
   self->send_exit(n, caf::exit_reason::user_shutdown);
@@ -130,12 +134,13 @@ node_actor::behavior_type refusing_node(node_actor::pointer,
 }
 
 void refuse_to_join(caf::actor_system& sys, caf::scoped_actor& self,
-                    const join_refusal_config& cfg, const std::string& why,
+                    const cluster_run_config& cfg, const task_id& chief,
+                    bool connects_to_chief, const std::string& why,
                     std::ostream& log) {
-  if (cfg.connects_to_chief)
-    tell_chief(sys, self, cfg, why, log);
+  if (connects_to_chief)
+    tell_chief(sys, self, cfg, chief, why, log);
   else
-    answer_chief(sys, self, cfg, why, log);
+    answer_chief(sys, self, cfg, chief, why, log);
 }
 
 } // namespace syncfac

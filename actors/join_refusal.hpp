@@ -24,29 +24,11 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "actors/cluster_node.hpp"
 #include "actors/node.hpp"
 #include "runtime/cluster/cluster_spec.hpp"
 
 namespace syncfac {
-
-struct join_refusal_config {
-  /// This task, the chief's task, and the cluster (their addresses).
-  task_id me;
-  task_id chief{"chief", 0};
-  cluster_spec cluster;
-  /// Whether this task connects to the chief itself (else the chief
-  /// connects to it).
-  bool connects_to_chief = false;
-  /// Where this node listens instead of its cluster entry's host (--bind).
-  std::string bind;
-  bool tls = false;
-  /// Bounds the whole wait (the connect timeout: a chief that has not come
-  /// within it has given up on this task too) and each attempt.
-  connect_options connect;
-  /// How long the refusing node stays after answering the chief's hello,
-  /// so that the answer is written before the process ends.
-  std::chrono::milliseconds linger{1000};
-};
 
 /// The node a task that cannot join publishes at its address: a hello is
 /// answered with ec::invalid_config "refused at connect to ps:0: ps:0
@@ -57,11 +39,15 @@ node_actor::behavior_type refusing_node(node_actor::pointer,
                                         task_id me, task_id chief,
                                         std::string why, caf::actor notify);
 
-/// Says why (`why`, this task's error) this task cannot join the run, as
-/// the file's head describes, within cfg.connect.timeout; logs to `log`
-/// what it did, or why the word did not reach the chief.
+/// Says why (`why`, this task's error) task cfg.task cannot join the run,
+/// as the file's head describes: to `chief` (the task hosting the chief)
+/// when the task `connects_to_chief` itself, else by its refusing node at
+/// its address (or --bind, over TLS if the cluster is), within the
+/// connect timeout; logs to `log` what it did, or why the word did not
+/// reach the chief.
 void refuse_to_join(caf::actor_system& sys, caf::scoped_actor& self,
-                    const join_refusal_config& cfg, const std::string& why,
+                    const cluster_run_config& cfg, const task_id& chief,
+                    bool connects_to_chief, const std::string& why,
                     std::ostream& log);
 
 } // namespace syncfac
