@@ -187,7 +187,7 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
     cc.checkpoint_every = cfg.checkpoint.every;
     cc.on_checkpoint = [log](const caf::expected<checkpoint_written>& w) {
       if (w) {
-        log->checkpoint_written(w->path);
+        log->checkpoint_written(w->path, w->global_step);
         log->line("checkpoint: wrote " + w->path + " ("
                   + std::to_string(w->bytes) + " bytes in "
                   + std::to_string(w->write_s) + " s)");
@@ -340,6 +340,7 @@ caf::error chief_driver::prepare_checkpoints(caf::actor_system& sys,
                     ? std::string{"; data order resumes where it was)"}
                     : std::string{"; data order starts the next epoch)"}));
     restored_ = run;
+    out_->checkpoint_restored(run->global_step);
   }
   // A continued run appends to its metrics and TensorBoard curves and
   // counts wall time from the run's first start; the checkpoints it writes

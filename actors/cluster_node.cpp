@@ -456,6 +456,7 @@ private:
                       + std::chrono::milliseconds{10000};
     sc.connect_attempt = connect_attempt();
     sc.connector = connector_for(hello);
+    sc.hello = hello;
     auto* log = &log_;
     sc.log = [log](const std::string& line) { *log << line << std::endl; };
     return sc;

@@ -1,6 +1,7 @@
 #include "actors/node.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 #include <caf/actor_system_config.hpp>
@@ -9,6 +10,7 @@
 
 #include "runtime/base/error.hpp"
 #include "runtime/net/listen_address.hpp"
+#include "runtime/net/task_identity.hpp"
 #include "runtime/net/tls_transport.hpp"
 
 namespace syncfac {
@@ -25,6 +27,31 @@ std::string missing_from(const std::vector<std::string>& a,
     if (!std::binary_search(b.begin(), b.end(), x))
       out += (out.empty() ? "" : ", ") + x;
   return out;
+}
+
+/// Why a hello claiming task `peer` is refused for where it came from ("" when
+/// it is not): with certificates bound to tasks, the connection it came
+/// through must have been verified for that very task
+/// (runtime/net/task_identity.hpp), so that a worker's key cannot register
+/// as the chief or a PS shard.
+std::string unverified_caller(caf::local_actor* self,
+                              const std::string& peer) {
+  auto& sys = self->system();
+  if (!net::binds_tasks(sys))
+    return {};
+  const auto& sender = self->current_sender();
+  if (!sender)
+    return "the hello of " + peer + " came without a sender";
+  if (sender->node() == sys.node())
+    return {};
+  auto verified = net::verified_task(sys, sender->node());
+  if (!verified)
+    return "the hello of " + peer
+           + " came from a node that no task hello verified";
+  if (verified->str() != peer)
+    return "a node whose certificate is that of " + verified->str()
+           + " claims to be " + peer;
+  return {};
 }
 
 /// Why `peer` (who says `protocol` and `types`) cannot talk with `me`, or
@@ -133,6 +160,14 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
     [=](hello_atom, node_hello& h) -> caf::result<node_info> {
       auto& st = self->state;
       auto peer = task_name(h.job, h.index);
+      if (auto impostor = unverified_caller(self, peer); !impostor.empty()) {
+        // Not the owner's business: an impostor does not end the run.
+        std::fprintf(stderr, "syncfac: %s: refused a hello: %s\n",
+                     st.cfg.task.str().c_str(), impostor.c_str());
+        return make_error(ec::invalid_config, "refused at connect to "
+                                                + st.cfg.task.str() + ": "
+                                                + impostor);
+      }
       auto why = incompatibility("node " + peer, h.protocol, h.message_types,
                                  known_message_types(self->system()));
       if (!why.empty())
@@ -235,8 +270,14 @@ caf::expected<node_actor> reach_node(caf::actor_system& sys,
   caf::detail::type_list<node_actor> expected_ifs;
   auto ptr = net::remote_actor_via(self, *manager, addr.host, addr.port,
                                    sys.message_types(expected_ifs), timeout);
-  if (!ptr)
+  if (!ptr) {
+    // A refused task hello ends the connection before CAF's handshake,
+    // which CAF reports as a lost connection: say what was refused.
+    if (tls)
+      if (auto why = net::tls_refusal(sys, addr.host, addr.port); !why.empty())
+        return make_error(ec::invalid_config, "TLS: " + why);
     return ptr.error();
+  }
   return caf::actor_cast<node_actor>(std::move(*ptr));
 }
 

@@ -67,20 +67,56 @@ void preempted(self_ptr self, const std::string& why) {
   end_run(self, node_end{exit_codes::preempted, "preempted: " + why, {}});
 }
 
+/// Preempted, and the chief cannot be told: the node ends at once, saying
+/// why (it exits preempted all the same).
+void preempted_unreached(self_ptr self, const std::string& why,
+                         const std::string& cause) {
+  auto& st = self->state;
+  st.log("preempted (" + why + "); cannot reach the chief (" + st.cfg.chief
+         + " at " + st.cfg.chief_address + ": " + cause
+         + "); the node ends without waiting for it");
+  end_run(self, node_end{exit_codes::preempted, "preempted: " + why, {}});
+}
+
+void tell_chief(self_ptr self, const chief_actor& chief,
+                const std::string& why) {
+  auto& st = self->state;
+  self->send(chief, preempt_atom::value, st.cfg.me + ": " + why);
+  st.log("preempted (" + why + "); told the chief, which ends the run after "
+         "the global step in flight");
+}
+
 /// Preempted while the chief is reachable: it ends the run after the
 /// global step in flight (and checkpoints it); this node keeps its roles
-/// until the chief's word, so that the step in flight can finish.
+/// until the chief's word, so that the step in flight can finish. A task
+/// the chief connects to (a PS shard, a K-FAC role's host) knows only the
+/// chief's node: it asks that node for the chief, bounded by the request
+/// timeout, and ends on its own when no answer comes.
 void pass_preemption_on(self_ptr self, const std::string& why) {
   auto& st = self->state;
   auto chief = st.watch->role<chief_actor>(st.cfg.chief, "chief");
-  if (!chief) {
-    preempted(self, why);
+  if (chief) {
+    tell_chief(self, *chief, why);
+    self->become(preempting(self));
     return;
   }
-  self->send(*chief, preempt_atom::value, st.cfg.me + ": " + why);
-  st.log("preempted (" + why + "); told the chief, which ends the run after "
-         "the global step in flight");
+  if (!st.watch->chief_here() || !st.chief_node || !st.cfg.hello) {
+    preempted_unreached(self, why, render(chief.error()));
+    return;
+  }
   self->become(preempting(self));
+  self->request(caf::actor_cast<node_actor>(st.chief_node),
+                st.cfg.request_timeout, hello_atom::value, *st.cfg.hello)
+    .then(
+      [=](node_info& info) {
+        auto c = role_of<chief_actor>(info, "chief");
+        if (!c) {
+          preempted_unreached(self, why, render(c.error()));
+          return;
+        }
+        tell_chief(self, *c, why);
+      },
+      [=](caf::error& err) { preempted_unreached(self, why, render(err)); });
 }
 
 void refused(self_ptr self, const std::string& peer, const std::string& why) {
@@ -92,6 +128,8 @@ void refused(self_ptr self, const std::string& peer, const std::string& why) {
 
 void watch_node(self_ptr self, const std::string& task, const caf::actor& n,
                 std::optional<node_info> info = std::nullopt) {
+  if (task == self->state.cfg.chief && n)
+    self->state.chief_node = n;
   if (auto m = self->state.watch->connected(task, n, std::move(info)))
     self->monitor(m);
 }

@@ -21,9 +21,11 @@
 //               still come (a worker stops with the chief at the end);
 //               bounded by the failure grace
 //   preempting  the node program preempted the node while the chief was
-//               reachable: the chief was told, and ends the run after the
-//               global step in flight; its word is awaited, bounded by
-//               preempt_wait (the node exits preempted either way)
+//               reachable: the chief was told (a task that knows only the
+//               chief's node asks it for the chief first, bounded by the
+//               request timeout), and ends the run after the global step
+//               in flight; its word is awaited, bounded by preempt_wait
+//               (the node exits preempted either way)
 //   ended       the promise of the node program is answered: the chief
 //               ended the run, a wait ran out, a peer was refused, or the
 //               program preempted the node (exit_codes::preempted)
@@ -152,6 +154,11 @@ struct supervisor_config {
   std::chrono::milliseconds preempt_wait{60000};
   /// The connector for `task` (made once per task, on its first loss).
   std::function<connector_actor(const std::string& task)> connector;
+  /// This node's hello (filled in once the node actor exists): a task the
+  /// chief connects to (a PS shard, a K-FAC role's host) knows the chief's
+  /// node only, and says hello to it for the chief's roles when it has a
+  /// preemption to pass on. Unset: such a task ends at once instead.
+  std::shared_ptr<const node_hello> hello;
   /// Where the node's fault lines go (may be empty).
   std::function<void(const std::string&)> log;
 };
@@ -169,6 +176,9 @@ struct supervisor_state {
   /// While connecting: what arrived before the node was wired.
   std::optional<node_end> early_end;
   std::vector<std::pair<std::string, caf::actor>> early_hellos;
+  /// The chief's node actor as it said hello or was connected to last
+  /// (watch->chief_here() says whether it is still up).
+  caf::actor chief_node;
   /// A hosted role's failure, kept until the end.
   std::string role_failure;
   /// Asks of a paused chief for a rebind still left.

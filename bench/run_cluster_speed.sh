@@ -15,7 +15,6 @@ steps=${2:-300}
 bin=${SYNCFAC_BIN_DIR:-build/bin}
 need_built "$bin"/{convnet_mnist_single,convnet_mnist_distributed,syncfac-launch}
 scratch_dir
-bash scripts/make-cluster-certs.sh "$out/certs" > /dev/null
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cluster() {
@@ -33,8 +32,10 @@ for r in $(seq 1 "$runs"); do
     --max_wall_s 600 -- "${common[@]}" --threads 1 --summary "$out/cluster_$r.json" > "$out/log_$r" 2>&1 \
     || { cat "$out/log_$r"; exit 1; }
   cluster "$out/c.json"
+  # One certificate per task (kept across rounds: the same names).
+  bash scripts/make-cluster-certs.sh --cluster "$out/c.json" "$out/certs" > /dev/null
   "$bin/syncfac-launch" --cluster "$out/c.json" --program "$bin/convnet_mnist_distributed" \
-    --max_wall_s 600 -- "${common[@]}" --threads 1 --tls_dir "$out/certs/node" \
+    --max_wall_s 600 -- "${common[@]}" --threads 1 --tls_dir "$out/certs" \
     --summary "$out/tls_$r.json" > "$out/log_$r" 2>&1 || { cat "$out/log_$r"; exit 1; }
   echo "run $r done"
 done

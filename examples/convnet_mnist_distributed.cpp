@@ -38,6 +38,7 @@
 #include "runtime/cluster/scheduler_env.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/exit_codes.hpp"
+#include "runtime/net/task_identity.hpp"
 #include "runtime/net/tls.hpp"
 #include "messages/push_parts.hpp"
 
@@ -59,6 +60,7 @@ struct distributed_options : convnet_options {
   std::string tls_dir;
   std::string bind;
   bool insecure = false;
+  bool print_cluster = false;
   int64_t connect_timeout_ms = 120000;
   int64_t max_wait_ms = 300000;
   int64_t heartbeat_ms = 1000;
@@ -105,6 +107,10 @@ struct distributed_options : convnet_options {
                          "entry's host (e.g. 0.0.0.0 in a container)")
       .add(insecure, "insecure", "allow plaintext when the cluster reaches "
                                  "beyond loopback (docs/tls.md)")
+      .add(print_cluster, "print_cluster",
+           "print the cluster this task (or, in a Slurm job's batch script, "
+           "the job's tasks) will run as a cluster file, and exit: for "
+           "scripts/make-cluster-certs.sh --cluster")
       .add(connect_timeout_ms, "connect_timeout_ms",
            "longest wait for the peers a node needs to be reachable")
       .add(max_wait_ms, "max_wait_ms",
@@ -206,7 +212,8 @@ caf::expected<cluster_run_config> make_config(distributed_options& opts) {
 /// Liveness and TLS go into the actor system's configuration before it
 /// starts: a frozen peer is seen within heartbeat + connection timeout,
 /// and half-configured TLS is refused here instead of inside CAF.
-caf::error configure_system(distributed_options& opts) {
+caf::error configure_system(distributed_options& opts,
+                            const cluster_run_config& run) {
   if (opts.middleman_workers < 0)
     return make_error(ec::invalid_config,
                       "middleman_workers must be >= 0, got "
@@ -226,17 +233,40 @@ caf::error configure_system(distributed_options& opts) {
            caf::timespan{opts.connection_timeout()});
   if (opts.tls_dir.empty())
     return caf::none;
-  auto files = net::load_tls_dir(opts.tls_dir);
-  if (!files)
-    return files.error();
-  return net::apply_tls(opts, *files);
+  return net::configure_node_tls(opts, opts.tls_dir, run.task, run.cluster);
+}
+
+/// --print_cluster: the cluster as the tasks will derive it. In a Slurm
+/// job's batch script (SLURM_PROCID without SLURM_STEP_ID) that is the
+/// job's allocation, as srun's tasks will see it; elsewhere what this
+/// task resolves.
+int print_cluster(const distributed_options& opts) {
+  scheduler_options launcher;
+  launcher.layout = opts.layout;
+  launcher.port_base = opts.port_base;
+  launcher.hosts = opts.hosts;
+  auto env = current_environment();
+  bool batch_script = opts.cluster.empty() && env.count("TF_CONFIG") == 0
+                      && env.count("SLURM_PROCID") > 0
+                      && env.count("SLURM_STEP_ID") == 0
+                      && env.count("SLURM_STEPID") == 0;
+  auto cluster = batch_script
+                   ? slurm_job_cluster(env, launcher)
+                   : resolve_cluster(opts.cluster, opts.job_name, opts.task,
+                                     launcher);
+  if (!cluster)
+    return fail(program_name, cluster.error());
+  std::cout << cluster->to_json() << std::endl;
+  return EXIT_SUCCESS;
 }
 
 int run(distributed_options& opts) {
+  if (opts.print_cluster)
+    return print_cluster(opts);
   auto cfg = make_config(opts);
   if (!cfg)
     return fail(program_name, cfg.error());
-  if (auto err = configure_system(opts))
+  if (auto err = configure_system(opts, *cfg))
     return fail(program_name, err);
   data_loader load = [&opts, &cfg] {
     return load_data(opts, cfg->sync.base.model);

@@ -20,7 +20,8 @@ std::string progress_record::to_line() const {
   obj.add("record", std::string{"progress"})
     .add("global_step", global_step)
     .add("total_steps", total_steps)
-    .add("wall_s", wall_s);
+    .add("wall_s", wall_s)
+    .add("checkpoint_step", checkpoint_step);
   return obj.str() + "\n";
 }
 
@@ -53,12 +54,18 @@ progress_record::parse(const std::string& line) {
       || !std::isfinite(wall->get<double>()))
     return fail("no finite \"wall_s\" number");
   r.wall_s = wall->get<double>();
+  auto ckpt = doc.find("checkpoint_step");
+  if (ckpt != doc.end()) {
+    if (!ckpt->is_number_integer() || ckpt->get<int64_t>() < -1)
+      return fail("\"checkpoint_step\" is not an integer >= -1");
+    r.checkpoint_step = ckpt->get<int64_t>();
+  }
   return r;
 }
 
 bool operator==(const progress_record& x, const progress_record& y) {
   return x.global_step == y.global_step && x.total_steps == y.total_steps
-         && x.wall_s == y.wall_s;
+         && x.wall_s == y.wall_s && x.checkpoint_step == y.checkpoint_step;
 }
 
 progress_record_writer::progress_record_writer(int fd) : fd_(fd) {

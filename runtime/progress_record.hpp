@@ -4,7 +4,11 @@
 // of JSON per global step the chief completes,
 //
 //   {"record": "progress", "global_step": 120, "total_steps": 500,
-//    "wall_s": 3.25}
+//    "wall_s": 3.25, "checkpoint_step": 100}
+//
+// and one more after each checkpoint it writes, so that the launcher can
+// say where a requeued run really resumes (docs/distributed.md,
+// "Preemption").
 //
 // written to the file descriptor that SYNCFAC_PROGRESS_FD names (the local
 // launcher passes the write end of a pipe there, runtime/launch). The
@@ -32,6 +36,11 @@ struct progress_record {
   int64_t total_steps = 0;
   /// Seconds since the run started, on the chief's clock.
   double wall_s = 0;
+  /// The global step of the newest checkpoint a restart with the same
+  /// flags resumes from: written or restored by this run; -1: none (a
+  /// restart begins at global step 0). A record without the field (an
+  /// older chief) reads as -1.
+  int64_t checkpoint_step = -1;
 
   /// The record as one line of JSON, with its '\n'.
   std::string to_line() const;

@@ -1,5 +1,6 @@
 #include "runtime/training_log.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <iomanip>
 
@@ -298,8 +299,19 @@ void training_log::note_fault(const std::string& text, int64_t step) {
   status_->event(step, text);
 }
 
-void training_log::checkpoint_written(const std::string& path) {
+void training_log::checkpoint_written(const std::string& path,
+                                      int64_t step) {
   status_->checkpoint_written(path);
+  std::lock_guard<std::mutex> guard{mtx_};
+  checkpoint_step_ = std::max(checkpoint_step_, step);
+  if (progress_record_.active())
+    progress_record_.write(progress_record{last_step_, total_steps_,
+                                           elapsed(), checkpoint_step_});
+}
+
+void training_log::checkpoint_restored(int64_t step) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  checkpoint_step_ = step;
 }
 
 void training_log::checkpoint_failed() {
@@ -310,8 +322,10 @@ void training_log::progress(int64_t step) {
   std::lock_guard<std::mutex> guard{mtx_};
   status_->step(step);
   progress_.update(step);
+  last_step_ = step;
   if (progress_record_.active())
-    progress_record_.write(progress_record{step, total_steps_, elapsed()});
+    progress_record_.write(
+      progress_record{step, total_steps_, elapsed(), checkpoint_step_});
 }
 
 } // namespace syncfac

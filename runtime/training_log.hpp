@@ -118,9 +118,15 @@ public:
   /// rejoining): the status page lists it and keeps the task's health.
   void fault(const std::string& text);
 
-  /// A checkpoint was written to `path` / failed.
-  void checkpoint_written(const std::string& path);
+  /// A checkpoint of global step `step` was written to `path` / failed.
+  /// A written one is where a restart resumes: the progress record says
+  /// so at once.
+  void checkpoint_written(const std::string& path, int64_t step);
   void checkpoint_failed();
+
+  /// The run continues from the checkpoint of global step `step`: a
+  /// restart resumes there until this run writes a newer one.
+  void checkpoint_restored(int64_t step);
 
   /// The run as the metrics server shows it.
   const std::shared_ptr<observe::run_status>& status() const noexcept {
@@ -167,6 +173,10 @@ private:
   progress_line progress_;
   progress_record_writer progress_record_;
   int64_t total_steps_ = 0;
+  /// The newest step progress() was given, and the checkpoint a restart
+  /// resumes from (-1: none): what the progress record says.
+  int64_t last_step_ = 0;
+  int64_t checkpoint_step_ = -1;
   double started_unix_ = 0;
   std::shared_ptr<observe::run_status> status_;
 };

@@ -5,7 +5,10 @@
 // metrics sink (its log and --metrics file), to this program's log and, with
 // --metrics FILE, to a JSON-lines file of its own. When the chief ends the
 // run, it evaluates the final variables once more before it lets the chief
-// go on (the shards are still up then). A shard or the chief that restarts
+// go on (the shards are still up then); a preempted run's end skips that
+// evaluation, and a stop signal here is passed to the chief, which ends
+// the run for every node (docs/distributed.md, "Preemption"). A shard or
+// the chief that restarts
 // (its process comes back on the same address) is reconnected to, a
 // bounded number of times. Given TF_CONFIG as TensorFlow writes it for
 // its evaluator ("task": {"type": "evaluator", "index": 0}, no
@@ -31,6 +34,7 @@
 #include <iterator>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +47,7 @@
 #include "actors/cluster_member.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/metrics_sink.hpp"
+#include "actors/preemption.hpp"
 #include "eval_role.hpp"
 #include "runtime/checkpoint/run_checkpoint.hpp"
 #include "runtime/base/error.hpp"
@@ -50,6 +55,7 @@
 #include "runtime/model_file.hpp"
 #include "runtime/model_fit.hpp"
 #include "runtime/exit_codes.hpp"
+#include "runtime/net/task_identity.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/stop_signals.hpp"
 #include "actors/program_config.hpp"
@@ -335,19 +341,38 @@ public:
     }
   }
 
-  /// Until the chief ends the run, or a stop signal (`stop`) ends the
-  /// evaluator after the evaluation in flight: poll, evaluate every K
-  /// steps.
+  /// Until the chief ends the run: poll, evaluate every K steps. A stop
+  /// signal (`stop`) is passed to the chief after the evaluation in
+  /// flight, as every node passes it on (docs/distributed.md,
+  /// "Preemption"): the chief ends the run after its global step in
+  /// flight, checkpointed, and this program waits for its word (no more
+  /// evaluations), bounded; a chief it cannot reach or that stays silent
+  /// ends it at once, or at the bound, saying so.
   caf::error run(const stop_signal_watcher& stop) {
     auto& self = member_.self();
     auto deadline = std::chrono::steady_clock::now()
                     + std::chrono::seconds{opts_.max_run_s};
-    while (!stop.received()) {
+    std::optional<std::chrono::steady_clock::time_point> told_until;
+    for (;;) {
+      if (!told_until && stop.received()) {
+        if (!tell_chief(*stop.received()))
+          return caf::none;
+        told_until = std::chrono::steady_clock::now() + preempt_wait();
+      }
       auto over = member_.wait(std::chrono::milliseconds{opts_.poll_ms});
       if (!over)
         return over.error();
       if (*over)
         return error_;
+      if (told_until) {
+        if (std::chrono::steady_clock::now() < *told_until)
+          continue;
+        std::cout << member_.me() << ": no word from the chief ("
+                  << chief_.str() << ") within " << preempt_wait().count()
+                  << " ms after the preemption; ending without it"
+                  << std::endl;
+        return caf::none;
+      }
       if (std::chrono::steady_clock::now() >= deadline)
         return make_error(ec::timeout,
                           member_.me() + ": the chief did not end the run "
@@ -397,7 +422,6 @@ public:
         failures_ = 0;
       }
     }
-    return caf::none;
   }
 
   /// The chief ended the run: evaluate the final variables unless done.
@@ -435,6 +459,34 @@ private:
     return std::chrono::milliseconds{opts_.request_timeout_ms};
   }
 
+  /// The bound on the chief's word after a preemption was passed on: as a
+  /// node's (the chief's bound on its step in flight, at most 20 s, its
+  /// checkpoint and its word).
+  std::chrono::milliseconds preempt_wait() const {
+    return std::chrono::milliseconds{20000} + 2 * timeout()
+           + std::chrono::milliseconds{10000};
+  }
+
+  /// Passes the stop signal `signal` to the chief; false (said) when the
+  /// chief cannot be reached.
+  bool tell_chief(const std::string& signal) {
+    auto chief = member_.role<chief_actor>(chief_, "chief");
+    if (!chief) {
+      std::cout << member_.me() << ": preempted (" << signal
+                << "); cannot reach the chief (" << chief_.str() << ": "
+                << render(chief.error())
+                << "); the evaluator ends without waiting for it"
+                << std::endl;
+      return false;
+    }
+    caf::anon_send(*chief, preempt_atom::value, member_.me() + ": " + signal);
+    std::cout << member_.me() << ": preempted (" << signal
+              << "); told the chief, which ends the run after the global "
+                 "step in flight"
+              << std::endl;
+    return true;
+  }
+
   const evaluator_options& opts_;
   cluster_member& member_;
   eval_role_actor role_;
@@ -449,7 +501,7 @@ private:
   caf::error error_;
 };
 
-caf::error configure(evaluator_options& opts) {
+caf::error configure(evaluator_options& opts, const cluster_spec& cluster) {
   if (opts.eval_every_steps < 1 || opts.poll_ms < 1
       || opts.poll_timeout_ms < 1 || opts.threads < 1 || opts.eval_batch < 1
       || opts.max_run_s < 1)
@@ -468,10 +520,7 @@ caf::error configure(evaluator_options& opts) {
              std::chrono::milliseconds{opts.connection_timeout_ms}});
   if (opts.tls_dir.empty())
     return caf::none;
-  auto files = net::load_tls_dir(opts.tls_dir);
-  if (!files)
-    return files.error();
-  return net::apply_tls(opts, *files);
+  return net::configure_node_tls(opts, opts.tls_dir, *cluster.task, cluster);
 }
 
 /// --evaluate_checkpoint FILE: the role on a device of its own, without a
@@ -577,7 +626,7 @@ int run(evaluator_options& opts, stop_signal_watcher& stop) {
   if (cluster->count("ps") < 1)
     return fail(make_error(ec::invalid_config,
                            "the cluster has no 'ps' task to evaluate"));
-  if (auto err = configure(opts))
+  if (auto err = configure(opts, *cluster))
     return fail(err);
   auto input = load_evaluation_input(opts);
   if (!input)
@@ -617,7 +666,12 @@ int run(evaluator_options& opts, stop_signal_watcher& stop) {
     return fail(err);
   if (auto err = prog.refresh())
     return fail(err);
-  m.on_shutdown = [&prog](const std::string&) { prog.finish(); };
+  // A preempted run has its grace period to end in: no final evaluation
+  // (the chief skips its own too).
+  m.on_shutdown = [&prog](const std::string& reason) {
+    if (!is_preempted_run(reason))
+      prog.finish();
+  };
   std::cout << m.me() << ": evaluating " << input->data->count << " examples "
             << (opts.checkpoint_dir.empty()
                   ? "every " + std::to_string(opts.eval_every_steps)
@@ -637,6 +691,14 @@ int run(evaluator_options& opts, stop_signal_watcher& stop) {
               << "; exit code " << exit_codes::preempted << std::endl;
     return exit_codes::preempted;
   }
+  // Another task was preempted: the chief's word says so, and every node
+  // of the run exits with the same code.
+  if (m.ended() && is_preempted_run(m.end_reason())) {
+    std::cerr << program_name << ": the chief ended the run: "
+              << m.end_reason() << "; exit code " << exit_codes::preempted
+              << std::endl;
+    return exit_codes::preempted;
+  }
   return EXIT_SUCCESS;
 }
 
@@ -648,9 +710,10 @@ int main(int argc, char** argv) {
     return fail(err);
   if (opts.help_printed)
     return EXIT_SUCCESS;
-  // SIGTERM, SIGINT, SIGHUP or --requeue_signal: the evaluation in flight
-  // ends, then the program with exit_codes::preempted; it keeps no state
-  // of its own, so a restart goes on at the run's step then.
+  // SIGTERM, SIGINT, SIGHUP or --requeue_signal: after the evaluation in
+  // flight the signal is passed to the chief, which ends the run (every
+  // node then exits with exit_codes::preempted, this one too); it keeps
+  // no state of its own, so a restart goes on at the run's step then.
   auto requeue = parse_requeue_signal(opts.requeue_signal);
   if (!requeue)
     return fail(requeue.error());

@@ -388,4 +388,25 @@ cluster_from_scheduler(const environment_map& env,
   return result{};
 }
 
+caf::expected<cluster_spec> slurm_job_cluster(const environment_map& env,
+                                              const scheduler_options& opts) {
+  if (find(env, "SLURM_JOB_NODELIST") == nullptr
+      && find(env, "SLURM_NODELIST") == nullptr)
+    return make_error(ec::invalid_config,
+                      "SLURM_JOB_NODELIST is not set: not inside a Slurm "
+                      "job (run this in its batch script or salloc's shell)");
+  // As srun's rank 0 over the whole allocation would see it.
+  auto job = env;
+  for (const char* step : {"SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE",
+                           "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NUM_NODES"})
+    job.erase(step);
+  job["SLURM_PROCID"] = "0";
+  job["SLURM_LOCALID"] = "0";
+  job["SLURM_STEP_ID"] = "0";
+  auto derived = from_slurm(job, opts);
+  if (!derived)
+    return derived.error();
+  return std::move(derived->spec);
+}
+
 } // namespace syncfac

@@ -63,4 +63,14 @@ caf::expected<std::optional<scheduler_cluster>>
 cluster_from_scheduler(const environment_map& env,
                        const scheduler_options& opts);
 
+/// The cluster the tasks of a Slurm job will derive under srun, as the
+/// job's batch script (or salloc's shell) can see it: from
+/// SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE and SLURM_NTASKS (the step
+/// variables of the batch step itself left aside), with rank 0's task set.
+/// For making the job's per-task certificates before srun starts it
+/// (examples/slurm/). ec::invalid_config naming a missing or malformed
+/// variable.
+caf::expected<cluster_spec> slurm_job_cluster(const environment_map& env,
+                                              const scheduler_options& opts);
+
 } // namespace syncfac

@@ -314,14 +314,29 @@ public:
     if (signal_count_ > 0 && code == exit_codes::preempted)
       report(chief_.str() + " exited with " + std::to_string(code)
              + " (preempted) after the forwarded signal: the run can be "
-               "requeued with the same flags, which resume from its last "
-               "checkpoint where --checkpoint_dir is set "
-               "(docs/distributed.md, \"Preemption\")");
+               "requeued with the same flags, "
+             + what_a_requeue_resumes() + " (docs/distributed.md, "
+               "\"Preemption\")");
     return code;
   }
 
 private:
   // -- reporting --------------------------------------------------------------
+
+  /// Where a requeued run resumes, as the chief's progress records said
+  /// last: the step of the checkpoint it wrote or restored, or global
+  /// step 0 when it had none.
+  std::string what_a_requeue_resumes() const {
+    if (!display_.any())
+      return "but " + chief_.str() + " sent no progress record, so "
+             "where it resumes is not known here: see its log";
+    if (checkpoint_step_ < 0)
+      return "but " + chief_.str() + " reported no checkpoint (none "
+             "written or restored; is --checkpoint_dir set?): a requeued "
+             "run starts again at global step 0";
+    return "which resume at global step " + std::to_string(checkpoint_step_)
+           + " (the newest checkpoint " + chief_.str() + " reported)";
+  }
 
   /// The timestamp in front of a line ("" with --no_log_timestamps).
   std::string stamp() const {
@@ -592,6 +607,7 @@ private:
       return;
     }
     display_.observe(*rec, clock_type::now());
+    checkpoint_step_ = rec->checkpoint_step;
     if (rec->global_step > chief_step_) {
       chief_step_ = rec->global_step;
       fire_kill_hooks();
@@ -1000,6 +1016,9 @@ private:
   bool chief_done_ = false;
   int chief_status_ = 0;
   int64_t chief_step_ = -1;
+  /// The newest checkpoint a restart resumes from, as the chief's last
+  /// record said (-1: none).
+  int64_t checkpoint_step_ = -1;
   /// The progress line's state.
   progress_display display_;
   bool progress_drawn_ = false;

@@ -342,15 +342,23 @@ caf::expected<tls_files> load_tls_dir(const std::string& dir) {
     return fail(dir, "TLS directory does not exist");
   if (!fs::is_directory(st))
     return fail(dir, "is not a directory");
+  return load_tls_files(dir, "node.pem", "node.key", "passphrase.txt");
+}
+
+caf::expected<tls_files> load_tls_files(const std::string& dir,
+                                        const std::string& certificate,
+                                        const std::string& key,
+                                        const std::string& passphrase) {
+  std::error_code err;
   auto abs = fs::absolute(dir, err);
   if (err)
     return fail(dir, "cannot make the path absolute: " + err.message());
   abs = abs.lexically_normal();
   tls_files files;
   files.cafile = (abs / "ca.pem").string();
-  files.certificate = (abs / "node.pem").string();
-  files.key = (abs / "node.key").string();
-  auto pass_path = (abs / "passphrase.txt").string();
+  files.certificate = (abs / certificate).string();
+  files.key = (abs / key).string();
+  auto pass_path = (abs / passphrase).string();
   if (fs::exists(pass_path, err)) {
     auto pass = read_passphrase(pass_path);
     if (!pass)

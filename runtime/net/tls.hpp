@@ -46,6 +46,15 @@ struct tls_files {
 /// ec::invalid_config error naming the file and the problem.
 caf::expected<tls_files> load_tls_dir(const std::string& dir);
 
+/// As load_tls_dir, for files of other names in `dir`: ca.pem, then
+/// `certificate`, `key` and (when it exists) `passphrase`, e.g. a task's
+/// worker-1.pem, worker-1.key of a per-job directory
+/// (net::load_task_tls).
+caf::expected<tls_files> load_tls_files(const std::string& dir,
+                                        const std::string& certificate,
+                                        const std::string& key,
+                                        const std::string& passphrase);
+
 /// Sets the openssl.* options (certificate, key, passphrase, cafile) on
 /// `cfg`, where the TLS transport reads them. `cfg` must already have loaded
 /// caf::io::middleman (syncfac::program_config does), and must not be used

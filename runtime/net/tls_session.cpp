@@ -4,15 +4,19 @@
 #include <cerrno>
 #include <climits>
 #include <optional>
+#include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include <sys/socket.h>
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "runtime/base/error.hpp"
+#include "runtime/net/verified_peers.hpp"
 
 namespace syncfac::net {
 
@@ -69,11 +73,14 @@ tls_session::tls_session(ssl_st* ssl, bool server) : ssl_(ssl) {
 }
 
 tls_session::~tls_session() {
+  if (registered_)
+    check_->peers->remove(peer_node_, *peer_task_);
   SSL_free(ssl_); // frees both BIOs
 }
 
 caf::expected<std::unique_ptr<tls_session>>
-tls_session::make(const ssl_context_ptr& ctx, native_socket fd, bool server) {
+tls_session::make(const ssl_context_ptr& ctx, native_socket fd, bool server,
+                  std::optional<tls_peer_check> check) {
   auto fail = [](std::string what) {
     auto errs = take_ssl_errors();
     return make_error(ec::io_error, "TLS: " + what
@@ -96,6 +103,7 @@ tls_session::make(const ssl_context_ptr& ctx, native_socket fd, bool server) {
   SSL_set_bio(ssl, in, out);
   SSL_set_default_read_buffer_len(ssl, read_buffer);
   std::unique_ptr<tls_session> session{new tls_session(ssl, server)};
+  session->check_ = std::move(check);
   BIO_set_data(out, session.get());
   if (session->continue_handshake(fd) == progress::failed)
     return make_error(ec::io_error,
@@ -134,6 +142,11 @@ tls_session::progress tls_session::continue_handshake(native_socket fd) {
     return progress::failed;
   }
   if (ret == 1) {
+    if (check_) {
+      auto hello = continue_hello(fd);
+      if (hello != progress::done)
+        return hello;
+    }
     handshaking_ = false;
     // From now on read as much as the socket holds, up to read_buffer
     // bytes, rather than each record's header and body with a read() each.
@@ -150,14 +163,176 @@ tls_session::progress tls_session::continue_handshake(native_socket fd) {
     case SSL_ERROR_ZERO_RETURN:
       ERR_clear_error();
       failure_ = "the peer closed the connection";
-      return progress::failed;
+      return handshake_failed();
     default: {
       // A peer without a certificate of the cluster CA ends here.
       auto errs = take_ssl_errors();
       failure_ = errs.empty() ? "OpenSSL refused the peer" : errs;
-      return progress::failed;
+      auto verified = SSL_get_verify_result(ssl_);
+      if (verified != X509_V_OK)
+        failure_ += std::string{" (the peer's certificate: "}
+                    + X509_verify_cert_error_string(verified)
+                    + (verified == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN
+                           || verified
+                                == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY
+                           || verified == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT
+                         ? "; it is not signed by this cluster's CA"
+                         : "")
+                    + ")";
+      else if (failure_.find("alert unknown ca") != std::string::npos)
+        failure_ += " (the peer does not trust this cluster's CA: a node "
+                    "of another cluster?)";
+      return handshake_failed();
     }
   }
+}
+
+// -- the task hello -----------------------------------------------------------
+
+namespace {
+
+constexpr const char* hello_magic = "syncfac-hello/1";
+
+/// The text of a record: up to its first NUL.
+std::string record_text(const std::vector<char>& rec) {
+  auto end = std::find(rec.begin(), rec.end(), '\0');
+  return std::string(rec.begin(), end);
+}
+
+/// Lines of `text`.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    auto nl = text.find('\n', start);
+    if (nl == std::string::npos) {
+      out.push_back(text.substr(start));
+      break;
+    }
+    out.push_back(text.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return out;
+}
+
+} // namespace
+
+void tls_session::write_record(const std::string& text) {
+  std::vector<char> rec(hello_record, '\0');
+  std::copy_n(text.begin(), std::min(text.size(), hello_record - 1),
+              rec.begin());
+  // Our output BIO takes everything: SSL_write cannot come back short.
+  SSL_write(ssl_, rec.data(), static_cast<int>(rec.size()));
+}
+
+std::optional<bool> tls_session::read_record(native_socket) {
+  while (in_.size() < hello_record) {
+    char buf[hello_record];
+    auto want = static_cast<int>(hello_record - in_.size());
+    auto ret = SSL_read(ssl_, buf, want);
+    if (ret > 0) {
+      in_.insert(in_.end(), buf, buf + ret);
+      continue;
+    }
+    auto err = SSL_get_error(ssl_, ret);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE)
+      return false;
+    auto errs = take_ssl_errors();
+    failure_ = "the peer closed the connection during the task hello"
+               + (errs.empty() ? std::string{} : " (" + errs + ")");
+    return std::nullopt;
+  }
+  return true;
+}
+
+tls_session::progress tls_session::handshake_failed() {
+  // A node of a cluster says so on both sides; a bare link (no check)
+  // reports through make's error or the lost connection alone.
+  if (check_) {
+    auto text = "the TLS handshake with " + check_->peer_address
+                + " failed: " + failure_;
+    check_->peers->refused(check_->peer_address, text);
+    std::fprintf(stderr, "syncfac: TLS: %s\n", text.c_str());
+  }
+  return progress::failed;
+}
+
+tls_session::progress tls_session::hello_failed(std::string why) {
+  failure_ = std::move(why);
+  check_->peers->refused(check_->peer_address, failure_);
+  std::fprintf(stderr, "syncfac: TLS: %s\n", failure_.c_str());
+  return progress::failed;
+}
+
+tls_session::progress tls_session::continue_hello(native_socket fd) {
+  const auto& check = *check_;
+  const auto& where = check.peer_address;
+  if (hello_ == hello_step::send) {
+    write_record(std::string{hello_magic} + "\n" + check.identity->self.str()
+                 + "\n" + check.own_node);
+    hello_ = hello_step::read_hello;
+  }
+  if (hello_ == hello_step::read_hello) {
+    auto got = read_record(fd);
+    if (!got)
+      return hello_failed("the peer at " + where + ": " + failure_);
+    if (!*got)
+      return send_buffered(fd) ? progress::pending
+                               : hello_failed("cannot send the hello to "
+                                              + where);
+    auto fields = lines_of(record_text(in_));
+    in_.clear();
+    std::string why;
+    std::optional<task_id> claimed;
+    if (fields.size() != 3 || fields[0] != hello_magic) {
+      why = "it sent no syncfac task hello (an older syncfac, or no "
+            "syncfac node at all?)";
+    } else if (auto t = task_id::parse(fields[1]); !t) {
+      why = "its hello names no task ('" + fields[1] + "')";
+    } else {
+      claimed = *t;
+      X509* cert = SSL_get_peer_certificate(ssl_);
+      why = peer_refusal(*check.identity, cert, *t, check.dialled);
+      X509_free(cert);
+    }
+    if (!why.empty()) {
+      write_record("refused: " + why);
+      send_buffered(fd); // the refused side reads why, if it can
+      auto text = "refused the peer at " + where
+                  + (claimed ? " (claiming " + claimed->str() + ")" : "")
+                  + ": " + why;
+      return hello_failed(text);
+    }
+    peer_task_ = claimed;
+    peer_node_ = fields[2];
+    write_record("ok");
+    hello_ = hello_step::read_verdict;
+  }
+  if (hello_ == hello_step::read_verdict) {
+    auto got = read_record(fd);
+    if (!got)
+      return hello_failed("the peer at " + where + " ("
+                          + peer_task_->str() + "): " + failure_);
+    if (!*got)
+      return send_buffered(fd) ? progress::pending
+                               : hello_failed("cannot send the verdict to "
+                                              + where);
+    auto verdict = record_text(in_);
+    in_.clear();
+    if (verdict != "ok") {
+      auto text = peer_task_->str() + " at " + where + " refused this node ("
+                  + check.identity->self.str() + "): "
+                  + (verdict.rfind("refused: ", 0) == 0 ? verdict.substr(9)
+                                                         : verdict);
+      return hello_failed(text);
+    }
+    check.peers->add(peer_node_, *peer_task_);
+    registered_ = true;
+    hello_ = hello_step::done;
+  }
+  if (!send_buffered(fd))
+    return hello_failed("cannot send to " + where);
+  return progress::done;
 }
 
 tls_session::rw_state tls_session::after_failed_call(int ret,

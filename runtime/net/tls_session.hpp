@@ -23,6 +23,7 @@
 #include <caf/io/network/native_socket.hpp>
 #include <caf/io/network/rw_state.hpp>
 
+#include "runtime/net/task_identity.hpp"
 #include "runtime/net/tls.hpp"
 
 struct ssl_st;
@@ -34,6 +35,24 @@ namespace syncfac::net {
 std::string take_ssl_errors();
 
 using ssl_context_ptr = std::shared_ptr<ssl_ctx_st>;
+
+class verified_peers;
+
+/// What a session of a node with a task identity checks after the
+/// handshake (task_identity.hpp): both sides send a hello record naming
+/// their task and CAF node id, then a verdict record ("ok" or why not).
+/// CAF's data flows only after both said ok.
+struct tls_peer_check {
+  std::shared_ptr<const task_identity> identity;
+  /// This node's CAF node id, as the peer's verified_task will look it up.
+  std::string own_node;
+  /// Where a verified peer is recorded while its connection lives.
+  std::shared_ptr<verified_peers> peers;
+  /// On the side that connected: the task at the address it dialled.
+  std::optional<task_id> dialled;
+  /// The peer's address, for messages.
+  std::string peer_address;
+};
 
 /// The context every connection of a node uses: its certificate chain and
 /// key, the cluster CA as the only trust anchor, peers must present a
@@ -58,8 +77,14 @@ public:
   /// A session on the connected socket `fd`, its handshake started (the
   /// client's hello sent); ec::io_error saying why when OpenSSL fails, the
   /// peer does not speak TLS or the socket is gone.
+  /// With `check`, the session also runs the task hello before it passes
+  /// any data on.
   static caf::expected<std::unique_ptr<tls_session>>
-  make(const ssl_context_ptr& ctx, native_socket fd, bool server);
+  make(const ssl_context_ptr& ctx, native_socket fd, bool server,
+       std::optional<tls_peer_check> check = std::nullopt);
+
+  /// Size of a hello and of a verdict record.
+  static constexpr size_t hello_record = 512;
 
   ~tls_session();
   tls_session(const tls_session&) = delete;
@@ -73,6 +98,7 @@ public:
                       size_t len);
   bool must_read_more(native_socket fd, size_t threshold);
 
+  /// True once the handshake (and the task hello, if any) is done.
   bool handshake_done() const {
     return !handshaking_;
   }
@@ -86,6 +112,19 @@ private:
   enum class progress { done, pending, failed };
 
   progress continue_handshake(native_socket fd);
+  /// The task hello after the handshake: send ours, read the peer's,
+  /// judge it, send the verdict, read the peer's verdict.
+  progress continue_hello(native_socket fd);
+  /// Reads into in_ until it holds a whole record; false while it does not
+  /// (failure_ says why when the connection is gone).
+  std::optional<bool> read_record(native_socket fd);
+  /// Sends `text` as one record.
+  void write_record(const std::string& text);
+  /// With a check: logs on stderr why the handshake failed (failure_) and
+  /// keeps it for tls_refusal.
+  progress handshake_failed();
+  /// Logs on stderr what ended the hello, and keeps it for make's error.
+  progress hello_failed(std::string why);
   /// While the handshake runs, what a read or write returns (`pending` when
   /// it goes on); nothing once it is done and the call may proceed.
   std::optional<rw_state> while_handshaking(native_socket fd,
@@ -111,6 +150,14 @@ private:
   // stream keeps asking to write until then.
   size_t owed_ = 0;
   std::string failure_; // what ended the handshake, for make's error
+  // The task hello; all empty without a check.
+  std::optional<tls_peer_check> check_;
+  enum class hello_step { send, read_hello, read_verdict, done };
+  hello_step hello_ = hello_step::send;
+  std::vector<char> in_;
+  std::optional<task_id> peer_task_;
+  std::string peer_node_;
+  bool registered_ = false;
 };
 
 } // namespace syncfac::net

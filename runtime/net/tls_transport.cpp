@@ -1,6 +1,7 @@
 #include "runtime/net/tls_transport.hpp"
 
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include <caf/atom.hpp>
@@ -14,7 +15,9 @@
 #include <caf/io/scribe.hpp>
 
 #include "runtime/base/error.hpp"
+#include "runtime/net/task_identity.hpp"
 #include "runtime/net/tls_session.hpp"
+#include "runtime/net/verified_peers.hpp"
 
 namespace syncfac::net {
 
@@ -35,6 +38,29 @@ void prepare_socket(native_socket fd) {
   network::nonblocking(fd, true);
   network::keepalive(fd, true);
 }
+
+/// What every session of a node with a task identity checks; empty
+/// identity: the CA alone.
+struct identity_checks {
+  std::shared_ptr<const task_identity> identity;
+  std::string own_node;
+  std::shared_ptr<verified_peers> peers;
+
+  /// The check of one connection with the peer at `address`; nullopt
+  /// without an identity.
+  std::optional<tls_peer_check>
+  for_peer(std::string address, std::optional<task_id> dialled) const {
+    if (!identity)
+      return std::nullopt;
+    tls_peer_check c;
+    c.identity = identity;
+    c.own_node = own_node;
+    c.peers = peers;
+    c.dialled = std::move(dialled);
+    c.peer_address = std::move(address);
+    return c;
+  }
+};
 
 /// The stream policy: CAF's stream_impl calls these on the multiplexer.
 class tls_policy {
@@ -129,8 +155,9 @@ private:
 
 class tls_doorman : public network::doorman_impl {
 public:
-  tls_doorman(default_multiplexer& mpx, native_socket fd, ssl_context_ptr ctx)
-    : doorman_impl(mpx, fd), ctx_(std::move(ctx)) {
+  tls_doorman(default_multiplexer& mpx, native_socket fd, ssl_context_ptr ctx,
+              identity_checks checks)
+    : doorman_impl(mpx, fd), ctx_(std::move(ctx)), checks_(std::move(checks)) {
   }
 
   bool new_connection() override {
@@ -139,7 +166,13 @@ public:
     auto& mpx = acceptor_.backend();
     auto fd = acceptor_.accepted_socket();
     prepare_socket(fd);
-    auto session = tls_session::make(ctx_, fd, true);
+    auto addr = network::remote_addr_of_fd(fd);
+    auto port = network::remote_port_of_fd(fd);
+    auto where = host_port{addr ? *addr : std::string{"?"},
+                           port ? *port : uint16_t{0}}
+                   .str();
+    auto session = tls_session::make(ctx_, fd, true,
+                                     checks_.for_peer(where, std::nullopt));
     if (!session) {
       network::close_socket(fd);
       return true; // refuse this one, keep accepting
@@ -152,13 +185,16 @@ public:
 
 private:
   ssl_context_ptr ctx_;
+  identity_checks checks_;
 };
 
 class tls_middleman_impl : public caf::io::middleman_actor_impl {
 public:
   tls_middleman_impl(caf::actor_config& cfg, caf::actor broker,
-                     ssl_context_ptr ctx)
-    : middleman_actor_impl(cfg, std::move(broker)), ctx_(std::move(ctx)) {
+                     ssl_context_ptr ctx, identity_checks checks)
+    : middleman_actor_impl(cfg, std::move(broker)),
+      ctx_(std::move(ctx)),
+      checks_(std::move(checks)) {
   }
 
   const char* name() const override {
@@ -177,17 +213,28 @@ public:
     // The registry's reference would keep this actor, and so the thread
     // that the system's shutdown waits for, alive.
     system().registry().erase(registry_name);
+    forget_verified_peers(system());
     middleman_actor_impl::on_exit();
   }
 
 protected:
   caf::expected<caf::io::scribe_ptr> connect(const std::string& host,
                                              uint16_t port) override {
+    auto where = host_port{host, port}.str();
+    std::optional<task_id> dialled;
+    if (checks_.identity) {
+      dialled = task_at(checks_.identity->cluster, host, port);
+      if (!dialled)
+        return make_error(ec::invalid_config,
+                          "TLS: " + where + " is the address of no task of "
+                          "the cluster: this node connects to its tasks only");
+    }
     auto fd = network::new_tcp_connection(host, port);
     if (!fd)
       return std::move(fd.error());
     prepare_socket(*fd);
-    auto session = tls_session::make(ctx_, *fd, false);
+    auto session = tls_session::make(ctx_, *fd, false,
+                                     checks_.for_peer(where, dialled));
     if (!session) {
       network::close_socket(*fd);
       return make_error(ec::io_error, "TLS with " + host + ":"
@@ -202,7 +249,7 @@ protected:
     auto fd = network::new_tcp_acceptor_impl(port, addr, reuse);
     if (!fd)
       return std::move(fd.error());
-    return caf::make_counted<tls_doorman>(mpx(), *fd, ctx_);
+    return caf::make_counted<tls_doorman>(mpx(), *fd, ctx_, checks_);
   }
 
 private:
@@ -211,6 +258,7 @@ private:
   }
 
   ssl_context_ptr ctx_;
+  identity_checks checks_;
 };
 
 /// CAF's request_timeout as ec::timeout saying what was waited for.
@@ -247,6 +295,12 @@ caf::expected<caf::io::middleman_actor> tls_middleman(caf::actor_system& sys) {
   auto ctx = make_ssl_context(files);
   if (!ctx)
     return ctx.error();
+  identity_checks checks;
+  if (auto id = tls_identity_of(sys.config())) {
+    checks.identity = std::make_shared<const task_identity>(std::move(*id));
+    checks.own_node = to_string(sys.node());
+    checks.peers = verified_peers_of(sys, true);
+  }
   auto broker = sys.middleman().named_broker<caf::io::basp_broker>(
     caf::atom("BASP"));
   // Hidden: the system does not wait for it as for a user's actor.
@@ -255,7 +309,7 @@ caf::expected<caf::io::middleman_actor> tls_middleman(caf::actor_system& sys) {
   // scheduler stops, and would then be cleaned up from the registry's
   // destructor, after the system it needs is gone.
   auto mm = sys.spawn<tls_middleman_impl, caf::detached + caf::hidden>(
-    std::move(broker), std::move(*ctx));
+    std::move(broker), std::move(*ctx), std::move(checks));
   registry.put(registry_name, mm);
   return mm;
 }

@@ -85,6 +85,24 @@ caf::behavior stand_in_chief(caf::event_based_actor*,
   };
 }
 
+/// The chief's node as a task it connected to sees it: it answers a hello
+/// with the chief's node information, or (`answers` false: the chief's
+/// process is frozen) holds it unanswered.
+caf::behavior stand_in_chief_node(caf::event_based_actor* self,
+                                  node_info info, bool answers,
+                                  std::shared_ptr<int> hellos) {
+  auto held = std::make_shared<std::vector<caf::response_promise>>();
+  return {
+    [=](hello_atom, const node_hello&) -> caf::result<node_info> {
+      ++*hellos;
+      if (answers)
+        return info;
+      held->push_back(self->make_response_promise());
+      return caf::delegated<node_info>{};
+    },
+  };
+}
+
 /// What reached the stand-in worker.
 struct worker_log {
   struct rebind {
@@ -298,6 +316,54 @@ BOOST_AUTO_TEST_CASE(preempted_without_the_chiefs_word_ends_after_the_wait) {
   require_ended(exit_codes::preempted);
   BOOST_TEST(logged("no word from the chief (chief:0 at 127.0.0.1:5000) "
                     "within 60000 ms after the preemption"));
+}
+
+/// A shard's node the chief connected to: it knows the chief's node only
+/// from its hello (`answers`: whether that node answers one).
+void start_shard_node_with_chiefs_hello(fixture& fx, bool answers,
+                                        std::shared_ptr<int> hellos) {
+  auto sc = fx.shard_config();
+  sc.hello = std::make_shared<node_hello>();
+  node_wiring w;
+  w.hosted = {{"ps:0", fx.ps.role()}};
+  fx.supervise(sc, w);
+  auto node = fx.spawn(stand_in_chief_node, fx.chief.info(), answers, hellos);
+  fx.say_hello("chief:0", node);
+  fx.require_running();
+}
+
+BOOST_AUTO_TEST_CASE(a_preempted_shard_asks_the_chiefs_node_for_the_chief) {
+  // A PS shard (or a K-FAC role's host) does not connect to the chief: it
+  // asks the chief's node for its roles, tells the chief, and keeps its
+  // shard until the chief's word, so that the step in flight finishes.
+  auto hellos = std::make_shared<int>(0);
+  start_shard_node_with_chiefs_hello(*this, true, hellos);
+  send_sup(caf::make_message(preempt_atom::value, std::string{"SIGTERM"}));
+  BOOST_TEST(*hellos == 1);
+  BOOST_TEST(chief_s->preemptions == std::vector<std::string>{
+                                       "ps:0: SIGTERM"});
+  BOOST_TEST(logged("ps:0: preempted (SIGTERM); told the chief"));
+  require_running();
+  send_sup(caf::make_message(shutdown_atom::value,
+                             std::string{"preempted (ps:0: SIGTERM)"}));
+  require_ended(exit_codes::preempted);
+}
+
+BOOST_AUTO_TEST_CASE(a_preempted_shard_that_cannot_reach_the_chief_ends) {
+  // The chief's process frozen: its node holds the hello; after the
+  // request timeout the node says so and ends, preempted.
+  auto hellos = std::make_shared<int>(0);
+  start_shard_node_with_chiefs_hello(*this, false, hellos);
+  send_sup(caf::make_message(preempt_atom::value, std::string{"SIGTERM"}));
+  BOOST_TEST(*hellos == 1);
+  advance(1s);
+  require_running();
+  advance(1s); // request_timeout
+  require_ended(exit_codes::preempted);
+  BOOST_TEST(chief_s->preemptions.empty());
+  BOOST_TEST(logged("ps:0: preempted (SIGTERM); cannot reach the chief "
+                    "(chief:0 at 127.0.0.1:5000: "));
+  BOOST_TEST(logged("the node ends without waiting for it"));
 }
 
 BOOST_AUTO_TEST_CASE(preempted_with_the_chief_gone_ends_at_once) {

@@ -167,17 +167,19 @@ BOOST_FIXTURE_TEST_CASE(the_seeds_kfac_example_as_a_cluster, run_files) {
 
 BOOST_AUTO_TEST_CASE(tls_cluster_trains_to_the_same_parameters) {
   temp_dir tmp;
+  // One worker without initial tokens: deterministic, so TLS must not
+  // change a single bit of the result. One certificate per task, under
+  // one --tls_dir.
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
   auto certs = tmp.file("certs");
   auto made = run_ok("bash " SYNCFAC_SOURCE_DIR
-                     "/scripts/make-cluster-certs.sh " + certs);
-  // One worker without initial tokens: deterministic, so TLS must not
-  // change a single bit of the result.
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
+                     "/scripts/make-cluster-certs.sh --cluster " + cluster
+                     + " " + certs);
   auto plain = tmp.file("plain.json");
   auto tls = tmp.file("tls.json");
   auto res = launch(cluster, common + " --steps 20 --summary " + plain);
   require_success(res);
-  res = launch(cluster, common + " --steps 20 --tls_dir " + certs + "/node"
+  res = launch(cluster, common + " --steps 20 --tls_dir " + certs
                  + " --summary " + tls);
   BOOST_TEST_MESSAGE(res.output);
   require_success(res);

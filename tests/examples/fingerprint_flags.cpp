@@ -36,6 +36,7 @@ const std::map<std::string, std::string> may_differ{
   {"port_base", "addresses and ports are per node"},
   {"hosts", "addresses and ports are per node"},
   {"tls_dir", "each node has its own key and certificate"},
+  {"print_cluster", "prints the cluster and exits: never trains"},
   {"connect_timeout_ms", "a timeout: changes when a node gives up, not "
                          "what it computes"},
   {"max_wait_ms", "a timeout"},

@@ -27,8 +27,9 @@ name's port 2222 becomes a free port of its own (the pods share one host's
 ports); the data and schedule settings of the ConfigMaps' flag files
 (data_dir, steps, checkpoint_*, metrics, ...) give way to fake data, 20
 steps and files in the temporary directory; the programs come from the
-build's bin directory on PATH; the Secret's certificates
-(scripts/make-cluster-certs.sh) are made in the temporary directory. Every
+build's bin directory on PATH; each job's Secret's certificates
+(scripts/make-cluster-certs.sh --per_job, from the cluster file beside the
+manifest, which must name the pods) are made in the temporary directory. Every
 node's flag file must name --tls_dir and every evaluator's too: a cluster
 off loopback refuses plaintext (docs/tls.md).
 
@@ -97,15 +98,35 @@ def local_flag_file(text, settings):
     return "\n".join(kept) + "\n"
 
 
-def make_certs(tmp):
-    """A cluster CA and one node's files, as the manifests' Secret holds."""
+def make_certs(tmp, pods, cluster_file):
+    """Each task's certificate, as the manifest's header makes them: from
+    the cluster file shipped beside it (which must name exactly the pods'
+    DNS names) plus the pods outside it (the evaluator), in one flat
+    directory per job, as each job's Secret holds them."""
+    with open(cluster_file) as f:
+        shipped = json.load(f)["cluster"]
+    in_cluster = {}
+    extra = []
+    for pod in pods:
+        index = int(pod.name.rsplit("-", 1)[1])
+        if pod.job in shipped:
+            in_cluster.setdefault(pod.job, {})[index] = pod.dns + ":2222"
+        else:
+            extra.append("%s:%d@%s" % (pod.job, index, pod.dns))
+    expected = {job: [by_index[i] for i in sorted(by_index)]
+                for job, by_index in in_cluster.items()}
+    if expected != shipped:
+        fail("%s names %s, but the manifest's pods are %s: the "
+             "certificates it makes would not fit them"
+             % (cluster_file, shipped, expected))
     certs = os.path.join(tmp, "certs")
-    r = subprocess.run(["bash", MAKE_CERTS, certs, "tls"],
+    r = subprocess.run(["bash", MAKE_CERTS, "--per_job", "--cluster",
+                        cluster_file, certs] + extra,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True)
     if r.returncode != 0:
         fail("make-cluster-certs.sh: " + r.stdout)
-    return os.path.join(certs, "tls")
+    return os.path.join(certs, "per-job")
 
 
 def check_manifest(docs, fname, image, fs_group):
@@ -267,9 +288,9 @@ def statefulset_pods(docs):
     return pods
 
 
-def localise(pods, tmp):
+def localise(pods, tmp, cluster_file):
     """The loopback addresses, ports, hosts file and test flags."""
-    tls = make_certs(tmp)
+    per_job = make_certs(tmp, pods, cluster_file)
     hosts = os.path.join(tmp, "hosts")
     with open(hosts, "w") as out:
         out.write("127.0.0.1 localhost\n")
@@ -301,7 +322,7 @@ def localise(pods, tmp):
                     if pod.job == "evaluator":
                         settings = dict(EVAL_SETTINGS)
                         settings["metrics"] = os.path.join(tmp, "eval.jsonl")
-                    settings["tls_dir"] = tls
+                    settings["tls_dir"] = os.path.join(per_job, pod.job)
                     with open(os.path.join(local, key), "w") as out:
                         out.write(local_flag_file(text, settings))
             elif "secret" in volume:
@@ -310,7 +331,14 @@ def localise(pods, tmp):
                     fail("%s: Secret volume %s is not defaultMode 0400 (the "
                          "node refuses a key others may read)"
                          % (pod.name, volume["name"]))
-                local = tls
+                # Each job's own Secret: a worker's pod never holds the
+                # chief's or a shard's key.
+                secret = volume["secret"].get("secretName", "")
+                if not secret.endswith("-tls-" + pod.job):
+                    fail("%s: Secret %s is not its job's (NAME-tls-%s): "
+                         "a pod must hold only its own job's keys"
+                         % (pod.name, secret, pod.job))
+                local = os.path.join(per_job, pod.job)
             else:
                 fail("%s: volume %s is neither a claim, a ConfigMap nor a "
                      "Secret" % (pod.name, volume["name"]))
@@ -350,8 +378,8 @@ def wait_for_line(pod, text, limit):
     return False
 
 
-def run(pods, bin_dir, tmp, what):
-    hosts = localise(pods, tmp)
+def run(pods, bin_dir, tmp, what, cluster_file):
+    hosts = localise(pods, tmp, cluster_file)
     # The order a cluster would not need, but a short test does: the last
     # worker starts once the evaluator is in, so that the chief (which
     # waits for every worker) trains with it there.
@@ -444,9 +472,11 @@ def main():
     print("both manifests: claims, ConfigMaps, image %s, the Istio "
           "annotation, fsGroup %d" % (image, fs_group))
     with tempfile.TemporaryDirectory() as tmp:
-        run(tfjob_pods(tfjob), bin_dir, tmp, "TFJob")
+        run(tfjob_pods(tfjob), bin_dir, tmp, "TFJob",
+            os.path.join(manifests, "tfjob-kfac.cluster.json"))
     with tempfile.TemporaryDirectory() as tmp:
-        run(statefulset_pods(sts), bin_dir, tmp, "StatefulSet")
+        run(statefulset_pods(sts), bin_dir, tmp, "StatefulSet",
+            os.path.join(manifests, "statefulset-kfac.cluster.json"))
     print("every pod of both manifests ended well")
 
 

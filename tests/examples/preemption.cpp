@@ -9,12 +9,20 @@
 // resume there: with one worker and no initial tokens (a deterministic
 // run) the parameters equal an uninterrupted run's. A second signal exits
 // at once; without --checkpoint_dir the node says what is lost.
+// every_role: the same for a SIGTERM to a PS shard, a covariance task and
+// an inverse task, and to the launcher (the whole job) with
+// --checkpoint_every 0: every node exits 143, the newest applied step is
+// checkpointed, and a resume ends on an uninterrupted run's parameters; a
+// node that cannot reach the chief exits 143 on its own, saying so. Each
+// case logs the time from the signal to the last exit ("timing: ...").
 // one_process: the same for the programs that train in one process
 // (convnet_mnist_single, convnet_mnist_multi_tower, autoencoder_mnist, the
 // plain loop), --requeue_signal and SIGHUP, and the evaluator.
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
@@ -48,6 +56,8 @@ struct node_process {
   std::string log;
   pid_t pid = -1;
   int exit_code = -1;
+  /// When the exit was seen (within the 10 ms of a wait's poll).
+  clock_type::time_point exited_at;
 
   /// Waits for the exit, bounded; false when it did not exit in time.
   bool wait(std::chrono::seconds limit) {
@@ -60,12 +70,13 @@ struct node_process {
       if (r == pid) {
         exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
                                       : 128 + WTERMSIG(status);
+        exited_at = clock_type::now();
         pid = -1;
         return true;
       }
       if (clock_type::now() >= deadline)
         return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds{50});
+      std::this_thread::sleep_for(std::chrono::milliseconds{10});
     }
   }
 
@@ -124,15 +135,44 @@ struct kill_on_exit {
   }
 };
 
-/// A cluster of chief:0, worker:0 and ps:0 as three processes.
+/// The tasks of a cluster of `counts` tasks per job ("ps:0", ...).
+std::vector<std::string> tasks_of(const std::map<std::string, int>& counts) {
+  std::vector<std::string> out;
+  for (const auto& [job, n] : counts)
+    for (int i = 0; i < n; ++i)
+      out.push_back(job + ":" + std::to_string(i));
+  return out;
+}
+
+/// The newest "global_step: N" training line of `output` (-1: none yet),
+/// each line after `prefix` (the launcher's "[chief:0] ").
+long logged_step(const std::string& output, const std::string& prefix = "") {
+  long last = -1;
+  std::istringstream in{output};
+  const std::string tag = prefix + "global_step: ";
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(tag, 0) == 0 && line.find("test_loss") == std::string::npos)
+      last = std::stol(line.substr(tag.size()));
+  return last;
+}
+
+/// A cluster, one process per task: by default chief:0, worker:0 and
+/// ps:0.
 struct cluster_run {
   const temp_dir& tmp;
   std::string cluster;
   std::string flags;
+  std::vector<std::string> tasks{"ps:0", "chief:0", "worker:0"};
   std::map<std::string, node_process> nodes;
 
   cluster_run(const temp_dir& t, std::string file, std::string f)
     : tmp(t), cluster(std::move(file)), flags(std::move(f)) {
+  }
+
+  cluster_run(const temp_dir& t, std::string file, std::string f,
+              std::vector<std::string> all)
+    : tmp(t), cluster(std::move(file)), flags(std::move(f)),
+      tasks(std::move(all)) {
   }
 
   ~cluster_run() {
@@ -146,15 +186,17 @@ struct cluster_run {
   /// Starts every node (the log files get `round` in their names).
   void start(const std::string& round) {
     nodes.clear();
-    for (std::string task : {"ps:0", "chief:0", "worker:0"}) {
+    for (const auto& task : tasks) {
       auto colon = task.find(':');
       auto args = std::string{" --cluster "} + cluster + " --job_name "
-                  + task.substr(0, colon) + " --task 0"
-                  + " --connect_timeout_ms 60000" + flags;
+                  + task.substr(0, colon) + " --task "
+                  + task.substr(colon + 1) + " --connect_timeout_ms 60000"
+                  + flags;
       if (task == "chief:0")
         args += " --summary " + tmp.file(round + "-summary.json");
       auto n = start_process(program + args,
                              tmp.file(round + "-" + task.substr(0, colon)
+                                      + "-" + task.substr(colon + 1)
                                       + ".log"));
       n.task = task;
       nodes[task] = n;
@@ -167,13 +209,7 @@ struct cluster_run {
 
   /// The chief's newest logged global step (-1: none yet).
   long chief_step() {
-    long last = -1;
-    std::istringstream in{node("chief:0").output()};
-    const std::string tag = "global_step: ";
-    for (std::string line; std::getline(in, line);)
-      if (line.rfind(tag, 0) == 0 && line.find("test_loss") == std::string::npos)
-        last = std::stol(line.substr(tag.size()));
-    return last;
+    return logged_step(node("chief:0").output());
   }
 
   /// Waits until the chief logged global step `step` or later, bounded.
@@ -206,7 +242,55 @@ struct cluster_run {
   std::string summary(const std::string& round) const {
     return read_file(tmp.file(round + "-summary.json"));
   }
+
+  /// Seconds from `signalled` to the last node's exit (after
+  /// require_exits).
+  double seconds_to_last_exit(clock_type::time_point signalled) const {
+    auto last = signalled;
+    for (const auto& kvp : nodes)
+      last = std::max(last, kvp.second.exited_at);
+    return std::chrono::duration<double>(last - signalled).count();
+  }
+
+  /// Each node's seconds from `signalled` to its exit ("ps:0 0.05 s, ...").
+  std::string exit_times(clock_type::time_point signalled) const {
+    std::ostringstream out;
+    for (const auto& [task, n] : nodes)
+      out << (out.tellp() > 0 ? ", " : "") << task << " "
+          << std::chrono::duration<double>(n.exited_at - signalled).count()
+          << " s";
+    return out.str();
+  }
 };
+
+/// Logs the time from a stop signal to the last exit (the figures of
+/// docs/distributed.md, "Preemption").
+void log_stop_time(const std::string& what, size_t nodes, double seconds) {
+  BOOST_TEST_MESSAGE("timing: " << what << ": the last of " << nodes
+                                << " processes exited " << seconds
+                                << " s after the signal");
+}
+
+/// The checkpoint of global step `step` exists in `dir`, and a chief's
+/// summary `summary` names it as the last one written.
+void check_checkpoint_of(const std::string& dir, long step,
+                         const std::string& summary) {
+  auto file = dir + "/ckpt-" + std::to_string(step) + ".safetensors";
+  BOOST_TEST(std::filesystem::exists(file), file << " is missing");
+  BOOST_TEST(json_string(summary, "last") == file, summary);
+}
+
+/// A chief's summary `summary` of a run that `task`'s SIGTERM ended says
+/// so, and the checkpoint of its last global step is in `dir`; returns
+/// that step.
+long check_preempted_by(const std::string& task, const std::string& summary,
+                        const std::string& dir) {
+  BOOST_TEST(said(summary, "\"preempted\": \"" + task + ": SIGTERM\""),
+             summary);
+  auto step = static_cast<long>(json_numbers(summary, "global_step").at(0));
+  check_checkpoint_of(dir, step, summary);
+  return step;
+}
 
 /// Task 0 of `job` in a cluster of a chief, a worker and a shard, started
 /// alone: it waits for peers that never come (up to `connect_ms`).
@@ -230,10 +314,11 @@ void check_exits_preempted(node_process& n, std::chrono::seconds limit) {
 }
 
 /// The digest of `steps` uninterrupted steps of the same run in one
-/// process (one PS shard, as the cluster).
-std::string uninterrupted_digest(const temp_dir& tmp) {
+/// process (one PS shard, as the cluster; `extra`: the run's own flags).
+std::string uninterrupted_digest(const temp_dir& tmp,
+                                 const std::string& extra = "") {
   auto summary = tmp.file("whole.json");
-  auto res = run_ok(bin + "convnet_mnist_single" + deterministic
+  auto res = run_ok(bin + "convnet_mnist_single" + deterministic + extra
                     + " --ps_tasks 1 --steps " + std::to_string(steps)
                     + " --summary " + summary);
   auto digest = json_string(read_file(summary), "params_digest");
@@ -241,36 +326,66 @@ std::string uninterrupted_digest(const temp_dir& tmp) {
   return digest;
 }
 
-/// SIGTERM to `task` mid-run: every node exits 143 with the step in
-/// flight checkpointed; the same commands again end with the parameters
-/// of an uninterrupted run.
-void preempt_and_resume(const std::string& task) {
+/// A cluster's jobs and the flags of its run.
+struct cluster_kind {
+  std::map<std::string, int> jobs;
+  std::string flags;
+};
+
+/// A chief, one worker, one PS shard: momentum SGD.
+const cluster_kind momentum_cluster{{{"chief", 1}, {"worker", 1}, {"ps", 1}},
+                                    ""};
+
+/// ... and a covariance and an inverse task: K-FAC whose statistics flow
+/// and whose inverses never precondition (--min_cov_updates beyond the
+/// run), so that the run stays deterministic (inverses ship as soon as
+/// they are ready: docs/design.md §6) while every K-FAC role takes part.
+const cluster_kind kfac_cluster{{{"chief", 1},
+                                 {"worker", 1},
+                                 {"ps", 1},
+                                 {"covariance", 1},
+                                 {"inverse", 1}},
+                                " --optimizer kfac --learning_rate 0.01"
+                                " --min_cov_updates 1000000"};
+
+/// SIGTERM to `task` of a `kind` cluster mid-run: every node exits 143
+/// with the newest applied step checkpointed (--checkpoint_every 0); the
+/// same commands again end with the parameters of an uninterrupted run.
+void preempt_and_resume(const std::string& task,
+                        const cluster_kind& kind = momentum_cluster) {
   temp_dir tmp;
   auto dir = tmp.file("ckpt");
-  cluster_run run{tmp, write_cluster(tmp, {{"chief", 1}, {"worker", 1},
-                                           {"ps", 1}}),
-                  deterministic + " --steps " + std::to_string(steps)
-                    + " --checkpoint_every 0 --checkpoint_dir " + dir};
+  cluster_run run{tmp, write_cluster(tmp, kind.jobs),
+                  deterministic + kind.flags + " --steps "
+                    + std::to_string(steps)
+                    + " --checkpoint_every 0 --checkpoint_dir " + dir,
+                  tasks_of(kind.jobs)};
   run.start("first");
   run.await_step(30);
+  auto signalled = clock_type::now();
   run.node(task).signal(SIGTERM);
   run.require_exits(exit_codes::preempted);
+  log_stop_time("SIGTERM to " + task, run.nodes.size(),
+                run.seconds_to_last_exit(signalled));
+  BOOST_TEST_MESSAGE("timing: each: " << run.exit_times(signalled));
   auto first = run.summary("first");
-  BOOST_TEST(said(first, "\"preempted\": \"" + task + ": SIGTERM\""),
-             first);
-  auto stopped_at = json_numbers(first, "global_step").at(0);
+  auto stopped_at = check_preempted_by(task, first, dir);
   BOOST_TEST(stopped_at >= 30);
   BOOST_TEST(stopped_at < steps);
   BOOST_TEST(json_numbers(first, "written").at(0) >= 1);
   BOOST_TEST(said(run.node(task).output(),
                       "SIGTERM: stopping after the global step in flight"));
+  if (task != "chief:0") // there the signal reaches the chief directly
+    BOOST_TEST(said(run.node(task).output(), "told the chief, which ends "
+                                             "the run after the global step"));
   run.start("second");
   run.require_exits(exit_codes::success);
   auto second = run.summary("second");
   check_counters(second, {{"restored_step", stopped_at},
                           {"global_step", steps}});
   BOOST_TEST(!said(second, "\"preempted\""));
-  BOOST_TEST(json_string(second, "params_digest") == uninterrupted_digest(tmp));
+  BOOST_TEST(json_string(second, "params_digest")
+             == uninterrupted_digest(tmp, kind.flags));
 }
 
 } // namespace
@@ -340,16 +455,152 @@ BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
 
-/// The newest "global_step: N" training line of `output` (-1: none yet).
-long logged_step(const std::string& output) {
-  long last = -1;
-  std::istringstream in{output};
-  const std::string tag = "global_step: ";
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(tag, 0) == 0 && line.find("test_loss") == std::string::npos)
-      last = std::stol(line.substr(tag.size()));
-  return last;
+/// The launcher on a `kind` cluster (every task's output prefixed with
+/// its task, no timestamps), its log in `round`.log and the chief's
+/// summary in `round`-summary.json.
+node_process start_launcher(const temp_dir& tmp, const std::string& cluster,
+                            const std::string& flags,
+                            const std::string& round) {
+  return start_process(bin + "syncfac-launch --no_log_timestamps --cluster "
+                         + cluster + " -- --connect_timeout_ms 60000" + flags
+                         + " --summary " + tmp.file(round + "-summary.json"),
+                       tmp.file(round + ".log"));
 }
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(every_role)
+
+BOOST_AUTO_TEST_CASE(sigterm_to_a_ps_shard_resumes_without_loss) {
+  // The shard is connected to by the chief: it asks the chief's node for
+  // the chief, tells it, and serves the step in flight until the chief's
+  // word.
+  preempt_and_resume("ps:0");
+}
+
+BOOST_AUTO_TEST_CASE(sigterm_to_a_covariance_task_resumes_without_loss) {
+  preempt_and_resume("covariance:0", kfac_cluster);
+}
+
+BOOST_AUTO_TEST_CASE(sigterm_to_an_inverse_task_resumes_without_loss) {
+  preempt_and_resume("inverse:0", kfac_cluster);
+}
+
+BOOST_AUTO_TEST_CASE(sigterm_to_an_inverse_task_under_task_bound_tls) {
+  // With certificates bound to tasks the chief's node takes a hello only
+  // over a connection verified for the task it claims: the inverse task's
+  // question for the chief goes over the connection the chief opened,
+  // verified on both sides, and is answered.
+  temp_dir tmp;
+  auto dir = tmp.file("ckpt");
+  auto cluster = write_cluster(tmp, kfac_cluster.jobs);
+  auto certs = tmp.file("certs");
+  run_ok("bash " SYNCFAC_SOURCE_DIR "/scripts/make-cluster-certs.sh --cluster "
+         + cluster + " " + certs);
+  cluster_run run{tmp, cluster,
+                  deterministic + kfac_cluster.flags + " --steps "
+                    + std::to_string(steps) + " --tls_dir " + certs
+                    + " --checkpoint_every 0 --checkpoint_dir " + dir,
+                  tasks_of(kfac_cluster.jobs)};
+  run.start("tls");
+  run.await_step(30);
+  auto signalled = clock_type::now();
+  run.node("inverse:0").signal(SIGTERM);
+  run.require_exits(exit_codes::preempted);
+  log_stop_time("SIGTERM to inverse:0 under TLS", run.nodes.size(),
+                run.seconds_to_last_exit(signalled));
+  check_preempted_by("inverse:0", run.summary("tls"), dir);
+  BOOST_TEST(said(run.node("inverse:0").output(), "told the chief"));
+}
+
+BOOST_AUTO_TEST_CASE(sigterm_to_the_launcher_checkpoints_the_newest_step) {
+  // The whole job (a scheduler's scancel, a job deletion): the launcher
+  // forwards SIGTERM to every task of a K-FAC cluster, with
+  // --checkpoint_every 0. Every task exits 143, the newest applied step
+  // is checkpointed, the launcher's message names that step, and the
+  // launcher again with the same flags resumes there and ends on an
+  // uninterrupted run's parameters.
+  temp_dir tmp;
+  auto dir = tmp.file("ckpt");
+  auto cluster = write_cluster(tmp, kfac_cluster.jobs);
+  auto flags = deterministic + kfac_cluster.flags + " --steps "
+               + std::to_string(steps)
+               + " --checkpoint_every 0 --checkpoint_dir " + dir;
+  auto first = start_launcher(tmp, cluster, flags, "first");
+  kill_on_exit guard{first};
+  auto deadline = clock_type::now() + std::chrono::seconds{180};
+  while (logged_step(first.output(), "[chief:0] ") < 30) {
+    BOOST_REQUIRE_MESSAGE(clock_type::now() < deadline,
+                          "no global step 30 within 180 s:\n"
+                            << first.output());
+    BOOST_REQUIRE_MESSAGE(first.running(), "the launcher ended before "
+                                           "global step 30:\n"
+                                             << first.output());
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+  }
+  auto signalled = clock_type::now();
+  first.signal(SIGTERM);
+  check_exits_preempted(first, std::chrono::seconds{180});
+  log_stop_time("SIGTERM to the launcher (the whole job)",
+                tasks_of(kfac_cluster.jobs).size(),
+                std::chrono::duration<double>(first.exited_at - signalled)
+                  .count());
+  auto out = first.output();
+  for (const auto& task : tasks_of(kfac_cluster.jobs))
+    BOOST_TEST(said(out, "syncfac-launch: " + task + " exited with code 143"),
+               task);
+  auto summary = read_file(tmp.file("first-summary.json"));
+  BOOST_TEST(said(summary, "\"preempted\": \""), summary);
+  auto stopped_at = static_cast<long>(json_numbers(summary, "global_step")
+                                        .at(0));
+  BOOST_TEST(stopped_at >= 30);
+  BOOST_TEST(stopped_at < steps);
+  check_checkpoint_of(dir, stopped_at, summary);
+  BOOST_TEST(said(out, "the run can be requeued with the same flags, which "
+                       "resume at global step "
+                         + std::to_string(stopped_at)
+                         + " (the newest checkpoint chief:0 reported)"));
+  auto second = start_launcher(tmp, cluster, flags, "second");
+  kill_on_exit guard2{second};
+  bool ended = second.wait(std::chrono::seconds{300});
+  BOOST_TEST_MESSAGE(second.output());
+  BOOST_REQUIRE_MESSAGE(ended, "the resumed run did not end in 300 s");
+  BOOST_TEST(second.exit_code == 0);
+  auto resumed = read_file(tmp.file("second-summary.json"));
+  check_counters(resumed, {{"restored_step", stopped_at},
+                           {"global_step", steps}});
+  BOOST_TEST(json_string(resumed, "params_digest")
+             == uninterrupted_digest(tmp, kfac_cluster.flags));
+}
+
+BOOST_AUTO_TEST_CASE(a_shard_that_cannot_reach_the_chief_exits_on_its_own) {
+  // The chief frozen (SIGSTOP; its connections stay up): the preempted
+  // shard's question to the chief's node goes unanswered, and after
+  // --request_timeout_ms it says so and exits 143 by itself.
+  temp_dir tmp;
+  cluster_run run{tmp, write_cluster(tmp, momentum_cluster.jobs),
+                  deterministic + " --steps 100000 --request_timeout_ms 3000"};
+  run.start("first");
+  run.await_step(20);
+  run.node("chief:0").signal(SIGSTOP);
+  auto signalled = clock_type::now();
+  run.node("ps:0").signal(SIGTERM);
+  check_exits_preempted(run.node("ps:0"), std::chrono::seconds{60});
+  log_stop_time("SIGTERM to ps:0 with the chief frozen", 1,
+                std::chrono::duration<double>(run.node("ps:0").exited_at
+                                              - signalled)
+                  .count());
+  BOOST_TEST(said(run.node("ps:0").output(),
+                  "ps:0: preempted (SIGTERM); cannot reach the chief "
+                  "(chief:0 at 127.0.0.1:"));
+  BOOST_TEST(said(run.node("ps:0").output(),
+                  "the node ends without waiting for it"));
+  run.node("chief:0").signal(SIGCONT);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
 
 /// Waits until `n` logged step `step` or later, bounded.
 void await_logged_step(node_process& n, long step) {
@@ -567,21 +818,36 @@ std::string cluster_with_evaluator(const temp_dir& tmp) {
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(the_evaluator_stopped_mid_run_ends_after_its_evaluation) {
+BOOST_AUTO_TEST_CASE(sigterm_to_the_evaluator_ends_the_run_in_order) {
   // A running cluster with the evaluator: SIGTERM to the evaluator once it
-  // reported an evaluation; it ends with 143, saying after which one.
+  // reported an evaluation. It passes the signal to the chief, which ends
+  // the run after its step in flight, checkpointed (--checkpoint_every 0);
+  // every process exits 143, the evaluator saying after which evaluation.
   temp_dir tmp;
   auto file = cluster_with_evaluator(tmp);
+  auto dir = tmp.file("ckpt");
   auto eval = start_evaluator(tmp, file, "60000");
   kill_on_exit guard{eval};
-  cluster_run run{tmp, file, deterministic + " --steps 100000"};
+  cluster_run run{tmp, file, deterministic + " --steps 100000 "
+                               "--checkpoint_every 0 --checkpoint_dir " + dir};
   run.start("eval");
   await_output(eval, "[evaluator:0] global_step: ");
+  auto signalled = clock_type::now();
   eval.signal(SIGTERM);
-  check_exits_preempted(eval, std::chrono::seconds{60});
+  check_exits_preempted(eval, std::chrono::seconds{120});
+  run.require_exits(exit_codes::preempted);
+  log_stop_time("SIGTERM to evaluator:0", run.nodes.size() + 1,
+                std::max(run.seconds_to_last_exit(signalled),
+                         std::chrono::duration<double>(eval.exited_at
+                                                       - signalled)
+                           .count()));
   BOOST_TEST(said(eval.output(), "SIGTERM: stopping after"));
+  BOOST_TEST(said(eval.output(), "evaluator:0: preempted (SIGTERM); told the "
+                                 "chief, which ends the run after the global "
+                                 "step in flight"));
   BOOST_TEST(said(eval.output(), "syncfac_evaluator: stopped by SIGTERM after "
                                  "the evaluation of global step "));
+  check_preempted_by("evaluator:0", run.summary("eval"), dir);
 }
 
 BOOST_AUTO_TEST_CASE(the_evaluator_stopped_while_it_connects_exits_preempted) {

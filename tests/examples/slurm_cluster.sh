@@ -130,9 +130,9 @@ echo "srun -n 4 trained to global_step 30, every rank exited 0"
 # node with 4 tasks instead of its 2 x 3, on fake data.
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 batch_summary="$work/batch-summary.json"
-# Its certificates, as the script's header tells a user to make them.
-bash "$source_dir/scripts/make-cluster-certs.sh" "$work/syncfac-certs" node >/dev/null
-SYNCFAC_BIN="$(cd "$bin" && pwd)" SYNCFAC_LAYOUT=chief=1,ps=1 \
+# It makes its per-task certificates itself (in $work/syncfac-certs).
+SYNCFAC_BIN="$(cd "$bin" && pwd)" SYNCFAC_SCRIPTS="$source_dir/scripts" \
+SYNCFAC_LAYOUT=chief=1,ps=1 \
 SYNCFAC_PORT_BASE=29830 SYNCFAC_SUMMARY="$batch_summary" \
 SYNCFAC_FLAGS="--fake_data --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 --connect_timeout_ms 60000 --steps 30 --log_every 10" \
   timeout "$(budget 80)" sbatch --wait --nodes=1 --ntasks=4 --ntasks-per-node=4 \
@@ -151,4 +151,8 @@ fi
 python3 "$here/check_summary.py" "$batch_summary" 30 2 1 "the batch job's summary" || exit 1
 grep -q "listening on .*(TLS)" "$work/batch.log" \
   || { echo "FAIL: the batch job's nodes did not listen over TLS"; exit 1; }
+for t in chief-0 ps-0 worker-0 worker-1; do
+  grep -q "syncfac://${t%-*}/${t#*-}" "$work/syncfac-certs/$t/names.txt" 2>/dev/null \
+    || { echo "FAIL: the batch job made no certificate of its task $t"; ls -R "$work/syncfac-certs"; exit 1; }
+done
 echo "PASS: srun -n 4 and sbatch examples/slurm/ trained to global_step 30, every rank exited 0"

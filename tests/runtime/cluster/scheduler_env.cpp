@@ -419,3 +419,49 @@ BOOST_AUTO_TEST_CASE(the_jobs_list_with_only_the_steps_counts) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(batch_script)
+
+// What a Slurm job's batch script sees: SLURM_PROCID=0 without
+// SLURM_STEP_ID, and the batch step's own one-node lists beside the job's.
+environment_map batch_env() {
+  auto env = slurm(0, "node[01-02]", "3(x2)", 6);
+  env.erase("SLURM_STEP_ID");
+  env["SLURM_STEP_NODELIST"] = "node01";
+  env["SLURM_STEP_TASKS_PER_NODE"] = "1";
+  env["SLURM_STEP_NUM_TASKS"] = "1";
+  env["SLURM_LOCALID"] = "0";
+  return env;
+}
+
+BOOST_AUTO_TEST_CASE(the_job_cluster_is_what_sruns_tasks_derive) {
+  scheduler_options opts;
+  opts.layout = "chief=1,ps=2";
+  auto job = slurm_job_cluster(batch_env(), opts);
+  BOOST_REQUIRE_MESSAGE(job, test::why(job));
+  // srun's rank 3 of the same job, over the whole allocation.
+  auto task = derive(slurm(3, "node[01-02]", "3(x2)", 6), opts);
+  BOOST_CHECK(job->jobs == task.spec.jobs);
+  BOOST_CHECK_EQUAL(addresses(*job),
+                    "chief:0=node01:25000 worker:0=node02:25000 "
+                    "worker:1=node02:25001 worker:2=node02:25002 "
+                    "ps:0=node01:25001 ps:1=node01:25002");
+  // The batch script itself is still no task of it.
+  refused(batch_env(), opts, {"without SLURM_STEP_ID", "batch script"});
+}
+
+BOOST_AUTO_TEST_CASE(outside_a_job_there_is_no_job_cluster) {
+  auto none = slurm_job_cluster({}, {});
+  BOOST_REQUIRE(!none);
+  BOOST_CHECK(render(none.error()).find("SLURM_JOB_NODELIST is not set")
+              != std::string::npos);
+  auto env = batch_env();
+  env["SLURM_TASKS_PER_NODE"] = "3(x3)";
+  auto bad = slurm_job_cluster(env, {});
+  BOOST_REQUIRE(!bad);
+  BOOST_CHECK_MESSAGE(render(bad.error()).find("SLURM_TASKS_PER_NODE")
+                        != std::string::npos,
+                      render(bad.error()));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -10,6 +10,8 @@
 //                         writes each step's progress record where
 //                         SYNCFAC_PROGRESS_FD says (as the real chief)
 //   --no_records          ... but no progress records (log text only)
+//   --checkpoint_every K  the records say a checkpoint of every K-th step
+//                         was written (default 0: none)
 //   --wait_starts J:I=N   the chief then waits (at most 30 s) until
 //                         D/J-I.pid has N lines (that task started N times)
 //   --chief_ms M          the chief then sleeps M ms (default 0)
@@ -65,6 +67,7 @@ struct flags {
   bool ignore_term = false;
   bool partial = false;
   bool records = true;
+  int checkpoint_every = 0;
   int on_stop_exit = -1;
   int stop_ms = 200;
 };
@@ -132,6 +135,8 @@ int main(int argc, char** argv) {
       f.steps = std::stoi(next());
     else if (a == "--step_ms")
       f.step_ms = std::stoi(next());
+    else if (a == "--checkpoint_every")
+      f.checkpoint_every = std::stoi(next());
     else if (a == "--wait_starts")
       f.wait_starts = next();
     else if (a == "--chief_ms")
@@ -243,7 +248,10 @@ int main(int argc, char** argv) {
       writer->write(syncfac::progress_record{
         step, f.steps,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-          .count()});
+          .count(),
+        f.checkpoint_every > 0 && step >= f.checkpoint_every
+          ? int64_t{step / f.checkpoint_every * f.checkpoint_every}
+          : int64_t{-1}});
   }
   if (!f.wait_starts.empty()) {
     auto eq = f.wait_starts.find('=');

@@ -135,6 +135,16 @@ BOOST_AUTO_TEST_CASE(progress_records_read_back_what_was_written) {
   BOOST_CHECK(*back == r);
   // Without the newline too.
   BOOST_CHECK(progress_record::parse(line.substr(0, line.size() - 1)));
+  // The checkpoint a restart resumes from travels too; a record without
+  // it (an older chief) says none.
+  progress_record with_ckpt{120, 500, 3.25, 100};
+  auto ckpt = progress_record::parse(with_ckpt.to_line());
+  BOOST_REQUIRE(ckpt);
+  BOOST_CHECK_EQUAL(ckpt->checkpoint_step, 100);
+  auto older = progress_record::parse(
+    R"({"record": "progress", "global_step": 7, "total_steps": 9, "wall_s": 1})");
+  BOOST_REQUIRE(older);
+  BOOST_CHECK_EQUAL(older->checkpoint_step, -1);
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_progress_record_is_refused_by_name) {
@@ -158,6 +168,9 @@ BOOST_AUTO_TEST_CASE(a_bad_progress_record_is_refused_by_name) {
       .find("\"wall_s\"")
     != std::string::npos);
   BOOST_CHECK(why("{\"record\": \"progress\"").find("progress record '")
+              != std::string::npos);
+  BOOST_CHECK(why(R"({"record": "progress", "global_step": 1, "total_steps": 5, "wall_s": 1, "checkpoint_step": -2})")
+                .find("\"checkpoint_step\" is not an integer >= -1")
               != std::string::npos);
 }
 

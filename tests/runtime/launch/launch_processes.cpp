@@ -665,19 +665,34 @@ BOOST_AUTO_TEST_CASE(sigterm_is_forwarded_once_and_the_requeue_code_returned) {
                                       "after the forwarded signal: the run "
                                       "can be requeued"),
                       r);
+  // Its records named no checkpoint: the message does not promise one.
+  BOOST_CHECK_MESSAGE(contains(r.err, "but chief:0 reported no checkpoint "
+                                      "(none written or restored; is "
+                                      "--checkpoint_dir set?): a requeued run "
+                                      "starts again at global step 0"),
+                      r);
   BOOST_CHECK_MESSAGE(!contains(r.err, "SIGKILL"), r);
 }
 
 BOOST_AUTO_TEST_CASE(sigint_is_forwarded_as_sigint) {
   fixture fx;
+  // Its records say a checkpoint of every 1000th step was written: by
+  // step 1000 the message names that one.
   auto pid = spawn_launcher(fx, {"--cluster", fx.cluster, "--program",
                                  fake_node_path, "--steps", "100000",
-                                 "--step_ms", "20", "--worker_ms", "600000",
-                                 "--on_stop_exit", "143"});
-  BOOST_REQUIRE(wait_for_lines(fx, "[chief:0] global_step: ", 3));
+                                 "--step_ms", "1", "--worker_ms", "600000",
+                                 "--on_stop_exit", "143",
+                                 "--checkpoint_every", "1000"});
+  BOOST_REQUIRE(wait_for_lines(fx, "[chief:0] global_step: 1000 ", 1, 120s));
   ::kill(pid, SIGINT);
   auto r = wait_launcher(fx, pid, 60s);
   BOOST_CHECK_MESSAGE(r.code() == 143, r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "the run can be requeued with the same "
+                                      "flags, which resume at global step "),
+                      r);
+  BOOST_CHECK_MESSAGE(contains(r.err, "000 (the newest checkpoint chief:0 "
+                                      "reported)"),
+                      r);
   BOOST_CHECK_MESSAGE(count_of(r.out, " got SIGINT") == 4, r);
   BOOST_CHECK_MESSAGE(count_of(r.out, " received 1 stop signals") == 4, r);
 }
