@@ -33,7 +33,8 @@ std::string missing_from(const std::vector<std::string>& a,
 /// it is not): with certificates bound to tasks, the connection it came
 /// through must have been verified for that very task
 /// (runtime/net/task_identity.hpp), so that a worker's key cannot register
-/// as the chief or a PS shard.
+/// as the chief or a PS shard (nor say for another task that it cannot
+/// join the run).
 std::string unverified_caller(caf::local_actor* self,
                               const std::string& peer) {
   auto& sys = self->system();
@@ -208,6 +209,12 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
         return make_error(ec::invalid_argument,
                           st.cfg.task.str() + " is not the chief: "
                             + peer + " told it why it cannot join the run");
+      // It ends the run: only the task itself may say it (with
+      // certificates bound to tasks, as for a hello).
+      if (auto impostor = unverified_caller(self, peer); !impostor.empty())
+        return make_error(ec::invalid_config, "refused at connect to "
+                                                + st.cfg.task.str() + ": "
+                                                + impostor);
       if (st.cfg.owner)
         caf::anon_send(st.cfg.owner, refuse_atom::value, std::move(peer),
                        std::move(why));

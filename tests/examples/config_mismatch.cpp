@@ -306,6 +306,32 @@ BOOST_AUTO_TEST_CASE(an_inverse_host_without_its_device_refuses_the_chief) {
                != std::string::npos);
 }
 
+BOOST_DATA_TEST_CASE(a_kfac_host_with_another_setting_refuses_the_chief,
+                     boost::unit_test::data::make(
+                       std::vector<std::string>{"covariance", "inverse"}),
+                     job) {
+  // The chief connects to the covariance and inverse hosts itself: the
+  // host compares the chief's hello and refuses it, naming the field.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
+                                     {"covariance", 1}, {"inverse", 1}});
+  temp_dir dir;
+  chief_outputs outputs{dir.path()};
+  auto res = launch(cluster,
+                    common + " --optimizer kfac --learning_rate 0.0003",
+                    job, " --damping 0.01", outputs);
+  BOOST_TEST_MESSAGE(res.output);
+  auto task = job + ":0";
+  check_ended_at_once(res,
+                      "refused at connect to " + task + ": " + task
+                        + " differs from the chief in optimizer.kfac."
+                          "damping: 0.01 on "
+                        + task + ", 0.001 on the chief",
+                      outputs);
+  BOOST_TEST(res.output.find("syncfac-launch: " + task + " exited with code 1")
+               != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(shards_with_another_placement_refuse_the_chief) {
   // The chief connects to the shards itself: there the shard compares the
   // chief's hello and refuses it; the chief ends naming the shard.
