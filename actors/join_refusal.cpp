@@ -28,9 +28,9 @@ void tell_chief(caf::actor_system& sys, caf::scoped_actor& self,
   const auto me = cfg.task.str();
   const auto& addr = cfg.cluster.address(chief_task);
   const auto where = chief_task.str() + " at " + addr.str();
-  log << me << ": telling " << where
-      << " why this task cannot join the run (waiting up to "
-      << ms(cfg.connect.timeout) << " for it)" << std::endl;
+  log << me << ": cannot join the run (" << why << "); telling " << where
+      << " (waiting up to " << ms(cfg.connect.timeout)
+      << ", --connect_timeout_ms, for it)" << std::endl;
   auto deadline = clock_type::now() + cfg.connect.timeout;
   std::string last;
   bool reached = false;
@@ -84,10 +84,10 @@ void answer_chief(caf::actor_system& sys, caf::scoped_actor& self,
     self->send_exit(n, caf::exit_reason::user_shutdown);
     return;
   }
-  log << me << ": answering " << chief.str() << "'s hello on "
-      << bound->str() << " with why this task cannot join the run "
-      << "(waiting up to " << ms(cfg.connect.timeout) << " for it)"
-      << std::endl;
+  log << me << ": cannot join the run (" << why << "); answering "
+      << chief.str() << "'s hello on " << bound->str()
+      << " with that (waiting up to " << ms(cfg.connect.timeout)
+      << ", --connect_timeout_ms, for it)" << std::endl;
   bool asked = false;
   self->receive([&](refuse_atom, caf::ok_atom) { asked = true; },
                 caf::after(cfg.connect.timeout) >> [] {});
