@@ -126,10 +126,12 @@ void heard(self_ptr self, const std::string& task, const caf::actor& n) {
   ask_roles(self, task, n);
 }
 
-void refused(self_ptr self, const std::string& peer, const std::string& why,
-             bool fatal) {
-  auto text = "refused " + peer + " at connect: " + why;
-  self->state.refusals[peer] = why;
+/// Keeps `refusal` of `peer`; a fatal one ends the run with its text, any
+/// other is logged.
+void keep_refusal(self_ptr self, const std::string& peer, task_refusal refusal,
+                  bool fatal) {
+  auto text = refusal.text;
+  self->state.refusals[peer] = std::move(refusal);
   if (!fatal) {
     self->state.log(self->state.cfg.me + ": " + text);
     return;
@@ -137,9 +139,33 @@ void refused(self_ptr self, const std::string& peer, const std::string& why,
   end_run(self, make_error(ec::invalid_config, text));
 }
 
+/// The node refused `peer`'s hello for its configuration.
+void refused(self_ptr self, const std::string& peer, const std::string& why,
+             bool fatal) {
+  keep_refusal(self, peer,
+               task_refusal{"refused " + peer + " at connect: " + why, false},
+               fatal);
+}
+
+/// `peer` said it cannot join the run, and exits.
+void cannot_join(self_ptr self, const std::string& peer,
+                 const std::string& why, bool fatal) {
+  keep_refusal(self, peer,
+               task_refusal{peer + " cannot join the run: " + why, true},
+               fatal);
+}
+
 bool awaited_here(const chief_supervisor_state& st, const std::string& t) {
   return std::find(st.run.awaited.begin(), st.run.awaited.end(), t)
          != st.run.awaited.end();
+}
+
+/// Whether the recovery waits for `t` to come back.
+bool awaited_back(const chief_supervisor_state& st, const std::string& t) {
+  return std::any_of(st.hosts.begin(), st.hosts.end(),
+                     [&](const awaited_host& h) {
+                       return h.task == t && !h.back;
+                     });
 }
 
 std::string missing_of(const chief_supervisor_state& st) {
@@ -186,7 +212,9 @@ void mark_lost(self_ptr self, const std::string& role) {
 /// How a state treats a message it does not name itself: the run is
 /// handed over once; a node's hello has its roles asked for (a worker
 /// that restarted, a task that connected again after a freeze); a task
-/// refused at connect is logged; and the node's own shutdown, a loss
+/// refused at connect, or that cannot join, is kept and logged (before
+/// the run is handed over, the handover ends it; while it runs, a task
+/// that did not come back is a loss of its own); and the node's own shutdown, a loss
 /// before the run, a probe or deadline of another state and a worker's
 /// answer to its start are over.
 template <class... Own>
@@ -202,6 +230,15 @@ behavior state_of(self_ptr self, Own... own) {
       },
       [=](hello_atom, const std::string& peer, const std::string& why) {
         refused(self, peer, why, false);
+      },
+      [=](refuse_atom, const std::string& peer, const std::string& why) {
+        cannot_join(self, peer, why, false);
+      },
+      [=](refuse_atom) -> std::string {
+        for (const auto& kvp : self->state.refusals)
+          if (kvp.second.own)
+            return kvp.second.text;
+        return {};
       },
       [](shutdown_atom, const std::string&) {},
       [](lost_atom, const node_loss&) {},
@@ -261,7 +298,8 @@ void all_here(self_ptr self) {
     st.roles = std::move(*roles);
   }
   if (st.run.on_connected)
-    st.run.on_connected();
+    if (auto err = st.run.on_connected())
+      return end_run(self, std::move(err));
   // Out of awaiting at once: the start is a chain of requests, and a
   // hello answered meanwhile (two workers back together) must not start
   // the run a second time.
@@ -273,9 +311,14 @@ void all_here(self_ptr self) {
 /// workers' start); their chain goes on to running. Hellos are kept; a
 /// loss here is only logged, as while awaiting (the run has not started).
 behavior starting(self_ptr self) {
-  return state_of(self, [=](lost_atom, const node_loss& loss) {
-    loss_before_the_run(self, loss, "during the start");
-  });
+  return state_of(
+    self,
+    [=](lost_atom, const node_loss& loss) {
+      loss_before_the_run(self, loss, "during the start");
+    },
+    [=](refuse_atom, const std::string& peer, const std::string& why) {
+      cannot_join(self, peer, why, true);
+    });
 }
 
 behavior awaiting(self_ptr self) {
@@ -298,17 +341,22 @@ behavior awaiting(self_ptr self) {
       // cannot start when it is one awaited.
       refused(self, peer, why, awaited_here(self->state, peer));
     },
+    [=](refuse_atom, const std::string& peer, const std::string& why) {
+      // Whichever task it is: the run cannot go on without it.
+      cannot_join(self, peer, why, true);
+    },
     [=](lost_atom, const node_loss& loss) {
       loss_before_the_run(self, loss, "before the start");
     },
     [=](deadline_atom, uint64_t wait) {
       auto& st = self->state;
       if (wait == 0) {
-        // A task the run awaits was refused before the run came: its
-        // refusal ends the run now, naming what differed.
-        for (const auto& t : st.run.awaited)
-          if (auto r = st.refusals.find(t); r != st.refusals.end())
-            return refused(self, t, r->second, true);
+        // A task the run awaits was refused before the run came, or a
+        // task said it cannot join: its refusal ends the run now, naming
+        // what differed.
+        for (const auto& [t, r] : st.refusals)
+          if (r.own || awaited_here(st, t))
+            return end_run(self, make_error(ec::invalid_config, r.text));
         check();
         return;
       }
@@ -857,12 +905,10 @@ behavior recovering(self_ptr self) {
   return state_of(
     self,
     [=](hello_atom, const std::string& peer, const std::string& why) {
-      auto& st = self->state;
-      bool awaited = std::any_of(st.hosts.begin(), st.hosts.end(),
-                                 [&](const awaited_host& h) {
-                                   return h.task == peer && !h.back;
-                                 });
-      refused(self, peer, why, awaited);
+      refused(self, peer, why, awaited_back(self->state, peer));
+    },
+    [=](refuse_atom, const std::string& peer, const std::string& why) {
+      cannot_join(self, peer, why, awaited_back(self->state, peer));
     },
     [=](lost_atom, const node_loss& loss) { another_loss(self, loss, true); },
     [=](deadline_atom, uint64_t wait) {

@@ -123,8 +123,10 @@ struct chief_run {
   std::chrono::milliseconds run_timeout{std::chrono::hours{1}};
   /// Where the fault lines and records go (outlives the supervisor).
   training_log* out = nullptr;
-  /// Called once every task is here, before the start.
-  std::function<void()> on_connected;
+  /// Called once every task is here (every node agreed to the run), before
+  /// the start; an error (say, an output that cannot be created) ends the
+  /// run with it.
+  std::function<caf::error()> on_connected;
 };
 
 /// How the run ended, as the supervisor answers it.
@@ -159,6 +161,14 @@ using chief_supervisor_actor = caf::typed_actor<
   caf::reacts_to<hello_atom, std::string, caf::actor>,
   // From the node actor: it refused a peer configured for another run.
   caf::reacts_to<hello_atom, std::string, std::string>,
+  // From the node actor: a task said it cannot join the run (its own
+  // setup refused it) before it exits; before the run starts it ends the
+  // run, whichever task it is.
+  caf::reacts_to<refuse_atom, std::string, std::string>,
+  // From the chief's program while it connects to the tasks it reaches
+  // itself: the text of a refusal that ends the run (a task said it
+  // cannot join), or an empty string.
+  caf::replies_to<refuse_atom>::with<std::string>,
   // From the node actor: a shutdown (the chief's node gets none; logged).
   caf::reacts_to<shutdown_atom, std::string>,
   // From its own down handler: a monitored role or node went away.
@@ -201,6 +211,16 @@ struct chief_supervisor_config {
   std::function<void(const std::string&)> log;
 };
 
+/// Why a task cannot join the run.
+struct task_refusal {
+  /// What the run ends with: "refused worker:1 at connect: worker:1
+  /// differs from the chief in ..." (the node refused its hello), or
+  /// "worker:1 cannot join the run: ..." (the task said so itself).
+  std::string text;
+  /// The task said so itself (its own setup refused it, and it exits).
+  bool own = false;
+};
+
 /// One bounded wait of the recovery: a lost role's host.
 struct awaited_host {
   std::string task;
@@ -219,11 +239,11 @@ struct chief_supervisor_state {
   caf::typed_response_promise<chief_run_end> done;
   /// The latest hello's node actor per task.
   std::map<std::string, caf::actor> hellos;
-  /// Why the node refused a task at connect, by task, until that task
-  /// says hello with a configuration that fits: a refusal that came
-  /// before the run was handed over ends the run as soon as it is, when
-  /// the task is one the run awaits (not after the connect timeout).
-  std::map<std::string, std::string> refusals;
+  /// Why a task cannot join the run, by task, until that task says hello
+  /// with a configuration that fits: a refusal that came before the run
+  /// was handed over ends the run as soon as it is (not after the connect
+  /// timeout), when the task is one the run awaits or said so itself.
+  std::map<std::string, task_refusal> refusals;
   /// Gradient worker tasks a restarted chief went on without.
   std::set<std::string> absent;
   /// The roles lost since the last rollback, in order; their hosts.

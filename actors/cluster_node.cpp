@@ -11,6 +11,7 @@
 
 #include "actors/chief_driver.hpp"
 #include "actors/chief_supervisor.hpp"
+#include "actors/join_refusal.hpp"
 #include "actors/gather.hpp"
 #include "actors/metrics_sink.hpp"
 #include "actors/owned_actors.hpp"
@@ -60,12 +61,26 @@ public:
   }
 
   caf::expected<node_outcome> run() {
+    if (cfg_.task == chief_task()) {
+      if (auto err = prepare())
+        return err;
+      return run_chief();
+    }
+    if (auto err = join()) {
+      say_why_not(err);
+      return err;
+    }
+    return supervise();
+  }
+
+private:
+  /// A task other than the chief's: builds, connects and hosts its roles
+  /// and publishes them.
+  caf::error join() {
     if (auto err = prepare())
       return err;
     const auto& job = cfg_.task.job;
     caf::error err;
-    if (cfg_.task == chief_task())
-      return run_chief();
     if (job == "ps")
       err = host_shard();
     else if (job == "inverse")
@@ -83,12 +98,26 @@ public:
                                              + job + "'");
     if (err)
       return err;
-    if (auto err2 = publish())
-      return err2;
-    return supervise();
+    return publish();
   }
 
-private:
+  /// This task cannot join the run (`err`): the chief hears why before
+  /// this process ends (actors/join_refusal.hpp), unless it knows already
+  /// (it refused this task's hello) or is not there (this task waited for
+  /// a peer in vain; so did the chief). An evaluator is not awaited.
+  void say_why_not(const caf::error& err) {
+    auto chief = chief_task().str();
+    auto text = render(err);
+    bool timed_out = err.category() == error_category
+                     && err.code() == static_cast<uint8_t>(ec::timeout);
+    if (timed_out || cfg_.task.job == "evaluator"
+        || text.find("refused at connect to " + chief + ": ")
+             != std::string::npos)
+      return;
+    refuse_to_join(sys_, self_, cfg_, chief_task(),
+                   connects_to_chief(cfg_.task), text, log_);
+  }
+
   static std::vector<int32_t> all_of(int32_t n) {
     std::vector<int32_t> xs(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i)
@@ -197,13 +226,17 @@ private:
     return caf::none;
   }
 
-  /// Connects to the tasks not connected yet.
-  caf::error connect(std::vector<task_id> peers) {
+  /// Connects to the tasks not connected yet; `abandon` as
+  /// connect_options says.
+  caf::error connect(std::vector<task_id> peers,
+                     std::function<caf::error()> abandon = {}) {
     auto todo = missing_peers(peers, cfg_.task, nodes_);
     if (todo.empty())
       return caf::none;
-    auto infos = connect_nodes(sys_, self_, cfg_.cluster, todo, hello_,
-                               cfg_.connect, log_);
+    auto opts = cfg_.connect;
+    opts.abandon = std::move(abandon);
+    auto infos = connect_nodes(sys_, self_, cfg_.cluster, todo, hello_, opts,
+                               log_);
     if (!infos)
       return infos.error();
     for (auto& kvp : *infos)
@@ -537,6 +570,27 @@ private:
     return false;
   }
 
+  /// The chief's node, published, connects to the tasks it reaches
+  /// itself: a task that said meanwhile that it cannot join ends the wait
+  /// (the chief's supervisor keeps the word).
+  std::function<caf::error()> told_why_not() {
+    return [this]() -> caf::error {
+      caf::error out;
+      self_->request(chief_supervisor_, cfg_.connect.request_timeout,
+                     refuse_atom::value)
+        .receive(
+          [&](std::string& why) {
+            if (!why.empty())
+              out = make_error(ec::invalid_config, why);
+          },
+          [&](caf::error& err) {
+            out = with_context(err, "asking the chief's supervisor whether "
+                                    "a task cannot join the run");
+          });
+      return out;
+    };
+  }
+
   caf::expected<node_outcome> run_chief() {
     if (auto err = load_data())
       return err;
@@ -562,9 +616,10 @@ private:
     }
     auto steps = total_steps(sync_, tasks_, train_->count);
     training_log out{log_, steps, sync_.base.progress, status_};
-    if (auto err = out.open_outputs(sync_.base.metrics_path,
-                                     sync_.base.logdir, sync_.base.hparams))
-      return err;
+    // Named now, created once every node agreed (on_connected below): a
+    // node refused at connect leaves no file behind.
+    out.name_outputs(sync_.base.metrics_path, sync_.base.logdir,
+                     sync_.base.hparams);
     // The launcher's pipe for the chief's progress (runtime/progress_record.hpp).
     if (auto err = out.open_progress_record())
       return err;
@@ -606,8 +661,12 @@ private:
     for (const auto& t : cfg_.cluster.tasks())
       if (t != cfg_.task && t.job != "evaluator")
         (connects_to_chief(t) ? passive : active).push_back(t);
-    if (auto err = connect(active))
+    if (auto err = connect(active, told_why_not())) {
+      // The nodes connected so far hear it: none waits for a chief that
+      // is gone (--max_wait_ms).
+      end_run("training failed: " + render(err), {});
       return err;
+    }
     // A restarted chief goes on with the workers that come back soon; a
     // lost one (e.g. a backup killed for good) may rejoin later.
     bool restarted = (*driver)->shards_kept();
@@ -621,7 +680,9 @@ private:
                                       std::chrono::seconds{10})
                                   : cfg_.connect.timeout;
     wiring.partial = restarted;
-    wiring.on_connected = [this, &out, steps] {
+    wiring.on_connected = [this, &out, steps]() -> caf::error {
+      if (auto err = out.open_named_outputs())
+        return err;
       // The status page's tasks; the chief's fault lines keep them current.
       for (const auto& t : cfg_.cluster.tasks())
         if (t.job != "evaluator")
@@ -635,6 +696,7 @@ private:
                + std::to_string(steps) + " global steps of "
                + std::to_string(sync_.base.batch_size)
                + " examples per worker");
+      return caf::none;
     };
     // The supervisor bounds each of its waits for a lost role by max_wait;
     // a few of them fit into the bound of the whole run.

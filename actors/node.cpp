@@ -33,7 +33,8 @@ std::string missing_from(const std::vector<std::string>& a,
 /// it is not): with certificates bound to tasks, the connection it came
 /// through must have been verified for that very task
 /// (runtime/net/task_identity.hpp), so that a worker's key cannot register
-/// as the chief or a PS shard.
+/// as the chief or a PS shard (nor say for another task that it cannot
+/// join the run).
 std::string unverified_caller(caf::local_actor* self,
                               const std::string& peer) {
   auto& sys = self->system();
@@ -201,6 +202,24 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self,
       info.role_actors.push_back(caf::actor_cast<caf::actor>(self));
       return info;
     },
+    [=](refuse_atom, std::string& peer,
+        std::string& why) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (st.cfg.task != st.cfg.chief)
+        return make_error(ec::invalid_argument,
+                          st.cfg.task.str() + " is not the chief: "
+                            + peer + " told it why it cannot join the run");
+      // It ends the run: only the task itself may say it (with
+      // certificates bound to tasks, as for a hello).
+      if (auto impostor = unverified_caller(self, peer); !impostor.empty())
+        return make_error(ec::invalid_config, "refused at connect to "
+                                                + st.cfg.task.str() + ": "
+                                                + impostor);
+      if (st.cfg.owner)
+        caf::anon_send(st.cfg.owner, refuse_atom::value, std::move(peer),
+                       std::move(why));
+      return caf::ok_atom::value;
+    },
     [=](shutdown_atom, std::string& reason) -> caf::result<caf::ok_atom> {
       auto& st = self->state;
       if (st.cfg.owner && st.cfg.owner_confirms_shutdown)
@@ -246,10 +265,6 @@ caf::expected<host_port> publish_node(const node_actor& n,
   return host_port{*addr, *res};
 }
 
-namespace {
-
-/// The node at `addr`, through CAF's middleman or the TLS one, with a
-/// bounded wait (remote_actor_via).
 caf::expected<node_actor> reach_node(caf::actor_system& sys,
                                      caf::scoped_actor& self,
                                      const host_port& addr, bool tls,
@@ -272,8 +287,6 @@ caf::expected<node_actor> reach_node(caf::actor_system& sys,
   }
   return caf::actor_cast<node_actor>(std::move(*ptr));
 }
-
-} // namespace
 
 caf::expected<std::map<std::string, node_info>>
 connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,
@@ -345,6 +358,9 @@ connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,
           << missing << " since " << waited.count() << " s" << std::endl;
       next_report = now + opts.report_every;
     }
+    if (opts.abandon)
+      if (auto err = opts.abandon())
+        return err;
     std::this_thread::sleep_for(opts.retry);
   }
 }

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -36,6 +37,12 @@ using node_actor = caf::typed_actor<
   // one of the two is the chief and their fingerprints differ
   // (ec::invalid_config naming the field and both values).
   caf::replies_to<hello_atom, node_hello>::with<node_info>,
+  // From a task that cannot join the run (its own setup refused it: a
+  // batch larger than its data shard, a device it cannot make): who and
+  // why, before it exits; answered once the owner was told, so that the
+  // refusal reaches the chief before the task is gone. Only the chief's
+  // node takes it (another answers ec::invalid_argument).
+  caf::replies_to<refuse_atom, std::string, std::string>::with<caf::ok_atom>,
   // From the chief: the run is over (the reason is logged).
   caf::replies_to<shutdown_atom, std::string>::with<caf::ok_atom>,
   // From its own process: the peers that said hello so far (task names
@@ -52,7 +59,9 @@ struct node_config {
   /// Receives (shutdown_atom, std::string reason),
   /// (hello_atom, std::string peer, caf::actor peer_node) and, when this
   /// node refused a peer for its configuration,
-  /// (hello_atom, std::string peer, std::string why).
+  /// (hello_atom, std::string peer, std::string why); on the chief's node,
+  /// when a task says it cannot join the run,
+  /// (refuse_atom, std::string task, std::string why).
   caf::actor owner;
   /// The run this node was configured for; empty: not compared (a member
   /// written outside the library).
@@ -127,18 +136,29 @@ struct connect_options {
   std::chrono::milliseconds request_timeout{10000};
   /// How often to log the peers still missing.
   std::chrono::milliseconds report_every{5000};
+  /// Asked before each pause: an error ends the wait with it (the chief's
+  /// node heard that a task cannot join the run: waiting for the others
+  /// changes nothing). Unset: never.
+  std::function<caf::error()> abandon;
 };
 
 /// Connects to every task of `peers` (in the order given, retrying each
 /// until it answers or the deadline passes), says hello and returns their
 /// answers by task name ("worker:1"). While it waits it logs, every
 /// report_every, which tasks are still missing and since when; running out
-/// of time is ec::timeout naming them.
+/// of time is ec::timeout naming them; opts.abandon's error ends it too.
 caf::expected<std::map<std::string, node_info>>
 connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,
               const cluster_spec& cluster, const std::vector<task_id>& peers,
               const node_hello& hello, const connect_options& opts,
               std::ostream& log);
+
+/// The node at `addr`, through CAF's middleman or the TLS one (`tls`),
+/// with a bounded wait.
+caf::expected<node_actor> reach_node(caf::actor_system& sys,
+                                     caf::scoped_actor& self,
+                                     const host_port& addr, bool tls,
+                                     std::chrono::milliseconds timeout);
 
 /// The node actor of a connected node (the role every answer names
 /// "node"); unset if `info` lacks it.

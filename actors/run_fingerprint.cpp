@@ -4,6 +4,7 @@
 #include <string>
 
 #include "runtime/data/content_digest.hpp"
+#include "runtime/sync/compute_delay.hpp"
 
 namespace syncfac {
 
@@ -95,6 +96,11 @@ void add_topology(config_fingerprint& fp, const sync_training_config& sync,
     averaged += (averaged.empty() ? "" : ",") + name;
   fp.add("run.variables_to_average",
          averaged.empty() ? "all" : "[" + averaged + "]");
+  // Real or the benchmark-only delay device (zero gradients): a node of
+  // the one kind among the other would train silently to a worse model.
+  // Which real backend, and the delay's figures, may differ per node.
+  fp.add("device.kind",
+         is_delay_device(sync.base.device.backend) ? "bench_delay" : "real");
   fp.add("ps.tasks", str(int64_t{sync.ps_tasks}));
   fp.add("ps.placement", to_string(sync.placement));
   // The placement itself, not only the strategy's name: what each shard

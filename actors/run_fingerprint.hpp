@@ -3,7 +3,8 @@
 // What one node of a cluster says about the run it was configured for
 // (runtime/cluster/config_fingerprint.hpp): everything that must agree
 // across the nodes, as named fields. Left out because it may differ per
-// node: the task, addresses and ports, threads, the device, timeouts, log,
+// node: the task, addresses and ports, threads, the device (but not its
+// kind: real or the benchmark-only delay device), timeouts, log,
 // metrics, summary and checkpoint paths, the chief's schedule (steps,
 // epochs, evaluations) and the data directory's path (its contents are
 // compared: counts, shapes and a digest of every example and label). The list is

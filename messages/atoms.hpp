@@ -74,6 +74,9 @@ using hello_atom = caf::atom_constant<caf::atom("hello")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
 /// Cluster: a role reports a record to the chief's metrics sink.
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
+/// Cluster: a task that cannot join the run (its own setup refused it)
+/// tells the chief's node why, before it exits.
+using refuse_atom = caf::atom_constant<caf::atom("refuse")>;
 /// Cluster: a node's supervisor connects again to a peer task (its
 /// connector's one request).
 using connect_atom = caf::atom_constant<caf::atom("connect")>;

@@ -71,6 +71,8 @@ training_log::~training_log() = default;
 caf::error training_log::open_metrics(const std::string& path) {
   if (path.empty())
     return caf::none;
+  // The chief opens it once every node agreed, while other threads log.
+  std::lock_guard<std::mutex> guard{mtx_};
   metrics_.open(path, std::ios::out | std::ios::app);
   if (!metrics_)
     return make_error(ec::io_error,
@@ -92,7 +94,30 @@ caf::error training_log::open_events(const std::string& logdir,
       return err;
   std::lock_guard<std::mutex> guard{mtx_};
   events_ = std::move(*file);
+  if (pending_restart_) {
+    auto step = *pending_restart_;
+    pending_restart_.reset();
+    mark_restart(step);
+  }
   return caf::none;
+}
+
+void training_log::name_outputs(const std::string& metrics_path,
+                                const std::string& logdir,
+                                const std::string& hparams) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  metrics_path_ = metrics_path;
+  named_logdir_ = logdir;
+  named_hparams_ = hparams;
+}
+
+caf::error training_log::open_named_outputs() {
+  std::string metrics_path;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    metrics_path = metrics_path_;
+  }
+  return open_outputs(metrics_path, named_logdir_, named_hparams_);
 }
 
 caf::error training_log::open_progress_record() {
@@ -152,6 +177,10 @@ void training_log::restart_at(int64_t step) {
 }
 
 void training_log::mark_restart(int64_t step) {
+  if (!events_ && !named_logdir_.empty()) {
+    pending_restart_ = step; // the event file is created later
+    return;
+  }
   if (!events_ || events_failed_)
     return;
   // Step `step` is done; what is logged again starts at the next one, and

@@ -12,6 +12,7 @@
 #include <iosfwd>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <caf/error.hpp>
@@ -61,6 +62,18 @@ public:
       return err;
     return open_events(logdir, hparams);
   }
+
+  /// Names the outputs that open_named_outputs() opens later, creating
+  /// nothing now: the chief of a cluster opens them only once every node
+  /// agreed to the run, so that a refusal leaves no file behind
+  /// (docs/robustness.md, "Refuse before writing"). A resume() before
+  /// then reads the metrics file's records already and marks its restart
+  /// in the event file once that is created.
+  void name_outputs(const std::string& metrics_path, const std::string& logdir,
+                    const std::string& hparams);
+
+  /// Opens what name_outputs() named; an error names the file or directory.
+  caf::error open_named_outputs();
 
   /// Writes a progress record (runtime/progress_record.hpp) at every
   /// progress() from now on, to the descriptor SYNCFAC_PROGRESS_FD names
@@ -149,6 +162,12 @@ private:
   bool metrics_started_ = false;
   bool resumed_ = false;
   std::unique_ptr<tensorboard::event_file> events_;
+  /// What name_outputs() named, for open_named_outputs().
+  std::string named_logdir_;
+  std::string named_hparams_;
+  /// A restart marked before the event file was created (a resume before
+  /// open_named_outputs()): marked in the file once it is.
+  std::optional<int64_t> pending_restart_;
   /// The first failure to write the event file (reported once).
   bool events_failed_ = false;
   progress_line progress_;

@@ -208,6 +208,23 @@ BOOST_AUTO_TEST_CASE(kfac_precision_is_compared) {
              == "optimizer.kfac.precision");
 }
 
+BOOST_AUTO_TEST_CASE(the_device_kind_is_compared_not_its_delay) {
+  // A node on the benchmark-only delay device (zero gradients) among real
+  // ones is refused by name; two delay devices with other figures (a
+  // benchmark's stragglers) and two real backends agree.
+  run chief;
+  run node;
+  node.sync.base.device.backend = "bench_delay:5";
+  BOOST_TEST(difference(node, chief)
+             == "worker:1 differs from the chief in device.kind: "
+                "bench_delay on worker:1, real on the chief");
+  chief.sync.base.device.backend = "bench_delay:20:pareto:1.5";
+  BOOST_TEST(difference(node, chief) == "none");
+  node.sync.base.device.backend = "cuda";
+  chief.sync.base.device.backend = "cpu";
+  BOOST_TEST(difference(node, chief) == "none");
+}
+
 BOOST_AUTO_TEST_CASE(a_node_without_data_is_compared_on_the_rest) {
   run chief;
   run shard;

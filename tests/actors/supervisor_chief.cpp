@@ -456,6 +456,49 @@ BOOST_AUTO_TEST_CASE(a_task_refused_then_configured_right_is_not_held_against) {
   require_finished();
 }
 
+BOOST_AUTO_TEST_CASE(a_task_that_cannot_join_before_the_run_ends_it_at_handover) {
+  // ps:0 (a task the chief connects to, not one it awaits) said it cannot
+  // join before the run was handed over: the handover ends the run with
+  // its words, whichever task it is.
+  auto s = spawn_chief_supervisor(sys, config());
+  BOOST_REQUIRE(s);
+  sup = *s;
+  send_sup(caf::make_message(refuse_atom::value, std::string{"ps:0"},
+                             std::string{"cannot publish this node"}));
+  say_hello("worker:0", worker.node);
+  hand_run(wiring(), 24h);
+  require_failed(ec::invalid_config,
+                 "ps:0 cannot join the run: cannot publish this node");
+  BOOST_TEST(chief_l->run_requests == 0);
+}
+
+BOOST_AUTO_TEST_CASE(an_awaited_worker_that_cannot_join_ends_the_run_at_once) {
+  // While the chief awaits worker:0, it says it cannot join (its shard
+  // is smaller than a batch): the run ends now, not at the connect
+  // timeout.
+  supervise(false);
+  send_sup(caf::make_message(refuse_atom::value, std::string{"worker:0"},
+                             std::string{"fewer than one batch of 300"}));
+  require_failed(ec::invalid_config,
+                 "worker:0 cannot join the run: fewer than one batch of 300");
+  BOOST_TEST(chief_l->run_requests == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_task_that_cannot_join_while_the_run_runs_is_logged) {
+  // A restarted worker that cannot join while the run goes on is a task
+  // that did not come back (the chief's own account of lost workers): the
+  // run goes on.
+  supervise();
+  require_running();
+  send_sup(caf::make_message(refuse_atom::value, std::string{"worker:0"},
+                             std::string{"its device cannot be made"}));
+  require_running();
+  BOOST_TEST(logged("worker:0 cannot join the run: its device cannot be "
+                    "made"));
+  end_the_run();
+  require_finished();
+}
+
 // --- a PS shard --------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(a_killed_ps_shard_back_rolls_the_run_back_to_the_checkpoint) {

@@ -9,8 +9,17 @@
 // configuration across every node"), so the run never starts: the refused
 // node exits non-zero naming the field and both values, and the chief ends
 // with an error naming the node, both well within the connect timeout.
+// A task whose own setup refuses it (a batch larger than its data shard, a
+// device it cannot make) says why before it exits, and the chief ends with
+// that at once too. Either way the chief has created none of its outputs
+// (--metrics, --logdir, --checkpoint_dir): it opens them only once every
+// node agreed.
 
+#include <filesystem>
+#include <fstream>
 #include <ostream>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,22 +32,112 @@ namespace {
 const std::string launcher = bin + "syncfac-launch";
 const std::string program = bin + "convnet_mnist_distributed";
 
-// A short connect timeout: a refusal must not wait for it, and a node that
-// is never refused (the other shards) gives up soon after the chief.
+// The connect timeout: a refusal must end the run well within it (a
+// third, checked by chief_lifetime_s), and a node that is never refused
+// (the other shards) is stopped by the launcher soon after the chief.
+const int connect_timeout_s = 60;
 const std::string common = " --fake_data --fake_train_size 512"
                            " --fake_test_size 100 --batch_size 32"
                            " --threads 1 --seed 3 --no_progress --steps 20"
-                           " --num_tokens 0 --connect_timeout_ms 20000"
-                           " --max_wait_ms 20000";
+                           " --num_tokens 0 --connect_timeout_ms "
+                           + std::to_string(connect_timeout_s * 1000)
+                           + " --max_wait_ms 20000";
+
+/// The chief's outputs, in a directory of their own that a refused run
+/// must leave empty.
+struct chief_outputs {
+  std::string dir;
+
+  std::string flags() const {
+    return " --metrics " + dir + "/metrics.jsonl --logdir " + dir
+           + "/events --checkpoint_dir " + dir + "/checkpoints";
+  }
+
+  /// What the run created there, one path a line.
+  std::string created() const {
+    std::string out;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+      out += e.path().string() + "\n";
+    return out;
+  }
+};
 
 /// Runs the cluster with `flags` everywhere but `job`, which gets `flags`
-/// plus `differing`.
+/// plus `differing`; the chief writes its outputs into `outputs`.
 process_result launch(const std::string& cluster, const std::string& flags,
-                      const std::string& job, const std::string& differing) {
+                      const std::string& job, const std::string& differing,
+                      const chief_outputs& outputs) {
+  std::string jobs;
+  if (job == "chief")
+    jobs = " --job_flags 'chief=" + flags + outputs.flags() + differing + "'";
+  else
+    jobs = " --job_flags 'chief=" + flags + outputs.flags() + "'"
+           + (differing.empty()
+                ? std::string{}
+                : " --job_flags '" + job + "=" + flags + differing + "'");
   return run_program(launcher + " --cluster " + cluster + " --program "
-                     + program + " --max_wall_s 120 --grace_ms 2000"
-                     + " --job_flags '" + job + "=" + flags + differing
-                     + "' -- " + flags);
+                     + program + " --max_wall_s 150 --grace_ms 2000" + jobs
+                     + " -- " + flags);
+}
+
+/// Seconds of the day of a launcher line's timestamp
+/// ("2026-12-01T13:56:35.123Z ...").
+double stamp_s(const std::string& line) {
+  static const std::regex stamp{R"(^\d{4}-\d\d-\d\dT(\d\d):(\d\d):(\d\d\.\d{3})Z )"};
+  std::smatch m;
+  BOOST_REQUIRE_MESSAGE(std::regex_search(line, m, stamp),
+                        "no timestamp: " << line);
+  return std::stod(m[1]) * 3600 + std::stod(m[2]) * 60 + std::stod(m[3]);
+}
+
+/// The first line of `out` that contains `text` (the last one: `last`).
+std::string line_with(const std::string& out, const std::string& text,
+                      bool last = false) {
+  std::istringstream in{out};
+  std::string found;
+  for (std::string line; std::getline(in, line);)
+    if (line.find(text) != std::string::npos) {
+      found = line;
+      if (!last)
+        break;
+    }
+  if (found.empty())
+    BOOST_FAIL("no line with '" << text << "'");
+  return found;
+}
+
+/// The chief program's last word: its error.
+std::string chief_error(const std::string& out) {
+  return line_with(out, "[chief:0] convnet_mnist_distributed: ", true);
+}
+
+/// How long the chief ran, from the launcher's lines.
+double chief_lifetime_s(const std::string& out) {
+  auto started = stamp_s(line_with(out, "syncfac-launch: chief:0 started"));
+  auto ended = stamp_s(line_with(out, "syncfac-launch: chief:0 exited"));
+  return ended >= started ? ended - started : ended + 86400 - started;
+}
+
+/// The run ended at once, with the chief's exit code 1..123 and `text` in
+/// its last words; it created none of its outputs.
+void check_ended_at_once(const process_result& res, const std::string& text,
+                         const chief_outputs& outputs) {
+  const auto& out = res.output;
+  BOOST_TEST(res.exit_code >= 1);
+  BOOST_TEST(res.exit_code <= 123);
+  BOOST_TEST(out.find("never connected") == std::string::npos,
+             "the chief waited for its connect timeout");
+  BOOST_TEST(out.find("global_step:") == std::string::npos, "a step ran");
+  auto last = chief_error(out);
+  BOOST_TEST(last.find(text) != std::string::npos,
+             "the chief's error does not say '" << text << "': " << last);
+  auto lifetime = chief_lifetime_s(out);
+  BOOST_TEST_MESSAGE("the chief ran " << lifetime << " s");
+  BOOST_TEST(lifetime < connect_timeout_s / 3.0,
+             "the chief ran " << lifetime << " s of its "
+                              << connect_timeout_s << " s connect timeout");
+  BOOST_TEST(outputs.created().empty(),
+             "the refused run created:\n" << outputs.created());
 }
 
 /// Whether a line of `task`'s output (as the launcher prefixes it)
@@ -59,21 +158,17 @@ bool said_by(const std::string& out, const std::string& task,
 /// values) in the refused node's and the chief's words, both exiting
 /// non-zero.
 void check_refused(const process_result& res, const std::string& node,
-                   const std::string& difference) {
+                   const std::string& difference,
+                   const chief_outputs& outputs) {
   BOOST_TEST_MESSAGE(res.output);
-  // The chief's exit code; 124 would be the launcher's wall limit.
-  BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.exit_code != 124);
   const auto& out = res.output;
   // Both say it: the refused node's error and the chief's.
   auto said = node + " differs from the chief in " + difference;
+  check_ended_at_once(res, "refused " + node + " at connect: " + said,
+                      outputs);
   BOOST_TEST(said_by(out, node, said), node << " did not say '" << said << "'");
   BOOST_TEST(said_by(out, "chief:0", "refused " + node + " at connect: " + said),
              "the chief did not name " << node);
-  BOOST_TEST(out.find("global_step:") == std::string::npos,
-             "a step ran");
-  BOOST_TEST(out.find("never connected") == std::string::npos,
-             "the chief waited for its connect timeout");
   BOOST_TEST(out.find("syncfac-launch: " + node + " exited with code 1")
                != std::string::npos,
              node << " did not exit 1");
@@ -113,6 +208,14 @@ const std::vector<worker_difference> worker_differences{
    "data.train.count: 1024 on worker:0, 512 on the chief"},
   {"another batch size", common, " --batch_size 16",
    "run.batch_size: 16 on worker:0, 32 on the chief"},
+  {"K-FAC's cadence", common + " --optimizer kfac --learning_rate 0.0003",
+   " --kfac_cadence exact",
+   "optimizer.kfac.cadence: exact on worker:0, counted on the chief"},
+  {"K-FAC's strategy", common + " --optimizer kfac --learning_rate 0.0003",
+   " --cov_inv_op_strategy all_workers",
+   "kfac.strategy: all_workers on worker:0, chief_worker on the chief"},
+  {"the benchmark-only delay device", common, " --device bench_delay:5",
+   "device.kind: bench_delay on worker:0, real on the chief"},
 };
 
 } // namespace
@@ -121,8 +224,112 @@ BOOST_DATA_TEST_CASE(a_worker_with_another_setting_is_refused,
                      boost::unit_test::data::make(worker_differences), x) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  check_refused(launch(cluster, x.flags, "worker", x.differing), "worker:0",
-                x.difference);
+  temp_dir out;
+  chief_outputs outputs{out.path()};
+  check_refused(launch(cluster, x.flags, "worker", x.differing, outputs),
+                "worker:0", x.difference, outputs);
+}
+
+BOOST_AUTO_TEST_CASE(workers_whose_own_setup_refuses_them_end_the_run_at_once) {
+  // Every node has the same flags, so they agree at hello; but each of the
+  // two workers' shards (256 examples) is smaller than a batch of 300, which
+  // only the worker finds when it builds its batcher. It tells the chief
+  // before it exits: the run ends with its words, not "tasks that never
+  // connected" a connect timeout later.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}});
+  temp_dir out;
+  chief_outputs outputs{out.path()};
+  auto res = launch(cluster, common + " --batch_size 300", "worker", "",
+                    outputs);
+  BOOST_TEST_MESSAGE(res.output);
+  check_ended_at_once(res, "cannot join the run: ", outputs);
+  auto last = chief_error(res.output);
+  BOOST_TEST(std::regex_search(last, std::regex{"worker:[01] cannot join the "
+                                                "run: .*fewer than one batch "
+                                                "of 300"}),
+             last);
+  bool heard = said_by(res.output, "worker:0", "worker:0: chief:0 knows why")
+               || said_by(res.output, "worker:1", "worker:1: chief:0 knows why");
+  BOOST_TEST(heard, "no worker heard the chief take its refusal");
+}
+
+BOOST_AUTO_TEST_CASE(a_refusal_ends_the_chiefs_wait_for_a_slow_task) {
+  // The chief has published its node and waits for the K-FAC hosts it
+  // connects to itself; the inverse host starts 40 s late. The worker
+  // cannot make its device (no GPU 999 in any build) and says so: the
+  // chief ends with that now, not once the inverse host is there.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
+                                     {"covariance", 1}, {"inverse", 1}});
+  auto late = tmp.file("late.sh");
+  {
+    std::ofstream script{late};
+    script << "#!/bin/sh\nsleep 40\nexec " << program << " \"$@\"\n";
+  }
+  std::filesystem::permissions(late, std::filesystem::perms::owner_exec,
+                               std::filesystem::perm_options::add);
+  temp_dir dir;
+  chief_outputs outputs{dir.path()};
+  auto flags = common + " --optimizer kfac --learning_rate 0.0003";
+  auto res = run_program(launcher + " --cluster " + cluster + " --program "
+                         + program + " --max_wall_s 150 --grace_ms 2000"
+                         + " --job_program inverse=" + late
+                         + " --job_flags 'chief=" + flags + outputs.flags()
+                         + "' --job_flags 'worker=" + flags
+                         + " --device gpu:999' -- " + flags);
+  BOOST_TEST_MESSAGE(res.output);
+  check_ended_at_once(res, "worker:0 cannot join the run: ", outputs);
+  BOOST_TEST(said_by(res.output, "chief:0", "gpu:999"));
+}
+
+BOOST_AUTO_TEST_CASE(an_inverse_host_without_its_device_refuses_the_chief) {
+  // The chief connects to the inverse host, which cannot make its device
+  // (no GPU 999 in any build): it cannot wait for a chief that waits for
+  // it, so it answers the chief's hello with why, and exits after.
+  temp_dir tmp;
+  auto cluster = write_cluster(
+    tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}, {"inverse", 1}});
+  temp_dir dir;
+  chief_outputs outputs{dir.path()};
+  auto res = launch(cluster,
+                    common + " --optimizer kfac --learning_rate 0.0003",
+                    "inverse", " --device gpu:999", outputs);
+  BOOST_TEST_MESSAGE(res.output);
+  check_ended_at_once(res,
+                      "refused at connect to inverse:0: inverse:0 cannot "
+                      "join the run: ",
+                      outputs);
+  BOOST_TEST(said_by(res.output, "chief:0", "gpu:999"));
+  BOOST_TEST(said_by(res.output, "inverse:0", "inverse:0: chief:0 knows why"));
+  BOOST_TEST(res.output.find("syncfac-launch: inverse:0 exited with code 1")
+               != std::string::npos);
+}
+
+BOOST_DATA_TEST_CASE(a_kfac_host_with_another_setting_refuses_the_chief,
+                     boost::unit_test::data::make(
+                       std::vector<std::string>{"covariance", "inverse"}),
+                     job) {
+  // The chief connects to the covariance and inverse hosts itself: the
+  // host compares the chief's hello and refuses it, naming the field.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
+                                     {"covariance", 1}, {"inverse", 1}});
+  temp_dir dir;
+  chief_outputs outputs{dir.path()};
+  auto res = launch(cluster,
+                    common + " --optimizer kfac --learning_rate 0.0003",
+                    job, " --damping 0.01", outputs);
+  BOOST_TEST_MESSAGE(res.output);
+  auto task = job + ":0";
+  check_ended_at_once(res,
+                      "refused at connect to " + task + ": " + task
+                        + " differs from the chief in optimizer.kfac."
+                          "damping: 0.01 on "
+                        + task + ", 0.001 on the chief",
+                      outputs);
+  BOOST_TEST(res.output.find("syncfac-launch: " + task + " exited with code 1")
+               != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(shards_with_another_placement_refuse_the_chief) {
@@ -130,10 +337,11 @@ BOOST_AUTO_TEST_CASE(shards_with_another_placement_refuse_the_chief) {
   // chief's hello and refuses it; the chief ends naming the shard.
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
-  auto res = launch(cluster, common, "ps", " --placement by_size");
+  temp_dir dir;
+  chief_outputs outputs{dir.path()};
+  auto res = launch(cluster, common, "ps", " --placement by_size", outputs);
   BOOST_TEST_MESSAGE(res.output);
-  BOOST_TEST(res.exit_code != 0);
-  BOOST_TEST(res.exit_code != 124);
+  check_ended_at_once(res, "differs from the chief in ps.placement", outputs);
   const auto& out = res.output;
   // Whichever shard the chief reached first refused it.
   std::string shard;

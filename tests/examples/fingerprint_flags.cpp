@@ -56,7 +56,9 @@ const std::map<std::string, std::string> may_differ{
   {"isa", "the CPU kernels' instruction set: per machine (the results "
           "agree to rounding, docs/kernels.md)"},
   {"backend", "the device: per machine"},
-  {"device", "the device: per machine"},
+  {"device", "the device: per machine (its kind, real or the "
+             "benchmark-only delay device, is compared: device.kind; "
+             "tests/actors/run_fingerprint.cpp)"},
   {"log_every", "logging"},
   {"warmup", "which steps the examples/s figure leaves out"},
   {"metrics", "an output file"},

@@ -121,6 +121,53 @@ BOOST_AUTO_TEST_CASE(events_go_into_a_new_file_of_the_logdir) {
   BOOST_TEST(fs::file_size(files[0]) > 3 * 16u);
 }
 
+BOOST_AUTO_TEST_CASE(named_outputs_are_created_only_when_opened) {
+  // The chief of a cluster names its outputs at its start and opens them
+  // once every node agreed: a run refused before then leaves nothing.
+  // A resume before the opening counts as one after it: the curves come
+  // from the metrics file, which is appended to, and the event file gets
+  // its restart mark when it is created.
+  test::temp_dir dir;
+  auto path = dir.file("m.jsonl");
+  write_file(path, "{\"step\": 10, \"wall_s\": 1.5, \"loss\": 1}\n");
+  auto event_file_size = [&](const std::string& logdir) {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(logdir))
+      files.push_back(e.path());
+    BOOST_REQUIRE_EQUAL(files.size(), 1u);
+    return fs::file_size(files[0]);
+  };
+  std::ostringstream out;
+  {
+    training_log refused{out, 100, false};
+    refused.name_outputs(dir.file("never.jsonl"), dir.file("never"), "x");
+  }
+  BOOST_TEST(!fs::exists(dir.file("never.jsonl")));
+  BOOST_TEST(!fs::exists(dir.file("never")));
+  training_log log{out, 100, false};
+  log.name_outputs(path, dir.file("named"), "| --steps | 100 |");
+  log.resume(unix_now() - 100, 10);
+  BOOST_TEST(!fs::exists(dir.file("named")));
+  BOOST_REQUIRE(!log.open_named_outputs());
+  // The same event records as a log opened first and resumed after, which
+  // has one more (the restart mark) than one never resumed.
+  training_log opened_first{out, 100, false};
+  BOOST_REQUIRE(!opened_first.open_events(dir.file("first"),
+                                          "| --steps | 100 |"));
+  opened_first.resume(unix_now() - 100, 10);
+  training_log fresh{out, 100, false};
+  BOOST_REQUIRE(!fresh.open_events(dir.file("fresh"), "| --steps | 100 |"));
+  auto named_size = event_file_size(dir.file("named"));
+  BOOST_TEST(named_size == event_file_size(dir.file("first")));
+  BOOST_TEST(named_size > event_file_size(dir.file("fresh")));
+  log.train(20, 0.5, 0.25);
+  auto lines = lines_of(path);
+  BOOST_REQUIRE_EQUAL(lines.size(), 2u);
+  BOOST_TEST(lines[1]["step"].get<int>() == 20);
+  auto st = json::parse(log.status()->json());
+  BOOST_TEST(st["curves"]["loss"].size() == 2u);
+}
+
 BOOST_AUTO_TEST_CASE(the_chiefs_fault_lines_keep_the_tasks_health) {
   std::ostringstream out;
   training_log log{out, 100, false};
