@@ -1,5 +1,6 @@
 #include "actors/join_refusal.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include <caf/send.hpp>
@@ -18,6 +19,19 @@ constexpr std::chrono::milliseconds linger{1000};
 
 std::string ms(std::chrono::milliseconds d) {
   return std::to_string(d.count()) + " ms";
+}
+
+/// How often a wait for the chief looks whether a stop signal came.
+constexpr std::chrono::milliseconds stop_poll{200};
+
+/// A stop signal ends the wait to tell the chief (the scheduler wants the
+/// task gone; the program then exits preempted).
+bool stopped(const cluster_run_config& cfg, std::ostream& log) {
+  if (!cfg.stop_requested || !cfg.stop_requested())
+    return false;
+  log << cfg.task.str() << ": a stop signal came; no longer waiting to "
+      << "tell the chief why this task cannot join" << std::endl;
+  return true;
 }
 
 /// A task that connects to the chief: tells the chief's node, retrying
@@ -63,6 +77,8 @@ void tell_chief(caf::actor_system& sys, caf::scoped_actor& self,
           << ms(cfg.connect.timeout) << ": " << last << std::endl;
       return;
     }
+    if (stopped(cfg, log))
+      return;
     std::this_thread::sleep_for(cfg.connect.retry);
   }
 }
@@ -89,8 +105,12 @@ void answer_chief(caf::actor_system& sys, caf::scoped_actor& self,
       << " with that (waiting up to " << ms(cfg.connect.timeout)
       << ", --connect_timeout_ms, for it)" << std::endl;
   bool asked = false;
-  self->receive([&](refuse_atom, caf::ok_atom) { asked = true; },
-                caf::after(cfg.connect.timeout) >> [] {});
+  auto deadline = clock_type::now() + cfg.connect.timeout;
+  while (!asked && clock_type::now() < deadline && !stopped(cfg, log))
+    self->receive([&](refuse_atom, caf::ok_atom) { asked = true; },
+                  caf::after(std::min<clock_type::duration>(
+                    stop_poll, deadline - clock_type::now()))
+                    >> [] {});
   if (asked) {
     // The answer is on its way; the process must not end before it is
     // written.

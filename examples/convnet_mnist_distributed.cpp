@@ -285,6 +285,7 @@ int run(distributed_options& opts) {
       caf::anon_send(sup, preempt_atom::value, signal);
     });
   };
+  cfg->stop_requested = [w] { return w->received().has_value(); };
   cfg->on_chief = [w, task = cfg->task.str()](const chief_actor& chief) {
     w->on_stop([chief, task](const std::string& signal) {
       caf::anon_send(chief, preempt_atom::value, task + ": " + signal);

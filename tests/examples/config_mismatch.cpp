@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/examples/node_process.hpp"
 #include "tests/examples/process.hpp"
 
 using namespace syncfac::test;
@@ -281,6 +282,31 @@ BOOST_AUTO_TEST_CASE(a_refusal_ends_the_chiefs_wait_for_a_slow_task) {
   BOOST_TEST_MESSAGE(res.output);
   check_ended_at_once(res, "worker:0 cannot join the run: ", outputs);
   BOOST_TEST(said_by(res.output, "chief:0", "gpu:999"));
+}
+
+BOOST_AUTO_TEST_CASE(a_stop_signal_ends_a_refused_workers_wait_for_the_chief) {
+  // A worker that cannot join (no GPU 999) waits up to its connect timeout
+  // to tell a chief that has not started; the scheduler's SIGTERM ends
+  // that wait at once, and the program exits preempted.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
+  auto worker = start_process(program + " --cluster " + cluster
+                                + " --job_name worker --task 0"
+                                + " --device gpu:999" + common,
+                              tmp.file("worker.log"));
+  kill_on_exit guard{worker};
+  await_output(worker, "cannot join the run");
+  auto signalled = clock_type::now();
+  worker.signal(SIGTERM);
+  BOOST_REQUIRE_MESSAGE(worker.wait(std::chrono::seconds{10}),
+                        "still waiting 10 s after SIGTERM:\n"
+                          << worker.output());
+  auto took = std::chrono::duration<double>(worker.exited_at - signalled);
+  BOOST_TEST_MESSAGE("SIGTERM to exit: " << took.count() << " s");
+  BOOST_TEST(worker.exit_code == 143, worker.output());
+  BOOST_TEST(took.count() < 5.0);
+  BOOST_TEST(said(worker.output(), "a stop signal came; no longer waiting"),
+             worker.output());
 }
 
 BOOST_AUTO_TEST_CASE(an_inverse_host_without_its_device_refuses_the_chief) {
