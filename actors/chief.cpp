@@ -645,11 +645,14 @@ void preempt(self_ptr self, const std::string& why) {
   st.preempted = why;
   if (!st.running || st.paused) {
     // No round in flight (not started yet, or paused while the driver
-    // brings a lost role back): the run ends where it goes on.
+    // brings a lost role back): the run ends where it stands; a paused
+    // one does not wait for its role (end_paused_run).
     st.cfg.steps = std::max(st.cfg.start_step, st.global_step);
     note(self, "chief: preempted (" + why + ") at global step "
                  + std::to_string(st.global_step)
                  + " with no step in flight; the run ends there");
+    if (st.paused && st.supervisor)
+      caf::anon_send(st.supervisor, preempt_atom::value, why);
     return;
   }
   st.cfg.steps = std::min(st.cfg.steps, st.global_step + 1);
@@ -682,8 +685,30 @@ void preempt_step_timed_out(self_ptr self, int64_t step) {
   finish(self);
 }
 
+/// The run request of a supervisor that gives a paused run up because it
+/// was preempted: the run ends at the newest applied step, checkpointed
+/// when every shard is there (a lost K-FAC role's snapshot fails within
+/// the request timeout and the checkpoint with it, said in the summary).
+caf::result<sync_summary> end_paused_run(self_ptr self) {
+  auto& st = self->state;
+  st.run_promise = self->make_response_promise<sync_summary>();
+  st.cfg.steps = st.global_step;
+  bool shard_lost = st.lost_task.rfind("ps:", 0) == 0;
+  note(self, "chief: the run ends at global step "
+               + std::to_string(st.global_step) + " without " + st.lost_task
+               + (shard_lost ? " (no checkpoint without a shard)" : ""));
+  if (st.cfg.checkpointer && !shard_lost
+      && st.global_step != st.cfg.start_step
+      && st.checkpointed_step != st.global_step)
+    begin_checkpoint(self);
+  finish(self);
+  return st.run_promise;
+}
+
 caf::result<sync_summary> run(self_ptr self) {
   auto& st = self->state;
+  if (st.running && st.paused && !st.preempted.empty())
+    return end_paused_run(self);
   if (st.running)
     return make_error(ec::invalid_argument, "chief: already running");
   st.run_promise = self->make_response_promise<sync_summary>();
@@ -822,7 +847,11 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
       st.cfg.covariance = std::move(cov);
       st.inverses = std::move(inv);
     },
-    [=](lost_atom, const std::string& task) { lose_task(self, task); },
+    [=](lost_atom, const std::string& task) {
+      self->state.supervisor
+        = caf::actor_cast<caf::actor>(self->current_sender());
+      lose_task(self, task);
+    },
     [=](restore_atom, std::vector<resume_point>& points) {
       self->state.rollback_points = std::move(points);
     },

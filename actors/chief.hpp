@@ -215,6 +215,10 @@ struct chief_state {
   /// `abandoned_step` was given up when its step did not finish in time.
   std::string preempted;
   int64_t abandoned_step = -1;
+  /// Who said a role was lost (the chief's supervisor): a preemption while
+  /// the steps are paused is passed to it, to end the run there instead of
+  /// waiting for the role.
+  caf::actor supervisor;
 };
 
 chief_actor::behavior_type

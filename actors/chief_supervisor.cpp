@@ -241,6 +241,11 @@ behavior state_of(self_ptr self, Own... own) {
         return {};
       },
       [](shutdown_atom, const std::string&) {},
+      [=](preempt_atom, const std::string& why) {
+        // Pausing: acted on once the pause is reported (recovering);
+        // restoring: the run goes on and the chief ends it where it is.
+        self->state.preempted_while_paused = why;
+      },
       [](lost_atom, const node_loss&) {},
       [](probe_atom, uint64_t) {},
       [](deadline_atom, uint64_t) {},
@@ -813,8 +818,32 @@ void hosts_back(self_ptr self, uint64_t wait) {
   probe_all(self, wait);
 }
 
+/// Preempted while the steps are paused for a lost role: the run ends
+/// where it stands instead of waiting --max_wait_ms for the role; the chief
+/// checkpoints the newest applied step when every shard is there, and the
+/// node exits preempted.
+behavior ending_preempted(self_ptr self) {
+  auto& st = self->state;
+  std::string lost_text;
+  for (const auto& r : st.lost)
+    lost_text += (lost_text.empty() ? "" : ", ") + r;
+  st.log(st.cfg.me + ": preempted (" + st.preempted_while_paused
+         + ") while waiting for " + lost_text
+         + "; the run ends without it");
+  self->request(st.run.chief, st.run.run_timeout, run_atom::value,
+                st.roles.covariance)
+    .then([=](sync_summary& s) { end_run(self, caf::none, std::move(s)); },
+          [=](caf::error& err) {
+            end_run(self, with_context(err, "ending the preempted run"));
+          });
+  return state_of(self, [](lost_atom, const node_loss&) {},
+                  [](preempt_atom, const std::string&) {});
+}
+
 behavior recovering(self_ptr self) {
   auto& st = self->state;
+  if (!st.preempted_while_paused.empty())
+    return ending_preempted(self);
   auto fail = [=](caf::error err) {
     end_run(self, std::move(err));
     return behavior::make_empty_behavior();
@@ -911,6 +940,10 @@ behavior recovering(self_ptr self) {
       cannot_join(self, peer, why, awaited_back(self->state, peer));
     },
     [=](lost_atom, const node_loss& loss) { another_loss(self, loss, true); },
+    [=](preempt_atom, const std::string& why) {
+      self->state.preempted_while_paused = why;
+      self->become(ending_preempted(self));
+    },
     [=](deadline_atom, uint64_t wait) {
       auto& st = self->state;
       if (wait == 0)

@@ -173,6 +173,10 @@ using chief_supervisor_actor = caf::typed_actor<
   caf::reacts_to<shutdown_atom, std::string>,
   // From its own down handler: a monitored role or node went away.
   caf::reacts_to<lost_atom, node_loss>,
+  // From the chief: it was preempted while its steps are paused for a
+  // lost role; the recovery is given up and the run ends where it stands
+  // (docs/distributed.md, "Preemption"), not after --max_wait_ms.
+  caf::reacts_to<preempt_atom, std::string>,
   // Its own timer: probe the K-FAC roles (this probe round's number).
   caf::reacts_to<probe_atom, uint64_t>,
   // Its own timer: the wait with this number ran out.
@@ -248,6 +252,9 @@ struct chief_supervisor_state {
   std::set<std::string> absent;
   /// The roles lost since the last rollback, in order; their hosts.
   std::vector<std::string> lost;
+  /// Why the chief was preempted while its steps were paused (empty: it
+  /// was not): the recovery is given up once the pause is reported.
+  std::string preempted_while_paused;
   std::vector<awaited_host> hosts;
   /// The checkpoint a lost shard rolls back to.
   std::shared_ptr<const restored_run> rollback_to;

@@ -488,6 +488,48 @@ BOOST_AUTO_TEST_CASE(sigterm_to_the_launcher_checkpoints_the_newest_step) {
              == uninterrupted_digest(tmp, kfac_cluster.flags));
 }
 
+BOOST_AUTO_TEST_CASE(sigterm_while_the_chief_waits_for_a_lost_role_ends_the_run) {
+  // The inverse task killed: the chief pauses the steps and would wait
+  // --max_wait_ms (120 s here) for it. SIGTERM to the chief then ends the
+  // run where it stands, with the newest applied step checkpointed (the
+  // shards and the covariance task are there), and every node left exits
+  // 143, long before that wait would have run out.
+  temp_dir tmp;
+  auto dir = tmp.file("ckpt");
+  cluster_run run{tmp, write_cluster(tmp, kfac_cluster.jobs),
+                  deterministic + kfac_cluster.flags
+                    + " --steps 100000 --max_wait_ms 120000"
+                      " --checkpoint_every 0 --checkpoint_dir " + dir,
+                  tasks_of(kfac_cluster.jobs)};
+  run.start("first");
+  run.await_step(30);
+  run.node("inverse:0").signal(SIGKILL);
+  await_output(run.node("chief:0"), "chief:0: waiting up to");
+  auto signalled = clock_type::now();
+  run.node("chief:0").signal(SIGTERM);
+  for (auto& [task, n] : run.nodes) {
+    if (task == "inverse:0")
+      continue;
+    check_exits_preempted(n, std::chrono::seconds{60});
+  }
+  double took = 0;
+  for (const auto& [task, n] : run.nodes)
+    if (task != "inverse:0")
+      took = std::max(took, std::chrono::duration<double>(n.exited_at
+                                                          - signalled)
+                              .count());
+  log_stop_time("SIGTERM to the chief waiting for a lost inverse task",
+                run.nodes.size() - 1, took);
+  BOOST_TEST(took < 30.0);
+  auto chief = run.node("chief:0").output();
+  BOOST_TEST(said(chief, "while waiting for inverse:0; the run ends "
+                         "without it"),
+             chief);
+  auto summary = run.summary("first");
+  BOOST_TEST(said(summary, "\"preempted\""), summary);
+  BOOST_TEST(json_numbers(summary, "written").at(0) >= 1, summary);
+}
+
 BOOST_AUTO_TEST_CASE(a_shard_that_cannot_reach_the_chief_exits_on_its_own) {
   // The chief frozen (SIGSTOP; its connections stay up): the preempted
   // shard's question to the chief's node goes unanswered, and after
