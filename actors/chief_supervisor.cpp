@@ -830,6 +830,9 @@ behavior ending_preempted(self_ptr self) {
   st.log(st.cfg.me + ": preempted (" + st.preempted_while_paused
          + ") while waiting for " + lost_text
          + "; the run ends without it");
+  // Lost for good: counted as a recovery counts them when they are back.
+  for (const auto& r : st.lost)
+    (is_shard(r) ? st.shards_lost : st.kfac_roles_lost) += 1;
   self->request(st.run.chief, st.run.run_timeout, run_atom::value,
                 st.roles.covariance)
     .then([=](sync_summary& s) { end_run(self, caf::none, std::move(s)); },

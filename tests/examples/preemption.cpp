@@ -528,6 +528,7 @@ BOOST_AUTO_TEST_CASE(sigterm_while_the_chief_waits_for_a_lost_role_ends_the_run)
   auto summary = run.summary("first");
   BOOST_TEST(said(summary, "\"preempted\""), summary);
   BOOST_TEST(json_numbers(summary, "written").at(0) >= 1, summary);
+  BOOST_TEST(json_numbers(summary, "kfac_roles_lost").at(0) == 1, summary);
 }
 
 BOOST_AUTO_TEST_CASE(a_shard_that_cannot_reach_the_chief_exits_on_its_own) {
