@@ -317,8 +317,11 @@ PYBIND11_MODULE(_core, m) {
       std::optional<split_arrays> test_split;
       if (!test.is_none())
         test_split = hold_split(test, "test");
+      auto threading = py::module_::import("threading");
+      bool main_thread = threading.attr("current_thread")().is(
+        threading.attr("main_thread")());
       return train(std::move(model), std::move(train_split),
-                   std::move(test_split), args);
+                   std::move(test_split), args, main_thread);
     },
     py::arg("model"), py::arg("data"), py::arg("test"), py::arg("args"));
   m.def("training_now", &training_now);

@@ -20,6 +20,7 @@
 #include "runtime/data/dataset.hpp"
 #include "runtime/json.hpp"
 #include "runtime/model_fit.hpp"
+#include "runtime/stop_signals.hpp"
 
 namespace py = pybind11;
 
@@ -84,10 +85,21 @@ void parse_flags(examples::convnet_options& opts,
                      "(syncfac.flags_help() gives the text)"));
 }
 
-/// The run itself, without the GIL.
+/// The run itself, without the GIL. On the interpreter's main thread the
+/// stop signals (SIGINT, SIGTERM, SIGHUP) are the run's while it lasts,
+/// as they are convnet_mnist_single's: the first ends it after the global
+/// step in flight, checkpointed; Python's handlers come back after it.
 std::string run(examples::convnet_options& opts, const split_arrays& data,
-                const std::optional<split_arrays>& test) {
+                const std::optional<split_arrays>& test, bool main_thread) {
   keep_freed_memory();
+  std::unique_ptr<stop_signal_watcher> watcher;
+  if (main_thread) {
+    auto installed = stop_signal_watcher::install(program_name);
+    if (!installed)
+      raise(installed.error());
+    watcher = std::move(*installed);
+    opts.stop_signals = watcher.get();
+  }
   if (auto err = cpu::select_isa(opts.isa))
     raise(err);
   std::string ignored;
@@ -122,10 +134,24 @@ std::string run(examples::convnet_options& opts, const split_arrays& data,
                 : train_sync(sys, *cfg, train_set, test_set, log);
   }
   log.finish();
+  opts.stop_signals = nullptr;
   if (!summary)
     raise(summary.error());
   auto json = examples::with_threads(summary->to_json(), opts);
   json.add("arrays", arrays_json(*train_set));
+  if (!summary->preempted.empty()) {
+    // preempted_line's words for a program (its exit code, its flags) in
+    // a function's.
+    auto step = opts.runtime == "plain" ? summary->steps
+                                        : summary->global_step;
+    auto resumes = opts.checkpoint_dir.empty() || opts.runtime == "plain"
+                     ? std::string{"no checkpoint_dir: nothing to resume"}
+                     : "checkpointed into " + opts.checkpoint_dir
+                         + ": train() with the same arguments resumes there";
+    json.add("preempted_line", "preempted (" + summary->preempted
+                                 + ") at global step " + std::to_string(step)
+                                 + "; " + resumes);
+  }
   if (!opts.summary.empty()) {
     std::ofstream out{opts.summary, std::ios::trunc};
     out << json.str() << "\n";
@@ -165,7 +191,7 @@ split_arrays hold_split(py::handle obj, const std::string& name) {
 
 std::string train(std::shared_ptr<const model_description> model,
                   split_arrays data, std::optional<split_arrays> test,
-                  const std::vector<std::string>& args) {
+                  const std::vector<std::string>& args, bool main_thread) {
   std::unique_lock<std::mutex> one_run{run_mutex, std::try_to_lock};
   if (!one_run.owns_lock())
     raise(make_error(ec::unavailable,
@@ -179,7 +205,7 @@ std::string train(std::shared_ptr<const model_description> model,
   opts.given_model = std::move(model);
   parse_flags(opts, args);
   py::gil_scoped_release no_gil;
-  return run(opts, data, test);
+  return run(opts, data, test, main_thread);
 }
 
 bool training_now() noexcept {

@@ -34,10 +34,14 @@ split_arrays hold_split(pybind11::handle obj, const std::string& name);
 /// convnet_mnist_single's --summary file holds it, plus an "arrays"
 /// object (where the training inputs are and whether they were borrowed).
 /// Errors throw python::failure. Refused while another train() of this
-/// process runs (failure, ec::unavailable).
+/// process runs (failure, ec::unavailable). `main_thread`: called on the
+/// interpreter's main thread, where the run takes the stop signals
+/// (SIGINT, SIGTERM, SIGHUP) while it lasts: the first ends it after the
+/// step in flight, checkpointed ("preempted" and "preempted_line" in the
+/// summary); a second ends the process, as it ends the programs.
 std::string train(std::shared_ptr<const model_description> model,
                   split_arrays data, std::optional<split_arrays> test,
-                  const std::vector<std::string>& args);
+                  const std::vector<std::string>& args, bool main_thread);
 
 /// Whether a train() of this process is running.
 bool training_now() noexcept;

@@ -140,6 +140,12 @@ def train(model, data, *, test=None, optimizer=None, workers=None,
     on; workers= is --worker_replicas. Errors raise syncfac.ConfigError,
     DataError, FileError (all syncfac.Error) with the runtime's message.
     One run at a time per process; the GIL is released while it trains.
+    Called on the main thread, the run takes SIGINT, SIGTERM and SIGHUP
+    while it lasts, as convnet_mnist_single does: the first ends it after
+    the global step in flight, checkpointed with checkpoint_dir (the
+    summary's "preempted" names the signal; Ctrl-C raises
+    KeyboardInterrupt with the summary in .summary), a second ends the
+    process.
     """
     named = dict(optimizer=optimizer, worker_replicas=workers,
                  replicas_to_aggregate=replicas_to_aggregate,
@@ -151,7 +157,14 @@ def train(model, data, *, test=None, optimizer=None, workers=None,
         raise _refused("syncfac.train: the model must be a syncfac.Model "
                        "(Sequential or load_model), got %s"
                        % type(model).__name__)
-    return _json.loads(_core.train(model, data, test, words))
+    summary = _json.loads(_core.train(model, data, test, words))
+    if "SIGINT" in summary.get("preempted", ""):
+        # Ctrl-C: the run ended after its step in flight (checkpointed
+        # with checkpoint_dir); Python's way to say so, summary attached.
+        interrupt = KeyboardInterrupt(summary["preempted_line"])
+        interrupt.summary = summary
+        raise interrupt
+    return summary
 
 
 def data_info(model, data):

@@ -398,6 +398,64 @@ def test_checkpoints_and_summary_file(tmp_path):
     assert again["checkpoints"]["restored_step"] == 6
 
 
+STOPPED_RUN = """
+import sys, numpy as np, syncfac
+rng = np.random.default_rng(0)
+x = rng.integers(0, 256, size=(64, 8, 8, 1)).astype(np.uint8)
+y = np.arange(64) % 3
+model = syncfac.Sequential([syncfac.flatten(), syncfac.dense(3)],
+                           input_shape=(8, 8, 1), name="tiny")
+try:
+    syncfac.train(model, (x, y), steps=int(sys.argv[2]), batch_size=8,
+                  threads=1, log_every=1, no_progress=True,
+                  checkpoint_dir=sys.argv[1])
+    print("ENDED")
+except KeyboardInterrupt as stop:
+    print("INTERRUPTED", stop.summary["global_step"], stop)
+# The interpreter's own SIGINT handling is back after the run.
+import signal
+print("HANDLER", signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+"""
+
+
+def test_ctrl_c_stops_the_run_checkpointed(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    proc = subprocess.Popen(
+        ["/usr/bin/python3", "-u", "-c", STOPPED_RUN, str(ckpt), "1000000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ))
+    try:
+        for line in proc.stdout:
+            if line.startswith("global_step: 5 "):
+                proc.send_signal(subprocess.signal.SIGINT)
+                break
+        else:
+            pytest.fail("the run logged no global_step 5: "
+                        + proc.stderr.read())
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    words = [l for l in out.splitlines() if l.startswith("INTERRUPTED")]
+    assert words, out + err
+    step = int(words[0].split()[1])
+    assert 5 <= step < 1000000
+    assert ("preempted (SIGINT) at global step %d; checkpointed into %s"
+            % (step, ckpt)) in words[0]
+    assert "HANDLER True" in out
+    # The checkpoint of the stopped step: a restart resumes there.
+    again = subprocess.run(
+        ["/usr/bin/python3", "-u", "-c", STOPPED_RUN, str(ckpt),
+         str(step + 3)], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "ENDED" in again.stdout
+    assert "checkpoint: restored %s at global step %d" \
+        % (ckpt / ("ckpt-%d.safetensors" % step), step) in again.stdout
+    assert "global_step: %d " % (step + 3) in again.stdout
+    assert "global_step: 1 " not in again.stdout
+
+
 def test_a_second_run_at_once_is_refused():
     x, y = fake = syncfac.fake_data(2048, 1)
     model = syncfac.load_model(SEEDS_CONVNET)
