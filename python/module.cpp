@@ -22,6 +22,9 @@
 #include "python/numpy_view.hpp"
 #include "python/python_train.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/checkpoint/run_checkpoint.hpp"
+#include "runtime/named_tensor.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/model_builder.hpp"
 #include "runtime/model_file.hpp"
@@ -331,6 +334,33 @@ PYBIND11_MODULE(_core, m) {
       return data_info(std::move(model), hold_split(data, "data"));
     },
     py::arg("model"), py::arg("data"));
+  m.def(
+    "load_checkpoint",
+    [](const std::string& directory) {
+      auto found = checked(checkpoint_store{directory}.load_latest());
+      if (!found.latest)
+        throw failure{make_error(ec::io_error,
+                                 "no checkpoint in " + in_quotes(directory))};
+      const auto& ckpt = *found.latest;
+      auto variables = checkpoint_variables(ckpt);
+      py::dict params;
+      for (const auto& v : variables) {
+        std::vector<py::ssize_t> shape(v.value.shape().begin(),
+                                       v.value.shape().end());
+        py::array_t<float> a(shape);
+        std::copy(v.value.values().begin(), v.value.values().end(),
+                  a.mutable_data());
+        params[py::str(v.name)] = a;
+      }
+      py::dict out;
+      out["global_step"] = ckpt.global_step;
+      out["path"] = ckpt.path;
+      out["params"] = params;
+      out["params_digest"] = parameter_digest(variables);
+      out["skipped"] = found.warnings;
+      return out;
+    },
+    py::arg("directory"));
   m.def("flags_help", [] {
     syncfac::examples::convnet_options opts;
     return opts.help_text();

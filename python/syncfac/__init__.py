@@ -37,8 +37,8 @@ from ._core import (
 __all__ = [
     "ConfigError", "CopyWarning", "DataError", "Error", "FileError", "Layer",
     "Model", "Sequential", "conv2d", "data_info", "dense", "embedding_bag",
-    "fake_data", "flags_help", "flatten", "load_model", "max_pool", "relu",
-    "sigmoid", "tanh", "train", "training_now",
+    "fake_data", "flags_help", "flatten", "load_checkpoint", "load_model",
+    "max_pool", "relu", "sigmoid", "tanh", "train", "training_now",
 ]
 
 # The flags syncfac.train takes from its own arguments, or that belong to
@@ -83,6 +83,16 @@ def fake_data(count, seed):
     28x28 uint8 images and their labels in 0..9, the same bytes for the
     same (count, seed) on every machine."""
     return _core.fake_data(int(count), int(seed))
+
+
+def load_checkpoint(directory):
+    """The newest good checkpoint of a run's checkpoint_dir (docs/
+    checkpoints.md) as a dict: "params" (variable name, e.g. "fc4/weights",
+    to a float32 array), "global_step", "path", "params_digest" (the
+    summary's digest of these values) and "skipped" (files passed over,
+    and why). A directory without one raises syncfac.FileError; one whose
+    checkpoints are all corrupt, syncfac.DataError."""
+    return _core.load_checkpoint(_os.fspath(directory))
 
 
 def flags_help():

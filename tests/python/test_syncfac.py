@@ -173,6 +173,16 @@ def test_bad_descriptions_raise_config_error(make, message):
                                "shape_mismatch")
 
 
+def test_load_checkpoint_refusals(tmp_path):
+    with pytest.raises(syncfac.FileError) as info:
+        syncfac.load_checkpoint(tmp_path)
+    assert "no checkpoint in '%s'" % tmp_path in str(info.value)
+    (tmp_path / "ckpt-3.safetensors").write_bytes(b"not a checkpoint")
+    with pytest.raises(syncfac.DataError) as info:
+        syncfac.load_checkpoint(tmp_path)
+    assert "ckpt-3.safetensors" in str(info.value)
+
+
 def test_a_missing_model_file_raises_file_error(tmp_path):
     path = str(tmp_path / "absent.json")
     with pytest.raises(syncfac.FileError) as info:
@@ -389,8 +399,20 @@ def test_checkpoints_and_summary_file(tmp_path):
                           summary=tmp_path / "s.json", **DETERMINISTIC)
     assert json.loads((tmp_path / "s.json").read_text())["params_digest"] \
         == first["params_digest"]
-    assert any(p.suffix == ".safetensors" or p.is_dir()
-               for p in (tmp_path / "ckpt").iterdir())
+    # The end's checkpoint as arrays: every variable of the model, the
+    # run's final parameters (the same digest).
+    ckpt = syncfac.load_checkpoint(tmp_path / "ckpt")
+    assert ckpt["global_step"] == 6
+    assert ckpt["path"].endswith("ckpt-6.safetensors")
+    assert ckpt["params_digest"] == first["params_digest"]
+    params = ckpt["params"]
+    assert sorted(params) == ["conv0/bias", "conv0/kernel", "fc2/bias",
+                              "fc2/weights"]
+    assert params["conv0/kernel"].shape == (3, 3, 1, 4)
+    assert params["fc2/weights"].shape == (4 * 4 * 4, 3)
+    assert params["fc2/weights"].dtype == np.float32
+    assert np.all(np.isfinite(params["fc2/weights"]))
+    assert np.any(params["fc2/bias"] != 0)  # trained: biases start at 0
     # Started again with more steps, it resumes from step 6.
     again = syncfac.train(tiny_model(), (x, y), steps=10,
                           checkpoint_dir=tmp_path / "ckpt", **DETERMINISTIC)
