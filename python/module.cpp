@@ -20,6 +20,7 @@
 #include "kernels/geometry.hpp"
 #include "python/failure.hpp"
 #include "python/numpy_view.hpp"
+#include "python/python_eval.hpp"
 #include "python/python_train.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
@@ -361,6 +362,49 @@ PYBIND11_MODULE(_core, m) {
       return out;
     },
     py::arg("directory"));
+  m.def(
+    "evaluate",
+    [](model_ptr model, py::handle params, py::handle data,
+       int64_t batch_size, int threads) {
+      auto pass = run_forward(std::move(model), params,
+                              hold_split(data, "data"),
+                              {"", "data[0]", "data[1]",
+                               "syncfac.evaluate data"},
+                              batch_size, threads, false);
+      py::dict out;
+      out["examples"] = pass.total.count;
+      out["loss"] = pass.total.mean_loss();
+      out["accuracy"] = pass.total.count > 0
+                          ? static_cast<double>(pass.total.correct)
+                              / static_cast<double>(pass.total.count)
+                          : 0.0;
+      return out;
+    },
+    py::arg("model"), py::arg("params"), py::arg("data"),
+    py::arg("batch_size"), py::arg("threads"));
+  m.def(
+    "predict",
+    [](model_ptr model, py::handle params, py::handle x, int64_t batch_size,
+       int threads) {
+      // No labels: zeros stand in (the loss is not reported).
+      auto np = py::module_::import("numpy");
+      auto inputs = hold_array(x, "x", array_role::inputs);
+      auto count = inputs.view.shape.empty() ? 0 : inputs.view.shape[0];
+      split_arrays data{
+        std::move(inputs),
+        hold_array(np.attr("zeros")(count, "uint8"), "labels",
+                   array_role::labels)};
+      auto pass = run_forward(std::move(model), params, data,
+                              {"", "x", "labels", "syncfac.predict x"},
+                              batch_size, threads, true);
+      auto rows = static_cast<py::ssize_t>(pass.total.count);
+      py::array_t<float> out({rows, static_cast<py::ssize_t>(pass.width)});
+      std::copy(pass.predictions.begin(), pass.predictions.end(),
+                out.mutable_data());
+      return out;
+    },
+    py::arg("model"), py::arg("params"), py::arg("x"), py::arg("batch_size"),
+    py::arg("threads"));
   m.def("flags_help", [] {
     syncfac::examples::convnet_options opts;
     return opts.help_text();

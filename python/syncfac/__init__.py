@@ -37,8 +37,9 @@ from ._core import (
 __all__ = [
     "ConfigError", "CopyWarning", "DataError", "Error", "FileError", "Layer",
     "Model", "Sequential", "conv2d", "data_info", "dense", "embedding_bag",
-    "fake_data", "flags_help", "flatten", "load_checkpoint", "load_model",
-    "max_pool", "relu", "sigmoid", "tanh", "train", "training_now",
+    "evaluate", "fake_data", "flags_help", "flatten", "load_checkpoint",
+    "load_model", "max_pool", "predict", "relu", "sigmoid", "tanh", "train",
+    "training_now",
 ]
 
 # The flags syncfac.train takes from its own arguments, or that belong to
@@ -93,6 +94,30 @@ def load_checkpoint(directory):
     and why). A directory without one raises syncfac.FileError; one whose
     checkpoints are all corrupt, syncfac.DataError."""
     return _core.load_checkpoint(_os.fspath(directory))
+
+
+def _params_of(params):
+    # load_checkpoint()'s whole dict, or its "params".
+    if isinstance(params, dict) and isinstance(params.get("params"), dict):
+        return params["params"]
+    return params
+
+
+def evaluate(model, params, data, batch_size=1000, threads=0):
+    """The mean loss and accuracy of `model` with `params` (a dict of
+    arrays by variable name, as load_checkpoint() gives) on data=(x, y),
+    checked as train() checks data: {"examples", "loss", "accuracy"}.
+    threads: CPU threads (0: the CPU share)."""
+    return _core.evaluate(model, _params_of(params), data, int(batch_size),
+                          int(threads))
+
+
+def predict(model, params, x, batch_size=1000, threads=0):
+    """The predictive distribution of `model` with `params` for inputs x:
+    softmax probabilities [N, classes] (an autoencoder's: the Bernoulli
+    means [N, D]) as a float32 array."""
+    return _core.predict(model, _params_of(params), x, int(batch_size),
+                         int(threads))
 
 
 def flags_help():

@@ -173,6 +173,51 @@ def test_bad_descriptions_raise_config_error(make, message):
                                "shape_mismatch")
 
 
+def test_evaluate_and_predict_with_the_checkpoints_parameters(tmp_path):
+    x, y = tiny_data()
+    xt, yt = tiny_data(n=40, seed=1)
+    model = tiny_model()
+    summary = syncfac.train(model, (x, y), test=(xt, yt), steps=8,
+                            checkpoint_dir=tmp_path, **DETERMINISTIC)
+    ckpt = syncfac.load_checkpoint(tmp_path)
+    result = syncfac.evaluate(model, ckpt, (xt, yt), batch_size=7)
+    assert result["examples"] == 40
+    # The run's own final evaluation, with the same parameters.
+    assert result["accuracy"] == summary["test_accuracy"]
+    assert result["loss"] == pytest.approx(summary["test_loss"], rel=1e-5)
+    probs = syncfac.predict(model, ckpt["params"], xt, batch_size=16)
+    assert probs.shape == (40, 3) and probs.dtype == np.float32
+    assert np.allclose(probs.sum(axis=1), 1, atol=1e-5)
+    assert np.mean(probs.argmax(axis=1) == yt) == result["accuracy"]
+    # Other parameters predict otherwise.
+    zero = {k: np.zeros_like(v) for k, v in ckpt["params"].items()}
+    assert np.allclose(syncfac.predict(model, zero, xt), 1 / 3)
+
+
+def test_evaluate_refuses_parameters_that_do_not_fit(tmp_path):
+    x, y = tiny_data()
+    model = tiny_model()
+    params = {"conv0/kernel": np.zeros((3, 3, 1, 4)),
+              "conv0/bias": np.zeros(4), "fc2/weights": np.zeros((64, 3))}
+    with pytest.raises(syncfac.ConfigError) as info:
+        syncfac.evaluate(model, params, (x, y))
+    assert "no array for variable 'fc2/bias' of model 'tiny'" \
+        in str(info.value)
+    with pytest.raises(syncfac.ConfigError) as info:
+        syncfac.evaluate(model, dict(params, **{"fc2/bias": np.zeros(3),
+                                                "fc9/bias": np.zeros(3)}),
+                         (x, y))
+    assert "'fc9/bias' is not a variable of model 'tiny'" in str(info.value)
+    with pytest.raises(syncfac.ConfigError) as info:
+        syncfac.evaluate(model, dict(params, **{"fc2/bias": np.zeros(5)}),
+                         (x, y))
+    assert "fc2/bias" in str(info.value)
+    with pytest.raises(syncfac.DataError) as info:
+        syncfac.predict(model, dict(params, **{"fc2/bias": np.zeros(3)}),
+                        np.zeros((4, 8, 8, 1), np.bool_))
+    assert "array 'x': dtype '|b1' is not supported" in str(info.value)
+
+
 def test_load_checkpoint_refusals(tmp_path):
     with pytest.raises(syncfac.FileError) as info:
         syncfac.load_checkpoint(tmp_path)
