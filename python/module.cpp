@@ -316,7 +316,7 @@ PYBIND11_MODULE(_core, m) {
   m.def(
     "train",
     [](model_ptr model, py::handle data, py::handle test,
-       const std::vector<std::string>& args) {
+       const std::vector<std::string>& args, py::object callback) {
       auto train_split = hold_split(data, "data");
       std::optional<split_arrays> test_split;
       if (!test.is_none())
@@ -324,10 +324,15 @@ PYBIND11_MODULE(_core, m) {
       auto threading = py::module_::import("threading");
       bool main_thread = threading.attr("current_thread")().is(
         threading.attr("main_thread")());
+      std::optional<metrics_callback> per_line;
+      if (!callback.is_none())
+        per_line = metrics_callback{callback, std::nullopt};
       return train(std::move(model), std::move(train_split),
-                   std::move(test_split), args, main_thread);
+                   std::move(test_split), args, main_thread,
+                   per_line ? &*per_line : nullptr);
     },
-    py::arg("model"), py::arg("data"), py::arg("test"), py::arg("args"));
+    py::arg("model"), py::arg("data"), py::arg("test"), py::arg("args"),
+    py::arg("callback"));
   m.def("training_now", &training_now);
   m.def(
     "data_info",

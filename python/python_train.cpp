@@ -8,6 +8,7 @@
 #include <utility>
 
 #include <caf/actor_system.hpp>
+#include <caf/send.hpp>
 
 #include "actors/local_trainer.hpp"
 #include "actors/sync_trainer.hpp"
@@ -85,12 +86,75 @@ void parse_flags(examples::convnet_options& opts,
                      "(syncfac.flags_help() gives the text)"));
 }
 
+/// A stop asked for from Python (by the metrics callback): to the chief
+/// once it exists, and to the plain loop, which asks after every step.
+class python_stop {
+public:
+  void set_chief(const chief_actor& chief) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    chief_ = chief;
+    if (chief_ && !why_.empty())
+      caf::anon_send(chief_, preempt_atom::value, why_);
+  }
+
+  void request(const std::string& why) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!why_.empty())
+      return;
+    why_ = why;
+    if (chief_)
+      caf::anon_send(chief_, preempt_atom::value, why_);
+  }
+
+  std::string requested() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return why_;
+  }
+
+private:
+  mutable std::mutex mtx_;
+  chief_actor chief_;
+  std::string why_;
+};
+
+/// `cfg` calls `callback` with every metrics line, and stops when it
+/// answers true or raises (beside the stop signals already wired in).
+void call_back(sync_training_config& cfg, metrics_callback& callback,
+               python_stop& stop) {
+  auto signal_chief = cfg.on_chief;
+  cfg.on_chief = [signal_chief, &stop](const chief_actor& chief) {
+    if (signal_chief)
+      signal_chief(chief);
+    stop.set_chief(chief);
+  };
+  auto signal_stop = cfg.base.stop_requested;
+  cfg.base.stop_requested = [signal_stop, &stop] {
+    auto why = signal_stop ? signal_stop() : std::string{};
+    return why.empty() ? stop.requested() : why;
+  };
+  cfg.base.on_metrics = [&callback, &stop](const std::string& line) {
+    // After a stop the callable hears no more.
+    if (!stop.requested().empty())
+      return;
+    py::gil_scoped_acquire gil;
+    try {
+      auto metrics = py::module_::import("json").attr("loads")(line);
+      if (py::bool_(callback.function(metrics)))
+        stop.request("callback");
+    } catch (py::error_already_set& err) {
+      callback.raised = std::move(err);
+      stop.request("callback raised");
+    }
+  };
+}
+
 /// The run itself, without the GIL. On the interpreter's main thread the
 /// stop signals (SIGINT, SIGTERM, SIGHUP) are the run's while it lasts,
 /// as they are convnet_mnist_single's: the first ends it after the global
 /// step in flight, checkpointed; Python's handlers come back after it.
 std::string run(examples::convnet_options& opts, const split_arrays& data,
-                const std::optional<split_arrays>& test, bool main_thread) {
+                const std::optional<split_arrays>& test, bool main_thread,
+                metrics_callback* callback) {
   keep_freed_memory();
   std::unique_ptr<stop_signal_watcher> watcher;
   if (main_thread) {
@@ -118,6 +182,9 @@ std::string run(examples::convnet_options& opts, const split_arrays& data,
   auto cfg = examples::runtime_config(opts);
   if (!cfg)
     raise(cfg.error());
+  python_stop stop;
+  if (callback != nullptr)
+    call_back(*cfg, *callback, stop);
   auto inputs = npz_inputs_for(cfg->base.model);
   auto train_set = to_dataset(data, "data", inputs);
   // Without a test set nothing is evaluated (no_final_eval): the runtime
@@ -191,7 +258,8 @@ split_arrays hold_split(py::handle obj, const std::string& name) {
 
 std::string train(std::shared_ptr<const model_description> model,
                   split_arrays data, std::optional<split_arrays> test,
-                  const std::vector<std::string>& args, bool main_thread) {
+                  const std::vector<std::string>& args, bool main_thread,
+                  metrics_callback* callback) {
   std::unique_lock<std::mutex> one_run{run_mutex, std::try_to_lock};
   if (!one_run.owns_lock())
     raise(make_error(ec::unavailable,
@@ -204,8 +272,14 @@ std::string train(std::shared_ptr<const model_description> model,
   examples::convnet_options opts;
   opts.given_model = std::move(model);
   parse_flags(opts, args);
-  py::gil_scoped_release no_gil;
-  return run(opts, data, test, main_thread);
+  std::string summary;
+  {
+    py::gil_scoped_release no_gil;
+    summary = run(opts, data, test, main_thread, callback);
+  }
+  if (callback != nullptr && callback->raised)
+    throw *callback->raised;
+  return summary;
 }
 
 bool training_now() noexcept {

@@ -19,6 +19,17 @@
 
 namespace syncfac::python {
 
+/// A Python callable called with every metrics line of the run (a dict,
+/// the --metrics file's object); a true answer ends the run after the step
+/// in flight, checkpointed, as a stop signal does ("preempted":
+/// "callback"); an exception does too and is raised by train() after the
+/// run. Held with the GIL by train()'s caller.
+struct metrics_callback {
+  pybind11::object function;
+  /// The callable's exception, if it raised one.
+  std::optional<pybind11::error_already_set> raised;
+};
+
 /// One split's arrays as the caller gave them.
 struct split_arrays {
   held_array x;
@@ -41,7 +52,8 @@ split_arrays hold_split(pybind11::handle obj, const std::string& name);
 /// summary); a second ends the process, as it ends the programs.
 std::string train(std::shared_ptr<const model_description> model,
                   split_arrays data, std::optional<split_arrays> test,
-                  const std::vector<std::string>& args, bool main_thread);
+                  const std::vector<std::string>& args, bool main_thread,
+                  metrics_callback* callback);
 
 /// Whether a train() of this process is running.
 bool training_now() noexcept;

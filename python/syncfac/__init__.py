@@ -160,7 +160,7 @@ def _flag_words(flags, check):
 def train(model, data, *, test=None, optimizer=None, workers=None,
           replicas_to_aggregate=None, ps_tasks=None, steps=None, seed=None,
           learning_rate=None, batch_size=None, checkpoint_dir=None,
-          logdir=None, **flags):
+          logdir=None, callback=None, **flags):
     """Trains `model` on data=(x, y) through the synchronous-replica runtime
     in this process and returns the run's summary as a dict (the keys of
     convnet_mnist_single's --summary file: params_digest, test_accuracy,
@@ -175,7 +175,11 @@ def train(model, data, *, test=None, optimizer=None, workers=None,
     on; workers= is --worker_replicas. Errors raise syncfac.ConfigError,
     DataError, FileError (all syncfac.Error) with the runtime's message.
     One run at a time per process; the GIL is released while it trains.
-    Called on the main thread, the run takes SIGINT, SIGTERM and SIGHUP
+    callback(metrics) is called with every metrics line (a dict: "step",
+    "wall_s", "loss", "train_accuracy", ...; evaluations' "test_accuracy"); a
+    true answer ends the run after the global step in flight (checkpointed
+    with checkpoint_dir; "preempted": "callback"), an exception does too
+    and is raised when the run has ended. Called on the main thread, the run takes SIGINT, SIGTERM and SIGHUP
     while it lasts, as convnet_mnist_single does: the first ends it after
     the global step in flight, checkpointed with checkpoint_dir (the
     summary's "preempted" names the signal; Ctrl-C raises
@@ -192,7 +196,10 @@ def train(model, data, *, test=None, optimizer=None, workers=None,
         raise _refused("syncfac.train: the model must be a syncfac.Model "
                        "(Sequential or load_model), got %s"
                        % type(model).__name__)
-    summary = _json.loads(_core.train(model, data, test, words))
+    if callback is not None and not callable(callback):
+        raise _refused("syncfac.train: callback must be callable, got %s"
+                       % type(callback).__name__)
+    summary = _json.loads(_core.train(model, data, test, words, callback))
     if "SIGINT" in summary.get("preempted", ""):
         # Ctrl-C: the run ended after its step in flight (checkpointed
         # with checkpoint_dir); Python's way to say so, summary attached.

@@ -437,6 +437,47 @@ def test_log_lines_reach_sys_stdout(capsys):
     assert summary["test_examples"] == 0  # no test set: nothing evaluated
 
 
+def test_a_callback_sees_every_metrics_line_and_can_stop_the_run(tmp_path):
+    x, y = tiny_data()
+    seen = []
+
+    def enough(metrics):
+        seen.append(metrics)
+        return metrics["step"] >= 10
+
+    summary = syncfac.train(tiny_model(), (x, y), steps=100000,
+                            checkpoint_dir=tmp_path, callback=enough,
+                            **dict(DETERMINISTIC, log_every=5))
+    assert [m["step"] for m in seen] == [5, 10]
+    assert all(np.isfinite(m["loss"]) and 0 <= m["train_accuracy"] <= 1
+               for m in seen)
+    assert summary["preempted"] == "callback"
+    assert 10 <= summary["global_step"] <= 12
+    # Stopped as a signal stops it: checkpointed at the step it ended.
+    assert syncfac.load_checkpoint(tmp_path)["global_step"] \
+        == summary["global_step"]
+    # Without a stop the callback hears every line to the end.
+    seen.clear()
+    syncfac.train(tiny_model(), (x, y), steps=20,
+                  callback=lambda m: seen.append(m["step"]),
+                  **dict(DETERMINISTIC, log_every=5))
+    assert seen == [5, 10, 15, 20]
+
+
+def test_a_callbacks_exception_ends_the_run_and_is_raised():
+    x, y = tiny_data()
+
+    def broken(metrics):
+        raise LookupError("no step %d here" % metrics["step"])
+
+    with pytest.raises(LookupError, match="no step 5 here"):
+        syncfac.train(tiny_model(), (x, y), steps=100000, callback=broken,
+                      **dict(DETERMINISTIC, log_every=5))
+    assert not syncfac.training_now()
+    with pytest.raises(syncfac.ConfigError, match="callback must be callable"):
+        syncfac.train(tiny_model(), (x, y), steps=1, callback=3)
+
+
 def test_checkpoints_and_summary_file(tmp_path):
     x, y = tiny_data()
     first = syncfac.train(tiny_model(), (x, y), steps=6,
