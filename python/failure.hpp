@@ -5,8 +5,10 @@
 // message (python/module.cpp, docs/python.md "Errors").
 
 #include <stdexcept>
+#include <utility>
 
 #include <caf/error.hpp>
+#include <caf/expected.hpp>
 
 #include "runtime/base/error.hpp"
 
@@ -19,5 +21,19 @@ struct failure : std::runtime_error {
 
   caf::error err;
 };
+
+/// The value of `x`, or its error thrown as a failure.
+template <class T>
+T checked(caf::expected<T> x) {
+  if (!x)
+    throw failure{x.error()};
+  return std::move(*x);
+}
+
+/// `err` thrown as a failure, if it is one.
+inline void check(const caf::error& err) {
+  if (err)
+    throw failure{err};
+}
 
 } // namespace syncfac::python

@@ -45,13 +45,6 @@ struct builder_layer {
 // The holder of syncfac.Model (pybind11 holds no pointer to const).
 using model_ptr = std::shared_ptr<model_description>;
 
-template <class T>
-T checked(caf::expected<T> x) {
-  if (!x)
-    throw failure{x.error()};
-  return std::move(*x);
-}
-
 padding to_padding(const std::string& name) {
   return checked(parse_padding(name));
 }

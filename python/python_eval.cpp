@@ -21,18 +21,6 @@ namespace syncfac::python {
 
 namespace {
 
-template <class T>
-T checked(caf::expected<T> x) {
-  if (!x)
-    throw failure{x.error()};
-  return std::move(*x);
-}
-
-void check(const caf::error& err) {
-  if (err)
-    throw failure{err};
-}
-
 /// `params` in the model's order: every variable once, float32 values.
 parameter_set given_parameters(const model& m, py::handle params) {
   if (!py::isinstance<py::dict>(params))
