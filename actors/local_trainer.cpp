@@ -173,6 +173,7 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
                                    + std::to_string(cfg.batch_size)))
     return err;
   training_log out{log, total_steps, cfg.progress};
+  out.metrics_sink(cfg.on_metrics);
   auto dev = spawn_device(sys, cfg.device);
   if (!dev)
     return dev.error();

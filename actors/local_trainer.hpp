@@ -65,6 +65,10 @@ struct local_training_config {
   /// is told through sync_training_config::on_chief instead). Unset: the
   /// run goes to its end.
   std::function<std::string()> stop_requested;
+  /// Called with every metrics line (the JSON object of the --metrics
+  /// file) on the logging thread; may be empty. The Python module's
+  /// per-line callback (docs/python.md).
+  std::function<void(const std::string&)> on_metrics;
 
   caf::error validate() const;
 };

@@ -199,6 +199,7 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
         "--worker_replicas " + std::to_string(cfg.worker_replicas)))
     return err;
   training_log out{log, steps, base.progress};
+  out.metrics_sink(base.on_metrics);
   caf::scoped_actor self{sys};
   owned_actors top{self};
   auto init = model::make(base.model, base.seed);

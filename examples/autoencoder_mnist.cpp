@@ -214,6 +214,8 @@ dataset head(const dataset& data, int64_t n) {
     result.values.resize(static_cast<size_t>(n * data.example_size()));
   else
     result.pixels.resize(static_cast<size_t>(n * data.example_size()));
+  if (data.borrowed.owner != nullptr)
+    result.borrowed.elements = n * data.example_size();
   result.labels.resize(static_cast<size_t>(n));
   result.source = data.source + " (first " + std::to_string(n) + ")";
   result.digest = digest_of(result);

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -116,6 +117,10 @@ struct training_options : program_config {
   int64_t stats_locations = -1;
   /// A model description (docs/models.md); wins over --model.
   std::string model_file;
+  /// A model given in code rather than by flag (the Python module's
+  /// syncfac.train, docs/python.md); wins over --model_file and --model.
+  /// Not a flag.
+  std::shared_ptr<const model_description> given_model;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int32_t keep_checkpoints = 3;
@@ -291,6 +296,10 @@ protected:
   /// program's built-in one otherwise). Bad descriptions fail here, before
   /// data is read or anything written.
   caf::error load_model_file_into(model_spec& model) const {
+    if (given_model != nullptr) {
+      model = described_spec(*given_model);
+      return caf::none;
+    }
     if (model_file.empty())
       return caf::none;
     auto desc = load_model_file(model_file);

@@ -34,4 +34,12 @@ parse_model_description(const std::string& json_text,
 /// name takes the file's stem ("seeds_convnet").
 caf::expected<model_description> load_model_file(const std::string& path);
 
+/// load_model_file's checks on a description held as JSON text (the
+/// Python module's syncfac.load_model): parsed, measured and built once;
+/// `source` begins every message. A description without a name keeps
+/// `default_name`.
+caf::expected<model_description>
+load_model_text(const std::string& json_text, const std::string& source,
+                const std::string& default_name);
+
 } // namespace syncfac

@@ -19,11 +19,18 @@ caf::expected<model_description> load_model_file(const std::string& path) {
   auto text = read_input_file(path, source, max_description_bytes);
   if (!text)
     return text.error();
-  auto desc = parse_model_description(*text, source);
+  return load_model_text(*text, source,
+                         std::filesystem::path{path}.stem().string());
+}
+
+caf::expected<model_description>
+load_model_text(const std::string& json_text, const std::string& source,
+                const std::string& default_name) {
+  auto desc = parse_model_description(json_text, source);
   if (!desc)
     return desc;
   if (desc->name.empty())
-    desc->name = std::filesystem::path{path}.stem().string();
+    desc->name = default_name;
   // Measure before building: model::make allocates every weight, and a
   // typo'd size must be refused by name rather than end in bad_alloc.
   if (auto err = check_model_buildable(*desc, source))

@@ -27,8 +27,8 @@ caf::error check_data_fits(const model_spec& spec, const dataset& data) {
     // worker trips over it in the middle of a step.
     auto per = data.example_size();
     for (int64_t i = 0; i < data.element_count(); ++i) {
-      float v = data.float_inputs() ? data.values[static_cast<size_t>(i)]
-                                    : data.pixels[static_cast<size_t>(i)];
+      float v = data.float_inputs() ? data.value_data()[i]
+                                    : data.pixel_data()[i];
       if (v < 0)
         continue;
       if (v >= static_cast<float>(first.vocabulary)

@@ -203,6 +203,8 @@ double training_log::elapsed() const {
 
 void training_log::write_metrics(const json_object& obj, int64_t step,
                                  const std::string& prefix) {
+  if (sink_)
+    sink_(obj.str());
   if (metrics_.is_open()) {
     if (!metrics_started_ && !resumed_) {
       metrics_.close();

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,13 @@ public:
   /// names the directory.
   caf::error open_events(const std::string& logdir,
                          const std::string& hparams);
+
+  /// Hands every metrics line (the JSON object a --metrics file gets,
+  /// whether or not one is open) to `sink` as well, on the logging
+  /// thread: the Python module's callback (docs/python.md).
+  void metrics_sink(std::function<void(const std::string&)> sink) {
+    sink_ = std::move(sink);
+  }
 
   /// Both of the above.
   caf::error open_outputs(const std::string& metrics_path,
@@ -158,6 +166,7 @@ private:
   std::ostream& out_;
   std::string metrics_path_;
   std::ofstream metrics_;
+  std::function<void(const std::string&)> sink_;
   /// A fresh run's first metrics line truncates the file.
   bool metrics_started_ = false;
   bool resumed_ = false;

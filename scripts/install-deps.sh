@@ -14,12 +14,16 @@
 #            job's data set (the Dockerfile's runtime stage)
 #   build    building the library and the programs (the Dockerfile's
 #            build stage; scripts/run.sh takes runtime and build)
+#   python   building and using the Python module `syncfac` (docs/python.md):
+#            pybind11, Debian's python3 with its headers and NumPy; the
+#            module is built when these are there (SYNCFAC_PYTHON=AUTO),
+#            so the main job (runtime, build) needs none of them
 #   test     building and running every test and benchmark: runtime,
-#            build and the tests' own tools (scripts/test.sh)
+#            build, python and the tests' own tools (scripts/test.sh)
 set -euo pipefail
 
 usage() {
-  sed -n '7,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '7,22p' "$0" | sed 's/^# \{0,1\}//' >&2
 }
 
 runtime_packages=(
@@ -32,6 +36,11 @@ build_packages=(
   build-essential cmake pkg-config
   libcaf-dev libeigen3-dev zlib1g-dev libssl-dev nlohmann-json3-dev
 )
+python_packages=(
+  pybind11-dev     # the module's bindings (python/)
+  python3-dev      # Python.h of /usr/bin/python3, the interpreter it is built for
+  python3-numpy    # the arrays syncfac.train takes
+)
 test_packages=(
   libboost-test-dev  # every Boost.Test suite (BUILD_TESTING)
   # word lists of the language-identification example (docs/models.md)
@@ -43,6 +52,7 @@ test_packages=(
   python3          # the tests' and benches' scripts
   python3-venv     # virtual environments of the tests that use PyPI
   python3-yaml     # the Kubernetes manifests' test (examples/kubernetes)
+  python3-pytest   # the Python module's tests (tests/python, CTest python_module)
   util-linux       # unshare: per-pod /etc/hosts in the TF_CONFIG tests; taskset: tests/examples/cpu_share.cpp
   ca-certificates  # HTTPS to PyPI from those environments
   gzip             # gzipped IDX fixtures of the data tests
@@ -80,16 +90,17 @@ if [ "${1:-}" = --check ]; then
 fi
 groups=("$@")
 [ ${#groups[@]} -gt 0 ] || groups=(runtime build test)
-want_runtime=0 want_build=0 want_test=0
+want_runtime=0 want_build=0 want_python=0 want_test=0
 for g in "${groups[@]}"; do
   case "$g" in
     runtime) want_runtime=1 ;;
     build) want_build=1 ;;
+    python) want_python=1 ;;
     # The tests build and run everything.
-    test) want_runtime=1 want_build=1 want_test=1 ;;
+    test) want_runtime=1 want_build=1 want_python=1 want_test=1 ;;
     *)
       echo "syncfac: install-deps.sh: unknown group or option '$g'" \
-           "(groups: runtime, build, test; option: --check first)" >&2
+           "(groups: runtime, build, python, test; option: --check first)" >&2
       usage
       exit 2 ;;
   esac
@@ -103,6 +114,9 @@ fi
 if [ $want_build = 1 ]; then
   packages+=("${build_packages[@]}")
   for c in "${!build_commands[@]}"; do commands[$c]=${build_commands[$c]}; done
+fi
+if [ $want_python = 1 ]; then
+  packages+=("${python_packages[@]}")
 fi
 if [ $want_test = 1 ]; then
   packages+=("${test_packages[@]}")

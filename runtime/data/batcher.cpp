@@ -73,7 +73,7 @@ void fill_row(const dataset& data, int64_t example, int64_t row,
   auto n = data.example_size();
   float* dst = out.images.data() + row * n;
   if (data.float_inputs()) {
-    const float* src = data.values.data() + example * n;
+    const float* src = data.value_data() + example * n;
     std::copy(src, src + n, dst);
   } else {
     const auto& scale = byte_scale();

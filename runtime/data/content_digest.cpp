@@ -93,10 +93,11 @@ uint64_t digest_of(const dataset& data) noexcept {
   const int64_t shape[] = {data.count, data.height, data.width,
                            data.channels};
   d.add(shape, sizeof(shape));
+  auto n = static_cast<size_t>(data.element_count());
   if (data.float_inputs())
-    d.add(data.values.data(), data.values.size() * sizeof(float));
+    d.add(data.value_data(), n * sizeof(float));
   else
-    d.add(data.pixels.data(), data.pixels.size());
+    d.add(data.pixel_data(), n);
   d.add(data.labels.data(), data.labels.size());
   return d.value();
 }

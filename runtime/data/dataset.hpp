@@ -6,10 +6,13 @@
 // the ~500 MiB of the PyTorch baseline.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <caf/expected.hpp>
+
+#include "runtime/data/npy.hpp"
 
 namespace syncfac {
 
@@ -31,6 +34,19 @@ struct dataset {
   /// Float inputs taken as they are (a .npz file's float32 x_train):
   /// count x example_size() values; empty for byte examples.
   std::vector<float> values;
+  /// The examples when the set borrows them instead (a NumPy array's
+  /// buffer handed over by the Python module, docs/python.md): bytes or
+  /// floats as `pixels` or `values` would hold them, kept alive by
+  /// `owner`; pixels and values stay empty then. Read the examples
+  /// through pixel_data() and value_data(), which see either.
+  struct borrowed_examples {
+    const uint8_t* pixels = nullptr;
+    const float* values = nullptr;
+    /// Elements of all examples (count x example_size()).
+    int64_t elements = 0;
+    std::shared_ptr<const void> owner;
+  };
+  borrowed_examples borrowed;
   /// count labels in [0, num_classes).
   std::vector<uint8_t> labels;
   /// Where the examples came from (a path, or "fake data (seed 7)"), for
@@ -48,18 +64,30 @@ struct dataset {
 
   /// Whether the examples are floats (values) rather than bytes (pixels).
   bool float_inputs() const noexcept {
-    return !values.empty();
+    return !values.empty() || borrowed.values != nullptr;
   }
 
   /// Elements of all examples: pixels or values.
   int64_t element_count() const noexcept {
+    if (borrowed.pixels != nullptr || borrowed.values != nullptr)
+      return borrowed.elements;
     return static_cast<int64_t>(float_inputs() ? values.size()
                                                : pixels.size());
   }
 
+  /// The byte examples, owned or borrowed (element_count() of them).
+  const uint8_t* pixel_data() const noexcept {
+    return borrowed.pixels != nullptr ? borrowed.pixels : pixels.data();
+  }
+
+  /// The float examples, owned or borrowed (element_count() of them).
+  const float* value_data() const noexcept {
+    return borrowed.values != nullptr ? borrowed.values : values.data();
+  }
+
   /// The first pixel of example i.
   const uint8_t* image(int64_t i) const noexcept {
-    return pixels.data() + i * example_size();
+    return pixel_data() + i * example_size();
   }
 };
 
@@ -102,5 +130,31 @@ enum class npz_inputs : uint8_t { pixels, indices };
 /// for a file that cannot be read). docs/models.md, "Data".
 caf::expected<dataset> load_npz(const std::string& path, split which,
                                 npz_inputs inputs);
+
+/// How the messages about a split's two arrays name them: each begins
+/// with `prefix` and the array's name ("'data.npz' array 'x_train': ...",
+/// or "array 'data[0]': ..." for the Python module's arguments).
+struct array_names {
+  std::string prefix;
+  std::string x;
+  std::string y;
+  /// The dataset's source (for later messages and the summary).
+  std::string source;
+};
+
+/// The split of inputs `x` and labels `y` (the rows layout of load_npz:
+/// x of shape [N, D], [N, H, W] or [N, H, W, C], y [N] integers), checked
+/// as load_npz checks them, with its messages (ec::bad_data). With an
+/// `owner`, inputs the runtime takes as they are (uint8 pixels, float32
+/// values) are borrowed from x's memory, which `owner` keeps alive (and
+/// must not change while the set is in use); everything else is
+/// converted into the set's own memory, as without one. Labels are
+/// always the set's own.
+caf::expected<dataset> dataset_from_arrays(const npy_view& x,
+                                           const npy_view& y,
+                                           const array_names& names,
+                                           npz_inputs inputs,
+                                           std::shared_ptr<const void> owner
+                                           = nullptr);
 
 } // namespace syncfac

@@ -8,13 +8,6 @@
 
 namespace syncfac {
 
-int64_t npy_array::element_count() const noexcept {
-  int64_t n = 1;
-  for (auto d : shape)
-    n *= d;
-  return n;
-}
-
 namespace {
 
 template <class T>
@@ -24,22 +17,22 @@ T load(const uint8_t* p) noexcept {
   return x;
 }
 
-} // namespace
-
-double npy_array::as_double(int64_t i) const noexcept {
-  const uint8_t* p = data.data() + i * item_size;
-  if (kind == npy_kind::floating)
-    return item_size == 4 ? static_cast<double>(load<float>(p))
-                          : load<double>(p);
-  return static_cast<double>(as_integer(i));
+int64_t product(const std::vector<int64_t>& shape) noexcept {
+  int64_t n = 1;
+  for (auto d : shape)
+    n *= d;
+  return n;
 }
 
-int64_t npy_array::as_integer(int64_t i) const noexcept {
-  const uint8_t* p = data.data() + i * item_size;
+double element_as_double(npy_kind kind, int64_t item_size,
+                         const uint8_t* p) noexcept;
+
+int64_t element_as_integer(npy_kind kind, int64_t item_size,
+                           const uint8_t* p) noexcept {
   if (kind == npy_kind::floating) {
     // NaN, Inf and values beyond int64 have no integer: the smallest one
     // stands for them (callers refuse it as out of range).
-    auto d = as_double(i);
+    auto d = element_as_double(kind, item_size, p);
     if (!(d > -9.2e18 && d < 9.2e18))
       return std::numeric_limits<int64_t>::min();
     return static_cast<int64_t>(d);
@@ -63,6 +56,44 @@ int64_t npy_array::as_integer(int64_t i) const noexcept {
                : static_cast<int64_t>(u);
     }
   }
+}
+
+double element_as_double(npy_kind kind, int64_t item_size,
+                         const uint8_t* p) noexcept {
+  if (kind == npy_kind::floating)
+    return item_size == 4 ? static_cast<double>(load<float>(p))
+                          : load<double>(p);
+  return static_cast<double>(element_as_integer(kind, item_size, p));
+}
+
+} // namespace
+
+int64_t npy_view::element_count() const noexcept {
+  return product(shape);
+}
+
+double npy_view::as_double(int64_t i) const noexcept {
+  return element_as_double(kind, item_size, data + i * item_size);
+}
+
+int64_t npy_view::as_integer(int64_t i) const noexcept {
+  return element_as_integer(kind, item_size, data + i * item_size);
+}
+
+int64_t npy_array::element_count() const noexcept {
+  return product(shape);
+}
+
+double npy_array::as_double(int64_t i) const noexcept {
+  return element_as_double(kind, item_size, data.data() + i * item_size);
+}
+
+int64_t npy_array::as_integer(int64_t i) const noexcept {
+  return element_as_integer(kind, item_size, data.data() + i * item_size);
+}
+
+npy_view npy_array::view() const {
+  return npy_view{kind, item_size, descr, shape, data.data()};
 }
 
 namespace {

@@ -19,6 +19,27 @@ namespace syncfac {
 
 enum class npy_kind : uint8_t { signed_int, unsigned_int, floating };
 
+/// An array's elements where someone else keeps them: an npy_array read
+/// from a file, or a NumPy array's buffer handed over by the Python module
+/// (python/). The checks of a data split (dataset_from_arrays) read
+/// either through it.
+struct npy_view {
+  npy_kind kind = npy_kind::unsigned_int;
+  /// Bytes per element: 1, 2, 4 or 8.
+  int64_t item_size = 1;
+  /// The dtype as NumPy spells it ("<f4", "|u1"), for messages.
+  std::string descr;
+  std::vector<int64_t> shape;
+  /// element_count() * item_size bytes, C order, little-endian.
+  const uint8_t* data = nullptr;
+
+  int64_t element_count() const noexcept;
+
+  /// Element i as a double / as an integer (any kind), i < element_count().
+  double as_double(int64_t i) const noexcept;
+  int64_t as_integer(int64_t i) const noexcept;
+};
+
 struct npy_array {
   npy_kind kind = npy_kind::unsigned_int;
   /// Bytes per element: 1, 2, 4 or 8.
@@ -34,6 +55,9 @@ struct npy_array {
   /// Element i as a double / as an integer (any kind), i < element_count().
   double as_double(int64_t i) const noexcept;
   int64_t as_integer(int64_t i) const noexcept;
+
+  /// The array as a view of its own elements (valid while it lives).
+  npy_view view() const;
 };
 
 /// The most elements an array may have (2^31 - 1), as for IDX files.

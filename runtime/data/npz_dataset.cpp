@@ -139,14 +139,52 @@ caf::expected<int64_t> bag_width(const std::string& path,
   return width;
 }
 
-/// A split in the rows layout: x of rank 2 to 4, one example per row.
-caf::expected<dataset> load_rows(const std::string& path, const npy_array& x,
-                                 const std::string& x_name,
-                                 const npy_array& y,
-                                 const std::string& y_name,
-                                 npz_inputs inputs) {
+/// "<prefix>array '<array>': <what>" (ec::bad_data).
+caf::error bad_named(const array_names& names, const std::string& array,
+                     const std::string& what) {
+  return make_error(ec::bad_data,
+                    names.prefix + "array '" + array + "': " + what);
+}
+
+/// Labels are integers.
+caf::error check_label_dtype(const npy_view& y, const array_names& names) {
+  if (y.kind == npy_kind::floating)
+    return bad_named(names, names.y,
+                     "dtype '" + y.descr
+                       + "' is not an integer type (labels are integers)");
+  return caf::none;
+}
+
+/// `result`'s labels from y (count of them, each in [0, 255]) and its
+/// classes: the largest label plus one, at least 2.
+caf::error fill_labels(dataset& result, const npy_view& y,
+                       const array_names& names) {
+  result.labels.resize(static_cast<size_t>(result.count));
+  int64_t top = 0;
+  for (int64_t i = 0; i < result.count; ++i) {
+    auto label = y.as_integer(i);
+    if (label < 0 || label > 255)
+      return bad_named(names, names.y,
+                       "label " + std::to_string(label) + " at index "
+                         + std::to_string(i)
+                         + " is outside [0, 255] (at most 256 classes)");
+    top = std::max(top, label);
+    result.labels[static_cast<size_t>(i)] = static_cast<uint8_t>(label);
+  }
+  result.num_classes = std::max<int64_t>(top + 1, 2);
+  return caf::none;
+}
+
+/// A split in the rows layout: x of rank 2 to 4, one example per row;
+/// uint8 and float32 inputs borrowed from x where `owner` is given.
+caf::expected<dataset> load_rows(const npy_view& x, const npy_view& y,
+                                 const array_names& names,
+                                 npz_inputs inputs,
+                                 std::shared_ptr<const void> owner) {
+  const auto& x_name = names.x;
+  const auto& y_name = names.y;
   auto bad = [&](const std::string& array, const std::string& what) {
-    return bad_array(path, array, what);
+    return bad_named(names, array, what);
   };
   if (x.shape.size() < 2 || x.shape.size() > 4)
     return bad(x_name, "shape " + shape_text(x.shape)
@@ -180,8 +218,13 @@ caf::expected<dataset> load_rows(const std::string& path, const npy_array& x,
     default: result.height = s[1], result.width = s[2], result.channels = s[3];
   }
   if (integers && inputs == npz_inputs::pixels) {
+    if (bytes && owner != nullptr) {
+      result.borrowed = {x.data, nullptr, x.element_count(),
+                         std::move(owner)};
+      return result;
+    }
     if (bytes) {
-      result.pixels = x.data;
+      result.pixels.assign(x.data, x.data + x.element_count());
       return result;
     }
     // Any integer dtype (numpy's default is int64) holds pixels as uint8
@@ -212,13 +255,21 @@ caf::expected<dataset> load_rows(const std::string& path, const npy_array& x,
       result.values[static_cast<size_t>(i)] = static_cast<float>(v);
     }
   } else {
-    result.values.resize(static_cast<size_t>(x.element_count()));
-    std::memcpy(result.values.data(), x.data.data(), x.data.size());
-    auto nan = std::find_if(result.values.begin(), result.values.end(),
+    const auto n = x.element_count();
+    if (owner != nullptr) {
+      result.borrowed = {nullptr, reinterpret_cast<const float*>(x.data), n,
+                         std::move(owner)};
+    } else {
+      result.values.resize(static_cast<size_t>(n));
+      std::memcpy(result.values.data(), x.data,
+                  static_cast<size_t>(n) * sizeof(float));
+    }
+    const float* values = result.value_data();
+    auto nan = std::find_if(values, values + n,
                             [](float v) { return !std::isfinite(v); });
-    if (nan != result.values.end())
+    if (nan != values + n)
       return bad(x_name, "value " + std::to_string(*nan) + " at flat index "
-                           + std::to_string(nan - result.values.begin())
+                           + std::to_string(nan - values)
                            + " is not finite");
   }
   return result;
@@ -290,32 +341,39 @@ caf::expected<dataset> load_npz(const std::string& path, split which,
                           "as Keras's mnist.npz; found "
                         + (present.empty() ? "none" : present) + ")");
   }
-  if (y->kind == npy_kind::floating)
-    return bad_array(path, y_name,
-                     "dtype '" + y->descr
-                       + "' is not an integer type (labels are integers)");
-  if (as_bags && inputs == npz_inputs::pixels)
+  const array_names names{"'" + path + "' ", x_name, y_name,
+                          path + " (" + to_string(which) + ")"};
+  if (!as_bags)
+    return dataset_from_arrays(x->view(), y->view(), names, inputs);
+  if (auto err = check_label_dtype(y->view(), names))
+    return err;
+  if (inputs == npz_inputs::pixels)
     return bad_array(path, x_name + "_indices",
                      "bags of indices are the input of a model whose first "
                      "layer is embedding_bag, and this model has none");
-  auto result = as_bags ? load_bags(path, *arrays, x_name, y_name)
-                        : load_rows(path, *x, x_name, *y, y_name, inputs);
+  auto result = load_bags(path, *arrays, x_name, y_name);
   if (!result)
     return result.error();
-  result->labels.resize(static_cast<size_t>(result->count));
-  int64_t top = 0;
-  for (int64_t i = 0; i < result->count; ++i) {
-    auto label = y->as_integer(i);
-    if (label < 0 || label > 255)
-      return bad_array(path, y_name,
-                       "label " + std::to_string(label) + " at index "
-                         + std::to_string(i)
-                         + " is outside [0, 255] (at most 256 classes)");
-    top = std::max(top, label);
-    result->labels[static_cast<size_t>(i)] = static_cast<uint8_t>(label);
-  }
-  result->num_classes = std::max<int64_t>(top + 1, 2);
-  result->source = path + " (" + to_string(which) + ")";
+  if (auto err = fill_labels(*result, y->view(), names))
+    return err;
+  result->source = names.source;
+  result->digest = digest_of(*result);
+  return result;
+}
+
+caf::expected<dataset> dataset_from_arrays(const npy_view& x,
+                                           const npy_view& y,
+                                           const array_names& names,
+                                           npz_inputs inputs,
+                                           std::shared_ptr<const void> owner) {
+  if (auto err = check_label_dtype(y, names))
+    return err;
+  auto result = load_rows(x, y, names, inputs, std::move(owner));
+  if (!result)
+    return result.error();
+  if (auto err = fill_labels(*result, y, names))
+    return err;
+  result->source = names.source;
   result->digest = digest_of(*result);
   return result;
 }

@@ -5,7 +5,9 @@
 // numpy writes reads back; every malformation is refused naming the file,
 // the array and the problem.
 
+#include <cmath>
 #include <cstring>
+#include <memory>
 #include <map>
 #include <string>
 
@@ -314,6 +316,66 @@ BOOST_AUTO_TEST_CASE(float_inputs_of_rank_2_batch_as_given) {
     auto v = out.images[i];
     BOOST_TEST((v >= -2.0f && v < 22.0f && v == std::floor(v)));
   }
+}
+
+BOOST_AUTO_TEST_CASE(arrays_with_an_owner_are_borrowed_not_copied) {
+  // The Python module's path (docs/python.md): uint8 and float32 inputs
+  // are read where they are while the owner keeps them; the set batches,
+  // digests and checks as the copied one does; other dtypes are copied.
+  auto y = labels({0, 1, 2, 1, 0, 2});
+  auto owner = std::make_shared<int>(0);
+  array_names names{"", "x", "y", "arrays"};
+  for (auto x : {f4_array({6, 2, 2}), ints({0, 9, 255, 7, 1, 2, 3, 4, 5, 6,
+                                           8, 10}, "|u1")}) {
+    if (x.item_size == 1) {
+      x.kind = npy_kind::unsigned_int;
+      x.shape = {6, 2};
+    }
+    auto copied = dataset_from_arrays(x.view(), y.view(), names,
+                                      npz_inputs::pixels);
+    auto borrowed = dataset_from_arrays(x.view(), y.view(), names,
+                                        npz_inputs::pixels, owner);
+    BOOST_REQUIRE_MESSAGE(copied, why(copied));
+    BOOST_REQUIRE_MESSAGE(borrowed, why(borrowed));
+    const void* seen = borrowed->float_inputs()
+                         ? static_cast<const void*>(borrowed->value_data())
+                         : static_cast<const void*>(borrowed->pixel_data());
+    BOOST_TEST(seen == static_cast<const void*>(x.data.data()));
+    BOOST_TEST(borrowed->pixels.empty());
+    BOOST_TEST(borrowed->values.empty());
+    BOOST_TEST(borrowed->borrowed.owner == owner);
+    BOOST_TEST(copied->borrowed.owner == nullptr);
+    BOOST_TEST(borrowed->element_count() == copied->element_count());
+    BOOST_TEST(borrowed->digest == copied->digest);
+    BOOST_TEST(borrowed->num_classes == 3);
+    batch a;
+    batch b;
+    auto ba = batcher::make(*copied, 6, 1, 0, 1);
+    auto bb = batcher::make(*borrowed, 6, 1, 0, 1);
+    BOOST_REQUIRE(ba);
+    BOOST_REQUIRE(bb);
+    ba->next(a);
+    bb->next(b);
+    BOOST_TEST(a.images.values() == b.images.values());
+  }
+  // int64 pixels are converted into the set's own bytes.
+  auto wide_x = ints({1, 2, 3, 4, 5, 6}, "<i8");
+  wide_x.shape = {6, 1};
+  auto wide = dataset_from_arrays(wide_x.view(), y.view(), names,
+                                  npz_inputs::pixels, owner);
+  BOOST_REQUIRE_MESSAGE(wide, why(wide));
+  BOOST_TEST(wide->borrowed.owner == nullptr);
+  BOOST_TEST(wide->pixels.size() == 6u);
+  // The messages begin with the prefix and the array's name.
+  auto nan = f4_array({6, 1});
+  float bad = std::nanf("");
+  std::memcpy(nan.data.data() + 4 * 3, &bad, 4);
+  auto refused = dataset_from_arrays(nan.view(), y.view(), names,
+                                     npz_inputs::pixels, owner);
+  BOOST_REQUIRE(!refused);
+  BOOST_TEST(render(refused.error()).find("array 'x': value nan at flat "
+                                          "index 3 is not finite")
+             != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(npz_problems_name_the_file_and_the_array) {

@@ -1,0 +1,52 @@
+#pragma once
+
+// The run's log lines (global_step: N | loss: ...) on Python's sys.stdout
+// rather than the process's file descriptor 1: a notebook or pytest sees
+// them where they see print(). Actors write from their own threads while
+// the interpreter's thread waits without the GIL; each whole line is
+// handed over under the GIL.
+
+#include <mutex>
+#include <ostream>
+#include <streambuf>
+#include <string>
+
+namespace syncfac::python {
+
+/// Unbuffered, so that every character passes through the lock: lines of
+/// two actors never interleave.
+class python_line_buffer : public std::streambuf {
+public:
+  ~python_line_buffer() override;
+
+  /// Hands over a partial last line (call with the GIL released).
+  void finish();
+
+protected:
+  int_type overflow(int_type ch) override;
+  std::streamsize xsputn(const char* s, std::streamsize n) override;
+
+private:
+  /// Appends under the lock; writes every completed line.
+  void append(const char* s, size_t n);
+  /// Writes `line` to sys.stdout under the GIL.
+  static void write(const std::string& line);
+
+  std::mutex mtx_;
+  std::string pending_;
+};
+
+class python_log : public std::ostream {
+public:
+  python_log() : std::ostream(&buf_) {
+  }
+
+  void finish() {
+    buf_.finish();
+  }
+
+private:
+  python_line_buffer buf_;
+};
+
+} // namespace syncfac::python

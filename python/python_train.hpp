@@ -1,0 +1,68 @@
+#pragma once
+
+// syncfac.train and syncfac.data_info (docs/python.md): convnet_mnist_single's
+// run on arrays. The flags are that program's (examples/convnet_options.hpp:
+// the same names, defaults, ranges and messages), the model is given as a
+// description, the data as arrays checked as an .npz file's are; the run
+// is the same sync-replica runtime (or the plain loop) in an actor system
+// of this process, with the GIL released until it ends.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+
+#include "python/numpy_view.hpp"
+#include "runtime/model_description.hpp"
+
+namespace syncfac::python {
+
+/// A Python callable called with every metrics line of the run (a dict,
+/// the --metrics file's object); a true answer ends the run after the step
+/// in flight, checkpointed, as a stop signal does ("preempted":
+/// "callback"); an exception does too and is raised by train() after the
+/// run. Held with the GIL by train()'s caller.
+struct metrics_callback {
+  pybind11::object function;
+  /// The callable's exception, if it raised one.
+  std::optional<pybind11::error_already_set> raised;
+};
+
+/// One split's arrays as the caller gave them.
+struct split_arrays {
+  held_array x;
+  held_array y;
+};
+
+/// The split (x, y) of `obj`, a tuple or list of two arrays; `name`
+/// ("data", "test") names its arrays ("data[0]") in messages.
+split_arrays hold_split(pybind11::handle obj, const std::string& name);
+
+/// Trains `model` on `data` (and evaluates on `test`, if given) with the
+/// flags `args` ("--steps", "20", ...): the summary JSON of the run, as
+/// convnet_mnist_single's --summary file holds it, plus an "arrays"
+/// object (where the training inputs are and whether they were borrowed).
+/// Errors throw python::failure. Refused while another train() of this
+/// process runs (failure, ec::unavailable). `main_thread`: called on the
+/// interpreter's main thread, where the run takes the stop signals
+/// (SIGINT, SIGTERM, SIGHUP) while it lasts: the first ends it after the
+/// step in flight, checkpointed ("preempted" and "preempted_line" in the
+/// summary); a second ends the process, as it ends the programs.
+std::string train(std::shared_ptr<const model_description> model,
+                  split_arrays data, std::optional<split_arrays> test,
+                  const std::vector<std::string>& args, bool main_thread,
+                  metrics_callback* callback);
+
+/// Whether a train() of this process is running.
+bool training_now() noexcept;
+
+/// The runtime's view of `data` for `model` as train() takes it, checked
+/// the same way: examples, shape, classes, the content digest, and the
+/// address of the examples the runtime reads (the array's own buffer
+/// when borrowed), as JSON.
+std::string data_info(std::shared_ptr<const model_description> model,
+                      split_arrays data);
+
+} // namespace syncfac::python
