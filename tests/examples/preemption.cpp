@@ -264,16 +264,18 @@ const cluster_kind kfac_cluster{{{"chief", 1},
                                 " --min_cov_updates 1000000"};
 
 /// SIGTERM to `task` of a `kind` cluster mid-run: every node exits 143
-/// with the newest applied step checkpointed (--checkpoint_every 0); the
-/// same commands again end with the parameters of an uninterrupted run.
+/// with the newest applied step checkpointed (with --checkpoint_every
+/// `every`, 0 by default: no periodic ones); the same commands again end
+/// with the parameters of an uninterrupted run.
 void preempt_and_resume(const std::string& task,
-                        const cluster_kind& kind = momentum_cluster) {
+                        const cluster_kind& kind = momentum_cluster,
+                        int every = 0) {
   temp_dir tmp;
   auto dir = tmp.file("ckpt");
   cluster_run run{tmp, write_cluster(tmp, kind.jobs),
                   deterministic + kind.flags + " --steps "
-                    + std::to_string(steps)
-                    + " --checkpoint_every 0 --checkpoint_dir " + dir,
+                    + std::to_string(steps) + " --checkpoint_every "
+                    + std::to_string(every) + " --checkpoint_dir " + dir,
                   tasks_of(kind.jobs)};
   run.start("first");
   run.await_step(30);
@@ -486,6 +488,19 @@ BOOST_AUTO_TEST_CASE(sigterm_to_the_launcher_checkpoints_the_newest_step) {
                            {"global_step", steps}});
   BOOST_TEST(json_string(resumed, "params_digest")
              == uninterrupted_digest(tmp, kfac_cluster.flags));
+}
+
+BOOST_AUTO_TEST_CASE(with_periodic_checkpoints_every_kind_resumes_without_loss) {
+  // The same with a checkpoint every 25 steps: the preemption still
+  // checkpoints the newest applied step, not only the last periodic one.
+  for (const char* task : {"chief:0", "worker:0", "ps:0"})
+    BOOST_TEST_CONTEXT(task) {
+      preempt_and_resume(task, momentum_cluster, 25);
+    }
+  for (const char* task : {"covariance:0", "inverse:0"})
+    BOOST_TEST_CONTEXT(task) {
+      preempt_and_resume(task, kfac_cluster, 25);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(sigterm_while_the_chief_waits_for_a_lost_role_ends_the_run) {
