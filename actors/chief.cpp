@@ -5,6 +5,7 @@
 
 #include "actors/fatal_exception.hpp"
 #include "actors/gather.hpp"
+#include "actors/role_names.hpp"
 #include "runtime/base/error.hpp"
 
 namespace syncfac {
@@ -94,10 +95,6 @@ void fail(self_ptr self, caf::error err) {
   if (st.run_promise.pending())
     st.run_promise.deliver(err);
   self->quit(std::move(err));
-}
-
-std::string shard_name(size_t index) {
-  return "ps:" + std::to_string(index);
 }
 
 /// The run request fails with ec::peer_lost once the checkpoints begun
@@ -235,7 +232,7 @@ void deliver_summary(self_ptr self) {
       st.run_promise.deliver(std::move(summary));
     },
     [=](size_t i, caf::error err) {
-      fail(self, make_error(ec::timeout, "final status of " + shard_name(i)
+      fail(self, make_error(ec::timeout, "final status of " + shard_role(i)
                                            + ": " + render(err)));
     },
     status_atom::value);
@@ -384,7 +381,7 @@ void begin_checkpoint(self_ptr self) {
         },
         checkpoint_atom::value);
     },
-    [=](size_t i, caf::error err) { failed(shard_name(i), std::move(err)); },
+    [=](size_t i, caf::error err) { failed(shard_role(i), std::move(err)); },
     checkpoint_atom::value);
   self->delayed_send(caf::actor_cast<chief_actor>(self),
                      st.cfg.checkpoint_grace, checkpoint_atom::value, step);
@@ -438,12 +435,12 @@ void update_averages(self_ptr self) {
       if (self->state.paused || self->state.incarnation != incarnation)
         return;
       if (err == caf::sec::request_receiver_down) {
-        note(self, "chief: " + shard_name(i) + " went away while updating "
+        note(self, "chief: " + shard_role(i) + " went away while updating "
                      "its moving averages; waiting for the pause");
         return;
       }
       fail(self, make_error(ec::peer_down, "moving averages on "
-                                             + shard_name(i) + ": "
+                                             + shard_role(i) + ": "
                                              + render(err)));
     },
     average_atom::value, st.cfg.moving_average_decay);
@@ -522,7 +519,7 @@ void run_round(self_ptr self) {
       for (size_t i = 0; i < results.size(); ++i)
         if (results[i].global_step != step + 1)
           return fail(self, make_error(ec::internal,
-                                       shard_name(i) + " moved to step "
+                                       shard_role(i) + " moved to step "
                                          + std::to_string(
                                            results[i].global_step)
                                          + ", the chief to "
@@ -553,21 +550,21 @@ void run_round(self_ptr self) {
       // The shard is gone: its supervisor saw it go down too and pauses
       // the steps (the loss is the supervisor's decision).
       if (err == caf::sec::request_receiver_down) {
-        note(self, "chief: " + shard_name(i) + " went away during step "
+        note(self, "chief: " + shard_role(i) + " went away during step "
                      + std::to_string(step) + "; waiting for the pause");
         return;
       }
       if (err == caf::sec::request_timeout)
         err = make_error(ec::timeout,
                          "step " + std::to_string(step) + ": "
-                           + shard_name(i) + " did not aggregate "
+                           + shard_role(i) + " did not aggregate "
                            + std::to_string(st.cfg.replicas_to_aggregate)
                            + " gradients per variable within "
                            + std::to_string(st.cfg.step_timeout.count())
                            + " ms (" + lost_workers(st) + ")");
       else
         err = make_error(ec::peer_down, "step " + std::to_string(step) + ": "
-                                          + shard_name(i)
+                                          + shard_role(i)
                                           + " failed to apply: "
                                           + render(err));
       fail(self, std::move(err));
@@ -592,7 +589,7 @@ void start(self_ptr self) {
       if (self->state.paused || self->state.incarnation != incarnation)
         return;
       fail(self, make_error(ec::peer_down, "set_global_step on "
-                                             + shard_name(i) + ": "
+                                             + shard_role(i) + ": "
                                              + render(err)));
     },
     set_step_atom::value, st.cfg.start_step);
@@ -693,7 +690,7 @@ caf::result<sync_summary> end_paused_run(self_ptr self) {
   auto& st = self->state;
   st.run_promise = self->make_response_promise<sync_summary>();
   st.cfg.steps = st.global_step;
-  bool shard_lost = st.lost_task.rfind("ps:", 0) == 0;
+  bool shard_lost = is_shard_role(st.lost_task);
   note(self, "chief: the run ends at global step "
                + std::to_string(st.global_step) + " without " + st.lost_task
                + (shard_lost ? " (no checkpoint without a shard)" : ""));

@@ -8,6 +8,7 @@
 
 #include "actors/checkpoint_writer.hpp"
 #include "actors/gather.hpp"
+#include "actors/role_names.hpp"
 #include "actors/transfer_report.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
@@ -389,7 +390,7 @@ caf::error chief_driver::restore_shards(caf::scoped_actor& self,
   for (size_t i = 0; i < shards_.size(); ++i) {
     if (auto err = restore_one<shard_snapshot>(self, shards_[i], run,
                                                cfg_.base.request_timeout,
-                                               "ps:" + std::to_string(i)))
+                                               shard_role(i)))
       return err;
     self->request(shards_[i], cfg_.base.request_timeout, pull_atom::value)
       .receive([&](shard_params& p) { restored += p.values.size(); },
@@ -419,7 +420,7 @@ caf::expected<int64_t> chief_driver::kept_step(caf::scoped_actor& self) {
   // A chief lost between its applies to different shards.
   std::string all;
   for (size_t i = 0; i < steps.size(); ++i)
-    all += (i == 0 ? "" : ", ") + std::string{"ps:"} + std::to_string(i)
+    all += (i == 0 ? "" : ", ") + shard_role(i)
            + " at " + std::to_string(steps[i]);
   if (cfg_.checkpoint.directory.empty())
     return make_error(ec::invalid_config,

@@ -4,8 +4,10 @@
 
 #include <caf/send.hpp>
 
+#include "actors/role_names.hpp"
 #include "actors/with_defaults.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/comma_list.hpp"
 #include "runtime/json.hpp"
 
 namespace syncfac {
@@ -27,10 +29,6 @@ void restore(self_ptr self);
 
 chief_supervisor_actor me_of(self_ptr self) {
   return caf::actor_cast<chief_supervisor_actor>(self);
-}
-
-bool is_shard(const std::string& role) {
-  return role.rfind("ps:", 0) == 0;
 }
 
 bool is_peer_lost(const caf::error& err) {
@@ -447,7 +445,7 @@ void restore_shards(self_ptr self, size_t i,
   if (i == st.roles.shards.size())
     return next(check_all_restored(*run, *restored));
   auto shard = st.roles.shards[i];
-  auto who = "ps:" + std::to_string(i);
+  auto who = shard_role(i);
   restore_one<shard_snapshot>(
     self, shard, run, who, [=](caf::error err) {
       if (err)
@@ -824,15 +822,13 @@ void hosts_back(self_ptr self, uint64_t wait) {
 /// node exits preempted.
 behavior ending_preempted(self_ptr self) {
   auto& st = self->state;
-  std::string lost_text;
-  for (const auto& r : st.lost)
-    lost_text += (lost_text.empty() ? "" : ", ") + r;
+  auto lost_text = comma_joined(st.lost);
   st.log(st.cfg.me + ": preempted (" + st.preempted_while_paused
          + ") while waiting for " + lost_text
          + "; the run ends without it");
   // Lost for good: counted as a recovery counts them when they are back.
   for (const auto& r : st.lost)
-    (is_shard(r) ? st.shards_lost : st.kfac_roles_lost) += 1;
+    (is_shard_role(r) ? st.shards_lost : st.kfac_roles_lost) += 1;
   self->request(st.run.chief, st.run.run_timeout, run_atom::value,
                 st.roles.covariance)
     .then([=](sync_summary& s) { end_run(self, caf::none, std::move(s)); },
@@ -882,7 +878,7 @@ behavior recovering(self_ptr self) {
     }
   }
   // A shard comes back empty: the run rolls back to a checkpoint.
-  bool shard = std::any_of(st.lost.begin(), st.lost.end(), is_shard);
+  bool shard = std::any_of(st.lost.begin(), st.lost.end(), is_shard_role);
   if (shard && !st.rollback_to) {
     if (!st.run.writes_checkpoints)
       return fail(make_error(ec::peer_lost,
@@ -989,9 +985,7 @@ void go_on(self_ptr self, int64_t paused_step, int64_t step, bool shard,
            std::shared_ptr<const restored_run> newest, bool new_factors) {
   auto& st = self->state;
   auto lost = st.lost;
-  std::string lost_text;
-  for (const auto& r : lost)
-    lost_text += (lost_text.empty() ? "" : ", ") + r;
+  auto lost_text = comma_joined(lost);
   for (auto& inv : st.roles.inverses)
     self->send(inv, restore_atom::value, st.roles.shards);
   for (auto& cov : st.roles.covariance)
@@ -1016,7 +1010,7 @@ void go_on(self_ptr self, int64_t paused_step, int64_t step, bool shard,
         if (st.run.evaluator)
           self->send(st.run.evaluator, restore_atom::value, st.roles.shards);
         for (const auto& r : lost)
-          (is_shard(r) ? st.shards_lost : st.kfac_roles_lost) += 1;
+          (is_shard_role(r) ? st.shards_lost : st.kfac_roles_lost) += 1;
         json_object fields;
         if (shard)
           st.rolled_back_steps += std::max<int64_t>(0, paused_step - step);
@@ -1070,9 +1064,7 @@ void go_on(self_ptr self, int64_t paused_step, int64_t step, bool shard,
 void restore(self_ptr self) {
   auto& st = self->state;
   auto lost = st.lost;
-  std::string lost_text;
-  for (const auto& r : lost)
-    lost_text += (lost_text.empty() ? "" : ", ") + r;
+  auto lost_text = comma_joined(lost);
   // The round in flight when the steps paused may have been applied by
   // every shard since (the chief counts it): the run stands at the
   // chief's step now. Settled: no token went out since the pause.

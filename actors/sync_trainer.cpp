@@ -13,6 +13,8 @@
 #include "actors/inverse.hpp"
 #include "actors/owned_actors.hpp"
 #include "actors/ps_shard.hpp"
+#include "actors/role_metrics.hpp"
+#include "actors/role_names.hpp"
 #include "actors/topology.hpp"
 #include "actors/tower_device.hpp"
 #include "actors/worker.hpp"
@@ -20,11 +22,10 @@
 #include "runtime/base/parse_enum.hpp"
 #include "runtime/model.hpp"
 #include "runtime/model_footprint.hpp"
-#include "runtime/process_stats.hpp"
-#include "actors/role_metrics.hpp"
 #include "runtime/observe/http_request.hpp"
 #include "runtime/observe/metrics_endpoint.hpp"
 #include "runtime/observe/run_status.hpp"
+#include "runtime/process_stats.hpp"
 #include "runtime/training_log.hpp"
 
 namespace syncfac {
@@ -277,7 +278,7 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
   // --metrics_port: the run's figures and every role's counters.
   auto directory = std::make_shared<role_directory>();
   for (size_t s = 0; s < shards->size(); ++s)
-    directory->set("ps:" + std::to_string(s),
+    directory->set(shard_role(s),
                    caf::actor_cast<caf::actor>((*shards)[s]));
   directory->set("chief", caf::actor_cast<caf::actor>(chief));
   for (size_t w = 0; w < roles.workers.size(); ++w)

@@ -144,6 +144,16 @@ struct distributed_options : convnet_options {
   }
 };
 
+/// How the cluster is derived under srun or mpirun (--layout, --port_base,
+/// --hosts).
+scheduler_options launcher_options(const distributed_options& opts) {
+  scheduler_options launcher;
+  launcher.layout = opts.layout;
+  launcher.port_base = opts.port_base;
+  launcher.hosts = opts.hosts;
+  return launcher;
+}
+
 caf::expected<cluster_run_config> make_config(distributed_options& opts) {
   if (opts.runtime != "sync")
     return make_error(ec::invalid_config,
@@ -151,10 +161,7 @@ caf::expected<cluster_run_config> make_config(distributed_options& opts) {
                         + ": a cluster runs the sync runtime only");
   bool explicit_workers = opts.worker_replicas > 0;
   bool explicit_ps = opts.ps_tasks > 0;
-  scheduler_options launcher;
-  launcher.layout = opts.layout;
-  launcher.port_base = opts.port_base;
-  launcher.hosts = opts.hosts;
+  auto launcher = launcher_options(opts);
   auto cluster = resolve_cluster(opts.cluster, opts.job_name, opts.task,
                                  launcher);
   if (!cluster)
@@ -241,10 +248,7 @@ caf::error configure_system(distributed_options& opts,
 /// job's allocation, as srun's tasks will see it; elsewhere what this
 /// task resolves.
 int print_cluster(const distributed_options& opts) {
-  scheduler_options launcher;
-  launcher.layout = opts.layout;
-  launcher.port_base = opts.port_base;
-  launcher.hosts = opts.hosts;
+  auto launcher = launcher_options(opts);
   auto env = current_environment();
   bool batch_script = opts.cluster.empty() && env.count("TF_CONFIG") == 0
                       && env.count("SLURM_PROCID") > 0

@@ -241,7 +241,9 @@ tls_identity_of(const caf::actor_system_config& cfg) {
 }
 
 bool binds_tasks(caf::actor_system& sys) {
-  return tls_identity_of(sys.config()).has_value();
+  // Asked at every cluster hello: the key alone, not the cluster's JSON
+  // (which tls_identity_of parses, once, for the transport).
+  return !caf::get_or(sys.config(), task_key, std::string{}).empty();
 }
 
 std::optional<task_id> verified_task(caf::actor_system& sys,

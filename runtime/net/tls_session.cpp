@@ -225,7 +225,7 @@ void tls_session::write_record(const std::string& text) {
   SSL_write(ssl_, rec.data(), static_cast<int>(rec.size()));
 }
 
-std::optional<bool> tls_session::read_record(native_socket) {
+std::optional<bool> tls_session::read_record() {
   while (in_.size() < hello_record) {
     char buf[hello_record];
     auto want = static_cast<int>(hello_record - in_.size());
@@ -273,7 +273,7 @@ tls_session::progress tls_session::continue_hello(native_socket fd) {
     hello_ = hello_step::read_hello;
   }
   if (hello_ == hello_step::read_hello) {
-    auto got = read_record(fd);
+    auto got = read_record();
     if (!got)
       return hello_failed("the peer at " + where + ": " + failure_);
     if (!*got)
@@ -309,7 +309,7 @@ tls_session::progress tls_session::continue_hello(native_socket fd) {
     hello_ = hello_step::read_verdict;
   }
   if (hello_ == hello_step::read_verdict) {
-    auto got = read_record(fd);
+    auto got = read_record();
     if (!got)
       return hello_failed("the peer at " + where + " ("
                           + peer_task_->str() + "): " + failure_);

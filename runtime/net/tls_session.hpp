@@ -117,7 +117,7 @@ private:
   progress continue_hello(native_socket fd);
   /// Reads into in_ until it holds a whole record; false while it does not
   /// (failure_ says why when the connection is gone).
-  std::optional<bool> read_record(native_socket fd);
+  std::optional<bool> read_record();
   /// Sends `text` as one record.
   void write_record(const std::string& text);
   /// With a check: logs on stderr why the handshake failed (failure_) and
