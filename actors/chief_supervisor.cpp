@@ -40,6 +40,23 @@ std::string ms(std::chrono::milliseconds d) {
   return std::to_string(d.count()) + " ms";
 }
 
+/// Forgets the K-FAC roles of `lost` that are not back (their handles
+/// become null): the end of the run asks every role for its counters, and
+/// a request to a role that is gone fails only by its timeout.
+void forget_lost_kfac_roles(run_roles& roles,
+                            const std::vector<std::string>& lost) {
+  for (const auto& name : lost) {
+    auto t = task_id::parse(name);
+    if (!t || t->index < 0)
+      continue;
+    auto i = static_cast<size_t>(t->index);
+    if (t->job == "covariance" && i < roles.covariance.size())
+      roles.covariance[i] = nullptr;
+    else if (t->job == "inverse" && i < roles.inverses.size())
+      roles.inverses[i] = nullptr;
+  }
+}
+
 /// Answers the driver and stops.
 void end_run(self_ptr self, caf::error err, sync_summary summary = {}) {
   auto& st = self->state;
@@ -51,6 +68,8 @@ void end_run(self_ptr self, caf::error err, sync_summary summary = {}) {
   if (!st.cfg.placement.empty() && st.watch)
     if (auto now = st.resolve())
       end.roles = std::move(*now);
+  // Roles still lost when the run ends are not there to ask.
+  forget_lost_kfac_roles(end.roles, st.lost);
   if (st.watch)
     end.nodes = st.watch->nodes();
   end.hellos = st.hellos;
@@ -124,33 +143,59 @@ void heard(self_ptr self, const std::string& task, const caf::actor& n) {
   ask_roles(self, task, n);
 }
 
-/// Keeps `refusal` of `peer`; a fatal one ends the run with its text, any
+/// Whether a refusal of `peer` ends the run in every state. An evaluator
+/// joins on its own: the run neither awaits it nor notices its loss, so
+/// its refusal would otherwise only be logged while the run trains on
+/// without the evaluation it was configured with.
+bool refusal_always_ends_run(const std::string& peer) {
+  auto t = task_id::parse(peer);
+  return t && t->job == "evaluator";
+}
+
+/// How a fatal refusal ends the run: at once (no steps run, or they are
+/// paused), or after the global step in flight, whose checkpoint the
+/// chief writes as for a preemption, so that no step trained is lost.
+enum class refusal_end { at_once, after_the_step };
+
+/// Keeps `refusal` of `peer`; a fatal one (or one of a task whose refusal
+/// always ends the run) ends the run with its text as `how` says, any
 /// other is logged.
 void keep_refusal(self_ptr self, const std::string& peer, task_refusal refusal,
-                  bool fatal) {
+                  bool fatal, refusal_end how = refusal_end::at_once) {
+  auto& st = self->state;
   auto text = refusal.text;
-  self->state.refusals[peer] = std::move(refusal);
-  if (!fatal) {
-    self->state.log(self->state.cfg.me + ": " + text);
+  st.refusals[peer] = std::move(refusal);
+  if (!fatal && !refusal_always_ends_run(peer)) {
+    st.log(st.cfg.me + ": " + text);
     return;
   }
-  end_run(self, make_error(ec::invalid_config, text));
+  if (how == refusal_end::at_once)
+    return end_run(self, make_error(ec::invalid_config, text));
+  if (st.refusal_ends_run) {
+    st.log(st.cfg.me + ": " + text + " (the run is ending already)");
+    return;
+  }
+  st.log(st.cfg.me + ": " + text + "; the run ends after the global step "
+         "in flight");
+  st.refusal_ends_run = make_error(ec::invalid_config, text);
+  self->send(st.run.chief, preempt_atom::value, "the refusal of " + peer);
 }
 
 /// The node refused `peer`'s hello for its configuration.
 void refused(self_ptr self, const std::string& peer, const std::string& why,
-             bool fatal) {
+             bool fatal, refusal_end how = refusal_end::at_once) {
   keep_refusal(self, peer,
                task_refusal{"refused " + peer + " at connect: " + why, false},
-               fatal);
+               fatal, how);
 }
 
 /// `peer` said it cannot join the run, and exits.
 void cannot_join(self_ptr self, const std::string& peer,
-                 const std::string& why, bool fatal) {
+                 const std::string& why, bool fatal,
+                 refusal_end how = refusal_end::at_once) {
   keep_refusal(self, peer,
                task_refusal{peer + " cannot join the run: " + why, true},
-               fatal);
+               fatal, how);
 }
 
 bool awaited_here(const chief_supervisor_state& st, const std::string& t) {
@@ -570,7 +615,9 @@ void request_run(self_ptr self) {
   self->request(st.run.chief, st.run.run_timeout, run_atom::value,
                 st.roles.covariance)
     .then(
-      [=](sync_summary& s) { end_run(self, caf::none, std::move(s)); },
+      [=](sync_summary& s) {
+        end_run(self, std::move(self->state.refusal_ends_run), std::move(s));
+      },
       [=](caf::error& err) {
         auto& st = self->state;
         if (is_peer_lost(err) && !st.lost.empty()) {
@@ -690,6 +737,12 @@ behavior running(self_ptr self) {
     [=](deadline_atom, uint64_t id) {
       if (id == 0) // a node's roles came (ask_roles)
         rebind_reconnected(self);
+    },
+    [=](hello_atom, const std::string& peer, const std::string& why) {
+      refused(self, peer, why, false, refusal_end::after_the_step);
+    },
+    [=](refuse_atom, const std::string& peer, const std::string& why) {
+      cannot_join(self, peer, why, false, refusal_end::after_the_step);
     });
 }
 

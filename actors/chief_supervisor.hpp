@@ -255,6 +255,10 @@ struct chief_supervisor_state {
   /// Why the chief was preempted while its steps were paused (empty: it
   /// was not): the recovery is given up once the pause is reported.
   std::string preempted_while_paused;
+  /// A refusal that came while the steps ran, ending the run after the
+  /// global step in flight (checkpointed): the run's answer ends it with
+  /// this error (request_run). None: no such refusal.
+  caf::error refusal_ends_run;
   std::vector<awaited_host> hosts;
   /// The checkpoint a lost shard rolls back to.
   std::shared_ptr<const restored_run> rollback_to;

@@ -62,7 +62,8 @@ cluster_member::cluster_member(caf::actor_system& sys, member_config cfg,
   nc.owner = caf::actor_cast<caf::actor>(self_);
   nc.owner_confirms_shutdown = true;
   node_ = sys_.spawn(node, std::move(nc));
-  hello_ = make_hello(sys_, cfg_.task, caf::actor_cast<caf::actor>(node_));
+  hello_ = make_hello(sys_, cfg_.task, caf::actor_cast<caf::actor>(node_),
+                      cfg_.fingerprint);
 }
 
 cluster_member::~cluster_member() {

@@ -38,6 +38,7 @@
 
 #include "actors/node.hpp"
 #include "runtime/cluster/cluster_spec.hpp"
+#include "runtime/cluster/config_fingerprint.hpp"
 
 namespace syncfac {
 
@@ -54,6 +55,11 @@ struct member_config {
   /// Most times one peer may go down and be reconnected to (a restart of
   /// its process on the same address); one more is an error.
   int32_t max_reconnects = 5;
+  /// What this task must agree on with the chief, sent with every hello
+  /// (e.g. make_model_fingerprint for an evaluator): the chief refuses a
+  /// member configured for another run, naming the field and both values,
+  /// and that refusal ends the run. Empty: nothing is compared.
+  config_fingerprint fingerprint;
 
   caf::error validate() const;
 };

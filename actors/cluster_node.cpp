@@ -106,16 +106,10 @@ private:
   /// (it refused this task's hello) or is not there (this task waited for
   /// a peer in vain; so did the chief). An evaluator is not awaited.
   void say_why_not(const caf::error& err) {
-    auto chief = chief_task().str();
-    auto text = render(err);
-    bool timed_out = err.category() == error_category
-                     && err.code() == static_cast<uint8_t>(ec::timeout);
-    if (timed_out || cfg_.task.job == "evaluator"
-        || text.find("refused at connect to " + chief + ": ")
-             != std::string::npos)
+    if (cfg_.task.job == "evaluator" || !chief_must_hear(err, chief_task()))
       return;
-    refuse_to_join(sys_, self_, cfg_, chief_task(),
-                   connects_to_chief(cfg_.task), text, log_);
+    refuse_to_join(sys_, self_, join_route::of(cfg_), chief_task(),
+                   connects_to_chief(cfg_.task), render(err), log_);
   }
 
   static std::vector<int32_t> all_of(int32_t n) {
@@ -741,7 +735,9 @@ private:
         status_atom::value);
       for (size_t i = 0; i < handles.size(); ++i) {
         if (!handles[i])
-          entries[i].add("unreachable", "not back after the chief's restart");
+          entries[i].add("unreachable", "not there when the run ended (lost, "
+                                        "or not back after the chief's "
+                                        "restart)");
         tasks.add(role_name(job, static_cast<int32_t>(i)), entries[i]);
       }
     };

@@ -26,7 +26,7 @@ constexpr std::chrono::milliseconds stop_poll{200};
 
 /// A stop signal ends the wait to tell the chief (the scheduler wants the
 /// task gone; the program then exits preempted).
-bool stopped(const cluster_run_config& cfg, std::ostream& log) {
+bool stopped(const join_route& cfg, std::ostream& log) {
   if (!cfg.stop_requested || !cfg.stop_requested())
     return false;
   log << cfg.task.str() << ": a stop signal came; no longer waiting to "
@@ -37,7 +37,7 @@ bool stopped(const cluster_run_config& cfg, std::ostream& log) {
 /// A task that connects to the chief: tells the chief's node, retrying
 /// until it answers or the connect timeout has passed.
 void tell_chief(caf::actor_system& sys, caf::scoped_actor& self,
-                const cluster_run_config& cfg, const task_id& chief_task,
+                const join_route& cfg, const task_id& chief_task,
                 const std::string& why, std::ostream& log) {
   const auto me = cfg.task.str();
   const auto& addr = cfg.cluster.address(chief_task);
@@ -49,7 +49,7 @@ void tell_chief(caf::actor_system& sys, caf::scoped_actor& self,
   std::string last;
   bool reached = false;
   while (true) {
-    auto chief = reach_node(sys, self, addr, cfg.tls,
+    auto chief = reach_node(sys, self, addr, cfg.connect.tls,
                             cfg.connect.request_timeout);
     if (!chief && reached) {
       // It was there and is gone: its run ended (another task's refusal,
@@ -85,14 +85,14 @@ void tell_chief(caf::actor_system& sys, caf::scoped_actor& self,
 
 /// A task the chief connects to: answers its hello with the refusal.
 void answer_chief(caf::actor_system& sys, caf::scoped_actor& self,
-                  const cluster_run_config& cfg, const task_id& chief,
+                  const join_route& cfg, const task_id& chief,
                   const std::string& why, std::ostream& log) {
   const auto me = cfg.task.str();
   const auto& addr = cfg.cluster.address(cfg.task);
   auto n = sys.spawn(refusing_node, cfg.task, chief, why,
                      caf::actor_cast<caf::actor>(self));
   auto bound = publish_node(n, cfg.bind.empty() ? addr.host : cfg.bind,
-                            addr.port, cfg.tls);
+                            addr.port, cfg.connect.tls);
   if (!bound) {
     log << me << ": cannot tell " << chief.str()
         << " why this task cannot join the run: " << render(bound.error())
@@ -125,6 +125,25 @@ void answer_chief(caf::actor_system& sys, caf::scoped_actor& self,
 
 } // namespace
 
+bool chief_must_hear(const caf::error& err, const task_id& chief) {
+  bool timed_out = err.category() == error_category
+                   && err.code() == static_cast<uint8_t>(ec::timeout);
+  return !timed_out
+         && render(err).find("refused at connect to " + chief.str() + ": ")
+              == std::string::npos;
+}
+
+join_route join_route::of(const cluster_run_config& cfg) {
+  join_route r;
+  r.cluster = cfg.cluster;
+  r.task = cfg.task;
+  r.bind = cfg.bind;
+  r.connect = cfg.connect;
+  r.connect.tls = cfg.tls;
+  r.stop_requested = cfg.stop_requested;
+  return r;
+}
+
 node_actor::behavior_type refusing_node(node_actor::pointer,
                                         task_id me, task_id chief,
                                         std::string why, caf::actor notify) {
@@ -154,7 +173,7 @@ node_actor::behavior_type refusing_node(node_actor::pointer,
 }
 
 void refuse_to_join(caf::actor_system& sys, caf::scoped_actor& self,
-                    const cluster_run_config& cfg, const task_id& chief,
+                    const join_route& cfg, const task_id& chief,
                     bool connects_to_chief, const std::string& why,
                     std::ostream& log) {
   if (connects_to_chief)

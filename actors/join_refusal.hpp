@@ -17,6 +17,7 @@
 //     hello with the refusal, and exits shortly after the chief's.
 
 #include <chrono>
+#include <functional>
 #include <ostream>
 #include <string>
 
@@ -39,14 +40,37 @@ node_actor::behavior_type refusing_node(node_actor::pointer,
                                         task_id me, task_id chief,
                                         std::string why, caf::actor notify);
 
-/// Says why (`why`, this task's error) task cfg.task cannot join the run,
-/// as the file's head describes: to `chief` (the task hosting the chief)
-/// when the task `connects_to_chief` itself, else by its refusing node at
-/// its address (or --bind, over TLS if the cluster is), within the
+/// Where a refusal goes and how long it may take: what a library node
+/// (cluster_run_config) and a role written outside the library (an
+/// evaluator's member_config) both know.
+struct join_route {
+  cluster_spec cluster;
+  /// The task that cannot join.
+  task_id task;
+  /// --bind, for a refusing node published at the task's address.
+  std::string bind;
+  /// TLS, the connect timeout (the longest the word may take), retry
+  /// and request timeouts.
+  connect_options connect;
+  /// Whether a stop signal came: it ends the wait (may be empty).
+  std::function<bool()> stop_requested;
+
+  static join_route of(const cluster_run_config& cfg);
+};
+
+/// Whether the chief must still hear `err`, why a task cannot join: not
+/// when the chief (`chief`) refused the task's hello itself (it knows),
+/// nor when the task waited for a peer in vain (so did the chief).
+bool chief_must_hear(const caf::error& err, const task_id& chief);
+
+/// Says why (`why`, this task's error) task route.task cannot join the
+/// run, as the file's head describes: to `chief` (the task hosting the
+/// chief) when the task `connects_to_chief` itself, else by its refusing
+/// node at its address (or --bind, over TLS if the cluster is), within the
 /// connect timeout; logs to `log` what it did, or why the word did not
 /// reach the chief.
 void refuse_to_join(caf::actor_system& sys, caf::scoped_actor& self,
-                    const cluster_run_config& cfg, const task_id& chief,
+                    const join_route& route, const task_id& chief,
                     bool connects_to_chief, const std::string& why,
                     std::ostream& log);
 

@@ -159,4 +159,17 @@ config_fingerprint make_run_fingerprint(const sync_training_config& sync,
   return fp;
 }
 
+config_fingerprint make_model_fingerprint(const model& init) {
+  config_fingerprint fp;
+  add_model(fp, init);
+  fp.omitted = {"model.init", "model.description.init", "optimizer.", "run.",
+                "device.", "ps.", "kfac.", "data."};
+  std::vector<fingerprint_field> kept;
+  for (auto& f : fp.fields)
+    if (f.path != "model.init" && f.path != "model.description.init")
+      kept.push_back(std::move(f));
+  fp.fields = std::move(kept);
+  return fp;
+}
+
 } // namespace syncfac

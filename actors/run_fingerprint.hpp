@@ -27,4 +27,11 @@ config_fingerprint make_run_fingerprint(const sync_training_config& sync,
                                         const dataset* train,
                                         const dataset* test);
 
+/// The record of a task that only evaluates the run's variables (an
+/// evaluator written outside the library): the model as built, which is
+/// all it must agree on. Everything else is omitted (compared only where
+/// both records have it), its initialisation too: an evaluator reads the
+/// variables, it never initialises them.
+config_fingerprint make_model_fingerprint(const model& init);
+
 } // namespace syncfac

@@ -47,11 +47,14 @@
 #include "actors/cluster_member.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/metrics_sink.hpp"
+#include "actors/join_refusal.hpp"
 #include "actors/preemption.hpp"
+#include "actors/run_fingerprint.hpp"
 #include "eval_role.hpp"
 #include "runtime/checkpoint/run_checkpoint.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
+#include "runtime/model.hpp"
 #include "runtime/model_file.hpp"
 #include "runtime/model_fit.hpp"
 #include "runtime/exit_codes.hpp"
@@ -628,9 +631,6 @@ int run(evaluator_options& opts, stop_signal_watcher& stop) {
                            "the cluster has no 'ps' task to evaluate"));
   if (auto err = configure(opts, *cluster))
     return fail(err);
-  auto input = load_evaluation_input(opts);
-  if (!input)
-    return fail(input.error());
   caf::actor_system sys{opts};
   member_config mc;
   mc.cluster = *cluster;
@@ -642,24 +642,45 @@ int run(evaluator_options& opts, stop_signal_watcher& stop) {
   mc.connect.request_timeout
     = std::chrono::milliseconds{opts.request_timeout_ms};
   mc.max_reconnects = opts.max_reconnects;
+  // From here on, a reason this evaluator cannot join is the run's too:
+  // the chief hears it and ends the run, as for any task
+  // (actors/join_refusal.hpp), unless it refused this evaluator itself.
+  auto cannot_join = [&](const caf::error& err) {
+    const auto chief = cluster->chief_task();
+    if (chief_must_hear(err, chief)) {
+      join_route route{mc.cluster, mc.task, mc.bind, mc.connect,
+                       [&stop] { return stop.received().has_value(); }};
+      caf::scoped_actor self{sys};
+      refuse_to_join(sys, self, route, chief, true, render(err), std::cout);
+    }
+    return fail(err);
+  };
+  auto input = load_evaluation_input(opts);
+  if (!input)
+    return cannot_join(input.error());
+  // The model it evaluates is what it must agree on with the chief.
+  auto built = model::make(input->model, 0);
+  if (!built)
+    return cannot_join(built.error());
+  mc.fingerprint = make_model_fingerprint(**built);
   auto member = cluster_member::make(sys, mc, std::cout);
   if (!member)
-    return fail(member.error());
+    return cannot_join(member.error());
   auto& m = **member;
   auto spawned = spawn_role_on_device(sys, opts, *input, m.me());
   if (!spawned)
-    return fail(spawned.error());
+    return cannot_join(spawned.error());
   const auto& role = spawned->role;
   // Peers find the role by the task's name, as the library's roles.
   m.host(m.me(), caf::actor_cast<caf::actor>(role));
   if (auto err = m.publish())
-    return fail(err);
+    return cannot_join(err);
   // TensorFlow's rule: without a chief job, worker 0 is the chief.
   std::vector<task_id> peers{cluster->chief_task()};
   for (int32_t s = 0; s < cluster->count("ps"); ++s)
     peers.push_back({"ps", s});
   if (auto err = m.connect(peers))
-    return fail(err);
+    return cannot_join(err);
   evaluator_program prog{opts, m, role, cluster->count("ps"),
                          cluster->chief_task()};
   if (auto err = prog.open_metrics())

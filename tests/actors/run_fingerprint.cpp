@@ -257,3 +257,30 @@ BOOST_AUTO_TEST_CASE(only_the_chief_compares) {
                .empty());
   BOOST_TEST(configuration_refusal({"chief", 0}, fa, "worker:1", fa).empty());
 }
+
+BOOST_AUTO_TEST_CASE(an_evaluator_is_compared_on_the_model_it_evaluates) {
+  // The evaluator's record holds the model as built and nothing else: the
+  // chief's optimizer, topology and data are not its business, nor is the
+  // initialisation (it reads the variables, it never initialises them).
+  run chief;
+  chief.sync.base.optimizer.learning_rate = 0.5f;
+  chief.sync.base.model.init = init_scheme::glorot;
+  auto at_chief = chief.fingerprint();
+  auto evaluated = model::make(model_spec{}, 7);
+  BOOST_REQUIRE(evaluated);
+  auto fp = make_model_fingerprint(**evaluated);
+  BOOST_TEST(!fp.value_of("model.init").has_value());
+  BOOST_TEST(fp.value_of("model.variables[0].shape").has_value());
+  BOOST_TEST(!fp.value_of("optimizer.learning_rate").has_value());
+  BOOST_TEST(configuration_refusal({"chief", 0}, at_chief, "evaluator:0", fp)
+               .empty());
+  // Another model is refused, naming the field and both values.
+  model_spec mlp;
+  mlp.arch = model_arch::mlp;
+  auto other = model::make(mlp, 7);
+  BOOST_REQUIRE(other);
+  BOOST_TEST(configuration_refusal({"chief", 0}, at_chief, "evaluator:0",
+                                   make_model_fingerprint(**other))
+             == "evaluator:0 differs from the chief in model.arch: mlp on "
+                "evaluator:0, convnet on the chief");
+}

@@ -21,6 +21,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/examples/node_process.hpp"
@@ -89,6 +90,27 @@ double stamp_s(const std::string& line) {
   BOOST_REQUIRE_MESSAGE(std::regex_search(line, m, stamp),
                         "no timestamp: " << line);
   return std::stod(m[1]) * 3600 + std::stod(m[2]) * 60 + std::stod(m[3]);
+}
+
+/// Seconds of the day (UTC) of `t`, as stamp_s reads a launcher line.
+double seconds_of_day(std::chrono::system_clock::time_point t) {
+  auto since = t.time_since_epoch();
+  auto whole = std::chrono::duration_cast<std::chrono::seconds>(since);
+  return static_cast<double>(whole.count() % 86400)
+         + std::chrono::duration<double>(since - whole).count();
+}
+
+/// `program` started `seconds` late (the chief then waits for that task).
+std::string late_program(const temp_dir& tmp, int seconds) {
+  auto late = tmp.file("late.sh");
+  {
+    std::ofstream script{late};
+    script << "#!/bin/sh\nsleep " << seconds << "\nexec " << program
+           << " \"$@\"\n";
+  }
+  std::filesystem::permissions(late, std::filesystem::perms::owner_exec,
+                               std::filesystem::perm_options::add);
+  return late;
 }
 
 /// The first line of `out` that contains `text` (the last one: `last`).
@@ -263,13 +285,7 @@ BOOST_AUTO_TEST_CASE(a_refusal_ends_the_chiefs_wait_for_a_slow_task) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1},
                                      {"covariance", 1}, {"inverse", 1}});
-  auto late = tmp.file("late.sh");
-  {
-    std::ofstream script{late};
-    script << "#!/bin/sh\nsleep 40\nexec " << program << " \"$@\"\n";
-  }
-  std::filesystem::permissions(late, std::filesystem::perms::owner_exec,
-                               std::filesystem::perm_options::add);
+  auto late = late_program(tmp, 40);
   temp_dir dir;
   chief_outputs outputs{dir.path()};
   auto flags = common + " --optimizer kfac --learning_rate 0.0003";
@@ -387,4 +403,144 @@ BOOST_AUTO_TEST_CASE(shards_with_another_placement_refuse_the_chief) {
   // reached: the launcher stops it after its grace).
   BOOST_TEST(out.find("syncfac-launch: " + shard + " exited with code 1")
                != std::string::npos);
+}
+
+// -- the evaluator: a role outside the library --------------------------------
+//
+// syncfac_evaluator joins on its own (the run neither awaits it nor
+// notices its loss), so its refusal ends the run whenever it comes: before
+// the first step at once, while the steps run after the global step in
+// flight, checkpointed as a preemption is.
+
+namespace {
+
+const std::string evaluator_program = bin + "syncfac_evaluator";
+
+/// The evaluator of `cluster` (outside it, as TensorFlow's) with `flags`,
+/// waiting up to the connect timeout for the chief.
+node_process start_evaluator(const temp_dir& tmp, const std::string& cluster,
+                             const std::string& flags) {
+  return start_process(evaluator_program + " --cluster " + cluster
+                         + " --job_name evaluator --task 0 --threads 1"
+                           " --poll_ms 50 --eval_every 10"
+                           " --connect_timeout_ms "
+                         + std::to_string(connect_timeout_s * 1000) + flags,
+                       tmp.file("evaluator.log"));
+}
+
+/// The launcher's run of chief:0, worker:0 (started 40 s late, so that the
+/// chief waits for it) and ps:0 with the chief's outputs in `outputs`.
+process_result launch_waiting_for_a_worker(const temp_dir& tmp,
+                                           const std::string& cluster,
+                                           const chief_outputs& outputs) {
+  return run_program(launcher + " --cluster " + cluster + " --program "
+                     + program + " --max_wall_s 150 --grace_ms 2000"
+                     + " --job_program worker=" + late_program(tmp, 40)
+                     + " --job_flags 'chief=" + common + outputs.flags()
+                     + "' -- " + common);
+}
+
+/// The evaluator exited 1 within a bound, saying `text`.
+void check_evaluator_refused(node_process& eval, const std::string& text) {
+  BOOST_REQUIRE_MESSAGE(eval.wait(std::chrono::seconds{60}),
+                        "the evaluator still runs:\n" << eval.output());
+  BOOST_TEST_MESSAGE(eval.output());
+  BOOST_TEST(eval.exit_code == 1, eval.output());
+  BOOST_TEST(said(eval.output(), text), eval.output());
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(an_evaluator_of_another_model_ends_the_run_at_once) {
+  // The cluster trains the ConvNet; the evaluator was given the MLP. The
+  // chief compares its hello (the model as built: every variable's name
+  // and shape) while it waits for a worker, and ends at once.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
+  auto eval = start_evaluator(tmp, cluster,
+                              " --model mlp --fake_data --fake_test_size 100");
+  kill_on_exit guard{eval};
+  temp_dir dir;
+  chief_outputs outputs{dir.path()};
+  auto res = launch_waiting_for_a_worker(tmp, cluster, outputs);
+  BOOST_TEST_MESSAGE(res.output);
+  auto said = "evaluator:0 differs from the chief in model.arch: mlp on "
+              "evaluator:0, convnet on the chief";
+  check_ended_at_once(res, std::string{"refused evaluator:0 at connect: "} + said,
+                      outputs);
+  check_evaluator_refused(eval, std::string{"refused at connect to chief:0: "}
+                                  + said);
+}
+
+BOOST_AUTO_TEST_CASE(an_evaluator_without_its_data_ends_the_run_at_once) {
+  // The evaluator's test set is not where it was told: it says so to the
+  // chief before it exits, and the chief ends with its words.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
+  auto eval = start_evaluator(tmp, cluster,
+                              " --data_dir " + tmp.file("no-such-dir"));
+  kill_on_exit guard{eval};
+  temp_dir dir;
+  chief_outputs outputs{dir.path()};
+  auto res = launch_waiting_for_a_worker(tmp, cluster, outputs);
+  BOOST_TEST_MESSAGE(res.output);
+  check_ended_at_once(res, "evaluator:0 cannot join the run: ", outputs);
+  BOOST_TEST(said_by(res.output, "chief:0", "no-such-dir"),
+             "the chief does not name the missing data");
+  check_evaluator_refused(eval, "evaluator:0: chief:0 knows why");
+}
+
+BOOST_AUTO_TEST_CASE(an_evaluator_refused_while_the_steps_run_ends_the_run_checkpointed) {
+  // The run trains (the chief logged a step) when an evaluator of
+  // another model says hello: the chief ends after the global step in
+  // flight, checkpoints it, and exits 1 with the refusal.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
+  temp_dir dir;
+  chief_outputs outputs{dir.path()};
+  auto flags = common + " --steps 1000000 --log_every 10";
+  auto run = start_process(launcher + " --cluster " + cluster + " --program "
+                             + program + " --max_wall_s 150 --grace_ms 2000"
+                             + " --job_flags 'chief=" + flags
+                             + outputs.flags() + " --checkpoint_every 0' -- "
+                             + flags,
+                           tmp.file("launcher.log"));
+  kill_on_exit run_guard{run};
+  await_output(run, "[chief:0] global_step: ");
+  auto started = std::chrono::system_clock::now();
+  auto eval = start_evaluator(tmp, cluster,
+                              " --model mlp --fake_data --fake_test_size 100");
+  kill_on_exit eval_guard{eval};
+  BOOST_REQUIRE_MESSAGE(run.wait(std::chrono::seconds{60}),
+                        "the run goes on after the refusal:\n"
+                          << run.output());
+  const auto out = run.output();
+  BOOST_TEST_MESSAGE(out);
+  BOOST_TEST(run.exit_code >= 1);
+  BOOST_TEST(run.exit_code <= 123);
+  const std::string said = "evaluator:0 differs from the chief in "
+                           "model.arch: mlp on evaluator:0, convnet on the "
+                           "chief";
+  BOOST_TEST(chief_error(out).find("refused evaluator:0 at connect: " + said)
+               != std::string::npos,
+             chief_error(out));
+  BOOST_TEST(said_by(out, "chief:0", "the run ends after the global step in "
+                                     "flight"));
+  // The newest applied step is checkpointed: the one the chief named.
+  std::smatch m;
+  static const std::regex ends{R"(the run ends after global step (\d+))"};
+  BOOST_REQUIRE_MESSAGE(std::regex_search(out, m, ends), out);
+  auto ckpt = dir.path() + "/checkpoints/ckpt-" + m[1].str()
+              + ".safetensors";
+  BOOST_TEST(std::filesystem::exists(ckpt), "no " << ckpt);
+  // From the evaluator's start (its data, model and hello included) to
+  // the chief's exit, by the launcher's clock.
+  auto started_s = seconds_of_day(started);
+  auto exited_s = stamp_s(line_with(out, "syncfac-launch: chief:0 exited"));
+  auto took = exited_s >= started_s ? exited_s - started_s
+                                    : exited_s + 86400 - started_s;
+  BOOST_TEST_MESSAGE("the evaluator's start to the chief's exit: " << took
+                                                                  << " s");
+  BOOST_TEST(took < connect_timeout_s / 3.0);
+  check_evaluator_refused(eval, "refused at connect to chief:0: " + said);
 }
