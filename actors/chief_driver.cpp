@@ -221,9 +221,12 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   std::optional<float> damping;
   if (uses_kfac(cfg))
     damping = base.optimizer.kfac.damping;
+  // The learning rate the shards applied the round with, as scheduled
+  // (every shard computes the same from the global step).
+  auto rates = base.optimizer;
   cc.on_round = [log, eval_handle, log_every, eval_every, steps, warm,
-                 warmup, log_due, window, workers,
-                 damping](const round_report& r) {
+                 warmup, log_due, window, workers, damping,
+                 rates](const round_report& r) {
     if (!warm->set && r.global_step >= warmup) {
       warm->when = clock_type::now();
       warm->examples = r.examples;
@@ -236,6 +239,8 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
       json_object extra;
       extra.add("stale_pushes", r.stale_pushes);
       extra.add("refused_pushes", r.refused_pushes);
+      extra.add("learning_rate", static_cast<double>(rates.rate_at(
+                                   std::max<int64_t>(r.global_step - 1, 0))));
       auto now = clock_type::now();
       double window_s = std::chrono::duration<double>(now - window->when)
                           .count();

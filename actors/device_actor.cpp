@@ -205,6 +205,7 @@ caf::result<step_result> kfac_step(self_ptr self, const batch& b,
     (void) st.kfac->update_inverses(*st.inverter, st.dev->threads());
   // The layers' products side by side on the device's threads (each
   // product runs on one thread: kfac_inverse.hpp).
+  st.local_optimizer->set_global_step(step);
   auto info = kfac_apply(*st.local_optimizer, m.parameters(), grads,
                          st.kfac->slots(), *st.inverter, {},
                          st.dev->threads());

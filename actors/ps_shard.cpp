@@ -454,6 +454,7 @@ caf::error complete_kfac(ps_shard_state& st, int64_t n) {
   for (const auto& l : st.kfac)
     slots.push_back({l.weight, l.bias,
                      l.inverse ? &*l.inverse : nullptr});
+  st.opt->set_global_step(st.global_step);
   auto info = kfac_apply(*st.opt, st.variables, averages, slots, left_out);
   if (!info)
     return info.error();
@@ -488,6 +489,7 @@ caf::expected<applied> complete(ps_shard_state& st, int64_t n) {
     st.global_step = result.global_step;
     return with_counts(st, result);
   }
+  st.opt->set_global_step(st.global_step);
   st.opt->begin_step();
   for (size_t i = 0; i < st.variables.size(); ++i)
     if (auto err = update_variable(st, i, n))

@@ -56,6 +56,20 @@ void add_optimizer(config_fingerprint& fp, const optimizer_config& opt) {
   fp.add("optimizer.beta1", fingerprint_value(opt.beta1));
   fp.add("optimizer.beta2", fingerprint_value(opt.beta2));
   fp.add("optimizer.epsilon", fingerprint_value(opt.epsilon));
+  // The schedule and the decays: every shard computes the rate itself.
+  const auto& sched = opt.schedule;
+  fp.add("optimizer.lr_schedule", to_string(sched.kind));
+  fp.add("optimizer.lr_warmup_steps", str(sched.warmup_steps));
+  std::string boundaries;
+  for (auto b : sched.boundaries)
+    boundaries += (boundaries.empty() ? "" : ",") + str(b);
+  fp.add("optimizer.lr_boundaries", "[" + boundaries + "]");
+  fp.add("optimizer.lr_decay_rate", fingerprint_value(sched.decay_rate));
+  fp.add("optimizer.lr_decay_steps", str(sched.decay_steps));
+  fp.add("optimizer.lr_end_factor", fingerprint_value(sched.end_factor));
+  fp.add("optimizer.lr_power", fingerprint_value(sched.power));
+  fp.add("optimizer.weight_decay", fingerprint_value(opt.weight_decay));
+  fp.add("optimizer.l2_penalty", fingerprint_value(opt.l2_penalty));
   if (opt.kind != optimizer_kind::kfac)
     return; // K-FAC's settings do nothing then: a stray flag is harmless
   const auto& k = opt.kfac;

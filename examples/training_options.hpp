@@ -77,6 +77,16 @@ struct training_options : program_config {
   float learning_rate = -1;
   float momentum = 0.9f;
   std::string optimizer = "momentum";
+  /// The learning-rate schedule (runtime/lr_schedule.hpp).
+  std::string lr_schedule = "constant";
+  int64_t lr_warmup_steps = 0;
+  std::string lr_boundaries;
+  float lr_decay_rate = 0.1f;
+  int64_t lr_decay_steps = 0;
+  float lr_end_factor = 0.0f;
+  float lr_power = 1.0f;
+  float weight_decay = 0.0f;
+  float l2_penalty = 0.0f;
   std::string init = "seeds";
   std::string activation_name = "tanh";
   std::string backend = "cpu";
@@ -193,6 +203,33 @@ protected:
       .add(learning_rate, "learning_rate", help.learning_rate)
       .add(momentum, "momentum", help.momentum)
       .add(optimizer, "optimizer", "sgd, momentum, adam or kfac")
+      .add(lr_schedule, "lr_schedule",
+           "the learning rate over the global steps: constant, step "
+           "(--lr_boundaries, --lr_decay_rate), cosine or polynomial "
+           "(--lr_decay_steps, --lr_end_factor, --lr_power); computed by "
+           "the PS shards from the global step (docs/models.md)")
+      .add(lr_warmup_steps, "lr_warmup_steps",
+           "the rate rises linearly over this many first global steps")
+      .add(lr_warmup_steps, "warmup_steps",
+           "--lr_warmup_steps (not --warmup, the steps left out of the "
+           "timing)")
+      .add(lr_boundaries, "lr_boundaries",
+           "step schedule: global steps, comma-separated, from which the "
+           "rate is multiplied by --lr_decay_rate once more")
+      .add(lr_decay_rate, "lr_decay_rate", "step schedule: the factor")
+      .add(lr_decay_steps, "lr_decay_steps",
+           "cosine and polynomial schedules: the global step where the "
+           "decay ends (warm-up included)")
+      .add(lr_end_factor, "lr_end_factor",
+           "cosine and polynomial schedules: the final rate as a fraction "
+           "of --learning_rate")
+      .add(lr_power, "lr_power", "polynomial schedule: the power")
+      .add(weight_decay, "weight_decay",
+           "decoupled weight decay: weights shrink by rate x this before "
+           "each update, outside the gradient and K-FAC (biases do not)")
+      .add(l2_penalty, "l2_penalty",
+           "the L2 form: this x weight added to the averaged gradient, "
+           "before K-FAC's preconditioning (biases not)")
       .add(init, "init", help.init)
       .add(activation_name, "activation", help.activation)
       .add(backend, "backend", help.backend)
@@ -255,6 +292,7 @@ protected:
            "first ends the run after the step in flight, checkpointed; "
            "exit code 143");
     allow_values("optimizer", {"sgd", "momentum", "adam", "kfac"});
+    allow_values("lr_schedule", {"constant", "step", "cosine", "polynomial"});
     allow_values("init", {"seeds", "glorot", "he", "sparse"});
     allow_values("activation", {"tanh", "sigmoid", "relu"});
     allow_values("runtime", {"sync", "plain"});
@@ -269,6 +307,9 @@ protected:
     limit("batch_size", at_least(1));
     limit("learning_rate", positive());
     limit("momentum", decay_fraction());
+    limit("lr_warmup_steps", at_least(0));
+    limit("warmup_steps", at_least(0));
+    limit("lr_decay_steps", at_least(0));
     limit("threads", at_least(0));
     limit("caf_threads", at_least(0));
     limit("seed", at_least(0));
@@ -331,6 +372,22 @@ protected:
     cfg.optimizer.learning_rate = learning_rate >= 0 ? learning_rate
                                                      : rate(*kind);
     cfg.optimizer.momentum = momentum;
+    auto schedule = parse_lr_schedule_kind(lr_schedule);
+    if (!schedule)
+      return schedule.error();
+    auto& sched = cfg.optimizer.schedule;
+    sched.kind = *schedule;
+    sched.warmup_steps = lr_warmup_steps;
+    auto boundaries = parse_lr_boundaries(lr_boundaries);
+    if (!boundaries)
+      return boundaries.error();
+    sched.boundaries = std::move(*boundaries);
+    sched.decay_rate = lr_decay_rate;
+    sched.decay_steps = lr_decay_steps;
+    sched.end_factor = lr_end_factor;
+    sched.power = lr_power;
+    cfg.optimizer.weight_decay = weight_decay;
+    cfg.optimizer.l2_penalty = l2_penalty;
     auto& kf = cfg.optimizer.kfac;
     kf.cov_ema_decay = cov_ema_decay;
     kf.damping = damping;

@@ -45,6 +45,13 @@ caf::expected<optimizer_kind> parse_optimizer_kind(const std::string& str) {
 std::string describe(const optimizer_config& cfg) {
   std::ostringstream out;
   out << to_string(cfg.kind) << ", learning_rate " << cfg.learning_rate;
+  auto schedule = describe(cfg.schedule);
+  if (!schedule.empty())
+    out << " (" << schedule << ")";
+  if (cfg.weight_decay > 0)
+    out << ", weight_decay " << cfg.weight_decay << " (decoupled)";
+  if (cfg.l2_penalty > 0)
+    out << ", l2_penalty " << cfg.l2_penalty;
   switch (cfg.kind) {
     case optimizer_kind::sgd:
       break;
@@ -96,6 +103,14 @@ caf::error optimizer_config::validate() const {
   if (!(epsilon > 0))
     return bad("adam epsilon must be positive, got "
                + std::to_string(epsilon));
+  if (!(weight_decay >= 0 && weight_decay < 1))
+    return bad("--weight_decay must be in [0, 1), got "
+               + std::to_string(weight_decay));
+  if (!(l2_penalty >= 0 && std::isfinite(l2_penalty)))
+    return bad("--l2_penalty must be >= 0, got "
+               + std::to_string(l2_penalty));
+  if (auto err = schedule.validate())
+    return err;
   if (kind == optimizer_kind::kfac)
     if (auto err = kfac.validate())
       return err;
@@ -107,6 +122,7 @@ optimizer::optimizer(optimizer_config config, optimizer_slots slots,
                      std::vector<tensor_shape> shapes)
   : config_(config),
     slots_(std::move(slots)),
+    rate_(config.learning_rate),
     names_(std::move(names)),
     shapes_(std::move(shapes)) {
 }
@@ -151,6 +167,8 @@ caf::error optimizer::apply(parameter_set& params,
   for (size_t i = 0; i < params.size(); ++i)
     if (auto err = check_variable(i, params[i].value))
       return err;
+  // Standalone, the updates so far are the global step.
+  set_global_step(slots_.step);
   begin_step();
   for (size_t i = 0; i < params.size(); ++i)
     update_span(i, params[i].value.data(), grads[i].value.data(), 0,
@@ -215,8 +233,17 @@ caf::error optimizer::update_rows(size_t i, tensor& param,
 void optimizer::update_span(size_t i, float* theta_ptr, const float* grad_ptr,
                             int64_t offset, int64_t n) {
   array_map theta(theta_ptr, n);
-  const_array_map g(grad_ptr, n);
-  const float lr = config_.learning_rate;
+  const float lr = rate_;
+  // Weights decay, biases do not (decays()). The L2 penalty's gradient
+  // joins the averaged one; decoupled decay shrinks the variable before
+  // the update, as PyTorch's SGD/AdamW with decoupled weight decay do.
+  const bool decaying = decays(shapes_[i].size());
+  Eigen::ArrayXf penalised;
+  if (decaying && config_.l2_penalty > 0)
+    penalised = const_array_map(grad_ptr, n) + config_.l2_penalty * theta;
+  const_array_map g(penalised.size() > 0 ? penalised.data() : grad_ptr, n);
+  if (decaying && config_.weight_decay > 0)
+    theta *= 1.0f - lr * config_.weight_decay;
   switch (config_.kind) {
     case optimizer_kind::sgd:
       theta -= lr * g;

@@ -41,10 +41,22 @@ public:
   /// One update of `params` with `grads` (same names and shapes, finite).
   caf::error apply(parameter_set& params, const parameter_set& grads);
 
+  /// The update to come is global step `global_step`'s (0-based: the one
+  /// that makes global step global_step + 1): its learning rate is the
+  /// schedule's for that step. Unset, the rate is the base rate.
+  void set_global_step(int64_t global_step) noexcept {
+    rate_ = config_.rate_at(global_step);
+  }
+
   /// Starts one update step; then update() / update_rows() each variable
   /// that has a gradient (Adam's bias correction counts steps).
   void begin_step() noexcept {
     ++slots_.step;
+  }
+
+  /// The learning rate of the updates to come.
+  float rate() const noexcept {
+    return rate_;
   }
 
   /// Updates variable i (the i-th of the set the optimizer was made for)
@@ -91,6 +103,8 @@ private:
 
   optimizer_config config_;
   optimizer_slots slots_;
+  /// The scheduled learning rate of the update under way (begin_step).
+  float rate_ = 0.0f;
   std::vector<std::string> names_;
   std::vector<tensor_shape> shapes_;
 };

@@ -10,6 +10,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "runtime/kfac/kfac_preconditioner.hpp"
+#include "runtime/lr_schedule.hpp"
 
 namespace syncfac {
 
@@ -35,11 +36,32 @@ struct optimizer_config {
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float epsilon = 1e-8f;
+  /// The learning rate over the global steps (its base: learning_rate).
+  lr_schedule schedule;
+  /// Decoupled weight decay (Loshchilov & Hutter): after each update,
+  /// theta -= rate * weight_decay * theta, the rate as scheduled; the
+  /// gradient and K-FAC's preconditioning do not see it.
+  float weight_decay = 0.0f;
+  /// The L2 form: l2_penalty * theta added to the averaged gradient before
+  /// the update (before K-FAC's preconditioning, as the penalty's gradient
+  /// is part of the objective's).
+  float l2_penalty = 0.0f;
   /// K-FAC's own settings (kind kfac only).
   kfac_config kfac;
 
   caf::error validate() const;
+
+  /// The learning rate of the update of global step `step`.
+  float rate_at(int64_t step) const {
+    return static_cast<float>(learning_rate * schedule.factor_at(step));
+  }
 };
+
+/// Whether weight decay and the L2 penalty apply to a variable of `rank`:
+/// weights, kernels and embedding tables (rank >= 2), not biases.
+inline bool decays(size_t rank) noexcept {
+  return rank >= 2;
+}
 
 /// One line naming the optimizer and every hyperparameter it uses, e.g.
 /// "kfac, learning_rate 0.0003, momentum 0.9 (regular), damping 0.001,
@@ -49,7 +71,8 @@ std::string describe(const optimizer_config& cfg);
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
   return f(caf::meta::type_name("optimizer_config"), x.kind, x.learning_rate,
-           x.momentum, x.beta1, x.beta2, x.epsilon, x.kfac);
+           x.momentum, x.beta1, x.beta2, x.epsilon, x.schedule,
+           x.weight_decay, x.l2_penalty, x.kfac);
 }
 
 } // namespace syncfac

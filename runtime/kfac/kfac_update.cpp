@@ -139,7 +139,22 @@ kfac_apply(optimizer& opt, parameter_set& params,
                           + " is left out");
   }
   const float mu = cfg.momentum;
-  const float lr = cfg.learning_rate;
+  // The rate as scheduled for this global step (optimizer::set_global_step).
+  const float lr = opt.rate();
+  // The L2 penalty's gradient is part of the objective's: it is added
+  // before the preconditioning (weights only, as optimizer::update_span).
+  std::vector<tensor> penalised;
+  if (cfg.l2_penalty > 0) {
+    penalised = grads;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (decays(params[i].value.shape().size()) && !skipped(i)) {
+        auto* g = penalised[i].data();
+        const auto* theta = params[i].value.data();
+        for (int64_t k = 0; k < penalised[i].size(); ++k)
+          g[k] += cfg.l2_penalty * theta[k];
+      }
+  }
+  const auto& objective = cfg.l2_penalty > 0 ? penalised : grads;
   kfac_step_info info;
   bool adam = cfg.kfac.momentum == kfac_momentum::adam;
   direction_of direction{adam, mu};
@@ -147,7 +162,7 @@ kfac_apply(optimizer& opt, parameter_set& params,
   // only once this succeeded.
   std::vector<tensor> preconditioned;
   auto dot = precondition_all(layers, kernels, cfg.kfac.precision, opt,
-                              grads, direction, preconditioned,
+                              objective, direction, preconditioned,
                               info.preconditioned, threads);
   if (!dot)
     return dot.error();
@@ -170,9 +185,17 @@ kfac_apply(optimizer& opt, parameter_set& params,
       continue;
     auto* theta = params[i].value.data();
     auto* v = opt.velocity(i).data();
-    const float* g = grads[i].data();
+    const float* g = objective[i].data();
     const float* u = step_of[i];
     auto n = params[i].value.size();
+    // Decoupled weight decay: the variable shrinks by the scheduled rate
+    // times the decay before the update, outside the KL clip and the
+    // preconditioning (as optimizer::update_span).
+    if (cfg.weight_decay > 0 && decays(params[i].value.shape().size())) {
+      const float keep = 1.0f - lr * cfg.weight_decay;
+      for (int64_t k = 0; k < n; ++k)
+        theta[k] *= keep;
+    }
     if (adam) {
       for (int64_t k = 0; k < n; ++k) {
         float d = mu * v[k] + g[k];

@@ -162,6 +162,11 @@ std::vector<metric_family> run_status::families(
     gauge("syncfac_train_accuracy",
           "Training accuracy of the last log window.",
           last("train_accuracy", 0));
+  if (last_.count("learning_rate") > 0)
+    gauge("syncfac_learning_rate",
+          "The learning rate the last global step was applied with, as "
+          "scheduled.",
+          last("learning_rate", 0));
   if (last_.count("stale_pushes") > 0)
     counter("syncfac_run_stale_pushes_total",
             "Gradient pushes dropped as stale, as the workers reported them.",

@@ -8,6 +8,7 @@
 // another model, a corrupt newest checkpoint and a changed topology get
 // what docs/checkpoints.md promises.
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -67,6 +68,53 @@ BOOST_AUTO_TEST_CASE(a_resumed_run_ends_where_an_uninterrupted_one_does) {
   auto steps = store.list_steps();
   BOOST_REQUIRE(steps);
   BOOST_TEST((*steps == std::vector<int64_t>{20, 40}));
+}
+
+BOOST_AUTO_TEST_CASE(a_resumed_run_goes_on_with_the_scheduled_rate) {
+  // The shards compute the rate from the global step: resumed in the
+  // middle of its warm-up and cosine decay, with weight decay, a run ends
+  // where an uninterrupted one does; and the schedule and the decay
+  // change the result (a constant rate ends elsewhere).
+  temp_dir tmp;
+  auto flags = single + deterministic
+               + " --optimizer momentum --lr_schedule cosine"
+                 " --lr_warmup_steps 10 --lr_decay_steps 40"
+                 " --weight_decay 0.01";
+  auto metrics = tmp.file("whole.jsonl");
+  auto whole = summary_of(tmp, flags + " --steps 40 --log_every 5 --metrics "
+                                 + metrics,
+                          "whole");
+  // The log shows the rate each line's last step was applied with: the
+  // default base rate 0.01 warming up (step 4: 5/10 of it), at its peak
+  // at step 10, then falling along the cosine to step 40.
+  auto rates = json_numbers(read_file(metrics), "learning_rate");
+  BOOST_REQUIRE_EQUAL(rates.size(), 8u);
+  BOOST_TEST(std::abs(rates[0] - 0.005) < 1e-6);
+  BOOST_TEST(std::abs(rates[1] - 0.01 * 0.5 * (1 + std::cos(M_PI * 0.0)))
+             < 1e-6);
+  BOOST_TEST(std::abs(rates[7] - 0.01 * 0.5 * (1 + std::cos(M_PI * 29 / 30)))
+             < 1e-6);
+  for (size_t i = 2; i < rates.size(); ++i)
+    BOOST_TEST(rates[i] < rates[i - 1]);
+  auto dir = tmp.file("ckpt");
+  summary_of(tmp, flags + " --steps 15 --checkpoint_dir " + dir, "first");
+  auto second = summary_of(tmp, flags + " --steps 40 --checkpoint_dir " + dir,
+                           "second");
+  check_counters(second, {{"restored_step", 15}, {"global_step", 40}});
+  BOOST_TEST(json_string(second, "params_digest")
+             == json_string(whole, "params_digest"));
+  auto constant = summary_of(tmp, single + deterministic
+                                    + " --optimizer momentum --steps 40",
+                             "constant");
+  auto no_decay = summary_of(tmp, single + deterministic
+                                    + " --optimizer momentum --lr_schedule "
+                                      "cosine --lr_warmup_steps 10 "
+                                      "--lr_decay_steps 40 --steps 40",
+                             "no_decay");
+  BOOST_TEST(json_string(constant, "params_digest")
+             != json_string(whole, "params_digest"));
+  BOOST_TEST(json_string(no_decay, "params_digest")
+             != json_string(whole, "params_digest"));
 }
 
 BOOST_AUTO_TEST_CASE(checkpoints_every_k_steps_keep_the_newest) {

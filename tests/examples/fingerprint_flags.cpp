@@ -98,6 +98,13 @@ const std::map<std::string, std::string> other_values{
   {"mlp_hidden", "16,8"},
   {"variables_to_average", "fc0"},
   {"kfac_cadence", "exact"},
+  {"lr_boundaries", "10,20"},
+};
+
+/// Flags whose other value is valid only with another flag: a step
+/// schedule needs its boundaries.
+const std::map<std::string, std::vector<std::string>> companions{
+  {"lr_schedule", {"--lr_boundaries", "10"}},
 };
 
 /// Where this CPU refuses the flag's other value (bf16 needs AMX tiles),
@@ -238,6 +245,8 @@ BOOST_AUTO_TEST_CASE(every_flag_that_changes_training_is_compared) {
                               "a reason");
         extra.push_back(value);
       }
+      if (auto c = companions.find(row.name); c != companions.end())
+        extra.insert(extra.end(), c->second.begin(), c->second.end());
       auto changed = fingerprint_of(extra);
       if (!changed && row.name == "kfac_precision") {
         // bf16 needs the CPU's AMX tiles: refused on this one.

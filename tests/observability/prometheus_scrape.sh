@@ -41,6 +41,7 @@ need=(
   "syncfac_steps_per_second{$labels} "
   "syncfac_examples_per_second{$labels} "
   "syncfac_train_loss{$labels} "
+  "syncfac_learning_rate{$labels} "
   "syncfac_run_stale_pushes_total{$labels} "
   "syncfac_pushes_accepted_total{$labels,role=\"ps:0\"} "
   "syncfac_pushes_accepted_total{$labels,role=\"ps:1\"} "

@@ -629,3 +629,51 @@ BOOST_AUTO_TEST_CASE(two_threads_precondition_the_layers_as_one_does) {
   }
   BOOST_TEST(s2->dot == dot, tt::tolerance(1e-4));
 }
+
+// -- the schedule and the decays under K-FAC ----------------------------------
+
+BOOST_AUTO_TEST_CASE(the_l2_penalty_is_preconditioned_and_weight_decay_is_not) {
+  // The L2 form: the step equals K-FAC's step on the gradient plus
+  // l2 x weight (biases and the plain `scale` [3] are rank 1: no
+  // penalty). The decoupled form: the weight shrinks by (1 - rate x wd)
+  // before the preconditioned step, at the rate the schedule gives the
+  // global step (warming up: half the base rate at step 0 of 2).
+  auto inv = cholesky_inverse(a_inv_1(), g_inv_1());
+  std::vector<kfac_layer_slot> slots{{0, 1, &inv}};
+  auto config = [](float l2, float wd) {
+    optimizer_config cfg;
+    cfg.kind = optimizer_kind::kfac;
+    cfg.learning_rate = lr;
+    cfg.momentum = mu;
+    cfg.l2_penalty = l2;
+    cfg.weight_decay = wd;
+    cfg.schedule.warmup_steps = 2;
+    auto opt = optimizer::make(cfg, variables());
+    BOOST_REQUIRE_MESSAGE(opt, test::why(opt));
+    opt->set_global_step(0);
+    return std::move(*opt);
+  };
+  auto penalised = config(0.5f, 0);
+  auto by_hand = config(0, 0);
+  auto params = variables();
+  auto ref = variables();
+  BOOST_REQUIRE(kfac_apply(penalised, params, gradients(1.0f), slots));
+  auto g = gradients(1.0f);
+  for (int64_t k = 0; k < g[0].size(); ++k)
+    g[0][k] += 0.5f * ref[0].value[k];
+  BOOST_REQUIRE(kfac_apply(by_hand, ref, g, slots));
+  for (size_t i = 0; i < params.size(); ++i)
+    require_close(params[i].value, as_vector(ref[i].value), params[i].name);
+  BOOST_TEST(penalised.rate() == lr / 2);
+
+  auto decayed = config(0, 0.1f);
+  auto plain = config(0, 0);
+  auto shrunk = variables();
+  auto kept = variables();
+  for (int64_t k = 0; k < kept[0].value.size(); ++k)
+    kept[0].value[k] *= 1.0f - (lr / 2) * 0.1f;
+  BOOST_REQUIRE(kfac_apply(decayed, shrunk, gradients(1.0f), slots));
+  BOOST_REQUIRE(kfac_apply(plain, kept, gradients(1.0f), slots));
+  for (size_t i = 0; i < shrunk.size(); ++i)
+    require_close(shrunk[i].value, as_vector(kept[i].value), shrunk[i].name);
+}

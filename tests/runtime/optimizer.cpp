@@ -126,3 +126,74 @@ BOOST_AUTO_TEST_CASE(per_variable_and_row_updates_follow_tf_sparse_apply) {
   BOOST_TEST(opt->update(0, params[0].value, tensor{{2}, {1, 1}}));
   BOOST_TEST(opt->update(1, params[0].value, dense));
 }
+
+// -- the schedule and the decays ----------------------------------------------
+
+namespace {
+
+/// A weight [1, 2] and a bias [2], both at `value`.
+parameter_set weight_and_bias(float value) {
+  return {{"w", tensor{{1, 2}, {value, value}}},
+          {"b", tensor{{2}, {value, value}}}};
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_rate_follows_the_schedule_of_the_global_step) {
+  auto cfg = config_of(optimizer_kind::sgd, 1.0f);
+  cfg.schedule.kind = lr_schedule_kind::step;
+  cfg.schedule.boundaries = {10};
+  cfg.schedule.decay_rate = 0.5f;
+  cfg.schedule.warmup_steps = 2;
+  auto opt = make(cfg);
+  BOOST_TEST(opt.rate() == 1.0f); // the base rate until a step is set
+  opt.set_global_step(0);
+  BOOST_TEST(opt.rate() == 0.5f); // warming up: 1 of 2
+  opt.set_global_step(10);
+  BOOST_TEST(opt.rate() == 0.5f); // past the boundary
+  auto params = one(1);
+  opt.set_global_step(12);
+  opt.begin_step();
+  BOOST_REQUIRE(!opt.update(0, params[0].value, one(2)[0].value));
+  BOOST_TEST(params[0].value[0] == 0.0f); // 1 - 0.5 * 2
+}
+
+BOOST_AUTO_TEST_CASE(decoupled_weight_decay_shrinks_weights_not_biases) {
+  auto cfg = config_of(optimizer_kind::sgd, 0.5f);
+  cfg.weight_decay = 0.1f;
+  auto opt = optimizer::make(cfg, weight_and_bias(0));
+  BOOST_REQUIRE(opt);
+  auto params = weight_and_bias(2);
+  BOOST_REQUIRE(!opt->apply(params, weight_and_bias(0)));
+  // w: 2 * (1 - 0.5 * 0.1) = 1.9 with a zero gradient; the bias stays.
+  BOOST_TEST(std::abs(params[0].value[0] - 1.9f) < 1e-6);
+  BOOST_TEST(params[1].value[0] == 2.0f);
+}
+
+BOOST_AUTO_TEST_CASE(the_l2_penalty_joins_the_gradient_of_weights) {
+  auto cfg = config_of(optimizer_kind::momentum, 0.5f);
+  cfg.l2_penalty = 0.1f;
+  auto opt = optimizer::make(cfg, weight_and_bias(0));
+  BOOST_REQUIRE(opt);
+  auto params = weight_and_bias(2);
+  BOOST_REQUIRE(!opt->apply(params, weight_and_bias(1)));
+  // w: g = 1 + 0.1 * 2 = 1.2, v = 1.2, w = 2 - 0.5 * 1.2 = 1.4; the bias
+  // sees only its gradient: 2 - 0.5 = 1.5. The velocity keeps the penalty.
+  BOOST_TEST(std::abs(params[0].value[0] - 1.4f) < 1e-6);
+  BOOST_TEST(std::abs(params[1].value[0] - 1.5f) < 1e-6);
+  BOOST_TEST(std::abs(opt->slots().first[0].value[0] - 1.2f) < 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(decays_out_of_range_are_refused_by_name) {
+  auto cfg = config_of(optimizer_kind::sgd, 0.5f);
+  cfg.weight_decay = 1.5f;
+  auto bad = optimizer::make(cfg, one(0));
+  BOOST_REQUIRE(!bad);
+  BOOST_TEST(render(bad.error()).find("--weight_decay must be in [0, 1)")
+             != std::string::npos);
+  cfg.weight_decay = 0;
+  cfg.l2_penalty = -1;
+  bad = optimizer::make(cfg, one(0));
+  BOOST_REQUIRE(!bad);
+  BOOST_TEST(render(bad.error()).find("--l2_penalty") != std::string::npos);
+}
