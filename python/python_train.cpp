@@ -1,6 +1,5 @@
 #include "python/python_train.hpp"
 
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +16,7 @@
 #include "kernels/cpu/isa.hpp"
 #include "python/failure.hpp"
 #include "python/python_log.hpp"
+#include "python/run_slot.hpp"
 #include "runtime/allocator.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/json.hpp"
@@ -32,27 +32,8 @@ namespace {
 /// What the log's first line and the errors begin with.
 constexpr const char* program_name = "syncfac.train";
 
-/// One run per process: the CPU kernels' level (--isa), glibc's memory
-/// settings and the CPU share are the process's, and two runs would
-/// split its CPUs without knowing it.
-std::mutex run_mutex;
-std::atomic<bool> running{false};
-
 [[noreturn]] void raise(const caf::error& err) {
   throw failure{err};
-}
-
-/// The runtime's dataset of `arrays`, checked as load_npz checks a split.
-std::shared_ptr<const dataset>
-to_dataset(const split_arrays& arrays, const std::string& name,
-           npz_inputs inputs) {
-  array_names names{"", name + "[0]", name + "[1]",
-                    std::string{program_name} + " " + name};
-  auto set = dataset_from_arrays(arrays.x.view, arrays.y.view, names,
-                                 inputs, arrays.x.owner);
-  if (!set)
-    raise(set.error());
-  return std::make_shared<const dataset>(std::move(*set));
 }
 
 const void* examples_address(const dataset& set) {
@@ -68,22 +49,6 @@ json_object arrays_json(const dataset& set) {
             reinterpret_cast<std::uintptr_t>(examples_address(set))))
     .add("borrowed", set.borrowed.owner != nullptr);
   return out;
-}
-
-/// `args` parsed as convnet_mnist_single parses its command line.
-void parse_flags(examples::convnet_options& opts,
-                 const std::vector<std::string>& args) {
-  std::vector<std::string> words{program_name};
-  words.insert(words.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& w : words)
-    argv.push_back(w.data());
-  if (auto err = opts.parse_cli(static_cast<int>(argv.size()), argv.data()))
-    raise(err);
-  if (opts.help_printed)
-    raise(make_error(ec::invalid_argument,
-                     "--help and --version print, they do not train "
-                     "(syncfac.flags_help() gives the text)"));
 }
 
 /// A stop asked for from Python (by the metrics callback): to the chief
@@ -186,10 +151,11 @@ std::string run(examples::convnet_options& opts, const split_arrays& data,
   if (callback != nullptr)
     call_back(*cfg, *callback, stop);
   auto inputs = npz_inputs_for(cfg->base.model);
-  auto train_set = to_dataset(data, "data", inputs);
+  auto train_set = to_dataset(data, program_name, "data", inputs);
   // Without a test set nothing is evaluated (no_final_eval): the runtime
   // still takes one, the training set.
-  auto test_set = test ? to_dataset(*test, "test", inputs) : train_set;
+  auto test_set = test ? to_dataset(*test, program_name, "test", inputs)
+                       : train_set;
   for (const auto& set : {train_set, test_set})
     if (auto err = check_data_fits(cfg->base.model, *set))
       raise(err);
@@ -229,16 +195,6 @@ std::string run(examples::convnet_options& opts, const split_arrays& data,
   return json.str();
 }
 
-/// Marks this process's run for training_now() while it lives.
-struct running_mark {
-  running_mark() {
-    running = true;
-  }
-  ~running_mark() {
-    running = false;
-  }
-};
-
 } // namespace
 
 split_arrays hold_split(py::handle obj, const std::string& name) {
@@ -260,18 +216,10 @@ std::string train(std::shared_ptr<const model_description> model,
                   split_arrays data, std::optional<split_arrays> test,
                   const std::vector<std::string>& args, bool main_thread,
                   metrics_callback* callback) {
-  std::unique_lock<std::mutex> one_run{run_mutex, std::try_to_lock};
-  if (!one_run.owns_lock())
-    raise(make_error(ec::unavailable,
-                     std::string{program_name}
-                       + ": another run of this process is in progress "
-                         "(one at a time: the CPU kernels' level, memory "
-                         "settings and CPU share belong to the process; "
-                         "start another process for a second run)"));
-  running_mark mark;
+  run_slot slot{program_name};
   examples::convnet_options opts;
   opts.given_model = std::move(model);
-  parse_flags(opts, args);
+  parse_flags(opts, program_name, args);
   std::string summary;
   {
     py::gil_scoped_release no_gil;
@@ -282,14 +230,41 @@ std::string train(std::shared_ptr<const model_description> model,
   return summary;
 }
 
+std::shared_ptr<const dataset> to_dataset(const split_arrays& arrays,
+                                          const std::string& who,
+                                          const std::string& name,
+                                          npz_inputs inputs) {
+  array_names names{"", name + "[0]", name + "[1]", who + " " + name};
+  auto set = dataset_from_arrays(arrays.x.view, arrays.y.view, names,
+                                 inputs, arrays.x.owner);
+  if (!set)
+    raise(set.error());
+  return std::make_shared<const dataset>(std::move(*set));
+}
+
+void parse_flags(examples::training_options& opts, const std::string& who,
+                 const std::vector<std::string>& args) {
+  std::vector<std::string> words{who};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& w : words)
+    argv.push_back(w.data());
+  if (auto err = opts.parse_cli(static_cast<int>(argv.size()), argv.data()))
+    raise(err);
+  if (opts.help_printed)
+    raise(make_error(ec::invalid_argument,
+                     "--help and --version print, they do not train "
+                     "(syncfac.flags_help() gives the text)"));
+}
+
 bool training_now() noexcept {
-  return running;
+  return run_in_progress();
 }
 
 std::string data_info(std::shared_ptr<const model_description> model,
                       split_arrays data) {
   auto spec = described_spec(*model);
-  auto set = to_dataset(data, "data", npz_inputs_for(spec));
+  auto set = to_dataset(data, program_name, "data", npz_inputs_for(spec));
   if (auto err = check_data_fits(spec, *set))
     raise(err);
   char digest[17];

@@ -15,7 +15,9 @@
 #include <pybind11/pybind11.h>
 
 #include "python/numpy_view.hpp"
+#include "runtime/data/dataset.hpp"
 #include "runtime/model_description.hpp"
+#include "training_options.hpp"
 
 namespace syncfac::python {
 
@@ -55,8 +57,23 @@ std::string train(std::shared_ptr<const model_description> model,
                   const std::vector<std::string>& args, bool main_thread,
                   metrics_callback* callback);
 
-/// Whether a train() of this process is running.
+/// Whether a run of this process (train(), node() or launch()) is going
+/// on.
 bool training_now() noexcept;
+
+/// The runtime's dataset of `arrays`, checked as load_npz checks a split;
+/// `who` ("syncfac.train") and `name` ("data") name it in messages
+/// ("array 'data[0]': ...", "the data 'syncfac.train data'").
+std::shared_ptr<const dataset> to_dataset(const split_arrays& arrays,
+                                          const std::string& who,
+                                          const std::string& name,
+                                          npz_inputs inputs);
+
+/// `args` ("--steps", "20", ...) parsed into `opts` as the programs parse
+/// their command lines, `who` in the place of the program's name; errors
+/// (and --help) throw python::failure.
+void parse_flags(examples::training_options& opts, const std::string& who,
+                 const std::vector<std::string>& args);
 
 /// The runtime's view of `data` for `model` as train() takes it, checked
 /// the same way: examples, shape, classes, the content digest, and the
