@@ -21,6 +21,11 @@ std::string launch(const std::vector<std::string>& args, bool main_thread) {
   opts.take_signals = main_thread;
   auto spec = checked(cluster_spec::load(opts.cluster_file));
   check(opts.validate(spec));
+  // A program that is not there is refused here, before the run, with the
+  // launcher's message (it would otherwise only say so on stderr).
+  checked(resolve_program(opts.program));
+  for (const auto& [job, path] : opts.job_programs)
+    checked(resolve_program(path));
   launch_report report;
   int code = 0;
   {
