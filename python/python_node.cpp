@@ -6,11 +6,9 @@
 
 #include "distributed_options.hpp"
 #include "example_main.hpp"
-#include "kernels/cpu/isa.hpp"
 #include "python/failure.hpp"
 #include "python/python_log.hpp"
 #include "python/run_slot.hpp"
-#include "runtime/allocator.hpp"
 #include "runtime/json.hpp"
 #include "runtime/model_fit.hpp"
 #include "runtime/stop_signals.hpp"
@@ -31,37 +29,13 @@ constexpr const char* program_name = "syncfac.node";
 /// The run itself, without the GIL.
 std::string run(examples::distributed_options& opts, const split_arrays& data,
                 const std::optional<split_arrays>& test, bool main_thread) {
-  keep_freed_memory();
   if (opts.print_cluster)
     raise(make_error(ec::invalid_argument,
                      "--print_cluster prints, it does not run a task (run "
                      "convnet_mnist_distributed --print_cluster)"));
-  std::unique_ptr<stop_signal_watcher> watcher;
-  if (main_thread) {
-    auto requeue = parse_requeue_signal(opts.requeue_signal);
-    if (!requeue)
-      raise(requeue.error());
-    auto installed = stop_signal_watcher::install(program_name, *requeue);
-    if (!installed)
-      raise(installed.error());
-    watcher = std::move(*installed);
-    opts.stop_signals = watcher.get();
-  }
-  if (auto err = cpu::select_isa(opts.isa))
-    raise(err);
-  std::string ignored;
-  auto plan = opts.threads_in_use(&ignored);
-  opts.set("scheduler.max-threads", static_cast<size_t>(plan.caf));
   python_log log;
-  log << program_name << ": " << plan.describe()
-      << (ignored.empty() ? std::string{} : " (ignored: " + ignored + ")")
-      << std::endl;
-  if (!test && opts.eval_every > 0)
-    raise(make_error(ec::invalid_config,
-                     "--eval_every " + std::to_string(opts.eval_every)
-                       + ": evaluations need a test set (test=(x, y))"));
-  if (!test)
-    opts.no_final_eval = true;
+  auto watcher = prepare_run(opts, program_name, main_thread,
+                             test.has_value(), log);
   auto cfg = examples::make_config(opts);
   if (!cfg)
     raise(cfg.error());

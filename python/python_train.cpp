@@ -120,30 +120,9 @@ void call_back(sync_training_config& cfg, metrics_callback& callback,
 std::string run(examples::convnet_options& opts, const split_arrays& data,
                 const std::optional<split_arrays>& test, bool main_thread,
                 metrics_callback* callback) {
-  keep_freed_memory();
-  std::unique_ptr<stop_signal_watcher> watcher;
-  if (main_thread) {
-    auto installed = stop_signal_watcher::install(program_name);
-    if (!installed)
-      raise(installed.error());
-    watcher = std::move(*installed);
-    opts.stop_signals = watcher.get();
-  }
-  if (auto err = cpu::select_isa(opts.isa))
-    raise(err);
-  std::string ignored;
-  auto plan = opts.threads_in_use(&ignored);
-  opts.set("scheduler.max-threads", static_cast<size_t>(plan.caf));
   python_log log;
-  log << program_name << ": " << plan.describe()
-      << (ignored.empty() ? std::string{} : " (ignored: " + ignored + ")")
-      << std::endl;
-  if (!test && opts.eval_every > 0)
-    raise(make_error(ec::invalid_config,
-                     "--eval_every " + std::to_string(opts.eval_every)
-                       + ": evaluations need a test set (test=(x, y))"));
-  if (!test)
-    opts.no_final_eval = true;
+  auto watcher = prepare_run(opts, program_name, main_thread,
+                             test.has_value(), log);
   auto cfg = examples::runtime_config(opts);
   if (!cfg)
     raise(cfg.error());
@@ -255,6 +234,39 @@ void parse_flags(examples::training_options& opts, const std::string& who,
     raise(make_error(ec::invalid_argument,
                      "--help and --version print, they do not train "
                      "(syncfac.flags_help() gives the text)"));
+}
+
+std::unique_ptr<stop_signal_watcher>
+prepare_run(examples::convnet_options& opts, const std::string& who,
+            bool main_thread, bool has_test, std::ostream& log) {
+  keep_freed_memory();
+  std::unique_ptr<stop_signal_watcher> watcher;
+  if (main_thread) {
+    auto requeue = parse_requeue_signal(opts.requeue_signal);
+    if (!requeue)
+      raise(requeue.error());
+    auto installed = stop_signal_watcher::install(who, *requeue);
+    if (!installed)
+      raise(installed.error());
+    watcher = std::move(*installed);
+    opts.stop_signals = watcher.get();
+  }
+  if (auto err = cpu::select_isa(opts.isa))
+    raise(err);
+  std::string ignored;
+  auto plan = opts.threads_in_use(&ignored);
+  opts.set("scheduler.max-threads", static_cast<size_t>(plan.caf));
+  log << who << ": " << plan.describe()
+      << (ignored.empty() ? std::string{} : " (ignored: " + ignored + ")")
+      << std::endl;
+  if (!has_test && opts.eval_every > 0)
+    raise(make_error(ec::invalid_config,
+                     "--eval_every " + std::to_string(opts.eval_every)
+                       + ": evaluations need a test set (test=(x, y))"));
+  // Without a test set nothing is evaluated.
+  if (!has_test)
+    opts.no_final_eval = true;
+  return watcher;
 }
 
 bool training_now() noexcept {

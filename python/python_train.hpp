@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,8 @@
 #include "python/numpy_view.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/model_description.hpp"
-#include "training_options.hpp"
+#include "runtime/stop_signals.hpp"
+#include "convnet_options.hpp"
 
 namespace syncfac::python {
 
@@ -68,6 +70,16 @@ std::shared_ptr<const dataset> to_dataset(const split_arrays& arrays,
                                           const std::string& who,
                                           const std::string& name,
                                           npz_inputs inputs);
+
+/// What train() and node() do before their run, without the GIL: glibc's
+/// memory settings (runtime/allocator.hpp); on the interpreter's main
+/// thread the stop signals (SIGTERM, SIGINT, SIGHUP and --requeue_signal),
+/// the run's while the returned watcher lives; the CPU kernels' level;
+/// CAF's threads on the CPU share and the log's first line naming them
+/// (`who`: "syncfac.train: ..."); no evaluation without a test set.
+std::unique_ptr<stop_signal_watcher>
+prepare_run(examples::convnet_options& opts, const std::string& who,
+            bool main_thread, bool has_test, std::ostream& log);
 
 /// `args` ("--steps", "20", ...) parsed into `opts` as the programs parse
 /// their command lines, `who` in the place of the program's name; errors

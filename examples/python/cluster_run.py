@@ -17,6 +17,7 @@
 #     "task": {"type": "worker", "index": 0}}' /usr/bin/python3 cluster_run.py node
 
 import gzip
+import os
 import socket
 import sys
 
@@ -24,24 +25,23 @@ import numpy as np
 import syncfac
 
 
-def idx(path, offset):  # Debian's dataset-fashion-mnist, gzipped IDX
-    with gzip.open(path) as f:
-        return np.frombuffer(f.read(), np.uint8, offset=offset)
+def fashion_mnist(split):
+    # One split of Debian's dataset-fashion-mnist ("train" or "t10k"):
+    # uint8 images [N, 28, 28] (read in place by the runtime) and labels.
+    prefix = "/usr/share/datasets/fashion-mnist/" + split
+    with gzip.open(prefix + "-images-idx3-ubyte.gz") as images, \
+            gzip.open(prefix + "-labels-idx1-ubyte.gz") as labels:
+        return (np.frombuffer(images.read(), np.uint8, offset=16)
+                .reshape(-1, 28, 28),
+                np.frombuffer(labels.read(), np.uint8, offset=8))
 
 
-d = "/usr/share/datasets/fashion-mnist/"
-x = idx(d + "train-images-idx3-ubyte.gz", 16).reshape(-1, 28, 28)
-y = idx(d + "train-labels-idx1-ubyte.gz", 8)
-xt = idx(d + "t10k-images-idx3-ubyte.gz", 16).reshape(-1, 28, 28)
-yt = idx(d + "t10k-labels-idx1-ubyte.gz", 8)
-
-model = syncfac.Sequential([
-    syncfac.conv2d(16, 5, padding="same"), syncfac.relu(),
-    syncfac.max_pool(3, 2, padding="same"),
-    syncfac.conv2d(16, 5, padding="same", activation="relu"),
-    syncfac.max_pool(3, 2, padding="same"),
-    syncfac.flatten(), syncfac.dense(10)],
-    input_shape=(28, 28, 1), name="seeds_convnet")
+train, test = fashion_mnist("train"), fashion_mnist("t10k")
+# The seeds' ConvNet as the built-in model file describes it (the one
+# examples/python/convnet_kfac.py builds layer by layer).
+here = os.path.dirname(os.path.abspath(__file__))
+model = syncfac.load_model(os.path.join(here, "..", "models",
+                                        "seeds_convnet.json"))
 # Every task of the cluster must train with the same settings: the chief
 # refuses a node whose differ (syncfac.ConfigError / ClusterError naming
 # the field and both values).
@@ -66,13 +66,12 @@ if mode == "launch":
                            "worker": ["localhost:%d" % p[1],
                                       "localhost:%d" % p[2]],
                            "ps": ["localhost:%d" % p[3]]}}
-    summary = syncfac.launch(cluster, model, (x, y), test=(xt, yt),
-                             **settings)
+    summary = syncfac.launch(cluster, model, train, test=test, **settings)
     print("test accuracy", summary["test_accuracy"], "exit codes",
           summary["exit_codes"])
 elif mode == "node":
-    outcome = syncfac.node(model, (x, y), test=(xt, yt),
-                           layout="chief=1,ps=1", **settings)
+    outcome = syncfac.node(model, train, test=test, layout="chief=1,ps=1",
+                           **settings)
     if "test_accuracy" in outcome:  # the chief's task: the run's summary
         print("test accuracy", outcome["test_accuracy"])
     else:

@@ -15,7 +15,6 @@ the nodes' --connect_timeout_ms) and generous: the machine may be busy.
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import numpy as np
 import pytest
 
 import syncfac
+from interrupted_run import interrupted
 
 BIN = os.environ["SYNCFAC_BIN"]
 PYTHON = "/usr/bin/python3"
@@ -219,27 +219,10 @@ print("HANDLER", signal.getsignal(signal.SIGINT) is signal.default_int_handler)
 
 def test_ctrl_c_stops_a_launched_cluster_checkpointed(tmp_path):
     ckpt = tmp_path / "ckpt"
-    proc = subprocess.Popen(
-        [PYTHON, "-u", "-c", INTERRUPTED_LAUNCH,
-         json.dumps(kfac_cluster()), str(ckpt)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ))
-    try:
-        for line in proc.stdout:
-            if "[chief:0] global_step: 5 " in line:
-                proc.send_signal(signal.SIGINT)
-                break
-        else:
-            pytest.fail("the chief logged no global_step 5: "
-                        + proc.stderr.read())
-        out, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err
-    words = [l for l in out.splitlines() if l.startswith("INTERRUPTED")]
-    assert words, out + err
-    _, step, rest = words[0].split(" ", 2)
+    word, out, err = interrupted(
+        [PYTHON, "-u", "-c", INTERRUPTED_LAUNCH, json.dumps(kfac_cluster()),
+         str(ckpt)], "*[chief:0] global_step: 5 ", timeout=300)
+    _, step, rest = word.split(" ", 2)
     step = int(step)
     assert 5 <= step < 10000000
     codes, line = rest.split("} ", 1)
@@ -291,24 +274,28 @@ def results(outputs):
     return found
 
 
-def run_nodes(envs, flags):
+def run_nodes(envs, flags, awaited=None):
     """One python3 process per entry of `envs` (extra environment), each
-    running NODE; their outputs once all have exited."""
+    running NODE with `flags` (one JSON text, or one per entry); the
+    outputs of the `awaited` ones (default all, each must exit 0) once
+    they have exited. The others are killed then."""
     procs = {}
     for key, env in envs.items():
         procs[key] = subprocess.Popen(
-            [PYTHON, "-u", "-c", NODE, flags], stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
+            [PYTHON, "-u", "-c", NODE,
+             flags[key] if isinstance(flags, dict) else flags],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env=dict(os.environ, **env))
     outputs = {}
     try:
-        for key, proc in procs.items():
-            outputs[key], _ = proc.communicate(timeout=300)
-            assert proc.returncode == 0, outputs[key]
+        for key in awaited or list(procs):
+            outputs[key], _ = procs[key].communicate(timeout=300)
+            assert procs[key].returncode == 0, outputs[key]
     finally:
         for proc in procs.values():
             if proc.poll() is None:
                 proc.kill()
+                proc.communicate(timeout=60)
     return outputs
 
 
@@ -337,26 +324,12 @@ def test_node_in_three_processes_under_tf_config(launched):
 
 
 def test_node_refused_for_another_setting_raises_config_error():
-    cluster = kfac_cluster()
-    envs = tf_config_envs(cluster, TASKS)
-    procs = {}
-    for key, env in envs.items():
-        flags = node_flags(**({"damping": 0.01} if key == "worker:0" else {}))
-        procs[key] = subprocess.Popen(
-            [PYTHON, "-u", "-c", NODE, flags], stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
-            env=dict(os.environ, **env))
-    outputs = {}
-    try:
-        # The chief and the worker end at once; the shard waits for a
-        # chief that never says hello (max_wait_ms): it is not awaited.
-        for key in ("chief:0", "worker:0"):
-            outputs[key], _ = procs[key].communicate(timeout=300)
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate(timeout=60)
+    envs = tf_config_envs(kfac_cluster(), TASKS)
+    flags = {key: node_flags(**({"damping": 0.01} if key == "worker:0"
+                                else {})) for key in envs}
+    # The chief and the worker end at once; the shard waits for a chief
+    # that never says hello (max_wait_ms): it is not awaited.
+    outputs = run_nodes(envs, flags, awaited=["chief:0", "worker:0"])
     found = results(outputs)
     differs = ("worker:0 differs from the chief in optimizer.kfac.damping: "
                "0.01 on worker:0, 0.001 on the chief")

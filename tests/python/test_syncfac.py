@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import syncfac
+from interrupted_run import interrupted
 
 BIN = os.environ["SYNCFAC_BIN"]
 SOURCE = os.environ["SYNCFAC_SOURCE_DIR"]
@@ -528,29 +529,13 @@ print("HANDLER", signal.getsignal(signal.SIGINT) is signal.default_int_handler)
 
 def test_ctrl_c_stops_the_run_checkpointed(tmp_path):
     ckpt = tmp_path / "ckpt"
-    proc = subprocess.Popen(
+    word, out, err = interrupted(
         ["/usr/bin/python3", "-u", "-c", STOPPED_RUN, str(ckpt), "1000000"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ))
-    try:
-        for line in proc.stdout:
-            if line.startswith("global_step: 5 "):
-                proc.send_signal(subprocess.signal.SIGINT)
-                break
-        else:
-            pytest.fail("the run logged no global_step 5: "
-                        + proc.stderr.read())
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err
-    words = [l for l in out.splitlines() if l.startswith("INTERRUPTED")]
-    assert words, out + err
-    step = int(words[0].split()[1])
+        "global_step: 5 ", timeout=120)
+    step = int(word.split()[1])
     assert 5 <= step < 1000000
     assert ("preempted (SIGINT) at global step %d; checkpointed into %s"
-            % (step, ckpt)) in words[0]
+            % (step, ckpt)) in word
     assert "HANDLER True" in out
     # The checkpoint of the stopped step: a restart resumes there.
     again = subprocess.run(
