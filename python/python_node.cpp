@@ -78,7 +78,9 @@ std::string run(examples::distributed_options& opts, const split_arrays& data,
     json.add("cluster", outcome->cluster);
     if (!outcome->summary->preempted.empty())
       json.add("preempted_line",
-               preempted_line(*outcome->summary, opts.checkpoint_dir, false));
+               function_preempted_line(*outcome->summary, opts.checkpoint_dir,
+                                       "node() with the same arguments on "
+                                       "every task"));
     if (!opts.summary.empty()) {
       std::ofstream file{opts.summary, std::ios::trunc};
       file << json.str() << "\n";

@@ -152,17 +152,11 @@ std::string run(examples::convnet_options& opts, const split_arrays& data,
   auto json = examples::with_threads(summary->to_json(), opts);
   json.add("arrays", arrays_json(*train_set));
   if (!summary->preempted.empty()) {
-    // preempted_line's words for a program (its exit code, its flags) in
-    // a function's.
-    auto step = opts.runtime == "plain" ? summary->steps
-                                        : summary->global_step;
-    auto resumes = opts.checkpoint_dir.empty() || opts.runtime == "plain"
-                     ? std::string{"no checkpoint_dir: nothing to resume"}
-                     : "checkpointed into " + opts.checkpoint_dir
-                         + ": train() with the same arguments resumes there";
-    json.add("preempted_line", "preempted (" + summary->preempted
-                                 + ") at global step " + std::to_string(step)
-                                 + "; " + resumes);
+    bool plain = opts.runtime == "plain";
+    json.add("preempted_line",
+             function_preempted_line(
+               *summary, plain ? std::string{} : opts.checkpoint_dir,
+               "train() with the same arguments"));
   }
   if (!opts.summary.empty()) {
     std::ofstream out{opts.summary, std::ios::trunc};
@@ -267,6 +261,20 @@ prepare_run(examples::convnet_options& opts, const std::string& who,
   if (!has_test)
     opts.no_final_eval = true;
   return watcher;
+}
+
+std::string function_preempted_line(const training_summary& summary,
+                                    const std::string& checkpoint_dir,
+                                    const std::string& again) {
+  // The plain loop counts its steps, the sync runtime global steps.
+  auto step = summary.runtime == "plain" ? summary.steps
+                                         : summary.global_step;
+  auto resumes = checkpoint_dir.empty()
+                   ? std::string{"no checkpoint_dir: nothing to resume"}
+                   : "checkpointed into " + checkpoint_dir + ": " + again
+                       + " resumes there";
+  return "preempted (" + summary.preempted + ") at global step "
+         + std::to_string(step) + "; " + resumes;
 }
 
 bool training_now() noexcept {

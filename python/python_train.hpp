@@ -15,6 +15,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include "actors/local_trainer.hpp"
 #include "python/numpy_view.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/model_description.hpp"
@@ -80,6 +81,13 @@ std::shared_ptr<const dataset> to_dataset(const split_arrays& arrays,
 std::unique_ptr<stop_signal_watcher>
 prepare_run(examples::convnet_options& opts, const std::string& who,
             bool main_thread, bool has_test, std::ostream& log);
+
+/// actors/stop_on_signal.hpp's preempted_line in a function's words:
+/// "preempted (SIGINT) at global step 6; checkpointed into DIR: `again`
+/// resumes there" (an empty `checkpoint_dir`: nothing to resume).
+std::string function_preempted_line(const training_summary& summary,
+                                    const std::string& checkpoint_dir,
+                                    const std::string& again);
 
 /// `args` ("--steps", "20", ...) parsed into `opts` as the programs parse
 /// their command lines, `who` in the place of the program's name; errors

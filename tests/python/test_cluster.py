@@ -16,8 +16,11 @@ the nodes' --connect_timeout_ms) and generous: the machine may be busy.
 import json
 import os
 import socket
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -195,6 +198,61 @@ def test_launch_refuses_bad_arguments_before_starting_anything(tmp_path):
     assert "array 'data[1]': 10 labels for 256 examples" in str(info.value)
 
 
+def test_sigterm_to_launch_returns_the_preempted_summary(tmp_path):
+    # A scheduler's preemption: forwarded as SIGTERM, and launch() returns
+    # the summary saying so (exit 143 everywhere) rather than raising.
+    ckpt = tmp_path / "ckpt"
+    word, out, err = interrupted(
+        [PYTHON, "-u", "-c", INTERRUPTED_LAUNCH, json.dumps(kfac_cluster()),
+         str(ckpt)], "*[chief:0] global_step: 5 ", timeout=300,
+        sig=signal.SIGTERM, word="RETURNED")
+    returned = json.loads(word[len("RETURNED "):])
+    assert returned["preempted"] == "chief:0: SIGTERM"
+    assert returned["exit_codes"] == {"chief:0": 143, "worker:0": 143,
+                                      "ps:0": 143}
+    step = returned["global_step"]
+    assert returned["preempted_line"].startswith(
+        "preempted (SIGTERM) at global step %d; " % step)
+    assert "got SIGTERM: forwarding it to every task" in err
+    assert syncfac.load_checkpoint(ckpt)["global_step"] == step
+
+
+def test_launch_waits_for_a_run_of_this_process():
+    # One run per process: train, node and launch share it.
+    fake = syncfac.fake_data(2048, 1)
+    model = syncfac.Sequential([syncfac.flatten(), syncfac.dense(10)],
+                               input_shape=(28, 28, 1))
+    result = {}
+
+    def long_run():
+        result["summary"] = syncfac.train(model, fake, steps=20000,
+                                          batch_size=32, threads=1,
+                                          no_progress=True, log_every=1000)
+
+    worker = threading.Thread(target=long_run)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not syncfac.training_now():
+            assert time.monotonic() < deadline, "train() did not start in 60 s"
+            assert worker.is_alive(), "train() ended before it was seen"
+            time.sleep(0.001)
+        (x, y), _ = own_data()
+        with pytest.raises(syncfac.Error) as info:
+            syncfac.launch(kfac_cluster(), tiny_model(), (x, y), steps=2)
+        assert "syncfac.launch: another run of this process is in progress" \
+            in str(info.value)
+        with pytest.raises(syncfac.Error) as info:
+            syncfac.node(tiny_model(), (x, y), cluster=kfac_cluster(),
+                         task="chief:0", steps=2)
+        assert "syncfac.node: another run of this process is in progress" \
+            in str(info.value)
+    finally:
+        worker.join(timeout=300)
+    assert not worker.is_alive(), "train() did not end in 300 s"
+    assert result["summary"]["global_step"] == 20000
+
+
 INTERRUPTED_LAUNCH = """
 import json, sys, numpy as np, syncfac
 cluster = json.loads(sys.argv[1])
@@ -204,11 +262,11 @@ y = rng.integers(0, 3, size=256)
 model = syncfac.Sequential([syncfac.flatten(), syncfac.dense(3)],
                            input_shape=(8, 8, 1), name="tiny")
 try:
-    syncfac.launch(cluster, model, (x, y), steps=10000000, batch_size=8,
-                   threads=1, log_every=1, no_progress=True,
-                   checkpoint_dir=sys.argv[2], max_wall_s=300,
-                   connect_timeout_ms=120000)
-    print("ENDED")
+    summary = syncfac.launch(cluster, model, (x, y), steps=10000000,
+                             batch_size=8, threads=1, log_every=1,
+                             no_progress=True, checkpoint_dir=sys.argv[2],
+                             max_wall_s=300, connect_timeout_ms=120000)
+    print("RETURNED", json.dumps(summary))
 except KeyboardInterrupt as stop:
     print("INTERRUPTED", stop.summary["global_step"],
           json.dumps(stop.exit_codes), stop)
@@ -375,6 +433,70 @@ def test_node_under_sruns_variables(launched):
     assert [found[r]["task"] for r in range(3)] == ["chief:0", "ps:0",
                                                     "worker:0"]
     assert found[0]["params_digest"] == launched["params_digest"]
+
+
+INTERRUPTED_NODE = """
+import json, sys, numpy as np, syncfac
+rng = np.random.default_rng(7)
+x = rng.random((256, 8, 8, 1), dtype=np.float32)
+y = rng.integers(0, 3, size=256)
+model = syncfac.Sequential([syncfac.flatten(), syncfac.dense(3)],
+                           input_shape=(8, 8, 1), name="tiny")
+try:
+    out = syncfac.node(model, (x, y), steps=10000000, batch_size=8,
+                       threads=1, log_every=1, no_progress=True,
+                       checkpoint_dir=sys.argv[1], connect_timeout_ms=120000,
+                       max_wait_ms=120000)
+    print("RETURNED", json.dumps(out))
+except KeyboardInterrupt as stop:
+    print("OUTCOME", json.dumps(stop.outcome))
+    print("SUMMARY", json.dumps(stop.summary))
+    print("INTERRUPTED", stop)
+"""
+
+
+def test_ctrl_c_to_the_chiefs_node_stops_every_node(tmp_path):
+    # Ctrl-C in the chief's process (the node program's stop): the run
+    # ends after the global step in flight, checkpointed; the chief's
+    # node() raises KeyboardInterrupt with the summary, the others return
+    # their outcome with exit code 143.
+    envs = tf_config_envs(kfac_cluster(), TASKS)
+    ckpt = tmp_path / "ckpt"
+    others = {}
+    for key in ("worker:0", "ps:0"):
+        others[key] = subprocess.Popen(
+            [PYTHON, "-u", "-c", INTERRUPTED_NODE, str(ckpt)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=dict(os.environ, **envs[key]))
+    try:
+        word, out, err = interrupted(
+            [PYTHON, "-u", "-c", INTERRUPTED_NODE, str(ckpt)],
+            "global_step: 5 ", timeout=300, env=envs["chief:0"])
+        outputs = {k: p.communicate(timeout=300)[0]
+                   for k, p in others.items()}
+    finally:
+        for proc in others.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=60)
+    said = {l.split(" ", 1)[0]: l.split(" ", 1)[1] for l in out.splitlines()
+            if l.startswith(("OUTCOME ", "SUMMARY ", "INTERRUPTED "))}
+    outcome = json.loads(said["OUTCOME"])
+    assert outcome == {"task": "chief:0", "chief": True, "signal": "SIGINT",
+                       "exit_code": 143}
+    summary = json.loads(said["SUMMARY"])
+    line = said["INTERRUPTED"]
+    step = summary["global_step"]
+    assert summary["preempted"] == "chief:0: SIGINT"
+    assert line == ("preempted (chief:0: SIGINT) at global step %d; "
+                    "checkpointed into %s: node() with the same arguments "
+                    "on every task resumes there" % (step, ckpt))
+    assert syncfac.load_checkpoint(ckpt)["global_step"] == step
+    for key, text in outputs.items():
+        ended = [l for l in text.splitlines() if l.startswith("RETURNED ")]
+        assert ended, text
+        assert json.loads(ended[0][len("RETURNED "):]) == {
+            "task": key, "chief": False, "signal": "", "exit_code": 143}
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
