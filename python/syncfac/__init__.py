@@ -460,24 +460,29 @@ def launch(cluster, model, data, *, test=None, program=None, job_flags=None,
     if summary is not None:
         summary["exit_codes"] = exit_codes
     signal = report["forwarded_signal"]
-    chief_code = exit_codes[report["chief"]]
-    if signal and chief_code == 143:
-        resume = report["resume_step"]
-        line = "preempted (%s) at global step %s; %s" % (
-            signal, summary["global_step"] if summary else report["chief_step"],
-            ("the chief's newest checkpoint is at global step %d: launch() "
-             "with the same arguments resumes there" % resume)
-            if resume >= 0 else
-            "no checkpoint (checkpoint_dir): a run launched again starts "
-            "at global step 0")
-        if summary is not None:
-            summary["preempted_line"] = line
+    chief = report["chief"]
+    if signal:
+        if exit_codes[chief] == 143:
+            resume = report["resume_step"]
+            line = "preempted (%s) at global step %s; %s" % (
+                signal,
+                summary["global_step"] if summary else report["chief_step"],
+                ("the chief's newest checkpoint is at global step %d: "
+                 "launch() with the same arguments resumes there" % resume)
+                if resume >= 0 else
+                "no checkpoint (checkpoint_dir): a run launched again "
+                "starts at global step 0")
+            if summary is not None:
+                summary["preempted_line"] = line
+        else:  # e.g. a second signal, which kills every task at once
+            line = "interrupted (%s): %s %s" % (
+                signal, chief, report["tasks"][chief]["status"])
         if signal == "SIGINT":
             interrupt = KeyboardInterrupt(line)
             interrupt.summary = summary
             interrupt.exit_codes = exit_codes
             raise interrupt
-        if summary is not None:
+        if summary is not None and exit_codes[chief] == 143:
             return summary
     if report["exit_code"] != 0 or any(exit_codes.values()) \
             or summary is None:

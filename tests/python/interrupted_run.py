@@ -8,6 +8,7 @@ Used by test_syncfac.py (train) and test_cluster.py (launch, node).
 import os
 import signal
 import subprocess
+import threading
 
 import pytest
 
@@ -16,22 +17,38 @@ def interrupted(args, when, timeout, sig=signal.SIGINT, word="INTERRUPTED",
                 env=None):
     """Runs `args` (with `env` added to the environment), sends `sig` at
     the first stdout line that starts with (or, as "*text", contains)
-    `when`, waits at most `timeout` s for the end; (the line beginning
-    `word`, stdout, stderr)."""
+    `when`, and waits for the end; `timeout` s bound each wait, the line's
+    and the end's. Returns (the line beginning `word`, stdout, stderr)."""
     proc = subprocess.Popen(args, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, **(env or {})))
     anywhere = when.startswith("*")
     text = when[1:] if anywhere else when
+    # Reading lines has no timeout of its own: past `timeout` the process
+    # is killed, which ends the reading.
+    watchdog = threading.Timer(timeout, proc.kill)
+    watchdog.start()
     try:
+        seen = []
         for line in proc.stdout:
+            seen.append(line)
             if (text in line) if anywhere else line.startswith(text):
+                watchdog.cancel()
                 proc.send_signal(sig)
                 break
         else:
-            pytest.fail("no line %r came: %s" % (text, proc.stderr.read()))
-        out, err = proc.communicate(timeout=timeout)
+            watchdog.cancel()
+            pytest.fail("waited %s s for a line %r; the process %s: %s%s"
+                        % (timeout, text,
+                           "was killed" if proc.poll() == -9 else "ended",
+                           "".join(seen[-20:]), proc.stderr.read()))
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail("waited %s s for the process to end after %s"
+                        % (timeout, signal.Signals(sig).name))
     finally:
+        watchdog.cancel()
         if proc.poll() is None:
             proc.kill()
             proc.communicate(timeout=60)
