@@ -573,6 +573,21 @@ def test_node_refuses_bad_arguments(kwargs, error, message):
     assert not syncfac.training_now()
 
 
+def test_node_flags_are_the_node_programs():
+    text = syncfac.node_flags_help()
+    for flag in ("--layout", "--port_base", "--hosts", "--connect_timeout_ms",
+                 "--damping", "--learning_rate"):
+        assert flag in text
+    res = subprocess.run([os.path.join(BIN, "convnet_mnist_distributed"),
+                          "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0
+    # The same parser: every flag of the program's help, with its default.
+    program_flags = [l.split()[0] for l in res.stdout.splitlines()
+                     if l.strip().startswith("--")]
+    assert program_flags and all(f in text for f in program_flags)
+
+
 def test_node_without_any_cluster_says_where_one_comes_from(monkeypatch):
     for name in list(os.environ):
         if name == "TF_CONFIG" or name.startswith(("SLURM_", "OMPI_",
