@@ -363,7 +363,11 @@ def _task_failed(report, summary):
         parts.append("%s %s%s" % (t, r["status"], ": " + said if said else ""))
     if report["exit_code"] == 124:
         parts.insert(0, "max_wall_s ran out")
-    if not parts:
+    if not parts and summary is None:
+        parts.append("%s wrote no summary although every task exited 0 "
+                     "(does the program take --summary FILE as the node "
+                     "program does?)" % chief)
+    elif not parts:
         parts.append("the launcher exited with code %d"
                      % report["exit_code"])
     err = ClusterError("syncfac.launch: " + "; ".join(parts))
