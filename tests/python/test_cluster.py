@@ -287,14 +287,19 @@ def test_launch_waits_for_a_run_of_this_process():
     assert result["summary"]["global_step"] == 20000
 
 
-INTERRUPTED_LAUNCH = """
+# What the processes a test stops build alike: own_data()'s arrays and a
+# one-layer model, whose steps are short.
+STOPPED_SETUP = """
 import json, sys, numpy as np, syncfac
-cluster = json.loads(sys.argv[1])
 rng = np.random.default_rng(7)
 x = rng.random((256, 8, 8, 1), dtype=np.float32)
 y = rng.integers(0, 3, size=256)
 model = syncfac.Sequential([syncfac.flatten(), syncfac.dense(3)],
                            input_shape=(8, 8, 1), name="tiny")
+"""
+
+INTERRUPTED_LAUNCH = STOPPED_SETUP + """
+cluster = json.loads(sys.argv[1])
 try:
     summary = syncfac.launch(cluster, model, (x, y), steps=10000000,
                              batch_size=8, threads=1, log_every=1,
@@ -489,13 +494,7 @@ def test_node_under_sruns_variables(launched):
     assert found[0]["params_digest"] == launched["params_digest"]
 
 
-INTERRUPTED_NODE = """
-import json, sys, numpy as np, syncfac
-rng = np.random.default_rng(7)
-x = rng.random((256, 8, 8, 1), dtype=np.float32)
-y = rng.integers(0, 3, size=256)
-model = syncfac.Sequential([syncfac.flatten(), syncfac.dense(3)],
-                           input_shape=(8, 8, 1), name="tiny")
+INTERRUPTED_NODE = STOPPED_SETUP + """
 try:
     out = syncfac.node(model, (x, y), steps=10000000, batch_size=8,
                        threads=1, log_every=1, no_progress=True,
