@@ -7,6 +7,7 @@ Run by CTest as python_module (tests/python/CMakeLists.txt) with
 PYTHONPATH=build/python, SYNCFAC_BIN=build/bin and SYNCFAC_SOURCE_DIR.
 """
 
+import ast
 import json
 import os
 import subprocess
@@ -573,3 +574,27 @@ def test_a_second_run_at_once_is_refused():
     assert not worker.is_alive(), "the first run did not end in 300 s"
     assert result["summary"]["global_step"] == 400
     assert not syncfac.training_now()
+
+
+def test_the_own_model_example_trains_its_spirals():
+    # examples/python/own_model.py as a user runs it: a model built in
+    # Python on NumPy data of its own, K-FAC, the parameters back.
+    res = subprocess.run(
+        ["/usr/bin/python3",
+         os.path.join(SOURCE, "examples", "python", "own_model.py")],
+        capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    said = [l for l in res.stdout.splitlines()
+            if l.startswith("test accuracy after 600 steps: ")]
+    assert said, res.stdout
+    accuracy = float(said[0].split()[5])
+    # Chance is 1/3; the spirals are told apart well above it.
+    assert accuracy >= 0.9, res.stdout
+    # evaluate() with the checkpoint's arrays: the run's own accuracy
+    # (printed with 4 digits above).
+    evaluated = [ast.literal_eval(l[len("evaluated again: "):])
+                 for l in res.stdout.splitlines()
+                 if l.startswith("evaluated again: ")]
+    assert evaluated, res.stdout
+    assert evaluated[0]["examples"] == 1000
+    assert evaluated[0]["accuracy"] == pytest.approx(accuracy, abs=5e-5)
