@@ -1,6 +1,7 @@
 // The extension syncfac._core (docs/python.md): models built with the
 // C++ builder's vocabulary (runtime/model_builder.hpp) or loaded from
-// JSON, training on NumPy arrays (python/python_train.hpp), and the
+// JSON, training on NumPy arrays (python/python_train.hpp), clusters
+// (python/python_launch.hpp, python/python_node.hpp), and the
 // runtime's errors as Python exceptions of their kind. The package's
 // __init__.py is the documented surface; it calls these.
 
@@ -21,10 +22,13 @@
 #include "python/failure.hpp"
 #include "python/numpy_view.hpp"
 #include "python/python_eval.hpp"
+#include "python/python_launch.hpp"
+#include "python/python_node.hpp"
 #include "python/python_train.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/checkpoint/run_checkpoint.hpp"
+#include "runtime/cluster/cluster_spec.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/model_builder.hpp"
@@ -100,6 +104,14 @@ struct exception_classes {
 
 exception_classes* classes = nullptr;
 
+/// Whether the caller is the interpreter's main thread, where a run takes
+/// the stop signals (docs/python.md, "Ctrl-C and the scheduler's signals").
+bool on_main_thread() {
+  auto threading = py::module_::import("threading");
+  return threading.attr("current_thread")().is(
+    threading.attr("main_thread")());
+}
+
 py::object new_class(py::module_& m, const char* name, py::tuple bases,
                      const char* doc) {
   auto qualified = std::string{"syncfac."} + name;
@@ -134,6 +146,10 @@ PYBIND11_MODULE(_core, m) {
   cls.file_error = new_class(
     m, "FileError", py::make_tuple(cls.error, py::handle(PyExc_OSError)),
     "A file that cannot be read or written.");
+  new_class(m, "ClusterError", py::make_tuple(cls.error),
+            "A task of a launched cluster failed or was refused: the "
+            "message is the failed task's last word; .exit_codes maps "
+            "every task to its exit code, .errors to its last error line.");
   classes = &cls;
   auto warning = new_class(m, "CopyWarning",
                            py::make_tuple(py::handle(PyExc_UserWarning)),
@@ -314,9 +330,7 @@ PYBIND11_MODULE(_core, m) {
       std::optional<split_arrays> test_split;
       if (!test.is_none())
         test_split = hold_split(test, "test");
-      auto threading = py::module_::import("threading");
-      bool main_thread = threading.attr("current_thread")().is(
-        threading.attr("main_thread")());
+      bool main_thread = on_main_thread();
       std::optional<metrics_callback> per_line;
       if (!callback.is_none())
         per_line = metrics_callback{callback, std::nullopt};
@@ -327,6 +341,36 @@ PYBIND11_MODULE(_core, m) {
     py::arg("model"), py::arg("data"), py::arg("test"), py::arg("args"),
     py::arg("callback"));
   m.def("training_now", &training_now);
+  m.def(
+    "node",
+    [](model_ptr model, py::handle data, py::handle test,
+       const std::vector<std::string>& args) {
+      auto train_split = hold_split(data, "data");
+      std::optional<split_arrays> test_split;
+      if (!test.is_none())
+        test_split = hold_split(test, "test");
+      return node(std::move(model), std::move(train_split),
+                  std::move(test_split), args, on_main_thread());
+    },
+    py::arg("model"), py::arg("data"), py::arg("test"), py::arg("args"));
+  m.def("check_node_flags", &check_node_flags, py::arg("args"));
+  m.def(
+    "cluster_tasks",
+    [](const std::string& text, const std::string& source) {
+      auto spec = checked(cluster_spec::parse(text, source));
+      std::vector<std::string> tasks;
+      for (const auto& t : spec.tasks())
+        tasks.push_back(t.str());
+      return py::make_tuple(tasks, spec.chief_task().str());
+    },
+    py::arg("text"), py::arg("source"));
+  m.def("node_flags_help", &node_flags_help);
+  m.def(
+    "launch",
+    [](const std::vector<std::string>& args) {
+      return launch(args, on_main_thread());
+    },
+    py::arg("args"));
   m.def(
     "data_info",
     [](model_ptr model, py::handle data) {

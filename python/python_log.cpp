@@ -8,10 +8,10 @@ namespace syncfac::python {
 
 python_line_buffer::~python_line_buffer() = default;
 
-void python_line_buffer::write(const std::string& line) {
+void python_line_buffer::write(const std::string& line) const {
   py::gil_scoped_acquire gil;
   try {
-    auto out = py::module_::import("sys").attr("stdout");
+    auto out = py::module_::import("sys").attr(stream_);
     if (!out.is_none())
       out.attr("write")(line);
   } catch (py::error_already_set& err) {

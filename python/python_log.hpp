@@ -17,6 +17,10 @@ namespace syncfac::python {
 /// two actors never interleave.
 class python_line_buffer : public std::streambuf {
 public:
+  /// Lines go to sys.<stream>: "stdout" or "stderr".
+  explicit python_line_buffer(const char* stream) : stream_(stream) {
+  }
+
   ~python_line_buffer() override;
 
   /// Hands over a partial last line (call with the GIL released).
@@ -29,16 +33,20 @@ protected:
 private:
   /// Appends under the lock; writes every completed line.
   void append(const char* s, size_t n);
-  /// Writes `line` to sys.stdout under the GIL.
-  static void write(const std::string& line);
+  /// Writes `line` to sys.<stream_> under the GIL.
+  void write(const std::string& line) const;
 
+  const char* stream_;
   std::mutex mtx_;
   std::string pending_;
 };
 
+/// A log on sys.stdout (or, given "stderr", sys.stderr).
 class python_log : public std::ostream {
 public:
-  python_log() : std::ostream(&buf_) {
+  explicit python_log(const char* stream = "stdout")
+    : std::ostream(nullptr), buf_(stream) {
+    rdbuf(&buf_);
   }
 
   void finish() {

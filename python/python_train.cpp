@@ -1,6 +1,5 @@
 #include "python/python_train.hpp"
 
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +16,7 @@
 #include "kernels/cpu/isa.hpp"
 #include "python/failure.hpp"
 #include "python/python_log.hpp"
+#include "python/run_slot.hpp"
 #include "runtime/allocator.hpp"
 #include "runtime/data/dataset.hpp"
 #include "runtime/json.hpp"
@@ -32,27 +32,8 @@ namespace {
 /// What the log's first line and the errors begin with.
 constexpr const char* program_name = "syncfac.train";
 
-/// One run per process: the CPU kernels' level (--isa), glibc's memory
-/// settings and the CPU share are the process's, and two runs would
-/// split its CPUs without knowing it.
-std::mutex run_mutex;
-std::atomic<bool> running{false};
-
 [[noreturn]] void raise(const caf::error& err) {
   throw failure{err};
-}
-
-/// The runtime's dataset of `arrays`, checked as load_npz checks a split.
-std::shared_ptr<const dataset>
-to_dataset(const split_arrays& arrays, const std::string& name,
-           npz_inputs inputs) {
-  array_names names{"", name + "[0]", name + "[1]",
-                    std::string{program_name} + " " + name};
-  auto set = dataset_from_arrays(arrays.x.view, arrays.y.view, names,
-                                 inputs, arrays.x.owner);
-  if (!set)
-    raise(set.error());
-  return std::make_shared<const dataset>(std::move(*set));
 }
 
 const void* examples_address(const dataset& set) {
@@ -68,22 +49,6 @@ json_object arrays_json(const dataset& set) {
             reinterpret_cast<std::uintptr_t>(examples_address(set))))
     .add("borrowed", set.borrowed.owner != nullptr);
   return out;
-}
-
-/// `args` parsed as convnet_mnist_single parses its command line.
-void parse_flags(examples::convnet_options& opts,
-                 const std::vector<std::string>& args) {
-  std::vector<std::string> words{program_name};
-  words.insert(words.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& w : words)
-    argv.push_back(w.data());
-  if (auto err = opts.parse_cli(static_cast<int>(argv.size()), argv.data()))
-    raise(err);
-  if (opts.help_printed)
-    raise(make_error(ec::invalid_argument,
-                     "--help and --version print, they do not train "
-                     "(syncfac.flags_help() gives the text)"));
 }
 
 /// A stop asked for from Python (by the metrics callback): to the chief
@@ -155,30 +120,9 @@ void call_back(sync_training_config& cfg, metrics_callback& callback,
 std::string run(examples::convnet_options& opts, const split_arrays& data,
                 const std::optional<split_arrays>& test, bool main_thread,
                 metrics_callback* callback) {
-  keep_freed_memory();
-  std::unique_ptr<stop_signal_watcher> watcher;
-  if (main_thread) {
-    auto installed = stop_signal_watcher::install(program_name);
-    if (!installed)
-      raise(installed.error());
-    watcher = std::move(*installed);
-    opts.stop_signals = watcher.get();
-  }
-  if (auto err = cpu::select_isa(opts.isa))
-    raise(err);
-  std::string ignored;
-  auto plan = opts.threads_in_use(&ignored);
-  opts.set("scheduler.max-threads", static_cast<size_t>(plan.caf));
   python_log log;
-  log << program_name << ": " << plan.describe()
-      << (ignored.empty() ? std::string{} : " (ignored: " + ignored + ")")
-      << std::endl;
-  if (!test && opts.eval_every > 0)
-    raise(make_error(ec::invalid_config,
-                     "--eval_every " + std::to_string(opts.eval_every)
-                       + ": evaluations need a test set (test=(x, y))"));
-  if (!test)
-    opts.no_final_eval = true;
+  auto watcher = prepare_run(opts, program_name, main_thread,
+                             test.has_value(), log);
   auto cfg = examples::runtime_config(opts);
   if (!cfg)
     raise(cfg.error());
@@ -186,10 +130,11 @@ std::string run(examples::convnet_options& opts, const split_arrays& data,
   if (callback != nullptr)
     call_back(*cfg, *callback, stop);
   auto inputs = npz_inputs_for(cfg->base.model);
-  auto train_set = to_dataset(data, "data", inputs);
+  auto train_set = to_dataset(data, program_name, "data", inputs);
   // Without a test set nothing is evaluated (no_final_eval): the runtime
   // still takes one, the training set.
-  auto test_set = test ? to_dataset(*test, "test", inputs) : train_set;
+  auto test_set = test ? to_dataset(*test, program_name, "test", inputs)
+                       : train_set;
   for (const auto& set : {train_set, test_set})
     if (auto err = check_data_fits(cfg->base.model, *set))
       raise(err);
@@ -207,17 +152,11 @@ std::string run(examples::convnet_options& opts, const split_arrays& data,
   auto json = examples::with_threads(summary->to_json(), opts);
   json.add("arrays", arrays_json(*train_set));
   if (!summary->preempted.empty()) {
-    // preempted_line's words for a program (its exit code, its flags) in
-    // a function's.
-    auto step = opts.runtime == "plain" ? summary->steps
-                                        : summary->global_step;
-    auto resumes = opts.checkpoint_dir.empty() || opts.runtime == "plain"
-                     ? std::string{"no checkpoint_dir: nothing to resume"}
-                     : "checkpointed into " + opts.checkpoint_dir
-                         + ": train() with the same arguments resumes there";
-    json.add("preempted_line", "preempted (" + summary->preempted
-                                 + ") at global step " + std::to_string(step)
-                                 + "; " + resumes);
+    bool plain = opts.runtime == "plain";
+    json.add("preempted_line",
+             function_preempted_line(
+               *summary, plain ? std::string{} : opts.checkpoint_dir,
+               "train() with the same arguments"));
   }
   if (!opts.summary.empty()) {
     std::ofstream out{opts.summary, std::ios::trunc};
@@ -228,16 +167,6 @@ std::string run(examples::convnet_options& opts, const split_arrays& data,
   }
   return json.str();
 }
-
-/// Marks this process's run for training_now() while it lives.
-struct running_mark {
-  running_mark() {
-    running = true;
-  }
-  ~running_mark() {
-    running = false;
-  }
-};
 
 } // namespace
 
@@ -260,18 +189,10 @@ std::string train(std::shared_ptr<const model_description> model,
                   split_arrays data, std::optional<split_arrays> test,
                   const std::vector<std::string>& args, bool main_thread,
                   metrics_callback* callback) {
-  std::unique_lock<std::mutex> one_run{run_mutex, std::try_to_lock};
-  if (!one_run.owns_lock())
-    raise(make_error(ec::unavailable,
-                     std::string{program_name}
-                       + ": another run of this process is in progress "
-                         "(one at a time: the CPU kernels' level, memory "
-                         "settings and CPU share belong to the process; "
-                         "start another process for a second run)"));
-  running_mark mark;
+  run_slot slot{program_name};
   examples::convnet_options opts;
   opts.given_model = std::move(model);
-  parse_flags(opts, args);
+  parse_flags(opts, program_name, args);
   std::string summary;
   {
     py::gil_scoped_release no_gil;
@@ -282,14 +203,88 @@ std::string train(std::shared_ptr<const model_description> model,
   return summary;
 }
 
+std::shared_ptr<const dataset> to_dataset(const split_arrays& arrays,
+                                          const std::string& who,
+                                          const std::string& name,
+                                          npz_inputs inputs) {
+  array_names names{"", name + "[0]", name + "[1]", who + " " + name};
+  auto set = dataset_from_arrays(arrays.x.view, arrays.y.view, names,
+                                 inputs, arrays.x.owner);
+  if (!set)
+    raise(set.error());
+  return std::make_shared<const dataset>(std::move(*set));
+}
+
+void parse_flags(examples::training_options& opts, const std::string& who,
+                 const std::vector<std::string>& args) {
+  std::vector<std::string> words{who};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& w : words)
+    argv.push_back(w.data());
+  if (auto err = opts.parse_cli(static_cast<int>(argv.size()), argv.data()))
+    raise(err);
+  if (opts.help_printed)
+    raise(make_error(ec::invalid_argument,
+                     "--help and --version print, they do not train "
+                     "(syncfac.flags_help() gives the text)"));
+}
+
+std::unique_ptr<stop_signal_watcher>
+prepare_run(examples::convnet_options& opts, const std::string& who,
+            bool main_thread, bool has_test, std::ostream& log) {
+  keep_freed_memory();
+  std::unique_ptr<stop_signal_watcher> watcher;
+  if (main_thread) {
+    auto requeue = parse_requeue_signal(opts.requeue_signal);
+    if (!requeue)
+      raise(requeue.error());
+    auto installed = stop_signal_watcher::install(who, *requeue);
+    if (!installed)
+      raise(installed.error());
+    watcher = std::move(*installed);
+    opts.stop_signals = watcher.get();
+  }
+  if (auto err = cpu::select_isa(opts.isa))
+    raise(err);
+  std::string ignored;
+  auto plan = opts.threads_in_use(&ignored);
+  opts.set("scheduler.max-threads", static_cast<size_t>(plan.caf));
+  log << who << ": " << plan.describe()
+      << (ignored.empty() ? std::string{} : " (ignored: " + ignored + ")")
+      << std::endl;
+  if (!has_test && opts.eval_every > 0)
+    raise(make_error(ec::invalid_config,
+                     "--eval_every " + std::to_string(opts.eval_every)
+                       + ": evaluations need a test set (test=(x, y))"));
+  // Without a test set nothing is evaluated.
+  if (!has_test)
+    opts.no_final_eval = true;
+  return watcher;
+}
+
+std::string function_preempted_line(const training_summary& summary,
+                                    const std::string& checkpoint_dir,
+                                    const std::string& again) {
+  // The plain loop counts its steps, the sync runtime global steps.
+  auto step = summary.runtime == "plain" ? summary.steps
+                                         : summary.global_step;
+  auto resumes = checkpoint_dir.empty()
+                   ? std::string{"no checkpoint_dir: nothing to resume"}
+                   : "checkpointed into " + checkpoint_dir + ": " + again
+                       + " resumes there";
+  return "preempted (" + summary.preempted + ") at global step "
+         + std::to_string(step) + "; " + resumes;
+}
+
 bool training_now() noexcept {
-  return running;
+  return run_in_progress();
 }
 
 std::string data_info(std::shared_ptr<const model_description> model,
                       split_arrays data) {
   auto spec = described_spec(*model);
-  auto set = to_dataset(data, "data", npz_inputs_for(spec));
+  auto set = to_dataset(data, program_name, "data", npz_inputs_for(spec));
   if (auto err = check_data_fits(spec, *set))
     raise(err);
   char digest[17];

@@ -9,13 +9,18 @@
 
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include <pybind11/pybind11.h>
 
+#include "actors/local_trainer.hpp"
 #include "python/numpy_view.hpp"
+#include "runtime/data/dataset.hpp"
 #include "runtime/model_description.hpp"
+#include "runtime/stop_signals.hpp"
+#include "convnet_options.hpp"
 
 namespace syncfac::python {
 
@@ -55,8 +60,40 @@ std::string train(std::shared_ptr<const model_description> model,
                   const std::vector<std::string>& args, bool main_thread,
                   metrics_callback* callback);
 
-/// Whether a train() of this process is running.
+/// Whether a run of this process (train(), node() or launch()) is going
+/// on.
 bool training_now() noexcept;
+
+/// The runtime's dataset of `arrays`, checked as load_npz checks a split;
+/// `who` ("syncfac.train") and `name` ("data") name it in messages
+/// ("array 'data[0]': ...", "the data 'syncfac.train data'").
+std::shared_ptr<const dataset> to_dataset(const split_arrays& arrays,
+                                          const std::string& who,
+                                          const std::string& name,
+                                          npz_inputs inputs);
+
+/// What train() and node() do before their run, without the GIL: glibc's
+/// memory settings (runtime/allocator.hpp); on the interpreter's main
+/// thread the stop signals (SIGTERM, SIGINT, SIGHUP and --requeue_signal),
+/// the run's while the returned watcher lives; the CPU kernels' level;
+/// CAF's threads on the CPU share and the log's first line naming them
+/// (`who`: "syncfac.train: ..."); no evaluation without a test set.
+std::unique_ptr<stop_signal_watcher>
+prepare_run(examples::convnet_options& opts, const std::string& who,
+            bool main_thread, bool has_test, std::ostream& log);
+
+/// actors/stop_on_signal.hpp's preempted_line in a function's words:
+/// "preempted (SIGINT) at global step 6; checkpointed into DIR: `again`
+/// resumes there" (an empty `checkpoint_dir`: nothing to resume).
+std::string function_preempted_line(const training_summary& summary,
+                                    const std::string& checkpoint_dir,
+                                    const std::string& again);
+
+/// `args` ("--steps", "20", ...) parsed into `opts` as the programs parse
+/// their command lines, `who` in the place of the program's name; errors
+/// (and --help) throw python::failure.
+void parse_flags(examples::training_options& opts, const std::string& who,
+                 const std::vector<std::string>& args);
 
 /// The runtime's view of `data` for `model` as train() takes it, checked
 /// the same way: examples, shape, classes, the content digest, and the

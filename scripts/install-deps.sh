@@ -52,12 +52,12 @@ test_packages=(
   python3          # the tests' and benches' scripts
   python3-venv     # virtual environments of the tests that use PyPI
   python3-yaml     # the Kubernetes manifests' test (examples/kubernetes)
-  python3-pytest   # the Python module's tests (tests/python, CTest python_module)
+  python3-pytest   # the Python module's tests (tests/python, CTest python_module and python_cluster)
   util-linux       # unshare: per-pod /etc/hosts in the TF_CONFIG tests; taskset: tests/examples/cpu_share.cpp
   ca-certificates  # HTTPS to PyPI from those environments
   gzip             # gzipped IDX fixtures of the data tests
   curl             # tests/observability: scrapes of the metrics endpoint
-  openmpi-bin      # mpirun: the Open MPI cluster test (tests/examples)
+  openmpi-bin      # mpirun: the Open MPI cluster tests (tests/examples; syncfac.node in tests/python)
   slurm-wlm munge  # srun, slurmctld, slurmd, munged: the Slurm cluster test
   chromium         # the status page in a headless browser (tests/observability)
   prometheus       # promtool check metrics (tests/observability)

@@ -228,6 +228,11 @@ struct task_proc {
   std::optional<time_point> term_at;
   std::optional<time_point> kill_at;
   std::optional<time_point> give_up_at;
+  /// The last line it wrote to stderr (launch_report).
+  std::string last_error_line;
+  /// Why the launcher stopped waiting for it without an exit status
+  /// (empty: it has one).
+  std::string abandoned;
   /// The last stopping signal sent (SIGTERM, or a forwarded one) and how
   /// long it has before SIGKILL, for the report.
   int stop_signal = SIGTERM;
@@ -549,6 +554,7 @@ private:
     p.bad_record_reported = false;
     p.pid = pid;
     p.running = true;
+    p.abandoned.clear();
     p.hook_signal = 0;
     p.term_at.reset();
     p.kill_at.reset();
@@ -573,6 +579,8 @@ private:
     auto& os = is_err ? err_ : out_;
     os << stamp() << p.label << line << '\n';
     os.flush();
+    if (is_err && !line.empty())
+      p.last_error_line = line;
     if (p.log_fd >= 0)
       write_all(p.log_fd, line + "\n");
   }
@@ -808,6 +816,7 @@ private:
         on_exit(p, status);
       else if (r < 0 && errno == ECHILD) {
         report(p, "vanished (no exit status)");
+        p.abandoned = "vanished (no exit status)";
         p.running = false;
         close_streams(p);
         if (p.id == chief_) {
@@ -856,6 +865,7 @@ private:
       } else if (p.give_up_at && now >= *p.give_up_at) {
         report(p, "(pid " + std::to_string(p.pid)
                     + ") did not die after SIGKILL; no longer waiting for it");
+        p.abandoned = "did not die after SIGKILL";
         p.running = false;
         p.give_up_at.reset();
         close_streams(p);
@@ -871,6 +881,8 @@ private:
     if (sig == SIGCHLD)
       return; // reap() runs every round
     ++signal_count_;
+    if (first_signal_ == 0)
+      first_signal_ = sig;
     if (signal_count_ > 1) {
       report("got " + signal_name(sig) + " again: killing every task");
       stopping_ = true;
@@ -979,6 +991,31 @@ private:
   }
 
 public:
+  /// How every task ended, for launch_report.
+  void fill(launch_report& report) const {
+    report.tasks.clear();
+    for (const auto& p : procs_) {
+      task_end end;
+      end.task = p.id;
+      end.starts = p.starts;
+      end.last_error_line = p.last_error_line;
+      if (p.starts == 0) {
+        end.status = "never started";
+      } else if (p.running) {
+        end.status = "still running";
+      } else if (!p.abandoned.empty()) {
+        end.status = p.abandoned;
+      } else {
+        end.exit_code = exit_code_of(p.status);
+        end.status = describe_status(p.status);
+      }
+      report.tasks.push_back(std::move(end));
+    }
+    report.forwarded_signal = first_signal_;
+    report.resume_step = checkpoint_step_;
+    report.chief_step = chief_step_;
+  }
+
   void attach(signal_scope& signals) {
     signals_ = &signals;
     signals_fd_ = signals.fd();
@@ -1013,6 +1050,8 @@ private:
   bool wall_hit_ = false;
   bool stopping_ = false;
   int signal_count_ = 0;
+  /// The first signal received (launch_report::forwarded_signal).
+  int first_signal_ = 0;
   bool chief_done_ = false;
   int chief_status_ = 0;
   int64_t chief_step_ = -1;
@@ -1386,7 +1425,8 @@ caf::expected<std::string> resolve_program(const std::string& program) {
 }
 
 int run_launcher(const launch_options& opts, const cluster_spec& spec,
-                 std::ostream& out, std::ostream& err) {
+                 std::ostream& out, std::ostream& err,
+                 launch_report* report) {
   auto program = resolve_program(opts.program);
   if (!program) {
     err << "syncfac-launch: " << render(program.error()) << '\n';
@@ -1402,11 +1442,17 @@ int run_launcher(const launch_options& opts, const cluster_spec& spec,
     }
     job_programs[job] = *resolved;
   }
-  signal_scope signals;
+  std::optional<signal_scope> signals;
+  if (opts.take_signals)
+    signals.emplace();
   launcher l{opts, spec, *program, out, err};
   l.set_job_programs(std::move(job_programs));
-  l.attach(signals);
-  return l.run();
+  if (signals)
+    l.attach(*signals);
+  auto code = l.run();
+  if (report != nullptr)
+    l.fill(*report);
+  return code;
 }
 
 int launch_main(const std::vector<std::string>& args, std::ostream& out,

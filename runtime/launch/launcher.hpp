@@ -94,6 +94,10 @@ struct launch_options {
   }
   /// --help was given (and printed).
   bool help = false;
+  /// Whether the launcher takes SIGINT, SIGTERM, SIGHUP, SIGUSR1 and
+  /// SIGUSR2 for the run and forwards them (not a flag: syncfac.launch
+  /// called off the interpreter's main thread leaves them to Python).
+  bool take_signals = true;
 
   /// Checks the values and the hooks' tasks against the cluster.
   caf::error validate(const cluster_spec& spec) const;
@@ -116,15 +120,46 @@ std::string signal_name(int sig);
 /// The program to run: `program` resolved as launch_options::program says.
 caf::expected<std::string> resolve_program(const std::string& program);
 
+/// How one task of a launched run ended.
+struct task_end {
+  task_id task;
+  /// The last start's exit code (128 + N if signal N ended it); -1 when
+  /// it never started or was no longer waited for.
+  int exit_code = -1;
+  /// "exited with code 1", "killed by SIGKILL", "never started", ...
+  std::string status;
+  /// How often it was started (restarts included).
+  int starts = 0;
+  /// The last line it wrote to stderr (a program's last word is its
+  /// error: "convnet_mnist_distributed: invalid_config: ..."); empty if
+  /// none.
+  std::string last_error_line;
+};
+
+/// What run_launcher() saw of the run besides its exit code.
+struct launch_report {
+  /// Every task in the cluster's tasks() order.
+  std::vector<task_end> tasks;
+  /// The first signal the launcher forwarded (0: none).
+  int forwarded_signal = 0;
+  /// The newest checkpoint step the chief's progress records named, where
+  /// a run started again resumes (-1: none).
+  int64_t resume_step = -1;
+  /// The chief's global step as its progress records said last (-1: none).
+  int64_t chief_step = -1;
+};
+
 /// Runs the cluster until the chief is done and returns the exit code:
 /// the chief's (128 + signal if a signal ended it; 143,
 /// exit_codes::preempted, when a forwarded SIGTERM or SIGINT stopped the
 /// run and the chief exited with it), 124 when max_wall_s ran out, 127
 /// when a task could not be started. Task output goes to
 /// `out` prefixed with "[job:index] ", the launcher's reports to `err`
-/// prefixed with "syncfac-launch: ".
+/// prefixed with "syncfac-launch: ". `report`, if given, is filled with
+/// how every task ended.
 int run_launcher(const launch_options& opts, const cluster_spec& spec,
-                 std::ostream& out, std::ostream& err);
+                 std::ostream& out, std::ostream& err,
+                 launch_report* report = nullptr);
 
 /// The whole program: parse, load and validate the cluster, run. Returns
 /// the exit code (2 for a bad command line or cluster file).

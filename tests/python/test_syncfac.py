@@ -7,6 +7,7 @@ Run by CTest as python_module (tests/python/CMakeLists.txt) with
 PYTHONPATH=build/python, SYNCFAC_BIN=build/bin and SYNCFAC_SOURCE_DIR.
 """
 
+import ast
 import json
 import os
 import subprocess
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 
 import syncfac
+from interrupted_run import interrupted
 
 BIN = os.environ["SYNCFAC_BIN"]
 SOURCE = os.environ["SYNCFAC_SOURCE_DIR"]
@@ -528,29 +530,13 @@ print("HANDLER", signal.getsignal(signal.SIGINT) is signal.default_int_handler)
 
 def test_ctrl_c_stops_the_run_checkpointed(tmp_path):
     ckpt = tmp_path / "ckpt"
-    proc = subprocess.Popen(
+    word, out, err = interrupted(
         ["/usr/bin/python3", "-u", "-c", STOPPED_RUN, str(ckpt), "1000000"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ))
-    try:
-        for line in proc.stdout:
-            if line.startswith("global_step: 5 "):
-                proc.send_signal(subprocess.signal.SIGINT)
-                break
-        else:
-            pytest.fail("the run logged no global_step 5: "
-                        + proc.stderr.read())
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err
-    words = [l for l in out.splitlines() if l.startswith("INTERRUPTED")]
-    assert words, out + err
-    step = int(words[0].split()[1])
+        "global_step: 5 ", timeout=120)
+    step = int(word.split()[1])
     assert 5 <= step < 1000000
     assert ("preempted (SIGINT) at global step %d; checkpointed into %s"
-            % (step, ckpt)) in words[0]
+            % (step, ckpt)) in word
     assert "HANDLER True" in out
     # The checkpoint of the stopped step: a restart resumes there.
     again = subprocess.run(
@@ -588,3 +574,27 @@ def test_a_second_run_at_once_is_refused():
     assert not worker.is_alive(), "the first run did not end in 300 s"
     assert result["summary"]["global_step"] == 400
     assert not syncfac.training_now()
+
+
+def test_the_own_model_example_trains_its_spirals():
+    # examples/python/own_model.py as a user runs it: a model built in
+    # Python on NumPy data of its own, K-FAC, the parameters back.
+    res = subprocess.run(
+        ["/usr/bin/python3",
+         os.path.join(SOURCE, "examples", "python", "own_model.py")],
+        capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    said = [l for l in res.stdout.splitlines()
+            if l.startswith("test accuracy after 600 steps: ")]
+    assert said, res.stdout
+    accuracy = float(said[0].split()[5])
+    # Chance is 1/3; the spirals are told apart well above it.
+    assert accuracy >= 0.9, res.stdout
+    # evaluate() with the checkpoint's arrays: the run's own accuracy
+    # (printed with 4 digits above).
+    evaluated = [ast.literal_eval(l[len("evaluated again: "):])
+                 for l in res.stdout.splitlines()
+                 if l.startswith("evaluated again: ")]
+    assert evaluated, res.stdout
+    assert evaluated[0]["examples"] == 1000
+    assert evaluated[0]["accuracy"] == pytest.approx(accuracy, abs=5e-5)

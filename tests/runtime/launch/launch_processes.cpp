@@ -23,6 +23,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime/cluster/cluster_spec.hpp"
+#include "runtime/launch/launcher.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -310,6 +313,49 @@ BOOST_AUTO_TEST_CASE(a_failing_worker_is_reported_and_the_chief_decides) {
                        "--steps", "3", "--worker_ms", "200"});
   check_exit(r, 0, {"worker:1 exited with code 5 before the chief"});
   BOOST_CHECK_MESSAGE(contains(r.out, "[chief:0] global_step: 3"), r);
+}
+
+BOOST_AUTO_TEST_CASE(the_report_has_every_tasks_exit_code_and_last_word) {
+  // run_launcher in this process, as syncfac.launch calls it
+  // (python/python_launch.cpp): without taking the signals, and with the
+  // report of how every task ended.
+  fixture fx;
+  syncfac::launch_options opts;
+  opts.cluster_file = fx.cluster;
+  opts.program = fake_node_path;
+  opts.take_signals = false;
+  opts.program_args = {"--fail", "worker:1=5", "--steps", "3",
+                       "--worker_ms", "200", "--exit_code", "4",
+                       "--checkpoint_every", "2"};
+  auto spec = syncfac::cluster_spec::load(fx.cluster);
+  BOOST_REQUIRE(spec);
+  std::ostringstream out;
+  std::ostringstream err;
+  syncfac::launch_report report;
+  auto code = syncfac::run_launcher(opts, *spec, out, err, &report);
+  BOOST_TEST(code == 4);
+  std::vector<std::string> tasks;
+  for (const auto& t : report.tasks)
+    tasks.push_back(t.task.str() + " " + std::to_string(t.exit_code) + " "
+                    + t.status + " | " + t.last_error_line);
+  std::vector<std::string> expected = {
+    "chief:0 4 exited with code 4 | note from chief:0 on stderr",
+    "worker:0 0 exited with code 0 | note from worker:0 on stderr",
+    "worker:1 5 exited with code 5 | note from worker:1 on stderr",
+    "ps:0 0 exited with code 0 | note from ps:0 on stderr"};
+  BOOST_TEST(tasks == expected, boost::test_tools::per_element());
+  for (const auto& t : report.tasks)
+    BOOST_TEST(t.starts == 1);
+  BOOST_TEST(report.forwarded_signal == 0);
+  // The chief's last progress record: step 3, the checkpoint of step 2.
+  BOOST_TEST(report.chief_step == 3);
+  BOOST_TEST(report.resume_step == 2);
+  BOOST_TEST(contains(out.str(), "[chief:0] global_step: 3"), out.str());
+  BOOST_TEST(contains(err.str(), "worker:1 exited with code 5"), err.str());
+  // Python's handler stays: no signal was taken.
+  struct sigaction now;
+  ::sigaction(SIGINT, nullptr, &now);
+  BOOST_TEST((now.sa_handler == SIG_DFL));
 }
 
 BOOST_AUTO_TEST_CASE(a_chief_killed_by_a_signal_gives_128_plus_the_signal) {

@@ -1,0 +1,119 @@
+#include "python/python_node.hpp"
+
+#include <fstream>
+#include <memory>
+#include <utility>
+
+#include "distributed_options.hpp"
+#include "example_main.hpp"
+#include "python/failure.hpp"
+#include "python/python_log.hpp"
+#include "python/run_slot.hpp"
+#include "runtime/json.hpp"
+#include "runtime/model_fit.hpp"
+#include "runtime/stop_signals.hpp"
+
+namespace py = pybind11;
+
+namespace syncfac::python {
+
+namespace {
+
+/// What the log's first line and the errors begin with.
+constexpr const char* program_name = "syncfac.node";
+
+[[noreturn]] void raise(const caf::error& err) {
+  throw failure{err};
+}
+
+/// The run itself, without the GIL.
+std::string run(examples::distributed_options& opts, const split_arrays& data,
+                const std::optional<split_arrays>& test, bool main_thread) {
+  if (opts.print_cluster)
+    raise(make_error(ec::invalid_argument,
+                     "--print_cluster prints, it does not run a task (run "
+                     "convnet_mnist_distributed --print_cluster)"));
+  python_log log;
+  auto watcher = prepare_run(opts, program_name, main_thread,
+                             test.has_value(), log);
+  auto cfg = examples::make_config(opts);
+  if (!cfg)
+    raise(cfg.error());
+  if (auto err = examples::configure_system(opts, *cfg))
+    raise(err);
+  // The arrays are checked before anything listens, on every task (a
+  // shard given bad arrays says so as the chief would).
+  auto inputs = npz_inputs_for(cfg->sync.base.model);
+  auto train_set = to_dataset(data, program_name, "data", inputs);
+  // Without a test set nothing is evaluated (no_final_eval): the runtime
+  // still takes one, the training set, on every task alike.
+  auto test_set = test ? to_dataset(*test, program_name, "test", inputs)
+                       : train_set;
+  for (const auto& set : {train_set, test_set})
+    if (auto err = check_data_fits(cfg->sync.base.model, *set))
+      raise(err);
+  data_loader load = [&train_set, &test_set] {
+    return std::make_pair(train_set, test_set);
+  };
+  auto outcome = examples::run_node(opts, *cfg, load, log);
+  log.finish();
+  opts.stop_signals = nullptr;
+  auto signal = watcher ? watcher->received() : std::nullopt;
+  json_object out;
+  out.add("task", cfg->task.str())
+    .add("chief", cfg->task == cfg->cluster.chief_task())
+    .add("signal", signal.value_or(""));
+  if (!outcome) {
+    // Stopped by a signal before the run could end in order (still
+    // connecting, say): preempted, as the node program exits then.
+    if (!signal)
+      raise(outcome.error());
+    out.add("exit_code", exit_codes::preempted)
+      .add("error", render(outcome.error()));
+    return out.str();
+  }
+  out.add("exit_code", outcome->exit_code);
+  if (outcome->summary) {
+    auto json = examples::with_threads(outcome->summary->to_json(), opts);
+    json.add("cluster", outcome->cluster);
+    if (!outcome->summary->preempted.empty())
+      json.add("preempted_line",
+               function_preempted_line(*outcome->summary, opts.checkpoint_dir,
+                                       "node() with the same arguments on "
+                                       "every task"));
+    if (!opts.summary.empty()) {
+      std::ofstream file{opts.summary, std::ios::trunc};
+      file << json.str() << "\n";
+      if (!file.flush())
+        raise(make_error(ec::io_error, "cannot write summary file "
+                                         + in_quotes(opts.summary)));
+    }
+    out.add("summary", json);
+  }
+  return out.str();
+}
+
+} // namespace
+
+std::string node(std::shared_ptr<const model_description> model,
+                 split_arrays data, std::optional<split_arrays> test,
+                 const std::vector<std::string>& args, bool main_thread) {
+  run_slot slot{program_name};
+  examples::distributed_options opts;
+  opts.given_model = std::move(model);
+  parse_flags(opts, program_name, args);
+  py::gil_scoped_release no_gil;
+  return run(opts, data, test, main_thread);
+}
+
+void check_node_flags(const std::vector<std::string>& args) {
+  examples::distributed_options opts;
+  parse_flags(opts, "syncfac.launch", args);
+}
+
+std::string node_flags_help() {
+  examples::distributed_options opts;
+  return opts.help_text();
+}
+
+} // namespace syncfac::python
