@@ -23,6 +23,7 @@ void add_model(config_fingerprint& fp, const model& init) {
   fp.add("model.num_classes", str(spec.num_classes));
   fp.add("model.hidden", fingerprint_value(spec.hidden));
   fp.add("model.hidden_activation", to_string(spec.hidden_activation));
+  fp.add("model.label_smoothing", fingerprint_value(spec.label_smoothing));
   // Every variable's name and shape: a field per variable names the one
   // that differs (two builds of the same architecture could still differ).
   const auto& params = init.parameters();
@@ -176,11 +177,18 @@ config_fingerprint make_run_fingerprint(const sync_training_config& sync,
 config_fingerprint make_model_fingerprint(const model& init) {
   config_fingerprint fp;
   add_model(fp, init);
-  fp.omitted = {"model.init", "model.description.init", "optimizer.", "run.",
-                "device.", "ps.", "kfac.", "data."};
+  // Its initialisation and the training target's smoothing are not an
+  // evaluator's business: it reads the variables and reports the plain
+  // cross-entropy.
+  const std::vector<std::string> not_its{"model.init", "model.description.init",
+                                         "model.label_smoothing"};
+  fp.omitted = not_its;
+  for (const char* rest : {"optimizer.", "run.", "device.", "ps.", "kfac.",
+                           "data."})
+    fp.omitted.emplace_back(rest);
   std::vector<fingerprint_field> kept;
   for (auto& f : fp.fields)
-    if (f.path != "model.init" && f.path != "model.description.init")
+    if (std::find(not_its.begin(), not_its.end(), f.path) == not_its.end())
       kept.push_back(std::move(f));
   fp.fields = std::move(kept);
   return fp;

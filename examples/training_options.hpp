@@ -87,6 +87,7 @@ struct training_options : program_config {
   float lr_power = 1.0f;
   float weight_decay = 0.0f;
   float l2_penalty = 0.0f;
+  float label_smoothing = 0.0f;
   std::string init = "seeds";
   std::string activation_name = "tanh";
   std::string backend = "cpu";
@@ -227,6 +228,9 @@ protected:
       .add(weight_decay, "weight_decay",
            "decoupled weight decay: weights shrink by rate x this before "
            "each update, outside the gradient and K-FAC (biases do not)")
+      .add(label_smoothing, "label_smoothing",
+           "the training target: (1 - e) one-hot + e / classes (softmax "
+           "cross-entropy; the reported losses stay unsmoothed)")
       .add(l2_penalty, "l2_penalty",
            "the L2 form: this x weight added to the averaged gradient, "
            "before K-FAC's preconditioning (biases not)")
@@ -365,6 +369,7 @@ protected:
     if (!act)
       return act.error();
     cfg.model.hidden_activation = *act;
+    cfg.model.label_smoothing = label_smoothing;
     auto kind = parse_optimizer_kind(optimizer);
     if (!kind)
       return kind.error();

@@ -353,7 +353,28 @@ caf::error model::backward(backend& dev, const label_vector& targets,
                    ? dev.sigmoid_xent_backward(probs_, flat_inputs(), dlogits_)
                    : dev.softmax_xent_backward(probs_, targets, dlogits_))
     return err;
+  if (!bernoulli() && spec_.label_smoothing > 0)
+    smooth_labels(targets);
   return backward_layers(dev, parameter_grads);
+}
+
+void model::smooth_labels(const label_vector& targets) {
+  // The backend gave (p - onehot) / N; the smoothed target t = (1 - e)
+  // onehot + e / K makes it (p - t) / N = that + e (onehot - 1 / K) / N.
+  // On the host, after any backend: the correction is O(N K).
+  auto N = dlogits_.dim(0);
+  auto K = dlogits_.dim(1);
+  if (N == 0 || K == 0)
+    return;
+  const float e = spec_.label_smoothing;
+  const float all = e / static_cast<float>(K * N);
+  const float own = e / static_cast<float>(N);
+  for (int64_t r = 0; r < N; ++r) {
+    float* d = dlogits_.data() + r * K;
+    for (int64_t k = 0; k < K; ++k)
+      d[k] -= all;
+    d[targets[static_cast<size_t>(r)]] += own;
+  }
 }
 
 caf::error model::backward_sampled(backend& dev, std::mt19937_64& rng,

@@ -140,6 +140,10 @@ public:
   std::string summary() const;
 
 private:
+  /// Turns the one-hot gradient dlogits_ into label smoothing's
+  /// (spec().label_smoothing > 0, softmax cross-entropy).
+  void smooth_labels(const label_vector& targets);
+
   model(model_spec spec, std::vector<layer_ptr> layers);
 
   caf::error check_batch(const tensor& images,

@@ -80,6 +80,13 @@ caf::error model_spec::validate() const {
   if (height < 1 || width < 1 || channels < 1)
     return bad("input " + std::to_string(height) + "x" + std::to_string(width)
                + "x" + std::to_string(channels) + " must be positive");
+  if (!(label_smoothing >= 0 && label_smoothing < 1))
+    return bad("--label_smoothing must be in [0, 1), got "
+               + std::to_string(label_smoothing));
+  if (label_smoothing > 0 && reconstructs())
+    return bad("--label_smoothing applies to softmax cross-entropy; this "
+               "model's loss reconstructs its input (sigmoid "
+               "cross-entropy)");
   if (arch == model_arch::described)
     return check_fields(description, "model '" + description.name + "'");
   if (num_classes < 2)

@@ -68,6 +68,11 @@ struct model_spec {
   /// The layers of a described model (the built-in ones have theirs from
   /// builtin_description).
   model_description description;
+  /// Label smoothing of the training loss (softmax cross-entropy only):
+  /// the target is (1 - e) of the one-hot label plus e / K on every class.
+  /// Training gradients only; the reported losses stay the plain
+  /// cross-entropy, comparable with evaluations and unsmoothed runs.
+  float label_smoothing = 0.0f;
 
   /// Whether the loss reconstructs the input (sigmoid cross-entropy, the
   /// autoencoder) instead of classifying it.
@@ -90,7 +95,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_spec& x) {
   return f(caf::meta::type_name("model_spec"), x.arch, x.init, x.height,
            x.width, x.channels, x.num_classes, x.hidden, x.hidden_activation,
-           x.description);
+           x.description, x.label_smoothing);
 }
 
 } // namespace syncfac

@@ -438,3 +438,45 @@ BOOST_AUTO_TEST_CASE(layer_statistics_do_not_depend_on_the_thread_count) {
   auto bad = layer_statistics(fresh->kfac_layers(), {}, 2);
   BOOST_TEST(!bad);
 }
+
+BOOST_AUTO_TEST_CASE(label_smoothing_moves_the_gradient_toward_the_uniform_target) {
+  // The last layer's bias gradient is the mean of the logits' gradients:
+  // smoothing by e adds e (share of class k among the labels - 1 / K) to
+  // class k's entry, and leaves the reported loss the plain cross-entropy.
+  auto dev = make_cpu_backend(1);
+  model_spec spec;
+  spec.arch = model_arch::mlp;
+  spec.hidden = {8};
+  auto plain = make_model(spec);
+  spec.label_smoothing = 0.2f;
+  auto smoothed = make_model(spec);
+  auto images = random_images(4, 28, 28, 1, 5);
+  label_vector labels{1, 1, 3, 7};
+  auto a = plain->forward_backward(*dev, images, labels);
+  auto b = smoothed->forward_backward(*dev, images, labels);
+  BOOST_REQUIRE(a && b);
+  BOOST_TEST(a->mean_loss() == b->mean_loss());
+  const auto& db_plain = plain->gradients().back().value;
+  const auto& db_smooth = smoothed->gradients().back().value;
+  BOOST_REQUIRE_EQUAL(db_plain.size(), 10);
+  for (int64_t k = 0; k < 10; ++k) {
+    double share = k == 1 ? 0.5 : (k == 3 || k == 7) ? 0.25 : 0.0;
+    double want = db_plain[k] + 0.2 * (share - 0.1);
+    BOOST_TEST(std::abs(db_smooth[k] - want) < 1e-6, "class " << k);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(label_smoothing_out_of_range_or_without_classes_is_refused) {
+  model_spec spec;
+  spec.label_smoothing = 1.0f;
+  auto m = model::make(spec, 0);
+  BOOST_REQUIRE(!m);
+  BOOST_TEST(render(m.error()).find("--label_smoothing must be in [0, 1)")
+             != std::string::npos);
+  auto ae = autoencoder_spec();
+  ae.label_smoothing = 0.1f;
+  auto r = model::make(ae, 0);
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(render(r.error()).find("reconstructs its input")
+             != std::string::npos);
+}
