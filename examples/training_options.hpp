@@ -314,6 +314,12 @@ protected:
     limit("lr_warmup_steps", at_least(0));
     limit("warmup_steps", at_least(0));
     limit("lr_decay_steps", at_least(0));
+    limit("lr_decay_rate", positive());  // <= 1 checked by the schedule
+    limit("lr_end_factor", between(0, 1));
+    limit("lr_power", positive());
+    limit("weight_decay", at_least(0));
+    limit("l2_penalty", at_least(0));
+    limit("label_smoothing", decay_fraction());
     limit("threads", at_least(0));
     limit("caf_threads", at_least(0));
     limit("seed", at_least(0));
