@@ -83,6 +83,13 @@ using ps_actor = caf::typed_actor<
   // average them, apply them through the optimizer and answer; `step` is
   // the global_step the chief expects the shard to be at.
   caf::replies_to<apply_atom, int64_t, int64_t>::with<applied>,
+  // --clip_norm, from the chief before a round's apply: once every
+  // accumulator holds at least n gradients, the sum of the squares of
+  // their averages, left for the apply that follows to take.
+  caf::replies_to<norm_atom, int64_t, int64_t>::with<norm_part>,
+  // --clip_norm: the apply above with every average multiplied by the
+  // round's factor, which the chief made from every shard's norm_part.
+  caf::replies_to<apply_atom, int64_t, int64_t, gradient_scale>::with<applied>,
   // From the chief at start and restore: set every accumulator's step.
   caf::replies_to<set_step_atom, int64_t>::with<caf::ok_atom>,
   // K-FAC: inverses for layers this shard holds; later applies

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "actors/fatal_exception.hpp"
 #include "actors/gather.hpp"
 #include "actors/role_names.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/gradient_clip.hpp"
 
 namespace syncfac {
 
@@ -394,6 +396,7 @@ void report_round(self_ptr self, double round_s) {
   rep.reports = st.window_reports;
   rep.stale_pushes = st.stale_pushes;
   rep.round_s = round_s;
+  rep.gradient_norm = st.last_gradient_norm;
   rep.examples = st.examples;
   rep.refused_pushes = st.refused_pushes;
   rep.preconditioned_steps = st.preconditioned_steps;
@@ -481,19 +484,52 @@ std::string lost_workers(const chief_state& st) {
   return "worker(s) " + out + " lost and not back";
 }
 
-void run_round(self_ptr self) {
+void run_round(self_ptr self);
+
+/// What ends a round whose shards did not answer the request `what`
+/// ("apply", "send its gradient norm"): a shard gone away is the supervisor's to handle,
+/// anything else ends the run.
+std::function<void(size_t, caf::error)>
+round_failed(self_ptr self, int64_t step, int64_t incarnation,
+             const char* what) {
+  return [=](size_t i, caf::error err) {
+    auto& st = self->state;
+    if (st.paused || st.incarnation != incarnation
+        || st.abandoned_step == step)
+      return;
+    // The shard is gone: its supervisor saw it go down too and pauses
+    // the steps (the loss is the supervisor's decision).
+    if (err == caf::sec::request_receiver_down) {
+      note(self, "chief: " + shard_role(i) + " went away during step "
+                   + std::to_string(step) + "; waiting for the pause");
+      return;
+    }
+    if (err == caf::sec::request_timeout)
+      err = make_error(ec::timeout,
+                       "step " + std::to_string(step) + ": "
+                         + shard_role(i) + " did not aggregate "
+                         + std::to_string(st.cfg.replicas_to_aggregate)
+                         + " gradients per variable within "
+                         + std::to_string(st.cfg.step_timeout.count())
+                         + " ms (" + lost_workers(st) + ")");
+    else
+      err = make_error(ec::peer_down, "step " + std::to_string(step) + ": "
+                                        + shard_role(i)
+                                        + " failed to " + what + ": "
+                                        + render(err));
+    fail(self, std::move(err));
+  };
+}
+
+/// The round's apply on every shard (with --clip_norm's factor when
+/// given), then the tokens of the next step.
+void apply_round(self_ptr self, int64_t step, clock_type::time_point started,
+                 std::optional<gradient_scale> scale) {
   auto& st = self->state;
-  if (st.global_step >= st.cfg.steps) {
-    finish(self);
-    return;
-  }
-  auto started = clock_type::now();
-  auto step = st.global_step;
   auto incarnation = st.incarnation;
   st.sent.messages += static_cast<int64_t>(st.cfg.shards.size());
-  gather<applied>(
-    self, st.cfg.shards, st.cfg.step_timeout,
-    [=](std::vector<applied> results) {
+  std::function<void(std::vector<applied>)> applied_everywhere
+    = [=](std::vector<applied> results) {
       auto& st = self->state;
       if (st.incarnation != incarnation || st.abandoned_step == step)
         return;
@@ -541,35 +577,63 @@ void run_round(self_ptr self) {
                                                        - started)
                            .count());
       run_round(self);
-    },
-    [=](size_t i, caf::error err) {
+    };
+  auto n = int64_t{st.cfg.replicas_to_aggregate};
+  if (scale)
+    gather<applied>(self, st.cfg.shards, st.cfg.step_timeout,
+                    std::move(applied_everywhere),
+                    round_failed(self, step, incarnation, "apply"),
+                    apply_atom::value,
+                    step, n, *scale);
+  else
+    gather<applied>(self, st.cfg.shards, st.cfg.step_timeout,
+                    std::move(applied_everywhere),
+                    round_failed(self, step, incarnation, "apply"),
+                    apply_atom::value,
+                    step, n);
+}
+
+void run_round(self_ptr self) {
+  auto& st = self->state;
+  if (st.global_step >= st.cfg.steps) {
+    finish(self);
+    return;
+  }
+  auto started = clock_type::now();
+  auto step = st.global_step;
+  if (st.cfg.clip_norm <= 0) {
+    apply_round(self, step, started, std::nullopt);
+    return;
+  }
+  // --clip_norm: the global norm of the round's averages is spread over
+  // the shards; each sends its sum of squares, and every shard applies
+  // with the one factor (runtime/gradient_clip.hpp).
+  auto incarnation = st.incarnation;
+  st.sent.messages += static_cast<int64_t>(st.cfg.shards.size());
+  gather<norm_part>(
+    self, st.cfg.shards, st.cfg.step_timeout,
+    [=](std::vector<norm_part> parts) {
       auto& st = self->state;
-      if (st.paused || st.incarnation != incarnation
-          || st.abandoned_step == step)
+      if (st.incarnation != incarnation || st.abandoned_step == step
+          || st.paused)
         return;
-      // The shard is gone: its supervisor saw it go down too and pauses
-      // the steps (the loss is the supervisor's decision).
-      if (err == caf::sec::request_receiver_down) {
-        note(self, "chief: " + shard_role(i) + " went away during step "
-                     + std::to_string(step) + "; waiting for the pause");
-        return;
-      }
-      if (err == caf::sec::request_timeout)
-        err = make_error(ec::timeout,
-                         "step " + std::to_string(step) + ": "
-                           + shard_role(i) + " did not aggregate "
-                           + std::to_string(st.cfg.replicas_to_aggregate)
-                           + " gradients per variable within "
-                           + std::to_string(st.cfg.step_timeout.count())
-                           + " ms (" + lost_workers(st) + ")");
-      else
-        err = make_error(ec::peer_down, "step " + std::to_string(step) + ": "
-                                          + shard_role(i)
-                                          + " failed to apply: "
-                                          + render(err));
-      fail(self, std::move(err));
+      double squares = 0;
+      for (const auto& part : parts)
+        squares += part.sum_of_squares;
+      if (!std::isfinite(squares))
+        return fail(self, make_error(ec::non_finite,
+                                     "step " + std::to_string(step)
+                                       + ": the averaged gradient's squared "
+                                         "global norm is "
+                                       + std::to_string(squares)
+                                       + " (--clip_norm)"));
+      st.last_gradient_norm = std::sqrt(squares);
+      apply_round(self, step, started,
+                  gradient_scale{clip_factor(squares, st.cfg.clip_norm)});
     },
-    apply_atom::value, step, int64_t{st.cfg.replicas_to_aggregate});
+    round_failed(self, step, incarnation, "send its gradient norm"),
+    norm_atom::value, step,
+    int64_t{st.cfg.replicas_to_aggregate});
 }
 
 void start(self_ptr self) {
@@ -744,6 +808,9 @@ caf::error chief_config::validate() const {
                + std::to_string(checkpoint_every));
   if (checkpointer && checkpoint_grace.count() <= 0)
     return bad("checkpoint_grace must be positive");
+  if (!(clip_norm >= 0 && std::isfinite(clip_norm)))
+    return bad("clip_norm must be >= 0 (0: no clipping), got "
+               + std::to_string(clip_norm));
   if (!(moving_average_decay >= 0 && moving_average_decay < 1))
     return bad("moving_average_decay must be in [0, 1), got "
                + std::to_string(moving_average_decay));

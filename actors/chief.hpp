@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +54,9 @@ struct round_report {
   int64_t stale_pushes = 0;
   /// Time the round waited for the shards to aggregate and apply.
   double round_s = 0;
+  /// The global norm of the round's averaged gradients, before clipping
+  /// (--clip_norm; NaN without it, the shards computing none).
+  double gradient_norm = std::numeric_limits<double>::quiet_NaN();
   /// Examples the workers have reported so far.
   int64_t examples = 0;
   /// So far, over the shards: pushes refused; steps in which a shard
@@ -85,6 +89,10 @@ struct chief_config {
   /// Decay of the variables' moving averages, updated on the shards after
   /// each step's tokens are granted; 0 turns them off.
   float moving_average_decay = 0;
+  /// Clipping by the global norm of each round's averaged gradients (0:
+  /// off): the shards send their sums of squares first (norm_atom), then
+  /// apply with the one factor.
+  float clip_norm = 0;
   /// Called in the chief's context after every round (may be empty).
   std::function<void(const round_report&)> on_round;
   /// Checkpoints (none without a writer): every `checkpoint_every` global
@@ -206,6 +214,8 @@ struct chief_state {
   std::vector<inverse_actor> inverses;
   /// Bumped by each rollback (worker_report::incarnation).
   int64_t incarnation = 0;
+  /// round_report::gradient_norm of the last round.
+  double last_gradient_norm = std::numeric_limits<double>::quiet_NaN();
   /// Every acknowledged update: in the parameters, or rolled back and
   /// redone (the summary's faults.updates_*).
   update_account updates;

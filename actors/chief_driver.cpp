@@ -1,6 +1,7 @@
 #include "actors/chief_driver.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <optional>
 
@@ -241,6 +242,9 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
       extra.add("refused_pushes", r.refused_pushes);
       extra.add("learning_rate", static_cast<double>(rates.rate_at(
                                    std::max<int64_t>(r.global_step - 1, 0))));
+      // Measured only when clipping (--clip_norm): the norm before it.
+      if (std::isfinite(r.gradient_norm))
+        extra.add("gradient_norm", r.gradient_norm);
       auto now = clock_type::now();
       double window_s = std::chrono::duration<double>(now - window->when)
                           .count();

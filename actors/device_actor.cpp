@@ -11,6 +11,7 @@
 #include "kernels/backend_factory.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "runtime/elapsed.hpp"
+#include "runtime/gradient_clip.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/kfac/kfac_update.hpp"
@@ -206,6 +207,11 @@ caf::result<step_result> kfac_step(self_ptr self, const batch& b,
   // The layers' products side by side on the device's threads (each
   // product runs on one thread: kfac_inverse.hpp).
   st.local_optimizer->set_global_step(step);
+  double squares = 0;
+  if (cfg.clip_norm > 0)
+    for (const auto& g : grads)
+      squares += sum_of_squares(g);
+  st.local_optimizer->set_gradient_scale(clip_factor(squares, cfg.clip_norm));
   auto info = kfac_apply(*st.local_optimizer, m.parameters(), grads,
                          st.kfac->slots(), *st.inverter, {},
                          st.dev->threads());

@@ -477,9 +477,10 @@ applied with_counts(const ps_shard_state& st, applied result) {
 
 /// One optimizer step from the averages; every accumulator is ready(n).
 /// Variable by variable, so at most one average exists at a time.
-caf::expected<applied> complete(ps_shard_state& st, int64_t n) {
+caf::expected<applied> complete(ps_shard_state& st, int64_t n, float scale) {
   applied result{st.index, st.global_step + 1, fewest_gradients(st)};
   st.round_pushes = 0;
+  st.opt->set_gradient_scale(scale);
   if (st.opt->config().kind == optimizer_kind::kfac) {
     if (auto err = complete_kfac(st, n))
       return make_error(ec::internal, shard_name(st.index)
@@ -502,13 +503,48 @@ caf::expected<applied> complete(ps_shard_state& st, int64_t n) {
 
 void release_due_pulls(ps_shard_state& st);
 
+/// The sum of the squares of the averages an apply of n takes now (every
+/// accumulator ready(n)): a variable without gradients this round adds
+/// nothing, as it takes none (or, under K-FAC, a zero one).
+caf::expected<norm_part> norm_of_round(const ps_shard_state& st, int64_t n) {
+  norm_part result{st.index, st.global_step, 0.0};
+  for (size_t i = 0; i < st.accumulators.size(); ++i) {
+    auto k = take_count(st, i, n);
+    if (k == 0)
+      continue;
+    auto squares = std::visit([k](const auto& x) {
+      return x.average_sum_of_squares(k);
+    }, st.accumulators[i]);
+    if (!squares)
+      return squares.error();
+    result.sum_of_squares += *squares;
+  }
+  return result;
+}
+
+/// Answers the pending norm request once every gradient it waits for is
+/// in.
+void finish_pending_norm(ps_shard_state& st) {
+  if (!st.pending_norm || !all_ready(st, st.pending_norm->n))
+    return;
+  auto pending = std::move(*st.pending_norm);
+  st.pending_norm.reset();
+  st.sent.add();
+  auto result = norm_of_round(st, pending.n);
+  if (result)
+    pending.promise.deliver(std::move(*result));
+  else
+    pending.promise.deliver(std::move(result.error()));
+}
+
 /// Answers the pending apply once the last gradient it waits for is in.
 void finish_pending(ps_shard_state& st) {
+  finish_pending_norm(st);
   if (!st.pending || !all_ready(st, st.pending->n))
     return;
   auto pending = std::move(*st.pending);
   st.pending.reset();
-  auto result = complete(st, pending.n);
+  auto result = complete(st, pending.n, pending.scale);
   st.sent.add();
   if (result)
     pending.promise.deliver(std::move(*result));
@@ -519,6 +555,15 @@ void finish_pending(ps_shard_state& st) {
 
 /// Fails the pending apply, if any, saying why it will never complete.
 void abandon_pending(ps_shard_state& st, ec code, const std::string& why) {
+  if (st.pending_norm) {
+    auto pending = std::move(*st.pending_norm);
+    st.pending_norm.reset();
+    pending.promise.deliver(
+      make_error(code, shard_name(st.index) + ": the norm of step "
+                         + std::to_string(pending.step) + " (n = "
+                         + std::to_string(pending.n) + ") was abandoned: "
+                         + why));
+  }
   if (!st.pending)
     return;
   auto pending = std::move(*st.pending);
@@ -530,10 +575,11 @@ void abandon_pending(ps_shard_state& st, ec code, const std::string& why) {
                        + why));
 }
 
-caf::error check_apply(const ps_shard_state& st, int64_t step, int64_t n) {
-  auto bad = [&](const std::string& what) {
+caf::error check_apply(const ps_shard_state& st, int64_t step, int64_t n,
+                       const char* what = "apply") {
+  auto bad = [&](const std::string& text) {
     return make_error(ec::invalid_argument,
-                      shard_name(st.index) + ": apply " + what);
+                      shard_name(st.index) + ": " + what + " " + text);
   };
   if (n <= 0)
     return bad("needs a positive number of gradients, got "
@@ -542,6 +588,11 @@ caf::error check_apply(const ps_shard_state& st, int64_t step, int64_t n) {
     return bad("for step " + std::to_string(step)
                + " while the apply for step "
                + std::to_string(st.pending->step)
+               + " is still pending (one at a time)");
+  if (st.pending_norm)
+    return bad("for step " + std::to_string(step)
+               + " while the norm for step "
+               + std::to_string(st.pending_norm->step)
                + " is still pending (one at a time)");
   // The chief and the shard disagree on the step: applying would move
   // the shard to a step the chief does not expect.
@@ -686,6 +737,26 @@ ps_shard_state::~ps_shard_state() {
 
 namespace {
 
+/// The chief's apply of step `step` over n gradients, every average times
+/// `scale`: at once when every gradient is in, else once the last comes.
+caf::result<applied> begin_apply(self_ptr self,
+                                 int64_t step, int64_t n, float scale) {
+  auto& st = self->state;
+  if (auto err = check_apply(st, step, n)) {
+    st.sent.add();
+    return err;
+  }
+  if (all_ready(st, n)) {
+    st.sent.add();
+    auto result = complete(st, n, scale);
+    release_due_pulls(st);
+    return result;
+  }
+  st.pending = pending_apply{self->make_response_promise<applied>(), n, step,
+                             scale};
+  return st.pending->promise;
+}
+
 ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
   end_program_on_exception(self, "PS shard");
   if (auto err = init_state(self->state, std::move(cfg))) {
@@ -786,20 +857,34 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
       return caf::ok_atom::value;
     },
     [=](apply_atom, int64_t step, int64_t n) -> caf::result<applied> {
+      return begin_apply(self, step, n, 1.0f);
+    },
+    [=](apply_atom, int64_t step, int64_t n,
+        gradient_scale scale) -> caf::result<applied> {
+      auto f = scale.factor;
+      if (!(f > 0.0f && f <= 1.0f)) {
+        self->state.sent.add();
+        return make_error(ec::invalid_argument,
+                          shard_name(self->state.index)
+                            + ": apply: a clip factor must be in (0, 1], "
+                              "got "
+                            + std::to_string(f));
+      }
+      return begin_apply(self, step, n, f);
+    },
+    [=](norm_atom, int64_t step, int64_t n) -> caf::result<norm_part> {
       auto& st = self->state;
-      if (auto err = check_apply(st, step, n)) {
+      if (auto err = check_apply(st, step, n, "norm")) {
         st.sent.add();
         return err;
       }
       if (all_ready(st, n)) {
         st.sent.add();
-        auto result = complete(st, n);
-        release_due_pulls(st);
-        return result;
+        return norm_of_round(st, n);
       }
-      st.pending = pending_apply{self->make_response_promise<applied>(), n,
-                                 step};
-      return st.pending->promise;
+      st.pending_norm = norm_request{
+        self->make_response_promise<norm_part>(), n, step};
+      return st.pending_norm->promise;
     },
     [=](set_step_atom, int64_t step) -> caf::result<caf::ok_atom> {
       auto& st = self->state;

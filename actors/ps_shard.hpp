@@ -24,7 +24,10 @@
 // none); a shard without variables completes every apply at once, advances
 // its step and reports 0.
 // set_step fails a pending apply (the chief that asked re-synchronises), as
-// does the shard stopping.
+// does the shard stopping. Under --clip_norm the chief first asks each
+// shard for the sum of the squares of its averages (norm_atom, answered
+// once ready, taking nothing), then applies with the one factor made from
+// all of them.
 //
 // Event-based, not detached: a handler does at most one pass over the
 // shard's variables and never blocks.
@@ -102,6 +105,15 @@ struct pending_apply {
   int64_t n = 0;
   /// The step the chief asked for (equal to the shard's when accepted).
   int64_t step = 0;
+  /// --clip_norm's factor for every average (1: unclipped).
+  float scale = 1.0f;
+};
+
+/// The chief's norm request (--clip_norm) that waits for gradients.
+struct norm_request {
+  caf::typed_response_promise<norm_part> promise;
+  int64_t n = 0;
+  int64_t step = 0;
 };
 
 struct ps_shard_state {
@@ -144,6 +156,7 @@ struct ps_shard_state {
   /// first), so their own refused() stays 0 and status adds these.
   std::vector<int64_t> refused;
   std::optional<pending_apply> pending;
+  std::optional<norm_request> pending_norm;
   /// Pushes that come in parts (over the network) wait here until whole.
   std::optional<push_assembler> assembler;
   std::vector<shard_kfac_layer> kfac;

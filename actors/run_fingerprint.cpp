@@ -71,6 +71,7 @@ void add_optimizer(config_fingerprint& fp, const optimizer_config& opt) {
   fp.add("optimizer.lr_power", fingerprint_value(sched.power));
   fp.add("optimizer.weight_decay", fingerprint_value(opt.weight_decay));
   fp.add("optimizer.l2_penalty", fingerprint_value(opt.l2_penalty));
+  fp.add("optimizer.clip_norm", fingerprint_value(opt.clip_norm));
   if (opt.kind != optimizer_kind::kfac)
     return; // K-FAC's settings do nothing then: a stray flag is harmless
   const auto& k = opt.kfac;

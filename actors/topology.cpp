@@ -188,6 +188,7 @@ chief_config make_chief_config(const sync_training_config& cfg,
   cc.shards = std::move(shards);
   cc.step_timeout = cfg.step_timeout;
   cc.moving_average_decay = cfg.moving_average_decay;
+  cc.clip_norm = cfg.base.optimizer.clip_norm;
   cc.request_timeout = cfg.base.request_timeout;
   return cc;
 }

@@ -30,6 +30,8 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<push_ack>("syncfac::push_ack");
   cfg.add_message_type<shard_params>("syncfac::shard_params");
   cfg.add_message_type<applied>("syncfac::applied");
+  cfg.add_message_type<norm_part>("syncfac::norm_part");
+  cfg.add_message_type<gradient_scale>("syncfac::gradient_scale");
   cfg.add_message_type<token_grant>("syncfac::token_grant");
   cfg.add_message_type<worker_report>("syncfac::worker_report");
   cfg.add_message_type<shard_status>("syncfac::shard_status");

@@ -87,6 +87,7 @@ struct training_options : program_config {
   float lr_power = 1.0f;
   float weight_decay = 0.0f;
   float l2_penalty = 0.0f;
+  float clip_norm = 0.0f;
   float label_smoothing = 0.0f;
   std::string init = "seeds";
   std::string activation_name = "tanh";
@@ -234,6 +235,10 @@ protected:
       .add(l2_penalty, "l2_penalty",
            "the L2 form: this x weight added to the averaged gradient, "
            "before K-FAC's preconditioning (biases not)")
+      .add(clip_norm, "clip_norm",
+           "clip the averaged gradient to this global norm (over every "
+           "variable on every PS shard), before the L2 penalty and K-FAC's "
+           "preconditioning; 0: off")
       .add(init, "init", help.init)
       .add(activation_name, "activation", help.activation)
       .add(backend, "backend", help.backend)
@@ -319,6 +324,7 @@ protected:
     limit("lr_power", positive());
     limit("weight_decay", at_least(0));
     limit("l2_penalty", at_least(0));
+    limit("clip_norm", at_least(0));
     limit("label_smoothing", decay_fraction());
     limit("threads", at_least(0));
     limit("caf_threads", at_least(0));
@@ -399,6 +405,7 @@ protected:
     sched.power = lr_power;
     cfg.optimizer.weight_decay = weight_decay;
     cfg.optimizer.l2_penalty = l2_penalty;
+    cfg.optimizer.clip_norm = clip_norm;
     auto& kf = cfg.optimizer.kfac;
     kf.cov_ema_decay = cov_ema_decay;
     kf.damping = damping;

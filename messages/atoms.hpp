@@ -35,6 +35,8 @@ using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
 /// Chief to PS shard: average R gradients per variable and apply them.
 using apply_atom = caf::atom_constant<caf::atom("apply")>;
+/// --clip_norm: a shard's part of the round's global gradient norm.
+using norm_atom = caf::atom_constant<caf::atom("gradnorm")>;
 /// Chief to PS shard: set every accumulator's global step.
 using set_step_atom = caf::atom_constant<caf::atom("setstep")>;
 /// Ask any role for its counters.

@@ -17,7 +17,7 @@ namespace syncfac {
 
 /// The wire protocol's version: nodes of one cluster must agree on it.
 /// Bump it whenever a message changes its fields.
-constexpr uint32_t cluster_protocol = 3;
+constexpr uint32_t cluster_protocol = 4;
 
 /// What a connecting node says about itself.
 struct node_hello {

@@ -179,6 +179,33 @@ typename Inspector::result_type inspect(Inspector& f, applied& x) {
            x.inverse_sets);
 }
 
+/// A PS shard's part of a round's global gradient norm (--clip_norm): the
+/// sum of the squares of the averages its apply will take.
+struct norm_part {
+  int32_t shard = 0;
+  /// The step whose round it is.
+  int64_t global_step = 0;
+  double sum_of_squares = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, norm_part& x) {
+  return f(caf::meta::type_name("norm_part"), x.shard, x.global_step,
+           wire(x.sum_of_squares));
+}
+
+/// The factor every average of a clipped round is multiplied by:
+/// clip_factor of the sum of every shard's norm_part
+/// (runtime/gradient_clip.hpp).
+struct gradient_scale {
+  float factor = 1.0f;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gradient_scale& x) {
+  return f(caf::meta::type_name("gradient_scale"), wire(x.factor));
+}
+
 /// A token from the chief's queue: the worker's next local_step, or the
 /// signal that training is over.
 struct token_grant {

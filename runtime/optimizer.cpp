@@ -7,6 +7,7 @@
 
 #include "runtime/base/error.hpp"
 #include "runtime/base/parse_enum.hpp"
+#include "runtime/gradient_clip.hpp"
 
 namespace syncfac {
 
@@ -52,6 +53,8 @@ std::string describe(const optimizer_config& cfg) {
     out << ", weight_decay " << cfg.weight_decay << " (decoupled)";
   if (cfg.l2_penalty > 0)
     out << ", l2_penalty " << cfg.l2_penalty;
+  if (cfg.clip_norm > 0)
+    out << ", clip_norm " << cfg.clip_norm;
   switch (cfg.kind) {
     case optimizer_kind::sgd:
       break;
@@ -109,6 +112,9 @@ caf::error optimizer_config::validate() const {
   if (!(l2_penalty >= 0 && std::isfinite(l2_penalty)))
     return bad("--l2_penalty must be >= 0, got "
                + std::to_string(l2_penalty));
+  if (!(clip_norm >= 0 && std::isfinite(clip_norm)))
+    return bad("--clip_norm must be >= 0 (0: no clipping), got "
+               + std::to_string(clip_norm));
   if (auto err = schedule.validate())
     return err;
   if (kind == optimizer_kind::kfac)
@@ -167,8 +173,14 @@ caf::error optimizer::apply(parameter_set& params,
   for (size_t i = 0; i < params.size(); ++i)
     if (auto err = check_variable(i, params[i].value))
       return err;
-  // Standalone, the updates so far are the global step.
+  // Standalone, the updates so far are the global step, and these
+  // gradients are all of the step's.
   set_global_step(slots_.step);
+  double squares = 0;
+  if (config_.clip_norm > 0)
+    for (const auto& g : grads)
+      squares += sum_of_squares(g.value);
+  set_gradient_scale(clip_factor(squares, config_.clip_norm));
   begin_step();
   for (size_t i = 0; i < params.size(); ++i)
     update_span(i, params[i].value.data(), grads[i].value.data(), 0,
@@ -237,11 +249,20 @@ void optimizer::update_span(size_t i, float* theta_ptr, const float* grad_ptr,
   // Weights decay, biases do not (decays()). The L2 penalty's gradient
   // joins the averaged one; decoupled decay shrinks the variable before
   // the update, as PyTorch's SGD/AdamW with decoupled weight decay do.
+  // A clipped gradient is scaled first: the penalty is not clipped (as
+  // PyTorch's clip_grad_norm_ before an optimizer's weight_decay).
   const bool decaying = decays(shapes_[i].size());
-  Eigen::ArrayXf penalised;
-  if (decaying && config_.l2_penalty > 0)
-    penalised = const_array_map(grad_ptr, n) + config_.l2_penalty * theta;
-  const_array_map g(penalised.size() > 0 ? penalised.data() : grad_ptr, n);
+  const bool scaled = gradient_scale_ != 1.0f;
+  const bool penalty = decaying && config_.l2_penalty > 0;
+  Eigen::ArrayXf adjusted;
+  if (scaled && penalty)
+    adjusted = gradient_scale_ * const_array_map(grad_ptr, n)
+               + config_.l2_penalty * theta;
+  else if (scaled)
+    adjusted = gradient_scale_ * const_array_map(grad_ptr, n);
+  else if (penalty)
+    adjusted = const_array_map(grad_ptr, n) + config_.l2_penalty * theta;
+  const_array_map g(adjusted.size() > 0 ? adjusted.data() : grad_ptr, n);
   if (decaying && config_.weight_decay > 0)
     theta *= 1.0f - lr * config_.weight_decay;
   switch (config_.kind) {

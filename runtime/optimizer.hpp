@@ -38,7 +38,8 @@ public:
   static caf::expected<optimizer> make(const optimizer_config& config,
                                        const parameter_set& params);
 
-  /// One update of `params` with `grads` (same names and shapes, finite).
+  /// One update of `params` with `grads` (same names and shapes, finite),
+  /// clipped by their global norm when the config says so.
   caf::error apply(parameter_set& params, const parameter_set& grads);
 
   /// The update to come is global step `global_step`'s (0-based: the one
@@ -46,6 +47,17 @@ public:
   /// schedule's for that step. Unset, the rate is the base rate.
   void set_global_step(int64_t global_step) noexcept {
     rate_ = config_.rate_at(global_step);
+  }
+
+  /// The factor the gradients of the updates to come are multiplied by
+  /// (clip_factor of the step's global norm; 1: unclipped). apply() sets
+  /// it itself from the gradients it is given.
+  void set_gradient_scale(float scale) noexcept {
+    gradient_scale_ = scale;
+  }
+
+  float gradient_scale() const noexcept {
+    return gradient_scale_;
   }
 
   /// Starts one update step; then update() / update_rows() each variable
@@ -105,6 +117,8 @@ private:
   optimizer_slots slots_;
   /// The scheduled learning rate of the update under way (begin_step).
   float rate_ = 0.0f;
+  /// The clip factor of the update under way (set_gradient_scale).
+  float gradient_scale_ = 1.0f;
   std::vector<std::string> names_;
   std::vector<tensor_shape> shapes_;
 };

@@ -46,6 +46,11 @@ struct optimizer_config {
   /// the update (before K-FAC's preconditioning, as the penalty's gradient
   /// is part of the objective's).
   float l2_penalty = 0.0f;
+  /// Clipping by the global norm of the step's averaged gradient (0: off;
+  /// runtime/gradient_clip.hpp): before the L2 penalty joins it and before
+  /// K-FAC's preconditioning, whose step the KL clip (kfac.kl_clip) bounds
+  /// after it.
+  float clip_norm = 0.0f;
   /// K-FAC's own settings (kind kfac only).
   kfac_config kfac;
 
@@ -72,7 +77,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
   return f(caf::meta::type_name("optimizer_config"), x.kind, x.learning_rate,
            x.momentum, x.beta1, x.beta2, x.epsilon, x.schedule,
-           x.weight_decay, x.l2_penalty, x.kfac);
+           x.weight_decay, x.l2_penalty, x.clip_norm, x.kfac);
 }
 
 } // namespace syncfac

@@ -141,20 +141,30 @@ kfac_apply(optimizer& opt, parameter_set& params,
   const float mu = cfg.momentum;
   // The rate as scheduled for this global step (optimizer::set_global_step).
   const float lr = opt.rate();
-  // The L2 penalty's gradient is part of the objective's: it is added
-  // before the preconditioning (weights only, as optimizer::update_span).
+  // A clipped gradient (optimizer::set_gradient_scale) is scaled first;
+  // the L2 penalty's gradient is part of the objective's: it is added
+  // after the clip and before the preconditioning (weights only, as
+  // optimizer::update_span).
+  const float scale = opt.gradient_scale();
+  const bool adjusted = scale != 1.0f || cfg.l2_penalty > 0;
   std::vector<tensor> penalised;
-  if (cfg.l2_penalty > 0) {
+  if (adjusted) {
     penalised = grads;
-    for (size_t i = 0; i < params.size(); ++i)
-      if (decays(params[i].value.shape().size()) && !skipped(i)) {
-        auto* g = penalised[i].data();
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (skipped(i))
+        continue;
+      auto* g = penalised[i].data();
+      if (scale != 1.0f)
+        for (int64_t k = 0; k < penalised[i].size(); ++k)
+          g[k] *= scale;
+      if (cfg.l2_penalty > 0 && decays(params[i].value.shape().size())) {
         const auto* theta = params[i].value.data();
         for (int64_t k = 0; k < penalised[i].size(); ++k)
           g[k] += cfg.l2_penalty * theta[k];
       }
+    }
   }
-  const auto& objective = cfg.l2_penalty > 0 ? penalised : grads;
+  const auto& objective = adjusted ? penalised : grads;
   kfac_step_info info;
   bool adam = cfg.kfac.momentum == kfac_momentum::adam;
   direction_of direction{adam, mu};

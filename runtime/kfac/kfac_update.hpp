@@ -9,7 +9,9 @@
 //   adam:    v ← μv + ∇;  u = F̂⁻¹v;  θ ← θ − η·c·u
 //   regular: u = F̂⁻¹∇;   v ← μv + c·u;  θ ← θ − η·v
 // with c = min(1, √(kl_clip / (η² Σ⟨·, F̂⁻¹·⟩))) over the preconditioned
-// layers (1 without a clip). Variables marked left out (a PS shard's
+// layers (1 without a clip). ∇ is the averaged gradient times the
+// optimizer's gradient_scale (--clip_norm's factor, before the
+// preconditioning) plus the L2 penalty's gradient. Variables marked left out (a PS shard's
 // embedding tables, whose gradients come as rows) are not touched: the
 // caller gives them the first-order update (docs/models.md).
 

@@ -167,6 +167,11 @@ std::vector<metric_family> run_status::families(
           "The learning rate the last global step was applied with, as "
           "scheduled.",
           last("learning_rate", 0));
+  if (last_.count("gradient_norm") > 0)
+    gauge("syncfac_gradient_norm",
+          "The global norm of the last global step's averaged gradient, "
+          "before --clip_norm clipped it.",
+          last("gradient_norm", 0));
   if (last_.count("stale_pushes") > 0)
     counter("syncfac_run_stale_pushes_total",
             "Gradient pushes dropped as stale, as the workers reported them.",

@@ -213,6 +213,21 @@ bool conditional_accumulator::apply_checked(
   return true;
 }
 
+caf::expected<double>
+conditional_accumulator::average_sum_of_squares(int64_t n) const {
+  if (auto err = check_take(n))
+    return err;
+  // The very floats take() divides out.
+  const auto count = static_cast<float>(this->count());
+  double result = 0;
+  const auto* sum = sum_.data();
+  for (int64_t i = 0; i < sum_.size(); ++i) {
+    float average = sum[i] / count;
+    result += static_cast<double>(average) * average;
+  }
+  return result;
+}
+
 caf::expected<tensor> conditional_accumulator::take(int64_t n) {
   if (auto err = check_take(n))
     return err;

@@ -205,6 +205,10 @@ public:
   /// gradients arrived (the caller waits for ready(n) and asks again).
   caf::expected<tensor> take(int64_t n);
 
+  /// The sum of the squares of the values take(n) would return now, which
+  /// it leaves to come (--clip_norm's global norm); errors as take.
+  caf::expected<double> average_sum_of_squares(int64_t n) const;
+
   /// Drops the gradients since the last take: after a rollback to a
   /// checkpoint they belong to variables that no longer exist.
   void discard();

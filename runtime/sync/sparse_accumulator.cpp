@@ -133,6 +133,23 @@ void sparse_accumulator::discard() {
   reset_round();
 }
 
+caf::expected<double>
+sparse_accumulator::average_sum_of_squares(int64_t n) const {
+  if (auto err = check_take(n))
+    return err;
+  // The very floats take() divides out, row by row.
+  double result = 0;
+  for (auto row : touched_) {
+    const auto hits = static_cast<float>(hits_[static_cast<size_t>(row)]);
+    const float* sum = sum_.data() + row * row_size_;
+    for (int64_t j = 0; j < row_size_; ++j) {
+      float average = sum[j] / hits;
+      result += static_cast<double>(average) * average;
+    }
+  }
+  return result;
+}
+
 caf::expected<sparse_gradient> sparse_accumulator::take(int64_t n) {
   if (auto err = check_take(n))
     return err;

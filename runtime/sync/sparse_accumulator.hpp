@@ -76,6 +76,10 @@ public:
   /// increments global_step. Errors as conditional_accumulator::take.
   caf::expected<sparse_gradient> take(int64_t n);
 
+  /// The sum of the squares of the rows take(n) would return now, which
+  /// it leaves to come (--clip_norm's global norm); errors as take.
+  caf::expected<double> average_sum_of_squares(int64_t n) const;
+
   /// Drops the rows since the last take (a rollback; see the dense one).
   void discard();
 

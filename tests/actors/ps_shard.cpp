@@ -537,6 +537,82 @@ BOOST_AUTO_TEST_CASE(apply_needs_a_positive_n_and_the_shard_step) {
   BOOST_REQUIRE(apply(0, 1));
 }
 
+BOOST_AUTO_TEST_CASE(a_norm_request_waits_for_the_round_and_takes_nothing) {
+  // --clip_norm's first phase: sent before the pushes, answered with the
+  // last one; the averages stay for the apply that follows.
+  auto pending = self->request(ps, 10s, norm_atom::value, int64_t{0},
+                               int64_t{2});
+  push(seed_push(0, 0));
+  BOOST_TEST(push(seed_push(1, 0)).accepted);
+  caf::expected<norm_part> part{caf::error{}};
+  pending.receive([&](norm_part& x) { part = x; },
+                  [&](caf::error& err) { part = std::move(err); });
+  BOOST_REQUIRE_MESSAGE(part, test::why(part));
+  BOOST_TEST(part->shard == 1);
+  BOOST_TEST(part->global_step == 0);
+  // Averages v0 0.2, v1 1.0, v_sparse's row 1 0.2 (row 0 untouched).
+  float v0 = (0.1f + 0.3f) / 2, v1 = (0.9f + 1.1f) / 2;
+  BOOST_TEST(part->sum_of_squares == double{v0} * v0 + double{v1} * v1
+                                       + double{v0} * v0,
+             tt::tolerance(1e-12));
+  BOOST_TEST(status().global_step == 0);
+  // Asked again, the same answer: nothing was taken.
+  auto again = ask<norm_part>(norm_atom::value, int64_t{0}, int64_t{2});
+  BOOST_REQUIRE_MESSAGE(again, test::why(again));
+  BOOST_TEST(again->sum_of_squares == part->sum_of_squares);
+  // The apply with a factor moves every variable by that share of the
+  // plain step.
+  auto done = ask<applied>(apply_atom::value, int64_t{0}, int64_t{2},
+                           gradient_scale{0.25f});
+  BOOST_REQUIRE_MESSAGE(done, test::why(done));
+  BOOST_TEST(done->global_step == 1);
+  auto p = pull();
+  BOOST_TEST(value_of(p, "v0", 0) == 0 - 0.25f * v0 * 2.0f,
+             tt::tolerance(1e-6f));
+  BOOST_TEST(value_of(p, "v1", 0) == 1 - 0.25f * v1 * 2.0f,
+             tt::tolerance(1e-6f));
+  BOOST_TEST(value_of(p, "v_sparse", 0) == 3.0f);
+  BOOST_TEST(value_of(p, "v_sparse", 1) == 4 - 0.25f * v0 * 2.0f,
+             tt::tolerance(1e-6f));
+  // The next plain apply is unscaled again.
+  push(seed_push(0, 1));
+  push(seed_push(1, 1));
+  BOOST_REQUIRE(apply(1, 2));
+  BOOST_TEST(value_of(pull(), "v1", 0)
+               == 1 - 0.25f * v1 * 2.0f - v1 * 2.0f,
+             tt::tolerance(1e-6f));
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_clip_factor_or_norm_request_is_refused) {
+  push(seed_push(0, 0));
+  for (float f : {0.0f, -0.5f, 1.5f, std::numeric_limits<float>::quiet_NaN(),
+                  std::numeric_limits<float>::infinity()}) {
+    auto msg = failure(ask<applied>(apply_atom::value, int64_t{0},
+                                    int64_t{1}, gradient_scale{f}),
+                       ec::invalid_argument);
+    BOOST_TEST(contains(msg, "clip factor"), msg);
+  }
+  BOOST_TEST(status().global_step == 0);
+  auto msg = failure(ask<norm_part>(norm_atom::value, int64_t{3}, int64_t{1}),
+                     ec::invalid_argument);
+  BOOST_TEST(contains(msg, "norm for step 3, but the shard is at step 0"),
+             msg);
+  msg = failure(ask<norm_part>(norm_atom::value, int64_t{0}, int64_t{0}),
+                ec::invalid_argument);
+  BOOST_TEST(contains(msg, "positive number of gradients"), msg);
+  // A norm still waiting holds off an apply, and set_step abandons it.
+  auto waiting = self->request(ps, 10s, norm_atom::value, int64_t{0},
+                               int64_t{2});
+  msg = failure(apply(0, 2), ec::invalid_argument);
+  BOOST_TEST(contains(msg, "norm for step 0 is still pending"), msg);
+  set_step(4);
+  caf::expected<norm_part> part{caf::error{}};
+  waiting.receive([&](norm_part& x) { part = x; },
+                  [&](caf::error& err) { part = std::move(err); });
+  msg = failure(part, ec::invalid_argument);
+  BOOST_TEST(contains(msg, "the norm of step 0 (n = 2) was abandoned"), msg);
+}
+
 BOOST_AUTO_TEST_CASE(a_second_apply_while_one_is_pending_is_an_error) {
   auto first = self->request(ps, 10s, apply_atom::value, int64_t{0},
                              int64_t{1});

@@ -9,6 +9,7 @@
 // deterministic by CAF's test scheduler: nothing runs until the test says so.
 
 #include <chrono>
+#include <cmath>
 #include <optional>
 
 #include <caf/actor_system.hpp>
@@ -127,7 +128,8 @@ struct fixture : test::deterministic_system {
   }
 
   void start(int num_workers, int replicas_to_aggregate, int64_t num_tokens,
-             int bad_worker = -1, float average_decay = 0) {
+             int bad_worker = -1, float average_decay = 0,
+             float clip_norm = 0) {
     spawn_shards();
     chief_config cc;
     cc.worker_replicas = num_workers;
@@ -136,6 +138,7 @@ struct fixture : test::deterministic_system {
     cc.steps = 100;
     cc.shards = shards;
     cc.moving_average_decay = average_decay;
+    cc.clip_norm = clip_norm;
     auto c = spawn_chief(sys, cc);
     BOOST_REQUIRE_MESSAGE(c, test::why(c));
     chief = *c;
@@ -276,6 +279,31 @@ BOOST_AUTO_TEST_CASE(test2Workers) {
   check_steps(2, 2);
   check_values(0 - 2 * (0.1f + 0.3f) / 2 * 2.0f,
                1 - 2 * (0.9f + 1.1f) / 2 * 2.0f);
+}
+
+BOOST_AUTO_TEST_CASE(clip_norm_scales_every_shard_by_the_global_norm) {
+  // test2Workers' first round under --clip_norm 0.5. The averages (v0 0.2
+  // on ps0; v1 1.0 and v_sparse's row 1 0.2 on ps1) have the global norm
+  // sqrt(1.08) > 0.5, so every shard scales by 0.5 / sqrt(1.08). Clipped
+  // shard by shard, ps0 (norm 0.2) would not have clipped at all.
+  start(2, 2, 2, -1, 0, 0.5f);
+  step({0});
+  step({1});
+  check_steps(2, 1);
+  float v0 = (0.1f + 0.3f) / 2, v1 = (0.9f + 1.1f) / 2;
+  double factor = 0.5 / std::sqrt(double{v0} * v0 * 2 + double{v1} * v1);
+  check_values(static_cast<float>(0 - factor * v0 * 2.0),
+               static_cast<float>(1 - factor * v1 * 2.0));
+  BOOST_TEST(std::abs(value(1, 1, 1) - (4.0 - factor * v0 * 2.0)) < tol);
+  BOOST_TEST(value(1, 1, 0) == 3.0f);
+}
+
+BOOST_AUTO_TEST_CASE(a_clip_norm_above_the_norm_changes_nothing) {
+  start(2, 2, 2, -1, 0, 10.0f);
+  step({0});
+  step({1});
+  check_steps(2, 1);
+  check_values(0 - (0.1f + 0.3f) / 2 * 2.0f, 1 - (0.9f + 1.1f) / 2 * 2.0f);
 }
 
 BOOST_AUTO_TEST_CASE(test3Workers1Backup) {

@@ -106,6 +106,55 @@ BOOST_AUTO_TEST_CASE(sync_topologies_run_in_one_process) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(clip_norm_clips_each_step_over_every_shard) {
+  // A clip far under the gradient's norm: every logged step reports the
+  // norm before the clip (above the clip), the run trains to other
+  // parameters than without it, and --runtime plain clips as well.
+  auto flags = program + " --fake_data --steps 30 --batch_size 32"
+               " --optimizer momentum --learning_rate 0.05 --log_every 10"
+               " --threads 2 --eval_every 0 --no_final_eval";
+  // One worker: the sync run is deterministic (with two, which gradients
+  // a round averages depends on timing), and two shards split the norm.
+  auto sync = " --worker_replicas 1 --ps_tasks 2";
+  run_files clipped;
+  auto res = run_ok(flags + sync + " --clip_norm 0.01 --metrics "
+                    + clipped.metrics + " --summary " + clipped.summary);
+  BOOST_TEST(said(res.output, ", clip_norm 0.01"));
+  auto norms = json_numbers(read_file(clipped.metrics), "gradient_norm");
+  BOOST_REQUIRE_EQUAL(norms.size(), 3u);
+  for (auto norm : norms)
+    BOOST_TEST(norm > 0.01);
+  run_files plain;
+  run_ok(flags + sync + " --metrics " + plain.metrics + " --summary "
+         + plain.summary);
+  BOOST_TEST(json_numbers(read_file(plain.metrics), "gradient_norm").empty());
+  BOOST_TEST(json_string(read_file(clipped.summary), "params_digest")
+             != json_string(read_file(plain.summary), "params_digest"));
+  // A clip above every norm the run sees changes nothing.
+  run_files loose;
+  run_ok(flags + sync + " --clip_norm 1e6 --metrics " + loose.metrics
+         + " --summary " + loose.summary);
+  BOOST_TEST(json_string(read_file(loose.summary), "params_digest")
+             == json_string(read_file(plain.summary), "params_digest"));
+  // --runtime plain (first-order, and K-FAC on its device): the same
+  // run twice ends on the same loss, and a clipped one on another.
+  for (auto optimizer : {" --optimizer momentum", " --optimizer kfac"}) {
+    BOOST_TEST_CONTEXT(optimizer) {
+      auto last_loss = [&](const std::string& extra) {
+        run_files files;
+        run_ok(flags + " --runtime plain" + optimizer + extra + " --summary "
+               + files.summary);
+        return json_numbers(read_file(files.summary), "last_loss").at(0);
+      };
+      auto unclipped = last_loss("");
+      BOOST_TEST(last_loss("") == unclipped);
+      BOOST_TEST(last_loss(" --clip_norm 0.01") != unclipped);
+    }
+  }
+  check_refused(program + " --fake_data --clip_norm -1",
+                {"--clip_norm -1: must be >= 0"});
+}
+
 BOOST_AUTO_TEST_CASE(bad_topologies_are_refused) {
   check_refused(program + " --fake_data --worker_replicas 1"
                 " --replicas_to_aggregate 3 --num_tokens 1",

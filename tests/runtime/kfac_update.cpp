@@ -677,3 +677,40 @@ BOOST_AUTO_TEST_CASE(the_l2_penalty_is_preconditioned_and_weight_decay_is_not) {
   for (size_t i = 0; i < shrunk.size(); ++i)
     require_close(shrunk[i].value, as_vector(kept[i].value), shrunk[i].name);
 }
+
+BOOST_AUTO_TEST_CASE(a_clipped_gradient_is_scaled_before_the_preconditioning) {
+  // --clip_norm's factor multiplies the averaged gradient itself: the
+  // step equals K-FAC's step on factor x gradient, the L2 penalty joining
+  // unscaled, and the momentum of a variable without an inverse ([3]
+  // `scale`) carries the scaled gradient too.
+  auto inv = cholesky_inverse(a_inv_1(), g_inv_1());
+  std::vector<kfac_layer_slot> slots{{0, 1, &inv}};
+  auto config = [] {
+    optimizer_config cfg;
+    cfg.kind = optimizer_kind::kfac;
+    cfg.learning_rate = lr;
+    cfg.momentum = mu;
+    cfg.l2_penalty = 0.5f;
+    auto opt = optimizer::make(cfg, variables());
+    BOOST_REQUIRE_MESSAGE(opt, test::why(opt));
+    return std::move(*opt);
+  };
+  auto clipped = config();
+  clipped.set_gradient_scale(0.25f);
+  auto by_hand = config();
+  auto params = variables();
+  auto ref = variables();
+  BOOST_REQUIRE(kfac_apply(clipped, params, gradients(1.0f), slots));
+  auto g = gradients(1.0f);
+  for (auto& x : g)
+    for (int64_t k = 0; k < x.size(); ++k)
+      x[k] *= 0.25f;
+  BOOST_REQUIRE(kfac_apply(by_hand, ref, g, slots));
+  for (size_t i = 0; i < params.size(); ++i)
+    require_close(params[i].value, as_vector(ref[i].value), params[i].name);
+  // And it differs from the unclipped step (the test can fail).
+  auto plain = config();
+  auto unclipped = variables();
+  BOOST_REQUIRE(kfac_apply(plain, unclipped, gradients(1.0f), slots));
+  BOOST_TEST(std::abs(unclipped[0].value[0] - params[0].value[0]) > 1e-4);
+}

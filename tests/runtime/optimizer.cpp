@@ -2,9 +2,11 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <limits>
 
 #include "runtime/base/error.hpp"
 #include "tests/helpers.hpp"
+#include "runtime/gradient_clip.hpp"
 #include "runtime/optimizer.hpp"
 
 using namespace syncfac;
@@ -196,4 +198,48 @@ BOOST_AUTO_TEST_CASE(decays_out_of_range_are_refused_by_name) {
   bad = optimizer::make(cfg, one(0));
   BOOST_REQUIRE(!bad);
   BOOST_TEST(render(bad.error()).find("--l2_penalty") != std::string::npos);
+}
+
+// -- clipping by the global norm (--clip_norm) --------------------------------
+
+BOOST_AUTO_TEST_CASE(clip_factor_is_clip_over_the_larger_of_norm_and_clip) {
+  BOOST_TEST(clip_factor(100.0, 5.0f) == 0.5f);
+  BOOST_TEST(clip_factor(4.0, 5.0f) == 1.0f);
+  BOOST_TEST(clip_factor(25.0, 5.0f) == 1.0f);
+  BOOST_TEST(clip_factor(1e6, 0.0f) == 1.0f);
+  float x[] = {3, -4};
+  BOOST_TEST(sum_of_squares(x, 2) == 25.0);
+}
+
+BOOST_AUTO_TEST_CASE(apply_clips_every_gradient_by_their_global_norm) {
+  // Gradients w [6, 6] and b [6, 6] (plus l2 x w on w): the global norm
+  // of the gradients alone is 12, so with --clip_norm 3 each is
+  // multiplied by 1/4; the L2 penalty's gradient joins after the clip.
+  auto cfg = config_of(optimizer_kind::sgd, 1.0f);
+  cfg.clip_norm = 3.0f;
+  cfg.l2_penalty = 0.5f;
+  auto opt = optimizer::make(cfg, weight_and_bias(0));
+  BOOST_REQUIRE(opt);
+  auto params = weight_and_bias(2);
+  BOOST_REQUIRE(!opt->apply(params, weight_and_bias(6)));
+  BOOST_TEST(opt->gradient_scale() == 0.25f);
+  // w: 2 - (6 / 4 + 0.5 x 2) = -0.5; b: 2 - 6 / 4 = 0.5.
+  BOOST_TEST(std::abs(params[0].value[0] + 0.5f) < 1e-6);
+  BOOST_TEST(std::abs(params[1].value[1] - 0.5f) < 1e-6);
+  // Within the norm: unscaled.
+  params = weight_and_bias(2);
+  BOOST_REQUIRE(!opt->apply(params, weight_and_bias(1)));
+  BOOST_TEST(opt->gradient_scale() == 1.0f);
+  BOOST_TEST(std::abs(params[1].value[0] - 1.0f) < 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(a_negative_or_infinite_clip_norm_is_refused_by_name) {
+  auto cfg = config_of(optimizer_kind::momentum, 0.5f);
+  for (float bad_norm : {-1.0f, std::numeric_limits<float>::infinity()}) {
+    cfg.clip_norm = bad_norm;
+    auto bad = optimizer::make(cfg, one(0));
+    BOOST_REQUIRE(!bad);
+    BOOST_TEST(render(bad.error()).find("--clip_norm must be >= 0")
+               != std::string::npos);
+  }
 }

@@ -73,6 +73,21 @@ BOOST_AUTO_TEST_CASE(stale_gradients_are_dropped_and_counted) {
 
 // -- take ---------------------------------------------------------------------
 
+BOOST_AUTO_TEST_CASE(the_sum_of_squares_is_that_of_the_average_take_returns) {
+  // --clip_norm's part of a dense variable, taken from the very floats
+  // take divides out (over every gradient, as take), taking nothing.
+  conditional_accumulator acc{"w", {2}};
+  push(acc, 0, vec({1, 2}));
+  push(acc, 0, vec({2, 3}));
+  push(acc, 0, vec({0, 1}));
+  auto squares = acc.average_sum_of_squares(2);
+  BOOST_REQUIRE_MESSAGE(squares, test::why(squares));
+  auto average = take(acc, 2);
+  BOOST_TEST(average == vec({1, 2}));
+  BOOST_TEST(*squares == 1.0 + 4.0);
+  failure(acc.average_sum_of_squares(1), ec::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(take_of_a_non_positive_count_is_an_error) {
   conditional_accumulator acc{"w", {1}};
   push(acc, 0, vec({1}));

@@ -97,6 +97,21 @@ BOOST_AUTO_TEST_CASE(each_row_is_averaged_over_the_gradients_that_touched_it) {
   BOOST_TEST(g.rows == rows_of(2, {1, 3, 8}));
 }
 
+BOOST_AUTO_TEST_CASE(the_sum_of_squares_is_that_of_the_rows_take_returns) {
+  // --clip_norm's part of a sparse variable: the rows as take averages
+  // them (each over its own hits), squared and summed; nothing is taken.
+  sparse_accumulator acc{"emb", {5, 2}};
+  push(acc, 0, {0, 2}, rows_of(2, {1, 3}));
+  push(acc, 0, {2, 3}, rows_of(2, {6, 8}));
+  push(acc, 0, {2}, rows_of(2, {0}));
+  auto squares = acc.average_sum_of_squares(3);
+  BOOST_REQUIRE_MESSAGE(squares, test::why(squares));
+  BOOST_TEST(*squares == 2 * (1.0 + 9.0 + 64.0));
+  BOOST_TEST(acc.touched_rows() == 3);
+  failure(acc.average_sum_of_squares(4), ec::invalid_argument);
+  BOOST_TEST(take(acc, 3).rows == rows_of(2, {1, 3, 8}));
+}
+
 BOOST_AUTO_TEST_CASE(rows_come_out_in_increasing_index_order) {
   sparse_accumulator acc{"emb", {6, 1}};
   push(acc, 0, {5}, rows_of(1, {5}));
