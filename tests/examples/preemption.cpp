@@ -761,7 +761,9 @@ BOOST_AUTO_TEST_CASE(the_plain_loop_stops_after_its_step_and_says_what_is_lost) 
 
 BOOST_AUTO_TEST_CASE(a_second_signal_exits_at_once_and_no_dir_says_what_is_lost) {
   // Two signals back to back: the second comes while the first's step in
-  // flight is still being finished, and ends the process at once.
+  // flight is still being finished, and ends the process at once. Both
+  // may be pending together, and Linux then delivers the lower number
+  // (SIGINT) first: either order is the same story.
   temp_dir tmp;
   single_run run{tmp, single};
   auto n = run.start("twice");
@@ -770,7 +772,10 @@ BOOST_AUTO_TEST_CASE(a_second_signal_exits_at_once_and_no_dir_says_what_is_lost)
   n.signal(SIGTERM);
   n.signal(SIGINT);
   check_exits_preempted(n, std::chrono::seconds{30});
-  BOOST_TEST(said(n.output(), "SIGINT again after SIGTERM: exiting at once"));
+  BOOST_TEST((said(n.output(), "SIGINT again after SIGTERM: exiting at once")
+              || said(n.output(),
+                      "SIGTERM again after SIGINT: exiting at once")),
+             n.output());
   BOOST_TEST(said(n.output(),
                   "no --checkpoint_dir: every step of this run is lost"));
 }

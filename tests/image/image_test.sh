@@ -91,7 +91,7 @@ cp "$source_dir/scripts/install-deps.sh" "$ctx/scripts/"
 # Dockerfile builds them, under WORK_DIR (kept, so a later run only
 # rebuilds what changed).
 programs_build=$build_dir
-if ldd "$build_dir/bin/${programs[0]}" 2>/dev/null | grep -q 'libcudart'; then
+if ldd "$build_dir/bin/${programs[0]}" 2>/dev/null | grep libcudart > /dev/null; then
   programs_build=$work/cpu-programs
   echo "this build has CUDA: building the programs without it, as the image's build stage does ($programs_build)"
   start=$(date +%s)

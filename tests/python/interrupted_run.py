@@ -6,6 +6,7 @@ Used by test_syncfac.py (train) and test_cluster.py (launch, node).
 """
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -13,17 +14,34 @@ import threading
 import pytest
 
 
+def logged_step(at_least, prefix=""):
+    """A pattern for interrupted()'s `when`: a log line of global step
+    `at_least` (< 10) or later, after `prefix` ("[chief:0] "). A line is
+    logged only for a window with a worker's report, so the line of one
+    given step may never come (docs/observability.md)."""
+    return re.compile(re.escape(prefix) + r"global_step: ([%d-9]|[1-9]\d+) "
+                      % at_least)
+
+
 def interrupted(args, when, timeout, sig=signal.SIGINT, word="INTERRUPTED",
                 env=None):
     """Runs `args` (with `env` added to the environment), sends `sig` at
     the first stdout line that starts with (or, as "*text", contains)
-    `when`, and waits for the end; `timeout` s bound each wait, the line's
-    and the end's. Returns (the line beginning `word`, stdout, stderr)."""
+    `when`, or that the compiled pattern `when` finds, and waits for the
+    end; `timeout` s bound each wait, the line's and the end's. Returns
+    (the line beginning `word`, stdout, stderr)."""
     proc = subprocess.Popen(args, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, **(env or {})))
-    anywhere = when.startswith("*")
-    text = when[1:] if anywhere else when
+    if hasattr(when, "search"):
+        found = when.search
+        text = when.pattern
+    elif when.startswith("*"):
+        text = when[1:]
+        found = lambda line: text in line
+    else:
+        text = when
+        found = lambda line: line.startswith(text)
     # Reading lines has no timeout of its own: past `timeout` the process
     # is killed, which ends the reading.
     watchdog = threading.Timer(timeout, proc.kill)
@@ -32,7 +50,7 @@ def interrupted(args, when, timeout, sig=signal.SIGINT, word="INTERRUPTED",
         seen = []
         for line in proc.stdout:
             seen.append(line)
-            if (text in line) if anywhere else line.startswith(text):
+            if found(line):
                 watchdog.cancel()
                 proc.send_signal(sig)
                 break

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import syncfac
-from interrupted_run import interrupted
+from interrupted_run import interrupted, logged_step
 
 BIN = os.environ["SYNCFAC_BIN"]
 PYTHON = "/usr/bin/python3"
@@ -236,7 +236,7 @@ def test_sigterm_to_launch_returns_the_preempted_summary(tmp_path):
     ckpt = tmp_path / "ckpt"
     word, out, err = interrupted(
         [PYTHON, "-u", "-c", INTERRUPTED_LAUNCH, json.dumps(kfac_cluster()),
-         str(ckpt)], "*[chief:0] global_step: 5 ", timeout=300,
+         str(ckpt)], logged_step(5, "[chief:0] "), timeout=300,
         sig=signal.SIGTERM, word="RETURNED")
     returned = json.loads(word[len("RETURNED "):])
     # Every task got the signal; the chief names the first that told it.
@@ -318,7 +318,7 @@ def test_ctrl_c_stops_a_launched_cluster_checkpointed(tmp_path):
     ckpt = tmp_path / "ckpt"
     word, out, err = interrupted(
         [PYTHON, "-u", "-c", INTERRUPTED_LAUNCH, json.dumps(kfac_cluster()),
-         str(ckpt)], "*[chief:0] global_step: 5 ", timeout=300)
+         str(ckpt)], logged_step(5, "[chief:0] "), timeout=300)
     _, step, rest = word.split(" ", 2)
     step = int(step)
     assert 5 <= step < 10000000
@@ -524,7 +524,7 @@ def test_ctrl_c_to_the_chiefs_node_stops_every_node(tmp_path):
     try:
         word, out, err = interrupted(
             [PYTHON, "-u", "-c", INTERRUPTED_NODE, str(ckpt)],
-            "global_step: 5 ", timeout=300, env=envs["chief:0"])
+            logged_step(5), timeout=300, env=envs["chief:0"])
         outputs = outputs_when_ended(others, 300, "the node() process of")
     finally:
         for proc in others.values():

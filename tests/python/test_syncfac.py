@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import syncfac
-from interrupted_run import interrupted
+from interrupted_run import interrupted, logged_step
 
 BIN = os.environ["SYNCFAC_BIN"]
 SOURCE = os.environ["SYNCFAC_SOURCE_DIR"]
@@ -532,7 +532,7 @@ def test_ctrl_c_stops_the_run_checkpointed(tmp_path):
     ckpt = tmp_path / "ckpt"
     word, out, err = interrupted(
         ["/usr/bin/python3", "-u", "-c", STOPPED_RUN, str(ckpt), "1000000"],
-        "global_step: 5 ", timeout=120)
+        logged_step(5), timeout=120)
     step = int(word.split()[1])
     assert 5 <= step < 1000000
     assert ("preempted (SIGINT) at global step %d; checkpointed into %s"
