@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "runtime/comma_list.hpp"
 #include "runtime/data/content_digest.hpp"
 #include "runtime/sync/compute_delay.hpp"
 
@@ -46,7 +47,8 @@ void add_model(config_fingerprint& fp, const model& init) {
              + " kernel " + str(l.kernel) + " stride " + str(l.stride)
              + " padding " + to_string(l.pad) + " activation "
              + to_string(l.act) + " init " + l.init + " vocabulary "
-             + str(l.vocabulary) + " combiner " + to_string(l.combiner));
+             + str(l.vocabulary) + " combiner " + to_string(l.combiner)
+             + (l.inputs.empty() ? "" : " inputs " + comma_joined(l.inputs)));
   }
 }
 

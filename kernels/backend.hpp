@@ -226,6 +226,24 @@ public:
     return caf::none;
   }
 
+  /// y = act(xs[0] + xs[1] + ...), summed in that order: two or more
+  /// tensors of one shape (a residual connection's add layer). The
+  /// default runs on the host values (any backend: a tensor's host values
+  /// are current when read), then activation_forward.
+  virtual caf::error add_forward(const std::vector<const tensor*>& xs,
+                                 activation act, tensor& y);
+
+  /// y = xs side by side along their last axis (a concat layer): every
+  /// other axis equal, y's last one the sum of theirs. Default on the host.
+  virtual caf::error concat_forward(const std::vector<const tensor*>& xs,
+                                    tensor& y);
+
+  /// concat_forward's gradient: dxs[k] (of shapes[k], skipped when null)
+  /// = the part of dy that input k gave. Default on the host.
+  virtual caf::error concat_backward(const tensor& dy,
+                                     const std::vector<tensor_shape>& shapes,
+                                     const std::vector<tensor*>& dxs);
+
   /// y = x with `shape` (the same element count), copied where x's current
   /// values are: a flatten layer's output stays on the device.
   virtual caf::error reshape_copy(const tensor& x, const tensor_shape& shape,

@@ -3,6 +3,8 @@
 // without kernels of its own for them (CUDA today) computes the same
 // values, only with the extra passes the fused CPU kernels avoid.
 
+#include <algorithm>
+
 #include "kernels/backend.hpp"
 #include "runtime/base/error.hpp"
 
@@ -65,6 +67,120 @@ caf::error backend::max_pool_backward_activated(
   for (size_t j = 0; j < argmax.size(); ++j)
     values[argmax[j]] = winners[j];
   return activation_backward(act, input, input_grad, ds);
+}
+
+caf::error backend::add_forward(const std::vector<const tensor*>& xs,
+                                activation act, tensor& y) {
+  if (xs.size() < 2)
+    return make_error(ec::invalid_argument,
+                      "add_forward: needs two or more inputs, got "
+                        + std::to_string(xs.size()));
+  const auto& shape = xs[0]->shape();
+  for (size_t k = 1; k < xs.size(); ++k)
+    if (xs[k]->shape() != shape)
+      return make_error(ec::shape_mismatch,
+                        "add_forward: input " + std::to_string(k) + " "
+                          + xs[k]->shape_string() + " differs from input 0 "
+                          + xs[0]->shape_string());
+  tensor sum{shape};
+  float* out = sum.data();
+  const auto n = sum.size();
+  const float* first = xs[0]->data();
+  std::copy(first, first + n, out);
+  for (size_t k = 1; k < xs.size(); ++k) {
+    const float* x = xs[k]->data();
+    for (int64_t i = 0; i < n; ++i)
+      out[i] += x[i];
+  }
+  if (act == activation::identity) {
+    y = std::move(sum);
+    return caf::none;
+  }
+  return activation_forward(act, sum, y);
+}
+
+namespace {
+
+/// The last axis of a shape (1 for a scalar) and the count of rows before
+/// it.
+int64_t last_axis(const tensor_shape& shape) {
+  return shape.empty() ? 1 : shape.back();
+}
+
+} // namespace
+
+caf::error backend::concat_forward(const std::vector<const tensor*>& xs,
+                                   tensor& y) {
+  if (xs.empty())
+    return make_error(ec::invalid_argument, "concat_forward: no inputs");
+  auto shape = xs[0]->shape();
+  if (shape.empty())
+    return make_error(ec::shape_mismatch,
+                      "concat_forward: input 0 is a scalar");
+  int64_t width = 0;
+  for (size_t k = 0; k < xs.size(); ++k) {
+    const auto& s = xs[k]->shape();
+    if (s.size() != shape.size()
+        || !std::equal(s.begin(), s.end() - 1, shape.begin()))
+      return make_error(ec::shape_mismatch,
+                        "concat_forward: input " + std::to_string(k) + " "
+                          + xs[k]->shape_string()
+                          + " differs from input 0 "
+                          + xs[0]->shape_string()
+                          + " before the last axis");
+    width += last_axis(s);
+  }
+  shape.back() = width;
+  y.resize(shape);
+  const auto rows = width > 0 ? y.size() / width : 0;
+  float* out = y.data();
+  int64_t offset = 0;
+  for (const auto* x : xs) {
+    const auto w = last_axis(x->shape());
+    const float* in = x->data();
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(in + r * w, in + (r + 1) * w, out + r * width + offset);
+    offset += w;
+  }
+  return caf::none;
+}
+
+caf::error backend::concat_backward(const tensor& dy,
+                                    const std::vector<tensor_shape>& shapes,
+                                    const std::vector<tensor*>& dxs) {
+  if (shapes.size() != dxs.size())
+    return make_error(ec::invalid_argument,
+                      "concat_backward: " + std::to_string(shapes.size())
+                        + " shapes for " + std::to_string(dxs.size())
+                        + " gradients");
+  int64_t width = 0;
+  for (const auto& s : shapes)
+    width += last_axis(s);
+  if (dy.rank() < 1 || dy.shape().back() != width)
+    return make_error(ec::shape_mismatch,
+                      "concat_backward: gradient " + dy.shape_string()
+                        + " does not end in the inputs' "
+                        + std::to_string(width) + " columns");
+  const auto rows = width > 0 ? dy.size() / width : 0;
+  const float* in = dy.data();
+  int64_t offset = 0;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const auto w = last_axis(shapes[k]);
+    if (dxs[k] != nullptr) {
+      if (element_count(shapes[k]) != rows * w)
+        return make_error(ec::shape_mismatch,
+                          "concat_backward: input " + std::to_string(k) + " "
+                            + to_string(shapes[k]) + " does not fit "
+                            "gradient " + dy.shape_string());
+      dxs[k]->resize(shapes[k]);
+      float* out = dxs[k]->data();
+      for (int64_t r = 0; r < rows; ++r)
+        std::copy(in + r * width + offset, in + r * width + offset + w,
+                  out + r * w);
+    }
+    offset += w;
+  }
+  return caf::none;
 }
 
 } // namespace syncfac

@@ -75,6 +75,24 @@ std::string quoted(const std::string& s) {
   return "'" + s + "'";
 }
 
+/// ['a', 'b'], as Python writes a list of names.
+std::string list_text(const std::vector<std::string>& xs) {
+  std::string out = "[";
+  for (size_t i = 0; i < xs.size(); ++i)
+    out += (i > 0 ? ", " : "") + quoted(xs[i]);
+  return out + "]";
+}
+
+/// ", name='x'" when given.
+std::string named(const std::string& name) {
+  return name.empty() ? "" : ", name=" + quoted(name);
+}
+
+/// ", inputs=[...]" when given.
+std::string taking(const std::vector<std::string>& inputs) {
+  return inputs.empty() ? "" : ", inputs=" + list_text(inputs);
+}
+
 /// The Python exception classes, by the error codes they stand for.
 struct exception_classes {
   py::object error;
@@ -178,38 +196,64 @@ PYBIND11_MODULE(_core, m) {
     "conv2d",
     [](int64_t filters, int64_t kernel, int64_t stride,
        const std::string& pad, const std::string& act,
-       const std::string& init, const std::string& name) {
+       const std::string& init, const std::string& name,
+       const std::vector<std::string>& inputs) {
       conv2d_options opts;
       opts.stride = stride;
       opts.pad = to_padding(pad);
       opts.act = to_activation(act);
       opts.init = init;
       opts.name = name;
+      opts.inputs = inputs;
       auto text = "conv2d(" + std::to_string(filters) + ", "
                   + std::to_string(kernel) + ", stride="
                   + std::to_string(stride) + ", padding=" + quoted(pad)
-                  + ", activation=" + quoted(act) + ")";
+                  + ", activation=" + quoted(act) + named(name)
+                  + taking(inputs) + ")";
       return builder_layer{text, [=](model_builder& b) {
                      b.conv2d(filters, kernel, opts);
                    }};
     },
     py::arg("filters"), py::arg("kernel"), py::arg("stride") = 1,
     py::arg("padding") = "valid", py::arg("activation") = "linear",
-    py::arg("init") = "", py::arg("name") = "");
+    py::arg("init") = "", py::arg("name") = "",
+    py::arg("inputs") = std::vector<std::string>{});
   m.def(
     "dense",
     [](int64_t units, const std::string& act, const std::string& init,
-       const std::string& name) {
+       const std::string& name, const std::vector<std::string>& inputs) {
       dense_options opts;
       opts.act = to_activation(act);
       opts.init = init;
       opts.name = name;
+      opts.inputs = inputs;
       auto text = "dense(" + std::to_string(units)
-                  + ", activation=" + quoted(act) + ")";
+                  + ", activation=" + quoted(act) + named(name)
+                  + taking(inputs) + ")";
       return builder_layer{text, [=](model_builder& b) { b.dense(units, opts); }};
     },
     py::arg("units"), py::arg("activation") = "linear", py::arg("init") = "",
+    py::arg("name") = "", py::arg("inputs") = std::vector<std::string>{});
+  m.def(
+    "add",
+    [](const std::vector<std::string>& inputs, const std::string& act,
+       const std::string& name) {
+      auto a = to_activation(act);
+      auto text = "add(" + list_text(inputs) + ", activation=" + quoted(act)
+                  + named(name) + ")";
+      return builder_layer{text,
+                           [=](model_builder& b) { b.add(inputs, a, name); }};
+    },
+    py::arg("inputs"), py::arg("activation") = "linear",
     py::arg("name") = "");
+  m.def(
+    "concat",
+    [](const std::vector<std::string>& inputs, const std::string& name) {
+      auto text = "concat(" + list_text(inputs) + named(name) + ")";
+      return builder_layer{text,
+                           [=](model_builder& b) { b.concat(inputs, name); }};
+    },
+    py::arg("inputs"), py::arg("name") = "");
   m.def(
     "max_pool",
     [](int64_t window, int64_t stride, const std::string& pad) {

@@ -1,6 +1,7 @@
 #include "runtime/layers.hpp"
 
 #include <algorithm>
+#include <typeinfo>
 
 #include "runtime/base/error.hpp"
 
@@ -501,6 +502,145 @@ private:
   std::vector<int64_t> touched_;
 };
 
+/// A shape as messages show it, the batch dimension as -1.
+std::string shown(tensor_shape shape) {
+  if (!shape.empty())
+    shape[0] = -1;
+  return to_string(shape);
+}
+
+/// What add and concat share: the output, and its prefix for
+/// adopt_prefix (they keep no input: their backward needs none).
+class merge_base : public merge_layer {
+public:
+  const tensor& output() const noexcept override {
+    return y_;
+  }
+
+  caf::error adopt_prefix(const layer& source, const tensor& x,
+                          int64_t n) override {
+    (void) x; // a merge keeps no input
+    if (typeid(source) != typeid(*this))
+      return make_error(ec::invalid_argument,
+                        name() + ": cannot adopt the state of layer '"
+                          + source.name() + "' (a different kind)");
+    const auto& out = source.output();
+    if (out.rank() < 1 || n < 1 || n > out.dim(0))
+      return make_error(ec::invalid_argument,
+                        name() + ": cannot adopt " + std::to_string(n)
+                          + " examples of a forward pass whose output is "
+                          + out.shape_string());
+    copy_prefix(out, n, y_);
+    adopted(static_cast<const merge_base&>(source), n);
+    return caf::none;
+  }
+
+protected:
+  using merge_layer::merge_layer;
+
+  /// What else adopt_prefix takes from a source of the same kind.
+  virtual void adopted(const merge_base& source, int64_t n) {
+    (void) source;
+    (void) n;
+  }
+
+  tensor y_;
+};
+
+class add_layer : public merge_base {
+public:
+  add_layer(std::string name, activation act)
+    : merge_base(std::move(name)), act_(act) {
+  }
+
+  caf::expected<tensor_shape>
+  merged_shape(const std::vector<tensor_shape>& inputs) const override {
+    for (size_t k = 1; k < inputs.size(); ++k)
+      if (inputs[k] != inputs[0])
+        return make_error(ec::shape_mismatch,
+                          name() + ": add needs inputs of one shape, but "
+                                   "input "
+                            + std::to_string(k) + " is "
+                            + shown(inputs[k]) + " and input 0 "
+                            + shown(inputs[0]));
+    return inputs.at(0);
+  }
+
+  caf::error forward_all(backend& dev,
+                         const std::vector<const tensor*>& xs) override {
+    return dev.add_forward(xs, act_, y_);
+  }
+
+  caf::error backward_all(backend& dev, const tensor& dy,
+                          const std::vector<tensor*>& dxs) override {
+    // Every input's gradient is dL/ds, the same for all.
+    const tensor* ds = &dy;
+    if (act_ != activation::identity) {
+      if (auto err = dev.activation_backward(act_, y_, dy, ds_))
+        return err;
+      ds = &ds_;
+    }
+    for (auto* dx : dxs)
+      if (dx != nullptr)
+        if (auto err = dev.reshape_copy(*ds, ds->shape(), *dx))
+          return err;
+    return caf::none;
+  }
+
+private:
+  activation act_;
+  tensor ds_;
+};
+
+class concat_layer : public merge_base {
+public:
+  explicit concat_layer(std::string name) : merge_base(std::move(name)) {
+  }
+
+  caf::expected<tensor_shape>
+  merged_shape(const std::vector<tensor_shape>& inputs) const override {
+    auto out = inputs.at(0);
+    if (out.size() < 2)
+      return make_error(ec::shape_mismatch,
+                        name() + ": concat joins [-1, ..., width] inputs");
+    out.back() = 0;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const auto& s = inputs[k];
+      if (s.size() != out.size()
+          || !std::equal(s.begin() + 1, s.end() - 1, out.begin() + 1))
+        return make_error(ec::shape_mismatch,
+                          name() + ": concat joins along the last axis, "
+                                   "the others equal, but input "
+                            + std::to_string(k) + " is " + shown(s)
+                            + " and input 0 " + shown(inputs[0]));
+      out.back() += s.back();
+    }
+    return out;
+  }
+
+  caf::error forward_all(backend& dev,
+                         const std::vector<const tensor*>& xs) override {
+    input_shapes_.clear();
+    for (const auto* x : xs)
+      input_shapes_.push_back(x->shape());
+    return dev.concat_forward(xs, y_);
+  }
+
+  caf::error backward_all(backend& dev, const tensor& dy,
+                          const std::vector<tensor*>& dxs) override {
+    return dev.concat_backward(dy, input_shapes_, dxs);
+  }
+
+private:
+  void adopted(const merge_base& source, int64_t n) override {
+    input_shapes_ = static_cast<const concat_layer&>(source).input_shapes_;
+    for (auto& s : input_shapes_)
+      s[0] = n;
+  }
+
+  std::vector<tensor_shape> input_shapes_;
+};
+
 } // namespace
 
 bool pool_takes_activation(const layer& producer, const layer& pool) {
@@ -546,6 +686,35 @@ layer_ptr make_max_pool_layer(std::string name, int64_t kernel_size,
                               int64_t stride, padding pad) {
   return std::make_unique<max_pool_layer>(std::move(name), kernel_size,
                                           stride, pad);
+}
+
+caf::expected<tensor_shape>
+merge_layer::output_shape(const tensor_shape& input) const {
+  return merged_shape({input});
+}
+
+caf::error merge_layer::forward(backend& dev, const tensor& x) {
+  (void) dev;
+  (void) x;
+  return make_error(ec::internal, name() + ": a merge layer's forward takes "
+                                           "all its inputs (forward_all)");
+}
+
+caf::error merge_layer::backward(backend& dev, const tensor& dy, tensor* dx) {
+  (void) dev;
+  (void) dy;
+  (void) dx;
+  return make_error(ec::internal, name() + ": a merge layer's backward "
+                                           "gives all its inputs' "
+                                           "gradients (backward_all)");
+}
+
+layer_ptr make_add_layer(std::string name, activation act) {
+  return std::make_unique<add_layer>(std::move(name), act);
+}
+
+layer_ptr make_concat_layer(std::string name) {
+  return std::make_unique<concat_layer>(std::move(name));
 }
 
 layer_ptr make_flatten_layer(std::string name) {

@@ -106,6 +106,33 @@ private:
 
 using layer_ptr = std::unique_ptr<layer>;
 
+/// A layer of several inputs (add, concat), in the order the description
+/// names them. The one-input entry points refuse: the model calls these.
+class merge_layer : public layer {
+public:
+  /// The output shape for inputs of `inputs`, or an error naming them.
+  virtual caf::expected<tensor_shape>
+  merged_shape(const std::vector<tensor_shape>& inputs) const = 0;
+
+  /// Computes output() from xs.
+  virtual caf::error forward_all(backend& dev,
+                                 const std::vector<const tensor*>& xs)
+    = 0;
+
+  /// From dy = dL/d(output), dxs[k] = dL/d(input k), skipped when null.
+  virtual caf::error backward_all(backend& dev, const tensor& dy,
+                                  const std::vector<tensor*>& dxs)
+    = 0;
+
+  caf::expected<tensor_shape>
+  output_shape(const tensor_shape& input) const override;
+  caf::error forward(backend& dev, const tensor& x) override;
+  caf::error backward(backend& dev, const tensor& dy, tensor* dx) override;
+
+protected:
+  using layer::layer;
+};
+
 /// Whether the backward pass of `producer` followed by `pool` runs fused
 /// (backward_through_pool): producer is a conv2d layer and pool a max_pool
 /// layer right after it, so the conv's output goes only into the pool, and
@@ -137,6 +164,12 @@ layer_ptr make_conv2d_layer(std::string name, int64_t kernel_size,
 /// Max-pooling k x k with the given stride and padding.
 layer_ptr make_max_pool_layer(std::string name, int64_t kernel_size,
                               int64_t stride, padding pad);
+
+/// y = act(x_0 + x_1 + ...), inputs of one shape: a residual connection.
+layer_ptr make_add_layer(std::string name, activation act);
+
+/// The inputs side by side along the last axis.
+layer_ptr make_concat_layer(std::string name);
 
 /// [N, ...] -> [N, prod(...)], row-major (matches TF's reshape of NHWC).
 layer_ptr make_flatten_layer(std::string name);

@@ -68,6 +68,8 @@ caf::expected<layer_ptr> make_layer(layer_desc desc,
     case layer_type::embedding_bag:
       return make_embedding_bag_layer(name, desc.vocabulary, desc.units,
                                       desc.combiner == bag_combiner::mean);
+    case layer_type::add: return make_add_layer(name, desc.act);
+    case layer_type::concat: return make_concat_layer(name);
     case layer_type::activation: break; // fused by model::make
   }
   return make_error(ec::invalid_config, label + ": unknown layer type");
@@ -150,8 +152,13 @@ void initialise(named_tensor& param, init_scheme scheme, std::mt19937_64& rng) {
 
 } // namespace
 
-model::model(model_spec spec, std::vector<layer_ptr> layers)
-  : spec_(std::move(spec)), layers_(std::move(layers)) {
+model::model(model_spec spec, std::vector<layer_ptr> layers,
+             std::vector<std::vector<int>> inputs,
+             std::vector<tensor_shape> shapes)
+  : spec_(std::move(spec)),
+    layers_(std::move(layers)),
+    inputs_(std::move(inputs)),
+    shapes_(std::move(shapes)) {
   for (auto& l : layers_)
     for (auto& p : l->make_parameters())
       params_.push_back(std::move(p));
@@ -165,10 +172,29 @@ model::model(model_spec spec, std::vector<layer_ptr> layers)
       l->bind(&params_[offset], &grads_[offset]);
     offset += n;
   }
-  grad_inputs_.resize(layers_.size());
-  through_pool_.assign(layers_.size(), false);
-  for (size_t i = 0; i + 1 < layers_.size(); ++i)
-    through_pool_[i] = pool_takes_activation(*layers_[i], *layers_[i + 1]);
+  const auto count = layers_.size();
+  consumers_.assign(count, 0);
+  for (const auto& xs : inputs_)
+    for (auto j : xs)
+      if (j >= 0)
+        ++consumers_[static_cast<size_t>(j)];
+  merges_.resize(count);
+  merge_grads_.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    merges_[i] = dynamic_cast<merge_layer*>(layers_[i].get());
+    if (merges_[i] != nullptr)
+      merge_grads_[i].resize(inputs_[i].size());
+  }
+  grad_outputs_.resize(count);
+  grad_scratch_.resize(count);
+  has_grad_.assign(count, false);
+  // A conv2d and the max_pool right after it run their backward fused
+  // when the pool is all the conv's output feeds.
+  through_pool_.assign(count, false);
+  for (size_t i = 0; i + 1 < count; ++i)
+    through_pool_[i] = pool_takes_activation(*layers_[i], *layers_[i + 1])
+                       && inputs_[i + 1] == std::vector<int>{static_cast<int>(i)}
+                       && consumers_[i] == 1;
 }
 
 caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
@@ -189,6 +215,9 @@ caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
   // every layer with a weight and a bias (dense, conv2d) joins K-FAC's
   // layer collection on the way.
   auto names = layer_names(desc);
+  auto desc_inputs = layer_inputs(desc, names, source);
+  if (!desc_inputs)
+    return desc_inputs.error();
   std::vector<layer_ptr> layers;
   std::vector<init_scheme> inits;
   layer_collection collection;
@@ -196,34 +225,50 @@ caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
     collection.distribution = predictive_distribution::bernoulli;
   auto image = desc.image_shape();
   tensor_shape input{1, image[0], image[1], image[2]};
-  tensor_shape shape = input;
+  // Per layer of desc, the index of the built layer that gives its output
+  // (an activation layer's is the layer it is fused into); the built
+  // layers' inputs and output shapes.
+  std::vector<int> built_of(desc.layers.size(), -1);
+  std::vector<std::vector<int>> inputs;
+  std::vector<tensor_shape> shapes;
+  auto shape_of = [&](int built) -> const tensor_shape& {
+    return built < 0 ? input : shapes[static_cast<size_t>(built)];
+  };
   for (size_t i = 0; i < desc.layers.size(); ++i) {
     auto d = desc.layers[i];
     auto label = source + ": " + layer_label(desc, names, i);
     if (d.type == layer_type::activation)
       return make_error(ec::invalid_config,
                         label + ": an activation layer must directly follow "
-                                "a dense or conv2d layer without an "
+                                "a dense, conv2d or add layer without an "
                                 "activation of its own (it is fused into "
                                 "it)");
-    // An activation layer right after a dense or conv2d layer without one
-    // is that layer's activation: the kernels fuse them, and K-FAC sees
-    // the pre-activation of the layer with parameters.
+    // An activation layer right after a dense, conv2d or add layer without
+    // one is that layer's activation: the kernels fuse them, and K-FAC
+    // sees the pre-activation of the layer with parameters.
     auto next = i + 1 < desc.layers.size() ? &desc.layers[i + 1] : nullptr;
     bool fuse = next != nullptr && next->type == layer_type::activation
                 && (d.type == layer_type::dense
-                    || d.type == layer_type::conv2d)
+                    || d.type == layer_type::conv2d
+                    || d.type == layer_type::add)
                 && d.act == activation::identity;
     if (fuse)
       d.act = next->act;
-    auto l = make_layer(d, names[i], shape, label);
+    std::vector<int> from;
+    std::vector<tensor_shape> in_shapes;
+    for (auto j : (*desc_inputs)[i]) {
+      from.push_back(j < 0 ? -1 : built_of[static_cast<size_t>(j)]);
+      in_shapes.push_back(shape_of(from.back()));
+    }
+    auto l = make_layer(d, names[i], in_shapes.front(), label);
     if (!l)
       return l.error();
-    auto out_shape = (*l)->output_shape(shape);
+    auto merge = dynamic_cast<merge_layer*>(l->get());
+    auto out_shape = merge != nullptr ? merge->merged_shape(in_shapes)
+                                      : (*l)->output_shape(in_shapes.front());
     if (!out_shape)
       return with_context(out_shape.error(), label);
-    shape = std::move(*out_shape);
-    if (auto entry = kfac_entry(**l, shape))
+    if (auto entry = kfac_entry(**l, *out_shape))
       collection.layers.push_back(std::move(*entry));
     auto init = !d.init.empty() ? d.init : desc.init;
     auto scheme = init.empty() ? caf::expected<init_scheme>{spec.init}
@@ -232,10 +277,16 @@ caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
       return scheme.error();
     for (size_t k = 0; k < (*l)->make_parameters().size(); ++k)
       inits.push_back(*scheme);
+    built_of[i] = static_cast<int>(layers.size());
     layers.push_back(std::move(*l));
-    if (fuse)
+    inputs.push_back(std::move(from));
+    shapes.push_back(std::move(*out_shape));
+    if (fuse) {
       ++i;
+      built_of[i] = built_of[i - 1];
+    }
   }
+  auto shape = shapes.back();
   auto out = shape;
   out[0] = -1;
   model_spec resolved = spec;
@@ -260,7 +311,9 @@ caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
                           + " must be [-1, classes] with at least 2 classes");
     resolved.num_classes = shape[1];
   }
-  std::unique_ptr<model> result{new model(resolved, std::move(layers))};
+  std::unique_ptr<model> result{new model(resolved, std::move(layers),
+                                         std::move(inputs),
+                                         std::move(shapes))};
   result->collection_ = std::move(collection);
   result->description_ = std::move(desc);
   std::mt19937_64 rng{seed};
@@ -307,12 +360,9 @@ caf::expected<eval_result> model::forward(backend& dev, const tensor& images,
     if (auto err = dev.make_resident(p.value))
       return err;
   input_ = &images;
-  const tensor* x = &images;
-  for (auto& l : layers_) {
-    if (auto err = l->forward(dev, *x))
-      return err;
-    x = &l->output();
-  }
+  if (auto err = forward_layers(dev))
+    return err;
+  const tensor* x = &layers_.back()->output();
   float loss = 0;
   auto n = static_cast<int64_t>(labels.size());
   if (bernoulli()) {
@@ -387,15 +437,75 @@ caf::error model::backward_sampled(backend& dev, std::mt19937_64& rng,
   return backward_layers(dev, parameter_grads);
 }
 
+const tensor* model::output_of(int layer) const {
+  return layer < 0 ? input_ : &layers_[static_cast<size_t>(layer)]->output();
+}
+
+caf::error model::forward_layers(backend& dev) {
+  std::vector<const tensor*> xs;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (merges_[i] == nullptr) {
+      if (auto err = layers_[i]->forward(dev, *output_of(inputs_[i][0])))
+        return err;
+      continue;
+    }
+    xs.clear();
+    for (auto j : inputs_[i])
+      xs.push_back(output_of(j));
+    if (auto err = merges_[i]->forward_all(dev, xs))
+      return err;
+  }
+  return caf::none;
+}
+
+caf::error model::add_gradient(backend& dev, int layer, tensor& grad) {
+  auto p = static_cast<size_t>(layer);
+  if (!has_grad_[p]) {
+    std::swap(grad_outputs_[p], grad);
+    has_grad_[p] = true;
+    return caf::none;
+  }
+  // Another consumer's share already arrived: sum them (a fan-out, e.g.
+  // the input of a residual block).
+  if (auto err = dev.add_forward({&grad_outputs_[p], &grad},
+                                 activation::identity, grad_sum_))
+    return err;
+  std::swap(grad_outputs_[p], grad_sum_);
+  return caf::none;
+}
+
 caf::error model::backward_layers(backend& dev, bool parameter_grads) {
-  const tensor* dy = &dlogits_;
+  const auto count = layers_.size();
   // Without parameter gradients nothing below the first layer with
   // parameters is needed: its input gradient feeds no statistic.
   size_t first = 0;
   if (!parameter_grads)
-    while (first + 1 < layers_.size() && !layers_[first]->kfac())
+    while (first + 1 < count && !layers_[first]->kfac())
       ++first;
-  for (size_t i = layers_.size(); i-- > first;) {
+  // Whether layer j's output gradient is needed: a layer of the pass (not
+  // the model's input).
+  auto needed = [first](int j) { return j >= 0 && static_cast<size_t>(j) >= first; };
+  has_grad_.assign(count, false);
+  for (size_t i = count; i-- > first;) {
+    const tensor* dy = &dlogits_;
+    if (i + 1 < count) {
+      if (!has_grad_[i])
+        return make_error(ec::internal, "model: no gradient reached layer '"
+                                          + layers_[i]->name() + "'");
+      dy = &grad_outputs_[i];
+    }
+    if (merges_[i] != nullptr) {
+      std::vector<tensor*> dxs;
+      for (size_t k = 0; k < inputs_[i].size(); ++k)
+        dxs.push_back(needed(inputs_[i][k]) ? &merge_grads_[i][k] : nullptr);
+      if (auto err = merges_[i]->backward_all(dev, *dy, dxs))
+        return err;
+      for (size_t k = 0; k < inputs_[i].size(); ++k)
+        if (dxs[k] != nullptr)
+          if (auto err = add_gradient(dev, inputs_[i][k], *dxs[k]))
+            return err;
+      continue;
+    }
     // A max_pool after a conv2d writes the conv's dL/ds, and the conv
     // continues from it (layers.hpp, pool_takes_activation), where the
     // device has kernels for that; i > first keeps the conv, at i - 1,
@@ -404,14 +514,29 @@ caf::error model::backward_layers(backend& dev, bool parameter_grads) {
                 && dev.fuses_pool_activation();
     if (pair)
       --i;
-    tensor* dx = i > first ? &grad_inputs_[i] : nullptr;
+    // The input gradient goes straight into the producer's when this
+    // layer is its only consumer (a chain), else through a scratch tensor
+    // into the sum.
+    auto producer = inputs_[i][0];
+    tensor* dx = nullptr;
+    bool direct = false;
+    if (needed(producer)) {
+      direct = consumers_[static_cast<size_t>(producer)] == 1;
+      dx = direct ? &grad_outputs_[static_cast<size_t>(producer)]
+                  : &grad_scratch_[i];
+    }
     auto err = pair ? backward_through_pool(dev, *layers_[i], *layers_[i + 1],
                                             *dy, dx, parameter_grads)
                : parameter_grads ? layers_[i]->backward(dev, *dy, dx)
                                  : layers_[i]->backward_data(dev, *dy, dx);
     if (err)
       return err;
-    dy = dx;
+    if (dx != nullptr) {
+      if (direct)
+        has_grad_[static_cast<size_t>(producer)] = true;
+      else if (auto err = add_gradient(dev, producer, *dx))
+        return err;
+    }
   }
   return caf::none;
 }
@@ -443,12 +568,10 @@ caf::error model::adopt_forward(const model& source, int64_t n) {
   std::copy(from.data(), from.data() + n * per_example,
             adopted_input_.data());
   input_ = &adopted_input_;
-  const tensor* x = &adopted_input_;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    if (auto err = layers_[i]->adopt_prefix(*source.layers_[i], *x, n))
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (auto err = layers_[i]->adopt_prefix(*source.layers_[i],
+                                            *output_of(inputs_[i][0]), n))
       return err;
-    x = &layers_[i]->output();
-  }
   auto cols = source.probs_.dim(1);
   probs_.resize({n, cols});
   std::copy(source.probs_.data(), source.probs_.data() + n * cols,
@@ -518,14 +641,24 @@ std::string model::summary() const {
   std::ostringstream out;
   out << description_.name << " (init " << to_string(spec_.init) << ", "
       << value_count(params_) << " parameters)";
-  tensor_shape shape{1, spec_.height, spec_.width, spec_.channels};
   auto kfac = collection_.layers.begin();
-  for (auto& l : layers_) {
-    if (auto next = l->output_shape(shape))
-      shape = std::move(*next);
-    auto shown = shape;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const auto& l = layers_[i];
+    auto shown = shapes_[i];
     shown[0] = -1; // the batch dimension
-    out << "\n  " << l->name() << " -> " << to_string(shown);
+    out << "\n  " << l->name();
+    // A layer that does not take the one before it says what it takes.
+    if (inputs_[i] != std::vector<int>{static_cast<int>(i) - 1}) {
+      out << " (";
+      for (size_t k = 0; k < inputs_[i].size(); ++k) {
+        auto j = inputs_[i][k];
+        out << (k > 0 ? " + " : "")
+            << (j < 0 ? std::string{model_input_name}
+                      : layers_[static_cast<size_t>(j)]->name());
+      }
+      out << ")";
+    }
+    out << " -> " << to_string(shown);
     if (kfac != collection_.layers.end() && kfac->name == l->name()) {
       out << (kfac->kind == layer_kind::conv2d ? "  [K-FAC conv2d]"
                                                : "  [K-FAC dense]");

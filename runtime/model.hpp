@@ -144,7 +144,19 @@ private:
   /// (spec().label_smoothing > 0, softmax cross-entropy).
   void smooth_labels(const label_vector& targets);
 
-  model(model_spec spec, std::vector<layer_ptr> layers);
+  model(model_spec spec, std::vector<layer_ptr> layers,
+        std::vector<std::vector<int>> inputs,
+        std::vector<tensor_shape> shapes);
+
+  /// The tensor layer `layer` outputs (-1: the input of the last
+  /// forward).
+  const tensor* output_of(int layer) const;
+
+  /// Every layer's forward, in order, each on its inputs' outputs.
+  caf::error forward_layers(backend& dev);
+
+  /// Adds grad (consumed) to the output gradient of `layer`.
+  caf::error add_gradient(backend& dev, int layer, tensor& grad);
 
   caf::error check_batch(const tensor& images,
                          const label_vector& labels) const;
@@ -164,16 +176,34 @@ private:
 
   model_spec spec_;
   model_description description_;
+  /// The layers in the description's order, which is one in which every
+  /// layer comes after the layers it takes (layer_inputs).
   std::vector<layer_ptr> layers_;
+  /// inputs_[i]: the layers whose outputs layer i takes (-1: the model's
+  /// input); consumers_[i]: how many inputs name layer i; shapes_[i]: its
+  /// output's shape for a batch of one.
+  std::vector<std::vector<int>> inputs_;
+  std::vector<int> consumers_;
+  std::vector<tensor_shape> shapes_;
+  /// merges_[i]: layer i as a merge layer (add, concat), else null.
+  std::vector<merge_layer*> merges_;
   layer_collection collection_;
   parameter_set params_;
   parameter_set grads_;
   /// through_pool_[i]: layer i and the max_pool after it run their
-  /// backward fused (pool_takes_activation).
+  /// backward fused (pool_takes_activation): the pool is all layer i's
+  /// output feeds.
   std::vector<bool> through_pool_;
-  /// grad_inputs_[i] = dL/d(input of layer i); index 0 stays unused, and
-  /// so does the entry of a pool that writes the layer before's dL/ds.
-  std::vector<tensor> grad_inputs_;
+  /// grad_outputs_[i] = dL/d(output of layer i), summed over the layers
+  /// that take it; has_grad_[i]: some share of it arrived in this pass.
+  /// The last layer's is dlogits_. A layer whose input has other
+  /// consumers writes its share to grad_scratch_[i] first, a merge layer
+  /// to merge_grads_[i][k] per input; grad_sum_ holds a sum's result.
+  std::vector<tensor> grad_outputs_;
+  std::vector<bool> has_grad_;
+  std::vector<tensor> grad_scratch_;
+  std::vector<std::vector<tensor>> merge_grads_;
+  tensor grad_sum_;
   tensor probs_;
   /// The input of the last forward() (the caller's batch), and the copy of
   /// the first examples an adopt_forward() takes.

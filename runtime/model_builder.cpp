@@ -21,6 +21,7 @@ model_builder& model_builder::conv2d(int64_t filters, int64_t kernel,
   l.act = opts.act;
   l.init = opts.init;
   l.name = opts.name;
+  l.inputs = opts.inputs;
   desc_.layers.push_back(std::move(l));
   return *this;
 }
@@ -32,6 +33,28 @@ model_builder& model_builder::dense(int64_t units, const dense_options& opts) {
   l.act = opts.act;
   l.init = opts.init;
   l.name = opts.name;
+  l.inputs = opts.inputs;
+  desc_.layers.push_back(std::move(l));
+  return *this;
+}
+
+model_builder& model_builder::add(std::vector<std::string> inputs,
+                                  activation act, std::string name) {
+  layer_desc l;
+  l.type = layer_type::add;
+  l.inputs = std::move(inputs);
+  l.act = act;
+  l.name = std::move(name);
+  desc_.layers.push_back(std::move(l));
+  return *this;
+}
+
+model_builder& model_builder::concat(std::vector<std::string> inputs,
+                                     std::string name) {
+  layer_desc l;
+  l.type = layer_type::concat;
+  l.inputs = std::move(inputs);
+  l.name = std::move(name);
   desc_.layers.push_back(std::move(l));
   return *this;
 }

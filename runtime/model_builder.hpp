@@ -12,8 +12,12 @@
 //                 .dense(10)
 //                 .build();               // caf::expected<model_description>
 //
-// build() checks what a model file gets checked: fields, names, shapes
-// that chain, the loss against the last layer, naming the layer index.
+// A layer may take earlier layers' outputs by name (conv2d_options::inputs,
+// add, concat): with two same-padded conv2d layers named "a" (followed by
+// relu()) and "b", `.add({"a", "b"}).relu()` is a residual block's end.
+//
+// build() checks what a model file gets checked: fields, names, inputs,
+// shapes that fit, the loss against the last layer, naming the layer.
 
 #include <cstdint>
 #include <string>
@@ -34,6 +38,9 @@ struct conv2d_options {
   std::string init;
   /// Empty: derived ("conv0").
   std::string name;
+  /// The layer it takes, by name ("input": the model's); empty: the layer
+  /// before it.
+  std::vector<std::string> inputs;
 };
 
 /// The optional settings of a dense layer.
@@ -41,6 +48,8 @@ struct dense_options {
   activation act = activation::identity;
   std::string init;
   std::string name;
+  /// As conv2d_options::inputs.
+  std::vector<std::string> inputs;
 };
 
 class model_builder {
@@ -55,6 +64,14 @@ public:
   model_builder& max_pool(int64_t window, int64_t stride = 0,
                           padding pad = padding::valid);
   model_builder& flatten();
+  /// The sum of two or more earlier layers' outputs of one shape (a
+  /// residual connection), then `act`.
+  model_builder& add(std::vector<std::string> inputs,
+                     activation act = activation::identity,
+                     std::string name = "");
+  /// Two or more earlier layers' outputs side by side along the last axis.
+  model_builder& concat(std::vector<std::string> inputs,
+                        std::string name = "");
   /// The first layer only: bags of indices into a [vocabulary, width]
   /// table, combined by mean or sum; its gradient is sparse.
   model_builder& embedding_bag(int64_t vocabulary, int64_t width,

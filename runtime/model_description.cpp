@@ -1,6 +1,7 @@
 #include "runtime/model_description.hpp"
 
 #include <cctype>
+#include <map>
 #include <set>
 
 #include "runtime/base/error.hpp"
@@ -18,6 +19,8 @@ const char* to_string(layer_type x) noexcept {
     case layer_type::flatten: return "flatten";
     case layer_type::activation: return "activation";
     case layer_type::embedding_bag: return "embedding_bag";
+    case layer_type::add: return "add";
+    case layer_type::concat: return "concat";
   }
   return "?";
 }
@@ -63,6 +66,8 @@ std::vector<std::string> layer_names(const model_description& desc) {
       case layer_type::embedding_bag: names.push_back("emb" + id); break;
       case layer_type::dense: names.push_back("fc" + id); break;
       case layer_type::conv2d: names.push_back("conv" + id); break;
+      case layer_type::add: names.push_back("add" + id); break;
+      case layer_type::concat: names.push_back("concat" + id); break;
       default: names.push_back("pool" + id); break;
     }
   }
@@ -132,6 +137,9 @@ caf::error check_fields(const model_description& desc,
     if (!valid_name(names[i]))
       return bad(where + "name must be 1 to 64 letters, digits, '_', '-' "
                          "or '.'");
+    if (names[i] == model_input_name)
+      return bad(where + "the name '" + names[i]
+                 + "' is the model's input in 'inputs': choose another");
     if (!seen.insert(names[i]).second)
       return bad(where + "name '" + names[i]
                  + "' is used by an earlier layer (variable names must be "
@@ -173,11 +181,94 @@ caf::error check_fields(const model_description& desc,
                              "as exact float values), got "
                      + std::to_string(l.vocabulary));
         break;
+      case layer_type::concat:
+        if (l.act != activation::identity)
+          return bad(where + "concat has no activation (put one on the "
+                             "layers it joins)");
+        break;
+      case layer_type::add:
       case layer_type::flatten:
       case layer_type::activation: break;
     }
   }
+  auto inputs = layer_inputs(desc, names, source);
+  if (!inputs)
+    return inputs.error();
   return caf::none;
+}
+
+caf::expected<std::vector<std::vector<int>>>
+layer_inputs(const model_description& desc,
+             const std::vector<std::string>& names,
+             const std::string& source) {
+  auto bad = [&](size_t i, const std::string& what) {
+    return make_error(ec::invalid_config, source + ": "
+                                            + layer_label(desc, names, i)
+                                            + ": " + what);
+  };
+  const auto count = desc.layers.size();
+  std::vector<std::vector<int>> result(count);
+  // The layers so far by name (activation layers have none of their own:
+  // their name is their activation's), and which outputs some layer took.
+  std::map<std::string, int> earlier;
+  std::vector<bool> taken(count, false);
+  int previous = -1;
+  int last = -1;
+  for (size_t i = 0; i < count; ++i) {
+    const auto& l = desc.layers[i];
+    if (l.type == layer_type::activation) {
+      if (!l.inputs.empty())
+        return bad(i, "an activation layer takes no inputs (it is part of "
+                      "the layer before it)");
+      continue; // the layer before it stands for both
+    }
+    auto arity = l.inputs.size();
+    if (l.merges() && arity < 2)
+      return bad(i, std::string{to_string(l.type)}
+                      + " needs two or more layers in 'inputs', got "
+                      + std::to_string(arity));
+    if (!l.merges() && arity > 1)
+      return bad(i, "takes one input, got " + std::to_string(arity)
+                      + " in 'inputs' (only add and concat take several)");
+    if (arity == 0)
+      result[i].push_back(previous);
+    for (const auto& name : l.inputs) {
+      if (name == model_input_name) {
+        result[i].push_back(-1);
+        continue;
+      }
+      auto found = earlier.find(name);
+      if (found != earlier.end()) {
+        result[i].push_back(found->second);
+        continue;
+      }
+      if (name == names[i])
+        return bad(i, "input '" + text_excerpt(name)
+                        + "' is the layer itself: a cycle");
+      for (size_t j = i + 1; j < count; ++j)
+        if (desc.layers[j].type != layer_type::activation && names[j] == name)
+          return bad(i, "input '" + text_excerpt(name) + "' is "
+                          + layer_label(desc, names, j)
+                          + ", which comes later: a layer takes only "
+                            "earlier layers' outputs (anything else would "
+                            "be a cycle)");
+      return bad(i, "input '" + text_excerpt(name)
+                      + "' names no layer (nor '" + model_input_name
+                      + "', the model's input)");
+    }
+    for (auto j : result[i])
+      if (j >= 0)
+        taken[static_cast<size_t>(j)] = true;
+    earlier.emplace(names[i], static_cast<int>(i));
+    previous = last = static_cast<int>(i);
+  }
+  for (size_t i = 0; i < count; ++i)
+    if (desc.layers[i].type != layer_type::activation && !taken[i]
+        && static_cast<int>(i) != last)
+      return bad(i, "its output goes to no layer (only the last layer's "
+                    "reaches the loss: name it in a later layer's "
+                    "'inputs')");
+  return result;
 }
 
 std::string model_description::to_json() const {
@@ -220,11 +311,17 @@ std::string model_description::to_json() const {
           .add("units", l.units)
           .add("combiner", to_string(l.combiner));
         break;
+      case layer_type::add:
+        obj.add("activation", to_string(l.act));
+        break;
+      case layer_type::concat:
       case layer_type::flatten:
       case layer_type::activation: break;
     }
     if (!l.init.empty())
       obj.add("init", l.init);
+    if (!l.inputs.empty())
+      obj.add("inputs", l.inputs);
     out += (i > 0 ? ",\n    " : "\n    ") + obj.str();
   }
   out += "\n  ],\n  \"loss\": " + json_quote(to_string(loss)) + "\n}\n";

@@ -1,7 +1,8 @@
 #pragma once
 
-// A model as data: a sequential stack of layers on an input shape, with a
-// loss. The built-in models (--model convnet|mlp, the autoencoder) are
+// A model as data: layers on an input shape, with a loss; a chain by
+// default, a graph where layers name their inputs (add, concat). The
+// built-in models (--model convnet|mlp, the autoencoder) are
 // descriptions too (builtin_description), a model file
 // (runtime/model_file.hpp) or the C++ builder (runtime/model_builder.hpp)
 // gives a user's own. model::make builds every model from one; each dense
@@ -22,11 +23,14 @@ namespace syncfac {
 struct model_spec;
 
 /// activation: relu, tanh or sigmoid on its own (act); it owns no
-/// variables and is fused into the dense or conv2d layer right before it,
-/// which must have none of its own.
+/// variables and is fused into the dense, conv2d or add layer right before
+/// it, which must have none of its own.
 /// embedding_bag: the first layer only; its input holds per example a bag
 /// of row indices (float values that are integers, -1 for padding), its
 /// output the sum or mean of those rows of its table [vocabulary, units].
+/// add: the elementwise sum of two or more inputs of one shape (a residual
+/// connection), then its activation; concat: its inputs side by side
+/// along the last axis (channels, or features), the other axes equal.
 enum class layer_type : uint8_t {
   dense,
   conv2d,
@@ -34,7 +38,12 @@ enum class layer_type : uint8_t {
   flatten,
   activation,
   embedding_bag,
+  add,
+  concat,
 };
+
+/// What `inputs` names for the model's own input.
+inline constexpr const char* model_input_name = "input";
 
 enum class bag_combiner : uint8_t { mean, sum };
 
@@ -54,7 +63,15 @@ const char* to_string(bag_combiner x) noexcept;
 /// dense: units, activation, init; conv2d: units (the filters), kernel,
 /// stride, pad, activation, init; max_pool: kernel (the window), stride,
 /// pad; flatten: none; activation: act; embedding_bag: units (the width),
-/// vocabulary, combiner, init. An empty name is derived (layer_names).
+/// vocabulary, combiner, init; add: inputs, activation; concat: inputs.
+/// An empty name is derived (layer_names).
+///
+/// `inputs` names the layers whose outputs a layer takes: earlier layers
+/// by name, or "input" for the model's input. Empty: the layer before it
+/// (the model's input for the first), so a chain needs none; add and
+/// concat need two or more, every other layer one at most. A layer that
+/// an activation layer follows gives its activated output (the two are
+/// one layer, fused).
 struct layer_desc {
   layer_type type = layer_type::dense;
   std::string name;
@@ -67,12 +84,19 @@ struct layer_desc {
   std::string init;
   int64_t vocabulary = 0;
   bag_combiner combiner = bag_combiner::mean;
+  std::vector<std::string> inputs;
+
+  /// add and concat: the layers that take several inputs.
+  bool merges() const noexcept {
+    return type == layer_type::add || type == layer_type::concat;
+  }
 
   friend bool operator==(const layer_desc& x, const layer_desc& y) {
     return x.type == y.type && x.name == y.name && x.units == y.units
            && x.kernel == y.kernel && x.stride == y.stride && x.pad == y.pad
            && x.act == y.act && x.init == y.init
-           && x.vocabulary == y.vocabulary && x.combiner == y.combiner;
+           && x.vocabulary == y.vocabulary && x.combiner == y.combiner
+           && x.inputs == y.inputs;
   }
 };
 
@@ -80,7 +104,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, layer_desc& x) {
   return f(caf::meta::type_name("layer_desc"), x.type, x.name, x.units,
            x.kernel, x.stride, x.pad, x.act, x.init, x.vocabulary,
-           x.combiner);
+           x.combiner, x.inputs);
 }
 
 struct model_description {
@@ -135,10 +159,24 @@ std::string layer_label(const model_description& desc,
                         const std::vector<std::string>& names, size_t index);
 
 /// Checks what needs no shapes: input shape, fields per layer type, init
-/// names, unique names made of letters, digits, '_', '-' and '.'. Errors
-/// are ec::invalid_config and begin with `source` ("model file 'x.json'").
+/// names, unique names made of letters, digits, '_', '-' and '.', inputs
+/// that name earlier layers (layer_inputs). Errors are ec::invalid_config
+/// and begin with `source` ("model file 'x.json'").
 caf::error check_fields(const model_description& desc,
                         const std::string& source);
+
+/// Per layer of desc, the layers whose outputs it takes, by index into
+/// desc.layers (-1: the model's input); an activation layer's entry is
+/// empty, and a layer that an activation layer follows stands for both
+/// (the activation is fused into it). Refused, naming the layer and the
+/// input: an input that names no layer, names the layer itself or a later
+/// one (a cycle), an activation layer with inputs, add or concat with
+/// fewer than two, another layer with more than one, and a layer (not the
+/// last) whose output no layer takes. `names` is layer_names(desc).
+caf::expected<std::vector<std::vector<int>>>
+layer_inputs(const model_description& desc,
+             const std::vector<std::string>& names,
+             const std::string& source);
 
 /// The description of a built-in model (spec.arch convnet, mlp or
 /// autoencoder; spec.description itself for model_arch::described).

@@ -111,6 +111,24 @@ public:
     return caf::none;
   }
 
+  /// "inputs": an array of layer names (or "input").
+  caf::error names(const char* field, std::vector<std::string>& out) const {
+    auto it = obj_.find(field);
+    if (it == obj_.end())
+      return caf::none;
+    if (!it->is_array())
+      return bad(std::string{"field '"} + field
+                 + "' must be an array of layer names, got " + describe(*it));
+    for (const auto& x : *it) {
+      if (!x.is_string())
+        return bad(std::string{"field '"} + field
+                   + "' must hold layer names (strings), got "
+                   + describe(x));
+      out.push_back(x.get<std::string>());
+    }
+    return caf::none;
+  }
+
   caf::error bad(const std::string& what) const {
     return make_error(ec::invalid_config, where_ + ": " + what);
   }
@@ -138,9 +156,12 @@ caf::error parse_layer(const json& entry, size_t index,
   }
   if (auto err = f.string("name", out.name, false))
     return err;
+  if (auto err = f.names("inputs", out.inputs))
+    return err;
   if (type == "dense") {
     out.type = layer_type::dense;
-    if (auto err = f.only({"type", "name", "units", "activation", "init"}))
+    if (auto err = f.only({"type", "name", "inputs", "units", "activation",
+                           "init"}))
       return err;
     if (auto err = f.integer("units", out.units, true))
       return err;
@@ -150,8 +171,8 @@ caf::error parse_layer(const json& entry, size_t index,
   }
   if (type == "conv2d") {
     out.type = layer_type::conv2d;
-    if (auto err = f.only({"type", "name", "filters", "kernel", "stride",
-                           "padding", "activation", "init"}))
+    if (auto err = f.only({"type", "name", "inputs", "filters", "kernel",
+                           "stride", "padding", "activation", "init"}))
       return err;
     if (auto err = f.integer("filters", out.units, true))
       return err;
@@ -168,7 +189,8 @@ caf::error parse_layer(const json& entry, size_t index,
   }
   if (type == "max_pool") {
     out.type = layer_type::max_pool;
-    if (auto err = f.only({"type", "name", "window", "stride", "padding"}))
+    if (auto err = f.only({"type", "name", "inputs", "window", "stride",
+                           "padding"}))
       return err;
     if (auto err = f.integer("window", out.kernel, true))
       return err;
@@ -179,8 +201,8 @@ caf::error parse_layer(const json& entry, size_t index,
   }
   if (type == "embedding_bag") {
     out.type = layer_type::embedding_bag;
-    if (auto err = f.only({"type", "name", "vocabulary", "units", "combiner",
-                           "init"}))
+    if (auto err = f.only({"type", "name", "inputs", "vocabulary", "units",
+                           "combiner", "init"}))
       return err;
     if (auto err = f.integer("vocabulary", out.vocabulary, true))
       return err;
@@ -198,11 +220,21 @@ caf::error parse_layer(const json& entry, size_t index,
   }
   if (type == "flatten") {
     out.type = layer_type::flatten;
-    return f.only({"type", "name"});
+    return f.only({"type", "name", "inputs"});
+  }
+  if (type == "add") {
+    out.type = layer_type::add;
+    if (auto err = f.only({"type", "name", "inputs", "activation"}))
+      return err;
+    return f.act(out.act);
+  }
+  if (type == "concat") {
+    out.type = layer_type::concat;
+    return f.only({"type", "name", "inputs"});
   }
   return top.bad("unknown layer type " + excerpt(type)
                  + " (expected dense, conv2d, max_pool, flatten, "
-                   "embedding_bag, relu, tanh or sigmoid)");
+                   "embedding_bag, add, concat, relu, tanh or sigmoid)");
 }
 
 } // namespace

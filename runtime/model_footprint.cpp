@@ -88,26 +88,46 @@ caf::expected<model_footprint> measure_model(const model_description& desc,
                      [](int64_t d) { return d < 1; }))
     return fp; // check_fields names it
   auto names = layer_names(desc);
-  uint64_t h = static_cast<uint64_t>(image[0]);
-  uint64_t w = static_cast<uint64_t>(image[1]);
-  uint64_t c = static_cast<uint64_t>(image[2]);
+  auto inputs = layer_inputs(desc, names, source);
+  if (!inputs)
+    return fp; // check_fields names it
+  // One example's output of every layer: [h, w, c], or [c] when flat
+  // (after flatten, dense or embedding_bag); an activation layer's is the
+  // layer's it is fused into.
+  struct dims {
+    uint64_t h = 0, w = 0, c = 0;
+    bool flat = false;
+  };
   counter input{source + ": input_shape"};
-  fp.activations_per_example = input.mul(input.mul(h, w, "height x width"),
-                                         c, "height x width x channels");
+  dims model_input{static_cast<uint64_t>(image[0]),
+                   static_cast<uint64_t>(image[1]),
+                   static_cast<uint64_t>(image[2]), false};
+  fp.activations_per_example = input.mul(input.mul(model_input.h,
+                                                   model_input.w,
+                                                   "height x width"),
+                                         model_input.c,
+                                         "height x width x channels");
   if (auto err = input.error())
     return err;
-  bool flat = false; // [N, features] (c holds them) after flatten or dense
+  std::vector<dims> out_of(desc.layers.size());
   counter total{source};
   for (size_t i = 0; i < desc.layers.size(); ++i) {
     const auto& l = desc.layers[i];
-    if (l.type == layer_type::activation)
+    if (l.type == layer_type::activation) {
+      out_of[i] = out_of[i - 1];
       continue; // fused: owns nothing and adds no output of its own
+    }
+    const auto& from = (*inputs)[i];
+    auto in = from.front() < 0 ? model_input
+                               : out_of[static_cast<size_t>(from.front())];
     auto label = layer_label(desc, names, i);
     counter count{source + ": " + label};
     layer_counts n;
     auto units = static_cast<uint64_t>(std::max<int64_t>(l.units, 0));
     auto kernel = static_cast<uint64_t>(std::max<int64_t>(l.kernel, 1));
     auto stride = static_cast<uint64_t>(std::max<int64_t>(l.stride, 1));
+    auto h = in.h, w = in.w, c = in.c;
+    bool flat = in.flat;
     switch (l.type) {
       case layer_type::dense:
         if (!flat)
@@ -149,8 +169,23 @@ caf::expected<model_footprint> measure_model(const model_description& desc,
         h = w = 1;
         flat = true;
         break;
+      case layer_type::add:
+      case layer_type::concat:
+        // add: the inputs' shape (model::make checks they agree); concat:
+        // their last axes summed.
+        if (l.type == layer_type::concat)
+          for (size_t k = 1; k < from.size(); ++k) {
+            auto other = from[k] < 0 ? model_input
+                                     : out_of[static_cast<size_t>(from[k])];
+            c = count.add(c, other.c, "the joined width");
+          }
+        n.outputs = flat ? c
+                         : count.mul(count.mul(h, w, "height x width"), c,
+                                     "output elements");
+        break;
       case layer_type::activation: break;
     }
+    out_of[i] = dims{h, w, c, flat};
     if (auto err = count.error())
       return err;
     fp.parameters = total.add(fp.parameters, n.params,

@@ -29,6 +29,8 @@ from ._core import (
     FileError,
     Layer,
     Model,
+    add,
+    concat,
     conv2d,
     dense,
     embedding_bag,
@@ -41,7 +43,8 @@ from ._core import (
 
 __all__ = [
     "ClusterError", "ConfigError", "CopyWarning", "DataError", "Error",
-    "FileError", "Layer", "Model", "Sequential", "conv2d", "data_info",
+    "FileError", "Layer", "Model", "Sequential", "add", "concat", "conv2d",
+    "data_info",
     "dense", "embedding_bag", "evaluate", "fake_data", "flags_help",
     "flatten", "launch", "load_checkpoint", "load_model", "max_pool",
     "node", "node_flags_help", "predict", "relu", "sigmoid", "tanh",

@@ -142,6 +142,41 @@ def test_to_json_round_trip():
     assert again.loss == "softmax_cross_entropy"
 
 
+def test_a_residual_graph_by_builder_equals_the_model_file():
+    # examples/models/residual_convnet.json, layer by layer: layers that
+    # name their inputs, add and concat's builder spellings.
+    same = dict(padding="SAME")
+    built = syncfac.Sequential(
+        [syncfac.conv2d(16, 3, name="stem", **same), syncfac.relu(),
+         syncfac.max_pool(2),
+         syncfac.conv2d(16, 3, name="block1a", **same), syncfac.relu(),
+         syncfac.conv2d(16, 3, name="block1b", **same),
+         syncfac.add(["pool0", "block1b"], name="block1"), syncfac.relu(),
+         syncfac.max_pool(2),
+         syncfac.conv2d(32, 3, name="block2a", **same), syncfac.relu(),
+         syncfac.conv2d(32, 3, name="block2b", **same),
+         syncfac.conv2d(32, 1, name="shortcut2", inputs=["pool1"]),
+         syncfac.add(["shortcut2", "block2b"], name="block2"),
+         syncfac.relu(), syncfac.max_pool(7), syncfac.flatten(),
+         syncfac.dense(10, name="logits")],
+        input_shape=(28, 28, 1), name="residual_convnet")
+    loaded = syncfac.load_model(os.path.join(
+        os.path.dirname(SEEDS_CONVNET), "residual_convnet.json"))
+    assert built.to_json() == loaded.to_json()
+    assert json.loads(built.to_json())["layers"][11]["inputs"] == [
+        "shortcut2", "block2b"]
+    assert "add(['pool0', 'block1b']" in repr(syncfac.add(["pool0",
+                                                           "block1b"]))
+    # A concat of what differs in height is refused naming both shapes.
+    with pytest.raises(syncfac.ConfigError) as info:
+        syncfac.Sequential(
+            [syncfac.conv2d(2, 3, name="a"), syncfac.conv2d(2, 3, name="b"),
+             syncfac.concat(["a", "b"]), syncfac.flatten(), syncfac.dense(2)],
+            input_shape=(8, 8, 1))
+    assert "input 1 is [-1, 4, 4, 2] and input 0 [-1, 6, 6, 2]" in str(
+        info.value)
+
+
 def test_load_model_takes_a_path_object(tmp_path):
     import pathlib
     model = syncfac.load_model(pathlib.Path(SEEDS_CONVNET))

@@ -202,3 +202,71 @@ BOOST_AUTO_TEST_CASE(fused_pair_after_adopt_prefix_reads_the_adopted_state) {
     }
   }
 }
+
+// -- merge layers: add and concat ---------------------------------------------
+
+BOOST_AUTO_TEST_CASE(add_sums_its_inputs_and_gives_each_the_same_gradient) {
+  auto dev = make_cpu_backend(1);
+  auto layer = make_add_layer("res", activation::relu);
+  auto& add = dynamic_cast<merge_layer&>(*layer);
+  tensor a{{2, 3}, {1, -2, 3, 0, 1, -1}};
+  tensor b{{2, 3}, {1, 1, -5, 2, 0, 0.5f}};
+  BOOST_REQUIRE(!add.forward_all(*dev, {&a, &b}));
+  // relu(a + b)
+  BOOST_TEST(add.output().values()
+             == (std::vector<float>{2, 0, 0, 2, 1, 0}));
+  tensor dy{{2, 3}, {1, 2, 3, 4, 5, 6}};
+  tensor da;
+  tensor db;
+  BOOST_REQUIRE(!add.backward_all(*dev, dy, {&da, &db}));
+  // dL/ds = dy where a + b > 0, for both inputs; a null one is skipped.
+  std::vector<float> ds{1, 0, 0, 4, 5, 0};
+  BOOST_TEST(da.values() == ds);
+  BOOST_TEST(db.values() == ds);
+  BOOST_REQUIRE(!add.backward_all(*dev, dy, {nullptr, &db}));
+  BOOST_TEST(db.values() == ds);
+  // Inputs of two shapes: refused naming both.
+  tensor c{{2, 2}, {1, 2, 3, 4}};
+  auto err = add.forward_all(*dev, {&a, &c});
+  BOOST_REQUIRE(err);
+  BOOST_TEST(render(err).find("input 1 [2, 2] differs from input 0 [2, 3]")
+               != std::string::npos,
+             render(err));
+}
+
+BOOST_AUTO_TEST_CASE(concat_joins_the_last_axis_and_splits_its_gradient) {
+  auto dev = make_cpu_backend(1);
+  auto layer = make_concat_layer("joined");
+  auto& concat = dynamic_cast<merge_layer&>(*layer);
+  tensor a{{2, 1, 1, 2}, {1, 2, 3, 4}};
+  tensor b{{2, 1, 1, 1}, {5, 6}};
+  auto shape = concat.merged_shape({a.shape(), b.shape()});
+  BOOST_REQUIRE(shape);
+  BOOST_TEST(*shape == (tensor_shape{2, 1, 1, 3}));
+  BOOST_REQUIRE(!concat.forward_all(*dev, {&a, &b}));
+  BOOST_TEST(concat.output().values()
+             == (std::vector<float>{1, 2, 5, 3, 4, 6}));
+  tensor dy{{2, 1, 1, 3}, {10, 20, 30, 40, 50, 60}};
+  tensor da;
+  tensor db;
+  BOOST_REQUIRE(!concat.backward_all(*dev, dy, {&da, &db}));
+  BOOST_TEST(da.shape() == a.shape());
+  BOOST_TEST(da.values() == (std::vector<float>{10, 20, 40, 50}));
+  BOOST_TEST(db.values() == (std::vector<float>{30, 60}));
+  // adopt_prefix copies the output's first examples and keeps the split.
+  auto other = make_concat_layer("joined");
+  BOOST_REQUIRE(!other->adopt_prefix(concat, a, 1));
+  BOOST_TEST(other->output().values() == (std::vector<float>{1, 2, 5}));
+  tensor dy1{{1, 1, 1, 3}, {7, 8, 9}};
+  BOOST_REQUIRE(!dynamic_cast<merge_layer&>(*other).backward_all(
+    *dev, dy1, {&da, &db}));
+  BOOST_TEST(da.values() == (std::vector<float>{7, 8}));
+  BOOST_TEST(db.values() == (std::vector<float>{9}));
+  // Heights that differ: refused naming both shapes.
+  auto bad = concat.merged_shape({a.shape(), tensor_shape{2, 2, 1, 1}});
+  BOOST_REQUIRE(!bad);
+  BOOST_TEST(render(bad.error()).find("input 1 is [-1, 2, 1, 1] and input "
+                                      "0 [-1, 1, 1, 2]")
+               != std::string::npos,
+             render(bad.error()));
+}

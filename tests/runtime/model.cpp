@@ -282,7 +282,54 @@ void check_views_close(const model& got, const model& expect, double tol) {
   }
 }
 
+/// A small graph: a residual block (the stem's output taken twice), a
+/// side branch off the block's output, both joined by concat, then a
+/// pool and the classifier; every fan-out sums two gradients.
+model_description residual_graph() {
+  auto layer = [](layer_type type, std::string name, int64_t units,
+                  std::vector<std::string> inputs = {}) {
+    layer_desc l;
+    l.type = type;
+    l.name = std::move(name);
+    l.units = units;
+    l.kernel = 3;
+    l.pad = padding::same;
+    l.inputs = std::move(inputs);
+    return l;
+  };
+  auto relu = [] {
+    layer_desc l;
+    l.type = layer_type::activation;
+    l.act = activation::relu;
+    return l;
+  };
+  model_description d;
+  d.name = "residual_graph";
+  d.input_shape = {8, 8, 1};
+  d.layers = {layer(layer_type::conv2d, "stem", 4),
+              relu(),
+              layer(layer_type::conv2d, "a", 4),
+              relu(),
+              layer(layer_type::conv2d, "b", 4),
+              layer(layer_type::add, "res", 0, {"stem", "b"}),
+              relu(),
+              layer(layer_type::conv2d, "side", 2, {"res"}),
+              layer(layer_type::concat, "joined", 0, {"res", "side"}),
+              layer(layer_type::max_pool, "pool", 0),
+              layer(layer_type::flatten, "", 0),
+              layer(layer_type::dense, "out", 10)};
+  d.layers[9].kernel = 2;
+  d.layers[9].stride = 2;
+  d.layers[7].kernel = 1;
+  return d;
+}
+
 model_spec small_specs(int which) {
+  if (which == 3) {
+    auto spec = described_spec(residual_graph());
+    spec.init = init_scheme::he;
+    return spec;
+  }
   model_spec spec;
   spec.init = init_scheme::glorot;
   if (which == 1) {
@@ -305,9 +352,9 @@ BOOST_AUTO_TEST_CASE(adopted_forward_gives_the_statistics_of_a_fresh_one) {
   // first n examples: its K-FAC views must equal those of a forward pass
   // on those examples alone, for the labels and for sampled targets.
   auto dev = make_cpu_backend(2);
-  for (int which : {0, 1, 2}) {
+  for (int which : {0, 1, 2, 3}) {
     auto spec = small_specs(which);
-    BOOST_TEST_CONTEXT("model " << to_string(spec.arch)) {
+    BOOST_TEST_CONTEXT("model " << which) {
       int64_t batch = 12;
       int64_t n = 5;
       auto images = random_images(batch, spec.height, spec.width,
@@ -361,9 +408,9 @@ BOOST_AUTO_TEST_CASE(adopted_forward_gives_the_statistics_of_a_fresh_one) {
 
 BOOST_AUTO_TEST_CASE(backward_without_parameter_grads_gives_the_same_ds) {
   auto dev = make_cpu_backend(2);
-  for (int which : {0, 1, 2}) {
+  for (int which : {0, 1, 2, 3}) {
     auto spec = small_specs(which);
-    BOOST_TEST_CONTEXT("model " << to_string(spec.arch)) {
+    BOOST_TEST_CONTEXT("model " << which) {
       auto images = random_images(6, spec.height, spec.width, spec.channels,
                                   31);
       label_vector labels{1, 2, 3, 4, 5, 6};
@@ -479,4 +526,90 @@ BOOST_AUTO_TEST_CASE(label_smoothing_out_of_range_or_without_classes_is_refused)
   BOOST_REQUIRE(!r);
   BOOST_TEST(render(r.error()).find("reconstructs its input")
              != std::string::npos);
+}
+
+// -- graphs: layers that name their inputs ------------------------------------
+
+BOOST_AUTO_TEST_CASE(a_residual_graph_gradient_matches_finite_differences) {
+  // Fan-outs (stem, res) sum their consumers' gradients; add and concat
+  // pass theirs on; the conv2d layers inside keep their K-FAC factors.
+  auto spec = small_specs(3);
+  check_model_gradient(spec, 3, 17);
+  auto m = make_model(spec);
+  const auto& layers = m->kfac_collection().layers;
+  BOOST_REQUIRE_EQUAL(layers.size(), 5u);
+  BOOST_TEST(layers[0].name == "stem");
+  BOOST_TEST(layers[3].name == "side");
+  BOOST_TEST(layers[3].a_dim == 4 * 1 * 1 + 1);
+  // The summary says what a layer takes when it is not the one before.
+  BOOST_TEST(m->summary().find("res (stem + b) -> [-1, 8, 8, 4]")
+             != std::string::npos, m->summary());
+  BOOST_TEST(m->summary().find("joined (res + side) -> [-1, 8, 8, 6]")
+             != std::string::npos, m->summary());
+}
+
+BOOST_AUTO_TEST_CASE(a_chain_with_named_inputs_is_the_chain) {
+  // Naming every layer's predecessor builds the same model: the same
+  // losses, predictions and gradients, bit for bit.
+  auto dev = make_cpu_backend(2);
+  model_spec plain;
+  plain.height = plain.width = 12;
+  auto desc = builtin_description(plain);
+  auto names = layer_names(desc);
+  std::string before = model_input_name;
+  for (size_t i = 0; i < desc.layers.size(); ++i) {
+    desc.layers[i].inputs = {before};
+    before = names[i];
+  }
+  auto named = described_spec(desc);
+  named.height = named.width = 12;
+  auto a = make_model(plain, 4);
+  auto b = make_model(named, 4);
+  auto images = random_images(5, 12, 12, 1, 8);
+  label_vector labels{0, 1, 2, 3, 4};
+  auto ra = a->forward_backward(*dev, images, labels);
+  auto rb = b->forward_backward(*dev, images, labels);
+  BOOST_REQUIRE(ra && rb);
+  BOOST_TEST(ra->loss_sum == rb->loss_sum);
+  BOOST_CHECK(a->predictions() == b->predictions());
+  for (size_t i = 0; i < a->gradients().size(); ++i)
+    BOOST_CHECK(a->gradients()[i].value == b->gradients()[i].value);
+}
+
+BOOST_AUTO_TEST_CASE(inputs_that_do_not_fit_are_refused_by_layer_and_shape) {
+  auto refused = [](model_description d, std::vector<std::string> words) {
+    auto m = model::make(described_spec(std::move(d)), 1);
+    BOOST_REQUIRE(!m);
+    auto text = render(m.error());
+    for (const auto& w : words)
+      BOOST_TEST(text.find(w) != std::string::npos, text);
+  };
+  // add of two shapes that differ: "side" has 2 channels, "res" 4.
+  auto d = residual_graph();
+  d.layers[8].type = layer_type::add;
+  refused(d, {"layer 8 (add 'joined')", "add needs inputs of one shape",
+              "input 1 is [-1, 8, 8, 2] and input 0 [-1, 8, 8, 4]"});
+  // concat of inputs whose height differs.
+  d = residual_graph();
+  d.layers[7].stride = 2;
+  refused(d, {"layer 8 (concat 'joined')", "along the last axis",
+              "input 1 is [-1, 4, 4, 2] and input 0 [-1, 8, 8, 4]"});
+  // A cycle, an unknown name, too few inputs for add, two for a conv2d.
+  d = residual_graph();
+  d.layers[5].inputs = {"stem", "side"};
+  refused(d, {"layer 5 (add 'res')", "input 'side' is layer 7 (conv2d "
+                                     "'side'), which comes later"});
+  d.layers[5].inputs = {"stem", "res"};
+  refused(d, {"input 'res' is the layer itself: a cycle"});
+  d.layers[5].inputs = {"stem", "bogus"};
+  refused(d, {"input 'bogus' names no layer"});
+  d.layers[5].inputs = {"stem"};
+  refused(d, {"add needs two or more layers in 'inputs', got 1"});
+  d = residual_graph();
+  d.layers[7].inputs = {"res", "stem"};
+  refused(d, {"layer 7 (conv2d 'side')", "takes one input, got 2"});
+  // A branch whose output goes nowhere.
+  d = residual_graph();
+  d.layers[8].inputs = {"res", "stem"};
+  refused(d, {"layer 7 (conv2d 'side')", "its output goes to no layer"});
 }

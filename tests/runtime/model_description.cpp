@@ -134,7 +134,7 @@ BOOST_AUTO_TEST_CASE(dense_and_conv2d_layers_are_registered_with_kfac) {
 
 BOOST_AUTO_TEST_CASE(canonical_json_reads_back_to_the_same_description) {
   for (auto file : {"seeds_convnet.json", "seeds_mlp.json",
-                    "autoencoder.json"}) {
+                    "autoencoder.json", "residual_convnet.json"}) {
     BOOST_TEST_CONTEXT(file) {
       auto desc = load(file);
       auto again = parse_model_description(desc.to_json(), "canonical");
@@ -191,7 +191,7 @@ BOOST_AUTO_TEST_CASE(bad_descriptions_are_refused_by_name) {
        {"layer 0", "init 'zeros'"});
   says(R"({"input_shape": [4, 4, 1], "layers": [{"type": "relu"},
           {"type": "flatten"}, {"type": "dense", "units": 3}])" + loss,
-       {"layer 0 (relu)", "must directly follow a dense or conv2d"});
+       {"layer 0 (relu)", "must directly follow a dense, conv2d or add"});
   says(R"({"input_shape": [4], "layers": [{"type": "flatten"}, {"type":
           "dense", "units": 3, "activation": "relu"}, {"type": "tanh"}])"
          + loss,
@@ -202,6 +202,54 @@ BOOST_AUTO_TEST_CASE(bad_descriptions_are_refused_by_name) {
   says(R"({"input_shape": [4], "layers": [{"type": "flatten"},
           {"type": "dense", "units": 1}])" + loss,
        {"[-1, 1]", "at least 2 classes"});
+  // Graphs: what a layer names in "inputs".
+  std::string two = R"({"input_shape": [4], "layers": [{"type": "dense",
+          "units": 3, "name": "a"}, {"type": "dense", "units": 3,
+          "name": "b", "inputs": ["input"]}, )";
+  says(two + R"({"type": "add", "inputs": ["a", "c"]}, {"type": "dense",
+          "units": 2, "name": "c"}])" + loss,
+       {"layer 2 (add 'add2')", "input 'c' is layer 3 (dense 'c'), which "
+                                "comes later"});
+  says(two + R"({"type": "add", "inputs": "a"}])" + loss,
+       {"layer 2 (add)", "'inputs' must be an array of layer names"});
+  says(two + R"({"type": "add", "inputs": ["a", 1]}])" + loss,
+       {"'inputs' must hold layer names"});
+  says(two + R"({"type": "add", "inputs": ["a", "b"]}, {"type": "relu",
+          "inputs": ["a"]}])" + loss,
+       {"layer 3 (relu)", "unknown field 'inputs'"});
+  says(two + R"({"type": "concat", "inputs": ["a", "b"],
+          "activation": "relu"}])" + loss,
+       {"unknown field 'activation'"});
+  says(R"({"input_shape": [4], "layers": [{"type": "dense", "units": 3,
+          "name": "input"}])" + loss,
+       {"layer 0 (dense 'input')", "the model's input in 'inputs'"});
+  says(R"({"input_shape": [4], "layers": [{"type": "flatten", "name": "f"},
+          {"type": "dense", "units": 3, "name": "a"}, {"type": "dense",
+          "units": 4, "name": "b", "inputs": ["f"]}, {"type": "add",
+          "inputs": ["a", "b"]}])" + loss,
+       {"layer 3 (add 'add2')", "input 1 is [-1, 4] and input 0 [-1, 3]"});
+}
+
+BOOST_AUTO_TEST_CASE(a_residual_model_file_builds_a_graph) {
+  // examples/models/residual_convnet.json: two residual blocks, the
+  // second with a 1x1 shortcut; its convolutions are K-FAC layers.
+  auto desc = load("residual_convnet.json");
+  auto m = build(described_spec(desc));
+  BOOST_TEST(m->kfac_collection().layers.size() == 7u);
+  auto dev = make_cpu_backend(1);
+  tensor x{2, 28, 28, 1};
+  x.fill(0.5f);
+  auto res = m->forward_backward(*dev, x, {0, 2});
+  BOOST_REQUIRE_MESSAGE(res, test::why(res));
+  BOOST_TEST(m->summary().find("block2 (shortcut2 + block2b) -> "
+                               "[-1, 7, 7, 32]")
+               != std::string::npos,
+             m->summary());
+  // The footprint counts the graph's outputs: the adds' and the
+  // shortcut's too.
+  auto fp = measure_model(desc, "residual");
+  BOOST_REQUIRE(fp);
+  BOOST_TEST(fp->parameters == value_count(m->parameters()));
 }
 
 BOOST_AUTO_TEST_CASE(embedding_bag_means_rows_and_touches_only_them) {
