@@ -17,7 +17,9 @@ namespace syncfac {
 
 /// The wire protocol's version: nodes of one cluster must agree on it.
 /// Bump it whenever a message changes its fields.
-constexpr uint32_t cluster_protocol = 3;
+/// 4: shard_params carries rows, and a pull may ask for rows
+/// (messages/row_pull.hpp).
+constexpr uint32_t cluster_protocol = 4;
 
 /// What a connecting node says about itself.
 struct node_hello {
