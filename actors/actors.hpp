@@ -83,7 +83,9 @@ using ps_actor = caf::typed_actor<
   caf::replies_to<pull_atom, int64_t, int64_t,
                   std::vector<row_request>>::with<shard_params>,
   // The sender no longer needs its waiting pull (its token let it go on
-  // at the step it holds): that pull is answered without values.
+  // at the step it holds): that pull is answered without values, a row
+  // pull with its rows at the shard's step (the worker's copies of them
+  // may be older than that step; docs/protocol.md, "Row pulls").
   caf::reacts_to<pull_atom, cancel_atom>,
   // Its own timer: answer the waiting pulls whose wait ran out.
   caf::reacts_to<expire_atom>,

@@ -642,6 +642,30 @@ current_values(ps_shard_state& st, const std::vector<row_request>& requests) {
   return result;
 }
 
+/// The answer to a waiting row pull its worker cancelled: its token is
+/// for the step the worker's values are at, which is the shard's step
+/// (the pull waits for the next), and those values are what the worker
+/// holds but for the rows its next batch looks up, whose copies may be
+/// older. So the rows at the shard's step go, and no other variable
+/// (docs/protocol.md, "Row pulls").
+void answer_with_rows(ps_shard_state& st, waiting_pull& p) {
+  shard_params result{st.index, st.global_step, {}};
+  int64_t bytes = 0;
+  for (const auto& req : p.rows) {
+    auto rows = gather_rows(st.variables[st.by_name.at(req.variable)],
+                            req.rows);
+    if (!rows) {
+      p.promise.deliver(prefixed(shard_name(st.index) + ": row pull",
+                                 rows.error()));
+      return;
+    }
+    bytes += payload_bytes(*rows);
+    result.rows.push_back(std::move(*rows));
+  }
+  st.sent.add(bytes);
+  p.promise.deliver(std::move(result));
+}
+
 /// An answer without values to a waiting pull that will not get them.
 void answer_without_values(ps_shard_state& st, waiting_pull& p) {
   st.sent.add();
@@ -832,7 +856,10 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
       auto& st = self->state;
       auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
       for (auto& p : st.waiting_pulls.take_from(sender))
-        answer_without_values(st, p);
+        if (p.rows.empty())
+          answer_without_values(st, p);
+        else
+          answer_with_rows(st, p);
     },
     [=](expire_atom) {
       auto& st = self->state;

@@ -891,6 +891,36 @@ BOOST_FIXTURE_TEST_CASE(a_row_id_out_of_range_is_refused_naming_it, fixture) {
   BOOST_TEST(same(pull().values, table_shard().variables));
 }
 
+BOOST_FIXTURE_TEST_CASE(a_cancelled_row_pull_gets_its_rows_at_the_shard_s_step,
+                        fixture) {
+  // The worker's token is for the step it holds (step 0): it cancels its
+  // pull for step 1. A plain pull is then answered without values; a row
+  // pull with its rows at step 0 and nothing else, since the worker's
+  // copies of those rows may be older than its other values.
+  start(table_shard());
+  auto waiting = self->request(ps, 10s, pull_atom::value, int64_t{1},
+                               int64_t{60000}, emb_rows({2}));
+  self->send(ps, pull_atom::value, cancel_atom::value);
+  shard_params got;
+  waiting.receive([&](shard_params& p) { got = std::move(p); },
+                  [&](caf::error& err) { BOOST_FAIL(render(err)); });
+  BOOST_TEST(got.has_values);
+  BOOST_TEST(got.global_step == 0);
+  BOOST_TEST(got.values.empty());
+  BOOST_REQUIRE_EQUAL(got.rows.size(), 1u);
+  BOOST_TEST(got.rows[0].indices == (std::vector<int64_t>{2}),
+             tt::per_element());
+  BOOST_TEST(got.rows[0].rows[0] == 20.0f);
+  BOOST_TEST(got.rows[0].rows[1] == 21.0f);
+  auto plain = self->request(ps, 10s, pull_atom::value, int64_t{1},
+                             int64_t{60000});
+  self->send(ps, pull_atom::value, cancel_atom::value);
+  plain.receive([&](shard_params& p) { got = std::move(p); },
+                [&](caf::error& err) { BOOST_FAIL(render(err)); });
+  BOOST_TEST(!got.has_values);
+  BOOST_TEST(got.rows.empty());
+}
+
 BOOST_FIXTURE_TEST_CASE(a_waiting_row_pull_gets_the_rows_of_its_step, fixture) {
   start(table_shard());
   // Asks for step 1 before it exists; answered after the apply with row 3
