@@ -125,19 +125,22 @@ bool pulls_rows(const worker_state& st) {
          && st.slot_of.count(*st.row_table) > 0;
 }
 
+/// The shard that holds the table (pulls_rows() only).
+size_t table_shard(const worker_state& st) {
+  return st.shard_of[st.slot_of.at(*st.row_table)];
+}
+
 /// Draws the batch the next step takes (compute() takes it from here
 /// instead of drawing again) and returns the rows it looks up of the
 /// table.
-const std::vector<int64_t>& rows_ahead(worker_state& st,
-                                       std::vector<int64_t>& rows) {
+std::vector<int64_t> rows_ahead(worker_state& st) {
   auto at = st.batches->state();
   if (!st.ahead || st.ahead_from != at) {
     st.ahead = *st.batches;
     st.ahead->next(st.ahead_batch);
     st.ahead_from = at;
   }
-  rows = rows_looked_up(st.ahead_batch.images);
-  return rows;
+  return rows_looked_up(st.ahead_batch.images);
 }
 
 /// The batch of this step: the one drawn ahead when it was drawn at the
@@ -159,10 +162,8 @@ std::vector<std::vector<row_request>> row_requests(worker_state& st) {
   std::vector<std::vector<row_request>> result(st.cfg.shards.size());
   if (!pulls_rows(st))
     return result;
-  row_request req{*st.row_table, {}};
-  rows_ahead(st, req.rows);
-  auto shard = st.shard_of[st.slot_of.at(*st.row_table)];
-  result[shard].push_back(std::move(req));
+  result[table_shard(st)].push_back(row_request{*st.row_table,
+                                                rows_ahead(st)});
   return result;
 }
 
@@ -359,9 +360,9 @@ caf::expected<bool> take_pulled(self_ptr self, std::vector<shard_params>& all,
   bool holds_step = step == st.local_step;
   std::vector<shard_params> use;
   bool complete = true;
-  // A row pull whose rows did not come: the worker's copy of the table
-  // holds the next batch's rows at older steps than its values (only the
-  // last batch's rows were pulled), so it pulls again.
+  // A row pull whose rows did not come (its wait ran out; a cancelled one
+  // gets its rows): the worker's copies of the next batch's rows may be
+  // older than its other values, so it pulls again.
   bool rows_missing = false;
   for (auto& sp : all) {
     if (current(sp, step)) {
@@ -370,8 +371,7 @@ caf::expected<bool> take_pulled(self_ptr self, std::vector<shard_params>& all,
       complete = false;
       st.bytes_pulled_unused += payload_bytes(sp);
       if (pulls_rows(st)
-          && static_cast<size_t>(&sp - all.data())
-               == st.shard_of[st.slot_of.at(*st.row_table)])
+          && static_cast<size_t>(&sp - all.data()) == table_shard(st))
         rows_missing = true;
     }
   }
