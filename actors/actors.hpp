@@ -12,6 +12,7 @@
 #include "messages/atoms.hpp"
 #include "runtime/checkpoint/checkpoint_contents.hpp"
 #include "messages/device_messages.hpp"
+#include "messages/row_pull.hpp"
 #include "messages/sync_messages.hpp"
 
 namespace syncfac {
@@ -33,6 +34,11 @@ using device_actor = caf::typed_actor<
   // The same at the given parameters (a worker's step: one round trip
   // instead of an upload and a compute request).
   caf::replies_to<grads_atom, parameter_set, batch>::with<step_result>,
+  // The same at some of the parameters and some rows of the embedding
+  // tables, the rest as earlier requests left them (a row-pulling
+  // worker's step: no copy of its tables; messages/row_pull.hpp).
+  caf::replies_to<grads_atom, parameter_set, std::vector<sparse_update>,
+                  batch>::with<step_result>,
   // The same plus K-FAC factor statistics of the batch (a worker that
   // feeds a covariance actor; one pass when the Fisher is empirical).
   caf::replies_to<grads_atom, parameter_set, batch,
@@ -68,8 +74,18 @@ using ps_actor = caf::typed_actor<
   // away. After `wait_ms` without reaching the step, or on the worker's
   // cancel, it is answered without values.
   caf::replies_to<pull_atom, int64_t, int64_t>::with<shard_params>,
+  // The same, with the rows the worker's next batch looks up of the sparse
+  // variables it names (its embedding table) instead of those whole: the
+  // rest of a table is never read by that batch (messages/row_pull.hpp).
+  // A request naming a variable the shard lacks or a dense one, or a row
+  // id out of range, is refused naming the variable, the id and the
+  // table's rows.
+  caf::replies_to<pull_atom, int64_t, int64_t,
+                  std::vector<row_request>>::with<shard_params>,
   // The sender no longer needs its waiting pull (its token let it go on
-  // at the step it holds): that pull is answered without values.
+  // at the step it holds): that pull is answered without values, a row
+  // pull with its rows at the shard's step (the worker's copies of them
+  // may be older than that step; docs/protocol.md, "Row pulls").
   caf::reacts_to<pull_atom, cancel_atom>,
   // Its own timer: answer the waiting pulls whose wait ran out.
   caf::reacts_to<expire_atom>,

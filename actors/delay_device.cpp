@@ -66,6 +66,10 @@ delay_device_actor::behavior_type delay_device(self_ptr self,
         const batch& b) -> caf::result<step_result> {
       return delayed_gradients(self, b);
     },
+    [=](grads_atom, const parameter_set&, const std::vector<sparse_update>&,
+        const batch& b) -> caf::result<step_result> {
+      return delayed_gradients(self, b);
+    },
     [=](grads_atom, const parameter_set&, const batch&,
         const stats_request&) -> caf::result<step_result> {
       return not_here("compute K-FAC statistics");

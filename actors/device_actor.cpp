@@ -10,6 +10,7 @@
 #include "actors/fatal_exception.hpp"
 #include "kernels/backend_factory.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
+#include "messages/row_pull.hpp"
 #include "runtime/elapsed.hpp"
 #include "runtime/gradient_clip.hpp"
 #include "runtime/base/error.hpp"
@@ -43,6 +44,60 @@ caf::error set_replica_parameters(device_state& st,
   if (!st.replica)
     return no_model();
   return st.replica->set_parameters(values);
+}
+
+/// Overwrites the named variables of the replica (some of them) and the
+/// given rows of its tables, whose other rows stay as earlier requests
+/// left them: a row-pulling worker's step, which copies no table
+/// (messages/row_pull.hpp). The named variables are checked before any
+/// changes; a bad row block is refused naming its variable (the worker
+/// then fails, so a replica left half-updated is never used).
+caf::error set_replica_rows(device_state& st, const parameter_set& values,
+                            const std::vector<sparse_update>& rows) {
+  if (!st.replica)
+    return no_model();
+  auto& params = st.replica->parameters();
+  auto find = [&](const std::string& name) -> named_tensor* {
+    for (auto& p : params)
+      if (p.name == name)
+        return &p;
+    return nullptr;
+  };
+  std::vector<named_tensor*> targets;
+  for (const auto& v : values) {
+    auto* p = find(v.name);
+    if (p == nullptr)
+      return make_error(ec::unknown_name, "device: parameters: "
+                                            + in_quotes(v.name)
+                                            + " is no variable of the model");
+    if (v.value.shape() != p->value.shape())
+      return make_error(ec::shape_mismatch,
+                        "device: parameters: " + in_quotes(v.name)
+                          + " has shape " + v.value.shape_string()
+                          + ", expected " + p->value.shape_string());
+    if (!v.value.all_finite())
+      return make_error(ec::non_finite, "device: parameters: "
+                                          + in_quotes(v.name)
+                                          + " holds NaN or Inf");
+    targets.push_back(p);
+  }
+  for (size_t i = 0; i < values.size(); ++i)
+    targets[i]->value.values() = values[i].value.values();
+  for (const auto& r : rows) {
+    auto* p = find(r.variable);
+    if (p == nullptr)
+      return make_error(ec::unknown_name, "device: rows of "
+                                            + in_quotes(r.variable)
+                                            + ", which is no variable of "
+                                              "the model");
+    if (!r.rows.all_finite())
+      return make_error(ec::non_finite, "device: rows of "
+                                          + in_quotes(r.variable)
+                                          + " hold NaN or Inf");
+    if (auto err = scatter_rows(r, p->value))
+      return with_context(err, "device");
+  }
+  return caf::none;
 }
 
 /// The replica's gradients as a worker pushes them: an embedding table's
@@ -288,6 +343,14 @@ device_actor::behavior_type device(self_ptr self,
         const batch& b) -> caf::result<step_result> {
       auto t0 = std::chrono::steady_clock::now();
       if (auto err = set_replica_parameters(self->state, values))
+        return refuse(self, std::move(err));
+      return gradients_of(self, b, t0);
+    },
+    [=](grads_atom, const parameter_set& values,
+        const std::vector<sparse_update>& rows,
+        const batch& b) -> caf::result<step_result> {
+      auto t0 = std::chrono::steady_clock::now();
+      if (auto err = set_replica_rows(self->state, values, rows))
         return refuse(self, std::move(err));
       return gradients_of(self, b, t0);
     },

@@ -16,6 +16,44 @@
 
 namespace syncfac {
 
+/// The same with a request of its own to each target: `ask(i)` sends
+/// target i's request (with its timeout) and returns its response handle.
+template <class Result, class Ask>
+void gather_each(size_t targets, Ask ask,
+                 std::function<void(std::vector<Result>)> done,
+                 std::function<void(size_t, caf::error)> failed) {
+  struct state {
+    std::vector<Result> results;
+    size_t pending = 0;
+    bool over = false;
+  };
+  auto st = std::make_shared<state>();
+  st->results.resize(targets);
+  st->pending = targets;
+  if (targets == 0) {
+    done({});
+    return;
+  }
+  for (size_t i = 0; i < targets; ++i) {
+    ask(i).then(
+      [=](Result& x) {
+        if (st->over)
+          return;
+        st->results[i] = std::move(x);
+        if (--st->pending == 0) {
+          st->over = true;
+          done(std::move(st->results));
+        }
+      },
+      [=](caf::error& err) {
+        if (st->over)
+          return;
+        st->over = true;
+        failed(i, std::move(err));
+      });
+  }
+}
+
 template <class Result, class Self, class Handle, class... Ts>
 void gather(Self* self, const std::vector<Handle>& targets,
             std::chrono::milliseconds timeout,

@@ -16,6 +16,7 @@
 #include <caf/actor_addr.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "messages/row_pull.hpp"
 #include "messages/sync_messages.hpp"
 
 namespace syncfac {
@@ -28,6 +29,9 @@ struct waiting_pull {
   caf::actor_addr sender;
   /// After this it is answered without values.
   std::chrono::steady_clock::time_point deadline;
+  /// A row pull's requests (checked on arrival); empty: every variable
+  /// whole.
+  std::vector<row_request> rows{};
 };
 
 class pull_waitlist {

@@ -107,6 +107,10 @@ void add_topology(config_fingerprint& fp, const sync_training_config& sync,
          str(int64_t{sync.replicas_to_aggregate}));
   fp.add("run.num_tokens", str(sync.num_tokens));
   fp.add("run.num_towers", str(int64_t{sync.num_towers}));
+  // Whole or row pulls of an embedding table: where some worker pulls
+  // whole and another by rows, their steps read the table at other steps
+  // (docs/protocol.md, "Row pulls"), so the run is neither's.
+  fp.add("run.whole_pulls", sync.whole_pulls ? "true" : "false");
   fp.add("run.moving_average_decay",
          fingerprint_value(sync.moving_average_decay));
   std::string averaged;

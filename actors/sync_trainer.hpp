@@ -96,6 +96,9 @@ struct sync_training_config {
   /// Pushes to shards in other processes go as parts of about this many
   /// bytes (0: whole); in one process they always go whole.
   int64_t push_part_bytes = default_push_part_bytes;
+  /// Workers pull an embedding table whole every step instead of the rows
+  /// their next batch looks up (worker_config::whole_pulls).
+  bool whole_pulls = false;
   /// In one process: called with the run's chief once it exists (a stop
   /// signal watcher sends it (preempt_atom, why) to end the run after the
   /// global step in flight, checkpointed), and with an empty handle once

@@ -229,6 +229,7 @@ worker_config make_worker_config(const sync_training_config& cfg,
   wc.request_timeout = base.request_timeout;
   wc.token_timeout = cfg.step_timeout;
   wc.push_part_bytes = cfg.push_part_bytes;
+  wc.whole_pulls = cfg.whole_pulls;
   if (task >= tasks.gradient_workers)
     wc.role = worker_role::statistics;
   if (kfac != nullptr && sends_statistics(cfg, tasks, task)) {

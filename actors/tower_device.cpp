@@ -483,6 +483,16 @@ device_actor::behavior_type tower_device(self_ptr self,
                              grads_atom::value, values, std::move(part));
       });
     },
+    [=](grads_atom, const parameter_set& values,
+        const std::vector<sparse_update>& rows,
+        const batch& b) -> caf::result<step_result> {
+      // Every tower's replica took the same earlier rows: each takes these.
+      return split_steps(self, b, "grads", [&](size_t k, batch part) {
+        return self->request(self->state.towers[k], self->state.timeout,
+                             grads_atom::value, values, rows,
+                             std::move(part));
+      });
+    },
     [=](grads_atom, const parameter_set& values, const batch& b,
         const stats_request& req) -> caf::result<step_result> {
       auto total = static_cast<int64_t>(b.labels.size());

@@ -4,6 +4,7 @@
 #include "actors/metrics_sink.hpp"
 #include "actors/node.hpp"
 #include "messages/device_messages.hpp"
+#include "messages/row_pull.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/optimizer.hpp"
 #include "runtime/sync/sparse_accumulator.hpp"
@@ -29,6 +30,9 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<gradient_push>("syncfac::gradient_push");
   cfg.add_message_type<push_ack>("syncfac::push_ack");
   cfg.add_message_type<shard_params>("syncfac::shard_params");
+  cfg.add_message_type<row_request>("syncfac::row_request");
+  cfg.add_message_type<std::vector<sparse_update>>("syncfac::sparse_updates");
+  cfg.add_message_type<std::vector<row_request>>("syncfac::row_requests");
   cfg.add_message_type<applied>("syncfac::applied");
   cfg.add_message_type<norm_part>("syncfac::norm_part");
   cfg.add_message_type<gradient_scale>("syncfac::gradient_scale");

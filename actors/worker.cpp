@@ -58,9 +58,13 @@ auto bound(self_ptr self, F f) {
   return while_bound<Ts...>(self->state.bound, std::move(f));
 }
 
-/// Payload bytes of pulled values.
+/// Payload bytes of pulled values (whole variables and rows with their
+/// ids).
 int64_t payload_bytes(const shard_params& sp) {
-  return value_count(sp.values) * static_cast<int64_t>(sizeof(float));
+  auto n = value_count(sp.values) * static_cast<int64_t>(sizeof(float));
+  for (const auto& r : sp.rows)
+    n += payload_bytes(r);
+  return n;
 }
 
 int64_t payload_bytes(const std::vector<shard_params>& pulled) {
@@ -90,6 +94,77 @@ void pull_all(self_ptr self, std::chrono::milliseconds timeout,
     st.sent.add();
   gather<shard_params>(self, st.cfg.shards, timeout, std::move(on_values),
                        std::move(on_error), pull_atom::value, xs...);
+}
+
+/// A pull of every shard for `step` (held up to `wait_ms`), each with its
+/// row requests (an empty list: every variable whole), counted as sent.
+template <class OnValues, class OnError>
+void pull_rows(self_ptr self, std::chrono::milliseconds timeout,
+               OnValues on_values, OnError on_error, int64_t step,
+               int64_t wait_ms,
+               std::vector<std::vector<row_request>> requests) {
+  auto& st = self->state;
+  for (size_t s = 0; s < st.cfg.shards.size(); ++s)
+    st.sent.add();
+  auto shards = st.cfg.shards;
+  gather_each<shard_params>(
+    shards.size(),
+    [=](size_t s) mutable {
+      return self->request(shards[s], timeout, pull_atom::value, step,
+                           wait_ms, std::move(requests[s]));
+    },
+    std::move(on_values), std::move(on_error));
+}
+
+// -- row pulls -----------------------------------------------------------------
+
+/// Whether this worker pulls its embedding table by rows (once it knows
+/// which shard holds the table).
+bool pulls_rows(const worker_state& st) {
+  return st.row_table && st.initialised()
+         && st.slot_of.count(*st.row_table) > 0;
+}
+
+/// The shard that holds the table (pulls_rows() only).
+size_t table_shard(const worker_state& st) {
+  return st.shard_of[st.slot_of.at(*st.row_table)];
+}
+
+/// Draws the batch the next step takes (compute() takes it from here
+/// instead of drawing again) and returns the rows it looks up of the
+/// table.
+std::vector<int64_t> rows_ahead(worker_state& st) {
+  auto at = st.batches->state();
+  if (!st.ahead || st.ahead_from != at) {
+    st.ahead = *st.batches;
+    st.ahead->next(st.ahead_batch);
+    st.ahead_from = at;
+  }
+  return rows_looked_up(st.ahead_batch.images);
+}
+
+/// The batch of this step: the one drawn ahead when it was drawn at the
+/// batcher's position (a resume elsewhere draws anew).
+void draw_batch(worker_state& st) {
+  if (st.ahead && st.ahead_from == st.batches->state()) {
+    std::swap(st.current, st.ahead_batch);
+    *st.batches = std::move(*st.ahead);
+  } else {
+    st.batches->next(st.current);
+  }
+  st.ahead.reset();
+}
+
+/// Per shard, the rows its pull asks for: the next batch's rows of the
+/// table to the shard holding it, nothing (every variable whole) to the
+/// others. All empty when the worker pulls whole.
+std::vector<std::vector<row_request>> row_requests(worker_state& st) {
+  std::vector<std::vector<row_request>> result(st.cfg.shards.size());
+  if (!pulls_rows(st))
+    return result;
+  result[table_shard(st)].push_back(row_request{*st.row_table,
+                                                rows_ahead(st)});
+  return result;
 }
 
 void fail(self_ptr self, caf::error err) {
@@ -285,15 +360,22 @@ caf::expected<bool> take_pulled(self_ptr self, std::vector<shard_params>& all,
   bool holds_step = step == st.local_step;
   std::vector<shard_params> use;
   bool complete = true;
+  // A row pull whose rows did not come (its wait ran out; a cancelled one
+  // gets its rows): the worker's copies of the next batch's rows may be
+  // older than its other values, so it pulls again.
+  bool rows_missing = false;
   for (auto& sp : all) {
     if (current(sp, step)) {
       use.push_back(std::move(sp));
     } else {
       complete = false;
       st.bytes_pulled_unused += payload_bytes(sp);
+      if (pulls_rows(st)
+          && static_cast<size_t>(&sp - all.data()) == table_shard(st))
+        rows_missing = true;
     }
   }
-  if (!complete && !holds_step) {
+  if (!complete && (!holds_step || rows_missing)) {
     st.bytes_pulled_unused += payload_bytes(use);
     return false;
   }
@@ -365,28 +447,31 @@ void take_token(self_ptr self, const step_result& res, int32_t stale) {
   auto unused = [=](std::vector<shard_params> pulled) {
     self->state.bytes_pulled_unused += payload_bytes(pulled);
   };
-  pull_all(
-    self, wait + st.cfg.request_timeout,
-    while_bound<std::vector<shard_params>>(
-      st.bound,
-      [=](std::vector<shard_params> pulled) {
-        if (end->done)
-          return unused(std::move(pulled));
-        end->pulled = std::move(pulled);
-        finish_step_end(self, *end);
-      },
-      // Values that came for an abandoned step are still bytes received.
-      unused),
-    bound<size_t, caf::error>(self,
-                              [=](size_t s, caf::error err) {
-                                if (end->done)
-                                  return;
-                                end->done = true;
-                                lose_peer(self,
-                                          "pull from ps:" + std::to_string(s),
-                                          std::move(err));
-                              }),
-    st.local_step + 1, static_cast<int64_t>(wait.count()));
+  auto on_values = while_bound<std::vector<shard_params>>(
+    st.bound,
+    [=](std::vector<shard_params> pulled) {
+      if (end->done)
+        return unused(std::move(pulled));
+      end->pulled = std::move(pulled);
+      finish_step_end(self, *end);
+    },
+    // Values that came for an abandoned step are still bytes received.
+    unused);
+  auto on_error = bound<size_t, caf::error>(
+    self, [=](size_t s, caf::error err) {
+      if (end->done)
+        return;
+      end->done = true;
+      lose_peer(self, "pull from ps:" + std::to_string(s), std::move(err));
+    });
+  auto wait_ms = static_cast<int64_t>(wait.count());
+  // The next batch is known now: its rows go with the pull.
+  if (pulls_rows(st))
+    return pull_rows(self, wait + st.cfg.request_timeout,
+                     std::move(on_values), std::move(on_error),
+                     st.local_step + 1, wait_ms, row_requests(st));
+  pull_all(self, wait + st.cfg.request_timeout, std::move(on_values),
+           std::move(on_error), st.local_step + 1, wait_ms);
 }
 
 /// Splits the gradients by shard and pushes them, tagged with local_step.
@@ -472,19 +557,36 @@ void push(self_ptr self, step_result res) {
 
 void compute(self_ptr self) {
   auto& st = self->state;
-  st.batches->next(st.current);
+  draw_batch(st);
   auto on_error = bound<caf::error&>(self, [=](caf::error& err) {
     fail(self, request_failed(self, "gradient computation", std::move(err)));
   });
+  auto on_result = bound<step_result&>(self, [=](step_result& res) {
+    self->state.compute_s += res.compute_s;
+    push(self, std::move(res));
+  });
+  if (!st.cfg.stats && pulls_rows(st) && st.device_tables_current) {
+    // The device's tables differ from the worker's only by the rows pulled
+    // since its last step: those go, and every other variable, instead of
+    // a copy of the tables (33.5 MB for langid's largest).
+    parameter_set others;
+    for (const auto& p : st.params)
+      if (p.name != *st.row_table)
+        others.push_back(p);
+    auto rows = std::move(st.rows_for_device);
+    st.rows_for_device.clear();
+    self->request(st.cfg.device, st.cfg.request_timeout, grads_atom::value,
+                  std::move(others), std::move(rows), st.current)
+      .then(on_result, on_error);
+    return;
+  }
+  // Every variable whole: the device's tables are the worker's after it.
+  st.device_tables_current = true;
+  st.rows_for_device.clear();
   if (!st.cfg.stats) {
     self->request(st.cfg.device, st.cfg.request_timeout, grads_atom::value,
                   st.params, st.current)
-      .then(bound<step_result&>(self,
-                                [=](step_result& res) {
-                                  self->state.compute_s += res.compute_s;
-                                  push(self, std::move(res));
-                                }),
-            on_error);
+      .then(on_result, on_error);
     return;
   }
   self->request(st.cfg.device, st.cfg.request_timeout, grads_atom::value,
@@ -513,10 +615,14 @@ void compute(self_ptr self) {
       on_error);
 }
 
-/// Copies pulled values into the model's parameter order.
+/// Copies pulled values into the model's parameter order, and pulled rows
+/// into their tables: those are then current for the next batch only
+/// (rows_for).
 caf::error absorb(self_ptr self, std::vector<shard_params>& pulled) {
   auto& st = self->state;
-  for (auto& sp : pulled)
+  bool rows = false;
+  bool table_whole = false;
+  for (auto& sp : pulled) {
     for (auto& v : sp.values) {
       auto i = st.slot_of.find(v.name);
       if (i == st.slot_of.end())
@@ -526,8 +632,32 @@ caf::error absorb(self_ptr self, std::vector<shard_params>& pulled) {
                             + "', which the model does not have");
       st.bytes_pulled += v.value.size()
                          * static_cast<int64_t>(sizeof(float));
+      table_whole = table_whole || (st.row_table && v.name == *st.row_table);
       st.params[i->second].value = std::move(v.value);
     }
+    for (auto& r : sp.rows) {
+      auto i = st.slot_of.find(r.variable);
+      if (i == st.slot_of.end())
+        return make_error(ec::unknown_name,
+                          st.who() + ": ps:" + std::to_string(sp.shard)
+                            + " sent rows of '" + r.variable
+                            + "', which the model does not have");
+      if (auto err = scatter_rows(r, st.params[i->second].value))
+        return with_context(err, st.who() + ": rows from ps:"
+                                   + std::to_string(sp.shard));
+      st.bytes_pulled += payload_bytes(r);
+      rows = true;
+      st.rows_for_device.push_back(std::move(r));
+    }
+  }
+  if (table_whole) {
+    st.device_tables_current = false;
+    st.rows_for_device.clear();
+  }
+  if (rows)
+    st.rows_for = st.batches->state();
+  else if (table_whole)
+    st.rows_for.reset();
   return caf::none;
 }
 
@@ -537,17 +667,24 @@ void run_step(self_ptr self) {
   st.step_data = st.batches->state();
   if (st.params_current())
     return compute(self);
-  pull_all(
-    self, st.cfg.request_timeout,
-    bound<std::vector<shard_params>>(self,
-                                     [=](std::vector<shard_params> pulled) {
-                                       if (auto err = absorb(self, pulled))
-                                         return fail(self, std::move(err));
-                                       compute(self);
-                                     }),
-    bound<size_t, caf::error>(self, [=](size_t s, caf::error err) {
-      lose_peer(self, "pull from ps:" + std::to_string(s), std::move(err));
-    }));
+  auto on_values
+    = bound<std::vector<shard_params>>(self,
+                                       [=](std::vector<shard_params> pulled) {
+                                         if (auto err = absorb(self, pulled))
+                                           return fail(self, std::move(err));
+                                         compute(self);
+                                       });
+  auto on_error = bound<size_t, caf::error>(self, [=](size_t s,
+                                                      caf::error err) {
+    lose_peer(self, "pull from ps:" + std::to_string(s), std::move(err));
+  });
+  if (!pulls_rows(st))
+    return pull_all(self, st.cfg.request_timeout, std::move(on_values),
+                    std::move(on_error));
+  // Step 0 is behind every shard: answered at once, with this batch's
+  // rows.
+  pull_rows(self, st.cfg.request_timeout, std::move(on_values),
+            std::move(on_error), 0, 0, row_requests(st));
 }
 
 // -- the statistics role ------------------------------------------------------
@@ -779,6 +916,10 @@ caf::result<worker_status> rebind(self_ptr self, bound_now now,
   // A new binding: whatever the old one has in flight is answered to
   // nothing (worker_binding.hpp).
   st.bound = std::make_shared<worker_binding>(st.cfg.covariance.size());
+  // The device's tables are sent whole with the next step: simpler than
+  // knowing which rows the abandoned binding's requests carried.
+  st.device_tables_current = false;
+  st.rows_for_device.clear();
   if (st.cfg.role == worker_role::gradients && st.cfg.chief != chief) {
     self->unlink_from(st.cfg.chief);
     self->link_to(chief);
@@ -986,6 +1127,10 @@ worker_actor::behavior_type worker(self_ptr self, worker_config cfg) {
   st.batches = batcher{*st.cfg.data, st.cfg.batch_size, st.cfg.seed,
                        st.cfg.index, st.cfg.num_workers};
   st.bound = std::make_shared<worker_binding>(st.cfg.covariance.size());
+  // A gradient worker of a model with an embedding_bag pulls the rows of
+  // the table its next batch looks up; the statistics role pulls whole.
+  if (!st.cfg.whole_pulls && st.cfg.role == worker_role::gradients)
+    st.row_table = looked_up_table(st.cfg.model.description);
   // The statistics go to covariance actors, which take a factor with fewer
   // rows than columns as its rows: far less to compute, send, check and
   // fold than the matrix (the ConvNet's dense A: 16 x 785 against 785²).

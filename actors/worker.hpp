@@ -72,6 +72,10 @@ struct worker_config {
   /// A push to a shard in another process goes as parts of about this
   /// many bytes (messages/push_parts.hpp); 0: always whole.
   int64_t push_part_bytes = default_push_part_bytes;
+  /// Pull the embedding table whole every step (the old behaviour, for
+  /// comparison) instead of only the rows the next batch looks up
+  /// (messages/row_pull.hpp; docs/protocol.md, "Row pulls").
+  bool whole_pulls = false;
   /// Longest wait for a device, pull or push answer.
   std::chrono::milliseconds request_timeout{60000};
   /// Longest wait for a token (the slowest worker of the step sets it).
@@ -108,6 +112,23 @@ struct worker_state {
   /// The global step the values in `params` were pulled at; none after a
   /// rebind or a stop (the next step pulls again).
   std::optional<int64_t> params_step;
+  /// Row pulls: the table the model's embedding_bag looks up (none: the
+  /// model has none, or the worker pulls whole), and the data position
+  /// whose next batch's rows of it `params` hold at params_step (none:
+  /// the whole table is at params_step). Its other rows are older, and
+  /// that batch never reads them.
+  std::optional<std::string> row_table;
+  std::optional<batcher_state> rows_for;
+  /// Row pulls: whether the device's replica holds this worker's tables
+  /// as they are but for `rows_for_device`, the rows pulled since its last
+  /// step, which go with the next one instead of the whole tables.
+  bool device_tables_current = false;
+  std::vector<sparse_update> rows_for_device;
+  /// The batch the next step takes, drawn ahead to pull its rows, the
+  /// data position it was drawn at and the batcher after it.
+  std::optional<batcher> ahead;
+  batcher_state ahead_from;
+  batch ahead_batch;
   int64_t local_step = 0;
   int64_t steps = 0;
   int64_t stale_pushes = 0;
@@ -155,7 +176,8 @@ struct worker_state {
   }
   /// Whether `params` hold the variables at local_step already.
   bool params_current() const {
-    return params_step && *params_step == local_step;
+    return params_step && *params_step == local_step
+           && (!rows_for || *rows_for == batches->state());
   }
 };
 

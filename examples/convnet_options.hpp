@@ -101,6 +101,7 @@ struct convnet_options : training_options {
   int32_t covariance_actors = 1;
   int32_t inverse_actors = 1;
   std::string kfac_placement = "round_robin";
+  bool whole_pulls = false;
 
   explicit convnet_options(convnet_devices devices = convnet_devices::one)
     : training_options{convnet_help(devices)} {
@@ -142,7 +143,11 @@ struct convnet_options : training_options {
            "kfac: inverse actors the layers are placed on")
       .add(kfac_placement, "kfac_placement",
            "kfac: layers on covariance/inverse actors: round_robin or "
-           "by_cost");
+           "by_cost")
+      .add(whole_pulls, "whole_pulls",
+           "sync runtime: workers pull an embedding table whole every step "
+           "instead of only the rows their next batch looks up (for "
+           "comparison; docs/protocol.md, \"Row pulls\")");
     allow_values("model", {"convnet", "mlp"});
     allow_values("placement", {"round_robin", "by_size"});
     allow_values("kfac_momentum", {"adam", "regular"});
@@ -227,6 +232,7 @@ struct convnet_options : training_options {
       return kp.error();
     cfg.kfac.placement = *kp;
     cfg.num_towers = num_towers;
+    cfg.whole_pulls = whole_pulls;
     if (auto err = cfg.validate())
       return err;
     return made;

@@ -17,6 +17,9 @@ namespace syncfac {
 
 /// The wire protocol's version: nodes of one cluster must agree on it.
 /// Bump it whenever a message changes its fields.
+/// 4: shard_params carries rows, and a pull may ask for rows
+/// (messages/row_pull.hpp); the shards' norm_atom and the scaled apply
+/// of --clip_norm.
 constexpr uint32_t cluster_protocol = 4;
 
 /// What a connecting node says about itself.

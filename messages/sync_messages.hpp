@@ -130,12 +130,15 @@ struct shard_params {
   /// before the shard reached the step asked for, or the worker said it
   /// no longer needs it (docs/protocol.md, "The pull with the token").
   bool has_values = true;
+  /// A row pull's answer (messages/row_pull.hpp): the rows asked for of
+  /// each sparse variable the pull named, which is then not in `values`.
+  std::vector<sparse_update> rows{};
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_params& x) {
   return f(caf::meta::type_name("shard_params"), x.shard, x.global_step,
-           x.values, x.has_values);
+           x.values, x.has_values, x.rows);
 }
 
 /// What a role sent: messages (requests and answers alike) and the

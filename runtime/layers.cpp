@@ -393,7 +393,11 @@ public:
   }
 
   parameter_set make_parameters() const override {
-    return {{name() + "/embeddings", tensor{vocabulary_, width_}}};
+    return {{sparse_variable(), tensor{vocabulary_, width_}}};
+  }
+
+  std::string sparse_variable() const override {
+    return name() + "/embeddings";
   }
 
   void bind(named_tensor* params, named_tensor* grads) override {

@@ -625,7 +625,7 @@ std::vector<model::sparse_rows_of> model::sparse_gradient_rows() const {
   std::vector<sparse_rows_of> result;
   for (auto& l : layers_)
     if (auto rows = l->sparse_rows())
-      result.push_back({l->make_parameters().front().name, rows});
+      result.push_back({l->sparse_variable(), rows});
   return result;
 }
 

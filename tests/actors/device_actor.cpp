@@ -7,6 +7,9 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/device_actor.hpp"
+#include "messages/row_pull.hpp"
+#include "runtime/model_builder.hpp"
+#include "runtime/model_spec.hpp"
 #include "runtime/data/batcher.hpp"
 #include "runtime/base/error.hpp"
 #include "tests/actor_fixture.hpp"
@@ -87,6 +90,48 @@ BOOST_AUTO_TEST_CASE(refuses_parameters_of_the_wrong_shape) {
   // Nothing was applied.
   auto now = ask<parameter_set>(params_atom::value);
   BOOST_TEST((*now)[0].value == info.initial[0].value);
+}
+
+BOOST_AUTO_TEST_CASE(a_step_with_table_rows_equals_one_with_every_variable) {
+  // A row-pulling worker sends its device the rows pulled since its last
+  // step instead of the table (messages/row_pull.hpp): the replica's other
+  // rows stay as they were, and the step computes what it would at the
+  // whole parameters.
+  auto desc = model_builder{"bags", {3}}.embedding_bag(6, 2).dense(2).build();
+  BOOST_REQUIRE_MESSAGE(desc, test::why(desc));
+  auto info = load(described_spec(*desc));
+  auto params = info.initial;
+  BOOST_REQUIRE_EQUAL(params.size(), 3u);
+  BOOST_REQUIRE(params[0].name == "emb0/embeddings");
+  for (int64_t i = 0; i < params[0].value.size(); ++i)
+    params[0].value[i] = 0.1f * static_cast<float>(i);
+  batch b;
+  b.images = tensor{{2, 1, 1, 3}, {1, 4, -1, 4, 5, 0}};
+  b.labels = {0, 1};
+  // The whole table first, then rows 4 and 5 changed and sent as rows.
+  auto first = ask<step_result>(grads_atom::value, params, b);
+  BOOST_REQUIRE_MESSAGE(first, test::why(first));
+  params[0].value[8] = 2.5f;
+  params[0].value[11] = -1.5f;
+  auto rows = gather_rows(params[0], {4, 5});
+  BOOST_REQUIRE_MESSAGE(rows, test::why(rows));
+  parameter_set others{params[1], params[2]};
+  auto by_rows = ask<step_result>(grads_atom::value, others,
+                                  std::vector<sparse_update>{*rows}, b);
+  BOOST_REQUIRE_MESSAGE(by_rows, test::why(by_rows));
+  auto whole = ask<step_result>(grads_atom::value, params, b);
+  BOOST_REQUIRE_MESSAGE(whole, test::why(whole));
+  BOOST_TEST(by_rows->loss == whole->loss);
+  BOOST_TEST(test::same(by_rows->gradients, whole->gradients));
+  BOOST_REQUIRE_EQUAL(by_rows->sparse_gradients.size(), 1u);
+  BOOST_TEST((by_rows->sparse_gradients[0].rows
+              == whole->sparse_gradients[0].rows));
+  // Rows of a variable the model lacks, or out of its table: refused.
+  auto bad = ask<step_result>(
+    grads_atom::value, others,
+    std::vector<sparse_update>{{"emb0/embeddings", {6}, tensor{{1, 2}}}}, b);
+  auto msg = test::failure(bad, ec::invalid_argument);
+  BOOST_TEST(test::contains(msg, "row id 6"), msg);
 }
 
 BOOST_AUTO_TEST_CASE(computes_gradients_and_evaluates) {

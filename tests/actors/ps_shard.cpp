@@ -850,3 +850,174 @@ BOOST_FIXTURE_TEST_CASE(a_push_lacking_a_gradient_counts_for_the_ones_it_has,
   // A stale push (step 0) neither counts nor moves anything.
   BOOST_TEST(!push(dense_push(full, 0, 0)).accepted);
 }
+
+// -- row pulls (messages/row_pull.hpp) -----------------------------------------
+
+namespace {
+
+/// A shard with an embedding table "emb" [5, 2] (row r holds 10r, 10r + 1)
+/// beside the dense "w" [2] and "b" [1].
+ps_shard_config table_shard() {
+  ps_shard_config cfg;
+  cfg.index = 2;
+  cfg.variables = {
+    {"w", tensor{{2}, {0.5f, -0.5f}}},
+    {"emb", tensor{{5, 2}, {0, 1, 10, 11, 20, 21, 30, 31, 40, 41}}},
+    {"b", tensor{{1}, std::vector<float>{7.0f}}}};
+  cfg.sparse_variables = {"emb"};
+  cfg.optimizer.kind = optimizer_kind::sgd;
+  cfg.optimizer.learning_rate = 1.0f;
+  return cfg;
+}
+
+/// A row pull of `rows` of "emb" for step 0 (answered at once).
+std::vector<row_request> emb_rows(std::vector<int64_t> rows) {
+  return {row_request{"emb", std::move(rows)}};
+}
+
+const named_tensor* named(const parameter_set& xs, const std::string& name) {
+  for (const auto& x : xs)
+    if (x.name == name)
+      return &x;
+  return nullptr;
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_row_pull_returns_exactly_those_rows_and_dense_whole, fixture) {
+  start(table_shard());
+  auto p = ask<shard_params>(pull_atom::value, int64_t{0}, int64_t{0},
+                             emb_rows({1, 4}));
+  BOOST_REQUIRE_MESSAGE(p, test::why(p));
+  BOOST_TEST(p->has_values);
+  BOOST_TEST(p->shard == 2);
+  // The table comes as its rows, not among the whole variables.
+  BOOST_TEST(named(p->values, "emb") == nullptr);
+  BOOST_REQUIRE_EQUAL(p->rows.size(), 1u);
+  const auto& r = p->rows[0];
+  BOOST_TEST(r.variable == "emb");
+  BOOST_TEST(r.indices == (std::vector<int64_t>{1, 4}),
+             tt::per_element());
+  BOOST_TEST(r.rows.shape() == (tensor_shape{2, 2}), tt::per_element());
+  BOOST_TEST(r.rows[0] == 10.0f);
+  BOOST_TEST(r.rows[1] == 11.0f);
+  BOOST_TEST(r.rows[2] == 40.0f);
+  BOOST_TEST(r.rows[3] == 41.0f);
+  // The dense variables of the same pull come whole.
+  BOOST_REQUIRE_EQUAL(p->values.size(), 2u);
+  auto cfg = table_shard();
+  BOOST_REQUIRE(named(p->values, "w") && named(p->values, "b"));
+  BOOST_TEST((named(p->values, "w")->value == cfg.variables[0].value));
+  BOOST_TEST((named(p->values, "b")->value == cfg.variables[2].value));
+  // Sent: 2 ids and 4 floats of rows, 3 floats of dense values.
+  BOOST_TEST(status().sent.bytes == 2 * 8 + 4 * 4 + 3 * 4);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_pull_of_no_rows_sends_the_dense_variables_only, fixture) {
+  start(table_shard());
+  auto p = ask<shard_params>(pull_atom::value, int64_t{0}, int64_t{0},
+                             emb_rows({}));
+  BOOST_REQUIRE_MESSAGE(p, test::why(p));
+  BOOST_REQUIRE_EQUAL(p->rows.size(), 1u);
+  BOOST_TEST(p->rows[0].indices.empty());
+  BOOST_TEST(p->rows[0].rows.shape() == (tensor_shape{0, 2}),
+             tt::per_element());
+  BOOST_TEST(p->values.size() == 2u);
+  BOOST_TEST(named(p->values, "emb") == nullptr);
+  // No request at all: every variable whole, as a plain pull.
+  auto whole = ask<shard_params>(pull_atom::value, int64_t{0}, int64_t{0},
+                                 std::vector<row_request>{});
+  BOOST_REQUIRE_MESSAGE(whole, test::why(whole));
+  BOOST_TEST(whole->rows.empty());
+  BOOST_TEST(same(whole->values, table_shard().variables));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_row_id_out_of_range_is_refused_naming_it, fixture) {
+  start(table_shard());
+  auto msg = failure(ask<shard_params>(pull_atom::value, int64_t{0},
+                                       int64_t{0}, emb_rows({2, 5})),
+                     ec::invalid_argument);
+  BOOST_TEST(contains(msg, "ps shard 2"), msg);
+  BOOST_TEST(contains(msg, "'emb'"), msg);
+  BOOST_TEST(contains(msg, "row id 5"), msg);
+  BOOST_TEST(contains(msg, "the table has 5 rows"), msg);
+  msg = failure(ask<shard_params>(pull_atom::value, int64_t{0}, int64_t{0},
+                                  emb_rows({-1})),
+                ec::invalid_argument);
+  BOOST_TEST(contains(msg, "row id -1"), msg);
+  msg = failure(ask<shard_params>(pull_atom::value, int64_t{0}, int64_t{0},
+                                  emb_rows({3, 1})),
+                ec::invalid_argument);
+  BOOST_TEST(contains(msg, "strictly increasing"), msg);
+  // A dense variable, or one the shard lacks, is not pulled by rows.
+  msg = failure(ask<shard_params>(pull_atom::value, int64_t{0}, int64_t{0},
+                                  std::vector<row_request>{{"w", {0}}}),
+                ec::invalid_argument);
+  BOOST_TEST(contains(msg, "'w' is dense"), msg);
+  msg = failure(ask<shard_params>(pull_atom::value, int64_t{0}, int64_t{0},
+                                  std::vector<row_request>{{"nope", {0}}}),
+                ec::unknown_name);
+  BOOST_TEST(contains(msg, "'nope'"), msg);
+  // A waiting pull is checked on arrival, not when its step comes.
+  msg = failure(ask<shard_params>(pull_atom::value, int64_t{3},
+                                  int64_t{60000}, emb_rows({9})),
+                ec::invalid_argument);
+  BOOST_TEST(contains(msg, "row id 9"), msg);
+  // Nothing crashed: the shard answers on.
+  BOOST_TEST(same(pull().values, table_shard().variables));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_cancelled_row_pull_gets_its_rows_at_the_shard_s_step,
+                        fixture) {
+  // The worker's token is for the step it holds (step 0): it cancels its
+  // pull for step 1. A plain pull is then answered without values; a row
+  // pull with its rows at step 0 and nothing else, since the worker's
+  // copies of those rows may be older than its other values.
+  start(table_shard());
+  auto waiting = self->request(ps, 10s, pull_atom::value, int64_t{1},
+                               int64_t{60000}, emb_rows({2}));
+  self->send(ps, pull_atom::value, cancel_atom::value);
+  shard_params got;
+  waiting.receive([&](shard_params& p) { got = std::move(p); },
+                  [&](caf::error& err) { BOOST_FAIL(render(err)); });
+  BOOST_TEST(got.has_values);
+  BOOST_TEST(got.global_step == 0);
+  BOOST_TEST(got.values.empty());
+  BOOST_REQUIRE_EQUAL(got.rows.size(), 1u);
+  BOOST_TEST(got.rows[0].indices == (std::vector<int64_t>{2}),
+             tt::per_element());
+  BOOST_TEST(got.rows[0].rows[0] == 20.0f);
+  BOOST_TEST(got.rows[0].rows[1] == 21.0f);
+  auto plain = self->request(ps, 10s, pull_atom::value, int64_t{1},
+                             int64_t{60000});
+  self->send(ps, pull_atom::value, cancel_atom::value);
+  plain.receive([&](shard_params& p) { got = std::move(p); },
+                [&](caf::error& err) { BOOST_FAIL(render(err)); });
+  BOOST_TEST(!got.has_values);
+  BOOST_TEST(got.rows.empty());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_waiting_row_pull_gets_the_rows_of_its_step, fixture) {
+  start(table_shard());
+  // Asks for step 1 before it exists; answered after the apply with row 3
+  // as updated (lr 1: 30 - 2, 31 - 4).
+  auto waiting = self->request(ps, 10s, pull_atom::value, int64_t{1},
+                               int64_t{60000}, emb_rows({0, 3}));
+  gradient_push g;
+  g.worker = 0;
+  g.local_step = 0;
+  g.sparse = {{"emb", {3}, tensor{{1, 2}, {2.0f, 4.0f}}}};
+  BOOST_TEST(push(g).accepted);
+  auto done = apply(0, 1);
+  BOOST_REQUIRE_MESSAGE(done, test::why(done));
+  shard_params got;
+  waiting.receive([&](shard_params& p) { got = std::move(p); },
+                  [&](caf::error& err) { BOOST_FAIL(render(err)); });
+  BOOST_TEST(got.global_step == 1);
+  BOOST_REQUIRE_EQUAL(got.rows.size(), 1u);
+  BOOST_TEST(got.rows[0].indices == (std::vector<int64_t>{0, 3}),
+             tt::per_element());
+  BOOST_TEST(got.rows[0].rows[0] == 0.0f);
+  BOOST_TEST(got.rows[0].rows[2] == 28.0f);
+  BOOST_TEST(got.rows[0].rows[3] == 27.0f);
+}

@@ -65,6 +65,11 @@ seed_device(device_actor::pointer self, int worker, bool bad_shape) {
     [=](grads_atom, const batch&) -> caf::result<step_result> {
       return make_error(ec::unavailable, "seed device: parameters first");
     },
+    [=](grads_atom, const parameter_set&, const std::vector<sparse_update>&,
+        const batch&) -> caf::result<step_result> {
+      return make_error(ec::unavailable, "seed device: no row steps (its "
+                                         "model has no embedding_bag)");
+    },
     [=](grads_atom, const parameter_set&, const batch&,
         const stats_request&) -> caf::result<step_result> {
       return make_error(ec::unavailable, "seed device: no K-FAC statistics");

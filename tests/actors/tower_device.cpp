@@ -66,6 +66,8 @@ mock_tower(device_actor::stateful_pointer<mock_state> self, int32_t index,
     },
     [=](grads_atom, const parameter_set&,
         const batch& b) -> caf::result<step_result> { return canned(b); },
+    [=](grads_atom, const parameter_set&, const std::vector<sparse_update>&,
+        const batch& b) -> caf::result<step_result> { return canned(b); },
     [=](grads_atom, const parameter_set&, const batch& b,
         const stats_request&) -> caf::result<step_result> {
       return canned(b);

@@ -182,3 +182,44 @@ BOOST_FIXTURE_TEST_CASE(bags_with_offsets_train_end_to_end, langid_files) {
                 {"outside the embedding_bag's vocabulary of 1000",
                  "langid.npz"});
 }
+
+BOOST_FIXTURE_TEST_CASE(row_pulls_end_on_the_whole_pulls_digest_with_far_fewer_bytes,
+                        langid_files) {
+  // Workers pull only the rows of the table their next batch looks up
+  // (docs/protocol.md, "Row pulls"). Where every step computes on values
+  // pulled for it (one worker, no initial tokens: N = R = 1, a
+  // deterministic run) the parameters end bit for bit as with
+  // --whole_pulls; the table's bytes pulled shrink to the rows' and their
+  // ids, about what the sparse pushes carry.
+  make_langid("--vocabulary 16384 --width 16 --words 3000"
+              " --languages english,german,french", npz, model);
+  auto train = [&](const std::string& flags, const std::string& name) {
+    auto summary = tmp.file(name);
+    run_ok(bin + "convnet_mnist_single --data " + npz + " --model_file "
+           + model
+           + " --worker_replicas 1 --ps_tasks 2 --num_tokens 0"
+             " --optimizer adam --learning_rate 0.02 --steps 200"
+             " --batch_size 64 --threads 1 --no_progress --log_every 100 "
+           + flags + " --summary " + summary);
+    return read_file(summary);
+  };
+  auto rows = train("", "rows.json");
+  auto whole = train("--whole_pulls", "whole.json");
+  for (const auto* text : {&rows, &whole})
+    check_counters(*text, {{"global_step", 200}, {"refused_pushes", 0}});
+  auto digest = json_string(rows, "params_digest");
+  BOOST_TEST(!digest.empty(), rows);
+  BOOST_TEST(digest == json_string(whole, "params_digest"));
+  auto pulled = json_numbers(rows, "bytes_pulled").at(0);
+  auto pulled_whole = json_numbers(whole, "bytes_pulled").at(0);
+  auto pushed = json_numbers(rows, "bytes_pushed").at(0);
+  BOOST_TEST(json_numbers(whole, "bytes_pushed").at(0) == pushed);
+  // The whole table is 16384 x 16 floats (1 MiB) a step; a batch of 64
+  // words looks up about a thousand of its rows.
+  BOOST_TEST(pulled * 10 < pulled_whole,
+             "bytes pulled " << pulled << " by rows, " << pulled_whole
+                             << " whole");
+  BOOST_TEST(pulled <= 2 * pushed,
+             "bytes pulled " << pulled << ", pushed " << pushed);
+  BOOST_TEST(json_numbers(rows, "test_accuracy").at(0) >= 0.7);
+}

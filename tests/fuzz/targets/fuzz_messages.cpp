@@ -33,6 +33,7 @@
 
 #include "messages/cluster_messages.hpp"
 #include "messages/kfac_messages.hpp"
+#include "messages/row_pull.hpp"
 #include "messages/sync_messages.hpp"
 
 namespace {
@@ -106,6 +107,14 @@ void check(const node_info&) {
 }
 
 void check(const worker_report&) {
+}
+
+void check(const shard_params& x) {
+  check(x.values);
+  check(x.rows);
+}
+
+void check(const row_request&) {
 }
 
 /// Walks a value like a serializer and notes any float that CAF 0.17's
@@ -232,6 +241,7 @@ constexpr decoder decoders[] = {
   decode<tensor>,        decode<gradient_push>, decode<stats_update>,
   decode<factor_set>,    decode<inverse_set>,   decode<node_hello>,
   decode<node_info>,     decode<worker_report>, decode<sparse_update>,
+  decode<shard_params>,  decode<row_request>,
 };
 
 } // namespace

@@ -22,6 +22,7 @@
 
 #include "messages/cluster_messages.hpp"
 #include "messages/kfac_messages.hpp"
+#include "messages/row_pull.hpp"
 #include "messages/sync_messages.hpp"
 #include "runtime/checkpoint/safetensors.hpp"
 #include "runtime/data/idx.hpp"
@@ -118,6 +119,11 @@ void messages() {
   report.count = 128;
   message(7, "worker_report", report);
   message(8, "sparse_update", sparse_update{"embed", {1, 3}, values({2, 3})});
+  // A row pull's answer: a dense variable whole, two rows of the table.
+  shard_params pulled{1, 5, {{"fc/b", values({2})}}};
+  pulled.rows = {{"embed", {0, 4}, values({2, 3})}};
+  message(9, "shard_params", pulled);
+  message(10, "row_request", row_request{"embed", {0, 4, 9}});
 }
 
 // -- fuzz_idx --------------------------------------------------------------
