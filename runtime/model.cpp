@@ -215,7 +215,7 @@ caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
   // every layer with a weight and a bias (dense, conv2d) joins K-FAC's
   // layer collection on the way.
   auto names = layer_names(desc);
-  auto desc_inputs = layer_inputs(desc, names, source);
+  auto desc_inputs = resolve_inputs(desc, names, source);
   if (!desc_inputs)
     return desc_inputs.error();
   std::vector<layer_ptr> layers;

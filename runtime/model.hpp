@@ -177,7 +177,7 @@ private:
   model_spec spec_;
   model_description description_;
   /// The layers in the description's order, which is one in which every
-  /// layer comes after the layers it takes (layer_inputs).
+  /// layer comes after the layers it takes (resolve_inputs).
   std::vector<layer_ptr> layers_;
   /// inputs_[i]: the layers whose outputs layer i takes (-1: the model's
   /// input); consumers_[i]: how many inputs name layer i; shapes_[i]: its

@@ -191,14 +191,14 @@ caf::error check_fields(const model_description& desc,
       case layer_type::activation: break;
     }
   }
-  auto inputs = layer_inputs(desc, names, source);
+  auto inputs = resolve_inputs(desc, names, source);
   if (!inputs)
     return inputs.error();
   return caf::none;
 }
 
 caf::expected<std::vector<std::vector<int>>>
-layer_inputs(const model_description& desc,
+resolve_inputs(const model_description& desc,
              const std::vector<std::string>& names,
              const std::string& source) {
   auto bad = [&](size_t i, const std::string& what) {

@@ -160,7 +160,7 @@ std::string layer_label(const model_description& desc,
 
 /// Checks what needs no shapes: input shape, fields per layer type, init
 /// names, unique names made of letters, digits, '_', '-' and '.', inputs
-/// that name earlier layers (layer_inputs). Errors are ec::invalid_config
+/// that name earlier layers (resolve_inputs). Errors are ec::invalid_config
 /// and begin with `source` ("model file 'x.json'").
 caf::error check_fields(const model_description& desc,
                         const std::string& source);
@@ -174,7 +174,7 @@ caf::error check_fields(const model_description& desc,
 /// fewer than two, another layer with more than one, and a layer (not the
 /// last) whose output no layer takes. `names` is layer_names(desc).
 caf::expected<std::vector<std::vector<int>>>
-layer_inputs(const model_description& desc,
+resolve_inputs(const model_description& desc,
              const std::vector<std::string>& names,
              const std::string& source);
 

@@ -88,7 +88,7 @@ caf::expected<model_footprint> measure_model(const model_description& desc,
                      [](int64_t d) { return d < 1; }))
     return fp; // check_fields names it
   auto names = layer_names(desc);
-  auto inputs = layer_inputs(desc, names, source);
+  auto inputs = resolve_inputs(desc, names, source);
   if (!inputs)
     return fp; // check_fields names it
   // One example's output of every layer: [h, w, c], or [c] when flat

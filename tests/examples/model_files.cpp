@@ -89,6 +89,34 @@ BOOST_AUTO_TEST_CASE(builtin_file_in_a_cluster_equals_the_flag_in_process) {
   BOOST_TEST(across == here);
 }
 
+BOOST_AUTO_TEST_CASE(a_residual_graph_trains_with_kfac_in_a_cluster_as_here) {
+  // examples/models/residual_convnet.json (two residual blocks, a 1x1
+  // shortcut): K-FAC preconditions its seven convolutions and the dense
+  // layer; across processes it ends on the in-process parameters, and
+  // its loss falls.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
+  auto summary = tmp.file("cluster.json");
+  auto flags = data + " --threads 1 --steps 30 --optimizer kfac"
+                      " --learning_rate 0.0003 --invert_every 5"
+                      " --model_file " + models + "residual_convnet.json";
+  auto res = run_ok(bin + "syncfac-launch --cluster " + cluster
+                    + " --program " + bin
+                    + "convnet_mnist_distributed --max_wall_s 300 -- "
+                    + flags + " --connect_timeout_ms 60000 --summary "
+                    + summary);
+  auto text = read_file(summary);
+  BOOST_TEST(json_numbers(text, "preconditioned_steps").at(0) > 0, text);
+  auto metrics = tmp.file("metrics.jsonl");
+  auto here = digest_of(single + flags + " --ps_tasks 2 --metrics "
+                          + metrics,
+                        tmp.file("local.json"));
+  BOOST_TEST(json_string(text, "params_digest") == here);
+  auto losses = json_numbers(read_file(metrics), "loss");
+  BOOST_REQUIRE_GE(losses.size(), 3u);
+  BOOST_TEST(losses.back() < losses.front());
+}
+
 namespace {
 
 struct bad_case {
