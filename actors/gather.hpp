@@ -16,8 +16,9 @@
 
 namespace syncfac {
 
-/// The same with a request of its own to each target: `ask(i)` sends
-/// target i's request (with its timeout) and returns its response handle.
+/// A request of its own to each target: `ask(i)` sends target i's
+/// request (with its timeout) and returns its response handle; `done`
+/// gets the answers in the targets' order, `failed` the first error.
 template <class Result, class Ask>
 void gather_each(size_t targets, Ask ask,
                  std::function<void(std::vector<Result>)> done,
@@ -54,42 +55,16 @@ void gather_each(size_t targets, Ask ask,
   }
 }
 
+/// The same request to every target, each bounded by `timeout`.
 template <class Result, class Self, class Handle, class... Ts>
 void gather(Self* self, const std::vector<Handle>& targets,
             std::chrono::milliseconds timeout,
             std::function<void(std::vector<Result>)> done,
             std::function<void(size_t, caf::error)> failed, Ts... xs) {
-  struct state {
-    std::vector<Result> results;
-    size_t pending = 0;
-    bool over = false;
-  };
-  auto st = std::make_shared<state>();
-  st->results.resize(targets.size());
-  st->pending = targets.size();
-  if (targets.empty()) {
-    done({});
-    return;
-  }
-  for (size_t i = 0; i < targets.size(); ++i) {
-    self->request(targets[i], timeout, xs...)
-      .then(
-        [=](Result& x) {
-          if (st->over)
-            return;
-          st->results[i] = std::move(x);
-          if (--st->pending == 0) {
-            st->over = true;
-            done(std::move(st->results));
-          }
-        },
-        [=](caf::error& err) {
-          if (st->over)
-            return;
-          st->over = true;
-          failed(i, std::move(err));
-        });
-  }
+  gather_each<Result>(
+    targets.size(),
+    [&](size_t i) { return self->request(targets[i], timeout, xs...); },
+    std::move(done), std::move(failed));
 }
 
 /// From a blocking context: asks every target at once and calls

@@ -553,26 +553,27 @@ void finish_pending(ps_shard_state& st) {
   release_due_pulls(st);
 }
 
-/// Fails the pending apply, if any, saying why it will never complete.
-void abandon_pending(ps_shard_state& st, ec code, const std::string& why) {
-  if (st.pending_norm) {
-    auto pending = std::move(*st.pending_norm);
-    st.pending_norm.reset();
-    pending.promise.deliver(
-      make_error(code, shard_name(st.index) + ": the norm of step "
-                         + std::to_string(pending.step) + " (n = "
-                         + std::to_string(pending.n) + ") was abandoned: "
-                         + why));
-  }
-  if (!st.pending)
+/// Fails a pending request (an apply or a norm), if any, saying why it
+/// will never complete.
+template <class Pending>
+void abandon(std::optional<Pending>& slot, const ps_shard_state& st, ec code,
+             const char* what, const std::string& why) {
+  if (!slot)
     return;
-  auto pending = std::move(*st.pending);
-  st.pending.reset();
+  auto pending = std::move(*slot);
+  slot.reset();
   pending.promise.deliver(
-    make_error(code, shard_name(st.index) + ": the apply for step "
+    make_error(code, shard_name(st.index) + ": the " + what + " for step "
                        + std::to_string(pending.step) + " (n = "
                        + std::to_string(pending.n) + ") was abandoned: "
                        + why));
+}
+
+/// Fails the pending apply and norm, if any, saying why they will never
+/// complete.
+void abandon_pending(ps_shard_state& st, ec code, const std::string& why) {
+  abandon(st.pending_norm, st, code, "norm", why);
+  abandon(st.pending, st, code, "apply", why);
 }
 
 caf::error check_apply(const ps_shard_state& st, int64_t step, int64_t n,

@@ -610,7 +610,7 @@ BOOST_AUTO_TEST_CASE(a_bad_clip_factor_or_norm_request_is_refused) {
   waiting.receive([&](norm_part& x) { part = x; },
                   [&](caf::error& err) { part = std::move(err); });
   msg = failure(part, ec::invalid_argument);
-  BOOST_TEST(contains(msg, "the norm of step 0 (n = 2) was abandoned"), msg);
+  BOOST_TEST(contains(msg, "the norm for step 0 (n = 2) was abandoned"), msg);
 }
 
 BOOST_AUTO_TEST_CASE(a_second_apply_while_one_is_pending_is_an_error) {
