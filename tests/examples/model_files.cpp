@@ -89,32 +89,34 @@ BOOST_AUTO_TEST_CASE(builtin_file_in_a_cluster_equals_the_flag_in_process) {
   BOOST_TEST(across == here);
 }
 
-BOOST_AUTO_TEST_CASE(a_residual_graph_trains_with_kfac_in_a_cluster_as_here) {
+BOOST_AUTO_TEST_CASE(a_residual_graph_trains_in_a_cluster_as_here) {
   // examples/models/residual_convnet.json (two residual blocks, a 1x1
-  // shortcut): K-FAC preconditions its seven convolutions and the dense
-  // layer; across processes it ends on the in-process parameters, and
-  // its loss falls.
+  // shortcut): with momentum, across processes it ends on the in-process
+  // parameters (K-FAC's inverses reach the shards when they are ready, so
+  // its runs do not replay bit for bit); under K-FAC, which preconditions
+  // its seven convolutions and the dense layer, 30 steps reach a test
+  // accuracy momentum's do not (0.5 here).
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
-  auto summary = tmp.file("cluster.json");
-  auto flags = data + " --threads 1 --steps 30 --optimizer kfac"
-                      " --learning_rate 0.0003 --invert_every 5"
-                      " --model_file " + models + "residual_convnet.json";
-  auto res = run_ok(bin + "syncfac-launch --cluster " + cluster
-                    + " --program " + bin
-                    + "convnet_mnist_distributed --max_wall_s 300 -- "
-                    + flags + " --connect_timeout_ms 60000 --summary "
-                    + summary);
-  auto text = read_file(summary);
-  BOOST_TEST(json_numbers(text, "preconditioned_steps").at(0) > 0, text);
-  auto metrics = tmp.file("metrics.jsonl");
-  auto here = digest_of(single + flags + " --ps_tasks 2 --metrics "
-                          + metrics,
+  auto common = data + " --threads 1 --steps 30 --model_file " + models
+                + "residual_convnet.json";
+  auto launch = [&](const std::string& flags, const std::string& summary) {
+    run_ok(bin + "syncfac-launch --cluster " + cluster + " --program " + bin
+           + "convnet_mnist_distributed --max_wall_s 300 -- " + flags
+           + " --connect_timeout_ms 60000 --summary " + summary);
+    return read_file(summary);
+  };
+  auto momentum = common + " --optimizer momentum --learning_rate 0.01";
+  auto across = launch(momentum, tmp.file("momentum.json"));
+  auto here = digest_of(single + momentum + " --ps_tasks 2",
                         tmp.file("local.json"));
-  BOOST_TEST(json_string(text, "params_digest") == here);
-  auto losses = json_numbers(read_file(metrics), "loss");
-  BOOST_REQUIRE_GE(losses.size(), 3u);
-  BOOST_TEST(losses.back() < losses.front());
+  BOOST_TEST(json_string(across, "params_digest") == here);
+  auto kfac = launch(common + " --optimizer kfac --learning_rate 0.0003"
+                              " --invert_every 5",
+                     tmp.file("kfac.json"));
+  BOOST_TEST(json_numbers(kfac, "preconditioned_steps").at(0) > 0, kfac);
+  BOOST_TEST(json_numbers(kfac, "test_accuracy").at(0) > 0.9, kfac);
+  BOOST_TEST(json_numbers(across, "test_accuracy").at(0) < 0.9, across);
 }
 
 namespace {
