@@ -256,14 +256,18 @@ PYBIND11_MODULE(_core, m) {
     py::arg("inputs"), py::arg("name") = "");
   m.def(
     "max_pool",
-    [](int64_t window, int64_t stride, const std::string& pad) {
+    [](int64_t window, int64_t stride, const std::string& pad,
+       const std::string& name) {
       auto p = to_padding(pad);
       auto text = "max_pool(" + std::to_string(window) + ", stride="
-                  + std::to_string(stride) + ", padding=" + quoted(pad) + ")";
-      return builder_layer{text,
-                   [=](model_builder& b) { b.max_pool(window, stride, p); }};
+                  + std::to_string(stride) + ", padding=" + quoted(pad)
+                  + named(name) + ")";
+      return builder_layer{text, [=](model_builder& b) {
+                             b.max_pool(window, stride, p, name);
+                           }};
     },
-    py::arg("window"), py::arg("stride") = 0, py::arg("padding") = "valid");
+    py::arg("window"), py::arg("stride") = 0, py::arg("padding") = "valid",
+    py::arg("name") = "");
   m.def("flatten", [] {
     return builder_layer{"flatten()", [](model_builder& b) { b.flatten(); }};
   });

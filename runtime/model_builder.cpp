@@ -66,9 +66,10 @@ model_builder& model_builder::dense(int64_t units, activation act) {
 }
 
 model_builder& model_builder::max_pool(int64_t window, int64_t stride,
-                                       padding pad) {
+                                       padding pad, std::string name) {
   layer_desc l;
   l.type = layer_type::max_pool;
+  l.name = std::move(name);
   l.kernel = window;
   l.stride = stride == 0 ? window : stride;
   l.pad = pad;

@@ -60,9 +60,11 @@ public:
                         const conv2d_options& opts = {});
   model_builder& dense(int64_t units, const dense_options& opts = {});
   model_builder& dense(int64_t units, activation act);
-  /// stride 0: the window (TF's and Keras's default).
+  /// stride 0: the window (TF's and Keras's default). A name lets later
+  /// layers take its output (empty: derived, "pool1").
   model_builder& max_pool(int64_t window, int64_t stride = 0,
-                          padding pad = padding::valid);
+                          padding pad = padding::valid,
+                          std::string name = "");
   model_builder& flatten();
   /// The sum of two or more earlier layers' outputs of one shape (a
   /// residual connection), then `act`.

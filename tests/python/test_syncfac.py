@@ -148,18 +148,18 @@ def test_a_residual_graph_by_builder_equals_the_model_file():
     same = dict(padding="SAME")
     built = syncfac.Sequential(
         [syncfac.conv2d(16, 3, name="stem", **same), syncfac.relu(),
-         syncfac.max_pool(2),
+         syncfac.max_pool(2, name="pool0"),
          syncfac.conv2d(16, 3, name="block1a", **same), syncfac.relu(),
          syncfac.conv2d(16, 3, name="block1b", **same),
          syncfac.add(["pool0", "block1b"], name="block1"), syncfac.relu(),
-         syncfac.max_pool(2),
+         syncfac.max_pool(2, name="pool1"),
          syncfac.conv2d(32, 3, name="block2a", **same), syncfac.relu(),
          syncfac.conv2d(32, 3, name="block2b", **same),
          syncfac.conv2d(32, 1, name="shortcut2", inputs=["pool1"]),
          syncfac.add(["shortcut2", "block2b"], name="block2"),
-         syncfac.relu(), syncfac.max_pool(7), syncfac.flatten(),
+         syncfac.relu(), syncfac.max_pool(7, name="pool2"), syncfac.flatten(),
          syncfac.dense(10, name="logits")],
-        input_shape=(28, 28, 1), name="residual_convnet")
+        input_shape=(28, 28, 1), name="residual_convnet", init="he")
     loaded = syncfac.load_model(os.path.join(
         os.path.dirname(SEEDS_CONVNET), "residual_convnet.json"))
     assert built.to_json() == loaded.to_json()
