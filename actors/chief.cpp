@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "actors/fatal_exception.hpp"
@@ -389,14 +390,14 @@ void begin_checkpoint(self_ptr self) {
                      st.cfg.checkpoint_grace, checkpoint_atom::value, step);
 }
 
-void report_round(self_ptr self, double round_s) {
+void report_round(self_ptr self, double round_s, double gradient_norm) {
   auto& st = self->state;
   round_report rep;
   rep.global_step = st.global_step;
   rep.reports = st.window_reports;
   rep.stale_pushes = st.stale_pushes;
   rep.round_s = round_s;
-  rep.gradient_norm = st.last_gradient_norm;
+  rep.gradient_norm = gradient_norm;
   rep.examples = st.examples;
   rep.refused_pushes = st.refused_pushes;
   rep.preconditioned_steps = st.preconditioned_steps;
@@ -521,10 +522,17 @@ round_failed(self_ptr self, int64_t step, int64_t incarnation,
   };
 }
 
-/// The round's apply on every shard (with --clip_norm's factor when
-/// given), then the tokens of the next step.
+/// --clip_norm's part of a round: the global norm of its averages and
+/// the factor every shard applies them with.
+struct round_clip {
+  double norm = 0;
+  gradient_scale scale;
+};
+
+/// The round's apply on every shard (clipped when `clip` is given), then
+/// the tokens of the next step.
 void apply_round(self_ptr self, int64_t step, clock_type::time_point started,
-                 std::optional<gradient_scale> scale) {
+                 std::optional<round_clip> clip) {
   auto& st = self->state;
   auto incarnation = st.incarnation;
   st.sent.messages += static_cast<int64_t>(st.cfg.shards.size());
@@ -573,18 +581,20 @@ void apply_round(self_ptr self, int64_t step, clock_type::time_point started,
         begin_checkpoint(self);
       put_tokens(self, st.cfg.tokens_per_step());
       update_averages(self);
-      report_round(self, std::chrono::duration<double>(clock_type::now()
-                                                       - started)
-                           .count());
+      report_round(self,
+                   std::chrono::duration<double>(clock_type::now() - started)
+                     .count(),
+                   clip ? clip->norm
+                        : std::numeric_limits<double>::quiet_NaN());
       run_round(self);
     };
   auto n = int64_t{st.cfg.replicas_to_aggregate};
-  if (scale)
+  if (clip)
     gather<applied>(self, st.cfg.shards, st.cfg.step_timeout,
                     std::move(applied_everywhere),
                     round_failed(self, step, incarnation, "apply"),
                     apply_atom::value,
-                    step, n, *scale);
+                    step, n, clip->scale);
   else
     gather<applied>(self, st.cfg.shards, st.cfg.step_timeout,
                     std::move(applied_everywhere),
@@ -627,9 +637,10 @@ void run_round(self_ptr self) {
                                          "global norm is "
                                        + std::to_string(squares)
                                        + " (--clip_norm)"));
-      st.last_gradient_norm = std::sqrt(squares);
       apply_round(self, step, started,
-                  gradient_scale{clip_factor(squares, st.cfg.clip_norm)});
+                  round_clip{std::sqrt(squares),
+                             gradient_scale{clip_factor(squares,
+                                                        st.cfg.clip_norm)}});
     },
     round_failed(self, step, incarnation, "send its gradient norm"),
     norm_atom::value, step,

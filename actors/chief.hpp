@@ -214,8 +214,6 @@ struct chief_state {
   std::vector<inverse_actor> inverses;
   /// Bumped by each rollback (worker_report::incarnation).
   int64_t incarnation = 0;
-  /// round_report::gradient_norm of the last round.
-  double last_gradient_norm = std::numeric_limits<double>::quiet_NaN();
   /// Every acknowledged update: in the parameters, or rolled back and
   /// redone (the summary's faults.updates_*).
   update_account updates;

@@ -250,18 +250,16 @@ void optimizer::update_span(size_t i, float* theta_ptr, const float* grad_ptr,
   // joins the averaged one; decoupled decay shrinks the variable before
   // the update, as PyTorch's SGD/AdamW with decoupled weight decay do.
   // A clipped gradient is scaled first: the penalty is not clipped (as
-  // PyTorch's clip_grad_norm_ before an optimizer's weight_decay).
+  // PyTorch's clip_grad_norm_ before an optimizer's weight_decay). x * 1
+  // is x, so an unclipped step with a penalty keeps its bits.
   const bool decaying = decays(shapes_[i].size());
-  const bool scaled = gradient_scale_ != 1.0f;
   const bool penalty = decaying && config_.l2_penalty > 0;
   Eigen::ArrayXf adjusted;
-  if (scaled && penalty)
-    adjusted = gradient_scale_ * const_array_map(grad_ptr, n)
-               + config_.l2_penalty * theta;
-  else if (scaled)
+  if (gradient_scale_ != 1.0f || penalty) {
     adjusted = gradient_scale_ * const_array_map(grad_ptr, n);
-  else if (penalty)
-    adjusted = const_array_map(grad_ptr, n) + config_.l2_penalty * theta;
+    if (penalty)
+      adjusted += config_.l2_penalty * theta;
+  }
   const_array_map g(adjusted.size() > 0 ? adjusted.data() : grad_ptr, n);
   if (decaying && config_.weight_decay > 0)
     theta *= 1.0f - lr * config_.weight_decay;
