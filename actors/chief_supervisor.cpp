@@ -1234,6 +1234,17 @@ chief_supervisor(self_ptr self, chief_supervisor_config cfg) {
     for (const auto& c : *stop)
       caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
   });
+  // A worker answers the start sent to it (a message, not a request) when
+  // its run ends, and a worker that failed answers with its error. CAF's
+  // default handler of an error message quits with it: this actor would
+  // then die with the worker's reason and the driver's run request would
+  // wait out its whole bound (a diverged run hung for minutes). The
+  // failure ends the run anyway, through the worker's link to the chief,
+  // whose run request then fails with it.
+  self->set_error_handler([=](caf::error& err) {
+    self->state.log("chief supervisor: a role's run ended with an error: "
+                    + render(err));
+  });
   self->set_down_handler([=](caf::down_msg& dm) {
     auto why = self->system().render(dm.reason);
     if (auto loss = self->state.watch->went_down(dm.source, why))

@@ -217,6 +217,22 @@ BOOST_AUTO_TEST_CASE(a_node_without_the_chief_gives_up_after_max_wait) {
                 {"no word from the chief"});
 }
 
+BOOST_AUTO_TEST_CASE(a_diverging_cluster_ends_at_once_naming_the_variable) {
+  // As in one process (examples_convnet_mnist_single): the shard's refusal
+  // of a NaN gradient ends the run on every node, well within the
+  // launcher's wall limit, and the chief exits non-zero naming it.
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
+  auto res = launch(cluster, common + " --steps 50 --optimizer sgd"
+                               " --learning_rate 1e10"
+                               " --step_timeout_ms 60000");
+  BOOST_TEST_MESSAGE(res.output);
+  BOOST_TEST(res.exit_code != 0);
+  BOOST_TEST(said(res.output, "gradient holds NaN or Inf"));
+  BOOST_TEST(!said(res.output, "--max_wall_s"));
+  BOOST_TEST(said(res.output, "chief:0 exited with code 1"));
+}
+
 BOOST_AUTO_TEST_CASE(a_frozen_chief_is_seen_within_seconds) {
   // SIGSTOP keeps the chief's sockets open: only the middleman's heartbeat
   // and connection timeout reveal it. The other nodes must notice, wait

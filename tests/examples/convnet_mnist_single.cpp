@@ -155,6 +155,23 @@ BOOST_AUTO_TEST_CASE(clip_norm_clips_each_step_over_every_shard) {
                 {"--clip_norm -1: must be >= 0"});
 }
 
+BOOST_AUTO_TEST_CASE(a_diverging_run_ends_at_once_naming_the_variable) {
+  // A rate that overflows the weights within two steps: the shard refuses
+  // the worker's NaN gradient and the worker fails. The run must end then,
+  // saying why, and not wait out its bound (steps x --step_timeout_ms:
+  // here about 50 minutes, beyond the suite's timeout): once, the
+  // worker's answer to its start killed the chief's supervisor, and the
+  // driver waited for a run end no one would send.
+  for (auto shards : {" --ps_tasks 1", " --ps_tasks 2"}) {
+    BOOST_TEST_CONTEXT(shards) {
+      check_refused(program + " --fake_data --steps 50 --optimizer sgd"
+                    " --learning_rate 1e10 --step_timeout_ms 60000"
+                    " --eval_every 0 --no_final_eval" + shards,
+                    {"gradient holds NaN or Inf", "variable '"});
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_topologies_are_refused) {
   check_refused(program + " --fake_data --worker_replicas 1"
                 " --replicas_to_aggregate 3 --num_tokens 1",
