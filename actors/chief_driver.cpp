@@ -10,9 +10,11 @@
 #include "actors/checkpoint_writer.hpp"
 #include "actors/gather.hpp"
 #include "actors/role_names.hpp"
+#include "actors/role_totals.hpp"
 #include "actors/transfer_report.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
+#include "runtime/observe/window_figures.hpp"
 #include "runtime/process_stats.hpp"
 
 namespace syncfac {
@@ -237,30 +239,33 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
       *log_due = true;
     if (*log_due && (r.reports > 0 || r.global_step == steps)) {
       *log_due = false;
+      namespace line = observe::window;
       json_object extra;
-      extra.add("stale_pushes", r.stale_pushes);
-      extra.add("refused_pushes", r.refused_pushes);
-      extra.add("learning_rate", static_cast<double>(rates.rate_at(
-                                   std::max<int64_t>(r.global_step - 1, 0))));
+      extra.add(line::stale_pushes.key, r.stale_pushes);
+      extra.add(line::refused_pushes.key, r.refused_pushes);
+      extra.add(line::learning_rate.key,
+                static_cast<double>(
+                  rates.rate_at(std::max<int64_t>(r.global_step - 1, 0))));
       // Measured only when clipping (--clip_norm): the norm before it.
       if (std::isfinite(r.gradient_norm))
-        extra.add("gradient_norm", r.gradient_norm);
+        extra.add(line::gradient_norm.key, r.gradient_norm);
       auto now = clock_type::now();
       double window_s = std::chrono::duration<double>(now - window->when)
                           .count();
       if (window->set && window_s > 0) {
-        extra.add("examples_per_s",
+        extra.add(line::examples_per_s.key,
                   static_cast<double>(r.examples - window->examples)
                     / window_s);
         // The share of the window the workers' token requests waited.
-        extra.add("token_wait_share",
+        extra.add(line::token_wait_share.key,
                   (r.token_wait_s - window->token_wait_s)
                     / (window_s * workers));
       }
       if (damping) {
-        extra.add("damping", static_cast<double>(*damping));
-        extra.add("inverse_sets", r.inverse_sets - window->inverse_sets);
-        extra.add("preconditioned_steps",
+        extra.add(line::damping.key, static_cast<double>(*damping));
+        extra.add(line::inverse_sets.key,
+                  r.inverse_sets - window->inverse_sets);
+        extra.add(line::preconditioned_steps.key,
                   r.preconditioned_steps - window->preconditioned_steps);
       }
       window->when = now;
