@@ -5,7 +5,8 @@
 // it goes to, with its value: a role's figures /metrics (its family,
 // labelled with the role) and the summary (its role's object, or K-FAC's);
 // the log window's figures the metrics line, TensorBoard, /metrics,
-// /status.json and the status page's list. And every number of a role's
+// /status.json and the status page's list; each figure is in
+// docs/observability.md with its family. And every number of a role's
 // status is in its table: a field added to a status (and its inspect)
 // but not to the table fails here, as does a figure dropped from one
 // output.
@@ -85,6 +86,22 @@ struct entry {
   double value;
 };
 
+/// docs/observability.md, which lists every figure with its family.
+const std::string& observability_doc() {
+  static const std::string text = [] {
+    std::ifstream in{SYNCFAC_SOURCE_DIR "/docs/observability.md"};
+    return std::string{std::istreambuf_iterator<char>{in}, {}};
+  }();
+  return text;
+}
+
+/// The page lists the figure as "`key`: `family`".
+bool documented(const figure& fig) {
+  return observability_doc().find("`" + std::string{fig.key} + "`: `"
+                                  + fig.metric + "`")
+         != std::string::npos;
+}
+
 template <class Status>
 std::vector<entry> table_of(const Status& st) {
   std::vector<entry> out;
@@ -131,6 +148,12 @@ void check_role_table(size_t labels) {
                       && metric.compare(metric.size() - 6, 6, "_total") == 0;
       BOOST_TEST(is_total == (e.fig.type == observe::metric_type::counter),
                  e.fig.metric << ": a counter's name ends in _total");
+      // The figures shared by every role that sends are listed once.
+      if (metric != "syncfac_messages_sent_total"
+          && metric != "syncfac_payload_bytes_sent_total")
+        BOOST_TEST(documented(e.fig), "docs/observability.md lacks `"
+                                        << e.fig.key << "`: `" << metric
+                                        << "`");
     }
     // /metrics: the family with its help, type and the role's sample.
     auto role = kind + ":0";
@@ -303,6 +326,7 @@ BOOST_AUTO_TEST_CASE(every_figure_of_a_training_line_reaches_every_output) {
                  prometheus);
       BOOST_TEST(status_json["last"][fig.key].get<double>() == v);
       BOOST_TEST(listed.count(fig.key) == 1u);
+      BOOST_TEST(documented(fig), "docs/observability.md lacks it");
     }
   }
 }
