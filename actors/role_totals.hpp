@@ -18,6 +18,8 @@
 
 namespace syncfac {
 
+/// The roles' figures, each folded over the actors of its role as it
+/// came (statuses added in any order).
 class role_totals {
 public:
   /// Adds one actor's status, counted under `kind` (the role's kind
