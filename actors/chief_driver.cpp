@@ -10,9 +10,11 @@
 #include "actors/checkpoint_writer.hpp"
 #include "actors/gather.hpp"
 #include "actors/role_names.hpp"
+#include "actors/role_totals.hpp"
 #include "actors/transfer_report.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
+#include "runtime/observe/window_figures.hpp"
 #include "runtime/process_stats.hpp"
 
 namespace syncfac {
@@ -21,84 +23,66 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-/// K-FAC's counters for the summary, from every role involved.
-json_object kfac_report(caf::scoped_actor& self,
-                        const sync_training_config& cfg,
-                        const run_roles& kfac,
-                        const std::vector<ps_actor>& shards,
-                        const std::vector<worker_actor>& workers) {
-  auto timeout = counters_timeout(cfg);
-  auto ignore = [](size_t, const caf::error&) {};
-  int64_t received = 0, folded = 0, stale = 0, refused = 0, handed = 0,
-          due = 0;
-  ask_each<covariance_status>(
-    self, kfac.covariance, timeout,
-    [&](size_t, const covariance_status& cs) {
-      received += cs.received;
-      folded = std::max(folded, cs.cov_updates);
-      stale += cs.stale;
-      refused += cs.refused;
-      handed += cs.factor_sets_sent;
-      due += cs.factor_sets_due;
-    },
-    ignore, status_atom::value);
-  int64_t inversions = 0, too_early = 0, failed = 0, raised = 0;
-  double invert_s = 0;
-  ask_each<inverse_status>(
-    self, kfac.inverses, timeout,
-    [&](size_t, const inverse_status& is) {
-      inversions += is.inversions;
-      too_early += is.too_early;
-      failed += is.failed;
-      raised += is.damping_raised;
-      invert_s += is.invert_s;
-    },
-    ignore, status_atom::value);
-  int64_t ready = 0, layers = 0, preconditioned = 0;
-  // The variables K-FAC does not precondition (embedding tables): the
-  // shards train them first-order.
+/// Every role's status at the end of the run, folded for the summary
+/// (actors/role_totals.hpp), and the variables K-FAC leaves to the
+/// shards' first-order update (embedding tables). Unset roles (not back
+/// after a restart of the chief) are skipped; one that cannot answer
+/// within `timeout` is left out.
+struct role_report {
+  role_totals totals;
   std::vector<std::string> first_order;
+};
+
+role_report ask_roles(caf::scoped_actor& self, const chief_actor& chief,
+                      const std::vector<ps_actor>& shards,
+                      const run_roles& roles,
+                      std::chrono::milliseconds timeout) {
+  role_report r;
+  auto ignore = [](size_t, const caf::error&) {};
+  ask_each<chief_status>(
+    self, std::vector<chief_actor>{chief}, timeout,
+    [&](size_t, const chief_status& cs) { r.totals.add(cs); }, ignore,
+    status_atom::value);
   ask_each<shard_status>(
     self, shards, timeout,
     [&](size_t, const shard_status& ss) {
-      first_order.insert(first_order.end(), ss.first_order_variables.begin(),
-                         ss.first_order_variables.end());
-      ready += ss.kfac_ready;
-      layers += ss.kfac_layers;
-      preconditioned = std::max(preconditioned, ss.preconditioned_applies);
+      r.totals.add(ss);
+      r.first_order.insert(r.first_order.end(),
+                           ss.first_order_variables.begin(),
+                           ss.first_order_variables.end());
     },
     ignore, status_atom::value);
-  std::sort(first_order.begin(), first_order.end());
-  // Unset workers (not back after a restart of the chief) are skipped.
-  int64_t skipped = 0, send_failed = 0;
+  std::sort(r.first_order.begin(), r.first_order.end());
   ask_each<worker_status>(
-    self, workers, timeout,
-    [&](size_t, const worker_status& ws) {
-      skipped += ws.stats_skipped;
-      send_failed += ws.stats_failed;
-    },
+    self, roles.workers, timeout,
+    [&](size_t, const worker_status& ws) { r.totals.add(ws); }, ignore,
+    status_atom::value);
+  // K-FAC's statistics workers compute no gradients: their figures are
+  // kept apart from the gradient workers' (steps, transfers).
+  ask_each<worker_status>(
+    self, roles.stats_workers, timeout,
+    [&](size_t, const worker_status& ws) { r.totals.add(ws, "stats_worker"); },
     ignore, status_atom::value);
+  ask_each<covariance_status>(
+    self, roles.covariance, timeout,
+    [&](size_t, const covariance_status& cs) { r.totals.add(cs); }, ignore,
+    status_atom::value);
+  ask_each<inverse_status>(
+    self, roles.inverses, timeout,
+    [&](size_t, const inverse_status& is) { r.totals.add(is); }, ignore,
+    status_atom::value);
+  return r;
+}
+
+/// The summary's "kfac": how K-FAC ran, and its figures from every role.
+json_object kfac_report(const sync_training_config& cfg,
+                        const role_report& roles) {
   json_object obj;
   obj.add("strategy", to_string(cfg.kfac.strategy))
     .add("covariance_actors", cfg.kfac.covariance_actors)
     .add("inverse_actors", cfg.kfac.inverse_actors)
-    .add("stats_received", received)
-    .add("cov_updates", folded)
-    .add("stats_stale", stale)
-    .add("stats_refused", refused)
-    .add("stats_skipped", skipped)
-    .add("stats_send_failures", send_failed)
-    .add("factor_sets", handed)
-    .add("factor_sets_due", due)
-    .add("layer_inversions", inversions)
-    .add("inversions_too_early", too_early)
-    .add("inversions_failed", failed)
-    .add("damping_raised", raised)
-    .add("invert_s", invert_s)
-    .add("layers_ready", ready)
-    .add("layers", layers)
-    .add("preconditioned_steps", preconditioned)
-    .add("first_order_variables", first_order);
+    .merge(roles.totals.kfac_json())
+    .add("first_order_variables", roles.first_order);
   return obj;
 }
 
@@ -237,30 +221,33 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
       *log_due = true;
     if (*log_due && (r.reports > 0 || r.global_step == steps)) {
       *log_due = false;
+      namespace line = observe::window;
       json_object extra;
-      extra.add("stale_pushes", r.stale_pushes);
-      extra.add("refused_pushes", r.refused_pushes);
-      extra.add("learning_rate", static_cast<double>(rates.rate_at(
-                                   std::max<int64_t>(r.global_step - 1, 0))));
+      extra.add(line::stale_pushes.key, r.stale_pushes);
+      extra.add(line::refused_pushes.key, r.refused_pushes);
+      extra.add(line::learning_rate.key,
+                static_cast<double>(
+                  rates.rate_at(std::max<int64_t>(r.global_step - 1, 0))));
       // Measured only when clipping (--clip_norm): the norm before it.
       if (std::isfinite(r.gradient_norm))
-        extra.add("gradient_norm", r.gradient_norm);
+        extra.add(line::gradient_norm.key, r.gradient_norm);
       auto now = clock_type::now();
       double window_s = std::chrono::duration<double>(now - window->when)
                           .count();
       if (window->set && window_s > 0) {
-        extra.add("examples_per_s",
+        extra.add(line::examples_per_s.key,
                   static_cast<double>(r.examples - window->examples)
                     / window_s);
         // The share of the window the workers' token requests waited.
-        extra.add("token_wait_share",
+        extra.add(line::token_wait_share.key,
                   (r.token_wait_s - window->token_wait_s)
                     / (window_s * workers));
       }
       if (damping) {
-        extra.add("damping", static_cast<double>(*damping));
-        extra.add("inverse_sets", r.inverse_sets - window->inverse_sets);
-        extra.add("preconditioned_steps",
+        extra.add(line::damping.key, static_cast<double>(*damping));
+        extra.add(line::inverse_sets.key,
+                  r.inverse_sets - window->inverse_sets);
+        extra.add(line::preconditioned_steps.key,
                   r.preconditioned_steps - window->preconditioned_steps);
       }
       window->when = now;
@@ -579,29 +566,19 @@ chief_driver::run(caf::scoped_actor& self, const chief_supervisor_actor& sup,
                                                    - warm_->examples)
                                / timed;
   }
-  double step_s = 0;
-  double wait_s = 0;
-  double compute_s = 0;
-  // Unset workers (not back after a restart of the chief) are skipped;
-  // one that cannot report does not change the result.
-  ask_each<worker_status>(
-    self, roles_.workers, counters_timeout(cfg_),
-    [&](size_t, const worker_status& ws) {
-      step_s += ws.step_s;
-      wait_s += ws.token_wait_s;
-      compute_s += ws.compute_s;
-    },
-    [](size_t, const caf::error&) {}, status_atom::value);
-  summary.token_wait_share = step_s > 0 ? wait_s / step_s : 0.0;
-  if (uses_kfac(cfg_)) {
-    auto all = roles_.workers;
-    all.insert(all.end(), roles_.stats_workers.begin(),
-               roles_.stats_workers.end());
-    summary.kfac = kfac_report(self, cfg_, roles_, shards_, all);
-  }
+  auto report = ask_roles(self, chief_, shards_, roles_,
+                          counters_timeout(cfg_));
+  const auto& totals = report.totals;
+  auto step_s = totals.value("worker", "step_s");
+  auto compute_s = totals.value("worker", "compute_s");
+  summary.token_wait_share
+    = step_s > 0 ? totals.value("worker", "token_wait_s") / step_s : 0.0;
   if (compute_s > 0)
     summary.runtime_overhead = (step_s - compute_s) / compute_s;
-  summary.transfers = tally_transfers(self, chief_, shards_, roles_.workers,
+  if (uses_kfac(cfg_))
+    summary.kfac = kfac_report(cfg_, report);
+  summary.roles = totals.roles_json();
+  summary.transfers = tally_transfers(self, totals, shards_,
                                       counters_timeout(cfg_))
                         .to_json();
   auto digest = final_digest(self);

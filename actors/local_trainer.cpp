@@ -145,6 +145,8 @@ json_object training_summary::to_json() const {
     obj.add("faults", faults);
   if (!transfers.empty())
     obj.add("transfers", transfers);
+  if (!roles.empty())
+    obj.add("roles", roles);
   if (!preempted.empty())
     obj.add("preempted", preempted);
   return obj;

@@ -119,6 +119,10 @@ struct training_summary {
   /// Messages and payload bytes each role sent, per global step and per
   /// worker step against the minimum (sync runtime; transfer_report.hpp).
   json_object transfers;
+  /// Every figure of the roles' status tables but K-FAC's (those are in
+  /// `kfac`), folded by role: {"ps": {...}, "worker": {...}, ...} (sync
+  /// runtime; actors/role_totals.hpp).
+  json_object roles;
   /// Why the run was preempted ("worker:1: SIGTERM"); empty: it ran to its
   /// end. A preempted run ends at the step in flight, checkpointed.
   std::string preempted;

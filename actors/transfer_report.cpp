@@ -6,9 +6,17 @@ namespace syncfac {
 
 namespace {
 
-void add(transfer_counts& sum, const transfer_counts& x) {
-  sum.messages += x.messages;
-  sum.bytes += x.bytes;
+int64_t whole(double figure) {
+  return static_cast<int64_t>(figure);
+}
+
+/// What the actors of `kind` sent, from their table's "messages_sent" and
+/// "payload_bytes_sent" (actors/role_figures.hpp).
+transfer_counts sent_by(const role_totals& roles, const std::string& kind) {
+  transfer_counts sent;
+  sent.messages = whole(roles.value(kind, "messages_sent"));
+  sent.bytes = whole(roles.value(kind, "payload_bytes_sent"));
+  return sent;
 }
 
 json_object counts_json(const transfer_counts& x, int64_t global_steps) {
@@ -61,39 +69,23 @@ json_object transfer_tally::to_json() const {
 }
 
 transfer_tally tally_transfers(caf::scoped_actor& self,
-                               const chief_actor& chief,
+                               const role_totals& roles,
                                const std::vector<ps_actor>& shards,
-                               const std::vector<worker_actor>& workers,
                                std::chrono::milliseconds timeout) {
   transfer_tally t;
+  t.global_steps = whole(roles.value("chief", "global_step"));
+  t.worker_steps = whole(roles.value("worker", "steps"));
+  t.workers = sent_by(roles, "worker");
+  t.shards = sent_by(roles, "ps");
+  t.chief = sent_by(roles, "chief");
+  t.bytes_pushed = whole(roles.value("worker", "bytes_pushed"));
+  t.bytes_pulled = whole(roles.value("worker", "bytes_pulled"));
+  t.bytes_pulled_unused = whole(roles.value("worker", "bytes_pulled_unused"));
+  t.pulls_waited = whole(roles.value("ps", "pulls_waited"));
+  t.pulls_without_values = whole(roles.value("ps", "pulls_without_values"));
+  t.token_wait_s = roles.value("worker", "token_wait_s");
   auto ignore = [](size_t, const caf::error&) {};
-  ask_each<worker_status>(
-    self, workers, timeout,
-    [&](size_t, const worker_status& ws) {
-      t.worker_steps += ws.steps;
-      add(t.workers, ws.sent);
-      t.bytes_pushed += ws.bytes_pushed;
-      t.bytes_pulled += ws.bytes_pulled;
-      t.bytes_pulled_unused += ws.bytes_pulled_unused;
-      t.token_wait_s += ws.token_wait_s;
-    },
-    ignore, status_atom::value);
-  // Counters before the pull of the sizes below, which the shards count.
-  ask_each<shard_status>(
-    self, shards, timeout,
-    [&](size_t, const shard_status& ss) {
-      add(t.shards, ss.sent);
-      t.pulls_waited += ss.pulls_waited;
-      t.pulls_without_values += ss.pulls_without_values;
-    },
-    ignore, status_atom::value);
-  ask_each<chief_status>(
-    self, std::vector<chief_actor>{chief}, timeout,
-    [&](size_t, const chief_status& cs) {
-      t.global_steps = cs.global_step;
-      add(t.chief, cs.sent);
-    },
-    ignore, status_atom::value);
+  // After the statuses: the shards count this pull among what they sent.
   ask_each<shard_params>(
     self, shards, timeout,
     [&](size_t, const shard_params& sp) {

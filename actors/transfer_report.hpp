@@ -11,11 +11,13 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/actors.hpp"
+#include "actors/role_totals.hpp"
 #include "runtime/json.hpp"
 
 namespace syncfac {
 
-/// The counters the report is made of, summed over each role's actors.
+/// The figures the report is made of, each summed over a role's actors
+/// (role_totals), and the size of the model's variables.
 struct transfer_tally {
   /// Payload bytes of the model's variables (one pull of every shard).
   int64_t parameter_bytes = 0;
@@ -44,13 +46,12 @@ struct transfer_tally {
   json_object to_json() const;
 };
 
-/// Asks every role for its counters (each bounded by `timeout`; a role
-/// that does not answer is left out) and the shards for their variables'
-/// sizes. Unset handles are skipped.
+/// The tally of `roles` (every role's status at the end of the run) and
+/// the shards' variables' sizes, asked for now (each bounded by
+/// `timeout`; a shard that does not answer is left out).
 transfer_tally tally_transfers(caf::scoped_actor& self,
-                               const chief_actor& chief,
+                               const role_totals& roles,
                                const std::vector<ps_actor>& shards,
-                               const std::vector<worker_actor>& workers,
                                std::chrono::milliseconds timeout);
 
 } // namespace syncfac

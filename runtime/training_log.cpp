@@ -9,6 +9,7 @@
 
 #include "runtime/base/error.hpp"
 #include "runtime/observe/run_status.hpp"
+#include "runtime/observe/window_figures.hpp"
 #include "runtime/tensorboard/event_file.hpp"
 
 namespace syncfac {
@@ -160,7 +161,7 @@ void training_log::reload_status(int64_t step) {
                     j["test_accuracy"].get<double>());
       continue;
     }
-    if (!j.contains("loss"))
+    if (!j.contains(observe::window::loss.key))
       continue;
     std::vector<std::pair<std::string, double>> numbers;
     for (const auto& kv : j.items())
@@ -240,8 +241,8 @@ void training_log::train(int64_t step, double loss, double accuracy,
   json_object obj;
   obj.add("step", step)
     .add("wall_s", elapsed())
-    .add("loss", loss)
-    .add("train_accuracy", accuracy);
+    .add(observe::window::loss.key, loss)
+    .add(observe::window::train_accuracy.key, accuracy);
   obj.merge(extra);
   status_->train(step, elapsed(), obj.numbers());
   write_metrics(obj, step);

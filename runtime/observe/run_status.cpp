@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "runtime/json.hpp"
+#include "runtime/observe/window_figures.hpp"
 #include "runtime/training_log.hpp"
 
 namespace syncfac::observe {
@@ -74,9 +75,9 @@ void run_status::train(
     if (kvp.first == "step" || kvp.first == "wall_s")
       continue;
     last_[kvp.first] = kvp.second;
-    if (kvp.first == "loss")
+    if (kvp.first == window::loss.key)
       add_point(loss_, {step, wall_s, kvp.second});
-    else if (kvp.first == "train_accuracy")
+    else if (kvp.first == window::train_accuracy.key)
       add_point(accuracy_, {step, wall_s, kvp.second});
   }
 }
@@ -147,35 +148,12 @@ std::vector<metric_family> run_status::families(
   gauge("syncfac_run_seconds", "Seconds since the run first started "
                                "(resumes included).",
         now - started_unix_);
-  auto last = [&](const char* key, double fallback) {
-    auto i = last_.find(key);
-    return i == last_.end() ? fallback : i->second;
-  };
-  if (last_.count("examples_per_s") > 0)
-    gauge("syncfac_examples_per_second",
-          "Training examples per second over the last log window.",
-          last("examples_per_s", 0));
-  if (last_.count("loss") > 0)
-    gauge("syncfac_train_loss", "Mean training loss of the last log window.",
-          last("loss", 0));
-  if (last_.count("train_accuracy") > 0)
-    gauge("syncfac_train_accuracy",
-          "Training accuracy of the last log window.",
-          last("train_accuracy", 0));
-  if (last_.count("learning_rate") > 0)
-    gauge("syncfac_learning_rate",
-          "The learning rate the last global step was applied with, as "
-          "scheduled.",
-          last("learning_rate", 0));
-  if (last_.count("gradient_norm") > 0)
-    gauge("syncfac_gradient_norm",
-          "The global norm of the last global step's averaged gradient, "
-          "before --clip_norm clipped it.",
-          last("gradient_norm", 0));
-  if (last_.count("stale_pushes") > 0)
-    counter("syncfac_run_stale_pushes_total",
-            "Gradient pushes dropped as stale, as the workers reported them.",
-            last("stale_pushes", 0));
+  // The last training line's numbers, each as its table says.
+  for (const auto& fig : window::all) {
+    auto i = last_.find(fig.key);
+    if (i != last_.end())
+      out.push_back({fig.metric, fig.help, fig.type, {{labels, i->second}}});
+  }
   if (evaluations_ > 0) {
     gauge("syncfac_test_loss", "Test loss of the last evaluation.",
           test_loss_);
@@ -250,6 +228,16 @@ std::string run_status::json() const {
       .add("step", events_[i].step)
       .add("what", events_[i].what);
     text += (i > 0 ? ", " : "") + e.str();
+  }
+  // The training line's figures the status page lists (with what "last"
+  // has of them), in the table's order.
+  text += "], \"figures\": [";
+  bool first_figure = true;
+  for (const auto& fig : window::all) {
+    json_object f;
+    f.add("key", fig.key).add("unit", fig.unit).add("help", fig.help);
+    text += (first_figure ? "" : ", ") + f.str();
+    first_figure = false;
   }
   text += "], \"tasks\": [";
   bool first = true;

@@ -85,16 +85,22 @@ function render(s) {
   const last = s.last || {};
   document.getElementById("summary").innerHTML = "";
   const t = el("table", {id: "figures"});
+  // The training line's figures come with their table (s.figures): each
+  // one the last line has is a row, named by its key, with its help and
+  // unit on hover.
   const rows = [["global step", s.global_step + " of " + s.total_steps + " (" + pct + " %)"],
-    ["steps/s", fmt(s.steps_per_s)], ["examples/s", fmt(last.examples_per_s)],
-    ["loss", fmt(last.loss)], ["train accuracy", fmt(last.train_accuracy)],
-    ["test loss", fmt(s.test_loss)], ["test accuracy", fmt(s.test_accuracy)],
-    ["stale pushes", fmt(last.stale_pushes)],
+    ["steps/s", fmt(s.steps_per_s)]];
+  for (const f of s.figures)
+    if (f.key in last)
+      rows.push([f.key.replace(/_/g, " "), fmt(last[f.key]),
+                 f.help + (f.unit ? " (" + f.unit + ")" : ""), f.key]);
+  rows.push(["test loss", fmt(s.test_loss)], ["test accuracy", fmt(s.test_accuracy)],
     ["checkpoints", s.checkpoints.written + (s.checkpoints.age_s >= 0
       ? " (newest " + s.checkpoints.age_s.toFixed(0) + " s ago)" : "")],
-    ["running for", (s.now_unix - s.started_unix).toFixed(0) + " s"]];
+    ["running for", (s.now_unix - s.started_unix).toFixed(0) + " s"]);
   for (const r of rows) {
-    const tr = el("tr"); tr.appendChild(el("th", {}, r[0]));
+    const tr = el("tr", r[3] ? {"data-figure": r[3]} : {});
+    tr.appendChild(el("th", r[2] ? {title: r[2]} : {}, r[0]));
     tr.appendChild(el("td", {}, r[1])); t.appendChild(tr);
   }
   document.getElementById("summary").appendChild(t);
