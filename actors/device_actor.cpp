@@ -130,6 +130,7 @@ caf::expected<step_result>
 compute_gradients(self_ptr self, const batch& b,
                   std::chrono::steady_clock::time_point t0) {
   auto& st = self->state;
+  st.replica->set_noise_seed(b.noise_seed);
   auto res = st.replica->forward_backward(*st.dev, b.images, b.labels);
   if (!res)
     return res.error();
@@ -207,6 +208,7 @@ statistics_of(self_ptr self, const batch& b, const stats_request& req,
       return err;
   } else {
     part = batch_prefix(b, used);
+    sm.set_noise_seed(b.noise_seed);
     if (auto res = sm.forward(dev, part.images, part.labels); !res)
       return res.error();
     if (auto err = req.fisher == fisher_type::sampled
@@ -264,8 +266,9 @@ caf::result<step_result> kfac_step(self_ptr self, const batch& b,
   st.local_optimizer->set_global_step(step);
   double squares = 0;
   if (cfg.clip_norm > 0)
-    for (const auto& g : grads)
-      squares += sum_of_squares(g);
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (!st.local_optimizer->is_moving_statistic(i))
+        squares += sum_of_squares(grads[i]);
   st.local_optimizer->set_gradient_scale(clip_factor(squares, cfg.clip_norm));
   auto info = kfac_apply(*st.local_optimizer, m.parameters(), grads,
                          st.kfac->slots(), *st.inverter, {},
@@ -398,6 +401,7 @@ device_actor::behavior_type device(self_ptr self,
                                        "(send an optimizer_config first)"));
       if (st.local_optimizer->config().kind == optimizer_kind::kfac)
         return kfac_step(self, b, t0);
+      st.replica->set_noise_seed(b.noise_seed);
       auto res = st.replica->forward_backward(*st.dev, b.images, b.labels);
       if (!res)
         return refuse(self, res.error());

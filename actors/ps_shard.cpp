@@ -510,7 +510,8 @@ caf::expected<norm_part> norm_of_round(const ps_shard_state& st, int64_t n) {
   norm_part result{st.index, st.global_step, 0.0};
   for (size_t i = 0; i < st.accumulators.size(); ++i) {
     auto k = take_count(st, i, n);
-    if (k == 0)
+    // A moving statistic's push is no gradient (runtime/moving_statistic.hpp).
+    if (k == 0 || st.opt->is_moving_statistic(i))
       continue;
     auto squares = std::visit([k](const auto& x) {
       return x.average_sum_of_squares(k);

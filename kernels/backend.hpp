@@ -244,6 +244,49 @@ public:
                                      const std::vector<tensor_shape>& shapes,
                                      const std::vector<tensor*>& dxs);
 
+  /// Average pooling as TF's: each output is the mean of its window's
+  /// inputs inside the image (SAME padding's positions are not counted).
+  /// Default on the host (kernels/average_pool.cpp).
+  virtual caf::error avg_pool_forward(const pool2d_geometry& g,
+                                      const tensor& x, tensor& y);
+
+  /// avg_pool_forward's gradient: each output's dy shared evenly by the
+  /// inputs its mean counted; dx has g's input shape.
+  virtual caf::error avg_pool_backward(const pool2d_geometry& g,
+                                       const tensor& dy, tensor& dx);
+
+  /// Per channel (x's last axis, C), over every other position of x: the
+  /// mean and the biased variance (divided by the count), each [C],
+  /// accumulated in double. Default on the host (kernels/batch_norm.cpp).
+  virtual caf::error batch_norm_statistics(const tensor& x, tensor& mean,
+                                           tensor& variance);
+
+  /// y = act(gamma (x - mean) inv_std + beta) per channel (x's last axis;
+  /// gamma, beta, mean and inv_std [C]). Training passes the batch's
+  /// statistics, evaluation the moving ones.
+  virtual caf::error batch_norm_forward(const tensor& x, const tensor& gamma,
+                                        const tensor& beta,
+                                        const tensor& mean,
+                                        const tensor& inv_std, activation act,
+                                        tensor& y);
+
+  /// Gradients of a training batch_norm_forward (mean and inv_std the
+  /// batch's own, so they depend on x): ds = dy act'(y); with x̂ = (x -
+  /// mean) inv_std, dgamma = sum ds x̂, dbeta = sum ds and, unless dx is
+  /// null, dx = gamma inv_std / M (M ds - dbeta - x̂ dgamma), M the
+  /// positions per channel.
+  virtual caf::error batch_norm_backward(const tensor& x, const tensor& gamma,
+                                         const tensor& mean,
+                                         const tensor& inv_std,
+                                         const tensor& y, const tensor& dy,
+                                         activation act, tensor& ds,
+                                         tensor& dgamma, tensor& dbeta,
+                                         tensor* dx);
+
+  /// y = x * m elementwise, one shape (dropout's mask). Default on the
+  /// host.
+  virtual caf::error multiply(const tensor& x, const tensor& m, tensor& y);
+
   /// y = x with `shape` (the same element count), copied where x's current
   /// values are: a flatten layer's output stays on the device.
   virtual caf::error reshape_copy(const tensor& x, const tensor_shape& shape,

@@ -183,4 +183,18 @@ caf::error backend::concat_backward(const tensor& dy,
   return caf::none;
 }
 
+caf::error backend::multiply(const tensor& x, const tensor& m, tensor& y) {
+  if (x.shape() != m.shape())
+    return make_error(ec::shape_mismatch,
+                      "multiply: " + x.shape_string() + " times "
+                        + m.shape_string());
+  y.resize(x.shape());
+  const float* a = x.data();
+  const float* b = m.data();
+  float* out = y.data();
+  for (int64_t i = 0; i < x.size(); ++i)
+    out[i] = a[i] * b[i];
+  return caf::none;
+}
+
 } // namespace syncfac

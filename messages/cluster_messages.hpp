@@ -20,7 +20,8 @@ namespace syncfac {
 /// 4: shard_params carries rows, and a pull may ask for rows
 /// (messages/row_pull.hpp); the shards' norm_atom and the scaled apply
 /// of --clip_norm.
-constexpr uint32_t cluster_protocol = 4;
+/// 5: a batch carries its dropout noise seed.
+constexpr uint32_t cluster_protocol = 5;
 
 /// What a connecting node says about itself.
 struct node_hello {

@@ -23,7 +23,7 @@ namespace syncfac {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, batch& x) {
-  return f(caf::meta::type_name("batch"), x.images, x.labels);
+  return f(caf::meta::type_name("batch"), x.images, x.labels, x.noise_seed);
 }
 
 /// What a device reports about a freshly loaded model replica.

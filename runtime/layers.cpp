@@ -4,43 +4,11 @@
 #include <typeinfo>
 
 #include "runtime/base/error.hpp"
+#include "runtime/layer_prefix.hpp"
 
 namespace syncfac {
 
 namespace {
-
-/// dst = the first n examples (rows of dimension 0) of src.
-void copy_prefix(const tensor& src, int64_t n, tensor& dst) {
-  auto shape = src.shape();
-  auto per_example = shape[0] > 0 ? src.size() / shape[0] : 0;
-  shape[0] = n;
-  dst.resize(shape);
-  std::copy(src.data(), src.data() + n * per_example, dst.data());
-}
-
-/// The layer as the type T that adopt_prefix needs, and a check that n
-/// examples fit its last forward and x.
-template <class T>
-caf::expected<const T*> prefix_source(const layer& self, const layer& source,
-                                      const tensor& x, int64_t n,
-                                      const tensor& source_output) {
-  auto cast = dynamic_cast<const T*>(&source);
-  if (cast == nullptr)
-    return make_error(ec::invalid_argument,
-                      self.name() + ": cannot adopt the state of layer '"
-                        + source.name() + "' (a different kind)");
-  if (source_output.rank() < 1 || n < 1 || n > source_output.dim(0))
-    return make_error(ec::invalid_argument,
-                      self.name() + ": cannot adopt " + std::to_string(n)
-                        + " examples of a forward pass whose output is "
-                        + source_output.shape_string());
-  if (x.rank() < 1 || x.dim(0) != n)
-    return make_error(ec::shape_mismatch,
-                      self.name() + ": adopted input " + x.shape_string()
-                        + " does not hold " + std::to_string(n)
-                        + " examples");
-  return cast;
-}
 
 /// A layer with a weight and a bias and a fused activation: what dense and
 /// conv2d layers share, including what K-FAC reads of them.

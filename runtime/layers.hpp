@@ -20,6 +20,18 @@ namespace syncfac {
 
 enum class layer_kind : uint8_t { dense, conv2d };
 
+/// What the forward passes to come are for, as the model tells every
+/// layer before one: training (batch_norm normalises by the batch's own
+/// statistics, dropout zeroes inputs) or evaluation (the moving
+/// statistics; dropout passes everything).
+struct pass_mode {
+  bool training = true;
+  /// Where dropout's masks come from: one value per layer and pass
+  /// (model::set_noise_seed), so a batch's masks are the same on every
+  /// run that draws that batch (a resumed run included).
+  uint64_t noise_seed = 0;
+};
+
 /// What K-FAC needs of a layer with parameters, valid after a forward and
 /// backward pass and until the next one.
 struct kfac_view {
@@ -51,6 +63,17 @@ public:
   /// Parameters this layer owns, zero-initialised (init comes later).
   virtual parameter_set make_parameters() const {
     return {};
+  }
+
+  /// Whether make_parameters() gives the starting values (batch_norm's
+  /// ones and zeros) rather than shapes for the model's init scheme.
+  virtual bool parameters_start_as_made() const {
+    return false;
+  }
+
+  /// Sets what the forward passes from now on are for.
+  virtual void begin_pass(const pass_mode& mode) {
+    (void) mode;
   }
 
   /// Points the layer at its parameters and gradients: the entries of the
@@ -177,6 +200,26 @@ layer_ptr make_add_layer(std::string name, activation act);
 
 /// The inputs side by side along the last axis.
 layer_ptr make_concat_layer(std::string name);
+
+/// Average pooling k x k with the given stride and padding (TF's: the
+/// padding is not counted in a mean).
+layer_ptr make_avg_pool_layer(std::string name, int64_t kernel_size,
+                              int64_t stride, padding pad);
+
+/// [N, H, W, C] -> [N, C]: each channel's mean over the image.
+layer_ptr make_global_avg_pool_layer(std::string name);
+
+/// y = act(gamma (x - mean) / sqrt(var + epsilon) + beta) per channel (the
+/// last axis): "<name>/gamma", "<name>/beta" trained (first-order under
+/// K-FAC), and "<name>/moving_mean", "<name>/moving_variance", moving
+/// statistics (runtime/moving_statistic.hpp) used at evaluation.
+layer_ptr make_batch_norm_layer(std::string name, int64_t channels,
+                                double momentum, double epsilon,
+                                activation act);
+
+/// Training: each input zeroed with probability `rate`, the others scaled
+/// by 1 / (1 - rate) (inverted dropout); evaluation: the identity.
+layer_ptr make_dropout_layer(std::string name, double rate);
 
 /// [N, ...] -> [N, prod(...)], row-major (matches TF's reshape of NHWC).
 layer_ptr make_flatten_layer(std::string name);

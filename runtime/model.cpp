@@ -68,6 +68,21 @@ caf::expected<layer_ptr> make_layer(layer_desc desc,
     case layer_type::embedding_bag:
       return make_embedding_bag_layer(name, desc.vocabulary, desc.units,
                                       desc.combiner == bag_combiner::mean);
+    case layer_type::avg_pool:
+      if (input.size() != 4)
+        return mismatch("avg_pool takes [-1, height, width, channels]");
+      return make_avg_pool_layer(name, desc.kernel, desc.stride, desc.pad);
+    case layer_type::global_avg_pool:
+      if (input.size() != 4)
+        return mismatch("global_avg_pool takes [-1, height, width, "
+                        "channels]");
+      return make_global_avg_pool_layer(name);
+    case layer_type::batch_norm:
+      if (input.size() < 2)
+        return mismatch("batch_norm takes [-1, ..., channels]");
+      return make_batch_norm_layer(name, input.back(), desc.momentum,
+                                   desc.epsilon, desc.act);
+    case layer_type::dropout: return make_dropout_layer(name, desc.rate);
     case layer_type::add: return make_add_layer(name, desc.act);
     case layer_type::concat: return make_concat_layer(name);
     case layer_type::activation: break; // fused by model::make
@@ -219,7 +234,8 @@ caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
   if (!desc_inputs)
     return desc_inputs.error();
   std::vector<layer_ptr> layers;
-  std::vector<init_scheme> inits;
+  // Per parameter its init scheme; none: the layer's own starting values.
+  std::vector<std::optional<init_scheme>> inits;
   layer_collection collection;
   if (spec.reconstructs())
     collection.distribution = predictive_distribution::bernoulli;
@@ -240,17 +256,18 @@ caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
     if (d.type == layer_type::activation)
       return make_error(ec::invalid_config,
                         label + ": an activation layer must directly follow "
-                                "a dense, conv2d or add layer without an "
-                                "activation of its own (it is fused into "
-                                "it)");
-    // An activation layer right after a dense, conv2d or add layer without
-    // one is that layer's activation: the kernels fuse them, and K-FAC
-    // sees the pre-activation of the layer with parameters.
+                                "a dense, conv2d, add or batch_norm layer "
+                                "without an activation of its own (it is "
+                                "fused into it)");
+    // An activation layer right after a dense, conv2d, add or batch_norm
+    // layer without one is that layer's activation: the kernels fuse them,
+    // and K-FAC sees the pre-activation of the layer with parameters.
     auto next = i + 1 < desc.layers.size() ? &desc.layers[i + 1] : nullptr;
     bool fuse = next != nullptr && next->type == layer_type::activation
                 && (d.type == layer_type::dense
                     || d.type == layer_type::conv2d
-                    || d.type == layer_type::add)
+                    || d.type == layer_type::add
+                    || d.type == layer_type::batch_norm)
                 && d.act == activation::identity;
     if (fuse)
       d.act = next->act;
@@ -275,8 +292,10 @@ caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
                                : parse_init_scheme(init);
     if (!scheme)
       return scheme.error();
+    auto as_made = (*l)->parameters_start_as_made();
     for (size_t k = 0; k < (*l)->make_parameters().size(); ++k)
-      inits.push_back(*scheme);
+      inits.push_back(as_made ? std::nullopt
+                              : std::optional<init_scheme>{*scheme});
     built_of[i] = static_cast<int>(layers.size());
     layers.push_back(std::move(*l));
     inputs.push_back(std::move(from));
@@ -318,7 +337,9 @@ caf::expected<std::unique_ptr<model>> model::make(const model_spec& spec,
   result->description_ = std::move(desc);
   std::mt19937_64 rng{seed};
   for (size_t i = 0; i < result->params_.size(); ++i)
-    initialise(result->params_[i], inits[i], rng);
+    if (inits[i])
+      initialise(result->params_[i], *inits[i], rng);
+  result->set_noise_seed(seed);
   return result;
 }
 
@@ -350,10 +371,33 @@ caf::error model::check_batch(const tensor& images,
   return caf::none;
 }
 
+void model::set_noise_seed(uint64_t seed) noexcept {
+  noise_seed_ = seed;
+  training_passes_ = 0;
+}
+
+void model::begin_pass(bool training) {
+  // Distinct, well-mixed seeds per training pass and per layer: the
+  // dropout layer hashes its seed with each element's index.
+  constexpr uint64_t golden = 0x9e3779b97f4a7c15ULL;
+  auto pass_seed = noise_seed_ + golden * (training ? ++training_passes_ : 0);
+  for (size_t i = 0; i < layers_.size(); ++i)
+    layers_[i]->begin_pass(
+      pass_mode{training, pass_seed ^ (golden * (i + 1) >> 1)});
+}
+
 caf::expected<eval_result> model::forward(backend& dev, const tensor& images,
                                           const label_vector& labels) {
+  return run_forward(dev, images, labels, true);
+}
+
+caf::expected<eval_result> model::run_forward(backend& dev,
+                                              const tensor& images,
+                                              const label_vector& labels,
+                                              bool training) {
   if (auto err = check_batch(images, labels))
     return err;
+  begin_pass(training);
   // The forward and the backward pass both read the parameters: on a GPU,
   // one copy to the device per change instead of one per kernel call.
   for (auto& p : params_)
@@ -618,7 +662,7 @@ tensor model::sample_pixel_targets(std::mt19937_64& rng) const {
 
 caf::expected<eval_result> model::evaluate(backend& dev, const tensor& images,
                                            const label_vector& labels) {
-  return forward(dev, images, labels);
+  return run_forward(dev, images, labels, false);
 }
 
 std::vector<model::sparse_rows_of> model::sparse_gradient_rows() const {

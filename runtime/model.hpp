@@ -62,11 +62,21 @@ public:
                                               const tensor& images,
                                               const label_vector& labels);
 
-  /// Forward pass only.
+  /// Forward pass only, for evaluation: batch_norm layers normalise by
+  /// their moving statistics and dropout layers pass everything.
   caf::expected<eval_result> evaluate(backend& dev, const tensor& images,
                                       const label_vector& labels);
 
-  /// The forward pass that backward() continues: keeps the activations.
+  /// Where the training passes from now on draw their dropout masks: the
+  /// k-th pass after this call uses the same masks for the same seed on
+  /// any machine. A device actor sets the seed of each batch
+  /// (batch::noise_seed), so a batch's masks do not depend on how many
+  /// passes the replica ran before (a resumed run ends on the same
+  /// parameters); model::make starts at the model's seed.
+  void set_noise_seed(uint64_t seed) noexcept;
+
+  /// The training forward pass that backward() continues: keeps the
+  /// activations.
   caf::expected<eval_result> forward(backend& dev, const tensor& images,
                                      const label_vector& labels);
 
@@ -140,6 +150,14 @@ public:
   std::string summary() const;
 
 private:
+  /// forward() (training) or evaluate().
+  caf::expected<eval_result> run_forward(backend& dev, const tensor& images,
+                                         const label_vector& labels,
+                                         bool training);
+
+  /// Tells every layer what the coming pass is for (pass_mode).
+  void begin_pass(bool training);
+
   /// Turns the one-hot gradient dlogits_ into label smoothing's
   /// (spec().label_smoothing > 0, softmax cross-entropy).
   void smooth_labels(const label_vector& targets);
@@ -211,6 +229,9 @@ private:
   tensor adopted_input_;
   tensor dlogits_;
   tensor sampled_pixels_;
+  /// set_noise_seed's seed and the training passes since.
+  uint64_t noise_seed_ = 0;
+  uint64_t training_passes_ = 0;
 };
 
 } // namespace syncfac

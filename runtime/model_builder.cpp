@@ -77,6 +77,42 @@ model_builder& model_builder::max_pool(int64_t window, int64_t stride,
   return *this;
 }
 
+model_builder& model_builder::avg_pool(int64_t window, int64_t stride,
+                                       padding pad, std::string name) {
+  max_pool(window, stride, pad, std::move(name));
+  desc_.layers.back().type = layer_type::avg_pool;
+  return *this;
+}
+
+model_builder& model_builder::global_avg_pool(std::string name) {
+  layer_desc l;
+  l.type = layer_type::global_avg_pool;
+  l.name = std::move(name);
+  desc_.layers.push_back(std::move(l));
+  return *this;
+}
+
+model_builder& model_builder::batch_norm(const batch_norm_options& opts) {
+  layer_desc l;
+  l.type = layer_type::batch_norm;
+  l.momentum = opts.momentum;
+  l.epsilon = opts.epsilon;
+  l.act = opts.act;
+  l.name = opts.name;
+  l.inputs = opts.inputs;
+  desc_.layers.push_back(std::move(l));
+  return *this;
+}
+
+model_builder& model_builder::dropout(double rate, std::string name) {
+  layer_desc l;
+  l.type = layer_type::dropout;
+  l.rate = rate;
+  l.name = std::move(name);
+  desc_.layers.push_back(std::move(l));
+  return *this;
+}
+
 model_builder& model_builder::embedding_bag(int64_t vocabulary,
                                             int64_t width,
                                             bag_combiner combiner,

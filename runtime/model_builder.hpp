@@ -52,6 +52,16 @@ struct dense_options {
   std::vector<std::string> inputs;
 };
 
+/// The optional settings of a batch_norm layer (Keras's defaults).
+struct batch_norm_options {
+  double momentum = 0.99;
+  double epsilon = 1e-3;
+  activation act = activation::identity;
+  std::string name;
+  /// As conv2d_options::inputs.
+  std::vector<std::string> inputs;
+};
+
 class model_builder {
 public:
   model_builder(std::string name, std::vector<int64_t> input_shape);
@@ -65,6 +75,17 @@ public:
   model_builder& max_pool(int64_t window, int64_t stride = 0,
                           padding pad = padding::valid,
                           std::string name = "");
+  /// As max_pool, the window's mean (padding not counted).
+  model_builder& avg_pool(int64_t window, int64_t stride = 0,
+                          padding pad = padding::valid,
+                          std::string name = "");
+  /// [N, H, W, C] -> [N, C], each channel's mean over the image.
+  model_builder& global_avg_pool(std::string name = "");
+  /// Per-channel normalisation by the batch's statistics while training,
+  /// by the moving ones at evaluation (docs/models.md).
+  model_builder& batch_norm(const batch_norm_options& opts = {});
+  /// Zeroes inputs with probability `rate` while training.
+  model_builder& dropout(double rate, std::string name = "");
   model_builder& flatten();
   /// The sum of two or more earlier layers' outputs of one shape (a
   /// residual connection), then `act`.

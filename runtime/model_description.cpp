@@ -21,6 +21,10 @@ const char* to_string(layer_type x) noexcept {
     case layer_type::embedding_bag: return "embedding_bag";
     case layer_type::add: return "add";
     case layer_type::concat: return "concat";
+    case layer_type::avg_pool: return "avg_pool";
+    case layer_type::global_avg_pool: return "global_avg_pool";
+    case layer_type::batch_norm: return "batch_norm";
+    case layer_type::dropout: return "dropout";
   }
   return "?";
 }
@@ -68,7 +72,10 @@ std::vector<std::string> layer_names(const model_description& desc) {
       case layer_type::conv2d: names.push_back("conv" + id); break;
       case layer_type::add: names.push_back("add" + id); break;
       case layer_type::concat: names.push_back("concat" + id); break;
-      default: names.push_back("pool" + id); break;
+      case layer_type::global_avg_pool: names.push_back("gap" + id); break;
+      case layer_type::batch_norm: names.push_back("bn" + id); break;
+      case layer_type::dropout: names.push_back("dropout" + id); break;
+      default: names.push_back("pool" + id); break; // max_pool, avg_pool
     }
   }
   return names;
@@ -163,6 +170,7 @@ caf::error check_fields(const model_description& desc,
           return err;
         [[fallthrough]];
       case layer_type::max_pool:
+      case layer_type::avg_pool:
         if (auto err = positive(l.kernel, l.type == layer_type::conv2d
                                             ? "kernel"
                                             : "window"))
@@ -186,8 +194,23 @@ caf::error check_fields(const model_description& desc,
           return bad(where + "concat has no activation (put one on the "
                              "layers it joins)");
         break;
+      case layer_type::batch_norm:
+        // Written so that NaN fails too.
+        if (!(l.momentum >= 0 && l.momentum < 1))
+          return bad(where + "momentum must be in [0, 1), got "
+                     + std::to_string(l.momentum));
+        if (!(l.epsilon > 0 && l.epsilon <= 1))
+          return bad(where + "epsilon must be in (0, 1], got "
+                     + std::to_string(l.epsilon));
+        break;
+      case layer_type::dropout:
+        if (!(l.rate >= 0 && l.rate < 1))
+          return bad(where + "rate must be in [0, 1), got "
+                     + std::to_string(l.rate));
+        break;
       case layer_type::add:
       case layer_type::flatten:
+      case layer_type::global_avg_pool:
       case layer_type::activation: break;
     }
   }
@@ -302,6 +325,7 @@ std::string model_description::to_json() const {
           .add("activation", to_string(l.act));
         break;
       case layer_type::max_pool:
+      case layer_type::avg_pool:
         obj.add("window", l.kernel)
           .add("stride", l.stride)
           .add("padding", l.pad == padding::same ? "SAME" : "VALID");
@@ -314,8 +338,17 @@ std::string model_description::to_json() const {
       case layer_type::add:
         obj.add("activation", to_string(l.act));
         break;
+      case layer_type::batch_norm:
+        obj.add("momentum", l.momentum)
+          .add("epsilon", l.epsilon)
+          .add("activation", to_string(l.act));
+        break;
+      case layer_type::dropout:
+        obj.add("rate", l.rate);
+        break;
       case layer_type::concat:
       case layer_type::flatten:
+      case layer_type::global_avg_pool:
       case layer_type::activation: break;
     }
     if (!l.init.empty())

@@ -17,6 +17,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "kernels/backend.hpp"
+#include "runtime/wire_float.hpp"
 
 namespace syncfac {
 
@@ -40,6 +41,10 @@ enum class layer_type : uint8_t {
   embedding_bag,
   add,
   concat,
+  avg_pool,
+  global_avg_pool,
+  batch_norm,
+  dropout,
 };
 
 /// What `inputs` names for the model's own input.
@@ -63,7 +68,9 @@ const char* to_string(bag_combiner x) noexcept;
 /// dense: units, activation, init; conv2d: units (the filters), kernel,
 /// stride, pad, activation, init; max_pool: kernel (the window), stride,
 /// pad; flatten: none; activation: act; embedding_bag: units (the width),
-/// vocabulary, combiner, init; add: inputs, activation; concat: inputs.
+/// vocabulary, combiner, init; add: inputs, activation; concat: inputs;
+/// avg_pool: kernel (the window), stride, pad; global_avg_pool: none;
+/// batch_norm: momentum, epsilon, activation; dropout: rate.
 /// An empty name is derived (layer_names).
 ///
 /// `inputs` names the layers whose outputs a layer takes: earlier layers
@@ -85,6 +92,13 @@ struct layer_desc {
   int64_t vocabulary = 0;
   bag_combiner combiner = bag_combiner::mean;
   std::vector<std::string> inputs;
+  /// dropout: the share of inputs zeroed while training, in [0, 1).
+  double rate = 0.5;
+  /// batch_norm: the moving averages keep this share of their value per
+  /// step (Keras's momentum; PyTorch's is 1 - this), in [0, 1).
+  double momentum = 0.99;
+  /// batch_norm: added to the variance before its square root, > 0.
+  double epsilon = 1e-3;
 
   /// add and concat: the layers that take several inputs.
   bool merges() const noexcept {
@@ -96,7 +110,8 @@ struct layer_desc {
            && x.kernel == y.kernel && x.stride == y.stride && x.pad == y.pad
            && x.act == y.act && x.init == y.init
            && x.vocabulary == y.vocabulary && x.combiner == y.combiner
-           && x.inputs == y.inputs;
+           && x.inputs == y.inputs && x.rate == y.rate
+           && x.momentum == y.momentum && x.epsilon == y.epsilon;
   }
 };
 
@@ -104,7 +119,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, layer_desc& x) {
   return f(caf::meta::type_name("layer_desc"), x.type, x.name, x.units,
            x.kernel, x.stride, x.pad, x.act, x.init, x.vocabulary,
-           x.combiner, x.inputs);
+           x.combiner, x.inputs, wire(x.rate), wire(x.momentum),
+           wire(x.epsilon));
 }
 
 struct model_description {

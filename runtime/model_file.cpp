@@ -65,6 +65,17 @@ public:
     return caf::none;
   }
 
+  caf::error number(const char* field, double& out) const {
+    auto it = obj_.find(field);
+    if (it == obj_.end())
+      return caf::none;
+    if (!it->is_number())
+      return bad(std::string{"field '"} + field + "' must be a number, got "
+                 + describe(*it));
+    out = it->get<double>();
+    return caf::none;
+  }
+
   caf::error string(const char* field, std::string& out,
                     bool required) const {
     auto it = obj_.find(field);
@@ -199,6 +210,39 @@ caf::error parse_layer(const json& entry, size_t index,
       return err;
     return f.pad(out.pad);
   }
+  if (type == "avg_pool") {
+    out.type = layer_type::avg_pool;
+    if (auto err = f.only({"type", "name", "inputs", "window", "stride",
+                           "padding"}))
+      return err;
+    if (auto err = f.integer("window", out.kernel, true))
+      return err;
+    out.stride = out.kernel; // as max_pool
+    if (auto err = f.integer("stride", out.stride, false))
+      return err;
+    return f.pad(out.pad);
+  }
+  if (type == "global_avg_pool") {
+    out.type = layer_type::global_avg_pool;
+    return f.only({"type", "name", "inputs"});
+  }
+  if (type == "batch_norm") {
+    out.type = layer_type::batch_norm;
+    if (auto err = f.only({"type", "name", "inputs", "momentum", "epsilon",
+                           "activation"}))
+      return err;
+    if (auto err = f.number("momentum", out.momentum))
+      return err;
+    if (auto err = f.number("epsilon", out.epsilon))
+      return err;
+    return f.act(out.act);
+  }
+  if (type == "dropout") {
+    out.type = layer_type::dropout;
+    if (auto err = f.only({"type", "name", "inputs", "rate"}))
+      return err;
+    return f.number("rate", out.rate);
+  }
   if (type == "embedding_bag") {
     out.type = layer_type::embedding_bag;
     if (auto err = f.only({"type", "name", "inputs", "vocabulary", "units",
@@ -233,7 +277,8 @@ caf::error parse_layer(const json& entry, size_t index,
     return f.only({"type", "name", "inputs"});
   }
   return top.bad("unknown layer type " + excerpt(type)
-                 + " (expected dense, conv2d, max_pool, flatten, "
+                 + " (expected dense, conv2d, max_pool, avg_pool, "
+                   "global_avg_pool, batch_norm, dropout, flatten, "
                    "embedding_bag, add, concat, relu, tanh or sigmoid)");
 }
 

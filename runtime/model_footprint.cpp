@@ -136,7 +136,8 @@ caf::expected<model_footprint> measure_model(const model_description& desc,
         n.outputs = c = units;
         break;
       case layer_type::conv2d:
-      case layer_type::max_pool: {
+      case layer_type::max_pool:
+      case layer_type::avg_pool: {
         auto out_h = window_out(h, kernel, stride, l.pad);
         auto out_w = window_out(w, kernel, stride, l.pad);
         if (flat || out_h == 0 || out_w == 0)
@@ -179,6 +180,22 @@ caf::expected<model_footprint> measure_model(const model_description& desc,
                                      : out_of[static_cast<size_t>(from[k])];
             c = count.add(c, other.c, "the joined width");
           }
+        n.outputs = flat ? c
+                         : count.mul(count.mul(h, w, "height x width"), c,
+                                     "output elements");
+        break;
+      case layer_type::global_avg_pool:
+        if (flat)
+          return fp; // does not chain: model::make says so
+        n.outputs = c;
+        h = w = 1;
+        flat = true;
+        break;
+      case layer_type::batch_norm:
+        // gamma, beta and the two moving statistics per channel.
+        n.params = count.mul(4, c, "4 x channels");
+        [[fallthrough]];
+      case layer_type::dropout: // an output and (dropout) a mask per input
         n.outputs = flat ? c
                          : count.mul(count.mul(h, w, "height x width"), c,
                                      "output elements");

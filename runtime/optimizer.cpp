@@ -8,6 +8,7 @@
 #include "runtime/base/error.hpp"
 #include "runtime/base/parse_enum.hpp"
 #include "runtime/gradient_clip.hpp"
+#include "runtime/moving_statistic.hpp"
 
 namespace syncfac {
 
@@ -131,6 +132,8 @@ optimizer::optimizer(optimizer_config config, optimizer_slots slots,
     rate_(config.learning_rate),
     names_(std::move(names)),
     shapes_(std::move(shapes)) {
+  for (const auto& name : names_)
+    statistic_.push_back(syncfac::is_moving_statistic(name));
 }
 
 caf::expected<optimizer> optimizer::make(const optimizer_config& config,
@@ -178,8 +181,9 @@ caf::error optimizer::apply(parameter_set& params,
   set_global_step(slots_.step);
   double squares = 0;
   if (config_.clip_norm > 0)
-    for (const auto& g : grads)
-      squares += sum_of_squares(g.value);
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (!statistic_[i])
+        squares += sum_of_squares(grads[i].value);
   set_gradient_scale(clip_factor(squares, config_.clip_norm));
   begin_step();
   for (size_t i = 0; i < params.size(); ++i)
@@ -245,6 +249,11 @@ caf::error optimizer::update_rows(size_t i, tensor& param,
 void optimizer::update_span(size_t i, float* theta_ptr, const float* grad_ptr,
                             int64_t offset, int64_t n) {
   array_map theta(theta_ptr, n);
+  if (statistic_[i]) {
+    // A moving statistic's own rule (runtime/moving_statistic.hpp).
+    theta -= const_array_map(grad_ptr, n);
+    return;
+  }
   const float lr = rate_;
   // Weights decay, biases do not (decays()). The L2 penalty's gradient
   // joins the averaged one; decoupled decay shrinks the variable before

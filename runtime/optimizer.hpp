@@ -96,6 +96,14 @@ public:
     return config_;
   }
 
+  /// Whether variable i is a moving statistic (batch_norm's moving mean
+  /// and variance): update() subtracts its gradient as it is, outside the
+  /// learning rate, the clip and the decay, and it is no part of the
+  /// gradient's norm (runtime/moving_statistic.hpp).
+  bool is_moving_statistic(size_t i) const noexcept {
+    return i < statistic_.size() && statistic_[i];
+  }
+
   const optimizer_slots& slots() const noexcept {
     return slots_;
   }
@@ -121,6 +129,8 @@ private:
   float gradient_scale_ = 1.0f;
   std::vector<std::string> names_;
   std::vector<tensor_shape> shapes_;
+  /// statistic_[i]: variable i is a moving statistic.
+  std::vector<bool> statistic_;
 };
 
 } // namespace syncfac

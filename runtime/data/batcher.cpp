@@ -129,6 +129,11 @@ void batcher::shuffle() {
 
 void batcher::next(batch& out) {
   shape_batch(*data_, batch_size_, out);
+  out.noise_seed = mix_seed(
+    mix_seed(mix_seed(seed_ ^ 0x6e6f697365ULL, // "noise"
+                      static_cast<uint64_t>(shard_index_)),
+             static_cast<uint64_t>(epoch_)),
+    static_cast<uint64_t>(cursor_));
   for (int64_t row = 0; row < batch_size_; ++row)
     fill_row(*data_, order_[static_cast<size_t>(cursor_ + row)], row, out);
   cursor_ += batch_size_;

@@ -24,6 +24,10 @@ struct batch {
   tensor images;
   /// B labels.
   label_vector labels;
+  /// Where the training passes on this batch draw their dropout masks
+  /// (model::set_noise_seed): from the batcher's seed, shard and the
+  /// batch's place in its epoch, so a resumed run draws the same ones.
+  uint64_t noise_seed = 0;
 };
 
 /// Where a batcher stands: the epoch of the next batch and the position of

@@ -193,6 +193,13 @@ kfac_apply(optimizer& opt, parameter_set& params,
   for (size_t i = 0; i < params.size(); ++i) {
     if (skipped(i))
       continue;
+    if (opt.is_moving_statistic(i)) {
+      // Its own rule, on its gradient as pushed: no clip, rate or KL clip
+      // (runtime/moving_statistic.hpp).
+      if (auto err = opt.update(i, params[i].value, grads[i]))
+        return err;
+      continue;
+    }
     auto* theta = params[i].value.data();
     auto* v = opt.velocity(i).data();
     const float* g = objective[i].data();

@@ -7,6 +7,7 @@
 // it to the bits of the two layers' own backward passes, run one after the
 // other on a second pair with the same parameters.
 
+#include <cmath>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -269,4 +270,151 @@ BOOST_AUTO_TEST_CASE(concat_joins_the_last_axis_and_splits_its_gradient) {
                                       "0 [-1, 1, 1, 2]")
                != std::string::npos,
              render(bad.error()));
+}
+
+// -- average pools, batch_norm, dropout ---------------------------------------
+
+BOOST_AUTO_TEST_CASE(avg_pool_counts_only_the_image_in_a_border_window) {
+  auto dev = make_cpu_backend(1);
+  // 3 x 3, window 2, stride 2, SAME: one row and column of padding after
+  // the image; the corner window holds x[2][2] alone.
+  auto pool = make_avg_pool_layer("pool", 2, 2, padding::same);
+  tensor x{{1, 3, 3, 1}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
+  BOOST_REQUIRE(!pool->forward(*dev, x));
+  BOOST_TEST(pool->output().shape() == (tensor_shape{1, 2, 2, 1}));
+  BOOST_TEST(pool->output().values()
+             == (std::vector<float>{3, 4.5f, 7.5f, 9}));
+  // Each output's gradient is shared by the inputs its mean counted.
+  tensor dy{{1, 2, 2, 1}, {4, 4, 2, 1}};
+  tensor dx;
+  BOOST_REQUIRE(!pool->backward(*dev, dy, &dx));
+  BOOST_TEST(dx.values()
+             == (std::vector<float>{1, 1, 2, 1, 1, 2, 1, 1, 1}));
+}
+
+BOOST_AUTO_TEST_CASE(global_avg_pool_gives_each_channels_mean) {
+  auto dev = make_cpu_backend(1);
+  auto gap = make_global_avg_pool_layer("gap");
+  // [2, 2, 1, 2]: channel 0 holds 1, 3 then 5, 7; channel 1 2, 4 then 6, 8.
+  tensor x{{2, 2, 1, 2}, {1, 2, 3, 4, 5, 6, 7, 8}};
+  BOOST_REQUIRE(!gap->forward(*dev, x));
+  BOOST_TEST(gap->output().shape() == (tensor_shape{2, 2}));
+  BOOST_TEST(gap->output().values() == (std::vector<float>{2, 3, 6, 7}));
+  tensor dy{{2, 2}, {2, 4, 6, 8}};
+  tensor dx;
+  BOOST_REQUIRE(!gap->backward(*dev, dy, &dx));
+  BOOST_TEST(dx.shape() == x.shape());
+  BOOST_TEST(dx.values() == (std::vector<float>{1, 2, 1, 2, 3, 4, 3, 4}));
+  auto flat = gap->output_shape({4, 10});
+  BOOST_REQUIRE(!flat);
+  BOOST_TEST(render(flat.error()).find("gap: input [4, 10] must be an image")
+               != std::string::npos,
+             render(flat.error()));
+}
+
+namespace {
+
+/// A layer with its parameters and gradients, bound.
+struct bound_layer {
+  layer_ptr l;
+  parameter_set params;
+  parameter_set grads;
+
+  explicit bound_layer(layer_ptr x) : l(std::move(x)) {
+    params = l->make_parameters();
+    for (const auto& p : params)
+      grads.push_back({p.name, tensor{p.value.shape()}});
+    l->bind(params.data(), grads.data());
+  }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(batch_norm_trains_by_the_batch_and_evaluates_by_its_moving_statistics) {
+  auto dev = make_cpu_backend(1);
+  bound_layer bn{make_batch_norm_layer("bn", 2, 0.9, 1e-3, activation::identity)};
+  BOOST_TEST(bn.l->parameters_start_as_made());
+  BOOST_REQUIRE_EQUAL(bn.params.size(), 4u);
+  BOOST_TEST(bn.params[0].name == "bn/gamma");
+  BOOST_TEST(bn.params[0].value.values() == (std::vector<float>{1, 1}));
+  BOOST_TEST(bn.params[2].name == "bn/moving_mean");
+  BOOST_TEST(bn.params[3].value.values() == (std::vector<float>{1, 1}));
+  bn.params[0].value = tensor{{2}, {2, 0.5f}}; // gamma
+  bn.params[1].value = tensor{{2}, {1, -1}};   // beta
+  // Channel 0: 1, 3, 5, 7 (mean 4, variance 5); channel 1: 10 each.
+  tensor x{{4, 2}, {1, 10, 3, 10, 5, 10, 7, 10}};
+  bn.l->begin_pass(pass_mode{true, 0});
+  BOOST_REQUIRE(!bn.l->forward(*dev, x));
+  const auto& y = bn.l->output();
+  auto inv = 1 / std::sqrt(5.0 + 1e-3);
+  BOOST_TEST(y[0] == 2 * (1 - 4) * inv + 1, boost::test_tools::tolerance(1e-5));
+  BOOST_TEST(y[6] == 2 * (7 - 4) * inv + 1, boost::test_tools::tolerance(1e-5));
+  // A constant channel: beta.
+  BOOST_TEST(y[1] == -1.0, boost::test_tools::tolerance(1e-4));
+  tensor dy{{4, 2}, {1, 0, 0, 0, 0, 0, 0, 1}};
+  tensor dx;
+  BOOST_REQUIRE(!bn.l->backward(*dev, dy, &dx));
+  // dbeta = the sum of dy; the moving statistics' pushes move them a
+  // tenth of the way to the batch's (the variance unbiased: 5 x 4 / 3).
+  BOOST_TEST(bn.grads[1].value.values() == (std::vector<float>{1, 1}));
+  BOOST_TEST(bn.grads[2].value[0] == 0.1 * (0 - 4),
+             boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(bn.grads[2].value[1] == 0.1 * (0 - 10),
+             boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(bn.grads[3].value[0] == 0.1 * (1 - 20.0 / 3),
+             boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(bn.grads[3].value[1] == 0.1 * (1 - 0),
+             boost::test_tools::tolerance(1e-6));
+  // Evaluation: the moving statistics, whatever the batch.
+  bn.params[2].value = tensor{{2}, {2, 10}};
+  bn.params[3].value = tensor{{2}, {4, 1}};
+  bn.l->begin_pass(pass_mode{false, 0});
+  BOOST_REQUIRE(!bn.l->forward(*dev, x));
+  BOOST_TEST(y[2] == 2 * (3 - 2) / std::sqrt(4 + 1e-3) + 1,
+             boost::test_tools::tolerance(1e-5));
+  BOOST_TEST(y[7] == -1.0, boost::test_tools::tolerance(1e-4));
+  // No backward through an evaluation pass: it is refused by name.
+  auto err = bn.l->backward(*dev, dy, &dx);
+  BOOST_REQUIRE(err);
+  BOOST_TEST(render(err).find("bn: backward needs a training forward pass")
+               != std::string::npos,
+             render(err));
+  // Channels that do not fit.
+  auto shape = bn.l->output_shape({4, 3});
+  BOOST_REQUIRE(!shape);
+  BOOST_TEST(render(shape.error()).find("does not end in the layer's 2 "
+                                        "channels")
+               != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(dropout_draws_its_mask_from_the_pass_seed_alone) {
+  auto dev = make_cpu_backend(1);
+  auto drop = make_dropout_layer("drop", 0.25);
+  tensor x{{100, 100}};
+  x.fill(1.0f);
+  auto pass = [&](bool training, uint64_t seed) {
+    drop->begin_pass(pass_mode{training, seed});
+    BOOST_REQUIRE(!drop->forward(*dev, x));
+    return drop->output();
+  };
+  auto a = pass(true, 7);
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    BOOST_REQUIRE((a[i] == 0.0f || a[i] == 1.0f / 0.75f));
+    zeros += a[i] == 0.0f ? 1 : 0;
+  }
+  // 10,000 draws at 0.25: within 5 standard deviations (43).
+  BOOST_TEST(std::abs(zeros - 2500) < 220, zeros);
+  BOOST_TEST(pass(true, 7).values() == a.values());
+  BOOST_TEST(pass(true, 8).values() != a.values());
+  // The gradient goes through the mask of the last pass.
+  pass(true, 7);
+  tensor dy{{100, 100}};
+  dy.fill(3.0f);
+  tensor dx;
+  BOOST_REQUIRE(!drop->backward(*dev, dy, &dx));
+  for (int64_t i = 0; i < a.size(); ++i)
+    BOOST_REQUIRE(dx[i] == 3.0f * a[i]);
+  // Evaluation passes everything.
+  BOOST_TEST(pass(false, 7).values() == x.values());
 }

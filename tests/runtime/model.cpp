@@ -11,6 +11,7 @@
 #include "tests/runtime/model_gradient_check.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/model.hpp"
+#include "runtime/model_builder.hpp"
 
 #define REQUIRE_OK(expr)                                                      \
   do {                                                                        \
@@ -546,6 +547,96 @@ BOOST_AUTO_TEST_CASE(a_residual_graph_gradient_matches_finite_differences) {
              != std::string::npos, m->summary());
   BOOST_TEST(m->summary().find("joined (res + side) -> [-1, 8, 8, 6]")
              != std::string::npos, m->summary());
+}
+
+/// A residual block as ResNets have it: conv, batch_norm with relu, conv,
+/// batch_norm, the sum with the block's input and relu; then an avg_pool,
+/// dropout, global_avg_pool and the classifier.
+model_description normalised_residual_graph() {
+  conv2d_options same;
+  same.pad = padding::same;
+  auto named = [&](std::string name) {
+    auto opts = same;
+    opts.name = std::move(name);
+    return opts;
+  };
+  batch_norm_options bn_relu;
+  bn_relu.act = activation::relu;
+  bn_relu.momentum = 0.9;
+  batch_norm_options bn_plain;
+  bn_plain.name = "bn_b";
+  auto built = model_builder{"normalised_residual", {6, 6, 2}}
+                 .conv2d(3, 3, named("stem"))
+                 .conv2d(3, 3, same)
+                 .batch_norm(bn_relu)
+                 .conv2d(3, 3, same)
+                 .batch_norm(bn_plain)
+                 .add({"stem", "bn_b"}, activation::relu)
+                 .avg_pool(2, 2, padding::same)
+                 .dropout(0.3)
+                 .global_avg_pool()
+                 .dense(4)
+                 .build();
+  BOOST_REQUIRE(built);
+  return *built;
+}
+
+BOOST_AUTO_TEST_CASE(batch_norm_pools_and_dropout_gradients_match_finite_differences) {
+  // Training passes: batch_norm differentiates through its batch's own
+  // statistics, dropout through one mask (the helper's noise seed).
+  auto spec = described_spec(normalised_residual_graph());
+  spec.init = init_scheme::he;
+  check_model_gradient(spec, 3, 31);
+  // The starting values: gamma and the moving variance ones, beta and
+  // the moving mean zeros, whatever the init scheme.
+  auto m = make_model(spec);
+  for (const auto& p : m->parameters()) {
+    auto ends = [&](const std::string& suffix) {
+      return p.name.size() > suffix.size()
+             && p.name.compare(p.name.size() - suffix.size(), suffix.size(),
+                               suffix) == 0;
+    };
+    if (ends("/gamma") || ends("/moving_variance"))
+      BOOST_TEST(p.value.values() == std::vector<float>(3, 1.0f), p.name);
+    if (ends("/beta") || ends("/moving_mean"))
+      BOOST_TEST(p.value.values() == std::vector<float>(3, 0.0f), p.name);
+  }
+  // K-FAC keeps the three convolutions and the classifier; batch_norm's
+  // variables are not in its collection (first-order).
+  BOOST_TEST(m->kfac_collection().layers.size() == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(training_and_evaluation_passes_differ_as_the_layers_say) {
+  auto dev = make_cpu_backend(2);
+  auto spec = described_spec(normalised_residual_graph());
+  spec.init = init_scheme::he;
+  auto m = make_model(spec, 5);
+  auto images = random_images(8, 6, 6, 2, 6);
+  label_vector labels{0, 1, 2, 3, 0, 1, 2, 3};
+  // A batch's noise seed fixes its masks: the same gradients twice, other
+  // ones under another seed.
+  m->set_noise_seed(11);
+  BOOST_REQUIRE(m->forward_backward(*dev, images, labels));
+  auto first = m->gradients();
+  m->set_noise_seed(11);
+  BOOST_REQUIRE(m->forward_backward(*dev, images, labels));
+  for (size_t i = 0; i < first.size(); ++i)
+    BOOST_TEST(m->gradients()[i].value.values() == first[i].value.values(),
+               first[i].name);
+  m->set_noise_seed(12);
+  BOOST_REQUIRE(m->forward_backward(*dev, images, labels));
+  BOOST_TEST(m->gradients()[0].value.values() != first[0].value.values());
+  // Evaluation is deterministic (no mask) and, with moving statistics
+  // that differ from the batch's, differs from a training pass.
+  auto eval1 = m->evaluate(*dev, images, labels);
+  auto eval2 = m->evaluate(*dev, images, labels);
+  BOOST_REQUIRE(eval1);
+  BOOST_REQUIRE(eval2);
+  BOOST_TEST(eval1->loss_sum == eval2->loss_sum);
+  m->set_noise_seed(11);
+  auto train = m->forward(*dev, images, labels);
+  BOOST_REQUIRE(train);
+  BOOST_TEST(train->loss_sum != eval1->loss_sum);
 }
 
 BOOST_AUTO_TEST_CASE(a_chain_with_named_inputs_is_the_chain) {

@@ -12,6 +12,7 @@
 
 #include "runtime/base/error.hpp"
 #include "runtime/model.hpp"
+#include "runtime/moving_statistic.hpp"
 #include "runtime/model_builder.hpp"
 #include "runtime/json_reader.hpp"
 #include "runtime/model_file.hpp"
@@ -134,7 +135,8 @@ BOOST_AUTO_TEST_CASE(dense_and_conv2d_layers_are_registered_with_kfac) {
 
 BOOST_AUTO_TEST_CASE(canonical_json_reads_back_to_the_same_description) {
   for (auto file : {"seeds_convnet.json", "seeds_mlp.json",
-                    "autoencoder.json", "residual_convnet.json"}) {
+                    "autoencoder.json", "residual_convnet.json",
+                    "resnet20.json"}) {
     BOOST_TEST_CONTEXT(file) {
       auto desc = load(file);
       auto again = parse_model_description(desc.to_json(), "canonical");
@@ -191,7 +193,7 @@ BOOST_AUTO_TEST_CASE(bad_descriptions_are_refused_by_name) {
        {"layer 0", "init 'zeros'"});
   says(R"({"input_shape": [4, 4, 1], "layers": [{"type": "relu"},
           {"type": "flatten"}, {"type": "dense", "units": 3}])" + loss,
-       {"layer 0 (relu)", "must directly follow a dense, conv2d or add"});
+       {"layer 0 (relu)", "must directly follow a dense, conv2d, add or batch_norm"});
   says(R"({"input_shape": [4], "layers": [{"type": "flatten"}, {"type":
           "dense", "units": 3, "activation": "relu"}, {"type": "tanh"}])"
          + loss,
@@ -250,6 +252,72 @@ BOOST_AUTO_TEST_CASE(a_residual_model_file_builds_a_graph) {
   auto fp = measure_model(desc, "residual");
   BOOST_REQUIRE(fp);
   BOOST_TEST(fp->parameters == value_count(m->parameters()));
+}
+
+BOOST_AUTO_TEST_CASE(resnet20_is_three_stages_of_normalised_blocks) {
+  auto desc = load("resnet20.json");
+  auto m = build(described_spec(desc));
+  // 19 3x3 convolutions, 2 projections and the classifier under K-FAC;
+  // 21 batch_norm layers of 4 variables each.
+  BOOST_TEST(m->kfac_collection().layers.size() == 22u);
+  int64_t statistics = 0;
+  int64_t params = 0;
+  for (const auto& p : m->parameters()) {
+    statistics += is_moving_statistic(p.name) ? 1 : 0;
+    params += is_moving_statistic(p.name) ? 0 : p.value.size();
+  }
+  BOOST_TEST(statistics == 2 * 21);
+  // He et al.'s ResNet-20 has 0.27M parameters (with 1x1 projections and
+  // the convolutions' biases, a few more).
+  BOOST_TEST(params > 270000);
+  BOOST_TEST(params < 280000);
+  BOOST_TEST(m->summary().find("pool -> [-1, 64]") != std::string::npos,
+             m->summary());
+  auto fp = measure_model(desc, "resnet20");
+  BOOST_REQUIRE(fp);
+  int64_t all = 0;
+  for (const auto& p : m->parameters())
+    all += p.value.size();
+  BOOST_TEST(fp->parameters == static_cast<uint64_t>(all));
+}
+
+BOOST_AUTO_TEST_CASE(normalisation_pooling_and_dropout_fields_are_checked) {
+  auto says = [](const std::string& layer, const std::string& needle) {
+    auto msg = parse_error(R"({"input_shape": [4, 4, 2], "layers": [)"
+                           + layer
+                           + R"(, {"type": "flatten"},
+                             {"type": "dense", "units": 2}],
+                             "loss": "softmax_cross_entropy"})");
+    BOOST_TEST(msg.find(needle) != std::string::npos,
+               "'" << needle << "' not in: " << msg);
+  };
+  says(R"({"type": "dropout", "rate": 1})",
+       "layer 0 (dropout 'dropout0'): rate must be in [0, 1), got 1");
+  says(R"({"type": "dropout", "rate": "half"})",
+       "field 'rate' must be a number");
+  says(R"({"type": "batch_norm", "momentum": 1.5})",
+       "layer 0 (batch_norm 'bn0'): momentum must be in [0, 1), got 1.5");
+  says(R"({"type": "batch_norm", "epsilon": 0})",
+       "epsilon must be in (0, 1], got 0");
+  says(R"({"type": "batch_norm", "scale": true})",
+       "unknown field 'scale' (expected type, name, inputs, momentum, "
+       "epsilon, activation)");
+  says(R"({"type": "avg_pool", "window": 0})", "window must be a positive");
+  says(R"({"type": "avg_pool"})", "missing field 'window'");
+  // A global pool of a flat input does not chain.
+  auto flat = parse_model_description(
+    R"({"input_shape": [8], "layers": [{"type": "flatten"},
+        {"type": "dense", "units": 4},
+        {"type": "global_avg_pool"}, {"type": "dense", "units": 2}],
+        "loss": "softmax_cross_entropy"})",
+    "x.json");
+  BOOST_REQUIRE(flat);
+  auto made = model::make(described_spec(*flat), 1);
+  BOOST_REQUIRE(!made);
+  BOOST_TEST(render(made.error()).find("global_avg_pool takes [-1, height, "
+                                       "width, channels]")
+               != std::string::npos,
+             render(made.error()));
 }
 
 BOOST_AUTO_TEST_CASE(embedding_bag_means_rows_and_touches_only_them) {

@@ -7,6 +7,7 @@
 #include "runtime/base/error.hpp"
 #include "tests/helpers.hpp"
 #include "runtime/gradient_clip.hpp"
+#include "runtime/moving_statistic.hpp"
 #include "runtime/optimizer.hpp"
 
 using namespace syncfac;
@@ -242,4 +243,40 @@ BOOST_AUTO_TEST_CASE(a_negative_or_infinite_clip_norm_is_refused_by_name) {
     BOOST_TEST(render(bad.error()).find("--clip_norm must be >= 0")
                != std::string::npos);
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_moving_statistic_takes_its_push_as_it_is) {
+  // batch_norm's moving statistics (runtime/moving_statistic.hpp): the
+  // averaged push is subtracted whole, whatever the optimizer, rate,
+  // schedule, clip or decay; nor does it count in the clip's norm.
+  for (auto kind : {optimizer_kind::sgd, optimizer_kind::momentum,
+                    optimizer_kind::adam}) {
+    BOOST_TEST_CONTEXT(to_string(kind)) {
+      auto cfg = config_of(kind, 0.1f);
+      cfg.clip_norm = 1.0f;
+      cfg.weight_decay = 0.5f;
+      parameter_set vars{{"bn/moving_mean", tensor{{2}, {1, 2}}},
+                         {"bn/moving_variance", tensor{{2}, {3, 4}}},
+                         {"w", tensor{{1, 2}, {1, 1}}}};
+      auto opt = optimizer::make(cfg, vars);
+      BOOST_REQUIRE(opt);
+      BOOST_TEST(opt->is_moving_statistic(0));
+      BOOST_TEST(opt->is_moving_statistic(1));
+      BOOST_TEST(!opt->is_moving_statistic(2));
+      // The statistics' pushes alone are far over the clip: were they
+      // counted, w's gradient (norm 0.5) would be scaled down.
+      parameter_set grads{{"bn/moving_mean", tensor{{2}, {100, -50}}},
+                          {"bn/moving_variance", tensor{{2}, {0.5f, 1}}},
+                          {"w", tensor{{1, 2}, {0.3f, 0.4f}}}};
+      for (int step = 0; step < 2; ++step) {
+        BOOST_REQUIRE(!opt->apply(vars, grads));
+        BOOST_TEST(opt->gradient_scale() == 1.0f);
+      }
+      BOOST_TEST(vars[0].value.values() == (std::vector<float>{-199, 102}));
+      BOOST_TEST(vars[1].value.values() == (std::vector<float>{2, 2}));
+    }
+  }
+  BOOST_TEST(is_moving_statistic("block1/bn/moving_variance"));
+  BOOST_TEST(!is_moving_statistic("moving_mean"));
+  BOOST_TEST(!is_moving_statistic("bn/moving_mean_of_something"));
 }

@@ -1,0 +1,163 @@
+// Batch normalisation on the host: the defaults of backend's
+// batch_norm_statistics, batch_norm_forward and batch_norm_backward
+// (kernels/backend.hpp), for every backend. x is viewed as [M, C], C its
+// last axis (NHWC's channels, or a dense layer's units), so one channel's
+// values are every C-th float; sums run over M in double, in one order,
+// which makes a replica's statistics the same bits however it is run.
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "runtime/base/error.hpp"
+
+namespace syncfac {
+
+namespace {
+
+int64_t channels_of(const tensor& x) {
+  return x.rank() < 1 ? 0 : x.shape().back();
+}
+
+caf::error check_channels(const char* op, const tensor& x, const tensor& v,
+                          const char* what) {
+  if (v.rank() != 1 || v.size() != channels_of(x))
+    return make_error(ec::shape_mismatch,
+                      std::string{op} + ": " + what + " " + v.shape_string()
+                        + " does not fit the " + std::to_string(channels_of(x))
+                        + " channels of input " + x.shape_string());
+  return caf::none;
+}
+
+caf::error check_input(const char* op, const tensor& x) {
+  if (x.rank() < 2 || x.size() == 0)
+    return make_error(ec::shape_mismatch,
+                      std::string{op} + ": input " + x.shape_string()
+                        + " needs rank >= 2 and at least one position per "
+                          "channel");
+  return caf::none;
+}
+
+} // namespace
+
+caf::error backend::batch_norm_statistics(const tensor& x, tensor& mean,
+                                          tensor& variance) {
+  const char* op = "batch_norm_statistics";
+  if (auto err = check_input(op, x))
+    return err;
+  const auto c = channels_of(x);
+  const auto m = x.size() / c;
+  std::vector<double> sum(static_cast<size_t>(c), 0.0);
+  const float* in = x.data();
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t k = 0; k < c; ++k)
+      sum[static_cast<size_t>(k)] += in[r * c + k];
+  std::vector<double> squares(static_cast<size_t>(c), 0.0);
+  for (int64_t k = 0; k < c; ++k)
+    sum[static_cast<size_t>(k)] /= static_cast<double>(m);
+  // Two passes: the centred squares, not E[x²] - E[x]², which cancels
+  // badly when the mean is large against the spread.
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t k = 0; k < c; ++k) {
+      auto d = in[r * c + k] - sum[static_cast<size_t>(k)];
+      squares[static_cast<size_t>(k)] += d * d;
+    }
+  mean.resize({c});
+  variance.resize({c});
+  for (int64_t k = 0; k < c; ++k) {
+    mean[k] = static_cast<float>(sum[static_cast<size_t>(k)]);
+    variance[k] = static_cast<float>(squares[static_cast<size_t>(k)]
+                                     / static_cast<double>(m));
+  }
+  return caf::none;
+}
+
+caf::error backend::batch_norm_forward(const tensor& x, const tensor& gamma,
+                                       const tensor& beta, const tensor& mean,
+                                       const tensor& inv_std, activation act,
+                                       tensor& y) {
+  const char* op = "batch_norm_forward";
+  if (auto err = check_input(op, x))
+    return err;
+  for (auto [v, what] : {std::pair{&gamma, "gamma"}, {&beta, "beta"},
+                         {&mean, "mean"}, {&inv_std, "inv_std"}})
+    if (auto err = check_channels(op, x, *v, what))
+      return err;
+  const auto c = channels_of(x);
+  const auto m = x.size() / c;
+  // Per channel y = a x + b, with a = gamma inv_std, b = beta - a mean.
+  std::vector<float> a(static_cast<size_t>(c));
+  std::vector<float> b(static_cast<size_t>(c));
+  for (int64_t k = 0; k < c; ++k) {
+    a[static_cast<size_t>(k)] = gamma[k] * inv_std[k];
+    b[static_cast<size_t>(k)] = beta[k] - a[static_cast<size_t>(k)] * mean[k];
+  }
+  tensor z{x.shape()};
+  const float* in = x.data();
+  float* out = z.data();
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t k = 0; k < c; ++k)
+      out[r * c + k] = a[static_cast<size_t>(k)] * in[r * c + k]
+                       + b[static_cast<size_t>(k)];
+  if (act == activation::identity) {
+    y = std::move(z);
+    return caf::none;
+  }
+  return activation_forward(act, z, y);
+}
+
+caf::error backend::batch_norm_backward(const tensor& x, const tensor& gamma,
+                                        const tensor& mean,
+                                        const tensor& inv_std, const tensor& y,
+                                        const tensor& dy, activation act,
+                                        tensor& ds, tensor& dgamma,
+                                        tensor& dbeta, tensor* dx) {
+  const char* op = "batch_norm_backward";
+  if (auto err = check_input(op, x))
+    return err;
+  for (auto [v, what] : {std::pair{&gamma, "gamma"}, {&mean, "mean"},
+                         {&inv_std, "inv_std"}})
+    if (auto err = check_channels(op, x, *v, what))
+      return err;
+  for (auto [v, what] : {std::pair{&y, "output"}, {&dy, "gradient"}})
+    if (v->shape() != x.shape())
+      return make_error(ec::shape_mismatch,
+                        std::string{op} + ": " + what + " " + v->shape_string()
+                          + " differs from input " + x.shape_string());
+  if (auto err = activation_backward(act, y, dy, ds))
+    return err;
+  const auto c = channels_of(x);
+  const auto m = x.size() / c;
+  const float* in = x.data();
+  const float* d = ds.data();
+  std::vector<double> sum_ds(static_cast<size_t>(c), 0.0);
+  std::vector<double> sum_ds_xhat(static_cast<size_t>(c), 0.0);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t k = 0; k < c; ++k) {
+      auto i = r * c + k;
+      auto xhat = (in[i] - mean[k]) * inv_std[k];
+      sum_ds[static_cast<size_t>(k)] += d[i];
+      sum_ds_xhat[static_cast<size_t>(k)] += static_cast<double>(d[i]) * xhat;
+    }
+  dgamma.resize({c});
+  dbeta.resize({c});
+  for (int64_t k = 0; k < c; ++k) {
+    dgamma[k] = static_cast<float>(sum_ds_xhat[static_cast<size_t>(k)]);
+    dbeta[k] = static_cast<float>(sum_ds[static_cast<size_t>(k)]);
+  }
+  if (dx == nullptr)
+    return caf::none;
+  dx->resize(x.shape());
+  float* out = dx->data();
+  const auto count = static_cast<float>(m);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t k = 0; k < c; ++k) {
+      auto i = r * c + k;
+      auto xhat = (in[i] - mean[k]) * inv_std[k];
+      out[i] = gamma[k] * inv_std[k] / count
+               * (count * d[i] - dbeta[k] - xhat * dgamma[k]);
+    }
+  return caf::none;
+}
+
+} // namespace syncfac
