@@ -268,6 +268,57 @@ PYBIND11_MODULE(_core, m) {
     },
     py::arg("window"), py::arg("stride") = 0, py::arg("padding") = "valid",
     py::arg("name") = "");
+  m.def(
+    "avg_pool",
+    [](int64_t window, int64_t stride, const std::string& pad,
+       const std::string& name) {
+      auto p = to_padding(pad);
+      auto text = "avg_pool(" + std::to_string(window) + ", stride="
+                  + std::to_string(stride) + ", padding=" + quoted(pad)
+                  + named(name) + ")";
+      return builder_layer{text, [=](model_builder& b) {
+                             b.avg_pool(window, stride, p, name);
+                           }};
+    },
+    py::arg("window"), py::arg("stride") = 0, py::arg("padding") = "valid",
+    py::arg("name") = "");
+  m.def(
+    "global_avg_pool",
+    [](const std::string& name) {
+      auto text = "global_avg_pool("
+                  + (name.empty() ? std::string{} : "name=" + quoted(name))
+                  + ")";
+      return builder_layer{text,
+                           [=](model_builder& b) { b.global_avg_pool(name); }};
+    },
+    py::arg("name") = "");
+  m.def(
+    "batch_norm",
+    [](double momentum, double epsilon, const std::string& act,
+       const std::string& name, const std::vector<std::string>& inputs) {
+      batch_norm_options opts;
+      opts.momentum = momentum;
+      opts.epsilon = epsilon;
+      opts.act = to_activation(act);
+      opts.name = name;
+      opts.inputs = inputs;
+      auto text = "batch_norm(momentum=" + std::to_string(momentum)
+                  + ", epsilon=" + std::to_string(epsilon)
+                  + ", activation=" + quoted(act) + named(name)
+                  + taking(inputs) + ")";
+      return builder_layer{text, [=](model_builder& b) { b.batch_norm(opts); }};
+    },
+    py::arg("momentum") = 0.99, py::arg("epsilon") = 1e-3,
+    py::arg("activation") = "linear", py::arg("name") = "",
+    py::arg("inputs") = std::vector<std::string>{});
+  m.def(
+    "dropout",
+    [](double rate, const std::string& name) {
+      auto text = "dropout(" + std::to_string(rate) + named(name) + ")";
+      return builder_layer{text,
+                           [=](model_builder& b) { b.dropout(rate, name); }};
+    },
+    py::arg("rate"), py::arg("name") = "");
   m.def("flatten", [] {
     return builder_layer{"flatten()", [](model_builder& b) { b.flatten(); }};
   });
