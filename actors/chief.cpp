@@ -161,7 +161,11 @@ void lose_task(self_ptr self, const std::string& task) {
 caf::result<int64_t> roll_back(self_ptr self, int64_t step,
                                std::vector<ps_actor> shards) {
   auto& st = self->state;
-  if (!st.paused)
+  // Paused for a lost role; or rolled back already, its steps not run
+  // since: a role lost while that rollback was on its way gave its
+  // recovery attempt up, and the next attempt rolls back again.
+  bool rolled_back_not_run = !st.running && st.incarnation > 0;
+  if (!st.paused && !rolled_back_not_run)
     return make_error(ec::invalid_argument,
                       "chief: a rollback needs a paused run");
   if (shards.size() != st.cfg.shards.size() || step < 0

@@ -20,17 +20,25 @@
 //               down message comes); a loss tells the chief to pause
 //   pausing     the chief pauses; its run request fails with ec::peer_lost
 //               once the checkpoints begun are settled
-//   recovering  each lost role's host is waited for (reached again by a
-//               connector, or its hello), bounded by max_wait and naming
-//               whom; roles that do not answer a probe then are lost too;
-//               then the shards are restored from the newest checkpoint (a
-//               lost shard), the covariance actors' factors, the chief
-//               rolled back and the workers rebound: running again
+//   recovering  the recovery plan's commands are carried out
+//               (runtime/cluster/recovery_plan.hpp decides): each lost
+//               role's host is waited for (reached again by a connector,
+//               or its hello), bounded by max_wait and naming whom; roles
+//               that do not answer a probe then are lost too; then the
+//               shards are restored from the newest checkpoint (a lost
+//               shard), the covariance actors' factors, the chief rolled
+//               back and the workers rebound: running again. Each attempt
+//               of a recovery is one weakly held object
+//               (actors/recovery_attempt.hpp): a loss meanwhile replaces
+//               it, and the answers of the one replaced reach nothing
+//   ending_preempted  preempted while paused: the chief ends the run
+//               where it stands
 //   ended       the node program's request is answered (the summary or the
 //               error) and the supervisor stops
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -51,10 +59,12 @@
 #include "actors/actors.hpp"
 #include "actors/evaluator.hpp"
 #include "actors/node_watch.hpp"
+#include "actors/recovery_attempt.hpp"
 #include "actors/supervisor.hpp"
 #include "messages/atoms.hpp"
 #include "messages/cluster_messages.hpp"
 #include "runtime/checkpoint/run_checkpoint.hpp"
+#include "runtime/cluster/recovery_plan.hpp"
 #include "runtime/training_log.hpp"
 
 namespace syncfac {
@@ -225,14 +235,6 @@ struct task_refusal {
   bool own = false;
 };
 
-/// One bounded wait of the recovery: a lost role's host.
-struct awaited_host {
-  std::string task;
-  /// The lost roles it hosts.
-  std::vector<std::string> roles;
-  bool back = false;
-};
-
 struct chief_supervisor_state {
   static inline const char* name = "chief_supervisor";
 
@@ -250,18 +252,19 @@ struct chief_supervisor_state {
   std::map<std::string, task_refusal> refusals;
   /// Gradient worker tasks a restarted chief went on without.
   std::set<std::string> absent;
-  /// The roles lost since the last rollback, in order; their hosts.
-  std::vector<std::string> lost;
-  /// Why the chief was preempted while its steps were paused (empty: it
-  /// was not): the recovery is given up once the pause is reported.
-  std::string preempted_while_paused;
   /// A refusal that came while the steps ran, ending the run after the
   /// global step in flight (checkpointed): the run's answer ends it with
   /// this error (request_run). None: no such refusal.
   caf::error refusal_ends_run;
-  std::vector<awaited_host> hosts;
-  /// The checkpoint a lost shard rolls back to.
-  std::shared_ptr<const restored_run> rollback_to;
+  /// What a loss means and what brings the run back, from the start of
+  /// the run on (runtime/cluster/recovery_plan.hpp); the events it has
+  /// yet to take, the one it takes now first (actors/chief_recovery.cpp).
+  std::optional<recovery_plan> plan;
+  std::deque<recovery_input> plan_events;
+  /// The recovery's attempt under way, its only owner: every answer of
+  /// its requests reaches the plan only while it is held (a new loss
+  /// replaces it, going on or the end drops it).
+  std::shared_ptr<recovery_attempt> attempt;
   /// The roles before the recovery (which actors are new).
   run_roles before;
   /// The gradient workers as the last recovery rebound them. A worker's
@@ -271,9 +274,6 @@ struct chief_supervisor_state {
   /// later name the same actor through a new proxy, and it is rebound
   /// then (rebind_reconnected).
   std::vector<worker_actor> rebound;
-  int64_t shards_lost = 0;
-  int64_t kfac_roles_lost = 0;
-  int64_t rolled_back_steps = 0;
   /// The current probe round (a timer of an earlier one is over).
   uint64_t probe_round = 0;
   /// Connectors made so far, by task; stopped with the supervisor.

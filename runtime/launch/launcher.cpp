@@ -274,6 +274,7 @@ public:
       procs_.push_back(std::move(p));
     }
     kills_fired_.assign(opts.kills.size(), false);
+    kill_due_.assign(opts.kills.size(), std::nullopt);
     restarts_used_.assign(opts.restarts.size(), false);
   }
 
@@ -686,18 +687,39 @@ private:
 
   // -- hooks ------------------------------------------------------------------
 
+  /// The hooks whose step came: each fires now, or its delay later.
   void fire_kill_hooks() {
     for (size_t i = 0; i < opts_.kills.size(); ++i) {
       const auto& hook = opts_.kills[i];
-      if (kills_fired_[i] || hook.step > chief_step_)
+      if (kills_fired_[i] || kill_due_[i] || hook.step > chief_step_)
         continue;
+      if (hook.delay_ms > 0)
+        kill_due_[i] = clock_type::now()
+                       + std::chrono::milliseconds{hook.delay_ms};
+      else
+        fire_kill_hook(i);
+    }
+  }
+
+  /// The delayed hooks whose time came.
+  void fire_due_kill_hooks(time_point now) {
+    for (size_t i = 0; i < opts_.kills.size(); ++i)
+      if (!kills_fired_[i] && kill_due_[i] && now >= *kill_due_[i])
+        fire_kill_hook(i);
+  }
+
+  void fire_kill_hook(size_t i) {
+    {
+      const auto& hook = opts_.kills[i];
       kills_fired_[i] = true;
       auto* p = find(hook.task);
       auto what = "--kill " + hook.task.str() + "@" + std::to_string(hook.step)
+                  + (hook.delay_ms > 0 ? "+" + std::to_string(hook.delay_ms)
+                                       : std::string{})
                   + ":" + signal_name(hook.signal).substr(3);
       if (p == nullptr || !p->running) {
         report(what + ": " + hook.task.str() + " is not running; skipped");
-        continue;
+        return;
       }
       if (hook.thaw_after_ms > 0)
         what += "+" + std::to_string(hook.thaw_after_ms);
@@ -836,6 +858,8 @@ private:
              + " reached: stopping every task");
       stop_all("--max_wall_s reached");
     }
+    if (!stopping_)
+      fire_due_kill_hooks(now);
     for (auto& p : procs_) {
       if (p.restart_at && now >= *p.restart_at) {
         p.restart_at.reset();
@@ -933,6 +957,8 @@ private:
         next = *t;
     };
     consider(wall_deadline_);
+    for (const auto& due : kill_due_)
+      consider(due);
     for (const auto& p : procs_) {
       consider(p.restart_at);
       consider(p.thaw_at);
@@ -1042,6 +1068,8 @@ private:
   task_id chief_;
   std::vector<task_proc> procs_;
   std::vector<bool> kills_fired_;
+  /// When each delayed --kill hook whose step came fires (unset: not due).
+  std::vector<std::optional<time_point>> kill_due_;
   std::vector<bool> restarts_used_;
   signal_scope* signals_ = nullptr;
   int signals_fd_ = -1;
@@ -1136,6 +1164,13 @@ caf::expected<kill_hook> kill_hook::parse(const std::string& text) {
     return fail(*why);
   auto colon = rest.find(':');
   auto step = rest.substr(0, colon);
+  if (auto plus = step.find('+'); plus != std::string::npos) {
+    if (!parse_int(step.substr(plus + 1), result.delay_ms)
+        || result.delay_ms <= 0)
+      return fail("the delay after the step's '+' must be a number of "
+                  "milliseconds > 0");
+    step = step.substr(0, plus);
+  }
   if (!parse_int(step, result.step) || result.step < 0)
     return fail("the step must be a number >= 0");
   if (colon != std::string::npos) {
@@ -1248,11 +1283,11 @@ chief stopped on a forwarded signal: preempted, requeue it).
                        the chief's global step, steps/s and ETA redrawn in
                        place on stdout (default auto: when stdout is a
                        terminal)
-  --kill JOB:INDEX@STEP[:SIGNAL[+MS]]
+  --kill JOB:INDEX@STEP[+DELAY][:SIGNAL[+MS]]
                        send SIGNAL (default KILL; TERM, STOP, CONT, INT, ...)
                        to the task once the chief's progress record says
-                       global step N >= STEP (repeatable); STOP+MS sends
-                       SIGCONT MS ms later
+                       global step N >= STEP, or DELAY ms after that
+                       (repeatable); STOP+MS sends SIGCONT MS ms later
   --restart JOB:INDEX@MS
                        start the task again MS ms after it died (once per
                        flag; repeatable)

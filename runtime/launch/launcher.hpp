@@ -25,18 +25,22 @@
 
 namespace syncfac {
 
-/// --kill JOB:INDEX@STEP[:SIGNAL[+MS]]: send SIGNAL to the task once the
-/// chief's progress record says global step N >= STEP; with +MS (STOP only),
+/// --kill JOB:INDEX@STEP[+DELAY][:SIGNAL[+MS]]: send SIGNAL to the task
+/// once the chief's progress record says global step N >= STEP, or DELAY
+/// milliseconds after that (no step comes while the steps are paused: a
+/// second loss during a first one's recovery); with +MS (STOP only),
 /// SIGCONT MS milliseconds later (a freeze that does not wait for a step,
 /// e.g. of a task no step can go without).
 struct kill_hook {
   task_id task;
   int64_t step = 0;
+  int64_t delay_ms = 0;
   int signal = 9; // SIGKILL
   /// STOP only: thaw after this long (0: not by this hook).
   int64_t thaw_after_ms = 0;
 
-  /// Parses "worker:1@100", "worker:1@100:STOP" or "ps:0@100:STOP+2000".
+  /// Parses "worker:1@100", "worker:1@100:STOP", "ps:0@100:STOP+2000" or
+  /// "ps:0@100+600" (SIGKILL 600 ms after step 100).
   static caf::expected<kill_hook> parse(const std::string& text);
 };
 

@@ -135,6 +135,10 @@ struct role_log {
   /// The peers it was handed (a covariance actor's inverses, an inverse
   /// actor's shards).
   std::vector<std::vector<caf::actor_addr>> handed;
+  /// A shard whose snapshot requests are held until the test releases
+  /// them (a restore chain in flight).
+  bool hold_snapshots = false;
+  std::vector<caf::response_promise> held_snapshots;
 };
 
 /// Thaws a frozen role (in the role's context, from its message): its
@@ -167,7 +171,17 @@ std::vector<caf::actor_addr> addresses(const Handles& hs) {
 caf::behavior stand_in_shard(caf::event_based_actor* self,
                              std::shared_ptr<role_log> log) {
   return {
-    [=](checkpoint_atom) { return shard_snapshot{}; },
+    [=](checkpoint_atom) -> caf::result<shard_snapshot> {
+      if (!log->hold_snapshots)
+        return shard_snapshot{};
+      log->held_snapshots.push_back(self->make_response_promise());
+      return caf::delegated<shard_snapshot>{};
+    },
+    [=](checkpoint_atom, caf::ok_atom) {
+      for (auto& rp : log->held_snapshots)
+        rp.deliver(shard_snapshot{});
+      log->held_snapshots.clear();
+    },
     [=](restore_atom, const shard_snapshot& snap) {
       log->restores.push_back(snap.global_step);
       return caf::ok_atom::value;
@@ -560,6 +574,40 @@ BOOST_AUTO_TEST_CASE(a_ps_shard_never_back_ends_the_run_naming_it) {
   require_failed(ec::timeout, "ps:0 at 127.0.0.1:4001 (hosting ps:0)");
   BOOST_TEST(render((*end)->error).find("--max_wait_ms") != std::string::npos);
   BOOST_TEST(chief_l->rollbacks.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_role_lost_during_a_shards_restore_restarts_the_restore) {
+  // ps:0 is back and its restore is in flight (its snapshot held) when the
+  // covariance task goes away too. The recovery begins again with both;
+  // the chain in flight, once its snapshot comes, reaches nothing: one
+  // restore of the shard, one rollback, one run request more.
+  supervise();
+  auto back = restarted(ps, stand_in_shard);
+  back.log->hold_snapshots = true;
+  kill(ps.task.role());
+  BOOST_REQUIRE_EQUAL(back.log->held_snapshots.size(), 1u);
+  BOOST_TEST(chief_l->rollbacks.empty());
+  auto cov_back = killed_and_restarted(cov, stand_in_covariance);
+  BOOST_TEST(logged("chief: covariance:0 lost too"), all_lines());
+  // The new attempt's restore asked the shard again.
+  BOOST_REQUIRE_EQUAL(back.log->held_snapshots.size(), 2u);
+  BOOST_TEST(chief_l->rollbacks.empty());
+  back.log->hold_snapshots = false;
+  self->send(back.task.role(), checkpoint_atom::value, caf::ok_atom::value);
+  sched.run();
+  require_running();
+  BOOST_TEST(back.log->restores == std::vector<int64_t>{30});
+  BOOST_TEST(chief_l->rollbacks == std::vector<int64_t>{30});
+  BOOST_TEST(chief_l->run_requests == 2);
+  BOOST_TEST(cov_back.log->restores.size() == 1u);
+  BOOST_TEST((chief_l->covariance
+             == std::vector<caf::actor_addr>{cov_back.task.role().address()}));
+  BOOST_TEST(worker.log->rebinds == std::vector<int64_t>{30});
+  end_the_run();
+  require_finished();
+  BOOST_TEST((*end)->shards_lost == 1);
+  BOOST_TEST((*end)->kfac_roles_lost == 1);
+  BOOST_TEST((*end)->rolled_back_steps == 12);
 }
 
 // --- a covariance actor --------------------------------------------------------

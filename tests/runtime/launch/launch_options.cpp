@@ -87,6 +87,18 @@ BOOST_AUTO_TEST_CASE(kill_hook_takes_a_thaw_delay_for_stop) {
   check_refused(kill_hook::parse("ps:0@20:STOP+"), "thaw delay");
   check_refused(kill_hook::parse("ps:0@20:STOP+0"), "thaw delay");
   check_refused(kill_hook::parse("ps:0@20:STOP+x"), "thaw delay");
+  // A delay after the step: the signal that many ms after it came.
+  auto later = kill_hook::parse("ps:0@25+600");
+  BOOST_REQUIRE(later);
+  BOOST_CHECK_EQUAL(later->step, 25);
+  BOOST_CHECK_EQUAL(later->delay_ms, 600);
+  BOOST_CHECK_EQUAL(later->signal, 9);
+  auto later_stop = kill_hook::parse("ps:0@25+600:STOP+2000");
+  BOOST_REQUIRE(later_stop);
+  BOOST_CHECK_EQUAL(later_stop->delay_ms, 600);
+  BOOST_CHECK_EQUAL(later_stop->thaw_after_ms, 2000);
+  check_refused(kill_hook::parse("ps:0@25+0"), "delay after the step");
+  check_refused(kill_hook::parse("ps:0@25+x:KILL"), "delay after the step");
 }
 
 BOOST_AUTO_TEST_CASE(kill_hook_refusals) {
