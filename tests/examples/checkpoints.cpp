@@ -117,6 +117,27 @@ BOOST_AUTO_TEST_CASE(a_resumed_run_goes_on_with_the_scheduled_rate) {
              != json_string(whole, "params_digest"));
 }
 
+BOOST_AUTO_TEST_CASE(a_resumed_normalised_model_ends_where_an_uninterrupted_one_does) {
+  // batch_norm's moving statistics come back with the variables, and the
+  // dropout masks follow the batcher's position (docs/models.md,
+  // "Dropout"): resumed in the middle of a cosine schedule, the run ends
+  // on the uninterrupted run's parameters.
+  temp_dir tmp;
+  auto flags = single + deterministic + " --model_file " SYNCFAC_SOURCE_DIR
+               "/examples/models/normalised_convnet.json"
+               " --optimizer momentum --learning_rate 0.05"
+               " --lr_schedule cosine --lr_warmup_steps 5"
+               " --lr_decay_steps 30";
+  auto whole = summary_of(tmp, flags + " --steps 30", "whole");
+  auto dir = tmp.file("ckpt");
+  summary_of(tmp, flags + " --steps 12 --checkpoint_dir " + dir, "first");
+  auto second = summary_of(tmp, flags + " --steps 30 --checkpoint_dir " + dir,
+                           "second");
+  check_counters(second, {{"restored_step", 12}, {"global_step", 30}});
+  BOOST_TEST(json_string(second, "params_digest")
+             == json_string(whole, "params_digest"));
+}
+
 BOOST_AUTO_TEST_CASE(checkpoints_every_k_steps_keep_the_newest) {
   temp_dir tmp;
   auto dir = tmp.file("ckpt");
