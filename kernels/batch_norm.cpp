@@ -9,36 +9,14 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "kernels/batch_norm_checks.hpp"
 #include "runtime/base/error.hpp"
 
 namespace syncfac {
 
-namespace {
-
-int64_t channels_of(const tensor& x) {
-  return x.rank() < 1 ? 0 : x.shape().back();
-}
-
-caf::error check_channels(const char* op, const tensor& x, const tensor& v,
-                          const char* what) {
-  if (v.rank() != 1 || v.size() != channels_of(x))
-    return make_error(ec::shape_mismatch,
-                      std::string{op} + ": " + what + " " + v.shape_string()
-                        + " does not fit the " + std::to_string(channels_of(x))
-                        + " channels of input " + x.shape_string());
-  return caf::none;
-}
-
-caf::error check_input(const char* op, const tensor& x) {
-  if (x.rank() < 2 || x.size() == 0)
-    return make_error(ec::shape_mismatch,
-                      std::string{op} + ": input " + x.shape_string()
-                        + " needs rank >= 2 and at least one position per "
-                          "channel");
-  return caf::none;
-}
-
-} // namespace
+using batch_norm_checks::channels_of;
+using batch_norm_checks::check_channels;
+using batch_norm_checks::check_input;
 
 caf::error backend::batch_norm_statistics(const tensor& x, tensor& mean,
                                           tensor& variance) {

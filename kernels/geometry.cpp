@@ -137,12 +137,12 @@ pool2d_geometry::make(const tensor_shape& input, int64_t k_h, int64_t k_w,
   };
   if (input.size() != 4)
     return make_error(ec::shape_mismatch,
-                      "max_pool: " + shapes() + ": input must have rank 4");
+                      "pooling: " + shapes() + ": input must have rank 4");
   if (input[0] < 0 || input[3] < 1)
     return make_error(ec::shape_mismatch,
-                      "max_pool: " + shapes()
+                      "pooling: " + shapes()
                         + ": batch must be >= 0 and channels >= 1");
-  auto g = window_geometry<pool2d_geometry>("max_pool", shapes, input, k_h,
+  auto g = window_geometry<pool2d_geometry>("pooling", shapes, input, k_h,
                                             k_w, stride_h, stride_w, pad);
   if (g)
     g->channels = input[3];

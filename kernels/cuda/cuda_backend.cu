@@ -109,40 +109,6 @@ double fp32_peak_tflops(int device) {
 
 namespace {
 
-struct pool_dims {
-  int64_t N, H, W, C, KH, KW, SH, SW, OH, OW, PT, PL;
-};
-
-pool_dims dims_of(const pool2d_geometry& g) {
-  return {g.batch,    g.in_h,    g.in_w,   g.channels, g.k_h,  g.k_w,
-          g.stride_h, g.stride_w, g.out_h, g.out_w,    g.pad_top, g.pad_left};
-}
-
-#define SYNCFAC_GRID_STRIDE(i, n)                                            \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x)             \
-                   + threadIdx.x;                                            \
-       i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-
-__device__ inline float act_forward(activation act, float x) {
-  switch (act) {
-    case activation::identity: return x;
-    case activation::relu: return (x > 0.0f || x != x) ? x : 0.0f;
-    case activation::tanh: return tanhf(x);
-    case activation::sigmoid: return 1.0f / (1.0f + expf(-x));
-  }
-  return x;
-}
-
-__device__ inline float act_grad(activation act, float y, float dy) {
-  switch (act) {
-    case activation::identity: return dy;
-    case activation::relu: return y > 0.0f ? dy : 0.0f;
-    case activation::tanh: return dy * (1.0f - y * y);
-    case activation::sigmoid: return dy * y * (1.0f - y);
-  }
-  return dy;
-}
-
 __global__ void k_fill(float* x, int64_t n, float value) {
   SYNCFAC_GRID_STRIDE(i, n) x[i] = value;
 }

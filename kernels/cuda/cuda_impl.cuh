@@ -48,6 +48,42 @@ struct conv_dims {
 
 conv_dims conv_dims_of(const conv2d_geometry& g);
 
+/// Geometry of a pooling as plain integers for the kernels.
+struct pool_dims {
+  int64_t N, H, W, C, KH, KW, SH, SW, OH, OW, PT, PL;
+};
+
+inline pool_dims dims_of(const pool2d_geometry& g) {
+  return {g.batch,    g.in_h,    g.in_w,   g.channels, g.k_h,  g.k_w,
+          g.stride_h, g.stride_w, g.out_h, g.out_w,    g.pad_top, g.pad_left};
+}
+
+#define SYNCFAC_GRID_STRIDE(i, n)                                            \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x)             \
+                   + threadIdx.x;                                            \
+       i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+__device__ inline float act_forward(activation act, float x) {
+  switch (act) {
+    case activation::identity: return x;
+    case activation::relu: return (x > 0.0f || x != x) ? x : 0.0f;
+    case activation::tanh: return tanhf(x);
+    case activation::sigmoid: return 1.0f / (1.0f + expf(-x));
+  }
+  return x;
+}
+
+__device__ inline float act_grad(activation act, float y, float dy) {
+  switch (act) {
+    case activation::identity: return dy;
+    case activation::relu: return y > 0.0f ? dy : 0.0f;
+    case activation::tanh: return dy * (1.0f - y * y);
+    case activation::sigmoid: return dy * y * (1.0f - y);
+  }
+  return dy;
+}
+
+
 /// Queues the im2col of `count` output rows into col [count, ld]: row r is
 /// the patch of flat output row rows[first + r] (first + r when rows is
 /// null), flat row = n * T + t; patches are ordered (kh, kw, c), padding
@@ -286,6 +322,25 @@ public:
   caf::expected<int64_t> count_correct(const tensor& logits,
                                        const label_vector& labels) override;
   caf::error make_resident(tensor& x) override;
+  // Average pooling, batch normalisation and dropout's product
+  // (kernels/cuda/normalisation.cu), the same values as the host defaults
+  // up to float rounding: reductions run per channel in double.
+  caf::error avg_pool_forward(const pool2d_geometry& g, const tensor& x,
+                              tensor& y) override;
+  caf::error avg_pool_backward(const pool2d_geometry& g, const tensor& dy,
+                               tensor& dx) override;
+  caf::error batch_norm_statistics(const tensor& x, tensor& mean,
+                                   tensor& variance) override;
+  caf::error batch_norm_forward(const tensor& x, const tensor& gamma,
+                                const tensor& beta, const tensor& mean,
+                                const tensor& inv_std, activation act,
+                                tensor& y) override;
+  caf::error batch_norm_backward(const tensor& x, const tensor& gamma,
+                                 const tensor& mean, const tensor& inv_std,
+                                 const tensor& y, const tensor& dy,
+                                 activation act, tensor& ds, tensor& dgamma,
+                                 tensor& dbeta, tensor* dx) override;
+  caf::error multiply(const tensor& x, const tensor& m, tensor& y) override;
   caf::error reshape_copy(const tensor& x, const tensor_shape& shape,
                           tensor& y) override;
 

@@ -366,6 +366,85 @@ BOOST_AUTO_TEST_CASE(max_pool_matches_cpu) {
   BOOST_CHECK_EQUAL(dx.size(), 1);
 }
 
+// Average pooling, batch normalisation and dropout's product: the CUDA
+// kernels against the host defaults (kernels/average_pool.cpp,
+// kernels/batch_norm.cpp).
+BOOST_AUTO_TEST_CASE(avg_pool_matches_cpu) {
+  for (auto [k, s, pad] : {std::tuple{3, 2, padding::same},
+                           std::tuple{2, 2, padding::valid},
+                           std::tuple{3, 1, padding::same},
+                           std::tuple{2, 3, padding::same}}) {
+    BOOST_TEST_CONTEXT("pool " << k << "/" << s << " " << to_string(pad)) {
+      auto g = pool_geom({3, 13, 12, 5}, k, s, pad);
+      auto x = random_tensor(g.input_shape(), rng);
+      tensor y_gpu, y_cpu;
+      SYNCFAC_REQUIRE_OK(gpu->avg_pool_forward(g, x, y_gpu));
+      SYNCFAC_REQUIRE_OK(cpu->avg_pool_forward(g, x, y_cpu));
+      check_close(y_gpu, y_cpu, 1e-6, 1e-6, "avg_pool y");
+      auto dy = random_tensor(g.output_shape(), rng);
+      tensor dx_gpu, dx_cpu;
+      SYNCFAC_REQUIRE_OK(gpu->avg_pool_backward(g, dy, dx_gpu));
+      SYNCFAC_REQUIRE_OK(cpu->avg_pool_backward(g, dy, dx_cpu));
+      check_close(dx_gpu, dx_cpu, 1e-6, 1e-6, "avg_pool dx");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(batch_norm_matches_cpu) {
+  for (auto act : {activation::identity, activation::relu}) {
+    BOOST_TEST_CONTEXT(to_string(act)) {
+      auto x = random_tensor({6, 7, 5, 4}, rng, -2.0f, 3.0f);
+      tensor mean_gpu, var_gpu, mean_cpu, var_cpu;
+      SYNCFAC_REQUIRE_OK(gpu->batch_norm_statistics(x, mean_gpu, var_gpu));
+      SYNCFAC_REQUIRE_OK(cpu->batch_norm_statistics(x, mean_cpu, var_cpu));
+      check_close(mean_gpu, mean_cpu, 1e-6, 1e-6, "mean");
+      check_close(var_gpu, var_cpu, 1e-6, 1e-6, "variance");
+      auto gamma = random_tensor({4}, rng, 0.5f, 2.0f);
+      auto beta = random_tensor({4}, rng);
+      tensor inv_std({4});
+      for (int64_t c = 0; c < 4; ++c)
+        inv_std[c] = 1.0f / std::sqrt(var_cpu[c] + 1e-3f);
+      tensor y_gpu, y_cpu;
+      SYNCFAC_REQUIRE_OK(gpu->batch_norm_forward(x, gamma, beta, mean_cpu,
+                                                 inv_std, act, y_gpu));
+      SYNCFAC_REQUIRE_OK(cpu->batch_norm_forward(x, gamma, beta, mean_cpu,
+                                                 inv_std, act, y_cpu));
+      check_close(y_gpu, y_cpu, 1e-5, 1e-5, "y");
+      auto dy = random_tensor(x.shape(), rng);
+      tensor ds_gpu, dg_gpu, db_gpu, dx_gpu, ds_cpu, dg_cpu, db_cpu, dx_cpu;
+      SYNCFAC_REQUIRE_OK(gpu->batch_norm_backward(x, gamma, mean_cpu, inv_std,
+                                                  y_cpu, dy, act, ds_gpu,
+                                                  dg_gpu, db_gpu, &dx_gpu));
+      SYNCFAC_REQUIRE_OK(cpu->batch_norm_backward(x, gamma, mean_cpu, inv_std,
+                                                  y_cpu, dy, act, ds_cpu,
+                                                  dg_cpu, db_cpu, &dx_cpu));
+      check_close(ds_gpu, ds_cpu, 1e-6, 1e-6, "ds");
+      check_close(dg_gpu, dg_cpu, 1e-4, 1e-5, "dgamma");
+      check_close(db_gpu, db_cpu, 1e-4, 1e-5, "dbeta");
+      check_close(dx_gpu, dx_cpu, 1e-4, 1e-4, "dx");
+    }
+  }
+  // Shapes that do not fit are refused as on the CPU.
+  tensor x({4, 3});
+  tensor bad({2});
+  tensor y;
+  auto e_gpu = gpu->batch_norm_forward(x, bad, bad, bad, bad,
+                                       activation::identity, y);
+  auto e_cpu = cpu->batch_norm_forward(x, bad, bad, bad, bad,
+                                       activation::identity, y);
+  check_error(e_gpu, ec::shape_mismatch, {"gamma [2]", "3 channels"});
+  BOOST_CHECK_EQUAL(render(e_gpu), render(e_cpu));
+}
+
+BOOST_AUTO_TEST_CASE(multiply_matches_cpu) {
+  auto x = random_tensor({5, 9}, rng);
+  auto m = random_tensor({5, 9}, rng);
+  tensor y_gpu, y_cpu;
+  SYNCFAC_REQUIRE_OK(gpu->multiply(x, m, y_gpu));
+  SYNCFAC_REQUIRE_OK(cpu->multiply(x, m, y_cpu));
+  BOOST_CHECK(y_gpu == y_cpu);
+}
+
 // The conv before a max-pool: the pool's backward through the conv's
 // activation, and the conv's backward from that ds (the base class's
 // compositions on the GPU, docs/cuda.md).
