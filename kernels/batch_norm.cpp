@@ -106,35 +106,50 @@ caf::error backend::batch_norm_backward(const tensor& x, const tensor& gamma,
     return err;
   const auto c = channels_of(x);
   const auto m = x.size() / c;
+  // Per channel values in plain arrays: a tensor's operator[] checks where
+  // its current values are on every call.
+  const float* mu = mean.data();
+  const float* is = inv_std.data();
   const float* in = x.data();
   const float* d = ds.data();
   std::vector<double> sum_ds(static_cast<size_t>(c), 0.0);
   std::vector<double> sum_ds_xhat(static_cast<size_t>(c), 0.0);
-  for (int64_t r = 0; r < m; ++r)
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = in + r * c;
+    const float* dr = d + r * c;
     for (int64_t k = 0; k < c; ++k) {
-      auto i = r * c + k;
-      auto xhat = (in[i] - mean[k]) * inv_std[k];
-      sum_ds[static_cast<size_t>(k)] += d[i];
-      sum_ds_xhat[static_cast<size_t>(k)] += static_cast<double>(d[i]) * xhat;
+      auto xhat = (xr[k] - mu[k]) * is[k];
+      sum_ds[static_cast<size_t>(k)] += dr[k];
+      sum_ds_xhat[static_cast<size_t>(k)] += static_cast<double>(dr[k]) * xhat;
     }
+  }
   dgamma.resize({c});
   dbeta.resize({c});
+  float* dg = dgamma.data();
+  float* db = dbeta.data();
   for (int64_t k = 0; k < c; ++k) {
-    dgamma[k] = static_cast<float>(sum_ds_xhat[static_cast<size_t>(k)]);
-    dbeta[k] = static_cast<float>(sum_ds[static_cast<size_t>(k)]);
+    dg[k] = static_cast<float>(sum_ds_xhat[static_cast<size_t>(k)]);
+    db[k] = static_cast<float>(sum_ds[static_cast<size_t>(k)]);
   }
   if (dx == nullptr)
     return caf::none;
   dx->resize(x.shape());
   float* out = dx->data();
   const auto count = static_cast<float>(m);
-  for (int64_t r = 0; r < m; ++r)
+  const float* g = gamma.data();
+  std::vector<float> scale(static_cast<size_t>(c));
+  for (int64_t k = 0; k < c; ++k)
+    scale[static_cast<size_t>(k)] = g[k] * is[k] / count;
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = in + r * c;
+    const float* dr = d + r * c;
+    float* o = out + r * c;
     for (int64_t k = 0; k < c; ++k) {
-      auto i = r * c + k;
-      auto xhat = (in[i] - mean[k]) * inv_std[k];
-      out[i] = gamma[k] * inv_std[k] / count
-               * (count * d[i] - dbeta[k] - xhat * dgamma[k]);
+      auto xhat = (xr[k] - mu[k]) * is[k];
+      o[k] = scale[static_cast<size_t>(k)]
+             * (count * dr[k] - db[k] - xhat * dg[k]);
     }
+  }
   return caf::none;
 }
 
