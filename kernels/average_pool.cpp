@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kernels/backend.hpp"
+#include "kernels/shape_checks.hpp"
 #include "runtime/base/error.hpp"
 
 namespace syncfac {
@@ -34,11 +35,9 @@ clipped_window window_at(const pool2d_geometry& g, int64_t oy, int64_t ox) {
 
 caf::error backend::avg_pool_forward(const pool2d_geometry& g,
                                      const tensor& x, tensor& y) {
-  if (x.shape() != g.input_shape())
-    return make_error(ec::shape_mismatch,
-                      "avg_pool_forward: input " + x.shape_string()
-                        + " does not fit geometry input "
-                        + to_string(g.input_shape()));
+  if (auto err = shape_checks::check_pool_operand(
+        "avg_pool_forward", "input", x, g.input_shape(), "input"))
+    return err;
   y.resize(g.output_shape());
   const auto c = g.channels;
   const float* in = x.data();
@@ -66,11 +65,9 @@ caf::error backend::avg_pool_forward(const pool2d_geometry& g,
 
 caf::error backend::avg_pool_backward(const pool2d_geometry& g,
                                       const tensor& dy, tensor& dx) {
-  if (dy.shape() != g.output_shape())
-    return make_error(ec::shape_mismatch,
-                      "avg_pool_backward: gradient " + dy.shape_string()
-                        + " does not fit geometry output "
-                        + to_string(g.output_shape()));
+  if (auto err = shape_checks::check_pool_operand(
+        "avg_pool_backward", "gradient", dy, g.output_shape(), "output"))
+    return err;
   dx.resize(g.input_shape());
   dx.fill(0.0f);
   const auto c = g.channels;

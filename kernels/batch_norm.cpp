@@ -9,19 +9,16 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
-#include "kernels/batch_norm_checks.hpp"
+#include "kernels/shape_checks.hpp"
 #include "runtime/base/error.hpp"
 
 namespace syncfac {
 
-using batch_norm_checks::channels_of;
-using batch_norm_checks::check_channels;
-using batch_norm_checks::check_input;
+using shape_checks::channels_of;
 
 caf::error backend::batch_norm_statistics(const tensor& x, tensor& mean,
                                           tensor& variance) {
-  const char* op = "batch_norm_statistics";
-  if (auto err = check_input(op, x))
+  if (auto err = shape_checks::check_input("batch_norm_statistics", x))
     return err;
   const auto c = channels_of(x);
   const auto m = x.size() / c;
@@ -54,13 +51,9 @@ caf::error backend::batch_norm_forward(const tensor& x, const tensor& gamma,
                                        const tensor& beta, const tensor& mean,
                                        const tensor& inv_std, activation act,
                                        tensor& y) {
-  const char* op = "batch_norm_forward";
-  if (auto err = check_input(op, x))
+  if (auto err = shape_checks::check_batch_norm_forward(
+        "batch_norm_forward", x, gamma, beta, mean, inv_std))
     return err;
-  for (auto [v, what] : {std::pair{&gamma, "gamma"}, {&beta, "beta"},
-                         {&mean, "mean"}, {&inv_std, "inv_std"}})
-    if (auto err = check_channels(op, x, *v, what))
-      return err;
   const auto c = channels_of(x);
   const auto m = x.size() / c;
   // Per channel y = a x + b, with a = gamma inv_std, b = beta - a mean.
@@ -90,18 +83,9 @@ caf::error backend::batch_norm_backward(const tensor& x, const tensor& gamma,
                                         const tensor& dy, activation act,
                                         tensor& ds, tensor& dgamma,
                                         tensor& dbeta, tensor* dx) {
-  const char* op = "batch_norm_backward";
-  if (auto err = check_input(op, x))
+  if (auto err = shape_checks::check_batch_norm_backward(
+        "batch_norm_backward", x, gamma, mean, inv_std, y, dy))
     return err;
-  for (auto [v, what] : {std::pair{&gamma, "gamma"}, {&mean, "mean"},
-                         {&inv_std, "inv_std"}})
-    if (auto err = check_channels(op, x, *v, what))
-      return err;
-  for (auto [v, what] : {std::pair{&y, "output"}, {&dy, "gradient"}})
-    if (v->shape() != x.shape())
-      return make_error(ec::shape_mismatch,
-                        std::string{op} + ": " + what + " " + v->shape_string()
-                          + " differs from input " + x.shape_string());
   if (auto err = activation_backward(act, y, dy, ds))
     return err;
   const auto c = channels_of(x);

@@ -6,6 +6,7 @@
 #include "runtime/base/error.hpp"
 #include "runtime/layer_prefix.hpp"
 #include "runtime/layers.hpp"
+#include "runtime/pool_window.hpp"
 
 namespace syncfac {
 
@@ -59,11 +60,7 @@ public:
 
 private:
   caf::expected<pool2d_geometry> geometry(const tensor_shape& input) const {
-    auto g = pool2d_geometry::make(input, k_, k_, stride_, stride_, pad_);
-    if (!g)
-      return make_error(ec::shape_mismatch,
-                        name() + ": " + render(g.error()));
-    return g;
+    return pool_window(name(), input, k_, k_, stride_, pad_);
   }
 
   int64_t k_;
@@ -91,11 +88,9 @@ public:
     auto shape = output_shape(x.shape());
     if (!shape)
       return shape.error();
-    const auto& s = x.shape();
-    auto g = pool2d_geometry::make(s, s[1], s[2], 1, 1, padding::valid);
+    auto g = whole_image(x.shape());
     if (!g)
-      return make_error(ec::shape_mismatch,
-                        name() + ": " + render(g.error()));
+      return g.error();
     geom_ = *g;
     if (auto err = dev.avg_pool_forward(geom_, x, pooled_))
       return err;
@@ -120,17 +115,22 @@ public:
                                                     source.output());
     if (!src)
       return src.error();
-    const auto& s = x.shape();
-    auto g = pool2d_geometry::make(s, s[1], s[2], 1, 1, padding::valid);
+    auto g = whole_image(x.shape());
     if (!g)
-      return make_error(ec::shape_mismatch,
-                        name() + ": " + render(g.error()));
+      return g.error();
     geom_ = *g;
     copy_prefix((*src)->y_, n, y_);
     return caf::none;
   }
 
 private:
+  /// One window over the whole image of x [N, H, W, C].
+  caf::expected<pool2d_geometry> whole_image(const tensor_shape& x) const {
+    if (auto shape = output_shape(x); !shape)
+      return shape.error();
+    return pool_window(name(), x, x[1], x[2], 1, padding::valid);
+  }
+
   pool2d_geometry geom_;
   tensor pooled_;
   tensor pooled_grad_;

@@ -5,6 +5,7 @@
 
 #include "runtime/base/error.hpp"
 #include "runtime/layer_prefix.hpp"
+#include "runtime/pool_window.hpp"
 
 namespace syncfac {
 
@@ -228,18 +229,16 @@ public:
 
   caf::expected<tensor_shape>
   output_shape(const tensor_shape& input) const override {
-    auto g = pool2d_geometry::make(input, k_, k_, stride_, stride_, pad_);
+    auto g = pool_window(name(), input, k_, k_, stride_, pad_);
     if (!g)
-      return make_error(ec::shape_mismatch,
-                        name() + ": " + render(g.error()));
+      return g.error();
     return g->output_shape();
   }
 
   caf::error forward(backend& dev, const tensor& x) override {
-    auto g = pool2d_geometry::make(x.shape(), k_, k_, stride_, stride_, pad_);
+    auto g = pool_window(name(), x.shape(), k_, k_, stride_, pad_);
     if (!g)
-      return make_error(ec::shape_mismatch,
-                        name() + ": " + render(g.error()));
+      return g.error();
     geom_ = *g;
     return dev.max_pool_forward(geom_, x, y_, argmax_);
   }
@@ -268,10 +267,9 @@ public:
                                              source.output());
     if (!src)
       return src.error();
-    auto g = pool2d_geometry::make(x.shape(), k_, k_, stride_, stride_, pad_);
+    auto g = pool_window(name(), x.shape(), k_, k_, stride_, pad_);
     if (!g)
-      return make_error(ec::shape_mismatch,
-                        name() + ": " + render(g.error()));
+      return g.error();
     geom_ = *g;
     copy_prefix((*src)->y_, n, y_);
     // The winners of the first n examples index into their first n inputs.

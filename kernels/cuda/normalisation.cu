@@ -4,7 +4,7 @@
 // staying there. A channel's sums run in one block, in double; the pooling
 // gradient gathers (no atomics), so every result replays bit for bit.
 
-#include "kernels/batch_norm_checks.hpp"
+#include "kernels/shape_checks.hpp"
 #include "kernels/cuda/cuda_impl.cuh"
 #include "runtime/base/error.hpp"
 
@@ -161,11 +161,9 @@ __global__ void k_multiply(const float* a, const float* b, int64_t n,
 caf::error cuda_backend::avg_pool_forward(const pool2d_geometry& g,
                                           const tensor& x, tensor& y) {
   const char* op = "avg_pool_forward";
-  if (x.shape() != g.input_shape())
-    return make_error(ec::shape_mismatch,
-                      std::string{op} + ": input " + x.shape_string()
-                        + " does not fit geometry input "
-                        + to_string(g.input_shape()));
+  if (auto err = shape_checks::check_pool_operand(op, "input", x,
+                                                  g.input_shape(), "input"))
+    return err;
   if (auto err = select(op))
     return err;
   const float* xd = nullptr;
@@ -185,11 +183,9 @@ caf::error cuda_backend::avg_pool_forward(const pool2d_geometry& g,
 caf::error cuda_backend::avg_pool_backward(const pool2d_geometry& g,
                                            const tensor& dy, tensor& dx) {
   const char* op = "avg_pool_backward";
-  if (dy.shape() != g.output_shape())
-    return make_error(ec::shape_mismatch,
-                      std::string{op} + ": gradient " + dy.shape_string()
-                        + " does not fit geometry output "
-                        + to_string(g.output_shape()));
+  if (auto err = shape_checks::check_pool_operand(op, "gradient", dy,
+                                                  g.output_shape(), "output"))
+    return err;
   if (auto err = select(op))
     return err;
   const float* dyd = nullptr;
@@ -209,7 +205,7 @@ caf::error cuda_backend::avg_pool_backward(const pool2d_geometry& g,
 
 caf::error cuda_backend::batch_norm_statistics(const tensor& x, tensor& mean,
                                                tensor& variance) {
-  using namespace batch_norm_checks;
+  using namespace shape_checks;
   const char* op = "batch_norm_statistics";
   if (auto err = check_input(op, x))
     return err;
@@ -236,14 +232,10 @@ caf::error cuda_backend::batch_norm_forward(const tensor& x,
                                             const tensor& mean,
                                             const tensor& inv_std,
                                             activation act, tensor& y) {
-  using namespace batch_norm_checks;
+  using namespace shape_checks;
   const char* op = "batch_norm_forward";
-  if (auto err = check_input(op, x))
+  if (auto err = check_batch_norm_forward(op, x, gamma, beta, mean, inv_std))
     return err;
-  for (auto [v, what] : {std::pair{&gamma, "gamma"}, {&beta, "beta"},
-                         {&mean, "mean"}, {&inv_std, "inv_std"}})
-    if (auto err = check_channels(op, x, *v, what))
-      return err;
   if (auto err = select(op))
     return err;
   const float *xd = nullptr, *gd = nullptr, *bd = nullptr, *md = nullptr,
@@ -271,20 +263,11 @@ caf::error cuda_backend::batch_norm_backward(
   const tensor& x, const tensor& gamma, const tensor& mean,
   const tensor& inv_std, const tensor& y, const tensor& dy, activation act,
   tensor& ds, tensor& dgamma, tensor& dbeta, tensor* dx) {
-  using namespace batch_norm_checks;
+  using namespace shape_checks;
   const char* op = "batch_norm_backward";
-  if (auto err = check_input(op, x))
+  if (auto err = check_batch_norm_backward(op, x, gamma, mean, inv_std, y,
+                                           dy))
     return err;
-  for (auto [v, what] : {std::pair{&gamma, "gamma"}, {&mean, "mean"},
-                         {&inv_std, "inv_std"}})
-    if (auto err = check_channels(op, x, *v, what))
-      return err;
-  for (auto [v, what] : {std::pair{&y, "output"}, {&dy, "gradient"}})
-    if (v->shape() != x.shape())
-      return make_error(ec::shape_mismatch,
-                        std::string{op} + ": " + what + " "
-                          + v->shape_string() + " differs from input "
-                          + x.shape_string());
   // ds on the device (the activation's own kernel).
   if (auto err = activation_backward(act, y, dy, ds))
     return err;
