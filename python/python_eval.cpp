@@ -84,7 +84,8 @@ forward_pass run_forward(std::shared_ptr<const model_description> desc,
   for (int64_t begin = 0; begin < set.count; begin += batch_size) {
     auto end = std::min(set.count, begin + batch_size);
     slice(set, begin, end, b);
-    out.total += checked(m->forward(*dev, b.images, b.labels));
+    // An evaluation pass: batch_norm by its moving statistics, no dropout.
+    out.total += checked(m->evaluate(*dev, b.images, b.labels));
     if (keep_predictions) {
       const auto& p = m->predictions();
       out.width = p.dim(p.rank() - 1);

@@ -232,6 +232,47 @@ def test_evaluate_and_predict_with_the_checkpoints_parameters(tmp_path):
     assert np.allclose(syncfac.predict(model, zero, xt), 1 / 3)
 
 
+def test_a_normalised_model_evaluates_by_its_moving_statistics(tmp_path):
+    # examples/models/normalised_convnet.json from the builder; after a
+    # run, evaluate and predict run evaluation passes: batch_norm by the
+    # checkpoint's moving statistics (the run's own test evaluation gives
+    # the same accuracy), dropout off (the same probabilities twice).
+    same = dict(padding="SAME")
+    built = syncfac.Sequential(
+        [syncfac.conv2d(8, 3, name="conv0", **same),
+         syncfac.batch_norm(momentum=0.9, activation="relu", name="bn0"),
+         syncfac.max_pool(2, name="pool0"),
+         syncfac.conv2d(16, 3, name="conv1", **same),
+         syncfac.batch_norm(momentum=0.9, activation="relu", name="bn1"),
+         syncfac.avg_pool(2, name="pool1"), syncfac.dropout(0.2, name="drop"),
+         syncfac.global_avg_pool(name="gap"), syncfac.dense(10, name="logits")],
+        input_shape=(28, 28, 1), name="normalised_convnet", init="he")
+    loaded = syncfac.load_model(os.path.join(
+        os.path.dirname(SEEDS_CONVNET), "normalised_convnet.json"))
+    assert built.to_json() == loaded.to_json()
+    x, y = tiny_data()
+    xt, yt = tiny_data(n=40, seed=1)
+    model = syncfac.Sequential(
+        [syncfac.conv2d(4, 3, padding="SAME"),
+         syncfac.batch_norm(momentum=0.5, activation="relu", name="bn"),
+         syncfac.dropout(0.3), syncfac.global_avg_pool(), syncfac.dense(3)],
+        input_shape=(8, 8, 1), name="normalised")
+    summary = syncfac.train(model, (x, y), test=(xt, yt), steps=8,
+                            checkpoint_dir=tmp_path, **DETERMINISTIC)
+    ckpt = syncfac.load_checkpoint(tmp_path)
+    # The moving statistics moved off their start (0 and 1).
+    assert not np.allclose(ckpt["params"]["bn/moving_mean"], 0)
+    assert not np.allclose(ckpt["params"]["bn/moving_variance"], 1)
+    result = syncfac.evaluate(model, ckpt, (xt, yt))
+    assert result["accuracy"] == summary["test_accuracy"]
+    first = syncfac.predict(model, ckpt["params"], xt)
+    assert np.array_equal(first, syncfac.predict(model, ckpt["params"], xt))
+    # Other moving statistics give other predictions.
+    moved = dict(ckpt["params"])
+    moved["bn/moving_mean"] = moved["bn/moving_mean"] + 5
+    assert not np.allclose(syncfac.predict(model, moved, xt), first)
+
+
 def test_evaluate_refuses_parameters_that_do_not_fit(tmp_path):
     x, y = tiny_data()
     model = tiny_model()
