@@ -690,6 +690,9 @@ batch batch_range(const batch& b, int64_t begin, int64_t end) {
   std::copy(b.images.data() + begin * per_example,
             b.images.data() + end * per_example, out.images.data());
   out.labels.assign(b.labels.begin() + begin, b.labels.begin() + end);
+  // A seed of its own per range: every tower's dropout masks differ.
+  out.noise_seed = b.noise_seed
+                   ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(begin + 1));
   return out;
 }
 

@@ -113,6 +113,9 @@ batch batch_prefix(const batch& b, int64_t n) {
   std::copy(b.images.data(), b.images.data() + n * per_example,
             result.images.data());
   result.labels.assign(b.labels.begin(), b.labels.begin() + n);
+  // The same seed: a dropout mask indexes the batch's elements in order,
+  // so the prefix's examples draw the masks they drew in the whole batch.
+  result.noise_seed = b.noise_seed;
   return result;
 }
 
