@@ -24,6 +24,13 @@ syncfac does not make.
 Layout: --channels_last runs the model and the batch in NHWC (PyTorch's
 channels-last memory format; syncfac computes in NHWC), the default NCHW.
 
+Model: --model resnet20 trains examples/models/resnet20.json instead (He
+et al.'s ResNet-20 for 28 x 28: a 3x3 stem, three stages of three basic
+blocks of 16, 32 and 64 channels, batch norm after every convolution, 1x1
+projections where a stage halves the image, global average pooling, dense
+10; He init, biases as syncfac's). --compile runs the model through
+torch.compile (PyTorch 2.x), its compilation inside the warm-up.
+
 Runs with any torch from 1.13 on (Debian's python3-torch and PyTorch 2.x from
 PyPI). Prints `examples_per_s N` and one `SUMMARY {json}` line, and appends
 that JSON line to --summary_json when given (bench/run_peers.sh,
@@ -91,6 +98,45 @@ def seeds_convnet(pool_pad, init):
     return model
 
 
+class BasicBlock(nn.Module):
+    """conv-bn-relu-conv-bn plus the shortcut (a 1x1 projection with its
+    own batch norm where the shape changes), then relu: resnet20.json's
+    blocks. Batch norm as syncfac's defaults there: momentum 0.99 in
+    Keras's sense is PyTorch's 0.01, epsilon 1e-3."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1)
+        self.bn1 = nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01)
+        self.proj = None
+        if stride != 1 or cin != cout:
+            self.proj = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride),
+                                      nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(y + (x if self.proj is None else self.proj(x)))
+
+
+def resnet20():
+    layers = [nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16, eps=1e-3, momentum=0.01), nn.ReLU()]
+    cin = 16
+    for cout, stride in ((16, 1), (32, 2), (64, 2)):
+        for block in range(3):
+            layers.append(BasicBlock(cin, cout, stride if block == 0 else 1))
+            cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
+    model = nn.Sequential(*layers)
+    for m in model.modules():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+            nn.init.zeros_(m.bias)
+    return model
+
+
 def make_optimizer(args, params):
     if args.optimizer == "momentum":
         return torch.optim.SGD(params, lr=args.lr, momentum=args.momentum)
@@ -138,6 +184,8 @@ def parse_args(argv):
     p.add_argument("--threads", type=positive("threads"), default=1,
                    help="PyTorch's intra-op threads (torch.set_num_threads)")
     p.add_argument("--channels_last", action="store_true", help="NHWC memory format")
+    p.add_argument("--model", choices=["convnet", "resnet20"], default="convnet")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2.x)")
     p.add_argument("--pool_pad", choices=["sym", "tf"], default="sym")
     p.add_argument("--init", choices=["seeds", "glorot"], default="seeds")
     p.add_argument("--seed", type=int, default=0, help="initialisation and shuffling")
@@ -163,8 +211,13 @@ def train(args):
     if train_x.shape[0] < args.batch:
         raise BadInput(f"--batch {args.batch} is larger than the {train_x.shape[0]} training examples")
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
-    model = seeds_convnet(args.pool_pad, args.init).to(memory_format=memory_format)
+    model = resnet20() if args.model == "resnet20" else seeds_convnet(args.pool_pad, args.init)
+    model = model.to(memory_format=memory_format)
     opt = make_optimizer(args, model.parameters())
+    if args.compile:
+        if not hasattr(torch, "compile"):
+            raise BadInput(f"--compile needs PyTorch 2.x, this is {torch.__version__}")
+        model = torch.compile(model)
     shuffle = torch.Generator().manual_seed(args.seed + 1)
     order, pos = torch.randperm(train_x.shape[0], generator=shuffle), 0
     losses, timed_s, accuracies = [], 0.0, []
@@ -193,6 +246,8 @@ def train(args):
     window = max(1, min(10, len(losses) // 2))
     return {
         "peer": "torch_convnet",
+        "model": args.model,
+        "compile": args.compile,
         "torch": torch.__version__,
         "threads": args.threads,
         "channels_last": args.channels_last,
