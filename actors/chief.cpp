@@ -159,7 +159,8 @@ void lose_task(self_ptr self, const std::string& task) {
 /// Goes on after lose_task, from `step` (every shard restored to the
 /// checkpoint of that step) with `shards`: a new incarnation of the run.
 caf::result<int64_t> roll_back(self_ptr self, int64_t step,
-                               std::vector<ps_actor> shards) {
+                               std::vector<ps_actor> shards,
+                               std::vector<resume_point> points) {
   auto& st = self->state;
   // Paused for a lost role; or rolled back already, its steps not run
   // since: a role lost while that rollback was on its way gave its
@@ -177,6 +178,7 @@ caf::result<int64_t> roll_back(self_ptr self, int64_t step,
                         + std::to_string(st.cfg.shards.size())
                         + " and ends at step "
                         + std::to_string(st.cfg.steps));
+  st.rollback_points = std::move(points);
   st.cfg.shards = std::move(shards);
   st.cfg.start_step = step;
   st.updates.roll_back(st.global_step, step);
@@ -913,14 +915,14 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
         self->state.cfg.covariance = std::move(cov);
       return run(self);
     },
-    [=](run_atom, int32_t worker) -> caf::result<resume_point> {
+    [=](rejoin_atom, int32_t worker) -> caf::result<resume_point> {
       return rejoin(self, worker);
     },
-    [=](restore_atom, int64_t step, std::vector<ps_actor>& shards)
-      -> caf::result<int64_t> {
-      return roll_back(self, step, std::move(shards));
+    [=](rollback_atom, int64_t step, std::vector<ps_actor>& shards,
+        std::vector<resume_point>& points) -> caf::result<int64_t> {
+      return roll_back(self, step, std::move(shards), std::move(points));
     },
-    [=](restore_atom, std::vector<covariance_actor>& cov,
+    [=](rewire_atom, std::vector<covariance_actor>& cov,
         std::vector<inverse_actor>& inv) {
       auto& st = self->state;
       st.cfg.covariance = std::move(cov);
@@ -930,9 +932,6 @@ chief_actor::behavior_type chief(self_ptr self, chief_config cfg) {
       self->state.supervisor
         = caf::actor_cast<caf::actor>(self->current_sender());
       lose_task(self, task);
-    },
-    [=](restore_atom, std::vector<resume_point>& points) {
-      self->state.rollback_points = std::move(points);
     },
     [=](checkpoint_atom, int64_t step) {
       auto& st = self->state;

@@ -11,7 +11,7 @@
 // without it; without, the step waits, bounded by step_timeout, for it to
 // come back). A token it was granted for the current step goes back into
 // the queue, and its waiting requests are dropped. A restarted worker asks
-// where to resume (run_atom, index) and continues from the current step
+// where to resume (rejoin_atom, index) and continues from the current step
 // and its last reported data position. A worker that fails with an error
 // of its own (bad data, divergence) still ends the run with that error.
 //
@@ -19,7 +19,7 @@
 // (actors/chief_supervisor.hpp) decides that one is lost and tells the
 // chief (lost_atom), which pauses the steps and fails its run request with
 // ec::peer_lost; the supervisor brings the role back and the chief goes on
-// from the step it names (restore_atom: a rollback after a shard's loss).
+// from the step it names (rollback_atom: a rollback after a shard's loss).
 
 #include <chrono>
 #include <cstdint>
@@ -190,9 +190,9 @@ struct chief_state {
   std::vector<worker_record> workers;
   /// Per gradient worker, its latest data positions, newest last.
   std::vector<std::deque<worker_position>> positions;
-  /// The workers' resume points in the checkpoint the next rollback goes
-  /// to (restore_atom from the supervisor): the positions a rejoin after
-  /// it hands out.
+  /// The workers' resume points in the checkpoint a rollback goes to
+  /// (rollback_atom from the supervisor): the positions a rejoin after it
+  /// hands out.
   std::vector<resume_point> rollback_points;
   /// The checkpoint whose snapshots are being taken or that waits for the
   /// workers' positions (one at a time).
@@ -205,7 +205,7 @@ struct chief_state {
   std::string last_checkpoint;
   std::vector<std::string> checkpoint_errors;
   /// The supervisor found a PS shard or K-FAC role lost (lost_atom): the
-  /// steps wait for it to bring the role back (restore_atom). Answers that
+  /// steps wait for it to bring the role back (rollback_atom). Answers that
   /// arrive meanwhile belong to the abandoned steps.
   bool paused = false;
   std::string lost_task;
