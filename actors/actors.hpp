@@ -129,7 +129,7 @@ using inverse_actor = caf::typed_actor<
   caf::replies_to<factors_atom, factor_set>::with<caf::ok_atom>,
   // Ship to these shards from now on (a PS shard came back after a loss);
   // as many as before.
-  caf::reacts_to<restore_atom, std::vector<ps_actor>>,
+  caf::reacts_to<rewire_atom, std::vector<ps_actor>>,
   caf::replies_to<status_atom>::with<inverse_status>>;
 
 /// Keeps the moving-average K-FAC factors of some layers (docs/design.md §3).
@@ -145,7 +145,7 @@ using covariance_actor = caf::typed_actor<
   caf::replies_to<restore_atom, covariance_snapshot>::with<caf::ok_atom>,
   // Hand the factors to these inverse actors from now on (an inverse task
   // came back after a loss); as many as before.
-  caf::reacts_to<restore_atom, std::vector<inverse_actor>>,
+  caf::reacts_to<rewire_atom, std::vector<inverse_actor>>,
   caf::replies_to<status_atom>::with<covariance_status>>;
 
 /// Owns global_step and the token queue; runs the sync loop.
@@ -153,7 +153,9 @@ using chief_actor = caf::typed_actor<
   // A worker finished a step and takes a token; the answer comes when a
   // token is available (or training is over).
   caf::replies_to<token_atom, worker_report>::with<token_grant>,
-  // Start the sync loop; the answer comes when training has finished.
+  // Run the steps to the end; the answer comes when training has finished
+  // (it fails with ec::peer_lost when a role's loss paused the steps; a
+  // paused run that was preempted ends where it stands).
   caf::replies_to<run_atom>::with<sync_summary>,
   // The same, with the covariance actors whose factors go into the
   // checkpoints (in a cluster they are known only once connected).
@@ -161,24 +163,22 @@ using chief_actor = caf::typed_actor<
     sync_summary>,
   // A worker task that (re)started while the run goes on: the global
   // step and its last reported data position to resume from.
-  caf::replies_to<run_atom, int32_t>::with<resume_point>,
-  // After a role's loss paused the steps (the run request failed with
-  // ec::peer_lost): go on from `step` (after a PS shard's loss the
-  // checkpoint every shard was restored to) with these shards. Answers the run's new incarnation; a
-  // run request starts the steps again.
-  caf::replies_to<restore_atom, int64_t, std::vector<ps_actor>>::with<
-    int64_t>,
+  caf::replies_to<rejoin_atom, int32_t>::with<resume_point>,
+  // After a role's loss paused the steps: go on from `step` (after a PS
+  // shard's loss the checkpoint every shard was restored to) with these
+  // shards; each gradient worker that rejoins instead of being rebound (its
+  // link went down with the loss) resumes at its point here (none: at its
+  // own position). Answers the run's new incarnation; a run request starts
+  // the steps again.
+  caf::replies_to<rollback_atom, int64_t, std::vector<ps_actor>,
+                  std::vector<resume_point>>::with<int64_t>,
   // The K-FAC roles of the run now (their factors go into checkpoints).
-  caf::reacts_to<restore_atom, std::vector<covariance_actor>,
+  caf::reacts_to<rewire_atom, std::vector<covariance_actor>,
                  std::vector<inverse_actor>>,
-  // From the chief's supervisor, before a rollback to a checkpoint: each
-  // gradient worker's resume point in it. A worker whose link went down
-  // with the loss misses its rebind and rejoins; it resumes there.
-  caf::reacts_to<restore_atom, std::vector<resume_point>>,
   // From the chief's supervisor (actors/chief_supervisor.hpp): this PS
   // shard or K-FAC role ("ps:1") is lost, by its down message or an
   // unanswered probe; pause the steps (the run request then fails with
-  // ec::peer_lost) until restore_atom goes on.
+  // ec::peer_lost) until a rollback goes on.
   caf::reacts_to<lost_atom, std::string>,
   // Its own timer: write the checkpoint of this step even though some
   // worker has not reported its data position yet.

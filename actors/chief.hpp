@@ -11,7 +11,7 @@
 // without it; without, the step waits, bounded by step_timeout, for it to
 // come back). A token it was granted for the current step goes back into
 // the queue, and its waiting requests are dropped. A restarted worker asks
-// where to resume (run_atom, index) and continues from the current step
+// where to resume (rejoin_atom, index) and continues from the current step
 // and its last reported data position. A worker that fails with an error
 // of its own (bad data, divergence) still ends the run with that error.
 //
@@ -19,26 +19,35 @@
 // (actors/chief_supervisor.hpp) decides that one is lost and tells the
 // chief (lost_atom), which pauses the steps and fails its run request with
 // ec::peer_lost; the supervisor brings the role back and the chief goes on
-// from the step it names (restore_atom: a rollback after a shard's loss).
+// from the step it names (rollback_atom: a rollback after a shard's loss).
+//
+// Its states are behaviours (actors/chief.cpp): ready -> running -> paused
+// -> (ready, after a rollback) ... -> finishing -> done. The files:
+//
+//   actors/chief.cpp              the states and what each does with a
+//                                 message; the configuration's checks
+//   actors/chief_steps.cpp        tokens, workers, rounds, the run's end
+//   actors/chief_faults.cpp       a lost role's pause, the rollback, a
+//                                 preemption
+//   actors/chief_checkpoints.*    the checkpoints' snapshots and writes,
+//                                 the workers' data positions
+//   actors/chief_round.hpp        the steps and rounds as lifetimes, held
+//                                 weakly by their requests' continuations
+//   actors/chief_parts.hpp        the chief's state, for those files only
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <limits>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
-#include <caf/stateful_actor.hpp>
-#include <caf/typed_event_based_actor.hpp>
-#include <caf/typed_response_promise.hpp>
 
 #include "actors/actors.hpp"
-#include "runtime/sync/update_account.hpp"
 
 namespace syncfac {
 
@@ -126,111 +135,6 @@ struct chief_config {
     return std::max<int64_t>(worker_replicas, replicas_to_aggregate);
   }
 };
-
-/// A worker's token request waiting for a token.
-struct token_request {
-  caf::typed_response_promise<token_grant> promise;
-  int32_t worker = 0;
-  caf::actor_addr sender;
-  /// When it came: its wait counts into round_report::token_wait_s.
-  std::chrono::steady_clock::time_point since
-    = std::chrono::steady_clock::now();
-};
-
-/// What the chief knows of one gradient worker task.
-struct worker_record {
-  /// The worker actor of the task now (a restart brings a new one).
-  caf::actor_addr actor;
-  /// The step of the last token it was granted (-1: none).
-  int64_t granted_step = -1;
-  int64_t losses = 0;
-  int64_t rejoins = 0;
-};
-
-/// A checkpoint on its way to the writer.
-struct pending_checkpoint {
-  int64_t step = 0;
-  checkpoint_contents contents;
-  bool snapshots_in = false;
-  bool grace_over = false;
-};
-
-struct chief_state {
-  static inline const char* name = "chief";
-
-  chief_config cfg;
-  int64_t global_step = 0;
-  std::deque<int64_t> tokens;
-  std::deque<token_request> waiting;
-  int64_t tokens_granted = 0;
-  /// chief_status::sent: grants, apply, moving-average and set_step
-  /// requests.
-  transfer_counts sent;
-  bool running = false;
-  bool finished = false;
-  caf::typed_response_promise<sync_summary> run_promise;
-  // Worker reports since the last round.
-  double window_loss = 0;
-  int64_t window_correct = 0;
-  int64_t window_count = 0;
-  int64_t window_reports = 0;
-  int64_t stale_pushes = 0;
-  int64_t examples = 0;
-  /// The shards' counts as their last applies reported them
-  /// (round_report).
-  int64_t refused_pushes = 0;
-  int64_t preconditioned_steps = 0;
-  int64_t inverse_sets = 0;
-  double token_wait_s = 0;
-  /// Worker reports refused as malformed.
-  int64_t refused_reports = 0;
-  double last_loss = 0;
-  double last_accuracy = 0;
-  /// Per gradient worker task.
-  std::vector<worker_record> workers;
-  /// Per gradient worker, its latest data positions, newest last.
-  std::vector<std::deque<worker_position>> positions;
-  /// The workers' resume points in the checkpoint the next rollback goes
-  /// to (restore_atom from the supervisor): the positions a rejoin after
-  /// it hands out.
-  std::vector<resume_point> rollback_points;
-  /// The checkpoint whose snapshots are being taken or that waits for the
-  /// workers' positions (one at a time).
-  std::optional<pending_checkpoint> checkpoint;
-  /// Checkpoints begun but not yet written or failed; the run's end waits
-  /// for them.
-  int64_t checkpoints_in_flight = 0;
-  bool summary_waits = false;
-  int64_t checkpoints_written = 0;
-  std::string last_checkpoint;
-  std::vector<std::string> checkpoint_errors;
-  /// The supervisor found a PS shard or K-FAC role lost (lost_atom): the
-  /// steps wait for it to bring the role back (restore_atom). Answers that
-  /// arrive meanwhile belong to the abandoned steps.
-  bool paused = false;
-  std::string lost_task;
-  int64_t lost_at = -1;
-  /// K-FAC: the inverse actors (their supervisor watches them).
-  std::vector<inverse_actor> inverses;
-  /// Bumped by each rollback (worker_report::incarnation).
-  int64_t incarnation = 0;
-  /// Every acknowledged update: in the parameters, or rolled back and
-  /// redone (the summary's faults.updates_*).
-  update_account updates;
-  /// The step of the newest checkpoint begun (-1: none).
-  int64_t checkpointed_step = -1;
-  /// Why the run was preempted (empty: it was not); the round of
-  /// `abandoned_step` was given up when its step did not finish in time.
-  std::string preempted;
-  int64_t abandoned_step = -1;
-  /// Who said a role was lost (the chief's supervisor): a preemption while
-  /// the steps are paused is passed to it, to end the run there instead of
-  /// waiting for the role.
-  caf::actor supervisor;
-};
-
-chief_actor::behavior_type
-chief(chief_actor::stateful_pointer<chief_state> self, chief_config cfg);
 
 /// Validates `cfg` and spawns the chief.
 caf::expected<chief_actor> spawn_chief(caf::actor_system& sys,

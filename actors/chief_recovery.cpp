@@ -137,7 +137,8 @@ void rebind_reconnected(self_ptr self) {
     st.rebound[i] = fresh;
     st.roles.workers[i] = fresh;
     auto index = static_cast<int32_t>(i);
-    self->request(st.run.chief, st.cfg.request_timeout, run_atom::value, index)
+    self->request(st.run.chief, st.cfg.request_timeout, rejoin_atom::value,
+                  index)
       .then(
         [=](resume_point& rp) {
           auto& st = self->state;
@@ -376,21 +377,20 @@ void carry_out(self_ptr self, const cmd::roll_back_chief& c) {
   auto a = attempt_of(self, c.attempt);
   auto number = c.attempt;
   for (auto& inv : st.roles.inverses)
-    self->send(inv, restore_atom::value, st.roles.shards);
+    self->send(inv, rewire_atom::value, st.roles.shards);
   for (auto& cov : st.roles.covariance)
-    self->send(cov, restore_atom::value, st.roles.inverses);
+    self->send(cov, rewire_atom::value, st.roles.inverses);
+  // With a rollback to a checkpoint: a worker whose link went down with the
+  // loss misses its rebind and rejoins instead; it resumes at its data
+  // position in the checkpoint, not at its own.
+  std::vector<resume_point> points;
   if (c.rolls_back && c.from) {
-    // Before the rollback (one mailbox, in order): a worker whose link went
-    // down with the loss misses its rebind and rejoins instead; it resumes
-    // at its data position in the checkpoint, not at its own.
     auto n = static_cast<int32_t>(st.roles.workers.size());
-    std::vector<resume_point> points;
     for (int32_t i = 0; i < n; ++i)
       points.push_back(resume_of(*c.from, i, n));
-    self->send(st.run.chief, restore_atom::value, std::move(points));
   }
-  self->request(st.run.chief, st.cfg.request_timeout, restore_atom::value,
-                c.step, st.roles.shards)
+  self->request(st.run.chief, st.cfg.request_timeout, rollback_atom::value,
+                c.step, st.roles.shards, std::move(points))
     .then(while_current<int64_t>(a,
                                  [=](int64_t incarnation) {
                                    feed(self, ev::chief_rolled_back{
@@ -406,10 +406,10 @@ void carry_out(self_ptr self, const cmd::go_on& c) {
   auto& st = self->state;
   bool new_factors = st.attempt && st.attempt->new_factors;
   st.attempt.reset();
-  self->send(st.run.chief, restore_atom::value, st.roles.covariance,
+  self->send(st.run.chief, rewire_atom::value, st.roles.covariance,
              st.roles.inverses);
   if (st.run.evaluator)
-    self->send(st.run.evaluator, restore_atom::value, st.roles.shards);
+    self->send(st.run.evaluator, rewire_atom::value, st.roles.shards);
   auto lost_text = comma_joined(c.lost);
   json_object fields;
   fields.add("step", c.step)

@@ -375,7 +375,7 @@ void start_run(self_ptr self) {
                        auto& st = self->state;
                        if (err)
                          return end_run(self, std::move(err));
-                       self->send(st.run.chief, restore_atom::value,
+                       self->send(st.run.chief, rewire_atom::value,
                                   st.roles.covariance, st.roles.inverses);
                        watch_roles(self);
                        start_workers(self);

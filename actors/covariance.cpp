@@ -403,7 +403,7 @@ covariance_actor::behavior_type covariance_role(self_ptr self,
     [=](stats_atom, const stats_update& u) -> caf::result<stats_ack> {
       return on_stats(self, u);
     },
-    [=](restore_atom, std::vector<inverse_actor>& inverses) {
+    [=](rewire_atom, std::vector<inverse_actor>& inverses) {
       auto& peers = self->state.peers;
       if (inverses.size() != peers.size())
         return;

@@ -90,7 +90,7 @@ evaluator_actor::behavior_type evaluator(self_ptr self,
   end_program_on_exception(self, "evaluator");
   self->state.cfg = std::move(cfg);
   return {
-    [=](restore_atom, std::vector<ps_actor>& shards) {
+    [=](rewire_atom, std::vector<ps_actor>& shards) {
       if (shards.size() == self->state.cfg.shards.size())
         self->state.cfg.shards = std::move(shards);
     },

@@ -30,7 +30,7 @@ using evaluator_actor = caf::typed_actor<
   caf::replies_to<eval_atom, int64_t>::with<eval_result>,
   // Pull from these shards from now on (a PS shard came back after a
   // loss); as many as before.
-  caf::reacts_to<restore_atom, std::vector<ps_actor>>>;
+  caf::reacts_to<rewire_atom, std::vector<ps_actor>>>;
 
 struct evaluator_config {
   model_spec model;

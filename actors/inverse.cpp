@@ -228,7 +228,7 @@ inverse_actor::behavior_type inverse_role(self_ptr self, inverse_config cfg) {
     [=](factors_atom, factor_set& set) -> caf::result<caf::ok_atom> {
       return on_factors(self, std::move(set));
     },
-    [=](restore_atom, std::vector<ps_actor>& shards) {
+    [=](rewire_atom, std::vector<ps_actor>& shards) {
       if (shards.size() == self->state.cfg.shards.size())
         self->state.cfg.shards = std::move(shards);
     },

@@ -242,7 +242,7 @@ void rebind(self_ptr self, int64_t tries) {
     return;
   }
   auto c = *chief;
-  self->request(c, st.cfg.request_timeout, run_atom::value,
+  self->request(c, st.cfg.request_timeout, rejoin_atom::value,
                 st.cfg.gradient_worker)
     .then(
       [=](resume_point& rp) {
@@ -350,7 +350,7 @@ void rejoin_if_running(self_ptr self) {
   }
   if (st.cfg.gradient_worker < 0)
     return;
-  self->request(*chief, st.cfg.request_timeout, run_atom::value,
+  self->request(*chief, st.cfg.request_timeout, rejoin_atom::value,
                 st.cfg.gradient_worker)
     .then(
       [=](resume_point& rp) {

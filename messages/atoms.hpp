@@ -67,6 +67,16 @@ using inverse_atom = caf::atom_constant<caf::atom("inverse")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 /// Checkpoints: restore a role's state from a snapshot.
 using restore_atom = caf::atom_constant<caf::atom("restore")>;
+/// After a role came back: a role's peers from now on (an inverse actor's
+/// shards, a covariance actor's inverse actors, the chief's K-FAC roles,
+/// the evaluator's shards).
+using rewire_atom = caf::atom_constant<caf::atom("rewire")>;
+/// Chief's supervisor to chief, after a lost role paused the steps: go on
+/// from a step (a new incarnation of the run).
+using rollback_atom = caf::atom_constant<caf::atom("rollback")>;
+/// A gradient worker task that (re)started asks the chief where it
+/// resumes.
+using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;
 /// The chief's own timer: ask the K-FAC roles whether they still answer.
 using probe_atom = caf::atom_constant<caf::atom("probe")>;
 

@@ -21,7 +21,11 @@ namespace syncfac {
 /// (messages/row_pull.hpp); the shards' norm_atom and the scaled apply
 /// of --clip_norm.
 /// 5: a batch carries its dropout noise seed.
-constexpr uint32_t cluster_protocol = 5;
+/// 6: one atom, one meaning: a worker's node asks the chief where it
+/// rejoins with rejoin_atom, the chief's supervisor rolls the chief back
+/// with rollback_atom (the workers' resume points with it) and tells roles
+/// their peers with rewire_atom (restore_atom restores snapshots only).
+constexpr uint32_t cluster_protocol = 6;
 
 /// What a connecting node says about itself.
 struct node_hello {

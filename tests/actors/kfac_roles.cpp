@@ -152,7 +152,7 @@ mock_inverse(mock_inverse_actor::stateful_pointer<mock_state> self,
       return self->state.held.back();
     },
     [=](status_atom) -> inverse_status { return {}; },
-    [](restore_atom, std::vector<ps_actor>&) {
+    [](rewire_atom, std::vector<ps_actor>&) {
       // Shards do not matter here: nothing is shipped.
     },
     [=](caf::get_atom) -> int64_t {

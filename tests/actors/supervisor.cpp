@@ -61,7 +61,7 @@ struct chief_script {
 caf::behavior stand_in_chief(caf::event_based_actor*,
                              std::shared_ptr<chief_script> s) {
   return {
-    [=](run_atom, int32_t) -> caf::result<resume_point> {
+    [=](rejoin_atom, int32_t) -> caf::result<resume_point> {
       ++s->asked;
       if (s->paused_answers > 0) {
         --s->paused_answers;

@@ -53,7 +53,7 @@ struct chief_log {
   /// Rollbacks: the step and the shards handed over.
   std::vector<int64_t> rollbacks;
   std::vector<caf::actor_addr> rollback_shard;
-  /// The workers' resume points handed over before a rollback (the
+  /// The workers' resume points handed over with a rollback (the
   /// checkpoint's, for a worker that rejoins instead of being rebound).
   std::vector<resume_point> rollback_points;
   int64_t incarnation = 0;
@@ -85,26 +85,25 @@ caf::behavior stand_in_chief(caf::event_based_actor* self,
       cs.global_step = log->step;
       return cs;
     },
-    [=](restore_atom, int64_t step, const std::vector<ps_actor>& ps) {
+    [=](rollback_atom, int64_t step, const std::vector<ps_actor>& ps,
+        const std::vector<resume_point>& points) {
       log->rollbacks.push_back(step);
+      log->rollback_points = points;
       log->rollback_shard.clear();
       for (const auto& s : ps)
         log->rollback_shard.push_back(s.address());
       log->step = step;
       return ++log->incarnation;
     },
-    [=](restore_atom, const std::vector<resume_point>& points) {
-      log->rollback_points = points;
-    },
     // A worker asks where it rejoins.
-    [=](run_atom, int32_t worker) {
+    [=](rejoin_atom, int32_t worker) {
       log->rejoins.push_back(worker);
       resume_point rp;
       rp.global_step = log->step;
       rp.incarnation = log->incarnation;
       return rp;
     },
-    [=](restore_atom, const std::vector<covariance_actor>& cov,
+    [=](rewire_atom, const std::vector<covariance_actor>& cov,
         const std::vector<inverse_actor>& inv) {
       log->covariance.clear();
       log->inverses.clear();
@@ -200,7 +199,7 @@ caf::behavior stand_in_covariance(caf::event_based_actor* self,
       log->restores.push_back(snap.last_folded);
       return caf::ok_atom::value;
     },
-    [=](restore_atom, const std::vector<inverse_actor>& inv) {
+    [=](rewire_atom, const std::vector<inverse_actor>& inv) {
       log->handed.push_back(addresses(inv));
     },
     [=](status_atom) { return status_of<covariance_status>(self, log); },
@@ -211,7 +210,7 @@ caf::behavior stand_in_covariance(caf::event_based_actor* self,
 caf::behavior stand_in_inverse(caf::event_based_actor* self,
                                std::shared_ptr<role_log> log) {
   return {
-    [=](restore_atom, const std::vector<ps_actor>& ps) {
+    [=](rewire_atom, const std::vector<ps_actor>& ps) {
       log->handed.push_back(addresses(ps));
     },
     [=](status_atom) { return status_of<inverse_status>(self, log); },

@@ -195,7 +195,7 @@ recorder_actor::behavior_type recorder(std::shared_ptr<factor_log> log) {
       return caf::ok_atom::value;
     },
     [=](status_atom) { return inverse_status{}; },
-    [](restore_atom, std::vector<ps_actor>&) {
+    [](rewire_atom, std::vector<ps_actor>&) {
       // Shards do not matter here: nothing is shipped.
     },
     [=](caf::get_atom) {
