@@ -59,26 +59,6 @@ double hidden_weight(int64_t id, uint64_t seed) {
   return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
 }
 
-npy_array ids_array(const std::vector<int32_t>& values, int64_t rows,
-                    int64_t cols) {
-  npy_array x;
-  x.kind = npy_kind::signed_int;
-  x.item_size = 4;
-  x.descr = "<i4";
-  x.shape = {rows, cols};
-  x.data.resize(values.size() * 4);
-  std::memcpy(x.data.data(), values.data(), x.data.size());
-  return x;
-}
-
-npy_array labels_array(const std::vector<uint8_t>& values) {
-  npy_array y;
-  y.descr = "|u1";
-  y.shape = {static_cast<int64_t>(values.size())};
-  y.data = values;
-  return y;
-}
-
 int fail(const std::string& what) {
   std::cerr << "bench_embedding_data: " << what << "\n";
   return EXIT_FAILURE;
@@ -176,10 +156,10 @@ int main(int argc, char** argv) {
   make(o.train, x_train, y_train);
   make(o.test, x_test, y_test);
   std::map<std::string, npy_array> arrays;
-  arrays["x_train"] = ids_array(x_train, o.train, o.ids);
-  arrays["y_train"] = labels_array(y_train);
-  arrays["x_test"] = ids_array(x_test, o.test, o.ids);
-  arrays["y_test"] = labels_array(y_test);
+  arrays["x_train"] = npy_of(x_train, {o.train, o.ids});
+  arrays["y_train"] = npy_of(y_train, {o.train});
+  arrays["x_test"] = npy_of(x_test, {o.test, o.ids});
+  arrays["y_test"] = npy_of(y_test, {o.test});
   auto bytes = write_npz(arrays);
   std::ofstream out{o.out, std::ios::binary};
   out.write(reinterpret_cast<const char*>(bytes.data()),

@@ -137,16 +137,10 @@ int fail(const std::string& what) {
   return EXIT_FAILURE;
 }
 
-npy_array int32_array(const std::vector<int32_t>& values, int64_t rows,
-                      int64_t cols) {
-  npy_array x;
-  x.kind = npy_kind::signed_int;
-  x.item_size = 4;
-  x.descr = "<i4";
-  x.shape = {rows, cols};
-  x.data.resize(values.size() * 4);
-  std::memcpy(x.data.data(), values.data(), x.data.size());
-  return x;
+/// A vector's length as an array dimension.
+template <class T>
+int64_t n(const std::vector<T>& values) {
+  return static_cast<int64_t>(values.size());
 }
 
 /// The bags of `rows` ([n, bag], -1 padding) without their padding, as
@@ -165,17 +159,6 @@ void to_offsets(const std::vector<int32_t>& rows, int64_t bag,
   }
 }
 
-npy_array int64_array(const std::vector<int64_t>& values) {
-  npy_array x;
-  x.kind = npy_kind::signed_int;
-  x.item_size = 8;
-  x.descr = "<i8";
-  x.shape = {static_cast<int64_t>(values.size())};
-  x.data.resize(values.size() * 8);
-  std::memcpy(x.data.data(), values.data(), x.data.size());
-  return x;
-}
-
 /// The longest bag among `rows` ([n, bag], -1 padding).
 int64_t longest_bag(const std::vector<int32_t>& rows, int64_t bag) {
   int64_t longest = 0;
@@ -186,14 +169,6 @@ int64_t longest_bag(const std::vector<int32_t>& rows, int64_t bag) {
                                + bag,
                              [](int32_t v) { return v >= 0; }));
   return longest;
-}
-
-npy_array uint8_array(const std::vector<uint8_t>& values) {
-  npy_array y;
-  y.descr = "|u1";
-  y.shape = {static_cast<int64_t>(values.size())};
-  y.data = values;
-  return y;
 }
 
 } // namespace
@@ -266,14 +241,14 @@ int main(int argc, char** argv) {
     }
   auto n_train = static_cast<int64_t>(y_train.size());
   auto n_test = static_cast<int64_t>(y_test.size());
-  std::map<std::string, npy_array> arrays{{"y_train", uint8_array(y_train)},
-                                          {"y_test", uint8_array(y_test)}};
+  std::map<std::string, npy_array> arrays{{"y_train", npy_of(y_train, {n(y_train)})},
+                                          {"y_test", npy_of(y_test, {n(y_test)})}};
   // The model's input: the bag's length, or in the offsets layout the
   // longest bag of the file (what the reader pads every bag to).
   auto input_width = opts.bag;
   if (opts.layout == "rows") {
-    arrays.emplace("x_train", int32_array(x_train, n_train, opts.bag));
-    arrays.emplace("x_test", int32_array(x_test, n_test, opts.bag));
+    arrays.emplace("x_train", npy_of(x_train, {n_train, opts.bag}));
+    arrays.emplace("x_test", npy_of(x_test, {n_test, opts.bag}));
   } else {
     for (auto [name, rows] : {std::pair{"x_train", &x_train},
                               std::pair{"x_test", &x_test}}) {
@@ -281,11 +256,9 @@ int main(int argc, char** argv) {
       std::vector<int64_t> offsets;
       to_offsets(*rows, opts.bag, indices, offsets);
       arrays.emplace(std::string{name} + "_indices",
-                     int32_array(indices, static_cast<int64_t>(indices.size()),
-                                 1));
-      arrays[std::string{name} + "_indices"].shape
-        = {static_cast<int64_t>(indices.size())};
-      arrays.emplace(std::string{name} + "_offsets", int64_array(offsets));
+                     npy_of(indices, {n(indices)}));
+      arrays.emplace(std::string{name} + "_offsets",
+                     npy_of(offsets, {n(offsets)}));
     }
     input_width = std::max(longest_bag(x_train, opts.bag),
                            longest_bag(x_test, opts.bag));

@@ -10,6 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -72,5 +74,26 @@ caf::expected<npy_array> parse_npy(const uint8_t* bytes, size_t size,
 
 /// The .npy file of `x` (version 1.0), as numpy.save writes it.
 std::vector<uint8_t> write_npy(const npy_array& x);
+
+/// An array of `values` (int32_t, int64_t, uint8_t or float) with `shape`
+/// (its element count values.size()): what a data generator writes.
+template <class T>
+npy_array npy_of(const std::vector<T>& values, std::vector<int64_t> shape) {
+  static_assert(std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>
+                || std::is_same_v<T, uint8_t> || std::is_same_v<T, float>);
+  npy_array x;
+  x.kind = std::is_same_v<T, float>     ? npy_kind::floating
+           : std::is_same_v<T, uint8_t> ? npy_kind::unsigned_int
+                                        : npy_kind::signed_int;
+  x.item_size = sizeof(T);
+  x.descr = std::is_same_v<T, float>     ? "<f4"
+            : std::is_same_v<T, uint8_t> ? "|u1"
+            : sizeof(T) == 4             ? "<i4"
+                                         : "<i8";
+  x.shape = std::move(shape);
+  x.data.resize(values.size() * sizeof(T));
+  std::memcpy(x.data.data(), values.data(), x.data.size());
+  return x;
+}
 
 } // namespace syncfac
