@@ -509,17 +509,20 @@ BOOST_AUTO_TEST_CASE(a_worker_frozen_beyond_the_dead_peer_timeout_rejoins) {
 }
 
 BOOST_AUTO_TEST_CASE(a_worker_thawed_after_the_run_is_told_it_is_over) {
-  // Frozen for longer than the rest of the run takes: the chief's word
-  // that the run is over cannot reach it, so the thawed worker asks and
-  // ends as that word would have ended it (exit 0), not by the launcher's
-  // SIGTERM.
+  // Frozen for longer than the rest of the run's steps take: the chief's
+  // word that the run is over cannot reach it, so the thawed worker asks
+  // and ends as that word would have ended it (exit 0), not by the
+  // launcher's SIGTERM. The thaw must come while the chief still lives:
+  // after its last step it waits up to 3 s for the frozen worker's
+  // counters and the rest of its end (about 6 s in all, longer on a busy
+  // machine), where the 40 steps after the freeze take under a second.
+  // (Once the end asked the roles three times, and a 9 s freeze fitted;
+  // one ask made that a race the chief lost.)
   temp_dir tmp;
   auto run = launch(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}},
-                    "--kill worker:1@20:STOP+9000",
+                    "--kill worker:1@20:STOP+5000",
                     fake + " --steps 60 --replicas_to_aggregate 2"
                            " --connection_timeout_ms 2000"
-                           // The chief outlives the thaw: its word to the
-                           // frozen node waits this long for an answer.
                            " --request_timeout_ms 20000");
   check_said(run.output, {"worker:1: the chief ended the run: the run "
                           "ended at global step 60 while this node was "
