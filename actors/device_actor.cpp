@@ -12,7 +12,6 @@
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "messages/row_pull.hpp"
 #include "runtime/elapsed.hpp"
-#include "runtime/gradient_clip.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/kfac/kfac_update.hpp"
@@ -264,12 +263,8 @@ caf::result<step_result> kfac_step(self_ptr self, const batch& b,
   // The layers' products side by side on the device's threads (each
   // product runs on one thread: kfac_inverse.hpp).
   st.local_optimizer->set_global_step(step);
-  double squares = 0;
-  if (cfg.clip_norm > 0)
-    for (size_t i = 0; i < grads.size(); ++i)
-      if (!st.local_optimizer->is_moving_statistic(i))
-        squares += sum_of_squares(grads[i]);
-  st.local_optimizer->set_gradient_scale(clip_factor(squares, cfg.clip_norm));
+  st.local_optimizer->clip_to_global_norm(
+    grads.size(), [&](size_t i) -> const tensor& { return grads[i]; });
   auto info = kfac_apply(*st.local_optimizer, m.parameters(), grads,
                          st.kfac->slots(), *st.inverter, {},
                          st.dev->threads());

@@ -179,12 +179,8 @@ caf::error optimizer::apply(parameter_set& params,
   // Standalone, the updates so far are the global step, and these
   // gradients are all of the step's.
   set_global_step(slots_.step);
-  double squares = 0;
-  if (config_.clip_norm > 0)
-    for (size_t i = 0; i < grads.size(); ++i)
-      if (!statistic_[i])
-        squares += sum_of_squares(grads[i].value);
-  set_gradient_scale(clip_factor(squares, config_.clip_norm));
+  clip_to_global_norm(grads.size(),
+                      [&](size_t i) -> const tensor& { return grads[i].value; });
   begin_step();
   for (size_t i = 0; i < params.size(); ++i)
     update_span(i, params[i].value.data(), grads[i].value.data(), 0,

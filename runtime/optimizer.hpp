@@ -12,6 +12,7 @@
 #include <caf/expected.hpp>
 #include <caf/meta/type_name.hpp>
 
+#include "runtime/gradient_clip.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/optimizer_config.hpp"
 
@@ -54,6 +55,21 @@ public:
   /// it itself from the gradients it is given.
   void set_gradient_scale(float scale) noexcept {
     gradient_scale_ = scale;
+  }
+
+  /// Sets the gradient scale of the update to come from the step's whole
+  /// gradients, one per variable in order (`grad(i)` gives variable i's):
+  /// clip_factor of their global norm, moving statistics left out; 1
+  /// without --clip_norm. What apply() does for itself, for a caller that
+  /// drives the update (K-FAC on a device).
+  template <class GradientOf>
+  void clip_to_global_norm(size_t count, GradientOf&& grad) {
+    double squares = 0;
+    if (config_.clip_norm > 0)
+      for (size_t i = 0; i < count; ++i)
+        if (!is_moving_statistic(i))
+          squares += sum_of_squares(grad(i));
+    set_gradient_scale(clip_factor(squares, config_.clip_norm));
   }
 
   float gradient_scale() const noexcept {
