@@ -6,19 +6,23 @@
 #
 #  1. One process, 1 and 2 threads: convnet_mnist_single (its default
 #     runtime: chief, one worker and one PS shard as actors in one process)
-#     against PyTorch 2.x eager, NCHW and channels-last
+#     against PyTorch 2.x eager and torch.compile, NCHW and channels-last
 #     (bench/peers/torch_convnet.py); 200 timed steps after 20 warm-up. The
-#     ratio is against the faster of PyTorch's two layouts.
+#     ratio is against the fastest of PyTorch's four ways.
 #  2. A loopback cluster: syncfac's chief, 2 workers and 1 PS shard, one
 #     process each via syncfac-launch (convnet_mnist_distributed), against
 #     TensorFlow's own SyncReplicasOptimizer (tf.compat.v1; 1 ps and 2
 #     workers over gRPC, worker 0 the chief; bench/peers/tf_sync_replicas.py),
 #     R = N = 2, 1 compute thread per task; global steps/s after 20 warm-up
-#     steps.
+#     steps (bench/peers/tf_cluster.py starts its three tasks as one
+#     command).
 #
-# In each round every program runs once, syncfac first in odd rounds and
-# the peer first in even ones, so that a busy spell hits both alike. Prints
-# the load average before and after (the machine may be shared).
+# Both at every instruction-set level the CPU has (LEVELS overrides):
+# syncfac --isa L, PyTorch with ATEN_CPU_CAPABILITY=L, TensorFlow with
+# oneDNN's ONEDNN_MAX_CPU_ISA at that level. The protocol of
+# docs/benchmarks.md (bench/protocol.py): interleaved rounds, every round
+# shown, CPU time beside wall time, one JSON line per run in
+# bench/results/peers.jsonl, a 2.0x target met only by the medians.
 #
 #   bench/run_peers.sh [rounds=3]
 #
@@ -31,6 +35,7 @@
 # included; TF_INTER_OP (2) the inter-op threads of each TensorFlow task.
 # Every run is bounded (RUN_LIMIT_S, default 600 s) and a cluster whose
 # ports were taken in the meantime is started again on new ones (3 tries).
+# (The per-run summaries go to a temporary directory; the JSON lines stay.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -56,122 +61,87 @@ PEERS_VENV=${PEERS_VENV:-bench/.venv} python3 bench/peers/check_peers.py . \
   || { echo "bench: the peers' self-check failed" >&2; exit 1; }
 
 out=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$out"
-}
-trap cleanup EXIT
-
-# A TensorFlow task still there after its chief ended gets WAIT_S seconds,
-# then SIGTERM, then SIGKILL.
-stop_within() {
-  local pid=$1 wait_s=$2
-  for _ in $(seq 1 $((wait_s * 10))); do
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-    sleep 0.1
-  done
-  kill "$pid" 2>/dev/null || true
-  sleep 1
-  kill -9 "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
-
-port_taken() { grep -qiE 'address already in use|cannot publish this node|could not start grpc server|failed to bind' "$@"; }
-
-single_syncfac() {  # threads round
-  "$bin_dir/convnet_mnist_single" --steps "$single_steps" --warmup 20 \
-    --batch_size 128 --optimizer momentum --learning_rate 0.01 --threads "$1" \
-    --seed "$2" --no_final_eval --no_progress --log_every 1000 \
-    --summary "$out/single_syncfac_t$1_r$2.json" > "$out/single_syncfac_t$1_r$2.log" 2>&1 \
-    || { cat "$out/single_syncfac_t$1_r$2.log" >&2; echo "bench: convnet_mnist_single failed" >&2; exit 1; }
-}
-
-single_torch() {  # threads round layout
-  local flag=()
-  [ "$3" = nchw ] || flag=(--channels_last)
-  env OMP_NUM_THREADS="$1" timeout "$limit_s" "$py" bench/peers/torch_convnet.py \
-    --optimizer momentum --lr 0.01 --batch 128 --steps "$single_steps" --warmup 20 \
-    --threads "$1" --seed "$2" "${flag[@]}" --summary_json "$out/single_torch_$3_t$1_r$2.json" \
-    > "$out/single_torch_$3_t$1_r$2.log" 2>&1 \
-    || { cat "$out/single_torch_$3_t$1_r$2.log" >&2; echo "bench: the PyTorch peer failed" >&2; exit 1; }
-}
-
-cluster_syncfac() {  # round
-  local try log=$out/cluster_syncfac_r$1.log
-  for try in 1 2 3; do
-    mapfile -t p < <(python3 bench/peers/free_ports.py 4)
-    [ "${#p[@]}" -eq 4 ] || { echo "bench: no 4 free ports for the syncfac cluster" >&2; exit 1; }
-    printf '{"cluster": {"chief": ["127.0.0.1:%s"], "worker": ["127.0.0.1:%s", "127.0.0.1:%s"], "ps": ["127.0.0.1:%s"]}}\n' \
-      "${p[@]}" > "$out/cluster_r$1.json"
-    if "$bin_dir/syncfac-launch" --cluster "$out/cluster_r$1.json" \
-         --program "$bin_dir/convnet_mnist_distributed" --max_wall_s "$limit_s" -- \
-         --steps "$cluster_steps" --warmup 20 --batch_size 128 --threads 1 \
-         --optimizer momentum --learning_rate 0.01 --replicas_to_aggregate 2 \
-         --seed "$1" --no_final_eval --no_progress --log_every 1000 \
-         --summary "$out/cluster_syncfac_r$1.json" > "$log" 2>&1; then
-      return 0
-    fi
-    port_taken "$log" || break
-    echo "bench: a port of the syncfac cluster was taken; again on new ports" >&2
-  done
-  cat "$log" >&2; echo "bench: the syncfac loopback cluster failed" >&2; exit 1
-}
-
-cluster_tf() {  # round
-  local try rc base=$out/cluster_tf_r$1
-  for try in 1 2 3; do
-    mapfile -t p < <(python3 bench/peers/free_ports.py 3)
-    [ "${#p[@]}" -eq 3 ] || { echo "bench: no 3 free ports for the TensorFlow cluster" >&2; exit 1; }
-    local args=(bench/peers/tf_sync_replicas.py --ps_hosts "127.0.0.1:${p[0]}"
-                --worker_hosts "127.0.0.1:${p[1]},127.0.0.1:${p[2]}" --replicas_to_aggregate 2
-                --steps "$tf_steps" --warmup 20 --batch 128 --lr 0.01 --threads 1
-                --inter_op_threads "$tf_inter" --seed "$1" --max_wall_s "$limit_s")
-    pids=()
-    timeout "$((limit_s + 30))" "$py" "${args[@]}" --job ps --task 0 > "$base.ps.log" 2>&1 &
-    pids+=($!)
-    timeout "$((limit_s + 30))" "$py" "${args[@]}" --job worker --task 1 > "$base.w1.log" 2>&1 &
-    pids+=($!)
-    rc=0
-    timeout "$((limit_s + 30))" "$py" "${args[@]}" --job worker --task 0 \
-      --summary "$base.json" > "$base.w0.log" 2>&1 || rc=$?
-    stop_within "${pids[1]}" 30
-    stop_within "${pids[0]}" 0
-    pids=()
-    [ "$rc" -ne 0 ] || return 0
-    port_taken "$base".*.log || break
-    echo "bench: a port of the TensorFlow cluster was taken; again on new ports" >&2
-  done
-  for f in "$base".*.log; do echo "== $f" >&2; tail -20 "$f" >&2; done
-  echo "bench: the TensorFlow SyncReplicas cluster failed (exit $rc)" >&2; exit 1
-}
-
-field() { python3 -c 'import json,sys; print(f"{json.loads(open(sys.argv[1]).readline())[sys.argv[2]]:.1f}")' "$@"; }
-
-lscpu | grep 'Model name' | sed 's/^Model name: *//' > "$out/cpu"
-echo "$(nproc) cores" >> "$out/cpu"
-"$py" -c 'import torch; print(torch.__version__)' > "$out/torch_version"
-"$py" -c 'import os; os.environ["TF_CPP_MIN_LOG_LEVEL"]="3"; import tensorflow as tf; print(tf.__version__)' \
-  2>/dev/null > "$out/tf_version"
-{ date -u '+%F %H:%M UTC'; uptime; } > "$out/load_before"
-echo "bench: $(tail -1 "$out/load_before")" >&2
-for r in $(seq 1 "$rounds"); do
-  for t in 1 2; do
-    if [ $((r % 2)) -eq 1 ]; then
-      single_syncfac "$t" "$r"; single_torch "$t" "$r" nchw; single_torch "$t" "$r" nhwc
-    else
-      single_torch "$t" "$r" nhwc; single_torch "$t" "$r" nchw; single_syncfac "$t" "$r"
-    fi
-    echo "round $r threads $t: syncfac $(field "$out/single_syncfac_t${t}_r$r.json" examples_per_s) ex/s |" \
-         "torch eager $(field "$out/single_torch_nchw_t${t}_r$r.json" examples_per_s)," \
-         "channels-last $(field "$out/single_torch_nhwc_t${t}_r$r.json" examples_per_s)"
-  done
-  if [ $((r % 2)) -eq 1 ]; then cluster_syncfac "$r"; cluster_tf "$r"; else cluster_tf "$r"; cluster_syncfac "$r"; fi
-  echo "round $r cluster: syncfac $(field "$out/cluster_syncfac_r$r.json" examples_per_s) ex/s |" \
-       "TF SyncReplicas $(field "$out/cluster_tf_r$r.json" global_steps_per_s) global steps/s"
-done
-{ date -u '+%F %H:%M UTC'; uptime; } > "$out/load_after"
-
-mkdir -p bench/results
-rm -rf bench/results/peers && cp -r "$out" bench/results/peers   # every run's summary and log
-python3 bench/peers/report.py "$out" "$rounds" bench/results/peers.json
+trap 'rm -rf "$out"' EXIT
+python3 - "$out" "$rounds" "$bin_dir" "$py" "$single_steps" "$cluster_steps" "$tf_steps" "$tf_inter" "$limit_s" "${LEVELS:-}" <<'PY'
+import json, re, subprocess, sys
+sys.path.insert(0, "bench")
+from protocol import Bench, verdict
+out, rounds, bin_dir, py = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+single_steps, cluster_steps, tf_steps, tf_inter, limit_s = map(int, sys.argv[5:10])
+bench = Bench("peers")
+levels = sys.argv[10].split() or bench.facts["cpu_isa_levels"]
+ONEDNN = {"avx2": "AVX2", "avx512": "AVX512_CORE"}
+R, BATCH = 2, 128
+def first_line(path):
+    return json.loads(open(path).read().splitlines()[-1])
+def single_syncfac(c, r):
+    summary = f"{out}/single_syncfac_{c['threads']}_{c['isa']}_{r}.json"
+    cmd = [f"{bin_dir}/convnet_mnist_single", "--steps", str(single_steps), "--warmup", "20",
+           "--batch_size", "128", "--optimizer", "momentum", "--learning_rate", "0.01",
+           "--threads", str(c["threads"]), "--isa", c["isa"], "--seed", str(r),
+           "--no_final_eval", "--no_progress", "--log_every", "1000", "--summary", summary]
+    return cmd, {}, lambda: {"examples_per_s": first_line(summary)["examples_per_s"]}
+def single_torch(c, r, compiled, channels_last):
+    summary = f"{out}/single_torch_{c['threads']}_{c['isa']}_{r}_{compiled}_{channels_last}.json"
+    cmd = [py, "bench/peers/torch_convnet.py", "--optimizer", "momentum", "--lr", "0.01",
+           "--batch", "128", "--steps", str(single_steps), "--warmup", "20",
+           "--threads", str(c["threads"]), "--seed", str(r), "--summary_json", summary]
+    cmd += ["--compile"] * compiled + ["--channels_last"] * channels_last
+    # torch.compile's kernels cached per level: a cache shared between
+    # levels crashed it (malloc: unaligned tcache chunk).
+    env = {"OMP_NUM_THREADS": str(c["threads"]), "ATEN_CPU_CAPABILITY": c["isa"], "TORCHINDUCTOR_CACHE_DIR": f"{out}/inductor_{c['isa']}"}
+    return cmd, env, lambda: {"examples_per_s": first_line(summary)["examples_per_s"]}
+def free_ports(n):
+    return subprocess.run([sys.executable, "bench/peers/free_ports.py", str(n)],
+                          capture_output=True, text=True, check=True).stdout.split()
+def cluster_syncfac(c, r):
+    summary, cluster = f"{out}/cluster_syncfac_{c['isa']}_{r}.json", f"{out}/cluster_{c['isa']}_{r}.json"
+    p = free_ports(4)
+    json.dump({"cluster": {"chief": [f"127.0.0.1:{p[0]}"], "worker": [f"127.0.0.1:{p[1]}", f"127.0.0.1:{p[2]}"],
+                           "ps": [f"127.0.0.1:{p[3]}"]}}, open(cluster, "w"))
+    cmd = [f"{bin_dir}/syncfac-launch", "--cluster", cluster, "--program", f"{bin_dir}/convnet_mnist_distributed",
+           "--max_wall_s", str(limit_s), "--", "--steps", str(cluster_steps), "--warmup", "20",
+           "--batch_size", "128", "--threads", "1", "--isa", c["isa"], "--optimizer", "momentum",
+           "--learning_rate", "0.01", "--replicas_to_aggregate", "2", "--seed", str(r),
+           "--no_final_eval", "--no_progress", "--log_every", "1000", "--summary", summary]
+    return cmd, {}, lambda: {"global_steps_per_s": first_line(summary)["examples_per_s"] / (R * BATCH)}
+def cluster_tf(c, r):
+    summary = f"{out}/cluster_tf_{c['isa']}_{r}.json"
+    cmd = [py, "bench/peers/tf_cluster.py", "--workers", "2", "--summary", summary,
+           "--replicas_to_aggregate", "2", "--steps", str(tf_steps), "--warmup", "20", "--batch", "128",
+           "--lr", "0.01", "--threads", "1", "--inter_op_threads", str(tf_inter), "--seed", str(r),
+           "--max_wall_s", str(limit_s)]
+    env = {"ONEDNN_MAX_CPU_ISA": ONEDNN[c["isa"]], "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return cmd, env, lambda: {"global_steps_per_s": first_line(summary)["global_steps_per_s"]}
+torch_ways = [("torch eager NCHW", False, False), ("torch eager channels-last", False, True),
+              ("torch.compile NCHW", True, False), ("torch.compile channels-last", True, True)]
+single_configs = [{"threads": t, "isa": isa} for isa in levels for t in (1, 2)]
+cluster_configs = [{"cluster": "2 workers, R 2, 1 ps", "isa": isa} for isa in levels]
+entries = []
+for c in single_configs:
+    entries.append((c, "syncfac", lambda c, r: single_syncfac(c, r)))
+    entries += [(c, n, lambda c, r, a=a, b=b: single_torch(c, r, a, b)) for n, a, b in torch_ways]
+for c in cluster_configs:
+    entries += [(c, "syncfac", cluster_syncfac), (c, "TF SyncReplicasOptimizer", cluster_tf)]
+taken = re.compile(r"address already in use|cannot publish this node|failed to bind", re.I)
+for r, (c, name, make) in Bench.interleaved(rounds, entries):
+    for attempt in range(3):
+        cmd, env, figures = make(c, r)
+        try:
+            bench.run(name, c, r, cmd, figures, env=env, isa=c["isa"], timeout_s=limit_s + 60,
+                      shown=[x for x in cmd if not x.startswith(out)])
+            break
+        except RuntimeError as e:
+            if attempt == 2 or not taken.search(str(e)):
+                raise
+            print("bench: a port was taken; again on new ports", file=sys.stderr)
+f = bench.facts
+print(f"\nCPU: {f['cpu']} (levels {', '.join(f['cpu_isa_levels'])}), {f['nproc']} cores; commit {f['commit']};"
+      f" {rounds} interleaved rounds; every run in {bench.results}\n")
+rows, single = bench.table(single_configs, ["syncfac"] + [w[0] for w in torch_ways], "examples_per_s")
+print("\n".join(rows) + "\n")
+rows, cluster = bench.table(cluster_configs, ["syncfac", "TF SyncReplicasOptimizer"], "global_steps_per_s")
+print("\n".join(rows) + "\n")
+for label, x in {**single, **cluster}.items():
+    print(f"{label}: {x['ratio']:.2f}x {x['peer']} -> target 2.0x {verdict(x, 2.0)}")
+PY

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # The ResNet-20 training step against PyTorch 2.x (issue 35 item 4;
-# docs/benchmarks.md, "ResNet-20 against PyTorch"): the same model
+# docs/benchmarks.md, "ResNet-20 against PyTorch"), under the protocol of
+# docs/benchmarks.md (bench/protocol.py): the same model
 # (examples/models/resnet20.json; bench/peers/torch_convnet.py --model
 # resnet20), data (Fashion-MNIST), batch (128), optimizer (momentum SGD, lr
 # 0.05) and thread count (1 and 2), STEPS steps of which the first WARMUP
-# are left out. PyTorch runs four ways, eager and torch.compile, NCHW and
-# channels-last; the faster of them (by median) is the peer. In each round
-# every program runs once, syncfac first in odd rounds and last in even
-# ones. One JSON line per run goes to bench/results/resnet_vs_torch.jsonl
-# (commit, command, CPU model and flags' ISA level, load average before
-# and after, examples/s, user and system CPU seconds); then a table of
-# medians with min–max and the ratios.
+# are left out, at every instruction-set level the CPU has (syncfac --isa L
+# beside PyTorch with ATEN_CPU_CAPABILITY=L). PyTorch runs four ways, eager
+# and torch.compile, NCHW and channels-last; the faster of them (by median)
+# is the peer. Rounds are interleaved; one JSON line per run goes to
+# bench/results/resnet_vs_torch.jsonl; then the table of every round, the
+# medians and the ratios, and whether the 1.5x target is met.
 #
 #   bench/run_resnet_vs_torch.sh [rounds=3]
-#   env: SYNCFAC_BIN_DIR (build/bin), STEPS (60), WARMUP (10)
+#   env: SYNCFAC_BIN_DIR (build/bin), STEPS (60), WARMUP (10),
+#        LEVELS (the CPU's: "avx2 avx512" or "avx2")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/bench_lib.sh
@@ -25,80 +26,49 @@ warmup=${WARMUP:-10}
 need_built "$bin_dir/convnet_mnist_single"
 py=$(bench/peers/venv.sh torch)
 scratch_dir
-mkdir -p bench/results
-python3 - "$out" "$rounds" "$bin_dir" "$py" "$steps" "$warmup" <<'PY'
-import json, os, resource, statistics, subprocess, sys, time
+python3 - "$out" "$rounds" "$bin_dir" "$py" "$steps" "$warmup" "${LEVELS:-}" <<'PY'
+import json, sys
+sys.path.insert(0, "bench")
+from protocol import Bench, verdict
 out, rounds, bin_dir, py, steps, warmup = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-if subprocess.run(["git", "diff", "--quiet", "HEAD"]).returncode != 0:
-    commit += "-dirty"
-lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-cpu = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
-isa = "avx512" if " avx512f" in lscpu else "avx2"
-results = "bench/results/resnet_vs_torch.jsonl"
-def load():
-    return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
-def syncfac(t, r):
-    summary = f"{out}/syncfac_{t}_{r}.json"
+bench = Bench("resnet_vs_torch")
+levels = sys.argv[7].split() or bench.facts["cpu_isa_levels"]
+def syncfac(t, isa, r):
+    summary = f"{out}/syncfac_{t}_{isa}_{r}.json"
     cmd = [f"{bin_dir}/convnet_mnist_single", "--model_file", "examples/models/resnet20.json",
            "--steps", str(steps), "--warmup", str(warmup), "--batch_size", "128",
            "--optimizer", "momentum", "--learning_rate", "0.05", "--threads", str(t),
-           "--seed", str(r), "--eval_every", "0", "--no_final_eval", "--no_progress",
-           "--log_every", "1000", "--summary", summary]
-    return cmd, lambda: json.load(open(summary))["examples_per_s"]
-def torch(t, r, compiled, channels_last):
-    summary = f"{out}/torch_{t}_{r}_{compiled}_{channels_last}.json"
+           "--isa", isa, "--seed", str(r), "--eval_every", "0", "--no_final_eval",
+           "--no_progress", "--log_every", "1000", "--summary", summary]
+    return cmd, {}, lambda: {"examples_per_s": json.load(open(summary))["examples_per_s"]}
+def torch(t, isa, r, compiled, channels_last):
+    summary = f"{out}/torch_{t}_{isa}_{r}_{compiled}_{channels_last}.json"
     cmd = [py, "bench/peers/torch_convnet.py", "--model", "resnet20", "--steps", str(steps),
            "--warmup", str(warmup), "--batch", "128", "--optimizer", "momentum", "--lr", "0.05",
            "--threads", str(t), "--seed", str(r), "--summary_json", summary]
-    if compiled:
-        cmd.append("--compile")
-    if channels_last:
-        cmd.append("--channels_last")
-    return cmd, lambda: json.loads(open(summary).read().splitlines()[-1])["examples_per_s"]
-def run(name, t, r, made):
-    cmd, figure = made
-    before = load()
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=3600,
-                   env=dict(os.environ, OMP_NUM_THREADS=str(t)))
-    wall = time.monotonic() - t0
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    shown = [x for x in cmd if not x.startswith(out)]
-    rec = {"commit": commit, "program": name, "threads": t, "round": r, "command": " ".join(shown),
-           "cpu": cpu, "isa": isa, "nproc": os.cpu_count(), "load_before": before, "load_after": load(),
-           "examples_per_s": figure(), "user_s": round(r1.ru_utime - r0.ru_utime, 2),
-           "sys_s": round(r1.ru_stime - r0.ru_stime, 2), "wall_s": round(wall, 2)}
-    with open(results, "a") as f:
-        f.write(json.dumps(rec) + "\n")
-    print(json.dumps(rec), flush=True)
-    return rec
+    cmd += ["--compile"] * compiled + ["--channels_last"] * channels_last
+    # torch.compile's kernels cached per level: a cache shared between
+    # levels crashed it (malloc: unaligned tcache chunk).
+    env = {"OMP_NUM_THREADS": str(t), "ATEN_CPU_CAPABILITY": isa, "TORCHINDUCTOR_CACHE_DIR": f"{out}/inductor_{isa}"}
+    return cmd, env, lambda: {"examples_per_s": json.loads(open(summary).read().splitlines()[-1])["examples_per_s"]}
 peers = [("torch eager NCHW", False, False), ("torch eager channels-last", False, True),
          ("torch.compile NCHW", True, False), ("torch.compile channels-last", True, True)]
-recs = []
-for r in range(1, rounds + 1):
-    for t in (1, 2):
-        runs = [("syncfac", lambda: syncfac(t, r))] + [(n, (lambda c=c, l=l: torch(t, r, c, l))) for n, c, l in peers]
-        if r % 2 == 0:
-            runs.reverse()
-        for name, made in runs:
-            recs.append(run(name, t, r, made()))
-def mmm(xs):
-    xs = sorted(xs)
-    return f"{statistics.median(xs):,.0f} ({', '.join(f'{x:,.0f}' for x in xs)})"
-print(f"\nCPU: {cpu} ({isa}); {rounds} rounds of {steps} steps ({warmup} warm-up); results appended to {results}\n")
-print("| threads | program | examples/s: median (every round) | user+sys CPU s (median) |")
-print("|---|---|---|---|")
-for t in (1, 2):
-    best = None
-    for name in ["syncfac"] + [p[0] for p in peers]:
-        rs = [x for x in recs if x["threads"] == t and x["program"] == name]
-        med = statistics.median(x["examples_per_s"] for x in rs)
-        cpu_s = statistics.median(x["user_s"] + x["sys_s"] for x in rs)
-        print(f"| {t} | {name} | {mmm([x['examples_per_s'] for x in rs])} | {cpu_s:.1f} |")
-        if name != "syncfac" and (best is None or med > best[1]):
-            best = (name, med)
-    ours = statistics.median(x["examples_per_s"] for x in recs if x["threads"] == t and x["program"] == "syncfac")
-    print(f"| {t} | syncfac / {best[0]} | {ours / best[1]:.2f}x | |")
+configs = [{"threads": t, "isa": isa} for isa in levels for t in (1, 2)]
+entries = []
+for c in configs:
+    entries.append((c, "syncfac", None))
+    entries += [(c, name, (compiled, last)) for name, compiled, last in peers]
+for r, (c, name, how) in Bench.interleaved(rounds, entries):
+    t, isa = c["threads"], c["isa"]
+    cmd, env, figures = syncfac(t, isa, r) if how is None else torch(t, isa, r, *how)
+    bench.run(name, c, r, cmd, figures, env=env, isa=isa,
+              shown=[x for x in cmd if not x.startswith(out)])
+rows, ratios = bench.table(configs, ["syncfac"] + [p[0] for p in peers], "examples_per_s")
+f = bench.facts
+print(f"\nCPU: {f['cpu']} (levels {', '.join(f['cpu_isa_levels'])}), {f['nproc']} cores; commit {f['commit']};"
+      f" {rounds} interleaved rounds of {steps} steps ({warmup} warm-up); every run in {bench.results}\n")
+print("\n".join(rows))
+print()
+for label, x in ratios.items():
+    print(f"{label}: {x['ratio']:.2f}x {x['peer']} -> target 1.5x {verdict(x, 1.5)}")
 PY
