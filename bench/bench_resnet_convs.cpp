@@ -1,0 +1,154 @@
+// ResNet-20's convolutions (examples/models/resnet20.json, batch 128) pass
+// by pass, as its step runs them: batch_norm follows every conv, so the
+// forward has no activation and the backward passes start from the ds
+// batch_norm's backward writes. For each distinct geometry: forward, weight
+// gradient and (but for the stem) input gradient, the best and median
+// wall ms, the best process CPU ms (steadier on a shared machine), GFLOP/s
+// and the share of the FP32 FMA peak at the same level and thread count
+// (bench/fma_peak.hpp; both wall-timed), and GFLOP/s by CPU time; then the whole step's conv work, each geometry
+// counted as often as the model has it. docs/benchmarks.md, "ResNet-20's
+// convolutions".
+//
+//   build/bin/bench_resnet_convs [--threads 1,2] [--seconds 0.5]
+//                                [--isa auto|avx2|avx512]
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.hpp"
+#include "bench/conv_bench.hpp"
+#include "bench/fma_peak.hpp"
+#include "kernels/backend.hpp"
+#include "kernels/cpu/isa.hpp"
+
+using namespace syncfac;
+
+namespace {
+
+using bench::conv_flops;
+using bench::ok;
+
+struct resnet_conv {
+  const char* name;
+  conv2d_geometry g;
+  int count;    // how many convs of the model have this geometry
+  bool with_dx; // the stem's input gradient is never needed
+};
+
+conv2d_geometry conv(int64_t hw, int64_t in_c, int64_t out_c, int64_t k,
+                     int64_t stride) {
+  auto g = conv2d_geometry::make({128, hw, hw, in_c}, {k, k, in_c, out_c},
+                                 stride, stride, padding::same);
+  if (!g) {
+    std::fprintf(stderr, "%s\n", render(g.error()).c_str());
+    std::exit(1);
+  }
+  return *g;
+}
+
+std::vector<resnet_conv> resnet20_convs() {
+  return {
+    {"stem 28x28 1->16", conv(28, 1, 16, 3, 1), 1, false},
+    {"28x28 16->16", conv(28, 16, 16, 3, 1), 6, true},
+    {"28x28 16->32 /2", conv(28, 16, 32, 3, 2), 1, true},
+    {"1x1 16->32 /2", conv(28, 16, 32, 1, 2), 1, true},
+    {"14x14 32->32", conv(14, 32, 32, 3, 1), 5, true},
+    {"14x14 32->64 /2", conv(14, 32, 64, 3, 2), 1, true},
+    {"1x1 32->64 /2", conv(14, 32, 64, 1, 2), 1, true},
+    {"7x7 64->64", conv(7, 64, 64, 3, 1), 5, true},
+  };
+}
+
+struct totals {
+  double ms = 0;     // medians
+  double best_ms = 0;
+  double cpu_ms = 0;
+  double flops = 0;
+};
+
+void bench_conv(backend& dev, const resnet_conv& l, double seconds,
+                double peak, totals& sum) {
+  const auto& g = l.g;
+  bench::conv_operands c(g);
+  auto act = activation::identity;
+  ok(dev.conv2d_forward(g, c.x, c.w, c.b, act, c.y));
+  struct pass {
+    const char* name;
+    std::function<void()> run;
+  };
+  std::vector<pass> passes{
+    {"fwd", [&] { ok(dev.conv2d_forward(g, c.x, c.w, c.b, act, c.y)); }},
+    {"dw", [&] {
+       ok(dev.conv2d_backward_from_ds(g, c.x, c.w, c.dy, c.dw, c.db,
+                                      nullptr));
+     }},
+  };
+  if (l.with_dx)
+    passes.push_back({"dx", [&] {
+                        ok(dev.conv2d_backward_data_from_ds(g, c.x, c.w, c.dy,
+                                                            &c.dx));
+                      }});
+  double flops = conv_flops(g);
+  for (auto& p : passes) {
+    auto t = bench::measure(p.run, seconds);
+    // The share of the peak compares wall-timed figures (as the peak is);
+    // the rate by CPU time is the one a busy machine stretches less.
+    double rate = flops / (t.best_ms * 1e-3) * 1e-9;
+    double cpu_rate = flops / (t.best_cpu_ms * 1e-3) * 1e-9;
+    std::printf("  %-16s x%d %-3s isa=%-6s threads=%d  best %7.3f ms  median "
+                "%7.3f ms  cpu %7.3f ms  %6.1f GFLOP/s (%3.0f%% of FMA peak)"
+                "  %6.1f GFLOP/s by cpu\n",
+                l.name, l.count, p.name, cpu::isa_name(), dev.threads(),
+                t.best_ms, t.median_ms, t.best_cpu_ms, rate,
+                100.0 * rate / peak, cpu_rate);
+    sum.ms += l.count * t.median_ms;
+    sum.best_ms += l.count * t.best_ms;
+    sum.cpu_ms += l.count * t.best_cpu_ms;
+    sum.flops += l.count * flops;
+  }
+}
+
+void bench_level(const bench::options& opt) {
+  for (int threads : opt.threads) {
+    auto dev = make_cpu_backend(threads);
+    auto peak = bench::fma_peak_gflops(cpu::isa_name(), threads, opt.seconds);
+    std::printf("fma peak %s threads=%d  %.1f GFLOP/s\n", cpu::isa_name(),
+                threads, peak);
+    totals sum;
+    for (const auto& l : resnet20_convs())
+      bench_conv(*dev, l, opt.seconds, peak, sum);
+    double rate = sum.flops / (sum.best_ms * 1e-3) * 1e-9;
+    double cpu_rate = sum.flops / (sum.cpu_ms * 1e-3) * 1e-9;
+    std::printf("resnet20 conv work isa=%s threads=%d per step of 128: "
+                "median %.1f ms, best %.1f ms, %.1f GFLOP/s (%.0f%% of FMA "
+                "peak); best cpu %.1f ms, %.1f GFLOP/s by cpu\n\n",
+                cpu::isa_name(), threads, sum.ms, sum.best_ms, rate,
+                100.0 * rate / peak, sum.cpu_ms, cpu_rate);
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto opt = bench::parse_options(argc, argv);
+  std::printf("ResNet-20's convolutions (batch 128, identity activation: "
+              "batch_norm follows) as its step runs them; %.1fs of calls "
+              "per pass\n",
+              opt.seconds);
+  std::vector<std::string> levels{opt.isa};
+  if (opt.isa == "auto")
+    levels = cpu::supported_isas();
+  for (const auto& level : levels) {
+    if (bench::fma_width(level) == 0)
+      continue; // no FMA peak to hold it to (generic)
+    if (auto err = cpu::select_isa(level)) {
+      std::fprintf(stderr, "%s\n", render(err).c_str());
+      return 2;
+    }
+    bench_level(opt);
+  }
+  return 0;
+}
