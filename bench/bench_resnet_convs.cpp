@@ -5,7 +5,8 @@
 // gradient and (but for the stem) input gradient, the best and median
 // wall ms, the best process CPU ms (steadier on a shared machine), GFLOP/s
 // and the share of the FP32 FMA peak at the same level and thread count
-// (bench/fma_peak.hpp; both wall-timed), and GFLOP/s by CPU time; then the whole step's conv work, each geometry
+// (bench/fma_peak.hpp; both wall-timed), and GFLOP/s by CPU time with its
+// share of the one-thread peak by CPU time measured just before; then the whole step's conv work, each geometry
 // counted as often as the model has it. docs/benchmarks.md, "ResNet-20's
 // convolutions".
 //
@@ -72,6 +73,9 @@ struct totals {
 void bench_conv(backend& dev, const resnet_conv& l, double seconds,
                 double peak, totals& sum) {
   const auto& g = l.g;
+  // What this core delivers now, by CPU time, next to the passes: on a
+  // shared machine it drifts with the other work on the core.
+  double cpu_peak = bench::fma_peak_cpu_gflops(cpu::isa_name(), 0.2);
   bench::conv_operands c(g);
   auto act = activation::identity;
   ok(dev.conv2d_forward(g, c.x, c.w, c.b, act, c.y));
@@ -100,10 +104,11 @@ void bench_conv(backend& dev, const resnet_conv& l, double seconds,
     double cpu_rate = flops / (t.best_cpu_ms * 1e-3) * 1e-9;
     std::printf("  %-16s x%d %-3s isa=%-6s threads=%d  best %7.3f ms  median "
                 "%7.3f ms  cpu %7.3f ms  %6.1f GFLOP/s (%3.0f%% of FMA peak)"
-                "  %6.1f GFLOP/s by cpu\n",
+                "  %6.1f GFLOP/s by cpu (%3.0f%% of %.0f by cpu)\n",
                 l.name, l.count, p.name, cpu::isa_name(), dev.threads(),
                 t.best_ms, t.median_ms, t.best_cpu_ms, rate,
-                100.0 * rate / peak, cpu_rate);
+                100.0 * rate / peak, cpu_rate, 100.0 * cpu_rate / cpu_peak,
+                cpu_peak);
     sum.ms += l.count * t.median_ms;
     sum.best_ms += l.count * t.best_ms;
     sum.cpu_ms += l.count * t.best_cpu_ms;

@@ -8,6 +8,7 @@
 // (kernels/cpu/isa.hpp's supported_isas) must not be asked for.
 
 #include <chrono>
+#include <ctime>
 #include <immintrin.h>
 #include <string>
 #include <thread>
@@ -105,6 +106,44 @@ inline double fma_peak_gflops(const std::string& level, int threads,
     double flops = 2.0 * width * chains * static_cast<double>(iterations)
                    * threads;
     best = std::max(best, flops / s * 1e-9);
+  }
+  return best;
+}
+
+/// The one-thread peak by the calling thread's CPU time (best of `repeats`
+/// tries of about `seconds`): what this thread's core delivers while it
+/// runs, which on a machine whose cores are shared with other work (SMT
+/// siblings, a host's other guests) can be half the quiet figure; a pass's
+/// rate by CPU time is divided by this one.
+inline double fma_peak_cpu_gflops(const std::string& level, double seconds,
+                                  int repeats = 3) {
+  auto width = fma_width(level);
+  if (width == 0)
+    return 0;
+  auto cpu_now = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+  };
+  auto run = [&](long iterations) {
+    return level == "avx512" ? fma_loop_avx512(iterations)
+                             : fma_loop_avx2(iterations);
+  };
+  int chains = level == "avx512" ? avx512_chains : avx2_chains;
+  long iterations = 1 << 20;
+  double best = 0;
+  for (int r = 0; r < repeats;) {
+    double t0 = cpu_now();
+    volatile double sink = run(iterations);
+    (void) sink;
+    double s = cpu_now() - t0;
+    if (s < seconds / 4 && iterations < (1L << 40)) {
+      iterations *= 2; // still calibrating
+      continue;
+    }
+    best = std::max(best, 2.0 * width * chains * static_cast<double>(iterations)
+                            / s * 1e-9);
+    ++r;
   }
   return best;
 }
