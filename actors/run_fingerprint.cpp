@@ -56,6 +56,7 @@ void add_optimizer(config_fingerprint& fp, const optimizer_config& opt) {
   fp.add("optimizer.kind", to_string(opt.kind));
   fp.add("optimizer.learning_rate", fingerprint_value(opt.learning_rate));
   fp.add("optimizer.momentum", fingerprint_value(opt.momentum));
+  fp.add("optimizer.nesterov", opt.nesterov ? "true" : "false");
   fp.add("optimizer.beta1", fingerprint_value(opt.beta1));
   fp.add("optimizer.beta2", fingerprint_value(opt.beta2));
   fp.add("optimizer.epsilon", fingerprint_value(opt.epsilon));

@@ -76,6 +76,7 @@ struct training_options : program_config {
   /// Negative: the program's default rate of the optimizer.
   float learning_rate = -1;
   float momentum = 0.9f;
+  bool nesterov = false;
   std::string optimizer = "momentum";
   /// The learning-rate schedule (runtime/lr_schedule.hpp).
   std::string lr_schedule = "constant";
@@ -204,6 +205,9 @@ protected:
       .add(batch_size, "batch_size", help.batch_size)
       .add(learning_rate, "learning_rate", help.learning_rate)
       .add(momentum, "momentum", help.momentum)
+      .add(nesterov, "nesterov",
+           "momentum: Nesterov's momentum (TF's use_nesterov), the step "
+           "g + momentum v")
       .add(optimizer, "optimizer", "sgd, momentum, adam or kfac")
       .add(lr_schedule, "lr_schedule",
            "the learning rate over the global steps: constant, step "
@@ -389,6 +393,7 @@ protected:
     cfg.optimizer.learning_rate = learning_rate >= 0 ? learning_rate
                                                      : rate(*kind);
     cfg.optimizer.momentum = momentum;
+    cfg.optimizer.nesterov = nesterov;
     auto schedule = parse_lr_schedule_kind(lr_schedule);
     if (!schedule)
       return schedule.error();

@@ -60,7 +60,8 @@ std::string describe(const optimizer_config& cfg) {
     case optimizer_kind::sgd:
       break;
     case optimizer_kind::momentum:
-      out << ", momentum " << cfg.momentum;
+      out << ", momentum " << cfg.momentum
+          << (cfg.nesterov ? " (nesterov)" : "");
       break;
     case optimizer_kind::adam:
       out << ", beta1 " << cfg.beta1 << ", beta2 " << cfg.beta2
@@ -101,6 +102,10 @@ caf::error optimizer_config::validate() const {
                + std::to_string(learning_rate));
   if (!(momentum >= 0 && momentum < 1))
     return bad("momentum must be in [0, 1), got " + std::to_string(momentum));
+  if (nesterov && kind != optimizer_kind::momentum)
+    return bad(std::string{"--nesterov is a rule of --optimizer momentum, "
+                           "not of "}
+               + to_string(kind));
   if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
     return bad("adam betas must be in [0, 1), got "
                + std::to_string(beta1) + " and " + std::to_string(beta2));
@@ -278,7 +283,10 @@ void optimizer::update_span(size_t i, float* theta_ptr, const float* grad_ptr,
     case optimizer_kind::kfac: {
       array_map v(slots_.first[i].value.data() + offset, n);
       v = config_.momentum * v + g;
-      theta -= lr * v;
+      if (config_.nesterov)
+        theta -= lr * (g + config_.momentum * v);
+      else
+        theta -= lr * v;
       break;
     }
     case optimizer_kind::adam: {

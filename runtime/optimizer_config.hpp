@@ -33,6 +33,10 @@ struct optimizer_config {
   optimizer_kind kind = optimizer_kind::momentum;
   float learning_rate = 0.01f;
   float momentum = 0.9f;
+  /// Nesterov's momentum (kind momentum only), as TF's MomentumOptimizer
+  /// with use_nesterov: v = momentum v + g, theta -= rate (g + momentum v),
+  /// the step taken from where the velocity is about to carry theta.
+  bool nesterov = false;
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float epsilon = 1e-8f;

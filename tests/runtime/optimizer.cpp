@@ -55,6 +55,37 @@ BOOST_AUTO_TEST_CASE(momentum_accumulates_velocity_as_tf_does) {
   BOOST_TEST(opt.slots().step == 2);
 }
 
+BOOST_AUTO_TEST_CASE(nesterov_steps_from_where_the_velocity_goes) {
+  // TF's use_nesterov: v = mu v + g; theta -= lr (g + mu v).
+  auto cfg = config_of(optimizer_kind::momentum, 0.1f);
+  cfg.momentum = 0.9f;
+  cfg.nesterov = true;
+  auto opt = make(cfg);
+  auto params = one(0);
+  BOOST_REQUIRE(!opt.apply(params, one(1))); // v = 1, step 1 + 0.9
+  BOOST_TEST(std::abs(params[0].value[0] - (-0.19f)) < 1e-6);
+  BOOST_REQUIRE(!opt.apply(params, one(1))); // v = 1.9, step 1 + 1.71
+  BOOST_TEST(std::abs(params[0].value[0] - (-0.19f - 0.271f)) < 1e-6);
+  BOOST_TEST(std::abs(params[0].value[1] - (0.19f + 0.271f)) < 1e-6);
+  BOOST_TEST(std::abs(opt.slots().first[0].value[0] - 1.9f) < 1e-6);
+  BOOST_TEST(describe(cfg).find("momentum 0.9 (nesterov)")
+             != std::string::npos, describe(cfg));
+}
+
+BOOST_AUTO_TEST_CASE(nesterov_with_another_optimizer_is_refused_by_name) {
+  for (auto kind : {optimizer_kind::sgd, optimizer_kind::adam,
+                    optimizer_kind::kfac}) {
+    auto cfg = config_of(kind, 0.1f);
+    cfg.nesterov = true;
+    auto opt = optimizer::make(cfg, one(0));
+    BOOST_REQUIRE(!opt);
+    BOOST_TEST(test::why(opt).find("--nesterov") != std::string::npos,
+               test::why(opt));
+    BOOST_TEST(test::why(opt).find(to_string(kind)) != std::string::npos,
+               test::why(opt));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(adam_first_step_is_lr_times_sign) {
   auto cfg = config_of(optimizer_kind::adam, 0.01f);
   auto opt = make(cfg);
