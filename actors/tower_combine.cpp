@@ -146,6 +146,30 @@ combine_stats(size_t towers, const std::string& what,
   return out;
 }
 
+caf::expected<stats_update>
+combine_stats_updates(size_t towers, const std::string& what,
+                      const std::vector<size_t>& which,
+                      std::vector<stats_update>& us) {
+  if (us.size() == 1)
+    return std::move(us[0]);
+  std::vector<std::vector<layer_stats>*> stats;
+  std::vector<int64_t> examples;
+  stats_update out;
+  out.worker = us[0].worker;
+  out.step = us[0].step;
+  for (auto& u : us) {
+    stats.push_back(&u.layers);
+    examples.push_back(u.examples);
+    out.examples += u.examples;
+  }
+  auto combined = combine_stats(towers, what, which, std::move(stats),
+                                examples);
+  if (!combined)
+    return combined.error();
+  out.layers = std::move(*combined);
+  return out;
+}
+
 /// The batch's step_result from the towers' (see the header).
 caf::expected<step_result> combine_steps(size_t towers,
                                          const std::string& what,

@@ -39,6 +39,14 @@ combine_stats(size_t towers, const std::string& what,
               std::vector<std::vector<layer_stats>*> stats,
               const std::vector<int64_t>& examples);
 
+/// The statistics updates of the towers `which` (of `towers`) as one: the
+/// layers combined as combine_stats does, the examples summed, the worker
+/// and step the first's.
+caf::expected<stats_update>
+combine_stats_updates(size_t towers, const std::string& what,
+                      const std::vector<size_t>& which,
+                      std::vector<stats_update>& us);
+
 /// The batch's step_result from the answers of the towers of `plan` (of
 /// `towers`), in its order (actors/tower_device.hpp says how).
 caf::expected<step_result> combine_steps(size_t towers,

@@ -112,6 +112,40 @@ caf::result<caf::ok_atom> to_every_tower(self_ptr self, std::string what,
   return rp;
 }
 
+/// The answer of tower k alone to the request make(k) sends: the replicas
+/// are identical, or the work goes to one tower.
+template <class Out, class Make>
+caf::result<Out> from_tower(self_ptr self, size_t k, std::string what,
+                            Make make) {
+  auto rp = self->make_response_promise<Out>();
+  fan_out<Out>(self, {k}, std::move(what), rp, std::move(make),
+               [](std::vector<Out>& xs) -> caf::expected<Out> {
+                 return std::move(xs[0]);
+               });
+  return rp;
+}
+
+/// Sends each tower of `plan` its part of `b` through make(k, i, part),
+/// tower k being the plan's i-th, and answers `rp` with combine(answers in
+/// the plan's order). make is called before this returns.
+template <class Result, class Out, class Make, class Combine>
+void fan_out_parts(self_ptr self,
+                   std::shared_ptr<const tower::split_plan> plan,
+                   const batch& b, const std::string& what,
+                   caf::typed_response_promise<Out> rp, Make make,
+                   Combine combine) {
+  std::vector<size_t> index_of(self->state.towers.size());
+  for (size_t i = 0; i < plan->towers.size(); ++i)
+    index_of[plan->towers[i]] = i;
+  fan_out<Result>(
+    self, plan->towers, what, std::move(rp),
+    [=, &b](size_t k) {
+      auto i = index_of[k];
+      return make(k, i, tower::batch_range(b, plan->begin[i], plan->end[i]));
+    },
+    std::move(combine));
+}
+
 /// Splits `b`, sends each tower its part through make(k, part) and
 /// answers with the combined step_result.
 template <class Make>
@@ -121,17 +155,11 @@ caf::result<step_result> split_steps(self_ptr self, const batch& b,
   if (!plan)
     return plan.error();
   auto rp = self->make_response_promise<step_result>();
-  auto shared_plan = std::make_shared<tower::split_plan>(std::move(*plan));
-  std::vector<size_t> index_of(self->state.towers.size());
-  for (size_t i = 0; i < shared_plan->towers.size(); ++i)
-    index_of[shared_plan->towers[i]] = i;
-  fan_out<step_result>(
-    self, shared_plan->towers, what, rp,
-    [=, &b](size_t k) {
-      auto i = index_of[k];
-      return make(k, tower::batch_range(b, shared_plan->begin[i],
-                                        shared_plan->end[i]));
-    },
+  auto shared_plan
+    = std::make_shared<const tower::split_plan>(std::move(*plan));
+  fan_out_parts<step_result>(
+    self, shared_plan, b, what, rp,
+    [&](size_t k, size_t, batch part) { return make(k, std::move(part)); },
     [=](std::vector<step_result>& rs) {
       return tower::combine_steps(self->state.towers.size(), what,
                                   *shared_plan, rs);
@@ -184,17 +212,10 @@ device_actor::behavior_type tower_device(self_ptr self,
     },
     [=](params_atom) -> caf::result<parameter_set> {
       // The replicas are identical: tower 0 speaks for all.
-      auto rp = self->make_response_promise<parameter_set>();
-      fan_out<parameter_set>(
-        self, {0}, "params (get)", rp,
-        [=](size_t k) {
-          return self->request(self->state.towers[k], self->state.timeout,
-                               params_atom::value);
-        },
-        [](std::vector<parameter_set>& xs) -> caf::expected<parameter_set> {
-          return std::move(xs[0]);
-        });
-      return rp;
+      return from_tower<parameter_set>(self, 0, "params (get)", [=](size_t k) {
+        return self->request(self->state.towers[k], self->state.timeout,
+                             params_atom::value);
+      });
     },
     [=](optimizer_atom,
         const optimizer_config& opt) -> caf::result<caf::ok_atom> {
@@ -254,8 +275,8 @@ device_actor::behavior_type tower_device(self_ptr self,
       std::vector<stats_request> reqs;
       for (size_t i = 0; i < plan->towers.size(); ++i) {
         bool skip = false;
-        auto rk = tower::tower_request(req, plan->total, n,
-                                static_cast<int64_t>(plan->towers[i]), skip);
+        auto rk = tower::tower_request(
+          req, plan->total, n, static_cast<int64_t>(plan->towers[i]), skip);
         if (skip)
           continue;
         shared_plan->towers.push_back(plan->towers[i]);
@@ -264,39 +285,16 @@ device_actor::behavior_type tower_device(self_ptr self,
         reqs.push_back(rk);
       }
       auto rp = self->make_response_promise<stats_update>();
-      std::vector<size_t> index_of(self->state.towers.size());
-      for (size_t i = 0; i < shared_plan->towers.size(); ++i)
-        index_of[shared_plan->towers[i]] = i;
-      fan_out<stats_update>(
-        self, shared_plan->towers, what, rp,
-        [=, &b](size_t k) {
-          auto i = index_of[k];
+      fan_out_parts<stats_update>(
+        self, shared_plan, b, what, rp,
+        [&](size_t k, size_t i, batch part) {
           return self->request(self->state.towers[k], self->state.timeout,
-                               stats_atom::value, values,
-                               tower::batch_range(b, shared_plan->begin[i],
-                                                  shared_plan->end[i]),
+                               stats_atom::value, values, std::move(part),
                                reqs[i]);
         },
-        [=](std::vector<stats_update>& us) -> caf::expected<stats_update> {
-          if (us.size() == 1)
-            return std::move(us[0]);
-          std::vector<std::vector<layer_stats>*> stats;
-          std::vector<int64_t> examples;
-          stats_update out;
-          out.worker = us[0].worker;
-          out.step = us[0].step;
-          for (auto& u : us) {
-            stats.push_back(&u.layers);
-            examples.push_back(u.examples);
-            out.examples += u.examples;
-          }
-          auto combined = tower::combine_stats(
-            self->state.towers.size(), what, shared_plan->towers,
-            std::move(stats), examples);
-          if (!combined)
-            return combined.error();
-          out.layers = std::move(*combined);
-          return out;
+        [=](std::vector<stats_update>& us) {
+          return tower::combine_stats_updates(self->state.towers.size(), what,
+                                              shared_plan->towers, us);
         });
       return rp;
     },
@@ -305,17 +303,10 @@ device_actor::behavior_type tower_device(self_ptr self,
       auto& st = self->state;
       auto k = st.next_invert;
       st.next_invert = (k + 1) % st.towers.size();
-      auto rp = self->make_response_promise<inverse_set>();
-      fan_out<inverse_set>(
-        self, {k}, "invert", rp,
-        [=](size_t t) {
-          return self->request(self->state.towers[t], self->state.timeout,
-                               invert_atom::value, factors, kcfg);
-        },
-        [](std::vector<inverse_set>& xs) -> caf::expected<inverse_set> {
-          return std::move(xs[0]);
-        });
-      return rp;
+      return from_tower<inverse_set>(self, k, "invert", [&](size_t t) {
+        return self->request(self->state.towers[t], self->state.timeout,
+                             invert_atom::value, factors, kcfg);
+      });
     },
     [=](train_atom, const batch&) -> caf::result<step_result> {
       return make_error(ec::unavailable,
@@ -330,19 +321,14 @@ device_actor::behavior_type tower_device(self_ptr self,
       auto plan = tower::plan_split(b, self->state.towers.size(), what);
       if (!plan)
         return plan.error();
-      auto shared_plan = std::make_shared<tower::split_plan>(std::move(*plan));
-      std::vector<size_t> index_of(self->state.towers.size());
-      for (size_t i = 0; i < shared_plan->towers.size(); ++i)
-        index_of[shared_plan->towers[i]] = i;
+      auto shared_plan
+        = std::make_shared<const tower::split_plan>(std::move(*plan));
       auto rp = self->make_response_promise<eval_result>();
-      fan_out<eval_result>(
-        self, shared_plan->towers, what, rp,
-        [=, &b](size_t k) {
-          auto i = index_of[k];
+      fan_out_parts<eval_result>(
+        self, shared_plan, b, what, rp,
+        [&](size_t k, size_t, batch part) {
           return self->request(self->state.towers[k], self->state.timeout,
-                               eval_atom::value,
-                               tower::batch_range(b, shared_plan->begin[i],
-                                                  shared_plan->end[i]));
+                               eval_atom::value, std::move(part));
         },
         [](std::vector<eval_result>& rs) -> caf::expected<eval_result> {
           eval_result out;
@@ -354,17 +340,10 @@ device_actor::behavior_type tower_device(self_ptr self,
     },
     [=](gemm_atom, const tensor& a, bool trans_a, const tensor& b,
         bool trans_b) -> caf::result<tensor> {
-      auto rp = self->make_response_promise<tensor>();
-      fan_out<tensor>(
-        self, {0}, "gemm", rp,
-        [=](size_t k) {
-          return self->request(self->state.towers[k], self->state.timeout,
-                               gemm_atom::value, a, trans_a, b, trans_b);
-        },
-        [](std::vector<tensor>& xs) -> caf::expected<tensor> {
-          return std::move(xs[0]);
-        });
-      return rp;
+      return from_tower<tensor>(self, 0, "gemm", [&](size_t k) {
+        return self->request(self->state.towers[k], self->state.timeout,
+                             gemm_atom::value, a, trans_a, b, trans_b);
+      });
     },
     [=](info_atom) -> caf::result<device_info> {
       auto rp = self->make_response_promise<device_info>();

@@ -171,3 +171,29 @@ BOOST_AUTO_TEST_CASE(statistics_are_averaged_over_the_examples) {
                                        "statistics of layer 'conv'")
              != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(statistics_updates_sum_their_examples) {
+  auto update = [](int64_t examples, float a) {
+    stats_update u;
+    u.worker = 2;
+    u.step = 9;
+    u.examples = examples;
+    u.layers = {{"fc", tensor{{1, 1}, {a}}, tensor{{1, 1}, {a}}, {}, {}}};
+    return u;
+  };
+  std::vector<stats_update> us{update(1, 1.0f), update(3, 3.0f)};
+  auto out = tower::combine_stats_updates(3, "statistics", {0, 2}, us);
+  BOOST_REQUIRE(out);
+  BOOST_TEST(out->worker == 2);
+  BOOST_TEST(out->step == 9);
+  BOOST_TEST(out->examples == 4);
+  BOOST_REQUIRE(out->layers.size() == 1u);
+  BOOST_TEST(out->layers[0].a[0] == 2.5f);
+  // A tower whose layers differ is named by its own index, not its place.
+  std::vector<stats_update> bad{update(1, 1.0f), update(1, 1.0f)};
+  bad[1].layers[0].layer = "conv";
+  auto refused = tower::combine_stats_updates(3, "statistics", {0, 2}, bad);
+  BOOST_REQUIRE(!refused);
+  BOOST_TEST(message(refused.error()).find("tower 2 of 3 (statistics)")
+             != std::string::npos);
+}
