@@ -79,6 +79,17 @@ ps_shard_state::~ps_shard_state() {
                                    + std::to_string(p.step)));
 }
 
+std::optional<size_t>
+ps_shard_state::kfac_layer(const std::string& name) const {
+  auto i = std::find_if(kfac.begin(), kfac.end(),
+                        [&](const shard_kfac_layer& l) {
+                          return l.info.name == name;
+                        });
+  if (i == kfac.end())
+    return std::nullopt;
+  return static_cast<size_t>(i - kfac.begin());
+}
+
 // -- behaviour ----------------------------------------------------------------
 
 namespace {

@@ -248,18 +248,16 @@ caf::error check_apply(const ps_shard_state& st, int64_t step, int64_t n,
 caf::error install_inverses(ps_shard_state& st, const inverse_set& set) {
   std::vector<size_t> targets;
   for (const auto& inv : set.layers) {
-    auto i = std::find_if(st.kfac.begin(), st.kfac.end(),
-                          [&](const shard_kfac_layer& l) {
-                            return l.info.name == inv.layer;
-                          });
-    if (i == st.kfac.end())
+    auto i = st.kfac_layer(inv.layer);
+    if (!i)
       return make_error(ec::unknown_name,
                         shard_name(st.index) + ": inverse for layer "
                           + in_quotes(inv.layer)
                           + ", which this shard does not hold");
-    if (auto err = check_inverse(inv, i->info.a_dim, i->info.g_dim))
+    const auto& layer = st.kfac[*i].info;
+    if (auto err = check_inverse(inv, layer.a_dim, layer.g_dim))
       return prefixed(shard_name(st.index), err);
-    targets.push_back(static_cast<size_t>(i - st.kfac.begin()));
+    targets.push_back(*i);
   }
   for (size_t k = 0; k < targets.size(); ++k)
     st.kfac[targets[k]].inverse = set.layers[k];
