@@ -29,11 +29,7 @@ void finish_pending_norm(ps_shard_state& st) {
   auto pending = std::move(*st.pending_norm);
   st.pending_norm.reset();
   st.sent.add();
-  auto result = norm_of_round(st, pending.n);
-  if (result)
-    pending.promise.deliver(std::move(*result));
-  else
-    pending.promise.deliver(std::move(result.error()));
+  deliver(pending.promise, norm_of_round(st, pending.n));
 }
 
 /// Answers the pending apply once the last gradient it waits for is in.
@@ -45,10 +41,7 @@ void finish_pending(ps_shard_state& st) {
   st.pending.reset();
   auto result = complete(st, pending.n, pending.scale);
   st.sent.add();
-  if (result)
-    pending.promise.deliver(std::move(*result));
-  else
-    pending.promise.deliver(std::move(result.error()));
+  deliver(pending.promise, std::move(result));
   release_due_pulls(st);
 }
 

@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 #include <caf/make_message.hpp>
+#include <caf/typed_response_promise.hpp>
 
 #include "actors/ps_shard.hpp"
 #include "runtime/base/error.hpp"
@@ -36,6 +38,15 @@ inline caf::error prefixed(const std::string& prefix, const caf::error& err) {
                 : render(err);
   return caf::error{err.code(), err.category(),
                     caf::make_message(prefix + ": " + what)};
+}
+
+/// Answers `rp` with x's value, or with its error.
+template <class T>
+void deliver(caf::typed_response_promise<T>& rp, caf::expected<T> x) {
+  if (x)
+    rp.deliver(std::move(*x));
+  else
+    rp.deliver(std::move(x.error()));
 }
 
 // -- configuration (actors/ps_shard_config.cpp) -------------------------------

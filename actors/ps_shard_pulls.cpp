@@ -113,13 +113,8 @@ void answer_without_values(ps_shard_state& st, waiting_pull& p) {
 void release_due_pulls(ps_shard_state& st) {
   if (st.waiting_pulls.empty())
     return;
-  for (auto& p : st.waiting_pulls.take_due(st.global_step)) {
-    auto values = current_values(st, p.rows);
-    if (values)
-      p.promise.deliver(std::move(*values));
-    else
-      p.promise.deliver(std::move(values.error()));
-  }
+  for (auto& p : st.waiting_pulls.take_due(st.global_step))
+    deliver(p.promise, current_values(st, p.rows));
 }
 
 } // namespace ps_shard_parts
