@@ -11,8 +11,10 @@
 #include "actors/tower_combine.hpp"
 #include "actors/tower_split.hpp"
 #include "runtime/base/error.hpp"
+#include "tests/helpers.hpp"
 
 using namespace syncfac;
+using namespace syncfac::test;
 
 namespace {
 
@@ -42,10 +44,6 @@ step_result answer(int64_t count, float v, int64_t index) {
   return r;
 }
 
-std::string message(const caf::error& err) {
-  return render(err);
-}
-
 } // namespace
 
 BOOST_AUTO_TEST_CASE(a_plan_leaves_out_towers_without_examples) {
@@ -65,13 +63,9 @@ BOOST_AUTO_TEST_CASE(a_plan_leaves_out_towers_without_examples) {
 BOOST_AUTO_TEST_CASE(a_plan_refuses_images_that_do_not_match_the_labels) {
   auto b = numbered_batch(3);
   b.labels.pop_back();
-  auto plan = tower::plan_split(b, 2, "eval");
-  BOOST_REQUIRE(!plan);
-  BOOST_TEST(plan.error().code()
-             == static_cast<uint8_t>(ec::shape_mismatch));
-  BOOST_TEST(message(plan.error()).find("tower device (eval): batch of 2 "
-                                        "labels")
-             != std::string::npos);
+  BOOST_TEST(contains(failure(tower::plan_split(b, 2, "eval"),
+                              ec::shape_mismatch),
+                      "tower device (eval): batch of 2 labels"));
 }
 
 BOOST_AUTO_TEST_CASE(batch_ranges_copy_their_examples) {
@@ -131,23 +125,19 @@ BOOST_AUTO_TEST_CASE(steps_are_weighted_by_the_examples_of_each_part) {
 BOOST_AUTO_TEST_CASE(a_count_other_than_the_examples_sent_names_the_tower) {
   tower::split_plan plan{4, {0, 2}, {0, 2}, {2, 4}};
   std::vector<step_result> rs{answer(2, 1.0f, 0), answer(3, 1.0f, 1)};
-  auto out = tower::combine_steps(3, "grads", plan, rs);
-  BOOST_REQUIRE(!out);
-  BOOST_TEST(out.error().code()
-             == static_cast<uint8_t>(ec::bad_message));
-  BOOST_TEST(message(out.error()).find("tower device: tower 2 of 3 (grads): "
-                                       "answered for 3 examples, was sent 2")
-             != std::string::npos);
+  BOOST_TEST(contains(failure(tower::combine_steps(3, "grads", plan, rs),
+                              ec::bad_message),
+                      "tower device: tower 2 of 3 (grads): answered for 3 "
+                      "examples, was sent 2"));
 }
 
 BOOST_AUTO_TEST_CASE(gradients_that_differ_by_name_are_refused) {
   tower::split_plan plan{2, {0, 1}, {0, 1}, {1, 2}};
   std::vector<step_result> rs{answer(1, 1.0f, 0), answer(1, 1.0f, 1)};
   rs[1].gradients[0].name = "v";
-  auto out = tower::combine_steps(2, "grads", plan, rs);
-  BOOST_REQUIRE(!out);
-  BOOST_TEST(message(out.error()).find("tower 1 of 2 (grads): gradient 'v'")
-             != std::string::npos);
+  BOOST_TEST(contains(failure(tower::combine_steps(2, "grads", plan, rs),
+                              ec::bad_message),
+                      "tower 1 of 2 (grads): gradient 'v'"));
 }
 
 BOOST_AUTO_TEST_CASE(statistics_are_averaged_over_the_examples) {
@@ -166,10 +156,9 @@ BOOST_AUTO_TEST_CASE(statistics_are_averaged_over_the_examples) {
   std::vector<layer_stats> x2{{"fc", tensor{{1, 1}, {1.0f}},
                                tensor{{1, 1}, {4.0f}}, {}, {}}};
   auto bad = tower::combine_stats(2, "statistics", {0, 1}, {&x2, &z}, {1, 1});
-  BOOST_REQUIRE(!bad);
-  BOOST_TEST(message(bad.error()).find("tower 1 of 2 (statistics): "
-                                       "statistics of layer 'conv'")
-             != std::string::npos);
+  BOOST_TEST(contains(failure(bad, ec::bad_message),
+                      "tower 1 of 2 (statistics): statistics of layer "
+                      "'conv'"));
 }
 
 BOOST_AUTO_TEST_CASE(statistics_updates_sum_their_examples) {
@@ -193,7 +182,6 @@ BOOST_AUTO_TEST_CASE(statistics_updates_sum_their_examples) {
   std::vector<stats_update> bad{update(1, 1.0f), update(1, 1.0f)};
   bad[1].layers[0].layer = "conv";
   auto refused = tower::combine_stats_updates(3, "statistics", {0, 2}, bad);
-  BOOST_REQUIRE(!refused);
-  BOOST_TEST(message(refused.error()).find("tower 2 of 3 (statistics)")
-             != std::string::npos);
+  BOOST_TEST(contains(failure(refused, ec::bad_message),
+                      "tower 2 of 3 (statistics)"));
 }
