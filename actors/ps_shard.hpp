@@ -127,6 +127,9 @@ struct ps_shard_state {
   /// away, instead of when its bounded wait runs out.
   ~ps_shard_state();
 
+  /// The place in `kfac` of the K-FAC layer `name`, if the shard holds it.
+  std::optional<size_t> kfac_layer(const std::string& name) const;
+
   int32_t index = 0;
   parameter_set variables;
   /// Moving averages of the variables, starting at their initial values

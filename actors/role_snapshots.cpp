@@ -89,17 +89,15 @@ caf::error restore_snapshot(ps_shard_state& st, shard_snapshot snap) {
       return err;
   std::vector<size_t> targets;
   for (const auto& inv : snap.inverses) {
-    auto i = std::find_if(st.kfac.begin(), st.kfac.end(),
-                          [&](const shard_kfac_layer& l) {
-                            return l.info.name == inv.layer;
-                          });
-    if (i == st.kfac.end())
+    auto i = st.kfac_layer(inv.layer);
+    if (!i)
       return make_error(ec::unknown_name,
                         who + ": the checkpoint has an inverse for layer "
                           + in_quotes(inv.layer) + ", which this shard lacks");
-    if (auto err = check_inverse(inv, i->info.a_dim, i->info.g_dim))
+    const auto& layer = st.kfac[*i].info;
+    if (auto err = check_inverse(inv, layer.a_dim, layer.g_dim))
       return with_context(err, who);
-    targets.push_back(static_cast<size_t>(i - st.kfac.begin()));
+    targets.push_back(*i);
   }
   // The optimizer checks its slots against the variables; it is the last
   // check, and restores nothing when it fails.

@@ -15,6 +15,16 @@ std::string str(int64_t x) {
   return std::to_string(x);
 }
 
+/// name(x) of every item, joined by "," with nothing between (a list in a
+/// fingerprint's value; runtime/comma_list.hpp's joins messages' lists).
+template <class Items, class Name>
+std::string joined(const Items& items, Name name) {
+  std::string result;
+  for (const auto& x : items)
+    result += (result.empty() ? "" : ",") + name(x);
+  return result;
+}
+
 void add_model(config_fingerprint& fp, const model& init) {
   const auto& spec = init.spec();
   fp.add("model.arch", to_string(spec.arch));
@@ -64,10 +74,8 @@ void add_optimizer(config_fingerprint& fp, const optimizer_config& opt) {
   const auto& sched = opt.schedule;
   fp.add("optimizer.lr_schedule", to_string(sched.kind));
   fp.add("optimizer.lr_warmup_steps", str(sched.warmup_steps));
-  std::string boundaries;
-  for (auto b : sched.boundaries)
-    boundaries += (boundaries.empty() ? "" : ",") + str(b);
-  fp.add("optimizer.lr_boundaries", "[" + boundaries + "]");
+  fp.add("optimizer.lr_boundaries",
+         "[" + joined(sched.boundaries, str) + "]");
   fp.add("optimizer.lr_decay_rate", fingerprint_value(sched.decay_rate));
   fp.add("optimizer.lr_decay_steps", str(sched.decay_steps));
   fp.add("optimizer.lr_end_factor", fingerprint_value(sched.end_factor));
@@ -114,9 +122,8 @@ void add_topology(config_fingerprint& fp, const sync_training_config& sync,
   fp.add("run.whole_pulls", sync.whole_pulls ? "true" : "false");
   fp.add("run.moving_average_decay",
          fingerprint_value(sync.moving_average_decay));
-  std::string averaged;
-  for (const auto& name : sync.variables_to_average)
-    averaged += (averaged.empty() ? "" : ",") + name;
+  auto averaged = joined(sync.variables_to_average,
+                         [](const std::string& name) { return name; });
   fp.add("run.variables_to_average",
          averaged.empty() ? "all" : "[" + averaged + "]");
   // Real or the benchmark-only delay device (zero gradients): a node of
@@ -128,13 +135,11 @@ void add_topology(config_fingerprint& fp, const sync_training_config& sync,
   fp.add("ps.placement", to_string(sync.placement));
   // The placement itself, not only the strategy's name: what each shard
   // holds is what a worker pushes to it.
-  for (size_t s = 0; s < layout.shards.size(); ++s) {
-    std::string names;
-    for (const auto& v : layout.shards[s].variables)
-      names += (names.empty() ? "" : ",") + v.name;
+  for (size_t s = 0; s < layout.shards.size(); ++s)
     fp.add("ps.shards[" + std::to_string(s) + "].variables",
-           "[" + names + "]");
-  }
+           "[" + joined(layout.shards[s].variables,
+                        [](const named_tensor& v) { return v.name; })
+             + "]");
   if (!uses_kfac(sync))
     return;
   fp.add("kfac.strategy", to_string(sync.kfac.strategy));

@@ -65,6 +65,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/actors.hpp"
+#include "actors/tower_split.hpp"
 #include "runtime/data/batcher.hpp"
 
 namespace syncfac {
@@ -82,18 +83,5 @@ struct tower_device_config {
 caf::expected<device_actor>
 spawn_tower_device(caf::actor_system& sys, std::vector<device_actor> towers,
                    std::chrono::milliseconds request_timeout);
-
-namespace tower {
-
-/// The half-open example range [begin, end) of part k when `total`
-/// examples are split into `parts` contiguous parts: the first total mod
-/// parts parts are one example larger. Requires parts >= 1, 0 <= k < parts.
-std::pair<int64_t, int64_t> part_range(int64_t total, int64_t parts,
-                                       int64_t k);
-
-/// Examples [begin, end) of b (b itself when the range covers it).
-batch batch_range(const batch& b, int64_t begin, int64_t end);
-
-} // namespace tower
 
 } // namespace syncfac

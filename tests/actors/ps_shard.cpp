@@ -14,6 +14,7 @@
 #include "runtime/base/error.hpp"
 #include "actors/program_config.hpp"
 #include "tests/actor_fixture.hpp"
+#include "tests/actors/shard_seeds.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;
@@ -22,37 +23,6 @@ using namespace std::chrono_literals;
 namespace tt = boost::test_tools;
 
 namespace {
-
-/// The seeds' test2Workers variables, all on one shard here.
-parameter_set seed_variables() {
-  return {{"v0", scalar(0.0f)},
-          {"v1", scalar(1.0f)},
-          {"v_sparse", tensor{{2, 1}, {3.0f, 4.0f}}}};
-}
-
-/// TF's GradientDescentOptimizer(2.0), as the seeds use it.
-ps_shard_config seed_config() {
-  ps_shard_config cfg;
-  cfg.index = 1;
-  cfg.variables = seed_variables();
-  cfg.sparse_variables = {"v_sparse"};
-  cfg.optimizer.kind = optimizer_kind::sgd;
-  cfg.optimizer.learning_rate = 2.0f;
-  return cfg;
-}
-
-/// Worker w's gradients in the seeds: v0 0.1 + 0.2w, v1 0.9 + 0.2w, and
-/// row 1 of v_sparse 0.1 + 0.2w.
-gradient_push seed_push(int32_t worker, int64_t local_step) {
-  auto g0 = 0.1f + static_cast<float>(worker) * 0.2f;
-  auto g1 = 0.9f + static_cast<float>(worker) * 0.2f;
-  gradient_push p;
-  p.worker = worker;
-  p.local_step = local_step;
-  p.dense = {{"v0", scalar(g0)}, {"v1", scalar(g1)}};
-  p.sparse = {{"v_sparse", {1}, tensor{{1, 1}, {g0}}}};
-  return p;
-}
 
 float value_of(const shard_params& p, const std::string& name, int64_t i) {
   for (const auto& x : p.values)

@@ -1,0 +1,60 @@
+// What the PS shard reports of itself (shard_status).
+
+#include "actors/ps_shard_parts.hpp"
+
+#include <algorithm>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace syncfac {
+
+namespace ps_shard_parts {
+
+namespace {
+
+/// Under K-FAC, the shard's variables that no K-FAC layer holds (its
+/// sparse tables among them): they take the first-order update.
+std::vector<std::string> first_order_variables(const ps_shard_state& st) {
+  std::vector<bool> held(st.variables.size(), false);
+  for (const auto& l : st.kfac)
+    held[l.weight] = held[l.bias] = true;
+  std::vector<std::string> result;
+  for (size_t i = 0; i < st.variables.size(); ++i)
+    if (!held[i])
+      result.push_back(st.variables[i].name);
+  return result;
+}
+
+} // namespace
+
+shard_status make_status(const ps_shard_state& st) {
+  shard_status result{st.index,       st.global_step, st.accepted_pushes,
+                      st.stale_pushes, st.refused_pushes, {}};
+  result.kfac_layers = static_cast<int64_t>(st.kfac.size());
+  result.kfac_ready = std::count_if(st.kfac.begin(), st.kfac.end(),
+                                    [](const shard_kfac_layer& l) {
+                                      return l.inverse.has_value();
+                                    });
+  result.inverse_sets = st.inverse_sets;
+  result.refused_inverses = st.refused_inverses;
+  result.preconditioned_applies = st.preconditioned_applies;
+  result.last_clip = st.last_clip;
+  if (st.opt->config().kind == optimizer_kind::kfac)
+    result.first_order_variables = first_order_variables(st);
+  result.sent = st.sent;
+  result.pulls_waited = st.pulls_waited;
+  result.pulls_without_values = st.pulls_without_values;
+  result.variables.reserve(st.accumulators.size());
+  for (size_t i = 0; i < st.accumulators.size(); ++i) {
+    auto stats = std::visit([](const auto& x) { return x.stats(); },
+                            st.accumulators[i]);
+    stats.refused += st.refused[i];
+    result.variables.push_back(std::move(stats));
+  }
+  return result;
+}
+
+} // namespace ps_shard_parts
+
+} // namespace syncfac
