@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <caf/event_based_actor.hpp>
@@ -35,6 +36,9 @@ struct connect_job {
   std::set<std::string> in_flight;
   /// The deadline passed: no attempt follows a failed one.
   bool expired = false;
+  /// When connect_options::abandon was asked last: once per retry pause
+  /// of the job, however many peers it waits for.
+  std::optional<clock_type::time_point> abandon_asked;
 };
 
 struct node_connector_state {
@@ -276,9 +280,15 @@ caf::behavior node_connector(self_ptr self, cluster_spec cluster,
       auto i = st.jobs.find(id);
       if (i == st.jobs.end() || i->second.expired)
         return;
-      if (st.opts.abandon)
+      auto& job = i->second;
+      auto now = clock_type::now();
+      bool ask = !job.abandon_asked
+                 || now - *job.abandon_asked >= st.opts.retry;
+      if (st.opts.abandon && ask) {
+        job.abandon_asked = now;
         if (auto err = st.opts.abandon())
           return finish(self, id, std::move(err));
+      }
       if (auto t = task_id::parse(name))
         attempt(self, id, *t);
     },
