@@ -222,7 +222,18 @@ void answer_chief(caf::actor_system& sys, caf::scoped_actor& self,
     // its run on it), at most `linger` later.
     if (chief_node) {
       self->monitor(chief_node);
-      self->receive([](caf::down_msg&) {}, caf::after(linger) >> [] {});
+      // One message at a time until the chief's node's down message (the
+      // caller's actor may hear of others) or the linger is over.
+      auto until = std::chrono::steady_clock::now() + linger;
+      for (bool over = false; !over;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+        if (left.count() <= 0)
+          break;
+        self->receive(
+          [&](caf::down_msg& dm) { over = dm.source == chief_node.address(); },
+          caf::after(left) >> [&] { over = true; });
+      }
     }
     log << me << ": " << chief.str() << " knows why" << std::endl;
   }
