@@ -165,12 +165,15 @@ void tell_chief(caf::actor_system& sys, caf::scoped_actor& self,
       << " (waiting up to " << ms(cfg.connect.timeout)
       << ", --connect_timeout_ms, for it)" << std::endl;
   auto teller = sys.spawn(chief_teller, cfg, chief_task, why);
-  if (cfg.send_stop_to)
-    cfg.send_stop_to(teller);
   // The teller answers by the connect timeout, once its attempt under way
   // (two requests, each bounded by the request timeout) is over.
   auto bound = cfg.connect.timeout + 3 * cfg.connect.request_timeout;
-  self->request(teller, bound, refuse_atom::value)
+  auto answer = self->request(teller, bound, refuse_atom::value);
+  // After the request, so that a signal that came before finds the
+  // teller at work.
+  if (cfg.send_stop_to)
+    cfg.send_stop_to(teller);
+  answer
     .receive([&](std::string& line) { log << line << std::endl; },
              [&](caf::error& err) {
                log << me << ": could not tell " << where << ": "

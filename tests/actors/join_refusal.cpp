@@ -40,7 +40,7 @@ cluster_spec cluster_at(uint16_t chief_port, uint16_t ps_port) {
   auto spec = cluster_spec::parse(
     R"({"cluster": {"chief": ["127.0.0.1:)" + std::to_string(chief_port)
       + R"("], "ps": ["127.0.0.1:)" + std::to_string(ps_port)
-      + R"("], "worker": ["127.0.0.1:1"]}})",
+      + R"("], "worker": ["127.0.0.1:3"]}})",
     "test cluster");
   BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
   return *spec;
@@ -173,7 +173,7 @@ BOOST_AUTO_TEST_CASE(a_shard_answers_the_chiefs_hello_with_its_refusal) {
   caf::scoped_actor owner{chief_sys};
   auto n = chief_node(chief_sys, caf::actor_cast<caf::actor>(owner));
   auto ps_port = closed_port(chief_sys, n);
-  auto cluster = cluster_at(1, ps_port);
+  auto cluster = cluster_at(2, ps_port);
   std::ostringstream log;
   // The shard waits for the chief's hello on its own thread.
   std::thread shard([&] {
