@@ -1,7 +1,6 @@
 #include "actors/cluster_member.hpp"
 
 #include <algorithm>
-#include <thread>
 
 #include <caf/exit_reason.hpp>
 
@@ -146,9 +145,9 @@ caf::error cluster_member::reconnect(const task_id& peer) {
        << cfg_.max_reconnects << ")" << std::endl;
   // CAF's middleman caches the handle of the peer's last incarnation
   // until it has seen that node go down too, and a hello to that handle
-  // may go unanswered: give it a moment, and give each hello a short
-  // timeout, so that the next attempt (a fresh connection) comes soon.
-  std::this_thread::sleep_for(cfg_.connect.retry);
+  // may go unanswered: each hello has a short timeout, so that the
+  // connector's next attempt (a fresh connection, after its retry timer)
+  // comes soon.
   auto opts = cfg_.connect;
   opts.request_timeout = std::min(opts.request_timeout, reconnect_hello);
   if (auto err = add_peers({peer}, opts))
@@ -206,8 +205,9 @@ caf::error cluster_member::wait_for_end(std::chrono::milliseconds max) {
                           + std::to_string(max.count()) + " ms");
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - now);
-    if (auto res = wait(std::min(left, std::chrono::milliseconds{500}));
-        !res)
+    // One message at a time (the end, a peer going down), each wait
+    // bounded by what is left.
+    if (auto res = wait(left); !res)
       return res.error();
   }
   return caf::none;

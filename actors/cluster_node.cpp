@@ -569,8 +569,11 @@ private:
   /// (the chief's supervisor keeps the word).
   std::function<caf::error()> told_why_not() {
     return [this]() -> caf::error {
+      // Asked on the connector's thread: an actor of its own, not self_,
+      // which waits for the connector.
+      caf::scoped_actor asker{sys_};
       caf::error out;
-      self_->request(chief_supervisor_, cfg_.connect.request_timeout,
+      asker->request(chief_supervisor_, cfg_.connect.request_timeout,
                      refuse_atom::value)
         .receive(
           [&](std::string& why) {

@@ -76,10 +76,11 @@ struct cluster_run_config {
   /// May be empty.
   std::function<void(const chief_actor&)> on_chief;
 
-  /// Whether a stop signal came (the program's watcher): a task that
-  /// cannot join and waits to tell the chief why (actors/join_refusal.hpp)
-  /// stops waiting then. May be empty.
-  std::function<bool()> stop_requested;
+  /// Hands the first stop signal (the program's watcher), also one that
+  /// came before, to the given actor as (preempt_atom, std::string
+  /// signal): a task that cannot join and waits to tell the chief why
+  /// (actors/join_refusal.hpp) stops waiting then. May be empty.
+  std::function<void(const caf::actor&)> send_stop_to;
 
   caf::error validate() const;
 };

@@ -9,12 +9,13 @@
 // (docs/distributed.md, "One configuration across every node"):
 //
 //   - a task that connects to the chief itself (a worker) tells the
-//     chief's node (refuse_atom), retrying while the chief starts, and
-//     exits once the chief's node has answered;
+//     chief's node (refuse_atom), retrying on a timer while the chief
+//     starts, and exits once the chief's node has answered;
 //   - a task the chief connects to (a PS shard, an inverse host) cannot
 //     wait for a chief that may be waiting for it: it publishes a
 //     refusing node at its own address instead, which answers every
-//     hello with the refusal, and exits shortly after the chief's.
+//     hello with the refusal, and exits once the chief's node is gone
+//     (a second at most).
 
 #include <chrono>
 #include <functional>
@@ -33,9 +34,10 @@ namespace syncfac {
 
 /// The node a task that cannot join publishes at its address: a hello is
 /// answered with ec::invalid_config "refused at connect to ps:0: ps:0
-/// cannot join the run: <why>" (the chief's also tells `notify`,
-/// caf::ok_atom); a shutdown with ok; it has no callers; a refusal from
-/// another task is not its to take (ec::invalid_argument).
+/// cannot join the run: <why>" (the chief's also tells `notify`:
+/// refuse_atom, caf::ok_atom and the chief's node actor); a shutdown with
+/// ok; it has no callers; a refusal from another task is not its to take
+/// (ec::invalid_argument).
 node_actor::behavior_type refusing_node(node_actor::pointer,
                                         task_id me, task_id chief,
                                         std::string why, caf::actor notify);
@@ -52,8 +54,10 @@ struct join_route {
   /// TLS, the connect timeout (the longest the word may take), retry
   /// and request timeouts.
   connect_options connect;
-  /// Whether a stop signal came: it ends the wait (may be empty).
-  std::function<bool()> stop_requested;
+  /// Hands the first stop signal, also one that came before, to the given
+  /// actor as (preempt_atom, std::string signal): it ends the wait (may be
+  /// empty).
+  std::function<void(const caf::actor&)> send_stop_to;
 
   static join_route of(const cluster_run_config& cfg);
 };

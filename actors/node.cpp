@@ -1,8 +1,9 @@
 #include "actors/node.hpp"
 
+#include "actors/node_connector.hpp"
+
 #include <algorithm>
 #include <cstdio>
-#include <thread>
 
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
@@ -16,8 +17,6 @@
 namespace syncfac {
 
 namespace {
-
-using clock_type = std::chrono::steady_clock;
 
 /// Names in `a` missing from `b`, comma-separated.
 std::string missing_from(const std::vector<std::string>& a,
@@ -288,81 +287,53 @@ caf::expected<node_actor> reach_node(caf::actor_system& sys,
   return caf::actor_cast<node_actor>(std::move(*ptr));
 }
 
+caf::error check_node_answer(const task_id& task, const host_port& addr,
+                             const node_info& info,
+                             const std::vector<std::string>& mine) {
+  auto name = task.str();
+  auto why = incompatibility("node " + name + " at " + addr.str(),
+                             info.protocol, info.message_types, mine);
+  if (!why.empty())
+    return make_error(ec::bad_message, "refused at connect: " + why);
+  if (info.job != task.job || info.index != task.index)
+    return make_error(ec::invalid_config,
+                      "expected " + name + " at " + addr.str() + " but found "
+                        + task_name(info.job, info.index)
+                        + ": do the nodes use the same cluster file?");
+  return caf::none;
+}
+
 caf::expected<std::map<std::string, node_info>>
 connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,
               const cluster_spec& cluster, const std::vector<task_id>& peers,
               const node_hello& hello, const connect_options& opts,
               std::ostream& log) {
-  auto started = clock_type::now();
-  auto deadline = started + opts.timeout;
-  auto next_report = started + opts.report_every;
-  std::map<std::string, node_info> result;
-  std::map<std::string, std::string> last_error;
-  auto mine = known_message_types(sys);
-  while (true) {
-    for (const auto& t : peers) {
-      auto name = t.str();
-      if (result.count(name) > 0)
-        continue;
-      const auto& addr = cluster.address(t);
-      auto peer = reach_node(sys, self, addr, opts.tls,
-                             opts.request_timeout);
-      if (!peer) {
-        last_error[name] = render(peer.error());
-        continue;
-      }
-      caf::expected<node_info> info{caf::error{}};
-      self->request(*peer, opts.request_timeout, hello_atom::value, hello)
-        .receive([&](node_info& x) { info = std::move(x); },
-                 [&](caf::error& err) { info = std::move(err); });
-      if (!info) {
-        // A refusal (protocol, types, configuration) will not change: give
-        // up at once.
-        if (info.error().category() == error_category
-            && (info.error().code() == static_cast<uint8_t>(ec::bad_message)
-                || info.error().code()
-                     == static_cast<uint8_t>(ec::invalid_config)))
-          return info.error();
-        last_error[name] = render(info.error());
-        continue;
-      }
-      auto why = incompatibility("node " + name + " at " + addr.str(),
-                                 info->protocol, info->message_types, mine);
-      if (!why.empty())
-        return make_error(ec::bad_message, "refused at connect: " + why);
-      if (info->job != t.job || info->index != t.index)
-        return make_error(ec::invalid_config,
-                          "expected " + name + " at " + addr.str()
-                            + " but found "
-                            + task_name(info->job, info->index)
-                            + ": do the nodes use the same cluster file?");
-      result.emplace(name, std::move(*info));
-    }
-    if (result.size() == peers.size())
-      return result;
-    auto now = clock_type::now();
-    std::string missing;
-    for (const auto& t : peers)
-      if (result.count(t.str()) == 0)
-        missing += (missing.empty() ? "" : ", ") + t.str() + " at "
-                   + cluster.address(t).str() + " ("
-                   + last_error[t.str()] + ")";
-    auto waited = std::chrono::duration_cast<std::chrono::seconds>(now
-                                                                   - started);
-    if (now >= deadline)
-      return make_error(ec::timeout,
-                        "peers not reachable after "
-                          + std::to_string(waited.count()) + " s: " + missing);
-    if (now >= next_report) {
-      log << hello.job << ":" << hello.index << ": waiting for "
-          << missing << " since " << waited.count() << " s" << std::endl;
-      next_report = now + opts.report_every;
-    }
-    if (opts.abandon)
-      if (auto err = opts.abandon())
-        return err;
-    std::this_thread::sleep_for(opts.retry);
-  }
+  std::vector<std::string> names;
+  for (const auto& t : peers)
+    names.push_back(t.str());
+  auto connector = spawn_peer_connector(sys, cluster, hello, opts, &log);
+  // The connector answers by its deadline, once the attempts under way
+  // (each bounded by request_timeout) and an abandon question are over.
+  auto bound = opts.timeout + 3 * opts.request_timeout;
+  caf::expected<std::map<std::string, node_info>> out{caf::error{}};
+  self->request(connector, bound, connect_atom::value, names)
+    .receive(
+      [&](std::vector<node_info>& infos) {
+        std::map<std::string, node_info> by_task;
+        for (size_t i = 0; i < infos.size() && i < names.size(); ++i)
+          by_task.emplace(names[i], std::move(infos[i]));
+        out = std::move(by_task);
+      },
+      [&](caf::error& err) {
+        if (err == caf::sec::request_timeout)
+          err = make_error(ec::timeout,
+                           "the connector to " + std::to_string(names.size())
+                             + " peers gave no answer within "
+                             + std::to_string(bound.count()) + " ms");
+        out = std::move(err);
+      });
+  self->send_exit(connector, caf::exit_reason::user_shutdown);
+  return out;
 }
 
 } // namespace syncfac

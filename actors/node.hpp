@@ -130,23 +130,25 @@ struct connect_options {
   bool tls = false;
   /// Longest wait for a peer to be reachable (it may still be starting).
   std::chrono::milliseconds timeout{60000};
-  /// Pause between attempts.
+  /// Pause between attempts at one peer (a timer message, not a sleep).
   std::chrono::milliseconds retry{250};
   /// Longest wait for a hello's answer.
   std::chrono::milliseconds request_timeout{10000};
   /// How often to log the peers still missing.
   std::chrono::milliseconds report_every{5000};
-  /// Asked before each pause: an error ends the wait with it (the chief's
+  /// Asked when a pause is over: an error ends the wait with it (the chief's
   /// node heard that a task cannot join the run: waiting for the others
   /// changes nothing). Unset: never.
   std::function<caf::error()> abandon;
 };
 
-/// Connects to every task of `peers` (in the order given, retrying each
-/// until it answers or the deadline passes), says hello and returns their
-/// answers by task name ("worker:1"). While it waits it logs, every
-/// report_every, which tasks are still missing and since when; running out
-/// of time is ec::timeout naming them; opts.abandon's error ends it too.
+/// Connects to every task of `peers` (each retried until it answers or the
+/// deadline passes), says hello and returns their answers by task name
+/// ("worker:1"). While it waits it logs, every report_every, which tasks
+/// are still missing and since when; running out of time is ec::timeout
+/// naming them; opts.abandon's error ends it too. The connecting is the
+/// connector's (actors/node_connector.hpp); the caller waits once for its
+/// answer.
 caf::expected<std::map<std::string, node_info>>
 connect_nodes(caf::actor_system& sys, caf::scoped_actor& self,
               const cluster_spec& cluster, const std::vector<task_id>& peers,
@@ -159,6 +161,14 @@ caf::expected<node_actor> reach_node(caf::actor_system& sys,
                                      caf::scoped_actor& self,
                                      const host_port& addr, bool tls,
                                      std::chrono::milliseconds timeout);
+
+/// Why the answer `info` of the node at `addr`, which should be `task`,
+/// ends the connecting (a different protocol or message types:
+/// ec::bad_message; another task at that address: ec::invalid_config), or
+/// none. `mine`: this node's message types, sorted.
+caf::error check_node_answer(const task_id& task, const host_port& addr,
+                             const node_info& info,
+                             const std::vector<std::string>& mine);
 
 /// The node actor of a connected node (the role every answer names
 /// "node"); unset if `info` lacks it.

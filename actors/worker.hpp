@@ -8,6 +8,13 @@
 // (initialising, ready, running, stalled, stopped) are behaviours, and
 // what it sends is answered to the binding it was sent under
 // (actors/worker_binding.hpp; docs/design.md, "Failure model").
+//
+// Its files: worker.cpp (the states), worker_step.cpp (the step loop:
+// pull, compute, push, token), worker_pulls.cpp (payload bytes and the
+// rows a pull asks for), worker_stats.cpp (K-FAC statistics and the
+// statistics role), worker_rebind.cpp (initialising, resuming,
+// rebinding), worker_faults.cpp (failing and stalling on a lost peer);
+// what they share is actors/worker_parts.hpp.
 
 #include <chrono>
 #include <cstdint>

@@ -243,7 +243,11 @@ inline caf::expected<node_outcome> run_node(distributed_options& opts,
         caf::anon_send(sup, preempt_atom::value, signal);
       });
     };
-    cfg.stop_requested = [w] { return w->received().has_value(); };
+    cfg.send_stop_to = [w](const caf::actor& whom) {
+      w->on_stop([whom](const std::string& signal) {
+        caf::anon_send(whom, preempt_atom::value, signal);
+      });
+    };
     cfg.on_chief = [w, task = cfg.task.str()](const chief_actor& chief) {
       w->on_stop([chief, task](const std::string& signal) {
         caf::anon_send(chief, preempt_atom::value, task + ": " + signal);

@@ -649,7 +649,11 @@ int run(evaluator_options& opts, stop_signal_watcher& stop) {
     const auto chief = cluster->chief_task();
     if (chief_must_hear(err, chief)) {
       join_route route{mc.cluster, mc.task, mc.bind, mc.connect,
-                       [&stop] { return stop.received().has_value(); }};
+                       [&stop](const caf::actor& whom) {
+                         stop.on_stop([whom](const std::string& signal) {
+                           caf::anon_send(whom, preempt_atom::value, signal);
+                         });
+                       }};
       caf::scoped_actor self{sys};
       refuse_to_join(sys, self, route, chief, true, render(err), std::cout);
     }
