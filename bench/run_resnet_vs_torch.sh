@@ -27,17 +27,14 @@ py=$(bench/peers/venv.sh torch)
 scratch_dir
 mkdir -p bench/results
 python3 - "$out" "$rounds" "$bin_dir" "$py" "$steps" "$warmup" <<'PY'
-import json, os, resource, statistics, subprocess, sys, time
+import json, os, statistics, sys
+sys.path.insert(0, "bench")
+from run_record import append, commit, cpu_model, lscpu, timed_run
 out, rounds, bin_dir, py, steps, warmup = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-if subprocess.run(["git", "diff", "--quiet", "HEAD"]).returncode != 0:
-    commit += "-dirty"
-lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-cpu = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
+commit, lscpu = commit(), lscpu()
+cpu = cpu_model(lscpu)
 isa = "avx512" if " avx512f" in lscpu else "avx2"
 results = "bench/results/resnet_vs_torch.jsonl"
-def load():
-    return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
 def syncfac(t, r):
     summary = f"{out}/syncfac_{t}_{r}.json"
     cmd = [f"{bin_dir}/convnet_mnist_single", "--model_file", "examples/models/resnet20.json",
@@ -58,22 +55,12 @@ def torch(t, r, compiled, channels_last):
     return cmd, lambda: json.loads(open(summary).read().splitlines()[-1])["examples_per_s"]
 def run(name, t, r, made):
     cmd, figure = made
-    before = load()
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=3600,
-                   env=dict(os.environ, OMP_NUM_THREADS=str(t)))
-    wall = time.monotonic() - t0
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    timing = timed_run(cmd, 3600, env=dict(os.environ, OMP_NUM_THREADS=str(t)))
     shown = [x for x in cmd if not x.startswith(out)]
     rec = {"commit": commit, "program": name, "threads": t, "round": r, "command": " ".join(shown),
-           "cpu": cpu, "isa": isa, "nproc": os.cpu_count(), "load_before": before, "load_after": load(),
-           "examples_per_s": figure(), "user_s": round(r1.ru_utime - r0.ru_utime, 2),
-           "sys_s": round(r1.ru_stime - r0.ru_stime, 2), "wall_s": round(wall, 2)}
-    with open(results, "a") as f:
-        f.write(json.dumps(rec) + "\n")
-    print(json.dumps(rec), flush=True)
-    return rec
+           "cpu": cpu, "isa": isa, "nproc": os.cpu_count(), **timing,
+           "examples_per_s": figure()}
+    return append(results, rec)
 peers = [("torch eager NCHW", False, False), ("torch eager channels-last", False, True),
          ("torch.compile NCHW", True, False), ("torch.compile channels-last", True, True)]
 recs = []
