@@ -31,32 +31,24 @@ mkdir -p bench/results
 "$bin_dir/bench_embedding_data" --vocabulary "$vocabulary" \
   --out "$out/big.npz" --model_out "$out/big.json" > "$out/data.log"
 python3 - "$out" "$rounds" "$steps" "$bin_dir" "$threads" "$batch" <<'PY'
-import json, os, resource, statistics, subprocess, sys, time
+import json, os, sys
+sys.path.insert(0, "bench")
+from run_record import append, commit, cpu_model, median_range, timed_run
 out, rounds, steps, bin_dir, threads, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-if subprocess.run(["git", "diff", "--quiet", "HEAD"]).returncode != 0:
-    commit += "-dirty"
-cpu = next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines() if l.startswith("Model name")), "?")
+commit, cpu = commit(), cpu_model()
 results = "bench/results/big_embedding.jsonl"
-def load():
-    return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
 def run(r):
     summary = f"{out}/run_{r}.json"
     cmd = [f"{bin_dir}/convnet_mnist_single", "--data", f"{out}/big.npz", "--model_file", f"{out}/big.json",
            "--worker_replicas", "2", "--ps_tasks", "4", "--optimizer", "adam", "--learning_rate", "0.01",
            "--steps", str(steps), "--batch_size", batch, "--threads", threads, "--no_progress",
            "--log_every", "1000", "--summary", summary]
-    before = load()
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=3600)
-    wall = time.monotonic() - t0
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    timing = timed_run(cmd, 3600)
     s = json.load(open(summary))
     t = s["transfers"]
     shown = [x for x in cmd if x not in ("--summary", summary)]
     rec = {"commit": commit, "round": r, "command": " ".join(shown),
-           "cpu": cpu, "nproc": os.cpu_count(), "load_before": before, "load_after": load(),
+           "cpu": cpu, "nproc": os.cpu_count(), **timing,
            "table_bytes": t["parameter_bytes"],
            "examples_per_s": s["examples_per_s"],
            "global_steps_per_s": s["examples_per_s"] / (int(batch) * s["workers"]),
@@ -64,17 +56,11 @@ def run(r):
            "bytes_pulled_per_worker_step_after_first": (t["bytes_pulled"] - s["workers"] * t["parameter_bytes"]) / t["worker_steps"],
            "bytes_pushed_per_worker_step": t["bytes_pushed"] / t["worker_steps"],
            "test_accuracy": s["test_accuracy"],
-           "peak_rss_mib": s["peak_rss_mib"],
-           "user_s": round(r1.ru_utime - r0.ru_utime, 2), "sys_s": round(r1.ru_stime - r0.ru_stime, 2),
-           "wall_s": round(wall, 2)}
-    with open(results, "a") as f:
-        f.write(json.dumps(rec) + "\n")
-    print(json.dumps(rec), flush=True)
-    return rec
+           "peak_rss_mib": s["peak_rss_mib"]}
+    return append(results, rec)
 recs = [run(r) for r in range(1, rounds + 1)]
 def mmm(key, fmt):
-    xs = sorted(x[key] if isinstance(key, str) else key(x) for x in recs)
-    return f"{fmt(statistics.median(xs))} ({fmt(xs[0])}–{fmt(xs[-1])})"
+    return median_range((x[key] if isinstance(key, str) else key(x) for x in recs), fmt)
 n0 = lambda x: f"{x:,.0f}"
 print(f"\nCPU: {cpu}; {rounds} rounds, {steps} steps; results appended to {results}\n")
 print("| examples/s | global steps/s | bytes pulled / worker step (after the first pull) | bytes pushed / worker step | test accuracy | peak RSS MiB | user+sys CPU s |")

@@ -25,15 +25,12 @@ mkdir -p bench/results
 "$bin_dir/langid_data" --out "$out/lid.npz" --model_out "$out/lid.json" \
   > "$out/langid_data.log"
 python3 - "$out" "$rounds" "$steps" "$bin_dir" "$threads" <<'PY'
-import json, os, resource, statistics, subprocess, sys, time
+import json, os, statistics, sys
+sys.path.insert(0, "bench")
+from run_record import append, commit, cpu_model, median_range, timed_run
 out, rounds, steps, bin_dir, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-if subprocess.run(["git", "diff", "--quiet", "HEAD"]).returncode != 0:
-    commit += "-dirty"
-cpu = next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines() if l.startswith("Model name")), "?")
+commit, cpu = commit(), cpu_model()
 results = "bench/results/sparse_pulls.jsonl"
-def load():
-    return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
 def run(mode, r):
     summary = f"{out}/{mode}_{r}.json"
     cmd = [f"{bin_dir}/convnet_mnist_single", "--data", f"{out}/lid.npz", "--model_file", f"{out}/lid.json",
@@ -42,17 +39,12 @@ def run(mode, r):
            "--log_every", "1000", "--summary", summary]
     if mode == "whole":
         cmd.append("--whole_pulls")
-    before = load()
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=1800)
-    wall = time.monotonic() - t0
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    timing = timed_run(cmd, 1800)
     s = json.load(open(summary))
     t = s["transfers"]
     shown = [x for x in cmd if x not in ("--summary", summary)]
     rec = {"commit": commit, "mode": mode, "round": r, "command": " ".join(shown),
-           "cpu": cpu, "nproc": os.cpu_count(), "load_before": before, "load_after": load(),
+           "cpu": cpu, "nproc": os.cpu_count(), **timing,
            "examples_per_s": s["examples_per_s"],
            "bytes_pulled_per_worker_step": t["bytes_pulled"] / t["worker_steps"],
            # Each worker's first pull takes every variable whole (its
@@ -60,21 +52,14 @@ def run(mode, r):
            "bytes_pulled_per_worker_step_after_first": (t["bytes_pulled"] - s["workers"] * t["parameter_bytes"]) / t["worker_steps"],
            "bytes_pushed_per_worker_step": t["bytes_pushed"] / t["worker_steps"],
            "test_accuracy": s["test_accuracy"],
-           "runtime_overhead": s.get("runtime_overhead"),
-           "user_s": round(r1.ru_utime - r0.ru_utime, 2), "sys_s": round(r1.ru_stime - r0.ru_stime, 2),
-           "wall_s": round(wall, 2)}
-    with open(results, "a") as f:
-        f.write(json.dumps(rec) + "\n")
-    print(json.dumps(rec), flush=True)
-    return rec
+           "runtime_overhead": s.get("runtime_overhead")}
+    return append(results, rec)
 recs = {"rows": [], "whole": []}
 for r in range(1, rounds + 1):
     order = ["rows", "whole"] if r % 2 else ["whole", "rows"]
     for mode in order:
         recs[mode].append(run(mode, r))
-def mmm(xs, fmt):
-    xs = sorted(xs)
-    return f"{fmt(statistics.median(xs))} ({fmt(xs[0])}–{fmt(xs[-1])})"
+mmm = median_range
 n0 = lambda x: f"{x:,.0f}"
 print(f"\nCPU: {cpu}; {rounds} rounds, {steps} steps; results appended to {results}\n")
 print("| pulls | examples/s | bytes pulled / worker step | the same after the first pull | bytes pushed / worker step | pulled / pushed | test accuracy | user+sys CPU s |")

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include <caf/actor.hpp>
-#include <caf/meta/type_name.hpp>
 
 #include "runtime/cluster/config_fingerprint.hpp"
+#include "runtime/inspect.hpp"
 
 namespace syncfac {
 
@@ -41,11 +41,8 @@ struct node_hello {
   config_fingerprint fingerprint;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
-  return f(caf::meta::type_name("node_hello"), x.job, x.index, x.protocol,
-           x.message_types, x.node, x.fingerprint);
-}
+SYNCFAC_INSPECT(node_hello, x.job, x.index, x.protocol, x.message_types,
+                x.node, x.fingerprint)
 
 /// A node's answer to a hello: who it is and the actors it hosts, by role
 /// name ("ps:0", "chief", "covariance:1", "inverse:0", "worker:2").
@@ -58,10 +55,7 @@ struct node_info {
   std::vector<caf::actor> role_actors;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, node_info& x) {
-  return f(caf::meta::type_name("node_info"), x.job, x.index, x.protocol,
-           x.message_types, x.role_names, x.role_actors);
-}
+SYNCFAC_INSPECT(node_info, x.job, x.index, x.protocol, x.message_types,
+                x.role_names, x.role_actors)
 
 } // namespace syncfac

@@ -7,12 +7,11 @@
 #include <string>
 #include <vector>
 
-#include <caf/meta/type_name.hpp>
-
 #include "kernels/backend.hpp"
 #include "kernels/tensor.hpp"
 #include "runtime/data/batcher.hpp"
 #include "runtime/eval_result.hpp"
+#include "runtime/inspect.hpp"
 #include "runtime/model_spec.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/optimizer_config.hpp"
@@ -21,10 +20,7 @@
 
 namespace syncfac {
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, batch& x) {
-  return f(caf::meta::type_name("batch"), x.images, x.labels, x.noise_seed);
-}
+SYNCFAC_INSPECT(batch, x.images, x.labels, x.noise_seed)
 
 /// What a device reports about a freshly loaded model replica.
 struct model_info {
@@ -33,11 +29,7 @@ struct model_info {
   parameter_set initial;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, model_info& x) {
-  return f(caf::meta::type_name("model_info"), x.summary, x.parameter_count,
-           x.initial);
-}
+SYNCFAC_INSPECT(model_info, x.summary, x.parameter_count, x.initial)
 
 /// Loss and accuracy of one training batch, with its gradients when asked
 /// for through grads_atom (empty after train_atom, which applies them).
@@ -58,12 +50,8 @@ struct step_result {
   int64_t stats_examples = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, step_result& x) {
-  return f(caf::meta::type_name("step_result"), x.loss, x.correct, x.count,
-           x.gradients, x.sparse_gradients, x.compute_s, x.stats,
-           x.stats_examples);
-}
+SYNCFAC_INSPECT(step_result, x.loss, x.correct, x.count, x.gradients,
+                x.sparse_gradients, x.compute_s, x.stats, x.stats_examples)
 
 /// A device's self-description.
 struct device_info {
@@ -71,9 +59,6 @@ struct device_info {
   int32_t threads = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, device_info& x) {
-  return f(caf::meta::type_name("device_info"), x.backend, x.threads);
-}
+SYNCFAC_INSPECT(device_info, x.backend, x.threads)
 
 } // namespace syncfac

@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <caf/meta/type_name.hpp>
-
+#include "runtime/inspect.hpp"
 #include "runtime/kfac/kfac_data.hpp"
 
 namespace syncfac {
@@ -22,10 +21,7 @@ struct stats_ack {
   int64_t cov_updates = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, stats_ack& x) {
-  return f(caf::meta::type_name("stats_ack"), x.accepted, x.cov_updates);
-}
+SYNCFAC_INSPECT(stats_ack, x.accepted, x.cov_updates)
 
 /// A covariance actor's counters.
 struct covariance_status {
@@ -47,12 +43,9 @@ struct covariance_status {
   std::string last_error;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, covariance_status& x) {
-  return f(caf::meta::type_name("covariance_status"), x.index, x.received,
-           x.cov_updates, x.stale, x.refused, x.factor_sets_sent,
-           x.send_failures, x.factor_sets_due, x.last_error);
-}
+SYNCFAC_INSPECT(covariance_status, x.index, x.received, x.cov_updates, x.stale,
+                x.refused, x.factor_sets_sent, x.send_failures,
+                x.factor_sets_due, x.last_error)
 
 /// An inverse actor's counters.
 struct inverse_status {
@@ -73,11 +66,8 @@ struct inverse_status {
   std::string last_error;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, inverse_status& x) {
-  return f(caf::meta::type_name("inverse_status"), x.index, x.received,
-           x.refused, x.inversions, x.too_early, x.failed, x.damping_raised,
-           x.shipped, x.ship_failures, x.invert_s, x.last_error);
-}
+SYNCFAC_INSPECT(inverse_status, x.index, x.received, x.refused, x.inversions,
+                x.too_early, x.failed, x.damping_raised, x.shipped,
+                x.ship_failures, x.invert_s, x.last_error)
 
 } // namespace syncfac

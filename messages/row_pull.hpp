@@ -20,10 +20,10 @@
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
-#include <caf/meta/type_name.hpp>
 
 #include "kernels/tensor.hpp"
 #include "messages/sync_messages.hpp"
+#include "runtime/inspect.hpp"
 #include "runtime/model_description.hpp"
 #include "runtime/named_tensor.hpp"
 
@@ -36,10 +36,7 @@ struct row_request {
   std::vector<int64_t> rows;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, row_request& x) {
-  return f(caf::meta::type_name("row_request"), x.variable, x.rows);
-}
+SYNCFAC_INSPECT(row_request, x.variable, x.rows)
 
 /// The table an embedding_bag first layer of `desc` looks up
 /// ("emb0/embeddings"), or none for a model without one.

@@ -16,6 +16,7 @@
 
 #include "kernels/tensor.hpp"
 #include "runtime/data/batcher.hpp"
+#include "runtime/inspect.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/wire_float.hpp"
 #include "runtime/sync/conditional_accumulator.hpp"
@@ -30,11 +31,7 @@ struct sparse_update {
   tensor rows;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, sparse_update& x) {
-  return f(caf::meta::type_name("sparse_update"), x.variable, x.indices,
-           x.rows);
-}
+SYNCFAC_INSPECT(sparse_update, x.variable, x.indices, x.rows)
 
 /// Elements [offset, offset + size()) of a dense variable's gradient in
 /// row-major order (a part of a push split for the network). The sender's
@@ -103,11 +100,8 @@ struct gradient_push {
   std::vector<dense_slice> slices;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, gradient_push& x) {
-  return f(caf::meta::type_name("gradient_push"), x.worker, x.local_step,
-           x.dense, x.sparse, x.part, x.parts, x.slices);
-}
+SYNCFAC_INSPECT(gradient_push, x.worker, x.local_step, x.dense, x.sparse,
+                x.part, x.parts, x.slices)
 
 /// A shard's answer to a push: whether the gradients were accumulated or
 /// dropped as stale, and the shard's step at that moment.
@@ -116,10 +110,7 @@ struct push_ack {
   int64_t global_step = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, push_ack& x) {
-  return f(caf::meta::type_name("push_ack"), x.accepted, x.global_step);
-}
+SYNCFAC_INSPECT(push_ack, x.accepted, x.global_step)
 
 /// The current values of a shard's variables.
 struct shard_params {
@@ -135,11 +126,8 @@ struct shard_params {
   std::vector<sparse_update> rows{};
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, shard_params& x) {
-  return f(caf::meta::type_name("shard_params"), x.shard, x.global_step,
-           x.values, x.has_values, x.rows);
-}
+SYNCFAC_INSPECT(shard_params, x.shard, x.global_step, x.values, x.has_values,
+                x.rows)
 
 /// What a role sent: messages (requests and answers alike) and the
 /// payload bytes among them (tensor values, sparse indices and rows),
@@ -155,10 +143,7 @@ struct transfer_counts {
   }
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, transfer_counts& x) {
-  return f(caf::meta::type_name("transfer_counts"), x.messages, x.bytes);
-}
+SYNCFAC_INSPECT(transfer_counts, x.messages, x.bytes)
 
 /// A shard reports that it has applied the averaged gradients of a step.
 struct applied {
@@ -175,12 +160,8 @@ struct applied {
   int64_t inverse_sets = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, applied& x) {
-  return f(caf::meta::type_name("applied"), x.shard, x.global_step,
-           x.gradients, x.refused_pushes, x.preconditioned_applies,
-           x.inverse_sets);
-}
+SYNCFAC_INSPECT(applied, x.shard, x.global_step, x.gradients, x.refused_pushes,
+                x.preconditioned_applies, x.inverse_sets)
 
 /// A PS shard's part of a round's global gradient norm (--clip_norm): the
 /// sum of the squares of the averages its apply will take.
@@ -191,11 +172,7 @@ struct norm_part {
   double sum_of_squares = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, norm_part& x) {
-  return f(caf::meta::type_name("norm_part"), x.shard, x.global_step,
-           wire(x.sum_of_squares));
-}
+SYNCFAC_INSPECT(norm_part, x.shard, x.global_step, wire(x.sum_of_squares))
 
 /// The factor every average of a clipped round is multiplied by:
 /// clip_factor of the sum of every shard's norm_part
@@ -204,10 +181,7 @@ struct gradient_scale {
   float factor = 1.0f;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, gradient_scale& x) {
-  return f(caf::meta::type_name("gradient_scale"), wire(x.factor));
-}
+SYNCFAC_INSPECT(gradient_scale, wire(x.factor))
 
 /// A token from the chief's queue: the worker's next local_step, or the
 /// signal that training is over.
@@ -216,10 +190,7 @@ struct token_grant {
   bool stop = false;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, token_grant& x) {
-  return f(caf::meta::type_name("token_grant"), x.global_step, x.stop);
-}
+SYNCFAC_INSPECT(token_grant, x.global_step, x.stop)
 
 /// What a worker tells the chief with its token request: the outcome of
 /// the step it just finished.
@@ -239,12 +210,8 @@ struct worker_report {
   int64_t incarnation = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
-  return f(caf::meta::type_name("worker_report"), x.worker, x.local_step,
-           wire(x.loss), x.correct, x.count, x.stale_shards, x.data,
-           x.incarnation);
-}
+SYNCFAC_INSPECT(worker_report, x.worker, x.local_step, wire(x.loss), x.correct,
+                x.count, x.stale_shards, x.data, x.incarnation)
 
 /// A shard's counters.
 struct shard_status {
@@ -274,14 +241,11 @@ struct shard_status {
   int64_t pulls_without_values = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, shard_status& x) {
-  return f(caf::meta::type_name("shard_status"), x.shard, x.global_step,
-           x.accepted_pushes, x.stale_pushes, x.refused_pushes, x.variables,
-           x.kfac_layers, x.kfac_ready, x.inverse_sets, x.refused_inverses,
-           x.preconditioned_applies, x.last_clip, x.sent,
-           x.pulls_waited, x.pulls_without_values, x.first_order_variables);
-}
+SYNCFAC_INSPECT(shard_status, x.shard, x.global_step, x.accepted_pushes,
+                x.stale_pushes, x.refused_pushes, x.variables, x.kfac_layers,
+                x.kfac_ready, x.inverse_sets, x.refused_inverses,
+                x.preconditioned_applies, x.last_clip, x.sent, x.pulls_waited,
+                x.pulls_without_values, x.first_order_variables)
 
 /// A worker's counters and position.
 struct worker_status {
@@ -316,14 +280,11 @@ struct worker_status {
   int64_t bytes_pulled_unused = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, worker_status& x) {
-  return f(caf::meta::type_name("worker_status"), x.worker, x.local_step,
-           x.steps, x.stale_pushes, x.step_s, x.token_wait_s, x.compute_s,
-           x.stats_sent, x.stats_stale, x.stats_skipped, x.stats_failed,
-           x.stats_error, x.peers_lost, x.rebinds, x.bytes_pushed,
-           x.bytes_pulled, x.sent, x.bytes_pulled_unused);
-}
+SYNCFAC_INSPECT(worker_status, x.worker, x.local_step, x.steps, x.stale_pushes,
+                x.step_s, x.token_wait_s, x.compute_s, x.stats_sent,
+                x.stats_stale, x.stats_skipped, x.stats_failed, x.stats_error,
+                x.peers_lost, x.rebinds, x.bytes_pushed, x.bytes_pulled,
+                x.sent, x.bytes_pulled_unused)
 
 /// The chief's view of the run.
 struct chief_status {
@@ -344,12 +305,9 @@ struct chief_status {
   transfer_counts sent{};
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, chief_status& x) {
-  return f(caf::meta::type_name("chief_status"), x.global_step,
-           x.tokens_queued, x.token_requests_waiting, x.tokens_granted,
-           x.finished, x.refused_reports, x.lost_task, x.lost_at, x.sent);
-}
+SYNCFAC_INSPECT(chief_status, x.global_step, x.tokens_queued,
+                x.token_requests_waiting, x.tokens_granted, x.finished,
+                x.refused_reports, x.lost_task, x.lost_at, x.sent)
 
 /// What the chief reports when training has finished.
 struct sync_summary {
@@ -380,14 +338,11 @@ struct sync_summary {
   std::string preempted;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, sync_summary& x) {
-  return f(caf::meta::type_name("sync_summary"), x.global_step, x.examples,
-           x.accepted_pushes, x.stale_pushes, x.refused_pushes,
-           wire(x.last_loss), wire(x.last_accuracy), x.shards, x.checkpoints_written,
-           x.last_checkpoint, x.checkpoint_errors, x.worker_losses,
-           x.worker_rejoins, x.updates_inherited, x.updates_applied,
-           x.updates_rolled_back, x.updates_redone, x.preempted);
-}
+SYNCFAC_INSPECT(sync_summary, x.global_step, x.examples, x.accepted_pushes,
+                x.stale_pushes, x.refused_pushes, wire(x.last_loss),
+                wire(x.last_accuracy), x.shards, x.checkpoints_written,
+                x.last_checkpoint, x.checkpoint_errors, x.worker_losses,
+                x.worker_rejoins, x.updates_inherited, x.updates_applied,
+                x.updates_rolled_back, x.updates_redone, x.preempted)
 
 } // namespace syncfac

@@ -65,8 +65,7 @@ public:
 
   caf::error adopt_prefix(const layer& source, const tensor& x,
                           int64_t n) override {
-    auto src = prefix_source<average_pool_layer>(*this, source, x, n,
-                                                 source.output());
+    auto src = prefix_source<average_pool_layer>(*this, source, x, n);
     if (!src)
       return src.error();
     auto g = geometry(x.shape());

@@ -118,8 +118,7 @@ public:
   /// docs/models.md).
   caf::error adopt_prefix(const layer& source, const tensor& x,
                           int64_t n) override {
-    auto src = prefix_source<batch_norm_layer>(*this, source, x, n,
-                                               source.output());
+    auto src = prefix_source<batch_norm_layer>(*this, source, x, n);
     if (!src)
       return src.error();
     const auto& s = **src;

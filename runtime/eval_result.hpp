@@ -2,8 +2,7 @@
 
 #include <cstdint>
 
-#include <caf/meta/type_name.hpp>
-
+#include "runtime/inspect.hpp"
 #include "runtime/wire_float.hpp"
 
 namespace syncfac {
@@ -43,10 +42,7 @@ struct eval_result {
   }
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
-  return f(caf::meta::type_name("eval_result"), wire(x.loss_sum), x.correct,
-           x.count, wire(x.sq_error_sum));
-}
+SYNCFAC_INSPECT(eval_result, wire(x.loss_sum), x.correct, x.count,
+                wire(x.sq_error_sum))
 
 } // namespace syncfac

@@ -99,8 +99,7 @@ public:
 
   caf::error adopt_prefix(const layer& source, const tensor& x,
                           int64_t n) override {
-    auto src = prefix_source<dense_layer>(*this, source, x, n,
-                                          source.output());
+    auto src = prefix_source<dense_layer>(*this, source, x, n);
     if (!src)
       return src.error();
     if (auto shape = output_shape(x.shape()); !shape)
@@ -184,8 +183,7 @@ public:
 
   caf::error adopt_prefix(const layer& source, const tensor& x,
                           int64_t n) override {
-    auto src = prefix_source<conv2d_layer>(*this, source, x, n,
-                                           source.output());
+    auto src = prefix_source<conv2d_layer>(*this, source, x, n);
     if (!src)
       return src.error();
     auto g = geometry(x.shape());
@@ -263,8 +261,7 @@ public:
 
   caf::error adopt_prefix(const layer& source, const tensor& x,
                           int64_t n) override {
-    auto src = prefix_source<max_pool_layer>(*this, source, x, n,
-                                             source.output());
+    auto src = prefix_source<max_pool_layer>(*this, source, x, n);
     if (!src)
       return src.error();
     auto g = pool_window(name(), x.shape(), k_, k_, stride_, pad_);
@@ -316,8 +313,7 @@ public:
 
   caf::error adopt_prefix(const layer& source, const tensor& x,
                           int64_t n) override {
-    auto src = prefix_source<flatten_layer>(*this, source, x, n,
-                                            source.output());
+    auto src = prefix_source<flatten_layer>(*this, source, x, n);
     if (!src)
       return src.error();
     input_shape_ = x.shape();
@@ -448,8 +444,7 @@ public:
 
   caf::error adopt_prefix(const layer& source, const tensor& x,
                           int64_t n) override {
-    auto src = prefix_source<embedding_bag_layer>(*this, source, x, n,
-                                                  source.output());
+    auto src = prefix_source<embedding_bag_layer>(*this, source, x, n);
     if (!src)
       return src.error();
     copy_prefix((*src)->y_, n, y_);
@@ -490,17 +485,10 @@ public:
   caf::error adopt_prefix(const layer& source, const tensor& x,
                           int64_t n) override {
     (void) x; // a merge keeps no input
-    if (typeid(source) != typeid(*this))
-      return make_error(ec::invalid_argument,
-                        name() + ": cannot adopt the state of layer '"
-                          + source.name() + "' (a different kind)");
-    const auto& out = source.output();
-    if (out.rank() < 1 || n < 1 || n > out.dim(0))
-      return make_error(ec::invalid_argument,
-                        name() + ": cannot adopt " + std::to_string(n)
-                          + " examples of a forward pass whose output is "
-                          + out.shape_string());
-    copy_prefix(out, n, y_);
+    if (auto err = check_prefix_source(*this, source,
+                                       typeid(source) == typeid(*this), n))
+      return err;
+    copy_prefix(source.output(), n, y_);
     adopted(static_cast<const merge_base&>(source), n);
     return caf::none;
   }

@@ -14,7 +14,8 @@
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
-#include <caf/meta/type_name.hpp>
+
+#include "runtime/inspect.hpp"
 
 namespace syncfac {
 
@@ -72,10 +73,7 @@ std::string describe(const lr_schedule& s);
 caf::expected<std::vector<int64_t>>
 parse_lr_boundaries(const std::string& text);
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, lr_schedule& x) {
-  return f(caf::meta::type_name("lr_schedule"), x.kind, x.warmup_steps,
-           x.boundaries, x.decay_rate, x.decay_steps, x.end_factor, x.power);
-}
+SYNCFAC_INSPECT(lr_schedule, x.kind, x.warmup_steps, x.boundaries,
+                x.decay_rate, x.decay_steps, x.end_factor, x.power)
 
 } // namespace syncfac

@@ -10,52 +10,45 @@ model_builder::model_builder(std::string name, std::vector<int64_t> input) {
   desc_.input_shape = std::move(input);
 }
 
+layer_desc& model_builder::append(layer_type type, std::string name,
+                                  std::vector<std::string> inputs) {
+  layer_desc l;
+  l.type = type;
+  l.name = std::move(name);
+  l.inputs = std::move(inputs);
+  desc_.layers.push_back(std::move(l));
+  return desc_.layers.back();
+}
+
 model_builder& model_builder::conv2d(int64_t filters, int64_t kernel,
                                      const conv2d_options& opts) {
-  layer_desc l;
-  l.type = layer_type::conv2d;
+  auto& l = append(layer_type::conv2d, opts.name, opts.inputs);
   l.units = filters;
   l.kernel = kernel;
   l.stride = opts.stride;
   l.pad = opts.pad;
   l.act = opts.act;
   l.init = opts.init;
-  l.name = opts.name;
-  l.inputs = opts.inputs;
-  desc_.layers.push_back(std::move(l));
   return *this;
 }
 
 model_builder& model_builder::dense(int64_t units, const dense_options& opts) {
-  layer_desc l;
-  l.type = layer_type::dense;
+  auto& l = append(layer_type::dense, opts.name, opts.inputs);
   l.units = units;
   l.act = opts.act;
   l.init = opts.init;
-  l.name = opts.name;
-  l.inputs = opts.inputs;
-  desc_.layers.push_back(std::move(l));
   return *this;
 }
 
 model_builder& model_builder::add(std::vector<std::string> inputs,
                                   activation act, std::string name) {
-  layer_desc l;
-  l.type = layer_type::add;
-  l.inputs = std::move(inputs);
-  l.act = act;
-  l.name = std::move(name);
-  desc_.layers.push_back(std::move(l));
+  append(layer_type::add, std::move(name), std::move(inputs)).act = act;
   return *this;
 }
 
 model_builder& model_builder::concat(std::vector<std::string> inputs,
                                      std::string name) {
-  layer_desc l;
-  l.type = layer_type::concat;
-  l.inputs = std::move(inputs);
-  l.name = std::move(name);
-  desc_.layers.push_back(std::move(l));
+  append(layer_type::concat, std::move(name), std::move(inputs));
   return *this;
 }
 
@@ -67,13 +60,10 @@ model_builder& model_builder::dense(int64_t units, activation act) {
 
 model_builder& model_builder::max_pool(int64_t window, int64_t stride,
                                        padding pad, std::string name) {
-  layer_desc l;
-  l.type = layer_type::max_pool;
-  l.name = std::move(name);
+  auto& l = append(layer_type::max_pool, std::move(name));
   l.kernel = window;
   l.stride = stride == 0 ? window : stride;
   l.pad = pad;
-  desc_.layers.push_back(std::move(l));
   return *this;
 }
 
@@ -85,31 +75,20 @@ model_builder& model_builder::avg_pool(int64_t window, int64_t stride,
 }
 
 model_builder& model_builder::global_avg_pool(std::string name) {
-  layer_desc l;
-  l.type = layer_type::global_avg_pool;
-  l.name = std::move(name);
-  desc_.layers.push_back(std::move(l));
+  append(layer_type::global_avg_pool, std::move(name));
   return *this;
 }
 
 model_builder& model_builder::batch_norm(const batch_norm_options& opts) {
-  layer_desc l;
-  l.type = layer_type::batch_norm;
+  auto& l = append(layer_type::batch_norm, opts.name, opts.inputs);
   l.momentum = opts.momentum;
   l.epsilon = opts.epsilon;
   l.act = opts.act;
-  l.name = opts.name;
-  l.inputs = opts.inputs;
-  desc_.layers.push_back(std::move(l));
   return *this;
 }
 
 model_builder& model_builder::dropout(double rate, std::string name) {
-  layer_desc l;
-  l.type = layer_type::dropout;
-  l.rate = rate;
-  l.name = std::move(name);
-  desc_.layers.push_back(std::move(l));
+  append(layer_type::dropout, std::move(name)).rate = rate;
   return *this;
 }
 
@@ -117,46 +96,30 @@ model_builder& model_builder::embedding_bag(int64_t vocabulary,
                                             int64_t width,
                                             bag_combiner combiner,
                                             std::string name) {
-  layer_desc l;
-  l.type = layer_type::embedding_bag;
+  auto& l = append(layer_type::embedding_bag, std::move(name));
   l.vocabulary = vocabulary;
   l.units = width;
   l.combiner = combiner;
-  l.name = std::move(name);
-  desc_.layers.push_back(std::move(l));
   return *this;
 }
 
 model_builder& model_builder::flatten() {
-  layer_desc l;
-  l.type = layer_type::flatten;
-  desc_.layers.push_back(std::move(l));
+  append(layer_type::flatten);
   return *this;
 }
 
-namespace {
-
-layer_desc activation_layer(activation act) {
-  layer_desc l;
-  l.type = layer_type::activation;
-  l.act = act;
-  return l;
-}
-
-} // namespace
-
 model_builder& model_builder::relu() {
-  desc_.layers.push_back(activation_layer(activation::relu));
+  append(layer_type::activation).act = activation::relu;
   return *this;
 }
 
 model_builder& model_builder::tanh() {
-  desc_.layers.push_back(activation_layer(activation::tanh));
+  append(layer_type::activation).act = activation::tanh;
   return *this;
 }
 
 model_builder& model_builder::sigmoid() {
-  desc_.layers.push_back(activation_layer(activation::sigmoid));
+  append(layer_type::activation).act = activation::sigmoid;
   return *this;
 }
 

@@ -118,6 +118,12 @@ public:
   caf::expected<model_description> build() const;
 
 private:
+  /// A new last layer of `type`, named `name` (empty: the default name)
+  /// and taking `inputs` (empty: the layer before); the caller sets the
+  /// fields of its type.
+  layer_desc& append(layer_type type, std::string name = "",
+                     std::vector<std::string> inputs = {});
+
   model_description desc_;
 };
 

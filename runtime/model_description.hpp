@@ -14,9 +14,9 @@
 #include <vector>
 
 #include <caf/error.hpp>
-#include <caf/meta/type_name.hpp>
 
 #include "kernels/backend.hpp"
+#include "runtime/inspect.hpp"
 #include "runtime/wire_float.hpp"
 
 namespace syncfac {
@@ -115,13 +115,9 @@ struct layer_desc {
   }
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, layer_desc& x) {
-  return f(caf::meta::type_name("layer_desc"), x.type, x.name, x.units,
-           x.kernel, x.stride, x.pad, x.act, x.init, x.vocabulary,
-           x.combiner, x.inputs, wire(x.rate), wire(x.momentum),
-           wire(x.epsilon));
-}
+SYNCFAC_INSPECT(layer_desc, x.type, x.name, x.units, x.kernel, x.stride, x.pad,
+                x.act, x.init, x.vocabulary, x.combiner, x.inputs,
+                wire(x.rate), wire(x.momentum), wire(x.epsilon))
 
 struct model_description {
   /// For summaries and messages ("seeds_convnet").
@@ -154,11 +150,8 @@ struct model_description {
   std::string to_json() const;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, model_description& x) {
-  return f(caf::meta::type_name("model_description"), x.name, x.input_shape,
-           x.init, x.layers, x.loss);
-}
+SYNCFAC_INSPECT(model_description, x.name, x.input_shape, x.init, x.layers,
+                x.loss)
 
 /// The variable-name prefix of every layer: its own name, or the type and
 /// its position among the layers other than flatten ("conv0", "pool1",

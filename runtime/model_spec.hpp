@@ -9,9 +9,9 @@
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
-#include <caf/meta/type_name.hpp>
 
 #include "kernels/backend.hpp"
+#include "runtime/inspect.hpp"
 #include "runtime/model_description.hpp"
 
 namespace syncfac {
@@ -91,11 +91,8 @@ model_spec autoencoder_spec();
 /// shapes: model::spec() has them).
 model_spec described_spec(model_description desc);
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, model_spec& x) {
-  return f(caf::meta::type_name("model_spec"), x.arch, x.init, x.height,
-           x.width, x.channels, x.num_classes, x.hidden, x.hidden_activation,
-           x.description, x.label_smoothing);
-}
+SYNCFAC_INSPECT(model_spec, x.arch, x.init, x.height, x.width, x.channels,
+                x.num_classes, x.hidden, x.hidden_activation, x.description,
+                x.label_smoothing)
 
 } // namespace syncfac

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include <caf/error.hpp>
-#include <caf/meta/type_name.hpp>
 
 #include "kernels/tensor.hpp"
+#include "runtime/inspect.hpp"
 
 namespace syncfac {
 
@@ -18,10 +18,7 @@ struct named_tensor {
   tensor value;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, named_tensor& x) {
-  return f(caf::meta::type_name("named_tensor"), x.name, x.value);
-}
+SYNCFAC_INSPECT(named_tensor, x.name, x.value)
 
 using parameter_set = std::vector<named_tensor>;
 

@@ -10,9 +10,9 @@
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
-#include <caf/meta/type_name.hpp>
 
 #include "runtime/gradient_clip.hpp"
+#include "runtime/inspect.hpp"
 #include "runtime/named_tensor.hpp"
 #include "runtime/optimizer_config.hpp"
 
@@ -27,11 +27,7 @@ struct optimizer_slots {
   parameter_set second;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, optimizer_slots& x) {
-  return f(caf::meta::type_name("optimizer_slots"), x.step, x.first,
-           x.second);
-}
+SYNCFAC_INSPECT(optimizer_slots, x.step, x.first, x.second)
 
 class optimizer {
 public:

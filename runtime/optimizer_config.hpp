@@ -7,8 +7,8 @@
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
-#include <caf/meta/type_name.hpp>
 
+#include "runtime/inspect.hpp"
 #include "runtime/kfac/kfac_preconditioner.hpp"
 #include "runtime/lr_schedule.hpp"
 
@@ -77,11 +77,8 @@ inline bool decays(size_t rank) noexcept {
 /// ..." (the first log line of a run says what it trains with).
 std::string describe(const optimizer_config& cfg);
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
-  return f(caf::meta::type_name("optimizer_config"), x.kind, x.learning_rate,
-           x.momentum, x.beta1, x.beta2, x.epsilon, x.schedule,
-           x.weight_decay, x.l2_penalty, x.clip_norm, x.kfac);
-}
+SYNCFAC_INSPECT(optimizer_config, x.kind, x.learning_rate, x.momentum, x.beta1,
+                x.beta2, x.epsilon, x.schedule, x.weight_decay, x.l2_penalty,
+                x.clip_norm, x.kfac)
 
 } // namespace syncfac

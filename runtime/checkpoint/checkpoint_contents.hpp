@@ -12,8 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <caf/meta/type_name.hpp>
-
+#include "runtime/inspect.hpp"
 #include "runtime/kfac/kfac_data.hpp"
 #include "runtime/data/batcher.hpp"
 #include "runtime/named_tensor.hpp"
@@ -36,11 +35,8 @@ struct shard_snapshot {
   std::vector<layer_inverse> inverses;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, shard_snapshot& x) {
-  return f(caf::meta::type_name("shard_snapshot"), x.shard, x.global_step,
-           x.variables, x.averages, x.slots, x.kfac_layers, x.inverses);
-}
+SYNCFAC_INSPECT(shard_snapshot, x.shard, x.global_step, x.variables,
+                x.averages, x.slots, x.kfac_layers, x.inverses)
 
 /// A covariance actor's moving-average factors: per layer the zero-start
 /// EMA numerators (layer_factors::a, g) and their common weight, so that a
@@ -53,11 +49,8 @@ struct covariance_snapshot {
   std::vector<float> weights;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, covariance_snapshot& x) {
-  return f(caf::meta::type_name("covariance_snapshot"), x.index,
-           x.last_folded, x.layers, x.weights);
-}
+SYNCFAC_INSPECT(covariance_snapshot, x.index, x.last_folded, x.layers,
+                x.weights)
 
 /// Where a worker starts: the global step of the (restored) run and, when
 /// the checkpoint recorded it, the position of its data order.
@@ -69,11 +62,8 @@ struct resume_point {
   int64_t incarnation = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, resume_point& x) {
-  return f(caf::meta::type_name("resume_point"), x.global_step,
-           x.has_data_order, x.data_order, x.incarnation);
-}
+SYNCFAC_INSPECT(resume_point, x.global_step, x.has_data_order, x.data_order,
+                x.incarnation)
 
 /// Where a worker's data order stood after the batch of `local_step`.
 struct worker_position {
@@ -82,11 +72,7 @@ struct worker_position {
   batcher_state data;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, worker_position& x) {
-  return f(caf::meta::type_name("worker_position"), x.worker, x.local_step,
-           x.data);
-}
+SYNCFAC_INSPECT(worker_position, x.worker, x.local_step, x.data)
 
 /// One consistent checkpoint, as the chief hands it to its writer.
 struct checkpoint_contents {
@@ -97,11 +83,8 @@ struct checkpoint_contents {
   std::vector<worker_position> data_order;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, checkpoint_contents& x) {
-  return f(caf::meta::type_name("checkpoint_contents"), x.global_step,
-           x.shards, x.covariance, x.data_order);
-}
+SYNCFAC_INSPECT(checkpoint_contents, x.global_step, x.shards, x.covariance,
+                x.data_order)
 
 /// What the writer did with one.
 struct checkpoint_written {
@@ -111,10 +94,6 @@ struct checkpoint_written {
   double write_s = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, checkpoint_written& x) {
-  return f(caf::meta::type_name("checkpoint_written"), x.global_step, x.path,
-           x.bytes, x.write_s);
-}
+SYNCFAC_INSPECT(checkpoint_written, x.global_step, x.path, x.bytes, x.write_s)
 
 } // namespace syncfac

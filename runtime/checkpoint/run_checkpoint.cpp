@@ -36,6 +36,40 @@ void add_tensor(parameter_set& out, std::set<std::string>& names,
   out.push_back(named_tensor{std::move(name), value});
 }
 
+/// A tensor of a layer's K-FAC state, file name "kfac/inverse/<layer>/<part>"
+/// or "kfac/factors/<layer>/<part>": what encode_run_checkpoint writes and
+/// decode_tensors reads back. An `if_held` part (the eigenvalues of eigen
+/// mode) is written only when it holds something.
+template <class T>
+struct kfac_part {
+  const char* name;
+  tensor T::*member;
+  bool if_held;
+};
+
+constexpr kfac_part<layer_inverse> inverse_parts[] = {
+  {"a", &layer_inverse::a, false},
+  {"g", &layer_inverse::g, false},
+  {"a_values", &layer_inverse::a_values, true},
+  {"g_values", &layer_inverse::g_values, true},
+};
+
+constexpr kfac_part<layer_factors> factor_parts[] = {
+  {"a", &layer_factors::a, false},
+  {"g", &layer_factors::g, false},
+};
+
+/// Writes the parts of `entry` under "<prefix><part>".
+template <class T, size_t N>
+void add_kfac_parts(parameter_set& out, std::set<std::string>& names,
+                    const std::string& prefix,
+                    const kfac_part<T> (&parts)[N], const T& entry,
+                    caf::error& err) {
+  for (const auto& part : parts)
+    if (!part.if_held || !(entry.*part.member).empty())
+      add_tensor(out, names, prefix + part.name, entry.*part.member, err);
+}
+
 json inverse_meta(const layer_inverse& inv) {
   return json{{"mode", static_cast<int>(inv.mode)},
               {"form", static_cast<int>(inv.form)},
@@ -106,11 +140,36 @@ bool split_layer_part(const std::string& rest, std::string& layer,
   return true;
 }
 
+/// What read_kfac_part made of a tensor.
+enum class part_read {
+  /// Its name is not "<prefix><layer>/<part>".
+  elsewhere,
+  stored,
+  /// "<prefix><layer>/<part>" with a part the table lacks.
+  unknown_part,
+};
+
+/// The tensor "<prefix><layer>/<part>" into its part of into[layer].
+template <class T, size_t N>
+part_read read_kfac_part(const named_tensor& t, const std::string& prefix,
+                         const kfac_part<T> (&parts)[N],
+                         std::map<std::string, T>& into) {
+  std::string layer, name;
+  if (!starts_with(t.name, prefix)
+      || !split_layer_part(t.name.substr(prefix.size()), layer, name))
+    return part_read::elsewhere;
+  auto& entry = into[layer];
+  entry.layer = layer;
+  for (const auto& part : parts)
+    if (name == part.name) {
+      entry.*part.member = t.value;
+      return part_read::stored;
+    }
+  return part_read::unknown_part;
+}
+
 caf::error decode_tensors(const checkpoint& ckpt, restored_run& run) {
-  const std::string inv_prefix = "kfac/inverse/";
-  const std::string fac_prefix = "kfac/factors/";
   for (const auto& t : ckpt.tensors) {
-    std::string layer, part;
     if (starts_with(t.name, "variables/"))
       run.variables[t.name.substr(10)] = t.value;
     else if (starts_with(t.name, "averages/"))
@@ -119,35 +178,16 @@ caf::error decode_tensors(const checkpoint& ckpt, restored_run& run) {
       run.first_slots[t.name.substr(12)] = t.value;
     else if (starts_with(t.name, "slots/second/"))
       run.second_slots[t.name.substr(13)] = t.value;
-    else if (starts_with(t.name, inv_prefix)
-             && split_layer_part(t.name.substr(inv_prefix.size()), layer,
-                                 part)) {
-      auto& inv = run.inverses[layer];
-      inv.layer = layer;
-      if (part == "a")
-        inv.a = t.value;
-      else if (part == "g")
-        inv.g = t.value;
-      else if (part == "a_values")
-        inv.a_values = t.value;
-      else if (part == "g_values")
-        inv.g_values = t.value;
-      else
+    else {
+      auto read = read_kfac_part(t, "kfac/inverse/", inverse_parts,
+                                 run.inverses);
+      if (read == part_read::elsewhere)
+        read = read_kfac_part(t, "kfac/factors/", factor_parts, run.factors);
+      if (read == part_read::unknown_part)
         return bad(ckpt, "unknown tensor " + in_quotes(t.name));
-    } else if (starts_with(t.name, fac_prefix)
-               && split_layer_part(t.name.substr(fac_prefix.size()), layer,
-                                   part)) {
-      auto& f = run.factors[layer];
-      f.layer = layer;
-      if (part == "a")
-        f.a = t.value;
-      else if (part == "g")
-        f.g = t.value;
-      else
-        return bad(ckpt, "unknown tensor " + in_quotes(t.name));
-    } else {
-      return bad(ckpt, "unknown tensor " + in_quotes(t.name)
-                         + " (not written by a syncfac run)");
+      if (read == part_read::elsewhere)
+        return bad(ckpt, "unknown tensor " + in_quotes(t.name)
+                           + " (not written by a syncfac run)");
     }
   }
   if (run.variables.empty())
@@ -305,13 +345,8 @@ caf::error encode_run_checkpoint(const checkpoint_contents& contents,
       add_tensor(tensors, names, "slots/second/" + v.name, v.value, err);
     optimizer_step = std::max(optimizer_step, sh.slots.step);
     for (const auto& inv : sh.inverses) {
-      auto base = "kfac/inverse/" + inv.layer + "/";
-      add_tensor(tensors, names, base + "a", inv.a, err);
-      add_tensor(tensors, names, base + "g", inv.g, err);
-      if (!inv.a_values.empty())
-        add_tensor(tensors, names, base + "a_values", inv.a_values, err);
-      if (!inv.g_values.empty())
-        add_tensor(tensors, names, base + "g_values", inv.g_values, err);
+      add_kfac_parts(tensors, names, "kfac/inverse/" + inv.layer + "/",
+                     inverse_parts, inv, err);
       metadata["kfac/inverse/" + inv.layer] = inverse_meta(inv).dump();
     }
   }
@@ -321,8 +356,8 @@ caf::error encode_run_checkpoint(const checkpoint_contents& contents,
       // A layer that has not folded a step yet has nothing to keep.
       if (f.a.empty())
         continue;
-      add_tensor(tensors, names, "kfac/factors/" + f.layer + "/a", f.a, err);
-      add_tensor(tensors, names, "kfac/factors/" + f.layer + "/g", f.g, err);
+      add_kfac_parts(tensors, names, "kfac/factors/" + f.layer + "/",
+                     factor_parts, f, err);
       metadata["kfac/factors/" + f.layer]
         = json{{"locations", f.locations},
                {"cov_updates", f.cov_updates},

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <caf/meta/type_name.hpp>
+#include "runtime/inspect.hpp"
 
 namespace syncfac {
 
@@ -23,10 +23,7 @@ struct fingerprint_field {
   std::string value;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, fingerprint_field& x) {
-  return f(caf::meta::type_name("fingerprint_field"), x.path, x.value);
-}
+SYNCFAC_INSPECT(fingerprint_field, x.path, x.value)
 
 struct config_fingerprint {
   /// In the order they were added; paths are unique.
@@ -46,10 +43,7 @@ struct config_fingerprint {
   std::optional<std::string> value_of(const std::string& path) const;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, config_fingerprint& x) {
-  return f(caf::meta::type_name("config_fingerprint"), x.fields, x.omitted);
-}
+SYNCFAC_INSPECT(config_fingerprint, x.fields, x.omitted)
 
 /// The value a record shows for a field it does not have.
 inline constexpr const char* absent_value = "(absent)";

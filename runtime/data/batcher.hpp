@@ -11,11 +11,11 @@
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
-#include <caf/meta/type_name.hpp>
 
 #include "kernels/backend.hpp"
 #include "kernels/tensor.hpp"
 #include "runtime/data/dataset.hpp"
+#include "runtime/inspect.hpp"
 
 namespace syncfac {
 
@@ -45,10 +45,7 @@ struct batcher_state {
   }
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, batcher_state& x) {
-  return f(caf::meta::type_name("batcher_state"), x.epoch, x.cursor);
-}
+SYNCFAC_INSPECT(batcher_state, x.epoch, x.cursor)
 
 class batcher {
 public:

@@ -11,10 +11,9 @@
 #include <string>
 #include <vector>
 
-#include <caf/meta/type_name.hpp>
-
 #include "kernels/kfac_types.hpp"
 #include "kernels/tensor.hpp"
+#include "runtime/inspect.hpp"
 #include "runtime/kfac/kfac_preconditioner.hpp"
 
 namespace syncfac {
@@ -33,17 +32,10 @@ struct stats_request {
   bool rows = false;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, stats_request& x) {
-  return f(caf::meta::type_name("stats_request"), x.fisher,
-           x.sampling.max_examples, x.sampling.max_locations,
-           x.sampling.seed, x.rows);
-}
+SYNCFAC_INSPECT(stats_request, x.fisher, x.sampling.max_examples,
+                x.sampling.max_locations, x.sampling.seed, x.rows)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, gram_rows& x) {
-  return f(caf::meta::type_name("gram_rows"), x.x, x.scale);
-}
+SYNCFAC_INSPECT(gram_rows, x.x, x.scale)
 
 /// One layer's factor statistics of one batch: A [a_dim, a_dim],
 /// G [g_dim, g_dim] (kernels/cpu/kfac_factors.hpp conventions). Each
@@ -59,11 +51,7 @@ struct layer_stats {
   gram_rows g_rows;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, layer_stats& x) {
-  return f(caf::meta::type_name("layer_stats"), x.layer, x.a, x.g,
-           x.a_rows, x.g_rows);
-}
+SYNCFAC_INSPECT(layer_stats, x.layer, x.a, x.g, x.a_rows, x.g_rows)
 
 /// A worker's statistics for the layers one covariance actor owns.
 struct stats_update {
@@ -76,11 +64,7 @@ struct stats_update {
   std::vector<layer_stats> layers;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, stats_update& x) {
-  return f(caf::meta::type_name("stats_update"), x.worker, x.step,
-           x.examples, x.layers);
-}
+SYNCFAC_INSPECT(stats_update, x.worker, x.step, x.examples, x.layers)
 
 /// One layer's moving-average factors (already divided by the EMA weight).
 struct layer_factors {
@@ -93,11 +77,7 @@ struct layer_factors {
   tensor g;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, layer_factors& x) {
-  return f(caf::meta::type_name("layer_factors"), x.layer, x.locations,
-           x.cov_updates, x.a, x.g);
-}
+SYNCFAC_INSPECT(layer_factors, x.layer, x.locations, x.cov_updates, x.a, x.g)
 
 /// Factors handed from a covariance actor to an inverse actor.
 struct factor_set {
@@ -106,10 +86,7 @@ struct factor_set {
   std::vector<layer_factors> layers;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, factor_set& x) {
-  return f(caf::meta::type_name("factor_set"), x.step, x.layers);
-}
+SYNCFAC_INSPECT(factor_set, x.step, x.layers)
 
 /// How a Cholesky-mode layer_inverse holds its factors.
 enum class inverse_form : uint8_t {
@@ -142,12 +119,9 @@ struct layer_inverse {
   inverse_form form = inverse_form::inverse;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, layer_inverse& x) {
-  return f(caf::meta::type_name("layer_inverse"), x.layer, x.mode,
-           x.locations, x.damping, x.a_damping, x.g_damping, x.a, x.g,
-           x.a_values, x.g_values, x.form);
-}
+SYNCFAC_INSPECT(layer_inverse, x.layer, x.mode, x.locations, x.damping,
+                x.a_damping, x.g_damping, x.a, x.g, x.a_values, x.g_values,
+                x.form)
 
 /// Inverses of some layers, computed from one factor_set.
 struct inverse_set {
@@ -160,10 +134,6 @@ struct inverse_set {
   int64_t damping_raised = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, inverse_set& x) {
-  return f(caf::meta::type_name("inverse_set"), x.step, x.layers, x.problems,
-           x.damping_raised);
-}
+SYNCFAC_INSPECT(inverse_set, x.step, x.layers, x.problems, x.damping_raised)
 
 } // namespace syncfac

@@ -14,9 +14,9 @@
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
-#include <caf/meta/type_name.hpp>
 
 #include "kernels/kfac_types.hpp"
+#include "runtime/inspect.hpp"
 #include "runtime/kfac/layer_collection.hpp"
 #include "runtime/layers.hpp"
 #include "runtime/named_tensor.hpp"
@@ -136,14 +136,11 @@ struct kfac_config {
   caf::error validate() const;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, kfac_config& x) {
-  return f(caf::meta::type_name("kfac_config"), x.cov_ema_decay, x.damping,
-           x.invert_every, x.stats_every, x.min_cov_updates, x.fisher, x.mode, x.precision, x.kl_clip,
-           x.momentum, x.cadence,
-           x.max_damping_retries, x.sampling.max_examples,
-           x.sampling.max_locations, x.sampling.seed);
-}
+SYNCFAC_INSPECT(kfac_config, x.cov_ema_decay, x.damping, x.invert_every,
+                x.stats_every, x.min_cov_updates, x.fisher, x.mode,
+                x.precision, x.kl_clip, x.momentum, x.cadence,
+                x.max_damping_retries, x.sampling.max_examples,
+                x.sampling.max_locations, x.sampling.seed)
 
 class kfac_preconditioner {
 public:

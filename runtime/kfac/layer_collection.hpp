@@ -12,8 +12,8 @@
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
-#include <caf/meta/type_name.hpp>
 
+#include "runtime/inspect.hpp"
 #include "runtime/layers.hpp"
 
 namespace syncfac {
@@ -39,11 +39,8 @@ struct kfac_layer {
   double inversion_cost() const noexcept;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, kfac_layer& x) {
-  return f(caf::meta::type_name("kfac_layer"), x.name, x.kind, x.weight_name,
-           x.bias_name, x.a_dim, x.g_dim, x.locations);
-}
+SYNCFAC_INSPECT(kfac_layer, x.name, x.kind, x.weight_name, x.bias_name,
+                x.a_dim, x.g_dim, x.locations)
 
 /// The likelihood the loss is the negative log of; decides how the
 /// sampled Fisher draws its targets.
@@ -67,11 +64,7 @@ struct layer_collection {
   const kfac_layer* find(const std::string& name) const;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, layer_collection& x) {
-  return f(caf::meta::type_name("layer_collection"), x.layers,
-           x.distribution);
-}
+SYNCFAC_INSPECT(layer_collection, x.layers, x.distribution)
 
 /// Assigns each layer to one of `n` owners (covariance or inverse actors):
 /// round-robin in layer order, or by cost (largest inversion_cost first,

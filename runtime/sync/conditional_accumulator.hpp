@@ -13,10 +13,10 @@
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
-#include <caf/meta/type_name.hpp>
 
 #include "kernels/tensor.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/inspect.hpp"
 
 namespace syncfac {
 
@@ -30,11 +30,8 @@ struct accumulator_stats {
   int64_t global_step = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, accumulator_stats& x) {
-  return f(caf::meta::type_name("accumulator_stats"), x.variable, x.accepted,
-           x.dropped_stale, x.refused, x.global_step);
-}
+SYNCFAC_INSPECT(accumulator_stats, x.variable, x.accepted, x.dropped_stale,
+                x.refused, x.global_step)
 
 bool operator==(const accumulator_stats& x, const accumulator_stats& y);
 

@@ -10,9 +10,9 @@
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
-#include <caf/meta/type_name.hpp>
 
 #include "kernels/tensor.hpp"
+#include "runtime/inspect.hpp"
 #include "runtime/sync/conditional_accumulator.hpp"
 
 namespace syncfac {
@@ -24,10 +24,7 @@ struct sparse_gradient {
   tensor rows;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, sparse_gradient& x) {
-  return f(caf::meta::type_name("sparse_gradient"), x.indices, x.rows);
-}
+SYNCFAC_INSPECT(sparse_gradient, x.indices, x.rows)
 
 inline bool operator==(const sparse_gradient& x, const sparse_gradient& y) {
   return x.indices == y.indices && x.rows == y.rows;

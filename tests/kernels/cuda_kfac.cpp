@@ -17,6 +17,7 @@
 #include "kernels/kfac_inverter.hpp"
 #include "tests/helpers.hpp"
 #include "tests/kernels/cuda_inverse_sets.hpp"
+#include "tests/kernels/preconditioning_inputs.hpp"
 
 using namespace syncfac;
 using namespace syncfac::test;
@@ -35,6 +36,14 @@ double round_trip_error(const tensor& f, float damping, const tensor& x) {
       worst = std::max(worst, std::abs(sum - (i == j ? 1.0 : 0.0)));
     }
   return worst;
+}
+
+/// preconditioning_inputs of two full-rank Gram factors, [41, 41] of 60
+/// rows and [13, 13] of 30, with a gradient [41, 13].
+preconditioning_inputs gram_preconditioning_inputs(std::mt19937& rng) {
+  auto A = gram(41, 60, rng);
+  auto G = gram(13, 30, rng);
+  return {A, G, random_tensor({41, 13}, rng)};
 }
 
 /// hard_factor_set() in `mode`, inverted by `inverter` and by the CPU.
@@ -240,55 +249,48 @@ BOOST_AUTO_TEST_CASE(symmetric_eigen_matches_cpu) {
 }
 
 BOOST_AUTO_TEST_CASE(preconditioning_matches_cpu) {
-  int64_t p = 41, q = 13;
-  auto A = gram(p, 60, rng);
-  auto G = gram(q, 30, rng);
-  auto grad = random_tensor({p, q}, rng);
-  tensor A_inv, G_inv;
-  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(A, 0.05f, A_inv));
-  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(G, 0.05f, G_inv));
+  auto in = gram_preconditioning_inputs(rng);
   tensor out_gpu, out_cpu;
   SYNCFAC_REQUIRE_OK(
-    kfac->precondition_factored(grad, A_inv, G_inv, 0.25f, out_gpu));
+    kfac->precondition_factored(in.grad, in.A_inv, in.G_inv, 0.25f, out_gpu));
   SYNCFAC_REQUIRE_OK(
-    cpu::precondition_factored(grad, A_inv, G_inv, 0.25f, out_cpu));
+    cpu::precondition_factored(in.grad, in.A_inv, in.G_inv, 0.25f, out_cpu));
   check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-4, "factored");
 
-  tensor LA, LG;
-  SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(A, 0.05f, LA));
-  SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(G, 0.05f, LG));
-  SYNCFAC_REQUIRE_OK(kfac->precondition_cholesky(grad, LA, LG, 0.25f, out_gpu));
-  SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(grad, LA, LG, 0.25f, out_cpu));
+  SYNCFAC_REQUIRE_OK(
+    kfac->precondition_cholesky(in.grad, in.LA, in.LG, 0.25f, out_gpu));
+  SYNCFAC_REQUIRE_OK(
+    cpu::precondition_cholesky(in.grad, in.LA, in.LG, 0.25f, out_cpu));
   check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-4, "cholesky");
   // Both forms agree (the same damped factors).
   SYNCFAC_REQUIRE_OK(
-    cpu::precondition_factored(grad, A_inv, G_inv, 0.25f, out_cpu));
+    cpu::precondition_factored(in.grad, in.A_inv, in.G_inv, 0.25f, out_cpu));
   check_close(out_gpu, out_cpu, 1e-3 * max_abs(out_cpu), 1e-3,
               "cholesky vs inverses");
 
-  tensor eA, QA, eG, QG;
-  SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(A, eA, QA));
-  SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(G, eG, QG));
-  SYNCFAC_REQUIRE_OK(
-    kfac->precondition_eigen(grad, QA, eA, QG, eG, 1e-3f, 4, out_gpu));
-  SYNCFAC_REQUIRE_OK(
-    cpu::precondition_eigen(grad, QA, eA, QG, eG, 1e-3f, 4, out_cpu));
+  SYNCFAC_REQUIRE_OK(kfac->precondition_eigen(in.grad, in.QA, in.eA, in.QG,
+                                              in.eG, 1e-3f, 4, out_gpu));
+  SYNCFAC_REQUIRE_OK(cpu::precondition_eigen(in.grad, in.QA, in.eA, in.QG,
+                                             in.eG, 1e-3f, 4, out_cpu));
   check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-3, "eigen");
 
   // Errors as on the CPU.
-  tensor bad_l = LA;
+  tensor bad_l = in.LA;
   bad_l[0] = -1.0f;
-  auto e_gpu = kfac->precondition_cholesky(grad, bad_l, LG, 1.0f, out_gpu);
-  auto e_cpu = cpu::precondition_cholesky(grad, bad_l, LG, 1.0f, out_cpu);
+  auto e_gpu = kfac->precondition_cholesky(in.grad, bad_l, in.LG, 1.0f,
+                                           out_gpu);
+  auto e_cpu = cpu::precondition_cholesky(in.grad, bad_l, in.LG, 1.0f,
+                                          out_cpu);
   check_error(e_gpu, ec::numerical_failure, {"LA has pivot"});
   BOOST_CHECK_EQUAL(render(e_gpu), render(e_cpu));
-  tensor zero_e(eA.shape());
-  e_gpu = kfac->precondition_eigen(grad, QA, zero_e, QG, eG, 0.0f, 1,
-                                   out_gpu);
+  tensor zero_e(in.eA.shape());
+  e_gpu = kfac->precondition_eigen(in.grad, in.QA, zero_e, in.QG, in.eG,
+                                   0.0f, 1, out_gpu);
   check_error(e_gpu, ec::numerical_failure, {"not positive"});
-  auto wrong = random_tensor({q, q}, rng);
-  check_error(kfac->precondition_factored(grad, wrong, G_inv, 1.0f, out_gpu),
-              ec::shape_mismatch, {"A_inv"});
+  auto wrong = random_tensor(in.G_inv.shape(), rng);
+  check_error(
+    kfac->precondition_factored(in.grad, wrong, in.G_inv, 1.0f, out_gpu),
+    ec::shape_mismatch, {"A_inv"});
 }
 
 BOOST_AUTO_TEST_CASE(factor_statistics_match_cpu) {
@@ -416,42 +418,34 @@ BOOST_AUTO_TEST_CASE(inverter_statistics_match_cpu) {
 
 BOOST_AUTO_TEST_CASE(inverter_preconditioning_matches_cpu) {
   auto k = gpu_inverter(*this);
-  int64_t p = 41, q = 13;
-  auto A = gram(p, 60, rng);
-  auto G = gram(q, 30, rng);
-  auto grad = random_tensor({p, q}, rng);
-  tensor A_inv, G_inv, LA, LG, eA, QA, eG, QG;
-  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(A, 0.05f, A_inv));
-  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(G, 0.05f, G_inv));
-  SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(A, 0.05f, LA));
-  SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(G, 0.05f, LG));
-  SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(A, eA, QA));
-  SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(G, eG, QG));
+  auto in = gram_preconditioning_inputs(rng);
   tensor out_gpu, out_cpu;
   SYNCFAC_REQUIRE_OK(
-    k->precondition_factored(grad, A_inv, G_inv, 0.25f, out_gpu));
+    k->precondition_factored(in.grad, in.A_inv, in.G_inv, 0.25f, out_gpu));
   SYNCFAC_REQUIRE_OK(
-    cpu::precondition_factored(grad, A_inv, G_inv, 0.25f, out_cpu));
+    cpu::precondition_factored(in.grad, in.A_inv, in.G_inv, 0.25f, out_cpu));
   check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-4, "factored");
   // precondition_layer passes trusted factors.
   for (auto scan : {cpu::factor_scan::scan, cpu::factor_scan::trusted}) {
-    SYNCFAC_REQUIRE_OK(
-      k->precondition_cholesky(grad, LA, LG, 0.25f, out_gpu, scan));
-    SYNCFAC_REQUIRE_OK(
-      cpu::precondition_cholesky(grad, LA, LG, 0.25f, out_cpu, scan));
+    SYNCFAC_REQUIRE_OK(k->precondition_cholesky(in.grad, in.LA, in.LG, 0.25f,
+                                                out_gpu, scan));
+    SYNCFAC_REQUIRE_OK(cpu::precondition_cholesky(in.grad, in.LA, in.LG,
+                                                  0.25f, out_cpu, scan));
     check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-4,
                 "cholesky");
-    SYNCFAC_REQUIRE_OK(k->precondition_eigen(grad, QA, eA, QG, eG, 1e-3f, 4,
-                                             out_gpu, scan));
-    SYNCFAC_REQUIRE_OK(cpu::precondition_eigen(grad, QA, eA, QG, eG, 1e-3f,
-                                               4, out_cpu, scan));
+    SYNCFAC_REQUIRE_OK(k->precondition_eigen(in.grad, in.QA, in.eA, in.QG,
+                                             in.eG, 1e-3f, 4, out_gpu, scan));
+    SYNCFAC_REQUIRE_OK(cpu::precondition_eigen(in.grad, in.QA, in.eA, in.QG,
+                                               in.eG, 1e-3f, 4, out_cpu,
+                                               scan));
     check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-3, "eigen");
   }
-  tensor bad_l = LA;
+  tensor bad_l = in.LA;
   bad_l[0] = -1.0f;
-  auto e_gpu = k->precondition_cholesky(grad, bad_l, LG, 1.0f, out_gpu,
+  auto e_gpu = k->precondition_cholesky(in.grad, bad_l, in.LG, 1.0f, out_gpu,
                                         cpu::factor_scan::scan);
-  auto e_cpu = cpu::precondition_cholesky(grad, bad_l, LG, 1.0f, out_cpu);
+  auto e_cpu = cpu::precondition_cholesky(in.grad, bad_l, in.LG, 1.0f,
+                                          out_cpu);
   check_error(e_gpu, ec::numerical_failure, {"LA has pivot"});
   BOOST_CHECK_EQUAL(render(e_gpu), render(e_cpu));
 }

@@ -20,6 +20,7 @@
 #include "kernels/kfac_inverter.hpp"
 #include "tests/helpers.hpp"
 #include "tests/kernels/kernel_test_utils.hpp"
+#include "tests/kernels/preconditioning_inputs.hpp"
 
 using namespace syncfac;
 using namespace syncfac::test;
@@ -298,16 +299,12 @@ std::pair<stats_out, stats_out> conv_both(kfac_inverter& k,
   return {std::move(got), std::move(want)};
 }
 
-/// A layer's factors in every form precondition_layer takes, and a
-/// gradient [19, 7].
-struct preconditioning_inputs {
-  tensor grad;
-  tensor A_inv, G_inv;
-  tensor LA, LG;
-  tensor eA, QA, eG, QG;
-
-  explicit preconditioning_inputs(std::mt19937& rng);
-};
+/// preconditioning_inputs of random factors, with a gradient [19, 7].
+preconditioning_inputs random_preconditioning_inputs(std::mt19937& rng) {
+  auto A = spd(19, rng);
+  auto G = spd(7, rng);
+  return {A, G, random_tensor({19, 7}, rng)};
+}
 
 } // namespace
 
@@ -345,18 +342,6 @@ BOOST_AUTO_TEST_CASE(a_backend_without_inversion_kernels_is_refused) {
   auto none = make_kfac_inverter(nullptr);
   BOOST_REQUIRE(!none);
   check_error(none.error(), ec::invalid_argument, {"no backend"});
-}
-
-preconditioning_inputs::preconditioning_inputs(std::mt19937& rng) {
-  auto A = spd(19, rng);
-  auto G = spd(7, rng);
-  grad = random_tensor({19, 7}, rng);
-  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(A, 0.05f, A_inv));
-  SYNCFAC_REQUIRE_OK(cpu::damped_inverse(G, 0.05f, G_inv));
-  SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(A, 0.05f, LA));
-  SYNCFAC_REQUIRE_OK(cpu::damped_cholesky(G, 0.05f, LG));
-  SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(A, eA, QA));
-  SYNCFAC_REQUIRE_OK(cpu::symmetric_eigen(G, eG, QG));
 }
 
 BOOST_AUTO_TEST_CASE(the_cpu_statistics_are_the_cpu_functions_bit_for_bit) {
@@ -397,7 +382,7 @@ BOOST_AUTO_TEST_CASE(the_cpu_statistics_are_the_cpu_functions_bit_for_bit) {
 BOOST_AUTO_TEST_CASE(the_cpu_preconditioning_is_the_cpu_functions_bit_for_bit) {
   auto& k = cpu_kfac_inverter();
   std::mt19937 rng{6};
-  preconditioning_inputs in{rng};
+  auto in = random_preconditioning_inputs(rng);
   tensor got, want;
   SYNCFAC_REQUIRE_OK(
     k.precondition_factored(in.grad, in.A_inv, in.G_inv, 0.25f, got));
@@ -490,7 +475,7 @@ BOOST_AUTO_TEST_CASE(the_cuda_adapter_preconditions_on_the_device) {
   recording_kernels dev;
   auto k = make_cuda_kfac_inverter(dev, "cuda:0");
   std::mt19937 rng{9};
-  preconditioning_inputs in{rng};
+  auto in = random_preconditioning_inputs(rng);
   tensor got, want;
   SYNCFAC_REQUIRE_OK(
     k->precondition_factored(in.grad, in.A_inv, in.G_inv, 0.5f, got));

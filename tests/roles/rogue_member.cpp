@@ -9,10 +9,10 @@
 #include <string>
 
 #include <caf/actor_system.hpp>
-#include <caf/meta/type_name.hpp>
 
 #include "actors/cluster_member.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/inspect.hpp"
 #include "actors/program_config.hpp"
 
 namespace rogue {
@@ -21,10 +21,7 @@ struct probe {
   int32_t value = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, probe& x) {
-  return f(caf::meta::type_name("probe"), x.value);
-}
+SYNCFAC_INSPECT(probe, x.value)
 
 } // namespace rogue
 

@@ -263,6 +263,21 @@ BOOST_AUTO_TEST_CASE(concat_joins_the_last_axis_and_splits_its_gradient) {
     *dev, dy1, {&da, &db}));
   BOOST_TEST(da.values() == (std::vector<float>{7, 8}));
   BOOST_TEST(db.values() == (std::vector<float>{9}));
+  // From a layer of another kind, or more examples than it has: refused,
+  // naming the layers and the count (layer_prefix.hpp, as every kind).
+  auto sum = make_add_layer("sum", activation::identity);
+  auto err = sum->adopt_prefix(concat, a, 1);
+  BOOST_REQUIRE(err);
+  BOOST_TEST(render(err).find("sum: cannot adopt the state of layer 'joined' "
+                              "(a different kind)")
+               != std::string::npos,
+             render(err));
+  err = other->adopt_prefix(concat, a, 3);
+  BOOST_REQUIRE(err);
+  BOOST_TEST(render(err).find("joined: cannot adopt 3 examples of a forward "
+                              "pass whose output is [2, 1, 1, 3]")
+               != std::string::npos,
+             render(err));
   // Heights that differ: refused naming both shapes.
   auto bad = concat.merged_shape({a.shape(), tensor_shape{2, 2, 1, 1}});
   BOOST_REQUIRE(!bad);

@@ -202,6 +202,39 @@ BOOST_AUTO_TEST_CASE(tensor_names_say_what_they_are) {
   BOOST_TEST(meta.at("data_order").find("\"cursor\":256") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(eigenvalues_are_kept_only_where_an_inverse_has_them) {
+  temp_dir dir;
+  auto contents = sample_contents();
+  auto& inv = contents.shards.front().inverses.front();
+  inv.a_values = tensor{{2}, {0.5f, 2.0f}};
+  auto run = decode_run_checkpoint(written(dir, contents, identity()),
+                                   identity());
+  BOOST_REQUIRE_MESSAGE(run, why(run));
+  const auto& back = run->inverses.at("fc");
+  BOOST_TEST((back.a_values == inv.a_values));
+  BOOST_TEST(back.g_values.empty());
+  parameter_set tensors;
+  tensor_metadata meta;
+  BOOST_REQUIRE(!encode_run_checkpoint(contents, identity(), tensors, meta));
+  for (const auto& t : tensors)
+    BOOST_TEST(t.name != "kfac/inverse/fc/g_values");
+}
+
+BOOST_AUTO_TEST_CASE(a_tensor_no_run_writes_is_refused_by_name) {
+  temp_dir dir;
+  auto ckpt = written(dir, sample_contents(), identity());
+  for (const char* name : {"kfac/inverse/fc/b", "kfac/factors/fc/a_values",
+                           "kfac/other/fc/a"}) {
+    auto extra = ckpt;
+    extra.tensors.push_back(named_tensor{name, tensor{{2}, {1.0f, 2.0f}}});
+    auto run = decode_run_checkpoint(extra, identity());
+    BOOST_REQUIRE(!run);
+    BOOST_TEST(is_code(run.error(), ec::bad_data));
+    BOOST_TEST(says(run.error(), "unknown tensor '" + std::string{name} + "'"),
+               why(run));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(another_model_or_optimizer_is_refused_naming_both) {
   temp_dir dir;
   auto ckpt = written(dir, sample_contents(), identity("mlp 2->3"));
