@@ -16,7 +16,8 @@ Every comparison script runs its programs through one `Bench`:
   the best peer; `verdict(...)` calls a target met only if the median
   meets it and the rounds' spread is narrow enough to mean something.
 
-Used as a module (bench/run_resnet_vs_torch.sh, bench/run_peers.sh); it
+Used as a module (bench/run_resnet_vs_torch.sh, bench/run_peers.sh; the
+record helpers by run_big_embedding.sh and run_sparse_pulls.sh too); it
 has no dependencies beyond Python's standard library.
 """
 import json
@@ -34,29 +35,78 @@ SPREAD_LIMIT = 0.25
 MIN_ROUNDS = 3
 
 
-def _git(*args):
-    return subprocess.run(["git", *args], capture_output=True, text=True)
+def commit():
+    """HEAD's short hash, "-dirty" added when the tree differs from it."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip() or "?"
+    if subprocess.run(["git", "diff", "--quiet", "HEAD"]).returncode != 0:
+        head += "-dirty"
+    return head
+
+
+def lscpu():
+    """lscpu's text (the CPU model and its flags)."""
+    return subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+
+
+def _lscpu_field(text, name):
+    return next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                 if line.startswith(name)), None)
+
+
+def cpu_model(text=None):
+    """The CPU's model name as lscpu gives it ("?" when it gives none)."""
+    return _lscpu_field(text if text is not None else lscpu(), "Model name") or "?"
 
 
 def machine_facts():
     """The commit, CPU model, the ISA levels the CPU has and its core count."""
-    commit = _git("rev-parse", "--short", "HEAD").stdout.strip() or "?"
-    if _git("diff", "--quiet", "HEAD").returncode != 0:
-        commit += "-dirty"
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    cpu = next((line.split(":", 1)[1].strip() for line in lscpu.splitlines()
-                if line.startswith("Model name")), "?")
-    flags = next((line.split(":", 1)[1].split() for line in lscpu.splitlines()
-                  if line.startswith("Flags")), [])
+    text = lscpu()
+    flags = (_lscpu_field(text, "Flags") or "").split()
     levels = [lvl for lvl, flag in (("avx2", "avx2"), ("avx512", "avx512f"))
               if flag in flags]
-    return {"commit": commit, "cpu": cpu, "cpu_isa_levels": levels,
-            "nproc": os.cpu_count()}
+    return {"commit": commit(), "cpu": cpu_model(text),
+            "cpu_isa_levels": levels, "nproc": os.cpu_count()}
 
 
 def load_average():
+    """The 1, 5 and 15 minute load averages."""
     with open("/proc/loadavg") as f:
         return [float(x) for x in f.read().split()[:3]]
+
+
+def timed_run(cmd, timeout, env=None):
+    """Runs cmd (its output on stdout dropped; a failure or a run past
+    `timeout` seconds raises) and gives a record's load_before,
+    load_after, user_s, sys_s and wall_s: for scripts that keep their own
+    records (run_big_embedding.sh, run_sparse_pulls.sh) rather than a
+    Bench."""
+    before = load_average()
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=timeout,
+                   env=env)
+    wall = time.monotonic() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"load_before": before, "load_after": load_average(),
+            "user_s": round(r1.ru_utime - r0.ru_utime, 2),
+            "sys_s": round(r1.ru_stime - r0.ru_stime, 2),
+            "wall_s": round(wall, 2)}
+
+
+def append(results, rec):
+    """Appends rec to the JSON-lines file `results`, prints it and gives it
+    back."""
+    with open(results, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+    print(json.dumps(rec), flush=True)
+    return rec
+
+
+def median_range(xs, fmt):
+    """ "median (min–max)" of xs, each figure as fmt writes it."""
+    xs = sorted(xs)
+    return f"{fmt(statistics.median(xs))} ({fmt(xs[0])}–{fmt(xs[-1])})"
 
 
 def median_min_max(xs):
@@ -121,11 +171,8 @@ class Bench:
             "sys_s": round(r1.ru_stime - r0.ru_stime, 3),
         })
         rec.update(figures())
-        with open(self.results, "a") as f:
-            f.write(json.dumps(rec) + "\n")
         self.records.append(rec)
-        print(json.dumps(rec), flush=True)
-        return rec
+        return append(self.results, rec)
 
     def of(self, program, config):
         return [r for r in self.records

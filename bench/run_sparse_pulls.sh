@@ -27,7 +27,7 @@ mkdir -p bench/results
 python3 - "$out" "$rounds" "$steps" "$bin_dir" "$threads" <<'PY'
 import json, os, statistics, sys
 sys.path.insert(0, "bench")
-from run_record import append, commit, cpu_model, median_range, timed_run
+from protocol import append, commit, cpu_model, median_range, timed_run
 out, rounds, steps, bin_dir, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 commit, cpu = commit(), cpu_model()
 results = "bench/results/sparse_pulls.jsonl"
