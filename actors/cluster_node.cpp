@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <memory>
-#include <set>
 
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
@@ -11,18 +10,21 @@
 
 #include "actors/chief_driver.hpp"
 #include "actors/chief_supervisor.hpp"
+#include "actors/cluster_end.hpp"
 #include "actors/join_refusal.hpp"
-#include "actors/gather.hpp"
 #include "actors/metrics_sink.hpp"
+#include "actors/node_peers.hpp"
+#include "actors/node_supervisor_configs.hpp"
 #include "actors/owned_actors.hpp"
 #include "actors/preemption.hpp"
-#include "actors/node_connector.hpp"
+#include "actors/role_metrics.hpp"
 #include "actors/run_fingerprint.hpp"
+#include "actors/run_shape_of.hpp"
 #include "actors/supervisor.hpp"
 #include "actors/topology.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/cluster/node_plan.hpp"
 #include "runtime/net/listen_address.hpp"
-#include "actors/role_metrics.hpp"
 #include "runtime/observe/http_request.hpp"
 #include "runtime/observe/metrics_endpoint.hpp"
 #include "runtime/observe/run_status.hpp"
@@ -32,100 +34,99 @@ namespace syncfac {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-std::string role_name(const std::string& job, int32_t index) {
-  return task_id{job, index}.str();
+/// This task cannot join the run (`err`): the chief hears why before
+/// this process ends (actors/join_refusal.hpp), unless it knows already
+/// (it refused this task's hello) or is not there (this task waited for
+/// a peer in vain; so did the chief). An evaluator is not awaited.
+void say_why_not(caf::actor_system& sys, caf::scoped_actor& self,
+                 const cluster_run_config& cfg, const task_id& chief,
+                 const caf::error& err, std::ostream& log) {
+  if (cfg.task.job == "evaluator" || !chief_must_hear(err, chief))
+    return;
+  // Whether it connects to the chief needs no more than the run's
+  // K-FAC strategy, which even a refused plan has.
+  auto tasks = plan_tasks(cfg.sync);
+  auto shape = shape_of(cfg.sync, tasks ? *tasks : task_plan{});
+  refuse_to_join(sys, self, join_route::of(cfg), chief,
+                 connects_to_chief(shape, cfg.cluster, cfg.task),
+                 render(err), log);
 }
 
-bool dedicated_inverter(const sync_training_config& sync,
-                        const cluster_spec& cluster, const task_id& t) {
-  return uses_kfac(sync) && cluster.count("inverse") == 0
-         && sync.kfac.strategy == cov_inv_strategy::dedicated_workers
-         && t.job == "worker" && t.index == cluster.count("worker") - 1;
-}
-
-/// Everything one node builds, connects to and hosts.
+/// Everything one node builds, connects to and hosts, as its plan says
+/// (runtime/cluster/node_plan.hpp).
 class node_run {
 public:
   node_run(caf::actor_system& sys, const cluster_run_config& cfg,
-           const data_loader& load, std::ostream& log)
+           node_plan plan, const data_loader& load, std::ostream& log)
     : sys_(sys),
       cfg_(cfg),
       sync_(cfg.sync),
+      plan_(std::move(plan)),
       load_(load),
       log_(log),
       self_(sys),
       top_(self_),
-      roles_(std::make_shared<std::map<std::string, caf::actor>>()) {
+      roles_(std::make_shared<std::map<std::string, caf::actor>>()),
+      peers_(sys, self_, cfg.cluster, cfg.task, cfg.connect, roles_, log) {
   }
 
   caf::expected<node_outcome> run() {
-    if (cfg_.task == chief_task()) {
+    if (plan_.is_chief()) {
       if (auto err = prepare())
         return err;
       return run_chief();
     }
     if (auto err = join()) {
-      say_why_not(err);
+      say_why_not(sys_, self_, cfg_, plan_.chief, err, log_);
       return err;
     }
     return supervise();
   }
 
 private:
+  /// A role's spawn function: spawns `role` of the plan here and hosts it.
+  using spawn_role = caf::error (node_run::*)(const planned_role& role);
+
+  /// Job -> the function that spawns a role of that job.
+  static const std::map<std::string, spawn_role>& spawners() {
+    static const std::map<std::string, spawn_role> table{
+      {job_of(role_type::shard), &node_run::spawn_shard},
+      {job_of(role_type::inverse), &node_run::spawn_inverse_role},
+      {job_of(role_type::covariance), &node_run::spawn_covariance_role},
+      {job_of(role_type::metrics), &node_run::spawn_metrics_sink_role},
+      {job_of(role_type::chief), &node_run::spawn_chief_role},
+      {job_of(role_type::worker), &node_run::spawn_worker_role},
+    };
+    return table;
+  }
+
+  using role_iterator = std::vector<planned_role>::const_iterator;
+
+  /// Spawns the roles [first, last) of the plan's hosted roles, in order.
+  caf::error spawn_hosted(role_iterator first, role_iterator last) {
+    for (auto role = first; role != last; ++role) {
+      auto i = spawners().find(job_of(role->kind));
+      if (i == spawners().end())
+        return make_error(ec::internal, me() + ": no spawn function for "
+                                          + role->name());
+      if (auto err = (this->*(i->second))(*role))
+        return err;
+    }
+    return caf::none;
+  }
+
   /// A task other than the chief's: builds, connects and hosts its roles
   /// and publishes them.
   caf::error join() {
     if (auto err = prepare())
       return err;
-    const auto& job = cfg_.task.job;
-    caf::error err;
-    if (job == "ps")
-      err = host_shard();
-    else if (job == "inverse")
-      err = host_inverses({cfg_.task.index});
-    else if (job == "covariance")
-      err = host_covariance({cfg_.task.index});
-    else if (job == "worker")
-      err = dedicated_inverter(sync_, cfg_.cluster, cfg_.task)
-              ? host_inverses(all_of(sync_.kfac.inverse_actors))
-              : host_worker();
-    else
-      err = make_error(ec::invalid_config, "task " + cfg_.task.str()
-                                             + ": this program has no role "
-                                               "for job '"
-                                             + job + "'");
-    if (err)
+    if (auto err = spawn_hosted(plan_.hosted.begin(), plan_.hosted.end()))
       return err;
     return publish();
   }
 
-  /// This task cannot join the run (`err`): the chief hears why before
-  /// this process ends (actors/join_refusal.hpp), unless it knows already
-  /// (it refused this task's hello) or is not there (this task waited for
-  /// a peer in vain; so did the chief). An evaluator is not awaited.
-  void say_why_not(const caf::error& err) {
-    if (cfg_.task.job == "evaluator" || !chief_must_hear(err, chief_task()))
-      return;
-    refuse_to_join(sys_, self_, join_route::of(cfg_), chief_task(),
-                   connects_to_chief(cfg_.task), render(err), log_);
-  }
-
-  static std::vector<int32_t> all_of(int32_t n) {
-    std::vector<int32_t> xs(static_cast<size_t>(n));
-    for (int32_t i = 0; i < n; ++i)
-      xs[static_cast<size_t>(i)] = i;
-    return xs;
-  }
-
   std::string me() const {
     return cfg_.task.str();
-  }
-
-  /// chief:0, or worker:0 in a cluster without a chief job.
-  task_id chief_task() const {
-    return cfg_.cluster.chief_task();
   }
 
   caf::error prepare() {
@@ -145,7 +146,7 @@ private:
       kfac_ = layout_kfac(sync_, init_->kfac_collection(), tasks_);
     // The data go into the fingerprint, so the tasks that train or
     // evaluate load them before their first hello.
-    if (loads_data())
+    if (plan_.loads_data)
       if (auto err = load_data())
         return err;
     auto fingerprint = make_run_fingerprint(sync_, *init_, layout_,
@@ -156,13 +157,15 @@ private:
     nc.task = cfg_.task;
     nc.roles = roles_;
     nc.fingerprint = fingerprint;
-    nc.chief = chief_task();
+    nc.chief = plan_.chief;
     // The node actor exists before its hello, the hello before the
     // supervisor's connectors: the supervisor starts with a node handle it
     // learns at once below.
     auto hello_of_node = std::make_shared<node_hello>();
-    if (cfg_.task != chief_task()) {
-      auto sup = spawn_supervisor(sys_, supervisor_config_for(hello_of_node));
+    if (!plan_.is_chief()) {
+      auto sup = spawn_supervisor(
+        sys_, node_supervisor_config(sys_, plan_, cfg_.cluster, cfg_.connect,
+                                     hello_of_node, log_));
       if (!sup)
         return sup.error();
       supervisor_ = *sup;
@@ -172,7 +175,10 @@ private:
       nc.owner = caf::actor_cast<caf::actor>(supervisor_);
     } else {
       auto sup = spawn_chief_supervisor(
-        sys_, chief_supervisor_config_for(hello_of_node));
+        sys_, chief_node_supervisor_config(sys_, plan_, cfg_.cluster,
+                                           cfg_.connect,
+                                           sync_.role_probe_timeout,
+                                           hello_of_node, log_));
       if (!sup)
         return sup.error();
       chief_supervisor_ = *sup;
@@ -181,19 +187,13 @@ private:
     }
     node_ = sys_.spawn(node, std::move(nc));
     top_.own(node_);
-    hello_ = make_hello(sys_, cfg_.task, caf::actor_cast<caf::actor>(node_),
-                        std::move(fingerprint));
-    *hello_of_node = hello_;
-    if (cfg_.task == chief_task())
+    *hello_of_node = make_hello(sys_, cfg_.task,
+                                caf::actor_cast<caf::actor>(node_),
+                                std::move(fingerprint));
+    peers_.hello(*hello_of_node);
+    if (plan_.is_chief())
       status_ = std::make_shared<observe::run_status>();
     return serve_metrics();
-  }
-
-  /// The chief (training and test sets) and the workers that train.
-  bool loads_data() const {
-    const auto& t = cfg_.task;
-    return t.job == "chief"
-           || (t.job == "worker" && !dedicated_inverter(sync_, cfg_.cluster, t));
   }
 
   void host(const std::string& role, const caf::actor& a) {
@@ -220,134 +220,113 @@ private:
     return caf::none;
   }
 
-  /// Connects to the tasks not connected yet; `abandon` as
-  /// connect_options says.
-  caf::error connect(std::vector<task_id> peers,
-                     std::function<caf::error()> abandon = {}) {
-    auto todo = missing_peers(peers, cfg_.task, nodes_);
-    if (todo.empty())
-      return caf::none;
-    auto opts = cfg_.connect;
-    opts.abandon = std::move(abandon);
-    auto infos = connect_nodes(sys_, self_, cfg_.cluster, todo, hello_, opts,
-                               log_);
-    if (!infos)
-      return infos.error();
-    for (auto& kvp : *infos)
-      nodes_.emplace(kvp.first, std::move(kvp.second));
-    return caf::none;
-  }
-
-  /// The actor of `role` hosted by `host` (here or on a connected node).
-  template <class Handle>
-  caf::expected<Handle> find(const task_id& host, const std::string& role) {
-    if (host == cfg_.task) {
-      auto i = roles_->find(role);
-      if (i == roles_->end())
-        return make_error(ec::internal, me() + " does not host " + role);
-      return caf::actor_cast<Handle>(i->second);
-    }
-    auto i = nodes_.find(host.str());
-    if (i == nodes_.end())
-      return make_error(ec::internal, me() + " is not connected to "
-                                        + host.str());
-    return role_of<Handle>(i->second, role);
-  }
-
-  caf::expected<std::vector<ps_actor>> shards() {
-    std::vector<task_id> hosts;
-    for (int32_t s = 0; s < sync_.ps_tasks; ++s)
-      hosts.push_back({"ps", s});
-    if (auto err = connect(hosts))
-      return err;
-    std::vector<ps_actor> out;
-    for (int32_t s = 0; s < sync_.ps_tasks; ++s) {
-      auto h = find<ps_actor>({"ps", s}, role_name("ps", s));
-      if (!h)
-        return h.error();
-      out.push_back(*h);
-    }
-    return out;
-  }
-
-  caf::expected<std::vector<inverse_actor>> inverses() {
-    std::vector<task_id> hosts;
-    for (int32_t k = 0; k < sync_.kfac.inverse_actors; ++k)
-      hosts.push_back(inverse_host(sync_, cfg_.cluster, k));
-    if (auto err = connect(hosts))
-      return err;
-    std::vector<inverse_actor> out;
-    for (int32_t k = 0; k < sync_.kfac.inverse_actors; ++k) {
-      auto h = find<inverse_actor>(hosts[static_cast<size_t>(k)],
-                                   role_name("inverse", k));
-      if (!h)
-        return h.error();
-      out.push_back(*h);
-    }
-    return out;
-  }
-
-  caf::expected<std::vector<covariance_actor>> covariances() {
-    std::vector<task_id> hosts;
-    for (int32_t c = 0; c < sync_.kfac.covariance_actors; ++c)
-      hosts.push_back(covariance_host(sync_, cfg_.cluster, c));
-    if (auto err = connect(hosts))
-      return err;
-    std::vector<covariance_actor> out;
-    for (int32_t c = 0; c < sync_.kfac.covariance_actors; ++c) {
-      auto h = find<covariance_actor>(hosts[static_cast<size_t>(c)],
-                                      role_name("covariance", c));
-      if (!h)
-        return h.error();
-      out.push_back(*h);
-    }
-    return out;
-  }
-
-  caf::error host_shard() {
-    auto s = cfg_.task.index;
-    auto shard = spawn_ps_shard(sys_, layout_.shards[static_cast<size_t>(s)]);
+  caf::error spawn_shard(const planned_role& role) {
+    auto shard = spawn_ps_shard(sys_,
+                                layout_.shards[static_cast<size_t>(role.index)]);
     if (!shard)
       return shard.error();
     top_.own(*shard);
-    host(role_name("ps", s), caf::actor_cast<caf::actor>(*shard));
+    host(role.name(), caf::actor_cast<caf::actor>(*shard));
     return caf::none;
   }
 
-  caf::error host_inverses(const std::vector<int32_t>& which) {
-    auto ps = shards();
+  caf::error spawn_inverse_role(const planned_role& role) {
+    auto ps = peers_.find_all<ps_actor>(plan_.shards);
     if (!ps)
       return ps.error();
-    for (auto k : which) {
-      device_config dc = sync_.base.device;
-      dc.threads = 1; // the inverse kernels run on the calling thread
-      auto dev = spawn_device(sys_, dc);
-      if (!dev)
-        return dev.error();
-      top_.own(*dev);
-      auto inv = spawn_inverse(sys_, make_inverse_config(sync_, *kfac_,
-                                                         layout_, k, *ps,
-                                                         *dev));
-      if (!inv)
-        return inv.error();
-      top_.own(*inv);
-      host(role_name("inverse", k), caf::actor_cast<caf::actor>(*inv));
-    }
+    device_config dc = sync_.base.device;
+    dc.threads = 1; // the inverse kernels run on the calling thread
+    auto dev = spawn_device(sys_, dc);
+    if (!dev)
+      return dev.error();
+    top_.own(*dev);
+    auto inv = spawn_inverse(sys_, make_inverse_config(sync_, *kfac_, layout_,
+                                                       role.index, *ps, *dev));
+    if (!inv)
+      return inv.error();
+    top_.own(*inv);
+    host(role.name(), caf::actor_cast<caf::actor>(*inv));
     return caf::none;
   }
 
-  caf::error host_covariance(const std::vector<int32_t>& which) {
-    auto inv = inverses();
+  caf::error spawn_covariance_role(const planned_role& role) {
+    auto inv = peers_.find_all<inverse_actor>(plan_.inverses);
     if (!inv)
       return inv.error();
-    for (auto c : which) {
-      auto cov = spawn_covariance(sys_, make_covariance_config(sync_, *kfac_,
-                                                               c, *inv));
-      if (!cov)
-        return cov.error();
-      top_.own(*cov);
-      host(role_name("covariance", c), caf::actor_cast<caf::actor>(*cov));
+    auto cov = spawn_covariance(sys_, make_covariance_config(sync_, *kfac_,
+                                                             role.index,
+                                                             *inv));
+    if (!cov)
+      return cov.error();
+    top_.own(*cov);
+    host(role.name(), caf::actor_cast<caf::actor>(*cov));
+    return caf::none;
+  }
+
+  caf::error spawn_worker_role(const planned_role& role) {
+    auto i = role.index;
+    if (auto err = load_data())
+      return err;
+    // One worker per process: the task has the process's threads alone.
+    auto dev = spawn_worker_device(sys_, sync_, i, 1, top_);
+    if (!dev)
+      return dev.error();
+    auto ps = peers_.find_all<ps_actor>(plan_.shards);
+    if (!ps)
+      return ps.error();
+    if (auto err = peers_.connect({plan_.chief}))
+      return err;
+    auto chief = peers_.find<chief_actor>(plan_.chief, "chief");
+    if (!chief)
+      return chief.error();
+    std::vector<covariance_actor> cov;
+    if (plan_.sends_statistics) {
+      auto c = peers_.find_all<covariance_actor>(plan_.covariance);
+      if (!c)
+        return c.error();
+      cov = std::move(*c);
     }
+    auto wc = make_worker_config(sync_, tasks_, kfac_ ? &*kfac_ : nullptr, i,
+                                 train_, *dev, *ps, *chief, std::move(cov));
+    // Losing the chief or a shard: wait for a chief to rebind the worker.
+    wc.peer_wait = cfg_.max_wait;
+    auto w = spawn_worker(sys_, std::move(wc));
+    if (!w)
+      return w.error();
+    top_.own(*w);
+    worker_ = *w;
+    host(role.name(), caf::actor_cast<caf::actor>(*w));
+    return caf::none;
+  }
+
+  /// The chief's node: the metrics sink other roles report to (role
+  /// "metrics"); it writes into the chief's log, so it stops before the
+  /// log ends (chief_parts).
+  caf::error spawn_metrics_sink_role(const planned_role& role) {
+    if (chief_ == nullptr)
+      return make_error(ec::internal, me() + " hosts no chief's log for "
+                                        + role.name());
+    auto sink = spawn_metrics_sink(sys_, metrics_sink_config{chief_->out.get()});
+    if (!sink)
+      return sink.error();
+    chief_->sink = *sink;
+    metrics_ = *sink;
+    host(role.name(), caf::actor_cast<caf::actor>(*sink));
+    return caf::none;
+  }
+
+  caf::error spawn_chief_role(const planned_role& role) {
+    if (chief_ == nullptr)
+      return make_error(ec::internal, me() + " hosts no chief's log for "
+                                        + role.name());
+    auto driver = chief_driver::make(sys_, top_, sync_, tasks_, chief_->steps,
+                                     chief_->shards, test_, *chief_->out);
+    if (!driver)
+      return driver.error();
+    chief_->driver = std::move(*driver);
+    host(role.name(), caf::actor_cast<caf::actor>(chief_->driver->chief()));
+    if (cfg_.on_chief)
+      cfg_.on_chief(chief_->driver->chief());
     return caf::none;
   }
 
@@ -362,178 +341,17 @@ private:
     return caf::none;
   }
 
-  caf::error host_worker() {
-    auto i = cfg_.task.index;
-    if (i >= tasks_.worker_tasks())
-      return make_error(ec::invalid_config,
-                        "no worker role for this task ("
-                          + std::to_string(tasks_.worker_tasks())
-                          + " worker tasks)");
-    if (auto err = load_data())
-      return err;
-    // One worker per process: the task has the process's threads alone.
-    auto dev = spawn_worker_device(sys_, sync_, i, 1, top_);
-    if (!dev)
-      return dev.error();
-    auto ps = shards();
-    if (!ps)
-      return ps.error();
-    if (auto err = connect({chief_task()}))
-      return err;
-    auto chief = find<chief_actor>(chief_task(), "chief");
-    if (!chief)
-      return chief.error();
-    std::vector<covariance_actor> cov;
-    if (sends_statistics(sync_, tasks_, i)) {
-      auto c = covariances();
-      if (!c)
-        return c.error();
-      cov = std::move(*c);
-    }
-    auto wc = make_worker_config(sync_, tasks_, kfac_ ? &*kfac_ : nullptr, i,
-                                 train_, *dev, *ps, *chief, std::move(cov));
-    // Losing the chief or a shard: wait for a chief to rebind the worker.
-    wc.peer_wait = cfg_.max_wait;
-    auto w = spawn_worker(sys_, std::move(wc));
-    if (!w)
-      return w.error();
-    top_.own(*w);
-    worker_ = *w;
-    host(role_name("worker", i), caf::actor_cast<caf::actor>(*w));
-    return caf::none;
-  }
-
-  /// What this node's supervisor watches and whom it rebinds. The hello
-  /// its connectors send is filled in once the node actor exists.
-  supervisor_config
-  supervisor_config_for(std::shared_ptr<const node_hello> hello) const {
-    supervisor_config sc;
-    sc.me = me();
-    sc.chief = chief_task().str();
-    sc.chief_address = cfg_.cluster.address(chief_task()).str();
-    sc.reconnects_to_chief = connects_to_chief(cfg_.task);
-    std::set<std::string> peers;
-    auto watch = [&](const task_id& t) {
-      if (t != cfg_.task && t != chief_task())
-        peers.insert(t.str());
-    };
-    for (int32_t s = 0; s < sync_.ps_tasks; ++s) {
-      watch({"ps", s});
-      sc.shard_roles.emplace_back(task_id{"ps", s}.str(), role_name("ps", s));
-    }
-    if (uses_kfac(sync_)) {
-      for (int32_t c = 0; c < sync_.kfac.covariance_actors; ++c)
-        watch(covariance_host(sync_, cfg_.cluster, c));
-      for (int32_t k = 0; k < sync_.kfac.inverse_actors; ++k)
-        watch(inverse_host(sync_, cfg_.cluster, k));
-    }
-    sc.peers.assign(peers.begin(), peers.end());
-    const auto& t = cfg_.task;
-    if (t.job == "worker" && !dedicated_inverter(sync_, cfg_.cluster, t)) {
-      if (t.index < tasks_.gradient_workers)
-        sc.gradient_worker = t.index;
-      else
-        sc.stats_worker = true;
-      if (sends_statistics(sync_, tasks_, t.index))
-        for (int32_t c = 0; c < sync_.kfac.covariance_actors; ++c)
-          sc.covariance_roles.emplace_back(
-            covariance_host(sync_, cfg_.cluster, c).str(),
-            role_name("covariance", c));
-    }
-    sc.max_wait = cfg_.max_wait;
-    sc.request_timeout = cfg_.connect.request_timeout;
-    // The chief's own bound on the step in flight (chief_config::
-    // preempt_wait), its checkpoint and its word to this node.
-    sc.preempt_wait = std::min(sync_.step_timeout,
-                               std::chrono::milliseconds{20000})
-                      + 2 * cfg_.connect.request_timeout
-                      + std::chrono::milliseconds{10000};
-    sc.connect_attempt = connect_attempt();
-    sc.connector = connector_for(hello);
-    sc.hello = hello;
-    auto* log = &log_;
-    sc.log = [log](const std::string& line) { *log << line << std::endl; };
-    return sc;
-  }
-
-  /// Each connect attempt of a supervisor's connector tries for a second
-  /// (as a node did before it had a supervisor), so that a connector stops
-  /// soon after the run ends; this bounds one answer.
-  std::chrono::milliseconds connect_attempt() const {
-    return std::chrono::milliseconds{1000}
-           + 2 * std::min(cfg_.connect.request_timeout,
-                          std::chrono::milliseconds{2000})
-           + std::chrono::milliseconds{1000};
-  }
-
-  std::function<connector_actor(const std::string&)>
-  connector_for(std::shared_ptr<const node_hello> hello) const {
-    auto cluster = cfg_.cluster;
-    auto opts = cfg_.connect;
-    opts.timeout = std::chrono::milliseconds{1000};
-    auto* sys = &sys_;
-    return [sys, cluster, opts, hello](const std::string&) {
-      return spawn_node_connector(*sys, cluster, *hello, opts);
-    };
-  }
-
-  /// The chief's node: where every role lives, which tasks connect to the
-  /// chief themselves, and how lost ones are reached again.
-  chief_supervisor_config
-  chief_supervisor_config_for(std::shared_ptr<const node_hello> hello) const {
-    chief_supervisor_config sc;
-    sc.me = me();
-    for (const auto& t : cfg_.cluster.tasks()) {
-      sc.addresses[t.str()] = cfg_.cluster.address(t).str();
-      if (t != cfg_.task && t.job != "evaluator" && connects_to_chief(t))
-        sc.passive.insert(t.str());
-    }
-    auto& pl = sc.placement;
-    for (int32_t s = 0; s < sync_.ps_tasks; ++s)
-      pl.shards.push_back({task_id{"ps", s}.str(), role_name("ps", s)});
-    for (int32_t i = 0; i < tasks_.worker_tasks(); ++i)
-      (i >= tasks_.gradient_workers ? pl.stats_workers : pl.workers)
-        .push_back({task_id{"worker", i}.str(), role_name("worker", i)});
-    if (uses_kfac(sync_)) {
-      for (int32_t c = 0; c < sync_.kfac.covariance_actors; ++c)
-        pl.covariance.push_back({covariance_host(sync_, cfg_.cluster, c).str(),
-                                 role_name("covariance", c)});
-      for (int32_t k = 0; k < sync_.kfac.inverse_actors; ++k)
-        pl.inverses.push_back({inverse_host(sync_, cfg_.cluster, k).str(),
-                               role_name("inverse", k)});
-    }
-    sc.hello = hello;
-    sc.max_wait = cfg_.max_wait;
-    sc.request_timeout = cfg_.connect.request_timeout;
-    sc.probe_timeout = sync_.role_probe_timeout;
-    sc.connect_attempt = connect_attempt();
-    sc.connector = connector_for(hello);
-    auto* log = &log_;
-    sc.log = [log](const std::string& line) { *log << line << std::endl; };
-    return sc;
-  }
-
-  /// Bounds the wait for the supervisor's end: every step within the step
-  /// timeout, and the chief's absences within max_wait each (which the
-  /// supervisor itself ends); a node that does not know the run's length
-  /// (no data here, --num_epochs) waits a year.
-  std::chrono::milliseconds end_wait() const {
-    int64_t steps = sync_.base.steps;
-    if (train_)
-      steps = total_steps(sync_, tasks_, train_->count);
-    if (steps <= 0)
-      return std::chrono::hours{24 * 365};
-    return cfg_.max_wait * 2 + sync_.step_timeout * (steps + 1);
-  }
-
   /// Non-chief nodes: hands the wiring to the supervisor and waits for its
   /// end of the run.
   caf::expected<node_outcome> supervise() {
     node_wiring wiring;
-    wiring.nodes = nodes_;
+    wiring.nodes = peers_.nodes();
     wiring.hosted = *roles_;
     wiring.worker = worker_;
-    auto bound = end_wait();
+    int64_t steps = sync_.base.steps;
+    if (train_)
+      steps = total_steps(sync_, tasks_, train_->count);
+    auto bound = plan_.waits.end_wait(steps);
     std::optional<node_end> end;
     caf::error err;
     self_->request(supervisor_, bound, run_atom::value, std::move(wiring))
@@ -550,18 +368,6 @@ private:
     node_outcome out;
     out.exit_code = end->exit_code;
     return out;
-  }
-
-  /// Whether task `t` connects to the chief on its own (so the chief
-  /// waits for its hello instead of connecting to it).
-  bool connects_to_chief(const task_id& t) const {
-    if (t.job == "worker")
-      return !dedicated_inverter(sync_, cfg_.cluster, t);
-    if (t.job == "covariance" && uses_kfac(sync_))
-      for (int32_t k = 0; k < sync_.kfac.inverse_actors; ++k)
-        if (inverse_host(sync_, cfg_.cluster, k) == chief_task())
-          return true;
-    return false;
   }
 
   /// The chief's node, published, connects to the tasks it reaches
@@ -588,95 +394,92 @@ private:
     };
   }
 
+  /// What only the chief's node has, and the order it ends in: the
+  /// driver first, then the metrics sink (it writes into the log), then
+  /// the log.
+  struct chief_parts {
+    caf::scoped_actor& self;
+    int64_t steps = 0;
+    std::vector<ps_actor> shards;
+    std::unique_ptr<training_log> out;
+    metrics_actor sink;
+    std::unique_ptr<chief_driver> driver;
+
+    explicit chief_parts(caf::scoped_actor& s) : self(s) {
+    }
+
+    ~chief_parts() {
+      driver.reset();
+      if (sink) {
+        self->send_exit(sink, caf::exit_reason::user_shutdown);
+        self->wait_for(sink);
+      }
+    }
+  };
+
   caf::expected<node_outcome> run_chief() {
     if (auto err = load_data())
       return err;
-    auto ps = shards();
+    chief_parts parts{self_};
+    chief_ = &parts;
+    struct forget {
+      chief_parts*& p;
+      ~forget() {
+        p = nullptr;
+      }
+    } forget_parts{chief_};
+    auto ps = peers_.find_all<ps_actor>(plan_.shards);
     if (!ps)
       return ps.error();
-    bool kfac = uses_kfac(sync_);
-    if (kfac) {
-      std::vector<int32_t> here;
-      for (int32_t k = 0; k < sync_.kfac.inverse_actors; ++k)
-        if (inverse_host(sync_, cfg_.cluster, k) == cfg_.task)
-          here.push_back(k);
-      if (!here.empty())
-        if (auto err = host_inverses(here))
-          return err;
-      here.clear();
-      for (int32_t c = 0; c < sync_.kfac.covariance_actors; ++c)
-        if (covariance_host(sync_, cfg_.cluster, c) == cfg_.task)
-          here.push_back(c);
-      if (!here.empty())
-        if (auto err = host_covariance(here))
-          return err;
-    }
-    auto steps = total_steps(sync_, tasks_, train_->count);
-    training_log out{log_, steps, sync_.base.progress, status_};
+    parts.shards = *ps;
+    // The K-FAC roles hosted here come first (the plan puts them before
+    // the metrics sink): the chief's log is opened once they exist.
+    auto own = std::find_if(plan_.hosted.begin(), plan_.hosted.end(),
+                            [](const planned_role& r) {
+                              return r.kind == role_type::metrics;
+                            });
+    if (auto err = spawn_hosted(plan_.hosted.begin(), own))
+      return err;
+    parts.steps = total_steps(sync_, tasks_, train_->count);
+    parts.out = std::make_unique<training_log>(log_, parts.steps,
+                                               sync_.base.progress, status_);
+    auto& out = *parts.out;
     // Named now, created once every node agreed (on_connected below): a
     // node refused at connect leaves no file behind.
     out.name_outputs(sync_.base.metrics_path, sync_.base.logdir,
                      sync_.base.hparams);
-    // The launcher's pipe for the chief's progress (runtime/progress_record.hpp).
+    // The launcher's pipe for the chief's progress
+    // (runtime/progress_record.hpp).
     if (auto err = out.open_progress_record())
       return err;
-    // The metrics sink other roles report to (role "metrics"); it writes
-    // into `out`, so it stops before `out` ends.
-    auto sink = spawn_metrics_sink(sys_, metrics_sink_config{&out});
-    if (!sink)
-      return sink.error();
-    metrics_ = *sink;
-    struct stop_sink {
-      caf::scoped_actor& self;
-      metrics_actor sink;
-      ~stop_sink() {
-        self->send_exit(sink, caf::exit_reason::user_shutdown);
-        self->wait_for(sink);
-      }
-    } stop{self_, *sink};
-    host("metrics", caf::actor_cast<caf::actor>(*sink));
-    auto driver = chief_driver::make(sys_, top_, sync_, tasks_, steps, *ps,
-                                     test_, out);
-    if (!driver)
-      return driver.error();
-    host("chief", caf::actor_cast<caf::actor>((*driver)->chief()));
-    if (cfg_.on_chief)
-      cfg_.on_chief((*driver)->chief());
-    // Without a chief job this task is worker 0 as well (TensorFlow's
+    // The sink, the chief, and without a chief job worker 0 (TensorFlow's
     // rule): its worker joins the chief here, found like any other.
-    if (cfg_.task.job == "worker")
-      if (auto err = host_worker())
-        return err;
+    if (auto err = spawn_hosted(own, plan_.hosted.end()))
+      return err;
     if (auto err = publish())
       return err;
     // Everyone else; training starts once all are here. Tasks that connect
-    // to the chief themselves are awaited rather than connected to: a
-    // second connection between the same two nodes confuses CAF's TLS
-    // transport.
-    std::vector<task_id> active;
-    std::vector<task_id> passive;
-    for (const auto& t : cfg_.cluster.tasks())
-      if (t != cfg_.task && t.job != "evaluator")
-        (connects_to_chief(t) ? passive : active).push_back(t);
-    if (auto err = connect(active, told_why_not())) {
+    // to the chief themselves are awaited rather than connected to (the
+    // plan's passive tasks).
+    cluster_end end{self_, me(), cfg_.connect.request_timeout, log_};
+    if (auto err = peers_.connect(plan_.active, told_why_not())) {
       // The nodes connected so far hear it: none waits for a chief that
       // is gone (--max_wait_ms).
-      end_run("training failed: " + render(err), {});
+      end.tell_nodes(peers_.nodes(), {}, "training failed: " + render(err));
       return err;
     }
+    auto& driver = *parts.driver;
     // A restarted chief goes on with the workers that come back soon; a
     // lost one (e.g. a backup killed for good) may rejoin later.
-    bool restarted = (*driver)->shards_kept();
+    bool restarted = driver.shards_kept();
     chief_run wiring;
-    wiring.nodes = nodes_;
+    wiring.nodes = peers_.nodes();
     wiring.hosted = *roles_;
-    for (const auto& t : passive)
+    for (const auto& t : plan_.passive)
       wiring.awaited.push_back(t.str());
-    wiring.await_wait = restarted ? std::min<std::chrono::milliseconds>(
-                                      cfg_.connect.timeout,
-                                      std::chrono::seconds{10})
-                                  : cfg_.connect.timeout;
+    wiring.await_wait = plan_.waits.await_wait(restarted);
     wiring.partial = restarted;
+    auto steps = parts.steps;
     wiring.on_connected = [this, &out, steps]() -> caf::error {
       if (auto err = out.open_named_outputs())
         return err;
@@ -697,20 +500,24 @@ private:
     };
     // The supervisor bounds each of its waits for a lost role by max_wait;
     // a few of them fit into the bound of the whole run.
-    auto summary = (*driver)->run(self_, chief_supervisor_, std::move(wiring),
-                                  cfg_.max_wait * 4);
-    for (const auto& [task, info] : (*driver)->nodes())
-      nodes_[task] = info;
+    auto summary = driver.run(self_, chief_supervisor_, std::move(wiring),
+                              cfg_.max_wait * 4);
+    for (const auto& [task, info] : driver.nodes())
+      peers_.nodes()[task] = info;
     auto reason = !summary ? "training failed: " + render(summary.error())
                   : !summary->preempted.empty()
                     ? preempted_run_reason(summary->preempted)
                     : std::string{"training finished"};
     // Nodes that joined on their own (an evaluator) end first, while the
     // shards are still up: they may finish a last evaluation.
-    end_callers(reason);
+    end.tell_callers(node_, cfg_.cluster, reason);
+    auto report = end.collect(driver.shards(), driver.roles(), metrics_,
+                              counters_timeout(sync_));
+    report.tasks = static_cast<int64_t>(cfg_.cluster.tasks().size());
+    report.tls = cfg_.tls;
     node_outcome outcome;
-    outcome.cluster = cluster_report((*driver)->shards(), (*driver)->roles());
-    end_run(reason, (*driver)->hellos());
+    outcome.cluster = report.to_json();
+    end.tell_nodes(peers_.nodes(), driver.hellos(), reason);
     if (!summary)
       return summary.error();
     if (!summary->preempted.empty())
@@ -719,173 +526,12 @@ private:
     return outcome;
   }
 
-  /// Per task: what its roles refused or failed (the chief's summary).
-  json_object cluster_report(const std::vector<ps_actor>& ps,
-                             const run_roles& roles) {
-    auto timeout = counters_timeout(sync_);
-    json_object tasks;
-    // Per role, in order: its counters or why it could not be reached.
-    auto ask = [&](const auto& handles, const std::string& job, auto status,
-                   auto fill) {
-      using status_type = decltype(status);
-      std::vector<json_object> entries(handles.size());
-      ask_each<status_type>(
-        self_, handles, timeout,
-        [&](size_t i, const status_type& st) { fill(entries[i], st); },
-        [&](size_t i, const caf::error& err) {
-          entries[i].add("unreachable", render(err));
-        },
-        status_atom::value);
-      for (size_t i = 0; i < handles.size(); ++i) {
-        if (!handles[i])
-          entries[i].add("unreachable", "not there when the run ended (lost, "
-                                        "or not back after the chief's "
-                                        "restart)");
-        tasks.add(role_name(job, static_cast<int32_t>(i)), entries[i]);
-      }
-    };
-    ask(ps, "ps", shard_status{}, [](json_object& t, const shard_status& st) {
-      t.add("errors", st.refused_pushes + st.refused_inverses)
-        .add("stale_pushes", st.stale_pushes);
-    });
-    auto workers = roles.workers;
-    workers.insert(workers.end(), roles.stats_workers.begin(),
-                   roles.stats_workers.end());
-    ask(workers, "worker", worker_status{},
-        [](json_object& t, const worker_status& st) {
-          t.add("errors", st.stats_failed)
-            .add("stale_pushes", st.stale_pushes)
-            .add("steps", st.steps);
-        });
-    ask(roles.covariance, "covariance", covariance_status{},
-        [](json_object& t, const covariance_status& st) {
-          t.add("errors", st.refused).add("stale", st.stale);
-        });
-    ask(roles.inverses, "inverse", inverse_status{},
-        [](json_object& t, const inverse_status& st) {
-          t.add("errors", st.failed).add("inversions", st.inversions);
-        });
-    json_object out;
-    out.add("tasks", static_cast<int64_t>(cfg_.cluster.tasks().size()))
-      .add("tls", cfg_.tls)
-      .add("roles", tasks);
-    // What other roles reported to the metrics sink: the last record of
-    // each source and how many it sent.
-    if (metrics_) {
-      json_object sources;
-      self_->request(metrics_, timeout, status_atom::value)
-        .receive(
-          [&](std::vector<metrics_record>& recs) {
-            for (auto& r : recs) {
-              json_object t;
-              t.add("last_step", r.step);
-              for (const auto& kvp : r.fields)
-                if (kvp.first == "reports")
-                  t.add(kvp.first, static_cast<int64_t>(kvp.second));
-                else
-                  t.add(kvp.first, kvp.second);
-              sources.add(r.source, t);
-            }
-          },
-          [&](caf::error& err) { sources.add("unreachable", render(err)); });
-      out.add("metrics", sources);
-    }
-    return out;
-  }
-
-  /// Whether `name` ("worker:1") is a task of the cluster that trains (an
-  /// evaluator, listed or not, only reads the shards).
-  bool trains(const std::string& name) const {
-    for (const auto& t : cfg_.cluster.tasks())
-      if (t.str() == name)
-        return t.job != "evaluator";
-    return false;
-  }
-
-  /// Tells the nodes that said hello to this one but are no task that
-  /// trains (e.g. an evaluator; the last hello of each counts) that the
-  /// run is over; they may finish work (a last evaluation on the shards)
-  /// before they answer, so they are told before the shards. Not by
-  /// nodes_: the supervisor knows every node that said hello, the
-  /// evaluator's too.
-  void end_callers(const std::string& reason) {
-    std::map<std::string, caf::actor> callers;
-    self_->request(node_, cfg_.connect.request_timeout, hello_atom::value)
-      .receive(
-        [&](std::vector<std::string>& names, std::vector<caf::actor>& nodes) {
-          for (size_t i = 0; i < names.size() && i < nodes.size(); ++i)
-            if (names[i] != me() && !trains(names[i]))
-              callers[names[i]] = nodes[i];
-        },
-        [&](caf::error& err) {
-          log_ << me() << ": cannot list the nodes that joined: "
-               << render(err) << std::endl;
-        });
-    tell_run_over(callers, reason);
-  }
-
-  /// Tells every connected node that the run is over; a task that
-  /// restarted during the run (and said hello again) under its new node.
-  void end_run(const std::string& reason,
-               const std::map<std::string, caf::actor>& hellos) {
-    std::map<std::string, caf::actor> peers;
-    for (auto& kvp : nodes_)
-      if (kvp.second.job != "chief")
-        if (auto n = node_of(kvp.second))
-          peers[kvp.first] = n;
-    for (auto& kvp : hellos)
-      if (peers.count(kvp.first) > 0)
-        peers[kvp.first] = kvp.second;
-    tell_run_over(peers, reason);
-  }
-
-  /// Sends `peers` (node actors by task name) the end of the run and waits,
-  /// bounded by the request timeout, until each has answered or gone down:
-  /// a node answers and exits, and its process may be gone before the
-  /// answer leaves (TLS flushes lazily), so going down counts as an answer.
-  void tell_run_over(const std::map<std::string, caf::actor>& peers,
-                     const std::string& reason) {
-    std::map<caf::actor_addr, std::string> waiting;
-    for (const auto& [name, n] : peers) {
-      auto peer = caf::actor_cast<node_actor>(n);
-      self_->monitor(peer);
-      waiting.emplace(peer.address(), name);
-      self_->send(peer, shutdown_atom::value, reason);
-    }
-    auto deadline = clock_type::now() + cfg_.connect.request_timeout;
-    while (!waiting.empty() && clock_type::now() < deadline) {
-      self_->receive(
-        [&](caf::ok_atom) {
-          // A node's owner may answer for it: then its going down counts.
-          if (auto sender = self_->current_sender())
-            waiting.erase(caf::actor_cast<caf::actor_addr>(sender));
-        },
-        [&](caf::down_msg& dm) { waiting.erase(dm.source); },
-        [&](caf::error&) {},
-        caf::after(std::chrono::milliseconds{200}) >> [] {});
-    }
-    for (const auto& kvp : waiting)
-      log_ << me() << ": " << kvp.second
-           << " neither confirmed the end of the run nor went down within "
-           << cfg_.connect.request_timeout.count() << " ms" << std::endl;
-  }
-
-  /// --metrics_port: this task's port (the flag's plus the task's
-  /// position in the cluster file, so that tasks on one host differ).
+  /// --metrics_port: this task's port, as the plan says.
   caf::error serve_metrics() {
-    if (sync_.base.metrics_port <= 0)
+    if (plan_.metrics_port <= 0)
       return caf::none;
-    auto all = cfg_.cluster.tasks();
-    auto pos = std::find(all.begin(), all.end(), cfg_.task) - all.begin();
-    auto port = static_cast<int64_t>(sync_.base.metrics_port) + pos;
-    if (port > 65535)
-      return make_error(ec::invalid_config,
-                        "--metrics_port " + std::to_string(
-                          sync_.base.metrics_port)
-                          + ": task " + me() + " would listen on "
-                          + std::to_string(port) + ", above 65535");
     auto ep = observe::serve_metrics(
-      static_cast<int32_t>(port), sync_.base.metrics_bind, cfg_.task.job,
+      plan_.metrics_port, sync_.base.metrics_bind, cfg_.task.job,
       cfg_.task.index, status_,
       {role_metrics(sys_, directory_, std::chrono::seconds{2})});
     if (!ep)
@@ -901,18 +547,18 @@ private:
   caf::actor_system& sys_;
   const cluster_run_config& cfg_;
   sync_training_config sync_;
+  node_plan plan_;
   const data_loader& load_;
   std::ostream& log_;
   caf::scoped_actor self_;
   owned_actors top_;
   std::shared_ptr<std::map<std::string, caf::actor>> roles_;
+  node_peers peers_;
   node_actor node_;
-  node_hello hello_;
   task_plan tasks_;
   std::unique_ptr<model> init_;
   shard_layout layout_;
   std::optional<kfac_layout> kfac_;
-  std::map<std::string, node_info> nodes_;
   std::shared_ptr<const dataset> train_;
   std::shared_ptr<const dataset> test_;
   /// Every node but the chief's: its supervisor; the chief's node: the
@@ -920,6 +566,8 @@ private:
   supervisor_actor supervisor_;
   chief_supervisor_actor chief_supervisor_;
   metrics_actor metrics_;
+  /// The chief's node while run_chief runs: its log, sink and driver.
+  chief_parts* chief_ = nullptr;
   /// A worker task's worker.
   worker_actor worker_;
   /// --metrics_port: the hosted roles, the chief's run status, and the
@@ -946,73 +594,32 @@ caf::error cluster_run_config::validate() const {
   return net::require_tls_off_loopback(cluster, bind, tls, insecure);
 }
 
-caf::error derive_topology(sync_training_config& sync,
-                           const cluster_spec& cluster, bool explicit_workers,
-                           bool explicit_ps) {
-  auto check = [](const char* flag, int32_t given, const char* job,
-                  int32_t tasks) -> caf::error {
-    if (given == tasks)
-      return caf::none;
-    return make_error(ec::invalid_config,
-                      std::string{"--"} + flag + " " + std::to_string(given)
-                        + " contradicts the cluster file's "
-                        + std::to_string(tasks) + " '" + job + "' task(s)");
-  };
-  auto workers = cluster.count("worker");
-  auto ps = cluster.count("ps");
-  if (workers < 1)
-    return make_error(ec::invalid_config,
-                      "the cluster has no 'worker' task: training needs at "
-                      "least one");
-  if (ps < 1)
-    return make_error(ec::invalid_config,
-                      "the cluster has no 'ps' task: training needs at "
-                      "least one parameter-server shard");
-  if (explicit_workers)
-    if (auto err = check("worker_replicas", sync.worker_replicas, "worker",
-                         workers))
-      return err;
-  if (explicit_ps)
-    if (auto err = check("ps_tasks", sync.ps_tasks, "ps", ps))
-      return err;
-  sync.worker_replicas = workers;
-  sync.ps_tasks = ps;
-  if (cluster.count("covariance") > 0)
-    sync.kfac.covariance_actors = cluster.count("covariance");
-  if (cluster.count("inverse") > 0)
-    sync.kfac.inverse_actors = cluster.count("inverse");
-  bool kfac = uses_kfac(sync);
-  if (!kfac && (cluster.count("covariance") > 0
-                || cluster.count("inverse") > 0))
-    return make_error(ec::invalid_config,
-                      "the cluster has covariance or inverse tasks, but the "
-                      "optimizer is not kfac");
-  return caf::none;
-}
-
-task_id covariance_host(const sync_training_config&,
-                        const cluster_spec& cluster, int32_t c) {
-  if (cluster.count("covariance") > 0)
-    return {"covariance", c};
-  return cluster.chief_task();
-}
-
-task_id inverse_host(const sync_training_config& sync,
-                     const cluster_spec& cluster, int32_t k) {
-  if (cluster.count("inverse") > 0)
-    return {"inverse", k};
-  if (sync.kfac.strategy == cov_inv_strategy::dedicated_workers)
-    return {"worker", cluster.count("worker") - 1};
-  return cluster.chief_task();
-}
-
 caf::expected<node_outcome> run_cluster_node(caf::actor_system& sys,
                                              const cluster_run_config& cfg,
                                              const data_loader& load,
                                              std::ostream& log) {
   if (auto err = cfg.validate())
     return err;
-  node_run run{sys, cfg, load, log};
+  // The plan first: a task it refuses hosts nothing (the chief still
+  // hears why, as of any task that cannot join).
+  auto tasks = plan_tasks(cfg.sync);
+  auto plan = !tasks ? caf::expected<node_plan>{tasks.error()}
+                     : make_node_plan(cfg.cluster, cfg.task,
+                                      shape_of(cfg.sync, *tasks),
+                                      wait_flags_of(cfg.sync, cfg.max_wait,
+                                                    cfg.connect
+                                                      .request_timeout,
+                                                    cfg.connect.timeout),
+                                      cfg.sync.base.metrics_port);
+  if (!plan) {
+    if (cfg.task != cfg.cluster.chief_task()) {
+      caf::scoped_actor self{sys};
+      say_why_not(sys, self, cfg, cfg.cluster.chief_task(),
+                            plan.error(), log);
+    }
+    return with_context(plan.error(), cfg.task.str());
+  }
+  node_run run{sys, cfg, std::move(*plan), load, log};
   auto outcome = run.run();
   if (!outcome)
     return with_context(outcome.error(), cfg.task.str());

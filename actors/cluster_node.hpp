@@ -2,10 +2,11 @@
 
 // One task of a cluster file as one process: the roles the task hosts, the
 // peers it connects to, and how it ends. Every node derives the run's
-// topology from the same flags and cluster file (actors/topology.hpp), so
-// the processes of a cluster build exactly the actors the in-process
-// trainer builds, only spread over actor systems that talk through CAF's
-// middleman.
+// topology from the same flags and cluster file (actors/topology.hpp) and
+// its plan from them once (runtime/cluster/node_plan.hpp: the roles it
+// hosts and in which order, its peers, its waits), so the processes of a
+// cluster build exactly the actors the in-process trainer builds, only
+// spread over actor systems that talk through CAF's middleman.
 //
 // Who hosts what:
 //   chief:0       the chief and the evaluator; the covariance actors when
@@ -93,12 +94,6 @@ struct cluster_run_config {
 caf::error derive_topology(sync_training_config& sync,
                            const cluster_spec& cluster,
                            bool explicit_workers, bool explicit_ps);
-
-/// The task hosting covariance actor `c` / inverse actor `k`.
-task_id covariance_host(const sync_training_config& sync,
-                        const cluster_spec& cluster, int32_t c);
-task_id inverse_host(const sync_training_config& sync,
-                     const cluster_spec& cluster, int32_t k);
 
 /// The training and test sets (loaded only by the tasks that need them).
 using data_loader = std::function<

@@ -14,7 +14,7 @@
 #include "actors/owned_actors.hpp"
 #include "actors/ps_shard.hpp"
 #include "actors/role_metrics.hpp"
-#include "actors/role_names.hpp"
+#include "actors/run_shape_of.hpp"
 #include "actors/topology.hpp"
 #include "actors/tower_device.hpp"
 #include "actors/worker.hpp"
@@ -186,6 +186,11 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
   auto tasks = plan_tasks(cfg);
   if (!tasks)
     return tasks.error();
+  // The plan a node of a cluster would have, for one process that hosts
+  // every role: the roles' names below come from it.
+  auto node = single_process_plan(shape_of(cfg, *tasks));
+  if (!node)
+    return node.error();
   auto steps = total_steps(cfg, *tasks, train->count);
   // What can refuse the run comes before the first file is written
   // (docs/robustness.md, "Refuse before writing"): the sizes against this
@@ -277,19 +282,27 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
                    : std::string{}));
   // --metrics_port: the run's figures and every role's counters.
   auto directory = std::make_shared<role_directory>();
-  for (size_t s = 0; s < shards->size(); ++s)
-    directory->set(shard_role(s),
-                   caf::actor_cast<caf::actor>((*shards)[s]));
-  directory->set("chief", caf::actor_cast<caf::actor>(chief));
-  for (size_t w = 0; w < roles.workers.size(); ++w)
-    directory->set("worker:" + std::to_string(w),
-                   caf::actor_cast<caf::actor>(roles.workers[w]));
-  for (size_t c = 0; c < roles.covariance.size(); ++c)
-    directory->set("covariance:" + std::to_string(c),
-                   caf::actor_cast<caf::actor>(roles.covariance[c]));
-  for (size_t k = 0; k < roles.inverses.size(); ++k)
-    directory->set("inverse:" + std::to_string(k),
-                   caf::actor_cast<caf::actor>(roles.inverses[k]));
+  auto handle_of = [&](const planned_role& r) -> caf::actor {
+    auto at = static_cast<size_t>(r.index);
+    switch (r.kind) {
+      case role_type::shard: return caf::actor_cast<caf::actor>((*shards)[at]);
+      case role_type::chief: return caf::actor_cast<caf::actor>(chief);
+      case role_type::worker:
+        return caf::actor_cast<caf::actor>(
+          at < roles.workers.size()
+            ? roles.workers[at]
+            : roles.stats_workers[at - roles.workers.size()]);
+      case role_type::covariance:
+        return caf::actor_cast<caf::actor>(roles.covariance[at]);
+      case role_type::inverse:
+        return caf::actor_cast<caf::actor>(roles.inverses[at]);
+      case role_type::metrics: break;
+    }
+    return caf::actor{};
+  };
+  for (const auto& r : node->hosted)
+    if (auto h = handle_of(r))
+      directory->set(r.name(), h);
   for (const auto& kvp : directory->snapshot())
     out.status()->task(kvp.first, "up", "in this process");
   auto endpoint = observe::serve_metrics(
