@@ -158,6 +158,41 @@ void fake_example(std::mt19937_64& rng, const image_bytes& proto,
 
 } // namespace
 
+caf::expected<dataset> examples_range(const dataset& data, int64_t first,
+                                      int64_t count) {
+  if (first < 0 || count < 0 || first > data.count
+      || count > data.count - first)
+    return make_error(ec::invalid_argument,
+                      "examples " + std::to_string(first) + " to "
+                        + std::to_string(first + count) + " of "
+                        + data.source + ": it has "
+                        + std::to_string(data.count));
+  dataset result = data;
+  result.count = count;
+  auto size = data.example_size();
+  auto begin = first * size;
+  auto end = (first + count) * size;
+  if (data.borrowed.owner != nullptr) {
+    if (data.borrowed.pixels != nullptr)
+      result.borrowed.pixels = data.borrowed.pixels + begin;
+    if (data.borrowed.values != nullptr)
+      result.borrowed.values = data.borrowed.values + begin;
+    result.borrowed.elements = end - begin;
+  } else if (data.float_inputs()) {
+    result.values.assign(data.values.begin() + begin,
+                         data.values.begin() + end);
+  } else {
+    result.pixels.assign(data.pixels.begin() + begin,
+                         data.pixels.begin() + end);
+  }
+  result.labels.assign(data.labels.begin() + first,
+                       data.labels.begin() + first + count);
+  result.source = data.source + " (examples " + std::to_string(first)
+                  + " to " + std::to_string(first + count) + ")";
+  result.digest = digest_of(result);
+  return result;
+}
+
 dataset make_fake_dataset(int64_t count, uint64_t seed) {
   if (count < 0)
     throw std::invalid_argument("make_fake_dataset: negative count "

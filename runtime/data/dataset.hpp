@@ -93,6 +93,15 @@ struct dataset {
 
 enum class split : uint8_t { train, test };
 
+/// Examples [first, first + count) of `data` as a set of their own: the
+/// fixed subset an evaluation measures, or a training set with examples
+/// held out for validation. Owned examples are copied; borrowed ones stay
+/// borrowed (the same owner keeps them alive). The source names the range
+/// and the digest is the range's own. A range outside the set is
+/// ec::invalid_argument naming both.
+caf::expected<dataset> examples_range(const dataset& data, int64_t first,
+                                      int64_t count);
+
 /// "train" / "test".
 const char* to_string(split x) noexcept;
 

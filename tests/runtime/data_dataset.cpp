@@ -269,3 +269,63 @@ BOOST_AUTO_TEST_CASE(content_digest_streams_and_covers_every_byte) {
   BOOST_TEST(digest_of(label) != fake.digest);
   BOOST_TEST(make_fake_dataset(200, 4).digest != fake.digest);
 }
+
+// examples_range: the examples and labels of the range, in order, for
+// owned bytes, owned floats and borrowed examples alike; its own digest
+// and a source naming the range; a range outside the set refused by name.
+BOOST_AUTO_TEST_CASE(examples_range_takes_the_range_and_nothing_else) {
+  auto fake = make_fake_dataset(50, 5);
+  auto size = fake.example_size();
+  auto mid = examples_range(fake, 10, 15);
+  BOOST_REQUIRE(mid);
+  BOOST_TEST(mid->count == 15);
+  BOOST_TEST(mid->element_count() == 15 * size);
+  BOOST_TEST(std::equal(mid->pixel_data(), mid->pixel_data() + 15 * size,
+                        fake.pixel_data() + 10 * size));
+  BOOST_TEST(std::equal(mid->labels.begin(), mid->labels.end(),
+                        fake.labels.begin() + 10));
+  BOOST_TEST(mid->digest == digest_of(*mid));
+  BOOST_TEST(mid->digest != fake.digest);
+  BOOST_TEST(mid->source.find("examples 10 to 25") != std::string::npos,
+             mid->source);
+  auto whole = examples_range(fake, 0, 50);
+  BOOST_REQUIRE(whole);
+  BOOST_TEST(whole->digest == fake.digest);
+  BOOST_REQUIRE(examples_range(fake, 50, 0));
+  BOOST_TEST(examples_range(fake, 50, 0)->count == 0);
+
+  auto floats = fake;
+  floats.pixels.clear();
+  floats.values.resize(static_cast<size_t>(50 * size));
+  for (size_t i = 0; i < floats.values.size(); ++i)
+    floats.values[i] = static_cast<float>(i);
+  auto tail = examples_range(floats, 40, 10);
+  BOOST_REQUIRE(tail);
+  BOOST_TEST(tail->values.size() == static_cast<size_t>(10 * size));
+  BOOST_TEST(tail->values.front() == static_cast<float>(40 * size));
+  BOOST_TEST(tail->values.back() == static_cast<float>(50 * size - 1));
+
+  auto owner = std::make_shared<std::vector<float>>(floats.values);
+  auto borrowing = floats;
+  borrowing.values.clear();
+  borrowing.borrowed.values = owner->data();
+  borrowing.borrowed.elements = static_cast<int64_t>(owner->size());
+  borrowing.borrowed.owner = owner;
+  auto lent = examples_range(borrowing, 40, 10);
+  BOOST_REQUIRE(lent);
+  BOOST_TEST(lent->values.empty());
+  BOOST_TEST(lent->value_data() == owner->data() + 40 * size);
+  BOOST_TEST(lent->element_count() == 10 * size);
+  BOOST_TEST(lent->digest == tail->digest);
+
+  for (auto [first, count] : {std::pair<int64_t, int64_t>{45, 6},
+                              {-1, 3},
+                              {51, 0},
+                              {0, -2}}) {
+    auto bad = examples_range(fake, first, count);
+    BOOST_REQUIRE(!bad);
+    auto why = render(bad.error());
+    BOOST_TEST(why.find("of " + fake.source) != std::string::npos, why);
+    BOOST_TEST(why.find("it has 50") != std::string::npos, why);
+  }
+}
