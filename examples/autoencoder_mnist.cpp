@@ -6,7 +6,9 @@
 // pixels in [0, 1]; the labels are ignored). Reports the training loss and,
 // every --eval_every steps, the classic "training reconstruction error": the
 // mean over examples of sum_pixels (x - sigmoid(logit))^2, on the first
-// --eval_examples training images (10,000 by default, a fixed subset).
+// --eval_examples training images (10,000 by default, a fixed subset), or
+// with --eval_split validation|test on held-out training images or on the
+// test split's (how bench/autoencoder_race.py tunes and reports).
 //
 // By default one loop around one device actor (--runtime plain), where
 // K-FAC (--optimizer kfac) runs through the device's K-FAC step; --runtime
@@ -105,6 +107,12 @@ examples::training_help autoencoder_help() {
 struct options : examples::training_options {
   std::string hidden = "1000,500,250,30";
   int64_t eval_examples = 10000;
+  /// Which images the reconstruction error is measured on: train (the
+  /// first --eval_examples training images, the classic figure),
+  /// validation (the last --eval_examples training images, held out of
+  /// training: what a tuning sweep selects on) or test (the first
+  /// --eval_examples images of the test split: what a sweep reports).
+  std::string eval_split = "train";
   int64_t stats_every = 1;
   std::string kfac_momentum = "regular";
 
@@ -125,7 +133,11 @@ struct options : examples::training_options {
            "encoder widths down to the linear code layer; the decoder "
            "mirrors them")
       .add(eval_examples, "eval_examples",
-           "first training images evaluated (0: all)")
+           "images evaluated (0: all of the --eval_split)")
+      .add(eval_split, "eval_split",
+           "train (the first training images), validation (the last "
+           "training images, held out of training) or test (the first "
+           "test images)")
       .add(stats_every, "stats_every",
            "kfac: fold statistics into the factors every N steps (plain "
            "runtime)")
@@ -133,6 +145,7 @@ struct options : examples::training_options {
            "kfac: regular (v = mu v + F^-1 g) or adam (v = mu v + g, "
            "step F^-1 v)");
     allow_values("kfac_momentum", {"adam", "regular"});
+    allow_values("eval_split", {"train", "validation", "test"});
     limit("steps", at_least(1));
     limit("eval_examples", at_least(0));
     limit("stats_every", at_least(1));
@@ -203,23 +216,56 @@ caf::expected<dataset> load_train(const options& opts,
   return data;
 }
 
-/// The first `n` examples of `data` (all of them if n is 0 or too many):
-/// the fixed training subset the reconstruction error is measured on.
-dataset head(const dataset& data, int64_t n) {
-  if (n <= 0 || n >= data.count)
-    return data;
-  dataset result = data;
-  result.count = n;
-  if (data.float_inputs())
-    result.values.resize(static_cast<size_t>(n * data.example_size()));
-  else
-    result.pixels.resize(static_cast<size_t>(n * data.example_size()));
-  if (data.borrowed.owner != nullptr)
-    result.borrowed.elements = n * data.example_size();
-  result.labels.resize(static_cast<size_t>(n));
-  result.source = data.source + " (first " + std::to_string(n) + ")";
-  result.digest = digest_of(result);
-  return result;
+/// The training set and the evaluation set as --eval_split and
+/// --eval_examples say (a validation split's images are left out of the
+/// training set).
+struct train_and_eval {
+  dataset train;
+  dataset eval;
+};
+
+caf::expected<train_and_eval> split_for_eval(const options& opts,
+                                             const model_spec& model,
+                                             dataset data) {
+  auto n = opts.eval_examples;
+  auto first_n = [n](const dataset& d) {
+    return examples_range(d, 0, n <= 0 || n >= d.count ? d.count : n);
+  };
+  if (opts.eval_split == "train") {
+    auto eval = first_n(data);
+    if (!eval)
+      return eval.error();
+    return train_and_eval{std::move(data), std::move(*eval)};
+  }
+  if (opts.eval_split == "validation") {
+    if (n <= 0 || n >= data.count)
+      return make_error(ec::invalid_config,
+                        "--eval_split validation holds --eval_examples "
+                        "training images out of training: it needs 0 < "
+                        "--eval_examples < "
+                          + std::to_string(data.count) + " (the training "
+                          "images of " + data.source + "), got "
+                          + std::to_string(n));
+    auto eval = examples_range(data, data.count - n, n);
+    auto train = examples_range(data, 0, data.count - n);
+    if (!eval)
+      return eval.error();
+    if (!train)
+      return train.error();
+    return train_and_eval{std::move(*train), std::move(*eval)};
+  }
+  auto test = opts.fake_data
+                ? caf::expected<dataset>{make_fake_dataset(
+                  n > 0 ? n : opts.fake_train_size, 2)}
+                : opts.load_split(split::test, model);
+  if (!test)
+    return test.error();
+  if (auto err = check_data_fits(model, *test))
+    return err;
+  auto eval = first_n(*test);
+  if (!eval)
+    return eval.error();
+  return train_and_eval{std::move(data), std::move(*eval)};
 }
 
 caf::expected<training_summary> train(options& opts) {
@@ -229,9 +275,11 @@ caf::expected<training_summary> train(options& opts) {
   auto data = load_train(opts, cfg->base.model);
   if (!data)
     return data.error();
-  auto eval_set = std::make_shared<const dataset>(head(*data,
-                                                       opts.eval_examples));
-  auto train_set = std::make_shared<const dataset>(std::move(*data));
+  auto sets = split_for_eval(opts, cfg->base.model, std::move(*data));
+  if (!sets)
+    return sets.error();
+  auto eval_set = std::make_shared<const dataset>(std::move(sets->eval));
+  auto train_set = std::make_shared<const dataset>(std::move(sets->train));
   caf::actor_system sys{opts};
   if (opts.runtime == "plain")
     return train_locally(sys, cfg->base, *train_set, *eval_set, std::cout);
@@ -248,13 +296,15 @@ int run(options& opts) {
   json.add("model", opts.model_file.empty() ? "autoencoder" : opts.model_file)
     .add("optimizer", opts.optimizer)
     .add("train_loss", summary->last_loss)
+    .add("eval_split", opts.eval_split)
     .add("eval_examples", final_eval.count)
     .add("reconstruction_error", final_eval.reconstruction_error())
     .add("eval_cross_entropy", final_eval.mean_loss());
   std::ostringstream lines;
-  lines << "training reconstruction error: "
-        << final_eval.reconstruction_error() << " (first " << final_eval.count
-        << " training images)\n";
+  lines << opts.eval_split << " reconstruction error: "
+        << final_eval.reconstruction_error() << " (" << final_eval.count
+        << (opts.eval_split == "test" ? " test" : " training")
+        << " images)\n";
   return report(program_name, opts, *summary, json, lines.str());
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <regex>
 
 #include "kernels/cpu/bf16_gemm.hpp"
@@ -154,6 +155,11 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_clear_errors) {
          {" --fake_data --optimizer kfac --kfac_precision fp16", "fp16"},
          {" --fake_data --optimizer kfac --kfac_precision bf16",
           "--inverse explicit"},
+         {" --fake_data --eval_split holdout", "holdout"},
+         {" --fake_data --fake_train_size 600 --eval_split validation"
+          " --eval_examples 600", "--eval_examples < 600"},
+         {" --fake_data --eval_split validation --eval_examples 0",
+          "--eval_split validation"},
          {" --no_such_flag=1", "no_such_flag"},
          {" --data_dir " + tmp.file("nope"), tmp.file("nope")}}) {
     BOOST_TEST_CONTEXT(c.flags) {
@@ -167,4 +173,26 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_clear_errors) {
   BOOST_TEST(said(help.output, "stats_every"));
   BOOST_TEST(said(help.output, "kfac_momentum"));
   BOOST_TEST(said(help.output, "kfac_precision"));
+  BOOST_TEST(said(help.output, "eval_split"));
+}
+
+// --eval_split: the same training run measured on the first training
+// images, on held-out ones (which then do not train) and on the test
+// split gives three different errors, each named in the summary.
+BOOST_AUTO_TEST_CASE(eval_split_measures_the_images_it_names) {
+  std::map<std::string, double> errors;
+  for (std::string which : {"train", "validation", "test"}) {
+    temp_dir tmp;
+    auto summary = tmp.file("summary.json");
+    auto res = run_ok(program + small + " --optimizer momentum --steps 8"
+                      " --eval_split " + which + " --summary " + summary);
+    auto text = read_file(summary);
+    BOOST_TEST(json_string(text, "eval_split") == which, text);
+    check_counters(text, {{"eval_examples", 512}});
+    BOOST_TEST(said(res.output, which + " reconstruction error"), res.output);
+    errors[which] = json_numbers(text, "reconstruction_error").at(0);
+  }
+  BOOST_TEST(errors["train"] != errors["validation"]);
+  BOOST_TEST(errors["train"] != errors["test"]);
+  BOOST_TEST(errors["validation"] != errors["test"]);
 }
