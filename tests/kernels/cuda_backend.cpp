@@ -58,6 +58,42 @@ label_vector random_labels(int64_t n, int32_t k, std::mt19937& rng) {
   return result;
 }
 
+/// `run(dev, out)` (a kernel of `dev` writing `out`) on `gpu` and on `cpu`,
+/// the outputs within atol + rtol·|cpu's|; the CPU's output.
+template <class Run>
+tensor check_matches_cpu(backend& gpu, backend& cpu, Run run, double atol,
+                         double rtol, const std::string& what) {
+  tensor on_gpu, on_cpu;
+  SYNCFAC_REQUIRE_OK(run(gpu, on_gpu));
+  SYNCFAC_REQUIRE_OK(run(cpu, on_cpu));
+  check_close(on_gpu, on_cpu, atol, rtol, what);
+  return on_cpu;
+}
+
+/// A loss's forward (probabilities, mean loss) and backward (from the CPU's
+/// probabilities) on `gpu` against `cpu`, for `targets`: the labels or
+/// target values the loss takes. dlogits agree within `d_atol` (and 1e-6
+/// relative); `name` begins the checks' messages.
+template <class Targets>
+void check_loss_matches(
+  backend& gpu, backend& cpu,
+  caf::error (backend::*forward)(const tensor&, const Targets&, tensor&,
+                                 float&),
+  caf::error (backend::*backward)(const tensor&, const Targets&, tensor&),
+  const tensor& logits, const Targets& targets, double d_atol,
+  const std::string& name) {
+  tensor p_gpu, p_cpu;
+  float l_gpu = 0, l_cpu = 0;
+  SYNCFAC_REQUIRE_OK((gpu.*forward)(logits, targets, p_gpu, l_gpu));
+  SYNCFAC_REQUIRE_OK((cpu.*forward)(logits, targets, p_cpu, l_cpu));
+  check_close(p_gpu, p_cpu, 1e-7, 1e-5, name + " probs");
+  BOOST_CHECK_CLOSE(l_gpu, l_cpu, 1e-4);
+  tensor d_gpu, d_cpu;
+  SYNCFAC_REQUIRE_OK((gpu.*backward)(p_cpu, targets, d_gpu));
+  SYNCFAC_REQUIRE_OK((cpu.*backward)(p_cpu, targets, d_cpu));
+  check_close(d_gpu, d_cpu, d_atol, 1e-6, name + " dlogits");
+}
+
 } // namespace
 
 BOOST_FIXTURE_TEST_SUITE(cuda_backend_ops, cuda_fixture)
@@ -312,15 +348,19 @@ BOOST_AUTO_TEST_CASE(activations_match_cpu) {
   auto x = random_tensor({7, 301}, rng, -4.0f, 4.0f);
   for (auto act : all_activations()) {
     BOOST_TEST_CONTEXT("activation " << to_string(act)) {
-      tensor y_gpu, y_cpu;
-      SYNCFAC_REQUIRE_OK(gpu->activation_forward(act, x, y_gpu));
-      SYNCFAC_REQUIRE_OK(cpu->activation_forward(act, x, y_cpu));
-      check_close(y_gpu, y_cpu, 1e-6, 1e-5, "activation y");
+      auto y_cpu = check_matches_cpu(
+        *gpu, *cpu,
+        [&](backend& dev, tensor& y) {
+          return dev.activation_forward(act, x, y);
+        },
+        1e-6, 1e-5, "activation y");
       auto dy = random_tensor(x.shape(), rng);
-      tensor dx_gpu, dx_cpu;
-      SYNCFAC_REQUIRE_OK(gpu->activation_backward(act, y_cpu, dy, dx_gpu));
-      SYNCFAC_REQUIRE_OK(cpu->activation_backward(act, y_cpu, dy, dx_cpu));
-      check_close(dx_gpu, dx_cpu, elem_atol, elem_rtol, "activation dx");
+      check_matches_cpu(
+        *gpu, *cpu,
+        [&](backend& dev, tensor& dx) {
+          return dev.activation_backward(act, y_cpu, dy, dx);
+        },
+        elem_atol, elem_rtol, "activation dx");
     }
   }
   tensor dx;
@@ -377,15 +417,17 @@ BOOST_AUTO_TEST_CASE(avg_pool_matches_cpu) {
     BOOST_TEST_CONTEXT("pool " << k << "/" << s << " " << to_string(pad)) {
       auto g = pool_geom({3, 13, 12, 5}, k, s, pad);
       auto x = random_tensor(g.input_shape(), rng);
-      tensor y_gpu, y_cpu;
-      SYNCFAC_REQUIRE_OK(gpu->avg_pool_forward(g, x, y_gpu));
-      SYNCFAC_REQUIRE_OK(cpu->avg_pool_forward(g, x, y_cpu));
-      check_close(y_gpu, y_cpu, 1e-6, 1e-6, "avg_pool y");
+      check_matches_cpu(
+        *gpu, *cpu,
+        [&](backend& dev, tensor& y) { return dev.avg_pool_forward(g, x, y); },
+        1e-6, 1e-6, "avg_pool y");
       auto dy = random_tensor(g.output_shape(), rng);
-      tensor dx_gpu, dx_cpu;
-      SYNCFAC_REQUIRE_OK(gpu->avg_pool_backward(g, dy, dx_gpu));
-      SYNCFAC_REQUIRE_OK(cpu->avg_pool_backward(g, dy, dx_cpu));
-      check_close(dx_gpu, dx_cpu, 1e-6, 1e-6, "avg_pool dx");
+      check_matches_cpu(
+        *gpu, *cpu,
+        [&](backend& dev, tensor& dx) {
+          return dev.avg_pool_backward(g, dy, dx);
+        },
+        1e-6, 1e-6, "avg_pool dx");
     }
   }
 }
@@ -494,23 +536,18 @@ BOOST_AUTO_TEST_CASE(softmax_xent_matches_cpu) {
   int64_t n = 129, k = 10;
   auto logits = random_tensor({n, k}, rng, -5.0f, 5.0f);
   auto labels = random_labels(n, static_cast<int32_t>(k), rng);
-  tensor p_gpu, p_cpu;
-  float l_gpu = 0, l_cpu = 0;
-  SYNCFAC_REQUIRE_OK(gpu->softmax_xent_forward(logits, labels, p_gpu, l_gpu));
-  SYNCFAC_REQUIRE_OK(cpu->softmax_xent_forward(logits, labels, p_cpu, l_cpu));
-  check_close(p_gpu, p_cpu, 1e-7, 1e-5, "softmax probs");
-  BOOST_CHECK_CLOSE(l_gpu, l_cpu, 1e-4);
-  tensor d_gpu, d_cpu;
-  SYNCFAC_REQUIRE_OK(gpu->softmax_xent_backward(p_cpu, labels, d_gpu));
-  SYNCFAC_REQUIRE_OK(cpu->softmax_xent_backward(p_cpu, labels, d_cpu));
-  // The GPU may fuse p * scale - scale into one FMA.
-  check_close(d_gpu, d_cpu, 1e-8, 1e-6, "softmax dlogits");
+  // dlogits within 1e-8: the GPU may fuse p * scale - scale into one FMA.
+  check_loss_matches(*gpu, *cpu, &backend::softmax_xent_forward,
+                     &backend::softmax_xent_backward, logits, labels, 1e-8,
+                     "softmax");
   auto c_gpu = gpu->count_correct(logits, labels);
   auto c_cpu = cpu->count_correct(logits, labels);
   BOOST_REQUIRE(c_gpu && c_cpu);
   BOOST_CHECK_EQUAL(*c_gpu, *c_cpu);
   // Labels out of range: the CPU's error.
   labels[5] = 10;
+  tensor p_gpu, p_cpu;
+  float l_gpu = 0, l_cpu = 0;
   auto e_gpu = gpu->softmax_xent_forward(logits, labels, p_gpu, l_gpu);
   auto e_cpu = cpu->softmax_xent_forward(logits, labels, p_cpu, l_cpu);
   check_error(e_gpu, ec::invalid_argument, {"10"});
@@ -522,17 +559,12 @@ BOOST_AUTO_TEST_CASE(sigmoid_xent_matches_cpu) {
   int64_t n = 65, d = 784;
   auto logits = random_tensor({n, d}, rng, -30.0f, 30.0f);
   auto targets = random_tensor({n, d}, rng, 0.0f, 1.0f);
-  tensor p_gpu, p_cpu;
-  float l_gpu = 0, l_cpu = 0;
-  SYNCFAC_REQUIRE_OK(gpu->sigmoid_xent_forward(logits, targets, p_gpu, l_gpu));
-  SYNCFAC_REQUIRE_OK(cpu->sigmoid_xent_forward(logits, targets, p_cpu, l_cpu));
-  check_close(p_gpu, p_cpu, 1e-7, 1e-5, "sigmoid probs");
-  BOOST_CHECK_CLOSE(l_gpu, l_cpu, 1e-4);
-  tensor d_gpu, d_cpu;
-  SYNCFAC_REQUIRE_OK(gpu->sigmoid_xent_backward(p_cpu, targets, d_gpu));
-  SYNCFAC_REQUIRE_OK(cpu->sigmoid_xent_backward(p_cpu, targets, d_cpu));
-  check_close(d_gpu, d_cpu, 1e-9, 1e-6, "sigmoid dlogits");
+  check_loss_matches(*gpu, *cpu, &backend::sigmoid_xent_forward,
+                     &backend::sigmoid_xent_backward, logits, targets, 1e-9,
+                     "sigmoid");
   auto bad = random_tensor({n, d + 1}, rng);
+  tensor p_gpu;
+  float l_gpu = 0;
   check_error(gpu->sigmoid_xent_forward(logits, bad, p_gpu, l_gpu),
               ec::shape_mismatch, {"targets"});
 }
