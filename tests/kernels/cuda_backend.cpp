@@ -132,10 +132,12 @@ BOOST_AUTO_TEST_CASE(gemm_matches_cpu) {
   // A large square product (several cuBLAS tiles).
   auto a = random_tensor({512, 768}, rng);
   auto b = random_tensor({768, 384}, rng);
-  tensor c_gpu, c_cpu;
-  SYNCFAC_REQUIRE_OK(gpu->gemm(a, false, b, false, 1.0f, 0.0f, c_gpu));
-  SYNCFAC_REQUIRE_OK(cpu->gemm(a, false, b, false, 1.0f, 0.0f, c_cpu));
-  check_close(c_gpu, c_cpu, 1e-3, 1e-4, "gemm 512x768x384");
+  check_matches_cpu(
+    *gpu, *cpu,
+    [&](backend& dev, tensor& c) {
+      return dev.gemm(a, false, b, false, 1.0f, 0.0f, c);
+    },
+    1e-3, 1e-4, "gemm 512x768x384");
   // c aliasing an input, as the CPU allows.
   auto sq = random_tensor({16, 16}, rng);
   tensor s_gpu = sq;
@@ -189,13 +191,12 @@ BOOST_AUTO_TEST_CASE(gemm_batched_matches_cpu) {
   for (int64_t batch : {int64_t{1}, int64_t{64}}) {
     auto a = random_tensor({batch, 256, 256}, rng);
     auto b = random_tensor({batch, 256, 256}, rng);
-    tensor c_gpu, c_cpu;
-    SYNCFAC_REQUIRE_OK(gpu->gemm_batched(a, false, b, true, 1.0f, 0.0f,
-                                         c_gpu));
-    SYNCFAC_REQUIRE_OK(cpu->gemm_batched(a, false, b, true, 1.0f, 0.0f,
-                                         c_cpu));
-    check_close(c_gpu, c_cpu, 1e-3, 1e-4,
-                "gemm_batched " + std::to_string(batch) + " x 256^3");
+    check_matches_cpu(
+      *gpu, *cpu,
+      [&](backend& dev, tensor& c) {
+        return dev.gemm_batched(a, false, b, true, 1.0f, 0.0f, c);
+      },
+      1e-3, 1e-4, "gemm_batched " + std::to_string(batch) + " x 256^3");
   }
 }
 
@@ -220,10 +221,12 @@ BOOST_AUTO_TEST_CASE(dense_matches_cpu) {
       auto x = random_tensor({n, in}, rng);
       auto w = random_tensor({in, out}, rng, -0.3f, 0.3f);
       auto b = random_tensor({out}, rng);
-      tensor y_gpu, y_cpu;
-      SYNCFAC_REQUIRE_OK(gpu->dense_forward(x, w, b, act, y_gpu));
-      SYNCFAC_REQUIRE_OK(cpu->dense_forward(x, w, b, act, y_cpu));
-      check_close(y_gpu, y_cpu, gemm_atol, gemm_rtol, "dense y");
+      auto y_cpu = check_matches_cpu(
+        *gpu, *cpu,
+        [&](backend& dev, tensor& y) {
+          return dev.dense_forward(x, w, b, act, y);
+        },
+        gemm_atol, gemm_rtol, "dense y");
       auto dy = random_tensor({n, out}, rng);
       tensor ds_g, dw_g, db_g, dx_g, ds_c, dw_c, db_c, dx_c;
       SYNCFAC_REQUIRE_OK(gpu->dense_backward(x, w, y_cpu, dy, act, ds_g, dw_g,
@@ -277,10 +280,12 @@ BOOST_AUTO_TEST_CASE(conv2d_matches_cpu) {
         auto x = random_tensor(sc.x, rng);
         auto w = random_tensor(sc.w, rng, -0.3f, 0.3f);
         auto b = random_tensor({g.out_c}, rng);
-        tensor y_gpu, y_cpu;
-        SYNCFAC_REQUIRE_OK(gpu->conv2d_forward(g, x, w, b, act, y_gpu));
-        SYNCFAC_REQUIRE_OK(cpu->conv2d_forward(g, x, w, b, act, y_cpu));
-        check_close(y_gpu, y_cpu, gemm_atol, gemm_rtol, "conv y");
+        auto y_cpu = check_matches_cpu(
+          *gpu, *cpu,
+          [&](backend& dev, tensor& y) {
+            return dev.conv2d_forward(g, x, w, b, act, y);
+          },
+          gemm_atol, gemm_rtol, "conv y");
         auto dy = random_tensor(g.output_shape(), rng);
         tensor ds_g, dw_g, db_g, dx_g, ds_c, dw_c, db_c, dx_c;
         SYNCFAC_REQUIRE_OK(gpu->conv2d_backward(g, x, w, y_cpu, dy, act, ds_g,
@@ -316,10 +321,12 @@ BOOST_AUTO_TEST_CASE(conv2d_chunked_matches_cpu) {
   auto x = random_tensor(g.input_shape(), rng);
   auto w = random_tensor(g.kernel_shape(), rng, -0.1f, 0.1f);
   auto b = random_tensor({g.out_c}, rng);
-  tensor y_gpu, y_cpu;
-  SYNCFAC_REQUIRE_OK(gpu->conv2d_forward(g, x, w, b, activation::relu, y_gpu));
-  SYNCFAC_REQUIRE_OK(cpu->conv2d_forward(g, x, w, b, activation::relu, y_cpu));
-  check_close(y_gpu, y_cpu, 2e-4, 2e-4, "chunked conv y");
+  auto y_cpu = check_matches_cpu(
+    *gpu, *cpu,
+    [&](backend& dev, tensor& y) {
+      return dev.conv2d_forward(g, x, w, b, activation::relu, y);
+    },
+    2e-4, 2e-4, "chunked conv y");
   auto dy = random_tensor(g.output_shape(), rng);
   tensor ds_g, dw_g, db_g, dx_g, ds_c, dw_c, db_c, dx_c;
   SYNCFAC_REQUIRE_OK(gpu->conv2d_backward(g, x, w, y_cpu, dy, activation::relu,
@@ -446,12 +453,13 @@ BOOST_AUTO_TEST_CASE(batch_norm_matches_cpu) {
       tensor inv_std({4});
       for (int64_t c = 0; c < 4; ++c)
         inv_std[c] = 1.0f / std::sqrt(var_cpu[c] + 1e-3f);
-      tensor y_gpu, y_cpu;
-      SYNCFAC_REQUIRE_OK(gpu->batch_norm_forward(x, gamma, beta, mean_cpu,
-                                                 inv_std, act, y_gpu));
-      SYNCFAC_REQUIRE_OK(cpu->batch_norm_forward(x, gamma, beta, mean_cpu,
-                                                 inv_std, act, y_cpu));
-      check_close(y_gpu, y_cpu, 1e-5, 1e-5, "y");
+      auto y_cpu = check_matches_cpu(
+        *gpu, *cpu,
+        [&](backend& dev, tensor& y) {
+          return dev.batch_norm_forward(x, gamma, beta, mean_cpu, inv_std,
+                                        act, y);
+        },
+        1e-5, 1e-5, "y");
       auto dy = random_tensor(x.shape(), rng);
       tensor ds_gpu, dg_gpu, db_gpu, dx_gpu, ds_cpu, dg_cpu, db_cpu, dx_cpu;
       SYNCFAC_REQUIRE_OK(gpu->batch_norm_backward(x, gamma, mean_cpu, inv_std,
@@ -510,13 +518,14 @@ BOOST_AUTO_TEST_CASE(pool_backward_activated_and_conv_from_ds_match_cpu) {
         std::vector<int32_t> arg;
         SYNCFAC_REQUIRE_OK(cpu->max_pool_forward(g, y, pooled, arg));
         auto dy = random_tensor(g.output_shape(), rng);
-        tensor ds_gpu, ds_cpu;
-        SYNCFAC_REQUIRE_OK(gpu->max_pool_backward_activated(g, dy, arg, pooled,
-                                                           act, ds_gpu));
-        SYNCFAC_REQUIRE_OK(cpu->max_pool_backward_activated(g, dy, arg, pooled,
-                                                           act, ds_cpu));
         // Overlapping windows add in a different order (atomics).
-        check_close(ds_gpu, ds_cpu, 1e-6, 1e-6, "pool ds");
+        auto ds_cpu = check_matches_cpu(
+          *gpu, *cpu,
+          [&](backend& dev, tensor& ds) {
+            return dev.max_pool_backward_activated(g, dy, arg, pooled, act,
+                                                   ds);
+          },
+          1e-6, 1e-6, "pool ds");
         tensor dw_g, db_g, dx_g, dw_c, db_c, dx_c, dx_d;
         SYNCFAC_REQUIRE_OK(gpu->conv2d_backward_from_ds(cg, x, w, ds_cpu, dw_g,
                                                         db_g, &dx_g));
