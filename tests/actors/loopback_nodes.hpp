@@ -1,11 +1,15 @@
 #pragma once
 
 // What the suites of nodes on loopback share (join_refusal,
-// node_connector): two actor systems, a cluster whose tasks listen on
-// 127.0.0.1, and a port on which nothing listens now.
+// node_connector, supervisor): two actor systems, a node of ps:0, a
+// cluster whose tasks listen on 127.0.0.1, and a port on which nothing
+// listens now.
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include <boost/test/unit_test.hpp>
 
@@ -27,6 +31,15 @@ struct two_systems {
   program_config own_cfg;
   caf::actor_system own{own_cfg};
 };
+
+/// A node of task ps:0 in `sys` hosting `role` as its ps:0.
+inline node_actor ps_node(caf::actor_system& sys, const caf::actor& role) {
+  node_config nc;
+  nc.task = {"ps", 0};
+  nc.roles = std::make_shared<const std::map<std::string, caf::actor>>(
+    std::map<std::string, caf::actor>{{"ps:0", role}});
+  return sys.spawn(node, std::move(nc));
+}
 
 /// A cluster of chief:0, ps:0 and worker:0 on 127.0.0.1 at these ports.
 inline cluster_spec loopback_cluster(uint16_t chief_port, uint16_t ps_port,

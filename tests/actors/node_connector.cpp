@@ -42,15 +42,8 @@ caf::behavior stand_in(caf::event_based_actor*) {
   return {[](int32_t x) { return x; }};
 }
 
-node_actor ps_node(caf::actor_system& sys, const caf::actor& role) {
-  node_config nc;
-  nc.task = {"ps", 0};
-  nc.roles = std::make_shared<const std::map<std::string, caf::actor>>(
-    std::map<std::string, caf::actor>{{"ps:0", role}});
-  return sys.spawn(node, std::move(nc));
-}
-
 using test::closed_port;
+using test::ps_node;
 
 /// A cluster whose ps:0 listens on `port` (chief and worker elsewhere).
 cluster_spec cluster_with_ps_at(uint16_t port) {
