@@ -234,12 +234,9 @@ private:
     auto ps = peers_.find_all<ps_actor>(plan_.shards);
     if (!ps)
       return ps.error();
-    device_config dc = sync_.base.device;
-    dc.threads = 1; // the inverse kernels run on the calling thread
-    auto dev = spawn_device(sys_, dc);
+    auto dev = spawn_inverse_device(sys_, sync_, top_);
     if (!dev)
       return dev.error();
-    top_.own(*dev);
     auto inv = spawn_inverse(sys_, make_inverse_config(sync_, *kfac_, layout_,
                                                        role.index, *ps, *dev));
     if (!inv)

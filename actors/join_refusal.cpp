@@ -42,8 +42,9 @@ struct chief_teller_state {
   join_route route;
   task_id chief;
   std::string why;
-  caf::io::middleman_actor manager;
-  caf::error no_manager;
+  /// CAF's middleman actor or the TLS one, or why there is none (TLS
+  /// files OpenSSL refused).
+  caf::expected<caf::io::middleman_actor> manager{caf::error{}};
   /// The last attempt's error.
   std::string last;
   /// Whether the chief's node was reached once (gone again: its run
@@ -74,12 +75,12 @@ void not_told(teller_ptr self, std::string err) {
 
 void attempt_to_tell(teller_ptr self) {
   auto& st = self->state;
-  if (st.no_manager)
+  if (!st.manager)
     return told(self, st.route.task.str() + ": could not tell " + st.where()
-                        + ": " + render(st.no_manager));
+                        + ": " + render(st.manager.error()));
   const auto& addr = st.route.cluster.address(st.chief);
   auto rt = st.route.connect.request_timeout;
-  self->request(st.manager, rt, caf::connect_atom::value, addr.host, addr.port)
+  self->request(*st.manager, rt, caf::connect_atom::value, addr.host, addr.port)
     .then(
       [=](const caf::node_id&, caf::strong_actor_ptr& ptr,
           std::set<std::string>&) {
@@ -122,15 +123,7 @@ caf::behavior chief_teller(teller_ptr self, join_route route, task_id chief,
   st.route = std::move(route);
   st.chief = std::move(chief);
   st.why = std::move(why);
-  if (st.route.connect.tls) {
-    auto mm = net::tls_middleman(self->system());
-    if (mm)
-      st.manager = *mm;
-    else
-      st.no_manager = mm.error();
-  } else {
-    st.manager = self->system().middleman().actor_handle();
-  }
+  st.manager = net::connection_manager(self->system(), st.route.connect.tls);
   return {
     [=](refuse_atom) -> caf::result<std::string> {
       auto& st = self->state;

@@ -268,9 +268,7 @@ caf::expected<node_actor> reach_node(caf::actor_system& sys,
                                      caf::scoped_actor& self,
                                      const host_port& addr, bool tls,
                                      std::chrono::milliseconds timeout) {
-  auto manager = tls ? net::tls_middleman(sys)
-                     : caf::expected<caf::io::middleman_actor>{
-                       sys.middleman().actor_handle()};
+  auto manager = net::connection_manager(sys, tls);
   if (!manager)
     return manager.error();
   caf::detail::type_list<node_actor> expected_ifs;

@@ -50,10 +50,9 @@ struct node_connector_state {
   /// This node's message types, sorted (each answer is checked against
   /// them).
   std::vector<std::string> mine;
-  /// CAF's middleman actor or the TLS one; `no_manager` says why there is
-  /// none (TLS files OpenSSL refused).
-  caf::io::middleman_actor manager;
-  caf::error no_manager;
+  /// CAF's middleman actor or the TLS one, or why there is none (TLS
+  /// files OpenSSL refused).
+  caf::expected<caf::io::middleman_actor> manager{caf::error{}};
   uint64_t next_job = 1;
   std::map<uint64_t, connect_job> jobs;
 
@@ -155,14 +154,14 @@ void say_hello(self_ptr self, uint64_t id, const task_id& task,
 /// the connection it has), then the node hears the hello.
 void attempt(self_ptr self, uint64_t id, const task_id& task) {
   auto& st = self->state;
-  if (st.no_manager)
-    return finish(self, id, st.no_manager);
+  if (!st.manager)
+    return finish(self, id, st.manager.error());
   auto j = st.jobs.find(id);
   if (j == st.jobs.end())
     return;
   j->second.in_flight.insert(task.str());
   auto addr = st.cluster.address(task);
-  self->request(st.manager, st.opts.request_timeout, caf::connect_atom::value,
+  self->request(*st.manager, st.opts.request_timeout, caf::connect_atom::value,
                 addr.host, addr.port)
     .then(
       [=](const caf::node_id&, caf::strong_actor_ptr& ptr,
@@ -251,15 +250,7 @@ caf::behavior node_connector(self_ptr self, cluster_spec cluster,
   st.opts = std::move(opts);
   st.log = log;
   st.mine = known_message_types(self->system());
-  if (st.opts.tls) {
-    auto mm = net::tls_middleman(self->system());
-    if (mm)
-      st.manager = *mm;
-    else
-      st.no_manager = mm.error();
-  } else {
-    st.manager = self->system().middleman().actor_handle();
-  }
+  st.manager = net::connection_manager(self->system(), st.opts.tls);
   return {
     [=](connect_atom, const std::vector<std::string>& names)
       -> caf::result<std::vector<node_info>> {

@@ -28,7 +28,7 @@ void finish_pending_norm(ps_shard_state& st) {
     return;
   auto pending = std::move(*st.pending_norm);
   st.pending_norm.reset();
-  st.sent.add();
+  st.counters.sent.add();
   deliver(pending.promise, norm_of_round(st, pending.n));
 }
 
@@ -40,7 +40,7 @@ void finish_pending(ps_shard_state& st) {
   auto pending = std::move(*st.pending);
   st.pending.reset();
   auto result = complete(st, pending.n, pending.scale);
-  st.sent.add();
+  st.counters.sent.add();
   deliver(pending.promise, std::move(result));
   release_due_pulls(st);
 }
@@ -93,11 +93,11 @@ caf::result<applied> begin_apply(self_ptr self,
                                  int64_t step, int64_t n, float scale) {
   auto& st = self->state;
   if (auto err = check_apply(st, step, n)) {
-    st.sent.add();
+    st.counters.sent.add();
     return err;
   }
   if (all_ready(st, n)) {
-    st.sent.add();
+    st.counters.sent.add();
     auto result = complete(st, n, scale);
     release_due_pulls(st);
     return result;
@@ -119,13 +119,13 @@ caf::result<shard_params> pull_at(self_ptr self, int64_t step,
                       shard_name(st.index)
                         + ": a pull's wait must be >= 0 ms, got "
                         + std::to_string(wait_ms));
-  if (st.global_step >= step) {
+  if (st.counters.global_step >= step) {
     auto values = current_values(st, rows);
     if (!values)
       return std::move(values.error());
     return std::move(*values);
   }
-  ++st.pulls_waited;
+  ++st.counters.pulls_waited;
   // Before the promise: making it takes the sender out of the message.
   auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
   auto rp = self->make_response_promise<shard_params>();
@@ -149,25 +149,25 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
       auto& st = self->state;
       auto whole = st.assembler->add(std::move(part));
       if (!whole) {
-        ++st.refused_pushes;
+        ++st.counters.refused_pushes;
         return prefixed(shard_name(st.index), whole.error());
       }
       // A part taken, the rest of the push still to come.
-      st.sent.add(); // the answer, whichever of the ones below
+      st.counters.sent.add(); // the answer, whichever of the ones below
       if (!*whole)
-        return push_ack{true, st.global_step};
+        return push_ack{true, st.counters.global_step};
       // The step the push was judged against, even when it completes a
       // pending apply below and moves the shard on.
-      auto step = st.global_step;
+      auto step = st.counters.global_step;
       auto fresh = take_push(st, **whole);
       if (!fresh)
         return std::move(fresh.error());
       if (*fresh) {
-        ++st.accepted_pushes;
+        ++st.counters.accepted_pushes;
         ++st.round_pushes;
         finish_pending(st);
       } else {
-        ++st.stale_pushes;
+        ++st.counters.stale_pushes;
       }
       return push_ack{*fresh, step};
     },
@@ -201,13 +201,13 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
     },
     [=](pull_atom, average_atom) -> shard_params {
       auto& st = self->state;
-      st.sent.add(value_count(st.averages)
+      st.counters.sent.add(value_count(st.averages)
                   * static_cast<int64_t>(sizeof(float)));
-      return {st.index, st.global_step, st.averages};
+      return {st.index, st.counters.global_step, st.averages};
     },
     [=](average_atom, float decay) -> caf::result<caf::ok_atom> {
       auto& st = self->state;
-      st.sent.add();
+      st.counters.sent.add();
       if (!(decay >= 0.0f && decay < 1.0f))
         return make_error(ec::invalid_argument,
                           shard_name(st.index)
@@ -232,7 +232,7 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
         gradient_scale scale) -> caf::result<applied> {
       auto f = scale.factor;
       if (!(f > 0.0f && f <= 1.0f)) {
-        self->state.sent.add();
+        self->state.counters.sent.add();
         return make_error(ec::invalid_argument,
                           shard_name(self->state.index)
                             + ": apply: a clip factor must be in (0, 1], "
@@ -244,11 +244,11 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
     [=](norm_atom, int64_t step, int64_t n) -> caf::result<norm_part> {
       auto& st = self->state;
       if (auto err = check_apply(st, step, n, "norm")) {
-        st.sent.add();
+        st.counters.sent.add();
         return err;
       }
       if (all_ready(st, n)) {
-        st.sent.add();
+        st.counters.sent.add();
         return norm_of_round(st, n);
       }
       st.pending_norm = norm_request{
@@ -268,15 +268,15 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
                       "the global step was set to " + std::to_string(step));
       for (auto& acc : st.accumulators)
         std::visit([step](auto& x) { x.set_global_step(step); }, acc);
-      st.global_step = step;
-      st.sent.add();
+      st.counters.global_step = step;
+      st.counters.sent.add();
       release_due_pulls(st);
       return caf::ok_atom::value;
     },
     [=](inverse_atom, const inverse_set& set) -> caf::result<caf::ok_atom> {
       auto& st = self->state;
       if (auto err = install_inverses(st, set)) {
-        ++st.refused_inverses;
+        ++st.counters.refused_inverses;
         return err;
       }
       return caf::ok_atom::value;

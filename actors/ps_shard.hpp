@@ -143,17 +143,16 @@ struct ps_shard_state {
   std::unordered_map<std::string, size_t> by_name;
   /// Made for `variables`, so update(i, ...) addresses variables[i].
   std::optional<optimizer> opt;
-  /// The accumulators' common step; also the step of a shard without
-  /// variables, which has no accumulator to hold it.
-  int64_t global_step = 0;
+  /// The step and counters the shard reports as they are (make_status
+  /// fills in the rest: `shard`, the variables' accumulators and K-FAC's
+  /// layers). counters.global_step is the accumulators' common step; also
+  /// the step of a shard without variables, which has no accumulator to
+  /// hold it.
+  shard_status counters;
   /// Fresh whole pushes since the last apply: an apply of n proceeds once
   /// n pushes came, each variable averaged over the gradients it got (a
   /// push may lack some, TF's grad=None).
   int64_t round_pushes = 0;
-  int64_t accepted_pushes = 0;
-  int64_t stale_pushes = 0;
-  /// Malformed pushes, refused whole.
-  int64_t refused_pushes = 0;
   /// Per variable: refused pushes whose error named it. The accumulators
   /// never see a malformed gradient (the shard checks the whole push
   /// first), so their own refused() stays 0 and status adds these.
@@ -163,18 +162,10 @@ struct ps_shard_state {
   /// Pushes that come in parts (over the network) wait here until whole.
   std::optional<push_assembler> assembler;
   std::vector<shard_kfac_layer> kfac;
-  int64_t inverse_sets = 0;
-  int64_t refused_inverses = 0;
-  int64_t preconditioned_applies = 0;
-  double last_clip = 1;
   /// Workers' pulls waiting for the step they ask for, and whether the
   /// timer that answers those whose wait ran out is set (one at a time).
   pull_waitlist waiting_pulls;
   bool expiry_set = false;
-  /// shard_status::sent, pulls_waited and pulls_without_values.
-  transfer_counts sent;
-  int64_t pulls_waited = 0;
-  int64_t pulls_without_values = 0;
 };
 
 /// Validates `cfg` and spawns the shard (event-based).

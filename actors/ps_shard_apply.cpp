@@ -120,7 +120,7 @@ caf::error complete_kfac(ps_shard_state& st, int64_t n) {
   for (const auto& l : st.kfac)
     slots.push_back({l.weight, l.bias,
                      l.inverse ? &*l.inverse : nullptr});
-  st.opt->set_global_step(st.global_step);
+  st.opt->set_global_step(st.counters.global_step);
   auto info = kfac_apply(*st.opt, st.variables, averages, slots, left_out);
   if (!info)
     return info.error();
@@ -128,16 +128,16 @@ caf::error complete_kfac(ps_shard_state& st, int64_t n) {
     if (auto err = st.opt->update_rows(i, st.variables[i].value,
                                        average.indices, average.rows))
       return err;
-  st.preconditioned_applies += info->preconditioned > 0 ? 1 : 0;
-  st.last_clip = info->scale;
+  st.counters.preconditioned_applies += info->preconditioned > 0 ? 1 : 0;
+  st.counters.last_clip = info->scale;
   return caf::none;
 }
 
 /// `result` with the shard's counts so far.
 applied with_counts(const ps_shard_state& st, applied result) {
-  result.refused_pushes = st.refused_pushes;
-  result.preconditioned_applies = st.preconditioned_applies;
-  result.inverse_sets = st.inverse_sets;
+  result.refused_pushes = st.counters.refused_pushes;
+  result.preconditioned_applies = st.counters.preconditioned_applies;
+  result.inverse_sets = st.counters.inverse_sets;
   return result;
 }
 
@@ -146,7 +146,7 @@ applied with_counts(const ps_shard_state& st, applied result) {
 /// One optimizer step from the averages; every accumulator is ready(n).
 /// Variable by variable, so at most one average exists at a time.
 caf::expected<applied> complete(ps_shard_state& st, int64_t n, float scale) {
-  applied result{st.index, st.global_step + 1, fewest_gradients(st)};
+  applied result{st.index, st.counters.global_step + 1, fewest_gradients(st)};
   st.round_pushes = 0;
   st.opt->set_gradient_scale(scale);
   if (st.opt->config().kind == optimizer_kind::kfac) {
@@ -155,17 +155,17 @@ caf::expected<applied> complete(ps_shard_state& st, int64_t n, float scale) {
                                         + ": K-FAC apply failed after the "
                                           "checks: "
                                         + render(err));
-    st.global_step = result.global_step;
+    st.counters.global_step = result.global_step;
     return with_counts(st, result);
   }
-  st.opt->set_global_step(st.global_step);
+  st.opt->set_global_step(st.counters.global_step);
   st.opt->begin_step();
   for (size_t i = 0; i < st.variables.size(); ++i)
     if (auto err = update_variable(st, i, n))
       return make_error(ec::internal, shard_name(st.index)
                                         + ": apply failed after the checks: "
                                         + render(err));
-  st.global_step = result.global_step;
+  st.counters.global_step = result.global_step;
   return with_counts(st, result);
 }
 
@@ -173,7 +173,7 @@ caf::expected<applied> complete(ps_shard_state& st, int64_t n, float scale) {
 /// accumulator ready(n)): a variable without gradients this round adds
 /// nothing, as it takes none (or, under K-FAC, a zero one).
 caf::expected<norm_part> norm_of_round(const ps_shard_state& st, int64_t n) {
-  norm_part result{st.index, st.global_step, 0.0};
+  norm_part result{st.index, st.counters.global_step, 0.0};
   for (size_t i = 0; i < st.accumulators.size(); ++i) {
     auto k = take_count(st, i, n);
     // A moving statistic's push is no gradient (runtime/moving_statistic.hpp).
@@ -237,9 +237,9 @@ caf::error check_apply(const ps_shard_state& st, int64_t step, int64_t n,
                + " is still pending (one at a time)");
   // The chief and the shard disagree on the step: applying would move
   // the shard to a step the chief does not expect.
-  if (step != st.global_step)
+  if (step != st.counters.global_step)
     return bad("for step " + std::to_string(step) + ", but the shard is at "
-               "step " + std::to_string(st.global_step));
+               "step " + std::to_string(st.counters.global_step));
   return caf::none;
 }
 
@@ -261,7 +261,7 @@ caf::error install_inverses(ps_shard_state& st, const inverse_set& set) {
   }
   for (size_t k = 0; k < targets.size(); ++k)
     st.kfac[targets[k]].inverse = set.layers[k];
-  ++st.inverse_sets;
+  ++st.counters.inverse_sets;
   return caf::none;
 }
 

@@ -15,9 +15,9 @@ namespace ps_shard_parts {
 
 /// The shard's variables at its step; counted as sent.
 shard_params current_values(ps_shard_state& st) {
-  st.sent.add(value_count(st.variables)
+  st.counters.sent.add(value_count(st.variables)
               * static_cast<int64_t>(sizeof(float)));
-  return {st.index, st.global_step, st.variables};
+  return {st.index, st.counters.global_step, st.variables};
 }
 
 /// ec::invalid_argument (ec::unknown_name for a variable the shard lacks)
@@ -56,7 +56,7 @@ caf::expected<shard_params>
 current_values(ps_shard_state& st, const std::vector<row_request>& requests) {
   if (requests.empty())
     return current_values(st);
-  shard_params result{st.index, st.global_step, {}};
+  shard_params result{st.index, st.counters.global_step, {}};
   int64_t bytes = 0;
   std::vector<bool> by_rows(st.variables.size(), false);
   for (const auto& req : requests) {
@@ -74,7 +74,7 @@ current_values(ps_shard_state& st, const std::vector<row_request>& requests) {
       bytes += st.variables[i].value.size()
                * static_cast<int64_t>(sizeof(float));
     }
-  st.sent.add(bytes);
+  st.counters.sent.add(bytes);
   return result;
 }
 
@@ -85,7 +85,7 @@ current_values(ps_shard_state& st, const std::vector<row_request>& requests) {
 /// older. So the rows at the shard's step go, and no other variable
 /// (docs/protocol.md, "Row pulls").
 void answer_with_rows(ps_shard_state& st, waiting_pull& p) {
-  shard_params result{st.index, st.global_step, {}};
+  shard_params result{st.index, st.counters.global_step, {}};
   int64_t bytes = 0;
   for (const auto& req : p.rows) {
     auto rows = gather_rows(st.variables[st.by_name.at(req.variable)],
@@ -98,22 +98,22 @@ void answer_with_rows(ps_shard_state& st, waiting_pull& p) {
     bytes += payload_bytes(*rows);
     result.rows.push_back(std::move(*rows));
   }
-  st.sent.add(bytes);
+  st.counters.sent.add(bytes);
   p.promise.deliver(std::move(result));
 }
 
 /// An answer without values to a waiting pull that will not get them.
 void answer_without_values(ps_shard_state& st, waiting_pull& p) {
-  st.sent.add();
-  ++st.pulls_without_values;
-  p.promise.deliver(shard_params{st.index, st.global_step, {}, false});
+  st.counters.sent.add();
+  ++st.counters.pulls_without_values;
+  p.promise.deliver(shard_params{st.index, st.counters.global_step, {}, false});
 }
 
 /// Answers the pulls that wait for the shard's step (or an earlier one).
 void release_due_pulls(ps_shard_state& st) {
   if (st.waiting_pulls.empty())
     return;
-  for (auto& p : st.waiting_pulls.take_due(st.global_step))
+  for (auto& p : st.waiting_pulls.take_due(st.counters.global_step))
     deliver(p.promise, current_values(st, p.rows));
 }
 

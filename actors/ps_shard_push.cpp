@@ -135,7 +135,7 @@ private:
 };
 
 caf::error refuse(ps_shard_state& st, refusal bad) {
-  ++st.refused_pushes;
+  ++st.counters.refused_pushes;
   if (bad.variable != no_variable)
     ++st.refused[bad.variable];
   return std::move(bad.err);
@@ -150,7 +150,7 @@ caf::error check_lockstep(const ps_shard_state& st, bool admitted, bool fresh,
     return make_error(ec::internal,
                       shard_name(st.index) + ": accumulator of "
                         + in_quotes(variable) + " left the shard's step "
-                        + std::to_string(st.global_step));
+                        + std::to_string(st.counters.global_step));
   return caf::none;
 }
 
@@ -158,7 +158,7 @@ caf::error check_lockstep(const ps_shard_state& st, bool admitted, bool fresh,
 /// nothing again; whether it was fresh.
 caf::expected<bool> accumulate(ps_shard_state& st, const gradient_push& p,
                                const push_check& checked) {
-  const bool fresh = p.local_step >= st.global_step;
+  const bool fresh = p.local_step >= st.counters.global_step;
   for (const auto& entry : p.dense) {
     auto& acc = std::get<conditional_accumulator>(
       st.accumulators[st.by_name.at(entry.name)]);

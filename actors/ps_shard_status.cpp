@@ -29,22 +29,15 @@ std::vector<std::string> first_order_variables(const ps_shard_state& st) {
 } // namespace
 
 shard_status make_status(const ps_shard_state& st) {
-  shard_status result{st.index,       st.global_step, st.accepted_pushes,
-                      st.stale_pushes, st.refused_pushes, {}};
+  auto result = st.counters;
+  result.shard = st.index;
   result.kfac_layers = static_cast<int64_t>(st.kfac.size());
   result.kfac_ready = std::count_if(st.kfac.begin(), st.kfac.end(),
                                     [](const shard_kfac_layer& l) {
                                       return l.inverse.has_value();
                                     });
-  result.inverse_sets = st.inverse_sets;
-  result.refused_inverses = st.refused_inverses;
-  result.preconditioned_applies = st.preconditioned_applies;
-  result.last_clip = st.last_clip;
   if (st.opt->config().kind == optimizer_kind::kfac)
     result.first_order_variables = first_order_variables(st);
-  result.sent = st.sent;
-  result.pulls_waited = st.pulls_waited;
-  result.pulls_without_values = st.pulls_without_values;
   result.variables.reserve(st.accumulators.size());
   for (size_t i = 0; i < st.accumulators.size(); ++i) {
     auto stats = std::visit([](const auto& x) { return x.stats(); },

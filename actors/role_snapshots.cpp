@@ -62,7 +62,7 @@ parameter_set in_order_of(const parameter_set& want, parameter_set got) {
 shard_snapshot take_snapshot(const ps_shard_state& st) {
   shard_snapshot snap;
   snap.shard = st.index;
-  snap.global_step = st.global_step;
+  snap.global_step = st.counters.global_step;
   snap.variables = st.variables;
   snap.averages = st.averages;
   snap.slots = st.opt->slots();
@@ -118,7 +118,7 @@ caf::error restore_snapshot(ps_shard_state& st, shard_snapshot snap) {
     l.inverse.reset();
   for (size_t k = 0; k < targets.size(); ++k)
     st.kfac[targets[k]].inverse = std::move(snap.inverses[k]);
-  st.global_step = snap.global_step;
+  st.counters.global_step = snap.global_step;
   st.round_pushes = 0;
   // Gradients of a round in progress were computed from variables the
   // restore just replaced.

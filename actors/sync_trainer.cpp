@@ -79,12 +79,9 @@ spawn_kfac(caf::actor_system& sys, const sync_training_config& cfg,
   for (int32_t k = 0; k < topo.inverse_actors; ++k) {
     auto device = inverse_device;
     if (!device) {
-      device_config dc = cfg.base.device;
-      dc.threads = 1; // the inverse kernels run on the calling thread
-      auto dev = spawn_device(sys, dc);
+      auto dev = spawn_inverse_device(sys, cfg, top);
       if (!dev)
         return dev.error();
-      top.own(*dev);
       device = *dev;
     }
     auto inv = spawn_inverse(sys, make_inverse_config(cfg, result.layout,

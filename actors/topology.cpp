@@ -160,6 +160,17 @@ inverse_config make_inverse_config(const sync_training_config& cfg,
   return ic;
 }
 
+caf::expected<device_actor>
+spawn_inverse_device(caf::actor_system& sys, const sync_training_config& cfg,
+                     owned_actors& top) {
+  device_config dc = cfg.base.device;
+  dc.threads = 1;
+  auto dev = spawn_device(sys, dc);
+  if (dev)
+    top.own(*dev);
+  return dev;
+}
+
 covariance_config make_covariance_config(const sync_training_config& cfg,
                                          const kfac_layout& kfac, int32_t c,
                                          std::vector<inverse_actor> inverses) {

@@ -87,6 +87,13 @@ inverse_config make_inverse_config(const sync_training_config& cfg,
                                    std::vector<ps_actor> shards,
                                    device_actor device);
 
+/// A device actor of an inverse actor's own, owned by `top`: the run's
+/// device with one compute thread, since the inverse kernels run on the
+/// calling thread.
+caf::expected<device_actor>
+spawn_inverse_device(caf::actor_system& sys, const sync_training_config& cfg,
+                     owned_actors& top);
+
 /// Covariance actor c, handing factors to `inverses`.
 covariance_config make_covariance_config(const sync_training_config& cfg,
                                          const kfac_layout& kfac, int32_t c,

@@ -24,12 +24,9 @@ std::string worker_state::who() const {
 }
 
 worker_status worker_state::status() const {
-  return worker_status{cfg.index,     local_step,   steps,
-                       stale_pushes,  step_s,       token_wait_s,
-                       compute_s,     stats_sent,   stats_stale,
-                       stats_skipped, stats_failed, stats_error,
-                       peers_lost,    rebinds,      bytes_pushed,
-                       bytes_pulled,  sent,         bytes_pulled_unused};
+  auto result = counters;
+  result.worker = cfg.index;
+  return result;
 }
 
 namespace worker_parts {

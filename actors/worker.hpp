@@ -136,19 +136,10 @@ struct worker_state {
   std::optional<batcher> ahead;
   batcher_state ahead_from;
   batch ahead_batch;
-  int64_t local_step = 0;
-  int64_t steps = 0;
-  int64_t stale_pushes = 0;
-  double step_s = 0;
-  double token_wait_s = 0;
-  double compute_s = 0;
-  /// K-FAC statistics sent, dropped as stale by a covariance actor,
-  /// skipped (the previous send still in flight) and failed.
-  int64_t stats_sent = 0;
-  int64_t stats_stale = 0;
-  int64_t stats_skipped = 0;
-  int64_t stats_failed = 0;
-  std::string stats_error;
+  /// The position and counters the worker reports as they are (status()
+  /// fills in `worker`): its local step, steps and their times, the K-FAC
+  /// statistics it sent, the peers it lost and its transfers.
+  worker_status counters;
   /// Statistics role: the global step of the last statistics sent.
   int64_t stats_step = -1;
   std::chrono::steady_clock::time_point step_started;
@@ -161,14 +152,6 @@ struct worker_state {
   /// The binding in force (the only owner: continuations hold it weakly);
   /// none while the worker waits to be rebound after losing a peer.
   std::shared_ptr<worker_binding> bound;
-  int64_t peers_lost = 0;
-  int64_t rebinds = 0;
-  /// worker_status::bytes_pushed, bytes_pulled, sent and
-  /// bytes_pulled_unused.
-  int64_t bytes_pushed = 0;
-  int64_t bytes_pulled = 0;
-  transfer_counts sent;
-  int64_t bytes_pulled_unused = 0;
   /// The chief's run incarnation (resume_point::incarnation).
   int64_t incarnation = 0;
 
@@ -181,9 +164,9 @@ struct worker_state {
   bool initialised() const {
     return !shard_of.empty();
   }
-  /// Whether `params` hold the variables at local_step already.
+  /// Whether `params` hold the variables at the local step already.
   bool params_current() const {
-    return params_step && *params_step == local_step
+    return params_step && *params_step == counters.local_step
            && (!rows_for || *rows_for == batches->state());
   }
 };

@@ -32,7 +32,7 @@ void stall(self_ptr self, std::string reason) {
   if (!st.bound)
     return;
   st.bound.reset();
-  auto loss = ++st.peers_lost;
+  auto loss = ++st.counters.peers_lost;
   // The deadline names its loss: one of an earlier stall, since rebound,
   // finds a later stalled behaviour waiting on another.
   self->delayed_send(self, st.cfg.peer_wait, stall_atom::value, loss);

@@ -102,7 +102,7 @@ void pull_all(self_ptr self, std::chrono::milliseconds timeout,
               OnValues on_values, OnError on_error, Ts... xs) {
   auto& st = self->state;
   for (size_t s = 0; s < st.cfg.shards.size(); ++s)
-    st.sent.add();
+    st.counters.sent.add();
   gather<shard_params>(self, st.cfg.shards, timeout, std::move(on_values),
                        std::move(on_error), pull_atom::value, xs...);
 }
@@ -116,7 +116,7 @@ void pull_rows(self_ptr self, std::chrono::milliseconds timeout,
                std::vector<std::vector<row_request>> requests) {
   auto& st = self->state;
   for (size_t s = 0; s < st.cfg.shards.size(); ++s)
-    st.sent.add();
+    st.counters.sent.add();
   auto shards = st.cfg.shards;
   gather_each<shard_params>(
     shards.size(),

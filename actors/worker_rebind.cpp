@@ -32,7 +32,7 @@ void initialise(self_ptr self) {
     // answered before the restore reached the shards.
     auto pulled_step = pulled.empty() ? 0 : pulled.front().global_step;
     st.params_step = pulled_step;
-    st.local_step = std::max(st.local_step, pulled_step);
+    st.counters.local_step = std::max(st.counters.local_step, pulled_step);
     if (st.promise.pending())
       start_loop(self);
     else
@@ -81,7 +81,7 @@ caf::error resume(self_ptr self, const resume_point& rp) {
   auto& st = self->state;
   if (auto err = take_resume_point(self, rp))
     return err;
-  st.local_step = std::max(st.local_step, rp.global_step);
+  st.counters.local_step = std::max(st.counters.local_step, rp.global_step);
   return caf::none;
 }
 
@@ -132,7 +132,7 @@ caf::result<worker_status> rebind(self_ptr self, bound_now now,
   // chief's driver rebound it; its node's rejoin comes second): giving the
   // step up now would waste a token it may be waiting for, and without
   // backups the steps would wait for it forever.
-  if (now == bound_now::going_on && st.rebinds > 0
+  if (now == bound_now::going_on && st.counters.rebinds > 0
       && rp.incarnation == st.incarnation && st.cfg.chief == chief)
     return st.status();
   // The abandoned step's update was not applied when the run goes on at
@@ -142,7 +142,7 @@ caf::result<worker_status> rebind(self_ptr self, bound_now now,
   // the same parameters gives the same gradient, so with one worker the
   // average is unchanged and the run stays bit for bit an undisturbed
   // one (docs/design.md §6). A rollback brings a data position instead.
-  if (!rp.has_data_order && rp.global_step == st.local_step && st.step_data
+  if (!rp.has_data_order && rp.global_step == st.counters.local_step && st.step_data
       && st.cfg.role == worker_role::gradients)
     if (auto err = st.batches->restore(*st.step_data))
       return with_context(err, st.who() + ": data position of the "
@@ -164,12 +164,12 @@ caf::result<worker_status> rebind(self_ptr self, bound_now now,
   st.cfg.shards = std::move(shards);
   if (!covariance.empty() && !st.cfg.covariance.empty())
     st.cfg.covariance = std::move(covariance);
-  ++st.rebinds;
+  ++st.counters.rebinds;
   // Whoever started the abandoned run (a chief that may be gone) hears
   // how far it went; the new run's caller gets the next answer.
   if (st.promise.pending())
     st.promise.deliver(st.status());
-  st.local_step = rp.global_step;
+  st.counters.local_step = rp.global_step;
   st.stats_step = rp.global_step - 1;
   st.params_step.reset();
   // The first pull never came (the loss was a shard's, before it): the

@@ -40,7 +40,7 @@ void send_stats(self_ptr self, std::vector<layer_stats> stats, int64_t step,
     if (updates[c].layers.empty())
       continue;
     if (in_flight[c]) {
-      ++st.stats_skipped;
+      ++st.counters.stats_skipped;
       continue;
     }
     in_flight[c] = true;
@@ -51,9 +51,9 @@ void send_stats(self_ptr self, std::vector<layer_stats> stats, int64_t step,
                               [=](stats_ack& ack) {
                                 auto& st = self->state;
                                 st.bound->stats_in_flight[c] = false;
-                                ++st.stats_sent;
+                                ++st.counters.stats_sent;
                                 if (!ack.accepted)
-                                  ++st.stats_stale;
+                                  ++st.counters.stats_stale;
                                 finish();
                               }),
             bound<caf::error&>(self, [=](caf::error& err) {
@@ -61,8 +61,8 @@ void send_stats(self_ptr self, std::vector<layer_stats> stats, int64_t step,
               // factors, not the run: count it and go on.
               auto& st = self->state;
               st.bound->stats_in_flight[c] = false;
-              ++st.stats_failed;
-              st.stats_error = render(request_failed(
+              ++st.counters.stats_failed;
+              st.counters.stats_error = render(request_failed(
                 self, "statistics to covariance:" + std::to_string(c),
                 std::move(err)));
               finish();
@@ -113,7 +113,7 @@ void statistics_update(self_ptr self) {
     auto step = pulled.empty() ? 0 : pulled.front().global_step;
     if (auto err = absorb(self, pulled))
       return fail(self, std::move(err));
-    st.local_step = step;
+    st.counters.local_step = step;
     st.batches->next(st.current);
     auto t0 = std::chrono::steady_clock::now();
     self->request(st.cfg.device, st.cfg.request_timeout, stats_atom::value,
@@ -122,9 +122,9 @@ void statistics_update(self_ptr self) {
               self,
               [=](stats_update& u) {
                 auto& st = self->state;
-                st.compute_s += seconds_since(t0);
+                st.counters.compute_s += seconds_since(t0);
                 st.stats_step = step;
-                ++st.steps;
+                ++st.counters.steps;
                 send_stats(self, std::move(u.layers), step, u.examples, [=] {
                   statistics_after(self, std::chrono::milliseconds{0});
                 });

@@ -19,21 +19,21 @@ void end_step(self_ptr self, const token_grant& grant) {
   auto& st = self->state;
   // A token never carries a step below the one it follows: the chief's
   // global_step only grows (and a restarted chief restores it).
-  if (!grant.stop && grant.global_step < st.local_step)
+  if (!grant.stop && grant.global_step < st.counters.local_step)
     return fail(self, make_error(ec::bad_message,
                                  st.who() + ": token for step "
                                    + std::to_string(grant.global_step)
                                    + " is older than local_step "
-                                   + std::to_string(st.local_step)));
-  ++st.steps;
-  st.step_s += seconds_since(st.step_started);
+                                   + std::to_string(st.counters.local_step)));
+  ++st.counters.steps;
+  st.counters.step_s += seconds_since(st.step_started);
   if (grant.stop) {
     self->become(stopped(self));
     if (st.promise.pending())
       st.promise.deliver(st.status());
     return;
   }
-  st.local_step = grant.global_step;
+  st.counters.local_step = grant.global_step;
   if (st.mode == step_mode::until_stop)
     return run_step(self);
   self->become(ready(self));
@@ -64,7 +64,7 @@ bool current(const shard_params& sp, int64_t step) {
 void cancel_pull(self_ptr self) {
   auto& st = self->state;
   for (const auto& shard : st.cfg.shards) {
-    st.sent.add();
+    st.counters.sent.add();
     self->send(shard, pull_atom::value, cancel_atom::value);
   }
 }
@@ -77,7 +77,7 @@ caf::expected<bool> take_pulled(self_ptr self, std::vector<shard_params>& all,
   // A token for the step the worker's values are at already (an initial
   // token, or one of several batches per update when N < R): any shard's
   // newer values are as good, the others' answers came without values.
-  bool holds_step = step == st.local_step;
+  bool holds_step = step == st.counters.local_step;
   std::vector<shard_params> use;
   bool complete = true;
   // A row pull whose rows did not come (its wait ran out; a cancelled one
@@ -89,14 +89,14 @@ caf::expected<bool> take_pulled(self_ptr self, std::vector<shard_params>& all,
       use.push_back(std::move(sp));
     } else {
       complete = false;
-      st.bytes_pulled_unused += payload_bytes(sp);
+      st.counters.bytes_pulled_unused += payload_bytes(sp);
       if (pulls_rows(st)
           && static_cast<size_t>(&sp - all.data()) == table_shard(st))
         rows_missing = true;
     }
   }
   if (!complete && (!holds_step || rows_missing)) {
-    st.bytes_pulled_unused += payload_bytes(use);
+    st.counters.bytes_pulled_unused += payload_bytes(use);
     return false;
   }
   if (auto err = absorb(self, use))
@@ -111,7 +111,7 @@ void finish_step_end(self_ptr self, step_end& end) {
   const auto grant = *end.grant;
   if (!grant.stop && !end.pulled) {
     // A token for a later step: its values come once the shards are there.
-    if (grant.global_step > st.local_step)
+    if (grant.global_step > st.counters.local_step)
       return;
     // A token for the step the worker is at: the apply the pull waits for
     // may need this very worker's next push, so the shards are told to
@@ -141,16 +141,16 @@ void finish_step_end(self_ptr self, step_end& end) {
 
 void take_token(self_ptr self, const step_result& res, int32_t stale) {
   auto& st = self->state;
-  worker_report rep{st.cfg.index, st.local_step, res.loss,
+  worker_report rep{st.cfg.index, st.counters.local_step, res.loss,
                     res.correct,    res.count,     stale,
                     st.batches->state(), st.incarnation};
   auto end = std::make_shared<step_end>();
   auto asked = std::chrono::steady_clock::now();
-  st.sent.add();
+  st.counters.sent.add();
   self->request(st.cfg.chief, st.cfg.token_timeout, token_atom::value, rep)
     .then(bound<token_grant&>(self,
                               [=](token_grant& grant) {
-                                self->state.token_wait_s
+                                self->state.counters.token_wait_s
                                   += seconds_since(asked);
                                 end->grant = grant;
                                 finish_step_end(self, *end);
@@ -165,7 +165,7 @@ void take_token(self_ptr self, const step_result& res, int32_t stale) {
   // request's own timeout leaves them time to answer without values.
   auto wait = st.cfg.token_timeout;
   auto unused = [=](std::vector<shard_params> pulled) {
-    self->state.bytes_pulled_unused += payload_bytes(pulled);
+    self->state.counters.bytes_pulled_unused += payload_bytes(pulled);
   };
   auto on_values = while_bound<std::vector<shard_params>>(
     st.bound,
@@ -189,9 +189,9 @@ void take_token(self_ptr self, const step_result& res, int32_t stale) {
   if (pulls_rows(st))
     return pull_rows(self, wait + st.cfg.request_timeout,
                      std::move(on_values), std::move(on_error),
-                     st.local_step + 1, wait_ms, row_requests(st));
+                     st.counters.local_step + 1, wait_ms, row_requests(st));
   pull_all(self, wait + st.cfg.request_timeout, std::move(on_values),
-           std::move(on_error), st.local_step + 1, wait_ms);
+           std::move(on_error), st.counters.local_step + 1, wait_ms);
 }
 
 /// Splits the gradients by shard and pushes them, tagged with local_step.
@@ -200,7 +200,7 @@ void push(self_ptr self, step_result res) {
   std::vector<gradient_push> pushes(st.cfg.shards.size());
   for (auto& p : pushes) {
     p.worker = st.cfg.index;
-    p.local_step = st.local_step;
+    p.local_step = st.counters.local_step;
   }
   for (auto& g : res.gradients) {
     auto i = st.slot_of.find(g.name);
@@ -223,7 +223,7 @@ void push(self_ptr self, step_result res) {
   res.gradients.clear();
   res.sparse_gradients.clear();
   for (const auto& p : pushes)
-    st.bytes_pushed += payload_bytes(p);
+    st.counters.bytes_pushed += payload_bytes(p);
   // Across the network a large push goes as parts, sent back to back; a
   // shard's push is stale when its last part's answer says so.
   struct progress {
@@ -246,7 +246,7 @@ void push(self_ptr self, step_result res) {
     return take_token(self, res, 0);
   for (size_t s = 0; s < parts.size(); ++s) {
     for (auto& part : parts[s]) {
-      st.sent.add(payload_bytes(part));
+      st.counters.sent.add(payload_bytes(part));
       self->request(st.cfg.shards[s], st.cfg.request_timeout, push_atom::value,
                     std::move(part))
         .then(
@@ -261,7 +261,7 @@ void push(self_ptr self, step_result res) {
                              auto stale = static_cast<int32_t>(std::count(
                                prog->stale.begin(), prog->stale.end(), true));
                              if (stale > 0)
-                               ++self->state.stale_pushes;
+                               ++self->state.counters.stale_pushes;
                              take_token(self, res, stale);
                            }),
           bound<caf::error&>(self, [=](caf::error& err) {
@@ -282,7 +282,7 @@ void compute(self_ptr self) {
     fail(self, request_failed(self, "gradient computation", std::move(err)));
   });
   auto on_result = bound<step_result&>(self, [=](step_result& res) {
-    self->state.compute_s += res.compute_s;
+    self->state.counters.compute_s += res.compute_s;
     push(self, std::move(res));
   });
   if (!st.cfg.stats && pulls_rows(st) && st.device_tables_current) {
@@ -316,19 +316,19 @@ void compute(self_ptr self) {
         self,
         [=](step_result& res) {
           auto& st = self->state;
-          st.compute_s += res.compute_s;
+          st.counters.compute_s += res.compute_s;
           auto stats = std::move(res.stats);
           res.stats.clear();
           if (st.cfg.push_after_stats) {
             auto pending = std::make_shared<step_result>(std::move(res));
             // Called by the last statistics answer, a continuation of this
             // binding itself.
-            send_stats(self, std::move(stats), st.local_step,
+            send_stats(self, std::move(stats), st.counters.local_step,
                        pending->stats_examples,
                        [=] { push(self, std::move(*pending)); });
             return;
           }
-          send_stats(self, std::move(stats), st.local_step,
+          send_stats(self, std::move(stats), st.counters.local_step,
                      res.stats_examples);
           push(self, std::move(res));
         }),
@@ -350,7 +350,7 @@ caf::error absorb(self_ptr self, std::vector<shard_params>& pulled) {
                           st.who() + ": ps:" + std::to_string(sp.shard)
                             + " holds '" + v.name
                             + "', which the model does not have");
-      st.bytes_pulled += v.value.size()
+      st.counters.bytes_pulled += v.value.size()
                          * static_cast<int64_t>(sizeof(float));
       table_whole = table_whole || (st.row_table && v.name == *st.row_table);
       st.params[i->second].value = std::move(v.value);
@@ -365,7 +365,7 @@ caf::error absorb(self_ptr self, std::vector<shard_params>& pulled) {
       if (auto err = scatter_rows(r, st.params[i->second].value))
         return with_context(err, st.who() + ": rows from ps:"
                                    + std::to_string(sp.shard));
-      st.bytes_pulled += payload_bytes(r);
+      st.counters.bytes_pulled += payload_bytes(r);
       rows = true;
       st.rows_for_device.push_back(std::move(r));
     }

@@ -104,22 +104,7 @@ double bench_layer(backend& dev, const layer& l, double seconds, double peak,
   auto act = activation::relu;
   ok(dev.conv2d_forward(g, c.x, c.w, c.b, act, c.y));
   *pool_ms += bench_pool_backward(dev, l, c, seconds);
-  struct pass {
-    const char* name;
-    std::function<void()> run;
-  };
-  std::vector<pass> passes{
-    {"fwd", [&] { ok(dev.conv2d_forward(g, c.x, c.w, c.b, act, c.y)); }},
-    {"dw", [&] {
-       ok(dev.conv2d_backward_from_ds(g, c.x, c.w, c.ds, c.dw, c.db,
-                                      nullptr));
-     }},
-  };
-  if (l.with_dx)
-    passes.push_back({"dx", [&] {
-                        ok(dev.conv2d_backward_data_from_ds(g, c.x, c.w, c.ds,
-                                                            &c.dx));
-                      }});
+  auto passes = bench::step_passes(dev, g, c, act, c.ds, l.with_dx);
   double flops = conv_flops(g);
   double sum_ms = 0;
   for (auto& p : passes) {
@@ -183,17 +168,5 @@ int main(int argc, char** argv) {
               "writes; best and median of %.1fs of calls; GFLOP/s from the "
               "best\n",
               opt.seconds);
-  std::vector<std::string> levels{opt.isa};
-  if (opt.isa == "auto")
-    levels = cpu::supported_isas();
-  for (const auto& level : levels) {
-    if (bench::fma_width(level) == 0)
-      continue; // no FMA peak to hold it to (generic)
-    if (auto err = cpu::select_isa(level)) {
-      std::fprintf(stderr, "%s\n", render(err).c_str());
-      return 2;
-    }
-    bench_level(opt);
-  }
-  return 0;
+  return bench::at_each_fma_level(opt, bench_level);
 }

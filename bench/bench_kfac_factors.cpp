@@ -48,6 +48,35 @@ void report(const char* what, int threads, const timing& t, double flops) {
               flops / (t.best_ms * 1e-3) * 1e-9, t.best_cpu_ms);
 }
 
+/// Times factor statistics (with bias) on `threads` threads into A and G,
+/// kept from one measurement to the next as a training run keeps them,
+/// and reports each.
+struct factor_timer {
+  explicit factor_timer(double seconds) : seconds(seconds) {
+    // nop
+  }
+
+  double seconds;
+  int threads = 1;
+  tensor A, G;
+
+  void conv(const char* what, const conv2d_geometry& g, const tensor& x,
+            const tensor& ds, const factor_sampling& s, double flops) {
+    report(what, threads, measure(seconds, [&] {
+             ok(cpu::conv_factors(g, x, ds, true, s, threads, A, G));
+           }),
+           flops);
+  }
+
+  void dense(const char* what, const tensor& x, const tensor& ds,
+             const factor_sampling& s, double flops) {
+    report(what, threads, measure(seconds, [&] {
+             ok(cpu::dense_factors(x, ds, true, s, threads, A, G));
+           }),
+           flops);
+  }
+};
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -73,65 +102,28 @@ int main(int argc, char** argv) {
   auto dx = random({128, 784}, rng, 1.0f);
   auto dds = random({128, 10}, rng, 1.0f / 128);
   double dense_flops = 2.0 * 128 * 785.0 * 785.0;
-  tensor A, G;
+  factor_timer timer{opt.seconds};
   for (int threads : opt.threads) {
-    report("conv2 A+G (25088 x 401, O 16)", threads,
-           measure(opt.seconds,
-                   [&] {
-                     ok(cpu::conv_factors(*g, x, ds, true, {}, threads, A,
-                                          G));
-                   }),
-           conv_flops);
+    timer.threads = threads;
+    timer.conv("conv2 A+G (25088 x 401, O 16)", *g, x, ds, {}, conv_flops);
     factor_sampling s;
     s.max_locations = 16;
     s.seed = 1;
-    report("conv2 A+G, 16 of 196 locations", threads,
-           measure(opt.seconds,
-                   [&] {
-                     ok(cpu::conv_factors(*g, x, ds, true, s, threads, A,
-                                          G));
-                   }),
-           conv_flops * 16.0 / 196.0);
+    timer.conv("conv2 A+G, 16 of 196 locations", *g, x, ds, s,
+               conv_flops * 16.0 / 196.0);
     // The defaults of the statistics pass: 16 examples, 4 conv locations
     // each (a backward pass of 16 examples: ds scaled for N = 16).
     factor_sampling d;
     d.max_examples = 16;
     d.max_locations = 4;
     d.seed = 1;
-    report("conv2 A+G, 16 examples x 4 locations", threads,
-           measure(opt.seconds,
-                   [&] {
-                     ok(cpu::conv_factors(*g, x, ds, true, d, threads, A,
-                                          G));
-                   }),
-           2.0 * 64 * width * width);
-    report("conv0 A+G, 16 examples x 4 locations", threads,
-           measure(opt.seconds,
-                   [&] {
-                     ok(cpu::conv_factors(*g0, x0, ds0, true, d, threads, A,
-                                          G));
-                   }),
-           2.0 * 64 * 26 * 26);
-    report("fc4 A+G, 16 examples", threads,
-           measure(opt.seconds,
-                   [&] {
-                     ok(cpu::dense_factors(dx, dds, true, d, threads, A, G));
-                   }),
-           2.0 * 16 * 785.0 * 785.0);
-    report("conv0 A+G (100352 x 26, O 16)", threads,
-           measure(opt.seconds,
-                   [&] {
-                     ok(cpu::conv_factors(*g0, x0, ds0, true, {}, threads, A,
-                                          G));
-                   }),
-           conv0_flops);
-    report("fc4 A+G (128 x 785, O 10)", threads,
-           measure(opt.seconds,
-                   [&] {
-                     ok(cpu::dense_factors(dx, dds, true, {}, threads, A,
-                                           G));
-                   }),
-           dense_flops);
+    timer.conv("conv2 A+G, 16 examples x 4 locations", *g, x, ds, d,
+               2.0 * 64 * width * width);
+    timer.conv("conv0 A+G, 16 examples x 4 locations", *g0, x0, ds0, d,
+               2.0 * 64 * 26 * 26);
+    timer.dense("fc4 A+G, 16 examples", dx, dds, d, 2.0 * 16 * 785.0 * 785.0);
+    timer.conv("conv0 A+G (100352 x 26, O 16)", *g0, x0, ds0, {}, conv0_flops);
+    timer.dense("fc4 A+G (128 x 785, O 10)", dx, dds, {}, dense_flops);
   }
   return 0;
 }

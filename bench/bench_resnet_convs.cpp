@@ -79,22 +79,8 @@ void bench_conv(backend& dev, const resnet_conv& l, double seconds,
   bench::conv_operands c(g);
   auto act = activation::identity;
   ok(dev.conv2d_forward(g, c.x, c.w, c.b, act, c.y));
-  struct pass {
-    const char* name;
-    std::function<void()> run;
-  };
-  std::vector<pass> passes{
-    {"fwd", [&] { ok(dev.conv2d_forward(g, c.x, c.w, c.b, act, c.y)); }},
-    {"dw", [&] {
-       ok(dev.conv2d_backward_from_ds(g, c.x, c.w, c.dy, c.dw, c.db,
-                                      nullptr));
-     }},
-  };
-  if (l.with_dx)
-    passes.push_back({"dx", [&] {
-                        ok(dev.conv2d_backward_data_from_ds(g, c.x, c.w, c.dy,
-                                                            &c.dx));
-                      }});
+  // The backward passes from dy: identity activations make ds = dy.
+  auto passes = bench::step_passes(dev, g, c, act, c.dy, l.with_dx);
   double flops = conv_flops(g);
   for (auto& p : passes) {
     auto t = bench::measure(p.run, seconds);
@@ -143,17 +129,5 @@ int main(int argc, char** argv) {
               "batch_norm follows) as its step runs them; %.1fs of calls "
               "per pass\n",
               opt.seconds);
-  std::vector<std::string> levels{opt.isa};
-  if (opt.isa == "auto")
-    levels = cpu::supported_isas();
-  for (const auto& level : levels) {
-    if (bench::fma_width(level) == 0)
-      continue; // no FMA peak to hold it to (generic)
-    if (auto err = cpu::select_isa(level)) {
-      std::fprintf(stderr, "%s\n", render(err).c_str());
-      return 2;
-    }
-    bench_level(opt);
-  }
-  return 0;
+  return bench::at_each_fma_level(opt, bench_level);
 }

@@ -1,13 +1,17 @@
 #pragma once
 
-// What the conv benchmarks share (bench_kernels, bench_conv_passes): random
-// inputs, a convolution's operands, the ConvNet's SAME stride-1 geometries,
-// and a conv's FLOPs.
+// What the conv benchmarks share (bench_kernels, bench_conv_passes,
+// bench_resnet_convs): random inputs, a convolution's operands, the passes
+// a training step runs of it, the ConvNet's SAME stride-1 geometries, and a
+// conv's FLOPs.
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
+#include <vector>
 
+#include "bench/bench_util.hpp"
 #include "kernels/backend.hpp"
 #include "runtime/base/error.hpp"
 
@@ -38,6 +42,36 @@ struct conv_operands {
     dy = random_tensor(g.output_shape(), rng, 1.0f);
   }
 };
+
+/// One pass of a convolution to time: its name and a run of it.
+struct conv_pass {
+  const char* name;
+  std::function<void()> run;
+};
+
+/// The passes a training step runs of the conv `g` on `dev` (as the step
+/// does, the backward ones from a given ds): the forward with `act`, the
+/// weight gradient from `ds` and, with `with_dx`, the input gradient from
+/// it. They write c's outputs; `dev`, `g`, `c` and `ds` must outlive them.
+inline std::vector<conv_pass> step_passes(backend& dev,
+                                          const conv2d_geometry& g,
+                                          conv_operands& c, activation act,
+                                          const tensor& ds, bool with_dx) {
+  std::vector<conv_pass> passes{
+    {"fwd", [&dev, &g, &c, act] {
+       ok(dev.conv2d_forward(g, c.x, c.w, c.b, act, c.y));
+     }},
+    {"dw", [&dev, &g, &c, &ds] {
+       ok(dev.conv2d_backward_from_ds(g, c.x, c.w, ds, c.dw, c.db, nullptr));
+     }},
+  };
+  if (with_dx)
+    passes.push_back({"dx", [&dev, &g, &c, &ds] {
+                        ok(dev.conv2d_backward_data_from_ds(g, c.x, c.w, ds,
+                                                            &c.dx));
+                      }});
+  return passes;
+}
 
 /// A SAME stride-1 convolution of input `in` with kernel `k`; exits on a
 /// shape error, naming it.

@@ -8,11 +8,15 @@
 // (kernels/cpu/isa.hpp's supported_isas) must not be asked for.
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <immintrin.h>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "bench/bench_util.hpp"
+#include "kernels/cpu/isa.hpp"
 
 namespace syncfac::bench {
 
@@ -146,6 +150,27 @@ inline double fma_peak_cpu_gflops(const std::string& level, double seconds,
     ++r;
   }
   return best;
+}
+
+/// Runs `bench_level(opt)` at each instruction-set level `opt.isa` names
+/// (every level this CPU has for "auto") that has an FMA peak to hold the
+/// kernels to, with the CPU kernels switched to it first. The program's
+/// exit code: 2 when a level cannot be selected (said on stderr), else 0.
+template <class BenchLevel>
+int at_each_fma_level(const options& opt, BenchLevel bench_level) {
+  std::vector<std::string> levels{opt.isa};
+  if (opt.isa == "auto")
+    levels = cpu::supported_isas();
+  for (const auto& level : levels) {
+    if (fma_width(level) == 0)
+      continue; // no FMA peak to hold it to (generic)
+    if (auto err = cpu::select_isa(level)) {
+      std::fprintf(stderr, "%s\n", render(err).c_str());
+      return 2;
+    }
+    bench_level(opt);
+  }
+  return 0;
 }
 
 } // namespace syncfac::bench

@@ -22,6 +22,11 @@ struct failure : std::runtime_error {
   caf::error err;
 };
 
+/// `err` thrown as a failure.
+[[noreturn]] inline void raise(const caf::error& err) {
+  throw failure{err};
+}
+
 /// The value of `x`, or its error thrown as a failure.
 template <class T>
 T checked(caf::expected<T> x) {

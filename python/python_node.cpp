@@ -22,10 +22,6 @@ namespace {
 /// What the log's first line and the errors begin with.
 constexpr const char* program_name = "syncfac.node";
 
-[[noreturn]] void raise(const caf::error& err) {
-  throw failure{err};
-}
-
 /// The run itself, without the GIL.
 std::string run(examples::distributed_options& opts, const split_arrays& data,
                 const std::optional<split_arrays>& test, bool main_thread) {
@@ -36,32 +32,20 @@ std::string run(examples::distributed_options& opts, const split_arrays& data,
   python_log log;
   auto watcher = prepare_run(opts, program_name, main_thread,
                              test.has_value(), log);
-  auto cfg = examples::make_config(opts);
-  if (!cfg)
-    raise(cfg.error());
-  if (auto err = examples::configure_system(opts, *cfg))
-    raise(err);
+  auto cfg = checked(examples::make_config(opts));
+  check(examples::configure_system(opts, cfg));
   // The arrays are checked before anything listens, on every task (a
-  // shard given bad arrays says so as the chief would).
-  auto inputs = npz_inputs_for(cfg->sync.base.model);
-  auto train_set = to_dataset(data, program_name, "data", inputs);
-  // Without a test set nothing is evaluated (no_final_eval): the runtime
-  // still takes one, the training set, on every task alike.
-  auto test_set = test ? to_dataset(*test, program_name, "test", inputs)
-                       : train_set;
-  for (const auto& set : {train_set, test_set})
-    if (auto err = check_data_fits(cfg->sync.base.model, *set))
-      raise(err);
-  data_loader load = [&train_set, &test_set] {
-    return std::make_pair(train_set, test_set);
-  };
-  auto outcome = examples::run_node(opts, *cfg, load, log);
+  // shard given bad arrays says so as the chief would); without a test
+  // set every task alike takes the training set as one.
+  auto sets = run_datasets(cfg.sync.base.model, data, test, program_name);
+  data_loader load = [&sets] { return sets; };
+  auto outcome = examples::run_node(opts, cfg, load, log);
   log.finish();
   opts.stop_signals = nullptr;
   auto signal = watcher ? watcher->received() : std::nullopt;
   json_object out;
-  out.add("task", cfg->task.str())
-    .add("chief", cfg->task == cfg->cluster.chief_task())
+  out.add("task", cfg.task.str())
+    .add("chief", cfg.task == cfg.cluster.chief_task())
     .add("signal", signal.value_or(""));
   if (!outcome) {
     // Stopped by a signal before the run could end in order (still
@@ -81,13 +65,8 @@ std::string run(examples::distributed_options& opts, const split_arrays& data,
                function_preempted_line(*outcome->summary, opts.checkpoint_dir,
                                        "node() with the same arguments on "
                                        "every task"));
-    if (!opts.summary.empty()) {
-      std::ofstream file{opts.summary, std::ios::trunc};
-      file << json.str() << "\n";
-      if (!file.flush())
-        raise(make_error(ec::io_error, "cannot write summary file "
-                                         + in_quotes(opts.summary)));
-    }
+    if (!opts.summary.empty())
+      write_summary(opts.summary, json);
     out.add("summary", json);
   }
   return out.str();

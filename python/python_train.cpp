@@ -32,10 +32,6 @@ namespace {
 /// What the log's first line and the errors begin with.
 constexpr const char* program_name = "syncfac.train";
 
-[[noreturn]] void raise(const caf::error& err) {
-  throw failure{err};
-}
-
 const void* examples_address(const dataset& set) {
   return set.float_inputs() ? static_cast<const void*>(set.value_data())
                             : static_cast<const void*>(set.pixel_data());
@@ -123,27 +119,18 @@ std::string run(examples::convnet_options& opts, const split_arrays& data,
   python_log log;
   auto watcher = prepare_run(opts, program_name, main_thread,
                              test.has_value(), log);
-  auto cfg = examples::runtime_config(opts);
-  if (!cfg)
-    raise(cfg.error());
+  auto cfg = checked(examples::runtime_config(opts));
   python_stop stop;
   if (callback != nullptr)
-    call_back(*cfg, *callback, stop);
-  auto inputs = npz_inputs_for(cfg->base.model);
-  auto train_set = to_dataset(data, program_name, "data", inputs);
-  // Without a test set nothing is evaluated (no_final_eval): the runtime
-  // still takes one, the training set.
-  auto test_set = test ? to_dataset(*test, program_name, "test", inputs)
-                       : train_set;
-  for (const auto& set : {train_set, test_set})
-    if (auto err = check_data_fits(cfg->base.model, *set))
-      raise(err);
+    call_back(cfg, *callback, stop);
+  auto [train_set, test_set] = run_datasets(cfg.base.model, data, test,
+                                            program_name);
   caf::expected<training_summary> summary{caf::error{}};
   {
     caf::actor_system sys{opts};
     summary = opts.runtime == "plain"
-                ? train_locally(sys, cfg->base, *train_set, *test_set, log)
-                : train_sync(sys, *cfg, train_set, test_set, log);
+                ? train_locally(sys, cfg.base, *train_set, *test_set, log)
+                : train_sync(sys, cfg, train_set, test_set, log);
   }
   log.finish();
   opts.stop_signals = nullptr;
@@ -158,13 +145,8 @@ std::string run(examples::convnet_options& opts, const split_arrays& data,
                *summary, plain ? std::string{} : opts.checkpoint_dir,
                "train() with the same arguments"));
   }
-  if (!opts.summary.empty()) {
-    std::ofstream out{opts.summary, std::ios::trunc};
-    out << json.str() << "\n";
-    if (!out.flush())
-      raise(make_error(ec::io_error, "cannot write summary file "
-                                       + in_quotes(opts.summary)));
-  }
+  if (!opts.summary.empty())
+    write_summary(opts.summary, json);
   return json.str();
 }
 
@@ -213,6 +195,25 @@ std::shared_ptr<const dataset> to_dataset(const split_arrays& arrays,
   if (!set)
     raise(set.error());
   return std::make_shared<const dataset>(std::move(*set));
+}
+
+std::pair<std::shared_ptr<const dataset>, std::shared_ptr<const dataset>>
+run_datasets(const model_spec& model, const split_arrays& data,
+             const std::optional<split_arrays>& test, const std::string& who) {
+  auto inputs = npz_inputs_for(model);
+  auto train_set = to_dataset(data, who, "data", inputs);
+  auto test_set = test ? to_dataset(*test, who, "test", inputs) : train_set;
+  for (const auto& set : {train_set, test_set})
+    check(check_data_fits(model, *set));
+  return {train_set, test_set};
+}
+
+void write_summary(const std::string& path, const json_object& json) {
+  std::ofstream out{path, std::ios::trunc};
+  out << json.str() << "\n";
+  if (!out.flush())
+    raise(make_error(ec::io_error,
+                     "cannot write summary file " + in_quotes(path)));
 }
 
 void parse_flags(examples::training_options& opts, const std::string& who,

@@ -11,6 +11,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <pybind11/pybind11.h>
@@ -18,6 +19,7 @@
 #include "actors/local_trainer.hpp"
 #include "python/numpy_view.hpp"
 #include "runtime/data/dataset.hpp"
+#include "runtime/json.hpp"
 #include "runtime/model_description.hpp"
 #include "runtime/stop_signals.hpp"
 #include "convnet_options.hpp"
@@ -71,6 +73,18 @@ std::shared_ptr<const dataset> to_dataset(const split_arrays& arrays,
                                           const std::string& who,
                                           const std::string& name,
                                           npz_inputs inputs);
+
+/// The training set of `data` and the test set of `test` (to_dataset's,
+/// `who` naming them), each checked to fit `model`. Without a test set
+/// nothing is evaluated (no_final_eval): the runtime still takes one, the
+/// training set.
+std::pair<std::shared_ptr<const dataset>, std::shared_ptr<const dataset>>
+run_datasets(const model_spec& model, const split_arrays& data,
+             const std::optional<split_arrays>& test, const std::string& who);
+
+/// `json` written as the summary file `path`, one line; an io_error naming
+/// the file, thrown as a failure, when it cannot be.
+void write_summary(const std::string& path, const json_object& json);
 
 /// What train() and node() do before their run, without the GIL: glibc's
 /// memory settings (runtime/allocator.hpp); on the interpreter's main

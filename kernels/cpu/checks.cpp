@@ -205,6 +205,37 @@ caf::error check_dense_forward(const char* op, const tensor& x,
   return expect_shape(op, "bias", b.shape(), "weight columns", {w.dim(1)});
 }
 
+caf::error check_conv_inputs(const char* op, const conv2d_geometry& g,
+                             const tensor& x, const tensor& w) {
+  if (auto err = check_geometry_input(op, g, x))
+    return err;
+  if (w.shape() != g.kernel_shape())
+    return mismatch(op, "input", x.shape(), "kernel", w.shape(),
+                    "the geometry expects kernel "
+                      + to_string(g.kernel_shape()));
+  return caf::none;
+}
+
+caf::error check_conv_forward(const char* op, const conv2d_geometry& g,
+                              const tensor& x, const tensor& w,
+                              const tensor& b) {
+  if (auto err = check_conv_inputs(op, g, x, w))
+    return err;
+  return expect_shape(op, "bias", b.shape(), "out channels", {g.out_c});
+}
+
+caf::error check_conv_backward(const char* op, const conv2d_geometry& g,
+                               const tensor& x, const tensor& w,
+                               const tensor& y, const tensor& dy) {
+  if (auto err = check_conv_inputs(op, g, x, w))
+    return err;
+  if (auto err = expect_shape(op, "output", y.shape(), "geometry output",
+                              g.output_shape()))
+    return err;
+  return expect_shape(op, "output gradient", dy.shape(), "output",
+                      y.shape());
+}
+
 caf::error check_dense_backward(const char* op, const tensor& x,
                                 const tensor& w, const tensor& y,
                                 const tensor& dy) {

@@ -91,6 +91,22 @@ caf::error check_pool_backward(const char* op, const pool2d_geometry& g,
 caf::error pool_index_outside(const char* op, const pool2d_geometry& g,
                               int64_t i, int32_t value);
 
+/// A convolution's inputs: its geometry (check_geometry), x of the
+/// geometry's input shape and w of its kernel shape.
+caf::error check_conv_inputs(const char* op, const conv2d_geometry& g,
+                             const tensor& x, const tensor& w);
+
+/// conv2d_forward's: check_conv_inputs and b [out channels].
+caf::error check_conv_forward(const char* op, const conv2d_geometry& g,
+                              const tensor& x, const tensor& w,
+                              const tensor& b);
+
+/// A convolution's backward passes': those of the forward pass, its output
+/// y of the geometry's output shape and the output's gradient dy of y's.
+caf::error check_conv_backward(const char* op, const conv2d_geometry& g,
+                               const tensor& x, const tensor& w,
+                               const tensor& y, const tensor& dy);
+
 /// The sigmoid cross-entropy's x (`what`: logits or probs) of rank 2 and
 /// targets of its shape.
 caf::error check_sigmoid_pair(const char* op, const char* what,

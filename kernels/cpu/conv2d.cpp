@@ -15,34 +15,6 @@ namespace syncfac::cpu {
 
 namespace {
 
-caf::error check_conv_inputs(const char* op, const conv2d_geometry& g,
-                             const tensor& x, const tensor& w) {
-  if (auto err = check_geometry(op, g))
-    return err;
-  if (auto err = expect_shape(op, "input", x.shape(), "geometry input",
-                              g.input_shape()))
-    return err;
-  if (w.shape() != g.kernel_shape())
-    return mismatch(op, "input", x.shape(), "kernel", w.shape(),
-                    "the geometry expects kernel "
-                      + to_string(g.kernel_shape()));
-  return caf::none;
-}
-
-// The backward passes' inputs: those of the forward pass, its output and
-// the output's gradient.
-caf::error check_backward_inputs(const char* op, const conv2d_geometry& g,
-                                 const tensor& x, const tensor& w,
-                                 const tensor& y, const tensor& dy) {
-  if (auto err = check_conv_inputs(op, g, x, w))
-    return err;
-  if (auto err = expect_shape(op, "output", y.shape(), "geometry output",
-                              g.output_shape()))
-    return err;
-  return expect_shape(op, "output gradient", dy.shape(), "output",
-                      y.shape());
-}
-
 // The given-ds passes' inputs: those of the forward pass and ds of its
 // output's shape.
 caf::error check_given_ds(const char* op, const conv2d_geometry& g,
@@ -232,10 +204,7 @@ caf::error cpu_backend::conv2d_forward(const conv2d_geometry& g,
                                        const tensor& b, activation act,
                                        tensor& y) {
   const char* op = "conv2d_forward";
-  if (auto err = check_conv_inputs(op, g, x, w))
-    return err;
-  if (auto err = expect_shape(op, "bias", b.shape(), "out channels",
-                              {g.out_c}))
+  if (auto err = check_conv_forward(op, g, x, w, b))
     return err;
   auto p = make_plan(g);
   pack_forward(p, g.out_c, w.data(), b.data(), conv_);
@@ -265,7 +234,7 @@ caf::error cpu_backend::conv2d_backward(const conv2d_geometry& g,
                                         const tensor& y, const tensor& dy,
                                         activation act, tensor& ds,
                                         tensor& dw, tensor& db, tensor* dx) {
-  if (auto err = check_backward_inputs("conv2d_backward", g, x, w, y, dy))
+  if (auto err = check_conv_backward("conv2d_backward", g, x, w, y, dy))
     return err;
   ds.resize(g.output_shape());
   return backward_weights(threads_, conv_, g, x, w, ds_source::computed(act, y, dy, ds), dw,
@@ -288,7 +257,7 @@ caf::error cpu_backend::conv2d_backward_data(const conv2d_geometry& g,
                                              const tensor& dy, activation act,
                                              tensor& ds, tensor* dx) {
   const char* op = "conv2d_backward_data";
-  if (auto err = check_backward_inputs(op, g, x, w, y, dy))
+  if (auto err = check_conv_backward(op, g, x, w, y, dy))
     return err;
   ds.resize(g.output_shape());
   if (dx == nullptr) { // elementwise only

@@ -830,17 +830,6 @@ caf::error cuda_backend::run_gemm(const char* op, const cpu::gemm_sizes& s,
 
 namespace {
 
-caf::error check_conv(const char* op, const conv2d_geometry& g,
-                      const tensor& x, const tensor& w) {
-  if (auto err = cpu::check_geometry_input(op, g, x))
-    return err;
-  if (w.shape() != g.kernel_shape())
-    return cpu::mismatch(op, "input", x.shape(), "kernel", w.shape(),
-                         "the geometry expects kernel "
-                           + to_string(g.kernel_shape()));
-  return caf::none;
-}
-
 /// Images per im2col chunk so that a chunk's patches stay within budget.
 int64_t chunk_images(const conv2d_geometry& g) {
   auto per_image = std::max<int64_t>(1, g.locations() * g.patch_size());
@@ -942,10 +931,7 @@ caf::error cuda_backend::conv2d_forward(const conv2d_geometry& g,
                                         const tensor& b, activation act,
                                         tensor& y) {
   const char* op = "conv2d_forward";
-  if (auto err = check_conv(op, g, x, w))
-    return err;
-  if (auto err = cpu::expect_shape(op, "bias", b.shape(), "out channels",
-                                   {g.out_c}))
+  if (auto err = cpu::check_conv_forward(op, g, x, w, b))
     return err;
   if (auto err = select(op))
     return err;
@@ -1014,13 +1000,7 @@ caf::error cuda_backend::conv_backward(const char* op,
                                        tensor* dw, tensor* db, tensor* dx) {
   // Without dw (and db) only ds and dx: no patches, no weight product.
   bool params = dw != nullptr && db != nullptr;
-  if (auto err = check_conv(op, g, x, w))
-    return err;
-  if (auto err = cpu::expect_shape(op, "output", y.shape(), "geometry output",
-                                   g.output_shape()))
-    return err;
-  if (auto err = cpu::expect_shape(op, "output gradient", dy.shape(),
-                                   "output", y.shape()))
+  if (auto err = cpu::check_conv_backward(op, g, x, w, y, dy))
     return err;
   if (auto err = select(op))
     return err;

@@ -314,6 +314,13 @@ caf::expected<caf::io::middleman_actor> tls_middleman(caf::actor_system& sys) {
   return mm;
 }
 
+caf::expected<caf::io::middleman_actor>
+connection_manager(caf::actor_system& sys, bool tls) {
+  if (tls)
+    return tls_middleman(sys);
+  return sys.middleman().actor_handle();
+}
+
 caf::expected<uint16_t>
 tls_publish(caf::actor_system& sys, const caf::strong_actor_ptr& whom,
             std::set<std::string> interface, uint16_t port, const char* in,

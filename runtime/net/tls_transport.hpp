@@ -29,6 +29,11 @@ constexpr std::chrono::seconds tls_request_timeout{30};
 /// not called) or OpenSSL refuses them.
 caf::expected<caf::io::middleman_actor> tls_middleman(caf::actor_system& sys);
 
+/// The actor that opens `sys`'s connections to peers: tls_middleman when
+/// `tls`, else CAF's own middleman actor (errors: tls_middleman's).
+caf::expected<caf::io::middleman_actor>
+connection_manager(caf::actor_system& sys, bool tls);
+
 /// Publishes `whom` on `port` (0: any) of `in` (nullptr: every address)
 /// over TLS; the bound port.
 caf::expected<uint16_t>

@@ -16,19 +16,24 @@
 #include "actors/device_actor.hpp"
 #include "runtime/data/batcher.hpp"
 #include "actors/program_config.hpp"
+#include "tests/actor_fixture.hpp"
 #include "tests/helpers.hpp"
 #include "tests/kernels/cuda_inverse_sets.hpp"
 
 using namespace syncfac;
 using namespace syncfac::test;
 
-BOOST_AUTO_TEST_CASE(inverts_factors_on_the_gpu_like_the_cpu) {
-  program_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  auto gpu = spawn_device(sys, device_config{"gpu:0", 1});
-  BOOST_REQUIRE_MESSAGE(gpu, why(gpu));
-  auto info = ask<device_info>(self, *gpu, info_atom::value);
+namespace {
+
+/// An actor system with a device actor on gpu:0, ended with the test.
+struct gpu_device : actor_fixture {
+  device_actor gpu = keep(spawn_device(sys, device_config{"gpu:0", 1}));
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_CASE(inverts_factors_on_the_gpu_like_the_cpu, gpu_device) {
+  auto info = ask<device_info>(gpu, info_atom::value);
   BOOST_REQUIRE_MESSAGE(info, why(info));
   BOOST_CHECK_EQUAL(info->backend, "cuda:0");
   std::mt19937 rng{7};
@@ -37,7 +42,7 @@ BOOST_AUTO_TEST_CASE(inverts_factors_on_the_gpu_like_the_cpu) {
     BOOST_TEST_CONTEXT("mode " << (mode == inverse_mode::eigen ? "eigen"
                                                                : "cholesky")) {
       auto kcfg = hard_factor_config(mode);
-      auto on_gpu = ask<inverse_set>(self, *gpu, invert_atom::value, set,
+      auto on_gpu = ask<inverse_set>(gpu, invert_atom::value, set,
                                      kcfg);
       BOOST_REQUIRE_MESSAGE(on_gpu, why(on_gpu));
       // The tolerances of tests/kernels/cuda_kfac.cpp.
@@ -46,7 +51,6 @@ BOOST_AUTO_TEST_CASE(inverts_factors_on_the_gpu_like_the_cpu) {
                                rng);
     }
   }
-  self->send_exit(*gpu, caf::exit_reason::user_shutdown);
 }
 
 namespace {
@@ -74,19 +78,14 @@ void check_stats_close(const std::vector<layer_stats>& got,
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(kfac_statistics_and_steps_on_the_gpu_match_the_cpu) {
-  program_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  auto gpu = spawn_device(sys, device_config{"gpu:0", 1});
-  BOOST_REQUIRE_MESSAGE(gpu, why(gpu));
-  auto cpu = spawn_device(sys, device_config{"cpu", 2});
-  BOOST_REQUIRE_MESSAGE(cpu, why(cpu));
+BOOST_FIXTURE_TEST_CASE(kfac_statistics_and_steps_on_the_gpu_match_the_cpu,
+                        gpu_device) {
+  auto cpu = keep(spawn_device(sys, device_config{"cpu", 2}));
   // The ConvNet: conv and dense layers.
-  auto info = ask<model_info>(self, *gpu, load_model_atom::value,
+  auto info = ask<model_info>(gpu, load_model_atom::value,
                               model_spec{}, uint64_t{7});
   BOOST_REQUIRE_MESSAGE(info, why(info));
-  BOOST_REQUIRE(ask<model_info>(self, *cpu, load_model_atom::value,
+  BOOST_REQUIRE(ask<model_info>(cpu, load_model_atom::value,
                                 model_spec{}, uint64_t{7}));
   auto data = make_fake_dataset(32, 3);
   batch b;
@@ -101,10 +100,10 @@ BOOST_AUTO_TEST_CASE(kfac_statistics_and_steps_on_the_gpu_match_the_cpu) {
     BOOST_TEST_CONTEXT("examples " << examples) {
       req.sampling.max_examples = examples;
       req.rows = examples > 0;
-      auto on_gpu = ask<stats_update>(self, *gpu, stats_atom::value,
+      auto on_gpu = ask<stats_update>(gpu, stats_atom::value,
                                       info->initial, b, req);
       BOOST_REQUIRE_MESSAGE(on_gpu, why(on_gpu));
-      auto on_cpu = ask<stats_update>(self, *cpu, stats_atom::value,
+      auto on_cpu = ask<stats_update>(cpu, stats_atom::value,
                                       info->initial, b, req);
       BOOST_REQUIRE_MESSAGE(on_cpu, why(on_cpu));
       check_stats_close(on_gpu->layers, on_cpu->layers);
@@ -117,24 +116,22 @@ BOOST_AUTO_TEST_CASE(kfac_statistics_and_steps_on_the_gpu_match_the_cpu) {
   opt.learning_rate = 0.01f;
   opt.kfac.fisher = fisher_type::empirical;
   opt.kfac.invert_every = 1;
-  for (auto& dev : {*gpu, *cpu})
-    BOOST_REQUIRE(ask<caf::ok_atom>(self, dev, optimizer_atom::value, opt));
+  for (auto& dev : {gpu, cpu})
+    BOOST_REQUIRE(ask<caf::ok_atom>(dev, optimizer_atom::value, opt));
   for (int step = 0; step < 3; ++step) {
     BOOST_TEST_CONTEXT("step " << step) {
-      auto on_gpu = ask<step_result>(self, *gpu, train_atom::value, b);
+      auto on_gpu = ask<step_result>(gpu, train_atom::value, b);
       BOOST_REQUIRE_MESSAGE(on_gpu, why(on_gpu));
-      auto on_cpu = ask<step_result>(self, *cpu, train_atom::value, b);
+      auto on_cpu = ask<step_result>(cpu, train_atom::value, b);
       BOOST_REQUIRE_MESSAGE(on_cpu, why(on_cpu));
       BOOST_CHECK_CLOSE(on_gpu->loss, on_cpu->loss, 0.1); // percent
     }
   }
-  auto p_gpu = ask<parameter_set>(self, *gpu, params_atom::value);
-  auto p_cpu = ask<parameter_set>(self, *cpu, params_atom::value);
+  auto p_gpu = ask<parameter_set>(gpu, params_atom::value);
+  auto p_cpu = ask<parameter_set>(cpu, params_atom::value);
   BOOST_REQUIRE(p_gpu && p_cpu);
   BOOST_REQUIRE_EQUAL(p_gpu->size(), p_cpu->size());
   for (size_t i = 0; i < p_gpu->size(); ++i)
     check_close((*p_gpu)[i].value, (*p_cpu)[i].value,
                 1e-3 * max_abs((*p_cpu)[i].value), 1e-2, (*p_cpu)[i].name);
-  self->send_exit(*gpu, caf::exit_reason::user_shutdown);
-  self->send_exit(*cpu, caf::exit_reason::user_shutdown);
 }

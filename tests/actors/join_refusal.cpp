@@ -27,6 +27,7 @@
 #include "actors/node.hpp"
 #include "actors/node_connector.hpp"
 #include "actors/program_config.hpp"
+#include "tests/actors/loopback_nodes.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;
@@ -35,23 +36,11 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
+using test::closed_port;
+
 /// A cluster whose chief listens on `chief_port` and ps:0 on `ps_port`.
 cluster_spec cluster_at(uint16_t chief_port, uint16_t ps_port) {
-  auto spec = cluster_spec::parse(
-    R"({"cluster": {"chief": ["127.0.0.1:)" + std::to_string(chief_port)
-      + R"("], "ps": ["127.0.0.1:)" + std::to_string(ps_port)
-      + R"("], "worker": ["127.0.0.1:3"]}})",
-    "test cluster");
-  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
-  return *spec;
-}
-
-/// A port nothing listens on now: bound once by `n`, then closed.
-uint16_t closed_port(caf::actor_system& sys, const node_actor& n) {
-  auto bound = publish_node(n, "127.0.0.1", 0, false);
-  BOOST_REQUIRE_MESSAGE(bound, test::why(bound));
-  BOOST_REQUIRE(sys.middleman().unpublish(n, bound->port));
-  return bound->port;
+  return test::loopback_cluster(chief_port, ps_port, 3);
 }
 
 join_route route_of(const cluster_spec& cluster, task_id task,
@@ -73,20 +62,29 @@ node_actor chief_node(caf::actor_system& sys, const caf::actor& owner) {
   return sys.spawn(node, std::move(nc));
 }
 
+/// The chief's actor system (the peer's) with its node `n` (owned by
+/// `owner`), whose port nothing listens on yet, and the refusing task's
+/// system `own`.
+struct chief_and_own : test::two_systems {
+  caf::actor_system& chief_sys = peer;
+  caf::scoped_actor owner{chief_sys};
+  node_actor n = chief_node(chief_sys, caf::actor_cast<caf::actor>(owner));
+  uint16_t port = closed_port(chief_sys, n);
+
+  ~chief_and_own() {
+    owner->send_exit(n, caf::exit_reason::user_shutdown);
+  }
+};
+
 } // namespace
 
-BOOST_AUTO_TEST_CASE(a_worker_tells_a_chief_that_listens_late) {
-  program_config chief_cfg;
-  caf::actor_system chief_sys{chief_cfg};
-  program_config own_cfg;
-  caf::actor_system own{own_cfg};
-  caf::scoped_actor owner{chief_sys};
-  auto n = chief_node(chief_sys, caf::actor_cast<caf::actor>(owner));
-  auto port = closed_port(chief_sys, n);
+BOOST_FIXTURE_TEST_CASE(a_worker_tells_a_chief_that_listens_late,
+                        chief_and_own) {
   auto cluster = cluster_at(port, 2);
   // The chief's node listens 1 s after the worker began to tell it, from
   // an actor of its system on a timer.
-  auto publisher = chief_sys.spawn([n, port](caf::event_based_actor* self) {
+  auto publisher = chief_sys.spawn([n = n, port = port](
+                                     caf::event_based_actor* self) {
     self->delayed_send(self, 1000ms, caf::ok_atom::value);
     return caf::behavior{[n, port, self](caf::ok_atom) {
       if (auto bound = publish_node(n, "127.0.0.1", port, false); !bound)
@@ -112,18 +110,11 @@ BOOST_AUTO_TEST_CASE(a_worker_tells_a_chief_that_listens_late) {
     caf::after(5s) >> [] {});
   BOOST_TEST(task == "worker:0");
   BOOST_TEST(why == "no GPU 999");
-  owner->send_exit(n, caf::exit_reason::user_shutdown);
   (void) publisher;
 }
 
-BOOST_AUTO_TEST_CASE(a_worker_gives_up_at_the_timeout_naming_the_chief) {
-  program_config chief_cfg;
-  caf::actor_system chief_sys{chief_cfg};
-  program_config own_cfg;
-  caf::actor_system own{own_cfg};
-  caf::scoped_actor owner{chief_sys};
-  auto n = chief_node(chief_sys, caf::actor_cast<caf::actor>(owner));
-  auto port = closed_port(chief_sys, n);
+BOOST_FIXTURE_TEST_CASE(a_worker_gives_up_at_the_timeout_naming_the_chief,
+                        chief_and_own) {
   std::ostringstream log;
   caf::scoped_actor self{own};
   auto started = clock_type::now();
@@ -138,17 +129,10 @@ BOOST_AUTO_TEST_CASE(a_worker_gives_up_at_the_timeout_naming_the_chief) {
              log.str());
   BOOST_TEST((took >= 800ms));
   BOOST_TEST((took < 10s));
-  owner->send_exit(n, caf::exit_reason::user_shutdown);
 }
 
-BOOST_AUTO_TEST_CASE(a_stop_signal_ends_the_wait_to_tell_the_chief) {
-  program_config chief_cfg;
-  caf::actor_system chief_sys{chief_cfg};
-  program_config own_cfg;
-  caf::actor_system own{own_cfg};
-  caf::scoped_actor owner{chief_sys};
-  auto n = chief_node(chief_sys, caf::actor_cast<caf::actor>(owner));
-  auto port = closed_port(chief_sys, n);
+BOOST_FIXTURE_TEST_CASE(a_stop_signal_ends_the_wait_to_tell_the_chief,
+                        chief_and_own) {
   auto route = route_of(cluster_at(port, 2), {"worker", 0}, 20000ms);
   // The signal came already: the watcher hands it over at once.
   route.send_stop_to = [](const caf::actor& whom) {
@@ -162,18 +146,11 @@ BOOST_AUTO_TEST_CASE(a_stop_signal_ends_the_wait_to_tell_the_chief) {
                                          "longer waiting"),
              log.str());
   BOOST_TEST((clock_type::now() - started < 10s));
-  owner->send_exit(n, caf::exit_reason::user_shutdown);
 }
 
-BOOST_AUTO_TEST_CASE(a_shard_answers_the_chiefs_hello_with_its_refusal) {
-  program_config chief_cfg;
-  caf::actor_system chief_sys{chief_cfg};
-  program_config own_cfg;
-  caf::actor_system own{own_cfg};
-  caf::scoped_actor owner{chief_sys};
-  auto n = chief_node(chief_sys, caf::actor_cast<caf::actor>(owner));
-  auto ps_port = closed_port(chief_sys, n);
-  auto cluster = cluster_at(2, ps_port);
+BOOST_FIXTURE_TEST_CASE(a_shard_answers_the_chiefs_hello_with_its_refusal,
+                        chief_and_own) {
+  auto cluster = cluster_at(2, port);
   std::ostringstream log;
   // The shard waits for the chief's hello on its own thread.
   std::thread shard([&] {

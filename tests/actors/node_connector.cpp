@@ -29,6 +29,7 @@
 #include "actors/node.hpp"
 #include "actors/node_connector.hpp"
 #include "actors/program_config.hpp"
+#include "tests/actors/loopback_nodes.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;
@@ -41,38 +42,16 @@ caf::behavior stand_in(caf::event_based_actor*) {
   return {[](int32_t x) { return x; }};
 }
 
-node_actor ps_node(caf::actor_system& sys, const caf::actor& role) {
-  node_config nc;
-  nc.task = {"ps", 0};
-  nc.roles = std::make_shared<const std::map<std::string, caf::actor>>(
-    std::map<std::string, caf::actor>{{"ps:0", role}});
-  return sys.spawn(node, std::move(nc));
-}
+using test::closed_port;
+using test::ps_node;
 
 /// A cluster whose ps:0 listens on `port` (chief and worker elsewhere).
 cluster_spec cluster_with_ps_at(uint16_t port) {
-  auto spec = cluster_spec::parse(
-    R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:)"
-      + std::to_string(port) + R"("], "worker": ["127.0.0.1:2"]}})",
-    "test cluster");
-  BOOST_REQUIRE_MESSAGE(spec, test::why(spec));
-  return *spec;
-}
-
-/// A port nothing listens on now: bound once by `n`, then closed.
-uint16_t closed_port(caf::actor_system& sys, const node_actor& n) {
-  auto bound = publish_node(n, "127.0.0.1", 0, false);
-  BOOST_REQUIRE_MESSAGE(bound, test::why(bound));
-  BOOST_REQUIRE(sys.middleman().unpublish(n, bound->port));
-  return bound->port;
+  return test::loopback_cluster(1, port, 2);
 }
 
 /// Two actor systems: the peer's (hosting ps:0) and this node's.
-struct two_nodes {
-  program_config peer_cfg;
-  caf::actor_system peer{peer_cfg};
-  program_config own_cfg;
-  caf::actor_system own{own_cfg};
+struct two_nodes : test::two_systems {
   caf::scoped_actor self{own};
   caf::actor role = peer.spawn(stand_in);
   node_actor n = ps_node(peer, role);
@@ -82,6 +61,13 @@ struct two_nodes {
     return make_hello(own, {"worker", 0}, my_node);
   }
 
+  /// This node's connector to the cluster whose ps:0 listens on `port`.
+  peer_connector_actor connector_to_ps_at(uint16_t port,
+                                          const connect_options& opts) {
+    return spawn_peer_connector(own, cluster_with_ps_at(port), hello(), opts,
+                                nullptr);
+  }
+
   ~two_nodes() {
     self->send_exit(my_node, caf::exit_reason::user_shutdown);
     caf::scoped_actor peer_self{peer};
@@ -89,6 +75,14 @@ struct two_nodes {
     peer_self->send_exit(role, caf::exit_reason::user_shutdown);
   }
 };
+
+/// Options that give up after `timeout`, attempting every 100 ms.
+connect_options retrying_until(std::chrono::milliseconds timeout) {
+  connect_options opts;
+  opts.timeout = timeout;
+  opts.retry = 100ms;
+  return opts;
+}
 
 /// The connector's answer for ps:0.
 caf::expected<std::vector<node_info>>
@@ -136,12 +130,9 @@ BOOST_AUTO_TEST_CASE(progress_names_the_missing_peers_and_their_last_errors) {
 BOOST_AUTO_TEST_CASE(a_peer_that_listens_late_is_reached_on_a_later_attempt) {
   two_nodes t;
   auto port = closed_port(t.peer, t.n);
-  connect_options opts;
-  opts.timeout = 20000ms;
-  opts.retry = 100ms;
+  auto opts = retrying_until(20000ms);
   opts.request_timeout = 2000ms;
-  auto c = spawn_peer_connector(t.own, cluster_with_ps_at(port), t.hello(),
-                                opts, nullptr);
+  auto c = t.connector_to_ps_at(port, opts);
   auto started = clock_type::now();
   auto pending = t.self->request(c, 30000ms, connect_atom::value,
                                  std::vector<std::string>{"ps:0"});
@@ -169,12 +160,9 @@ BOOST_AUTO_TEST_CASE(a_peer_that_listens_late_is_reached_on_a_later_attempt) {
 BOOST_AUTO_TEST_CASE(a_peer_that_never_listens_ends_the_wait_naming_it) {
   two_nodes t;
   auto port = closed_port(t.peer, t.n);
-  connect_options opts;
-  opts.timeout = 1000ms;
-  opts.retry = 100ms;
+  auto opts = retrying_until(1000ms);
   opts.request_timeout = 1000ms;
-  auto c = spawn_peer_connector(t.own, cluster_with_ps_at(port), t.hello(),
-                                opts, nullptr);
+  auto c = t.connector_to_ps_at(port, opts);
   auto started = clock_type::now();
   auto got = ask_for_ps(t.self, c);
   auto took = clock_type::now() - started;
@@ -199,8 +187,7 @@ BOOST_AUTO_TEST_CASE(a_refused_hello_ends_the_wait_at_once) {
   BOOST_REQUIRE_MESSAGE(bound, test::why(bound));
   connect_options opts;
   opts.timeout = 20000ms;
-  auto c = spawn_peer_connector(t.own, cluster_with_ps_at(bound->port),
-                                t.hello(), opts, nullptr);
+  auto c = t.connector_to_ps_at(bound->port, opts);
   auto started = clock_type::now();
   auto got = ask_for_ps(t.self, c);
   auto text = test::failure(got, ec::invalid_config);
@@ -215,17 +202,14 @@ BOOST_AUTO_TEST_CASE(a_refused_hello_ends_the_wait_at_once) {
 BOOST_AUTO_TEST_CASE(abandon_ends_the_wait_with_its_error) {
   two_nodes t;
   auto port = closed_port(t.peer, t.n);
-  connect_options opts;
-  opts.timeout = 20000ms;
-  opts.retry = 100ms;
+  auto opts = retrying_until(20000ms);
   auto asked = std::make_shared<int>(0);
   opts.abandon = [asked]() -> caf::error {
     if (++*asked < 3)
       return caf::none;
     return make_error(ec::invalid_config, "worker:1 cannot join the run");
   };
-  auto c = spawn_peer_connector(t.own, cluster_with_ps_at(port), t.hello(),
-                                opts, nullptr);
+  auto c = t.connector_to_ps_at(port, opts);
   auto got = ask_for_ps(t.self, c);
   auto text = test::failure(got, ec::invalid_config);
   BOOST_TEST(test::contains(text, "worker:1 cannot join the run"), text);
@@ -235,9 +219,7 @@ BOOST_AUTO_TEST_CASE(abandon_ends_the_wait_with_its_error) {
 BOOST_AUTO_TEST_CASE(connect_nodes_says_whom_it_waits_for_and_reaches_it) {
   two_nodes t;
   auto port = closed_port(t.peer, t.n);
-  connect_options opts;
-  opts.timeout = 20000ms;
-  opts.retry = 100ms;
+  auto opts = retrying_until(20000ms);
   opts.report_every = 300ms;
   std::ostringstream log;
   // The peer listens after the connector reported once; a helper actor

@@ -52,7 +52,7 @@ BOOST_AUTO_TEST_CASE(an_apply_averages_the_fresh_pushes) {
   BOOST_TEST(done->shard == 1);
   BOOST_TEST(done->global_step == 1);
   BOOST_TEST(done->gradients == 2);
-  BOOST_TEST(st.global_step == 1);
+  BOOST_TEST(st.counters.global_step == 1);
   // x - 2 * mean: v0 0 - 2 * 0.2, v1 1 - 2 * 1.0, the table's row 1
   // 4 - 2 * 0.2 and its row 0 untouched.
   BOOST_TEST(value(0) == -0.4f, tt::tolerance(1e-5f));

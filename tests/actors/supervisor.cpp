@@ -35,6 +35,7 @@
 #include "actors/node_connector.hpp"
 #include "actors/supervisor.hpp"
 #include "actors/program_config.hpp"
+#include "tests/actors/loopback_nodes.hpp"
 #include "tests/actors/supervisor_fixture.hpp"
 #include "tests/actors/supervisor_stand_ins.hpp"
 #include "tests/helpers.hpp"
@@ -727,20 +728,6 @@ BOOST_AUTO_TEST_SUITE_END()
 
 // --- the real connector, on loopback ---------------------------------------
 
-namespace {
-
-/// A task's node published by its own actor system (another process's, as
-/// far as the middleman knows).
-node_actor published_node(caf::actor_system& sys, const caf::actor& role) {
-  node_config nc;
-  nc.task = {"ps", 0};
-  nc.roles = std::make_shared<const std::map<std::string, caf::actor>>(
-    std::map<std::string, caf::actor>{{"ps:0", role}});
-  return sys.spawn(node, std::move(nc));
-}
-
-} // namespace
-
 BOOST_AUTO_TEST_CASE(the_real_connector_finds_a_task_again_at_its_address) {
   program_config peer_cfg;
   caf::actor_system peer{peer_cfg};
@@ -748,20 +735,18 @@ BOOST_AUTO_TEST_CASE(the_real_connector_finds_a_task_again_at_its_address) {
   caf::actor_system own{own_cfg};
   caf::scoped_actor self{own};
   auto role = peer.spawn(stand_in);
-  auto n = published_node(peer, role);
+  // ps:0's node in its own actor system (another process's, as far as
+  // the middleman knows).
+  auto n = test::ps_node(peer, role);
   auto bound = publish_node(n, "127.0.0.1", 0, false);
   BOOST_REQUIRE(bound);
   auto port = bound->port;
-  auto spec = cluster_spec::parse(
-    R"({"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:)"
-      + std::to_string(port) + R"("], "worker": ["127.0.0.1:2"]}})",
-    "test cluster");
-  BOOST_REQUIRE(spec);
+  auto spec = test::loopback_cluster(1, port, 2);
   auto my_node = own.spawn(stand_in);
   connect_options opts;
   opts.timeout = 1000ms;
   opts.request_timeout = 2000ms;
-  auto c = spawn_node_connector(own, *spec,
+  auto c = spawn_node_connector(own, spec,
                                 make_hello(own, {"worker", 0}, my_node), opts);
   auto ask = [&] {
     caf::expected<node_info> got{caf::error{}};
@@ -787,7 +772,7 @@ BOOST_AUTO_TEST_CASE(the_real_connector_finds_a_task_again_at_its_address) {
              != std::string::npos);
   // Back at the same address: the new node's roles.
   auto role2 = peer.spawn(stand_in);
-  auto n2 = published_node(peer, role2);
+  auto n2 = test::ps_node(peer, role2);
   auto again = publish_node(n2, "127.0.0.1", port, false);
   BOOST_REQUIRE(again);
   auto back = ask();

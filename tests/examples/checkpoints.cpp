@@ -34,6 +34,27 @@ std::string summary_of(const temp_dir& tmp, const std::string& command,
   return read_file(summary);
 }
 
+/// Runs `command` for `stop` steps into a checkpoint directory of `tmp`,
+/// resumes it from there for `end` steps, and checks that the resumed run
+/// restored step `stop` and ends on the parameters of `whole` (the summary
+/// of an uninterrupted run of `end` steps).
+void check_resumed_ends_as(const temp_dir& tmp, const std::string& command,
+                           int stop, int end, const std::string& whole) {
+  auto dir = tmp.file("ckpt");
+  summary_of(tmp,
+             command + " --steps " + std::to_string(stop)
+               + " --checkpoint_dir " + dir,
+             "first");
+  auto second = summary_of(tmp,
+                           command + " --steps " + std::to_string(end)
+                             + " --checkpoint_dir " + dir,
+                           "second");
+  check_counters(second, {{"restored_step", static_cast<double>(stop)},
+                          {"global_step", static_cast<double>(end)}});
+  BOOST_TEST(json_string(second, "params_digest")
+             == json_string(whole, "params_digest"));
+}
+
 /// A scratch directory and its checkpoint directory.
 struct checkpointed {
   temp_dir tmp;
@@ -96,13 +117,7 @@ BOOST_AUTO_TEST_CASE(a_resumed_run_goes_on_with_the_scheduled_rate) {
              < 1e-6);
   for (size_t i = 2; i < rates.size(); ++i)
     BOOST_TEST(rates[i] < rates[i - 1]);
-  auto dir = tmp.file("ckpt");
-  summary_of(tmp, flags + " --steps 15 --checkpoint_dir " + dir, "first");
-  auto second = summary_of(tmp, flags + " --steps 40 --checkpoint_dir " + dir,
-                           "second");
-  check_counters(second, {{"restored_step", 15}, {"global_step", 40}});
-  BOOST_TEST(json_string(second, "params_digest")
-             == json_string(whole, "params_digest"));
+  check_resumed_ends_as(tmp, flags, 15, 40, whole);
   auto constant = summary_of(tmp, single + deterministic
                                     + " --optimizer momentum --steps 40",
                              "constant");
@@ -129,13 +144,7 @@ BOOST_AUTO_TEST_CASE(a_resumed_normalised_model_ends_where_an_uninterrupted_one_
                " --lr_schedule cosine --lr_warmup_steps 5"
                " --lr_decay_steps 30";
   auto whole = summary_of(tmp, flags + " --steps 30", "whole");
-  auto dir = tmp.file("ckpt");
-  summary_of(tmp, flags + " --steps 12 --checkpoint_dir " + dir, "first");
-  auto second = summary_of(tmp, flags + " --steps 30 --checkpoint_dir " + dir,
-                           "second");
-  check_counters(second, {{"restored_step", 12}, {"global_step", 30}});
-  BOOST_TEST(json_string(second, "params_digest")
-             == json_string(whole, "params_digest"));
+  check_resumed_ends_as(tmp, flags, 12, 30, whole);
 }
 
 BOOST_AUTO_TEST_CASE(checkpoints_every_k_steps_keep_the_newest) {

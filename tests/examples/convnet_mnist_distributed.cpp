@@ -171,10 +171,7 @@ BOOST_AUTO_TEST_CASE(tls_cluster_trains_to_the_same_parameters) {
   // change a single bit of the result. One certificate per task, under
   // one --tls_dir.
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto certs = tmp.file("certs");
-  auto made = run_ok("bash " SYNCFAC_SOURCE_DIR
-                     "/scripts/make-cluster-certs.sh --cluster " + cluster
-                     + " " + certs);
+  auto certs = write_cluster_certs(tmp, cluster);
   auto plain = tmp.file("plain.json");
   auto tls = tmp.file("tls.json");
   auto res = launch(cluster, common + " --steps 20 --summary " + plain);

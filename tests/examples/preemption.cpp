@@ -411,9 +411,7 @@ BOOST_AUTO_TEST_CASE(sigterm_to_an_inverse_task_under_task_bound_tls) {
   temp_dir tmp;
   auto dir = tmp.file("ckpt");
   auto cluster = write_cluster(tmp, kfac_cluster.jobs);
-  auto certs = tmp.file("certs");
-  run_ok("bash " SYNCFAC_SOURCE_DIR "/scripts/make-cluster-certs.sh --cluster "
-         + cluster + " " + certs);
+  auto certs = write_cluster_certs(tmp, cluster);
   cluster_run run{tmp, cluster,
                   deterministic + kfac_cluster.flags + " --steps "
                     + std::to_string(steps) + " --tls_dir " + certs

@@ -221,4 +221,15 @@ inline std::string write_cluster(const temp_dir& tmp,
   return path;
 }
 
+/// One certificate per task of `cluster` and their CA
+/// (scripts/make-cluster-certs.sh), in tmp's "certs"; returns that
+/// directory.
+inline std::string write_cluster_certs(const temp_dir& tmp,
+                                       const std::string& cluster) {
+  auto certs = tmp.file("certs");
+  run_ok("bash " SYNCFAC_SOURCE_DIR "/scripts/make-cluster-certs.sh --cluster "
+         + cluster + " " + certs);
+  return certs;
+}
+
 } // namespace syncfac::test

@@ -75,8 +75,7 @@ struct attempt {
 BOOST_AUTO_TEST_CASE(a_node_given_another_tasks_certificate_stops) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}});
-  auto certs = tmp.file("certs");
-  run_ok("bash " + script + " --cluster " + cluster + " " + certs);
+  auto certs = write_cluster_certs(tmp, cluster);
   run_ok("bash " + script + " " + certs + " node");
   // worker:0 with worker:1's directory.
   check_refused(program + " --cluster " + cluster
@@ -95,8 +94,7 @@ BOOST_AUTO_TEST_CASE(a_node_given_another_tasks_certificate_stops) {
 BOOST_AUTO_TEST_CASE(impostors_are_refused_and_the_run_is_unaffected) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto certs = tmp.file("certs");
-  run_ok("bash " + script + " --cluster " + cluster + " " + certs);
+  auto certs = write_cluster_certs(tmp, cluster);
   // Another worker's key, the right task's key for another host, an
   // expired one: all from this cluster's CA.
   run_ok("bash " + script + " " + certs + " worker:1@127.0.0.1");

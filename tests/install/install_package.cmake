@@ -8,34 +8,24 @@ set(test_name install_package)
 include("${CMAKE_CURRENT_LIST_DIR}/install_steps.cmake")
 
 # What an outside project needs is there.
-foreach(f include/syncfac/actors/cluster_member.hpp
-          include/syncfac/actors/metrics_sink.hpp
-          include/syncfac/messages/atoms.hpp
-          include/syncfac/kernels/backend.hpp
-          include/syncfac/actors/program_config.hpp
-          include/syncfac/runtime/base/error.hpp
-          lib/libsyncfac.a
-          lib/cmake/syncfac/syncfacConfig.cmake
-          lib/cmake/syncfac/syncfacConfigVersion.cmake
-          lib/cmake/syncfac/syncfacTargets.cmake
-          lib/cmake/syncfac/FindCAF.cmake)
-  if(NOT EXISTS "${prefix}/${f}")
-    message(FATAL_ERROR "install_package: ${prefix}/${f} was not installed")
-  endif()
-endforeach()
+require_installed(include/syncfac/actors/cluster_member.hpp
+                  include/syncfac/actors/metrics_sink.hpp
+                  include/syncfac/messages/atoms.hpp
+                  include/syncfac/kernels/backend.hpp
+                  include/syncfac/actors/program_config.hpp
+                  include/syncfac/runtime/base/error.hpp
+                  lib/libsyncfac.a
+                  lib/cmake/syncfac/syncfacConfig.cmake
+                  lib/cmake/syncfac/syncfacConfigVersion.cmake
+                  lib/cmake/syncfac/syncfacTargets.cmake
+                  lib/cmake/syncfac/FindCAF.cmake)
 file(GLOB_RECURSE sources "${prefix}/include/*.cpp")
 if(sources)
   message(FATAL_ERROR "install_package: sources installed: ${sources}")
 endif()
 
 # The outside project: only the installed prefix, never the source tree.
-step("configure examples/evaluator_role"
-     "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/examples/evaluator_role"
-     -B "${build}" -DCMAKE_BUILD_TYPE=Release
-     "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}"
-     "-DCMAKE_PREFIX_PATH=${prefix}" "-Dsyncfac_DIR=${prefix}/lib/cmake/syncfac")
-step("build examples/evaluator_role"
-     "${CMAKE_COMMAND}" --build "${build}" -j 2 -- VERBOSE=1)
+build_installed_example(evaluator_role)
 # Its compile lines name the installed headers and not the source tree's.
 string(FIND "${step_output}" "${prefix}/include/syncfac" at_prefix)
 if(at_prefix EQUAL -1)

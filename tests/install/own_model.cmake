@@ -7,21 +7,11 @@
 
 set(test_name own_model)
 include("${CMAKE_CURRENT_LIST_DIR}/install_steps.cmake")
-foreach(f include/syncfac/runtime/model_builder.hpp
-          include/syncfac/runtime/model_description.hpp
-          include/syncfac/runtime/model_file.hpp)
-  if(NOT EXISTS "${prefix}/${f}")
-    message(FATAL_ERROR "own_model: ${prefix}/${f} was not installed")
-  endif()
-endforeach()
+require_installed(include/syncfac/runtime/model_builder.hpp
+                  include/syncfac/runtime/model_description.hpp
+                  include/syncfac/runtime/model_file.hpp)
 
-step("configure examples/own_model"
-     "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/examples/own_model"
-     -B "${build}" -DCMAKE_BUILD_TYPE=Release
-     "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}"
-     "-DCMAKE_PREFIX_PATH=${prefix}" "-Dsyncfac_DIR=${prefix}/lib/cmake/syncfac")
-step("build examples/own_model"
-     "${CMAKE_COMMAND}" --build "${build}" -j 2 -- VERBOSE=1)
+build_installed_example(own_model)
 string(FIND "${step_output}" "${prefix}/include/syncfac" at_prefix)
 string(FIND "${step_output}" "-I${SOURCE_DIR} " in_tree)
 if(at_prefix EQUAL -1 OR NOT in_tree EQUAL -1)

@@ -58,6 +58,42 @@ label_vector random_labels(int64_t n, int32_t k, std::mt19937& rng) {
   return result;
 }
 
+/// `run(dev, out)` (a kernel of `dev` writing `out`) on `gpu` and on `cpu`,
+/// the outputs within atol + rtol·|cpu's|; the CPU's output.
+template <class Run>
+tensor check_matches_cpu(backend& gpu, backend& cpu, Run run, double atol,
+                         double rtol, const std::string& what) {
+  tensor on_gpu, on_cpu;
+  SYNCFAC_REQUIRE_OK(run(gpu, on_gpu));
+  SYNCFAC_REQUIRE_OK(run(cpu, on_cpu));
+  check_close(on_gpu, on_cpu, atol, rtol, what);
+  return on_cpu;
+}
+
+/// A loss's forward (probabilities, mean loss) and backward (from the CPU's
+/// probabilities) on `gpu` against `cpu`, for `targets`: the labels or
+/// target values the loss takes. dlogits agree within `d_atol` (and 1e-6
+/// relative); `name` begins the checks' messages.
+template <class Targets>
+void check_loss_matches(
+  backend& gpu, backend& cpu,
+  caf::error (backend::*forward)(const tensor&, const Targets&, tensor&,
+                                 float&),
+  caf::error (backend::*backward)(const tensor&, const Targets&, tensor&),
+  const tensor& logits, const Targets& targets, double d_atol,
+  const std::string& name) {
+  tensor p_gpu, p_cpu;
+  float l_gpu = 0, l_cpu = 0;
+  SYNCFAC_REQUIRE_OK((gpu.*forward)(logits, targets, p_gpu, l_gpu));
+  SYNCFAC_REQUIRE_OK((cpu.*forward)(logits, targets, p_cpu, l_cpu));
+  check_close(p_gpu, p_cpu, 1e-7, 1e-5, name + " probs");
+  BOOST_CHECK_CLOSE(l_gpu, l_cpu, 1e-4);
+  tensor d_gpu, d_cpu;
+  SYNCFAC_REQUIRE_OK((gpu.*backward)(p_cpu, targets, d_gpu));
+  SYNCFAC_REQUIRE_OK((cpu.*backward)(p_cpu, targets, d_cpu));
+  check_close(d_gpu, d_cpu, d_atol, 1e-6, name + " dlogits");
+}
+
 } // namespace
 
 BOOST_FIXTURE_TEST_SUITE(cuda_backend_ops, cuda_fixture)
@@ -96,10 +132,12 @@ BOOST_AUTO_TEST_CASE(gemm_matches_cpu) {
   // A large square product (several cuBLAS tiles).
   auto a = random_tensor({512, 768}, rng);
   auto b = random_tensor({768, 384}, rng);
-  tensor c_gpu, c_cpu;
-  SYNCFAC_REQUIRE_OK(gpu->gemm(a, false, b, false, 1.0f, 0.0f, c_gpu));
-  SYNCFAC_REQUIRE_OK(cpu->gemm(a, false, b, false, 1.0f, 0.0f, c_cpu));
-  check_close(c_gpu, c_cpu, 1e-3, 1e-4, "gemm 512x768x384");
+  check_matches_cpu(
+    *gpu, *cpu,
+    [&](backend& dev, tensor& c) {
+      return dev.gemm(a, false, b, false, 1.0f, 0.0f, c);
+    },
+    1e-3, 1e-4, "gemm 512x768x384");
   // c aliasing an input, as the CPU allows.
   auto sq = random_tensor({16, 16}, rng);
   tensor s_gpu = sq;
@@ -153,13 +191,12 @@ BOOST_AUTO_TEST_CASE(gemm_batched_matches_cpu) {
   for (int64_t batch : {int64_t{1}, int64_t{64}}) {
     auto a = random_tensor({batch, 256, 256}, rng);
     auto b = random_tensor({batch, 256, 256}, rng);
-    tensor c_gpu, c_cpu;
-    SYNCFAC_REQUIRE_OK(gpu->gemm_batched(a, false, b, true, 1.0f, 0.0f,
-                                         c_gpu));
-    SYNCFAC_REQUIRE_OK(cpu->gemm_batched(a, false, b, true, 1.0f, 0.0f,
-                                         c_cpu));
-    check_close(c_gpu, c_cpu, 1e-3, 1e-4,
-                "gemm_batched " + std::to_string(batch) + " x 256^3");
+    check_matches_cpu(
+      *gpu, *cpu,
+      [&](backend& dev, tensor& c) {
+        return dev.gemm_batched(a, false, b, true, 1.0f, 0.0f, c);
+      },
+      1e-3, 1e-4, "gemm_batched " + std::to_string(batch) + " x 256^3");
   }
 }
 
@@ -184,10 +221,12 @@ BOOST_AUTO_TEST_CASE(dense_matches_cpu) {
       auto x = random_tensor({n, in}, rng);
       auto w = random_tensor({in, out}, rng, -0.3f, 0.3f);
       auto b = random_tensor({out}, rng);
-      tensor y_gpu, y_cpu;
-      SYNCFAC_REQUIRE_OK(gpu->dense_forward(x, w, b, act, y_gpu));
-      SYNCFAC_REQUIRE_OK(cpu->dense_forward(x, w, b, act, y_cpu));
-      check_close(y_gpu, y_cpu, gemm_atol, gemm_rtol, "dense y");
+      auto y_cpu = check_matches_cpu(
+        *gpu, *cpu,
+        [&](backend& dev, tensor& y) {
+          return dev.dense_forward(x, w, b, act, y);
+        },
+        gemm_atol, gemm_rtol, "dense y");
       auto dy = random_tensor({n, out}, rng);
       tensor ds_g, dw_g, db_g, dx_g, ds_c, dw_c, db_c, dx_c;
       SYNCFAC_REQUIRE_OK(gpu->dense_backward(x, w, y_cpu, dy, act, ds_g, dw_g,
@@ -241,10 +280,12 @@ BOOST_AUTO_TEST_CASE(conv2d_matches_cpu) {
         auto x = random_tensor(sc.x, rng);
         auto w = random_tensor(sc.w, rng, -0.3f, 0.3f);
         auto b = random_tensor({g.out_c}, rng);
-        tensor y_gpu, y_cpu;
-        SYNCFAC_REQUIRE_OK(gpu->conv2d_forward(g, x, w, b, act, y_gpu));
-        SYNCFAC_REQUIRE_OK(cpu->conv2d_forward(g, x, w, b, act, y_cpu));
-        check_close(y_gpu, y_cpu, gemm_atol, gemm_rtol, "conv y");
+        auto y_cpu = check_matches_cpu(
+          *gpu, *cpu,
+          [&](backend& dev, tensor& y) {
+            return dev.conv2d_forward(g, x, w, b, act, y);
+          },
+          gemm_atol, gemm_rtol, "conv y");
         auto dy = random_tensor(g.output_shape(), rng);
         tensor ds_g, dw_g, db_g, dx_g, ds_c, dw_c, db_c, dx_c;
         SYNCFAC_REQUIRE_OK(gpu->conv2d_backward(g, x, w, y_cpu, dy, act, ds_g,
@@ -280,10 +321,12 @@ BOOST_AUTO_TEST_CASE(conv2d_chunked_matches_cpu) {
   auto x = random_tensor(g.input_shape(), rng);
   auto w = random_tensor(g.kernel_shape(), rng, -0.1f, 0.1f);
   auto b = random_tensor({g.out_c}, rng);
-  tensor y_gpu, y_cpu;
-  SYNCFAC_REQUIRE_OK(gpu->conv2d_forward(g, x, w, b, activation::relu, y_gpu));
-  SYNCFAC_REQUIRE_OK(cpu->conv2d_forward(g, x, w, b, activation::relu, y_cpu));
-  check_close(y_gpu, y_cpu, 2e-4, 2e-4, "chunked conv y");
+  auto y_cpu = check_matches_cpu(
+    *gpu, *cpu,
+    [&](backend& dev, tensor& y) {
+      return dev.conv2d_forward(g, x, w, b, activation::relu, y);
+    },
+    2e-4, 2e-4, "chunked conv y");
   auto dy = random_tensor(g.output_shape(), rng);
   tensor ds_g, dw_g, db_g, dx_g, ds_c, dw_c, db_c, dx_c;
   SYNCFAC_REQUIRE_OK(gpu->conv2d_backward(g, x, w, y_cpu, dy, activation::relu,
@@ -312,15 +355,19 @@ BOOST_AUTO_TEST_CASE(activations_match_cpu) {
   auto x = random_tensor({7, 301}, rng, -4.0f, 4.0f);
   for (auto act : all_activations()) {
     BOOST_TEST_CONTEXT("activation " << to_string(act)) {
-      tensor y_gpu, y_cpu;
-      SYNCFAC_REQUIRE_OK(gpu->activation_forward(act, x, y_gpu));
-      SYNCFAC_REQUIRE_OK(cpu->activation_forward(act, x, y_cpu));
-      check_close(y_gpu, y_cpu, 1e-6, 1e-5, "activation y");
+      auto y_cpu = check_matches_cpu(
+        *gpu, *cpu,
+        [&](backend& dev, tensor& y) {
+          return dev.activation_forward(act, x, y);
+        },
+        1e-6, 1e-5, "activation y");
       auto dy = random_tensor(x.shape(), rng);
-      tensor dx_gpu, dx_cpu;
-      SYNCFAC_REQUIRE_OK(gpu->activation_backward(act, y_cpu, dy, dx_gpu));
-      SYNCFAC_REQUIRE_OK(cpu->activation_backward(act, y_cpu, dy, dx_cpu));
-      check_close(dx_gpu, dx_cpu, elem_atol, elem_rtol, "activation dx");
+      check_matches_cpu(
+        *gpu, *cpu,
+        [&](backend& dev, tensor& dx) {
+          return dev.activation_backward(act, y_cpu, dy, dx);
+        },
+        elem_atol, elem_rtol, "activation dx");
     }
   }
   tensor dx;
@@ -377,15 +424,17 @@ BOOST_AUTO_TEST_CASE(avg_pool_matches_cpu) {
     BOOST_TEST_CONTEXT("pool " << k << "/" << s << " " << to_string(pad)) {
       auto g = pool_geom({3, 13, 12, 5}, k, s, pad);
       auto x = random_tensor(g.input_shape(), rng);
-      tensor y_gpu, y_cpu;
-      SYNCFAC_REQUIRE_OK(gpu->avg_pool_forward(g, x, y_gpu));
-      SYNCFAC_REQUIRE_OK(cpu->avg_pool_forward(g, x, y_cpu));
-      check_close(y_gpu, y_cpu, 1e-6, 1e-6, "avg_pool y");
+      check_matches_cpu(
+        *gpu, *cpu,
+        [&](backend& dev, tensor& y) { return dev.avg_pool_forward(g, x, y); },
+        1e-6, 1e-6, "avg_pool y");
       auto dy = random_tensor(g.output_shape(), rng);
-      tensor dx_gpu, dx_cpu;
-      SYNCFAC_REQUIRE_OK(gpu->avg_pool_backward(g, dy, dx_gpu));
-      SYNCFAC_REQUIRE_OK(cpu->avg_pool_backward(g, dy, dx_cpu));
-      check_close(dx_gpu, dx_cpu, 1e-6, 1e-6, "avg_pool dx");
+      check_matches_cpu(
+        *gpu, *cpu,
+        [&](backend& dev, tensor& dx) {
+          return dev.avg_pool_backward(g, dy, dx);
+        },
+        1e-6, 1e-6, "avg_pool dx");
     }
   }
 }
@@ -404,12 +453,13 @@ BOOST_AUTO_TEST_CASE(batch_norm_matches_cpu) {
       tensor inv_std({4});
       for (int64_t c = 0; c < 4; ++c)
         inv_std[c] = 1.0f / std::sqrt(var_cpu[c] + 1e-3f);
-      tensor y_gpu, y_cpu;
-      SYNCFAC_REQUIRE_OK(gpu->batch_norm_forward(x, gamma, beta, mean_cpu,
-                                                 inv_std, act, y_gpu));
-      SYNCFAC_REQUIRE_OK(cpu->batch_norm_forward(x, gamma, beta, mean_cpu,
-                                                 inv_std, act, y_cpu));
-      check_close(y_gpu, y_cpu, 1e-5, 1e-5, "y");
+      auto y_cpu = check_matches_cpu(
+        *gpu, *cpu,
+        [&](backend& dev, tensor& y) {
+          return dev.batch_norm_forward(x, gamma, beta, mean_cpu, inv_std,
+                                        act, y);
+        },
+        1e-5, 1e-5, "y");
       auto dy = random_tensor(x.shape(), rng);
       tensor ds_gpu, dg_gpu, db_gpu, dx_gpu, ds_cpu, dg_cpu, db_cpu, dx_cpu;
       SYNCFAC_REQUIRE_OK(gpu->batch_norm_backward(x, gamma, mean_cpu, inv_std,
@@ -468,13 +518,14 @@ BOOST_AUTO_TEST_CASE(pool_backward_activated_and_conv_from_ds_match_cpu) {
         std::vector<int32_t> arg;
         SYNCFAC_REQUIRE_OK(cpu->max_pool_forward(g, y, pooled, arg));
         auto dy = random_tensor(g.output_shape(), rng);
-        tensor ds_gpu, ds_cpu;
-        SYNCFAC_REQUIRE_OK(gpu->max_pool_backward_activated(g, dy, arg, pooled,
-                                                           act, ds_gpu));
-        SYNCFAC_REQUIRE_OK(cpu->max_pool_backward_activated(g, dy, arg, pooled,
-                                                           act, ds_cpu));
         // Overlapping windows add in a different order (atomics).
-        check_close(ds_gpu, ds_cpu, 1e-6, 1e-6, "pool ds");
+        auto ds_cpu = check_matches_cpu(
+          *gpu, *cpu,
+          [&](backend& dev, tensor& ds) {
+            return dev.max_pool_backward_activated(g, dy, arg, pooled, act,
+                                                   ds);
+          },
+          1e-6, 1e-6, "pool ds");
         tensor dw_g, db_g, dx_g, dw_c, db_c, dx_c, dx_d;
         SYNCFAC_REQUIRE_OK(gpu->conv2d_backward_from_ds(cg, x, w, ds_cpu, dw_g,
                                                         db_g, &dx_g));
@@ -494,23 +545,18 @@ BOOST_AUTO_TEST_CASE(softmax_xent_matches_cpu) {
   int64_t n = 129, k = 10;
   auto logits = random_tensor({n, k}, rng, -5.0f, 5.0f);
   auto labels = random_labels(n, static_cast<int32_t>(k), rng);
-  tensor p_gpu, p_cpu;
-  float l_gpu = 0, l_cpu = 0;
-  SYNCFAC_REQUIRE_OK(gpu->softmax_xent_forward(logits, labels, p_gpu, l_gpu));
-  SYNCFAC_REQUIRE_OK(cpu->softmax_xent_forward(logits, labels, p_cpu, l_cpu));
-  check_close(p_gpu, p_cpu, 1e-7, 1e-5, "softmax probs");
-  BOOST_CHECK_CLOSE(l_gpu, l_cpu, 1e-4);
-  tensor d_gpu, d_cpu;
-  SYNCFAC_REQUIRE_OK(gpu->softmax_xent_backward(p_cpu, labels, d_gpu));
-  SYNCFAC_REQUIRE_OK(cpu->softmax_xent_backward(p_cpu, labels, d_cpu));
-  // The GPU may fuse p * scale - scale into one FMA.
-  check_close(d_gpu, d_cpu, 1e-8, 1e-6, "softmax dlogits");
+  // dlogits within 1e-8: the GPU may fuse p * scale - scale into one FMA.
+  check_loss_matches(*gpu, *cpu, &backend::softmax_xent_forward,
+                     &backend::softmax_xent_backward, logits, labels, 1e-8,
+                     "softmax");
   auto c_gpu = gpu->count_correct(logits, labels);
   auto c_cpu = cpu->count_correct(logits, labels);
   BOOST_REQUIRE(c_gpu && c_cpu);
   BOOST_CHECK_EQUAL(*c_gpu, *c_cpu);
   // Labels out of range: the CPU's error.
   labels[5] = 10;
+  tensor p_gpu, p_cpu;
+  float l_gpu = 0, l_cpu = 0;
   auto e_gpu = gpu->softmax_xent_forward(logits, labels, p_gpu, l_gpu);
   auto e_cpu = cpu->softmax_xent_forward(logits, labels, p_cpu, l_cpu);
   check_error(e_gpu, ec::invalid_argument, {"10"});
@@ -522,17 +568,12 @@ BOOST_AUTO_TEST_CASE(sigmoid_xent_matches_cpu) {
   int64_t n = 65, d = 784;
   auto logits = random_tensor({n, d}, rng, -30.0f, 30.0f);
   auto targets = random_tensor({n, d}, rng, 0.0f, 1.0f);
-  tensor p_gpu, p_cpu;
-  float l_gpu = 0, l_cpu = 0;
-  SYNCFAC_REQUIRE_OK(gpu->sigmoid_xent_forward(logits, targets, p_gpu, l_gpu));
-  SYNCFAC_REQUIRE_OK(cpu->sigmoid_xent_forward(logits, targets, p_cpu, l_cpu));
-  check_close(p_gpu, p_cpu, 1e-7, 1e-5, "sigmoid probs");
-  BOOST_CHECK_CLOSE(l_gpu, l_cpu, 1e-4);
-  tensor d_gpu, d_cpu;
-  SYNCFAC_REQUIRE_OK(gpu->sigmoid_xent_backward(p_cpu, targets, d_gpu));
-  SYNCFAC_REQUIRE_OK(cpu->sigmoid_xent_backward(p_cpu, targets, d_cpu));
-  check_close(d_gpu, d_cpu, 1e-9, 1e-6, "sigmoid dlogits");
+  check_loss_matches(*gpu, *cpu, &backend::sigmoid_xent_forward,
+                     &backend::sigmoid_xent_backward, logits, targets, 1e-9,
+                     "sigmoid");
   auto bad = random_tensor({n, d + 1}, rng);
+  tensor p_gpu;
+  float l_gpu = 0;
   check_error(gpu->sigmoid_xent_forward(logits, bad, p_gpu, l_gpu),
               ec::shape_mismatch, {"targets"});
 }

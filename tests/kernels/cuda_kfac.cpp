@@ -46,6 +46,19 @@ preconditioning_inputs gram_preconditioning_inputs(std::mt19937& rng) {
   return {A, G, random_tensor({41, 13}, rng)};
 }
 
+/// precondition_factored of `gpu` (the CUDA kernels, or an inverter on
+/// them) against the CPU's, on `in`.
+template <class Kernels>
+void check_factored_matches_cpu(Kernels& gpu,
+                                const preconditioning_inputs& in) {
+  tensor out_gpu, out_cpu;
+  SYNCFAC_REQUIRE_OK(
+    gpu.precondition_factored(in.grad, in.A_inv, in.G_inv, 0.25f, out_gpu));
+  SYNCFAC_REQUIRE_OK(
+    cpu::precondition_factored(in.grad, in.A_inv, in.G_inv, 0.25f, out_cpu));
+  check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-4, "factored");
+}
+
 /// hard_factor_set() in `mode`, inverted by `inverter` and by the CPU.
 struct inverted_both_ways {
   factor_set set;
@@ -250,13 +263,8 @@ BOOST_AUTO_TEST_CASE(symmetric_eigen_matches_cpu) {
 
 BOOST_AUTO_TEST_CASE(preconditioning_matches_cpu) {
   auto in = gram_preconditioning_inputs(rng);
+  check_factored_matches_cpu(*kfac, in);
   tensor out_gpu, out_cpu;
-  SYNCFAC_REQUIRE_OK(
-    kfac->precondition_factored(in.grad, in.A_inv, in.G_inv, 0.25f, out_gpu));
-  SYNCFAC_REQUIRE_OK(
-    cpu::precondition_factored(in.grad, in.A_inv, in.G_inv, 0.25f, out_cpu));
-  check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-4, "factored");
-
   SYNCFAC_REQUIRE_OK(
     kfac->precondition_cholesky(in.grad, in.LA, in.LG, 0.25f, out_gpu));
   SYNCFAC_REQUIRE_OK(
@@ -296,24 +304,18 @@ BOOST_AUTO_TEST_CASE(preconditioning_matches_cpu) {
 BOOST_AUTO_TEST_CASE(factor_statistics_match_cpu) {
   for (bool bias : {false, true}) {
     BOOST_TEST_CONTEXT("bias " << bias) {
-      auto input = random_tensor({37, 23}, rng);
-      auto ds = random_tensor({37, 11}, rng, -0.01f, 0.01f);
+      layer_inputs in{rng};
       for (int64_t examples : {int64_t{0}, int64_t{16}}) {
         factor_sampling s;
         s.max_examples = examples;
         tensor A_g, G_g, A_c, G_c;
         SYNCFAC_REQUIRE_OK(
-          kfac->dense_factors(input, ds, bias, s, 1, A_g, G_g));
+          kfac->dense_factors(in.input, in.ds, bias, s, 1, A_g, G_g));
         SYNCFAC_REQUIRE_OK(
-          cpu::dense_factors(input, ds, bias, s, 1, A_c, G_c));
+          cpu::dense_factors(in.input, in.ds, bias, s, 1, A_c, G_c));
         check_close(A_g, A_c, 1e-5 * max_abs(A_c), 1e-4, "dense A");
         check_close(G_g, G_c, 1e-5 * max_abs(G_c), 1e-4, "dense G");
       }
-      auto g = conv2d_geometry::make({6, 14, 14, 8}, {5, 5, 8, 16}, 1, 1,
-                                     padding::same);
-      BOOST_REQUIRE(g);
-      auto x = random_tensor(g->input_shape(), rng);
-      auto cds = random_tensor(g->output_shape(), rng, -0.01f, 0.01f);
       for (auto [examples, locations] :
            {std::pair{int64_t{0}, int64_t{0}},
             std::pair{int64_t{4}, int64_t{20}}}) {
@@ -322,9 +324,10 @@ BOOST_AUTO_TEST_CASE(factor_statistics_match_cpu) {
         s.max_locations = locations;
         s.seed = 7;
         tensor A_g, G_g, A_c, G_c;
-        SYNCFAC_REQUIRE_OK(
-          kfac->conv_factors(*g, x, cds, bias, s, 1, A_g, G_g));
-        SYNCFAC_REQUIRE_OK(cpu::conv_factors(*g, x, cds, bias, s, 1, A_c, G_c));
+        SYNCFAC_REQUIRE_OK(kfac->conv_factors(in.geometry, in.x, in.conv_ds,
+                                              bias, s, 1, A_g, G_g));
+        SYNCFAC_REQUIRE_OK(cpu::conv_factors(in.geometry, in.x, in.conv_ds,
+                                             bias, s, 1, A_c, G_c));
         check_close(A_g, A_c, 1e-5 * max_abs(A_c), 1e-4, "conv A");
         check_close(G_g, G_c, 1e-5 * max_abs(G_c), 1e-4, "conv G");
       }
@@ -354,8 +357,7 @@ BOOST_AUTO_TEST_CASE(factor_statistics_match_cpu) {
 BOOST_AUTO_TEST_CASE(inverter_statistics_match_cpu) {
   auto k = gpu_inverter(*this);
   BOOST_CHECK(!k->concurrent());
-  auto input = random_tensor({37, 23}, rng);
-  auto ds = random_tensor({37, 11}, rng, -0.01f, 0.01f);
+  layer_inputs in{rng};
   // 37 rows: both factors are matrices; 16: A comes as rows, G as a
   // matrix; 8: both as rows.
   for (int64_t examples : {0, 16, 8}) {
@@ -364,23 +366,19 @@ BOOST_AUTO_TEST_CASE(inverter_statistics_match_cpu) {
       s.max_examples = examples;
       factor_stats got, want;
       SYNCFAC_REQUIRE_OK(
-        k->dense_factors(input, ds, true, s, 1, got.A, got.G));
+        k->dense_factors(in.input, in.ds, true, s, 1, got.A, got.G));
       SYNCFAC_REQUIRE_OK(
-        cpu::dense_factors(input, ds, true, s, 1, want.A, want.G));
+        cpu::dense_factors(in.input, in.ds, true, s, 1, want.A, want.G));
       check_stats_close(got, want, "dense");
-      SYNCFAC_REQUIRE_OK(k->dense_factors(input, ds, true, s, 1, got.A,
-                                          got.G, got.A_rows, got.G_rows));
-      SYNCFAC_REQUIRE_OK(cpu::dense_factors(input, ds, true, s, 1, want.A,
-                                            want.G, want.A_rows,
+      SYNCFAC_REQUIRE_OK(k->dense_factors(in.input, in.ds, true, s, 1,
+                                          got.A, got.G, got.A_rows,
+                                          got.G_rows));
+      SYNCFAC_REQUIRE_OK(cpu::dense_factors(in.input, in.ds, true, s, 1,
+                                            want.A, want.G, want.A_rows,
                                             want.G_rows));
       check_stats_close(got, want, "dense with rows");
     }
   }
-  auto g = conv2d_geometry::make({6, 14, 14, 8}, {5, 5, 8, 16}, 1, 1,
-                                 padding::same);
-  BOOST_REQUIRE(g);
-  auto x = random_tensor(g->input_shape(), rng);
-  auto cds = random_tensor(g->output_shape(), rng, -0.01f, 0.01f);
   // 1176 rows (matrices), 80 (A as rows) and 8 (both as rows).
   for (auto [examples, locations] :
        {std::pair{int64_t{0}, int64_t{0}}, std::pair{int64_t{4}, int64_t{20}},
@@ -392,25 +390,26 @@ BOOST_AUTO_TEST_CASE(inverter_statistics_match_cpu) {
       s.max_locations = locations;
       s.seed = 3;
       factor_stats got, want;
-      SYNCFAC_REQUIRE_OK(
-        k->conv_factors(*g, x, cds, true, s, 1, got.A, got.G));
-      SYNCFAC_REQUIRE_OK(
-        cpu::conv_factors(*g, x, cds, true, s, 1, want.A, want.G));
+      SYNCFAC_REQUIRE_OK(k->conv_factors(in.geometry, in.x, in.conv_ds, true,
+                                         s, 1, got.A, got.G));
+      SYNCFAC_REQUIRE_OK(cpu::conv_factors(in.geometry, in.x, in.conv_ds,
+                                           true, s, 1, want.A, want.G));
       check_stats_close(got, want, "conv");
-      SYNCFAC_REQUIRE_OK(k->conv_factors(*g, x, cds, true, s, 1, got.A,
-                                         got.G, got.A_rows, got.G_rows));
-      SYNCFAC_REQUIRE_OK(cpu::conv_factors(*g, x, cds, true, s, 1, want.A,
-                                           want.G, want.A_rows,
-                                           want.G_rows));
+      SYNCFAC_REQUIRE_OK(k->conv_factors(in.geometry, in.x, in.conv_ds, true,
+                                         s, 1, got.A, got.G, got.A_rows,
+                                         got.G_rows));
+      SYNCFAC_REQUIRE_OK(cpu::conv_factors(in.geometry, in.x, in.conv_ds,
+                                           true, s, 1, want.A, want.G,
+                                           want.A_rows, want.G_rows));
       check_stats_close(got, want, "conv with rows");
     }
   }
   // Errors as on the CPU, with rows or without.
   auto short_ds = random_tensor({36, 11}, rng);
   factor_stats got, want;
-  auto e_gpu = k->dense_factors(input, short_ds, true, {}, 1, got.A, got.G,
-                                got.A_rows, got.G_rows);
-  auto e_cpu = cpu::dense_factors(input, short_ds, true, {}, 1, want.A,
+  auto e_gpu = k->dense_factors(in.input, short_ds, true, {}, 1, got.A,
+                                got.G, got.A_rows, got.G_rows);
+  auto e_cpu = cpu::dense_factors(in.input, short_ds, true, {}, 1, want.A,
                                   want.G, want.A_rows, want.G_rows);
   check_error(e_gpu, ec::shape_mismatch, {"[37, 23]", "[36, 11]"});
   BOOST_CHECK_EQUAL(render(e_gpu), render(e_cpu));
@@ -419,12 +418,8 @@ BOOST_AUTO_TEST_CASE(inverter_statistics_match_cpu) {
 BOOST_AUTO_TEST_CASE(inverter_preconditioning_matches_cpu) {
   auto k = gpu_inverter(*this);
   auto in = gram_preconditioning_inputs(rng);
+  check_factored_matches_cpu(*k, in);
   tensor out_gpu, out_cpu;
-  SYNCFAC_REQUIRE_OK(
-    k->precondition_factored(in.grad, in.A_inv, in.G_inv, 0.25f, out_gpu));
-  SYNCFAC_REQUIRE_OK(
-    cpu::precondition_factored(in.grad, in.A_inv, in.G_inv, 0.25f, out_cpu));
-  check_close(out_gpu, out_cpu, 1e-4 * max_abs(out_cpu), 1e-4, "factored");
   // precondition_layer passes trusted factors.
   for (auto scan : {cpu::factor_scan::scan, cpu::factor_scan::trusted}) {
     SYNCFAC_REQUIRE_OK(k->precondition_cholesky(in.grad, in.LA, in.LG, 0.25f,

@@ -229,27 +229,6 @@ void check_same(const stats_out& got, const stats_out& want) {
   BOOST_CHECK_EQUAL(got.G_rows.scale, want.G_rows.scale);
 }
 
-/// A dense layer's input [37, 23] and ds [37, 11], and a conv layer's
-/// (6 examples of 14 x 14 x 8, a 5 x 5 x 8 x 16 kernel: A is 201 wide).
-struct layer_inputs {
-  tensor input;
-  tensor ds;
-  conv2d_geometry geometry;
-  tensor x;
-  tensor conv_ds;
-
-  explicit layer_inputs(std::mt19937& rng) {
-    input = random_tensor({37, 23}, rng);
-    ds = random_tensor({37, 11}, rng, -0.01f, 0.01f);
-    auto g = conv2d_geometry::make({6, 14, 14, 8}, {5, 5, 8, 16}, 1, 1,
-                                   padding::same);
-    BOOST_REQUIRE(g);
-    geometry = *g;
-    x = random_tensor(geometry.input_shape(), rng);
-    conv_ds = random_tensor(geometry.output_shape(), rng, -0.01f, 0.01f);
-  }
-};
-
 factor_sampling sampling(int64_t examples, int64_t locations = 0) {
   factor_sampling s;
   s.max_examples = examples;

@@ -171,6 +171,21 @@ parameter_set weight_and_bias(float value) {
           {"b", tensor{{2}, {value, value}}}};
 }
 
+/// An optimizer of `cfg` for a weight and a bias, and the two after its
+/// first step from 2 with every gradient `grad`.
+struct first_step {
+  optimizer opt;
+  parameter_set params;
+};
+
+first_step after_first_step(const optimizer_config& cfg, float grad) {
+  auto opt = optimizer::make(cfg, weight_and_bias(0));
+  BOOST_REQUIRE(opt);
+  auto params = weight_and_bias(2);
+  BOOST_REQUIRE(!opt->apply(params, weight_and_bias(grad)));
+  return {std::move(*opt), std::move(params)};
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(the_rate_follows_the_schedule_of_the_global_step) {
@@ -195,10 +210,7 @@ BOOST_AUTO_TEST_CASE(the_rate_follows_the_schedule_of_the_global_step) {
 BOOST_AUTO_TEST_CASE(decoupled_weight_decay_shrinks_weights_not_biases) {
   auto cfg = config_of(optimizer_kind::sgd, 0.5f);
   cfg.weight_decay = 0.1f;
-  auto opt = optimizer::make(cfg, weight_and_bias(0));
-  BOOST_REQUIRE(opt);
-  auto params = weight_and_bias(2);
-  BOOST_REQUIRE(!opt->apply(params, weight_and_bias(0)));
+  auto [opt, params] = after_first_step(cfg, 0);
   // w: 2 * (1 - 0.5 * 0.1) = 1.9 with a zero gradient; the bias stays.
   BOOST_TEST(std::abs(params[0].value[0] - 1.9f) < 1e-6);
   BOOST_TEST(params[1].value[0] == 2.0f);
@@ -207,15 +219,12 @@ BOOST_AUTO_TEST_CASE(decoupled_weight_decay_shrinks_weights_not_biases) {
 BOOST_AUTO_TEST_CASE(the_l2_penalty_joins_the_gradient_of_weights) {
   auto cfg = config_of(optimizer_kind::momentum, 0.5f);
   cfg.l2_penalty = 0.1f;
-  auto opt = optimizer::make(cfg, weight_and_bias(0));
-  BOOST_REQUIRE(opt);
-  auto params = weight_and_bias(2);
-  BOOST_REQUIRE(!opt->apply(params, weight_and_bias(1)));
+  auto [opt, params] = after_first_step(cfg, 1);
   // w: g = 1 + 0.1 * 2 = 1.2, v = 1.2, w = 2 - 0.5 * 1.2 = 1.4; the bias
   // sees only its gradient: 2 - 0.5 = 1.5. The velocity keeps the penalty.
   BOOST_TEST(std::abs(params[0].value[0] - 1.4f) < 1e-6);
   BOOST_TEST(std::abs(params[1].value[0] - 1.5f) < 1e-6);
-  BOOST_TEST(std::abs(opt->slots().first[0].value[0] - 1.2f) < 1e-6);
+  BOOST_TEST(std::abs(opt.slots().first[0].value[0] - 1.2f) < 1e-6);
 }
 
 BOOST_AUTO_TEST_CASE(decays_out_of_range_are_refused_by_name) {
@@ -250,18 +259,15 @@ BOOST_AUTO_TEST_CASE(apply_clips_every_gradient_by_their_global_norm) {
   auto cfg = config_of(optimizer_kind::sgd, 1.0f);
   cfg.clip_norm = 3.0f;
   cfg.l2_penalty = 0.5f;
-  auto opt = optimizer::make(cfg, weight_and_bias(0));
-  BOOST_REQUIRE(opt);
-  auto params = weight_and_bias(2);
-  BOOST_REQUIRE(!opt->apply(params, weight_and_bias(6)));
-  BOOST_TEST(opt->gradient_scale() == 0.25f);
+  auto [opt, params] = after_first_step(cfg, 6);
+  BOOST_TEST(opt.gradient_scale() == 0.25f);
   // w: 2 - (6 / 4 + 0.5 x 2) = -0.5; b: 2 - 6 / 4 = 0.5.
   BOOST_TEST(std::abs(params[0].value[0] + 0.5f) < 1e-6);
   BOOST_TEST(std::abs(params[1].value[1] - 0.5f) < 1e-6);
   // Within the norm: unscaled.
   params = weight_and_bias(2);
-  BOOST_REQUIRE(!opt->apply(params, weight_and_bias(1)));
-  BOOST_TEST(opt->gradient_scale() == 1.0f);
+  BOOST_REQUIRE(!opt.apply(params, weight_and_bias(1)));
+  BOOST_TEST(opt.gradient_scale() == 1.0f);
   BOOST_TEST(std::abs(params[1].value[0] - 1.0f) < 1e-6);
 }
 
