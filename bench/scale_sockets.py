@@ -12,7 +12,7 @@ and the chief's and ps:0's CPU per global step.
 
   scale_sockets.py --bin DIR [--out DIR] [--workers 32,64,128,256]
                    [--procs 8] [--rounds 2] [--steps 20,60] [--delay_ms 2]
-                   [--ps 2] [--shared_lo]
+                   [--ps 2] [--shared_lo] [--extra FLAGS]
 
 Bytes on the wire come from the kernel, not from the program's payload
 counters: the script runs itself again inside a network namespace of its
@@ -77,10 +77,19 @@ def lo_counters():
     sys.exit("scale_sockets: no lo in /proc/net/dev")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count):
+    """`count` distinct free ports: all held open until all are picked, or
+    the kernel may hand one out twice."""
+    held = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            held.append(s)
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def cpu_s(usage):
@@ -102,10 +111,9 @@ def one_run(args, n, steps, name):
     """chief, args.ps shards and args.procs worker processes of n / procs
     workers each; returns the run's figures."""
     k = n // args.procs
-    cluster = {"cluster": {
-        "chief": [f"127.0.0.1:{free_port()}"],
-        "ps": [f"127.0.0.1:{free_port()}" for _ in range(args.ps)],
-        "worker": [f"127.0.0.1:{free_port()}" for _ in range(args.procs)]}}
+    ports = [f"127.0.0.1:{p}" for p in free_ports(1 + args.ps + args.procs)]
+    cluster = {"cluster": {"chief": ports[:1], "ps": ports[1:1 + args.ps],
+                           "worker": ports[1 + args.ps:]}}
     cfile = os.path.join(args.out, name + "_cluster.json")
     with open(cfile, "w") as f:
         json.dump(cluster, f)
@@ -120,7 +128,7 @@ def one_run(args, n, steps, name):
              "--workers_per_task", str(k), "--steps", str(steps),
              "--warmup", str(args.short_steps),
              "--step_timeout_ms", "600000", "--connect_timeout_ms", "300000",
-             "--summary", summary]
+             "--summary", summary] + args.extra.split()
     prog = os.path.join(args.bin, "convnet_mnist_distributed")
     tasks = [("chief", 0)] + [("ps", i) for i in range(args.ps)] + [
         ("worker", i) for i in range(args.procs)]
@@ -132,7 +140,7 @@ def one_run(args, n, steps, name):
         cmd = [prog, "--cluster", cfile, "--job_name", job, "--task", str(i)]
         procs.append(((job, i), subprocess.Popen(
             cmd + flags, stdout=log, stderr=subprocess.STDOUT), log))
-    usage, peak, failed = {}, {}, None
+    usage, peak, codes = {}, {}, {}
     deadline = time.time() + args.timeout_s
     while len(usage) < len(procs):
         for key, p, log in procs:
@@ -142,16 +150,19 @@ def one_run(args, n, steps, name):
             pid, status, ru = os.wait4(p.pid, os.WNOHANG)
             if pid:
                 usage[key] = ru
+                codes[key] = os.waitstatus_to_exitcode(status)
                 log.close()
-                if os.waitstatus_to_exitcode(status) != 0 and failed is None:
-                    failed = key
+        failed = [k for k, c in codes.items() if c != 0]
         if failed or time.time() > deadline:
             for key, p, _ in procs:
                 if key not in usage:
                     p.kill()
-                    usage[key] = os.wait4(p.pid, 0)[2]
-            sys.exit(f"scale_sockets: {name}: task {failed or 'timeout'} "
-                     f"failed, see {args.out}/{name}_*.log")
+                    p.wait()
+            sys.exit(f"scale_sockets: {name}: "
+                     + (f"tasks {failed} exited with "
+                        f"{[codes[k] for k in failed]}" if failed
+                        else f"not done within {args.timeout_s} s")
+                     + f", see {args.out}/{name}_*.log")
         time.sleep(0.05)
     wall = time.monotonic() - t0
     lo1 = lo_counters()
@@ -250,6 +261,8 @@ def main():
     p.add_argument("--ps", type=int, default=2)
     p.add_argument("--timeout_s", type=int, default=1200)
     p.add_argument("--shared_lo", action="store_true")
+    p.add_argument("--extra", default="",
+                   help="more flags for every node (e.g. '--caf_threads 1')")
     args = p.parse_args()
     args.short_steps, args.long_steps = (int(x) for x in args.steps.split(","))
     if args.long_steps <= args.short_steps:
