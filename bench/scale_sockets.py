@@ -36,7 +36,6 @@ through the Ns in alternating order (Bench.interleaved).
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import protocol  # noqa: E402
+from scale import cpu_s, loopback_cluster, run_cluster  # noqa: E402
 
 NETNS_ENV = "SYNCFAC_SCALE_SOCKETS_NETNS"
 BATCH = 4
@@ -77,43 +77,12 @@ def lo_counters():
     sys.exit("scale_sockets: no lo in /proc/net/dev")
 
 
-def free_ports(count):
-    """`count` distinct free ports: all held open until all are picked, or
-    the kernel may hand one out twice."""
-    held = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            held.append(s)
-        return [s.getsockname()[1] for s in held]
-    finally:
-        for s in held:
-            s.close()
-
-
-def cpu_s(usage):
-    return usage.ru_utime + usage.ru_stime
-
-
-def rss_mib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0
-
-
 def one_run(args, n, steps, name):
     """chief, args.ps shards and args.procs worker processes of n / procs
     workers each; returns the run's figures."""
     k = n // args.procs
-    ports = [f"127.0.0.1:{p}" for p in free_ports(1 + args.ps + args.procs)]
-    cluster = {"cluster": {"chief": ports[:1], "ps": ports[1:1 + args.ps],
-                           "worker": ports[1 + args.ps:]}}
+    cluster = loopback_cluster([("chief", 1), ("ps", args.ps),
+                                ("worker", args.procs)])
     cfile = os.path.join(args.out, name + "_cluster.json")
     with open(cfile, "w") as f:
         json.dump(cluster, f)
@@ -134,36 +103,8 @@ def one_run(args, n, steps, name):
         ("worker", i) for i in range(args.procs)]
     lo0 = lo_counters()
     t0 = time.monotonic()
-    procs = []
-    for job, i in tasks:
-        log = open(os.path.join(args.out, f"{name}_{job}{i}.log"), "w")
-        cmd = [prog, "--cluster", cfile, "--job_name", job, "--task", str(i)]
-        procs.append(((job, i), subprocess.Popen(
-            cmd + flags, stdout=log, stderr=subprocess.STDOUT), log))
-    usage, peak, codes = {}, {}, {}
-    deadline = time.time() + args.timeout_s
-    while len(usage) < len(procs):
-        for key, p, log in procs:
-            if key in usage:
-                continue
-            peak[key] = max(peak.get(key, 0), rss_mib(p.pid))
-            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-            if pid:
-                usage[key] = ru
-                codes[key] = os.waitstatus_to_exitcode(status)
-                log.close()
-        failed = [k for k, c in codes.items() if c != 0]
-        if failed or time.time() > deadline:
-            for key, p, _ in procs:
-                if key not in usage:
-                    p.kill()
-                    p.wait()
-            sys.exit(f"scale_sockets: {name}: "
-                     + (f"tasks {failed} exited with "
-                        f"{[codes[k] for k in failed]}" if failed
-                        else f"not done within {args.timeout_s} s")
-                     + f", see {args.out}/{name}_*.log")
-        time.sleep(0.05)
+    usage, peak = run_cluster(prog, cfile, tasks, flags, args.out, name,
+                              args.timeout_s)
     wall = time.monotonic() - t0
     lo1 = lo_counters()
     with open(summary) as f:
