@@ -93,9 +93,29 @@ void watch_roles(self_ptr self) {
 
 namespace {
 
+/// Whether `info` of `task` lacks a role the placement puts there: a
+/// worker task says hello before its workers exist, and one that hosts
+/// several (--workers_per_task) may answer between two of them. Without a
+/// placement: whether it names no role but its node.
+bool roles_missing(const chief_supervisor_state& st, const std::string& task,
+                   const node_info& info) {
+  if (info.role_names.size() <= 1) // only "node"
+    return true;
+  const auto& p = st.cfg.placement;
+  for (const auto* places : {&p.shards, &p.workers, &p.stats_workers,
+                             &p.covariance, &p.inverses})
+    for (const auto& x : *places)
+      if (x.host == task
+          && std::find(info.role_names.begin(), info.role_names.end(),
+                       x.role)
+               == info.role_names.end())
+        return true;
+  return false;
+}
+
 /// A node that said hello is asked for its roles over the connection it
-/// opened; a node that has not published them yet (a worker says hello
-/// before its worker exists) is asked again after hello_retry.
+/// opened; a node that has not published them all yet (roles_missing) is
+/// asked again after hello_retry.
 void ask_roles(self_ptr self, const std::string& task, const caf::actor& n) {
   auto& st = self->state;
   self->request(caf::actor_cast<node_actor>(n), st.cfg.request_timeout,
@@ -106,7 +126,7 @@ void ask_roles(self_ptr self, const std::string& task, const caf::actor& n) {
         auto i = st.hellos.find(task);
         if (i == st.hellos.end() || i->second != n)
           return; // a newer hello of the task is asked already
-        if (info.role_names.size() <= 1) { // only "node"
+        if (roles_missing(st, task, info)) {
           self->delayed_send(me_of(self), st.cfg.hello_retry,
                              hello_atom::value, task, n);
           return;

@@ -112,6 +112,14 @@ private:
       if (auto err = (this->*(i->second))(*role))
         return err;
     }
+    // The workers join the roles in one go once all exist: the node actor
+    // reads the roles while it answers the chief, who asks until it sees
+    // all of a task's workers (a task may host several,
+    // --workers_per_task).
+    for (size_t k = hosted_workers_; k < workers_.size(); ++k)
+      host(plan_.hosted_of(role_type::worker)[k].name(),
+           caf::actor_cast<caf::actor>(workers_[k]));
+    hosted_workers_ = workers_.size();
     return caf::none;
   }
 
@@ -264,8 +272,9 @@ private:
     auto i = role.index;
     if (auto err = load_data())
       return err;
-    // One worker per process: the task has the process's threads alone.
-    auto dev = spawn_worker_device(sys_, sync_, i, 1, top_);
+    // The task's workers (--workers_per_task) share the process's threads.
+    auto dev = spawn_worker_device(sys_, sync_, i, plan_.hosted_workers,
+                                   top_);
     if (!dev)
       return dev.error();
     auto ps = peers_.find_all<ps_actor>(plan_.shards);
@@ -291,8 +300,7 @@ private:
     if (!w)
       return w.error();
     top_.own(*w);
-    worker_ = *w;
-    host(role.name(), caf::actor_cast<caf::actor>(*w));
+    workers_.push_back(*w);
     return caf::none;
   }
 
@@ -344,7 +352,7 @@ private:
     node_wiring wiring;
     wiring.nodes = peers_.nodes();
     wiring.hosted = *roles_;
-    wiring.worker = worker_;
+    wiring.workers = workers_;
     int64_t steps = sync_.base.steps;
     if (train_)
       steps = total_steps(sync_, tasks_, train_->count);
@@ -565,8 +573,10 @@ private:
   metrics_actor metrics_;
   /// The chief's node while run_chief runs: its log, sink and driver.
   chief_parts* chief_ = nullptr;
-  /// A worker task's worker.
-  worker_actor worker_;
+  /// A worker task's workers, in index order (as the plan hosts them).
+  std::vector<worker_actor> workers_;
+  /// How many of them are among the hosted roles yet (spawn_hosted).
+  size_t hosted_workers_ = 0;
   /// --metrics_port: the hosted roles, the chief's run status, and the
   /// server (last, so that it stops first).
   std::shared_ptr<role_directory> directory_

@@ -87,10 +87,11 @@ struct cluster_run_config {
 };
 
 /// Sets the topology of `sync` from `cluster`: worker_replicas (worker
-/// tasks), ps_tasks, and the covariance and inverse actors (one per task
-/// of those jobs, else as many as `sync` asks for, hosted as above). A flag
-/// that contradicts the cluster (e.g. --worker_replicas 3 with two worker
-/// tasks) is an error naming both; `explicit_*` say which were given.
+/// tasks times sync.workers_per_task), ps_tasks, and the covariance and
+/// inverse actors (one per task of those jobs, else as many as `sync` asks
+/// for, hosted as above). A flag that contradicts the cluster (e.g.
+/// --worker_replicas 3 with two worker tasks) is an error naming both;
+/// `explicit_*` say which were given.
 caf::error derive_topology(sync_training_config& sync,
                            const cluster_spec& cluster,
                            bool explicit_workers, bool explicit_ps);

@@ -14,17 +14,17 @@ caf::error not_here(const std::string& what) {
                     "device bench_delay (benchmarks only) does not " + what);
 }
 
-/// Answers after the drawn delay with zero gradients.
+/// Answers after the drawn delay with the device's gradients.
 caf::result<step_result> delayed_gradients(self_ptr self, const batch& b) {
   auto& st = self->state;
-  if (st.zero_gradients.empty())
+  if (st.gradients.empty())
     return make_error(ec::invalid_argument,
                       "device bench_delay: no model loaded (send "
                       "load_model first)");
   auto wait = st.delay.draw(st.rng);
   step_result res;
   res.count = static_cast<int64_t>(b.labels.size());
-  res.gradients = st.zero_gradients;
+  res.gradients = st.gradients;
   res.compute_s = std::chrono::duration<double>(wait).count();
   auto id = st.next_id++;
   auto promise = self->make_response_promise<step_result>();
@@ -45,9 +45,16 @@ delay_device_actor::behavior_type delay_device(self_ptr self,
       if (!replica)
         return replica.error();
       auto& st = self->state;
-      st.zero_gradients = (*replica)->parameters();
-      for (auto& g : st.zero_gradients)
+      st.gradients = (*replica)->parameters();
+      // Small values: a shard applying them keeps its variables finite
+      // over any benchmark's steps.
+      std::normal_distribution<float> noise{0.0f, 1e-3f};
+      for (auto& g : st.gradients) {
         g.value = tensor{g.value.shape()};
+        if (st.delay.random_gradients)
+          for (auto& v : g.value.values())
+            v = noise(st.rng);
+      }
       return model_info{(*replica)->summary(),
                         value_count((*replica)->parameters()),
                         (*replica)->parameters()};

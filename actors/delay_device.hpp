@@ -2,7 +2,8 @@
 
 // The benchmark-only device (runtime/sync/compute_delay.hpp): it builds the
 // model to learn its variables, then answers every gradient request with
-// zero gradients after a drawn delay, without computing anything. Not
+// zero gradients (or, with :random, the same random ones each time) after a
+// drawn delay, without computing anything. Not
 // detached and never blocking: hundreds of them in one process cost no
 // thread each, so a benchmark measures the chief's, the shards' and the
 // workers' own cost (docs/benchmarks.md, "Hundreds of workers").
@@ -31,8 +32,11 @@ struct delay_device_state {
 
   compute_delay delay;
   std::mt19937_64 rng;
-  /// Zeros shaped like the model's variables (empty before load_model).
-  parameter_set zero_gradients;
+  /// What every answer carries, shaped like the model's variables: zeros,
+  /// or values drawn once at load_model with :random (a draw per answer
+  /// would cost the benchmark the compute it leaves out). Empty before
+  /// load_model.
+  parameter_set gradients;
   /// Gradient requests waiting for their delay, by id.
   std::map<uint64_t, std::pair<caf::typed_response_promise<step_result>,
                                step_result>>

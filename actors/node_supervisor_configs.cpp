@@ -53,7 +53,8 @@ supervisor_config node_supervisor_config(
     sc.shard_roles.emplace_back(r.host.str(), r.name());
   if (plan.worker >= 0) {
     if (plan.gradient_worker)
-      sc.gradient_worker = plan.worker;
+      for (int32_t k = 0; k < plan.hosted_workers; ++k)
+        sc.gradient_workers.push_back(plan.worker + k);
     else
       sc.stats_worker = true;
     if (plan.sends_statistics)

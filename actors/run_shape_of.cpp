@@ -12,6 +12,7 @@ run_shape shape_of(const sync_training_config& cfg, const task_plan& tasks) {
                         == cov_inv_strategy::dedicated_workers;
   s.covariance_actors = cfg.kfac.covariance_actors;
   s.inverse_actors = cfg.kfac.inverse_actors;
+  s.workers_per_task = cfg.workers_per_task;
   for (int32_t i = 0; i < tasks.worker_tasks(); ++i)
     s.sends_statistics.push_back(sends_statistics(cfg, tasks, i));
   return s;

@@ -217,12 +217,23 @@ void lost_peer(self_ptr self, const node_loss& loss) {
   reconnect(self, loss.name);
 }
 
-/// Rebinds the gradient worker to the chief that is back: the chief says
-/// where to go on; while its steps are paused for another lost task it
-/// answers ec::peer_lost and is asked again, `tries` more times.
+/// The worker with this position in the wiring, as logs name it: only
+/// where the task hosts several (--workers_per_task).
+std::string which_worker(const supervisor_state& st, size_t k) {
+  if (st.cfg.gradient_workers.size() <= 1)
+    return "";
+  return " (worker:" + std::to_string(st.cfg.gradient_workers[k]) + ")";
+}
+
+/// Rebinds the gradient workers to the chief that is back, one after the
+/// other from st.rebind_next: the chief says where each goes on; while its
+/// steps are paused for another lost task it answers ec::peer_lost and is
+/// asked again for the same worker, `tries` more times.
 void rebind(self_ptr self, int64_t tries) {
   auto& st = self->state;
-  if (st.cfg.gradient_worker < 0 || !st.wiring.worker)
+  auto k = st.rebind_next;
+  if (k >= st.cfg.gradient_workers.size() || k >= st.wiring.workers.size()
+      || !st.wiring.workers[k])
     return;
   // A freeze longer than the dead-peer timeout drops this node's links to
   // the shards as well as the chief's: the chief is asked only once they
@@ -243,7 +254,7 @@ void rebind(self_ptr self, int64_t tries) {
   }
   auto c = *chief;
   self->request(c, st.cfg.request_timeout, rejoin_atom::value,
-                st.cfg.gradient_worker)
+                st.cfg.gradient_workers[k])
     .then(
       [=](resume_point& rp) {
         auto& st = self->state;
@@ -263,9 +274,11 @@ void rebind(self_ptr self, int64_t tries) {
         if (cov.size() != st.cfg.covariance_roles.size())
           cov.clear(); // the worker keeps its own
         st.log("the run is under way; rejoining at global step "
-               + std::to_string(rp.global_step));
-        caf::anon_send(st.wiring.worker, run_atom::value, rp, c,
+               + std::to_string(rp.global_step) + which_worker(st, k));
+        caf::anon_send(st.wiring.workers[k], run_atom::value, rp, c,
                        std::move(shards), std::move(cov));
+        st.rebind_next = k + 1;
+        rebind(self, tries);
       },
       [=](caf::error& err) {
         auto& st = self->state;
@@ -326,13 +339,14 @@ void told_why_not(self_ptr self, caf::error err) {
 /// driver started the workers it knew at the beginning.
 void rejoin_if_running(self_ptr self) {
   auto& st = self->state;
-  if (!st.wiring.worker)
+  if (st.wiring.workers.empty() || !st.wiring.workers.front())
     return;
   auto chief = st.watch->role<chief_actor>(st.cfg.chief, "chief");
   if (!chief)
     return;
-  auto worker = st.wiring.worker;
   if (st.cfg.stats_worker) {
+    // One statistics worker per task (runtime/cluster/node_plan.hpp).
+    auto worker = st.wiring.workers.front();
     // A statistics worker takes no tokens: it starts at the shards' step
     // once the chief's run is under way.
     self->request(*chief, st.cfg.request_timeout, status_atom::value)
@@ -348,19 +362,22 @@ void rejoin_if_running(self_ptr self) {
         [](caf::error&) {});
     return;
   }
-  if (st.cfg.gradient_worker < 0)
-    return;
-  self->request(*chief, st.cfg.request_timeout, rejoin_atom::value,
-                st.cfg.gradient_worker)
-    .then(
-      [=](resume_point& rp) {
-        self->state.log("the run is under way; rejoining at global step "
-                        + std::to_string(rp.global_step));
-        caf::anon_send(worker, run_atom::value, rp);
-      },
-      [](caf::error&) {
-        // Not running yet: the chief's driver starts this worker.
-      });
+  auto n = std::min(st.cfg.gradient_workers.size(), st.wiring.workers.size());
+  for (size_t k = 0; k < n; ++k) {
+    auto worker = st.wiring.workers[k];
+    auto which = which_worker(st, k);
+    self->request(*chief, st.cfg.request_timeout, rejoin_atom::value,
+                  st.cfg.gradient_workers[k])
+      .then(
+        [=](resume_point& rp) {
+          self->state.log("the run is under way; rejoining at global step "
+                          + std::to_string(rp.global_step) + which);
+          caf::anon_send(worker, run_atom::value, rp);
+        },
+        [](caf::error&) {
+          // Not running yet: the chief's driver starts this worker.
+        });
+  }
 }
 
 int64_t rebind_tries(const supervisor_config& cfg) {
@@ -503,8 +520,10 @@ behavior chief_lost(self_ptr self, bool first) {
       if (rebinds && !st.watch->knows(st.cfg.chief))
         return;
       self->become(running(self));
-      if (rebinds)
+      if (rebinds) {
+        st.rebind_next = 0;
         rebind(self, rebind_tries(st.cfg));
+      }
     },
     [=](deadline_atom, uint64_t wait) {
       auto& st = self->state;

@@ -71,13 +71,15 @@ struct node_wiring {
   std::map<std::string, node_info> nodes;
   /// The roles this node hosts, by role name ("worker:1", "ps:0").
   std::map<std::string, caf::actor> hosted;
-  /// A worker task's worker (unset on other tasks).
-  worker_actor worker;
+  /// A worker task's workers, in index order (empty on other tasks):
+  /// supervisor_config::gradient_workers names them.
+  std::vector<worker_actor> workers;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_wiring& x) {
-  return f(caf::meta::type_name("node_wiring"), x.nodes, x.hosted, x.worker);
+  return f(caf::meta::type_name("node_wiring"), x.nodes, x.hosted,
+           x.workers);
 }
 
 /// How a node's run ended, as its supervisor answers it.
@@ -128,9 +130,10 @@ struct supervisor_config {
   bool reconnects_to_chief = false;
   /// The peer tasks watched and connected to again when they go down.
   std::vector<std::string> peers;
-  /// A gradient worker task's index (rejoins and rebinds ask the chief for
-  /// its resume point), or -1.
-  int32_t gradient_worker = -1;
+  /// A gradient worker task's workers' indices, in the order of
+  /// node_wiring::workers (rejoins and rebinds ask the chief for each
+  /// one's resume point); empty on other tasks.
+  std::vector<int32_t> gradient_workers;
   /// A statistics worker task (starts at the shards' step when it joins a
   /// run under way; takes no tokens, so it is never rebound).
   bool stats_worker = false;
@@ -183,6 +186,9 @@ struct supervisor_state {
   std::string role_failure;
   /// Asks of a paused chief for a rebind still left.
   int64_t pending_rebinds = 0;
+  /// The next of the workers a rebind goes through, one after the other
+  /// (a paused chief is asked again for that one).
+  size_t rebind_next = 0;
   /// A rebind that waits for this node to be connected again to the
   /// shards' hosts (a thawed worker's links to them went down too): the
   /// asks it has left, once they are back.

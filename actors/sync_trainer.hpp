@@ -86,6 +86,10 @@ struct sync_training_config {
   /// Device actors per worker (multi-tower): the worker's batch is split
   /// across them and their gradients and statistics averaged.
   int32_t num_towers = 1;
+  /// In a cluster: worker actors each worker task hosts (the node plan's
+  /// run_shape::workers_per_task); N = the cluster's worker tasks times
+  /// this. In one process every role is in the process anyway.
+  int32_t workers_per_task = 1;
   /// Longest wait for one global step.
   std::chrono::milliseconds step_timeout{120000};
   /// In a cluster: how long the chief lets a covariance or inverse actor

@@ -61,7 +61,7 @@ behavior waiting_to_step(self_ptr self, then_begin then) {
     [=](step_atom) { return begin(self, step_mode::one_step, then); },
     [=](run_atom) { return begin(self, step_mode::until_stop, then); },
     [=](run_atom, const resume_point& rp) -> caf::result<worker_status> {
-      if (self->state.promise.pending())
+      if (self->state.asked)
         return make_error(ec::invalid_argument,
                           self->state.who() + ": already running a step");
       if (auto err = resume(self, rp))

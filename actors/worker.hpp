@@ -148,6 +148,11 @@ struct worker_state {
   std::optional<batcher_state> step_data;
   /// The caller of the step or run in progress and how far it asked to go.
   caf::typed_response_promise<worker_status> promise;
+  /// Whether a step or run request is in force: its promise is pending,
+  /// or it came without a sender (a node supervisor's rejoin or rebind is
+  /// sent anonymously), whose promise is never pending but whose loop
+  /// begins all the same once the first pull is done.
+  bool asked = false;
   step_mode mode = step_mode::one_step;
   /// The binding in force (the only owner: continuations hold it weakly);
   /// none while the worker waits to be rebound after losing a peer.

@@ -33,7 +33,7 @@ void initialise(self_ptr self) {
     auto pulled_step = pulled.empty() ? 0 : pulled.front().global_step;
     st.params_step = pulled_step;
     st.counters.local_step = std::max(st.counters.local_step, pulled_step);
-    if (st.promise.pending())
+    if (st.asked)
       start_loop(self);
     else
       self->become(ready(self));
@@ -93,7 +93,7 @@ void begins_at_first_pull(self_ptr) {
 caf::result<worker_status> begin(self_ptr self, step_mode mode,
                                  then_begin then) {
   auto& st = self->state;
-  if (st.promise.pending())
+  if (st.asked)
     return make_error(ec::invalid_argument,
                       st.who() + ": already running a step");
   // The statistics role runs until stopped (the driver's exit), not step
@@ -101,6 +101,7 @@ caf::result<worker_status> begin(self_ptr self, step_mode mode,
   st.mode = st.cfg.role == worker_role::statistics ? step_mode::until_stop
                                                    : mode;
   st.promise = self->make_response_promise<worker_status>();
+  st.asked = true;
   then(self);
   return st.promise;
 }
@@ -169,6 +170,7 @@ caf::result<worker_status> rebind(self_ptr self, bound_now now,
   // how far it went; the new run's caller gets the next answer.
   if (st.promise.pending())
     st.promise.deliver(st.status());
+  st.asked = false;
   st.counters.local_step = rp.global_step;
   st.stats_step = rp.global_step - 1;
   st.params_step.reset();

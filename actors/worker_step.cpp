@@ -31,6 +31,7 @@ void end_step(self_ptr self, const token_grant& grant) {
     self->become(stopped(self));
     if (st.promise.pending())
       st.promise.deliver(st.status());
+    st.asked = false;
     return;
   }
   st.counters.local_step = grant.global_step;
@@ -39,6 +40,7 @@ void end_step(self_ptr self, const token_grant& grant) {
   self->become(ready(self));
   if (st.promise.pending())
     st.promise.deliver(st.status());
+  st.asked = false;
 }
 
 /// The token and a pull travel together: the pull asks for the step

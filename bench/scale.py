@@ -110,20 +110,72 @@ def in_process(args, n, r, steps, dist, name):
                 / max(1, s["stale_pushes"] + s["accepted_pushes"])}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count):
+    """`count` distinct free ports: all held open until all are picked, or
+    the kernel may hand one out twice."""
+    held = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            held.append(s)
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
+
+
+def loopback_cluster(jobs):
+    """A cluster file's contents: `jobs` (job, task count) on free
+    loopback ports."""
+    ports = iter(free_ports(sum(k for _, k in jobs)))
+    return {"cluster": {job: [f"127.0.0.1:{next(ports)}" for _ in range(k)]
+                        for job, k in jobs}}
+
+
+def run_cluster(prog, cfile, tasks, flags, out, name, timeout_s):
+    """Runs one process of `prog` per (job, index) of `tasks`, each logging
+    to out/NAME_JOBI.log; returns each one's rusage and peak RSS (MiB, by
+    task). Exits naming the tasks that failed, or the time that ran out."""
+    procs = []
+    for job, i in tasks:
+        log = open(os.path.join(out, f"{name}_{job}{i}.log"), "w")
+        cmd = [prog, "--cluster", cfile, "--job_name", job, "--task", str(i)]
+        procs.append(((job, i), subprocess.Popen(
+            cmd + flags, stdout=log, stderr=subprocess.STDOUT), log))
+    usage, peak, codes = {}, {}, {}
+    deadline = time.time() + timeout_s
+    while len(usage) < len(procs):
+        for key, p, log in procs:
+            if key in usage:
+                continue
+            peak[key] = max(peak.get(key, 0), rss_mib(p.pid))
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                usage[key] = ru
+                codes[key] = os.waitstatus_to_exitcode(status)
+                log.close()
+        failed = [k for k, c in codes.items() if c != 0]
+        if failed or time.time() > deadline:
+            for key, p, _ in procs:
+                if key not in usage:
+                    p.kill()
+                    p.wait()
+            sys.exit(f"bench: {name}: "
+                     + (f"tasks {failed} exited with "
+                        f"{[codes[k] for k in failed]}" if failed
+                        else f"not done within {timeout_s} s")
+                     + f", see {out}/{name}_*.log")
+        time.sleep(0.05)
+    return usage, peak
 
 
 def as_processes(args, n, steps, name):
     """chief, args.ps shards and n workers, one process each on loopback."""
     tasks = [("chief", 0)] + [("ps", i) for i in range(args.ps)] + [
         ("worker", i) for i in range(n)]
-    cluster = {"cluster": {
-        "chief": [f"127.0.0.1:{free_port()}"],
-        "ps": [f"127.0.0.1:{free_port()}" for _ in range(args.ps)],
-        "worker": [f"127.0.0.1:{free_port()}" for _ in range(n)]}}
+    cluster = loopback_cluster([("chief", 1), ("ps", args.ps),
+                                ("worker", n)])
     cfile = os.path.join(args.out, name + "_cluster.json")
     json.dump(cluster, open(cfile, "w"))
     summary = os.path.join(args.out, name + ".json")
@@ -135,35 +187,7 @@ def as_processes(args, n, steps, name):
         "--step_timeout_ms", "600000", "--connect_timeout_ms", "120000",
         "--summary", summary]
     prog = os.path.join(args.bin, "convnet_mnist_distributed")
-    procs = []
-    for job, i in tasks:
-        log = open(os.path.join(args.out, f"{name}_{job}{i}.log"), "w")
-        cmd = [prog, "--cluster", cfile, "--job_name", job, "--task", str(i)]
-        procs.append(((job, i), subprocess.Popen(
-            cmd + flags, stdout=log, stderr=subprocess.STDOUT), log))
-    usage = {}
-    peak = {}
-    deadline = time.time() + 900
-    failed = None
-    while len(usage) < len(procs):
-        for key, p, log in procs:
-            if key in usage:
-                continue
-            peak[key] = max(peak.get(key, 0), rss_mib(p.pid))
-            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-            if pid:
-                usage[key] = ru
-                log.close()
-                if os.waitstatus_to_exitcode(status) != 0 and failed is None:
-                    failed = key
-        if failed or time.time() > deadline:
-            for key, p, _ in procs:
-                if key not in usage:
-                    p.kill()
-                    usage[key] = os.wait4(p.pid, 0)[2]
-            sys.exit(f"bench: {name}: task {failed or 'timeout'} failed, "
-                     f"see {args.out}/{name}_*.log")
-        time.sleep(0.05)
+    usage, peak = run_cluster(prog, cfile, tasks, flags, args.out, name, 900)
     s = json.load(open(summary))
     g = s["global_step"]
     workers = [usage[("worker", i)] for i in range(n)]

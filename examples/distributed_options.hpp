@@ -50,6 +50,7 @@ struct distributed_options : convnet_options {
   /// 10 s, or off with TLS (see configure_system).
   int64_t connection_timeout_ms = -1;
   int64_t push_part_kib = default_push_part_bytes / 1024;
+  int32_t workers_per_task = 1;
 
   /// The middleman's connection timeout in effect. CAF 0.17's TLS
   /// transport closes healthy connections within seconds when one is set
@@ -109,7 +110,11 @@ struct distributed_options : convnet_options {
            "--connect_timeout_ms, the wait for peers at the start)")
       .add(push_part_kib, "push_part_kib",
            "a gradient push to another process goes as parts of about this "
-           "many KiB, two at least above half that (default 1024; 0: whole)");
+           "many KiB, two at least above half that (default 1024; 0: whole)")
+      .add(workers_per_task, "workers_per_task",
+           "worker actors per worker task, each a peer of the chief and the "
+           "shards: worker task t hosts workers t*K .. t*K+K-1, N = worker "
+           "tasks times K (first-order runs; benchmarks of many workers)");
     // 0: from the cluster file (a value given must agree).
     limit("worker_replicas", at_least(0));
     limit("ps_tasks", at_least(0));
@@ -122,6 +127,7 @@ struct distributed_options : convnet_options {
     limit("dead_peer_timeout_ms", at_least(0));
     limit("connection_timeout_ms", at_least(0));
     limit("push_part_kib", at_least(0));
+    limit("workers_per_task", between(1, 4096));
   }
 };
 
@@ -162,6 +168,7 @@ inline caf::expected<cluster_run_config> make_config(distributed_options& opts) 
   sync->push_part_bytes = opts.push_part_kib * 1024;
   cluster_run_config cfg;
   cfg.sync = std::move(*sync);
+  cfg.sync.workers_per_task = opts.workers_per_task;
   if (auto err = derive_topology(cfg.sync, *cluster, explicit_workers,
                                  explicit_ps))
     return err;

@@ -26,6 +26,32 @@ bool dedicated_inverter(const run_shape& shape, const cluster_spec& cluster,
          && t.index == cluster.count("worker") - 1;
 }
 
+/// --workers_per_task against the run's workers and optimizer.
+caf::error check_workers_per_task(const run_shape& shape) {
+  auto k = shape.workers_per_task;
+  auto flag = "--workers_per_task " + std::to_string(k);
+  if (k < 1)
+    return bad(flag + " must be at least 1");
+  if (k == 1)
+    return caf::none;
+  if (shape.kfac)
+    return bad(flag + ": several workers per task are for first-order runs "
+               "(K-FAC's statistics workers and inverters are one per task)");
+  if (shape.workers() % k != 0)
+    return bad(flag + " does not divide the run's "
+               + count_of(shape.workers(), "worker(s)"));
+  return caf::none;
+}
+
+/// " (N workers, --workers_per_task K)" where K > 1: what a count of worker
+/// tasks came from.
+std::string per_task_note(const run_shape& shape) {
+  if (shape.workers_per_task == 1)
+    return "";
+  return " (" + count_of(shape.workers(), "workers") + ", --workers_per_task "
+         + std::to_string(shape.workers_per_task) + ")";
+}
+
 /// The run's numbers against themselves and against the cluster's jobs.
 caf::error check_shape(const run_shape& shape, const cluster_spec& cluster) {
   if (shape.ps_tasks < 1)
@@ -34,13 +60,13 @@ caf::error check_shape(const run_shape& shape, const cluster_spec& cluster) {
   if (shape.gradient_workers < 1 || shape.statistics_workers < 0)
     return bad("the run needs at least one gradient worker, got "
                + std::to_string(shape.gradient_workers));
-  if (shape.sends_statistics.size()
-      != static_cast<size_t>(shape.worker_tasks()))
+  if (auto err = check_workers_per_task(shape))
+    return err;
+  if (shape.sends_statistics.size() != static_cast<size_t>(shape.workers()))
     return bad("the run's statistics senders name "
                + count_of(static_cast<int32_t>(shape.sends_statistics.size()),
-                          "worker task(s)")
-               + ", but it has " + count_of(shape.worker_tasks(),
-                                            "worker task(s)"));
+                          "worker(s)")
+               + ", but it has " + count_of(shape.workers(), "worker(s)"));
   if (cluster.count("ps") != shape.ps_tasks)
     return bad("the run has " + count_of(shape.ps_tasks, "PS shard(s)")
                + ", but the cluster has "
@@ -48,7 +74,7 @@ caf::error check_shape(const run_shape& shape, const cluster_spec& cluster) {
   if (cluster.count("worker") < shape.worker_tasks())
     return bad("the run has " + count_of(shape.worker_tasks(),
                                          "worker task(s)")
-               + ", but the cluster has "
+               + per_task_note(shape) + ", but the cluster has "
                + count_of(cluster.count("worker"), "'worker' task(s)"));
   if (!shape.kfac) {
     if (cluster.count("covariance") > 0 || cluster.count("inverse") > 0)
@@ -81,9 +107,10 @@ void place_roles(node_plan& plan, const run_shape& shape,
   auto at = [&](task_id t) { return host_all ? *host_all : std::move(t); };
   for (int32_t s = 0; s < shape.ps_tasks; ++s)
     plan.shards.push_back({role_type::shard, s, at({"ps", s})});
-  for (int32_t i = 0; i < shape.worker_tasks(); ++i)
+  for (int32_t i = 0; i < shape.workers(); ++i)
     (i < shape.gradient_workers ? plan.workers : plan.stats_workers)
-      .push_back({role_type::worker, i, at({"worker", i})});
+      .push_back({role_type::worker, i,
+                  at({"worker", i / shape.workers_per_task})});
   if (!shape.kfac)
     return;
   for (int32_t k = 0; k < shape.inverse_actors; ++k)
@@ -113,15 +140,18 @@ void pick_hosted(node_plan& plan, bool with_metrics) {
   here(plan.stats_workers);
 }
 
-/// This node's worker, if any: which one and what it does.
+/// This node's workers, if any: which ones and what they do (the first
+/// one's: with several per task they are all gradient workers that send
+/// no statistics, check_workers_per_task).
 void pick_worker(node_plan& plan, const run_shape& shape) {
   for (const auto& r : plan.hosted)
     if (r.kind == role_type::worker) {
+      if (plan.hosted_workers++ > 0)
+        continue;
       plan.worker = r.index;
       plan.gradient_worker = r.index < shape.gradient_workers;
       plan.sends_statistics
         = shape.sends_statistics[static_cast<size_t>(r.index)];
-      return;
     }
 }
 
@@ -245,7 +275,8 @@ caf::expected<node_plan> make_node_plan(const cluster_spec& cluster,
   if (task.job == "worker" && task.index >= shape.worker_tasks()
       && !dedicated_inverter(shape, cluster, task))
     return bad("task " + task.str() + ": no worker role for it ("
-               + count_of(shape.worker_tasks(), "worker tasks") + ")");
+               + count_of(shape.worker_tasks(), "worker tasks")
+               + per_task_note(shape) + ")");
   place_roles(plan, shape, cluster, nullptr);
   pick_hosted(plan, true);
   pick_worker(plan, shape);

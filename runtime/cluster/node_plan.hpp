@@ -34,12 +34,21 @@ struct run_shape {
   bool dedicated_workers = false;
   int32_t covariance_actors = 1;
   int32_t inverse_actors = 1;
-  /// Per worker task (worker_tasks() of them): whether it sends statistics.
+  /// Per worker (workers() of them): whether it sends statistics.
   std::vector<bool> sends_statistics;
+  /// Worker actors per worker task (--workers_per_task K): worker task t
+  /// hosts workers t*K .. t*K+K-1, each its own peer of the chief and the
+  /// shards. More than one only for first-order runs.
+  int32_t workers_per_task = 1;
 
-  /// Tasks that run a worker actor: gradient, then statistics workers.
-  int32_t worker_tasks() const {
+  /// Worker actors: gradient, then statistics workers.
+  int32_t workers() const {
     return gradient_workers + statistics_workers;
+  }
+
+  /// Tasks that run worker actors.
+  int32_t worker_tasks() const {
+    return workers_per_task > 0 ? workers() / workers_per_task : workers();
   }
 };
 
@@ -131,9 +140,12 @@ struct node_plan {
   /// Whether this node needs the training and test sets (the chief and
   /// the workers that train; they go into the run's fingerprint).
   bool loads_data = false;
-  /// This node's worker, if it hosts one: its index, whether it computes
-  /// gradients (else statistics) and whether it sends statistics.
+  /// This node's workers, if it hosts any: the first one's index, how many
+  /// (consecutive indices; run_shape::workers_per_task), whether they
+  /// compute gradients (else statistics) and whether they send statistics
+  /// (the same for all: several per task only without K-FAC).
   int32_t worker = -1;
+  int32_t hosted_workers = 0;
   bool gradient_worker = false;
   bool sends_statistics = false;
   /// Where its metrics server listens (--metrics_port plus the task's
@@ -169,7 +181,8 @@ bool connects_to_chief(const run_shape& shape, const cluster_spec& cluster,
 /// error naming the thing: a task the cluster does not name, a job this
 /// program has no role for, a worker task beyond the run's workers, a
 /// shape that contradicts the cluster (its ps, covariance or inverse
-/// tasks), a metrics port above 65535, a wait that is not positive.
+/// tasks), workers per task below 1, not dividing the workers or with
+/// K-FAC, a metrics port above 65535, a wait that is not positive.
 caf::expected<node_plan> make_node_plan(const cluster_spec& cluster,
                                         const task_id& task,
                                         const run_shape& shape,

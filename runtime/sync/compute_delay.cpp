@@ -67,14 +67,19 @@ caf::expected<compute_delay> parse_compute_delay(const std::string& device) {
                       "device " + in_quotes(device) + ": " + why
                         + " (expected bench_delay:MS, "
                           "bench_delay:MS:lognormal:SIGMA or "
-                          "bench_delay:MS:pareto:ALPHA)");
+                          "bench_delay:MS:pareto:ALPHA, each optionally "
+                          "followed by :random)");
   };
   auto parts = split_colons(device);
   if (parts.front() != prefix)
     return bad("not a bench_delay device");
+  compute_delay out;
+  if (parts.size() > 2 && parts.back() == "random") {
+    out.random_gradients = true;
+    parts.pop_back();
+  }
   if (parts.size() != 2 && parts.size() != 4)
     return bad("wrong number of fields");
-  compute_delay out;
   if (!parse_number(parts[1], out.ms) || out.ms < 0)
     return bad("the delay " + in_quotes(parts[1])
                + " is not a number of milliseconds >= 0");

@@ -9,8 +9,13 @@
 //   bench_delay:MS:lognormal:SIGMA MS times a log-normal factor of mean 1
 //   bench_delay:MS:pareto:ALPHA    MS times a Pareto factor of mean 1
 //                                  (ALPHA > 1; heavier tail as ALPHA -> 1)
+//   any of them, then :random      the gradients are random values instead
+//                                  of zeros
 //
-// The name says it is for benchmarks: its gradients are zeros.
+// The name says it is for benchmarks: its gradients are zeros, or with
+// :random non-zero values of the model's shapes drawn once per device from
+// its seed, so that what crosses the wire is a real payload's bytes
+// (docs/benchmarks.md, "Hundreds of workers over sockets").
 
 #include <chrono>
 #include <cstdint>
@@ -28,6 +33,8 @@ struct compute_delay {
   tail dist = tail::none;
   /// SIGMA of the log-normal, ALPHA of the Pareto.
   double shape = 0;
+  /// :random: non-zero gradients instead of zeros.
+  bool random_gradients = false;
 
   /// One step's delay.
   std::chrono::microseconds draw(std::mt19937_64& rng) const;

@@ -192,6 +192,36 @@ BOOST_AUTO_TEST_CASE(keeps_serving_after_errors_in_order) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(the_delay_device_answers_zeros_or_random_gradients) {
+  // A benchmark's payload: zeros by default, with :random values of the
+  // model's shapes, none of them zero, so that no part of the way can
+  // send less for them.
+  for (std::string spec : {"bench_delay:0", "bench_delay:0:random",
+                           "bench_delay:0:pareto:2:random"}) {
+    bool random = spec.find(":random") != std::string::npos;
+    auto delay = keep(spawn_device(sys, device_config{spec, 1}));
+    auto info = actor_fixture::ask<model_info>(delay, load_model_atom::value,
+                                               model_spec{}, uint64_t{7});
+    BOOST_REQUIRE_MESSAGE(info, spec << ": " << test::why(info));
+    auto res = actor_fixture::ask<step_result>(delay, grads_atom::value,
+                                               fake_batch(4));
+    BOOST_REQUIRE_MESSAGE(res, spec << ": " << test::why(res));
+    BOOST_REQUIRE_EQUAL(res->gradients.size(), info->initial.size());
+    int64_t zeros = 0;
+    int64_t values = 0;
+    for (size_t i = 0; i < res->gradients.size(); ++i) {
+      const auto& g = res->gradients[i].value;
+      BOOST_TEST(g.shape() == info->initial[i].value.shape(), spec);
+      values += g.size();
+      for (auto v : g.values())
+        zeros += v == 0.0f ? 1 : 0;
+    }
+    BOOST_TEST(values == 14682);
+    BOOST_TEST(zeros == (random ? 0 : values), spec << ": " << zeros
+                                                   << " zeros of " << values);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_CASE(unknown_backends_and_bad_configs_are_refused) {

@@ -55,6 +55,8 @@ struct chief_script {
   /// another lost task).
   int paused_answers = 0;
   int asked = 0;
+  /// The workers it was asked to rebind, in order.
+  std::vector<int32_t> asked_for;
   /// The preemptions passed on to it (why).
   std::vector<std::string> preemptions;
 };
@@ -62,8 +64,9 @@ struct chief_script {
 caf::behavior stand_in_chief(caf::event_based_actor*,
                              std::shared_ptr<chief_script> s) {
   return {
-    [=](rejoin_atom, int32_t) -> caf::result<resume_point> {
+    [=](rejoin_atom, int32_t worker) -> caf::result<resume_point> {
       ++s->asked;
+      s->asked_for.push_back(worker);
       if (s->paused_answers > 0) {
         --s->paused_answers;
         return make_error(ec::peer_lost, "ps:0 lost at global step 41");
@@ -168,7 +171,7 @@ struct fixture : supervisor_fixture<supervisor_actor, node_end> {
     sc.chief_address = "127.0.0.1:5000";
     sc.reconnects_to_chief = true;
     sc.peers = {"covariance:0", "ps:0"};
-    sc.gradient_worker = 1;
+    sc.gradient_workers = {1};
     sc.shard_roles = {{"ps:0", "ps:0"}};
     sc.covariance_roles = {{"covariance:0", "covariance:0"}};
     sc.max_wait = 10s;
@@ -186,7 +189,7 @@ struct fixture : supervisor_fixture<supervisor_actor, node_end> {
     sc.me = "ps:0";
     sc.reconnects_to_chief = false;
     sc.peers = {};
-    sc.gradient_worker = -1;
+    sc.gradient_workers.clear();
     sc.shard_roles.clear();
     sc.covariance_roles.clear();
     return sc;
@@ -216,7 +219,7 @@ struct fixture : supervisor_fixture<supervisor_actor, node_end> {
                {"ps:0", ps.info()},
                {"covariance:0", cov.info()}};
     w.hosted = {{"worker:1", worker}};
-    w.worker = caf::actor_cast<worker_actor>(worker);
+    w.workers = {caf::actor_cast<worker_actor>(worker)};
     return w;
   }
 
@@ -441,7 +444,7 @@ BOOST_AUTO_TEST_CASE(worker_back_at_its_address_rejoins_the_run_under_way) {
 
 BOOST_AUTO_TEST_CASE(a_statistics_worker_back_starts_at_the_chiefs_step) {
   auto sc = worker_config();
-  sc.gradient_worker = -1;
+  sc.gradient_workers.clear();
   sc.stats_worker = true;
   supervise(sc, worker_wiring());
   BOOST_TEST(wlog->starts == 1);
@@ -521,6 +524,41 @@ BOOST_AUTO_TEST_CASE(chief_back_at_its_address_rebinds_once_its_steps_go_on) {
   BOOST_TEST(connects->asked["chief:0"] == 2);
   advance(10s);
   require_ended(exit_codes::failure);
+}
+
+BOOST_AUTO_TEST_CASE(a_task_with_several_workers_rebinds_each_in_turn) {
+  // --workers_per_task 2: worker:1 hosts workers 2 and 3. The chief back
+  // after a freeze rebinds both, the second once the first is rebound; a
+  // paused answer holds the worker it was for until the chief goes on.
+  auto sc = worker_config();
+  sc.gradient_workers = {2, 3};
+  auto w = worker_wiring();
+  auto second_log = std::make_shared<worker_log>();
+  auto second = spawn(stand_in_worker, second_log);
+  w.hosted = {{"worker:2", worker}, {"worker:3", second}};
+  w.workers.push_back(caf::actor_cast<worker_actor>(second));
+  chief_s->running = false; // the chief's driver starts these workers
+  supervise(sc, std::move(w));
+  chief_s->running = true;
+  BOOST_TEST((chief_s->asked_for == std::vector<int32_t>{2, 3}));
+  auto same = thawed(chief);
+  kill(chief.node);
+  advance(3s);
+  chief_s->paused_answers = 1;
+  thaw("chief:0", same);
+  require_running();
+  BOOST_TEST(wlog->rebinds.empty());
+  BOOST_TEST(second_log->rebinds.empty());
+  advance(1s);
+  BOOST_REQUIRE(wlog->rebinds.size() == 1u);
+  BOOST_REQUIRE(second_log->rebinds.size() == 1u);
+  BOOST_TEST((second_log->rebinds[0].chief == chief.role().address()));
+  BOOST_TEST(second_log->rebinds[0].step == 40);
+  // Asked for 2 (paused), 2 again, then 3.
+  BOOST_TEST((chief_s->asked_for == std::vector<int32_t>{2, 3, 2, 2, 3}));
+  BOOST_TEST(logged("rejoining at global step 40 (worker:3)"));
+  chief_ends_run();
+  require_ended(exit_codes::success);
 }
 
 BOOST_AUTO_TEST_CASE(chief_back_says_hello_before_the_connector_answers) {

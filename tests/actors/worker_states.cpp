@@ -111,8 +111,9 @@ struct fixture : test::deterministic_system {
   }
 
   /// A worker with chief A, the shard, the device (and, for the
-  /// statistics role, the covariance actor), initialised.
-  worker_actor spawn(worker_role role) {
+  /// statistics role, the covariance actor), initialised unless
+  /// `initialise` is false (its first pull not yet answered).
+  worker_actor spawn(worker_role role, bool initialise = true) {
     worker_config wc;
     wc.index = 0;
     wc.role = role;
@@ -132,7 +133,8 @@ struct fixture : test::deterministic_system {
     }
     auto w = spawn_worker(sys, wc);
     BOOST_REQUIRE_MESSAGE(w, test::why(w));
-    sched.run();
+    if (initialise)
+      sched.run();
     return *w;
   }
 
@@ -239,6 +241,29 @@ BOOST_AUTO_TEST_CASE(a_token_of_an_old_binding_after_a_rebind_changes_nothing) {
   BOOST_REQUIRE(last[0]);
   BOOST_CHECK_EQUAL(last[0]->steps, 2);
   BOOST_CHECK_EQUAL(last[0]->local_step, 7);
+}
+
+BOOST_AUTO_TEST_CASE(an_anonymous_rejoin_while_initialising_begins_the_loop) {
+  // A node supervisor's rejoin comes without a sender (anon_send), and a
+  // worker just spawned may not have its first pull yet: its loop begins
+  // once the pull is done, though no one waits for the run's answer.
+  auto fresh = spawn(worker_role::gradients, false);
+  resume_point rp;
+  rp.global_step = 3;
+  caf::anon_send(fresh, run_atom::value, rp);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(log_a->token_requests.size(), 1u);
+  BOOST_CHECK_EQUAL(log_a->token_requests[0], 3);
+  // A second run while that one is in force is refused, not a second
+  // loop.
+  self->send(fresh, run_atom::value, rp);
+  sched.run();
+  auto second = answers();
+  BOOST_REQUIRE_EQUAL(second.size(), 1u);
+  BOOST_CHECK(!second[0]);
+  BOOST_CHECK_EQUAL(log_a->token_requests.size(), 1u);
+  self->send_exit(fresh, caf::exit_reason::user_shutdown);
+  sched.run();
 }
 
 BOOST_AUTO_TEST_CASE(a_stall_that_runs_out_fails_naming_what_it_waited_for) {

@@ -223,6 +223,29 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_without_backups_rejoins_when_restarted) {
   check_real_accuracy(tmp, run, 2, 300);
 }
 
+BOOST_AUTO_TEST_CASE(a_killed_task_of_two_workers_rejoins_with_both) {
+  // --workers_per_task 2: worker:1's process hosts workers 2 and 3.
+  // Killed and restarted, it rejoins the run under way with both, each
+  // asked for on its own. Fake data: what this checks is the account of
+  // losses, rejoins and updates, not the accuracy.
+  temp_dir tmp;
+  auto run = steady_run(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}},
+                        "--kill worker:1@20 --restart worker:1@200",
+                        fake + " --steps 150 --workers_per_task 2", 150);
+  check_counters(run.summary, {{"workers_lost", 2}, {"workers_rejoined", 2}});
+  check_said(run.output,
+             {"worker:1: the run is under way; rejoining at global step",
+              "(worker:2)", "(worker:3)"});
+  // Both took steps after rejoining (a rejoin that reached a worker still
+  // waiting for its first pull was once lost).
+  for (std::string w : {"worker:2", "worker:3"}) {
+    auto at = run.summary.find("\"" + w + "\": {");
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, w << " not in the roles");
+    BOOST_TEST(number(run.summary.substr(at), "steps") > 0, w);
+  }
+  BOOST_TEST(said(run.output, "worker:1 exited with code 0"));
+}
+
 BOOST_AUTO_TEST_CASE(a_frozen_worker_comes_back_with_stale_gradients) {
   require_fashion_mnist();
   // Frozen at step 20 and thawed at 60, well within the connection

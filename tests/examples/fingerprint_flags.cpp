@@ -44,6 +44,9 @@ const std::map<std::string, std::string> may_differ{
   {"connection_timeout_ms", "a timeout"},
   {"middleman_workers", "threads deserialising messages"},
   {"push_part_kib", "how a push is cut into messages; the sum is the same"},
+  {"workers_per_task", "compared through run.worker_replicas: N is the "
+                       "cluster's worker tasks times it, so a node with "
+                       "another value has another N"},
   {"request_timeout_ms", "a timeout"},
   {"step_timeout_ms", "a timeout"},
   {"threads", "compute threads: per machine"},

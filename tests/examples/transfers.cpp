@@ -7,7 +7,8 @@
 // processes on loopback. A worker that pulls with its token request and
 // gets the values of the step before the apply (and pulls again) sends
 // 1.5x the minimum; the bound of 1.05 fails on that. Also the benchmark
-// delay device (--device bench_delay:...) and its refusals.
+// delay device (--device bench_delay:...) and its refusals, and worker
+// tasks that host several workers (--workers_per_task).
 
 #include <string>
 
@@ -97,6 +98,35 @@ BOOST_FIXTURE_TEST_CASE(a_cluster_on_loopback_sends_the_minimum, run_files) {
   auto text = read_file(summary);
   check_near_minimum(text, 0.95);
   BOOST_TEST(number(text, "messages_per_global_step") > 0);
+}
+
+BOOST_FIXTURE_TEST_CASE(worker_tasks_host_several_workers_each, run_files) {
+  // --workers_per_task 3: 2 worker tasks host workers 0 .. 5, each a peer
+  // of the chief and the shards of its own; N = R = 6, and the delay
+  // device's random gradients go on the wire as a real push would.
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 2}});
+  auto res = run_ok(launcher + " --cluster " + cluster + " --program "
+                    + program + " --max_wall_s 300 -- " + data
+                    + " --threads 1 --connect_timeout_ms 60000 --steps 30"
+                      " --workers_per_task 3 --device bench_delay:1:random"
+                      " --summary " + summary);
+  auto text = read_file(summary);
+  BOOST_TEST(number(text, "workers") == 6);
+  BOOST_TEST(number(text, "replicas_to_aggregate") == 6);
+  BOOST_TEST(number(text, "global_step") == 30);
+  for (int i = 0; i < 6; ++i)
+    BOOST_TEST(text.find("\"worker:" + std::to_string(i) + "\": {")
+                 != std::string::npos,
+               "worker:" << i << " not in the cluster's roles: " << text);
+  BOOST_TEST(said(res.output, "hosting worker:3, worker:4, worker:5"),
+             res.output);
+  check_near_minimum(text, 0.95);
+  // N must be the worker tasks times K.
+  check_refused(program + " --cluster " + cluster
+                  + " --job_name ps --task 0 --workers_per_task 3"
+                    " --worker_replicas 4" + data,
+                {"--worker_replicas 4", "2 'worker' task(s)",
+                 "--workers_per_task 3", "(6 workers)"});
 }
 
 BOOST_AUTO_TEST_CASE(the_delay_device_runs_the_protocol_without_compute) {

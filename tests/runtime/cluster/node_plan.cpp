@@ -215,6 +215,70 @@ BOOST_AUTO_TEST_CASE(with_dedicated_workers_the_last_worker_inverts) {
   BOOST_CHECK((names(chief.active) == strings{"worker:4", "ps:0"}));
 }
 
+BOOST_AUTO_TEST_CASE(a_worker_task_hosts_its_workers_per_task) {
+  // 8 workers as 2 worker tasks of 4 (--workers_per_task 4): worker task
+  // t hosts workers 4t .. 4t+3, each its own role, in index order; the
+  // chief finds each at its task.
+  auto c = cluster_of({{"chief", 1}, {"worker", 2}, {"ps", 2}});
+  auto s = momentum_shape(8, 2);
+  s.workers_per_task = 4;
+  auto w1 = plan_of(c, "worker:1", s);
+  BOOST_CHECK((names(w1.hosted)
+               == strings{"worker:4", "worker:5", "worker:6", "worker:7"}));
+  BOOST_CHECK_EQUAL(w1.worker, 4);
+  BOOST_CHECK_EQUAL(w1.hosted_workers, 4);
+  BOOST_CHECK(w1.gradient_worker);
+  BOOST_CHECK(w1.connects_to_chief);
+  BOOST_CHECK((names(w1.watched) == strings{"ps:0", "ps:1"}));
+  auto chief = plan_of(c, "chief:0", s);
+  BOOST_REQUIRE_EQUAL(chief.workers.size(), 8u);
+  for (const auto& w : chief.workers)
+    BOOST_CHECK_EQUAL(w.host.str(),
+                      "worker:" + std::to_string(w.index / 4));
+  BOOST_CHECK((names(chief.passive) == strings{"worker:0", "worker:1"}));
+  auto ps0 = plan_of(c, "ps:0", s);
+  BOOST_CHECK_EQUAL(ps0.hosted_workers, 0);
+  // Without a chief job worker:0 is the chief and hosts workers 0 .. 3.
+  auto nc = cluster_of({{"worker", 2}, {"ps", 2}});
+  auto w0 = plan_of(nc, "worker:0", s);
+  BOOST_CHECK((names(w0.hosted)
+               == strings{"metrics", "chief", "worker:0", "worker:1",
+                          "worker:2", "worker:3"}));
+  // One per task, the default, is the plan it always was.
+  auto one = plan_of(cluster_of({{"chief", 1}, {"worker", 8}, {"ps", 2}}),
+                     "worker:5", momentum_shape(8, 2));
+  BOOST_CHECK((names(one.hosted) == strings{"worker:5"}));
+  BOOST_CHECK_EQUAL(one.hosted_workers, 1);
+}
+
+BOOST_AUTO_TEST_CASE(bad_workers_per_task_are_refused_naming_the_flag) {
+  auto c = cluster_of({{"chief", 1}, {"worker", 2}, {"ps", 1}});
+  auto s = momentum_shape(8, 1);
+  s.workers_per_task = 0;
+  check_refused(c, "ps:0", s, {"--workers_per_task 0", "at least 1"});
+  s.workers_per_task = -3;
+  check_refused(c, "worker:0", s, {"--workers_per_task -3", "at least 1"});
+  s.workers_per_task = 3;
+  check_refused(c, "ps:0", s, {"--workers_per_task 3", "does not divide",
+                               "8 worker(s)"});
+  // 8 workers of 2 per task need 4 worker tasks, the cluster has 2.
+  s.workers_per_task = 2;
+  check_refused(c, "ps:0", s, {"4 worker task(s)", "8 workers",
+                               "--workers_per_task 2",
+                               "2 'worker' task(s)"});
+  // A worker task beyond those the run needs hosts nothing.
+  s = momentum_shape(2, 1);
+  s.workers_per_task = 2;
+  check_refused(c, "worker:1", s, {"task worker:1", "no worker role",
+                                   "1 worker tasks", "--workers_per_task 2"});
+  auto k = kfac_shape(4, 1, 1, 1);
+  k.workers_per_task = 2;
+  check_refused(c, "ps:0", k, {"--workers_per_task 2", "first-order"});
+  auto one_process = momentum_shape(8, 1);
+  one_process.workers_per_task = 0;
+  BOOST_CHECK(!single_process_plan(one_process));
+}
+
 BOOST_AUTO_TEST_CASE(the_waits_follow_the_flags) {
   node_wait_flags f;
   f.max_wait = milliseconds{30000};
@@ -279,8 +343,7 @@ BOOST_AUTO_TEST_CASE(bad_input_is_refused_naming_the_thing) {
   auto short_senders = s;
   short_senders.sends_statistics.pop_back();
   check_refused(c, "ps:0", short_senders,
-                {"statistics senders", "1 worker task(s)",
-                 "2 worker task(s)"});
+                {"statistics senders", "1 worker(s)", "2 worker(s)"});
   // More worker tasks than workers: the extra one has no role.
   check_refused(c, "worker:1", momentum_shape(1, 1),
                 {"task worker:1", "no worker role", "1 worker tasks"});

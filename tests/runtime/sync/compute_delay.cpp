@@ -60,12 +60,29 @@ BOOST_AUTO_TEST_CASE(heavy_tailed_factors_have_mean_one) {
   BOOST_TEST(*std::min_element(xs.begin(), xs.end()) >= 5.999);
 }
 
+BOOST_AUTO_TEST_CASE(random_gradients_follow_any_delay) {
+  for (std::string spec : {"bench_delay:3:random",
+                           "bench_delay:3:lognormal:0.5:random",
+                           "bench_delay:3:pareto:2.5:random"}) {
+    auto d = parse_compute_delay(spec);
+    BOOST_REQUIRE_MESSAGE(d, spec);
+    BOOST_TEST(d->random_gradients, spec);
+    BOOST_TEST(d->ms == 3.0, spec);
+  }
+  auto plain = parse_compute_delay("bench_delay:3:pareto:2.5");
+  BOOST_REQUIRE(plain);
+  BOOST_TEST(!plain->random_gradients);
+  BOOST_TEST((plain->dist == compute_delay::tail::pareto));
+}
+
 BOOST_AUTO_TEST_CASE(malformed_values_are_refused_by_name) {
   for (std::string bad :
        {"bench_delay", "bench_delay:", "bench_delay:x", "bench_delay:-1",
         "bench_delay:5:pareto", "bench_delay:5:pareto:1",
         "bench_delay:5:lognormal:0", "bench_delay:5:gamma:2",
-        "bench_delay:5:pareto:2:7"}) {
+        "bench_delay:5:pareto:2:7", "bench_delay:random",
+        "bench_delay:5:random:random", "bench_delay:5:pareto:random",
+        "bench_delay:5:random:pareto:2"}) {
     auto d = parse_compute_delay(bad);
     BOOST_REQUIRE_MESSAGE(!d, bad << " was accepted");
     BOOST_TEST(static_cast<int>(d.error().code())
