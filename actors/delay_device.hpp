@@ -6,7 +6,7 @@
 // drawn delay, without computing anything. Not
 // detached and never blocking: hundreds of them in one process cost no
 // thread each, so a benchmark measures the chief's, the shards' and the
-// workers' own cost (docs/benchmarks.md, "Hundreds of workers").
+// workers' own cost (docs/benchmarks-history.md, "Hundreds of workers").
 
 #include <cstdint>
 #include <map>

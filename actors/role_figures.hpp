@@ -31,7 +31,7 @@ using observe::figure_fold;
 constexpr auto counter = observe::metric_type::counter;
 constexpr auto gauge = observe::metric_type::gauge;
 
-/// What a role sent on the step path: the figures of docs/benchmarks.md,
+/// What a role sent on the step path: the figures of docs/benchmarks-history.md,
 /// "Transfers per step".
 template <class F>
 void sent_figures(const transfer_counts& sent, F&& f) {

@@ -2,7 +2,7 @@
 
 // What the roles of a run sent, per global step and per worker step,
 // against the minimum: one push and one pull of the parameters per worker
-// step (docs/benchmarks.md, "Transfers per step"). Goes into the run's
+// step (docs/benchmarks-history.md, "Transfers per step"). Goes into the run's
 // summary as "transfers".
 
 #include <chrono>

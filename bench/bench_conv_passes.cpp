@@ -2,7 +2,7 @@
 // gradient) at every instruction-set level this CPU has and each thread
 // count: GFLOP/s of the best call, the median, the best process CPU time,
 // and the share of the FP32 FMA peak measured at the same level and thread
-// count (bench/fma_peak.hpp). docs/benchmarks.md, "Conv passes at the peak"
+// count (bench/fma_peak.hpp). docs/benchmarks-history.md, "Conv passes at the peak"
 // and "The activation gradient inside max-pool's backward".
 //
 //   build/bin/bench_conv_passes [--threads 1,2] [--seconds 0.5]

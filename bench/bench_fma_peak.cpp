@@ -1,6 +1,7 @@
 // The FP32 FMA peak per instruction-set level this CPU has, on 1 and 2
 // threads (bench/fma_peak.hpp): the ceiling the conv kernels are measured
-// against (docs/benchmarks.md).
+// against (docs/benchmarks-history.md, "Instruction-set levels beside
+// PyTorch 2.x").
 //
 //   build/bin/bench_fma_peak [--threads 1,2] [--seconds 0.5]
 

@@ -4,7 +4,7 @@
 # chief logged global step 30; measured: from the signal until every node
 # exited (each must exit 143), and the step the run stopped at. Then the
 # same commands again, timed until the resumed run ends. Figures:
-# docs/benchmarks.md, "Preemption". Usage: bench/run_preemption.sh
+# docs/benchmarks-history.md, "Preemption". Usage: bench/run_preemption.sh
 # [BUILD_BIN] [ROUNDS]
 set -euo pipefail
 bin=${1:-build-nocuda/bin}

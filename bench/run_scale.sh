@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sync protocol at scale (docs/benchmarks.md, "Hundreds of workers"):
+# The sync protocol at scale (docs/benchmarks-history.md, "Hundreds of workers"):
 # the real chief, PS shards and N workers whose device is the benchmark
 # delay device (compute = a delay, zero gradients; a small MLP), in one
 # process for N = WORKERS and as one process per task on loopback for

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stragglers and what backup workers buy (docs/benchmarks.md, "Stragglers
+# Stragglers and what backup workers buy (docs/benchmarks-history.md, "Stragglers
 # and backup workers"; Chen et al. 2016, Revisiting Distributed Synchronous
 # SGD): R = REPLICAS gradients per step, N = R + b workers for b in BACKUPS,
 # every worker's compute DELAY_MS times a factor of mean 1 drawn per step,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Bytes and messages per step against the minimum of one push and one pull
-# of the parameters per worker step (docs/benchmarks.md, "Transfers per
+# of the parameters per worker step (docs/benchmarks-history.md, "Transfers per
 # step"): in one process, the MLP (111k parameters), R = N for N in NS,
 # 2 PS shards, RUNS runs each; from the summaries' "transfers".
 #

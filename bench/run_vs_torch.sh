@@ -9,7 +9,7 @@
 #
 # Needs python3-torch (apt-get install python3-torch) and a build in build/.
 # Torch runs with OPENBLAS_NUM_THREADS=1: Debian's torch otherwise
-# oversubscribes the cores (measured: docs/benchmarks.md).
+# oversubscribes the cores (measured: docs/benchmarks-history.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/bench_lib.sh

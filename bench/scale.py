@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The sync protocol at scale, and stragglers (docs/benchmarks.md, "Hundreds
+"""The sync protocol at scale, and stragglers (docs/benchmarks-history.md, "Hundreds
 of workers" and "Stragglers and backup workers").
 
 Every worker's device is the benchmark-only delay device

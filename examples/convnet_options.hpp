@@ -27,7 +27,7 @@ namespace syncfac::examples {
 /// stays unbiased and the factors' moving average over ~20 steps still
 /// sees hundreds of rows per step's worth; on Fashion-MNIST it reaches 88%
 /// test accuracy in the same ~400 steps as 32 examples and 16 locations
-/// (docs/benchmarks.md) at a third of the statistics' cost. The full
+/// (docs/benchmarks-history.md) at a third of the statistics' cost. The full
 /// statistics (--stats_examples 0 --stats_locations 0) cost more than the
 /// gradient step itself.
 inline constexpr int64_t default_stats_examples = 16;

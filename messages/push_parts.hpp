@@ -8,7 +8,7 @@
 // sliced variable stays in its slices, which the shard checks as one
 // gradient and adds where they belong (conditional_accumulator's pieces).
 // An assembly into a whole tensor cost what the overlap saved (1 MiB parts
-// 45-48 % of raw TCP against 49-52 % whole, docs/benchmarks.md "Network").
+// 45-48 % of raw TCP against 49-52 % whole, docs/benchmarks-history.md "Network").
 //
 // The shard treats the assembled push as if it had come whole: the same
 // validation, the same sums bit for bit, the same staleness rule.
@@ -38,7 +38,7 @@ constexpr int64_t default_push_part_bytes = int64_t{1} << 20;
 /// reached 56-68 % of raw TCP against 43-52 % as one message. Smaller
 /// parts for every push would cost more in messages than they overlap (a
 /// 13 MB ConvNet push in 512 KiB parts: 7 % fewer cluster steps/s than in
-/// 1 MiB parts; docs/benchmarks.md "Network"). One part, unchanged, when
+/// 1 MiB parts; docs/benchmarks-history.md "Network"). One part, unchanged, when
 /// the push is half of `max_part_bytes` or less, or `max_part_bytes` is 0.
 std::vector<gradient_push> split_push(gradient_push push,
                                       int64_t max_part_bytes);

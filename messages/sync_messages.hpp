@@ -131,7 +131,7 @@ SYNCFAC_INSPECT(shard_params, x.shard, x.global_step, x.values, x.has_values,
 
 /// What a role sent: messages (requests and answers alike) and the
 /// payload bytes among them (tensor values, sparse indices and rows),
-/// the figures docs/benchmarks.md compares with one push and one pull of
+/// the figures docs/benchmarks-history.md ("Transfers per step") compares with one push and one pull of
 /// the parameters per worker step.
 struct transfer_counts {
   int64_t messages = 0;

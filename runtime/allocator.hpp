@@ -12,7 +12,7 @@
 // - a K-FAC inversion works on double copies of 785² factors (4.9 MB
 //   each): with the memory kept an inversion set took about half the wall
 //   time (0.45 s against 0.80 s per 150 steps of the ConvNet).
-// (docs/benchmarks.md, "Network" and the K-FAC section.)
+// (docs/benchmarks-history.md, "Network" and the K-FAC section.)
 
 namespace syncfac {
 

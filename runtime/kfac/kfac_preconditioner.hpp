@@ -46,7 +46,7 @@ enum class inverse_mode : uint8_t {
   /// GEMMs, at the CPU's widest level, instead of four triangular solves,
   /// which pays for layers with many outputs (1.8x on the autoencoder's
   /// [1001, 784] layer) at ~6x the inversion work every invert_every
-  /// steps (docs/benchmarks.md, "K-FAC's wall time on the autoencoder").
+  /// steps (docs/benchmarks-history.md, "K-FAC's wall time on the autoencoder").
   explicit_inverse,
 };
 
@@ -58,7 +58,7 @@ enum class product_precision : uint8_t {
   /// Inputs rounded to bfloat16, float sums, on the CPU's AMX tiles
   /// (kernels/cpu/bf16_gemm.hpp): ~3x the products' fp32 rate on the
   /// autoencoder's layers, with ~3 significant digits of the gradient and
-  /// the inverses, which approximate curvature anyway (docs/benchmarks.md,
+  /// the inverses, which approximate curvature anyway (docs/benchmarks-history.md,
   /// "K-FAC's wall time on the autoencoder").
   bf16,
 };
@@ -110,7 +110,7 @@ struct kfac_config {
   /// many-th step only (the seeds' cov_update_every; steps 0, k, 2k, ...):
   /// the statistics pass (a sampled backward and the Gram matrices) is a
   /// third of a K-FAC step, and the factors' moving average changes slowly
-  /// (docs/benchmarks.md, issue 24 item 5). The sync runtime folds every
+  /// (docs/benchmarks-history.md, issue 24 item 5). The sync runtime folds every
   /// step's statistics it gets (its cadence below) and refuses other values.
   int64_t stats_every = 1;
   /// No inverse before this many covariance updates: inverting too early

@@ -2,7 +2,7 @@
 
 // The benchmark-only device "bench_delay": its compute is a delay drawn per
 // step, so that a benchmark measures the sync protocol alone (chief,
-// shards, N workers) or the effect of stragglers (docs/benchmarks.md,
+// shards, N workers) or the effect of stragglers (docs/benchmarks-history.md,
 // "Hundreds of workers" and "Stragglers"). Spelled as a --device value:
 //
 //   bench_delay:MS                 every step takes MS milliseconds

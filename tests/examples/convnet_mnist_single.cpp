@@ -346,7 +346,7 @@ BOOST_AUTO_TEST_CASE(the_exact_kfac_cadence_folds_every_step) {
 BOOST_AUTO_TEST_CASE(the_main_job_reaches_88_percent) {
   // scripts/run.sh's K-FAC run (examples/main_job/kfac.flags) on
   // Fashion-MNIST: at least 88 % test accuracy, which momentum SGD does
-  // not reach in the same 800 steps (docs/benchmarks.md, "The main job").
+  // not reach in the same 800 steps (docs/benchmarks-history.md, "The main job").
   require_fashion_mnist();
   auto flags = read_file(SYNCFAC_SOURCE_DIR "/examples/main_job/kfac.flags");
   flags.erase(flags.find_last_not_of(" \n") + 1);

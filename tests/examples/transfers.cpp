@@ -2,7 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 // What a run sends per worker step against the minimum of one push and
-// one pull of the parameters (docs/benchmarks.md, "Transfers per step"):
+// one pull of the parameters (docs/benchmarks-history.md, "Transfers per step"):
 // the summary's transfers.ratio_to_minimum, in one process and across
 // processes on loopback. A worker that pulls with its token request and
 // gets the values of the step before the apply (and pulls again) sends
