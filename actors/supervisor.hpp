@@ -15,8 +15,9 @@
 //   chief_lost  the chief's node went down: a task that connects to the
 //               chief connects again (its connector), the others wait for
 //               the chief's hello; both bounded by max_wait. A worker is
-//               rebound to the chief that is back (asked again while that
-//               chief's steps are paused for another lost task)
+//               rebound to the chief that is back (a chief whose steps are
+//               paused for another lost task answers when they go on;
+//               awaited up to max_wait)
 //   role_failed a hosted role stopped on an error: the chief's word may
 //               still come (a worker stops with the chief at the end);
 //               bounded by the failure grace
@@ -139,13 +140,13 @@ struct supervisor_config {
   /// worker.
   std::vector<std::pair<std::string, std::string>> shard_roles;
   std::vector<std::pair<std::string, std::string>> covariance_roles;
-  /// Longest wait for the chief's return; longest wait for an answer; how
-  /// long a stopped role waits for the chief's word; pause before asking a
-  /// paused chief again for a rebind.
+  /// Longest wait for the chief's return, and for its answer to where the
+  /// worker rejoins (a chief paused for a lost role answers once the role
+  /// is back); longest wait for any other answer; how long a stopped role
+  /// waits for the chief's word.
   std::chrono::milliseconds max_wait{300000};
   std::chrono::milliseconds request_timeout{10000};
   std::chrono::milliseconds failure_grace{5000};
-  std::chrono::milliseconds rebind_retry{1000};
   /// Longest wait for one answer of a connector; a peer that is not back
   /// is asked for again at once, until max_wait has passed since its loss.
   std::chrono::milliseconds connect_attempt{5000};
@@ -181,12 +182,12 @@ struct supervisor_state {
   caf::actor chief_node;
   /// A hosted role's failure, kept until the end.
   std::string role_failure;
-  /// Asks of a paused chief for a rebind still left.
-  int64_t pending_rebinds = 0;
+  /// The chief was asked this many times where the worker rejoins; an
+  /// answer to an earlier ask reaches nothing.
+  uint64_t rejoin_asks = 0;
   /// A rebind that waits for this node to be connected again to the
-  /// shards' hosts (a thawed worker's links to them went down too): the
-  /// asks it has left, once they are back.
-  std::optional<int64_t> rebind_after_reconnect;
+  /// shards' hosts (a thawed worker's links to them went down too).
+  bool rebind_after_reconnect = false;
   /// Connectors made so far, by task; stopped with the supervisor (one
   /// may be inside a connect attempt then, which it finishes first).
   std::map<std::string, connector_actor> connectors;
