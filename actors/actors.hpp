@@ -162,7 +162,11 @@ using chief_actor = caf::typed_actor<
   caf::replies_to<run_atom, std::vector<covariance_actor>>::with<
     sync_summary>,
   // A worker task that (re)started while the run goes on: the global
-  // step and its last reported data position to resume from.
+  // step and its last reported data position to resume from. While the
+  // steps cannot go on (paused for a lost role, or rolled back and not run
+  // again yet) the answer waits until they do; the run's end first fails
+  // it naming the worker, and a newer request of the same worker fails it
+  // too.
   caf::replies_to<rejoin_atom, int32_t>::with<resume_point>,
   // After a role's loss paused the steps: go on from `step` (after a PS
   // shard's loss the checkpoint every shard was restored to) with these

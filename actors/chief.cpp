@@ -1,11 +1,13 @@
 // The chief's states as behaviours (actors/chief.hpp):
 //
-//   ready      at spawn, and after a rollback: token requests wait; the run
-//              request starts the steps
+//   ready      at spawn, and after a rollback: token requests (and, after
+//              a rollback, rejoins) wait; the run request starts the
+//              steps
 //   running    the steps run: tokens go out, rounds are applied; a lost
 //              role pauses them
-//   paused     a role is lost: token requests wait; a rollback goes back
-//              to ready, a preempted run ends where it stands
+//   paused     a role is lost: token requests and rejoins wait; a
+//              rollback goes back to ready, a preempted run ends where it
+//              stands
 //   finishing  the steps are over: token requests are answered with a
 //              stop; the summary waits for the checkpoints in flight
 //   done       the summary is delivered
@@ -19,6 +21,8 @@
 
 #include <cmath>
 #include <tuple>
+
+#include <caf/exit_reason.hpp>
 
 #include "actors/chief_parts.hpp"
 #include "actors/fatal_exception.hpp"
@@ -46,6 +50,8 @@ void on_worker_exit(self_ptr self, LinkBroken link_broken, Failed failed) {
       return;
     if (msg.reason == caf::exit_reason::user_shutdown
         || msg.reason == caf::exit_reason::kill) {
+      fail_held_rejoins(self, "the chief was stopped ("
+                                + caf::to_string(msg.reason) + ")");
       self->quit(msg.reason);
       return;
     }
@@ -178,6 +184,18 @@ behavior ready(self_ptr self) {
       self->state.cfg.covariance = std::move(cov);
       return run_from_ready(self);
     },
+    // Before the first run request the chief's driver starts every
+    // worker; after a rollback the steps go on with the next one.
+    [=](rejoin_atom, int32_t worker) -> caf::result<resume_point> {
+      auto& st = self->state;
+      if (st.incarnation == 0)
+        return make_error(ec::unavailable,
+                          "chief: the run has not started yet");
+      return hold_rejoin(self, worker,
+                         "the run was rolled back to global step "
+                           + std::to_string(st.global_step)
+                           + " and had not gone on");
+    },
     // Rolled back already, its steps not run since: a role lost while
     // that rollback was on its way gave its recovery attempt up, and the
     // next attempt rolls back again.
@@ -228,11 +246,10 @@ behavior paused(self_ptr self) {
   return state_of(
     self, [=](run_atom) { return end_or_refuse(); },
     [=](run_atom, std::vector<covariance_actor>&) { return end_or_refuse(); },
-    [=](rejoin_atom, int32_t) -> caf::result<resume_point> {
-      // Asked again once the lost task is back.
-      return make_error(ec::peer_lost, "chief: the steps are paused ("
-                                         + self->state.pause->lost_task
-                                         + " was lost)");
+    // Answered where the steps go on, once the lost task is back.
+    [=](rejoin_atom, int32_t worker) {
+      return hold_rejoin(self, worker,
+                         self->state.pause->lost_task + " was lost");
     },
     [=](rollback_atom, int64_t step, std::vector<ps_actor>& shards,
         std::vector<resume_point>& points) {

@@ -12,8 +12,11 @@
 // come back). A token it was granted for the current step goes back into
 // the queue, and its waiting requests are dropped. A restarted worker asks
 // where to resume (rejoin_atom, index) and continues from the current step
-// and its last reported data position. A worker that fails with an error
-// of its own (bad data, divergence) still ends the run with that error.
+// and its last reported data position; while the steps cannot go on (a
+// lost role is being brought back) the request is held and answered where
+// they go on from, or failed naming the worker when the run ends first. A
+// worker that fails with an error of its own (bad data, divergence) still
+// ends the run with that error.
 //
 // A PS shard or K-FAC role the chief does not watch: its supervisor
 // (actors/chief_supervisor.hpp) decides that one is lost and tells the
@@ -29,6 +32,8 @@
 //   actors/chief_steps.cpp        tokens, workers, rounds, the run's end
 //   actors/chief_faults.cpp       a lost role's pause, the rollback, a
 //                                 preemption
+//   actors/chief_rejoins.cpp      where a worker rejoins; rejoins held
+//                                 while the steps cannot go on
 //   actors/chief_checkpoints.*    the checkpoints' snapshots and writes,
 //                                 the workers' data positions
 //   actors/chief_round.hpp        the steps and rounds as lifetimes, held

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +75,27 @@ struct chief_pause {
   int64_t lost_at = -1;
 };
 
+/// Rejoin requests held while the steps cannot go on (paused for a lost
+/// role, or rolled back and not running yet): at most one per gradient
+/// worker, answered where the steps go on (actors/chief_rejoins.cpp).
+struct held_rejoins {
+  struct held {
+    caf::typed_response_promise<resume_point> promise;
+    /// Why it waits ("ps:0 was lost"), for the error if it never can.
+    std::string why;
+  };
+  std::map<int32_t, held> by_worker;
+
+  /// Holds `promise` for `worker`; an earlier request of the same worker
+  /// fails, replaced by this one.
+  void hold(int32_t worker, caf::typed_response_promise<resume_point> promise,
+            std::string why);
+
+  /// Fails every held request, naming its worker, why it waited and `end`
+  /// (why it never can go on).
+  void fail_all(const std::string& end);
+};
+
 struct chief_state {
   static inline const char* name = "chief";
 
@@ -110,6 +132,8 @@ struct chief_state {
   std::optional<chief_pause> pause;
   /// K-FAC: the inverse actors (their supervisor watches them).
   std::vector<inverse_actor> inverses;
+  /// Workers' rejoins asked while the steps could not go on.
+  held_rejoins rejoins;
   /// Bumped by each rollback (worker_report::incarnation).
   int64_t incarnation = 0;
   /// Every acknowledged update: in the parameters, or rolled back and
@@ -167,9 +191,6 @@ void grant_stops(self_ptr self);
 /// token it held for the current step goes back to the queue.
 void lose_worker(self_ptr self, const caf::actor_addr& who);
 
-/// A worker task that (re)started while the steps run: where it resumes.
-caf::result<resume_point> rejoin(self_ptr self, int32_t worker);
-
 /// Sets every shard's step, then the tokens and the rounds: ready to
 /// running.
 void start(self_ptr self);
@@ -183,6 +204,23 @@ void finish(self_ptr self);
 
 /// Ends the run with `err`: stops every worker, answers the run request.
 void fail(self_ptr self, caf::error err);
+
+// -- chief_rejoins.cpp --------------------------------------------------------
+
+/// A worker task that (re)started while the steps run: where it resumes.
+caf::result<resume_point> rejoin(self_ptr self, int32_t worker);
+
+/// A worker task asks where it rejoins while the steps cannot go on (a
+/// lost role is being brought back): held until they do.
+caf::result<resume_point> hold_rejoin(self_ptr self, int32_t worker,
+                                      std::string why);
+
+/// The steps go on: every held rejoin is answered where they go on from.
+void answer_held_rejoins(self_ptr self);
+
+/// The run ends (or fails) before the steps went on: every held rejoin
+/// fails, naming its worker and `why`.
+void fail_held_rejoins(self_ptr self, const std::string& why);
 
 // -- chief_faults.cpp ---------------------------------------------------------
 

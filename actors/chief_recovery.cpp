@@ -107,56 +107,6 @@ void probe(self_ptr self, uint64_t round) {
                      probe_atom::value, round);
 }
 
-/// Whether `now` is worker `was` reached again while its process kept
-/// running: the same node, another handle. Over a network that is the
-/// same actor through a new proxy; a restarted process is another node.
-bool reached_again(const worker_actor& was, const worker_actor& now) {
-  return was && now && was.address().node() == now.address().node()
-         && caf::actor_cast<caf::actor_control_block*>(was)
-              != caf::actor_cast<caf::actor_control_block*>(now);
-}
-
-/// A node's roles came: a gradient worker the last recovery rebound
-/// through a proxy since replaced (its node connected again after the
-/// rebind went out) is rebound now, where the chief says it goes on (as
-/// for a rejoin; its own node's rejoin, if it comes too, changes nothing).
-/// Without this it waits for its node's next ask, a second or more, and a
-/// short run can end without it.
-void rebind_reconnected(self_ptr self) {
-  auto& st = self->state;
-  if (st.rebound.empty())
-    return;
-  auto now = st.resolve();
-  if (!now)
-    return;
-  auto n = std::min(st.rebound.size(), now->workers.size());
-  for (size_t i = 0; i < n; ++i) {
-    auto fresh = now->workers[i];
-    if (!reached_again(st.rebound[i], fresh))
-      continue;
-    st.rebound[i] = fresh;
-    st.roles.workers[i] = fresh;
-    auto index = static_cast<int32_t>(i);
-    self->request(st.run.chief, st.cfg.request_timeout, rejoin_atom::value,
-                  index)
-      .then(
-        [=](resume_point& rp) {
-          auto& st = self->state;
-          st.log(st.cfg.me + ": worker " + std::to_string(index)
-                 + " connected again after the rebind; rebound at global "
-                   "step " + std::to_string(rp.global_step));
-          self->send(fresh, run_atom::value, rp, st.run.chief,
-                     st.roles.shards, st.roles.covariance);
-        },
-        [=](caf::error& err) {
-          auto& st = self->state;
-          st.log(st.cfg.me + ": worker " + std::to_string(index)
-                 + " connected again but cannot be rebound now ("
-                 + render(err) + "); its node asks the chief itself");
-        });
-  }
-}
-
 // -- pausing ------------------------------------------------------------------
 
 /// The chief was told to pause: its run request fails with ec::peer_lost
@@ -443,7 +393,6 @@ void carry_out(self_ptr self, const cmd::go_on& c) {
   } else {
     rebind_workers(self, c.incarnation, c.step);
   }
-  st.rebound = st.roles.workers;
   watch_roles(self);
   self->become(running(self));
 }
@@ -546,10 +495,6 @@ behavior running(self_ptr self) {
                         + "'s node went down (" + loss.reason + ")");
     },
     [=](probe_atom, uint64_t r) { probe(self, r); },
-    [=](deadline_atom, uint64_t id) {
-      if (id == 0) // a node's roles came (ask_roles)
-        rebind_reconnected(self);
-    },
     [=](hello_atom, const std::string& peer, const std::string& why) {
       refused(self, peer, why, false, refusal_end::after_the_step);
     },

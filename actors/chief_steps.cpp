@@ -405,35 +405,12 @@ void lose_worker(self_ptr self, const caf::actor_addr& who) {
                + "; the run goes on and it may rejoin");
 }
 
-caf::result<resume_point> rejoin(self_ptr self, int32_t worker) {
-  auto& st = self->state;
-  if (worker < 0 || worker >= st.cfg.worker_replicas)
-    return make_error(ec::invalid_argument,
-                      "chief: no gradient worker " + std::to_string(worker)
-                        + " (the run has "
-                        + std::to_string(st.cfg.worker_replicas) + ")");
-  // Counted here; a worker rebound by a rollback instead counts with its
-  // first report after its loss (take_report).
-  auto& rec = st.workers[static_cast<size_t>(worker)];
-  if (rec.losses > rec.rejoins)
-    ++rec.rejoins;
-  resume_point rp;
-  rp.global_step = st.global_step;
-  rp.incarnation = st.incarnation;
-  if (const auto* p = st.positions.newest(worker)) {
-    rp.has_data_order = true;
-    rp.data_order = p->data;
-  }
-  note(self, "chief: worker " + std::to_string(worker)
-               + " rejoins at global step " + std::to_string(st.global_step));
-  return rp;
-}
-
 void start(self_ptr self) {
   auto& st = self->state;
   st.global_step = st.cfg.start_step;
   st.steps = std::make_shared<chief_steps>();
   self->become(running(self));
+  answer_held_rejoins(self);
   // Every accumulator starts at the chief's step, so that gradients
   // computed before a (re)start are recognised as stale.
   st.sent.messages += static_cast<int64_t>(st.cfg.shards.size());
@@ -495,6 +472,11 @@ void run_round(self_ptr self) {
 void finish(self_ptr self) {
   auto& st = self->state;
   self->become(finishing(self));
+  fail_held_rejoins(self, "the run ended at global step "
+                            + std::to_string(st.global_step)
+                            + (st.preempted.empty()
+                                 ? std::string{}
+                                 : " (preempted: " + st.preempted + ")"));
   if (!st.pause)
     grant_stops(self);
   when_checkpoints_settled(self, [=] { deliver_summary(self); });
@@ -504,6 +486,7 @@ void fail(self_ptr self, caf::error err) {
   auto& st = self->state;
   if (!st.pause)
     grant_stops(self);
+  fail_held_rejoins(self, "the run failed: " + render(err));
   if (st.run_promise.pending())
     st.run_promise.deliver(err);
   self->quit(std::move(err));

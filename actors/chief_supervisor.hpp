@@ -267,13 +267,6 @@ struct chief_supervisor_state {
   std::shared_ptr<recovery_attempt> attempt;
   /// The roles before the recovery (which actors are new).
   run_roles before;
-  /// The gradient workers as the last recovery rebound them. A worker's
-  /// node that lost its link with the chief's (a frozen chief) connects
-  /// again on its own; a rebind sent before its roles came went to the
-  /// proxy of the broken connection and was dropped; its roles that come
-  /// later name the same actor through a new proxy, and it is rebound
-  /// then (rebind_reconnected).
-  std::vector<worker_actor> rebound;
   /// The current probe round (a timer of an earlier one is over).
   uint64_t probe_round = 0;
   /// Connectors made so far, by task; stopped with the supervisor.

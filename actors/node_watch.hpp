@@ -113,9 +113,6 @@ public:
   /// Begins a bounded wait and answers its number; a deadline message
   /// ends the wait it was set for only (an earlier one is over).
   uint64_t begin_wait();
-  bool is_current_wait(uint64_t id) const {
-    return id == wait_;
-  }
 
 private:
   std::string chief_;

@@ -135,7 +135,7 @@ void watch_node(self_ptr self, const std::string& task, const caf::actor& n,
     self->monitor(m);
 }
 
-void rebind(self_ptr self, int64_t tries);
+void rebind(self_ptr self);
 void told_why_not(self_ptr self, caf::error err);
 
 bool is_shard_host(const supervisor_state& st, const std::string& task) {
@@ -160,9 +160,8 @@ void rebind_if_reconnected(self_ptr self) {
   auto& st = self->state;
   if (!st.rebind_after_reconnect || !missing_shard_hosts(st).empty())
     return;
-  auto tries = *st.rebind_after_reconnect;
-  st.rebind_after_reconnect.reset();
-  rebind(self, tries);
+  st.rebind_after_reconnect = false;
+  rebind(self);
 }
 
 /// Connects to `task` again: one connector request at a time, each
@@ -206,7 +205,7 @@ void reconnect(self_ptr self, const std::string& task) {
                + std::to_string(st.cfg.max_wait.count())
                + " ms (--max_wait_ms): " + render(err));
         if (st.rebind_after_reconnect && is_shard_host(st, task)) {
-          st.rebind_after_reconnect.reset();
+          st.rebind_after_reconnect = false;
           st.log("the worker cannot rejoin the run without " + task);
         }
       });
@@ -225,11 +224,42 @@ std::string which_worker(const supervisor_state& st, size_t k) {
   return " (worker:" + std::to_string(st.cfg.gradient_workers[k]) + ")";
 }
 
+/// Asks `chief` where the task's gradient worker k rejoins. A chief whose
+/// steps cannot go on yet (another lost role is being brought back) holds
+/// the request until they do, so the answer is awaited up to max_wait,
+/// the longest a recovery waits for a role; running out is an ec::timeout
+/// naming it. An answer to an ask for worker k that a newer one for it
+/// replaced reaches nothing.
+template <class Then, class Otherwise>
+void ask_rejoin(self_ptr self, const chief_actor& chief, size_t k, Then then,
+                Otherwise otherwise) {
+  auto& st = self->state;
+  auto ask = ++st.rejoin_asks[k];
+  auto worker = st.cfg.gradient_workers[k];
+  auto wait = st.cfg.max_wait;
+  self->request(chief, wait, rejoin_atom::value, worker)
+    .then(
+      [=](resume_point& rp) {
+        if (self->state.rejoin_asks[k] == ask)
+          then(rp);
+      },
+      [=](caf::error& err) {
+        if (self->state.rejoin_asks[k] != ask)
+          return;
+        if (err == caf::sec::request_timeout)
+          err = make_error(ec::timeout,
+                           "the chief did not say where worker "
+                             + std::to_string(worker) + " rejoins within "
+                             + std::to_string(wait.count())
+                             + " ms (--max_wait_ms)");
+        otherwise(std::move(err));
+      });
+}
+
 /// Rebinds the gradient workers to the chief that is back, one after the
-/// other from st.rebind_next: the chief says where each goes on; while its
-/// steps are paused for another lost task it answers ec::peer_lost and is
-/// asked again for the same worker, `tries` more times.
-void rebind(self_ptr self, int64_t tries) {
+/// other from st.rebind_next: the chief says where each goes on, once its
+/// steps go on when they are paused for another lost task (ask_rejoin).
+void rebind(self_ptr self) {
   auto& st = self->state;
   auto k = st.rebind_next;
   if (k >= st.cfg.gradient_workers.size() || k >= st.wiring.workers.size()
@@ -241,7 +271,7 @@ void rebind(self_ptr self, int64_t tries) {
   if (auto missing = missing_shard_hosts(st); !missing.empty()) {
     st.log("rebinds the worker once it is connected again to "
            + comma_joined(missing));
-    st.rebind_after_reconnect = tries;
+    st.rebind_after_reconnect = true;
     for (const auto& host : missing)
       if (st.reconnect_until.count(host) == 0)
         reconnect(self, host);
@@ -253,54 +283,46 @@ void rebind(self_ptr self, int64_t tries) {
     return;
   }
   auto c = *chief;
-  self->request(c, st.cfg.request_timeout, rejoin_atom::value,
-                st.cfg.gradient_workers[k])
-    .then(
-      [=](resume_point& rp) {
-        auto& st = self->state;
-        std::vector<ps_actor> shards;
-        for (const auto& [host, role] : st.cfg.shard_roles) {
-          auto s = st.watch->role<ps_actor>(host, role);
-          if (!s) {
-            st.log("cannot rebind the worker: " + render(s.error()));
-            return;
-          }
-          shards.push_back(*s);
-        }
-        std::vector<covariance_actor> cov;
-        for (const auto& [host, role] : st.cfg.covariance_roles)
-          if (auto k = st.watch->role<covariance_actor>(host, role))
-            cov.push_back(*k);
-        if (cov.size() != st.cfg.covariance_roles.size())
-          cov.clear(); // the worker keeps its own
-        st.log("the run is under way; rejoining at global step "
-               + std::to_string(rp.global_step) + which_worker(st, k));
-        caf::anon_send(st.wiring.workers[k], run_atom::value, rp, c,
-                       std::move(shards), std::move(cov));
-        st.rebind_next = k + 1;
-        rebind(self, tries);
-      },
-      [=](caf::error& err) {
-        auto& st = self->state;
-        bool paused = err.category() == error_category
-                      && err.code() == static_cast<uint8_t>(ec::peer_lost);
-        if (!paused) {
-          told_why_not(self, std::move(err));
+  ask_rejoin(
+    self, c, k,
+    [=](resume_point& rp) {
+      auto& st = self->state;
+      std::vector<ps_actor> shards;
+      for (const auto& [host, role] : st.cfg.shard_roles) {
+        auto s = st.watch->role<ps_actor>(host, role);
+        if (!s) {
+          st.log("cannot rebind the worker: " + render(s.error()));
           return;
         }
-        if (tries <= 0) {
-          st.log("the chief's steps stayed paused; it rebinds this worker "
-                 "itself when it goes on (" + render(err) + ")");
-          return;
-        }
-        auto id = st.watch->begin_wait();
-        st.pending_rebinds = tries - 1;
-        self->delayed_send(me_of(self), st.cfg.rebind_retry,
-                           deadline_atom::value, id);
-      });
+        shards.push_back(*s);
+      }
+      std::vector<covariance_actor> cov;
+      for (const auto& [host, role] : st.cfg.covariance_roles)
+        if (auto k = st.watch->role<covariance_actor>(host, role))
+          cov.push_back(*k);
+      if (cov.size() != st.cfg.covariance_roles.size())
+        cov.clear(); // the worker keeps its own
+      st.log("the run is under way; rejoining at global step "
+             + std::to_string(rp.global_step) + which_worker(st, k));
+      caf::anon_send(st.wiring.workers[k], run_atom::value, rp, c,
+                     std::move(shards), std::move(cov));
+      st.rebind_next = k + 1;
+      rebind(self);
+    },
+    [=](caf::error err) {
+      if (err.category() == error_category
+          && err.code() == static_cast<uint8_t>(ec::timeout)) {
+        // The chief's own recovery ends its run after max_wait; if it
+        // goes on after all, its supervisor rebinds this worker.
+        self->state.log("cannot rebind the worker" + which_worker(self->state, k)
+                        + ": " + render(err));
+        return;
+      }
+      told_why_not(self, std::move(err));
+    });
 }
 
-/// The chief would not rebind this worker (not paused): it says why, and
+/// The chief would not rebind this worker: it says why, and
 /// when the run is over this node, which the chief's word may have missed
 /// while it was away, ends as that word would have ended it; a run not
 /// started yet rebinds this worker itself when it starts.
@@ -366,23 +388,22 @@ void rejoin_if_running(self_ptr self) {
   for (size_t k = 0; k < n; ++k) {
     auto worker = st.wiring.workers[k];
     auto which = which_worker(st, k);
-    self->request(*chief, st.cfg.request_timeout, rejoin_atom::value,
-                  st.cfg.gradient_workers[k])
-      .then(
-        [=](resume_point& rp) {
-          self->state.log("the run is under way; rejoining at global step "
-                          + std::to_string(rp.global_step) + which);
-          caf::anon_send(worker, run_atom::value, rp);
-        },
-        [](caf::error&) {
-          // Not running yet: the chief's driver starts this worker.
-        });
+    ask_rejoin(
+      self, *chief, k,
+      [=](resume_point& rp) {
+        self->state.log("the run is under way; rejoining at global step "
+                        + std::to_string(rp.global_step) + which);
+        caf::anon_send(worker, run_atom::value, rp);
+      },
+      [=](caf::error err) {
+        // Not running yet (ec::unavailable): the chief's driver starts
+        // this worker. Anything else is worth a line.
+        if (err.category() != error_category
+            || err.code() != static_cast<uint8_t>(ec::unavailable))
+          self->state.log("the worker" + which
+                          + " could not rejoin the run: " + render(err));
+      });
   }
-}
-
-int64_t rebind_tries(const supervisor_config& cfg) {
-  auto retry = std::max<int64_t>(1, cfg.rebind_retry.count());
-  return std::max<int64_t>(1, cfg.max_wait.count() / retry);
 }
 
 /// Wired: watch the roles and the nodes, then go on as running, or as
@@ -481,20 +502,13 @@ behavior connecting(self_ptr self) {
     });
 }
 
-/// Everything is up; a paused chief may be asked again for a rebind.
+/// Everything is up.
 behavior running(self_ptr self) {
   // The waits of the states before are over.
   self->state.watch->begin_wait();
-  return state_of(
-    self,
-    [=](preempt_atom, const std::string& why) {
-      pass_preemption_on(self, why);
-    },
-    [=](deadline_atom, uint64_t id) {
-      // The only wait of this state: asking a paused chief again.
-      if (self->state.watch->is_current_wait(id))
-        rebind(self, self->state.pending_rebinds);
-    });
+  return state_of(self, [=](preempt_atom, const std::string& why) {
+    pass_preemption_on(self, why);
+  });
 }
 
 /// The chief's node is gone (or has not said hello yet, `first`): a task
@@ -522,13 +536,13 @@ behavior chief_lost(self_ptr self, bool first) {
       self->become(running(self));
       if (rebinds) {
         st.rebind_next = 0;
-        rebind(self, rebind_tries(st.cfg));
+        rebind(self);
       }
     },
     [=](deadline_atom, uint64_t wait) {
       auto& st = self->state;
       if (wait != id)
-        return; // a rebind's retry from before the loss
+        return; // a wait of an earlier state
       auto secs = std::chrono::duration_cast<std::chrono::seconds>(
         st.cfg.max_wait);
       end_run(self, failed(make_error(
@@ -635,10 +649,10 @@ caf::expected<supervisor_actor> spawn_supervisor(caf::actor_system& sys,
   if (cfg.request_timeout.count() <= 0)
     return bad("request_timeout " + std::to_string(cfg.request_timeout.count())
                + " ms must be positive");
-  if (cfg.failure_grace.count() < 0 || cfg.rebind_retry.count() <= 0
-      || cfg.connect_attempt.count() <= 0 || cfg.preempt_wait.count() <= 0)
-    return bad("failure_grace must not be negative, rebind_retry, "
-               "connect_attempt and preempt_wait must be positive");
+  if (cfg.failure_grace.count() < 0 || cfg.connect_attempt.count() <= 0
+      || cfg.preempt_wait.count() <= 0)
+    return bad("failure_grace must not be negative, connect_attempt and "
+               "preempt_wait must be positive");
   if ((cfg.reconnects_to_chief || !cfg.peers.empty()) && !cfg.connector)
     return bad("connects again to peers but has no connector");
   for (const auto& p : cfg.peers)

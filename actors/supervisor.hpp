@@ -15,8 +15,9 @@
 //   chief_lost  the chief's node went down: a task that connects to the
 //               chief connects again (its connector), the others wait for
 //               the chief's hello; both bounded by max_wait. A worker is
-//               rebound to the chief that is back (asked again while that
-//               chief's steps are paused for another lost task)
+//               rebound to the chief that is back (a chief whose steps are
+//               paused for another lost task answers when they go on;
+//               awaited up to max_wait)
 //   role_failed a hosted role stopped on an error: the chief's word may
 //               still come (a worker stops with the chief at the end);
 //               bounded by the failure grace
@@ -30,8 +31,9 @@
 //               ended the run, a wait ran out, a peer was refused, or the
 //               program preempted the node (exit_codes::preempted)
 //
-// A lost peer (not the chief) is connected to again in every state but the
-// last; it changes no state: the chief rebinds the roles that need it.
+// A lost peer (not the chief) is connected to again in every state but
+// preempting and ended; it changes no state: the chief's supervisor
+// rebinds the roles that need it.
 
 #include <chrono>
 #include <cstdint>
@@ -142,13 +144,13 @@ struct supervisor_config {
   /// worker.
   std::vector<std::pair<std::string, std::string>> shard_roles;
   std::vector<std::pair<std::string, std::string>> covariance_roles;
-  /// Longest wait for the chief's return; longest wait for an answer; how
-  /// long a stopped role waits for the chief's word; pause before asking a
-  /// paused chief again for a rebind.
+  /// Longest wait for the chief's return, and for its answer to where the
+  /// worker rejoins (a chief paused for a lost role answers once the role
+  /// is back); longest wait for any other answer; how long a stopped role
+  /// waits for the chief's word.
   std::chrono::milliseconds max_wait{300000};
   std::chrono::milliseconds request_timeout{10000};
   std::chrono::milliseconds failure_grace{5000};
-  std::chrono::milliseconds rebind_retry{1000};
   /// Longest wait for one answer of a connector; a peer that is not back
   /// is asked for again at once, until max_wait has passed since its loss.
   std::chrono::milliseconds connect_attempt{5000};
@@ -184,15 +186,15 @@ struct supervisor_state {
   caf::actor chief_node;
   /// A hosted role's failure, kept until the end.
   std::string role_failure;
-  /// Asks of a paused chief for a rebind still left.
-  int64_t pending_rebinds = 0;
-  /// The next of the workers a rebind goes through, one after the other
-  /// (a paused chief is asked again for that one).
+  /// The next of the workers a rebind goes through, one after the other.
   size_t rebind_next = 0;
+  /// How many times the chief was asked where each of the task's gradient
+  /// workers (by position) rejoins; an answer to an earlier ask reaches
+  /// nothing.
+  std::map<size_t, uint64_t> rejoin_asks;
   /// A rebind that waits for this node to be connected again to the
-  /// shards' hosts (a thawed worker's links to them went down too): the
-  /// asks it has left, once they are back.
-  std::optional<int64_t> rebind_after_reconnect;
+  /// shards' hosts (a thawed worker's links to them went down too).
+  bool rebind_after_reconnect = false;
   /// Connectors made so far, by task; stopped with the supervisor (one
   /// may be inside a connect attempt then, which it finishes first).
   std::map<std::string, connector_actor> connectors;

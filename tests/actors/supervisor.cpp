@@ -11,8 +11,8 @@
 // back at the same address (a restarted task: new actors).
 //
 // The supervisor's peers are stand-ins that answer its requests the way
-// the real roles' interfaces do (a chief's resume point or ec::peer_lost
-// while paused, a worker taking a rebind, a connector answering a peer's
+// the real roles' interfaces do (a chief's resume point, held while its
+// steps are paused until they go on, a worker taking a rebind, a connector answering a peer's
 // node information or failing). The real connector runs on loopback in the
 // last case, between two actor systems; the supervisor with its real peers
 // runs in the loopback fault tests (tests/examples/faults.cpp).
@@ -51,9 +51,10 @@ struct chief_script {
   /// Whether its run is under way (a resume point for a rebind).
   bool running = true;
   int64_t step = 40;
-  /// Rebind requests answered ec::peer_lost first (its steps paused for
-  /// another lost task).
-  int paused_answers = 0;
+  /// Its steps are paused for another lost task: rejoins are held until
+  /// they go on (caf::ok_atom).
+  bool paused = false;
+  std::vector<caf::response_promise> held;
   int asked = 0;
   /// The workers it was asked to rebind, in order.
   std::vector<int32_t> asked_for;
@@ -61,21 +62,31 @@ struct chief_script {
   std::vector<std::string> preemptions;
 };
 
-caf::behavior stand_in_chief(caf::event_based_actor*,
+caf::behavior stand_in_chief(caf::event_based_actor* self,
                              std::shared_ptr<chief_script> s) {
+  auto here = [=] {
+    resume_point rp;
+    rp.global_step = s->step;
+    return rp;
+  };
   return {
     [=](rejoin_atom, int32_t worker) -> caf::result<resume_point> {
       ++s->asked;
       s->asked_for.push_back(worker);
-      if (s->paused_answers > 0) {
-        --s->paused_answers;
-        return make_error(ec::peer_lost, "ps:0 lost at global step 41");
+      if (s->paused) {
+        s->held.push_back(self->make_response_promise());
+        return caf::delegated<resume_point>{};
       }
       if (!s->running)
         return make_error(ec::unavailable, "chief: not running yet");
-      resume_point rp;
-      rp.global_step = s->step;
-      return rp;
+      return here();
+    },
+    // The test: the steps go on (from s->step).
+    [=](caf::ok_atom) {
+      s->paused = false;
+      for (auto& rp : s->held)
+        rp.deliver(here());
+      s->held.clear();
     },
     [=](preempt_atom, const std::string& why) {
       s->preemptions.push_back(why);
@@ -177,7 +188,6 @@ struct fixture : supervisor_fixture<supervisor_actor, node_end> {
     sc.max_wait = 10s;
     sc.request_timeout = 2s;
     sc.failure_grace = 5s;
-    sc.rebind_retry = 1s;
     sc.connector = scripted_connectors();
     sc.log = log_into_lines();
     return sc;
@@ -506,19 +516,25 @@ BOOST_AUTO_TEST_CASE(chief_frozen_and_thawed_rebinds_the_worker_to_it) {
 BOOST_AUTO_TEST_CASE(chief_back_at_its_address_rebinds_once_its_steps_go_on) {
   start_worker_node();
   auto restarted = make_task("chief:0", {"chief"});
-  chief_s->paused_answers = 2; // it waits for another lost task first
+  chief_s->paused = true; // it waits for another lost task first
   answer_connect("chief:0", restarted.info());
   auto asked = chief_s->asked; // the rejoin at start asked once
   kill(chief.node);
-  BOOST_TEST(wlog->rebinds.empty());
   BOOST_TEST(chief_s->asked == asked + 1);
-  advance(1s);
-  BOOST_TEST(chief_s->asked == asked + 2);
+  BOOST_REQUIRE(chief_s->held.size() == 1u);
+  // Asked once and held: no second ask and no rebind while it waits.
+  pass(9s);
+  require_running();
+  BOOST_TEST(chief_s->asked == asked + 1);
   BOOST_TEST(wlog->rebinds.empty());
-  advance(1s);
-  BOOST_TEST(chief_s->asked == asked + 3);
+  // The steps go on at step 37: the held answer rebinds the worker there.
+  chief_s->step = 37;
+  self->send(restarted.role(), caf::ok_atom::value);
+  sched.run();
   BOOST_REQUIRE(wlog->rebinds.size() == 1u);
   BOOST_TEST((wlog->rebinds[0].chief == restarted.role().address()));
+  BOOST_TEST(wlog->rebinds[0].step == 37);
+  BOOST_TEST(logged("rejoining at global step 37"));
   // The new chief's node is watched: losing it is seen too.
   kill(restarted.node);
   BOOST_TEST(connects->asked["chief:0"] == 2);
@@ -529,7 +545,7 @@ BOOST_AUTO_TEST_CASE(chief_back_at_its_address_rebinds_once_its_steps_go_on) {
 BOOST_AUTO_TEST_CASE(a_task_with_several_workers_rebinds_each_in_turn) {
   // --workers_per_task 2: worker:1 hosts workers 2 and 3. The chief back
   // after a freeze rebinds both, the second once the first is rebound; a
-  // paused answer holds the worker it was for until the chief goes on.
+  // paused chief holds the first's ask, and the second waits for it.
   auto sc = worker_config();
   sc.gradient_workers = {2, 3};
   auto w = worker_wiring();
@@ -544,21 +560,46 @@ BOOST_AUTO_TEST_CASE(a_task_with_several_workers_rebinds_each_in_turn) {
   auto same = thawed(chief);
   kill(chief.node);
   advance(3s);
-  chief_s->paused_answers = 1;
+  chief_s->paused = true;
   thaw("chief:0", same);
   require_running();
+  BOOST_REQUIRE(chief_s->held.size() == 1u);
+  pass(5s);
   BOOST_TEST(wlog->rebinds.empty());
   BOOST_TEST(second_log->rebinds.empty());
-  advance(1s);
+  // The steps go on: the held ask is answered, then the second is asked.
+  self->send(chief.role(), caf::ok_atom::value);
+  sched.run();
   BOOST_REQUIRE(wlog->rebinds.size() == 1u);
   BOOST_REQUIRE(second_log->rebinds.size() == 1u);
   BOOST_TEST((second_log->rebinds[0].chief == chief.role().address()));
   BOOST_TEST(second_log->rebinds[0].step == 40);
-  // Asked for 2 (paused), 2 again, then 3.
-  BOOST_TEST((chief_s->asked_for == std::vector<int32_t>{2, 3, 2, 2, 3}));
+  // Asked for 2 and 3 at the start, then for 2 (held) and 3, once each.
+  BOOST_TEST((chief_s->asked_for == std::vector<int32_t>{2, 3, 2, 3}));
   BOOST_TEST(logged("rejoining at global step 40 (worker:3)"));
   chief_ends_run();
   require_ended(exit_codes::success);
+}
+
+BOOST_AUTO_TEST_CASE(a_rejoin_held_beyond_max_wait_is_given_up_naming_it) {
+  start_worker_node();
+  auto restarted = make_task("chief:0", {"chief"});
+  chief_s->paused = true;
+  answer_connect("chief:0", restarted.info());
+  kill(chief.node);
+  BOOST_REQUIRE(chief_s->held.size() == 1u);
+  pass(9s);
+  BOOST_TEST(!logged("cannot rebind the worker"));
+  advance(1s); // max_wait
+  BOOST_TEST(logged("cannot rebind the worker: "));
+  BOOST_TEST(logged("the chief did not say where worker 1 rejoins within "
+                    "10000 ms (--max_wait_ms)"));
+  BOOST_TEST(wlog->rebinds.empty());
+  require_running();
+  // An answer after the wait reaches nothing.
+  self->send(restarted.role(), caf::ok_atom::value);
+  sched.run();
+  BOOST_TEST(wlog->rebinds.empty());
 }
 
 BOOST_AUTO_TEST_CASE(chief_back_says_hello_before_the_connector_answers) {

@@ -7,12 +7,17 @@
 // returns the seeds' constant gradients (worker i: v0 0.1 + 0.2 i, v1
 // 0.9 + 0.2 i, row 1 of v_sparse 0.1 + 0.2 i). Ordering is made
 // deterministic by CAF's test scheduler: nothing runs until the test says so.
+// The last cases hold a worker's rejoin while the steps are paused for a
+// lost role, and answer it where they go on, or fail it naming the worker
+// when the run ends first.
 
 #include <chrono>
 #include <cmath>
 #include <optional>
 
 #include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 #include <caf/scoped_actor.hpp>
 
@@ -94,14 +99,29 @@ seed_device(device_actor::pointer self, int worker, bool bad_shape) {
   };
 }
 
+/// What a worker's node got when it asked the chief where the worker
+/// rejoins: nothing yet, a resume point or an error.
+struct rejoin_answer {
+  std::optional<resume_point> point;
+  std::optional<caf::error> error;
+
+  bool answered() const {
+    return point || error;
+  }
+};
+
 struct fixture : test::deterministic_system {
   std::shared_ptr<const dataset> data
     = std::make_shared<const dataset>(make_fake_dataset(64, 1));
   std::vector<ps_actor> shards;
   chief_actor chief;
   std::vector<worker_actor> workers;
+  /// The actors that asked the chief where a worker rejoins.
+  std::vector<caf::actor> askers;
 
   ~fixture() {
+    for (auto& a : askers)
+      self->send_exit(a, caf::exit_reason::user_shutdown);
     for (auto& w : workers)
       self->send_exit(w, caf::exit_reason::user_shutdown);
     self->send_exit(chief, caf::exit_reason::user_shutdown);
@@ -180,6 +200,38 @@ struct fixture : test::deterministic_system {
 
   int64_t global_step() {
     return ask<chief_status>(chief, status_atom::value).global_step;
+  }
+
+  /// Asks the chief where `worker` rejoins, as the worker's node does (an
+  /// actor of its own, so that the answer may wait); runs what can run.
+  std::shared_ptr<rejoin_answer> ask_rejoin(int32_t worker) {
+    auto out = std::make_shared<rejoin_answer>();
+    auto c = chief;
+    askers.push_back(sys.spawn([=](caf::event_based_actor* node)
+                                 -> caf::behavior {
+      node->request(c, caf::infinite, rejoin_atom::value, worker)
+        .then([=](resume_point& rp) { out->point = rp; },
+              [=](caf::error& err) { out->error = err; });
+      return {[](caf::ok_atom) {}};
+    }));
+    sched.run();
+    return out;
+  }
+
+  /// Two workers, two replicas: `n` global steps, each worker one step
+  /// of each.
+  void two_worker_steps(int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      step({0});
+      step({1});
+    }
+    BOOST_REQUIRE_EQUAL(global_step(), n);
+  }
+
+  /// The chief's supervisor's word: `task` is lost (the steps pause).
+  void lose(const std::string& task) {
+    self->send(chief, lost_atom::value, task);
+    sched.run();
   }
 
   float value(size_t shard, size_t var, int64_t i = 0) {
@@ -458,6 +510,79 @@ BOOST_AUTO_TEST_CASE(a_step_in_flight_that_never_finishes_is_given_up) {
   sched.advance_time(120s);
   sched.run();
   BOOST_TEST(global_step() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_rejoin_while_paused_is_answered_where_the_steps_go_on) {
+  start(2, 2, 0);
+  two_worker_steps(2);
+  lose("ps:1");
+  auto first = ask_rejoin(1);
+  BOOST_TEST(!first->answered());
+  // A newer request of the same worker (its node asked again) replaces
+  // the held one, which fails saying so.
+  auto second = ask_rejoin(1);
+  BOOST_REQUIRE(first->error.has_value());
+  BOOST_TEST(first->error->code() == static_cast<uint8_t>(ec::unavailable));
+  BOOST_TEST(test::contains(render(*first->error),
+                            "worker 1 asked again where it rejoins"));
+  BOOST_TEST(!second->answered());
+  // A worker the run does not have is refused at once.
+  auto stranger = ask_rejoin(7);
+  BOOST_REQUIRE(stranger->error.has_value());
+  BOOST_TEST(test::contains(render(*stranger->error), "no gradient worker 7"));
+  // Rolled back to step 1: still held until the steps go on.
+  BOOST_TEST(ask<int64_t>(chief, rollback_atom::value, int64_t{1}, shards,
+                          std::vector<resume_point>{})
+             == 1);
+  BOOST_TEST(!second->answered());
+  auto other = ask_rejoin(0); // asked after the rollback, before the run
+  BOOST_TEST(!other->answered());
+  self->send(chief, run_atom::value);
+  sched.run();
+  for (const auto& a : {second, other}) {
+    BOOST_REQUIRE(a->point.has_value());
+    BOOST_TEST(a->point->global_step == 1);
+    BOOST_TEST(a->point->incarnation == 1);
+  }
+  // While the steps run a rejoin is answered at once.
+  auto running = ask_rejoin(1);
+  BOOST_REQUIRE(running->point.has_value());
+  BOOST_TEST(running->point->global_step == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_rejoin_held_when_the_run_ends_fails_naming_the_worker) {
+  start(2, 2, 0);
+  two_worker_steps(1);
+  lose("ps:1");
+  auto held = ask_rejoin(0);
+  BOOST_TEST(!held->answered());
+  // Preempted while paused: the run ends where it stands.
+  self->send(chief, preempt_atom::value, std::string{"chief:0: SIGTERM"});
+  sched.run();
+  BOOST_TEST(!held->answered());
+  self->send(chief, run_atom::value);
+  sched.run();
+  BOOST_REQUIRE(held->error.has_value());
+  BOOST_TEST(held->error->code() == static_cast<uint8_t>(ec::unavailable));
+  auto text = render(*held->error);
+  BOOST_TEST(test::contains(text, "worker 0 cannot rejoin"), text);
+  BOOST_TEST(test::contains(text, "ps:1 was lost"), text);
+  BOOST_TEST(test::contains(text, "the run ended at global step 1 "
+                                  "(preempted: chief:0: SIGTERM)"),
+             text);
+}
+
+BOOST_AUTO_TEST_CASE(a_rejoin_held_when_the_chief_is_stopped_fails_naming_it) {
+  start(2, 2, 0);
+  lose("ps:0");
+  auto held = ask_rejoin(1);
+  BOOST_TEST(!held->answered());
+  self->send_exit(chief, caf::exit_reason::user_shutdown);
+  sched.run();
+  BOOST_REQUIRE(held->error.has_value());
+  auto text = render(*held->error);
+  BOOST_TEST(test::contains(text, "worker 1 cannot rejoin"), text);
+  BOOST_TEST(test::contains(text, "the chief was stopped"), text);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
