@@ -77,8 +77,7 @@ using rollback_atom = caf::atom_constant<caf::atom("rollback")>;
 /// A gradient worker task that (re)started asks the chief where it
 /// resumes.
 using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;
-/// The chief's supervisor's own timer: ask the K-FAC roles whether they
-/// still answer.
+/// The chief's supervisor's timer: ask the K-FAC roles if they still answer.
 using probe_atom = caf::atom_constant<caf::atom("probe")>;
 
 /// Cluster: a node introduces itself to a peer it connected to.
