@@ -64,16 +64,25 @@ std::string failure(const caf::expected<T>& x, ec code) {
   return failure(x.error(), code);
 }
 
+/// The answer to a request already sent from a blocking actor (its
+/// response handle; the request's own timeout bounds the wait), or the
+/// error it produced. For requests a test sends before what answers them.
+template <class T, class Pending>
+caf::expected<T> answer(Pending& pending) {
+  caf::expected<T> result{caf::error{}};
+  pending.receive([&](T& x) { result = std::move(x); },
+                  [&](caf::error& err) { result = std::move(err); });
+  return result;
+}
+
 /// The answer of `dest` to a request (10 s at most), or the error it
 /// produced.
 template <class T, class Handle, class... Ts>
 caf::expected<T> ask(caf::scoped_actor& self, const Handle& dest,
                      Ts&&... xs) {
-  caf::expected<T> result{caf::error{}};
-  self->request(dest, std::chrono::seconds{10}, std::forward<Ts>(xs)...)
-    .receive([&](T& x) { result = std::move(x); },
-             [&](caf::error& err) { result = std::move(err); });
-  return result;
+  auto pending = self->request(dest, std::chrono::seconds{10},
+                               std::forward<Ts>(xs)...);
+  return answer<T>(pending);
 }
 
 } // namespace syncfac::test

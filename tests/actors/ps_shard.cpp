@@ -222,9 +222,7 @@ BOOST_AUTO_TEST_CASE(apply_waits_for_the_last_gradient) {
   auto ack = push(seed_push(1, 0));
   BOOST_TEST(ack.accepted);
   BOOST_TEST(ack.global_step == 0);
-  caf::expected<applied> done{caf::error{}};
-  pending.receive([&](applied& x) { done = x; },
-                  [&](caf::error& err) { done = std::move(err); });
+  auto done = answer<applied>(pending);
   BOOST_REQUIRE_MESSAGE(done, test::why(done));
   BOOST_TEST(done->global_step == 1);
   BOOST_TEST(done->gradients == 2);
@@ -253,9 +251,7 @@ BOOST_AUTO_TEST_CASE(a_partial_push_completes_the_apply_it_counts_for) {
   auto pending = self->request(ps, 10s, apply_atom::value, int64_t{0},
                                int64_t{1});
   BOOST_TEST(push(only_v0).accepted);
-  caf::expected<applied> done{caf::error{}};
-  pending.receive([&](applied& x) { done = x; },
-                  [&](caf::error& err) { done = std::move(err); });
+  auto done = answer<applied>(pending);
   BOOST_REQUIRE_MESSAGE(done, test::why(done));
   BOOST_TEST(done->global_step == 1);
   // The fewest gradients any variable averaged over: none for v1.
@@ -514,9 +510,7 @@ BOOST_AUTO_TEST_CASE(a_norm_request_waits_for_the_round_and_takes_nothing) {
                                int64_t{2});
   push(seed_push(0, 0));
   BOOST_TEST(push(seed_push(1, 0)).accepted);
-  caf::expected<norm_part> part{caf::error{}};
-  pending.receive([&](norm_part& x) { part = x; },
-                  [&](caf::error& err) { part = std::move(err); });
+  auto part = answer<norm_part>(pending);
   BOOST_REQUIRE_MESSAGE(part, test::why(part));
   BOOST_TEST(part->shard == 1);
   BOOST_TEST(part->global_step == 0);
@@ -576,9 +570,7 @@ BOOST_AUTO_TEST_CASE(a_bad_clip_factor_or_norm_request_is_refused) {
   msg = failure(apply(0, 2), ec::invalid_argument);
   BOOST_TEST(contains(msg, "norm for step 0 is still pending"), msg);
   set_step(4);
-  caf::expected<norm_part> part{caf::error{}};
-  waiting.receive([&](norm_part& x) { part = x; },
-                  [&](caf::error& err) { part = std::move(err); });
+  auto part = answer<norm_part>(waiting);
   msg = failure(part, ec::invalid_argument);
   BOOST_TEST(contains(msg, "the norm for step 0 (n = 2) was abandoned"), msg);
 }
@@ -590,9 +582,7 @@ BOOST_AUTO_TEST_CASE(a_second_apply_while_one_is_pending_is_an_error) {
   BOOST_TEST(contains(msg, "pending"), msg);
   // The first one is still alive and completes with the next push.
   push(seed_push(0, 0));
-  caf::expected<applied> done{caf::error{}};
-  first.receive([&](applied& x) { done = x; },
-                [&](caf::error& err) { done = std::move(err); });
+  auto done = answer<applied>(first);
   BOOST_REQUIRE_MESSAGE(done, test::why(done));
   BOOST_TEST(done->global_step == 1);
 }
@@ -602,9 +592,7 @@ BOOST_AUTO_TEST_CASE(set_step_makes_older_pushes_stale_and_fails_the_apply) {
   auto pending = self->request(ps, 10s, apply_atom::value, int64_t{0},
                                int64_t{2});
   set_step(5);
-  caf::expected<applied> done{caf::error{}};
-  pending.receive([&](applied& x) { done = x; },
-                  [&](caf::error& err) { done = std::move(err); });
+  auto done = answer<applied>(pending);
   auto msg = failure(done, ec::invalid_argument);
   BOOST_TEST(contains(msg, "abandoned"), msg);
   BOOST_TEST(contains(msg, "set to 5"), msg);
@@ -636,9 +624,7 @@ BOOST_AUTO_TEST_CASE(a_shard_that_stops_fails_its_pending_apply) {
   // Makes sure the shard holds the apply before it is told to stop.
   status();
   self->send_exit(ps, caf::exit_reason::user_shutdown);
-  caf::expected<applied> done{caf::error{}};
-  pending.receive([&](applied& x) { done = x; },
-                  [&](caf::error& err) { done = std::move(err); });
+  auto done = answer<applied>(pending);
   auto msg = failure(done, ec::peer_down);
   BOOST_TEST(contains(msg, "ps shard 1"), msg);
 }
