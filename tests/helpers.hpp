@@ -44,6 +44,16 @@ inline tensor vec(std::vector<float> xs) {
   return tensor{{n}, std::move(xs)};
 }
 
+/// An MLP on `side` x `side` one-channel images with the `hidden` layer
+/// widths; the rest (classes, activation, init) as model_spec's defaults.
+inline model_spec mlp_spec(int64_t side, std::vector<int64_t> hidden) {
+  model_spec spec;
+  spec.arch = model_arch::mlp;
+  spec.height = spec.width = side;
+  spec.hidden = std::move(hidden);
+  return spec;
+}
+
 inline bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
