@@ -419,20 +419,6 @@ BOOST_AUTO_TEST_CASE(shards_with_another_placement_refuse_the_chief) {
 
 namespace {
 
-const std::string evaluator_program = bin + "syncfac_evaluator";
-
-/// The evaluator of `cluster` (outside it, as TensorFlow's) with `flags`,
-/// waiting up to the connect timeout for the chief.
-node_process start_evaluator(const temp_dir& tmp, const std::string& cluster,
-                             const std::string& flags) {
-  return start_process(evaluator_program + " --cluster " + cluster
-                         + " --job_name evaluator --task 0 --threads 1"
-                           " --poll_ms 50 --eval_every 10"
-                           " --connect_timeout_ms "
-                         + std::to_string(connect_timeout_s * 1000) + flags,
-                       tmp.file("evaluator.log"));
-}
-
 /// The launcher's run of chief:0, worker:0 (started 40 s late, so that the
 /// chief waits for it) and ps:0 with the chief's outputs in `outputs`.
 process_result launch_waiting_for_a_worker(const temp_dir& tmp,
@@ -462,7 +448,7 @@ BOOST_AUTO_TEST_CASE(an_evaluator_of_another_model_ends_the_run_at_once) {
   // and shape) while it waits for a worker, and ends at once.
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto eval = start_evaluator(tmp, cluster,
+  auto eval = start_evaluator(tmp, cluster, 10, connect_timeout_s * 1000,
                               " --model mlp --fake_data --fake_test_size 100");
   kill_on_exit guard{eval};
   temp_dir dir;
@@ -482,7 +468,7 @@ BOOST_AUTO_TEST_CASE(an_evaluator_without_its_data_ends_the_run_at_once) {
   // chief before it exits, and the chief ends with its words.
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto eval = start_evaluator(tmp, cluster,
+  auto eval = start_evaluator(tmp, cluster, 10, connect_timeout_s * 1000,
                               " --data_dir " + tmp.file("no-such-dir"));
   kill_on_exit guard{eval};
   temp_dir dir;
@@ -513,7 +499,7 @@ BOOST_AUTO_TEST_CASE(an_evaluator_refused_while_the_steps_run_ends_the_run_check
   kill_on_exit run_guard{run};
   await_output(run, "[chief:0] global_step: ");
   auto started = std::chrono::system_clock::now();
-  auto eval = start_evaluator(tmp, cluster,
+  auto eval = start_evaluator(tmp, cluster, 10, connect_timeout_s * 1000,
                               " --model mlp --fake_data --fake_test_size 100");
   kill_on_exit eval_guard{eval};
   BOOST_REQUIRE_MESSAGE(run.wait(std::chrono::seconds{60}),
