@@ -34,6 +34,28 @@ inline tensor random_tensor(const tensor_shape& shape, std::mt19937& rng,
   return result;
 }
 
+/// A convolution of the kernel suites (conv2d, kfac_factors): x [n, h, w,
+/// c], a kh x kw kernel to o channels, strides sh and sw, and the padding.
+struct conv_case {
+  int64_t n, h, w, c, kh, kw, o, sh, sw;
+  padding pad;
+
+  std::string str() const {
+    return "x " + to_string(tensor_shape{n, h, w, c}) + " kernel "
+           + to_string(tensor_shape{kh, kw, c, o}) + " stride "
+           + std::to_string(sh) + "/" + std::to_string(sw) + " "
+           + to_string(pad);
+  }
+
+  conv2d_geometry geometry() const {
+    auto g = conv2d_geometry::make({n, h, w, c}, {kh, kw, c, o}, sh, sw, pad);
+    // Boost renders the message even when g holds a geometry.
+    BOOST_REQUIRE_MESSAGE(g, str() << ": "
+                                   << (g ? std::string{} : render(g.error())));
+    return *g;
+  }
+};
+
 /// The factor statistics suites' layers (kfac_inverter, cuda_kfac): a
 /// dense layer's input [37, 23] and ds [37, 11], and a conv layer's (6
 /// examples of 14 x 14 x 8, a 5 x 5 x 8 x 16 kernel: A is 201 wide).
