@@ -74,6 +74,31 @@ std::string failure(const caf::expected<T>& x, ec code) {
   return failure(x.error(), code);
 }
 
+/// Checks that err has the code and that its rendering contains every one
+/// of `parts`.
+inline void check_error(const caf::error& err, ec code,
+                        const std::vector<std::string>& parts) {
+  BOOST_REQUIRE_MESSAGE(err, "expected an error of code " << to_string(code));
+  BOOST_CHECK_MESSAGE(err.category() == error_category
+                        && err.code() == static_cast<uint8_t>(code),
+                      "expected " << to_string(code) << ", got "
+                                  << render(err));
+  auto text = render(err);
+  for (const auto& part : parts)
+    BOOST_CHECK_MESSAGE(text.find(part) != std::string::npos,
+                        "'" << text << "' does not mention '" << part
+                            << "'");
+}
+
+/// The same for an answer that must fail.
+template <class T>
+void check_error(const caf::expected<T>& x, ec code,
+                 const std::vector<std::string>& parts) {
+  BOOST_REQUIRE_MESSAGE(!x, "expected an error of code " << to_string(code)
+                                                         << ", got a value");
+  check_error(x.error(), code, parts);
+}
+
 /// The answer to a request already sent from a blocking actor (its
 /// response handle; the request's own timeout bounds the wait), or the
 /// error it produced. For requests a test sends before what answers them.

@@ -16,6 +16,7 @@
 
 #include "kernels/backend.hpp"
 #include "runtime/base/error.hpp"
+#include "tests/helpers.hpp"
 
 namespace syncfac::test {
 
@@ -226,22 +227,6 @@ void for_each_input_tap(const Geometry& g, int64_t oh, int64_t ow, F f) {
       if (ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w)
         f(kh, kw, ih, iw);
     }
-}
-
-/// Checks that err has the code and that its rendering contains every one
-/// of `parts`.
-inline void check_error(const caf::error& err, ec code,
-                        const std::vector<std::string>& parts) {
-  BOOST_REQUIRE_MESSAGE(err, "expected an error of code " << to_string(code));
-  BOOST_CHECK_MESSAGE(err.category() == error_category
-                        && err.code() == static_cast<uint8_t>(code),
-                      "expected " << to_string(code) << ", got "
-                                  << render(err));
-  auto text = render(err);
-  for (const auto& part : parts)
-    BOOST_CHECK_MESSAGE(text.find(part) != std::string::npos,
-                        "'" << text << "' does not mention '" << part
-                            << "'");
 }
 
 /// The activation `act` of `s`, in double: the reference the kernels'
