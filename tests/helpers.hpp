@@ -44,6 +44,15 @@ inline tensor vec(std::vector<float> xs) {
   return tensor{{n}, std::move(xs)};
 }
 
+/// An optimizer of `kind` at learning rate `lr`; the rest as
+/// optimizer_config's defaults.
+inline optimizer_config optimizer_of(optimizer_kind kind, float lr) {
+  optimizer_config cfg;
+  cfg.kind = kind;
+  cfg.learning_rate = lr;
+  return cfg;
+}
+
 /// An MLP on `side` x `side` one-channel images with the `hidden` layer
 /// widths; the rest (classes, activation, init) as model_spec's defaults.
 inline model_spec mlp_spec(int64_t side, std::vector<int64_t> hidden) {

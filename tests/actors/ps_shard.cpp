@@ -272,8 +272,7 @@ BOOST_AUTO_TEST_CASE(a_partial_push_completes_the_apply_it_counts_for) {
 BOOST_AUTO_TEST_CASE(momentum_keeps_its_velocity_and_sparse_rows_stay_apart) {
   auto shard = seed_config();
   shard.variables.push_back({"layer/w", vec({0, 0})});
-  shard.optimizer.kind = optimizer_kind::momentum;
-  shard.optimizer.learning_rate = 0.5f;
+  shard.optimizer = test::optimizer_of(optimizer_kind::momentum, 0.5f);
   shard.optimizer.momentum = 0.9f;
   start(shard);
   auto with_w = [](gradient_push p, tensor w) {
@@ -314,8 +313,7 @@ BOOST_AUTO_TEST_CASE(kfac_preconditions_its_layers_and_moves_tables_first_order)
                      {"fc/b", vec({0.0f})},
                      {"emb", tensor{{3, 1}, {3.0f, 4.0f, 5.0f}}}};
   shard.sparse_variables = {"emb"};
-  shard.optimizer.kind = optimizer_kind::kfac;
-  shard.optimizer.learning_rate = 0.5f;
+  shard.optimizer = test::optimizer_of(optimizer_kind::kfac, 0.5f);
   shard.optimizer.momentum = 0.9f;
   shard.kfac_layers = {kfac_layer{"fc", layer_kind::dense, "fc/w", "fc/b",
                                   2, 1, 1}};
@@ -707,8 +705,7 @@ namespace {
 /// A shard of `variables` under plain SGD with learning rate 1.
 ps_shard_config sgd_shard(parameter_set variables) {
   ps_shard_config sc;
-  sc.optimizer.kind = optimizer_kind::sgd;
-  sc.optimizer.learning_rate = 1.0f;
+  sc.optimizer = test::optimizer_of(optimizer_kind::sgd, 1.0f);
   sc.variables = std::move(variables);
   return sc;
 }
@@ -821,8 +818,7 @@ ps_shard_config table_shard() {
     {"emb", tensor{{5, 2}, {0, 1, 10, 11, 20, 21, 30, 31, 40, 41}}},
     {"b", tensor{{1}, std::vector<float>{7.0f}}}};
   cfg.sparse_variables = {"emb"};
-  cfg.optimizer.kind = optimizer_kind::sgd;
-  cfg.optimizer.learning_rate = 1.0f;
+  cfg.optimizer = test::optimizer_of(optimizer_kind::sgd, 1.0f);
   return cfg;
 }
 
