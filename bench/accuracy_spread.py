@@ -29,24 +29,23 @@ COMMON = ["--batch_size", "32", "--threads", "1", "--seed", "3",
           "--moving_average_decay", "0.9",
           "--no_progress", "--init", "glorot", "--log_every", "10"]
 
+
+def topology(workers, ps, steps, *extra, **more_jobs):
+    """(jobs, flags) of a run: the chief, `workers` workers and `ps` PS
+    shards (and `more_jobs`), R = 2, `steps` global steps, then `extra`."""
+    jobs = {"chief": 1, "worker": workers, "ps": ps, **more_jobs}
+    return jobs, ["--steps", str(steps), "--replicas_to_aggregate", "2", *extra]
+
+
 # name: (jobs, flags); the same topologies and flags as the tests.
 TOPOLOGIES = {
-    "3 workers, R 2, 1 PS, 150 steps": (
-        {"chief": 1, "worker": 3, "ps": 1},
-        ["--steps", "150", "--replicas_to_aggregate", "2"]),
-    "2 workers, R 2, 1 PS, 150 steps": (
-        {"chief": 1, "worker": 2, "ps": 1},
-        ["--steps", "150", "--replicas_to_aggregate", "2"]),
-    "2 workers, R 2, 1 PS, 300 steps": (
-        {"chief": 1, "worker": 2, "ps": 1},
-        ["--steps", "300", "--replicas_to_aggregate", "2"]),
-    "2 workers, R 2, 2 PS, 150 steps": (
-        {"chief": 1, "worker": 2, "ps": 2},
-        ["--steps", "150", "--replicas_to_aggregate", "2"]),
-    "K-FAC, 2 workers, R 2, 1 PS, covariance, inverse, 1500 steps": (
-        {"chief": 1, "worker": 2, "ps": 1, "covariance": 1, "inverse": 1},
-        ["--steps", "1500", "--replicas_to_aggregate", "2", "--optimizer",
-         "kfac", "--learning_rate", "0.0003"]),
+    "3 workers, R 2, 1 PS, 150 steps": topology(3, 1, 150),
+    "2 workers, R 2, 1 PS, 150 steps": topology(2, 1, 150),
+    "2 workers, R 2, 1 PS, 300 steps": topology(2, 1, 300),
+    "2 workers, R 2, 2 PS, 150 steps": topology(2, 2, 150),
+    "K-FAC, 2 workers, R 2, 1 PS, covariance, inverse, 1500 steps": topology(
+        2, 1, 1500, "--optimizer", "kfac", "--learning_rate", "0.0003",
+        covariance=1, inverse=1),
 }
 
 

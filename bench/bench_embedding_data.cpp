@@ -64,6 +64,15 @@ int fail(const std::string& what) {
   return EXIT_FAILURE;
 }
 
+/// The flags that take a whole number, and the field each sets.
+const std::map<std::string, int64_t options::*> count_flags{
+  {"--vocabulary", &options::vocabulary},
+  {"--ids", &options::ids},
+  {"--width", &options::width},
+  {"--train", &options::train},
+  {"--test", &options::test},
+};
+
 bool parse(int argc, char** argv, options& o, std::string& error) {
   for (int i = 1; i < argc; i += 2) {
     std::string flag = argv[i];
@@ -73,16 +82,8 @@ bool parse(int argc, char** argv, options& o, std::string& error) {
     }
     std::string v = argv[i + 1];
     try {
-      if (flag == "--vocabulary")
-        o.vocabulary = std::stoll(v);
-      else if (flag == "--ids")
-        o.ids = std::stoll(v);
-      else if (flag == "--width")
-        o.width = std::stoll(v);
-      else if (flag == "--train")
-        o.train = std::stoll(v);
-      else if (flag == "--test")
-        o.test = std::stoll(v);
+      if (auto count = count_flags.find(flag); count != count_flags.end())
+        o.*(count->second) = std::stoll(v);
       else if (flag == "--zipf")
         o.zipf = std::stod(v);
       else if (flag == "--seed")

@@ -16,7 +16,6 @@
 #include <functional>
 #include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -53,6 +52,17 @@ tensor factor(int64_t n, int64_t rows, bool bias, std::mt19937& rng) {
   return f;
 }
 
+/// One factor of a layer and where its kernels' outputs go.
+struct factor_outputs {
+  const char* name; // "A" or "G"
+  const tensor* factor;
+  float damping;
+  tensor* inverse;
+  tensor* eigenvalues;
+  tensor* eigenvectors;
+  tensor* lower;
+};
+
 struct layer_shape {
   const char* name;
   int64_t in; // A is [in, in], bias included
@@ -76,27 +86,26 @@ int main(int argc, char** argv) {
     auto G = factor(s.out, s.rows, false, rng);
     auto plan = cpu::factored_damping(A, G, lambda, 1);
     tensor A_inv, G_inv, eA, QA, eG, QG, LA, LG, grad({s.in, s.out}), out;
-    for (auto [fname, f, d, inv, e, q, l] :
-         {std::tuple{"A", &A, plan.a_damping, &A_inv, &eA, &QA, &LA},
-          std::tuple{"G", &G, plan.g_damping, &G_inv, &eG, &QG, &LG}}) {
-      auto n = std::to_string(f->dim(0));
-      auto label = std::string{s.name} + " " + fname + " " + n + "x" + n;
-      report("damped_inverse " + label,
-             measure([&, f = f, d = d, inv = inv] {
-               ok(cpu::damped_inverse(*f, d, *inv));
-             }, seconds));
-      report("damped_inverse_f32 " + label,
-             measure([&, f = f, d = d, inv = inv] {
-               ok(cpu::damped_inverse_f32(*f, d, *inv));
-             }, seconds));
-      report("damped_cholesky " + label,
-             measure([&, f = f, d = d, l = l] {
-               ok(cpu::damped_cholesky(*f, d, *l));
-             }, seconds));
-      report("symmetric_eigen " + label,
-             measure([&, f = f, e = e, q = q] {
-               ok(cpu::symmetric_eigen(*f, *e, *q));
-             }, seconds));
+    for (const auto& o :
+         {factor_outputs{"A", &A, plan.a_damping, &A_inv, &eA, &QA, &LA},
+          factor_outputs{"G", &G, plan.g_damping, &G_inv, &eG, &QG, &LG}}) {
+      auto n = std::to_string(o.factor->dim(0));
+      auto label = std::string{s.name} + " " + o.name + " " + n + "x" + n;
+      auto time = [&](const char* kernel, const std::function<void()>& run) {
+        report(kernel + (" " + label), measure(run, seconds));
+      };
+      time("damped_inverse", [&] {
+        ok(cpu::damped_inverse(*o.factor, o.damping, *o.inverse));
+      });
+      time("damped_inverse_f32", [&] {
+        ok(cpu::damped_inverse_f32(*o.factor, o.damping, *o.inverse));
+      });
+      time("damped_cholesky", [&] {
+        ok(cpu::damped_cholesky(*o.factor, o.damping, *o.lower));
+      });
+      time("symmetric_eigen", [&] {
+        ok(cpu::symmetric_eigen(*o.factor, *o.eigenvalues, *o.eigenvectors));
+      });
     }
     auto shape = std::string{s.name} + " [" + std::to_string(s.in) + ", "
                  + std::to_string(s.out) + "]";

@@ -44,6 +44,25 @@ inline tensor vec(std::vector<float> xs) {
   return tensor{{n}, std::move(xs)};
 }
 
+/// An optimizer of `kind` at learning rate `lr`; the rest as
+/// optimizer_config's defaults.
+inline optimizer_config optimizer_of(optimizer_kind kind, float lr) {
+  optimizer_config cfg;
+  cfg.kind = kind;
+  cfg.learning_rate = lr;
+  return cfg;
+}
+
+/// An MLP on `side` x `side` one-channel images with the `hidden` layer
+/// widths; the rest (classes, activation, init) as model_spec's defaults.
+inline model_spec mlp_spec(int64_t side, std::vector<int64_t> hidden) {
+  model_spec spec;
+  spec.arch = model_arch::mlp;
+  spec.height = spec.width = side;
+  spec.hidden = std::move(hidden);
+  return spec;
+}
+
 inline bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
@@ -64,16 +83,50 @@ std::string failure(const caf::expected<T>& x, ec code) {
   return failure(x.error(), code);
 }
 
+/// Checks that err has the code and that its rendering contains every one
+/// of `parts`.
+inline void check_error(const caf::error& err, ec code,
+                        const std::vector<std::string>& parts) {
+  BOOST_REQUIRE_MESSAGE(err, "expected an error of code " << to_string(code));
+  BOOST_CHECK_MESSAGE(err.category() == error_category
+                        && err.code() == static_cast<uint8_t>(code),
+                      "expected " << to_string(code) << ", got "
+                                  << render(err));
+  auto text = render(err);
+  for (const auto& part : parts)
+    BOOST_CHECK_MESSAGE(text.find(part) != std::string::npos,
+                        "'" << text << "' does not mention '" << part
+                            << "'");
+}
+
+/// The same for an answer that must fail.
+template <class T>
+void check_error(const caf::expected<T>& x, ec code,
+                 const std::vector<std::string>& parts) {
+  BOOST_REQUIRE_MESSAGE(!x, "expected an error of code " << to_string(code)
+                                                         << ", got a value");
+  check_error(x.error(), code, parts);
+}
+
+/// The answer to a request already sent from a blocking actor (its
+/// response handle; the request's own timeout bounds the wait), or the
+/// error it produced. For requests a test sends before what answers them.
+template <class T, class Pending>
+caf::expected<T> answer(Pending& pending) {
+  caf::expected<T> result{caf::error{}};
+  pending.receive([&](T& x) { result = std::move(x); },
+                  [&](caf::error& err) { result = std::move(err); });
+  return result;
+}
+
 /// The answer of `dest` to a request (10 s at most), or the error it
 /// produced.
 template <class T, class Handle, class... Ts>
 caf::expected<T> ask(caf::scoped_actor& self, const Handle& dest,
                      Ts&&... xs) {
-  caf::expected<T> result{caf::error{}};
-  self->request(dest, std::chrono::seconds{10}, std::forward<Ts>(xs)...)
-    .receive([&](T& x) { result = std::move(x); },
-             [&](caf::error& err) { result = std::move(err); });
-  return result;
+  auto pending = self->request(dest, std::chrono::seconds{10},
+                               std::forward<Ts>(xs)...);
+  return answer<T>(pending);
 }
 
 } // namespace syncfac::test

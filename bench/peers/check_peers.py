@@ -20,7 +20,8 @@ import json
 import os
 import subprocess
 import sys
-import time
+
+from tf_cluster import stop
 
 failures = []
 
@@ -105,19 +106,9 @@ def check_tf(python, peers, source, env):
     try:
         code, out = run(common + ["--job", "worker", "--task", "0"], 270, env=env)
     finally:
-        deadline = time.monotonic() + 30  # worker 1 may wait on a token after the chief ended
-        for p in reversed(started):
-            if p is started[0]:
-                deadline = time.monotonic()  # the ps never ends by itself
-            try:
-                p.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.terminate()
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        ps_task, worker_1 = started
+        stop(worker_1, 30, term_s=10)  # it may wait on a token after the chief ended
+        stop(ps_task, 0, term_s=10)  # the ps never ends by itself
     s = summary(out)
     check(code == 0 and s is not None,
           f"tf_sync_replicas.py's chief exits 0 with a summary: exit {code}, "

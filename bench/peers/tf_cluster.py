@@ -22,13 +22,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PORT_TAKEN = re.compile(r"address already in use|could not start grpc server|failed to bind", re.I)
 
 
-def stop(proc, wait_s):
+def stop(proc, wait_s, term_s=1):
+    """Waits wait_s for proc to end, then sends SIGTERM and waits term_s,
+    then SIGKILL."""
     try:
         proc.wait(timeout=wait_s)
     except subprocess.TimeoutExpired:
         proc.terminate()
         try:
-            proc.wait(timeout=1)
+            proc.wait(timeout=term_s)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

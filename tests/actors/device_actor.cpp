@@ -152,9 +152,7 @@ BOOST_AUTO_TEST_CASE(trains_only_with_an_optimizer_and_then_improves) {
   load();
   auto b = fake_batch(64);
   BOOST_TEST(!ask<step_result>(train_atom::value, b));
-  optimizer_config opt;
-  opt.kind = optimizer_kind::adam;
-  opt.learning_rate = 1e-3f;
+  auto opt = test::optimizer_of(optimizer_kind::adam, 1e-3f);
   BOOST_REQUIRE(ask<caf::ok_atom>(optimizer_atom::value, opt));
   auto first = ask<step_result>(train_atom::value, b);
   BOOST_REQUIRE(first);

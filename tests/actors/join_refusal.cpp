@@ -165,10 +165,9 @@ BOOST_FIXTURE_TEST_CASE(a_shard_answers_the_chiefs_hello_with_its_refusal,
     chief_sys, cluster,
     make_hello(chief_sys, {"chief", 0}, caf::actor_cast<caf::actor>(n)), opts,
     nullptr);
-  caf::expected<node_info> got{caf::error{}};
-  owner->request(c, 30s, connect_atom::value, std::string{"ps:0"})
-    .receive([&](node_info& x) { got = std::move(x); },
-             [&](caf::error& err) { got = std::move(err); });
+  auto pending = owner->request(c, 30s, connect_atom::value,
+                                std::string{"ps:0"});
+  auto got = test::answer<node_info>(pending);
   auto text = test::failure(got, ec::invalid_config);
   BOOST_TEST(test::contains(text, "ps:0 cannot join the run: no GPU 999"),
              text);

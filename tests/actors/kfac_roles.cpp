@@ -238,8 +238,7 @@ struct fixture : actor_fixture {
     for (const auto& l : layers)
       for (auto& v : layer_variables(l))
         c.variables.push_back(std::move(v));
-    c.optimizer.kind = optimizer_kind::kfac;
-    c.optimizer.learning_rate = lr;
+    c.optimizer = test::optimizer_of(optimizer_kind::kfac, lr);
     c.optimizer.momentum = 0.9f;
     c.optimizer.kfac = kfac;
     c.kfac_layers = std::move(layers);

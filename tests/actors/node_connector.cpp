@@ -88,12 +88,9 @@ connect_options retrying_until(std::chrono::milliseconds timeout) {
 caf::expected<std::vector<node_info>>
 ask_for_ps(caf::scoped_actor& self, const peer_connector_actor& c,
            std::chrono::milliseconds bound = 30000ms) {
-  caf::expected<std::vector<node_info>> got{caf::error{}};
-  self->request(c, bound, connect_atom::value,
-                std::vector<std::string>{"ps:0"})
-    .receive([&](std::vector<node_info>& x) { got = std::move(x); },
-             [&](caf::error& err) { got = std::move(err); });
-  return got;
+  auto pending = self->request(c, bound, connect_atom::value,
+                               std::vector<std::string>{"ps:0"});
+  return test::answer<std::vector<node_info>>(pending);
 }
 
 } // namespace
@@ -144,9 +141,7 @@ BOOST_AUTO_TEST_CASE(a_peer_that_listens_late_is_reached_on_a_later_attempt) {
   }
   auto bound = publish_node(t.n, "127.0.0.1", port, false);
   BOOST_REQUIRE_MESSAGE(bound, test::why(bound));
-  caf::expected<std::vector<node_info>> got{caf::error{}};
-  pending.receive([&](std::vector<node_info>& x) { got = std::move(x); },
-                  [&](caf::error& err) { got = std::move(err); });
+  auto got = test::answer<std::vector<node_info>>(pending);
   auto took = clock_type::now() - started;
   BOOST_REQUIRE_MESSAGE(got, test::why(got));
   BOOST_REQUIRE_EQUAL(got->size(), 1u);

@@ -222,9 +222,7 @@ BOOST_AUTO_TEST_CASE(apply_waits_for_the_last_gradient) {
   auto ack = push(seed_push(1, 0));
   BOOST_TEST(ack.accepted);
   BOOST_TEST(ack.global_step == 0);
-  caf::expected<applied> done{caf::error{}};
-  pending.receive([&](applied& x) { done = x; },
-                  [&](caf::error& err) { done = std::move(err); });
+  auto done = answer<applied>(pending);
   BOOST_REQUIRE_MESSAGE(done, test::why(done));
   BOOST_TEST(done->global_step == 1);
   BOOST_TEST(done->gradients == 2);
@@ -253,9 +251,7 @@ BOOST_AUTO_TEST_CASE(a_partial_push_completes_the_apply_it_counts_for) {
   auto pending = self->request(ps, 10s, apply_atom::value, int64_t{0},
                                int64_t{1});
   BOOST_TEST(push(only_v0).accepted);
-  caf::expected<applied> done{caf::error{}};
-  pending.receive([&](applied& x) { done = x; },
-                  [&](caf::error& err) { done = std::move(err); });
+  auto done = answer<applied>(pending);
   BOOST_REQUIRE_MESSAGE(done, test::why(done));
   BOOST_TEST(done->global_step == 1);
   // The fewest gradients any variable averaged over: none for v1.
@@ -276,8 +272,7 @@ BOOST_AUTO_TEST_CASE(a_partial_push_completes_the_apply_it_counts_for) {
 BOOST_AUTO_TEST_CASE(momentum_keeps_its_velocity_and_sparse_rows_stay_apart) {
   auto shard = seed_config();
   shard.variables.push_back({"layer/w", vec({0, 0})});
-  shard.optimizer.kind = optimizer_kind::momentum;
-  shard.optimizer.learning_rate = 0.5f;
+  shard.optimizer = test::optimizer_of(optimizer_kind::momentum, 0.5f);
   shard.optimizer.momentum = 0.9f;
   start(shard);
   auto with_w = [](gradient_push p, tensor w) {
@@ -318,8 +313,7 @@ BOOST_AUTO_TEST_CASE(kfac_preconditions_its_layers_and_moves_tables_first_order)
                      {"fc/b", vec({0.0f})},
                      {"emb", tensor{{3, 1}, {3.0f, 4.0f, 5.0f}}}};
   shard.sparse_variables = {"emb"};
-  shard.optimizer.kind = optimizer_kind::kfac;
-  shard.optimizer.learning_rate = 0.5f;
+  shard.optimizer = test::optimizer_of(optimizer_kind::kfac, 0.5f);
   shard.optimizer.momentum = 0.9f;
   shard.kfac_layers = {kfac_layer{"fc", layer_kind::dense, "fc/w", "fc/b",
                                   2, 1, 1}};
@@ -514,9 +508,7 @@ BOOST_AUTO_TEST_CASE(a_norm_request_waits_for_the_round_and_takes_nothing) {
                                int64_t{2});
   push(seed_push(0, 0));
   BOOST_TEST(push(seed_push(1, 0)).accepted);
-  caf::expected<norm_part> part{caf::error{}};
-  pending.receive([&](norm_part& x) { part = x; },
-                  [&](caf::error& err) { part = std::move(err); });
+  auto part = answer<norm_part>(pending);
   BOOST_REQUIRE_MESSAGE(part, test::why(part));
   BOOST_TEST(part->shard == 1);
   BOOST_TEST(part->global_step == 0);
@@ -576,9 +568,7 @@ BOOST_AUTO_TEST_CASE(a_bad_clip_factor_or_norm_request_is_refused) {
   msg = failure(apply(0, 2), ec::invalid_argument);
   BOOST_TEST(contains(msg, "norm for step 0 is still pending"), msg);
   set_step(4);
-  caf::expected<norm_part> part{caf::error{}};
-  waiting.receive([&](norm_part& x) { part = x; },
-                  [&](caf::error& err) { part = std::move(err); });
+  auto part = answer<norm_part>(waiting);
   msg = failure(part, ec::invalid_argument);
   BOOST_TEST(contains(msg, "the norm for step 0 (n = 2) was abandoned"), msg);
 }
@@ -590,9 +580,7 @@ BOOST_AUTO_TEST_CASE(a_second_apply_while_one_is_pending_is_an_error) {
   BOOST_TEST(contains(msg, "pending"), msg);
   // The first one is still alive and completes with the next push.
   push(seed_push(0, 0));
-  caf::expected<applied> done{caf::error{}};
-  first.receive([&](applied& x) { done = x; },
-                [&](caf::error& err) { done = std::move(err); });
+  auto done = answer<applied>(first);
   BOOST_REQUIRE_MESSAGE(done, test::why(done));
   BOOST_TEST(done->global_step == 1);
 }
@@ -602,9 +590,7 @@ BOOST_AUTO_TEST_CASE(set_step_makes_older_pushes_stale_and_fails_the_apply) {
   auto pending = self->request(ps, 10s, apply_atom::value, int64_t{0},
                                int64_t{2});
   set_step(5);
-  caf::expected<applied> done{caf::error{}};
-  pending.receive([&](applied& x) { done = x; },
-                  [&](caf::error& err) { done = std::move(err); });
+  auto done = answer<applied>(pending);
   auto msg = failure(done, ec::invalid_argument);
   BOOST_TEST(contains(msg, "abandoned"), msg);
   BOOST_TEST(contains(msg, "set to 5"), msg);
@@ -636,9 +622,7 @@ BOOST_AUTO_TEST_CASE(a_shard_that_stops_fails_its_pending_apply) {
   // Makes sure the shard holds the apply before it is told to stop.
   status();
   self->send_exit(ps, caf::exit_reason::user_shutdown);
-  caf::expected<applied> done{caf::error{}};
-  pending.receive([&](applied& x) { done = x; },
-                  [&](caf::error& err) { done = std::move(err); });
+  auto done = answer<applied>(pending);
   auto msg = failure(done, ec::peer_down);
   BOOST_TEST(contains(msg, "ps shard 1"), msg);
 }
@@ -721,8 +705,7 @@ namespace {
 /// A shard of `variables` under plain SGD with learning rate 1.
 ps_shard_config sgd_shard(parameter_set variables) {
   ps_shard_config sc;
-  sc.optimizer.kind = optimizer_kind::sgd;
-  sc.optimizer.learning_rate = 1.0f;
+  sc.optimizer = test::optimizer_of(optimizer_kind::sgd, 1.0f);
   sc.variables = std::move(variables);
   return sc;
 }
@@ -835,8 +818,7 @@ ps_shard_config table_shard() {
     {"emb", tensor{{5, 2}, {0, 1, 10, 11, 20, 21, 30, 31, 40, 41}}},
     {"b", tensor{{1}, std::vector<float>{7.0f}}}};
   cfg.sparse_variables = {"emb"};
-  cfg.optimizer.kind = optimizer_kind::sgd;
-  cfg.optimizer.learning_rate = 1.0f;
+  cfg.optimizer = test::optimizer_of(optimizer_kind::sgd, 1.0f);
   return cfg;
 }
 

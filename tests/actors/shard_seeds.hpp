@@ -24,8 +24,7 @@ inline ps_shard_config seed_config() {
   cfg.index = 1;
   cfg.variables = seed_variables();
   cfg.sparse_variables = {"v_sparse"};
-  cfg.optimizer.kind = optimizer_kind::sgd;
-  cfg.optimizer.learning_rate = 2.0f;
+  cfg.optimizer = test::optimizer_of(optimizer_kind::sgd, 2.0f);
   return cfg;
 }
 

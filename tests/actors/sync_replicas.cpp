@@ -132,9 +132,7 @@ struct fixture : test::deterministic_system {
 
   /// ps0: v0 = 0; ps1: v1 = 1 and v_sparse = [[3], [4]], SGD with lr 2.
   void spawn_shards() {
-    optimizer_config sgd;
-    sgd.kind = optimizer_kind::sgd;
-    sgd.learning_rate = 2.0f;
+    auto sgd = test::optimizer_of(optimizer_kind::sgd, 2.0f);
     ps_shard_config ps0;
     ps0.index = 0;
     ps0.optimizer = sgd;

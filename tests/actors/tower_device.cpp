@@ -170,11 +170,8 @@ struct fixture : test::actor_fixture {
   /// The answer to a request, or the error it produced.
   template <class T, class... Ts>
   caf::expected<T> ask(const device_actor& dev, Ts&&... xs) {
-    caf::expected<T> result{caf::error{}};
-    self->request(dev, 60s, std::forward<Ts>(xs)...)
-      .receive([&](T& x) { result = std::move(x); },
-               [&](caf::error& err) { result = std::move(err); });
-    return result;
+    auto pending = self->request(dev, 60s, std::forward<Ts>(xs)...);
+    return test::answer<T>(pending);
   }
 
   model_info load(const device_actor& dev, const model_spec& spec) {

@@ -101,8 +101,7 @@ struct shard_fixture : actor_fixture {
     c.index = 3;
     c.variables = shard_variables();
     c.sparse_variables = {"embed"};
-    c.optimizer.kind = optimizer_kind::sgd;
-    c.optimizer.learning_rate = 1.0f;
+    c.optimizer = test::optimizer_of(optimizer_kind::sgd, 1.0f);
     ps = keep(spawn_ps_shard(sys, std::move(c)));
     BOOST_REQUIRE(require<push_ack>(ps, push_atom::value, good_push(0, 0.25f))
                     .accepted);

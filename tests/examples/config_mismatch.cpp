@@ -45,6 +45,15 @@ const std::string common = " --fake_data --fake_train_size 512"
                            + std::to_string(connect_timeout_s * 1000)
                            + " --max_wait_ms 20000";
 
+/// The launcher's command line for `cluster` running the program (150 s at
+/// most, 2 s of grace) with `options`: its --job_program and --job_flags,
+/// then " -- " and the flags of every node.
+std::string launch_command(const std::string& cluster,
+                           const std::string& options) {
+  return launcher + " --cluster " + cluster + " --program " + program
+         + " --max_wall_s 150 --grace_ms 2000" + options;
+}
+
 /// The chief's outputs, in a directory of their own that a refused run
 /// must leave empty.
 struct chief_outputs {
@@ -77,9 +86,7 @@ process_result launch(const std::string& cluster, const std::string& flags,
            + (differing.empty()
                 ? std::string{}
                 : " --job_flags '" + job + "=" + flags + differing + "'");
-  return run_program(launcher + " --cluster " + cluster + " --program "
-                     + program + " --max_wall_s 150 --grace_ms 2000" + jobs
-                     + " -- " + flags);
+  return run_program(launch_command(cluster, jobs + " -- " + flags));
 }
 
 /// Seconds of the day of a launcher line's timestamp
@@ -289,12 +296,10 @@ BOOST_AUTO_TEST_CASE(a_refusal_ends_the_chiefs_wait_for_a_slow_task) {
   temp_dir dir;
   chief_outputs outputs{dir.path()};
   auto flags = common + " --optimizer kfac --learning_rate 0.0003";
-  auto res = run_program(launcher + " --cluster " + cluster + " --program "
-                         + program + " --max_wall_s 150 --grace_ms 2000"
-                         + " --job_program inverse=" + late
-                         + " --job_flags 'chief=" + flags + outputs.flags()
-                         + "' --job_flags 'worker=" + flags
-                         + " --device gpu:999' -- " + flags);
+  auto res = run_program(launch_command(
+    cluster, " --job_program inverse=" + late + " --job_flags 'chief=" + flags
+               + outputs.flags() + "' --job_flags 'worker=" + flags
+               + " --device gpu:999' -- " + flags));
   BOOST_TEST_MESSAGE(res.output);
   check_ended_at_once(res, "worker:0 cannot join the run: ", outputs);
   BOOST_TEST(said_by(res.output, "chief:0", "gpu:999"));
@@ -419,30 +424,15 @@ BOOST_AUTO_TEST_CASE(shards_with_another_placement_refuse_the_chief) {
 
 namespace {
 
-const std::string evaluator_program = bin + "syncfac_evaluator";
-
-/// The evaluator of `cluster` (outside it, as TensorFlow's) with `flags`,
-/// waiting up to the connect timeout for the chief.
-node_process start_evaluator(const temp_dir& tmp, const std::string& cluster,
-                             const std::string& flags) {
-  return start_process(evaluator_program + " --cluster " + cluster
-                         + " --job_name evaluator --task 0 --threads 1"
-                           " --poll_ms 50 --eval_every 10"
-                           " --connect_timeout_ms "
-                         + std::to_string(connect_timeout_s * 1000) + flags,
-                       tmp.file("evaluator.log"));
-}
-
 /// The launcher's run of chief:0, worker:0 (started 40 s late, so that the
 /// chief waits for it) and ps:0 with the chief's outputs in `outputs`.
 process_result launch_waiting_for_a_worker(const temp_dir& tmp,
                                            const std::string& cluster,
                                            const chief_outputs& outputs) {
-  return run_program(launcher + " --cluster " + cluster + " --program "
-                     + program + " --max_wall_s 150 --grace_ms 2000"
-                     + " --job_program worker=" + late_program(tmp, 40)
-                     + " --job_flags 'chief=" + common + outputs.flags()
-                     + "' -- " + common);
+  return run_program(launch_command(
+    cluster, " --job_program worker=" + late_program(tmp, 40)
+               + " --job_flags 'chief=" + common + outputs.flags() + "' -- "
+               + common));
 }
 
 /// The evaluator exited 1 within a bound, saying `text`.
@@ -462,7 +452,7 @@ BOOST_AUTO_TEST_CASE(an_evaluator_of_another_model_ends_the_run_at_once) {
   // and shape) while it waits for a worker, and ends at once.
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto eval = start_evaluator(tmp, cluster,
+  auto eval = start_evaluator(tmp, cluster, 10, connect_timeout_s * 1000,
                               " --model mlp --fake_data --fake_test_size 100");
   kill_on_exit guard{eval};
   temp_dir dir;
@@ -482,7 +472,7 @@ BOOST_AUTO_TEST_CASE(an_evaluator_without_its_data_ends_the_run_at_once) {
   // chief before it exits, and the chief ends with its words.
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto eval = start_evaluator(tmp, cluster,
+  auto eval = start_evaluator(tmp, cluster, 10, connect_timeout_s * 1000,
                               " --data_dir " + tmp.file("no-such-dir"));
   kill_on_exit guard{eval};
   temp_dir dir;
@@ -504,16 +494,14 @@ BOOST_AUTO_TEST_CASE(an_evaluator_refused_while_the_steps_run_ends_the_run_check
   temp_dir dir;
   chief_outputs outputs{dir.path()};
   auto flags = common + " --steps 1000000 --log_every 10";
-  auto run = start_process(launcher + " --cluster " + cluster + " --program "
-                             + program + " --max_wall_s 150 --grace_ms 2000"
-                             + " --job_flags 'chief=" + flags
-                             + outputs.flags() + " --checkpoint_every 0' -- "
-                             + flags,
-                           tmp.file("launcher.log"));
+  auto run = start_process(
+    launch_command(cluster, " --job_flags 'chief=" + flags + outputs.flags()
+                              + " --checkpoint_every 0' -- " + flags),
+    tmp.file("launcher.log"));
   kill_on_exit run_guard{run};
   await_output(run, "[chief:0] global_step: ");
   auto started = std::chrono::system_clock::now();
-  auto eval = start_evaluator(tmp, cluster,
+  auto eval = start_evaluator(tmp, cluster, 10, connect_timeout_s * 1000,
                               " --model mlp --fake_data --fake_test_size 100");
   kill_on_exit eval_guard{eval};
   BOOST_REQUIRE_MESSAGE(run.wait(std::chrono::seconds{60}),

@@ -36,6 +36,51 @@ std::string digest_of(const std::string& command, const std::string& summary) {
   return digest;
 }
 
+/// The summary of convnet_mnist_distributed with `flags` run by the
+/// launcher as `cluster`, written to `summary`.
+std::string cluster_summary(const std::string& cluster,
+                            const std::string& flags,
+                            const std::string& summary) {
+  run_ok(bin + "syncfac-launch --cluster " + cluster + " --program " + bin
+         + "convnet_mnist_distributed --max_wall_s 300 -- " + flags
+         + " --connect_timeout_ms 60000 --summary " + summary);
+  return read_file(summary);
+}
+
+/// The summaries of a model file's runs in a loopback cluster (the chief, a
+/// worker, two PS shards).
+struct cluster_runs {
+  std::string momentum;
+  std::string kfac;
+};
+
+/// Trains examples/models' `model_file` for `steps` global steps in a
+/// loopback cluster with momentum SGD at `momentum_lr`, which must end on
+/// the parameters of the same run in one process, and with K-FAC at
+/// `kfac_lr` (inverting every 5 steps), which must precondition its steps.
+cluster_runs train_in_a_cluster(const std::string& model_file, int steps,
+                                const std::string& momentum_lr,
+                                const std::string& kfac_lr) {
+  temp_dir tmp;
+  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
+  auto common = data + " --threads 1 --steps " + std::to_string(steps)
+                + " --model_file " + models + model_file;
+  auto momentum = common + " --optimizer momentum --learning_rate "
+                  + momentum_lr;
+  cluster_runs runs;
+  runs.momentum = cluster_summary(cluster, momentum, tmp.file("momentum.json"));
+  auto here = digest_of(single + momentum + " --ps_tasks 2",
+                        tmp.file("local.json"));
+  BOOST_TEST(json_string(runs.momentum, "params_digest") == here);
+  runs.kfac = cluster_summary(cluster,
+                              common + " --optimizer kfac --learning_rate "
+                                + kfac_lr + " --invert_every 5",
+                              tmp.file("kfac.json"));
+  BOOST_TEST(json_numbers(runs.kfac, "preconditioned_steps").at(0) > 0,
+             runs.kfac);
+  return runs;
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(builtin_files_train_as_the_builtin_models) {
@@ -75,14 +120,12 @@ BOOST_AUTO_TEST_CASE(autoencoder_file_trains_as_the_builtin_autoencoder) {
 BOOST_AUTO_TEST_CASE(builtin_file_in_a_cluster_equals_the_flag_in_process) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
-  auto summary = tmp.file("cluster.json");
-  auto res = run_ok(bin + "syncfac-launch --cluster " + cluster
-                    + " --program " + bin
-                    + "convnet_mnist_distributed --max_wall_s 300 -- "
-                    + data + " --threads 1 --connect_timeout_ms 60000"
-                      " --steps 30 --model_file " + models
-                    + "seeds_convnet.json --summary " + summary);
-  auto across = json_string(read_file(summary), "params_digest");
+  auto across = json_string(
+    cluster_summary(cluster,
+                    data + " --threads 1 --steps 30 --model_file " + models
+                      + "seeds_convnet.json",
+                    tmp.file("summary.json")),
+    "params_digest");
   auto here = digest_of(single + data + " --threads 1 --steps 30"
                           " --ps_tasks 2 --model convnet",
                         tmp.file("local.json"));
@@ -96,27 +139,10 @@ BOOST_AUTO_TEST_CASE(a_residual_graph_trains_in_a_cluster_as_here) {
   // its runs do not replay bit for bit); under K-FAC, which preconditions
   // its seven convolutions and the dense layer, 30 steps reach a test
   // accuracy momentum's do not (0.5 here).
-  temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
-  auto common = data + " --threads 1 --steps 30 --model_file " + models
-                + "residual_convnet.json";
-  auto launch = [&](const std::string& flags, const std::string& summary) {
-    run_ok(bin + "syncfac-launch --cluster " + cluster + " --program " + bin
-           + "convnet_mnist_distributed --max_wall_s 300 -- " + flags
-           + " --connect_timeout_ms 60000 --summary " + summary);
-    return read_file(summary);
-  };
-  auto momentum = common + " --optimizer momentum --learning_rate 0.01";
-  auto across = launch(momentum, tmp.file("momentum.json"));
-  auto here = digest_of(single + momentum + " --ps_tasks 2",
-                        tmp.file("local.json"));
-  BOOST_TEST(json_string(across, "params_digest") == here);
-  auto kfac = launch(common + " --optimizer kfac --learning_rate 0.0003"
-                              " --invert_every 5",
-                     tmp.file("kfac.json"));
-  BOOST_TEST(json_numbers(kfac, "preconditioned_steps").at(0) > 0, kfac);
-  BOOST_TEST(json_numbers(kfac, "test_accuracy").at(0) > 0.9, kfac);
-  BOOST_TEST(json_numbers(across, "test_accuracy").at(0) < 0.9, across);
+  auto runs = train_in_a_cluster("residual_convnet.json", 30, "0.01", "0.0003");
+  BOOST_TEST(json_numbers(runs.kfac, "test_accuracy").at(0) > 0.9, runs.kfac);
+  BOOST_TEST(json_numbers(runs.momentum, "test_accuracy").at(0) < 0.9,
+             runs.momentum);
 }
 
 BOOST_AUTO_TEST_CASE(a_normalised_model_trains_in_a_cluster_as_here) {
@@ -129,27 +155,11 @@ BOOST_AUTO_TEST_CASE(a_normalised_model_trains_in_a_cluster_as_here) {
   // the normalised activations would be off by the batches' scale and the
   // accuracy near chance. K-FAC preconditions the convolutions and the
   // classifier, and trains batch_norm's gamma and beta first-order.
-  temp_dir tmp;
-  auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 2}});
-  auto common = data + " --threads 1 --steps 150 --model_file " + models
-                + "normalised_convnet.json";
-  auto launch = [&](const std::string& flags, const std::string& summary) {
-    run_ok(bin + "syncfac-launch --cluster " + cluster + " --program " + bin
-           + "convnet_mnist_distributed --max_wall_s 300 -- " + flags
-           + " --connect_timeout_ms 60000 --summary " + summary);
-    return read_file(summary);
-  };
-  auto momentum = common + " --optimizer momentum --learning_rate 0.1";
-  auto across = launch(momentum, tmp.file("momentum.json"));
-  auto here = digest_of(single + momentum + " --ps_tasks 2",
-                        tmp.file("local.json"));
-  BOOST_TEST(json_string(across, "params_digest") == here);
-  BOOST_TEST(json_numbers(across, "test_accuracy").at(0) > 0.8, across);
-  auto kfac = launch(common + " --optimizer kfac --learning_rate 0.001"
-                              " --invert_every 5",
-                     tmp.file("kfac.json"));
-  BOOST_TEST(json_numbers(kfac, "preconditioned_steps").at(0) > 0, kfac);
-  BOOST_TEST(json_numbers(kfac, "test_accuracy").at(0) > 0.8, kfac);
+  auto runs = train_in_a_cluster("normalised_convnet.json", 150, "0.1",
+                                 "0.001");
+  BOOST_TEST(json_numbers(runs.momentum, "test_accuracy").at(0) > 0.8,
+             runs.momentum);
+  BOOST_TEST(json_numbers(runs.kfac, "test_accuracy").at(0) > 0.8, runs.kfac);
 }
 
 namespace {

@@ -84,6 +84,22 @@ inline node_process start_process(const std::string& command,
   return n;
 }
 
+/// The evaluator of `cluster` (outside it, as TensorFlow's: job evaluator,
+/// task 0, one thread, polling every 50 ms) evaluating every `eval_every`
+/// global steps and waiting up to `connect_timeout_ms` for its peers, with
+/// `flags`; its output in tmp's "evaluator.log".
+inline node_process start_evaluator(const temp_dir& tmp,
+                                    const std::string& cluster,
+                                    int eval_every, int connect_timeout_ms,
+                                    const std::string& flags = "") {
+  return start_process(bin + "syncfac_evaluator --cluster " + cluster
+                         + " --job_name evaluator --task 0 --threads 1"
+                           " --poll_ms 50 --eval_every "
+                         + std::to_string(eval_every) + " --connect_timeout_ms "
+                         + std::to_string(connect_timeout_ms) + flags,
+                       tmp.file("evaluator.log"));
+}
+
 /// Waits until `n`'s output holds `what`, bounded.
 inline void await_output(node_process& n, const std::string& what) {
   auto deadline = clock_type::now() + std::chrono::seconds{120};

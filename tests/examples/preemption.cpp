@@ -780,18 +780,8 @@ BOOST_AUTO_TEST_CASE(a_second_signal_exits_at_once_and_no_dir_says_what_is_lost)
 
 namespace {
 
-/// The evaluator of `file` (a cluster with an evaluator job), evaluating
-/// every 20 steps (the trainers' spelling --eval_every), waiting up to
-/// `connect_ms` for its peers.
-node_process start_evaluator(const temp_dir& tmp, const std::string& file,
-                             const std::string& connect_ms) {
-  return start_process(bin + "syncfac_evaluator --cluster " + file
-                         + " --job_name evaluator --task 0 --fake_data"
-                           " --fake_test_size 200 --threads 1 --poll_ms 50"
-                           " --eval_every 20 --connect_timeout_ms "
-                         + connect_ms,
-                       tmp.file("evaluator.log"));
-}
+/// The evaluator's data: 200 fake test images.
+const std::string fake_test_set = " --fake_data --fake_test_size 200";
 
 /// chief:0, worker:0, ps:0 and evaluator:0 on loopback.
 std::string cluster_with_evaluator(const temp_dir& tmp) {
@@ -809,7 +799,7 @@ BOOST_AUTO_TEST_CASE(sigterm_to_the_evaluator_ends_the_run_in_order) {
   temp_dir tmp;
   auto file = cluster_with_evaluator(tmp);
   auto dir = tmp.file("ckpt");
-  auto eval = start_evaluator(tmp, file, "60000");
+  auto eval = start_evaluator(tmp, file, 20, 60000, fake_test_set);
   kill_on_exit guard{eval};
   cluster_run run{tmp, file, deterministic + " --steps 100000 "
                                "--checkpoint_every 0 --checkpoint_dir " + dir};
@@ -837,7 +827,8 @@ BOOST_AUTO_TEST_CASE(the_evaluator_stopped_while_it_connects_exits_preempted) {
   // The evaluator of a cluster whose peers never come: SIGTERM while it
   // waits for them; it ends with the preempted code, saying why.
   temp_dir tmp;
-  auto n = start_evaluator(tmp, cluster_with_evaluator(tmp), "8000");
+  auto n = start_evaluator(tmp, cluster_with_evaluator(tmp), 20, 8000,
+                           fake_test_set);
   kill_on_exit guard{n};
   await_output(n, "waiting for");
   n.signal(SIGTERM);

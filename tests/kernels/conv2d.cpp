@@ -2,7 +2,6 @@
 #include <boost/test/unit_test.hpp>
 #include "tests/kernels/isa_fixture.hpp"
 
-#include <sstream>
 
 #include "tests/kernels/kernel_test_utils.hpp"
 
@@ -10,27 +9,6 @@ using namespace syncfac;
 using namespace syncfac::test;
 
 namespace {
-
-struct conv_case {
-  int64_t n, h, w, c, kh, kw, o, sh, sw;
-  padding pad;
-
-  std::string str() const {
-    std::ostringstream os;
-    os << "x[" << n << "," << h << "," << w << "," << c << "] k[" << kh
-       << "," << kw << "," << o << "] s" << sh << "x" << sw << " "
-       << to_string(pad);
-    return os.str();
-  }
-};
-
-conv2d_geometry geometry(const conv_case& cc) {
-  auto g = conv2d_geometry::make({cc.n, cc.h, cc.w, cc.c},
-                                 {cc.kh, cc.kw, cc.c, cc.o}, cc.sh, cc.sw,
-                                 cc.pad);
-  BOOST_REQUIRE(g);
-  return *g;
-}
 
 // Calls f(n, oh, ow, kh, kw, x_index, y_index_base) for every in-range tap.
 template <class F>
@@ -164,7 +142,7 @@ BOOST_AUTO_TEST_CASE(forward_matches_direct_loop) {
   for (const auto& cc : forward_cases())
     for (auto act : all_activations()) {
       BOOST_TEST_CONTEXT(cc.str() << " " << to_string(act)) {
-        conv_inputs in{geometry(cc), rng, false};
+        conv_inputs in{cc.geometry(), rng, false};
         tensor y;
         SYNCFAC_REQUIRE_OK(dev->conv2d_forward(in.g, in.x, in.w, in.b, act, y));
         check_close(y, naive_forward(in.g, in.x, in.w, in.b, act), 1e-5, 1e-4,
@@ -179,7 +157,7 @@ BOOST_AUTO_TEST_CASE(backward_matches_direct_loop) {
   for (const auto& cc : forward_cases())
     for (auto act : {activation::identity, activation::tanh}) {
       BOOST_TEST_CONTEXT(cc.str() << " " << to_string(act)) {
-        conv_inputs in{geometry(cc), rng};
+        conv_inputs in{cc.geometry(), rng};
         auto p = forward_backward(*dev, in, act);
         tensor ds_ref(in.g.output_shape());
         for (int64_t i = 0; i < ds_ref.size(); ++i)
@@ -211,7 +189,7 @@ BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
     for (auto act : all_activations()) {
       BOOST_TEST_CONTEXT(cc.str() << " " << to_string(act)) {
         // The upstream gradient is the probe loss's weights r.
-        conv_inputs in{geometry(cc), rng};
+        conv_inputs in{cc.geometry(), rng};
         auto p = forward_backward(*dev, in, act);
         check_layer_gradients(
           [&](tensor& out) {
@@ -225,7 +203,8 @@ BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
 BOOST_AUTO_TEST_CASE(null_dx_skips_input_gradient_only) {
   std::mt19937 rng(4);
   auto dev = make_cpu_backend(2);
-  conv_inputs in{geometry({3, 9, 9, 4, 3, 3, 6, 2, 2, padding::same}), rng};
+  conv_inputs in{conv_case{3, 9, 9, 4, 3, 3, 6, 2, 2, padding::same}.geometry(),
+                 rng};
   auto p = forward_backward(*dev, in, activation::relu);
   tensor ds, dw, db;
   SYNCFAC_REQUIRE_OK(dev->conv2d_backward(in.g, in.x, in.w, p.y, in.dy,
@@ -246,7 +225,7 @@ BOOST_AUTO_TEST_CASE(backward_data_equals_the_full_backward_without_dw) {
       for (auto act : {activation::relu, activation::tanh}) {
         BOOST_TEST_CONTEXT(cc.str() << " " << to_string(act) << " threads "
                                     << threads) {
-          conv_inputs in{geometry(cc), rng};
+          conv_inputs in{cc.geometry(), rng};
           auto p = forward_backward(*dev, in, act);
           tensor ds2, dx2, ds3;
           SYNCFAC_REQUIRE_OK(dev->conv2d_backward_data(
@@ -261,7 +240,7 @@ BOOST_AUTO_TEST_CASE(backward_data_equals_the_full_backward_without_dw) {
   }
   // Shapes are checked as in conv2d_backward.
   auto dev = make_cpu_backend(1);
-  auto g = geometry({2, 5, 5, 3, 3, 3, 4, 1, 1, padding::same});
+  auto g = conv_case{2, 5, 5, 3, 3, 3, 4, 1, 1, padding::same}.geometry();
   auto x = random_tensor(g.input_shape(), rng);
   auto w = random_tensor(g.kernel_shape(), rng);
   auto y = random_tensor(g.output_shape(), rng);
@@ -286,7 +265,7 @@ BOOST_AUTO_TEST_CASE(backward_from_a_given_ds_equals_the_full_backward) {
       for (auto act : all_activations()) {
         BOOST_TEST_CONTEXT(cc.str() << " " << to_string(act) << " threads "
                                     << threads) {
-          conv_inputs in{geometry(cc), rng};
+          conv_inputs in{cc.geometry(), rng};
           auto p = forward_backward(*dev, in, act);
           tensor dw, db, dx, dw_nodx, db_nodx, dx_data;
           SYNCFAC_REQUIRE_OK(
@@ -320,7 +299,7 @@ BOOST_AUTO_TEST_CASE(backward_from_a_given_ds_equals_the_full_backward) {
 BOOST_AUTO_TEST_CASE(a_given_ds_of_another_shape_is_refused_by_name) {
   std::mt19937 rng(13);
   auto dev = make_cpu_backend(1);
-  auto g = geometry({2, 5, 5, 3, 3, 3, 4, 1, 1, padding::same});
+  auto g = conv_case{2, 5, 5, 3, 3, 3, 4, 1, 1, padding::same}.geometry();
   auto x = random_tensor(g.input_shape(), rng);
   auto w = random_tensor(g.kernel_shape(), rng);
   auto ds = random_tensor({2, 5, 5, 5}, rng);
@@ -350,7 +329,7 @@ BOOST_AUTO_TEST_CASE(one_and_two_threads_agree_over_many_tiles) {
   for (auto cc : {conv_case{40, 14, 14, 16, 5, 5, 16, 1, 1, padding::same},
                   conv_case{37, 12, 11, 3, 3, 3, 10, 2, 2, padding::valid}}) {
     BOOST_TEST_CONTEXT(cc.str()) {
-      conv_inputs in{geometry(cc), rng};
+      conv_inputs in{cc.geometry(), rng};
       auto p1 = forward_backward(*one, in, activation::sigmoid);
       tensor y2, ds2, dw2, db2, dx2;
       SYNCFAC_REQUIRE_OK(
@@ -377,7 +356,7 @@ BOOST_AUTO_TEST_CASE(repeated_calls_reuse_buffers_and_shapes_change) {
   for (auto cc : {conv_case{4, 14, 14, 16, 5, 5, 16, 1, 1, padding::same},
                   conv_case{2, 6, 6, 3, 3, 3, 5, 2, 2, padding::valid},
                   conv_case{4, 14, 14, 16, 5, 5, 16, 1, 1, padding::same}}) {
-    conv_inputs in{geometry(cc), rng, false};
+    conv_inputs in{cc.geometry(), rng, false};
     SYNCFAC_REQUIRE_OK(
       dev->conv2d_forward(in.g, in.x, in.w, in.b, activation::identity, y));
     check_close(y, naive_forward(in.g, in.x, in.w, in.b, activation::identity),
@@ -387,7 +366,7 @@ BOOST_AUTO_TEST_CASE(repeated_calls_reuse_buffers_and_shapes_change) {
 
 BOOST_AUTO_TEST_CASE(empty_batch) {
   auto dev = make_cpu_backend(2);
-  auto g = geometry({0, 5, 5, 2, 3, 3, 4, 1, 1, padding::same});
+  auto g = conv_case{0, 5, 5, 2, 3, 3, 4, 1, 1, padding::same}.geometry();
   tensor x(g.input_shape()), w(g.kernel_shape()), b({4}), y, ds, dw, db, dx;
   SYNCFAC_REQUIRE_OK(dev->conv2d_forward(g, x, w, b, activation::relu, y));
   BOOST_CHECK(y.shape() == g.output_shape());
@@ -399,7 +378,7 @@ BOOST_AUTO_TEST_CASE(empty_batch) {
 
 BOOST_AUTO_TEST_CASE(shape_errors_name_both_shapes_and_write_nothing) {
   auto dev = make_cpu_backend(1);
-  auto g = geometry({2, 5, 5, 3, 3, 3, 8, 1, 1, padding::same});
+  auto g = conv_case{2, 5, 5, 3, 3, 3, 8, 1, 1, padding::same}.geometry();
   tensor x(g.input_shape()), w(g.kernel_shape()), b({8});
   tensor sentinel({1}, {42.0f});
   auto y = sentinel;

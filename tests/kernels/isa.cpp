@@ -51,7 +51,7 @@ struct results {
   }
 };
 
-struct conv_case {
+struct conv_shapes {
   tensor_shape x, w;
   int64_t stride;
   padding pad;
@@ -59,8 +59,8 @@ struct conv_case {
 
 // Shapes: the ConvNet's two layers, and out_c / in_c off the vector widths
 // (8, 16, 32) so that every tail path of both levels runs.
-const std::vector<conv_case>& conv_cases() {
-  static const std::vector<conv_case> cases{
+const std::vector<conv_shapes>& conv_cases() {
+  static const std::vector<conv_shapes> cases{
     {{4, 28, 28, 1}, {5, 5, 1, 32}, 1, padding::same},
     {{4, 14, 14, 32}, {5, 5, 32, 64}, 1, padding::same},
     {{3, 9, 11, 3}, {3, 3, 3, 13}, 1, padding::valid},

@@ -16,6 +16,7 @@
 
 #include "kernels/backend.hpp"
 #include "runtime/base/error.hpp"
+#include "tests/helpers.hpp"
 
 namespace syncfac::test {
 
@@ -33,6 +34,28 @@ inline tensor random_tensor(const tensor_shape& shape, std::mt19937& rng,
     v = dist(rng);
   return result;
 }
+
+/// A convolution of the kernel suites (conv2d, kfac_factors): x [n, h, w,
+/// c], a kh x kw kernel to o channels, strides sh and sw, and the padding.
+struct conv_case {
+  int64_t n, h, w, c, kh, kw, o, sh, sw;
+  padding pad;
+
+  std::string str() const {
+    return "x " + to_string(tensor_shape{n, h, w, c}) + " kernel "
+           + to_string(tensor_shape{kh, kw, c, o}) + " stride "
+           + std::to_string(sh) + "/" + std::to_string(sw) + " "
+           + to_string(pad);
+  }
+
+  conv2d_geometry geometry() const {
+    auto g = conv2d_geometry::make({n, h, w, c}, {kh, kw, c, o}, sh, sw, pad);
+    // Boost renders the message even when g holds a geometry.
+    BOOST_REQUIRE_MESSAGE(g, str() << ": "
+                                   << (g ? std::string{} : render(g.error())));
+    return *g;
+  }
+};
 
 /// The factor statistics suites' layers (kfac_inverter, cuda_kfac): a
 /// dense layer's input [37, 23] and ds [37, 11], and a conv layer's (6
@@ -204,22 +227,6 @@ void for_each_input_tap(const Geometry& g, int64_t oh, int64_t ow, F f) {
       if (ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w)
         f(kh, kw, ih, iw);
     }
-}
-
-/// Checks that err has the code and that its rendering contains every one
-/// of `parts`.
-inline void check_error(const caf::error& err, ec code,
-                        const std::vector<std::string>& parts) {
-  BOOST_REQUIRE_MESSAGE(err, "expected an error of code " << to_string(code));
-  BOOST_CHECK_MESSAGE(err.category() == error_category
-                        && err.code() == static_cast<uint8_t>(code),
-                      "expected " << to_string(code) << ", got "
-                                  << render(err));
-  auto text = render(err);
-  for (const auto& part : parts)
-    BOOST_CHECK_MESSAGE(text.find(part) != std::string::npos,
-                        "'" << text << "' does not mention '" << part
-                            << "'");
 }
 
 /// The activation `act` of `s`, in double: the reference the kernels'

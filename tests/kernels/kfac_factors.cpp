@@ -102,25 +102,6 @@ reference ref_conv(const conv2d_geometry& g, const tensor& x,
   return ref;
 }
 
-struct conv_case {
-  int64_t n, h, w, c, kh, kw, o, sh, sw;
-  padding pad;
-};
-
-std::string describe(const conv_case& k) {
-  return "x " + to_string(tensor_shape{k.n, k.h, k.w, k.c}) + " kernel "
-         + to_string(tensor_shape{k.kh, k.kw, k.c, k.o}) + " stride "
-         + std::to_string(k.sh) + "/" + std::to_string(k.sw) + " "
-         + to_string(k.pad);
-}
-
-conv2d_geometry make_geometry(const conv_case& k) {
-  auto g = conv2d_geometry::make({k.n, k.h, k.w, k.c}, {k.kh, k.kw, k.c, k.o},
-                                 k.sh, k.sw, k.pad);
-  BOOST_REQUIRE_MESSAGE(g, describe(k) << ": " << why(g));
-  return *g;
-}
-
 // Input in [-1, 1]; ds of a mean loss, so N ds is of order one.
 struct conv_data {
   conv2d_geometry g;
@@ -129,7 +110,7 @@ struct conv_data {
 };
 
 conv_data make_conv_data(const conv_case& k, std::mt19937& rng) {
-  auto g = make_geometry(k);
+  auto g = k.geometry();
   auto inv_n = 1.0f / static_cast<float>(k.n);
   return {g, random_tensor(g.input_shape(), rng),
           random_tensor(g.output_shape(), rng, -inv_n, inv_n)};
@@ -323,7 +304,7 @@ BOOST_AUTO_TEST_CASE(matches_brute_force) {
       SYNCFAC_REQUIRE_OK(
         cpu::conv_factors(d.g, d.x, d.ds, bias, {}, 2, A, G));
       auto ref = ref_conv(d.g, d.x, d.ds, bias);
-      auto what = describe(k) + (bias ? " bias" : "");
+      auto what = k.str() + (bias ? " bias" : "");
       auto p = k.kh * k.kw * k.c + (bias ? 1 : 0);
       BOOST_CHECK(A.shape() == (tensor_shape{p, p}));
       BOOST_CHECK(G.shape() == (tensor_shape{k.o, k.o}));
@@ -339,7 +320,7 @@ BOOST_AUTO_TEST_CASE(scalings_average_over_locations_and_undo_the_mean) {
   // ds = 1/N (mean loss) gives g = N ds = 1 at each of the T locations, so
   // G = 1 exactly: an average over (n, t), neither T nor 1/N.
   conv_case k{4, 5, 6, 2, 2, 3, 3, 1, 1, padding::valid};
-  auto g = make_geometry(k);
+  auto g = k.geometry();
   BOOST_REQUIRE_EQUAL(g.locations(), 16);
   tensor x(g.input_shape());
   x.fill(1.0f);
@@ -359,7 +340,7 @@ BOOST_AUTO_TEST_CASE(g_equals_brute_force_exactly_on_exact_values) {
   // Gradients that are multiples of 1/8 with N = 8: every product and sum
   // is exact in float, so the scaling N^2 / (N T) is checked to the bit.
   conv_case k{8, 5, 5, 2, 3, 3, 4, 2, 2, padding::same};
-  auto g = make_geometry(k);
+  auto g = k.geometry();
   std::mt19937 rng(11);
   auto x = random_tensor(g.input_shape(), rng);
   tensor ds(g.output_shape());
@@ -407,7 +388,7 @@ BOOST_AUTO_TEST_CASE(thread_counts_give_bit_identical_results) {
 
 BOOST_AUTO_TEST_CASE(shape_errors_name_both_shapes_and_write_nothing) {
   conv_case k{2, 5, 5, 3, 3, 3, 4, 1, 1, padding::same};
-  auto g = make_geometry(k);
+  auto g = k.geometry();
   auto A = sentinel(), G = sentinel();
   auto check_untouched = [&] {
     BOOST_CHECK(A == sentinel());

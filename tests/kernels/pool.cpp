@@ -29,13 +29,14 @@ struct pool_case {
   }
 };
 
-struct naive_result {
+/// A max pool's output and the index of each output's winning input.
+struct pool_result {
   tensor y;
   std::vector<int32_t> argmax;
 };
 
-naive_result naive_pool(const pool2d_geometry& g, const tensor& x) {
-  naive_result r{tensor(g.output_shape()), {}};
+pool_result naive_pool(const pool2d_geometry& g, const tensor& x) {
+  pool_result r{tensor(g.output_shape()), {}};
   for (int64_t n = 0; n < g.batch; ++n)
     for (int64_t oh = 0; oh < g.out_h; ++oh)
       for (int64_t ow = 0; ow < g.out_w; ++ow)
@@ -51,6 +52,14 @@ naive_result naive_pool(const pool2d_geometry& g, const tensor& x) {
           r.y[static_cast<int64_t>(r.argmax.size())] = x[best];
           r.argmax.push_back(static_cast<int32_t>(best));
         }
+  return r;
+}
+
+/// `dev`'s max pool of `x`, which must succeed.
+pool_result pool_forward(backend& dev, const pool2d_geometry& g,
+                         const tensor& x) {
+  pool_result r;
+  SYNCFAC_REQUIRE_OK(dev.max_pool_forward(g, x, r.y, r.argmax));
   return r;
 }
 
@@ -77,12 +86,10 @@ BOOST_AUTO_TEST_CASE(forward_matches_naive) {
     BOOST_TEST_CONTEXT(pc.str()) {
       auto g = pc.geometry();
       auto x = random_tensor(g.input_shape(), rng);
-      tensor y;
-      std::vector<int32_t> argmax;
-      SYNCFAC_REQUIRE_OK(dev->max_pool_forward(g, x, y, argmax));
+      auto got = pool_forward(*dev, g, x);
       auto ref = naive_pool(g, x);
-      BOOST_CHECK(y == ref.y);
-      BOOST_CHECK(argmax == ref.argmax);
+      BOOST_CHECK(got.y == ref.y);
+      BOOST_CHECK(got.argmax == ref.argmax);
     }
   }
 }
@@ -93,12 +100,10 @@ BOOST_AUTO_TEST_CASE(padding_never_wins) {
   pool_case pc{2, 6, 6, 11, 3, 3, 2, 2, padding::same};
   auto g = pc.geometry();
   auto x = random_tensor(g.input_shape(), rng, -3.0f, -1.0f);
-  tensor y;
-  std::vector<int32_t> argmax;
-  SYNCFAC_REQUIRE_OK(dev->max_pool_forward(g, x, y, argmax));
-  for (int64_t i = 0; i < y.size(); ++i) {
-    BOOST_CHECK_LT(y[i], -0.999f);
-    BOOST_CHECK_EQUAL(y[i], x[argmax[static_cast<size_t>(i)]]);
+  auto got = pool_forward(*dev, g, x);
+  for (int64_t i = 0; i < got.y.size(); ++i) {
+    BOOST_CHECK_LT(got.y[i], -0.999f);
+    BOOST_CHECK_EQUAL(got.y[i], x[got.argmax[static_cast<size_t>(i)]]);
   }
 }
 
@@ -107,11 +112,9 @@ BOOST_AUTO_TEST_CASE(ties_go_to_the_first_element) {
   pool_case pc{1, 2, 2, 9, 2, 2, 1, 1, padding::valid};
   auto g = pc.geometry();
   tensor x(g.input_shape()); // all zero: every element ties
-  tensor y;
-  std::vector<int32_t> argmax;
-  SYNCFAC_REQUIRE_OK(dev->max_pool_forward(g, x, y, argmax));
+  auto got = pool_forward(*dev, g, x);
   for (int32_t c = 0; c < 9; ++c)
-    BOOST_CHECK_EQUAL(argmax[static_cast<size_t>(c)], c);
+    BOOST_CHECK_EQUAL(got.argmax[static_cast<size_t>(c)], c);
 }
 
 BOOST_AUTO_TEST_CASE(backward_scatters_to_argmax) {
@@ -122,9 +125,8 @@ BOOST_AUTO_TEST_CASE(backward_scatters_to_argmax) {
       auto g = pc.geometry();
       auto x = random_tensor(g.input_shape(), rng);
       auto dy = random_tensor(g.output_shape(), rng);
-      tensor y, dx;
-      std::vector<int32_t> argmax;
-      SYNCFAC_REQUIRE_OK(dev->max_pool_forward(g, x, y, argmax));
+      auto argmax = pool_forward(*dev, g, x).argmax;
+      tensor dx;
       SYNCFAC_REQUIRE_OK(dev->max_pool_backward(g, dy, argmax, dx));
       tensor ref(g.input_shape());
       for (int64_t i = 0; i < dy.size(); ++i)
@@ -168,12 +170,12 @@ BOOST_AUTO_TEST_CASE(one_and_two_threads_agree) {
   auto g = pc.geometry();
   auto x = random_tensor(g.input_shape(), rng);
   auto dy = random_tensor(g.output_shape(), rng);
-  tensor y1, y2, dx1, dx2;
-  std::vector<int32_t> a1, a2;
-  SYNCFAC_REQUIRE_OK(one->max_pool_forward(g, x, y1, a1));
-  SYNCFAC_REQUIRE_OK(two->max_pool_forward(g, x, y2, a2));
-  BOOST_CHECK(y1 == y2);
-  BOOST_CHECK(a1 == a2);
+  auto by_one = pool_forward(*one, g, x);
+  auto by_two = pool_forward(*two, g, x);
+  BOOST_CHECK(by_one.y == by_two.y);
+  BOOST_CHECK(by_one.argmax == by_two.argmax);
+  const auto& a1 = by_one.argmax;
+  tensor dx1, dx2;
   SYNCFAC_REQUIRE_OK(one->max_pool_backward(g, dy, a1, dx1));
   SYNCFAC_REQUIRE_OK(two->max_pool_backward(g, dy, a1, dx2));
   BOOST_CHECK(dx1 == dx2);

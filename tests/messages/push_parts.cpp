@@ -251,8 +251,7 @@ BOOST_AUTO_TEST_CASE(a_shard_applies_a_push_in_parts_as_the_whole_push) {
     ps_shard_config sc;
     auto vars = sample_push(0, 0, 3.0f).dense;
     sc.variables = vars;
-    sc.optimizer.kind = optimizer_kind::sgd;
-    sc.optimizer.learning_rate = 0.5f;
+    sc.optimizer = test::optimizer_of(optimizer_kind::sgd, 0.5f);
     auto shard = spawn_ps_shard(sys, sc);
     BOOST_REQUIRE(shard);
     return *shard;
@@ -287,8 +286,7 @@ BOOST_AUTO_TEST_CASE(a_shard_refuses_a_push_in_parts_with_nan_whole) {
   caf::scoped_actor self{sys};
   ps_shard_config sc;
   sc.variables = sample_push(0, 0, 3.0f).dense;
-  sc.optimizer.kind = optimizer_kind::sgd;
-  sc.optimizer.learning_rate = 0.5f;
+  sc.optimizer = test::optimizer_of(optimizer_kind::sgd, 0.5f);
   auto shard = spawn_ps_shard(sys, sc);
   BOOST_REQUIRE(shard);
   // NaN in the last slice of the big matrix: the parts before it were

@@ -371,11 +371,7 @@ BOOST_AUTO_TEST_CASE(bernoulli_targets_are_binary_with_the_model_mean) {
     BOOST_TEST(std::abs(grad.value[d] - expect) < 1e-5);
   }
   // A categorical model draws nothing per pixel.
-  model_spec mlp;
-  mlp.arch = model_arch::mlp;
-  mlp.height = mlp.width = 2;
-  mlp.hidden = {3};
-  auto c = make_model(mlp, 1);
+  auto c = make_model(mlp_spec(2, {3}), 1);
   BOOST_REQUIRE(c->forward(*dev, random_images(4, 2, 2, 1), some_labels(4)));
   std::mt19937_64 r3{3};
   BOOST_TEST(c->sample_pixel_targets(r3).size() == 0);
@@ -383,11 +379,7 @@ BOOST_AUTO_TEST_CASE(bernoulli_targets_are_binary_with_the_model_mean) {
 
 BOOST_AUTO_TEST_CASE(categorical_backward_sampled_is_backward_of_sampled_labels) {
   auto dev = make_cpu_backend(1);
-  model_spec spec;
-  spec.arch = model_arch::mlp;
-  spec.height = spec.width = 3;
-  spec.hidden = {4};
-  auto m = make_model(spec, 2);
+  auto m = make_model(mlp_spec(3, {4}), 2);
   auto images = random_images(16, 3, 3, 7);
   BOOST_REQUIRE(m->forward(*dev, images, some_labels(16)));
   std::mt19937_64 a{9};

@@ -51,9 +51,7 @@ std::vector<tensor> gradients(float k) {
 }
 
 optimizer make_optimizer(kfac_momentum momentum, float kl_clip = 0) {
-  optimizer_config cfg;
-  cfg.kind = optimizer_kind::kfac;
-  cfg.learning_rate = lr;
+  auto cfg = test::optimizer_of(optimizer_kind::kfac, lr);
   cfg.momentum = mu;
   cfg.kfac.momentum = momentum;
   cfg.kfac.kl_clip = kl_clip;
@@ -586,9 +584,7 @@ BOOST_AUTO_TEST_CASE(two_threads_precondition_the_layers_as_one_does) {
     slots.push_back({2 * k, 2 * k + 1, k == 1 ? nullptr : &inverses[k]});
   }
   auto make = [&] {
-    optimizer_config cfg;
-    cfg.kind = optimizer_kind::kfac;
-    cfg.learning_rate = lr;
+    auto cfg = test::optimizer_of(optimizer_kind::kfac, lr);
     cfg.momentum = mu;
     auto opt = optimizer::make(cfg, params);
     BOOST_REQUIRE_MESSAGE(opt, test::why(opt));
@@ -641,9 +637,7 @@ BOOST_AUTO_TEST_CASE(the_l2_penalty_is_preconditioned_and_weight_decay_is_not) {
   auto inv = cholesky_inverse(a_inv_1(), g_inv_1());
   std::vector<kfac_layer_slot> slots{{0, 1, &inv}};
   auto config = [](float l2, float wd) {
-    optimizer_config cfg;
-    cfg.kind = optimizer_kind::kfac;
-    cfg.learning_rate = lr;
+    auto cfg = test::optimizer_of(optimizer_kind::kfac, lr);
     cfg.momentum = mu;
     cfg.l2_penalty = l2;
     cfg.weight_decay = wd;
@@ -686,9 +680,7 @@ BOOST_AUTO_TEST_CASE(a_clipped_gradient_is_scaled_before_the_preconditioning) {
   auto inv = cholesky_inverse(a_inv_1(), g_inv_1());
   std::vector<kfac_layer_slot> slots{{0, 1, &inv}};
   auto config = [] {
-    optimizer_config cfg;
-    cfg.kind = optimizer_kind::kfac;
-    cfg.learning_rate = lr;
+    auto cfg = test::optimizer_of(optimizer_kind::kfac, lr);
     cfg.momentum = mu;
     cfg.l2_penalty = 0.5f;
     auto opt = optimizer::make(cfg, variables());

@@ -166,10 +166,7 @@ BOOST_AUTO_TEST_CASE(convnet_gradient_matches_finite_differences) {
 }
 
 BOOST_AUTO_TEST_CASE(mlp_gradient_matches_finite_differences) {
-  model_spec spec;
-  spec.arch = model_arch::mlp;
-  spec.height = spec.width = 4;
-  spec.hidden = {6, 5};
+  auto spec = test::mlp_spec(4, {6, 5});
   spec.init = init_scheme::glorot;
   for (auto act : {activation::tanh, activation::sigmoid, activation::relu}) {
     spec.hidden_activation = act;
@@ -209,10 +206,7 @@ BOOST_AUTO_TEST_CASE(kfac_views_expose_inputs_and_preactivation_grads) {
 
 BOOST_AUTO_TEST_CASE(sampled_targets_follow_the_predictive_distribution) {
   auto dev = make_cpu_backend(1);
-  model_spec spec;
-  spec.arch = model_arch::mlp;
-  spec.height = spec.width = 2;
-  spec.hidden = {3};
+  auto spec = test::mlp_spec(2, {3});
   spec.num_classes = 3;
   auto m = make_model(spec, 4);
   // Zero weights and a bias favouring class 2: softmax (e^0, e^0, e^2).

@@ -24,18 +24,10 @@ optimizer make(optimizer_config cfg) {
   return std::move(*opt);
 }
 
-/// A config of `kind` with learning rate `lr`, the rest as defaults.
-optimizer_config config_of(optimizer_kind kind, float lr) {
-  optimizer_config cfg;
-  cfg.kind = kind;
-  cfg.learning_rate = lr;
-  return cfg;
-}
-
 } // namespace
 
 BOOST_AUTO_TEST_CASE(sgd_steps_against_the_gradient) {
-  auto cfg = config_of(optimizer_kind::sgd, 0.5f);
+  auto cfg = test::optimizer_of(optimizer_kind::sgd, 0.5f);
   auto opt = make(cfg);
   auto params = one(1);
   BOOST_REQUIRE(!opt.apply(params, one(2)));
@@ -44,7 +36,7 @@ BOOST_AUTO_TEST_CASE(sgd_steps_against_the_gradient) {
 }
 
 BOOST_AUTO_TEST_CASE(momentum_accumulates_velocity_as_tf_does) {
-  auto cfg = config_of(optimizer_kind::momentum, 0.1f);
+  auto cfg = test::optimizer_of(optimizer_kind::momentum, 0.1f);
   cfg.momentum = 0.9f;
   auto opt = make(cfg);
   auto params = one(0);
@@ -57,7 +49,7 @@ BOOST_AUTO_TEST_CASE(momentum_accumulates_velocity_as_tf_does) {
 
 BOOST_AUTO_TEST_CASE(nesterov_steps_from_where_the_velocity_goes) {
   // TF's use_nesterov: v = mu v + g; theta -= lr (g + mu v).
-  auto cfg = config_of(optimizer_kind::momentum, 0.1f);
+  auto cfg = test::optimizer_of(optimizer_kind::momentum, 0.1f);
   cfg.momentum = 0.9f;
   cfg.nesterov = true;
   auto opt = make(cfg);
@@ -75,7 +67,7 @@ BOOST_AUTO_TEST_CASE(nesterov_steps_from_where_the_velocity_goes) {
 BOOST_AUTO_TEST_CASE(nesterov_with_another_optimizer_is_refused_by_name) {
   for (auto kind : {optimizer_kind::sgd, optimizer_kind::adam,
                     optimizer_kind::kfac}) {
-    auto cfg = config_of(kind, 0.1f);
+    auto cfg = test::optimizer_of(kind, 0.1f);
     cfg.nesterov = true;
     auto opt = optimizer::make(cfg, one(0));
     BOOST_REQUIRE(!opt);
@@ -87,7 +79,7 @@ BOOST_AUTO_TEST_CASE(nesterov_with_another_optimizer_is_refused_by_name) {
 }
 
 BOOST_AUTO_TEST_CASE(adam_first_step_is_lr_times_sign) {
-  auto cfg = config_of(optimizer_kind::adam, 0.01f);
+  auto cfg = test::optimizer_of(optimizer_kind::adam, 0.01f);
   auto opt = make(cfg);
   auto params = one(0);
   BOOST_REQUIRE(!opt.apply(params, one(3)));
@@ -138,7 +130,7 @@ BOOST_AUTO_TEST_CASE(slots_restore_round_trip) {
 }
 
 BOOST_AUTO_TEST_CASE(per_variable_and_row_updates_follow_tf_sparse_apply) {
-  auto cfg = config_of(optimizer_kind::momentum, 1.0f);
+  auto cfg = test::optimizer_of(optimizer_kind::momentum, 1.0f);
   cfg.momentum = 0.5f;
   parameter_set params{{"emb", tensor{{3, 2}, {1, 1, 2, 2, 3, 3}}}};
   auto opt = optimizer::make(cfg, params);
@@ -189,7 +181,7 @@ first_step after_first_step(const optimizer_config& cfg, float grad) {
 } // namespace
 
 BOOST_AUTO_TEST_CASE(the_rate_follows_the_schedule_of_the_global_step) {
-  auto cfg = config_of(optimizer_kind::sgd, 1.0f);
+  auto cfg = test::optimizer_of(optimizer_kind::sgd, 1.0f);
   cfg.schedule.kind = lr_schedule_kind::step;
   cfg.schedule.boundaries = {10};
   cfg.schedule.decay_rate = 0.5f;
@@ -208,7 +200,7 @@ BOOST_AUTO_TEST_CASE(the_rate_follows_the_schedule_of_the_global_step) {
 }
 
 BOOST_AUTO_TEST_CASE(decoupled_weight_decay_shrinks_weights_not_biases) {
-  auto cfg = config_of(optimizer_kind::sgd, 0.5f);
+  auto cfg = test::optimizer_of(optimizer_kind::sgd, 0.5f);
   cfg.weight_decay = 0.1f;
   auto [opt, params] = after_first_step(cfg, 0);
   // w: 2 * (1 - 0.5 * 0.1) = 1.9 with a zero gradient; the bias stays.
@@ -217,7 +209,7 @@ BOOST_AUTO_TEST_CASE(decoupled_weight_decay_shrinks_weights_not_biases) {
 }
 
 BOOST_AUTO_TEST_CASE(the_l2_penalty_joins_the_gradient_of_weights) {
-  auto cfg = config_of(optimizer_kind::momentum, 0.5f);
+  auto cfg = test::optimizer_of(optimizer_kind::momentum, 0.5f);
   cfg.l2_penalty = 0.1f;
   auto [opt, params] = after_first_step(cfg, 1);
   // w: g = 1 + 0.1 * 2 = 1.2, v = 1.2, w = 2 - 0.5 * 1.2 = 1.4; the bias
@@ -228,7 +220,7 @@ BOOST_AUTO_TEST_CASE(the_l2_penalty_joins_the_gradient_of_weights) {
 }
 
 BOOST_AUTO_TEST_CASE(decays_out_of_range_are_refused_by_name) {
-  auto cfg = config_of(optimizer_kind::sgd, 0.5f);
+  auto cfg = test::optimizer_of(optimizer_kind::sgd, 0.5f);
   cfg.weight_decay = 1.5f;
   auto bad = optimizer::make(cfg, one(0));
   BOOST_REQUIRE(!bad);
@@ -256,7 +248,7 @@ BOOST_AUTO_TEST_CASE(apply_clips_every_gradient_by_their_global_norm) {
   // Gradients w [6, 6] and b [6, 6] (plus l2 x w on w): the global norm
   // of the gradients alone is 12, so with --clip_norm 3 each is
   // multiplied by 1/4; the L2 penalty's gradient joins after the clip.
-  auto cfg = config_of(optimizer_kind::sgd, 1.0f);
+  auto cfg = test::optimizer_of(optimizer_kind::sgd, 1.0f);
   cfg.clip_norm = 3.0f;
   cfg.l2_penalty = 0.5f;
   auto [opt, params] = after_first_step(cfg, 6);
@@ -272,7 +264,7 @@ BOOST_AUTO_TEST_CASE(apply_clips_every_gradient_by_their_global_norm) {
 }
 
 BOOST_AUTO_TEST_CASE(a_negative_or_infinite_clip_norm_is_refused_by_name) {
-  auto cfg = config_of(optimizer_kind::momentum, 0.5f);
+  auto cfg = test::optimizer_of(optimizer_kind::momentum, 0.5f);
   for (float bad_norm : {-1.0f, std::numeric_limits<float>::infinity()}) {
     cfg.clip_norm = bad_norm;
     auto bad = optimizer::make(cfg, one(0));
@@ -289,7 +281,7 @@ BOOST_AUTO_TEST_CASE(a_moving_statistic_takes_its_push_as_it_is) {
   for (auto kind : {optimizer_kind::sgd, optimizer_kind::momentum,
                     optimizer_kind::adam}) {
     BOOST_TEST_CONTEXT(to_string(kind)) {
-      auto cfg = config_of(kind, 0.1f);
+      auto cfg = test::optimizer_of(kind, 0.1f);
       cfg.clip_norm = 1.0f;
       cfg.weight_decay = 0.5f;
       parameter_set vars{{"bn/moving_mean", tensor{{2}, {1, 2}}},

@@ -35,21 +35,14 @@ void whole_file(const std::string& text) {
     broken();
 }
 
-void address(const std::string& text) {
-  auto hp = host_port::parse(text);
-  if (!hp)
+// An accepted T (host_port, task_id) prints back to itself.
+template <class T>
+void prints_back(const std::string& text) {
+  auto x = T::parse(text);
+  if (!x)
     return;
-  auto again = host_port::parse(hp->str());
-  if (!again || *again != *hp)
-    broken();
-}
-
-void task(const std::string& text) {
-  auto t = task_id::parse(text);
-  if (!t)
-    return;
-  auto again = task_id::parse(t->str());
-  if (!again || *again != *t)
+  auto again = T::parse(x->str());
+  if (!again || *again != *x)
     broken();
 }
 
@@ -72,8 +65,8 @@ void launcher_lists(const std::string& text) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
   whole_file(text);
-  address(text);
-  task(text);
+  prints_back<host_port>(text);
+  prints_back<task_id>(text);
   launcher_lists(text);
   return 0;
 }

@@ -66,8 +66,7 @@ layer_inverse fc_inverse() {
 ps_shard_config shard_config() {
   ps_shard_config cfg;
   cfg.variables = model_variables(0);
-  cfg.optimizer.kind = optimizer_kind::kfac;
-  cfg.optimizer.learning_rate = 0.1f;
+  cfg.optimizer = test::optimizer_of(optimizer_kind::kfac, 0.1f);
   cfg.optimizer.momentum = 0.9f;
   cfg.kfac_layers = {fc_layer()};
   return cfg;

@@ -177,6 +177,12 @@ struct world {
       BOOST_ERROR(what << "; events:" << trace());
   }
 
+  /// Steps until the plan is at `stage`; each step must make progress.
+  void step_until(recovery_stage stage) {
+    while (plan.stage() != stage)
+      BOOST_REQUIRE(step());
+  }
+
   /// `role`'s process goes away: its host is down until it is awaited
   /// (and then at once back), so a return queued before counts no more.
   void lose(const std::string& role) {
@@ -550,8 +556,7 @@ BOOST_AUTO_TEST_CASE(a_restore_chain_given_up_never_reaches_go_on) {
   // not take the run back to running.
   world w;
   w.lose("ps:1");
-  while (w.plan.stage() != recovery_stage::restoring_shards)
-    BOOST_REQUIRE(w.step());
+  w.step_until(recovery_stage::restoring_shards);
   auto old = w.plan.attempt();
   w.lose("ps:0");
   BOOST_TEST(w.plan.stage() == recovery_stage::awaiting_hosts);
@@ -570,8 +575,7 @@ BOOST_AUTO_TEST_CASE(a_restore_chain_given_up_never_reaches_go_on) {
 BOOST_AUTO_TEST_CASE(the_chief_lost_during_a_shards_restore_ends_the_run) {
   world w;
   w.lose("ps:1");
-  while (w.plan.stage() != recovery_stage::restoring_shards)
-    BOOST_REQUIRE(w.step());
+  w.step_until(recovery_stage::restoring_shards);
   auto orders
     = w.deliver(ev::chief_lost{make_error(ec::peer_down, "chief: gone")});
   auto* end = find_order<cmd::end_run>(orders);

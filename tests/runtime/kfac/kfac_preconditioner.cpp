@@ -30,10 +30,7 @@ struct tiny {
   label_vector labels{0, 1, 2, 1, 0};
 
   tiny() {
-    model_spec spec;
-    spec.arch = model_arch::mlp;
-    spec.height = spec.width = 2;
-    spec.hidden = {};
+    auto spec = test::mlp_spec(2, {});
     spec.num_classes = 3;
     spec.init = init_scheme::glorot;
     auto made = model::make(spec, 3);
@@ -241,10 +238,7 @@ BOOST_FIXTURE_TEST_CASE(statistics_as_rows_stand_for_the_matrices, tiny) {
 // (the layers side by side), every inverse equals the one-thread inversion
 // bit for bit, as do the preconditioned gradients.
 BOOST_AUTO_TEST_CASE(two_threads_invert_the_layers_as_one_does) {
-  model_spec spec;
-  spec.arch = model_arch::mlp;
-  spec.height = spec.width = 4;
-  spec.hidden = {24, 9};
+  auto spec = test::mlp_spec(4, {24, 9});
   spec.num_classes = 5;
   spec.init = init_scheme::glorot;
   auto made = model::make(spec, 3);

@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,6 +71,28 @@ struct flags {
   int checkpoint_every = 0;
   int on_stop_exit = -1;
   int stop_ms = 200;
+};
+
+/// The flags that take a whole number, and the field each sets.
+const std::map<std::string, int flags::*> number_flags{
+  {"--task", &flags::task},
+  {"--steps", &flags::steps},
+  {"--step_ms", &flags::step_ms},
+  {"--checkpoint_every", &flags::checkpoint_every},
+  {"--chief_ms", &flags::chief_ms},
+  {"--exit_code", &flags::exit_code},
+  {"--worker_ms", &flags::worker_ms},
+  {"--worker_exit_code", &flags::worker_exit_code},
+  {"--on_stop_exit", &flags::on_stop_exit},
+  {"--stop_ms", &flags::stop_ms},
+};
+
+/// The flags that take a text, and the field each sets.
+const std::map<std::string, std::string flags::*> text_flags{
+  {"--cluster", &flags::cluster},
+  {"--job_name", &flags::job},
+  {"--pid_dir", &flags::pid_dir},
+  {"--wait_starts", &flags::wait_starts},
 };
 
 /// The stop signals received (--on_stop_exit) and the last one.
@@ -123,30 +146,10 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--cluster")
-      f.cluster = next();
-    else if (a == "--job_name")
-      f.job = next();
-    else if (a == "--task")
-      f.task = std::stoi(next());
-    else if (a == "--pid_dir")
-      f.pid_dir = next();
-    else if (a == "--steps")
-      f.steps = std::stoi(next());
-    else if (a == "--step_ms")
-      f.step_ms = std::stoi(next());
-    else if (a == "--checkpoint_every")
-      f.checkpoint_every = std::stoi(next());
-    else if (a == "--wait_starts")
-      f.wait_starts = next();
-    else if (a == "--chief_ms")
-      f.chief_ms = std::stoi(next());
-    else if (a == "--exit_code")
-      f.exit_code = std::stoi(next());
-    else if (a == "--worker_ms")
-      f.worker_ms = std::stoi(next());
-    else if (a == "--worker_exit_code")
-      f.worker_exit_code = std::stoi(next());
+    if (auto number = number_flags.find(a); number != number_flags.end())
+      f.*(number->second) = std::stoi(next());
+    else if (auto text = text_flags.find(a); text != text_flags.end())
+      f.*(text->second) = next();
     else if (a == "--fail")
       f.fail.push_back(next());
     else if (a == "--ignore_term")
@@ -155,10 +158,6 @@ int main(int argc, char** argv) {
       f.partial = true;
     else if (a == "--no_records")
       f.records = false;
-    else if (a == "--on_stop_exit")
-      f.on_stop_exit = std::stoi(next());
-    else if (a == "--stop_ms")
-      f.stop_ms = std::stoi(next());
     else {
       std::cerr << "fake_node: unknown flag " << a << "\n";
       return 64;

@@ -58,16 +58,6 @@ void require_partition(const placement& p, size_t variables) {
                                           << " times");
 }
 
-void check_error(const caf::expected<placement>& x, ec code,
-                 const std::string& needle) {
-  BOOST_REQUIRE_MESSAGE(!x, "expected an error");
-  BOOST_TEST(x.error().category() == error_category);
-  BOOST_TEST(static_cast<int>(x.error().code()) == static_cast<int>(code),
-             render(x.error()));
-  BOOST_TEST(render(x.error()).find(needle) != std::string::npos,
-             render(x.error()));
-}
-
 } // namespace
 
 BOOST_AUTO_TEST_CASE(strategies_print_and_parse) {
@@ -163,12 +153,13 @@ BOOST_AUTO_TEST_CASE(bad_arguments_are_refused) {
   for (int n : {0, -1})
     for (auto s :
          {placement_strategy::round_robin, placement_strategy::by_size})
-      check_error(place_variables(vars, n, s), ec::invalid_config,
-                  "num_shards must be at least 1, got " + std::to_string(n));
-  check_error(place_variables(named({{"a/w", 1}, {"a/w", 2}}), 2,
-                              placement_strategy::round_robin),
-              ec::invalid_config, "'a/w' appears twice");
-  check_error(place_variables(named({{"a/w", 1}, {"", 2}}), 2,
-                              placement_strategy::by_size),
-              ec::invalid_config, "variable #1 has an empty name");
+      test::check_error(place_variables(vars, n, s), ec::invalid_config,
+                        {"num_shards must be at least 1, got "
+                         + std::to_string(n)});
+  test::check_error(place_variables(named({{"a/w", 1}, {"a/w", 2}}), 2,
+                                    placement_strategy::round_robin),
+                    ec::invalid_config, {"'a/w' appears twice"});
+  test::check_error(place_variables(named({{"a/w", 1}, {"", 2}}), 2,
+                                    placement_strategy::by_size),
+                    ec::invalid_config, {"variable #1 has an empty name"});
 }
