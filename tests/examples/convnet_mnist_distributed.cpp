@@ -147,7 +147,8 @@ BOOST_FIXTURE_TEST_CASE(kfac_chief_worker_with_covariance_and_inverse_tasks,
 
 BOOST_FIXTURE_TEST_CASE(kfac_dedicated_workers_across_processes, run_files) {
   auto text = kfac_run(*this, {{"chief", 1}, {"worker", 5}, {"ps", 1}},
-                       " --cov_inv_op_strategy dedicated_workers");
+                       " --cov_inv_op_strategy dedicated_workers"
+                       " --kfac_cadence exact");
   // ceil(0.6 * 5) = 3 gradient workers; the fifth task inverts.
   BOOST_TEST(json_numbers(text, "workers").at(0) == 3);
   BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
