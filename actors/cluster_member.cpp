@@ -119,10 +119,10 @@ caf::error cluster_member::add_peers(const std::vector<task_id>& peers,
 }
 
 caf::error cluster_member::connect(const std::vector<task_id>& peers) {
-  auto todo = missing_peers(peers, cfg_.task, peers_);
-  if (todo.empty())
+  auto missing = missing_peers(peers, cfg_.task, peers_);
+  if (missing.empty())
     return caf::none;
-  return add_peers(todo, cfg_.connect);
+  return add_peers(missing, cfg_.connect);
 }
 
 caf::error cluster_member::reconnect(const task_id& peer) {

@@ -18,12 +18,13 @@ node_peers::node_peers(
 
 caf::error node_peers::connect(const std::vector<task_id>& peers,
                                std::function<caf::error()> abandon) {
-  auto todo = missing_peers(peers, me_, nodes_);
-  if (todo.empty())
+  auto missing = missing_peers(peers, me_, nodes_);
+  if (missing.empty())
     return caf::none;
   auto opts = opts_;
   opts.abandon = std::move(abandon);
-  auto infos = connect_nodes(sys_, self_, cluster_, todo, hello_, opts, log_);
+  auto infos = connect_nodes(sys_, self_, cluster_, missing, hello_,
+                             opts, log_);
   if (!infos)
     return infos.error();
   for (auto& kvp : *infos)

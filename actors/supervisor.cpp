@@ -234,17 +234,21 @@ template <class Then, class Otherwise>
 void ask_rejoin(self_ptr self, const chief_actor& chief, size_t k, Then then,
                 Otherwise otherwise) {
   auto& st = self->state;
-  auto ask = ++st.rejoin_asks[k];
-  auto worker = st.cfg.gradient_workers[k];
+  // The state owns the ask; a newer one for worker k replaces it, and the
+  // answers hold it weakly (the shape of a worker's binding).
+  auto ask = std::make_shared<const int32_t>(st.cfg.gradient_workers[k]);
+  st.rejoin_asks[k] = ask;
+  std::weak_ptr<const int32_t> current = ask;
+  auto worker = *ask;
   auto wait = st.cfg.max_wait;
   self->request(chief, wait, rejoin_atom::value, worker)
     .then(
       [=](resume_point& rp) {
-        if (self->state.rejoin_asks[k] == ask)
+        if (current.lock())
           then(rp);
       },
       [=](caf::error& err) {
-        if (self->state.rejoin_asks[k] != ask)
+        if (!current.lock())
           return;
         if (err == caf::sec::request_timeout)
           err = make_error(ec::timeout,

@@ -188,10 +188,10 @@ struct supervisor_state {
   std::string role_failure;
   /// The next of the workers a rebind goes through, one after the other.
   size_t rebind_next = 0;
-  /// How many times the chief was asked where each of the task's gradient
-  /// workers (by position) rejoins; an answer to an earlier ask reaches
-  /// nothing.
-  std::map<size_t, uint64_t> rejoin_asks;
+  /// The ask in force, per gradient worker of the task (by position), of
+  /// where it rejoins: the only owner, so an answer to an ask a newer one
+  /// replaced reaches nothing.
+  std::map<size_t, std::shared_ptr<const int32_t>> rejoin_asks;
   /// A rebind that waits for this node to be connected again to the
   /// shards' hosts (a thawed worker's links to them went down too).
   bool rebind_after_reconnect = false;
