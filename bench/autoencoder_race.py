@@ -39,7 +39,6 @@ import os
 import re
 import statistics
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from protocol import Bench  # noqa: E402
@@ -113,8 +112,8 @@ def curve(text):
 
 
 class Race:
-    def __init__(self, args, bench, out_dir):
-        self.args, self.bench, self.out_dir = args, bench, out_dir
+    def __init__(self, args, bench):
+        self.args, self.bench = args, bench
         self.momentum_steps = args.kfac_steps * args.step_ratio
 
     def flags(self, optimizer, config, seed, split, precision="fp32"):
@@ -141,28 +140,16 @@ class Race:
 
     def run(self, program, config, round_no, cmd):
         """Runs one configuration; its record carries the error curve."""
-        log = {}
-
         def figures():
-            points = curve(log["text"])
+            points = curve(self.bench.last_output)
             if not points:
                 raise RuntimeError(f"{program}: no evaluation line in its "
-                                   f"output:\n{log['text'][-2000:]}")
+                                   f"output:\n{self.bench.last_output[-2000:]}")
             return {"curve": points, "final_error": points[-1][1],
                     "best_error": min(p[1] for p in points)}
 
-        # Bench.run keeps the output only on failure: run through a shell
-        # that tees the log where figures() reads it.
-        path = os.path.join(self.out_dir, f"run_{len(self.bench.records)}.log")
-        shell = ["sh", "-c", 'exec "$@" > "$0"', path] + cmd
-
-        def read_log():
-            with open(path) as f:
-                log["text"] = f.read()
-            return figures()
-
-        return self.bench.run(program, config, round_no, shell, read_log,
-                              timeout_s=self.args.timeout_s, shown=cmd)
+        return self.bench.run(program, config, round_no, cmd, figures,
+                              timeout_s=self.args.timeout_s)
 
     def tune(self, optimizer, grid):
         """Every grid entry with the tuning seed on the validation split;
@@ -266,10 +253,8 @@ def main():
                  f"among the report seeds {seeds}: report with other seeds")
     precisions = (args.precisions.split(",") if args.precisions
                   else ["fp32", "bf16"] if cpu_has_bf16_products() else ["fp32"])
-    out_dir = tempfile.mkdtemp(prefix="autoencoder_race.")
-    print(f"the runs' logs: {out_dir}", flush=True)
     bench = Bench("autoencoder_race")
-    race = Race(args, bench, out_dir)
+    race = Race(args, bench)
     if args.skip_tuning:
         m_index, k_index = (int(x) for x in args.skip_tuning.split(","))
     else:

@@ -143,7 +143,8 @@ class Bench:
 
         program: the side ("syncfac", "torch.compile channels-last", ...);
         config: what the comparison holds equal (a dict: threads, isa, ...);
-        figures: called after the run, returns the run's figures (a dict);
+        figures: called after the run, returns the run's figures (a dict;
+        what the program printed is self.last_output then);
         shown: the command as recorded (default: cmd), e.g. without
         temporary paths; isa: the level the programs were held to.
         """
@@ -170,6 +171,8 @@ class Bench:
             "user_s": round(r1.ru_utime - r0.ru_utime, 3),
             "sys_s": round(r1.ru_stime - r0.ru_stime, 3),
         })
+        # What the program printed, for figures() that read it.
+        self.last_output = proc.stdout
         rec.update(figures())
         self.records.append(rec)
         return append(self.results, rec)
