@@ -82,8 +82,16 @@ caf::result<caf::ok_atom> confirm_end(self_ptr self, const std::string& reason,
       [=](caf::error& err) mutable {
         // The run is over for the chief either way; this node failed.
         rp.deliver(caf::ok_atom::value);
-        end_run(self, failed(with_context(err, "the member role at the end "
-                                               "of the run")));
+        auto& st = self->state;
+        if (err == caf::sec::request_timeout)
+          err = make_error(ec::timeout,
+                           "the member role did not answer the end of the "
+                           "run within "
+                             + std::to_string(st.cfg.member_finish.count())
+                             + " ms");
+        else
+          err = with_context(err, "the member role at the end of the run");
+        end_run(self, failed(std::move(err)));
       });
   return rp;
 }

@@ -920,7 +920,8 @@ BOOST_AUTO_TEST_CASE(a_member_role_silent_at_the_end_fails_the_node) {
   // The chief goes on; this node failed, saying why.
   BOOST_TEST(*answered);
   require_ended(exit_codes::failure);
-  BOOST_TEST((*end)->reason.find("the member role at the end of the run")
+  BOOST_TEST((*end)->reason.find("the member role did not answer the end "
+                                 "of the run within 30000 ms")
                != std::string::npos,
              (*end)->reason);
 }
