@@ -4,6 +4,7 @@
 
 #include <caf/exit_reason.hpp>
 
+#include "actors/node_supervisor_configs.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/net/listen_address.hpp"
 
@@ -11,10 +12,32 @@ namespace syncfac {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-/// Longest wait for a hello's answer when reconnecting (see reconnect()).
-constexpr std::chrono::milliseconds reconnect_hello{3000};
+/// The member's supervisor: it connects to the chief itself (the chief
+/// does not connect to a member), and watches the peers it connected to.
+supervisor_config member_supervisor_config(caf::actor_system& sys,
+                                           const member_config& cfg,
+                                           std::shared_ptr<node_hello> hello,
+                                           std::ostream& log) {
+  supervisor_config sc;
+  auto chief = cfg.cluster.chief_task();
+  sc.me = cfg.task.str();
+  sc.chief = chief.str();
+  sc.chief_address = cfg.cluster.address(chief).str();
+  sc.reconnects_to_chief = true;
+  for (const auto& p : cfg.peers)
+    if (std::find(sc.peers.begin(), sc.peers.end(), p.str())
+        == sc.peers.end())
+      sc.peers.push_back(p.str());
+  sc.max_wait = cfg.max_wait;
+  sc.request_timeout = cfg.connect.request_timeout;
+  sc.preempt_wait = cfg.preempt_wait;
+  sc.member_finish = cfg.finish_timeout;
+  sc.connector = connector_for(sys, cfg.cluster, cfg.connect, hello);
+  sc.hello = std::move(hello);
+  auto* out = &log;
+  sc.log = [out](const std::string& line) { *out << line << std::endl; };
+  return sc;
+}
 
 } // namespace
 
@@ -27,15 +50,23 @@ caf::error member_config::validate() const {
   if (!cluster.contains(task) && !outside)
     return make_error(ec::invalid_config,
                       "task " + task.str() + " is not in the cluster");
+  auto bad = [&](const std::string& what) {
+    return make_error(ec::invalid_config,
+                      "cluster member " + task.str() + ": " + what);
+  };
+  for (const auto& p : peers) {
+    if (!cluster.contains(p))
+      return bad("peer " + p.str() + " is not in the cluster");
+    if (p == task || p == cluster.chief_task())
+      return bad("peer " + p.str()
+                 + " is this task or the chief (always connected to)");
+  }
   if (connect.timeout.count() <= 0 || connect.retry.count() <= 0
       || connect.request_timeout.count() <= 0)
-    return make_error(ec::invalid_config,
-                      "cluster member " + task.str()
-                        + ": connect timeouts and retry must be positive");
-  if (max_reconnects < 0)
-    return make_error(ec::invalid_config,
-                      "cluster member " + task.str()
-                        + ": max_reconnects must be >= 0");
+    return bad("connect timeouts and retry must be positive");
+  if (max_wait.count() <= 0 || preempt_wait.count() <= 0
+      || finish_timeout.count() <= 0)
+    return bad("max_wait, preempt_wait and finish_timeout must be positive");
   return net::require_tls_off_loopback(cluster, bind, connect.tls, insecure);
 }
 
@@ -44,29 +75,40 @@ cluster_member::make(caf::actor_system& sys, member_config cfg,
                      std::ostream& log) {
   if (auto err = cfg.validate())
     return err;
+  // Filled in once the node actor exists; the connectors read it later.
+  auto hello = std::make_shared<node_hello>();
+  auto sup = spawn_supervisor(sys, member_supervisor_config(sys, cfg, hello,
+                                                            log));
+  if (!sup)
+    return with_context(sup.error(), cfg.task.str());
   return std::unique_ptr<cluster_member>{
-    new cluster_member(sys, std::move(cfg), log)};
+    new cluster_member(sys, std::move(cfg), log, *sup, std::move(hello))};
 }
 
 cluster_member::cluster_member(caf::actor_system& sys, member_config cfg,
-                               std::ostream& log)
+                               std::ostream& log, supervisor_actor supervisor,
+                               std::shared_ptr<node_hello> hello)
   : sys_(sys),
     cfg_(std::move(cfg)),
     log_(log),
     self_(sys),
-    roles_(std::make_shared<std::map<std::string, caf::actor>>()) {
+    roles_(std::make_shared<std::map<std::string, caf::actor>>()),
+    supervisor_(std::move(supervisor)),
+    hello_(std::move(hello)) {
   node_config nc;
   nc.task = cfg_.task;
   nc.roles = roles_;
-  nc.owner = caf::actor_cast<caf::actor>(self_);
+  nc.chief = cfg_.cluster.chief_task();
+  nc.owner = caf::actor_cast<caf::actor>(supervisor_);
   nc.owner_confirms_shutdown = true;
   node_ = sys_.spawn(node, std::move(nc));
-  hello_ = make_hello(sys_, cfg_.task, caf::actor_cast<caf::actor>(node_),
-                      cfg_.fingerprint);
+  *hello_ = make_hello(sys_, cfg_.task, caf::actor_cast<caf::actor>(node_),
+                       cfg_.fingerprint);
 }
 
 cluster_member::~cluster_member() {
   self_->send_exit(node_, caf::exit_reason::user_shutdown);
+  self_->send_exit(supervisor_, caf::exit_reason::user_shutdown);
 }
 
 void cluster_member::host(const std::string& name, caf::actor role) {
@@ -101,116 +143,40 @@ caf::error cluster_member::publish() {
   return caf::none;
 }
 
-caf::error cluster_member::add_peers(const std::vector<task_id>& peers,
-                                     const connect_options& opts) {
-  auto infos = connect_nodes(sys_, self_, cfg_.cluster, peers, hello_, opts,
-                             log_);
-  if (!infos)
-    return with_context(infos.error(), me());
-  for (auto& kvp : *infos) {
-    auto n = node_of(kvp.second);
-    if (n) {
-      self_->monitor(n);
-      peer_nodes_[kvp.first] = n;
-    }
-    peers_[kvp.first] = std::move(kvp.second);
-  }
-  return caf::none;
-}
-
-caf::error cluster_member::connect(const std::vector<task_id>& peers) {
+caf::error cluster_member::connect() {
+  std::vector<task_id> peers{cfg_.cluster.chief_task()};
+  peers.insert(peers.end(), cfg_.peers.begin(), cfg_.peers.end());
   auto missing = missing_peers(peers, cfg_.task, peers_);
   if (missing.empty())
     return caf::none;
-  return add_peers(missing, cfg_.connect);
-}
-
-caf::error cluster_member::reconnect(const task_id& peer) {
-  auto name = peer.str();
-  auto& n = reconnects_[name];
-  if (n >= cfg_.max_reconnects)
-    return make_error(ec::peer_down,
-                      me() + ": " + name + " went away again after "
-                        + std::to_string(n)
-                        + " reconnection(s) (max_reconnects)");
-  ++n;
-  auto i = peer_nodes_.find(name);
-  if (i != peer_nodes_.end()) {
-    self_->demonitor(i->second);
-    peer_nodes_.erase(i);
-  }
-  peers_.erase(name);
-  log_ << me() << ": reconnecting to " << name << " at "
-       << cfg_.cluster.address(peer).str() << " (" << n << " of "
-       << cfg_.max_reconnects << ")" << std::endl;
-  // CAF's middleman caches the handle of the peer's last incarnation
-  // until it has seen that node go down too, and a hello to that handle
-  // may go unanswered: each hello has a short timeout, so that the
-  // connector's next attempt (a fresh connection, after its retry timer)
-  // comes soon.
-  auto opts = cfg_.connect;
-  opts.request_timeout = std::min(opts.request_timeout, reconnect_hello);
-  if (auto err = add_peers({peer}, opts))
-    return err;
-  reconnected_.push_back(peer);
-  log_ << me() << ": " << name << " is back" << std::endl;
+  auto infos = connect_nodes(sys_, self_, cfg_.cluster, missing, *hello_,
+                             cfg_.connect, log_);
+  if (!infos)
+    return with_context(infos.error(), me());
+  for (auto& kvp : *infos)
+    peers_[kvp.first] = std::move(kvp.second);
   return caf::none;
 }
 
-std::vector<task_id> cluster_member::take_reconnected() {
-  std::vector<task_id> out;
-  out.swap(reconnected_);
+caf::expected<node_end> cluster_member::run(member_role_actor member_role,
+                                            std::chrono::milliseconds max) {
+  node_wiring wiring;
+  wiring.nodes = peers_;
+  wiring.hosted = *roles_;
+  wiring.hosted[me() + "'s member role"]
+    = caf::actor_cast<caf::actor>(member_role);
+  wiring.member = std::move(member_role);
+  caf::expected<node_end> out{caf::error{}};
+  self_->request(supervisor_, max, run_atom::value, std::move(wiring))
+    .receive([&](node_end& end) { out = std::move(end); },
+             [&](caf::error& err) {
+               if (err == caf::sec::request_timeout)
+                 err = make_error(ec::timeout,
+                                  me() + ": the run did not end within "
+                                    + std::to_string(max.count()) + " ms");
+               out = std::move(err);
+             });
   return out;
-}
-
-caf::expected<bool> cluster_member::wait(std::chrono::milliseconds d) {
-  std::vector<task_id> gone;
-  self_->receive(
-    [&](shutdown_atom, std::string& why) -> caf::ok_atom {
-      ended_ = true;
-      end_reason_ = why;
-      log_ << me() << ": the chief ended the run: " << why << std::endl;
-      if (on_shutdown)
-        on_shutdown(why);
-      return caf::ok_atom::value;
-    },
-    [&](hello_atom, std::string&, caf::actor&) {
-      // A peer connected to this node; nothing to do.
-    },
-    [&](caf::down_msg& dm) {
-      for (const auto& kvp : peer_nodes_)
-        if (kvp.second.address() == dm.source) {
-          log_ << me() << ": the node of " << kvp.first << " went down ("
-               << sys_.render(dm.reason) << ")" << std::endl;
-          if (auto t = task_id::parse(kvp.first))
-            gone.push_back(*t);
-        }
-    },
-    caf::after(d) >> [] {});
-  if (!ended_)
-    for (const auto& t : gone)
-      if (auto err = reconnect(t))
-        return err;
-  return ended_;
-}
-
-caf::error cluster_member::wait_for_end(std::chrono::milliseconds max) {
-  auto start = clock_type::now();
-  auto deadline = start + max;
-  while (!ended_) {
-    auto now = clock_type::now();
-    if (now >= deadline)
-      return make_error(ec::timeout,
-                        me() + ": the chief did not end the run within "
-                          + std::to_string(max.count()) + " ms");
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - now);
-    // One message at a time (the end, a peer going down), each wait
-    // bounded by what is left.
-    if (auto res = wait(left); !res)
-      return res.error();
-  }
-  return caf::none;
 }
 
 } // namespace syncfac

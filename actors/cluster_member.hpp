@@ -3,27 +3,31 @@
 // Joining a cluster from outside the library: a program with roles of its
 // own (an evaluator, a monitor, anything a user writes) becomes a task of
 // the cluster file like the library's nodes. It publishes a node actor
-// hosting its roles by name, connects to the peers it needs and gets their
-// roles' handles, notices when a peer's node goes down and reconnects to
-// it (bounded), and ends when the chief ends the run. The handshake is the
-// library's (actors/node.hpp): same protocol, same registered message
-// types, or the connection is refused with an error naming the difference.
+// hosting its roles by name, connects to the chief and the peers it needs
+// and gets their roles' handles; from then on the node's supervisor
+// (actors/supervisor.hpp, the one every library node but the chief's has)
+// watches the roles and the peers' nodes, connects again to a peer whose
+// node went down (bounded by max_wait, no sleeping), and tells the
+// program's member role (member_role_actor, an actor the program writes)
+// as messages: a peer lost, the peer back with its roles' new handles, the
+// end of the run. The handshake is the library's (actors/node.hpp): same
+// protocol, same registered message types, or the connection is refused
+// with an error naming the difference.
 //
-//   auto m = cluster_member::make(sys, cfg, std::cout);   // task evaluator:0
+//   auto m = cluster_member::make(sys, cfg, std::cout); // evaluator:0; peers
 //   (*m)->host("evaluator:0", my_role);
 //   (*m)->publish();
-//   (*m)->connect({{"chief", 0}, {"ps", 0}});
+//   (*m)->connect();                          // the chief and cfg.peers
 //   auto sink = (*m)->role<metrics_actor>({"chief", 0}, "metrics");
-//   while (!(*m)->ended()) { (*m)->wait(poll); ... }
+//   auto program = sys.spawn(my_member_role, *sink);
+//   auto end = (*m)->run(program, max);       // node_end: how it ended
 //
 // The chief (actors/cluster_node.cpp) ends a run by telling the nodes that
-// connected to it first, and waits for their answer: a member answers only
-// after its on_shutdown hook returned, so it can finish work (a final
-// evaluation) while the shards are still up.
+// connected to it first, and waits for their answer: the supervisor
+// answers only after the member role answered its shutdown_atom, so the
+// role can finish work (a final evaluation) while the shards are still up.
 
 #include <chrono>
-#include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -37,6 +41,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/node.hpp"
+#include "actors/supervisor.hpp"
 #include "runtime/cluster/cluster_spec.hpp"
 #include "runtime/cluster/config_fingerprint.hpp"
 
@@ -47,14 +52,23 @@ struct member_config {
   /// The task this process is (its job may be any job of the cluster
   /// file, e.g. "evaluator").
   task_id task;
-  /// Peers: TLS, how long to wait for each, how often to retry.
+  /// The tasks besides the chief it connects to and watches (e.g. every
+  /// PS shard): connected to again when their node goes down.
+  std::vector<task_id> peers;
+  /// Peers: TLS, how long to wait for each at start, how often to retry.
   connect_options connect;
   /// As cluster_run_config's: --bind, and plaintext beyond loopback.
   std::string bind;
   bool insecure = false;
-  /// Most times one peer may go down and be reconnected to (a restart of
-  /// its process on the same address); one more is an error.
-  int32_t max_reconnects = 5;
+  /// Longest wait for a peer whose node went down to be back (a restart of
+  /// its process on the same address), as the library's --max_wait_ms; the
+  /// chief not back by then ends the member (ec::timeout naming it).
+  std::chrono::milliseconds max_wait{300000};
+  /// Longest wait for the chief's word after the member passed a
+  /// preemption on to it (supervisor_config::preempt_wait).
+  std::chrono::milliseconds preempt_wait{60000};
+  /// Longest wait for the member role's answer to the end of the run.
+  std::chrono::milliseconds finish_timeout{60000};
   /// What this task must agree on with the chief, sent with every hello
   /// (e.g. make_model_fingerprint for an evaluator): the chief refuses a
   /// member configured for another run, naming the field and both values,
@@ -66,8 +80,8 @@ struct member_config {
 
 class cluster_member {
 public:
-  /// Validates `cfg` and spawns the member's node (not yet published).
-  /// Logs (connections, peers going down) go to `log`.
+  /// Validates `cfg` and spawns the member's node (not yet published) and
+  /// its supervisor. Logs (connections, peers going down) go to `log`.
   static caf::expected<std::unique_ptr<cluster_member>>
   make(caf::actor_system& sys, member_config cfg, std::ostream& log);
 
@@ -77,19 +91,22 @@ public:
   cluster_member& operator=(const cluster_member&) = delete;
 
   /// Hosts `role` under `name` (peers find it by that name); call before
-  /// publish().
+  /// publish(). The supervisor watches it: a role that stops on an error
+  /// ends the member (after its failure grace) naming it.
   void host(const std::string& name, caf::actor role);
 
   /// Publishes the node on this task's port of the cluster file (a task
   /// outside the cluster, TensorFlow's evaluator, listens nowhere).
   caf::error publish();
 
-  /// Connects to every task of `peers` not connected yet: retries until
-  /// connect.timeout, then ec::timeout naming who is missing; a peer that
-  /// refuses (protocol, message types) is ec::bad_message at once.
-  caf::error connect(const std::vector<task_id>& peers);
+  /// Connects to the chief and every task of member_config::peers, once,
+  /// at start: retries until connect.timeout, then ec::timeout naming who
+  /// is missing; a peer that refuses (protocol, message types) is
+  /// ec::bad_message at once.
+  caf::error connect();
 
-  /// The handle of role `name` hosted by the connected task `host`.
+  /// The handle of role `name` hosted by the connected task `host`, as it
+  /// answered at connect() (afterwards the member role hears new ones).
   template <class Handle>
   caf::expected<Handle> role(const task_id& host,
                              const std::string& name) const {
@@ -100,40 +117,20 @@ public:
     return role_of<Handle>(i->second, name);
   }
 
-  /// Forgets `peer` and connects to it again (bounded as connect()):
-  /// after a request to one of its roles failed, or its node went down.
-  /// The reconnection counts against max_reconnects.
-  caf::error reconnect(const task_id& peer);
+  /// Hands the connected member to its supervisor, with `member_role`
+  /// (watched as a hosted role) to tell the run's events, and waits for the
+  /// run's end for this node, at most `max` (ec::timeout saying so): the
+  /// chief's word (exit 0, or exit_codes::preempted for a preempted run), a
+  /// peer or the chief not back within max_wait or a hosted role's failure
+  /// (exit 1), or a preemption passed on (exit_codes::preempted).
+  caf::expected<node_end> run(member_role_actor member_role,
+                              std::chrono::milliseconds max);
 
-  /// Waits up to `d` for the chief's end of the run or a connected peer's
-  /// node going down (which reconnect() handles: an error when the peer
-  /// does not come back in time, or too often). Returns ended().
-  caf::expected<bool> wait(std::chrono::milliseconds d);
-
-  /// Waits until the chief ends the run, at most `max`; running out of
-  /// time is ec::timeout saying so.
-  caf::error wait_for_end(std::chrono::milliseconds max);
-
-  /// Whether the chief ended the run, and why.
-  bool ended() const {
-    return ended_;
-  }
-  const std::string& end_reason() const {
-    return end_reason_;
-  }
-
-  /// Peers reconnected since the last call: their role handles changed.
-  std::vector<task_id> take_reconnected();
-
-  /// Runs when the chief ends the run, before this member confirms it (the
-  /// chief waits, bounded by its request timeout). It runs inside the
-  /// member's receive: make requests from a caf::scoped_actor of its own,
-  /// not from self().
-  std::function<void(const std::string& reason)> on_shutdown;
-
-  /// The member's blocking actor, for requests between waits.
-  caf::scoped_actor& self() {
-    return self_;
+  /// The node's supervisor: a stop signal's way in (preempt_atom with the
+  /// signal's name), as on the library's nodes: the chief is told and ends
+  /// the run after the global step in flight.
+  const supervisor_actor& supervisor() const {
+    return supervisor_;
   }
 
   /// "evaluator:0".
@@ -141,31 +138,22 @@ public:
     return cfg_.task.str();
   }
 
-  caf::actor_system& system() {
-    return sys_;
-  }
-
 private:
-  cluster_member(caf::actor_system& sys, member_config cfg,
-                 std::ostream& log);
-
-  caf::error add_peers(const std::vector<task_id>& peers,
-                       const connect_options& opts);
+  cluster_member(caf::actor_system& sys, member_config cfg, std::ostream& log,
+                 supervisor_actor supervisor,
+                 std::shared_ptr<node_hello> hello);
 
   caf::actor_system& sys_;
   member_config cfg_;
   std::ostream& log_;
+  /// Waits for the connector at connect() and for the supervisor's end.
   caf::scoped_actor self_;
   std::shared_ptr<std::map<std::string, caf::actor>> roles_;
+  supervisor_actor supervisor_;
   node_actor node_;
-  node_hello hello_;
-  /// Connected peers' answers, and their node actors (monitored), by task.
+  std::shared_ptr<node_hello> hello_;
+  /// What the peers answered at connect(), by task.
   std::map<std::string, node_info> peers_;
-  std::map<std::string, caf::actor> peer_nodes_;
-  std::map<std::string, int32_t> reconnects_;
-  std::vector<task_id> reconnected_;
-  bool ended_ = false;
-  std::string end_reason_;
 };
 
 } // namespace syncfac

@@ -6,14 +6,11 @@
 
 namespace syncfac {
 
-namespace {
-
-/// A supervisor's connector per lost task: each connect attempt tries for
-/// a second (as a node did before it had a supervisor), so that a
-/// connector stops soon after the run ends.
 std::function<connector_actor(const std::string&)>
 connector_for(caf::actor_system& sys, const cluster_spec& cluster,
               connect_options opts, std::shared_ptr<const node_hello> hello) {
+  // Each connect attempt tries for a second (as a node did before it had a
+  // supervisor), so that a connector stops soon after the run ends.
   opts.timeout = std::chrono::milliseconds{1000};
   opts.abandon = {};
   auto* s = &sys;
@@ -21,6 +18,8 @@ connector_for(caf::actor_system& sys, const cluster_spec& cluster,
     return spawn_node_connector(*s, cluster, *hello, opts);
   };
 }
+
+namespace {
 
 std::function<void(const std::string&)> log_to(std::ostream& log) {
   auto* out = &log;

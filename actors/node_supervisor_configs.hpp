@@ -3,9 +3,12 @@
 // What a node's supervisor is configured with, read off the node's plan
 // (runtime/cluster/node_plan.hpp): every node but the chief's has a
 // supervisor (actors/supervisor.hpp), the chief's node the chief's
-// supervisor (actors/chief_supervisor.hpp).
+// supervisor (actors/chief_supervisor.hpp); a program joining as a
+// cluster member (actors/cluster_member.hpp) uses the same connectors.
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <ostream>
 
 #include <caf/actor_system.hpp>
@@ -17,6 +20,13 @@
 #include "runtime/cluster/node_plan.hpp"
 
 namespace syncfac {
+
+/// A supervisor's connector per lost task (supervisor_config::connector),
+/// reaching `cluster` as `connect` says with `hello` (read when a task is
+/// first lost: it may be filled in after this call).
+std::function<connector_actor(const std::string&)>
+connector_for(caf::actor_system& sys, const cluster_spec& cluster,
+              connect_options opts, std::shared_ptr<const node_hello> hello);
 
 /// What the node supervisor of `plan.task` watches and whom it rebinds;
 /// its connectors reach `cluster` as `connect` says and send `hello`

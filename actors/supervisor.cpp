@@ -53,6 +53,49 @@ node_end failed(caf::error err) {
   return out;
 }
 
+/// Tells the member role, if any, of an event (member_role_actor).
+template <class... Ts>
+void tell_member(self_ptr self, Ts&&... xs) {
+  if (self->state.wiring.member)
+    self->send(self->state.wiring.member, std::forward<Ts>(xs)...);
+}
+
+/// The chief ended the run: a member role finishes its work first (bounded
+/// by member_finish), then `end` ends the node; the node actor answers the
+/// chief once this is answered.
+template <class End>
+caf::result<caf::ok_atom> confirm_end(self_ptr self, const std::string& reason,
+                                      End end) {
+  auto& st = self->state;
+  if (!st.wiring.member) {
+    end();
+    return caf::ok_atom::value;
+  }
+  auto rp = self->make_response_promise<caf::ok_atom>();
+  self->request(st.wiring.member, st.cfg.member_finish, shutdown_atom::value,
+                reason)
+    .then(
+      [=](caf::ok_atom) mutable {
+        rp.deliver(caf::ok_atom::value);
+        end();
+      },
+      [=](caf::error& err) mutable {
+        // The run is over for the chief either way; this node failed.
+        rp.deliver(caf::ok_atom::value);
+        auto& st = self->state;
+        if (err == caf::sec::request_timeout)
+          err = make_error(ec::timeout,
+                           "the member role did not answer the end of the "
+                           "run within "
+                             + std::to_string(st.cfg.member_finish.count())
+                             + " ms");
+        else
+          err = with_context(err, "the member role at the end of the run");
+        end_run(self, failed(std::move(err)));
+      });
+  return rp;
+}
+
 void chief_ended_run(self_ptr self, const std::string& reason) {
   auto& st = self->state;
   if (!st.role_failure.empty())
@@ -188,6 +231,7 @@ void reconnect(self_ptr self, const std::string& task) {
         st.reconnect_until.erase(task);
         auto n = node_of(info);
         st.log("connected again to " + task);
+        tell_member(self, connect_atom::value, task, info);
         watch_node(self, task, n, std::move(info));
         if (task == st.cfg.chief)
           self->send(me_of(self), hello_atom::value, task, n);
@@ -213,6 +257,7 @@ void reconnect(self_ptr self, const std::string& task) {
 
 void lost_peer(self_ptr self, const node_loss& loss) {
   self->state.log(loss.name + " went down (" + loss.reason + ")");
+  tell_member(self, lost_atom::value, loss.name, loss.reason);
   reconnect(self, loss.name);
 }
 
@@ -444,6 +489,7 @@ void lost(self_ptr self, const node_loss& loss) {
                       + "); waiting up to "
                       + std::to_string(self->state.cfg.max_wait.count())
                       + " ms for it to return");
+      tell_member(self, lost_atom::value, loss.name, loss.reason);
       self->become(chief_lost(self, false));
       break;
     default:
@@ -471,8 +517,10 @@ behavior state_of(self_ptr self, Own... own) {
       [=](hello_atom, const std::string& peer, const std::string& why) {
         refused(self, peer, why);
       },
-      [=](shutdown_atom, const std::string& reason) {
-        chief_ended_run(self, reason);
+      [=](shutdown_atom,
+          const std::string& reason) -> caf::result<caf::ok_atom> {
+        return confirm_end(self, reason,
+                           [=] { chief_ended_run(self, reason); });
       },
       [=](preempt_atom, const std::string& why) { preempted(self, why); },
       [=](lost_atom, const node_loss& loss) { lost(self, loss); },
@@ -594,9 +642,10 @@ behavior preempting(self_ptr self) {
   return state_of(
     self,
     [=](hello_atom, const std::string&, const caf::actor&) {},
-    [=](shutdown_atom, const std::string& reason) {
+    [=](shutdown_atom,
+        const std::string& reason) -> caf::result<caf::ok_atom> {
       self->state.log("the chief ended the run: " + reason);
-      end(reason);
+      return confirm_end(self, reason, [=] { end(reason); });
     },
     [=](preempt_atom, const std::string& why) {
       self->state.log(why + " again; the chief is ending the run already");
@@ -638,31 +687,6 @@ supervisor_actor::behavior_type supervisor(self_ptr self,
       self->send(me_of(self), lost_atom::value, std::move(*loss));
   });
   return connecting(self);
-}
-
-caf::expected<supervisor_actor> spawn_supervisor(caf::actor_system& sys,
-                                                 supervisor_config cfg) {
-  auto bad = [](const std::string& what) {
-    return make_error(ec::invalid_config, "supervisor: " + what);
-  };
-  if (cfg.me.empty() || cfg.chief.empty())
-    return bad("needs its own task (me) and the chief's (chief)");
-  if (cfg.max_wait.count() <= 0)
-    return bad("max_wait " + std::to_string(cfg.max_wait.count())
-               + " ms must be positive");
-  if (cfg.request_timeout.count() <= 0)
-    return bad("request_timeout " + std::to_string(cfg.request_timeout.count())
-               + " ms must be positive");
-  if (cfg.failure_grace.count() < 0 || cfg.connect_attempt.count() <= 0
-      || cfg.preempt_wait.count() <= 0)
-    return bad("failure_grace must not be negative, connect_attempt and "
-               "preempt_wait must be positive");
-  if ((cfg.reconnects_to_chief || !cfg.peers.empty()) && !cfg.connector)
-    return bad("connects again to peers but has no connector");
-  for (const auto& p : cfg.peers)
-    if (p == cfg.chief || p == cfg.me)
-      return bad("peer " + p + " is the chief or this node itself");
-  return sys.spawn(supervisor, std::move(cfg));
 }
 
 } // namespace syncfac

@@ -34,6 +34,11 @@
 // A lost peer (not the chief) is connected to again in every state but
 // preempting and ended; it changes no state: the chief's supervisor
 // rebinds the roles that need it.
+//
+// A program with roles of its own (actors/cluster_member.hpp) has the same
+// supervisor, and its member role hears the node's events as messages
+// (member_role_actor): a peer's loss, the peer back, and the end of the
+// run, which it answers before the chief hears this node's.
 
 #include <chrono>
 #include <cstdint>
@@ -67,6 +72,21 @@ using connector_actor = caf::typed_actor<
   // connector's own timeout or refuses this node.
   caf::replies_to<connect_atom, std::string>::with<node_info>>;
 
+/// What a role written outside the library (actors/cluster_member.hpp)
+/// hears from its node's supervisor.
+using member_role_actor = caf::typed_actor<
+  // The node of a peer task (task, CAF's reason) went down: its roles'
+  // handles are dead; the supervisor connects to it again, bounded by its
+  // max_wait.
+  caf::reacts_to<lost_atom, std::string, std::string>,
+  // The peer task is connected again: its roles' handles are these now.
+  caf::reacts_to<connect_atom, std::string, node_info>,
+  // The chief ended the run (its reason): the role finishes its work (a
+  // final evaluation while the shards are still up) and then answers;
+  // only then does the chief hear that this node is done (it waits,
+  // bounded by its request timeout).
+  caf::replies_to<shutdown_atom, std::string>::with<caf::ok_atom>>;
+
 /// What the node program hands its supervisor once the node is wired.
 struct node_wiring {
   /// The peers connected to at start, by task name.
@@ -76,12 +96,15 @@ struct node_wiring {
   /// A worker task's workers, in index order (empty on other tasks):
   /// supervisor_config::gradient_workers names them.
   std::vector<worker_actor> workers;
+  /// A program's member role (cluster_member::run), told the events above;
+  /// unset on the library's nodes.
+  member_role_actor member;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_wiring& x) {
   return f(caf::meta::type_name("node_wiring"), x.nodes, x.hosted,
-           x.workers);
+           x.workers, x.member);
 }
 
 /// How a node's run ended, as its supervisor answers it.
@@ -109,8 +132,9 @@ using supervisor_actor = caf::typed_actor<
   // From the node actor: it refused a peer configured for another run
   // (peer, why): waiting changes nothing.
   caf::reacts_to<hello_atom, std::string, std::string>,
-  // From the node actor: the chief ended the run (the reason).
-  caf::reacts_to<shutdown_atom, std::string>,
+  // From the node actor: the chief ended the run (the reason); answered
+  // once the member role, if any, answered it (or member_finish passed).
+  caf::replies_to<shutdown_atom, std::string>::with<caf::ok_atom>,
   // From the node program: preempted (why: "SIGTERM"). A stop signal's
   // way in: the chief is told and ends the run after the step in flight;
   // without a chief to tell the node ends at once. Either way the node
@@ -157,6 +181,9 @@ struct supervisor_config {
   /// Longest wait for the chief's word after a preemption was passed on
   /// (the step in flight, its checkpoint, the chief's own bound on it).
   std::chrono::milliseconds preempt_wait{60000};
+  /// Longest wait for a member role's answer to the end of the run (its
+  /// last work, e.g. a final evaluation).
+  std::chrono::milliseconds member_finish{60000};
   /// The connector for `task` (made once per task, on its first loss).
   std::function<connector_actor(const std::string& task)> connector;
   /// This node's hello (filled in once the node actor exists): a task the

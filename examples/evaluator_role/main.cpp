@@ -7,13 +7,15 @@
 // run, it evaluates the final variables once more before it lets the chief
 // go on (the shards are still up then); a preempted run's end skips that
 // evaluation, and a stop signal here is passed to the chief, which ends
-// the run for every node (docs/distributed.md, "Preemption"). A shard or
-// the chief that restarts
-// (its process comes back on the same address) is reconnected to, a
-// bounded number of times. Given TF_CONFIG as TensorFlow writes it for
-// its evaluator ("task": {"type": "evaluator", "index": 0}, no
-// cluster.evaluator), it listens nowhere and finds the chief at chief:0,
-// or at worker:0 in a cluster without a chief job (docs/cluster.md).
+// the run for every node (docs/distributed.md, "Preemption"). The
+// evaluator is the member role of its task (evaluator_member.hpp): the
+// node's supervisor, as on the library's nodes, watches the shards and the
+// chief, connects again to one that restarts on its address (bounded by
+// --max_wait_ms) and tells the evaluator, whose states are behaviours.
+// Given TF_CONFIG as TensorFlow writes it for its evaluator ("task":
+// {"type": "evaluator", "index": 0}, no cluster.evaluator), it listens
+// nowhere and finds the chief at chief:0, or at worker:0 in a cluster
+// without a chief job (docs/cluster.md).
 //
 // With --checkpoint_dir DIR (the run's, on a file system both see) it
 // evaluates each checkpoint the chief writes instead of pulling every K
@@ -28,13 +30,13 @@
 // Built only against the installed syncfac package (find_package(syncfac)).
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,9 +53,9 @@
 #include "actors/preemption.hpp"
 #include "actors/run_fingerprint.hpp"
 #include "eval_role.hpp"
+#include "evaluator_member.hpp"
 #include "runtime/checkpoint/run_checkpoint.hpp"
 #include "runtime/base/error.hpp"
-#include "runtime/json.hpp"
 #include "runtime/model.hpp"
 #include "runtime/model_file.hpp"
 #include "runtime/model_fit.hpp"
@@ -91,7 +93,7 @@ struct evaluator_options : program_config {
   bool insecure = false;
   int64_t connect_timeout_ms = 120000;
   int64_t request_timeout_ms = 60000;
-  int32_t max_reconnects = 5;
+  int64_t max_wait_ms = 300000;
   int64_t max_run_s = 86400;
   int64_t heartbeat_ms = 1000;
   int64_t connection_timeout_ms = 10000;
@@ -111,7 +113,7 @@ struct evaluator_options : program_config {
            "--eval_every_steps, spelt as the trainers'")
       .add(poll_ms, "poll_ms", "how often to ask the shards for their step")
       .add(poll_timeout_ms, "poll_timeout_ms",
-           "longest wait for a shard's step (then it is reconnected to)")
+           "longest wait for a shard's step (the next poll asks again)")
       .add(data_dir, "data_dir", "MNIST-format IDX files (the test split)")
       .add(data, "data", "a NumPy .npz file (its x_test, y_test) instead "
                          "of --data_dir")
@@ -134,8 +136,9 @@ struct evaluator_options : program_config {
            "longest wait for a peer to be reachable")
       .add(request_timeout_ms, "request_timeout_ms",
            "longest wait for one request")
-      .add(max_reconnects, "max_reconnects",
-           "most times one peer may restart and be reconnected to")
+      .add(max_wait_ms, "max_wait_ms",
+           "longest wait for a peer whose process went down to be back "
+           "(restarted on its address)")
       .add(max_run_s, "max_run_s", "longest wait for the end of the run")
       .add(heartbeat_ms, "heartbeat_ms",
            "middleman heartbeat interval (0: off)")
@@ -166,7 +169,7 @@ struct evaluator_options : program_config {
     limit("eval_batch", at_least(1));
     limit("connect_timeout_ms", at_least(1));
     limit("request_timeout_ms", at_least(1));
-    limit("max_reconnects", at_least(0));
+    limit("max_wait_ms", at_least(1));
     limit("max_run_s", at_least(1));
     limit("heartbeat_ms", at_least(0));
     limit("dead_peer_timeout_ms", at_least(0));
@@ -192,15 +195,6 @@ caf::expected<metrics_record> ask_role(caf::scoped_actor& self,
   return rec;
 }
 
-/// A record as one JSON line (the --metrics format).
-std::string record_json(const metrics_record& rec) {
-  json_object obj;
-  obj.add("source", rec.source).add("step", rec.step);
-  for (const auto& kvp : rec.fields)
-    obj.add(kvp.first, kvp.second);
-  return obj.str();
-}
-
 caf::expected<std::shared_ptr<const dataset>>
 load_test_set(const evaluator_options& opts, const model_spec& model) {
   if (opts.fake_data) {
@@ -218,291 +212,6 @@ load_test_set(const evaluator_options& opts, const model_spec& model) {
     return test.error();
   return std::make_shared<const dataset>(std::move(*test));
 }
-
-/// The evaluator's loop: handles, the shards' step, evaluations, reports.
-class evaluator_program {
-public:
-  /// `chief`: the task hosting the chief (chief:0, or worker:0 in a
-  /// cluster without a chief job).
-  evaluator_program(const evaluator_options& opts, cluster_member& member,
-                    eval_role_actor role, int32_t shards, task_id chief)
-    : opts_(opts),
-      member_(member),
-      role_(std::move(role)),
-      count_(shards),
-      chief_(std::move(chief)) {
-  }
-
-  caf::error open_metrics() {
-    if (opts_.metrics.empty())
-      return caf::none;
-    metrics_.open(opts_.metrics, std::ios::out | std::ios::trunc);
-    if (!metrics_)
-      return make_error(ec::io_error, "cannot open metrics file '"
-                                        + opts_.metrics + "' for writing");
-    return caf::none;
-  }
-
-  /// (Re)reads the role handles of the connected chief and shards.
-  caf::error refresh() {
-    auto sink = member_.role<metrics_actor>(chief_, "metrics");
-    if (!sink)
-      return sink.error();
-    sink_ = *sink;
-    shards_.clear();
-    for (int32_t s = 0; s < count_; ++s) {
-      auto name = task_id{"ps", s}.str();
-      auto h = member_.role<ps_actor>({"ps", s}, name);
-      if (!h)
-        return h.error();
-      shards_.push_back(*h);
-    }
-    return caf::none;
-  }
-
-  /// The lowest global step of the shards; on failure the shard that
-  /// failed in `bad`.
-  caf::expected<int64_t> poll_step(caf::scoped_actor& self, int32_t& bad) {
-    int64_t step = -1;
-    caf::error err;
-    for (int32_t s = 0; s < count_ && !err; ++s)
-      // Short: a request in flight when a peer's connection breaks may
-      // go unanswered (CAF 0.17) and would stall the loop until it ends.
-      self->request(shards_[static_cast<size_t>(s)],
-                    std::chrono::milliseconds{opts_.poll_timeout_ms},
-                    status_atom::value)
-        .receive(
-          [&](shard_status& st) {
-            step = step < 0 ? st.global_step
-                            : std::min(step, st.global_step);
-          },
-          [&](caf::error& e) {
-            bad = s;
-            err = std::move(e);
-          });
-    if (err)
-      return err;
-    return step;
-  }
-
-  /// Evaluates now and reports; false when the shards were mid-update.
-  caf::expected<bool> evaluate(caf::scoped_actor& self, bool final) {
-    // The role works through the whole held-out set: give it the time of
-    // one request per slice.
-    auto rec = ask_role(self, role_, timeout() * 4, eval_atom::value, shards_);
-    if (!rec) {
-      if (rec.error().category() == error_category
-          && rec.error().code() == static_cast<uint8_t>(ec::unavailable))
-        return false;
-      return rec.error();
-    }
-    if (final)
-      rec->fields["final"] = 1;
-    report(*rec);
-    return true;
-  }
-
-  /// Evaluates the checkpoints of --checkpoint_dir not evaluated yet, in
-  /// step order; one that does not read (corrupt, or removed as too old
-  /// meanwhile) is reported and skipped.
-  caf::error evaluate_checkpoints(caf::scoped_actor& self, bool final) {
-    checkpoint_store store{opts_.checkpoint_dir};
-    auto steps = store.list_steps();
-    if (!steps)
-      return steps.error();
-    for (auto step : *steps) {
-      if (step <= last_)
-        continue;
-      last_ = step;
-      auto ckpt = store.load(step);
-      if (!ckpt) {
-        std::cout << member_.me() << ": checkpoint of step " << step
-                  << " skipped: " << render(ckpt.error()) << std::endl;
-        continue;
-      }
-      auto rec = ask_role(self, role_, timeout() * 4, eval_atom::value, step,
-                          checkpoint_variables(*ckpt));
-      if (!rec)
-        return with_context(rec.error(), ckpt->path);
-      rec->fields["checkpoint"] = 1;
-      if (final && step == steps->back())
-        rec->fields["final"] = 1;
-      report(*rec);
-    }
-    return caf::none;
-  }
-
-  /// To the chief's metrics sink, the log and --metrics.
-  void report(const metrics_record& rec) {
-    last_ = rec.step;
-    // One-way: the chief never makes the evaluator wait, nor the reverse.
-    caf::anon_send(sink_, metrics_atom::value, rec);
-    std::cout << to_log_line(rec) << std::endl;
-    if (metrics_.is_open()) {
-      metrics_ << record_json(rec) << '\n';
-      metrics_.flush();
-    }
-  }
-
-  /// Until the chief ends the run: poll, evaluate every K steps. A stop
-  /// signal (`stop`) is passed to the chief after the evaluation in
-  /// flight, as every node passes it on (docs/distributed.md,
-  /// "Preemption"): the chief ends the run after its global step in
-  /// flight, checkpointed, and this program waits for its word (no more
-  /// evaluations), bounded; a chief it cannot reach or that stays silent
-  /// ends it at once, or at the bound, saying so.
-  caf::error run(const stop_signal_watcher& stop) {
-    auto& self = member_.self();
-    auto deadline = std::chrono::steady_clock::now()
-                    + std::chrono::seconds{opts_.max_run_s};
-    std::optional<std::chrono::steady_clock::time_point> told_until;
-    for (;;) {
-      if (!told_until && stop.received()) {
-        if (!tell_chief(*stop.received()))
-          return caf::none;
-        told_until = std::chrono::steady_clock::now() + preempt_wait();
-      }
-      auto over = member_.wait(std::chrono::milliseconds{opts_.poll_ms});
-      if (!over)
-        return over.error();
-      if (*over)
-        return error_;
-      if (told_until) {
-        if (std::chrono::steady_clock::now() < *told_until)
-          continue;
-        std::cout << member_.me() << ": no word from the chief ("
-                  << chief_.str() << ") within " << preempt_wait().count()
-                  << " ms after the preemption; ending without it"
-                  << std::endl;
-        return caf::none;
-      }
-      if (std::chrono::steady_clock::now() >= deadline)
-        return make_error(ec::timeout,
-                          member_.me() + ": the chief did not end the run "
-                                         "within --max_run_s "
-                            + std::to_string(opts_.max_run_s) + " s");
-      if (!member_.take_reconnected().empty())
-        if (auto err = refresh())
-          return err;
-      if (!opts_.checkpoint_dir.empty()) {
-        if (auto err = evaluate_checkpoints(self, false))
-          return err;
-        continue;
-      }
-      int32_t bad = -1;
-      auto step = poll_step(self, bad);
-      if (!step) {
-        // A shard that does not answer may be restarting: reconnect
-        // (bounded); its node going down is handled by wait() as well.
-        std::cout << member_.me() << ": ps:" << bad << " did not answer ("
-                  << render(step.error()) << ")" << std::endl;
-        if (auto err = member_.reconnect({"ps", bad}))
-          return err;
-        if (auto err = refresh())
-          return err;
-        continue;
-      }
-      if (*step < last_) {
-        std::cout << member_.me() << ": the global step went back from "
-                  << last_ << " to " << *step << " (a shard restarted)"
-                  << std::endl;
-        last_ = -1;
-      }
-      auto due = (std::max<int64_t>(last_, 0) / opts_.eval_every_steps + 1)
-                 * opts_.eval_every_steps;
-      if (*step < due)
-        continue;
-      if (auto done = evaluate(self, false); !done) {
-        // A shard that went away mid-evaluation: the next poll finds it
-        // and reconnects. Anything that keeps failing ends the program.
-        std::cout << member_.me() << ": evaluation at step " << *step
-                  << " failed: " << render(done.error()) << std::endl;
-        if (++failures_ >= max_failures)
-          return with_context(done.error(),
-                              std::to_string(max_failures)
-                                + " evaluations in a row failed");
-      } else if (*done) {
-        failures_ = 0;
-      }
-    }
-  }
-
-  /// The chief ended the run: evaluate the final variables unless done.
-  void finish() {
-    caf::scoped_actor self{member_.system()};
-    if (!opts_.checkpoint_dir.empty()) {
-      // The chief wrote its last checkpoint before it ended the run.
-      error_ = evaluate_checkpoints(self, true);
-      return;
-    }
-    int32_t bad = -1;
-    auto step = poll_step(self, bad);
-    if (!step) {
-      error_ = with_context(step.error(), "final evaluation: ps:"
-                                            + std::to_string(bad));
-      return;
-    }
-    if (*step == last_)
-      return;
-    auto done = evaluate(self, true);
-    if (!done)
-      error_ = with_context(done.error(), "final evaluation");
-    else if (!*done)
-      error_ = make_error(ec::internal, "final evaluation: the shards are "
-                                        "at different steps after the run");
-  }
-
-  /// The global step of the last evaluation reported (-1: none).
-  int64_t last_step() const {
-    return last_;
-  }
-
-private:
-  std::chrono::milliseconds timeout() const {
-    return std::chrono::milliseconds{opts_.request_timeout_ms};
-  }
-
-  /// The bound on the chief's word after a preemption was passed on: as a
-  /// node's (the chief's bound on its step in flight, at most 20 s, its
-  /// checkpoint and its word).
-  std::chrono::milliseconds preempt_wait() const {
-    return std::chrono::milliseconds{20000} + 2 * timeout()
-           + std::chrono::milliseconds{10000};
-  }
-
-  /// Passes the stop signal `signal` to the chief; false (said) when the
-  /// chief cannot be reached.
-  bool tell_chief(const std::string& signal) {
-    auto chief = member_.role<chief_actor>(chief_, "chief");
-    if (!chief) {
-      std::cout << member_.me() << ": preempted (" << signal
-                << "); cannot reach the chief (" << chief_.str() << ": "
-                << render(chief.error())
-                << "); the evaluator ends without waiting for it"
-                << std::endl;
-      return false;
-    }
-    caf::anon_send(*chief, preempt_atom::value, member_.me() + ": " + signal);
-    std::cout << member_.me() << ": preempted (" << signal
-              << "); told the chief, which ends the run after the global "
-                 "step in flight"
-              << std::endl;
-    return true;
-  }
-
-  const evaluator_options& opts_;
-  cluster_member& member_;
-  eval_role_actor role_;
-  int32_t count_;
-  task_id chief_;
-  metrics_actor sink_;
-  std::vector<ps_actor> shards_;
-  int64_t last_ = -1;
-  static constexpr int max_failures = 3;
-  int failures_ = 0;
-  std::ofstream metrics_;
-  caf::error error_;
-};
 
 caf::error configure(evaluator_options& opts, const cluster_spec& cluster) {
   if (opts.eval_every_steps < 1 || opts.poll_ms < 1
@@ -616,6 +325,39 @@ int evaluate_offline(evaluator_options& opts, const evaluation_input& input) {
   return EXIT_SUCCESS;
 }
 
+/// The evaluator member role's configuration: the flags, and the handles
+/// of the chief's metrics sink and of the `shards` PS shards as connected
+/// at start.
+caf::expected<evaluator_config>
+evaluator_config_of(const evaluator_options& opts, const cluster_member& m,
+                    const eval_role_actor& role, const task_id& chief,
+                    int32_t shards) {
+  evaluator_config ec;
+  ec.me = m.me();
+  ec.chief = chief.str();
+  ec.role = role;
+  ec.supervisor = m.supervisor();
+  auto sink = m.role<metrics_actor>(chief, "metrics");
+  if (!sink)
+    return sink.error();
+  ec.sink = *sink;
+  for (int32_t s = 0; s < shards; ++s) {
+    task_id shard{"ps", s};
+    auto h = m.role<ps_actor>(shard, shard.str());
+    if (!h)
+      return h.error();
+    ec.shards.push_back(*h);
+  }
+  ec.eval_every_steps = opts.eval_every_steps;
+  ec.poll = std::chrono::milliseconds{opts.poll_ms};
+  ec.poll_timeout = std::chrono::milliseconds{opts.poll_timeout_ms};
+  ec.request_timeout = std::chrono::milliseconds{opts.request_timeout_ms};
+  ec.max_wait = std::chrono::milliseconds{opts.max_wait_ms};
+  ec.checkpoint_dir = opts.checkpoint_dir;
+  ec.last_reported = std::make_shared<std::atomic<int64_t>>(-1);
+  return ec;
+}
+
 int run(evaluator_options& opts, stop_signal_watcher& stop) {
   if (!opts.evaluate_checkpoint.empty()) {
     auto input = load_evaluation_input(opts);
@@ -641,7 +383,16 @@ int run(evaluator_options& opts, stop_signal_watcher& stop) {
   mc.connect.timeout = std::chrono::milliseconds{opts.connect_timeout_ms};
   mc.connect.request_timeout
     = std::chrono::milliseconds{opts.request_timeout_ms};
-  mc.max_reconnects = opts.max_reconnects;
+  for (int32_t s = 0; s < cluster->count("ps"); ++s)
+    mc.peers.push_back({"ps", s});
+  mc.max_wait = std::chrono::milliseconds{opts.max_wait_ms};
+  // As a node's bound on the chief's word after a preemption: the chief's
+  // bound on its step in flight (at most 20 s), its checkpoint, its word.
+  mc.preempt_wait = std::chrono::milliseconds{20000}
+                    + 2 * mc.connect.request_timeout
+                    + std::chrono::milliseconds{10000};
+  // The final evaluation: a poll and one evaluation (four requests' time).
+  mc.finish_timeout = 5 * mc.connect.request_timeout;
   // From here on, a reason this evaluator cannot join is the run's too:
   // the chief hears it and ends the run, as for any task
   // (actors/join_refusal.hpp), unless it refused this evaluator itself.
@@ -679,49 +430,60 @@ int run(evaluator_options& opts, stop_signal_watcher& stop) {
   m.host(m.me(), caf::actor_cast<caf::actor>(role));
   if (auto err = m.publish())
     return cannot_join(err);
-  // TensorFlow's rule: without a chief job, worker 0 is the chief.
-  std::vector<task_id> peers{cluster->chief_task()};
-  for (int32_t s = 0; s < cluster->count("ps"); ++s)
-    peers.push_back({"ps", s});
-  if (auto err = m.connect(peers))
+  // The chief (TensorFlow's rule: without a chief job, worker 0) is
+  // always connected to; the shards are the peers.
+  if (auto err = m.connect())
     return cannot_join(err);
-  evaluator_program prog{opts, m, role, cluster->count("ps"),
-                         cluster->chief_task()};
-  if (auto err = prog.open_metrics())
-    return fail(err);
-  if (auto err = prog.refresh())
-    return fail(err);
-  // A preempted run has its grace period to end in: no final evaluation
-  // (the chief skips its own too).
-  m.on_shutdown = [&prog](const std::string& reason) {
-    if (!is_preempted_run(reason))
-      prog.finish();
-  };
+  auto metrics = std::make_shared<std::ofstream>();
+  if (!opts.metrics.empty()) {
+    metrics->open(opts.metrics, std::ios::out | std::ios::trunc);
+    if (!*metrics)
+      return fail(make_error(ec::io_error, "cannot open metrics file '"
+                                             + opts.metrics
+                                             + "' for writing"));
+  }
+  auto ecfg = evaluator_config_of(opts, m, role, cluster->chief_task(),
+                                cluster->count("ps"));
+  if (!ecfg)
+    return fail(ecfg.error());
+  ecfg->metrics = metrics;
+  auto last_reported = ecfg->last_reported;
+  auto program = sys.spawn(evaluator, std::move(*ecfg));
+  // A stop signal: after the evaluation in flight it goes to the node's
+  // supervisor, which tells the chief (docs/distributed.md, "Preemption").
+  stop.on_stop([program](const std::string& signal) {
+    caf::anon_send(program, preempt_atom::value, signal);
+  });
   std::cout << m.me() << ": evaluating " << input->data->count << " examples "
             << (opts.checkpoint_dir.empty()
                   ? "every " + std::to_string(opts.eval_every_steps)
                       + " global steps"
                   : "of each checkpoint in " + opts.checkpoint_dir)
             << std::endl;
-  auto err = prog.run(stop);
-  m.self()->send_exit(role, caf::exit_reason::user_shutdown);
-  m.self()->send_exit(spawned->device, caf::exit_reason::user_shutdown);
-  if (err)
-    return fail(err);
+  auto end = m.run(program, std::chrono::seconds{opts.max_run_s});
+  stop.on_stop({});
+  caf::anon_send_exit(program, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(role, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(spawned->device, caf::exit_reason::user_shutdown);
+  if (!end)
+    return fail(end.error());
+  if (end->exit_code == exit_codes::failure)
+    return fail(end->error ? end->error
+                           : make_error(ec::internal, end->reason));
   if (auto signal = stop.received()) {
+    auto last = last_reported->load();
     std::cerr << program_name << ": stopped by " << *signal << " after "
-              << (prog.last_step() < 0 ? std::string{"no evaluation"}
-                                      : "the evaluation of global step "
-                                          + std::to_string(prog.last_step()))
+              << (last < 0 ? std::string{"no evaluation"}
+                           : "the evaluation of global step "
+                               + std::to_string(last))
               << "; exit code " << exit_codes::preempted << std::endl;
     return exit_codes::preempted;
   }
   // Another task was preempted: the chief's word says so, and every node
   // of the run exits with the same code.
-  if (m.ended() && is_preempted_run(m.end_reason())) {
-    std::cerr << program_name << ": the chief ended the run: "
-              << m.end_reason() << "; exit code " << exit_codes::preempted
-              << std::endl;
+  if (end->exit_code == exit_codes::preempted) {
+    std::cerr << program_name << ": the chief ended the run: " << end->reason
+              << "; exit code " << exit_codes::preempted << std::endl;
     return exit_codes::preempted;
   }
   return EXIT_SUCCESS;

@@ -29,6 +29,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/response_promise.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 #include <caf/scoped_actor.hpp>
 
@@ -153,6 +154,42 @@ caf::behavior stand_in_worker(caf::event_based_actor*,
   };
 }
 
+/// What reached the stand-in member role of a program's node.
+struct member_log {
+  std::vector<std::string> lost;
+  std::vector<std::string> back;
+  /// The actor of the role named as its task, per peer back.
+  std::vector<caf::actor_addr> back_roles;
+  std::vector<std::string> ends;
+  /// The end of the run, answered once the test says the work is done.
+  std::vector<caf::response_promise> held;
+};
+
+/// A member role (member_role_actor); an ok_atom from the test stands
+/// for its final work being done.
+caf::behavior stand_in_member(caf::event_based_actor* self,
+                              std::shared_ptr<member_log> log) {
+  return {
+    [=](lost_atom, const std::string& task, const std::string&) {
+      log->lost.push_back(task);
+    },
+    [=](connect_atom, const std::string& task, const node_info& info) {
+      log->back.push_back(task);
+      auto role = role_of<caf::actor>(info, task);
+      log->back_roles.push_back(role ? role->address() : caf::actor_addr{});
+    },
+    [=](shutdown_atom, const std::string& reason) {
+      log->ends.push_back(reason);
+      log->held.push_back(self->make_response_promise());
+      return log->held.back();
+    },
+    [=](caf::ok_atom) {
+      for (auto& rp : log->held)
+        rp.deliver(caf::ok_atom::value);
+    },
+  };
+}
+
 struct fixture : supervisor_fixture<supervisor_actor, node_end> {
   std::shared_ptr<chief_script> chief_s = std::make_shared<chief_script>();
   std::shared_ptr<worker_log> wlog = std::make_shared<worker_log>();
@@ -250,6 +287,42 @@ struct fixture : supervisor_fixture<supervisor_actor, node_end> {
   void thaw(const std::string& task, const node_info& info) {
     self->send(connectors.at(task), caf::ok_atom::value, info);
     sched.run();
+  }
+
+  /// A program's node (actors/cluster_member.hpp): it connects to the
+  /// chief itself, watches ps:0 and tells its member role.
+  std::shared_ptr<member_log> mlog = std::make_shared<member_log>();
+  caf::actor member;
+
+  void start_member_node() {
+    auto sc = worker_config();
+    sc.me = "evaluator:0";
+    sc.peers = {"ps:0"};
+    sc.gradient_workers.clear();
+    sc.shard_roles.clear();
+    sc.covariance_roles.clear();
+    sc.member_finish = 30s;
+    member = spawn(stand_in_member, mlog);
+    node_wiring w;
+    w.nodes = {{"chief:0", chief.info()}, {"ps:0", ps.info()}};
+    w.hosted = {{"evaluator:0's member role", member}};
+    w.member = caf::actor_cast<member_role_actor>(member);
+    supervise(std::move(sc), std::move(w));
+  }
+
+  /// The chief's word, as the chief asks it (it waits for the answer);
+  /// whether the answer came lands in `answered`.
+  std::shared_ptr<bool> chief_asks_end() {
+    auto answered = std::make_shared<bool>(false);
+    auto target = caf::actor_cast<caf::actor>(sup);
+    spawn([answered, target](caf::event_based_actor* chief) -> caf::behavior {
+      chief->request(target, std::chrono::seconds{3600},
+                     shutdown_atom::value, std::string{"training finished"})
+        .then([answered](caf::ok_atom) { *answered = true; });
+      return {[](int32_t) {}};
+    });
+    sched.run();
+    return answered;
   }
 
   void chief_ends_run() {
@@ -801,6 +874,56 @@ BOOST_AUTO_TEST_CASE(inverse_back_at_its_address_is_watched_as_the_new_one) {
   BOOST_TEST(connects->asked["inverse:0"] == 2);
   chief_ends_run();
   require_ended(exit_codes::success);
+}
+
+// --- a program's member role (actors/cluster_member.hpp) ----------------
+
+BOOST_AUTO_TEST_CASE(a_member_role_hears_a_peer_lost_and_back_with_new_roles) {
+  start_member_node();
+  kill(ps.node);
+  BOOST_TEST(mlog->lost == std::vector<std::string>{"ps:0"});
+  BOOST_TEST(mlog->back.empty());
+  auto restarted = make_task("ps:0", {"ps:0"});
+  thaw("ps:0", restarted.info());
+  BOOST_TEST(mlog->back == std::vector<std::string>{"ps:0"});
+  BOOST_REQUIRE(mlog->back_roles.size() == 1u);
+  BOOST_TEST((mlog->back_roles[0] == restarted.role().address()));
+  // The chief too: the member connects to it again itself.
+  answer_connect("chief:0", thawed(chief));
+  kill(chief.node);
+  BOOST_TEST((mlog->lost == std::vector<std::string>{"ps:0", "chief:0"}));
+  BOOST_TEST((mlog->back == std::vector<std::string>{"ps:0", "chief:0"}));
+  require_running();
+}
+
+BOOST_AUTO_TEST_CASE(the_chief_hears_the_end_once_the_member_role_finished) {
+  start_member_node();
+  auto answered = chief_asks_end();
+  BOOST_TEST(mlog->ends == std::vector<std::string>{"training finished"});
+  // The member role is still at its final work: the chief waits.
+  BOOST_TEST(!*answered);
+  require_running();
+  BOOST_REQUIRE(mlog->held.size() == 1u);
+  self->send(member, caf::ok_atom::value);
+  sched.run();
+  BOOST_TEST(*answered);
+  require_ended(exit_codes::success);
+  BOOST_TEST((*end)->reason == "training finished");
+}
+
+BOOST_AUTO_TEST_CASE(a_member_role_silent_at_the_end_fails_the_node) {
+  start_member_node();
+  auto answered = chief_asks_end();
+  advance(29s);
+  require_running();
+  advance(1s);
+  // The chief goes on; this node failed, saying why.
+  BOOST_TEST(*answered);
+  require_ended(exit_codes::failure);
+  BOOST_TEST((*end)->reason.find("the member role did not answer the end "
+                                 "of the run within 30000 ms")
+               != std::string::npos,
+             (*end)->reason);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

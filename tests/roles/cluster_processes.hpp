@@ -35,10 +35,11 @@ inline std::string quick_run_flags(const std::string& wait_ms) {
          " --max_wait_ms " + wait_ms;
 }
 
-/// The evaluator's flags for the same test set, polling every 50 ms.
+/// The evaluator's flags for the same test set, polling every 50 ms,
+/// waiting up to `wait_ms` for its peers at start and after a restart.
 inline std::string quick_eval_flags(const std::string& wait_ms) {
   return " --fake_data --fake_test_size 500 --threads 1 --poll_ms 50"
-         " --connect_timeout_ms " + wait_ms;
+         " --connect_timeout_ms " + wait_ms + " --max_wait_ms " + wait_ms;
 }
 
 /// A program running in the background (`sh -c command`), its stdout and

@@ -186,8 +186,9 @@ BOOST_AUTO_TEST_CASE(an_offline_evaluation_refuses_a_broken_checkpoint) {
 BOOST_AUTO_TEST_CASE(survives_a_shard_and_the_chief_restarting) {
   // Before training starts (no worker yet) the chief and the shard wait,
   // published; the shard and then the chief are killed and started again
-  // on the same address, and the evaluator reconnects to each. Then the
-  // worker comes and the run goes to its end, evaluated.
+  // on the same address, and the evaluator's supervisor connects to each
+  // again (the evaluator says so). Then the worker comes and the run goes
+  // to its end, evaluated.
   temp_dir tmp;
   auto cluster = write_cluster(tmp, evaluated_cluster);
   auto summary = tmp.file("summary.json");
@@ -199,7 +200,7 @@ BOOST_AUTO_TEST_CASE(survives_a_shard_and_the_chief_restarting) {
   // Only the evaluation at the end of the run (K > steps): the chief
   // waits for it.
   child eval{evaluator + " --cluster " + cluster + eval_flags
-               + " --eval_every_steps 1000 --max_reconnects 2",
+               + " --eval_every_steps 1000",
              tmp.file("evaluator.log")};
   BOOST_REQUIRE_MESSAGE(eval.wait_for_output("evaluating 500 examples", 120s),
                         eval.output());

@@ -1,6 +1,7 @@
 // A cluster member whose actor system registered a message type that the
 // library's nodes do not know ("rogue::probe"). It tries to join the
-// cluster file given as its argument as evaluator:0 and connect to ps:0;
+// cluster file given as its argument as evaluator:0 and connect to ps:0
+// (and the chief, which is not running);
 // the handshake must refuse it with an error naming the type. Exits 1 with
 // that error (0 would mean it was let in).
 
@@ -41,13 +42,15 @@ int main(int argc, char** argv) {
   syncfac::member_config mc;
   mc.cluster = *cluster;
   mc.task = *cluster->task;
+  mc.peers = {{"ps", 0}};
   mc.connect.timeout = std::chrono::milliseconds{60000};
   auto member = syncfac::cluster_member::make(sys, mc, std::cout);
   if (!member) {
     std::cerr << syncfac::render(member.error()) << std::endl;
     return 2;
   }
-  if (auto err = (*member)->connect({{"ps", 0}})) {
+  // The chief is not running: ps:0's refusal ends the connecting at once.
+  if (auto err = (*member)->connect()) {
     std::cerr << "rogue_member: " << syncfac::render(err) << std::endl;
     return 1;
   }
