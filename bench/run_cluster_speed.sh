@@ -7,9 +7,7 @@
 # with --tls also the cluster over TLS. Target: cluster >= 0.8x in-process.
 #
 #   bench/run_cluster_speed.sh [runs=3] [steps=300]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 runs=${1:-3}
 steps=${2:-300}
 bin=${SYNCFAC_BIN_DIR:-build/bin}

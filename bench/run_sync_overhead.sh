@@ -7,9 +7,7 @@
 # each, medians printed.
 #
 #   bench/run_sync_overhead.sh [runs=3] [threads=2]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 runs=${1:-3}
 threads=${2:-2}
 bin=${SYNCFAC_BIN:-build/bin/convnet_mnist_single}
