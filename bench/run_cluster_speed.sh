@@ -42,9 +42,8 @@ python3 - "$out" "$runs" "$steps" <<'PY'
 import json, statistics, sys
 out, runs, steps = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 sys.path.insert(0, "bench")
-from summaries import median_of
-def med(name, key):
-    return median_of(out, name, key, runs)
+from summaries import medians
+med = medians(out, runs)
 base = med("inproc", "examples_per_s")
 rows, result = [], {"runs": runs, "steps": int(steps)}
 for name, label in (("inproc", "in one process"), ("cluster", "loopback cluster"),
