@@ -14,6 +14,7 @@
 #include "runtime/elapsed.hpp"
 #include "runtime/model_footprint.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/base/least_counts.hpp"
 #include "runtime/process_stats.hpp"
 #include "runtime/observe/http_request.hpp"
 #include "runtime/observe/metrics_endpoint.hpp"
@@ -85,25 +86,17 @@ caf::error local_training_config::validate() const {
     return err;
   if (auto err = device.validate())
     return err;
-  if (batch_size < 1)
-    return bad("batch_size must be at least 1, got "
-               + std::to_string(batch_size));
-  if (steps < 0)
-    return bad("steps must not be negative, got " + std::to_string(steps));
+  if (auto why = first_below_least({{"batch_size", batch_size, 1},
+                                     {"steps", steps, 0},
+                                     {"log_every", log_every, 1},
+                                     {"eval_every", eval_every, 0},
+                                     {"eval_batch", eval_batch, 1},
+                                     {"warmup", warmup, 0}});
+      !why.empty())
+    return bad(why);
   if (steps == 0 && num_epochs < 1)
     return bad("num_epochs must be at least 1 when steps is 0, got "
                + std::to_string(num_epochs));
-  if (log_every < 1)
-    return bad("log_every must be at least 1, got "
-               + std::to_string(log_every));
-  if (eval_every < 0)
-    return bad("eval_every must not be negative, got "
-               + std::to_string(eval_every));
-  if (eval_batch < 1)
-    return bad("eval_batch must be at least 1, got "
-               + std::to_string(eval_batch));
-  if (warmup < 0)
-    return bad("warmup must not be negative, got " + std::to_string(warmup));
   if (request_timeout.count() <= 0)
     return bad("request timeout must be positive");
   return caf::none;
