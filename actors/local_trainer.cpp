@@ -16,7 +16,6 @@
 #include "runtime/base/error.hpp"
 #include "runtime/base/least_counts.hpp"
 #include "runtime/process_stats.hpp"
-#include "runtime/observe/http_request.hpp"
 #include "runtime/observe/metrics_endpoint.hpp"
 #include "runtime/training_log.hpp"
 
@@ -196,9 +195,7 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
   if (!endpoint)
     return endpoint.error();
   if (*endpoint)
-    out.line("metrics: serving "
-             + observe::http_url(cfg.metrics_bind, (*endpoint)->port(),
-                                 "/metrics"));
+    out.line("metrics: serving " + (*endpoint)->url("/metrics"));
   out.line("model: " + info->summary);
   out.line("device: " + dinfo->backend + ", " + std::to_string(dinfo->threads)
            + " thread(s); training " + std::to_string(total_steps)

@@ -23,7 +23,6 @@
 #include "runtime/base/parse_enum.hpp"
 #include "runtime/model.hpp"
 #include "runtime/model_footprint.hpp"
-#include "runtime/observe/http_request.hpp"
 #include "runtime/observe/metrics_endpoint.hpp"
 #include "runtime/observe/run_status.hpp"
 #include "runtime/process_stats.hpp"
@@ -301,9 +300,7 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
   if (!endpoint)
     return endpoint.error();
   if (*endpoint)
-    out.line("metrics: serving "
-             + observe::http_url(base.metrics_bind, (*endpoint)->port(),
-                                 "/metrics"));
+    out.line("metrics: serving " + (*endpoint)->url("/metrics"));
   out.line("sync replicas: " + std::to_string(tasks->gradient_workers)
            + " worker(s), replicas_to_aggregate "
            + std::to_string(tasks->replicas_to_aggregate) + ", "
