@@ -127,20 +127,18 @@ json_object training_summary::to_json() const {
     .add("refused_pushes", refused_pushes)
     .add("token_wait_share", token_wait_share)
     .add("runtime_overhead", runtime_overhead);
-  if (!params_digest.empty())
-    obj.add("params_digest", params_digest);
-  if (!kfac.empty())
-    obj.add("kfac", kfac);
-  if (!checkpoints.empty())
-    obj.add("checkpoints", checkpoints);
-  if (!faults.empty())
-    obj.add("faults", faults);
-  if (!transfers.empty())
-    obj.add("transfers", transfers);
-  if (!roles.empty())
-    obj.add("roles", roles);
-  if (!preempted.empty())
-    obj.add("preempted", preempted);
+  // The parts a run may lack stay out of the summary when empty.
+  auto add_given = [&obj](const std::string& key, const auto& part) {
+    if (!part.empty())
+      obj.add(key, part);
+  };
+  add_given("params_digest", params_digest);
+  add_given("kfac", kfac);
+  add_given("checkpoints", checkpoints);
+  add_given("faults", faults);
+  add_given("transfers", transfers);
+  add_given("roles", roles);
+  add_given("preempted", preempted);
   return obj;
 }
 
