@@ -28,6 +28,7 @@
 #include "actors/fatal_exception.hpp"
 #include "actors/with_defaults.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/base/least_counts.hpp"
 
 namespace syncfac {
 
@@ -272,12 +273,12 @@ caf::error chief_config::validate() const {
   auto bad = [](const std::string& what) {
     return make_error(ec::invalid_config, "chief: " + what);
   };
-  if (worker_replicas < 1)
-    return bad("worker_replicas must be at least 1, got "
-               + std::to_string(worker_replicas));
-  if (replicas_to_aggregate < 1)
-    return bad("replicas_to_aggregate must be at least 1, got "
-               + std::to_string(replicas_to_aggregate));
+  if (auto why = first_below_least(
+        {{"worker_replicas", worker_replicas, 1},
+         {"replicas_to_aggregate", replicas_to_aggregate, 1},
+         {"checkpoint_every", checkpoint_every, 0}});
+      !why.empty())
+    return bad(why);
   auto needed = int64_t{replicas_to_aggregate} - worker_replicas;
   if (num_tokens < -1 || (num_tokens != -1 && num_tokens < needed))
     return bad("too few tokens to finish the first step: "
@@ -292,9 +293,6 @@ caf::error chief_config::validate() const {
     return bad("no PS shards");
   if (step_timeout.count() <= 0 || request_timeout.count() <= 0)
     return bad("timeouts must be positive");
-  if (checkpoint_every < 0)
-    return bad("checkpoint_every must be >= 0, got "
-               + std::to_string(checkpoint_every));
   if (checkpointer && checkpoint_grace.count() <= 0)
     return bad("checkpoint_grace must be positive");
   if (!(clip_norm >= 0 && std::isfinite(clip_norm)))

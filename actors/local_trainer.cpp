@@ -14,8 +14,8 @@
 #include "runtime/elapsed.hpp"
 #include "runtime/model_footprint.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/base/least_counts.hpp"
 #include "runtime/process_stats.hpp"
-#include "runtime/observe/http_request.hpp"
 #include "runtime/observe/metrics_endpoint.hpp"
 #include "runtime/training_log.hpp"
 
@@ -85,25 +85,17 @@ caf::error local_training_config::validate() const {
     return err;
   if (auto err = device.validate())
     return err;
-  if (batch_size < 1)
-    return bad("batch_size must be at least 1, got "
-               + std::to_string(batch_size));
-  if (steps < 0)
-    return bad("steps must not be negative, got " + std::to_string(steps));
+  if (auto why = first_below_least({{"batch_size", batch_size, 1},
+                                     {"steps", steps, 0},
+                                     {"log_every", log_every, 1},
+                                     {"eval_every", eval_every, 0},
+                                     {"eval_batch", eval_batch, 1},
+                                     {"warmup", warmup, 0}});
+      !why.empty())
+    return bad(why);
   if (steps == 0 && num_epochs < 1)
     return bad("num_epochs must be at least 1 when steps is 0, got "
                + std::to_string(num_epochs));
-  if (log_every < 1)
-    return bad("log_every must be at least 1, got "
-               + std::to_string(log_every));
-  if (eval_every < 0)
-    return bad("eval_every must not be negative, got "
-               + std::to_string(eval_every));
-  if (eval_batch < 1)
-    return bad("eval_batch must be at least 1, got "
-               + std::to_string(eval_batch));
-  if (warmup < 0)
-    return bad("warmup must not be negative, got " + std::to_string(warmup));
   if (request_timeout.count() <= 0)
     return bad("request timeout must be positive");
   return caf::none;
@@ -135,20 +127,18 @@ json_object training_summary::to_json() const {
     .add("refused_pushes", refused_pushes)
     .add("token_wait_share", token_wait_share)
     .add("runtime_overhead", runtime_overhead);
-  if (!params_digest.empty())
-    obj.add("params_digest", params_digest);
-  if (!kfac.empty())
-    obj.add("kfac", kfac);
-  if (!checkpoints.empty())
-    obj.add("checkpoints", checkpoints);
-  if (!faults.empty())
-    obj.add("faults", faults);
-  if (!transfers.empty())
-    obj.add("transfers", transfers);
-  if (!roles.empty())
-    obj.add("roles", roles);
-  if (!preempted.empty())
-    obj.add("preempted", preempted);
+  // The parts a run may lack stay out of the summary when empty.
+  auto add_given = [&obj](const std::string& key, const auto& part) {
+    if (!part.empty())
+      obj.add(key, part);
+  };
+  add_given("params_digest", params_digest);
+  add_given("kfac", kfac);
+  add_given("checkpoints", checkpoints);
+  add_given("faults", faults);
+  add_given("transfers", transfers);
+  add_given("roles", roles);
+  add_given("preempted", preempted);
   return obj;
 }
 
@@ -203,9 +193,7 @@ train_locally(caf::actor_system& sys, const local_training_config& cfg,
   if (!endpoint)
     return endpoint.error();
   if (*endpoint)
-    out.line("metrics: serving "
-             + observe::http_url(cfg.metrics_bind, (*endpoint)->port(),
-                                 "/metrics"));
+    out.line("metrics: serving " + (*endpoint)->url("/metrics"));
   out.line("model: " + info->summary);
   out.line("device: " + dinfo->backend + ", " + std::to_string(dinfo->threads)
            + " thread(s); training " + std::to_string(total_steps)

@@ -19,10 +19,10 @@
 #include "actors/tower_device.hpp"
 #include "actors/worker.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/base/least_counts.hpp"
 #include "runtime/base/parse_enum.hpp"
 #include "runtime/model.hpp"
 #include "runtime/model_footprint.hpp"
-#include "runtime/observe/http_request.hpp"
 #include "runtime/observe/metrics_endpoint.hpp"
 #include "runtime/observe/run_status.hpp"
 #include "runtime/process_stats.hpp"
@@ -130,14 +130,15 @@ caf::error sync_training_config::validate() const {
   auto bad = [](const std::string& what) {
     return make_error(ec::invalid_config, what);
   };
-  if (worker_replicas < 1)
-    return bad("worker_replicas must be at least 1, got "
-               + std::to_string(worker_replicas));
-  if (replicas_to_aggregate < 1)
-    return bad("replicas_to_aggregate must be at least 1, got "
-               + std::to_string(replicas_to_aggregate));
-  if (ps_tasks < 1)
-    return bad("ps_tasks must be at least 1, got " + std::to_string(ps_tasks));
+  if (auto why = first_below_least(
+        {{"worker_replicas", worker_replicas, 1},
+         {"replicas_to_aggregate", replicas_to_aggregate, 1},
+         {"ps_tasks", ps_tasks, 1},
+         {"num_towers", num_towers, 1},
+         {"checkpoint_every", checkpoint.every, 0},
+         {"keep_checkpoints", checkpoint.keep, 1}});
+      !why.empty())
+    return bad(why);
   if (kfac.covariance_actors < 1 || kfac.inverse_actors < 1)
     return bad("K-FAC needs at least one covariance and one inverse actor, "
                "got " + std::to_string(kfac.covariance_actors) + " and "
@@ -150,9 +151,6 @@ caf::error sync_training_config::validate() const {
                  base.optimizer.kfac.stats_every)
                + " is for --runtime plain; the sync runtime folds the "
                  "statistics of every step (stats_every 1)");
-  if (num_towers < 1)
-    return bad("num_towers must be at least 1, got "
-               + std::to_string(num_towers));
   if (step_timeout.count() <= 0)
     return bad("step timeout must be positive");
   if (role_probe_timeout.count() < 0)
@@ -164,12 +162,6 @@ caf::error sync_training_config::validate() const {
   for (const auto& name : variables_to_average)
     if (name.empty())
       return bad("--variables_to_average has an empty name");
-  if (checkpoint.every < 0)
-    return bad("checkpoint_every must be >= 0, got "
-               + std::to_string(checkpoint.every));
-  if (checkpoint.keep < 1)
-    return bad("keep_checkpoints must be at least 1, got "
-               + std::to_string(checkpoint.keep));
   return caf::none;
 }
 
@@ -308,9 +300,7 @@ train_sync(caf::actor_system& sys, const sync_training_config& cfg,
   if (!endpoint)
     return endpoint.error();
   if (*endpoint)
-    out.line("metrics: serving "
-             + observe::http_url(base.metrics_bind, (*endpoint)->port(),
-                                 "/metrics"));
+    out.line("metrics: serving " + (*endpoint)->url("/metrics"));
   out.line("sync replicas: " + std::to_string(tasks->gradient_workers)
            + " worker(s), replicas_to_aggregate "
            + std::to_string(tasks->replicas_to_aggregate) + ", "

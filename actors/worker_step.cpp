@@ -204,23 +204,29 @@ void push(self_ptr self, step_result res) {
     p.worker = st.cfg.index;
     p.local_step = st.counters.local_step;
   }
-  for (auto& g : res.gradients) {
-    auto i = st.slot_of.find(g.name);
+  // The push a variable's gradient joins: its shard's; one the worker
+  // does not know fails the step.
+  auto push_of = [&](const std::string& variable)
+    -> caf::expected<gradient_push*> {
+    auto i = st.slot_of.find(variable);
     if (i == st.slot_of.end())
-      return fail(self, make_error(ec::unknown_name,
-                                   st.who() + ": the device returned a "
-                                     "gradient for unknown variable '"
-                                     + g.name + "'"));
-    pushes[st.shard_of[i->second]].dense.push_back(std::move(g));
+      return make_error(ec::unknown_name,
+                        st.who() + ": the device returned a gradient for "
+                                   "unknown variable '"
+                          + variable + "'");
+    return &pushes[st.shard_of[i->second]];
+  };
+  for (auto& g : res.gradients) {
+    auto p = push_of(g.name);
+    if (!p)
+      return fail(self, p.error());
+    (*p)->dense.push_back(std::move(g));
   }
   for (auto& g : res.sparse_gradients) {
-    auto i = st.slot_of.find(g.variable);
-    if (i == st.slot_of.end())
-      return fail(self, make_error(ec::unknown_name,
-                                   st.who() + ": the device returned a "
-                                     "gradient for unknown variable '"
-                                     + g.variable + "'"));
-    pushes[st.shard_of[i->second]].sparse.push_back(std::move(g));
+    auto p = push_of(g.variable);
+    if (!p)
+      return fail(self, p.error());
+    (*p)->sparse.push_back(std::move(g));
   }
   res.gradients.clear();
   res.sparse_gradients.clear();
@@ -345,26 +351,31 @@ caf::error absorb(self_ptr self, std::vector<shard_params>& pulled) {
   bool rows = false;
   bool table_whole = false;
   for (auto& sp : pulled) {
-    for (auto& v : sp.values) {
-      auto i = st.slot_of.find(v.name);
+    // The model's parameter `name`, of which the shard `sent` something.
+    auto param = [&](const std::string& sent, const std::string& name)
+      -> caf::expected<tensor*> {
+      auto i = st.slot_of.find(name);
       if (i == st.slot_of.end())
         return make_error(ec::unknown_name,
-                          st.who() + ": ps:" + std::to_string(sp.shard)
-                            + " holds '" + v.name
+                          st.who() + ": ps:" + std::to_string(sp.shard) + " "
+                            + sent + " '" + name
                             + "', which the model does not have");
+      return &st.params[i->second].value;
+    };
+    for (auto& v : sp.values) {
+      auto p = param("holds", v.name);
+      if (!p)
+        return p.error();
       st.counters.bytes_pulled += v.value.size()
                          * static_cast<int64_t>(sizeof(float));
       table_whole = table_whole || (st.row_table && v.name == *st.row_table);
-      st.params[i->second].value = std::move(v.value);
+      **p = std::move(v.value);
     }
     for (auto& r : sp.rows) {
-      auto i = st.slot_of.find(r.variable);
-      if (i == st.slot_of.end())
-        return make_error(ec::unknown_name,
-                          st.who() + ": ps:" + std::to_string(sp.shard)
-                            + " sent rows of '" + r.variable
-                            + "', which the model does not have");
-      if (auto err = scatter_rows(r, st.params[i->second].value))
+      auto p = param("sent rows of", r.variable);
+      if (!p)
+        return p.error();
+      if (auto err = scatter_rows(r, **p))
         return with_context(err, st.who() + ": rows from ps:"
                                    + std::to_string(sp.shard));
       st.counters.bytes_pulled += payload_bytes(r);

@@ -1,4 +1,9 @@
-# Sourced by the bench scripts, from the repository root (where they cd).
+# Sourced first by every bench script (`. "$(dirname "$0")/bench_lib.sh"`):
+# strict mode and the repository root as the working directory, which the
+# scripts' paths (bench/..., build/bin/...) are relative to; then the
+# helpers below.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Exits unless every program named is built (an executable file).
 need_built() {

@@ -31,9 +31,7 @@
 # of this script). Besides the training seconds the tables give each
 # process's CPU seconds (user + system, /usr/bin/time), the steadier figure
 # on a loaded machine. About 4 minutes a round on 2 cores with the defaults.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 steps=${1:-600}
 threads=${2:-2}
 bin=${SYNCFAC_BIN:-build/bin/autoencoder_mnist}

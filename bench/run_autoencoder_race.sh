@@ -12,9 +12,7 @@
 # About 20 minutes on 2 quiet cores with the defaults; for a quick check
 # of the script: --kfac_steps 8 --eval_every 4 --eval_examples 256
 # --extra "--fake_data --hidden 64,8".
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 bin=${SYNCFAC_BIN:-build/bin/autoencoder_mnist}
 need_built "$bin"
 exec python3 bench/autoencoder_race.py --bin "$bin" "$@"

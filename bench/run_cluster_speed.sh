@@ -7,9 +7,7 @@
 # with --tls also the cluster over TLS. Target: cluster >= 0.8x in-process.
 #
 #   bench/run_cluster_speed.sh [runs=3] [steps=300]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 runs=${1:-3}
 steps=${2:-300}
 bin=${SYNCFAC_BIN_DIR:-build/bin}
@@ -44,9 +42,8 @@ python3 - "$out" "$runs" "$steps" <<'PY'
 import json, statistics, sys
 out, runs, steps = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 sys.path.insert(0, "bench")
-from summaries import median_of
-def med(name, key):
-    return median_of(out, name, key, runs)
+from summaries import medians
+med = medians(out, runs)
 base = med("inproc", "examples_per_s")
 rows, result = [], {"runs": runs, "steps": int(steps)}
 for name, label in (("inproc", "in one process"), ("cluster", "loopback cluster"),

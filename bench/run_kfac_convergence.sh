@@ -20,9 +20,7 @@
 #
 # Needs a build in build/ and python3-matplotlib (apt-get install
 # python3-matplotlib) for the plot; prints the table without it.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 out=${1:-bench/results/kfac}
 steps=${STEPS:-3000}
 kfac_steps=${KFAC_STEPS:-1500}

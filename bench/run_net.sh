@@ -17,9 +17,7 @@
 #   bench/run_net.sh [rounds=7] [seconds=0.5]
 #
 # SYNCFAC_BIN_DIR (default build/bin) says where bench_net is.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 rounds=${1:-7}
 seconds=${2:-0.5}
 bin=${SYNCFAC_BIN_DIR:-build/bin}/bench_net

@@ -15,9 +15,7 @@
 #   bench/run_resnet_vs_torch.sh [rounds=3]
 #   env: SYNCFAC_BIN_DIR (build/bin), STEPS (60), WARMUP (10),
 #        LEVELS (the CPU's: "avx2 avx512" or "avx2")
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 rounds=${1:-3}
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "bench: rounds '$rounds' is not a positive integer" >&2; exit 2; }
 bin_dir=${SYNCFAC_BIN_DIR:-build/bin}

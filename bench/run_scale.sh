@@ -11,9 +11,7 @@
 #   bench/run_scale.sh [out=bench/results/scale]
 #   env: WORKERS (8,32,128,512) PROCS (4,8,16) REPEATS (3) STEPS (400)
 #        PROC_STEPS (300) DELAY_MS (2) PS (2) HIDDEN (8)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 out=${1:-bench/results/scale}
 bin=${SYNCFAC_BIN_DIR:-build/bin}
 need_built "$bin"/{convnet_mnist_single,convnet_mnist_distributed}

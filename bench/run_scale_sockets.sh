@@ -11,9 +11,7 @@
 #   bench/run_scale_sockets.sh [out=bench/results/scale_sockets]
 #   env: WORKERS (32,64,128,256) PROCS (8) ROUNDS (3) STEPS (20,60)
 #        DELAY_MS (2) PS (2)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 out=${1:-bench/results/scale_sockets}
 bin=${SYNCFAC_BIN_DIR:-build/bin}
 need_built "$bin"/convnet_mnist_distributed

@@ -12,9 +12,7 @@
 #
 #   bench/run_sparse_pulls.sh [rounds=3] [steps=300]
 #   env: SYNCFAC_BIN_DIR (build/bin), THREADS (2)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 rounds=${1:-3}
 steps=${2:-300}
 bin_dir=${SYNCFAC_BIN_DIR:-build/bin}

@@ -10,9 +10,7 @@
 #   bench/run_stragglers.sh [out=bench/results/stragglers]
 #   env: REPLICAS (16) BACKUPS (0,1,2,4,8) DIST (pareto:1.5) DELAY_MS (20)
 #        STEPS (150) REPEATS (3)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 out=${1:-bench/results/stragglers}
 bin=${SYNCFAC_BIN_DIR:-build/bin}
 need_built "$bin/convnet_mnist_single"

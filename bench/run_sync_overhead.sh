@@ -7,9 +7,7 @@
 # each, medians printed.
 #
 #   bench/run_sync_overhead.sh [runs=3] [threads=2]
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 runs=${1:-3}
 threads=${2:-2}
 bin=${SYNCFAC_BIN:-build/bin/convnet_mnist_single}
@@ -30,9 +28,8 @@ python3 - "$out" "$runs" "$threads" <<'PY'
 import json, statistics, sys
 out, runs, threads = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 sys.path.insert(0, "bench")
-from summaries import median_of
-def med(name, key):
-    return median_of(out, name, key, runs)
+from summaries import medians
+med = medians(out, runs)
 plain = med("plain", "examples_per_s")
 print(f"\nthreads={threads}, batch 128, ConvNet, momentum SGD, median of {runs}")
 # runtime_overhead: step time beyond the device's compute time, measured

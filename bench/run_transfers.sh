@@ -6,9 +6,7 @@
 #
 #   bench/run_transfers.sh [runs=3] [steps=200]
 #   env: NS ("3 8")
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 runs=${1:-3}
 steps=${2:-200}
 bin=${SYNCFAC_BIN:-build/bin/convnet_mnist_single}

@@ -10,9 +10,7 @@
 # Needs python3-torch (apt-get install python3-torch) and a build in build/.
 # Torch runs with OPENBLAS_NUM_THREADS=1: Debian's torch otherwise
 # oversubscribes the cores (measured: docs/benchmarks-history.md).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 runs=${1:-3}
 peer=${TORCH_PEER:-bench/peers/torch_convnet.py}
 bin=${SYNCFAC_BIN:-build/bin/convnet_mnist_single}

@@ -154,10 +154,8 @@ struct options : examples::training_options {
   caf::expected<local_training_config> to_training_config() const {
     local_training_config cfg;
     cfg.model = autoencoder_spec();
-    auto widths = parse_widths(hidden);
-    if (!widths)
-      return widths.error();
-    cfg.model.hidden = std::move(*widths);
+    if (auto err = parse_into(cfg.model.hidden, parse_widths, hidden))
+      return err;
     if (auto err = load_model_file_into(cfg.model))
       return err;
     if (auto err = fill_training_config(cfg, default_rate))
@@ -167,10 +165,9 @@ struct options : examples::training_options {
                         "stats_every must be at least 1, got "
                           + std::to_string(stats_every));
     cfg.optimizer.kfac.stats_every = stats_every;
-    auto momentum_type = parse_kfac_momentum(kfac_momentum);
-    if (!momentum_type)
-      return momentum_type.error();
-    cfg.optimizer.kfac.momentum = *momentum_type;
+    if (auto err = parse_into(cfg.optimizer.kfac.momentum,
+                              parse_kfac_momentum, kfac_momentum))
+      return err;
     if (steps < 1)
       return make_error(ec::invalid_config,
                         "steps must be at least 1, got "

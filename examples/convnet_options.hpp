@@ -166,14 +166,10 @@ struct convnet_options : training_options {
 
   caf::expected<local_training_config> to_training_config() const {
     local_training_config cfg;
-    auto arch = parse_model_arch(model);
-    if (!arch)
-      return arch.error();
-    cfg.model.arch = *arch;
-    if (auto hidden = parse_widths(mlp_hidden))
-      cfg.model.hidden = std::move(*hidden);
-    else
-      return hidden.error();
+    if (auto err = parse_into(cfg.model.arch, parse_model_arch, model))
+      return err;
+    if (auto err = parse_into(cfg.model.hidden, parse_widths, mlp_hidden))
+      return err;
     if (auto err = load_model_file_into(cfg.model))
       return err;
     if (auto err = fill_training_config(cfg, default_rate))
@@ -184,14 +180,11 @@ struct convnet_options : training_options {
     if (stats_locations < 0)
       kf.sampling.max_locations = default_stats_locations;
     kf.min_cov_updates = min_cov_updates;
-    auto mt = parse_kfac_momentum(kfac_momentum);
-    if (!mt)
-      return mt.error();
-    kf.momentum = *mt;
-    auto cadence = parse_kfac_cadence(kfac_cadence);
-    if (!cadence)
-      return cadence.error();
-    kf.cadence = *cadence;
+    if (auto err = parse_into(kf.momentum, parse_kfac_momentum,
+                              kfac_momentum))
+      return err;
+    if (auto err = parse_into(kf.cadence, parse_kfac_cadence, kfac_cadence))
+      return err;
     cfg.num_epochs = num_epochs;
     cfg.skip_final_eval = no_final_eval;
     if (auto err = cfg.validate())
@@ -213,24 +206,21 @@ struct convnet_options : training_options {
       return made.error();
     auto& cfg = *made;
     cfg.num_tokens = num_tokens;
-    auto strategy = parse_placement_strategy(placement);
-    if (!strategy)
-      return strategy.error();
-    cfg.placement = *strategy;
+    if (auto err = parse_into(cfg.placement, parse_placement_strategy,
+                              placement))
+      return err;
     cfg.step_timeout = std::chrono::milliseconds{step_timeout_ms};
     cfg.moving_average_decay = moving_average_decay;
     if (!variables_to_average.empty())
       cfg.variables_to_average = comma_items(variables_to_average);
-    auto cs = parse_cov_inv_strategy(cov_inv_op_strategy);
-    if (!cs)
-      return cs.error();
-    cfg.kfac.strategy = *cs;
+    if (auto err = parse_into(cfg.kfac.strategy, parse_cov_inv_strategy,
+                              cov_inv_op_strategy))
+      return err;
     cfg.kfac.covariance_actors = covariance_actors;
     cfg.kfac.inverse_actors = inverse_actors;
-    auto kp = parse_kfac_placement(kfac_placement);
-    if (!kp)
-      return kp.error();
-    cfg.kfac.placement = *kp;
+    if (auto err = parse_into(cfg.kfac.placement, parse_kfac_placement,
+                              kfac_placement))
+      return err;
     cfg.num_towers = num_towers;
     cfg.whole_pulls = whole_pulls;
     if (auto err = cfg.validate())

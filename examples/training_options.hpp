@@ -37,6 +37,17 @@
 
 namespace syncfac::examples {
 
+/// `out` set to `parse(text)`, or the parser's refusal: a flag's value read
+/// into the configuration (an enumeration by its name, a list).
+template <class T, class Parse>
+caf::error parse_into(T& out, Parse parse, const std::string& text) {
+  auto value = parse(text);
+  if (!value)
+    return value.error();
+  out = std::move(*value);
+  return caf::none;
+}
+
 /// The help texts of the shared flags that differ between the programs;
 /// the defaults are those of convnet_mnist_single.
 struct training_help {
@@ -377,33 +388,27 @@ protected:
   /// steps and logging. The caller validates.
   caf::error fill_training_config(local_training_config& cfg,
                                   float (*rate)(optimizer_kind)) const {
-    auto scheme = parse_init_scheme(init);
-    if (!scheme)
-      return scheme.error();
-    cfg.model.init = *scheme;
-    auto act = parse_activation(activation_name);
-    if (!act)
-      return act.error();
-    cfg.model.hidden_activation = *act;
+    if (auto err = parse_into(cfg.model.init, parse_init_scheme, init))
+      return err;
+    if (auto err = parse_into(cfg.model.hidden_activation, parse_activation,
+                              activation_name))
+      return err;
     cfg.model.label_smoothing = label_smoothing;
-    auto kind = parse_optimizer_kind(optimizer);
-    if (!kind)
-      return kind.error();
-    cfg.optimizer.kind = *kind;
-    cfg.optimizer.learning_rate = learning_rate >= 0 ? learning_rate
-                                                     : rate(*kind);
+    if (auto err = parse_into(cfg.optimizer.kind, parse_optimizer_kind,
+                              optimizer))
+      return err;
+    cfg.optimizer.learning_rate = learning_rate >= 0
+                                    ? learning_rate
+                                    : rate(cfg.optimizer.kind);
     cfg.optimizer.momentum = momentum;
     cfg.optimizer.nesterov = nesterov;
-    auto schedule = parse_lr_schedule_kind(lr_schedule);
-    if (!schedule)
-      return schedule.error();
     auto& sched = cfg.optimizer.schedule;
-    sched.kind = *schedule;
+    if (auto err = parse_into(sched.kind, parse_lr_schedule_kind, lr_schedule))
+      return err;
     sched.warmup_steps = lr_warmup_steps;
-    auto boundaries = parse_lr_boundaries(lr_boundaries);
-    if (!boundaries)
-      return boundaries.error();
-    sched.boundaries = std::move(*boundaries);
+    if (auto err = parse_into(sched.boundaries, parse_lr_boundaries,
+                              lr_boundaries))
+      return err;
     sched.decay_rate = lr_decay_rate;
     sched.decay_steps = lr_decay_steps;
     sched.end_factor = lr_end_factor;
@@ -419,18 +424,13 @@ protected:
     kf.sampling.max_examples = stats_examples;
     kf.sampling.max_locations = stats_locations;
     kf.sampling.seed = seed;
-    auto ft = parse_fisher_type(fisher);
-    if (!ft)
-      return ft.error();
-    kf.fisher = *ft;
-    auto im = parse_inverse_mode(inverse);
-    if (!im)
-      return im.error();
-    kf.mode = *im;
-    auto precision = parse_product_precision(kfac_precision);
-    if (!precision)
-      return precision.error();
-    kf.precision = *precision;
+    if (auto err = parse_into(kf.fisher, parse_fisher_type, fisher))
+      return err;
+    if (auto err = parse_into(kf.mode, parse_inverse_mode, inverse))
+      return err;
+    if (auto err = parse_into(kf.precision, parse_product_precision,
+                              kfac_precision))
+      return err;
     cfg.device.backend = device.empty() ? backend : device;
     if (kf.precision == product_precision::bf16
         && cfg.optimizer.kind == optimizer_kind::kfac) {

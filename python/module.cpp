@@ -142,6 +142,27 @@ py::object new_class(py::module_& m, const char* name, py::tuple bases,
   return obj;
 }
 
+/// syncfac.max_pool and syncfac.avg_pool, alike but for the builder's
+/// method `pool` that adds the layer; `kind` is the function's name.
+void def_pool(py::module_& m, const char* kind,
+              model_builder& (model_builder::*pool)(int64_t, int64_t,
+                                                     padding, std::string)) {
+  m.def(
+    kind,
+    [kind, pool](int64_t window, int64_t stride, const std::string& pad,
+                 const std::string& name) {
+      auto p = to_padding(pad);
+      auto text = std::string{kind} + "(" + std::to_string(window)
+                  + ", stride=" + std::to_string(stride)
+                  + ", padding=" + quoted(pad) + named(name) + ")";
+      return builder_layer{text, [=](model_builder& b) {
+                             (b.*pool)(window, stride, p, name);
+                           }};
+    },
+    py::arg("window"), py::arg("stride") = 0, py::arg("padding") = "valid",
+    py::arg("name") = "");
+}
+
 } // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -254,34 +275,8 @@ PYBIND11_MODULE(_core, m) {
                            [=](model_builder& b) { b.concat(inputs, name); }};
     },
     py::arg("inputs"), py::arg("name") = "");
-  m.def(
-    "max_pool",
-    [](int64_t window, int64_t stride, const std::string& pad,
-       const std::string& name) {
-      auto p = to_padding(pad);
-      auto text = "max_pool(" + std::to_string(window) + ", stride="
-                  + std::to_string(stride) + ", padding=" + quoted(pad)
-                  + named(name) + ")";
-      return builder_layer{text, [=](model_builder& b) {
-                             b.max_pool(window, stride, p, name);
-                           }};
-    },
-    py::arg("window"), py::arg("stride") = 0, py::arg("padding") = "valid",
-    py::arg("name") = "");
-  m.def(
-    "avg_pool",
-    [](int64_t window, int64_t stride, const std::string& pad,
-       const std::string& name) {
-      auto p = to_padding(pad);
-      auto text = "avg_pool(" + std::to_string(window) + ", stride="
-                  + std::to_string(stride) + ", padding=" + quoted(pad)
-                  + named(name) + ")";
-      return builder_layer{text, [=](model_builder& b) {
-                             b.avg_pool(window, stride, p, name);
-                           }};
-    },
-    py::arg("window"), py::arg("stride") = 0, py::arg("padding") = "valid",
-    py::arg("name") = "");
+  def_pool(m, "max_pool", &model_builder::max_pool);
+  def_pool(m, "avg_pool", &model_builder::avg_pool);
   m.def(
     "global_avg_pool",
     [](const std::string& name) {

@@ -8,6 +8,7 @@
 
 #include "runtime/data/seeding.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/base/least_counts.hpp"
 
 namespace syncfac {
 
@@ -32,12 +33,10 @@ caf::error check_args(const dataset& data, int64_t batch_size,
   auto fail = [](std::string why) {
     return make_error(ec::invalid_argument, std::move(why));
   };
-  if (batch_size < 1)
-    return fail("batch size must be at least 1, got "
-                + std::to_string(batch_size));
-  if (num_shards < 1)
-    return fail("number of shards must be at least 1, got "
-                + std::to_string(num_shards));
+  if (auto why = first_below_least({{"batch size", batch_size, 1},
+                                     {"number of shards", num_shards, 1}});
+      !why.empty())
+    return fail(why);
   if (shard_index < 0 || shard_index >= num_shards)
     return fail("shard index " + std::to_string(shard_index)
                 + " is not in [0, " + std::to_string(num_shards) + ")");

@@ -114,10 +114,7 @@ public:
     skip();
     if (!eat('{'))
       return bad("the header is not a dict literal");
-    for (;;) {
-      skip();
-      if (eat('}'))
-        break;
+    auto entry = [&]() -> caf::error {
       std::string key;
       if (!quoted(key))
         return bad("a header key is not a quoted string");
@@ -147,14 +144,10 @@ public:
       } else {
         return bad("unexpected header key '" + key + "'");
       }
-      skip();
-      if (eat(','))
-        continue;
-      skip();
-      if (eat('}'))
-        break;
-      return bad("expected ',' or '}' in the header");
-    }
+      return caf::none;
+    };
+    if (auto err = items('}', "the header", entry))
+      return err;
     skip();
     if (pos_ != text_.size())
       return bad("trailing characters after the header dict");
@@ -208,13 +201,31 @@ private:
     return true;
   }
 
+  /// The items of a dict or a tuple up to `close` (the opening eaten),
+  /// each read by `item`, comma-separated with an optional trailing comma
+  /// as Python writes them; `where` names the literal in a refusal.
+  template <class Item>
+  caf::error items(char close, const std::string& where, Item& item) {
+    for (;;) {
+      skip();
+      if (eat(close))
+        return caf::none;
+      if (auto err = item())
+        return err;
+      skip();
+      if (eat(','))
+        continue;
+      skip();
+      if (eat(close))
+        return caf::none;
+      return bad(std::string{"expected ',' or '"} + close + "' in " + where);
+    }
+  }
+
   caf::error tuple(std::vector<int64_t>& dims) {
     if (!eat('('))
       return bad("'shape' is not a tuple");
-    for (;;) {
-      skip();
-      if (eat(')'))
-        break;
+    auto dim = [&]() -> caf::error {
       if (pos_ >= text_.size()
           || !std::isdigit(static_cast<unsigned char>(text_[pos_])))
         return bad("'shape' holds something other than non-negative "
@@ -232,14 +243,10 @@ private:
       dims.push_back(d);
       if (dims.size() > 8)
         return bad("'shape' has more than 8 dimensions");
-      skip();
-      if (eat(','))
-        continue;
-      skip();
-      if (eat(')'))
-        break;
-      return bad("expected ',' or ')' in 'shape'");
-    }
+      return caf::none;
+    };
+    if (auto err = items(')', "'shape'", dim))
+      return err;
     int64_t n = 1;
     for (auto d : dims) {
       if (d != 0 && n > max_npy_elements / d)

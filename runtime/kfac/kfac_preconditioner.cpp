@@ -11,6 +11,7 @@
 #include "kernels/kfac_inverter.hpp"
 #include "runtime/kfac/kfac_data.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/base/least_counts.hpp"
 #include "runtime/base/parse_enum.hpp"
 #include "runtime/kfac/kfac_stats.hpp"
 #include "runtime/kfac/kfac_update.hpp"
@@ -81,15 +82,13 @@ caf::error kfac_config::validate() const {
                + std::to_string(cov_ema_decay));
   if (!(damping > 0) || !std::isfinite(damping))
     return bad("damping must be positive, got " + std::to_string(damping));
-  if (invert_every < 1)
-    return bad("invert_every must be at least 1, got "
-               + std::to_string(invert_every));
-  if (stats_every < 1)
-    return bad("stats_every must be at least 1, got "
-               + std::to_string(stats_every));
-  if (min_cov_updates < 1)
-    return bad("min_cov_updates must be at least 1, got "
-               + std::to_string(min_cov_updates));
+  if (auto why = first_below_least(
+        {{"invert_every", invert_every, 1},
+         {"stats_every", stats_every, 1},
+         {"min_cov_updates", min_cov_updates, 1},
+         {"max_damping_retries", max_damping_retries, 0}});
+      !why.empty())
+    return bad(why);
   if (precision == product_precision::bf16
       && mode != inverse_mode::explicit_inverse)
     return bad(std::string{"precision bf16 needs the explicit inverses "
@@ -98,8 +97,6 @@ caf::error kfac_config::validate() const {
                + to_string(mode));
   if (!(kl_clip >= 0))
     return bad("kl_clip must not be negative");
-  if (max_damping_retries < 0)
-    return bad("max_damping_retries must not be negative");
   if (sampling.max_examples < 0 || sampling.max_locations < 0)
     return bad("statistics sub-sampling counts must not be negative");
   return caf::none;

@@ -43,40 +43,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct bio_free {
-  void operator()(BIO* p) const noexcept {
-    BIO_free(p);
+/// An OpenSSL object's deleter for std::unique_ptr: its type's own free
+/// function.
+template <auto Free>
+struct openssl_free {
+  template <class T>
+  void operator()(T* p) const noexcept {
+    Free(p);
   }
 };
-struct x509_free {
-  void operator()(X509* p) const noexcept {
-    X509_free(p);
-  }
-};
-struct pkey_free {
-  void operator()(EVP_PKEY* p) const noexcept {
-    EVP_PKEY_free(p);
-  }
-};
-struct store_free {
-  void operator()(X509_STORE* p) const noexcept {
-    X509_STORE_free(p);
-  }
-};
-struct store_ctx_free {
-  void operator()(X509_STORE_CTX* p) const noexcept {
-    X509_STORE_CTX_free(p);
-  }
-};
+
+/// sk_X509_free is a macro in OpenSSL 3, so no template argument.
 struct stack_free {
   void operator()(STACK_OF(X509) * p) const noexcept {
     sk_X509_free(p); // the certificates are owned elsewhere
   }
 };
 
-using bio_ptr = std::unique_ptr<BIO, bio_free>;
-using x509_ptr = std::unique_ptr<X509, x509_free>;
-using pkey_ptr = std::unique_ptr<EVP_PKEY, pkey_free>;
+using bio_ptr = std::unique_ptr<BIO, openssl_free<BIO_free>>;
+using x509_ptr = std::unique_ptr<X509, openssl_free<X509_free>>;
+using pkey_ptr = std::unique_ptr<EVP_PKEY, openssl_free<EVP_PKEY_free>>;
 
 caf::error fail(const std::string& path, const std::string& problem) {
   return make_error(ec::invalid_config, "TLS: " + path + ": " + problem);
@@ -289,8 +275,10 @@ caf::error check_files(const tls_files& files) {
                                 + files.certificate + " ("
                                 + subject_of(leaf) + ")"));
   // Signed by the CA.
-  std::unique_ptr<X509_STORE, store_free> store{X509_STORE_new()};
-  std::unique_ptr<X509_STORE_CTX, store_ctx_free> vctx{X509_STORE_CTX_new()};
+  std::unique_ptr<X509_STORE, openssl_free<X509_STORE_free>> store{
+    X509_STORE_new()};
+  std::unique_ptr<X509_STORE_CTX, openssl_free<X509_STORE_CTX_free>> vctx{
+    X509_STORE_CTX_new()};
   std::unique_ptr<STACK_OF(X509), stack_free> untrusted{sk_X509_new_null()};
   if (!store || !vctx || !untrusted)
     return make_error(ec::internal, "TLS: out of memory");

@@ -1,5 +1,6 @@
 #include "runtime/observe/metrics_endpoint.hpp"
 
+#include "runtime/observe/http_request.hpp"
 #include "runtime/observe/status_page.hpp"
 #include "runtime/process_stats.hpp"
 
@@ -57,6 +58,10 @@ http_response metrics_endpoint::answer(const std::string& path) const {
             + (cfg_.status ? std::string{", / or /status.json)"}
                            : std::string{")"})
             + "\n"};
+}
+
+std::string metrics_endpoint::url(const std::string& path) const {
+  return http_url(cfg_.server.bind_address, port(), path);
 }
 
 caf::expected<std::unique_ptr<metrics_endpoint>>

@@ -46,6 +46,9 @@ public:
     return server_->port();
   }
 
+  /// Where a browser finds `path` here ("http://127.0.0.1:9400/metrics").
+  std::string url(const std::string& path) const;
+
   /// The answer to a GET of `path` (what the server sends).
   http_response answer(const std::string& path) const;
 

@@ -10,12 +10,15 @@ namespace syncfac::observe {
 
 namespace {
 
-// HELP text escapes only the backslash and the newline.
-std::string escape_help(const std::string& text) {
+// The backslash and the newline escaped, and the double quote too where
+// `quote` (a label value; HELP text keeps its quotes).
+std::string escaped(const std::string& text, bool quote) {
   std::string out;
   for (char c : text) {
     if (c == '\\')
       out += "\\\\";
+    else if (c == '"' && quote)
+      out += "\\\"";
     else if (c == '\n')
       out += "\\n";
     else
@@ -48,18 +51,7 @@ std::string sanitize_metric_name(const std::string& name) {
 }
 
 std::string escape_label_value(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '"')
-      out += "\\\"";
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out += c;
-  }
-  return out;
+  return escaped(value, true);
 }
 
 std::string format_sample_value(double value) {
@@ -100,7 +92,7 @@ std::string exposition_text(const std::vector<metric_family>& families) {
     if (fam.samples.empty())
       continue;
     const auto& name = fam.name;
-    out += "# HELP " + name + " " + escape_help(fam.help) + "\n";
+    out += "# HELP " + name + " " + escaped(fam.help, false) + "\n";
     out += "# TYPE " + name + " "
            + (fam.type == metric_type::counter ? "counter" : "gauge") + "\n";
     for (const auto& s : fam.samples) {

@@ -20,8 +20,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string single = bin + "convnet_mnist_single";
-
 /// One worker without initial tokens: every step takes the worker's next
 /// batch, so a run is deterministic (docs/distributed.md).
 const std::string deterministic = deterministic_flags;

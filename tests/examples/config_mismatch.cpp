@@ -31,9 +31,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string launcher = bin + "syncfac-launch";
-const std::string program = bin + "convnet_mnist_distributed";
-
 // The connect timeout: a refusal must end the run well within it (a
 // third, checked by chief_lifetime_s), and a node that is never refused
 // (the other shards) is stopped by the launcher soon after the chief.
@@ -50,7 +47,7 @@ const std::string common = " --fake_data --fake_train_size 512"
 /// then " -- " and the flags of every node.
 std::string launch_command(const std::string& cluster,
                            const std::string& options) {
-  return launcher + " --cluster " + cluster + " --program " + program
+  return launcher + " --cluster " + cluster + " --program " + distributed
          + " --max_wall_s 150 --grace_ms 2000" + options;
 }
 
@@ -107,12 +104,12 @@ double seconds_of_day(std::chrono::system_clock::time_point t) {
          + std::chrono::duration<double>(since - whole).count();
 }
 
-/// `program` started `seconds` late (the chief then waits for that task).
+/// `distributed` started `seconds` late (the chief then waits for that task).
 std::string late_program(const temp_dir& tmp, int seconds) {
   auto late = tmp.file("late.sh");
   {
     std::ofstream script{late};
-    script << "#!/bin/sh\nsleep " << seconds << "\nexec " << program
+    script << "#!/bin/sh\nsleep " << seconds << "\nexec " << distributed
            << " \"$@\"\n";
   }
   std::filesystem::permissions(late, std::filesystem::perms::owner_exec,
@@ -311,7 +308,7 @@ BOOST_AUTO_TEST_CASE(a_stop_signal_ends_a_refused_workers_wait_for_the_chief) {
   // that wait at once, and the program exits preempted.
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  auto worker = start_process(program + " --cluster " + cluster
+  auto worker = start_process(distributed + " --cluster " + cluster
                                 + " --job_name worker --task 0"
                                 + " --device gpu:999" + common,
                               tmp.file("worker.log"));

@@ -20,10 +20,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string launcher = bin + "syncfac-launch";
-const std::string program = bin + "convnet_mnist_distributed";
-const std::string single = bin + "convnet_mnist_single";
-
 const std::string common = " --fake_data --fake_train_size 2048"
                            " --fake_test_size 500 --batch_size 32"
                            " --threads 1 --seed 3 --no_progress"
@@ -37,7 +33,7 @@ const std::string local_data = " --fake_data --fake_train_size 2048"
 /// The launcher running the node program on `cluster` with `flags`.
 process_result launch(const std::string& cluster, const std::string& flags) {
   return run_program(launcher + " --cluster " + cluster + " --program "
-                     + program + " --max_wall_s 300 -- " + flags);
+                     + distributed + " --max_wall_s 300 -- " + flags);
 }
 
 /// launch, which must succeed (its output goes to the log).
@@ -189,7 +185,7 @@ BOOST_AUTO_TEST_CASE(tls_cluster_trains_to_the_same_parameters) {
 BOOST_AUTO_TEST_CASE(flags_that_contradict_the_cluster_are_refused) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 1}});
-  check_refused(program + " --cluster " + cluster
+  check_refused(distributed + " --cluster " + cluster
                 + " --job_name chief --task 0 --worker_replicas 3"
                 + common,
                 {"--worker_replicas 3 contradicts the cluster file's 2 "
@@ -200,7 +196,7 @@ BOOST_AUTO_TEST_CASE(a_missing_peer_is_named_and_bounded) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
   // Only the chief starts: it waits for ps:0, says so, and gives up.
-  check_refused(program + " --cluster " + cluster
+  check_refused(distributed + " --cluster " + cluster
                 + " --job_name chief --task 0" + common
                 + " --connect_timeout_ms 3000",
                 {"ps:0", "not reachable"});
@@ -209,7 +205,7 @@ BOOST_AUTO_TEST_CASE(a_missing_peer_is_named_and_bounded) {
 BOOST_AUTO_TEST_CASE(a_node_without_the_chief_gives_up_after_max_wait) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  check_refused(program + " --cluster " + cluster
+  check_refused(distributed + " --cluster " + cluster
                 + " --job_name ps --task 0" + common
                 + " --max_wait_ms 2000",
                 {"no word from the chief"});
@@ -239,8 +235,9 @@ BOOST_AUTO_TEST_CASE(a_frozen_chief_is_seen_within_seconds) {
   temp_dir tmp;
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
   auto res = run_program(launcher + " --cluster " + cluster + " --program "
-                         + program + " --max_wall_s 15 --kill chief:0@20:STOP"
-                         + " --" + common + " --steps 100000 --log_every 10"
+                         + distributed
+                         + " --max_wall_s 15 --kill chief:0@20:STOP --"
+                         + common + " --steps 100000 --log_every 10"
                          + " --heartbeat_ms 200 --connection_timeout_ms 2000"
                          + " --max_wait_ms 3000");
   BOOST_TEST_MESSAGE(res.output);

@@ -28,8 +28,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string program = SYNCFAC_BINARY_DIR "/bin/convnet_mnist_single";
-
 const std::string short_run
   = " --fake_data --fake_train_size 512 --fake_test_size 100 --runtime plain"
     " --steps 4 --batch_size 16 --no_final_eval --no_progress";
@@ -54,14 +52,14 @@ struct finished_run {
   std::string summary;
 };
 
-/// Runs `prefix program short_run more --summary FILE suffix`, which must
+/// Runs `prefix single short_run more --summary FILE suffix`, which must
 /// succeed.
 finished_run run_with(const temp_dir& tmp, const std::string& prefix,
                       const std::string& more,
                       const std::string& suffix = "") {
   auto summary = tmp.file("summary.json");
   std::filesystem::remove(summary);
-  auto res = run_ok(prefix + program + short_run + more + " --summary "
+  auto res = run_ok(prefix + single + short_run + more + " --summary "
                     + summary + suffix);
   BOOST_TEST_MESSAGE(res.output);
   return {res.output, read_file(summary)};
@@ -190,7 +188,7 @@ BOOST_AUTO_TEST_CASE(under_taskset_the_process_runs_fewer_threads) {
   // compute and 4 scheduler threads: at least 6 fewer (the device's pool
   // and CAF's scheduler are started with the system).
   temp_dir tmp;
-  auto longer = program + " --fake_data --runtime plain --steps 100000"
+  auto longer = single + " --fake_data --runtime plain --steps 100000"
                           " --batch_size 16 --no_progress --log_every 1";
   auto narrow = threads_while_training(tmp, "taskset -c 0 " + longer);
   auto wide = threads_while_training(

@@ -19,8 +19,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string program = SYNCFAC_BINARY_DIR "/bin/convnet_mnist_single";
-
 const std::string short_run
   = " --fake_data --runtime plain --steps 20 --batch_size 32 --threads 2"
     " --warmup 2 --no_final_eval --no_progress --log_every 10 --seed 3";
@@ -32,7 +30,7 @@ BOOST_AUTO_TEST_CASE(every_level_trains_alike_and_says_so) {
   double base_loss = NAN;
   for (const auto& level : cpu::supported_isas()) {
     auto summary = tmp.file("summary_" + level + ".json");
-    auto res = run_ok(program + short_run + " --isa " + level
+    auto res = run_ok(single + short_run + " --isa " + level
                       + " --summary " + summary);
     auto text = read_file(summary);
     BOOST_TEST(json_string(text, "isa") == level);
@@ -47,20 +45,20 @@ BOOST_AUTO_TEST_CASE(every_level_trains_alike_and_says_so) {
   }
   // Without --isa: the best level.
   auto summary = tmp.file("summary_auto.json");
-  auto res = run_program(program + short_run + " --summary " + summary);
+  auto res = run_program(single + short_run + " --summary " + summary);
   require_success(res);
   BOOST_TEST(json_string(read_file(summary), "isa")
              == cpu::supported_isas().back());
 }
 
 BOOST_AUTO_TEST_CASE(levels_are_refused_by_name) {
-  check_refused(program + short_run + " --isa avx1024", {"--isa 'avx1024'"});
-  check_refused("SYNCFAC_MAX_ISA=sse9 " + program + short_run,
+  check_refused(single + short_run + " --isa avx1024", {"--isa 'avx1024'"});
+  check_refused("SYNCFAC_MAX_ISA=sse9 " + single + short_run,
                 {"SYNCFAC_MAX_ISA='sse9'"});
   auto built = cpu::built_isas();
   if (built.back() == "avx512") {
     check_refused("SYNCFAC_MAX_ISA=avx2"
-                  " " + program + short_run + " --isa avx512",
+                  " " + single + short_run + " --isa avx512",
                   {"--isa 'avx512': this CPU or its OS lacks"});
   }
 }

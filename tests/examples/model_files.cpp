@@ -23,7 +23,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string models = SYNCFAC_SOURCE_DIR "/examples/models/";
-const std::string single = bin + "convnet_mnist_single";
 
 const std::string data = " --fake_data --fake_train_size 1024"
                          " --fake_test_size 200 --batch_size 32 --seed 3"

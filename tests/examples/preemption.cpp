@@ -41,14 +41,11 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string program = bin + "convnet_mnist_distributed";
-
 /// One worker without initial tokens: a deterministic run (as in the
 /// checkpoint tests); long enough to be signalled mid-run on a fast
 /// machine, logged every 10 steps so that the test sees the run going.
 const std::string deterministic = deterministic_flags + " --log_every 10";
 const int steps = 600;
-
 
 /// The tasks of a cluster of `counts` tasks per job ("ps:0", ...).
 std::vector<std::string> tasks_of(const std::map<std::string, int>& counts) {
@@ -109,7 +106,7 @@ struct cluster_run {
                   + flags;
       if (task == "chief:0")
         args += " --summary " + tmp.file(round + "-summary.json");
-      auto n = start_process(program + args,
+      auto n = start_process(distributed + args,
                              tmp.file(round + "-" + task.substr(0, colon)
                                       + "-" + task.substr(colon + 1)
                                       + ".log"));
@@ -212,7 +209,7 @@ long check_preempted_by(const std::string& task, const std::string& summary,
 node_process start_alone(const temp_dir& tmp, const std::string& job,
                          const std::string& connect_ms) {
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 1}, {"ps", 1}});
-  return start_process(program + " --cluster " + cluster + " --job_name "
+  return start_process(distributed + " --cluster " + cluster + " --job_name "
                          + job + " --task 0 --connect_timeout_ms "
                          + connect_ms + deterministic + " --steps 10",
                        tmp.file(job + ".log"));
@@ -663,9 +660,10 @@ std::string digest_of(const temp_dir& tmp, const std::string& command) {
   return digest;
 }
 
-const std::string single = bin + "convnet_mnist_single" + deterministic
-                           + " --ps_tasks 1 --steps "
-                           + std::to_string(single_steps);
+/// The single-process run these cases stop and resume.
+const std::string single_command = single + deterministic + " --ps_tasks 1"
+                                   + " --steps "
+                                   + std::to_string(single_steps);
 
 } // namespace
 
@@ -675,9 +673,12 @@ BOOST_AUTO_TEST_CASE(sigterm_to_convnet_mnist_single_resumes_without_loss) {
   // --checkpoint_every 0: only the preemption's checkpoint is written.
   temp_dir tmp;
   auto resumed = stop_and_resume(
-    tmp, single + " --checkpoint_every 0 --checkpoint_dir " + tmp.file("ckpt"),
+    tmp,
+    single_command + " --checkpoint_every 0 --checkpoint_dir "
+      + tmp.file("ckpt"),
     SIGTERM, "SIGTERM");
-  BOOST_TEST(json_string(resumed, "params_digest") == digest_of(tmp, single));
+  BOOST_TEST(json_string(resumed, "params_digest")
+             == digest_of(tmp, single_command));
 }
 
 BOOST_AUTO_TEST_CASE(the_requeue_signal_and_sighup_stop_it_as_sigterm) {
@@ -690,7 +691,7 @@ BOOST_AUTO_TEST_CASE(the_requeue_signal_and_sighup_stop_it_as_sigterm) {
          {SIGHUP, ""}}) {
     BOOST_TEST_CONTEXT("signal " << signo << flag) {
       temp_dir tmp;
-      stop_and_resume(tmp, single + flag + " --checkpoint_dir "
+      stop_and_resume(tmp, single_command + flag + " --checkpoint_dir "
                              + tmp.file("ckpt"),
                       signo, signo == SIGHUP   ? "SIGHUP"
                              : signo == SIGUSR1 ? "SIGUSR1"
@@ -710,7 +711,7 @@ BOOST_AUTO_TEST_CASE(the_requeue_signal_and_sighup_stop_it_as_sigterm) {
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_requeue_signal_is_refused_by_name) {
-  check_refused(single + " --requeue_signal KILL",
+  check_refused(single_command + " --requeue_signal KILL",
                 {"--requeue_signal 'KILL': expected one of TERM, HUP, USR1, "
                  "USR2"});
 }
@@ -763,7 +764,7 @@ BOOST_AUTO_TEST_CASE(a_second_signal_exits_at_once_and_no_dir_says_what_is_lost)
   // may be pending together, and Linux then delivers the lower number
   // (SIGINT) first: either order is the same story.
   temp_dir tmp;
-  single_run run{tmp, single};
+  single_run run{tmp, single_command};
   auto n = run.start("twice");
   kill_on_exit guard{n};
   await_logged_step(n, 20);

@@ -30,6 +30,12 @@ namespace syncfac::test {
 /// Where this build's programs are (syncfac-launch, the examples).
 inline const std::string bin = SYNCFAC_BINARY_DIR "/bin/";
 
+/// The programs most suites start: the launcher, the distributed example
+/// (what it starts once per task) and the single-process example.
+inline const std::string launcher = bin + "syncfac-launch";
+inline const std::string distributed = bin + "convnet_mnist_distributed";
+inline const std::string single = bin + "convnet_mnist_single";
+
 /// One worker without initial tokens on the synthetic data, one thread
 /// per device and no final evaluation: a deterministic run, whose every
 /// step takes the worker's next batch (docs/distributed.md, "Who hosts

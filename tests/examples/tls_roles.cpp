@@ -23,8 +23,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string launcher = bin + "syncfac-launch";
-const std::string program = bin + "convnet_mnist_distributed";
 const std::string impostor = bin + "tls_impostor";
 const std::string script = SYNCFAC_SOURCE_DIR "/scripts/make-cluster-certs.sh";
 
@@ -33,7 +31,6 @@ const std::string flags = " --fake_data --fake_train_size 2048"
                           " --threads 1 --seed 3 --no_progress"
                           " --connect_timeout_ms 90000 --num_tokens 0"
                           " --steps 20";
-
 
 std::string sh_quote(const std::string& s) {
   return "'" + s + "'";
@@ -78,13 +75,13 @@ BOOST_AUTO_TEST_CASE(a_node_given_another_tasks_certificate_stops) {
   auto certs = write_cluster_certs(tmp, cluster);
   run_ok("bash " + script + " " + certs + " node");
   // worker:0 with worker:1's directory.
-  check_refused(program + " --cluster " + cluster
+  check_refused(distributed + " --cluster " + cluster
                   + " --job_name worker --task 0 --tls_dir " + certs
                   + "/worker-1" + flags,
                 {"worker-1/node.pem", "is the certificate of worker:1",
                  "this node is worker:0"});
   // A certificate bound to no task.
-  check_refused(program + " --cluster " + cluster
+  check_refused(distributed + " --cluster " + cluster
                   + " --job_name ps --task 0 --tls_dir " + certs + "/node"
                   + flags,
                 {"node/node.pem", "names no task",
@@ -108,7 +105,7 @@ BOOST_AUTO_TEST_CASE(impostors_are_refused_and_the_run_is_unaffected) {
   // The undisturbed run, for its parameters.
   auto reference = tmp.file("reference.json");
   auto res = run_program(launcher + " --cluster " + cluster + " --program "
-                         + program + " --max_wall_s 300 -- " + flags
+                         + distributed + " --max_wall_s 300 -- " + flags
                          + " --tls_dir " + certs + " --summary "
                          + reference);
   BOOST_TEST_MESSAGE(res.output);
@@ -118,7 +115,7 @@ BOOST_AUTO_TEST_CASE(impostors_are_refused_and_the_run_is_unaffected) {
   // for it while the impostors try.
   auto summary = tmp.file("summary.json");
   auto node = [&](const std::string& job, const std::string& extra) {
-    return program + " --cluster " + cluster + " --job_name " + job
+    return distributed + " --cluster " + cluster + " --job_name " + job
            + " --task 0 --tls_dir " + certs + flags + extra;
   };
   auto chief = start_process(node("chief", " --summary " + summary),

@@ -18,10 +18,6 @@ using namespace syncfac::test;
 
 namespace {
 
-const std::string single = bin + "convnet_mnist_single";
-const std::string launcher = bin + "syncfac-launch";
-const std::string program = bin + "convnet_mnist_distributed";
-
 const std::string data = " --fake_data --fake_train_size 2048"
                          " --fake_test_size 200 --batch_size 16 --model mlp"
                          " --seed 5 --no_progress --no_final_eval"
@@ -92,7 +88,7 @@ BOOST_AUTO_TEST_CASE(fewer_workers_than_replicas_cancel_the_pull) {
 BOOST_FIXTURE_TEST_CASE(a_cluster_on_loopback_sends_the_minimum, run_files) {
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 2}});
   auto res = run_ok(launcher + " --cluster " + cluster + " --program "
-                    + program + " --max_wall_s 300 -- " + data
+                    + distributed + " --max_wall_s 300 -- " + data
                     + " --threads 1 --connect_timeout_ms 60000"
                       " --steps 40 --summary " + summary);
   auto text = read_file(summary);
@@ -106,7 +102,7 @@ BOOST_FIXTURE_TEST_CASE(worker_tasks_host_several_workers_each, run_files) {
   // device's random gradients go on the wire as a real push would.
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 2}});
   auto res = run_ok(launcher + " --cluster " + cluster + " --program "
-                    + program + " --max_wall_s 300 -- " + data
+                    + distributed + " --max_wall_s 300 -- " + data
                     + " --threads 1 --connect_timeout_ms 60000 --steps 30"
                       " --workers_per_task 3 --device bench_delay:1:random"
                       " --summary " + summary);
@@ -122,7 +118,7 @@ BOOST_FIXTURE_TEST_CASE(worker_tasks_host_several_workers_each, run_files) {
              res.output);
   check_near_minimum(text, 0.95);
   // N must be the worker tasks times K.
-  check_refused(program + " --cluster " + cluster
+  check_refused(distributed + " --cluster " + cluster
                   + " --job_name ps --task 0 --workers_per_task 3"
                     " --worker_replicas 4" + data,
                 {"--worker_replicas 4", "2 'worker' task(s)",

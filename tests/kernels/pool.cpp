@@ -77,21 +77,41 @@ const std::vector<pool_case>& cases() {
   return result;
 }
 
-} // namespace
-
-BOOST_AUTO_TEST_CASE(forward_matches_naive) {
-  std::mt19937 rng(1);
-  auto dev = make_cpu_backend(2);
+/// `check(g, x, rng)` for each of cases(), in its context: its geometry
+/// and a random input drawn from `rng` seeded with `seed`.
+template <class Check>
+void for_each_case(unsigned seed, Check check) {
+  std::mt19937 rng(seed);
   for (const auto& pc : cases()) {
     BOOST_TEST_CONTEXT(pc.str()) {
       auto g = pc.geometry();
       auto x = random_tensor(g.input_shape(), rng);
-      auto got = pool_forward(*dev, g, x);
-      auto ref = naive_pool(g, x);
-      BOOST_CHECK(got.y == ref.y);
-      BOOST_CHECK(got.argmax == ref.argmax);
+      check(g, x, rng);
     }
   }
+}
+
+/// What a max pool's backward gives: each output's gradient added into a
+/// zero input at its winner.
+tensor scattered(const pool2d_geometry& g, const tensor& dy,
+                 const std::vector<int32_t>& argmax) {
+  tensor dx(g.input_shape());
+  for (int64_t i = 0; i < dy.size(); ++i)
+    dx[argmax[static_cast<size_t>(i)]] += dy[i];
+  return dx;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(forward_matches_naive) {
+  auto dev = make_cpu_backend(2);
+  for_each_case(1, [&](const pool2d_geometry& g, const tensor& x,
+                       std::mt19937&) {
+    auto got = pool_forward(*dev, g, x);
+    auto ref = naive_pool(g, x);
+    BOOST_CHECK(got.y == ref.y);
+    BOOST_CHECK(got.argmax == ref.argmax);
+  });
 }
 
 BOOST_AUTO_TEST_CASE(padding_never_wins) {
@@ -118,22 +138,15 @@ BOOST_AUTO_TEST_CASE(ties_go_to_the_first_element) {
 }
 
 BOOST_AUTO_TEST_CASE(backward_scatters_to_argmax) {
-  std::mt19937 rng(3);
   auto dev = make_cpu_backend(2);
-  for (const auto& pc : cases()) {
-    BOOST_TEST_CONTEXT(pc.str()) {
-      auto g = pc.geometry();
-      auto x = random_tensor(g.input_shape(), rng);
-      auto dy = random_tensor(g.output_shape(), rng);
-      auto argmax = pool_forward(*dev, g, x).argmax;
-      tensor dx;
-      SYNCFAC_REQUIRE_OK(dev->max_pool_backward(g, dy, argmax, dx));
-      tensor ref(g.input_shape());
-      for (int64_t i = 0; i < dy.size(); ++i)
-        ref[argmax[static_cast<size_t>(i)]] += dy[i];
-      check_close(dx, ref, 1e-6, 1e-6, "dx");
-    }
-  }
+  for_each_case(3, [&](const pool2d_geometry& g, const tensor& x,
+                       std::mt19937& rng) {
+    auto dy = random_tensor(g.output_shape(), rng);
+    auto argmax = pool_forward(*dev, g, x).argmax;
+    tensor dx;
+    SYNCFAC_REQUIRE_OK(dev->max_pool_backward(g, dy, argmax, dx));
+    check_close(dx, scattered(g, dy, argmax), 1e-6, 1e-6, "dx");
+  });
 }
 
 BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
@@ -179,10 +192,7 @@ BOOST_AUTO_TEST_CASE(one_and_two_threads_agree) {
   SYNCFAC_REQUIRE_OK(one->max_pool_backward(g, dy, a1, dx1));
   SYNCFAC_REQUIRE_OK(two->max_pool_backward(g, dy, a1, dx2));
   BOOST_CHECK(dx1 == dx2);
-  tensor ref(g.input_shape());
-  for (int64_t i = 0; i < dy.size(); ++i)
-    ref[a1[static_cast<size_t>(i)]] += dy[i];
-  check_close(dx1, ref, 1e-6, 1e-6, "dx");
+  check_close(dx1, scattered(g, dy, a1), 1e-6, 1e-6, "dx");
 }
 
 namespace {

@@ -18,6 +18,7 @@
 
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/base/error.hpp"
+#include "runtime/comma_list.hpp"
 
 using namespace syncfac;
 using namespace syncfac::test;
@@ -31,13 +32,6 @@ std::vector<std::string> listing(const std::string& dir) {
     names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
-}
-
-std::string joined(const std::vector<std::string>& xs) {
-  std::string out;
-  for (const auto& x : xs)
-    out += (out.empty() ? "" : " | ") + x;
-  return out;
 }
 
 bool any_says(const std::vector<std::string>& lines,
@@ -86,7 +80,7 @@ BOOST_AUTO_TEST_CASE(save_and_load_round_trip) {
               == std::vector<std::string>{"ckpt-120.safetensors"});
   auto loaded = store.load_latest();
   BOOST_REQUIRE_MESSAGE(loaded, why(loaded));
-  BOOST_CHECK_MESSAGE(loaded->warnings.empty(), joined(loaded->warnings));
+  BOOST_CHECK_MESSAGE(loaded->warnings.empty(), comma_joined(loaded->warnings));
   BOOST_REQUIRE(loaded->latest);
   const auto& ckpt = *loaded->latest;
   BOOST_CHECK_EQUAL(ckpt.global_step, 120);
@@ -206,7 +200,7 @@ BOOST_AUTO_TEST_CASE(load_latest_skips_corrupt_newest) {
   BOOST_CHECK_EQUAL(loaded->latest->global_step, 20);
   BOOST_CHECK(loaded->latest->tensors[0].value
               == sample_tensors(20.0f)[0].value);
-  BOOST_TEST_MESSAGE(joined(loaded->warnings));
+  BOOST_TEST_MESSAGE(comma_joined(loaded->warnings));
   BOOST_CHECK(any_says(loaded->warnings,
                        {store.path_of(30), "checksum mismatch"}));
   // A truncated newest file (a crash mid-write without the temp-file
@@ -219,7 +213,7 @@ BOOST_AUTO_TEST_CASE(load_latest_skips_corrupt_newest) {
   BOOST_REQUIRE_MESSAGE(loaded, why(loaded));
   BOOST_REQUIRE(loaded->latest);
   BOOST_CHECK_EQUAL(loaded->latest->global_step, 20);
-  BOOST_TEST_MESSAGE(joined(loaded->warnings));
+  BOOST_TEST_MESSAGE(comma_joined(loaded->warnings));
   BOOST_CHECK(any_says(loaded->warnings,
                        {store.path_of(60), "differs from the step in its "
                                            "name"}));
@@ -230,16 +224,11 @@ BOOST_AUTO_TEST_CASE(load_latest_skips_corrupt_newest) {
   corrupt_data(store.path_of(20));
   corrupt_data(store.path_of(10));
   auto none = store.load_latest();
-  BOOST_REQUIRE(!none);
-  BOOST_TEST_MESSAGE(render(none.error()));
-  BOOST_CHECK(is_code(none.error(), ec::bad_data));
-  BOOST_CHECK(says(none.error(), "no checkpoint in " + dir.path()));
-  BOOST_CHECK(says(none.error(), store.path_of(10)));
+  check_error(none, ec::bad_data,
+              {"no checkpoint in " + dir.path(), store.path_of(10)});
   // load() of one step reports its own problem.
   auto one = store.load(10);
-  BOOST_REQUIRE(!one);
-  BOOST_CHECK(is_code(one.error(), ec::bad_data));
-  BOOST_CHECK(says(one.error(), "checksum mismatch"));
+  check_error(one, ec::bad_data, {"checksum mismatch"});
 }
 
 BOOST_AUTO_TEST_CASE(foreign_safetensors_without_checksum_refused) {
@@ -248,8 +237,7 @@ BOOST_AUTO_TEST_CASE(foreign_safetensors_without_checksum_refused) {
   BOOST_REQUIRE(!write_safetensors_file(store.path_of(5), sample_tensors(),
                                         {{"global_step", "5"}}));
   auto x = store.load(5);
-  BOOST_REQUIRE(!x);
-  BOOST_CHECK(says(x.error(), "no checksum"));
+  check_error(x, ec::bad_data, {"no checksum"});
 }
 
 BOOST_AUTO_TEST_CASE(stray_temporary_ignored_and_cleaned) {
@@ -327,17 +315,11 @@ BOOST_AUTO_TEST_CASE(unreadable_directory) {
   spit(dir.file("plain-file"), "x");
   checkpoint_store store{dir.file("plain-file/ckpts")};
   auto loaded = store.load_latest();
-  BOOST_REQUIRE(!loaded);
-  BOOST_TEST_MESSAGE(render(loaded.error()));
-  BOOST_CHECK(is_code(loaded.error(), ec::io_error));
-  BOOST_CHECK(says(loaded.error(), dir.file("plain-file/ckpts")));
-  BOOST_CHECK(says(loaded.error(), "Not a directory"));
+  check_error(loaded, ec::io_error,
+              {dir.file("plain-file/ckpts"), "Not a directory"});
   BOOST_CHECK(!store.list_steps());
   auto saved = store.save(1, sample_tensors(), {});
-  BOOST_REQUIRE(!saved);
-  BOOST_TEST_MESSAGE(render(saved.error()));
-  BOOST_CHECK(is_code(saved.error(), ec::io_error));
-  BOOST_CHECK(says(saved.error(), dir.file("plain-file/ckpts")));
+  check_error(saved, ec::io_error, {dir.file("plain-file/ckpts")});
   // Permissions: only meaningful when not root.
   if (::geteuid() == 0) {
     BOOST_TEST_MESSAGE("running as root, where directory permissions do not "
@@ -349,9 +331,7 @@ BOOST_AUTO_TEST_CASE(unreadable_directory) {
   fs::permissions(dir.file("locked"), fs::perms::none);
   auto denied = locked.load_latest();
   fs::permissions(dir.file("locked"), fs::perms::owner_all);
-  BOOST_REQUIRE(!denied);
-  BOOST_CHECK(is_code(denied.error(), ec::io_error));
-  BOOST_CHECK(says(denied.error(), "Permission denied"));
+  check_error(denied, ec::io_error, {"Permission denied"});
 }
 
 BOOST_AUTO_TEST_CASE(save_refusals) {
@@ -360,21 +340,16 @@ BOOST_AUTO_TEST_CASE(save_refusals) {
   auto xs = sample_tensors();
   xs[1].value[2] = std::numeric_limits<float>::quiet_NaN();
   auto nan = store.save(1, xs, {});
-  BOOST_REQUIRE(!nan);
-  BOOST_CHECK(is_code(nan.error(), ec::non_finite));
-  BOOST_CHECK(says(nan.error(), "conv1/biases"));
+  check_error(nan, ec::non_finite, {"conv1/biases"});
   auto sum = store.save(1, sample_tensors(), {{"checksum", "mine"}});
-  BOOST_REQUIRE(!sum);
-  BOOST_CHECK(is_code(sum.error(), ec::invalid_argument));
+  check_error(sum, ec::invalid_argument, {});
   auto step = store.save(1, sample_tensors(), {{"global_step", "2"}});
-  BOOST_REQUIRE(!step);
-  BOOST_CHECK(is_code(step.error(), ec::invalid_argument));
+  check_error(step, ec::invalid_argument, {});
   BOOST_CHECK(store.save(1, sample_tensors(), {{"global_step", "1"}}));
   BOOST_CHECK(!store.save(-1, sample_tensors(), {}));
   parameter_set dup{{"w", tensor{{1}}}, {"w", tensor{{1}}}};
   auto d = store.save(2, dup, {});
-  BOOST_REQUIRE(!d);
-  BOOST_CHECK(says(d.error(), "appears twice"));
+  check_error(d, ec::invalid_argument, {"appears twice"});
   BOOST_CHECK(listing(dir.path())
               == std::vector<std::string>{"ckpt-1.safetensors"});
 }
@@ -391,22 +366,19 @@ BOOST_AUTO_TEST_CASE(validate_compatible_names_first_difference) {
   auto wider = model;
   wider[1].value = tensor{{4}};
   auto err = validate_compatible(wider, *ckpt);
-  BOOST_TEST_MESSAGE(render(err));
-  BOOST_CHECK(is_code(err, ec::shape_mismatch));
-  BOOST_CHECK(says(err, "'conv1/biases' has shape [3] in the checkpoint but "
-                        "[4] in the model"));
-  BOOST_CHECK(says(err, ckpt->path));
+  check_error(err, ec::shape_mismatch,
+              {"'conv1/biases' has shape [3] in the checkpoint but [4] in "
+               "the model",
+               ckpt->path});
   // A variable the checkpoint lacks.
   std::vector<expected_variable> more{{"conv1/weights", {2, 3}},
                                       {"fc/weights", {10, 3}}};
   err = validate_compatible(more, *ckpt, true);
-  BOOST_CHECK(is_code(err, ec::unknown_name));
-  BOOST_CHECK(says(err, "lacks variable 'fc/weights' [10, 3]"));
+  check_error(err, ec::unknown_name, {"lacks variable 'fc/weights' [10, 3]"});
   // Variables the model lacks.
   std::vector<expected_variable> fewer{{"conv1/weights", {2, 3}}};
   err = validate_compatible(fewer, *ckpt);
-  BOOST_CHECK(is_code(err, ec::unknown_name));
-  BOOST_CHECK(says(err, "holds variable 'conv1/biases'"));
+  check_error(err, ec::unknown_name, {"holds variable 'conv1/biases'"});
   BOOST_CHECK(!validate_compatible(fewer, *ckpt, true));
 }
 
