@@ -11,9 +11,7 @@
 # Hours on 2 quiet cores with the defaults (22 runs of 3 epochs); a check
 # of the script in minutes: --epochs 0.02 --eval_every 4 --seeds 1
 # --validation_examples 512 --warmup_steps 2.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/bench_lib.sh
+. "$(dirname "$0")/bench_lib.sh"
 bin_dir=${SYNCFAC_BIN_DIR:-build/bin}
 need_built "$bin_dir/convnet_mnist_single" "$bin_dir/convnet_mnist_distributed" "$bin_dir/syncfac-launch"
 exec python3 bench/resnet_race.py --bin_dir "$bin_dir" "$@"
