@@ -41,7 +41,7 @@ protected:
     result.layer = name();
     result.kind = kind;
     result.input = x_;
-    result.preactivation_grad = &ds_;
+    result.preactivation_grad = ds_given_ != nullptr ? ds_given_ : &ds_;
     result.weight_name = name() + "/" + weight_name_;
     result.bias_name = name() + "/bias";
     return result;
@@ -56,6 +56,9 @@ protected:
   const tensor* x_ = nullptr;
   tensor y_;
   tensor ds_;
+  // dL/ds when it is another tensor, not ds_: the output gradient itself
+  // for an identity activation (conv2d_layer), so no copy of it is made.
+  const tensor* ds_given_ = nullptr;
 };
 
 class dense_layer : public weighted_layer {
@@ -151,13 +154,26 @@ public:
     return dev.conv2d_forward(geom_, x, *w_, *b_, act_, y_);
   }
 
+  // With the identity activation dL/ds is dy: the passes start from it
+  // and K-FAC's view shows it, where ds_ would be a copy of it (ResNet-20:
+  // batch_norm follows every conv, so every conv has the identity).
   caf::error backward(backend& dev, const tensor& dy, tensor* dx) override {
+    if (act_ == activation::identity) {
+      ds_given_ = &dy;
+      return dev.conv2d_backward_from_ds(geom_, *x_, *w_, dy, *dw_, *db_, dx);
+    }
+    ds_given_ = nullptr;
     return dev.conv2d_backward(geom_, *x_, *w_, y_, dy, act_, ds_, *dw_, *db_,
                                dx);
   }
 
   caf::error backward_data(backend& dev, const tensor& dy,
                            tensor* dx) override {
+    if (act_ == activation::identity) {
+      ds_given_ = &dy;
+      return dev.conv2d_backward_data_from_ds(geom_, *x_, *w_, dy, dx);
+    }
+    ds_given_ = nullptr;
     return dev.conv2d_backward_data(geom_, *x_, *w_, y_, dy, act_, ds_, dx);
   }
 
@@ -175,6 +191,7 @@ public:
   /// preactivation_grad(): no pass of the activation's derivative.
   caf::error backward_from_preactivation(backend& dev, tensor* dx,
                                          bool parameter_grads) {
+    ds_given_ = nullptr;
     if (parameter_grads)
       return dev.conv2d_backward_from_ds(geom_, *x_, *w_, ds_, *dw_, *db_,
                                          dx);

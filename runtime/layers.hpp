@@ -33,7 +33,9 @@ struct pass_mode {
 };
 
 /// What K-FAC needs of a layer with parameters, valid after a forward and
-/// backward pass and until the next one.
+/// backward pass and until the next one, and while the output gradient
+/// given to that backward lives: a layer without activation shows it as
+/// its dL/ds instead of a copy.
 struct kfac_view {
   std::string layer;
   layer_kind kind = layer_kind::dense;

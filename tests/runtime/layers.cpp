@@ -79,7 +79,6 @@ struct conv_pool {
   /// The two layers' own passes, one after the other.
   void backward_apart(backend& dev, const tensor& dy, tensor* dx,
                       bool parameter_grads) {
-    tensor d_conv_output;
     SYNCFAC_REQUIRE_OK(pool->backward(dev, dy, &d_conv_output));
     SYNCFAC_REQUIRE_OK(parameter_grads
                          ? conv->backward(dev, d_conv_output, dx)
@@ -89,6 +88,10 @@ struct conv_pool {
   const tensor& ds() const {
     return *conv->kfac()->preactivation_grad;
   }
+
+  // The conv's output gradient of backward_apart: an identity conv's K-FAC
+  // view shows it as its ds, so it lives as long as the pair.
+  tensor d_conv_output;
 };
 
 parameter_set random_parameters(const conv_pool& p, std::mt19937& rng) {
