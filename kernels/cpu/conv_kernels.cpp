@@ -333,12 +333,19 @@ void weight_tile_rows(int rows, const weight_args& f) {
 #ifdef SYNCFAC_SIMD_AVX512
 // 20 accumulators + 5 patch vectors + 1 broadcast of the 32 zmm.
 constexpr int transposed_vectors = 5;
-constexpr int transposed_outputs = 4;
+// Outputs per block for V patch vectors: fewer vectors, more outputs, so
+// that a patch row always feeds 16-24 FMAs (a kernel row of 16 or 32
+// floats, 1x1 convolutions of 16 or 32 channels, had 4 or 8).
+constexpr int transposed_outputs_for(int vectors) {
+  return vectors >= 4 ? 4 : vectors == 3 ? 6 : vectors == 2 ? 8 : 12;
+}
 constexpr bool transposed_weight_grad = true;
 #else
 // 16 ymm give no better ratio than weight_tile's 6 x 2 blocks.
 constexpr int transposed_vectors = 1;
-constexpr int transposed_outputs = 1;
+constexpr int transposed_outputs_for(int) {
+  return 1;
+}
 constexpr bool transposed_weight_grad = false;
 #endif
 
@@ -372,21 +379,21 @@ void transposed_tile(const transposed_args& f) {
     add_vectors<V, Tail>(f.dwt + i * f.ldt, f.last, acc[i]);
 }
 
-template <int R, bool Tail, int V = transposed_vectors>
-void transposed_tile_vectors(int vectors, const transposed_args& f) {
-  if constexpr (V > 1)
-    if (vectors < V)
-      return transposed_tile_vectors<R, Tail, V - 1>(vectors, f);
+template <int V, bool Tail, int R = transposed_outputs_for(V)>
+void transposed_tile_outputs(int outputs, const transposed_args& f) {
+  if constexpr (R > 1)
+    if (outputs < R)
+      return transposed_tile_outputs<V, Tail, R - 1>(outputs, f);
   transposed_tile<R, V, Tail>(f);
 }
 
-template <bool Tail, int R = transposed_outputs>
-void transposed_tile_outputs(int outputs, int vectors,
+template <bool Tail, int V = transposed_vectors>
+void transposed_tile_vectors(int vectors, int outputs,
                              const transposed_args& f) {
-  if constexpr (R > 1)
-    if (outputs < R)
-      return transposed_tile_outputs<Tail, R - 1>(outputs, vectors, f);
-  transposed_tile_vectors<R, Tail>(vectors, f);
+  if constexpr (V > 1)
+    if (vectors < V)
+      return transposed_tile_vectors<Tail, V - 1>(vectors, outputs, f);
+  transposed_tile_outputs<V, Tail>(outputs, f);
 }
 
 // A thread's dw^T buffer, grown as needed and freed when the thread ends.
@@ -455,8 +462,6 @@ void weight_grad_transposed(const float* base, const patch_layout& p,
   const int64_t vectors = (p.segment + simd::width - 1) / simd::width;
   const int64_t vector_parts
     = (vectors + transposed_vectors - 1) / transposed_vectors;
-  const int64_t output_parts
-    = (out_c + transposed_outputs - 1) / transposed_outputs;
   // As in conv_weight_grad: a slice's ds lines and patches stay in L1
   // across its k_h * vector_parts * output_parts passes.
   constexpr int64_t rows_per_slice = 128;
@@ -471,6 +476,8 @@ void weight_grad_transposed(const float* base, const patch_layout& p,
           std::min<int64_t>(p.segment - j0 - (count - 1) * simd::width,
                             simd::width));
         bool tail = in_last < simd::width;
+        const int64_t per_part = transposed_outputs_for(count);
+        const int64_t output_parts = (out_c + per_part - 1) / per_part;
         for (int64_t oq = 0; oq < output_parts; ++oq) {
           auto os = part_of(out_c, output_parts, oq);
           transposed_args f{base,
@@ -483,8 +490,8 @@ void weight_grad_transposed(const float* base, const patch_layout& p,
                             dwt + os.begin * ldt + kh * p.segment + j0,
                             ldt};
           auto outputs = static_cast<int>(os.end - os.begin);
-          tail ? transposed_tile_outputs<true>(outputs, count, f)
-               : transposed_tile_outputs<false>(outputs, count, f);
+          tail ? transposed_tile_vectors<true>(count, outputs, f)
+               : transposed_tile_vectors<false>(count, outputs, f);
         }
       }
   }

@@ -67,6 +67,11 @@ const std::vector<conv_shapes>& conv_cases() {
     {{2, 10, 10, 17}, {3, 3, 17, 8}, 1, padding::same},
     {{2, 12, 12, 24}, {3, 2, 24, 40}, 2, padding::same},
     {{2, 8, 8, 9}, {1, 1, 9, 20}, 1, padding::valid},
+    // 1x1 kernel rows of one and of two vectors (the second partial) at
+    // AVX-512: the transposed weight gradient's 12- and 8-output blocks,
+    // split into parts of 9 and 6-7 outputs.
+    {{2, 8, 8, 16}, {1, 1, 16, 27}, 2, padding::same},
+    {{2, 7, 7, 20}, {1, 1, 20, 20}, 1, padding::valid},
   };
   return cases;
 }
