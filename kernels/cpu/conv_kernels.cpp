@@ -67,15 +67,6 @@ span part_of(int64_t n, int64_t parts, int64_t i) {
   return {n * i / parts, n * (i + 1) / parts};
 }
 
-// The weight-gradient tiles pass over slices of at most 128 rows, whose ds
-// lines and patches stay in L1 across a slice's passes; in equal parts,
-// since every pass costs its set-up and stores whatever its length (a
-// 784-row image was 6 slices of 128 and one of 16).
-int64_t slice_count(int64_t rows) {
-  constexpr int64_t max_slice_rows = 128;
-  return (rows + max_slice_rows - 1) / max_slice_rows;
-}
-
 using simd::lanes;
 using simd::vf;
 
@@ -473,11 +464,9 @@ void weight_grad_transposed(const float* base, const patch_layout& p,
     = (vectors + transposed_vectors - 1) / transposed_vectors;
   // As in conv_weight_grad: a slice's ds lines and patches stay in L1
   // across its k_h * vector_parts * output_parts passes.
-  const int64_t slices = slice_count(rows);
-  for (int64_t sq = 0; sq < slices; ++sq) {
-    auto rs = part_of(rows, slices, sq);
-    auto m0 = rs.begin;
-    auto slice = rs.end - rs.begin;
+  constexpr int64_t rows_per_slice = 128;
+  for (int64_t m0 = 0; m0 < rows; m0 += rows_per_slice) {
+    auto slice = std::min(rows_per_slice, rows - m0);
     for (int64_t kh = 0; kh < p.k_h; ++kh)
       for (int64_t vq = 0; vq < vector_parts; ++vq) {
         auto vs = part_of(vectors, vector_parts, vq);
@@ -573,11 +562,9 @@ void weight_grad_kernel_rows(const float* base, const patch_layout& p,
   constexpr int64_t per_block = kernel_row_taps / S;
   auto blocks = (p.k_h + per_block - 1) / per_block;
   auto blk = make_block(out_c);
-  const int64_t slices = slice_count(rows);
-  for (int64_t sq = 0; sq < slices; ++sq) {
-    auto rs = part_of(rows, slices, sq);
-    auto m0 = rs.begin;
-    auto slice = rs.end - rs.begin;
+  constexpr int64_t rows_per_slice = 128;
+  for (int64_t m0 = 0; m0 < rows; m0 += rows_per_slice) {
+    auto slice = std::min(rows_per_slice, rows - m0);
     for (int64_t b = 0; b < blocks; ++b) {
       auto ks = part_of(p.k_h, blocks, b);
       kernel_rows_args f{base,
@@ -707,11 +694,9 @@ void conv_weight_grad(const float* base, const patch_layout& p,
   auto blocks = (K + per_block - 1) / per_block;
   // Passes over a slice of rows whose ds lines and patches stay in L1: over
   // a whole tile every pass would stream ds from L2 again.
-  const int64_t slices = slice_count(rows);
-  for (int64_t sq = 0; sq < slices; ++sq) {
-    auto rs = part_of(rows, slices, sq);
-    auto m0 = rs.begin;
-    auto slice = rs.end - rs.begin;
+  constexpr int64_t rows_per_slice = 128;
+  for (int64_t m0 = 0; m0 < rows; m0 += rows_per_slice) {
+    auto slice = std::min(rows_per_slice, rows - m0);
     for (int64_t o0 = 0; o0 < out_c; o0 += block_width) {
       auto blk = make_block(out_c - o0);
       for (int64_t b = 0; b < blocks; ++b) {
