@@ -249,9 +249,27 @@ int64_t uniform_run(const patch_layout& p, int64_t m, int64_t rows) {
   return n;
 }
 
-// The forward pass over rows cut at output-image rows into near-equal
-// blocks of at most strided_rows_for(V) rows (a 14-wide row is one block of
-// 14, not 12 + 2), each run by the strided tile.
+// Rows [0, rows) cut at output-image rows (uniform runs) into near-equal
+// blocks of at most `limit` rows (a 14-wide row is one block of 14, not
+// 12 + 2): block(first, r) for each. Forced inline, with the callers'
+// lambdas, as for_each_patch_row.
+template <class Block>
+[[gnu::always_inline]] inline void
+for_each_run_block(const patch_layout& p, int64_t rows, int64_t limit,
+                   Block block) {
+  for (int64_t m = 0; m < rows;) {
+    auto run = uniform_run(p, m, rows);
+    auto parts = (run + limit - 1) / limit;
+    for (int64_t q = 0; q < parts; ++q) {
+      auto part = part_of(run, parts, q);
+      block(m + part.begin, static_cast<int>(part.end - part.begin));
+    }
+    m += run;
+  }
+}
+
+// The forward pass over rows cut at output-image rows into blocks of at
+// most strided_rows_for(V) rows, each run by the strided tile.
 template <int Step>
 void forward_rows_strided(const float* base, const patch_layout& p,
                           int64_t rows, const float* w, int64_t opad,
@@ -259,15 +277,9 @@ void forward_rows_strided(const float* base, const patch_layout& p,
                           float* out) {
   for (int64_t o0 = 0; o0 < out_c; o0 += block_width) {
     auto blk = make_block(out_c - o0);
-    const int64_t limit = strided_rows_for(blk.vectors);
-    for (int64_t m = 0; m < rows;) {
-      // The run up to the end of this output-image row, in equal parts.
-      auto run = uniform_run(p, m, rows);
-      auto parts = (run + limit - 1) / limit;
-      for (int64_t q = 0; q < parts; ++q) {
-        auto part = part_of(run, parts, q);
-        auto r = static_cast<int>(part.end - part.begin);
-        auto first = m + part.begin;
+    for_each_run_block(
+      p, rows, strided_rows_for(blk.vectors),
+      [&](int64_t first, int r) __attribute__((always_inline)) {
         forward_args f{base,      &p,    p.row_offsets + first,
                        w + o0,    opad,  bias + o0,
                        relu,      out + first * out_c + o0,
@@ -278,9 +290,7 @@ void forward_rows_strided(const float* base, const patch_layout& p,
         else
           blk.tail ? forward_strided_rows<1, true, Step>(r, f)
                    : forward_strided_rows<1, false, Step>(r, f);
-      }
-      m += run;
-    }
+      });
   }
 }
 
@@ -348,22 +358,17 @@ void forward_sliding_rows(int rows, const forward_args& f) {
 }
 
 // The forward pass of a one-channel stride-1 convolution with kernel rows
-// of S floats: rows cut at output-image rows into near-equal blocks of at
-// most sliding_rows (a 28-wide row: 14 and 14), each block
-// run for every vector of output channels while its patches are in L1.
+// of S floats: blocks of at most sliding_rows of an output-image row (a
+// 28-wide row: 14 and 14), each run for every vector of output channels
+// while its patches are in L1.
 template <int S>
 void forward_rows_sliding(const float* base, const patch_layout& p,
                           int64_t rows, const float* w, int64_t opad,
                           const float* bias, int64_t out_c, bool relu,
                           float* out) {
-  const int64_t limit = sliding_rows;
-  for (int64_t m = 0; m < rows;) {
-    auto run = uniform_run(p, m, rows);
-    auto parts = (run + limit - 1) / limit;
-    for (int64_t q = 0; q < parts; ++q) {
-      auto part = part_of(run, parts, q);
-      auto r = static_cast<int>(part.end - part.begin);
-      auto first = m + part.begin;
+  for_each_run_block(
+    p, rows, sliding_rows,
+    [&](int64_t first, int r) __attribute__((always_inline)) {
       for (int64_t o0 = 0; o0 < out_c; o0 += simd::width) {
         auto n = static_cast<int>(std::min<int64_t>(simd::width, out_c - o0));
         forward_args f{base,      &p,    p.row_offsets + first,
@@ -373,9 +378,7 @@ void forward_rows_sliding(const float* base, const patch_layout& p,
         n < simd::width ? forward_sliding_rows<S, true>(r, f)
                         : forward_sliding_rows<S, false>(r, f);
       }
-    }
-    m += run;
-  }
+    });
 }
 
 // -- weight gradient ---------------------------------------------------------
