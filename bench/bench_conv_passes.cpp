@@ -106,15 +106,21 @@ double bench_layer(backend& dev, const layer& l, double seconds, double peak,
   *pool_ms += bench_pool_backward(dev, l, c, seconds);
   auto passes = bench::step_passes(dev, g, c, act, c.ds, l.with_dx);
   double flops = conv_flops(g);
+  // What this core delivers now, by CPU time, next to the passes: on a
+  // shared machine it drifts with the other work on the core.
+  double cpu_peak = bench::fma_peak_cpu_gflops(cpu::isa_name(), 0.2);
   double sum_ms = 0;
   for (auto& p : passes) {
     auto t = bench::measure(p.run, seconds);
     double rate = flops / (t.best_ms * 1e-3) * 1e-9;
+    // By CPU time: the rate a busy machine stretches less (1 thread).
+    double cpu_rate = flops / (t.best_cpu_ms * 1e-3) * 1e-9;
     std::printf("  %-6s %-10s isa=%-7s threads=%d  best %7.3f ms  median "
                 "%7.3f ms  cpu %7.3f ms  %6.1f GFLOP/s  %3.0f%% of FMA "
-                "peak\n",
+                "peak  %6.1f GFLOP/s by cpu (%3.0f%% of %.0f by cpu)\n",
                 l.name, p.name, cpu::isa_name(), dev.threads(), t.best_ms,
-                t.median_ms, t.best_cpu_ms, rate, 100.0 * rate / peak);
+                t.median_ms, t.best_cpu_ms, rate, 100.0 * rate / peak,
+                cpu_rate, 100.0 * cpu_rate / cpu_peak, cpu_peak);
     sum_ms += t.best_ms;
   }
   return sum_ms;

@@ -240,9 +240,27 @@ int64_t uniform_run(const patch_layout& p, int64_t m, int64_t rows) {
   return n;
 }
 
-// The forward pass over rows cut at output-image rows into near-equal
-// blocks of at most strided_rows_for(V) rows (a 14-wide row is one block of
-// 14, not 12 + 2), each run by the strided tile.
+// Rows [0, rows) cut at output-image rows (uniform runs) into near-equal
+// blocks of at most `limit` rows (a 14-wide row is one block of 14, not
+// 12 + 2): block(first, r) for each. Forced inline, with the callers'
+// lambdas, as for_each_patch_row.
+template <class Block>
+[[gnu::always_inline]] inline void
+for_each_run_block(const patch_layout& p, int64_t rows, int64_t limit,
+                   Block block) {
+  for (int64_t m = 0; m < rows;) {
+    auto run = uniform_run(p, m, rows);
+    auto parts = (run + limit - 1) / limit;
+    for (int64_t q = 0; q < parts; ++q) {
+      auto part = part_of(run, parts, q);
+      block(m + part.begin, static_cast<int>(part.end - part.begin));
+    }
+    m += run;
+  }
+}
+
+// The forward pass over rows cut at output-image rows into blocks of at
+// most strided_rows_for(V) rows, each run by the strided tile.
 template <int Step>
 void forward_rows_strided(const float* base, const patch_layout& p,
                           int64_t rows, const float* w, int64_t opad,
@@ -250,15 +268,9 @@ void forward_rows_strided(const float* base, const patch_layout& p,
                           float* out) {
   for (int64_t o0 = 0; o0 < out_c; o0 += block_width) {
     auto blk = make_block(out_c - o0);
-    const int64_t limit = strided_rows_for(blk.vectors);
-    for (int64_t m = 0; m < rows;) {
-      // The run up to the end of this output-image row, in equal parts.
-      auto run = uniform_run(p, m, rows);
-      auto parts = (run + limit - 1) / limit;
-      for (int64_t q = 0; q < parts; ++q) {
-        auto part = part_of(run, parts, q);
-        auto r = static_cast<int>(part.end - part.begin);
-        auto first = m + part.begin;
+    for_each_run_block(
+      p, rows, strided_rows_for(blk.vectors),
+      [&](int64_t first, int r) __attribute__((always_inline)) {
         forward_args f{base,      &p,    p.row_offsets + first,
                        w + o0,    opad,  bias + o0,
                        relu,      out + first * out_c + o0,
@@ -269,10 +281,95 @@ void forward_rows_strided(const float* base, const patch_layout& p,
         else
           blk.tail ? forward_strided_rows<1, true, Step>(r, f)
                    : forward_strided_rows<1, false, Step>(r, f);
+      });
+  }
+}
+
+// -- forward, one input channel -------------------------------------------
+// One input channel and stride 1 (row_step 1, kernel rows of S floats: the
+// ConvNet's conv1, ResNet's stem): along an output-image row the patches
+// overlap, out[i] += a[i + j] * w[j] for j < S, so each input value, once
+// broadcast, feeds the S outputs it touches. A block of R outputs and one
+// vector of output channels takes S weight vectors (kept in registers for
+// the kernel row) and R + S - 1 broadcasts per kernel row for R * S FMAs,
+// 0.25-0.4 loads per FMA, where forward_tile_strided takes one broadcast
+// per FMA (conv1 at AVX-512: 0.90 ms against 0.96). Each output still sums
+// its taps in (kh, j) order from zero, as forward_tile and
+// forward_tile_strided do: the same bits.
+
+#ifdef SYNCFAC_SIMD_AVX512
+// R accumulators + S weights + 1 broadcast of the 32 zmm.
+constexpr int sliding_rows = 16;
+constexpr bool sliding_forward = true;
+#else
+// At AVX2 one vector of 8 outputs per pass leaves room for 9 rows at S = 5
+// (an accumulator spills at 10): conv1's forward ran 0.95 ms against 0.87
+// for forward_tile's 6 x 2 blocks, so AVX2 keeps those. (A template, not
+// instantiated at all below AVX-512: 1 row there.)
+constexpr int sliding_rows = 1;
+constexpr bool sliding_forward = false;
+#endif
+
+template <int S, int R, bool Tail>
+void forward_tile_sliding(const forward_args& f) {
+  vf acc[R][1];
+  zero_all(acc);
+  const auto& p = *f.p;
+  const float* a = f.base + f.row_offsets[0];
+  const float* wk = f.w;
+  for (int64_t kh = 0; kh < p.k_h; ++kh, a += p.tap_stride,
+               wk += S * f.opad) {
+    vf w[S];
+    for (int j = 0; j < S; ++j)
+      w[j] = Tail ? simd::load(wk + j * f.opad, f.last)
+                  : simd::load(wk + j * f.opad);
+    // Input value t touches outputs t - j; for each output the taps come
+    // in increasing j as t increases. Unrolled in full, or GCC keeps the
+    // accumulators in memory (their index depends on t).
+#pragma GCC unroll 32
+    for (int t = 0; t < R + S - 1; ++t) {
+      auto x = simd::broadcast(a + t);
+#pragma GCC unroll 8
+      for (int j = 0; j < S; ++j) {
+        const int i = t - j;
+        if (i >= 0 && i < R)
+          acc[i][0] = simd::fma(x, w[j], acc[i][0]);
       }
-      m += run;
     }
   }
+  store_forward<R, 1, Tail>(f, acc);
+}
+
+template <int S, bool Tail, int R = sliding_rows>
+void forward_sliding_rows(int rows, const forward_args& f) {
+  if constexpr (R > 1)
+    if (rows < R)
+      return forward_sliding_rows<S, Tail, R - 1>(rows, f);
+  forward_tile_sliding<S, R, Tail>(f);
+}
+
+// The forward pass of a one-channel stride-1 convolution with kernel rows
+// of S floats: blocks of at most sliding_rows of an output-image row (a
+// 28-wide row: 14 and 14), each run for every vector of output channels
+// while its patches are in L1.
+template <int S>
+void forward_rows_sliding(const float* base, const patch_layout& p,
+                          int64_t rows, const float* w, int64_t opad,
+                          const float* bias, int64_t out_c, bool relu,
+                          float* out) {
+  for_each_run_block(
+    p, rows, sliding_rows,
+    [&](int64_t first, int r) __attribute__((always_inline)) {
+      for (int64_t o0 = 0; o0 < out_c; o0 += simd::width) {
+        auto n = static_cast<int>(std::min<int64_t>(simd::width, out_c - o0));
+        forward_args f{base,      &p,    p.row_offsets + first,
+                       w + o0,    opad,  bias + o0,
+                       relu,      out + first * out_c + o0,
+                       out_c,     simd::first_lanes(n)};
+        n < simd::width ? forward_sliding_rows<S, true>(r, f)
+                        : forward_sliding_rows<S, false>(r, f);
+      }
+    });
 }
 
 // -- weight gradient ---------------------------------------------------------
@@ -630,6 +727,21 @@ void conv_forward_rows(const float* base, const patch_layout& p,
                        int64_t rows, const float* w, int64_t opad,
                        const float* bias, int64_t out_c, bool relu,
                        float* out) {
+  // row_step 1: one input channel and stride 1 (conv_plan's layout).
+  if (sliding_forward && p.row_step == 1)
+    switch (p.segment) {
+    case 3:
+      return forward_rows_sliding<3>(base, p, rows, w, opad, bias, out_c,
+                                     relu, out);
+    case 5:
+      return forward_rows_sliding<5>(base, p, rows, w, opad, bias, out_c,
+                                     relu, out);
+    case 7:
+      return forward_rows_sliding<7>(base, p, rows, w, opad, bias, out_c,
+                                     relu, out);
+    default:
+      break;
+    }
   if constexpr (strided_forward) {
     if (rows > 0
         && uniform_run(p, 0, rows) >= std::min(rows, min_strided_run))

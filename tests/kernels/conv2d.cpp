@@ -130,6 +130,14 @@ const std::vector<conv_case>& forward_cases() {
     // two blocks of 3 rows
     {2, 9, 11, 1, 7, 3, 10, 1, 1, padding::same},
     {1, 12, 10, 1, 6, 5, 16, 2, 1, padding::valid},
+    // One input channel at stride 1 (the sliding forward tile, kernel rows
+    // of 3, 5 or 7 taps): ResNet-20's stem; 19-wide output rows cut into
+    // blocks with a remainder at both levels and a partial output vector
+    // (20 = 16 + 4 or 8 + 8 + 4); rows shorter than a block with VALID
+    // padding (the tile read in place)
+    {2, 32, 32, 1, 3, 3, 16, 1, 1, padding::same},
+    {2, 13, 19, 1, 7, 7, 20, 1, 1, padding::same},
+    {3, 8, 7, 1, 3, 5, 9, 1, 1, padding::valid},
   };
   return cases;
 }

@@ -72,6 +72,10 @@ const std::vector<conv_shapes>& conv_cases() {
     // split into parts of 9 and 6-7 outputs.
     {{2, 8, 8, 16}, {1, 1, 16, 27}, 2, padding::same},
     {{2, 7, 7, 20}, {1, 1, 20, 20}, 1, padding::valid},
+    // One input channel at stride 1 with 3- and 7-tap kernel rows (the
+    // sliding forward tile): ResNet-20's stem, and a partial output vector
+    {{2, 32, 32, 1}, {3, 3, 1, 16}, 1, padding::same},
+    {{2, 13, 19, 1}, {7, 7, 1, 20}, 1, padding::same},
   };
   return cases;
 }
