@@ -271,7 +271,12 @@ void applied_everywhere(self_ptr self, const chief_round& round,
   }
   if (chief_checkpoints::due(st.cfg, st.global_step))
     begin_checkpoint(self);
-  put_tokens(self, st.cfg.tokens_per_step());
+  // No tokens past the last step: a worker waiting for one gets the stop
+  // when the run finishes (grant_stops) instead of computing a step that
+  // no round applies, whose pull goes unused and whose statistics the
+  // covariance actor would still fold.
+  if (st.global_step < st.cfg.steps)
+    put_tokens(self, st.cfg.tokens_per_step());
   update_averages(self);
   report_round(self,
                std::chrono::duration<double>(clock_type::now() - round.started)
