@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <type_traits>
 
 #include "kernels/cpu/simd.hpp"
 
@@ -21,6 +22,19 @@
 namespace syncfac::cpu::SYNCFAC_KERNEL_ISA {
 
 namespace {
+
+// Calls tile(std::integral_constant<int, N>{}) with N = min(count, Max)
+// (count >= 1): the tiles take their rows, outputs or vectors as a
+// template argument so that their accumulators stay in registers, and a
+// block's last, shorter tile takes the largest instance that fits.
+template <int Max, class Tile>
+__attribute__((always_inline)) inline void with_count(int count,
+                                                      Tile&& tile) {
+  if constexpr (Max > 1)
+    if (count < Max)
+      return with_count<Max - 1>(count, tile);
+  tile(std::integral_constant<int, Max>{});
+}
 
 #ifdef SYNCFAC_SIMD_AVX512
 constexpr int rows_for(int vectors) {
@@ -190,10 +204,9 @@ void forward_tile(const forward_args& f) {
 // The tile of `rows` (1..R) rows.
 template <int V, bool Tail, int R = rows_for(V)>
 void forward_tile_rows(int rows, const forward_args& f) {
-  if constexpr (R > 1)
-    if (rows < R)
-      return forward_tile_rows<V, Tail, R - 1>(rows, f);
-  forward_tile<R, V, Tail>(f);
+  with_count<R>(rows, [&](auto n) {
+    forward_tile<decltype(n)::value, V, Tail>(f);
+  });
 }
 
 // Rows of one output-image row: patch i of the block starts Step floats
@@ -224,10 +237,9 @@ void forward_tile_strided(const forward_args& f) {
 
 template <int V, bool Tail, int Step, int R = strided_rows_for(V)>
 void forward_strided_rows(int rows, const forward_args& f) {
-  if constexpr (R > 1)
-    if (rows < R)
-      return forward_strided_rows<V, Tail, Step, R - 1>(rows, f);
-  forward_tile_strided<R, V, Tail, Step>(f);
+  with_count<R>(rows, [&](auto n) {
+    forward_tile_strided<decltype(n)::value, V, Tail, Step>(f);
+  });
 }
 
 // Rows [m, m + n) where every patch starts row_step after the one before:
@@ -342,10 +354,9 @@ void forward_tile_sliding(const forward_args& f) {
 
 template <int S, bool Tail, int R = sliding_rows>
 void forward_sliding_rows(int rows, const forward_args& f) {
-  if constexpr (R > 1)
-    if (rows < R)
-      return forward_sliding_rows<S, Tail, R - 1>(rows, f);
-  forward_tile_sliding<S, R, Tail>(f);
+  with_count<R>(rows, [&](auto n) {
+    forward_tile_sliding<S, decltype(n)::value, Tail>(f);
+  });
 }
 
 // The forward pass of a one-channel stride-1 convolution with kernel rows
@@ -412,10 +423,9 @@ void weight_tile(const weight_args& f) {
 
 template <int V, bool Tail, int R = rows_for(V)>
 void weight_tile_rows(int rows, const weight_args& f) {
-  if constexpr (R > 1)
-    if (rows < R)
-      return weight_tile_rows<V, Tail, R - 1>(rows, f);
-  weight_tile<R, V, Tail>(f);
+  with_count<R>(rows, [&](auto n) {
+    weight_tile<decltype(n)::value, V, Tail>(f);
+  });
 }
 
 // -- weight gradient, transposed ---------------------------------------------
@@ -478,19 +488,17 @@ void transposed_tile(const transposed_args& f) {
 
 template <int V, bool Tail, int R = transposed_outputs_for(V)>
 void transposed_tile_outputs(int outputs, const transposed_args& f) {
-  if constexpr (R > 1)
-    if (outputs < R)
-      return transposed_tile_outputs<V, Tail, R - 1>(outputs, f);
-  transposed_tile<R, V, Tail>(f);
+  with_count<R>(outputs, [&](auto n) {
+    transposed_tile<decltype(n)::value, V, Tail>(f);
+  });
 }
 
 template <bool Tail, int V = transposed_vectors>
 void transposed_tile_vectors(int vectors, int outputs,
                              const transposed_args& f) {
-  if constexpr (V > 1)
-    if (vectors < V)
-      return transposed_tile_vectors<Tail, V - 1>(vectors, outputs, f);
-  transposed_tile_outputs<V, Tail>(outputs, f);
+  with_count<V>(vectors, [&](auto n) {
+    transposed_tile_outputs<decltype(n)::value, Tail>(outputs, f);
+  });
 }
 
 // A thread's dw^T buffer, grown as needed and freed when the thread ends.
@@ -646,10 +654,9 @@ void kernel_rows_tile(const kernel_rows_args& f) {
 
 template <int S, bool Tail, int KH = kernel_row_taps / S>
 void kernel_rows_tile_rows(int kernel_rows, const kernel_rows_args& f) {
-  if constexpr (KH > 1)
-    if (kernel_rows < KH)
-      return kernel_rows_tile_rows<S, Tail, KH - 1>(kernel_rows, f);
-  kernel_rows_tile<S, KH, Tail>(f);
+  with_count<KH>(kernel_rows, [&](auto n) {
+    kernel_rows_tile<S, decltype(n)::value, Tail>(f);
+  });
 }
 
 template <int S>
@@ -715,10 +722,9 @@ void input_tile(const input_args& f) {
 
 template <int V, bool Tail, int R = rows_for(2)>
 void input_tile_rows(int rows, const input_args& f) {
-  if constexpr (R > 1)
-    if (rows < R)
-      return input_tile_rows<V, Tail, R - 1>(rows, f);
-  input_tile<R, V, Tail>(f);
+  with_count<R>(rows, [&](auto n) {
+    input_tile<decltype(n)::value, V, Tail>(f);
+  });
 }
 
 } // namespace
