@@ -85,6 +85,8 @@ def parse_args():
     p.add_argument("--extra", default="",
                    help="flags for every run (e.g. '--fake_data --hidden "
                         "64,8' for a quick check of this script)")
+    p.add_argument("--tuning_only", action="store_true",
+                   help="tune, print the selection as --skip_tuning, stop")
     p.add_argument("--skip_tuning", default=None,
                    help="'MOMENTUM_INDEX,KFAC_INDEX': report these grid "
                         "entries instead of tuning")

@@ -160,8 +160,8 @@ def product_grid(**axes):
 def tune_and_report(race, args, entries):
     """The whole race: tuning with args.tuning_seed (unless
     args.skip_tuning names the grid entries, 'BASELINE_INDEX,OTHER_INDEX'),
-    then the report with args.seeds, which must not hold the tuning
-    seed."""
+    then (unless args.tuning_only) the report with args.seeds, which must
+    not hold the tuning seed."""
     seeds = [int(s) for s in args.seeds.split(",") if s]
     if args.tuning_seed in seeds:
         raise SystemExit(f"{race.spec.name}: the tuning seed "
@@ -173,4 +173,11 @@ def tune_and_report(race, args, entries):
                             (int(x) for x in args.skip_tuning.split(","))))
     else:
         selected = {o: race.tune(o, args.tuning_seed) for o in optimizers}
+    if getattr(args, "tuning_only", False):
+        # The selection does not depend on the machine's load (errors
+        # within a step budget), the report's seconds do: tuning may run
+        # beside other work, the report later on a quiet machine.
+        print("\nselected: --skip_tuning "
+              + ",".join(str(selected[o]) for o in optimizers))
+        return
     race.report(selected, seeds, entries)

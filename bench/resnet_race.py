@@ -84,6 +84,8 @@ def parse_args():
                    help="global steps between evaluations (both optimizers)")
     p.add_argument("--validation_examples", type=int, default=5000)
     p.add_argument("--warmup_steps", type=int, default=100)
+    p.add_argument("--tuning_only", action="store_true",
+                   help="tune, print the selection as --skip_tuning, stop")
     p.add_argument("--skip_tuning", default=None,
                    help="'MOMENTUM_INDEX,KFAC_INDEX': report these grid "
                         "entries instead of tuning")
