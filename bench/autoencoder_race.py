@@ -87,6 +87,8 @@ def parse_args():
                         "64,8' for a quick check of this script)")
     p.add_argument("--tuning_only", action="store_true",
                    help="tune, print the selection as --skip_tuning, stop")
+    p.add_argument("--tune", default=None, metavar="OPTIMIZER",
+                   help="with --tuning_only: tune this optimizer's grid alone")
     p.add_argument("--skip_tuning", default=None,
                    help="'MOMENTUM_INDEX,KFAC_INDEX': report these grid "
                         "entries instead of tuning")

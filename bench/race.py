@@ -168,6 +168,18 @@ def tune_and_report(race, args, entries):
                          f"{args.tuning_seed} is among the report seeds "
                          f"{seeds}: report with other seeds")
     optimizers = list(race.spec.grids)
+    tuned = getattr(args, "tune", None)
+    if tuned:
+        # One optimizer's grid alone, e.g. each grid in a process of its
+        # own on a core of its own; --tuning_only then stops after it.
+        if tuned not in optimizers:
+            raise SystemExit(f"{race.spec.name}: --tune {tuned}: no such "
+                             f"optimizer (of {optimizers})")
+        if not getattr(args, "tuning_only", False):
+            raise SystemExit(f"{race.spec.name}: --tune {tuned} tunes one "
+                             "grid: the report needs both, add --tuning_only")
+        race.tune(tuned, args.tuning_seed)
+        return
     if args.skip_tuning:
         selected = dict(zip(optimizers,
                             (int(x) for x in args.skip_tuning.split(","))))

@@ -86,6 +86,8 @@ def parse_args():
     p.add_argument("--warmup_steps", type=int, default=100)
     p.add_argument("--tuning_only", action="store_true",
                    help="tune, print the selection as --skip_tuning, stop")
+    p.add_argument("--tune", default=None, metavar="OPTIMIZER",
+                   help="with --tuning_only: tune this optimizer's grid alone")
     p.add_argument("--skip_tuning", default=None,
                    help="'MOMENTUM_INDEX,KFAC_INDEX': report these grid "
                         "entries instead of tuning")
