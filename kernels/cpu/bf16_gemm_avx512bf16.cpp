@@ -7,8 +7,9 @@
 //
 // vdpbf16ps adds to each of 16 float lanes the products of one pair of
 // bfloat16 from each operand: B is packed as pairs of rows of k side by
-// side (b[k][j], b[k + 1][j]) for 32 columns, A as the same pairs of one
-// row, broadcast to every lane. The inputs are rounded to bfloat16 by
+// side (b[k][j], b[k + 1][j]) in panels of 32 columns, A row-major, where
+// (a[i][k], a[i][k + 1]) already lie side by side, each pair broadcast to
+// every lane. The inputs are rounded to bfloat16 by
 // vcvtne2ps2bf16 (nearest even), the instruction the AMX kernel rounds
 // with, so both backends see the same inputs.
 
@@ -16,6 +17,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "kernels/cpu/bf16_gemm_avx512bf16.hpp"
@@ -25,14 +27,15 @@ namespace syncfac::cpu::avx512bf16 {
 namespace {
 
 // The micro-kernel's block of C: rows × 32 columns, 24 accumulators of the
-// 32 zmm registers, beside B's two vectors (A is broadcast from memory).
+// 32 zmm registers, beside B's two vectors and A's broadcast pair.
 // vdpbf16ps has a latency of several cycles: 24 independent sums hide it.
 constexpr int64_t rows = 12;
 constexpr int64_t lanes = 16;
 constexpr int64_t cols = 2 * lanes;
 // Pairs of k per pass over a block of C: a panel of B (kc pairs × 32
-// columns × 4 bytes, 32 KiB) stays in L1 while the panels of A pass.
-constexpr int64_t kc = 256;
+// columns × 4 bytes, 16 KiB) and the 12 rows of A it meets (6 KiB) stay in
+// L1 (32 KiB on Zen 4) while the rows of A pass.
+constexpr int64_t kc = 128;
 
 int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
@@ -83,31 +86,28 @@ __m512i to_bf16(__m512 hi, __m512 lo) {
   return reinterpret_cast<__m512i&>(packed);
 }
 
-// a [m, k] into panels of `rows` rows: panel r holds, for each pair p of
-// k (kp / 2 of them), rows × (a[i][2p], a[i][2p + 1]) as bfloat16 pairs;
-// rows beyond m and the odd k's partner are zero.
+// a [m, k] as bfloat16 pairs, row-major: row i's pair p is (a[i][2p],
+// a[i][2p + 1]) at out[i · pairs + p], as vdpbf16ps pairs them; an odd k's
+// partner and the rows from m to mp are zero. Row-major, the rounding is
+// one vector conversion per 32 values (a panel layout would scatter them).
 void pack_a(const float* a, int64_t m, int64_t k, int64_t mp, int64_t kp,
             uint32_t* out) {
   const auto pairs = kp / 2;
-  alignas(64) uint32_t row_pairs[lanes];
   for (int64_t i = 0; i < mp; ++i) {
-    uint32_t* dst = out + (i / rows) * pairs * rows + i % rows;
+    uint32_t* dst = out + i * pairs;
     if (i >= m) {
-      for (int64_t p = 0; p < pairs; ++p)
-        dst[p * rows] = 0;
+      std::memset(dst, 0, static_cast<size_t>(pairs) * 4);
       continue;
     }
     const float* src = a + i * k;
-    // 32 floats of the row at a time: 16 pairs, scattered a panel row
-    // apart.
     for (int64_t p0 = 0; p0 < pairs; p0 += lanes) {
       auto j = 2 * p0;
       auto lo = load_part(src + j, k - j);
       auto hi = load_part(src + j + lanes, k - j - lanes);
-      _mm512_store_si512(row_pairs, to_bf16(hi, lo));
       auto count = at_most(lanes, pairs - p0);
-      for (int64_t p = 0; p < count; ++p)
-        dst[(p0 + p) * rows] = row_pairs[p];
+      auto mask = count >= lanes ? static_cast<__mmask16>(0xffffu)
+                                 : static_cast<__mmask16>((1u << count) - 1u);
+      _mm512_mask_storeu_epi32(dst + p0, mask, to_bf16(hi, lo));
     }
   }
 }
@@ -141,10 +141,10 @@ void pack_b(const float* b, int64_t k, int64_t n, int64_t kp, int64_t np,
   }
 }
 
-// acc[r][h] (rows × 2 vectors) over `count` pairs of k of one panel of A
-// (rows pairs per step) and one of B (32 pairs per step).
-void multiply_block(const uint32_t* ap, const uint32_t* bp, int64_t count,
-                    __m512* acc) {
+// acc[r][h] (rows × 2 vectors) over `count` pairs of k of `rows` rows of
+// A (`stride` pairs apart) and one panel of B (32 pairs per step).
+void multiply_block(const uint32_t* ap, int64_t stride, const uint32_t* bp,
+                    int64_t count, __m512* acc) {
   __m512 c[rows][2];
 #pragma GCC unroll 12
   for (int64_t r = 0; r < rows; ++r) {
@@ -154,10 +154,10 @@ void multiply_block(const uint32_t* ap, const uint32_t* bp, int64_t count,
   for (int64_t p = 0; p < count; ++p) {
     auto b0 = (__m512bh) _mm512_load_si512(bp + p * cols);
     auto b1 = (__m512bh) _mm512_load_si512(bp + p * cols + lanes);
-    const uint32_t* a_pairs = ap + p * rows;
 #pragma GCC unroll 12
     for (int64_t r = 0; r < rows; ++r) {
-      auto x = (__m512bh) _mm512_set1_epi32(static_cast<int>(a_pairs[r]));
+      auto x = (__m512bh) _mm512_set1_epi32(
+        static_cast<int>(ap[r * stride + p]));
       c[r][0] = _mm512_dpbf16_ps(c[r][0], x, b0);
       c[r][1] = _mm512_dpbf16_ps(c[r][1], x, b1);
     }
@@ -215,8 +215,7 @@ void matmul_bf16(const float* a, const float* b, int64_t m, int64_t k,
     for (int64_t j0 = 0; j0 < np; j0 += cols) {
       const uint32_t* b_panel = bp + j0 * pairs + p0 * cols;
       for (int64_t i0 = 0; i0 < mp; i0 += rows) {
-        const uint32_t* a_panel = ap + i0 * pairs + p0 * rows;
-        multiply_block(a_panel, b_panel, count, acc);
+        multiply_block(ap + i0 * pairs + p0, pairs, b_panel, count, acc);
         store_block(acc, i0, j0, m, n, alpha, p0 > 0, c);
       }
     }

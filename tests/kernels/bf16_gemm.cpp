@@ -6,7 +6,7 @@
 //
 // Tolerance against the rounded reference: |c - reference| <= 1e-5 ·
 // Σₖ|aᵢₖ bₖⱼ| per element. The kernels sum the products in float in another
-// order (pairs, then 32 at a time on AMX, 256 pairs a pass on AVX512-BF16):
+// order (pairs, then 32 at a time on AMX, 128 pairs a pass on AVX512-BF16):
 // ~√k · 6e-8 of the magnitudes (2e-6 at k = 1024). Inputs rounded the wrong
 // way (truncated) or not at all are off by ~1e-3 of them, a dropped k by
 // 1/k of them (1e-3 at k = 1001), a wrong pair, lane, tile or padding by
@@ -179,14 +179,14 @@ BOOST_AUTO_TEST_CASE(a_backend_that_does_not_run_is_refused_by_name) {
 
 BOOST_AUTO_TEST_CASE(products_of_every_shape_match_the_rounded_reference) {
   // Sizes around AMX's 16 and 32, the AVX512-BF16 block's 12 rows and 32
-  // columns, odd k (a pair half padding), k beyond one pass of 256 pairs
-  // (later passes add to c), and the autoencoder's layers ([785, 1001]
+  // columns, odd k (a pair half padding), k beyond one or more passes of
+  // 128 pairs (later passes add to c), and the autoencoder's layers ([785, 1001]
   // against its inverses); alpha != 1, negative too.
   const shape shapes[] = {{1, 1, 1},      {16, 32, 16},   {17, 33, 15},
                           {31, 1, 64},    {32, 64, 32},   {45, 100, 7},
                           {12, 2, 32},    {13, 3, 33},    {25, 513, 47},
                           {11, 515, 65},  {100, 251, 31}, {251, 500, 251},
-                          {785, 1001, 30}};
+                          {24, 256, 64},  {24, 257, 64}, {785, 1001, 30}};
   const float alphas[] = {0.5f, -1.75f};
   for (auto on : running()) {
     uint32_t seed = 1;
