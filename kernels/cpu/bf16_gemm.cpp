@@ -145,26 +145,27 @@ const std::string& missing_once(bf16_backend backend) {
   return missing[static_cast<size_t>(backend)];
 }
 
-// Why the level the backends need is not in use (empty: it is).
-std::string level_missing() {
+// Why the level the backends need is not in use (empty: it is), said of
+// `who` ("it needs" or "they need").
+std::string level_missing(const char* who) {
   // The CPU, the OS and SYNCFAC_MAX_ISA, which the process cannot change.
   static const std::string missing = [] {
     auto err = isa_runs(needed_level);
     return err ? render(err) : std::string{};
   }();
   if (!missing.empty())
-    return std::string{"it needs the "} + needed_level + " level: " + missing;
+    return std::string{who} + " the " + needed_level + " level: " + missing;
   // The level in use (--isa) may be below it on a CPU that runs it.
   const char* level = isa_name();
   if (std::strcmp(level, needed_level) != 0)
-    return std::string{"it needs the "} + needed_level
+    return std::string{who} + " the " + needed_level
            + " level, and the kernels run at " + level + " (--isa)";
   return {};
 }
 
 // Empty when `backend` runs here now.
 std::string missing_now(bf16_backend backend) {
-  auto missing = level_missing();
+  auto missing = level_missing("it needs");
   return missing.empty() ? missing_once(backend) : missing;
 }
 
@@ -184,7 +185,7 @@ caf::error bf16_backend_runs(bf16_backend backend) {
 
 caf::expected<bf16_backend> bf16_products_backend() {
   // Once for both backends, which need the same level.
-  auto level = level_missing();
+  auto level = level_missing("they need");
   if (!level.empty())
     return make_error(ec::unavailable,
                       "bfloat16 products (AMX or AVX512-BF16): " + level);

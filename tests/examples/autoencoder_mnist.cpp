@@ -117,7 +117,7 @@ BOOST_AUTO_TEST_CASE(kfac_bfloat16_products_reduce_the_loss_elsewhere) {
   check_refused("SYNCFAC_MAX_ISA=avx2 " + program
                   + " --fake_data --optimizer kfac --inverse explicit"
                     " --kfac_precision bf16",
-                {"--kfac_precision bf16", "it needs the avx512 level",
+                {"--kfac_precision bf16", "they need the avx512 level",
                  "SYNCFAC_MAX_ISA=avx2 hides it"});
   check_refused(program + " --fake_data --optimizer kfac --inverse explicit"
                           " --kfac_precision bf16 --isa avx2",

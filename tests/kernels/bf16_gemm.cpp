@@ -45,7 +45,7 @@ int main(int argc, char* argv[]) {
     bool capped_low = cap != nullptr && std::string{cap} != "avx512";
     for (const char* needed :
          {"bfloat16 products", "AMX", "AVX512-BF16",
-          capped_low ? "it needs the avx512 level" : "bfloat16"}) {
+          capped_low ? "need the avx512 level" : "bfloat16"}) {
       if (text.find(needed) == std::string::npos) {
         std::printf("the refusal does not name '%s': %s\n", needed,
                     text.c_str());
