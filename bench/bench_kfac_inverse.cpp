@@ -25,6 +25,7 @@
 #include "kernels/cpu/bf16_gemm.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "bench/bench_util.hpp"
+#include "bench/fma_peak.hpp"
 #include "runtime/base/error.hpp"
 
 using namespace syncfac;
@@ -90,7 +91,11 @@ double median(std::vector<double> x) {
 // autoencoder's layers ([in + 1, out]), the two calls alternating so that
 // both see the same load on a shared machine, each timed by the process's
 // CPU time (one thread: the products run on the calling thread); medians,
-// and the products' rate (2 · (in · out² + in² · out) flops a call).
+// and the products' rate (2 · (in · out² + in² · out) flops a call) as a
+// share of the FP32 FMA peak by CPU time (bench/fma_peak.hpp) for fp32 and
+// of twice it for bf16: vdpbf16ps does two products per float lane, and
+// Zen 4 runs it at the zmm FMA's rate (a loop of independent vdpbf16ps
+// measured 2.0x the FMA loop there).
 void compare_precisions(double seconds) {
   auto backend = cpu::bf16_products_backend();
   if (!backend) {
@@ -100,6 +105,8 @@ void compare_precisions(double seconds) {
   }
   std::printf("fp32 against bf16 (%s) products, interleaved, process CPU "
               "time, medians:\n", cpu::to_string(*backend));
+  // Before and after, the higher (a shared core only ever slows it down).
+  auto peak = bench::fma_peak_cpu_gflops("avx512", 0.5);
   std::mt19937 rng(9);
   const std::pair<int64_t, int64_t> layers[] = {
     {785, 1000}, {1001, 500}, {501, 250}, {251, 30},
@@ -144,6 +151,11 @@ void compare_precisions(double seconds) {
               "%6.1f GFLOP/s  %.2fx\n",
               total32, flops / total32 * 1e-6, total16,
               flops / total16 * 1e-6, total32 / total16);
+  peak = std::max(peak, bench::fma_peak_cpu_gflops("avx512", 0.5));
+  std::printf("  FP32 FMA peak (avx512, CPU time) %.1f GFLOP/s: fp32 products "
+              "at %.0f%% of it, bf16 at %.0f%% of twice it\n",
+              peak, 100 * flops / total32 * 1e-6 / peak,
+              100 * flops / total16 * 1e-6 / (2 * peak));
 }
 
 } // namespace
