@@ -16,11 +16,10 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "kernels/cpu/bf16_gemm_avx512bf16.hpp"
+#include "kernels/cpu/bf16_pack.hpp"
 
 namespace syncfac::cpu::avx512bf16 {
 
@@ -36,55 +35,6 @@ constexpr int64_t cols = 2 * lanes;
 // columns × 4 bytes, 16 KiB) and the 12 rows of A it meets (6 KiB) stay in
 // L1 (32 KiB on Zen 4) while the rows of A pass.
 constexpr int64_t kc = 128;
-
-int64_t round_up(int64_t x, int64_t to) {
-  return (x + to - 1) / to * to;
-}
-
-int64_t at_most(int64_t x, int64_t ceiling) {
-  return x < ceiling ? x : ceiling;
-}
-
-// A thread's scratch buffer, 64-byte aligned, grown as needed.
-struct scratch {
-  void* data = nullptr;
-  size_t bytes = 0;
-
-  scratch() = default;
-  scratch(const scratch&) = delete;
-  scratch& operator=(const scratch&) = delete;
-
-  ~scratch() {
-    std::free(data);
-  }
-
-  uint32_t* pairs(int64_t count) {
-    auto need = static_cast<size_t>(round_up(count * 4, 64));
-    if (need > bytes) {
-      std::free(data);
-      data = std::aligned_alloc(64, need);
-      bytes = data != nullptr ? need : 0;
-      if (data == nullptr)
-        throw std::bad_alloc{};
-    }
-    return static_cast<uint32_t*>(data);
-  }
-};
-
-// The first n (<= 16) floats of x, zero beyond (none read beyond).
-__m512 load_part(const float* x, int64_t n) {
-  if (n >= lanes)
-    return _mm512_loadu_ps(x);
-  if (n <= 0)
-    return _mm512_setzero_ps();
-  auto mask = static_cast<__mmask16>((1u << n) - 1u);
-  return _mm512_maskz_loadu_ps(mask, x);
-}
-
-__m512i to_bf16(__m512 hi, __m512 lo) {
-  auto packed = _mm512_cvtne2ps_pbh(hi, lo);
-  return reinterpret_cast<__m512i&>(packed);
-}
 
 // a [m, k] as bfloat16 pairs, row-major: row i's pair p is (a[i][2p],
 // a[i][2p + 1]) at out[i · pairs + p], as vdpbf16ps pairs them; an odd k's
@@ -117,12 +67,6 @@ void pack_a(const float* a, int64_t m, int64_t k, int64_t mp, int64_t kp,
 // the odd k's partner zero.
 void pack_b(const float* b, int64_t k, int64_t n, int64_t kp, int64_t np,
             uint32_t* out) {
-  // After unpacklo/unpackhi of rows r0 and r1, each 128-bit lane holds two
-  // (r0, r1) pairs of columns; these gather the pairs in column order.
-  const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5,
-                                          6, 7, 20, 21, 22, 23);
-  const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12,
-                                           13, 14, 15, 28, 29, 30, 31);
   const __m512 zero = _mm512_setzero_ps();
   const auto pairs = kp / 2;
   for (int64_t r = 0; r < kp; r += 2) {
@@ -131,12 +75,8 @@ void pack_b(const float* b, int64_t k, int64_t n, int64_t kp, int64_t np,
       auto width = n - j;
       auto r0 = r < k ? load_part(b + r * n + j, width) : zero;
       auto r1 = r + 1 < k ? load_part(b + (r + 1) * n + j, width) : zero;
-      auto lo = _mm512_unpacklo_ps(r0, r1);
-      auto hi = _mm512_unpackhi_ps(r0, r1);
-      auto x0 = _mm512_permutex2var_ps(lo, first, hi);
-      auto x1 = _mm512_permutex2var_ps(lo, second, hi);
       _mm512_store_si512(pair_row + (j / cols) * pairs * cols + j % cols,
-                         to_bf16(x1, x0));
+                         pair_rows(r0, r1));
     }
   }
 }
@@ -204,9 +144,9 @@ void matmul_bf16(const float* a, const float* b, int64_t m, int64_t k,
   auto np = round_up(n, cols);
   const auto pairs = kp / 2;
   // Per-thread scratch: the products run once per layer and step.
-  thread_local scratch a_panels, b_panels;
-  auto* ap = a_panels.pairs(mp * pairs);
-  auto* bp = b_panels.pairs(np * pairs);
+  thread_local scratch a_pairs, b_panels;
+  auto* ap = a_pairs.of<uint32_t>(mp * pairs);
+  auto* bp = b_panels.of<uint32_t>(np * pairs);
   pack_a(a, m, k, mp, kp, ap);
   pack_b(b, k, n, kp, np, bp);
   __m512 acc[2 * rows];
