@@ -17,8 +17,8 @@ Both optimizers get the same tuning budget and the same rule:
    evaluated on the test split (the first EVAL_EXAMPLES test images:
    --eval_split test) at the same granularity (every EVAL_EVERY steps for
    both), rounds interleaved (bench/protocol.py). K-FAC runs once per
-   product precision (fp32, and bf16 where the CPU has AMX tiles, which
-   --kfac_precision bf16 needs).
+   product precision (fp32, and bf16 where the CPU has AMX tiles or
+   AVX512-BF16, one of which --kfac_precision bf16 needs).
 
 For each report seed the target is the best test error momentum reached in
 its budget; K-FAC's figure is the training seconds (evaluations left out)
@@ -81,7 +81,8 @@ def parse_args():
                    help="momentum's warm-up under the cosine schedule")
     p.add_argument("--precisions", default=None,
                    help="K-FAC's product precisions in the report "
-                        "(default: fp32, and bf16 where the CPU has AMX)")
+                        "(default: fp32, and bf16 where the CPU has AMX "
+                        "or AVX512-BF16)")
     p.add_argument("--extra", default="",
                    help="flags for every run (e.g. '--fake_data --hidden "
                         "64,8' for a quick check of this script)")
@@ -97,10 +98,14 @@ def parse_args():
 
 
 def cpu_has_bf16_products():
-    """Whether --kfac_precision bf16 runs here: it needs AMX tiles."""
+    """Whether --kfac_precision bf16 runs here: it needs AMX tiles or
+    AVX512-BF16 (kernels/cpu/bf16_gemm.hpp), and every CPU with AMX has
+    AVX512-BF16 too; a SYNCFAC_MAX_ISA below avx512 hides both."""
+    if os.environ.get("SYNCFAC_MAX_ISA", "avx512") != "avx512":
+        return False
     with open("/proc/cpuinfo") as f:
         flags = f.read().split()
-    return "amx_bf16" in flags and "amx_tile" in flags
+    return "avx512_bf16" in flags
 
 
 class AutoencoderRace:

@@ -4,7 +4,9 @@
 // damped_inverse (double Cholesky; damped_inverse_f32 in float) and
 // symmetric_eigen (double SelfAdjointEigenSolver) of each factor, then the
 // preconditioning paths of each layer's gradient (the explicit inverses'
-// products also in bfloat16 on AMX tiles where the CPU has them).
+// products also in bfloat16, on AMX tiles or AVX512-BF16, where the CPU
+// has either). Last, fp32 against bf16 products on every layer of the
+// deep autoencoder, the calls alternating and timed by process CPU time.
 //
 //   build/bin/bench_kfac_inverse [--seconds 0.5]
 
@@ -16,12 +18,14 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/bf16_gemm.hpp"
 #include "kernels/cpu/kfac_inverse.hpp"
 #include "bench/bench_util.hpp"
+#include "bench/fma_peak.hpp"
 #include "runtime/base/error.hpp"
 
 using namespace syncfac;
@@ -70,6 +74,90 @@ struct layer_shape {
   int64_t rows; // rows behind the statistics
 };
 
+tensor random_matrix(int64_t rows, int64_t cols, std::mt19937& rng) {
+  tensor m({rows, cols});
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int64_t i = 0; i < m.size(); ++i)
+    m[i] = dist(rng);
+  return m;
+}
+
+double median(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  return x[x.size() / 2];
+}
+
+// precondition_factored against precondition_factored_bf16 on the deep
+// autoencoder's layers ([in + 1, out]), the two calls alternating so that
+// both see the same load on a shared machine, each timed by the process's
+// CPU time (one thread: the products run on the calling thread); medians,
+// and the products' rate (2 · (in · out² + in² · out) flops a call) as a
+// share of the FP32 FMA peak by CPU time (bench/fma_peak.hpp) for fp32 and
+// of twice it for bf16: vdpbf16ps does two products per float lane, and
+// Zen 4 runs it at the zmm FMA's rate (a loop of independent vdpbf16ps
+// measured 2.0x the FMA loop there).
+void compare_precisions(double seconds) {
+  auto backend = cpu::bf16_products_backend();
+  if (!backend) {
+    std::printf("fp32 against bf16 products: %s\n",
+                render(backend.error()).c_str());
+    return;
+  }
+  std::printf("fp32 against bf16 (%s) products, interleaved, process CPU "
+              "time, medians:\n", cpu::to_string(*backend));
+  // Before and after, the higher (a shared core only ever slows it down).
+  auto peak = bench::fma_peak_cpu_gflops("avx512", 0.5);
+  std::mt19937 rng(9);
+  const std::pair<int64_t, int64_t> layers[] = {
+    {785, 1000}, {1001, 500}, {501, 250}, {251, 30},
+    {31, 250},   {251, 500},  {501, 1000}, {1001, 784}};
+  double total32 = 0, total16 = 0, flops = 0;
+  for (auto [in, out] : layers) {
+    auto grad = random_matrix(in, out, rng);
+    auto A_inv = random_matrix(in, in, rng);
+    auto G_inv = random_matrix(out, out, rng);
+    tensor out32, out16;
+    auto fp32 = [&] {
+      ok(cpu::precondition_factored(grad, A_inv, G_inv, 1.0f, out32));
+    };
+    auto bf16 = [&] {
+      ok(cpu::precondition_factored_bf16(grad, A_inv, G_inv, 1.0f, out16));
+    };
+    fp32(); // warm-up: allocations, page faults
+    bf16();
+    std::vector<double> t32, t16;
+    double spent = 0;
+    while (spent < seconds || t32.size() < 5) {
+      auto c0 = bench::cpu_ms();
+      fp32();
+      auto c1 = bench::cpu_ms();
+      bf16();
+      auto c2 = bench::cpu_ms();
+      t32.push_back(c1 - c0);
+      t16.push_back(c2 - c1);
+      spent += (c2 - c0) * 1e-3;
+    }
+    auto m32 = median(t32), m16 = median(t16);
+    double f = 2.0 * static_cast<double>(in * out * out + in * in * out);
+    total32 += m32;
+    total16 += m16;
+    flops += f;
+    std::printf("  [%4lld, %4lld]  fp32 %8.3f ms %6.1f GFLOP/s  bf16 %8.3f "
+                "ms %6.1f GFLOP/s  %.2fx\n",
+                static_cast<long long>(in), static_cast<long long>(out), m32,
+                f / m32 * 1e-6, m16, f / m16 * 1e-6, m32 / m16);
+  }
+  std::printf("  all layers   fp32 %8.3f ms %6.1f GFLOP/s  bf16 %8.3f ms "
+              "%6.1f GFLOP/s  %.2fx\n",
+              total32, flops / total32 * 1e-6, total16,
+              flops / total16 * 1e-6, total32 / total16);
+  peak = std::max(peak, bench::fma_peak_cpu_gflops("avx512", 0.5));
+  std::printf("  FP32 FMA peak (avx512, CPU time) %.1f GFLOP/s: fp32 products "
+              "at %.0f%% of it, bf16 at %.0f%% of twice it\n",
+              peak, 100 * flops / total32 * 1e-6 / peak,
+              100 * flops / total16 * 1e-6 / (2 * peak));
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -112,12 +200,14 @@ int main(int argc, char** argv) {
     report("precondition_factored " + shape, measure([&] {
              ok(cpu::precondition_factored(grad, A_inv, G_inv, 1.0f, out));
            }, seconds));
-    // Both products in bfloat16 on AMX tiles, where the CPU has them.
-    if (cpu::amx_bf16_ready())
-      std::printf("%-46s (no AMX here)\n",
+    // Both products in bfloat16, on the backend the CPU has.
+    auto backend = cpu::bf16_products_backend();
+    if (!backend)
+      std::printf("%-46s (neither AMX nor AVX512-BF16 here)\n",
                   ("precondition_factored_bf16 " + shape).c_str());
     else
-      report("precondition_factored_bf16 " + shape, measure([&] {
+      report("precondition_factored_bf16 " + shape + " "
+               + cpu::to_string(*backend), measure([&] {
                ok(cpu::precondition_factored_bf16(grad, A_inv, G_inv, 1.0f,
                                                   out));
              }, seconds));
@@ -133,5 +223,6 @@ int main(int argc, char** argv) {
              ok(cpu::precondition_eigen(grad, QA, eA, QG, eG, lambda, 1, out));
            }, seconds));
   }
+  compare_precisions(seconds);
   return 0;
 }

@@ -17,8 +17,10 @@
 # KFAC_EVAL_EVERY (5: K-FAC's, which reaches the target within a few dozen
 # steps), EVAL_EXAMPLES (5000), MOMENTUM_LRS ("0.003 0.006 0.01": the best,
 # 0.006, inside the grid), KFAC_LR (0.01), KFAC_DAMPING (0.03), KFAC_INVERT_EVERY
-# (5), KFAC_INVERSE (explicit), KFAC_PRECISION (bf16 where the CPU has AMX,
-# else fp32; a list such as "fp32 bf16" runs K-FAC once per value),
+# (5), KFAC_INVERSE (explicit), KFAC_PRECISION (bf16 where the CPU runs
+# bfloat16 products, AMX or AVX512-BF16, and SYNCFAC_MAX_ISA leaves them the
+# avx512 level; else fp32; a list such as "fp32 bf16" runs K-FAC once per
+# value),
 # KFAC_STATS_EXAMPLES (0: all; examples of each batch behind the factor
 # statistics), KFAC_STATS_EVERY (4: steps between statistics; a list such as
 # "1 4" runs K-FAC once per value, each against the same target),
@@ -45,10 +47,12 @@ kfac_lr=${KFAC_LR:-0.01}
 kfac_damping=${KFAC_DAMPING:-0.03}
 kfac_invert_every=${KFAC_INVERT_EVERY:-5}
 kfac_inverse=${KFAC_INVERSE:-explicit}
-amx_default=fp32
-grep -qw amx_bf16 /proc/cpuinfo 2>/dev/null && grep -qw amx_tile /proc/cpuinfo \
-  && amx_default=bf16
-kfac_precisions=${KFAC_PRECISION:-$amx_default}
+# Every CPU with AMX has AVX512-BF16 too: its flag says whether either
+# backend of kernels/cpu/bf16_gemm.hpp runs.
+precision_default=fp32
+grep -qw avx512_bf16 /proc/cpuinfo 2>/dev/null \
+  && [[ "${SYNCFAC_MAX_ISA:-avx512}" == avx512 ]] && precision_default=bf16
+kfac_precisions=${KFAC_PRECISION:-$precision_default}
 kfac_eval_every=${KFAC_EVAL_EVERY:-5}
 kfac_stats_examples=${KFAC_STATS_EXAMPLES:-0}
 kfac_stats_every=${KFAC_STATS_EVERY:-4}

@@ -297,7 +297,7 @@ protected:
            "inverses formed: faster for layers with many outputs)")
       .add(kfac_precision, "kfac_precision",
            "kfac: fp32 or bf16 (the preconditioning products in bfloat16 "
-           "on the CPU's AMX tiles; with --inverse explicit)")
+           "on the CPU's AMX tiles or AVX512-BF16; with --inverse explicit)")
       .add(kl_clip, "kl_clip", "kfac: KL/norm clip of the step (0: off)")
       .add(stats_examples, "stats_examples", help.stats_examples)
       .add(stats_locations, "stats_locations", help.stats_locations)
@@ -442,10 +442,17 @@ protected:
       if (cfg.device.backend != "cpu")
         return make_error(ec::invalid_config,
                           "--kfac_precision bf16: its products run on the "
-                          "CPU's AMX tiles, and the device is "
+                          "CPU (AMX or AVX512-BF16), and the device is "
                             + in_quotes(cfg.device.backend));
-      if (auto err = cpu::amx_bf16_ready())
-        return with_context(err, "--kfac_precision bf16");
+      // --isa takes effect after the flags are read: a level below avx512
+      // is refused here by name, as the kernels would refuse it later.
+      if (isa != "auto" && isa != "avx512")
+        return make_error(ec::unavailable,
+                          "--kfac_precision bf16: bfloat16 products need the "
+                          "avx512 level, and --isa "
+                            + in_quotes(isa) + " runs the kernels below it");
+      if (auto backend = cpu::bf16_products_backend(); !backend)
+        return with_context(backend.error(), "--kfac_precision bf16");
     }
     cfg.device.threads = total_threads();
     cfg.batch_size = batch_size;

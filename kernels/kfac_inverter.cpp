@@ -120,7 +120,7 @@ caf::error kfac_inverter::precondition_factored_bf16(const tensor&,
                                                      tensor&) {
   return make_error(ec::unavailable,
                     "precondition_factored_bf16: bfloat16 products run on "
-                    "the CPU's AMX tiles only; device "
+                    "the CPU only (AMX or AVX512-BF16); device "
                       + in_quotes(device())
                       + " computes them in fp32 (--kfac_precision fp32)");
 }

@@ -134,8 +134,8 @@ public:
     = 0;
 
   /// cpu::precondition_factored_bf16 on this device: the two products in
-  /// bfloat16. Only a CPU with AMX tiles has them; every other device is
-  /// ec::unavailable, by name.
+  /// bfloat16. Only a CPU with AMX or AVX512-BF16 has them; every other
+  /// device is ec::unavailable, by name.
   virtual caf::error precondition_factored_bf16(const tensor& grad,
                                                 const tensor& A_inv,
                                                 const tensor& G_inv,

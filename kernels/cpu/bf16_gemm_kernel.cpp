@@ -9,11 +9,10 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "kernels/cpu/bf16_gemm_kernel.hpp"
+#include "kernels/cpu/bf16_pack.hpp"
 
 namespace syncfac::cpu::amx {
 
@@ -25,44 +24,9 @@ namespace {
 constexpr int64_t tile_rows = 16;
 constexpr int64_t block = 32; // rows and columns of C per block; k per step
 
-int64_t round_up(int64_t x, int64_t to) {
-  return (x + to - 1) / to * to;
-}
-
 int64_t at_least(int64_t x, int64_t floor) {
   return x > floor ? x : floor;
 }
-
-int64_t at_most(int64_t x, int64_t ceiling) {
-  return x < ceiling ? x : ceiling;
-}
-
-// A thread's scratch buffer, 64-byte aligned, grown as needed.
-struct scratch {
-  void* data = nullptr;
-  size_t bytes = 0;
-
-  scratch() = default;
-  scratch(const scratch&) = delete;
-  scratch& operator=(const scratch&) = delete;
-
-  ~scratch() {
-    std::free(data);
-  }
-
-  template <class T>
-  T* of(int64_t count) {
-    auto need = static_cast<size_t>(round_up(count * int64_t{sizeof(T)}, 64));
-    if (need > bytes) {
-      std::free(data);
-      data = std::aligned_alloc(64, need);
-      bytes = data != nullptr ? need : 0;
-      if (data == nullptr)
-        throw std::bad_alloc{};
-    }
-    return static_cast<T*>(data);
-  }
-};
 
 // Palette 1's configuration: 8 tiles of 16 rows x 64 bytes.
 struct alignas(64) tile_config {
@@ -80,14 +44,6 @@ void configure_tiles() {
     cfg.rows[t] = tile_rows;
   }
   _tile_loadconfig(&cfg);
-}
-
-// The first n (<= 16) floats of x, zero beyond.
-__m512 load_part(const float* x, int64_t n) {
-  if (n >= 16)
-    return _mm512_loadu_ps(x);
-  auto mask = static_cast<__mmask16>((1u << n) - 1u);
-  return _mm512_maskz_loadu_ps(mask, x);
 }
 
 // Operands are packed tile by tile: each tile's 16 rows of 64 bytes are
@@ -113,9 +69,7 @@ void pack_rows(const float* a, int64_t m, int64_t k, int64_t mp, int64_t kp,
     for (int64_t j = 0; j < kp; j += block) {
       auto lo = load_part(src + j, at_least(k - j, 0));
       auto hi = load_part(src + j + 16, at_least(k - j - 16, 0));
-      auto packed = _mm512_cvtne2ps_pbh(hi, lo);
-      _mm512_storeu_si512(row + (j / block) * tile_elements,
-                          reinterpret_cast<__m512i&>(packed));
+      _mm512_storeu_si512(row + (j / block) * tile_elements, to_bf16(hi, lo));
     }
   }
 }
@@ -124,12 +78,6 @@ void pack_rows(const float* a, int64_t m, int64_t k, int64_t mp, int64_t kp,
 // (b[k][j], b[k + 1][j] side by side), zero-padded.
 void pack_pairs(const float* b, int64_t k, int64_t n, int64_t kp, int64_t np,
                 uint16_t* out) {
-  // After unpacklo/unpackhi of rows r0 and r1, each 128-bit lane holds
-  // two (r0, r1) pairs of columns; these gather the pairs in column order.
-  const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5,
-                                          6, 7, 20, 21, 22, 23);
-  const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12,
-                                           13, 14, 15, 28, 29, 30, 31);
   const __m512 zero = _mm512_setzero_ps();
   const auto k_tiles = kp / block;
   for (int64_t r = 0; r < kp; r += 2) {
@@ -139,14 +87,9 @@ void pack_pairs(const float* b, int64_t k, int64_t n, int64_t kp, int64_t np,
       auto cols = at_least(n - j, 0);
       auto r0 = r < k ? load_part(b + r * n + j, cols) : zero;
       auto r1 = r + 1 < k ? load_part(b + (r + 1) * n + j, cols) : zero;
-      auto lo = _mm512_unpacklo_ps(r0, r1);
-      auto hi = _mm512_unpackhi_ps(r0, r1);
-      auto x0 = _mm512_permutex2var_ps(lo, first, hi);
-      auto x1 = _mm512_permutex2var_ps(lo, second, hi);
-      auto packed = _mm512_cvtne2ps_pbh(x1, x0);
       _mm512_storeu_si512(pair_row + (j / tile_rows) * k_tiles
                                        * tile_elements,
-                          reinterpret_cast<__m512i&>(packed));
+                          pair_rows(r0, r1));
     }
   }
 }

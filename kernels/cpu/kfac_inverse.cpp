@@ -374,9 +374,15 @@ caf::error precondition_factored_bf16(const tensor& grad, const tensor& A_inv,
   if (auto err = check_sided_operands(op, grad, "A_inv", A_inv, "G_inv",
                                       G_inv, scale, scan))
     return err;
-  if (auto err = amx_bf16_ready())
-    return with_context(err, op);
-  factored_products(grad, A_inv, G_inv, scale, out, matmul_bf16);
+  auto backend = bf16_products_backend();
+  if (!backend)
+    return with_context(backend.error(), op);
+  factored_products(grad, A_inv, G_inv, scale, out,
+                    [on = *backend](const float* a, const float* b, int64_t m,
+                                    int64_t k, int64_t n, float alpha,
+                                    float* c) {
+                      matmul_bf16(on, a, b, m, k, n, alpha, c);
+                    });
   return caf::none;
 }
 

@@ -122,9 +122,10 @@ caf::error precondition_factored(const tensor& grad, const tensor& A_inv,
 /// left out; the gradient is always scanned.
 enum class factor_scan : uint8_t { scan, trusted };
 
-/// precondition_factored with the two products in bfloat16 on AMX tiles
-/// (kernels/cpu/bf16_gemm.hpp): the same operands and checks; a CPU or OS
-/// without AMX is ec::unavailable naming what it lacks. `scan` as for
+/// precondition_factored with the two products in bfloat16 on the best
+/// backend here, AMX or AVX512-BF16 (kernels/cpu/bf16_gemm.hpp): the same
+/// operands and checks; a CPU or OS that runs neither is ec::unavailable
+/// naming what each lacks. `scan` as for
 /// precondition_cholesky. out may be any of the inputs.
 caf::error precondition_factored_bf16(const tensor& grad, const tensor& A_inv,
                                       const tensor& G_inv, float scale,

@@ -55,11 +55,12 @@ enum class inverse_mode : uint8_t {
 enum class product_precision : uint8_t {
   /// float inputs and sums.
   fp32,
-  /// Inputs rounded to bfloat16, float sums, on the CPU's AMX tiles
-  /// (kernels/cpu/bf16_gemm.hpp): ~3x the products' fp32 rate on the
-  /// autoencoder's layers, with ~3 significant digits of the gradient and
-  /// the inverses, which approximate curvature anyway (docs/benchmarks-history.md,
-  /// "K-FAC's wall time on the autoencoder").
+  /// Inputs rounded to bfloat16, float sums, on the CPU's AMX tiles or
+  /// AVX512-BF16 (kernels/cpu/bf16_gemm.hpp): ~3x the products' fp32 rate
+  /// on the autoencoder's layers on AMX, ~1.8x on AVX512-BF16 (Zen 4),
+  /// with ~3 significant digits of the gradient and the inverses, which
+  /// approximate curvature anyway (docs/benchmarks-history.md, "K-FAC's
+  /// wall time on the autoencoder"; docs/kernels.md, "bfloat16 products").
   bf16,
 };
 

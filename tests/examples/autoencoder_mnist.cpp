@@ -100,23 +100,28 @@ BOOST_AUTO_TEST_CASE(kfac_momentum_adam_reduces_the_loss_elsewhere) {
 }
 
 // The explicit inverses in float with their products in bfloat16 on AMX
-// tiles: converges, and the flag reaches the step (fp32 ends elsewhere).
-// Without AMX the flag is refused by name before training.
+// tiles or AVX512-BF16: converges, and the flag reaches the step (fp32 ends
+// elsewhere). Without either the flag is refused by name before training.
 BOOST_AUTO_TEST_CASE(kfac_bfloat16_products_reduce_the_loss_elsewhere) {
-  if (auto err = syncfac::cpu::amx_bf16_ready()) {
+  if (!syncfac::cpu::bf16_products_backend()) {
     check_refused(program + " --fake_data --optimizer kfac --inverse explicit"
                             " --kfac_precision bf16",
-                  {"--kfac_precision bf16", "AMX"});
+                  {"--kfac_precision bf16", "AMX", "AVX512-BF16"});
     return;
   }
   check_training(" --optimizer kfac --invert_every 5 --inverse explicit"
                  " --kfac_precision bf16",
                  80, 0.9);
-  // As on a CPU without AVX-512 (and so without AMX): refused by name.
+  // As on a CPU without AVX-512 (and so without AMX or AVX512-BF16), or
+  // with the kernels held below it: refused by name.
   check_refused("SYNCFAC_MAX_ISA=avx2 " + program
                   + " --fake_data --optimizer kfac --inverse explicit"
                     " --kfac_precision bf16",
-                {"--kfac_precision bf16", "SYNCFAC_MAX_ISA=avx2 hides it"});
+                {"--kfac_precision bf16", "they need the avx512 level",
+                 "SYNCFAC_MAX_ISA=avx2 hides it"});
+  check_refused(program + " --fake_data --optimizer kfac --inverse explicit"
+                          " --kfac_precision bf16 --isa avx2",
+                {"--kfac_precision bf16", "avx512 level", "--isa 'avx2'"});
   auto fp32 = kfac_final_error(" --inverse explicit");
   auto bf16 = kfac_final_error(" --inverse explicit --kfac_precision bf16");
   BOOST_TEST(std::abs(bf16 - fp32) > 1e-6 * fp32);

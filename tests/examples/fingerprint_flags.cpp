@@ -111,9 +111,9 @@ const std::map<std::string, std::vector<std::string>> companions{
 };
 
 /// Where the baseline refuses the flag's other value (bf16 needs AMX
-/// tiles on this CPU; --nesterov needs --optimizer momentum, the
-/// baseline's is kfac), the setting it stands for is made on the config
-/// itself.
+/// tiles or AVX512-BF16 on this CPU; --nesterov needs --optimizer
+/// momentum, the baseline's is kfac), the setting it stands for is made on
+/// the config itself.
 void set_refused_here(const std::string& flag, sync_training_config& cfg) {
   if (flag == "kfac_precision")
     cfg.base.optimizer.kfac.precision = product_precision::bf16;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The AVX-512 kernel objects (and the AMX one) define nothing that other objects could define
+# The AVX-512 kernel objects (and the bfloat16 ones) define nothing that other objects could define
 # under the same name (kernels/cpu/isa_kernels.hpp): every symbol they
 # export or define weakly (inline functions, template instances) names the
 # level's namespace or its renamed Eigen. One that does not could be the
@@ -26,6 +26,7 @@ for obj in "$@"; do
     case "$line" in
       *"syncfac::cpu::avx512::"*|*"syncfac_eigen_avx512::"*) ;;
       *"syncfac::cpu::amx::"*) ;;  # the AMX kernel (kernels/cpu/bf16_gemm_kernel.cpp)
+      *"syncfac::cpu::avx512bf16::"*) ;;  # the AVX512-BF16 one (kernels/cpu/bf16_gemm_avx512bf16.cpp)
       *"DW.ref.__gxx_personality_v0") ;;  # a pointer to libstdc++'s, no code
       *) echo "isa_symbols: $obj: shared symbol: $line" >&2; bad=$((bad + 1)) ;;
     esac

@@ -83,7 +83,7 @@ BOOST_AUTO_TEST_CASE(only_the_hardware_skip_exits_77) {
 }
 
 BOOST_AUTO_TEST_CASE(the_skip_is_called_only_before_the_first_case) {
-  // A suite's main (the CUDA suites, the AMX one) or its global fixture
+  // A suite's main (the CUDA suites, the bfloat16 one) or its global fixture
   // (the instruction-set levels): before any case runs.
   static const std::regex calls{R"(\bskip_for_missing\s*\()"};
   auto hits = lines_matching(calls);
