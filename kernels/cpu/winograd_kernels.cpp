@@ -68,12 +68,38 @@ apply(const float (&mat)[Rows][Cols], const vf* x, int xs, vf* y, int ys) {
   }
 }
 
+// y = B^T x for one column (or row) of a window. F(2, 3) through apply:
+// its rows are differences and one sum. F(2, 5) factored by hand: 12
+// operations for its 20 non-zero entries, and a constant x gives exact
+// zeros in every row but the second (-6 x, one rounding), so that, as with
+// the direct conv, the four outputs of a window of equal values are equal
+// (the output transform adds exact zeros).
+template <int Alpha>
+inline __attribute__((always_inline)) void input_rows(const vf* x, int xs,
+                                                      vf* y, int ys) {
+  if constexpr (Alpha == 4) {
+    apply(transforms<4>::bt, x, xs, y, ys);
+  } else {
+    const vf x0 = x[0], x1 = x[xs], x2 = x[2 * xs], x3 = x[3 * xs],
+             x4 = x[4 * xs], x5 = x[5 * xs];
+    const vf four = simd::broadcast(4.0f), five = simd::broadcast(-5.0f);
+    const vf s12 = simd::add(x1, x2), s34 = simd::add(x3, x4);
+    const vf d12 = simd::sub(x1, x2), d43 = simd::sub(x4, x3);
+    const vf d31 = simd::sub(x3, x1), d42 = simd::sub(x4, x2);
+    y[0] = simd::fma(four, x0, simd::fma(five, x2, x4));
+    y[ys] = simd::fma(simd::broadcast(-4.0f), s12, s34);
+    y[2 * ys] = simd::fma(four, d12, d43);
+    y[3 * ys] = simd::fma(simd::broadcast(2.0f), d31, d42);
+    y[4 * ys] = simd::fma(simd::broadcast(-2.0f), d31, d42);
+    y[5 * ys] = simd::fma(four, x1, simd::fma(five, x3, x5));
+  }
+}
+
 // V's tile rows for tiles [first, first + count): B^T d B of each tile's
 // alpha x alpha window, per channel block; lanes past c are zero.
 template <int Alpha>
 void input_transform(const winograd_layout& l, int64_t first, int64_t count,
                      float* v) {
-  using tr = transforms<Alpha>;
   const auto per_image = l.tiles_h * l.tiles_w;
   const auto blocks = l.cpad / cb;
   const auto plane = blocks * count * cb; // one transform point's floats
@@ -105,9 +131,9 @@ void input_transform(const winograd_layout& l, int64_t first, int64_t count,
         vf rows[Alpha * Alpha];
         vf out[Alpha * Alpha];
         for (int j = 0; j < Alpha; ++j) // B^T d, column by column
-          apply(tr::bt, d + j, Alpha, rows + j, Alpha);
+          input_rows<Alpha>(d + j, Alpha, rows + j, Alpha);
         for (int i = 0; i < Alpha; ++i) // (B^T d) B, row by row
-          apply(tr::bt, rows + i * Alpha, 1, out + i * Alpha, 1);
+          input_rows<Alpha>(rows + i * Alpha, 1, out + i * Alpha, 1);
         for (int p = 0; p < Alpha * Alpha; ++p)
           simd::store(v + p * plane + (b * count + t) * cb + k * simd::width,
                       out[p]);
