@@ -7,6 +7,7 @@
 //
 //   build/bin/bench_conv_passes [--threads 1,2] [--seconds 0.5]
 //                               [--isa auto|avx2|avx512]
+//                               [--winograd rule|direct|both]
 //
 // --isa auto (the default) runs every supported level from the lowest;
 // a named level runs that one only. The passes are timed as the step runs
@@ -30,6 +31,7 @@
 #include "bench/fma_peak.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/winograd.hpp"
 
 using namespace syncfac;
 
@@ -94,11 +96,14 @@ double bench_pool_backward(backend& dev, const layer& l,
   return fused.best_ms;
 }
 
-// Times the passes of one layer; returns the summed best ms of the conv
-// passes the ConvNet step runs (the backward ones from a given ds) and
+// Times the passes of one layer; returns, per Winograd mode
+// (options::winograd_modes), the summed best ms of the conv passes the
+// ConvNet step runs (the backward ones from a given ds) and
 // adds the fused pool backward's to *pool_ms.
-double bench_layer(backend& dev, const layer& l, double seconds, double peak,
-                   double* pool_ms) {
+std::vector<double> bench_layer(backend& dev, const layer& l,
+                                const bench::options& opt, double peak,
+                                double* pool_ms) {
+  auto seconds = opt.seconds;
   const auto& g = l.g;
   bench::conv_operands c(g);
   auto act = activation::relu;
@@ -109,19 +114,24 @@ double bench_layer(backend& dev, const layer& l, double seconds, double peak,
   // What this core delivers now, by CPU time, next to the passes: on a
   // shared machine it drifts with the other work on the core.
   double cpu_peak = bench::fma_peak_cpu_gflops(cpu::isa_name(), 0.2);
-  double sum_ms = 0;
-  for (auto& p : passes) {
+  auto modes = opt.winograd_modes();
+  std::vector<double> sum_ms(modes.size());
+  for (auto& p : passes)
+   for (size_t mode = 0; mode < modes.size(); ++mode) {
+    cpu::allow_winograd(modes[mode]);
     auto t = bench::measure(p.run, seconds);
+    cpu::allow_winograd(true);
     double rate = flops / (t.best_ms * 1e-3) * 1e-9;
     // By CPU time: the rate a busy machine stretches less (1 thread).
     double cpu_rate = flops / (t.best_cpu_ms * 1e-3) * 1e-9;
-    std::printf("  %-6s %-10s isa=%-7s threads=%d  best %7.3f ms  median "
-                "%7.3f ms  cpu %7.3f ms  %6.1f GFLOP/s  %3.0f%% of FMA "
+    std::printf("  %-6s %-10s %-6s isa=%-7s threads=%d  best %7.3f ms  "
+                "median %7.3f ms  cpu %7.3f ms  %6.1f GFLOP/s  %3.0f%% of FMA "
                 "peak  %6.1f GFLOP/s by cpu (%3.0f%% of %.0f by cpu)\n",
-                l.name, p.name, cpu::isa_name(), dev.threads(), t.best_ms,
+                l.name, p.name, modes[mode] ? "rule" : "direct",
+                cpu::isa_name(), dev.threads(), t.best_ms,
                 t.median_ms, t.best_cpu_ms, rate, 100.0 * rate / peak,
                 cpu_rate, 100.0 * cpu_rate / cpu_peak, cpu_peak);
-    sum_ms += t.best_ms;
+    sum_ms[mode] += t.best_ms;
   }
   return sum_ms;
 }
@@ -148,20 +158,31 @@ void bench_level(const bench::options& opt) {
     auto peak = bench::fma_peak_gflops(cpu::isa_name(), threads, opt.seconds);
     std::printf("fma peak %s threads=%d  %.1f GFLOP/s\n", cpu::isa_name(),
                 threads, peak);
-    double ms = 0;
+    auto modes = opt.winograd_modes();
+    std::vector<double> mode_ms(modes.size());
     double pool_ms = 0;
     double flops = 0;
     for (const auto& l : layers) {
-      ms += bench_layer(*dev, l, opt.seconds, peak, &pool_ms);
+      auto layer_ms = bench_layer(*dev, l, opt, peak, &pool_ms);
+      for (size_t mode = 0; mode < modes.size(); ++mode)
+        mode_ms[mode] += layer_ms[mode];
       flops += conv_flops(l.g) * (l.with_dx ? 3 : 2);
     }
+    for (size_t mode = 0; mode < modes.size(); ++mode) {
+    double ms = mode_ms[mode];
     double rate = flops / (ms * 1e-3) * 1e-9;
-    std::printf("conv path isa=%s threads=%d  %.3f ms  %.1f GFLOP/s  %.0f%% "
-                "of FMA peak (backward passes from a given ds)\n",
-                cpu::isa_name(), threads, ms, rate, 100.0 * rate / peak);
-    std::printf("conv path + fused pool backwards isa=%s threads=%d  %.3f ms "
-                " (pools %.3f ms)\n\n",
-                cpu::isa_name(), threads, ms + pool_ms, pool_ms);
+    // Direct-conv FLOPs over the time: Winograd's "GFLOP/s" are what the
+    // direct conv would need to run at for the same time.
+    std::printf("conv path %s isa=%s threads=%d  %.3f ms  %.1f GFLOP/s  "
+                "%.0f%% of FMA peak (backward passes from a given ds)\n",
+                modes[mode] ? "rule" : "direct", cpu::isa_name(), threads, ms,
+                rate, 100.0 * rate / peak);
+    std::printf("conv path + fused pool backwards %s isa=%s threads=%d  "
+                "%.3f ms  (pools %.3f ms)\n",
+                modes[mode] ? "rule" : "direct", cpu::isa_name(), threads,
+                ms + pool_ms, pool_ms);
+    }
+    std::printf("\n");
   }
 }
 

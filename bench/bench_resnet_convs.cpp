@@ -12,6 +12,7 @@
 //
 //   build/bin/bench_resnet_convs [--threads 1,2] [--seconds 0.5]
 //                                [--isa auto|avx2|avx512]
+//                                [--winograd rule|direct|both]
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include "bench/fma_peak.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/winograd.hpp"
 
 using namespace syncfac;
 
@@ -70,8 +72,10 @@ struct totals {
   double flops = 0;
 };
 
-void bench_conv(backend& dev, const resnet_conv& l, double seconds,
-                double peak, totals& sum) {
+void bench_conv(backend& dev, const resnet_conv& l,
+                const bench::options& opt, double peak,
+                std::vector<totals>& sums) {
+  auto seconds = opt.seconds;
   const auto& g = l.g;
   // What this core delivers now, by CPU time, next to the passes: on a
   // shared machine it drifts with the other work on the core.
@@ -82,16 +86,22 @@ void bench_conv(backend& dev, const resnet_conv& l, double seconds,
   // The backward passes from dy: identity activations make ds = dy.
   auto passes = bench::step_passes(dev, g, c, act, c.dy, l.with_dx);
   double flops = conv_flops(g);
-  for (auto& p : passes) {
+  auto modes = opt.winograd_modes();
+  for (auto& p : passes)
+   for (size_t mode = 0; mode < modes.size(); ++mode) {
+    cpu::allow_winograd(modes[mode]);
     auto t = bench::measure(p.run, seconds);
+    cpu::allow_winograd(true);
+    auto& sum = sums[mode];
     // The share of the peak compares wall-timed figures (as the peak is);
     // the rate by CPU time is the one a busy machine stretches less.
     double rate = flops / (t.best_ms * 1e-3) * 1e-9;
     double cpu_rate = flops / (t.best_cpu_ms * 1e-3) * 1e-9;
-    std::printf("  %-16s x%d %-3s isa=%-6s threads=%d  best %7.3f ms  median "
-                "%7.3f ms  cpu %7.3f ms  %6.1f GFLOP/s (%3.0f%% of FMA peak)"
-                "  %6.1f GFLOP/s by cpu (%3.0f%% of %.0f by cpu)\n",
-                l.name, l.count, p.name, cpu::isa_name(), dev.threads(),
+    std::printf("  %-16s x%d %-3s %-6s isa=%-6s threads=%d  best %7.3f ms  "
+                "median %7.3f ms  cpu %7.3f ms  %6.1f GFLOP/s (%3.0f%% of FMA "
+                "peak)  %6.1f GFLOP/s by cpu (%3.0f%% of %.0f by cpu)\n",
+                l.name, l.count, p.name, modes[mode] ? "rule" : "direct",
+                cpu::isa_name(), dev.threads(),
                 t.best_ms, t.median_ms, t.best_cpu_ms, rate,
                 100.0 * rate / peak, cpu_rate, 100.0 * cpu_rate / cpu_peak,
                 cpu_peak);
@@ -108,16 +118,22 @@ void bench_level(const bench::options& opt) {
     auto peak = bench::fma_peak_gflops(cpu::isa_name(), threads, opt.seconds);
     std::printf("fma peak %s threads=%d  %.1f GFLOP/s\n", cpu::isa_name(),
                 threads, peak);
-    totals sum;
+    auto modes = opt.winograd_modes();
+    std::vector<totals> sums(modes.size());
     for (const auto& l : resnet20_convs())
-      bench_conv(*dev, l, opt.seconds, peak, sum);
+      bench_conv(*dev, l, opt, peak, sums);
+    for (size_t mode = 0; mode < modes.size(); ++mode) {
+    const auto& sum = sums[mode];
     double rate = sum.flops / (sum.best_ms * 1e-3) * 1e-9;
     double cpu_rate = sum.flops / (sum.cpu_ms * 1e-3) * 1e-9;
-    std::printf("resnet20 conv work isa=%s threads=%d per step of 128: "
+    std::printf("resnet20 conv work %s isa=%s threads=%d per step of 128: "
                 "median %.1f ms, best %.1f ms, %.1f GFLOP/s (%.0f%% of FMA "
-                "peak); best cpu %.1f ms, %.1f GFLOP/s by cpu\n\n",
-                cpu::isa_name(), threads, sum.ms, sum.best_ms, rate,
-                100.0 * rate / peak, sum.cpu_ms, cpu_rate);
+                "peak); best cpu %.1f ms, %.1f GFLOP/s by cpu\n",
+                modes[mode] ? "rule" : "direct", cpu::isa_name(), threads,
+                sum.ms, sum.best_ms, rate, 100.0 * rate / peak, sum.cpu_ms,
+                cpu_rate);
+    }
+    std::printf("\n");
   }
 }
 

@@ -30,6 +30,17 @@ struct options {
   bool step_only = false;
   /// The CPU kernels' instruction-set level (kernels/cpu/isa.hpp).
   std::string isa = "auto";
+  /// The conv benchmarks' algorithms (kernels/cpu/winograd.hpp): "rule"
+  /// (the library's choice), "direct" (Winograd off) or "both", each pass
+  /// timed direct and then by the rule, interleaved.
+  std::string winograd = "rule";
+
+  /// The Winograd permissions to time each pass under, in order.
+  std::vector<bool> winograd_modes() const {
+    if (winograd == "both")
+      return {false, true};
+    return {winograd != "direct"};
+  }
 };
 
 /// --seconds S, --threads 1,2, --isa LEVEL and --step-only; anything else
@@ -44,6 +55,14 @@ inline options parse_options(int argc, char** argv) {
       std::exit(2);
     } else if (std::strcmp(argv[i], "--isa") == 0) {
       opt.isa = argv[++i];
+    } else if (std::strcmp(argv[i], "--winograd") == 0) {
+      opt.winograd = argv[++i];
+      if (opt.winograd != "rule" && opt.winograd != "direct"
+          && opt.winograd != "both") {
+        std::fprintf(stderr, "--winograd %s: expected rule, direct or both\n",
+                     opt.winograd.c_str());
+        std::exit(2);
+      }
     } else if (std::strcmp(argv[i], "--seconds") == 0) {
       opt.seconds = std::atof(argv[++i]);
     } else if (std::strcmp(argv[i], "--threads") == 0) {

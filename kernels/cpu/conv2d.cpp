@@ -10,6 +10,7 @@
 #include "kernels/cpu/conv_plan.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/cpu/parallel.hpp"
+#include "kernels/cpu/winograd.hpp"
 
 namespace syncfac::cpu {
 
@@ -70,6 +71,7 @@ struct backward_job {
   const conv2d_geometry& g;
   const conv_plan& p;
   const dx_plan& d;
+  const winograd_plan& wd; // the input gradient by Winograd, when used
   conv_workspace& ws;
   const float* x;
   ds_source ds;
@@ -81,6 +83,13 @@ void input_grad_tile(const backward_job& job, const tile_span& s,
   const auto& g = job.g;
   const auto& p = job.p;
   float* dx = job.dx + s.first_image * p.in.size();
+  if (job.wd.use) {
+    winograd_images(job.wd, ds, s.images, job.ws.winograd_u.data(),
+                    job.ws.winograd_bias.data(), false, dx,
+                    line_start(job.ws.dpadded[thread]),
+                    line_start(job.ws.winograd_scratch[thread]));
+    return;
+  }
   if (job.d.use) {
     const auto& d = job.d;
     float* dsp = line_start(job.ws.dpadded[thread]);
@@ -122,8 +131,8 @@ void backward_tile(const backward_job& job, int64_t t, int thread,
 // Prepares the workspace of a backward call: offsets, packed kernels,
 // thread buffers and zeroed partials.
 void prepare_backward(const conv2d_geometry& g, conv_plan& p, dx_plan& d,
-                      const float* w, bool with_dx, int threads,
-                      conv_workspace& ws) {
+                      const winograd_plan& wd, const float* w, bool with_dx,
+                      int threads, conv_workspace& ws) {
   fill_row_offsets(g, p, ws.row_offsets);
   fill_tap_offsets(p, ws.tap_offsets);
   reserve_thread_buffers(ws.padded, threads,
@@ -131,7 +140,13 @@ void prepare_backward(const conv2d_geometry& g, conv_plan& p, dx_plan& d,
                                          : 0);
   if (!with_dx)
     return;
-  if (d.use) {
+  if (wd.use) {
+    pack_winograd(g, wd, true, w, nullptr, ws.winograd_u, ws.winograd_bias);
+    reserve_thread_buffers(ws.dpadded, threads,
+                           p.tile_images * wd.padded.size());
+    reserve_thread_buffers(ws.winograd_scratch, threads,
+                           winograd_scratch_floats(wd.layout, wd.block));
+  } else if (d.use) {
     fill_dx_row_offsets(g, p.tile_images, d, ws.dx_row_offsets);
     pack_flipped(g, d, w, ws);
     reserve_thread_buffers(ws.dpadded, threads,
@@ -151,14 +166,15 @@ caf::error backward_weights(int threads, conv_workspace& ws,
                             tensor& db, tensor* dx) {
   auto p = make_plan(g);
   auto d = make_dx_plan(g);
-  prepare_backward(g, p, d, w.data(), dx != nullptr, threads, ws);
+  auto wd = make_winograd_dx_plan(g);
+  prepare_backward(g, p, d, wd, w.data(), dx != nullptr, threads, ws);
   auto chunks = chunk_count(p, threads);
   auto dw_size = p.K * p.opad;
   ws.dw_partials.assign(static_cast<size_t>(chunks * dw_size), 0.0f);
   ws.db_partials.assign(static_cast<size_t>(chunks * p.opad), 0.0f);
   if (dx != nullptr)
     dx->resize(g.input_shape());
-  backward_job job{g,  p,        d,
+  backward_job job{g,  p,        d,  wd,
                    ws, x.data(), ds, dx != nullptr ? dx->data() : nullptr};
   parallel_for(threads, chunks, [&](int64_t c, int thread) {
     auto tiles = split(p.tiles, chunks, c);
@@ -188,11 +204,39 @@ caf::error backward_input(int threads, conv_workspace& ws,
                           const tensor& w, const ds_source& ds, tensor& dx) {
   auto p = make_plan(g);
   auto d = make_dx_plan(g);
-  prepare_backward(g, p, d, w.data(), true, threads, ws);
+  auto wd = make_winograd_dx_plan(g);
+  prepare_backward(g, p, d, wd, w.data(), true, threads, ws);
   dx.resize(g.input_shape());
-  backward_job job{g, p, d, ws, x.data(), ds, dx.data()};
+  backward_job job{g, p, d, wd, ws, x.data(), ds, dx.data()};
   parallel_for(threads, p.tiles, [&](int64_t t, int thread) {
     backward_tile(job, t, thread, nullptr, nullptr);
+  });
+  return caf::none;
+}
+
+// The forward pass by Winograd, over the direct path's tiles of images.
+caf::error winograd_forward(int threads, conv_workspace& ws,
+                            const conv2d_geometry& g, const conv_plan& p,
+                            const winograd_plan& wp, const tensor& x,
+                            const tensor& w, const tensor& b, activation act,
+                            tensor& y) {
+  pack_winograd(g, wp, false, w.data(), b.data(), ws.winograd_u,
+                ws.winograd_bias);
+  reserve_thread_buffers(ws.padded, threads,
+                         p.tile_images * wp.padded.size());
+  reserve_thread_buffers(ws.winograd_scratch, threads,
+                         winograd_scratch_floats(wp.layout, wp.block));
+  bool fused = act == activation::relu || act == activation::identity;
+  parallel_for(threads, p.tiles, [&](int64_t t, int thread) {
+    auto s = tile_of(g, p, t);
+    auto idx = static_cast<size_t>(thread);
+    float* out = y.data() + s.first_row * g.out_c;
+    winograd_images(wp, x.data() + s.first_image * p.in.size(), s.images,
+                    ws.winograd_u.data(), ws.winograd_bias.data(),
+                    act == activation::relu, out, line_start(ws.padded[idx]),
+                    line_start(ws.winograd_scratch[idx]));
+    if (!fused) // while the tile is still in cache
+      apply_activation(act, out, s.rows * g.out_c);
   });
   return caf::none;
 }
@@ -207,13 +251,16 @@ caf::error cpu_backend::conv2d_forward(const conv2d_geometry& g,
   if (auto err = check_conv_forward(op, g, x, w, b))
     return err;
   auto p = make_plan(g);
+  y.resize(g.output_shape());
+  bool fused = act == activation::relu || act == activation::identity;
+  auto wp = make_winograd_plan(g);
+  if (wp.use)
+    return winograd_forward(threads_, conv_, g, p, wp, x, w, b, act, y);
   pack_forward(p, g.out_c, w.data(), b.data(), conv_);
   fill_row_offsets(g, p, conv_.row_offsets);
   reserve_thread_buffers(conv_.padded, threads_,
                          p.needs_padding ? p.tile_images * p.padded.size()
                                          : 0);
-  y.resize(g.output_shape());
-  bool fused = act == activation::relu || act == activation::identity;
   parallel_for(threads_, p.tiles, [&](int64_t t, int thread) {
     auto s = tile_of(g, p, t);
     const float* base

@@ -28,4 +28,9 @@ void conv_input_grad(float* dx, const patch_layout& p, int64_t rows,
   isa_table().conv_input_grad(dx, p, rows, ds, out_c, wt, ldwt);
 }
 
+void conv_winograd_tiles(const winograd_layout& l, int64_t first,
+                         int64_t count, float* scratch) {
+  isa_table().conv_winograd_tiles(l, first, count, scratch);
+}
+
 } // namespace syncfac::cpu

@@ -25,6 +25,9 @@ struct conv_workspace {
   std::vector<float> db_partials;   // [chunks, opad]
   std::vector<std::vector<float>> padded;  // per thread: padded x tile
   std::vector<std::vector<float>> dpadded; // per thread: padded dx or ds
+  std::vector<float> winograd_u;    // [alpha^2, cpad, opad] (winograd.hpp)
+  std::vector<float> winograd_bias; // [opad]
+  std::vector<std::vector<float>> winograd_scratch; // per thread: V and M
 };
 
 class cpu_backend final : public backend {

@@ -3,7 +3,7 @@
 // The hot CPU kernels compiled once per instruction-set level, and the
 // table through which the rest of the library calls them (docs/kernels.md,
 // "Instruction-set levels"). Each level's objects are the same sources
-// (conv_kernels.cpp, matmul_kernel.cpp, gram_kernels.cpp, pool_kernels.cpp,
+// (conv_kernels.cpp, winograd_kernels.cpp, matmul_kernel.cpp, gram_kernels.cpp, pool_kernels.cpp,
 // isa_table.cpp)
 // compiled with that level's flags and SYNCFAC_KERNEL_ISA set to the
 // level's namespace:
@@ -24,6 +24,7 @@
 #include "kernels/cpu/conv_kernels.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/pool_kernels.hpp"
+#include "kernels/cpu/winograd_kernels.hpp"
 
 namespace syncfac::cpu {
 
@@ -61,6 +62,7 @@ struct isa_kernels {
   conv_forward_rows_fn* conv_forward_rows;
   conv_weight_grad_fn* conv_weight_grad;
   conv_input_grad_fn* conv_input_grad;
+  conv_winograd_tiles_fn* conv_winograd_tiles;
   matmul_block_fn* matmul_block;
   gram_lower_update_fn* gram_lower_update;
   gram_cross_fn* gram_cross;
@@ -89,6 +91,7 @@ namespace SYNCFAC_KERNEL_ISA {
 conv_forward_rows_fn conv_forward_rows;
 conv_weight_grad_fn conv_weight_grad;
 conv_input_grad_fn conv_input_grad;
+conv_winograd_tiles_fn conv_winograd_tiles;
 matmul_block_fn matmul_block;
 gram_lower_update_fn gram_lower_update;
 gram_cross_fn gram_cross;

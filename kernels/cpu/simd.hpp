@@ -28,7 +28,7 @@
 
 // The operations whose AVX-512 and AVX2 forms differ in the intrinsics
 // prefix only (_mm512 or _mm256), written once: zero, load, broadcast of a
-// value, store, fma, add, and max (a > b ? a : b per lane, so max(0, NaN)
+// value, store, fma, add, sub, and max (a > b ? a : b per lane, so max(0, NaN)
 // is NaN: a ReLU keeps NaNs visible to the non-finite checks downstream).
 #define SYNCFAC_SIMD_COMMON_OPS(P)                                         \
   inline vf zero() noexcept {                                               \
@@ -48,6 +48,9 @@
   }                                                                         \
   inline vf add(vf a, vf b) noexcept {                                      \
     return P##_add_ps(a, b);                                                \
+  }                                                                         \
+  inline vf sub(vf a, vf b) noexcept {                                      \
+    return P##_sub_ps(a, b);                                                \
   }                                                                         \
   inline vf max(vf a, vf b) noexcept {                                      \
     return P##_max_ps(a, b);                                                \
@@ -236,6 +239,12 @@ inline vf fma(vf a, vf b, vf c) noexcept {
 inline vf add(vf a, vf b) noexcept {
   for (int i = 0; i < width; ++i)
     a.v[i] += b.v[i];
+  return a;
+}
+
+inline vf sub(vf a, vf b) noexcept {
+  for (int i = 0; i < width; ++i)
+    a.v[i] -= b.v[i];
   return a;
 }
 

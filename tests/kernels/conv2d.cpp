@@ -3,6 +3,8 @@
 #include "tests/kernels/isa_fixture.hpp"
 
 
+#include "kernels/cpu/winograd.hpp"
+#include "kernels/cpu/winograd_transforms.hpp"
 #include "tests/kernels/kernel_test_utils.hpp"
 
 using namespace syncfac;
@@ -68,6 +70,137 @@ grads naive_backward(const conv2d_geometry& g, const tensor& x,
           to_tensor({g.out_c}, db)};
 }
 
+/// The componentwise bound of Winograd's rounding error, up to a factor of
+/// roundoff (winograd_tolerance): the algorithm run on absolute values in
+/// double, |A^T| (sum_c (|G| |g| |G^T|) . (|B^T| |d| |B|)) |A| + |b|, for
+/// the forward conv of g (src x) or its input gradient (src ds, the kernel
+/// flipped with its channel axes swapped, no bias). Each output's error
+/// follows its whole tile's window and the whole kernel, not its own
+/// terms: a dx element that one tap reaches still carries the rounding of
+/// the tile's other taps.
+std::vector<double> winograd_bound(const conv2d_geometry& g, const tensor& src,
+                                   const tensor& w, const tensor* b,
+                                   bool input_gradient) {
+  namespace wg = cpu::winograd;
+  const int r = static_cast<int>(g.k_h);
+  const int alpha = r + 1;
+  auto ci_n = input_gradient ? g.out_c : g.in_c;
+  auto co_n = input_gradient ? g.in_c : g.out_c;
+  auto sh = input_gradient ? g.out_h : g.in_h;
+  auto sw = input_gradient ? g.out_w : g.in_w;
+  auto oh = input_gradient ? g.in_h : g.out_h;
+  auto ow = input_gradient ? g.in_w : g.out_w;
+  auto top = input_gradient ? r - 1 - g.pad_top : g.pad_top;
+  auto left = input_gradient ? r - 1 - g.pad_left : g.pad_left;
+  auto at = [&](int p, int q) { return p * alpha + q; };
+  // |G| |g| |G^T| per input and output channel.
+  std::vector<double> u(static_cast<size_t>(alpha * alpha * ci_n * co_n));
+  for (int64_t ci = 0; ci < ci_n; ++ci)
+    for (int64_t co = 0; co < co_n; ++co)
+      for (int p = 0; p < alpha; ++p)
+        for (int q = 0; q < alpha; ++q) {
+          double s = 0;
+          for (int a = 0; a < r; ++a)
+            for (int e = 0; e < r; ++e) {
+              auto idx = input_gradient
+                           ? (((r - 1 - a) * r + (r - 1 - e)) * g.in_c + co)
+                                 * g.out_c
+                               + ci
+                           : ((a * r + e) * g.in_c + ci) * g.out_c + co;
+              s += std::abs(wg::g(r, p, a)) * std::abs(double{w[idx]})
+                   * std::abs(wg::g(r, q, e));
+            }
+          u[static_cast<size_t>((ci * co_n + co) * alpha * alpha + at(p, q))]
+            = s;
+        }
+  std::vector<double> bound(static_cast<size_t>(g.batch * oh * ow * co_n));
+  std::vector<double> v(static_cast<size_t>(ci_n * alpha * alpha));
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t ty = 0; ty < (oh + 1) / 2; ++ty)
+      for (int64_t tx = 0; tx < (ow + 1) / 2; ++tx) {
+        // |B^T| |d| |B| of the tile's window, zero outside src.
+        for (int64_t ci = 0; ci < ci_n; ++ci)
+          for (int p = 0; p < alpha; ++p)
+            for (int q = 0; q < alpha; ++q) {
+              double s = 0;
+              for (int i = 0; i < alpha; ++i)
+                for (int j = 0; j < alpha; ++j) {
+                  auto y = 2 * ty + i - top;
+                  auto x = 2 * tx + j - left;
+                  if (y < 0 || y >= sh || x < 0 || x >= sw)
+                    continue;
+                  s += std::abs(wg::bt(r, p, i))
+                       * std::abs(double{src[((n * sh + y) * sw + x) * ci_n
+                                             + ci]})
+                       * std::abs(wg::bt(r, q, j));
+                }
+              v[static_cast<size_t>(ci * alpha * alpha + at(p, q))] = s;
+            }
+        for (int64_t co = 0; co < co_n; ++co)
+          for (int i = 0; i < 2; ++i)
+            for (int j = 0; j < 2; ++j) {
+              auto y = 2 * ty + i;
+              auto x = 2 * tx + j;
+              if (y >= oh || x >= ow)
+                continue;
+              double s = b == nullptr ? 0.0 : std::abs(double{(*b)[co]});
+              for (int p = 0; p < alpha; ++p)
+                for (int q = 0; q < alpha; ++q) {
+                  double m = 0;
+                  for (int64_t ci = 0; ci < ci_n; ++ci)
+                    m += u[static_cast<size_t>((ci * co_n + co) * alpha
+                                                 * alpha
+                                               + at(p, q))]
+                         * v[static_cast<size_t>(ci * alpha * alpha
+                                                 + at(p, q))];
+                  s += std::abs(wg::at(r, i, p)) * m
+                       * std::abs(wg::at(r, j, q));
+                }
+              bound[static_cast<size_t>(((n * oh + y) * ow + x) * co_n + co)]
+                = s;
+            }
+      }
+  return bound;
+}
+
+/// Winograd's tolerance relative to winograd_bound(): gamma_n = n u (u =
+/// 2^-24, float's unit roundoff) for the longest chain of roundings an
+/// output goes through: the input transform (2 (alpha - 1) additions), the
+/// kernel transform's one rounding, the product, the sum over the `in_c`
+/// input channels and the output transform (2 (alpha - 1) additions). The
+/// errors measured stay far below it; a broken transform errs by about
+/// the bound itself.
+double winograd_tolerance(int64_t in_c, int64_t k) {
+  auto alpha = k + 1;
+  return static_cast<double>(in_c + 4 * (alpha - 1) + 2) * 0x1p-24;
+}
+
+/// Largest |a - ref| / scale; checks the shapes.
+double scaled_error(const tensor& a, const tensor& ref,
+                    const std::vector<double>& scale) {
+  BOOST_REQUIRE(a.shape() == ref.shape());
+  double worst = 0;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    double e = std::abs(double{a[i]} - double{ref[i]})
+               / std::max(scale[static_cast<size_t>(i)], 1e-30);
+    if (!(e <= worst))
+      worst = std::isnan(e) ? 1e300 : e;
+  }
+  return worst;
+}
+
+/// a against the double-precision reference within `tolerance` of each
+/// element's bound; returns the largest error / bound.
+double check_within_bound(const tensor& a, const tensor& ref,
+                          const std::vector<double>& bound, double tolerance,
+                          const std::string& what) {
+  auto e = scaled_error(a, ref, bound);
+  BOOST_CHECK_MESSAGE(e <= tolerance, what << ": error " << e
+                                           << " of the bound exceeds "
+                                           << tolerance);
+  return e;
+}
+
 /// A case's geometry with a random input, kernel and bias, and (unless
 /// `with_dy` is false) a random upstream gradient, drawn in that order.
 struct conv_inputs {
@@ -89,6 +222,20 @@ struct conv_inputs {
 struct conv_pass {
   tensor y, ds, dw, db, dx;
 };
+
+/// y against the double-precision loop: within 1e-5 + 1e-4 |y| where
+/// the direct conv runs; where Winograd does (its rule), within
+/// winograd_tolerance of winograd_bound(): the activations are
+/// 1-Lipschitz.
+void check_forward(const conv_inputs& in, activation act, const tensor& y) {
+  auto ref = naive_forward(in.g, in.x, in.w, in.b, act);
+  if (!cpu::make_winograd_plan(in.g).use) {
+    check_close(y, ref, 1e-5, 1e-4, "y");
+    return;
+  }
+  check_within_bound(y, ref, winograd_bound(in.g, in.x, in.w, &in.b, false),
+                     winograd_tolerance(in.g.in_c, in.g.k_h), "y (Winograd)");
+}
 
 conv_pass forward_backward(backend& dev, const conv_inputs& in,
                            activation act) {
@@ -153,8 +300,7 @@ BOOST_AUTO_TEST_CASE(forward_matches_direct_loop) {
         conv_inputs in{cc.geometry(), rng, false};
         tensor y;
         SYNCFAC_REQUIRE_OK(dev->conv2d_forward(in.g, in.x, in.w, in.b, act, y));
-        check_close(y, naive_forward(in.g, in.x, in.w, in.b, act), 1e-5, 1e-4,
-                    "y");
+        check_forward(in, act, y);
       }
     }
 }
@@ -179,6 +325,125 @@ BOOST_AUTO_TEST_CASE(backward_matches_direct_loop) {
         check_close(p.db, ref.db, 1e-4, 1e-4, "db");
       }
     }
+}
+
+// Winograd's forward conv and its input gradient (a forward conv of ds with
+// the kernel flipped, channel axes swapped) against the double-precision
+// loop, through winograd.hpp's entry points, so that the channel counts
+// the rule leaves to the direct conv (1, 3) run too: 3x3 and 5x5, odd
+// image sizes (a last tile half outside), SAME and VALID (down to a 1x1
+// output), channel blocks with tails (3, 17) and several blocks (64).
+// Each output within winograd_tolerance of winograd_bound(); the direct
+// conv's error on the same inputs is reported beside them.
+BOOST_AUTO_TEST_CASE(winograd_matches_the_direct_loop_within_rounding) {
+  std::mt19937 rng(21);
+  auto dev = make_cpu_backend(1);
+  struct channels {
+    int64_t in, out;
+  };
+  double worst_forward = 0;
+  double worst_dx = 0;
+  double worst_direct = 0;
+  for (int64_t k : {3, 5})
+    for (auto pad : {padding::same, padding::valid})
+      for (auto ch : {channels{1, 17}, channels{3, 16}, channels{16, 3},
+                      channels{17, 64}, channels{64, 1}, channels{16, 16},
+                      channels{64, 64}})
+        for (auto hw : {std::pair<int64_t, int64_t>{7, 9}, {5, 5}}) {
+          conv_case cc{2, hw.first, hw.second, ch.in, k, k, ch.out, 1, 1,
+                       pad};
+          BOOST_TEST_CONTEXT(cc.str()) {
+            conv_inputs in{cc.geometry(), rng};
+            const auto& g = in.g;
+            std::vector<float> u, bias, padded, scratch;
+            auto run = [&](bool input_gradient, const tensor& src,
+                           const tensor* b, tensor& out) {
+              auto wp = cpu::make_winograd_plan_anyway(g, input_gradient);
+              BOOST_REQUIRE(wp.use);
+              cpu::pack_winograd(g, wp, input_gradient, in.w.data(),
+                                 b == nullptr ? nullptr : b->data(), u, bias);
+              padded.assign(static_cast<size_t>(g.batch * wp.padded.size()),
+                            0.0f);
+              scratch.assign(static_cast<size_t>(cpu::winograd_scratch_floats(
+                               wp.layout, wp.block)),
+                             0.0f);
+              cpu::winograd_images(wp, src.data(), g.batch, u.data(),
+                                   bias.data(), false, out.data(),
+                                   padded.data(), scratch.data());
+            };
+            tensor y(g.output_shape());
+            run(false, in.x, &in.b, y);
+            auto y_ref = naive_forward(g, in.x, in.w, in.b,
+                                       activation::identity);
+            auto y_bound = winograd_bound(g, in.x, in.w, &in.b, false);
+            auto e = check_within_bound(y, y_ref, y_bound,
+                                        winograd_tolerance(g.in_c, k), "y");
+            worst_forward = std::max(worst_forward,
+                                     e / winograd_tolerance(g.in_c, k));
+
+            tensor dx(g.input_shape());
+            run(true, in.dy, nullptr, dx);
+            auto dx_ref = naive_backward(g, in.x, in.w, in.dy).dx;
+            auto dx_bound = winograd_bound(g, in.dy, in.w, nullptr, true);
+            e = check_within_bound(dx, dx_ref, dx_bound,
+                                   winograd_tolerance(g.out_c, k), "dx");
+            worst_dx = std::max(worst_dx, e / winograd_tolerance(g.out_c, k));
+
+            cpu::allow_winograd(false);
+            tensor direct;
+            auto err = dev->conv2d_forward(g, in.x, in.w, in.b,
+                                           activation::identity, direct);
+            cpu::allow_winograd(true);
+            SYNCFAC_REQUIRE_OK(err);
+            worst_direct = std::max(
+              worst_direct, scaled_error(direct, y_ref, y_bound)
+                              / winograd_tolerance(g.in_c, k));
+          }
+        }
+  BOOST_TEST_MESSAGE("largest error / (bound x tolerance): Winograd "
+                     "forward "
+                     << worst_forward << ", input gradient " << worst_dx
+                     << ", direct forward " << worst_direct);
+}
+
+// A multi-tower run computes each tower's share of the batch apart and
+// must match one device (examples_convnet_mnist_multi_tower): the forward
+// pass and the input gradient of an example do not depend on the batch
+// around it, bit for bit, Winograd's (16 channels, 3x3 and 5x5) included.
+BOOST_AUTO_TEST_CASE(an_example_s_output_does_not_depend_on_the_batch) {
+  std::mt19937 rng(23);
+  auto dev = make_cpu_backend(3);
+  auto tower = make_cpu_backend(1);
+  for (auto cc : {conv_case{31, 14, 14, 16, 5, 5, 16, 1, 1, padding::same},
+                  conv_case{31, 9, 7, 16, 3, 3, 32, 1, 1, padding::same},
+                  conv_case{31, 9, 9, 8, 3, 3, 8, 1, 1, padding::valid}}) {
+    BOOST_TEST_CONTEXT(cc.str()) {
+      conv_inputs in{cc.geometry(), rng};
+      conv_pass whole = forward_backward(*dev, in, activation::relu);
+      int64_t first = 0;
+      for (int64_t n : {10, 11, 10}) {
+        auto part = cc;
+        part.n = n;
+        conv_inputs p_in{part.geometry(), rng};
+        auto slice = [&](const tensor& t, tensor& into) {
+          auto per = t.size() / cc.n;
+          std::copy(t.data() + first * per, t.data() + (first + n) * per,
+                    into.data());
+        };
+        slice(in.x, p_in.x);
+        slice(in.dy, p_in.dy);
+        p_in.w = in.w;
+        p_in.b = in.b;
+        conv_pass p = forward_backward(*tower, p_in, activation::relu);
+        tensor y_part(p.y.shape()), dx_part(p.dx.shape());
+        slice(whole.y, y_part);
+        slice(whole.dx, dx_part);
+        BOOST_TEST(same_bits(p.y, y_part));
+        BOOST_TEST(same_bits(p.dx, dx_part));
+        first += n;
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
@@ -367,8 +632,7 @@ BOOST_AUTO_TEST_CASE(repeated_calls_reuse_buffers_and_shapes_change) {
     conv_inputs in{cc.geometry(), rng, false};
     SYNCFAC_REQUIRE_OK(
       dev->conv2d_forward(in.g, in.x, in.w, in.b, activation::identity, y));
-    check_close(y, naive_forward(in.g, in.x, in.w, in.b, activation::identity),
-                1e-5, 1e-4, cc.str());
+    check_forward(in, activation::identity, y);
   }
 }
 

@@ -1,0 +1,167 @@
+#include "kernels/cpu/winograd.hpp"
+
+#include <algorithm>
+#include <atomic>
+
+#include "kernels/cpu/winograd_transforms.hpp"
+
+namespace syncfac::cpu {
+
+namespace {
+
+std::atomic<bool> winograd_allowed{true};
+
+// V and M of one block of tiles together: well inside the 1 MiB L2, with
+// the transformed kernel (up to 36 x 64 x 64 floats) beside them.
+constexpr int64_t block_budget_floats = 48 * 1024;
+// Tiles per block: a multiple of the GEMM's register rows at both levels
+// (6 at AVX2, 12 at AVX-512), at least one block of 12.
+constexpr int64_t block_step = 12;
+constexpr int64_t max_block = 120;
+
+int64_t round_up(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
+
+// in_c, out_c: the channels of the conv Winograd runs (swapped for the
+// input gradient); out_h x out_w its output, src placed at (top, left).
+winograd_plan plan_of(const conv2d_geometry& g, image_box src,
+                      int64_t out_h, int64_t out_w, int64_t out_c,
+                      int64_t top, int64_t left) {
+  winograd_plan wp;
+  auto r = g.k_h;
+  bool shape_fits = g.stride_h == 1 && g.stride_w == 1 && g.k_h == g.k_w
+                    && (r == 3 || r == 5) && out_h > 0 && out_w > 0
+                    && top >= 0 && left >= 0;
+  if (!shape_fits)
+    return wp;
+  auto& l = wp.layout;
+  l.r = static_cast<int>(r);
+  l.alpha = static_cast<int>(r + 1);
+  l.c = src.c;
+  l.cpad = round_up(src.c, winograd_channel_block);
+  l.out_h = out_h;
+  l.out_w = out_w;
+  l.out_c = out_c;
+  l.opad = round_up(out_c, winograd_channel_block);
+  l.tiles_h = (out_h + 1) / 2;
+  l.tiles_w = (out_w + 1) / 2;
+  wp.src = src;
+  wp.padded = {2 * l.tiles_h + r - 1, 2 * l.tiles_w + r - 1, src.c};
+  wp.top = top;
+  wp.left = left;
+  // pad_images copies whole source rows: they must fit the padded row.
+  if (left + src.w > wp.padded.w)
+    return wp;
+  l.ph = wp.padded.h;
+  l.pw = wp.padded.w;
+  auto per_tile = int64_t{l.alpha} * l.alpha * (l.cpad + l.opad);
+  wp.block = std::clamp<int64_t>(
+    block_budget_floats / per_tile / block_step * block_step, block_step,
+    max_block);
+  wp.use = true;
+  return wp;
+}
+
+winograd_plan forward_plan(const conv2d_geometry& g) {
+  return plan_of(g, {g.in_h, g.in_w, g.in_c}, g.out_h, g.out_w, g.out_c,
+                 g.pad_top, g.pad_left);
+}
+
+// dx[i] = sum_k ds_padded[i + k] w[K - 1 - k], ds placed k - 1 - pad into
+// the padded image (conv_plan.cpp's make_dx_plan).
+winograd_plan dx_plan_of(const conv2d_geometry& g) {
+  return plan_of(g, {g.out_h, g.out_w, g.out_c}, g.in_h, g.in_w, g.in_c,
+                 g.k_h - 1 - g.pad_top, g.k_w - 1 - g.pad_left);
+}
+
+} // namespace
+
+bool winograd_pays(int64_t k_h, int64_t k_w, int64_t stride_h,
+                   int64_t stride_w, int64_t in_c, int64_t out_c) {
+  return winograd_allowed.load(std::memory_order_relaxed) && stride_h == 1
+         && stride_w == 1 && k_h == k_w && k_h == 3
+         && in_c >= winograd_min_channels && out_c >= winograd_min_channels;
+}
+
+winograd_plan make_winograd_plan(const conv2d_geometry& g) {
+  if (!winograd_pays(g.k_h, g.k_w, g.stride_h, g.stride_w, g.in_c, g.out_c))
+    return {};
+  return forward_plan(g);
+}
+
+winograd_plan make_winograd_dx_plan(const conv2d_geometry& g) {
+  if (!winograd_pays(g.k_h, g.k_w, g.stride_h, g.stride_w, g.out_c, g.in_c))
+    return {};
+  return dx_plan_of(g);
+}
+
+winograd_plan make_winograd_plan_anyway(const conv2d_geometry& g,
+                                        bool input_gradient) {
+  return input_gradient ? dx_plan_of(g) : forward_plan(g);
+}
+
+void pack_winograd(const conv2d_geometry& g, const winograd_plan& wp,
+                   bool input_gradient, const float* w, const float* b,
+                   std::vector<float>& u, std::vector<float>& bias) {
+  const auto& l = wp.layout;
+  auto r = l.r;
+  auto alpha = l.alpha;
+  auto C = g.in_c;
+  auto O = g.out_c;
+  u.assign(static_cast<size_t>(alpha * alpha * l.cpad * l.opad), 0.0f);
+  std::vector<double> gk(static_cast<size_t>(r * r));
+  std::vector<double> half(static_cast<size_t>(alpha * r));
+  for (int64_t ci = 0; ci < l.c; ++ci)
+    for (int64_t co = 0; co < l.out_c; ++co) {
+      for (int a = 0; a < r; ++a)
+        for (int e = 0; e < r; ++e) {
+          // The forward kernel tap (a, e) from input ci to output co, or
+          // the flipped tap with the channel axes swapped.
+          auto idx = input_gradient
+                       ? (((r - 1 - a) * r + (r - 1 - e)) * C + co) * O + ci
+                       : ((a * r + e) * C + ci) * O + co;
+          gk[static_cast<size_t>(a * r + e)] = w[idx];
+        }
+      for (int i = 0; i < alpha; ++i) // G g
+        for (int e = 0; e < r; ++e) {
+          double s = 0;
+          for (int a = 0; a < r; ++a)
+            s += winograd::g(r, i, a) * gk[static_cast<size_t>(a * r + e)];
+          half[static_cast<size_t>(i * r + e)] = s;
+        }
+      for (int i = 0; i < alpha; ++i) // (G g) G^T
+        for (int j = 0; j < alpha; ++j) {
+          double s = 0;
+          for (int e = 0; e < r; ++e)
+            s += half[static_cast<size_t>(i * r + e)] * winograd::g(r, j, e);
+          u[static_cast<size_t>(((i * alpha + j) * l.cpad + ci) * l.opad
+                                + co)]
+            = static_cast<float>(s);
+        }
+    }
+  bias.assign(static_cast<size_t>(l.opad), 0.0f);
+  if (b != nullptr)
+    std::copy(b, b + l.out_c, bias.begin());
+}
+
+void winograd_images(const winograd_plan& wp, const float* src, int64_t n,
+                     const float* u, const float* bias, bool relu,
+                     float* out, float* padded, float* scratch) {
+  pad_images(src, n, wp.src, wp.padded, wp.top, wp.left, padded);
+  auto l = wp.layout;
+  l.in = padded;
+  l.u = u;
+  l.bias = bias;
+  l.relu = relu;
+  l.out = out;
+  auto tiles = n * l.tiles_h * l.tiles_w;
+  for (int64_t t = 0; t < tiles; t += wp.block)
+    conv_winograd_tiles(l, t, std::min(wp.block, tiles - t), scratch);
+}
+
+void allow_winograd(bool allowed) {
+  winograd_allowed.store(allowed, std::memory_order_relaxed);
+}
+
+} // namespace syncfac::cpu

@@ -1,0 +1,287 @@
+// The Winograd micro-kernel (winograd_kernels.hpp), compiled once per
+// instruction-set level into the namespace SYNCFAC_KERNEL_ISA
+// (kernels/cpu/isa_kernels.hpp): the vector width and the GEMM's register
+// blocking follow the level's simd.hpp.
+#include "kernels/cpu/isa_kernels.hpp"
+
+#include "kernels/cpu/simd.hpp"
+#include "kernels/cpu/winograd_transforms.hpp"
+
+namespace syncfac::cpu::SYNCFAC_KERNEL_ISA {
+
+namespace {
+
+using simd::lanes;
+using simd::vf;
+
+constexpr int64_t cb = winograd_channel_block;
+// Vectors per channel block: 1 zmm or 2 ymm.
+constexpr int vectors = static_cast<int>(cb) / simd::width;
+// GEMM rows (tiles) per register block: 12 accumulators at AVX2 (6 rows x
+// 2 ymm) + 2 operands + 1 broadcast of the 16 ymm; at AVX-512 12 rows x 1
+// zmm, 12 chains to cover the FMA latency on two ports.
+constexpr int gemm_rows = 12 / vectors;
+
+// The transforms of winograd_transforms.hpp as compile-time tables.
+template <int Alpha>
+struct transforms;
+
+template <>
+struct transforms<4> { // F(2x2, 3x3)
+  static constexpr const auto& bt = winograd::bt4;
+  static constexpr const auto& at = winograd::at4;
+};
+
+template <>
+struct transforms<6> { // F(2x2, 5x5)
+  static constexpr const auto& bt = winograd::bt6;
+  static constexpr const auto& at = winograd::at6;
+};
+
+// y[i * ys] = sum_j mat[i][j] x[j * xs] for a constant matrix: the loops
+// unroll, so zero terms vanish and +-1 become an add or a subtraction.
+template <int Rows, int Cols>
+inline __attribute__((always_inline)) void
+apply(const float (&mat)[Rows][Cols], const vf* x, int xs, vf* y, int ys) {
+#pragma GCC unroll 8
+  for (int i = 0; i < Rows; ++i) {
+    vf acc = simd::zero();
+    bool first = true;
+#pragma GCC unroll 8
+    for (int j = 0; j < Cols; ++j) {
+      float c = mat[i][j];
+      vf v = x[j * xs];
+      if (c == 0.0f)
+        continue;
+      if (first) {
+        acc = c == 1.0f ? v : simd::fma(simd::broadcast(c), v, simd::zero());
+        first = false;
+      } else if (c == 1.0f) {
+        acc = simd::add(acc, v);
+      } else if (c == -1.0f) {
+        acc = simd::sub(acc, v);
+      } else {
+        acc = simd::fma(simd::broadcast(c), v, acc);
+      }
+    }
+    y[i * ys] = acc;
+  }
+}
+
+// y = B^T x for one column (or row) of a window. F(2, 3) through apply:
+// its rows are differences and one sum. F(2, 5) factored by hand: 12
+// operations for its 20 non-zero entries, and a constant x gives exact
+// zeros in every row but the second (-6 x, one rounding), so that, as with
+// the direct conv, the four outputs of a window of equal values are equal
+// (the output transform adds exact zeros).
+template <int Alpha>
+inline __attribute__((always_inline)) void input_rows(const vf* x, int xs,
+                                                      vf* y, int ys) {
+  if constexpr (Alpha == 4) {
+    apply(transforms<4>::bt, x, xs, y, ys);
+  } else {
+    const vf x0 = x[0], x1 = x[xs], x2 = x[2 * xs], x3 = x[3 * xs],
+             x4 = x[4 * xs], x5 = x[5 * xs];
+    const vf four = simd::broadcast(4.0f), five = simd::broadcast(-5.0f);
+    const vf s12 = simd::add(x1, x2), s34 = simd::add(x3, x4);
+    const vf d12 = simd::sub(x1, x2), d43 = simd::sub(x4, x3);
+    const vf d31 = simd::sub(x3, x1), d42 = simd::sub(x4, x2);
+    y[0] = simd::fma(four, x0, simd::fma(five, x2, x4));
+    y[ys] = simd::fma(simd::broadcast(-4.0f), s12, s34);
+    y[2 * ys] = simd::fma(four, d12, d43);
+    y[3 * ys] = simd::fma(simd::broadcast(2.0f), d31, d42);
+    y[4 * ys] = simd::fma(simd::broadcast(-2.0f), d31, d42);
+    y[5 * ys] = simd::fma(four, x1, simd::fma(five, x3, x5));
+  }
+}
+
+// V's tile rows for tiles [first, first + count): B^T d B of each tile's
+// alpha x alpha window, per channel block; lanes past c are zero.
+template <int Alpha>
+void input_transform(const winograd_layout& l, int64_t first, int64_t count,
+                     float* v) {
+  const auto per_image = l.tiles_h * l.tiles_w;
+  const auto blocks = l.cpad / cb;
+  const auto plane = blocks * count * cb; // one transform point's floats
+  for (int64_t t = 0; t < count; ++t) {
+    auto tile = first + t;
+    auto img = tile / per_image;
+    auto ty = tile % per_image / l.tiles_w;
+    auto tx = tile % l.tiles_w;
+    const float* window
+      = l.in + ((img * l.ph + 2 * ty) * l.pw + 2 * tx) * l.c;
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int k = 0; k < vectors; ++k) {
+        auto c0 = b * cb + k * simd::width;
+        if (c0 >= l.c) { // padding lanes of the block: zero
+          for (int p = 0; p < Alpha * Alpha; ++p)
+            simd::store(v + p * plane + (b * count + t) * cb
+                          + k * simd::width,
+                        simd::zero());
+          continue;
+        }
+        bool tail = c0 + simd::width > l.c;
+        lanes last = simd::first_lanes(static_cast<int>(l.c - c0));
+        vf d[Alpha * Alpha];
+        for (int i = 0; i < Alpha; ++i)
+          for (int j = 0; j < Alpha; ++j) {
+            const float* src = window + (i * l.pw + j) * l.c + c0;
+            d[i * Alpha + j] = tail ? simd::load(src, last) : simd::load(src);
+          }
+        vf rows[Alpha * Alpha];
+        vf out[Alpha * Alpha];
+        for (int j = 0; j < Alpha; ++j) // B^T d, column by column
+          input_rows<Alpha>(d + j, Alpha, rows + j, Alpha);
+        for (int i = 0; i < Alpha; ++i) // (B^T d) B, row by row
+          input_rows<Alpha>(rows + i * Alpha, 1, out + i * Alpha, 1);
+        for (int p = 0; p < Alpha * Alpha; ++p)
+          simd::store(v + p * plane + (b * count + t) * cb + k * simd::width,
+                      out[p]);
+      }
+  }
+}
+
+// m[p, t, o] = sum_c v[p, c / 16, t, c % 16] u[p, c, o] for R tiles
+// from t0 and the 16 outputs of block ob: the sum over c in order, the
+// same for every R.
+template <int R>
+void gemm_tile(const float* a, int64_t a_block_stride, int64_t blocks,
+               const float* u, int64_t opad, float* m) {
+  // The first channel's products start the sums (x * w rounds as
+  // fma(x, w, 0) does): no zeroed accumulators, which GCC 12 kept on the
+  // stack and cleared with rep stos on every call.
+  vf acc[R][vectors];
+  {
+    vf w[vectors];
+#pragma GCC unroll 4
+    for (int k = 0; k < vectors; ++k)
+      w[k] = simd::load(u + k * simd::width);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      auto x = simd::broadcast(a + i * cb);
+#pragma GCC unroll 4
+      for (int k = 0; k < vectors; ++k)
+        acc[i][k] = simd::fma(x, w[k], simd::zero());
+    }
+  }
+  for (int64_t b = 0; b < blocks; ++b, a += a_block_stride) {
+    const float* ub = u + b * cb * opad;
+#pragma GCC unroll 16
+    for (int j = b == 0 ? 1 : 0; j < cb; ++j) {
+      vf w[vectors];
+#pragma GCC unroll 4
+      for (int k = 0; k < vectors; ++k)
+        w[k] = simd::load(ub + j * opad + k * simd::width);
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        auto x = simd::broadcast(a + i * cb + j);
+#pragma GCC unroll 4
+        for (int k = 0; k < vectors; ++k)
+          acc[i][k] = simd::fma(x, w[k], acc[i][k]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int k = 0; k < vectors; ++k)
+      simd::store(m + i * opad + k * simd::width, acc[i][k]);
+}
+
+// The block's last, shorter register tile: the largest instance that fits.
+template <int R = gemm_rows>
+void gemm_rest(int rows, const float* a, int64_t stride, int64_t blocks,
+               const float* u, int64_t opad, float* m) {
+  if constexpr (R > 1) {
+    if (rows < R)
+      return gemm_rest<R - 1>(rows, a, stride, blocks, u, opad, m);
+  }
+  gemm_tile<R>(a, stride, blocks, u, opad, m);
+}
+
+template <int Alpha>
+void multiply(const winograd_layout& l, int64_t count, const float* v,
+              float* m) {
+  const auto blocks = l.cpad / cb;
+  const auto plane = blocks * count * cb;
+  for (int p = 0; p < Alpha * Alpha; ++p) {
+    const float* vp = v + p * plane;
+    const float* up = l.u + p * l.cpad * l.opad;
+    float* mp = m + p * count * l.opad;
+    for (int64_t o = 0; o < l.opad; o += cb) {
+      int64_t t = 0;
+      for (; t + gemm_rows <= count; t += gemm_rows)
+        gemm_tile<gemm_rows>(vp + t * cb, count * cb, blocks, up + o,
+                             l.opad, mp + t * l.opad + o);
+      if (t < count)
+        gemm_rest(static_cast<int>(count - t), vp + t * cb, count * cb,
+                  blocks, up + o, l.opad, mp + t * l.opad + o);
+    }
+  }
+}
+
+// out = act(A^T m A + bias) for each tile's 2x2 outputs inside the image.
+template <int Alpha>
+void output_transform(const winograd_layout& l, int64_t first,
+                      int64_t count, const float* m) {
+  using tr = transforms<Alpha>;
+  const auto per_image = l.tiles_h * l.tiles_w;
+  const auto plane = count * l.opad;
+  const auto zero = simd::zero();
+  for (int64_t t = 0; t < count; ++t) {
+    auto tile = first + t;
+    auto img = tile / per_image;
+    auto oy = 2 * (tile % per_image / l.tiles_w);
+    auto ox = 2 * (tile % l.tiles_w);
+    int rows = oy + 1 < l.out_h ? 2 : 1;
+    int cols = ox + 1 < l.out_w ? 2 : 1;
+    float* dst = l.out + ((img * l.out_h + oy) * l.out_w + ox) * l.out_c;
+    for (int64_t o = 0; o < l.out_c; o += simd::width) {
+      bool tail = o + simd::width > l.out_c;
+      lanes last = simd::first_lanes(static_cast<int>(l.out_c - o));
+      vf x[Alpha * Alpha];
+      for (int p = 0; p < Alpha * Alpha; ++p)
+        x[p] = simd::load(m + p * plane + t * l.opad + o);
+      vf half[2 * Alpha];
+      vf y[4];
+      for (int j = 0; j < Alpha; ++j) // A^T m, column by column
+        apply(tr::at, x + j, Alpha, half + j, Alpha);
+      for (int i = 0; i < 2; ++i) // (A^T m) A, row by row
+        apply(tr::at, half + i * Alpha, 1, y + i * 2, 1);
+      auto bias = simd::load(l.bias + o);
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j) {
+          auto r = simd::add(y[i * 2 + j], bias);
+          if (l.relu)
+            r = simd::max(zero, r);
+          float* d = dst + (i * l.out_w + j) * l.out_c + o;
+          if (tail)
+            simd::store(d, r, last);
+          else
+            simd::store(d, r);
+        }
+    }
+  }
+}
+
+template <int Alpha>
+void tiles(const winograd_layout& l, int64_t first, int64_t count,
+           float* scratch) {
+  float* v = scratch;
+  float* m = scratch + int64_t{Alpha} * Alpha * count * l.cpad;
+  input_transform<Alpha>(l, first, count, v);
+  multiply<Alpha>(l, count, v, m);
+  output_transform<Alpha>(l, first, count, m);
+}
+
+} // namespace
+
+void conv_winograd_tiles(const winograd_layout& l, int64_t first,
+                         int64_t count, float* scratch) {
+  if (l.alpha == 4)
+    tiles<4>(l, first, count, scratch);
+  else
+    tiles<6>(l, first, count, scratch);
+}
+
+} // namespace syncfac::cpu::SYNCFAC_KERNEL_ISA
