@@ -17,7 +17,8 @@
 // case logs the time from the signal to the last exit ("timing: ...").
 // one_process: the same for the programs that train in one process
 // (convnet_mnist_single, convnet_mnist_multi_tower, autoencoder_mnist, the
-// plain loop), --requeue_signal and SIGHUP, and the evaluator.
+// plain loop), --requeue_signal and SIGHUP, a stop during an evaluation,
+// and the evaluator.
 
 #include <algorithm>
 #include <chrono>
@@ -679,6 +680,31 @@ BOOST_AUTO_TEST_CASE(sigterm_to_convnet_mnist_single_resumes_without_loss) {
     SIGTERM, "SIGTERM");
   BOOST_TEST(json_string(resumed, "params_digest")
              == digest_of(tmp, single_command));
+}
+
+BOOST_AUTO_TEST_CASE(a_stop_during_an_evaluation_ends_the_program) {
+  // Small steps and a test set of 2,000 evaluated every 20 steps, signalled
+  // at step 300 (after the first evaluations settled into the run): an
+  // evaluation is in flight at most signals. The run ends after the step
+  // in flight while the evaluator may still be finishing its last slice;
+  // it used to write that result into the training log the driver had
+  // already destroyed, and the program then hung at exit or failed (2-3
+  // of these 12 tries with that code). Every try must exit 143 in time.
+  for (int attempt = 1; attempt <= 12; ++attempt) {
+    BOOST_TEST_CONTEXT("try " << attempt) {
+      temp_dir tmp;
+      single_run run{tmp, bin + "convnet_mnist_single --fake_data"
+                            " --fake_train_size 2560 --batch_size 16"
+                            " --log_every 5 --no_progress --steps 100000"
+                            " --eval_every 20 --checkpoint_dir "
+                            + tmp.file("ckpt")};
+      auto n = run.start("run");
+      kill_on_exit guard{n};
+      await_logged_step(n, 300);
+      n.signal(SIGTERM);
+      check_exits_preempted(n, std::chrono::seconds{60});
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(the_requeue_signal_and_sighup_stop_it_as_sigterm) {
