@@ -214,6 +214,13 @@ caf::error backward_input(int threads, conv_workspace& ws,
   return caf::none;
 }
 
+// Whether the forward kernels apply `act` themselves (both paths fuse
+// the bias and ReLU into their stores); any other activation is a pass
+// over each tile after it, while the tile is still in cache.
+bool fused_in_kernel(activation act) {
+  return act == activation::relu || act == activation::identity;
+}
+
 // The forward pass by Winograd, over the direct path's tiles of images.
 caf::error winograd_forward(int threads, conv_workspace& ws,
                             const conv2d_geometry& g, const conv_plan& p,
@@ -226,7 +233,7 @@ caf::error winograd_forward(int threads, conv_workspace& ws,
                          p.tile_images * wp.padded.size());
   reserve_thread_buffers(ws.winograd_scratch, threads,
                          winograd_scratch_floats(wp.layout, wp.block));
-  bool fused = act == activation::relu || act == activation::identity;
+  bool fused = fused_in_kernel(act);
   parallel_for(threads, p.tiles, [&](int64_t t, int thread) {
     auto s = tile_of(g, p, t);
     auto idx = static_cast<size_t>(thread);
@@ -252,7 +259,7 @@ caf::error cpu_backend::conv2d_forward(const conv2d_geometry& g,
     return err;
   auto p = make_plan(g);
   y.resize(g.output_shape());
-  bool fused = act == activation::relu || act == activation::identity;
+  bool fused = fused_in_kernel(act);
   auto wp = make_winograd_plan(g);
   if (wp.use)
     return winograd_forward(threads_, conv_, g, p, wp, x, w, b, act, y);
