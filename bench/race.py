@@ -168,14 +168,14 @@ def tune_and_report(race, args, entries):
                          f"{args.tuning_seed} is among the report seeds "
                          f"{seeds}: report with other seeds")
     optimizers = list(race.spec.grids)
-    tuned = getattr(args, "tune", None)
+    tuned = args.tune
     if tuned:
         # One optimizer's grid alone, e.g. each grid in a process of its
         # own on a core of its own; --tuning_only then stops after it.
         if tuned not in optimizers:
             raise SystemExit(f"{race.spec.name}: --tune {tuned}: no such "
                              f"optimizer (of {optimizers})")
-        if not getattr(args, "tuning_only", False):
+        if not args.tuning_only:
             raise SystemExit(f"{race.spec.name}: --tune {tuned} tunes one "
                              "grid: the report needs both, add --tuning_only")
         race.tune(tuned, args.tuning_seed)
@@ -185,7 +185,7 @@ def tune_and_report(race, args, entries):
                             (int(x) for x in args.skip_tuning.split(","))))
     else:
         selected = {o: race.tune(o, args.tuning_seed) for o in optimizers}
-    if getattr(args, "tuning_only", False):
+    if args.tuning_only:
         # The selection does not depend on the machine's load (errors
         # within a step budget), the report's seconds do: tuning may run
         # beside other work, the report later on a quiet machine.
