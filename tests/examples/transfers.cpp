@@ -86,11 +86,18 @@ BOOST_AUTO_TEST_CASE(fewer_workers_than_replicas_cancel_the_pull) {
 }
 
 BOOST_FIXTURE_TEST_CASE(a_cluster_on_loopback_sends_the_minimum, run_files) {
+  // 160 steps, not 40: the initial tokens' first round is partly wasted by
+  // design (docs/protocol.md), and on a loaded machine a worker whose token
+  // request comes late finds the step's tokens taken and skips a step, its
+  // pull then unused. Beside `yes` x2 that was 0-5 whole pulls of 80 at 40
+  // steps (up to 5.2 %, over the bound) and 1-5 of 400 at 200 steps (at
+  // most 1.3 %): a fixed cost that the run must be long enough to dwarf.
+  // A pull thrown away every step still fails both bounds.
   auto cluster = write_cluster(tmp, {{"chief", 1}, {"worker", 2}, {"ps", 2}});
   auto res = run_ok(launcher + " --cluster " + cluster + " --program "
                     + distributed + " --max_wall_s 300 -- " + data
                     + " --threads 1 --connect_timeout_ms 60000"
-                      " --steps 40 --summary " + summary);
+                      " --steps 160 --summary " + summary);
   auto text = read_file(summary);
   check_near_minimum(text, 0.95);
   BOOST_TEST(number(text, "messages_per_global_step") > 0);
