@@ -1,6 +1,7 @@
 #include "actors/chief_driver.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -131,6 +132,11 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   ec_cfg.on_result = [log](int64_t step, const eval_result& res) {
     log->eval(step, res);
   };
+  // One periodic evaluation at a time: one due while the last still runs
+  // is skipped, since it would only evaluate later variables behind it
+  // (and the final evaluation would wait behind every one).
+  auto evaluating = std::make_shared<std::atomic<bool>>(false);
+  ec_cfg.on_answered = [evaluating] { *evaluating = false; };
   auto eval = spawn_evaluator(sys, std::move(ec_cfg));
   if (!eval)
     return eval.error();
@@ -209,9 +215,10 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   // The learning rate the shards applied the round with, as scheduled
   // (every shard computes the same from the global step).
   auto rates = base.optimizer;
+  auto skipped = std::make_shared<int64_t>(0);
   cc.on_round = [log, eval_handle, log_every, eval_every, steps, warm,
-                 warmup, log_due, window, workers, damping,
-                 rates](const round_report& r) {
+                 warmup, log_due, window, workers, damping, rates, evaluating,
+                 skipped](const round_report& r) {
     if (!warm->set && r.global_step >= warmup) {
       warm->when = clock_type::now();
       warm->examples = r.examples;
@@ -259,8 +266,17 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
       log->train(r.global_step, r.mean_loss, r.accuracy, extra);
     }
     if (eval_every > 0 && r.global_step % eval_every == 0
-        && r.global_step < steps)
-      caf::anon_send(eval_handle, eval_atom::value, r.global_step);
+        && r.global_step < steps) {
+      if (!evaluating->exchange(true))
+        caf::anon_send(eval_handle, eval_atom::value, r.global_step);
+      else if ((*skipped)++ == 0)
+        log->line("evaluator: the evaluation due at global step "
+                  + std::to_string(r.global_step)
+                  + " is skipped, the last one still runs (--eval_every "
+                  + std::to_string(eval_every)
+                  + " steps is shorter than an evaluation); so is every "
+                    "such one after it");
+    }
     log->progress(r.global_step);
   };
   auto chief = spawn_chief(sys, std::move(cc));

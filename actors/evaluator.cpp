@@ -1,5 +1,7 @@
 #include "actors/evaluator.hpp"
 
+#include <algorithm>
+
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/evaluate_slices.hpp"
@@ -23,18 +25,51 @@ caf::error failed(const std::string& what, caf::error err) {
                                      + render(err));
 }
 
-void evaluate_pulled(self_ptr self, int64_t step,
-                     std::vector<shard_params> pulled, promise_type rp) {
+/// Answers `rp` and tells on_answered.
+template <class Answer>
+void answer(self_ptr self, promise_type& rp, Answer&& x) {
+  rp.deliver(std::forward<Answer>(x));
+  if (self->state.cfg.on_answered)
+    self->state.cfg.on_answered();
+}
+
+/// The shards apply a round one after another, so a pull can find one a
+/// step ahead of another; the next pull finds them together (the next
+/// round waits for a worker's compute). Pulls this many times before
+/// refusing to evaluate variables of two steps.
+constexpr int max_pulls = 5;
+
+void pull_and_evaluate(self_ptr self, promise_type rp, int pulls = 1);
+
+void evaluate_pulled(self_ptr self, std::vector<shard_params> pulled,
+                     promise_type rp, int pulls) {
   auto& st = self->state;
+  auto [low, high] = std::minmax_element(
+    pulled.begin(), pulled.end(), [](const auto& a, const auto& b) {
+      return a.global_step < b.global_step;
+    });
+  if (low->global_step != high->global_step) {
+    if (pulls < max_pulls)
+      return pull_and_evaluate(self, rp, pulls + 1);
+    return answer(self, rp,
+                  make_error(ec::timeout,
+                             "evaluator: ps:" + std::to_string(low->shard)
+                               + " at global step "
+                               + std::to_string(low->global_step) + " and ps:"
+                               + std::to_string(high->shard) + " at "
+                               + std::to_string(high->global_step)
+                               + " in each of " + std::to_string(max_pulls)
+                               + " pulls"));
+  }
+  auto step = low->global_step;
   for (auto& sp : pulled)
     for (auto& v : sp.values) {
       auto i = st.slot_of.find(v.name);
       if (i == st.slot_of.end()) {
-        rp.deliver(make_error(ec::unknown_name, "evaluator: ps:"
-                                                  + std::to_string(sp.shard)
-                                                  + " holds unknown '"
-                                                  + v.name + "'"));
-        return;
+        return answer(self, rp,
+                      make_error(ec::unknown_name,
+                                 "evaluator: ps:" + std::to_string(sp.shard)
+                                   + " holds unknown '" + v.name + "'"));
       }
       st.params[i->second].value = std::move(v.value);
     }
@@ -45,20 +80,21 @@ void evaluate_pulled(self_ptr self, int64_t step,
       const auto& on_result = self->state.cfg.on_result;
       if (on_result)
         on_result(step, total);
-      rp.deliver(total);
+      answer(self, rp, total);
     },
     [=](const char* what, caf::error err) mutable {
-      rp.deliver(failed(what, std::move(err)));
+      answer(self, rp, failed(what, std::move(err)));
     });
 }
 
-void pull_and_evaluate(self_ptr self, int64_t step, promise_type rp) {
+void pull_and_evaluate(self_ptr self, promise_type rp, int pulls) {
   auto& st = self->state;
   auto done = [=](std::vector<shard_params> pulled) {
-    evaluate_pulled(self, step, std::move(pulled), rp);
+    evaluate_pulled(self, std::move(pulled), rp, pulls);
   };
   auto failed_pull = [=](size_t s, caf::error err) mutable {
-    rp.deliver(failed("pull from ps:" + std::to_string(s), std::move(err)));
+    answer(self, rp, failed("pull from ps:" + std::to_string(s),
+                            std::move(err)));
   };
   if (st.cfg.use_averages)
     gather<shard_params>(self, st.cfg.shards, st.cfg.request_timeout, done,
@@ -94,11 +130,13 @@ evaluator_actor::behavior_type evaluator(self_ptr self,
       if (shards.size() == self->state.cfg.shards.size())
         self->state.cfg.shards = std::move(shards);
     },
-    [=](eval_atom, int64_t step) -> caf::result<eval_result> {
+    [=](eval_atom, int64_t) -> caf::result<eval_result> {
+      // The step asked for is where the shards were when the request was
+      // sent; they are there or further on now.
       auto rp = self->make_response_promise<eval_result>();
       auto& st = self->state;
       if (st.loaded) {
-        pull_and_evaluate(self, step, rp);
+        pull_and_evaluate(self, rp);
         return rp;
       }
       self->request(st.cfg.device, st.cfg.request_timeout,
@@ -110,10 +148,10 @@ evaluator_actor::behavior_type evaluator(self_ptr self,
             for (size_t i = 0; i < st.params.size(); ++i)
               st.slot_of[st.params[i].name] = i;
             st.loaded = true;
-            pull_and_evaluate(self, step, rp);
+            pull_and_evaluate(self, rp);
           },
           [=](caf::error& err) mutable {
-            rp.deliver(failed("model load", std::move(err)));
+            answer(self, rp, failed("model load", std::move(err)));
           });
       return rp;
     },

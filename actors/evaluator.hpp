@@ -26,7 +26,10 @@ namespace syncfac {
 
 /// Evaluates the PS shards' current variables on a held-out set.
 using evaluator_actor = caf::typed_actor<
-  // Evaluate now, labelling the result with `global_step`.
+  // Evaluate the variables of `global_step` or a later one (the shards'
+  // now): a request that waited behind another evaluation, or a round
+  // applied meanwhile, finds them further on, and the result is labelled
+  // with the step they are at, not the one asked for.
   caf::replies_to<eval_atom, int64_t>::with<eval_result>,
   // Pull from these shards from now on (a PS shard came back after a
   // loss); as many as before.
@@ -42,8 +45,12 @@ struct evaluator_config {
   /// Examples per device request (bounds activation memory).
   int64_t slice_size = 500;
   std::chrono::milliseconds request_timeout{60000};
-  /// Called with every result, in the evaluator's context (may be empty).
+  /// Called with every result and the global step of the variables it
+  /// evaluated, in the evaluator's context (may be empty).
   std::function<void(int64_t, const eval_result&)> on_result;
+  /// Called when a request has been answered, with a result or an error
+  /// (may be empty): a sender that keeps one evaluation at a time.
+  std::function<void()> on_answered;
 
   caf::error validate() const;
 };

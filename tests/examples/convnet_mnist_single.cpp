@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
+#include <utility>
+#include <vector>
 
 #include "tests/examples/process.hpp"
 
@@ -28,6 +31,45 @@ BOOST_FIXTURE_TEST_CASE(loss_falls_on_fake_data, run_files) {
   auto acc = json_numbers(read_file(summary), "test_accuracy");
   BOOST_REQUIRE_EQUAL(acc.size(), 1u);
   BOOST_TEST(acc[0] > 0.5);
+}
+
+BOOST_FIXTURE_TEST_CASE(evaluations_are_labelled_with_the_step_they_evaluate,
+                        run_files) {
+  // An evaluation of 20,000 examples takes longer than many steps of 16:
+  // with --eval_every 1 the evaluations due while one runs are skipped
+  // (said once), and each record carries the global step of the variables
+  // it evaluated. Before, every due evaluation queued behind the last and
+  // then evaluated a later step's variables under its own label: records
+  // of several steps held one result. Two shards: a pull must find both
+  // at the same step.
+  auto res = run_ok(program + " --fake_data --fake_test_size 20000"
+                    " --steps 30 --batch_size 16 --model mlp --optimizer sgd"
+                    " --learning_rate 0.05 --eval_every 1 --worker_replicas 1"
+                    " --ps_tasks 2 --threads 1 --no_progress --log_every 1"
+                    " --metrics " + metrics);
+  BOOST_TEST(said(res.output, "is skipped, the last one still runs"),
+             res.output);
+  std::vector<std::pair<double, double>> evals; // step, test_loss
+  std::istringstream lines{read_file(metrics)};
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("\"test_loss\"") != std::string::npos)
+      evals.emplace_back(json_numbers(line, "step").at(0),
+                         json_numbers(line, "test_loss").at(0));
+  BOOST_REQUIRE_GE(evals.size(), 2u);
+  BOOST_TEST(evals.size() < 30u, "no evaluation was skipped");
+  BOOST_TEST(evals.back().first == 30);
+  for (size_t i = 1; i < evals.size(); ++i) {
+    auto [step0, loss0] = evals[i - 1];
+    auto [step1, loss1] = evals[i];
+    BOOST_TEST(step0 <= step1, "record " << i << ": step " << step1
+                                 << " after " << step0);
+    // The same step's variables give the same loss; another step's (SGD
+    // moves them every step) another.
+    BOOST_TEST((step0 == step1) == (loss0 == loss1),
+               "records " << i - 1 << " and " << i << ": step " << step0
+                          << " loss " << loss0 << ", step " << step1
+                          << " loss " << loss1);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(reaches_80_percent_on_fashion_mnist) {
