@@ -80,7 +80,7 @@ winograd_plan dx_plan_of(const conv2d_geometry& g) {
 bool winograd_pays(int64_t k_h, int64_t k_w, int64_t stride_h,
                    int64_t stride_w, int64_t in_c, int64_t out_c) {
   return winograd_allowed.load(std::memory_order_relaxed) && stride_h == 1
-         && stride_w == 1 && k_h == k_w && k_h == 3
+         && stride_w == 1 && k_h == k_w && (k_h == 3 || k_h == 5)
          && in_c >= winograd_min_channels && out_c >= winograd_min_channels;
 }
 

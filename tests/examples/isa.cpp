@@ -2,10 +2,10 @@
 #include <boost/test/unit_test.hpp>
 
 // --isa on a real program (convnet_mnist_single): the level in the
-// summary's "isa", every level the CPU has training to the same loss as the
-// baseline within 1e-3 (relative; 20 steps of FP32 at other summation
-// orders drift ~1e-5), and the refusals by name: an unknown level, one the
-// CPU lacks (SYNCFAC_MAX_ISA hides AVX-512), a bad SYNCFAC_MAX_ISA.
+// summary's "isa", every level the CPU has computing the baseline's first
+// three losses within 1e-5 (relative) and training (its loss falls), and
+// the refusals by name: an unknown level, one the CPU lacks
+// (SYNCFAC_MAX_ISA hides AVX-512), a bad SYNCFAC_MAX_ISA.
 
 #include <cmath>
 #include <string>
@@ -21,27 +21,40 @@ namespace {
 
 const std::string short_run
   = " --fake_data --runtime plain --steps 20 --batch_size 32 --threads 2"
-    " --warmup 2 --no_final_eval --no_progress --log_every 10 --seed 3";
+    " --warmup 2 --no_final_eval --no_progress --log_every 1 --seed 3";
 
 } // namespace
 
 BOOST_AUTO_TEST_CASE(every_level_trains_alike_and_says_so) {
+  // The levels sum in other orders, so their parameters differ by rounding
+  // from the first update on. The first three losses (the forward pass
+  // from the initial parameters, then after one and two updates) stay
+  // within 1e-7 relative (measured, seeds 1-8). Later ones are not
+  // compared: once a max-pool window's two best values lie within that
+  // rounding, the levels pick different ones, and from then on the losses
+  // part by up to 0.2 after 20 steps (seed 2 with the direct conv,
+  // docs/kernels.md, "Winograd").
   temp_dir tmp;
-  double base_loss = NAN;
+  std::vector<double> base;
   for (const auto& level : cpu::supported_isas()) {
     auto summary = tmp.file("summary_" + level + ".json");
+    auto metrics = tmp.file("metrics_" + level + ".jsonl");
     auto res = run_ok(single + short_run + " --isa " + level
-                      + " --summary " + summary);
-    auto text = read_file(summary);
-    BOOST_TEST(json_string(text, "isa") == level);
-    auto loss = json_numbers(text, "last_loss");
-    BOOST_REQUIRE_EQUAL(loss.size(), 1u);
-    BOOST_TEST(std::isfinite(loss[0]));
-    if (std::isnan(base_loss))
-      base_loss = loss[0];
-    else
-      BOOST_TEST(std::abs(loss[0] - base_loss) <= 1e-3 * std::abs(base_loss),
-                 level << " loss " << loss[0] << " vs baseline " << base_loss);
+                      + " --summary " + summary + " --metrics " + metrics);
+    BOOST_TEST(json_string(read_file(summary), "isa") == level);
+    auto loss = json_numbers(read_file(metrics), "loss");
+    BOOST_REQUIRE_EQUAL(loss.size(), 20u);
+    BOOST_TEST(loss.back() < 0.9 * loss.front(),
+               level << " loss fell from " << loss.front() << " to "
+                     << loss.back());
+    if (base.empty()) {
+      base = loss;
+      continue;
+    }
+    for (size_t i = 0; i < 3; ++i)
+      BOOST_TEST(std::abs(loss[i] - base[i]) <= 1e-5 * base[i],
+                 level << " step " << i + 1 << " loss " << loss[i]
+                       << " vs baseline " << base[i]);
   }
   // Without --isa: the best level.
   auto summary = tmp.file("summary_auto.json");
