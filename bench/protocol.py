@@ -11,6 +11,8 @@ Every comparison script runs its programs through one `Bench`:
   programs were held to and the levels the CPU has, the core count, the
   load average before and after, wall time, user and system CPU seconds of
   the program and everything it started, and the run's own figures.
+  Each run starts once the machine is idle (`settle`): the seconds it
+  waited and the busy cores it found are in the record.
 - `Bench.table(...)` prints, per configuration, every round's figure,
   min-median-max, the median CPU seconds, and the ratio of medians against
   the best peer; `verdict(...)` calls a target met only if the median
@@ -73,6 +75,42 @@ def load_average():
     """The 1, 5 and 15 minute load averages."""
     with open("/proc/loadavg") as f:
         return [float(x) for x in f.read().split()[:3]]
+
+
+def busy_cores(window_s):
+    """How many cores' worth of CPU time the whole machine spent outside
+    idle and I/O wait over the next `window_s` seconds (/proc/stat)."""
+    def ticks():
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+    total0, idle0 = ticks()
+    time.sleep(window_s)
+    total1, idle1 = ticks()
+    busy = (total1 - total0) - (idle1 - idle0)
+    return busy / os.sysconf("SC_CLK_TCK") / window_s
+
+
+# Before a run: the machine idle (at most SETTLE_BUSY_CORES busy over
+# SETTLE_WINDOW_S), waiting at most SETTLE_MAX_S. What a program leaves
+# behind when it exits goes on taking a core for a moment: a 2-second
+# syncfac run at 2 threads right after a torch.compile run lost 28 % of
+# its examples/s in 3 of 8 such rounds (docs/benchmarks.md, "The
+# protocol"), with 1.1 s more user time: its threads spun for the core.
+SETTLE_BUSY_CORES = 0.1
+SETTLE_WINDOW_S = 0.5
+SETTLE_MAX_S = 15.0
+
+
+def settle():
+    """Waits until the machine is idle (see SETTLE_*); gives the seconds
+    waited and the busy cores of the last window, for the record."""
+    t0 = time.monotonic()
+    while True:
+        busy = busy_cores(SETTLE_WINDOW_S)
+        waited = time.monotonic() - t0
+        if busy <= SETTLE_BUSY_CORES or waited >= SETTLE_MAX_S:
+            return round(waited, 2), round(busy, 3)
 
 
 def timed_run(cmd, timeout, env=None):
@@ -148,6 +186,7 @@ class Bench:
         shown: the command as recorded (default: cmd), e.g. without
         temporary paths; isa: the level the programs were held to.
         """
+        settle_s, busy_before = settle()
         before = load_average()
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
@@ -167,6 +206,7 @@ class Bench:
             "command": " ".join(shown or cmd),
             "env": env or {}, "isa": isa,
             "load_before": before, "load_after": load_average(),
+            "settle_s": settle_s, "busy_cores_before": busy_before,
             "wall_s": round(wall, 3),
             "user_s": round(r1.ru_utime - r0.ru_utime, 3),
             "sys_s": round(r1.ru_stime - r0.ru_stime, 3),
