@@ -58,7 +58,11 @@ BOOST_AUTO_TEST_CASE(in_process_workers_send_one_push_and_one_pull_per_step) {
   // with the step before it.
   auto text = run_single(tmp, "n3", "--steps 60 --worker_replicas 3"
                                     " --replicas_to_aggregate 3 --ps_tasks 2");
-  check_near_minimum(text, 0.95);
+  // Not below 0.90: a worker that takes a second token of the step it is
+  // at (the initial tokens; on a loaded machine, whenever the others ask
+  // late) goes on without a pull. Quiet, 0.97-1.00; beside `yes` x2 down
+  // to 0.945 (20 of 183 worker steps without one).
+  check_near_minimum(text, 0.90);
   BOOST_TEST(number(text, "pulls_waited") > 0);
   BOOST_TEST(number(text, "global_step") == 60);
 }
