@@ -72,6 +72,7 @@ struct backward_job {
   const conv_plan& p;
   const dx_plan& d;
   const winograd_plan& wd; // the input gradient by Winograd, when used
+  const winograd_plan& ww; // the weight gradient by Winograd, when used
   conv_workspace& ws;
   const float* x;
   ds_source ds;
@@ -119,25 +120,40 @@ void backward_tile(const backward_job& job, int64_t t, int thread,
   const float* ds = job.ds.tile(s.first_row * O, s.rows * O);
   if (dw_partial != nullptr) {
     add_column_sums(ds, s.rows, O, db_partial);
-    const float* base
-      = tile_input(g, p, job.x, s, line_start(job.ws.padded[idx]));
-    conv_weight_grad(base, p.layout, job.ws.tap_offsets.data(), p.K, s.rows,
-                     ds, O, dw_partial, p.opad);
+    if (job.ww.use) {
+      winograd_dw_images(job.ww, job.x + s.first_image * p.in.size(), ds,
+                         s.images, dw_partial,
+                         line_start(job.ws.padded[idx]),
+                         line_start(job.ws.winograd_scratch[idx]));
+    } else {
+      const float* base
+        = tile_input(g, p, job.x, s, line_start(job.ws.padded[idx]));
+      conv_weight_grad(base, p.layout, job.ws.tap_offsets.data(), p.K,
+                       s.rows, ds, O, dw_partial, p.opad);
+    }
   }
   if (job.dx != nullptr)
     input_grad_tile(job, s, ds, idx);
 }
 
-// Prepares the workspace of a backward call: offsets, packed kernels,
-// thread buffers and zeroed partials.
+// Prepares the workspace of a backward call: offsets, packed kernels and
+// thread buffers. ww: the weight gradient's Winograd plan (use false when
+// there is none or no weight gradient).
 void prepare_backward(const conv2d_geometry& g, conv_plan& p, dx_plan& d,
-                      const winograd_plan& wd, const float* w, bool with_dx,
-                      int threads, conv_workspace& ws) {
+                      const winograd_plan& wd, const winograd_plan& ww,
+                      const float* w, bool with_dx, int threads,
+                      conv_workspace& ws) {
   fill_row_offsets(g, p, ws.row_offsets);
   fill_tap_offsets(p, ws.tap_offsets);
   reserve_thread_buffers(ws.padded, threads,
                          p.needs_padding ? p.tile_images * p.padded.size()
                                          : 0);
+  if (ww.use) {
+    reserve_thread_buffers(ws.padded, threads,
+                           p.tile_images * ww.padded.size());
+    reserve_thread_buffers(ws.winograd_scratch, threads,
+                           winograd_scratch_floats(ww.layout, ww.block));
+  }
   if (!with_dx)
     return;
   if (wd.use) {
@@ -167,15 +183,18 @@ caf::error backward_weights(int threads, conv_workspace& ws,
   auto p = make_plan(g);
   auto d = make_dx_plan(g);
   auto wd = make_winograd_dx_plan(g);
-  prepare_backward(g, p, d, wd, w.data(), dx != nullptr, threads, ws);
+  auto ww = make_winograd_dw_plan(g);
+  prepare_backward(g, p, d, wd, ww, w.data(), dx != nullptr, threads, ws);
   auto chunks = chunk_count(p, threads);
-  auto dw_size = p.K * p.opad;
+  // A chunk's partial: dU of Winograd's transformed kernel, or dw itself.
+  auto dw_size = ww.use ? winograd_dw_floats(ww) : p.K * p.opad;
   ws.dw_partials.assign(static_cast<size_t>(chunks * dw_size), 0.0f);
   ws.db_partials.assign(static_cast<size_t>(chunks * p.opad), 0.0f);
   if (dx != nullptr)
     dx->resize(g.input_shape());
-  backward_job job{g,  p,        d,  wd,
-                   ws, x.data(), ds, dx != nullptr ? dx->data() : nullptr};
+  backward_job job{g,  p,  d,        wd,
+                   ww, ws, x.data(), ds,
+                   dx != nullptr ? dx->data() : nullptr};
   parallel_for(threads, chunks, [&](int64_t c, int thread) {
     auto tiles = split(p.tiles, chunks, c);
     for (auto t = tiles.begin; t < tiles.end; ++t)
@@ -187,11 +206,15 @@ caf::error backward_weights(int threads, conv_workspace& ws,
   db.resize({g.out_c});
   dw.fill(0.0f);
   db.fill(0.0f);
+  if (ww.use)
+    unpack_winograd_dw(g, ww, ws.dw_partials.data(), chunks, dw.data());
   for (int64_t c = 0; c < chunks; ++c) {
-    const float* part = ws.dw_partials.data() + c * dw_size;
-    for (int64_t k = 0; k < p.K; ++k)
-      for (int64_t o = 0; o < g.out_c; ++o)
-        dw[k * g.out_c + o] += part[k * p.opad + o];
+    if (!ww.use) {
+      const float* part = ws.dw_partials.data() + c * dw_size;
+      for (int64_t k = 0; k < p.K; ++k)
+        for (int64_t o = 0; o < g.out_c; ++o)
+          dw[k * g.out_c + o] += part[k * p.opad + o];
+    }
     add_column_sums(ws.db_partials.data() + c * p.opad, 1, g.out_c,
                     db.data());
   }
@@ -205,9 +228,12 @@ caf::error backward_input(int threads, conv_workspace& ws,
   auto p = make_plan(g);
   auto d = make_dx_plan(g);
   auto wd = make_winograd_dx_plan(g);
-  prepare_backward(g, p, d, wd, w.data(), true, threads, ws);
+  winograd_plan no_weight_gradient;
+  prepare_backward(g, p, d, wd, no_weight_gradient, w.data(), true, threads,
+                   ws);
   dx.resize(g.input_shape());
-  backward_job job{g, p, d, wd, ws, x.data(), ds, dx.data()};
+  backward_job job{g,  p,        d,  wd, no_weight_gradient,
+                   ws, x.data(), ds, dx.data()};
   parallel_for(threads, p.tiles, [&](int64_t t, int thread) {
     backward_tile(job, t, thread, nullptr, nullptr);
   });

@@ -33,4 +33,10 @@ void conv_winograd_tiles(const winograd_layout& l, int64_t first,
   isa_table().conv_winograd_tiles(l, first, count, scratch);
 }
 
+void conv_winograd_dw_tiles(const winograd_layout& l, const float* ds,
+                            int64_t first, int64_t count, float* du,
+                            float* scratch) {
+  isa_table().conv_winograd_dw_tiles(l, ds, first, count, du, scratch);
+}
+
 } // namespace syncfac::cpu

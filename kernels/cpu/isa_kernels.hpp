@@ -63,6 +63,7 @@ struct isa_kernels {
   conv_weight_grad_fn* conv_weight_grad;
   conv_input_grad_fn* conv_input_grad;
   conv_winograd_tiles_fn* conv_winograd_tiles;
+  conv_winograd_dw_tiles_fn* conv_winograd_dw_tiles;
   matmul_block_fn* matmul_block;
   gram_lower_update_fn* gram_lower_update;
   gram_cross_fn* gram_cross;
@@ -92,6 +93,7 @@ conv_forward_rows_fn conv_forward_rows;
 conv_weight_grad_fn conv_weight_grad;
 conv_input_grad_fn conv_input_grad;
 conv_winograd_tiles_fn conv_winograd_tiles;
+conv_winograd_dw_tiles_fn conv_winograd_dw_tiles;
 matmul_block_fn matmul_block;
 gram_lower_update_fn gram_lower_update;
 gram_cross_fn gram_cross;

@@ -17,6 +17,7 @@ namespace syncfac::cpu::SYNCFAC_KERNEL_ISA {
 extern const isa_kernels table{SYNCFAC_ISA_NAME, simd::width,
                                conv_forward_rows, conv_weight_grad,
                                conv_input_grad,   conv_winograd_tiles,
+                               conv_winograd_dw_tiles,
                                matmul_block,
                                gram_lower_update, gram_cross,
                                few_rows_block,    max_pool_image};

@@ -160,6 +160,59 @@ void winograd_images(const winograd_plan& wp, const float* src, int64_t n,
     conv_winograd_tiles(l, t, std::min(wp.block, tiles - t), scratch);
 }
 
+int64_t winograd_dw_floats(const winograd_plan& wp) {
+  const auto& l = wp.layout;
+  return int64_t{l.alpha} * l.alpha * l.cpad * l.opad;
+}
+
+void winograd_dw_images(const winograd_plan& wp, const float* x,
+                        const float* ds, int64_t n, float* du, float* padded,
+                        float* scratch) {
+  pad_images(x, n, wp.src, wp.padded, wp.top, wp.left, padded);
+  auto l = wp.layout;
+  l.in = padded;
+  auto tiles = n * l.tiles_h * l.tiles_w;
+  for (int64_t t = 0; t < tiles; t += wp.block)
+    conv_winograd_dw_tiles(l, ds, t, std::min(wp.block, tiles - t), du,
+                           scratch);
+}
+
+void unpack_winograd_dw(const conv2d_geometry& g, const winograd_plan& wp,
+                        const float* du_partials, int64_t partials,
+                        float* dw) {
+  const auto& l = wp.layout;
+  const int r = l.r;
+  const int alpha = l.alpha;
+  const auto size = winograd_dw_floats(wp);
+  std::vector<double> du(static_cast<size_t>(size), 0.0);
+  for (int64_t c = 0; c < partials; ++c)
+    for (int64_t i = 0; i < size; ++i)
+      du[static_cast<size_t>(i)] += du_partials[c * size + i];
+  std::vector<double> half(static_cast<size_t>(r * alpha));
+  for (int64_t ci = 0; ci < g.in_c; ++ci)
+    for (int64_t co = 0; co < g.out_c; ++co) {
+      auto at = [&](int i, int j) {
+        return du[static_cast<size_t>(((i * alpha + j) * l.cpad + ci) * l.opad
+                                      + co)];
+      };
+      for (int a = 0; a < r; ++a) // G^T dU
+        for (int j = 0; j < alpha; ++j) {
+          double s = 0;
+          for (int i = 0; i < alpha; ++i)
+            s += winograd::g(r, i, a) * at(i, j);
+          half[static_cast<size_t>(a * alpha + j)] = s;
+        }
+      for (int a = 0; a < r; ++a) // (G^T dU) G
+        for (int e = 0; e < r; ++e) {
+          double s = 0;
+          for (int j = 0; j < alpha; ++j)
+            s += half[static_cast<size_t>(a * alpha + j)] * winograd::g(r, j, e);
+          dw[((a * r + e) * g.in_c + ci) * g.out_c + co]
+            = static_cast<float>(s);
+        }
+    }
+}
+
 void allow_winograd(bool allowed) {
   winograd_allowed.store(allowed, std::memory_order_relaxed);
 }

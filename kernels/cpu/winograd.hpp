@@ -3,8 +3,9 @@
 // Stride-1 3x3 and 5x5 convolutions by Winograd's minimal filtering
 // (winograd_kernels.hpp): when it runs (the rule below, on the layer's
 // geometry only), the kernel transform and the calls over blocks of
-// tiles. Serves the forward pass and the input gradient computed as a
-// forward conv of ds (conv_plan.hpp's dx_plan).
+// tiles. Serves the forward pass, the input gradient computed as a
+// forward conv of ds (conv_plan.hpp's dx_plan) and the weight gradient
+// (the forward plan's tiles run backwards: winograd_kernels.hpp).
 
 #include <cstdint>
 #include <vector>
@@ -62,6 +63,28 @@ void pack_winograd(const conv2d_geometry& g, const winograd_plan& wp,
 void winograd_images(const winograd_plan& wp, const float* src, int64_t n,
                      const float* u, const float* bias, bool relu,
                      float* out, float* padded, float* scratch);
+
+/// The weight gradient of g runs on the forward pass's plan (the same
+/// rule, tiles and padding).
+inline winograd_plan make_winograd_dw_plan(const conv2d_geometry& g) {
+  return make_winograd_plan(g);
+}
+
+/// Floats of one partial dU [alpha^2, cpad, opad] of the weight gradient.
+int64_t winograd_dw_floats(const winograd_plan& wp);
+
+/// du += the dU of n images of x and their ds [n, out_h, out_w, out_c],
+/// tiles in order; `padded` holds n * wp.padded.size() floats, scratch
+/// winograd_scratch_floats(block).
+void winograd_dw_images(const winograd_plan& wp, const float* x,
+                        const float* ds, int64_t n, float* du, float* padded,
+                        float* scratch);
+
+/// dw [kh, kw, C, O] = G^T dU G of the sum of `partials` partial dU's
+/// (winograd_dw_floats apart), summed in order and transformed in double.
+void unpack_winograd_dw(const conv2d_geometry& g, const winograd_plan& wp,
+                        const float* du_partials, int64_t partials,
+                        float* dw);
 
 /// For benchmarks only: false makes every plan say direct, so that one
 /// process can time both (bench_conv_passes --winograd).

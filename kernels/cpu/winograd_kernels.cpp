@@ -4,6 +4,8 @@
 // blocking follow the level's simd.hpp.
 #include "kernels/cpu/isa_kernels.hpp"
 
+#include <algorithm>
+
 #include "kernels/cpu/simd.hpp"
 #include "kernels/cpu/winograd_transforms.hpp"
 
@@ -274,7 +276,159 @@ void tiles(const winograd_layout& l, int64_t first, int64_t count,
   output_transform<Alpha>(l, first, count, m);
 }
 
+// a x + b y for constant a, b in {0, +-1, +-2}: an add, a subtraction or
+// one FMA, as apply() does.
+inline __attribute__((always_inline)) vf combine(float a, vf x, float b,
+                                                 vf y) {
+  auto scaled = [](float c, vf v) {
+    return c == 1.0f ? v : simd::fma(simd::broadcast(c), v, simd::zero());
+  };
+  if (a == 0.0f)
+    return b == 0.0f ? simd::zero() : scaled(b, y);
+  if (b == 0.0f)
+    return scaled(a, x);
+  if (b == 1.0f)
+    return simd::add(scaled(a, x), y);
+  if (b == -1.0f)
+    return simd::sub(scaled(a, x), y);
+  return simd::fma(simd::broadcast(b), y, scaled(a, x));
+}
+
+// Z = A ds A^T of each tile's 2x2 block of ds, [alpha^2, count, opad]:
+// zero where the block leaves the image and past out_c, so that outputs
+// the forward pass does not write get no gradient.
+template <int Alpha>
+void ds_transform(const winograd_layout& l, const float* ds, int64_t first,
+                  int64_t count, float* z) {
+  using tr = transforms<Alpha>;
+  const auto per_image = l.tiles_h * l.tiles_w;
+  const auto plane = count * l.opad;
+  for (int64_t t = 0; t < count; ++t) {
+    auto tile = first + t;
+    auto img = tile / per_image;
+    auto oy = 2 * (tile % per_image / l.tiles_w);
+    auto ox = 2 * (tile % l.tiles_w);
+    int rows = oy + 1 < l.out_h ? 2 : 1;
+    int cols = ox + 1 < l.out_w ? 2 : 1;
+    const float* src = ds + ((img * l.out_h + oy) * l.out_w + ox) * l.out_c;
+    for (int64_t o = 0; o < l.opad; o += simd::width) {
+      vf d[4];
+      if (o >= l.out_c) {
+        for (auto& v : d)
+          v = simd::zero();
+      } else {
+        bool tail = o + simd::width > l.out_c;
+        lanes last = simd::first_lanes(static_cast<int>(l.out_c - o));
+        for (int i = 0; i < 2; ++i)
+          for (int j = 0; j < 2; ++j) {
+            const float* p = src + (i * l.out_w + j) * l.out_c + o;
+            d[i * 2 + j] = i >= rows || j >= cols ? simd::zero()
+                           : tail                 ? simd::load(p, last)
+                                                  : simd::load(p);
+          }
+      }
+      // (ds A^T) row by row, then A (ds A^T) column by column: A's entries
+      // are A^T's transposed, read as such.
+      vf half[2 * Alpha];
+      for (int i = 0; i < 2; ++i)
+        for (int q = 0; q < Alpha; ++q)
+          half[i * Alpha + q] = combine(tr::at[0][q], d[i * 2],
+                                        tr::at[1][q], d[i * 2 + 1]);
+      for (int p = 0; p < Alpha; ++p)
+        for (int q = 0; q < Alpha; ++q)
+          simd::store(z + (p * Alpha + q) * plane + t * l.opad + o,
+                      combine(tr::at[0][p], half[q], tr::at[1][p],
+                              half[Alpha + q]));
+    }
+  }
+}
+
+// du[c0 + i, o0 .. o0 + 16) += sum_t v[t, i] z[t, o0 ..] for R channels i
+// of one block (v: [count, 16], z: [count, opad] from o0), the tiles in
+// order: dU's rows as accumulators, one broadcast of V per row and tile.
+template <int R>
+void dw_gemm_tile(const float* v, const float* z, int64_t count,
+                  int64_t opad, float* du) {
+  vf acc[R][vectors];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int k = 0; k < vectors; ++k)
+      acc[i][k] = simd::load(du + i * opad + k * simd::width);
+  for (int64_t t = 0; t < count; ++t, v += cb, z += opad) {
+    vf w[vectors];
+#pragma GCC unroll 4
+    for (int k = 0; k < vectors; ++k)
+      w[k] = simd::load(z + k * simd::width);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      auto x = simd::broadcast(v + i);
+#pragma GCC unroll 4
+      for (int k = 0; k < vectors; ++k)
+        acc[i][k] = simd::fma(x, w[k], acc[i][k]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int k = 0; k < vectors; ++k)
+      simd::store(du + i * opad + k * simd::width, acc[i][k]);
+}
+
+// Channels of a block per dw_gemm_tile call: 16 rows x 1 zmm at AVX-512,
+// 6 rows x 2 ymm at AVX2 (12 accumulators, 2 operands and a broadcast of
+// the 16 ymm; the block's last call takes the 4 rows left).
+constexpr int dw_rows = vectors == 1 ? 16 : 6;
+
+template <int R = dw_rows>
+void dw_gemm_rest(int rows, const float* v, const float* z, int64_t count,
+                  int64_t opad, float* du) {
+  if constexpr (R > 1) {
+    if (rows < R)
+      return dw_gemm_rest<R - 1>(rows, v, z, count, opad, du);
+  }
+  dw_gemm_tile<R>(v, z, count, opad, du);
+}
+
+template <int Alpha>
+void dw_accumulate(const winograd_layout& l, int64_t count, const float* v,
+                   const float* z, float* du) {
+  const auto blocks = l.cpad / cb;
+  const auto v_plane = blocks * count * cb;
+  const auto z_plane = count * l.opad;
+  for (int p = 0; p < Alpha * Alpha; ++p) {
+    float* dup = du + p * l.cpad * l.opad;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* vb = v + p * v_plane + b * count * cb;
+      for (int64_t o = 0; o < l.opad; o += cb)
+        for (int i = 0; i < cb; i += dw_rows)
+          dw_gemm_rest(static_cast<int>(std::min<int64_t>(dw_rows, cb - i)),
+                       vb + i, z + p * z_plane + o, count, l.opad,
+                       dup + (b * cb + i) * l.opad + o);
+    }
+  }
+}
+
+template <int Alpha>
+void dw_tiles(const winograd_layout& l, const float* ds, int64_t first,
+              int64_t count, float* du, float* scratch) {
+  float* v = scratch;
+  float* z = scratch + int64_t{Alpha} * Alpha * count * l.cpad;
+  input_transform<Alpha>(l, first, count, v);
+  ds_transform<Alpha>(l, ds, first, count, z);
+  dw_accumulate<Alpha>(l, count, v, z, du);
+}
+
 } // namespace
+
+void conv_winograd_dw_tiles(const winograd_layout& l, const float* ds,
+                            int64_t first, int64_t count, float* du,
+                            float* scratch) {
+  if (l.alpha == 4)
+    dw_tiles<4>(l, ds, first, count, du, scratch);
+  else
+    dw_tiles<6>(l, ds, first, count, du, scratch);
+}
 
 void conv_winograd_tiles(const winograd_layout& l, int64_t first,
                          int64_t count, float* scratch) {

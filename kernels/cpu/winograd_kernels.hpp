@@ -10,6 +10,14 @@
 // multiply-adds per output and channel pair, where the direct conv has 9
 // or 25. Everything is vectorised across channels (NHWC).
 //
+// The weight gradient runs the same algorithm backwards: each tile's 2x2
+// block of ds is transformed (Z = A ds A^T, alpha x alpha), and
+// dU = sum over tiles of V^T Z (alpha^2 GEMMs of [cpad, tiles] x [tiles,
+// opad]) is the gradient of the transformed kernel U = G g G^T, so that
+// dg = G^T dU G (winograd.hpp; done once per call, in double). That is 16
+// or 36 multiply-adds per tile and channel pair where the direct weight
+// gradient has 4 * 9 or 4 * 25.
+//
 // A block of tiles is done at a time so that its transformed input V
 // [alpha^2, cpad / 16, tiles, 16] and products M [alpha^2, tiles, opad]
 // stay in L1/L2 between the three steps. Every output's arithmetic is the
@@ -56,7 +64,19 @@ inline int64_t winograd_scratch_floats(const winograd_layout& l,
 using conv_winograd_tiles_fn = void(const winograd_layout& l, int64_t first,
                                     int64_t count, float* scratch);
 
-// The selected level's kernel (conv_dispatch.cpp).
+/// du[p, c, o] += sum over tiles [first, first + count) in order of
+/// V[p, tile, c] Z[p, tile, o]: V of l.in's windows as the forward pass
+/// transforms them, Z of ds [n, out_h, out_w, out_c] (zero past out_h,
+/// out_w and out_c). du is [alpha^2, cpad, opad]; scratch holds
+/// winograd_scratch_floats(l, count). l's u, bias, relu and out are not
+/// read.
+using conv_winograd_dw_tiles_fn = void(const winograd_layout& l,
+                                       const float* ds, int64_t first,
+                                       int64_t count, float* du,
+                                       float* scratch);
+
+// The selected level's kernels (conv_dispatch.cpp).
 conv_winograd_tiles_fn conv_winograd_tiles;
+conv_winograd_dw_tiles_fn conv_winograd_dw_tiles;
 
 } // namespace syncfac::cpu

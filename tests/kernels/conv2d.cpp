@@ -163,6 +163,92 @@ std::vector<double> winograd_bound(const conv2d_geometry& g, const tensor& src,
   return bound;
 }
 
+/// The componentwise bound of the Winograd weight gradient's rounding
+/// error, as winograd_bound() for the forward pass: the algorithm on
+/// absolute values in double, |G^T| (sum over tiles of (|B^T| |d| |B|)
+/// (|A| |ds| |A^T|)) |G|, x zero-padded as the forward pass reads it, ds
+/// zero outside the output.
+std::vector<double> winograd_dw_bound(const conv2d_geometry& g,
+                                      const tensor& x, const tensor& ds) {
+  namespace wg = cpu::winograd;
+  const int r = static_cast<int>(g.k_h);
+  const int alpha = r + 1;
+  const int points = alpha * alpha;
+  auto C = g.in_c;
+  auto O = g.out_c;
+  std::vector<double> s(static_cast<size_t>(points * C * O), 0.0);
+  std::vector<double> v(static_cast<size_t>(points * C));
+  std::vector<double> z(static_cast<size_t>(points * O));
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t ty = 0; ty < (g.out_h + 1) / 2; ++ty)
+      for (int64_t tx = 0; tx < (g.out_w + 1) / 2; ++tx) {
+        for (int64_t c = 0; c < C; ++c)
+          for (int p = 0; p < alpha; ++p)
+            for (int q = 0; q < alpha; ++q) {
+              double t = 0;
+              for (int i = 0; i < alpha; ++i)
+                for (int j = 0; j < alpha; ++j) {
+                  auto y = 2 * ty + i - g.pad_top;
+                  auto xx = 2 * tx + j - g.pad_left;
+                  if (y < 0 || y >= g.in_h || xx < 0 || xx >= g.in_w)
+                    continue;
+                  t += std::abs(wg::bt(r, p, i))
+                       * std::abs(double{
+                         x[((n * g.in_h + y) * g.in_w + xx) * C + c]})
+                       * std::abs(wg::bt(r, q, j));
+                }
+              v[static_cast<size_t>(c * points + p * alpha + q)] = t;
+            }
+        for (int64_t o = 0; o < O; ++o)
+          for (int p = 0; p < alpha; ++p)
+            for (int q = 0; q < alpha; ++q) {
+              double t = 0;
+              for (int i = 0; i < 2; ++i)
+                for (int j = 0; j < 2; ++j) {
+                  auto y = 2 * ty + i;
+                  auto xx = 2 * tx + j;
+                  if (y >= g.out_h || xx >= g.out_w)
+                    continue;
+                  t += std::abs(wg::at(r, i, p))
+                       * std::abs(double{
+                         ds[((n * g.out_h + y) * g.out_w + xx) * O + o]})
+                       * std::abs(wg::at(r, j, q));
+                }
+              z[static_cast<size_t>(o * points + p * alpha + q)] = t;
+            }
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t o = 0; o < O; ++o)
+            for (int pq = 0; pq < points; ++pq)
+              s[static_cast<size_t>((c * O + o) * points + pq)]
+                += v[static_cast<size_t>(c * points + pq)]
+                   * z[static_cast<size_t>(o * points + pq)];
+      }
+  std::vector<double> bound(static_cast<size_t>(r * r * C * O));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t o = 0; o < O; ++o)
+      for (int a = 0; a < r; ++a)
+        for (int e = 0; e < r; ++e) {
+          double t = 0;
+          for (int p = 0; p < alpha; ++p)
+            for (int q = 0; q < alpha; ++q)
+              t += std::abs(wg::g(r, p, a))
+                   * s[static_cast<size_t>((c * O + o) * points + p * alpha
+                                           + q)]
+                   * std::abs(wg::g(r, q, e));
+          bound[static_cast<size_t>(((a * r + e) * C + c) * O + o)] = t;
+        }
+  return bound;
+}
+
+/// The weight gradient's tolerance relative to winograd_dw_bound(): the
+/// input transform's 2 (alpha - 1) additions, ds's transform (3 per
+/// entry), the product, the sum over the `tiles` of one partial and the
+/// kernel-space transform's one rounding to float.
+double winograd_dw_tolerance(int64_t tiles, int64_t k) {
+  auto alpha = k + 1;
+  return static_cast<double>(tiles + 2 * (alpha - 1) + 5) * 0x1p-24;
+}
+
 /// Winograd's tolerance relative to winograd_bound(): gamma_n = n u (u =
 /// 2^-24, float's unit roundoff) for the longest chain of roundings an
 /// output goes through: the input transform (2 (alpha - 1) additions), the
@@ -327,14 +413,16 @@ BOOST_AUTO_TEST_CASE(backward_matches_direct_loop) {
     }
 }
 
-// Winograd's forward conv and its input gradient (a forward conv of ds with
-// the kernel flipped, channel axes swapped) against the double-precision
-// loop, through winograd.hpp's entry points, so that the channel counts
-// the rule leaves to the direct conv (1, 3) run too: 3x3 and 5x5, odd
-// image sizes (a last tile half outside), SAME and VALID (down to a 1x1
-// output), channel blocks with tails (3, 17) and several blocks (64).
-// Each output within winograd_tolerance of winograd_bound(); the direct
-// conv's error on the same inputs is reported beside them.
+// Winograd's forward conv, its input gradient (a forward conv of ds with
+// the kernel flipped, channel axes swapped) and its weight gradient
+// against the double-precision loop, through winograd.hpp's entry points,
+// so that the channel counts the rule leaves to the direct conv (1, 3)
+// run too: 3x3 and 5x5, odd image sizes (a last tile half outside), SAME
+// and VALID (down to a 1x1 output), channel blocks with tails (3, 17) and
+// several blocks (64). Each output within winograd_tolerance of
+// winograd_bound() (the weight gradient: winograd_dw_tolerance of
+// winograd_dw_bound()); the direct conv's error on the same inputs is
+// reported beside them.
 BOOST_AUTO_TEST_CASE(winograd_matches_the_direct_loop_within_rounding) {
   std::mt19937 rng(21);
   auto dev = make_cpu_backend(1);
@@ -343,6 +431,7 @@ BOOST_AUTO_TEST_CASE(winograd_matches_the_direct_loop_within_rounding) {
   };
   double worst_forward = 0;
   double worst_dx = 0;
+  double worst_dw = 0;
   double worst_direct = 0;
   for (int64_t k : {3, 5})
     for (auto pad : {padding::same, padding::valid})
@@ -389,6 +478,31 @@ BOOST_AUTO_TEST_CASE(winograd_matches_the_direct_loop_within_rounding) {
                                    winograd_tolerance(g.out_c, k), "dx");
             worst_dx = std::max(worst_dx, e / winograd_tolerance(g.out_c, k));
 
+            // The weight gradient in two partials (the images apart), as
+            // the backward pass's chunks are summed.
+            auto wp = cpu::make_winograd_plan_anyway(g, false);
+            auto du_size = cpu::winograd_dw_floats(wp);
+            std::vector<float> du(static_cast<size_t>(2 * du_size), 0.0f);
+            padded.assign(static_cast<size_t>(g.batch * wp.padded.size()),
+                          0.0f);
+            scratch.assign(static_cast<size_t>(cpu::winograd_scratch_floats(
+                             wp.layout, wp.block)),
+                           0.0f);
+            auto per_image_x = g.in_h * g.in_w * g.in_c;
+            auto per_image_ds = g.out_h * g.out_w * g.out_c;
+            for (int64_t n = 0; n < g.batch; ++n)
+              cpu::winograd_dw_images(
+                wp, in.x.data() + n * per_image_x,
+                in.dy.data() + n * per_image_ds, 1,
+                du.data() + (n % 2) * du_size, padded.data(), scratch.data());
+            tensor dw(g.kernel_shape());
+            cpu::unpack_winograd_dw(g, wp, du.data(), 2, dw.data());
+            auto dw_ref = naive_backward(g, in.x, in.w, in.dy).dw;
+            auto tiles = wp.layout.tiles_h * wp.layout.tiles_w;
+            e = check_within_bound(dw, dw_ref, winograd_dw_bound(g, in.x, in.dy),
+                                   winograd_dw_tolerance(tiles, k), "dw");
+            worst_dw = std::max(worst_dw, e / winograd_dw_tolerance(tiles, k));
+
             cpu::allow_winograd(false);
             tensor direct;
             auto err = dev->conv2d_forward(g, in.x, in.w, in.b,
@@ -403,6 +517,7 @@ BOOST_AUTO_TEST_CASE(winograd_matches_the_direct_loop_within_rounding) {
   BOOST_TEST_MESSAGE("largest error / (bound x tolerance): Winograd "
                      "forward "
                      << worst_forward << ", input gradient " << worst_dx
+                     << ", weight gradient " << worst_dw
                      << ", direct forward " << worst_direct);
 }
 
