@@ -99,47 +99,72 @@ inline __attribute__((always_inline)) void input_rows(const vf* x, int xs,
 
 // V's tile rows for tiles [first, first + count): B^T d B of each tile's
 // alpha x alpha window, per channel block; lanes past c are zero.
+//
+// B^T d is taken column by column, and a tile's right neighbour shares
+// alpha - 2 of its window's columns: those columns' B^T d is kept (a ring
+// of alpha columns, slot = the column's x mod alpha) and only the 2 new
+// ones are computed, a third of the first stage's work for tiles inside a
+// row. Each output's arithmetic is unchanged (the same column transforms,
+// in the same order), so V does not depend on where a block starts.
 template <int Alpha>
 void input_transform(const winograd_layout& l, int64_t first, int64_t count,
                      float* v) {
-  const auto per_image = l.tiles_h * l.tiles_w;
+  static_assert(Alpha % 2 == 0, "the ring's slots follow the stride 2");
   const auto blocks = l.cpad / cb;
   const auto plane = blocks * count * cb; // one transform point's floats
-  for (int64_t t = 0; t < count; ++t) {
-    auto tile = first + t;
-    auto img = tile / per_image;
-    auto ty = tile % per_image / l.tiles_w;
-    auto tx = tile % l.tiles_w;
-    const float* window
-      = l.in + ((img * l.ph + 2 * ty) * l.pw + 2 * tx) * l.c;
-    for (int64_t b = 0; b < blocks; ++b)
+  for (int64_t b = 0; b < blocks; ++b) {
+    // B^T d of the last tile's columns, per vector of the block:
+    // ring[k][slot * Alpha + i] is row i of the column in `slot`.
+    vf ring[vectors][Alpha * Alpha];
+    auto img = first / (l.tiles_h * l.tiles_w);
+    auto ty = first / l.tiles_w % l.tiles_h;
+    auto tx = first % l.tiles_w;
+    bool neighbour = false; // this tile is the last one's right neighbour
+    for (int64_t t = 0; t < count; ++t) {
+      const float* window
+        = l.in + ((img * l.ph + 2 * ty) * l.pw + 2 * tx) * l.c;
+      // Columns 2 tx .. 2 tx + alpha - 1; a neighbour computes the last 2.
+      const int fresh = neighbour ? Alpha - 2 : 0;
+      const int base = static_cast<int>((2 * tx) % Alpha);
       for (int k = 0; k < vectors; ++k) {
         auto c0 = b * cb + k * simd::width;
+        float* dst = v + (b * count + t) * cb + k * simd::width;
         if (c0 >= l.c) { // padding lanes of the block: zero
           for (int p = 0; p < Alpha * Alpha; ++p)
-            simd::store(v + p * plane + (b * count + t) * cb
-                          + k * simd::width,
-                        simd::zero());
+            simd::store(dst + p * plane, simd::zero());
           continue;
         }
         bool tail = c0 + simd::width > l.c;
         lanes last = simd::first_lanes(static_cast<int>(l.c - c0));
-        vf d[Alpha * Alpha];
-        for (int i = 0; i < Alpha; ++i)
-          for (int j = 0; j < Alpha; ++j) {
+        for (int j = fresh; j < Alpha; ++j) { // B^T d of the new columns
+          vf column[Alpha];
+          for (int i = 0; i < Alpha; ++i) {
             const float* src = window + (i * l.pw + j) * l.c + c0;
-            d[i * Alpha + j] = tail ? simd::load(src, last) : simd::load(src);
+            column[i] = tail ? simd::load(src, last) : simd::load(src);
           }
-        vf rows[Alpha * Alpha];
-        vf out[Alpha * Alpha];
-        for (int j = 0; j < Alpha; ++j) // B^T d, column by column
-          input_rows<Alpha>(d + j, Alpha, rows + j, Alpha);
-        for (int i = 0; i < Alpha; ++i) // (B^T d) B, row by row
-          input_rows<Alpha>(rows + i * Alpha, 1, out + i * Alpha, 1);
-        for (int p = 0; p < Alpha * Alpha; ++p)
-          simd::store(v + p * plane + (b * count + t) * cb + k * simd::width,
-                      out[p]);
+          auto slot = (base + j) % Alpha;
+          input_rows<Alpha>(column, 1, ring[k] + slot * Alpha, 1);
+        }
+        for (int i = 0; i < Alpha; ++i) { // (B^T d) B, row by row
+          vf row[Alpha];
+          for (int j = 0; j < Alpha; ++j)
+            row[j] = ring[k][(base + j) % Alpha * Alpha + i];
+          vf out[Alpha];
+          input_rows<Alpha>(row, 1, out, 1);
+          for (int j = 0; j < Alpha; ++j)
+            simd::store(dst + (i * Alpha + j) * plane, out[j]);
+        }
       }
+      // The next tile: right, or the next row's or image's first.
+      neighbour = ++tx < l.tiles_w;
+      if (!neighbour) {
+        tx = 0;
+        if (++ty == l.tiles_h) {
+          ty = 0;
+          ++img;
+        }
+      }
+    }
   }
 }
 
@@ -241,13 +266,17 @@ void output_transform(const winograd_layout& l, int64_t first,
     for (int64_t o = 0; o < l.out_c; o += simd::width) {
       bool tail = o + simd::width > l.out_c;
       lanes last = simd::first_lanes(static_cast<int>(l.out_c - o));
-      vf x[Alpha * Alpha];
-      for (int p = 0; p < Alpha * Alpha; ++p)
-        x[p] = simd::load(m + p * plane + t * l.opad + o);
+      // m's columns loaded as they are transformed (as the input
+      // transform does): only A^T m's 2 x alpha vectors wait.
+      const float* src = m + t * l.opad + o;
       vf half[2 * Alpha];
       vf y[4];
-      for (int j = 0; j < Alpha; ++j) // A^T m, column by column
-        apply(tr::at, x + j, Alpha, half + j, Alpha);
+      for (int j = 0; j < Alpha; ++j) { // A^T m, column by column
+        vf column[Alpha];
+        for (int i = 0; i < Alpha; ++i)
+          column[i] = simd::load(src + (i * Alpha + j) * plane);
+        apply(tr::at, column, 1, half + j, Alpha);
+      }
       for (int i = 0; i < 2; ++i) // (A^T m) A, row by row
         apply(tr::at, half + i * Alpha, 1, y + i * 2, 1);
       auto bias = simd::load(l.bias + o);
