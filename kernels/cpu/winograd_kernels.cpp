@@ -168,6 +168,36 @@ void input_transform(const winograd_layout& l, int64_t first, int64_t count,
   }
 }
 
+// acc[i] += x[i * xs] w for R rows and w one row of 16 channels: the step
+// of both GEMMs below (one broadcast per row, the row's vectors reused).
+template <int R>
+inline __attribute__((always_inline)) void
+rank1_update(vf (&acc)[R][vectors], const float* x, int64_t xs,
+             const float* w_row) {
+  vf w[vectors];
+#pragma GCC unroll 4
+  for (int k = 0; k < vectors; ++k)
+    w[k] = simd::load(w_row + k * simd::width);
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    auto xi = simd::broadcast(x + i * xs);
+#pragma GCC unroll 4
+    for (int k = 0; k < vectors; ++k)
+      acc[i][k] = simd::fma(xi, w[k], acc[i][k]);
+  }
+}
+
+// The R rows of 16 channels of acc to out, rows ld apart.
+template <int R>
+inline __attribute__((always_inline)) void
+store_rows(const vf (&acc)[R][vectors], float* out, int64_t ld) {
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int k = 0; k < vectors; ++k)
+      simd::store(out + i * ld + k * simd::width, acc[i][k]);
+}
+
 // m[p, t, o] = sum_c v[p, c / 16, t, c % 16] u[p, c, o] for R tiles
 // from t0 and the 16 outputs of block ob: the sum over c in order, the
 // same for every R.
@@ -194,25 +224,10 @@ void gemm_tile(const float* a, int64_t a_block_stride, int64_t blocks,
   for (int64_t b = 0; b < blocks; ++b, a += a_block_stride) {
     const float* ub = u + b * cb * opad;
 #pragma GCC unroll 16
-    for (int j = b == 0 ? 1 : 0; j < cb; ++j) {
-      vf w[vectors];
-#pragma GCC unroll 4
-      for (int k = 0; k < vectors; ++k)
-        w[k] = simd::load(ub + j * opad + k * simd::width);
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) {
-        auto x = simd::broadcast(a + i * cb + j);
-#pragma GCC unroll 4
-        for (int k = 0; k < vectors; ++k)
-          acc[i][k] = simd::fma(x, w[k], acc[i][k]);
-      }
-    }
+    for (int j = b == 0 ? 1 : 0; j < cb; ++j)
+      rank1_update<R>(acc, a + j, cb, ub + j * opad);
   }
-#pragma GCC unroll 16
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int k = 0; k < vectors; ++k)
-      simd::store(m + i * opad + k * simd::width, acc[i][k]);
+  store_rows<R>(acc, m, opad);
 }
 
 // The block's last, shorter register tile: the largest instance that fits.
@@ -384,24 +399,9 @@ void dw_gemm_tile(const float* v, const float* z, int64_t count,
 #pragma GCC unroll 4
     for (int k = 0; k < vectors; ++k)
       acc[i][k] = simd::load(du + i * opad + k * simd::width);
-  for (int64_t t = 0; t < count; ++t, v += cb, z += opad) {
-    vf w[vectors];
-#pragma GCC unroll 4
-    for (int k = 0; k < vectors; ++k)
-      w[k] = simd::load(z + k * simd::width);
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) {
-      auto x = simd::broadcast(v + i);
-#pragma GCC unroll 4
-      for (int k = 0; k < vectors; ++k)
-        acc[i][k] = simd::fma(x, w[k], acc[i][k]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int k = 0; k < vectors; ++k)
-      simd::store(du + i * opad + k * simd::width, acc[i][k]);
+  for (int64_t t = 0; t < count; ++t, v += cb, z += opad)
+    rank1_update<R>(acc, v, 1, z);
+  store_rows<R>(acc, du, opad);
 }
 
 // Channels of a block per dw_gemm_tile call: 16 rows x 1 zmm at AVX-512,
