@@ -170,7 +170,8 @@ void input_transform(const winograd_layout& l, int64_t first, int64_t count,
 
 // acc[i] += x[i * xs] w for R rows and w one row of 16 channels: the step
 // of both GEMMs below (one broadcast per row, the row's vectors reused).
-template <int R>
+// Start: acc[i] = x[i * xs] w instead, rounded as fma(x, w, 0) is.
+template <int R, bool Start = false>
 inline __attribute__((always_inline)) void
 rank1_update(vf (&acc)[R][vectors], const float* x, int64_t xs,
              const float* w_row) {
@@ -183,7 +184,7 @@ rank1_update(vf (&acc)[R][vectors], const float* x, int64_t xs,
     auto xi = simd::broadcast(x + i * xs);
 #pragma GCC unroll 4
     for (int k = 0; k < vectors; ++k)
-      acc[i][k] = simd::fma(xi, w[k], acc[i][k]);
+      acc[i][k] = simd::fma(xi, w[k], Start ? simd::zero() : acc[i][k]);
   }
 }
 
@@ -208,19 +209,7 @@ void gemm_tile(const float* a, int64_t a_block_stride, int64_t blocks,
   // fma(x, w, 0) does): no zeroed accumulators, which GCC 12 kept on the
   // stack and cleared with rep stos on every call.
   vf acc[R][vectors];
-  {
-    vf w[vectors];
-#pragma GCC unroll 4
-    for (int k = 0; k < vectors; ++k)
-      w[k] = simd::load(u + k * simd::width);
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) {
-      auto x = simd::broadcast(a + i * cb);
-#pragma GCC unroll 4
-      for (int k = 0; k < vectors; ++k)
-        acc[i][k] = simd::fma(x, w[k], simd::zero());
-    }
-  }
+  rank1_update<R, true>(acc, a, cb, u);
   for (int64_t b = 0; b < blocks; ++b, a += a_block_stride) {
     const float* ub = u + b * cb * opad;
 #pragma GCC unroll 16
