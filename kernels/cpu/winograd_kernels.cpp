@@ -251,22 +251,34 @@ void multiply(const winograd_layout& l, int64_t count, const float* v,
   }
 }
 
+// A tile's 2x2 block of outputs: where its first output lies in an
+// [n, out_h, out_w, out_c] tensor, and its rows and columns inside the
+// image (1 where the last tile reaches past it).
+struct output_block {
+  int64_t offset;
+  int rows;
+  int cols;
+};
+
+inline output_block output_block_of(const winograd_layout& l, int64_t tile) {
+  const auto per_image = l.tiles_h * l.tiles_w;
+  auto img = tile / per_image;
+  auto oy = 2 * (tile % per_image / l.tiles_w);
+  auto ox = 2 * (tile % l.tiles_w);
+  return {((img * l.out_h + oy) * l.out_w + ox) * l.out_c,
+          oy + 1 < l.out_h ? 2 : 1, ox + 1 < l.out_w ? 2 : 1};
+}
+
 // out = act(A^T m A + bias) for each tile's 2x2 outputs inside the image.
 template <int Alpha>
 void output_transform(const winograd_layout& l, int64_t first,
                       int64_t count, const float* m) {
   using tr = transforms<Alpha>;
-  const auto per_image = l.tiles_h * l.tiles_w;
   const auto plane = count * l.opad;
   const auto zero = simd::zero();
   for (int64_t t = 0; t < count; ++t) {
-    auto tile = first + t;
-    auto img = tile / per_image;
-    auto oy = 2 * (tile % per_image / l.tiles_w);
-    auto ox = 2 * (tile % l.tiles_w);
-    int rows = oy + 1 < l.out_h ? 2 : 1;
-    int cols = ox + 1 < l.out_w ? 2 : 1;
-    float* dst = l.out + ((img * l.out_h + oy) * l.out_w + ox) * l.out_c;
+    auto [offset, rows, cols] = output_block_of(l, first + t);
+    float* dst = l.out + offset;
     for (int64_t o = 0; o < l.out_c; o += simd::width) {
       bool tail = o + simd::width > l.out_c;
       lanes last = simd::first_lanes(static_cast<int>(l.out_c - o));
@@ -334,16 +346,10 @@ template <int Alpha>
 void ds_transform(const winograd_layout& l, const float* ds, int64_t first,
                   int64_t count, float* z) {
   using tr = transforms<Alpha>;
-  const auto per_image = l.tiles_h * l.tiles_w;
   const auto plane = count * l.opad;
   for (int64_t t = 0; t < count; ++t) {
-    auto tile = first + t;
-    auto img = tile / per_image;
-    auto oy = 2 * (tile % per_image / l.tiles_w);
-    auto ox = 2 * (tile % l.tiles_w);
-    int rows = oy + 1 < l.out_h ? 2 : 1;
-    int cols = ox + 1 < l.out_w ? 2 : 1;
-    const float* src = ds + ((img * l.out_h + oy) * l.out_w + ox) * l.out_c;
+    auto [offset, rows, cols] = output_block_of(l, first + t);
+    const float* src = ds + offset;
     for (int64_t o = 0; o < l.opad; o += simd::width) {
       vf d[4];
       if (o >= l.out_c) {
