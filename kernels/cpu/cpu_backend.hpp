@@ -21,7 +21,8 @@ struct conv_workspace {
   std::vector<int64_t> row_offsets;    // one tile's output rows -> first tap
   std::vector<int64_t> dx_row_offsets; // the same for dx as a conv
   std::vector<int64_t> tap_offsets; // patch index k -> offset from first tap
-  std::vector<float> dw_partials;   // [chunks, K, opad]
+  std::vector<float> dw_partials;   // [chunks, K, opad], or Winograd's
+                                    // dU [chunks, alpha^2, cpad, opad]
   std::vector<float> db_partials;   // [chunks, opad]
   std::vector<std::vector<float>> padded;  // per thread: padded x tile
   std::vector<std::vector<float>> dpadded; // per thread: padded dx or ds
