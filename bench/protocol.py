@@ -92,11 +92,11 @@ def busy_cores(window_s):
 
 
 # Before a run: the machine idle (at most SETTLE_BUSY_CORES busy over
-# SETTLE_WINDOW_S), waiting at most SETTLE_MAX_S. What a program leaves
-# behind when it exits goes on taking a core for a moment: a 2-second
-# syncfac run at 2 threads right after a torch.compile run lost 28 % of
-# its examples/s in 3 of 8 such rounds (docs/benchmarks.md, "The
-# protocol"), with 1.1 s more user time: its threads spun for the core.
+# SETTLE_WINDOW_S), waiting at most SETTLE_MAX_S, so that no program's
+# leftovers share the run's cores, and the record says what each start
+# found. It did not remove the slow 2-thread runs it was added for: those
+# come during a run, with every start idle (docs/benchmarks.md, "The
+# protocol").
 SETTLE_BUSY_CORES = 0.1
 SETTLE_WINDOW_S = 0.5
 SETTLE_MAX_S = 15.0

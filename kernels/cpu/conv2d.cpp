@@ -206,18 +206,19 @@ caf::error backward_weights(int threads, conv_workspace& ws,
   db.resize({g.out_c});
   dw.fill(0.0f);
   db.fill(0.0f);
-  if (ww.use)
+  if (ww.use) {
     unpack_winograd_dw(g, ww, ws.dw_partials.data(), chunks, dw.data());
-  for (int64_t c = 0; c < chunks; ++c) {
-    if (!ww.use) {
+  } else {
+    for (int64_t c = 0; c < chunks; ++c) {
       const float* part = ws.dw_partials.data() + c * dw_size;
       for (int64_t k = 0; k < p.K; ++k)
         for (int64_t o = 0; o < g.out_c; ++o)
           dw[k * g.out_c + o] += part[k * p.opad + o];
     }
+  }
+  for (int64_t c = 0; c < chunks; ++c)
     add_column_sums(ws.db_partials.data() + c * p.opad, 1, g.out_c,
                     db.data());
-  }
   return caf::none;
 }
 

@@ -40,18 +40,19 @@ struct transforms<6> { // F(2x2, 5x5)
   static constexpr const auto& at = winograd::at6;
 };
 
-// y[i * ys] = sum_j mat[i][j] x[j * xs] for a constant matrix: the loops
-// unroll, so zero terms vanish and +-1 become an add or a subtraction.
-template <int Rows, int Cols>
+// y[i * ys] = sum_j coef(i, j) x[j * xs], i < Out, j < In, for constant
+// coefficients: the loops unroll, so zero terms vanish and +-1 become an
+// add or a subtraction.
+template <int Out, int In, class Coef>
 inline __attribute__((always_inline)) void
-apply(const float (&mat)[Rows][Cols], const vf* x, int xs, vf* y, int ys) {
+linear_map(Coef coef, const vf* x, int xs, vf* y, int ys) {
 #pragma GCC unroll 8
-  for (int i = 0; i < Rows; ++i) {
+  for (int i = 0; i < Out; ++i) {
     vf acc = simd::zero();
     bool first = true;
 #pragma GCC unroll 8
-    for (int j = 0; j < Cols; ++j) {
-      float c = mat[i][j];
+    for (int j = 0; j < In; ++j) {
+      float c = coef(i, j);
       vf v = x[j * xs];
       if (c == 0.0f)
         continue;
@@ -68,6 +69,23 @@ apply(const float (&mat)[Rows][Cols], const vf* x, int xs, vf* y, int ys) {
     }
     y[i * ys] = acc;
   }
+}
+
+// y = mat x.
+template <int Rows, int Cols>
+inline __attribute__((always_inline)) void
+apply(const float (&mat)[Rows][Cols], const vf* x, int xs, vf* y, int ys) {
+  linear_map<Rows, Cols>([&](int i, int j) { return mat[i][j]; }, x, xs, y,
+                         ys);
+}
+
+// y = mat^T x (A's rows from A^T's table).
+template <int Rows, int Cols>
+inline __attribute__((always_inline)) void
+apply_transposed(const float (&mat)[Rows][Cols], const vf* x, int xs, vf* y,
+                 int ys) {
+  linear_map<Cols, Rows>([&](int i, int j) { return mat[j][i]; }, x, xs, y,
+                         ys);
 }
 
 // y = B^T x for one column (or row) of a window. F(2, 3) through apply:
@@ -125,7 +143,9 @@ void input_transform(const winograd_layout& l, int64_t first, int64_t count,
         = l.in + ((img * l.ph + 2 * ty) * l.pw + 2 * tx) * l.c;
       // Columns 2 tx .. 2 tx + alpha - 1; a neighbour computes the last 2.
       const int fresh = neighbour ? Alpha - 2 : 0;
-      const int base = static_cast<int>((2 * tx) % Alpha);
+      int slot[Alpha]; // window column j's place in the ring
+      for (int j = 0; j < Alpha; ++j)
+        slot[j] = static_cast<int>((2 * tx + j) % Alpha);
       for (int k = 0; k < vectors; ++k) {
         auto c0 = b * cb + k * simd::width;
         float* dst = v + (b * count + t) * cb + k * simd::width;
@@ -142,13 +162,12 @@ void input_transform(const winograd_layout& l, int64_t first, int64_t count,
             const float* src = window + (i * l.pw + j) * l.c + c0;
             column[i] = tail ? simd::load(src, last) : simd::load(src);
           }
-          auto slot = (base + j) % Alpha;
-          input_rows<Alpha>(column, 1, ring[k] + slot * Alpha, 1);
+          input_rows<Alpha>(column, 1, ring[k] + slot[j] * Alpha, 1);
         }
         for (int i = 0; i < Alpha; ++i) { // (B^T d) B, row by row
           vf row[Alpha];
           for (int j = 0; j < Alpha; ++j)
-            row[j] = ring[k][(base + j) % Alpha * Alpha + i];
+            row[j] = ring[k][slot[j] * Alpha + i];
           vf out[Alpha];
           input_rows<Alpha>(row, 1, out, 1);
           for (int j = 0; j < Alpha; ++j)
@@ -321,24 +340,6 @@ void tiles(const winograd_layout& l, int64_t first, int64_t count,
   output_transform<Alpha>(l, first, count, m);
 }
 
-// a x + b y for constant a, b in {0, +-1, +-2}: an add, a subtraction or
-// one FMA, as apply() does.
-inline __attribute__((always_inline)) vf combine(float a, vf x, float b,
-                                                 vf y) {
-  auto scaled = [](float c, vf v) {
-    return c == 1.0f ? v : simd::fma(simd::broadcast(c), v, simd::zero());
-  };
-  if (a == 0.0f)
-    return b == 0.0f ? simd::zero() : scaled(b, y);
-  if (b == 0.0f)
-    return scaled(a, x);
-  if (b == 1.0f)
-    return simd::add(scaled(a, x), y);
-  if (b == -1.0f)
-    return simd::sub(scaled(a, x), y);
-  return simd::fma(simd::broadcast(b), y, scaled(a, x));
-}
-
 // Z = A ds A^T of each tile's 2x2 block of ds, [alpha^2, count, opad]:
 // zero where the block leaves the image and past out_c, so that outputs
 // the forward pass does not write get no gradient.
@@ -366,18 +367,17 @@ void ds_transform(const winograd_layout& l, const float* ds, int64_t first,
                                                   : simd::load(p);
           }
       }
-      // (ds A^T) row by row, then A (ds A^T) column by column: A's entries
-      // are A^T's transposed, read as such.
+      // (ds A^T) row by row, then A (ds A^T) column by column.
       vf half[2 * Alpha];
       for (int i = 0; i < 2; ++i)
-        for (int q = 0; q < Alpha; ++q)
-          half[i * Alpha + q] = combine(tr::at[0][q], d[i * 2],
-                                        tr::at[1][q], d[i * 2 + 1]);
-      for (int p = 0; p < Alpha; ++p)
-        for (int q = 0; q < Alpha; ++q)
+        apply_transposed(tr::at, d + i * 2, 1, half + i * Alpha, 1);
+      for (int q = 0; q < Alpha; ++q) {
+        vf column[Alpha];
+        apply_transposed(tr::at, half + q, Alpha, column, 1);
+        for (int p = 0; p < Alpha; ++p)
           simd::store(z + (p * Alpha + q) * plane + t * l.opad + o,
-                      combine(tr::at[0][p], half[q], tr::at[1][p],
-                              half[Alpha + q]));
+                      column[p]);
+      }
     }
   }
 }
