@@ -114,8 +114,10 @@ caf::expected<model_footprint> measure_model(const model_description& desc,
   for (size_t i = 0; i < desc.layers.size(); ++i) {
     const auto& l = desc.layers[i];
     if (l.type == layer_type::activation) {
-      out_of[i] = out_of[i - 1];
-      continue; // fused: owns nothing and adds no output of its own
+      // Fused into the layer before it (the model's input when it comes
+      // first): owns nothing and adds no output of its own.
+      out_of[i] = i == 0 ? model_input : out_of[i - 1];
+      continue;
     }
     const auto& from = (*inputs)[i];
     auto in = from.front() < 0 ? model_input
