@@ -74,7 +74,7 @@ double kfac_final_error(const std::string& flags) {
   auto res = run_program(program + small + " --optimizer kfac --steps 12"
                          " --invert_every 4" + flags + " --summary "
                          + summary);
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the run", res.output);
   require_success(res);
   return json_numbers(read_file(summary), "reconstruction_error").at(0);
 }

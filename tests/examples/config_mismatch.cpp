@@ -187,7 +187,7 @@ bool said_by(const std::string& out, const std::string& task,
 void check_refused(const process_result& res, const std::string& node,
                    const std::string& difference,
                    const chief_outputs& outputs) {
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the run", res.output);
   const auto& out = res.output;
   // Both say it: the refused node's error and the chief's.
   auto said = node + " differs from the chief in " + difference;
@@ -269,7 +269,7 @@ BOOST_AUTO_TEST_CASE(workers_whose_own_setup_refuses_them_end_the_run_at_once) {
   chief_outputs outputs{out.path()};
   auto res = launch(cluster, common + " --batch_size 300", "worker", "",
                     outputs);
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the run", res.output);
   check_ended_at_once(res, "cannot join the run: ", outputs);
   auto last = chief_error(res.output);
   BOOST_TEST(std::regex_search(last, std::regex{"worker:[01] cannot join the "
@@ -297,7 +297,7 @@ BOOST_AUTO_TEST_CASE(a_refusal_ends_the_chiefs_wait_for_a_slow_task) {
     cluster, " --job_program inverse=" + late + " --job_flags 'chief=" + flags
                + outputs.flags() + "' --job_flags 'worker=" + flags
                + " --device gpu:999' -- " + flags));
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the run", res.output);
   check_ended_at_once(res, "worker:0 cannot join the run: ", outputs);
   BOOST_TEST(said_by(res.output, "chief:0", "gpu:999"));
 }
@@ -339,7 +339,7 @@ BOOST_AUTO_TEST_CASE(an_inverse_host_without_its_device_refuses_the_chief) {
   auto res = launch(cluster,
                     common + " --optimizer kfac --learning_rate 0.0003",
                     "inverse", " --device gpu:999", outputs);
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the run", res.output);
   check_ended_at_once(res,
                       "refused at connect to inverse:0: inverse:0 cannot "
                       "join the run: ",
@@ -364,7 +364,7 @@ BOOST_DATA_TEST_CASE(a_kfac_host_with_another_setting_refuses_the_chief,
   auto res = launch(cluster,
                     common + " --optimizer kfac --learning_rate 0.0003",
                     job, " --damping 0.01", outputs);
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the run", res.output);
   auto task = job + ":0";
   check_ended_at_once(res,
                       "refused at connect to " + task + ": " + task
@@ -384,7 +384,7 @@ BOOST_AUTO_TEST_CASE(shards_with_another_placement_refuse_the_chief) {
   temp_dir dir;
   chief_outputs outputs{dir.path()};
   auto res = launch(cluster, common, "ps", " --placement by_size", outputs);
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the run", res.output);
   check_ended_at_once(res, "differs from the chief in ps.placement", outputs);
   const auto& out = res.output;
   // The chief connects to both shards at once, so either or both refuse
@@ -436,7 +436,7 @@ process_result launch_waiting_for_a_worker(const temp_dir& tmp,
 void check_evaluator_refused(node_process& eval, const std::string& text) {
   BOOST_REQUIRE_MESSAGE(eval.wait(std::chrono::seconds{60}),
                         "the evaluator still runs:\n" << eval.output());
-  BOOST_TEST_MESSAGE(eval.output());
+  case_output::keep("the evaluator", eval.output());
   BOOST_TEST(eval.exit_code == 1, eval.output());
   BOOST_TEST(said(eval.output(), text), eval.output());
 }
@@ -455,7 +455,7 @@ BOOST_AUTO_TEST_CASE(an_evaluator_of_another_model_ends_the_run_at_once) {
   temp_dir dir;
   chief_outputs outputs{dir.path()};
   auto res = launch_waiting_for_a_worker(tmp, cluster, outputs);
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the run", res.output);
   auto said = "evaluator:0 differs from the chief in model.arch: mlp on "
               "evaluator:0, convnet on the chief";
   check_ended_at_once(res, std::string{"refused evaluator:0 at connect: "} + said,
@@ -475,7 +475,7 @@ BOOST_AUTO_TEST_CASE(an_evaluator_without_its_data_ends_the_run_at_once) {
   temp_dir dir;
   chief_outputs outputs{dir.path()};
   auto res = launch_waiting_for_a_worker(tmp, cluster, outputs);
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the run", res.output);
   check_ended_at_once(res, "evaluator:0 cannot join the run: ", outputs);
   BOOST_TEST(said_by(res.output, "chief:0", "no-such-dir"),
              "the chief does not name the missing data");
@@ -505,7 +505,7 @@ BOOST_AUTO_TEST_CASE(an_evaluator_refused_while_the_steps_run_ends_the_run_check
                         "the run goes on after the refusal:\n"
                           << run.output());
   const auto out = run.output();
-  BOOST_TEST_MESSAGE(out);
+  case_output::keep("the run", out);
   BOOST_TEST(run.exit_code >= 1);
   BOOST_TEST(run.exit_code <= 123);
   const std::string said = "evaluator:0 differs from the chief in "

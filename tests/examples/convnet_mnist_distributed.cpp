@@ -36,11 +36,11 @@ process_result launch(const std::string& cluster, const std::string& flags) {
                      + distributed + " --max_wall_s 300 -- " + flags);
 }
 
-/// launch, which must succeed (its output goes to the log).
+/// launch, which must succeed (a failed case shows its output).
 process_result launch_ok(const std::string& cluster,
                          const std::string& flags) {
   auto res = launch(cluster, flags);
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the cluster", res.output);
   require_success(res);
   return res;
 }
@@ -175,7 +175,7 @@ BOOST_AUTO_TEST_CASE(tls_cluster_trains_to_the_same_parameters) {
   require_success(res);
   res = launch(cluster, common + " --steps 20 --tls_dir " + certs
                  + " --summary " + tls);
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the cluster", res.output);
   require_success(res);
   BOOST_TEST(said(res.output, "(TLS)"));
   BOOST_TEST(json_string(read_file(tls), "params_digest")
@@ -220,7 +220,7 @@ BOOST_AUTO_TEST_CASE(a_diverging_cluster_ends_at_once_naming_the_variable) {
   auto res = launch(cluster, common + " --steps 50 --optimizer sgd"
                                " --learning_rate 1e10"
                                " --step_timeout_ms 60000");
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the cluster", res.output);
   BOOST_TEST(res.exit_code != 0);
   BOOST_TEST(said(res.output, "gradient holds NaN or Inf"));
   BOOST_TEST(!said(res.output, "--max_wall_s"));
@@ -240,7 +240,7 @@ BOOST_AUTO_TEST_CASE(a_frozen_chief_is_seen_within_seconds) {
                          + common + " --steps 100000 --log_every 10"
                          + " --heartbeat_ms 200 --connection_timeout_ms 2000"
                          + " --max_wait_ms 3000");
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the cluster", res.output);
   BOOST_TEST(res.exit_code != 0);
   BOOST_TEST(said(res.output, "[ps:0] ps:0: the chief's node went down"));
   BOOST_TEST(said(res.output, "no word from the chief"));

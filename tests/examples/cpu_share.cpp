@@ -61,7 +61,6 @@ finished_run run_with(const temp_dir& tmp, const std::string& prefix,
   std::filesystem::remove(summary);
   auto res = run_ok(prefix + single + short_run + more + " --summary "
                     + summary + suffix);
-  BOOST_TEST_MESSAGE(res.output);
   return {res.output, read_file(summary)};
 }
 

@@ -48,7 +48,7 @@ outcome launch(const temp_dir& tmp, const std::string& cluster,
   auto summary = tmp.file(name + ".json");
   auto res = run_program(
     fault_run_command(cluster, faults, deterministic + flags, summary));
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the run", res.output);
   return {res.exit_code, res.output, read_file(summary)};
 }
 

@@ -95,7 +95,7 @@ outcome launch(const temp_dir& tmp,
   auto summary = tmp.file("summary.json");
   auto res =
     run_program(fault_run_command(cluster, faults, common + flags, summary));
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the cluster of " + cluster, res.output);
   BOOST_REQUIRE_MESSAGE((res.exit_code == 0) == (expected_exit == 0),
                         "the cluster exited " << res.exit_code
                           << "; its last lines:\n" << last_lines(res.output));

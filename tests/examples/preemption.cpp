@@ -144,7 +144,7 @@ struct cluster_run {
   void require_exits(int code) {
     for (auto& [task, n] : nodes) {
       bool ended = n.wait(std::chrono::seconds{180});
-      BOOST_TEST_MESSAGE(task << ":\n" << n.output());
+      case_output::keep(task, n.output());
       BOOST_REQUIRE_MESSAGE(ended, task << " did not exit within 180 s:\n"
                                         << n.output());
       BOOST_TEST(n.exit_code == code, task << " exited " << n.exit_code
@@ -219,7 +219,7 @@ node_process start_alone(const temp_dir& tmp, const std::string& job,
 /// `n` exits within `limit`, with the preempted code.
 void check_exits_preempted(node_process& n, std::chrono::seconds limit) {
   bool ended = n.wait(limit);
-  BOOST_TEST_MESSAGE(n.output());
+  case_output::keep("the node", n.output());
   BOOST_REQUIRE_MESSAGE(ended, "no exit within " << limit.count()
                                                   << " s of the signal:\n"
                                                   << n.output());
@@ -476,7 +476,7 @@ BOOST_AUTO_TEST_CASE(sigterm_to_the_launcher_checkpoints_the_newest_step) {
   auto second = start_launcher(tmp, cluster, flags, "second");
   kill_on_exit guard2{second};
   bool ended = second.wait(std::chrono::seconds{300});
-  BOOST_TEST_MESSAGE(second.output());
+  case_output::keep("the second node", second.output());
   BOOST_REQUIRE_MESSAGE(ended, "the resumed run did not end in 300 s");
   BOOST_TEST(second.exit_code == 0);
   auto resumed = read_file(tmp.file("second-summary.json"));
@@ -642,7 +642,7 @@ std::string stop_and_resume(const temp_dir& tmp, const std::string& command,
   auto second = run.start("second");
   kill_on_exit guard2{second};
   bool ended = second.wait(std::chrono::seconds{300});
-  BOOST_TEST_MESSAGE(second.output());
+  case_output::keep("the second node", second.output());
   BOOST_REQUIRE_MESSAGE(ended, "the resumed run did not end in 300 s");
   BOOST_TEST(second.exit_code == 0, second.output());
   auto resumed = run.summary("second");

@@ -23,6 +23,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "tests/examples/case_output.hpp"
 #include "tests/temp_dir.hpp"
 
 namespace syncfac::test {
@@ -99,11 +100,12 @@ void require_success(const Result& res) {
                                   << last_lines(res.output));
 }
 
-/// Runs `command_line`, which must succeed; its output goes to the log,
-/// and a failure names the command with the last lines it printed.
+/// Runs `command_line`, which must succeed; a failure names the command
+/// with the last lines it printed, and a failed case shows its output
+/// (tests/examples/case_output.hpp).
 inline process_result run_ok(const std::string& command_line) {
   auto res = run_program(command_line);
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep(command_line, res.output);
   BOOST_TEST_CONTEXT(command_line) {
     require_success(res);
   }

@@ -100,7 +100,7 @@ void train_to_the_end(const temp_dir& tmp, const jobs& cluster,
     }
   for (size_t k = 0; k < procs.size(); ++k) {
     auto rc = procs[k]->wait(300s);
-    BOOST_TEST_MESSAGE(names[k] << ":\n" << procs[k]->output());
+    case_output::keep(names[k], procs[k]->output());
     BOOST_CHECK_MESSAGE(rc == 0, names[k] << " exited " << rc << ":\n"
                                           << procs[k]->output());
   }
@@ -198,8 +198,8 @@ BOOST_AUTO_TEST_CASE(the_evaluator_as_tensorflow_places_it) {
         eval.wait_for_output("evaluating 500 examples", 120s), eval.output());
       auto last = start("worker", with_chief ? 0 : 1, "");
       auto host_rc = host->wait(300s);
-      BOOST_TEST_MESSAGE("chief's host:\n" << host->output());
-      BOOST_TEST_MESSAGE("evaluator:\n" << eval.output());
+      case_output::keep("chief's host", host->output());
+      case_output::keep("evaluator", eval.output());
       BOOST_REQUIRE_EQUAL(host_rc, 0);
       BOOST_CHECK_EQUAL(eval.wait(120s), 0);
       BOOST_CHECK_EQUAL(ps->wait(60s), 0);

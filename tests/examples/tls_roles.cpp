@@ -108,7 +108,7 @@ BOOST_AUTO_TEST_CASE(impostors_are_refused_and_the_run_is_unaffected) {
                          + distributed + " --max_wall_s 300 -- " + flags
                          + " --tls_dir " + certs + " --summary "
                          + reference);
-  BOOST_TEST_MESSAGE(res.output);
+  case_output::keep("the run", res.output);
   require_success(res);
 
   // The same cluster, its worker held back: the chief and the shard wait
@@ -158,7 +158,7 @@ BOOST_AUTO_TEST_CASE(impostors_are_refused_and_the_run_is_unaffected) {
                   + "/" + a.cert + " --claim " + a.claim + " --dial " + a.dial
                   + (a.hello_as.empty() ? "" : " --hello_as " + a.hello_as);
       auto r = run_program(line);
-      BOOST_TEST_MESSAGE(a.what << ": " << r.output);
+      case_output::keep(a.what, r.output);
       BOOST_TEST(r.exit_code == a.code, r.output);
       BOOST_TEST(said(r.output, a.impostor_says), r.output);
       auto& target = a.dial == "ps:0" ? ps : chief;
@@ -173,7 +173,7 @@ BOOST_AUTO_TEST_CASE(impostors_are_refused_and_the_run_is_unaffected) {
   auto r = run_program(impostor + " --cluster " + cluster + " --cert "
                        + foreign + "/worker-0 --claim worker:0 --dial "
                          "chief:0");
-  BOOST_TEST_MESSAGE("another CA: " << r.output);
+  case_output::keep("another CA", r.output);
   BOOST_TEST(r.exit_code == 10, r.output);
   BOOST_TEST(said(r.output, "not signed by this cluster's CA"), r.output);
   BOOST_TEST(said(chief.output(), "does not trust this cluster's CA"),
