@@ -140,6 +140,10 @@ struct worker_state {
   /// fills in `worker`): its local step, steps and their times, the K-FAC
   /// statistics it sent, the peers it lost and its transfers.
   worker_status counters;
+  /// Shards that answered a push of this worker with "stale" since its
+  /// last token request: the next request reports them (the request does
+  /// not wait for the push's answers).
+  int32_t stale_unreported = 0;
   /// Statistics role: the global step of the last statistics sent.
   int64_t stats_step = -1;
   std::chrono::steady_clock::time_point step_started;

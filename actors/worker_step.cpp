@@ -1,5 +1,7 @@
 // The worker's step loop: pull, compute, push, token.
 
+#include <utility>
+
 #include "actors/worker_parts.hpp"
 
 namespace syncfac::worker_parts {
@@ -141,11 +143,16 @@ void finish_step_end(self_ptr self, step_end& end) {
   end_step(self, grant);
 }
 
-void take_token(self_ptr self, const step_result& res, int32_t stale) {
+void take_token(self_ptr self, const step_result& res) {
   auto& st = self->state;
-  worker_report rep{st.cfg.index, st.counters.local_step, res.loss,
-                    res.correct,    res.count,     stale,
-                    st.batches->state(), st.incarnation};
+  worker_report rep{st.cfg.index,
+                    st.counters.local_step,
+                    res.loss,
+                    res.correct,
+                    res.count,
+                    std::exchange(st.stale_unreported, 0),
+                    st.batches->state(),
+                    st.incarnation};
   auto end = std::make_shared<step_end>();
   auto asked = std::chrono::steady_clock::now();
   st.counters.sent.add();
@@ -233,7 +240,13 @@ void push(self_ptr self, step_result res) {
   for (const auto& p : pushes)
     st.counters.bytes_pushed += payload_bytes(p);
   // Across the network a large push goes as parts, sent back to back; a
-  // shard's push is stale when its last part's answer says so.
+  // shard's push is stale when its last part's answer says so. The token
+  // request goes right behind the parts, not after their answers: the
+  // chief grants a later step only once every shard applied this one,
+  // which waits for this push where it counts, so waiting for the answers
+  // first would only add a round trip to every step (docs/protocol.md,
+  // "The token behind the push"). The answers say what became of the
+  // push, and a stale one is reported with the next token request.
   struct progress {
     size_t remaining = 0;
     std::vector<bool> stale;
@@ -250,8 +263,6 @@ void push(self_ptr self, step_result res) {
                           remote ? st.cfg.push_part_bytes : 0);
     prog->remaining += parts[s].size();
   }
-  if (prog->remaining == 0)
-    return take_token(self, res, 0);
   for (size_t s = 0; s < parts.size(); ++s) {
     for (auto& part : parts[s]) {
       st.counters.sent.add(payload_bytes(part));
@@ -268,9 +279,10 @@ void push(self_ptr self, step_result res) {
                                return;
                              auto stale = static_cast<int32_t>(std::count(
                                prog->stale.begin(), prog->stale.end(), true));
-                             if (stale > 0)
+                             if (stale > 0) {
                                ++self->state.counters.stale_pushes;
-                             take_token(self, res, stale);
+                               self->state.stale_unreported += stale;
+                             }
                            }),
           bound<caf::error&>(self, [=](caf::error& err) {
             if (prog->failed)
@@ -281,6 +293,7 @@ void push(self_ptr self, step_result res) {
           }));
     }
   }
+  take_token(self, res);
 }
 
 void compute(self_ptr self) {

@@ -200,7 +200,10 @@ struct worker_report {
   float loss = 0;
   int64_t correct = 0;
   int64_t count = 0;
-  /// Shards that dropped this step's push as stale.
+  /// Shards that dropped a push of this worker as stale, answered since its
+  /// last report: the token request goes right behind the push, so a
+  /// push's answer is reported with the next request (docs/protocol.md,
+  /// "The token behind the push").
   int32_t stale_shards = 0;
   /// The worker's data order after this step's batch (for checkpoints).
   batcher_state data;

@@ -27,9 +27,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// What reached a stand-in chief: the local_step of each token request.
+/// What reached a stand-in chief: the local_step of each token request
+/// and the stale pushes its report named.
 struct chief_log {
   std::vector<int64_t> token_requests;
+  std::vector<int32_t> stale_reported;
 };
 
 /// Holds every token request until the test grants them (ok_atom, grant);
@@ -40,6 +42,7 @@ caf::behavior stand_in_chief(caf::event_based_actor* self,
   return {
     [=](token_atom, const worker_report& rep) -> caf::result<token_grant> {
       log->token_requests.push_back(rep.local_step);
+      log->stale_reported.push_back(rep.stale_shards);
       held->push_back(self->make_response_promise());
       return caf::delegated<token_grant>{};
     },
@@ -77,6 +80,36 @@ caf::behavior stand_in_device(caf::event_based_actor*,
   };
 }
 
+/// The requests a stand-in shard holds unanswered, and how many pushes came.
+struct held_requests {
+  int pushes = 0;
+  std::vector<caf::response_promise> promises;
+};
+
+/// A shard slow to answer pushes: it answers a plain pull at once with its
+/// one variable at step 0 and holds every push and every waiting pull.
+caf::behavior shard_holding_pushes(caf::event_based_actor* self,
+                                   std::shared_ptr<held_requests> held) {
+  auto hold = [=] { held->promises.push_back(self->make_response_promise()); };
+  return {
+    [](pull_atom) {
+      shard_params sp;
+      sp.values = {{"v0", tensor{tensor_shape{}, {0.0f}}}};
+      return sp;
+    },
+    [=](pull_atom, int64_t, int64_t) -> caf::result<shard_params> {
+      hold();
+      return caf::delegated<shard_params>{};
+    },
+    [](pull_atom, cancel_atom) {},
+    [=](push_atom, const gradient_push&) -> caf::result<push_ack> {
+      ++held->pushes;
+      hold();
+      return caf::delegated<push_ack>{};
+    },
+  };
+}
+
 /// A covariance actor that takes every statistics update.
 caf::behavior stand_in_covariance(caf::event_based_actor*) {
   return {
@@ -98,6 +131,9 @@ struct fixture : test::deterministic_system {
   caf::actor covariance = sys.spawn(stand_in_covariance);
   ps_actor shard;
   worker_actor worker;
+  /// Actors a case spawned besides these, ended with them (a failed
+  /// requirement must not leave one to hold up the system's shutdown).
+  std::vector<caf::actor> spawned;
 
   fixture() {
     ps_shard_config pc;
@@ -110,17 +146,18 @@ struct fixture : test::deterministic_system {
     worker = spawn(worker_role::gradients);
   }
 
-  /// A worker with chief A, the shard, the device (and, for the
-  /// statistics role, the covariance actor), initialised unless
+  /// A worker with chief A, the shard (or `shards`), the device (and, for
+  /// the statistics role, the covariance actor), initialised unless
   /// `initialise` is false (its first pull not yet answered).
-  worker_actor spawn(worker_role role, bool initialise = true) {
+  worker_actor spawn(worker_role role, bool initialise = true,
+                     std::vector<ps_actor> shards = {}) {
     worker_config wc;
     wc.index = 0;
     wc.role = role;
     wc.batch_size = 4;
     wc.data = std::make_shared<const dataset>(make_fake_dataset(64, 1));
     wc.device = caf::actor_cast<device_actor>(device);
-    wc.shards = {shard};
+    wc.shards = shards.empty() ? std::vector<ps_actor>{shard} : shards;
     wc.chief = caf::actor_cast<chief_actor>(chief_a);
     wc.peer_wait = peer_wait;
     wc.token_timeout = token_timeout;
@@ -133,14 +170,17 @@ struct fixture : test::deterministic_system {
     }
     auto w = spawn_worker(sys, wc);
     BOOST_REQUIRE_MESSAGE(w, test::why(w));
+    spawned.push_back(caf::actor_cast<caf::actor>(*w));
     if (initialise)
       sched.run();
     return *w;
   }
 
   ~fixture() {
-    for (auto& a : {caf::actor_cast<caf::actor>(worker), chief_a, chief_b,
-                    caf::actor_cast<caf::actor>(shard), device, covariance})
+    for (auto& a : {chief_a, chief_b, caf::actor_cast<caf::actor>(shard),
+                    device, covariance})
+      self->send_exit(a, caf::exit_reason::user_shutdown);
+    for (auto& a : spawned)
       self->send_exit(a, caf::exit_reason::user_shutdown);
     sched.run();
   }
@@ -264,6 +304,42 @@ BOOST_AUTO_TEST_CASE(an_anonymous_rejoin_while_initialising_begins_the_loop) {
   BOOST_CHECK_EQUAL(log_a->token_requests.size(), 1u);
   self->send_exit(fresh, caf::exit_reason::user_shutdown);
   sched.run();
+}
+
+BOOST_AUTO_TEST_CASE(the_token_request_does_not_wait_for_the_push_s_answer) {
+  // The token request goes right behind the push (docs/protocol.md, "The
+  // token behind the push"): with the shard holding the push's answer,
+  // the chief has the request all the same. A worker that waited for the
+  // answer first would have sent none.
+  auto held = std::make_shared<held_requests>();
+  spawned.push_back(sys.spawn(shard_holding_pushes, held));
+  auto w = spawn(worker_role::gradients, true,
+                 {caf::actor_cast<ps_actor>(spawned.back())});
+  self->send(w, run_atom::value);
+  sched.run();
+  BOOST_CHECK_EQUAL(held->pushes, 1);
+  BOOST_REQUIRE_EQUAL(log_a->token_requests.size(), 1u);
+  BOOST_CHECK_EQUAL(log_a->token_requests[0], 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_stale_push_is_reported_with_the_next_token_request) {
+  // The shard is at step 5 and the worker at 0: its push is stale. The
+  // token request that followed the push went before the shard's answer,
+  // so it reports nothing stale; the next one reports the push.
+  self->send(shard, set_step_atom::value, int64_t{5});
+  sched.run();
+  self->send(worker, run_atom::value);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(log_a->stale_reported.size(), 1u);
+  BOOST_CHECK_EQUAL(log_a->stale_reported[0], 0);
+  BOOST_CHECK_EQUAL(status().stale_pushes, 1);
+  // The token for step 5: the shard is there, the worker pulls its values
+  // and pushes a fresh gradient at 5.
+  grant(chief_a, 5);
+  BOOST_REQUIRE_EQUAL(log_a->token_requests.size(), 2u);
+  BOOST_CHECK_EQUAL(log_a->token_requests[1], 5);
+  BOOST_CHECK_EQUAL(log_a->stale_reported[1], 1);
+  BOOST_CHECK_EQUAL(status().stale_pushes, 1);
 }
 
 BOOST_AUTO_TEST_CASE(a_stall_that_runs_out_fails_naming_what_it_waited_for) {
