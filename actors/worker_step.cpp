@@ -1,5 +1,6 @@
 // The worker's step loop: pull, compute, push, token.
 
+#include <cmath>
 #include <utility>
 
 #include "actors/worker_parts.hpp"
@@ -247,6 +248,11 @@ void push(self_ptr self, step_result res) {
   // first would only add a round trip to every step (docs/protocol.md,
   // "The token behind the push"). The answers say what became of the
   // push, and a stale one is reported with the next token request.
+  // A step whose loss is not finite waits for them, as every step once
+  // did: its gradient is about to be refused by a shard naming the
+  // variable, and that, not the chief's "loss is NaN" racing it, should
+  // be what ends the run.
+  const bool after_answers = !std::isfinite(res.loss);
   struct progress {
     size_t remaining = 0;
     std::vector<bool> stale;
@@ -283,6 +289,8 @@ void push(self_ptr self, step_result res) {
                                ++self->state.counters.stale_pushes;
                                self->state.stale_unreported += stale;
                              }
+                             if (after_answers)
+                               take_token(self, res);
                            }),
           bound<caf::error&>(self, [=](caf::error& err) {
             if (prog->failed)
@@ -293,7 +301,8 @@ void push(self_ptr self, step_result res) {
           }));
     }
   }
-  take_token(self, res);
+  if (!after_answers || prog->remaining == 0)
+    take_token(self, res);
 }
 
 void compute(self_ptr self) {
