@@ -198,13 +198,13 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   // A round can be applied before any worker has reported its loss (with
   // more tokens than R the reports of a step come after its apply): a log
   // line due then waits for the first round with reports instead of
-  // printing "loss: 0". Once a report has come, a line comes at its step
-  // with the last loss reported: a step's reports race with its apply
-  // (the token request goes right behind the push, docs/protocol.md), so
-  // a round can close without one, and its line must not move to the
-  // next step. The last step's line comes in any case.
+  // printing "loss: 0". Once a report has come (the round's examples so
+  // far are not 0), a line comes at its step with the last loss reported:
+  // a step's reports race with its apply (the token request goes right
+  // behind the push, docs/protocol.md), so a round can close without one,
+  // and its line must not move to the next step. The last step's line
+  // comes in any case.
   auto log_due = std::make_shared<bool>(false);
-  auto reported = std::make_shared<bool>(false);
   // The previous log line's time and examples: its examples/s figure.
   auto window = std::make_shared<warm_mark>();
   window->when = clock_type::now();
@@ -221,8 +221,8 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
   auto rates = base.optimizer;
   auto skipped = std::make_shared<int64_t>(0);
   cc.on_round = [log, eval_handle, log_every, eval_every, steps, warm,
-                 warmup, log_due, reported, window, workers, damping, rates,
-                 evaluating, skipped](const round_report& r) {
+                 warmup, log_due, window, workers, damping, rates, evaluating,
+                 skipped](const round_report& r) {
     if (!warm->set && r.global_step >= warmup) {
       warm->when = clock_type::now();
       warm->examples = r.examples;
@@ -230,9 +230,7 @@ chief_driver::make(caf::actor_system& sys, owned_actors& top,
     }
     if (r.global_step % log_every == 0 || r.global_step == steps)
       *log_due = true;
-    if (r.reports > 0)
-      *reported = true;
-    if (*log_due && (*reported || r.global_step == steps)) {
+    if (*log_due && (r.examples > 0 || r.global_step == steps)) {
       *log_due = false;
       namespace line = observe::window;
       json_object extra;

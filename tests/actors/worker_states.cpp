@@ -302,8 +302,6 @@ BOOST_AUTO_TEST_CASE(an_anonymous_rejoin_while_initialising_begins_the_loop) {
   BOOST_REQUIRE_EQUAL(second.size(), 1u);
   BOOST_CHECK(!second[0]);
   BOOST_CHECK_EQUAL(log_a->token_requests.size(), 1u);
-  self->send_exit(fresh, caf::exit_reason::user_shutdown);
-  sched.run();
 }
 
 BOOST_AUTO_TEST_CASE(the_token_request_does_not_wait_for_the_push_s_answer) {
@@ -435,8 +433,6 @@ BOOST_AUTO_TEST_CASE(a_statistics_wake_up_of_an_old_binding_starts_no_second_loo
   for (int i = 0; i < 3; ++i)
     advance(poll);
   BOOST_CHECK_EQUAL(*stats_computed, 3);
-  self->send_exit(stats, caf::exit_reason::user_shutdown);
-  sched.run();
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -29,37 +29,22 @@ public:
       self.kept_ += '\n';
   }
 
-  void assertion_result(boost::unit_test::assertion_result result) override {
-    if (result != boost::unit_test::AR_PASSED)
-      failed_ = true;
-  }
-
-  void exception_caught(boost::execution_exception const&) override {
-    failed_ = true;
-  }
-
-  void test_unit_aborted(boost::unit_test::test_unit const&) override {
-    failed_ = true;
-  }
-
-  void test_unit_timed_out(boost::unit_test::test_unit const&) override {
-    failed_ = true;
-  }
-
   void test_unit_finish(boost::unit_test::test_unit const& unit,
                         unsigned long) override {
     if (unit.p_type != boost::unit_test::TUT_CASE)
       return;
-    // The collector counted the case's failed assertions from its start,
-    // before this observer was registered too.
+    // Boost.Test's collector counted the case's failures from its start
+    // (an exception as a failed assertion), before this observer was
+    // registered too.
     const auto& results = boost::unit_test::results_collector.results(unit.p_id);
-    if ((failed_ || results.p_assertions_failed > 0) && !kept_.empty())
+    bool failed = results.p_assertions_failed > 0 || results.p_aborted
+                  || results.p_timed_out;
+    if (failed && !kept_.empty())
       std::cout << "===== what the processes of the failed case \""
                 << unit.p_name.get() << "\" printed =====\n"
                 << kept_ << "===== end of \"" << unit.p_name.get()
                 << "\" =====" << std::endl;
     kept_.clear();
-    failed_ = false;
   }
 
 private:
@@ -76,7 +61,6 @@ private:
   }
 
   std::string kept_;
-  bool failed_ = false;
 };
 
 } // namespace syncfac::test
