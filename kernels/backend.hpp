@@ -19,6 +19,7 @@
 //   context names both shapes; nothing is written then.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +50,16 @@ public:
 
   /// Worker threads (CPU) or streams (GPU) this backend uses.
   virtual int threads() const = 0;
+
+  /// Runs f(i) once for every i < parts, in any order, on any of the
+  /// host threads this backend has: the host loops of the defaults below
+  /// (batch norm, add) over their chunks (kernels/host_chunks.hpp), which
+  /// make a result the same bits whatever the order. `elements` is the
+  /// floats all the parts hold together, so that work too small to pay
+  /// for waking a thread stays on the calling one. The default runs the
+  /// parts in order on the calling thread. f must not throw.
+  virtual void run_host_parts(int64_t parts, int64_t elements,
+                              const std::function<void(int64_t)>& f);
 
   /// c = alpha * op(a) * op(b) + beta * c for rank-2 a, b, c; with beta == 0
   /// c is resized and need not be initialised.
@@ -227,9 +238,10 @@ public:
   }
 
   /// y = act(xs[0] + xs[1] + ...), summed in that order: two or more
-  /// tensors of one shape (a residual connection's add layer). The
-  /// default runs on the host values (any backend: a tensor's host values
-  /// are current when read), then activation_forward.
+  /// tensors of one shape (a residual connection's add layer; y may be
+  /// one of them). The default runs on the host values (any backend: a
+  /// tensor's host values are current when read), the activation on each
+  /// chunk while it is in cache, over run_host_parts.
   virtual caf::error add_forward(const std::vector<const tensor*>& xs,
                                  activation act, tensor& y);
 

@@ -6,6 +6,8 @@
 #include <algorithm>
 
 #include "kernels/backend.hpp"
+#include "kernels/cpu/activation.hpp"
+#include "kernels/host_chunks.hpp"
 #include "runtime/base/error.hpp"
 
 namespace syncfac {
@@ -69,6 +71,13 @@ caf::error backend::max_pool_backward_activated(
   return activation_backward(act, input, input_grad, ds);
 }
 
+void backend::run_host_parts(int64_t parts, int64_t elements,
+                             const std::function<void(int64_t)>& f) {
+  (void) elements;
+  for (int64_t i = 0; i < parts; ++i)
+    f(i);
+}
+
 caf::error backend::add_forward(const std::vector<const tensor*>& xs,
                                 activation act, tensor& y) {
   if (xs.size() < 2)
@@ -82,21 +91,33 @@ caf::error backend::add_forward(const std::vector<const tensor*>& xs,
                         "add_forward: input " + std::to_string(k) + " "
                           + xs[k]->shape_string() + " differs from input 0 "
                           + xs[0]->shape_string());
-  tensor sum{shape};
-  float* out = sum.data();
-  const auto n = sum.size();
-  const float* first = xs[0]->data();
-  std::copy(first, first + n, out);
-  for (size_t k = 1; k < xs.size(); ++k) {
-    const float* x = xs[k]->data();
-    for (int64_t i = 0; i < n; ++i)
-      out[i] += x[i];
-  }
-  if (act == activation::identity) {
-    y = std::move(sum);
-    return caf::none;
-  }
-  return activation_forward(act, sum, y);
+  // Elementwise, so y may be an input: each chunk reads its inputs'
+  // values before it writes the same positions of y.
+  std::vector<const float*> in;
+  for (const auto* x : xs)
+    in.push_back(x->data());
+  const auto n = xs[0]->size();
+  const auto chunks = host_chunks::of(n, 1);
+  tensor_shape out_shape = shape; // y may be xs[0]: resize changes no value
+  y.resize(out_shape);
+  float* out = y.data();
+  run_host_parts(chunks.count, n, [&](int64_t i) {
+    auto [first, last] = chunks.range(i);
+    if (in.size() == 2) {
+      for (int64_t j = first; j < last; ++j)
+        out[j] = in[0][j] + in[1][j];
+    } else {
+      for (int64_t j = first; j < last; ++j) {
+        auto sum = in[0][j] + in[1][j];
+        for (size_t k = 2; k < in.size(); ++k)
+          sum += in[k][j];
+        out[j] = sum;
+      }
+    }
+    if (act != activation::identity)
+      cpu::apply_activation(act, out + first, last - first);
+  });
+  return caf::none;
 }
 
 namespace {

@@ -2,13 +2,23 @@
 // batch_norm_statistics, batch_norm_forward and batch_norm_backward
 // (kernels/backend.hpp), for every backend. x is viewed as [M, C], C its
 // last axis (NHWC's channels, or a dense layer's units), so one channel's
-// values are every C-th float; sums run over M in double, in one order,
-// which makes a replica's statistics the same bits however it is run.
+// values are every C-th float.
+//
+// Every pass runs over chunks of rows (host_chunks.hpp) through
+// run_host_parts, on as many of the backend's threads as it has. A sum
+// over M is taken per chunk in double, in row order, and the chunks'
+// sums are then added in chunk order: the chunks depend on M and C only,
+// so a replica's statistics are the same bits however many threads run
+// it. The activation's pass runs on each chunk while it is in cache, with
+// the backend's elementwise loops (kernels/cpu/activation.hpp), so the
+// values are those of batch_norm followed by activation_forward.
 
 #include <cmath>
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "kernels/cpu/activation.hpp"
+#include "kernels/host_chunks.hpp"
 #include "kernels/shape_checks.hpp"
 #include "runtime/base/error.hpp"
 
@@ -16,33 +26,71 @@ namespace syncfac {
 
 using shape_checks::channels_of;
 
+namespace {
+
+/// Per chunk, C sums in double: partial[chunk * c + k].
+struct chunk_sums {
+  std::vector<double> partial;
+  int64_t c = 0;
+
+  chunk_sums(int64_t chunks, int64_t channels)
+    : partial(static_cast<size_t>(chunks * channels), 0.0), c(channels) {
+  }
+
+  double* of(int64_t chunk) {
+    return partial.data() + chunk * c;
+  }
+
+  /// The chunks' sums added in chunk order.
+  std::vector<double> total() const {
+    std::vector<double> sum(static_cast<size_t>(c), 0.0);
+    const auto chunks = static_cast<int64_t>(partial.size()) / c;
+    for (int64_t i = 0; i < chunks; ++i)
+      for (int64_t k = 0; k < c; ++k)
+        sum[static_cast<size_t>(k)] += partial[static_cast<size_t>(i * c + k)];
+    return sum;
+  }
+};
+
+} // namespace
+
 caf::error backend::batch_norm_statistics(const tensor& x, tensor& mean,
                                           tensor& variance) {
   if (auto err = shape_checks::check_input("batch_norm_statistics", x))
     return err;
   const auto c = channels_of(x);
-  const auto m = x.size() / c;
-  std::vector<double> sum(static_cast<size_t>(c), 0.0);
+  const auto rows = host_chunks::of(x.size() / c, c);
   const float* in = x.data();
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t k = 0; k < c; ++k)
-      sum[static_cast<size_t>(k)] += in[r * c + k];
-  std::vector<double> squares(static_cast<size_t>(c), 0.0);
-  for (int64_t k = 0; k < c; ++k)
-    sum[static_cast<size_t>(k)] /= static_cast<double>(m);
+  chunk_sums sums{rows.count, c};
+  run_host_parts(rows.count, x.size(), [&](int64_t i) {
+    auto [first, last] = rows.range(i);
+    double* s = sums.of(i);
+    for (int64_t r = first; r < last; ++r)
+      for (int64_t k = 0; k < c; ++k)
+        s[k] += in[r * c + k];
+  });
+  auto mu = sums.total();
+  const auto m = static_cast<double>(rows.m);
+  for (auto& v : mu)
+    v /= m;
   // Two passes: the centred squares, not E[x²] - E[x]², which cancels
   // badly when the mean is large against the spread.
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t k = 0; k < c; ++k) {
-      auto d = in[r * c + k] - sum[static_cast<size_t>(k)];
-      squares[static_cast<size_t>(k)] += d * d;
-    }
+  chunk_sums squares{rows.count, c};
+  run_host_parts(rows.count, x.size(), [&](int64_t i) {
+    auto [first, last] = rows.range(i);
+    double* s = squares.of(i);
+    for (int64_t r = first; r < last; ++r)
+      for (int64_t k = 0; k < c; ++k) {
+        auto d = in[r * c + k] - mu[static_cast<size_t>(k)];
+        s[k] += d * d;
+      }
+  });
+  auto sq = squares.total();
   mean.resize({c});
   variance.resize({c});
   for (int64_t k = 0; k < c; ++k) {
-    mean[k] = static_cast<float>(sum[static_cast<size_t>(k)]);
-    variance[k] = static_cast<float>(squares[static_cast<size_t>(k)]
-                                     / static_cast<double>(m));
+    mean[k] = static_cast<float>(mu[static_cast<size_t>(k)]);
+    variance[k] = static_cast<float>(sq[static_cast<size_t>(k)] / m);
   }
   return caf::none;
 }
@@ -54,8 +102,10 @@ caf::error backend::batch_norm_forward(const tensor& x, const tensor& gamma,
   if (auto err = shape_checks::check_batch_norm_forward(
         "batch_norm_forward", x, gamma, beta, mean, inv_std))
     return err;
+  if (&y == &x)
+    return make_error(ec::invalid_argument,
+                      "batch_norm_forward: the output is the input tensor");
   const auto c = channels_of(x);
-  const auto m = x.size() / c;
   // Per channel y = a x + b, with a = gamma inv_std, b = beta - a mean.
   std::vector<float> a(static_cast<size_t>(c));
   std::vector<float> b(static_cast<size_t>(c));
@@ -63,18 +113,20 @@ caf::error backend::batch_norm_forward(const tensor& x, const tensor& gamma,
     a[static_cast<size_t>(k)] = gamma[k] * inv_std[k];
     b[static_cast<size_t>(k)] = beta[k] - a[static_cast<size_t>(k)] * mean[k];
   }
-  tensor z{x.shape()};
+  const auto rows = host_chunks::of(x.size() / c, c);
+  y.resize(x.shape()); // the last step's storage, written whole below
   const float* in = x.data();
-  float* out = z.data();
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t k = 0; k < c; ++k)
-      out[r * c + k] = a[static_cast<size_t>(k)] * in[r * c + k]
-                       + b[static_cast<size_t>(k)];
-  if (act == activation::identity) {
-    y = std::move(z);
-    return caf::none;
-  }
-  return activation_forward(act, z, y);
+  float* out = y.data();
+  run_host_parts(rows.count, x.size(), [&](int64_t i) {
+    auto [first, last] = rows.range(i);
+    for (int64_t r = first; r < last; ++r)
+      for (int64_t k = 0; k < c; ++k)
+        out[r * c + k] = a[static_cast<size_t>(k)] * in[r * c + k]
+                         + b[static_cast<size_t>(k)];
+    if (act != activation::identity)
+      cpu::apply_activation(act, out + first * c, (last - first) * c);
+  });
+  return caf::none;
 }
 
 caf::error backend::batch_norm_backward(const tensor& x, const tensor& gamma,
@@ -86,54 +138,69 @@ caf::error backend::batch_norm_backward(const tensor& x, const tensor& gamma,
   if (auto err = shape_checks::check_batch_norm_backward(
         "batch_norm_backward", x, gamma, mean, inv_std, y, dy))
     return err;
-  if (auto err = activation_backward(act, y, dy, ds))
-    return err;
   const auto c = channels_of(x);
-  const auto m = x.size() / c;
+  const auto rows = host_chunks::of(x.size() / c, c);
   // Per channel values in plain arrays: a tensor's operator[] checks where
   // its current values are on every call.
   const float* mu = mean.data();
   const float* is = inv_std.data();
   const float* in = x.data();
-  const float* d = ds.data();
-  std::vector<double> sum_ds(static_cast<size_t>(c), 0.0);
-  std::vector<double> sum_ds_xhat(static_cast<size_t>(c), 0.0);
-  for (int64_t r = 0; r < m; ++r) {
-    const float* xr = in + r * c;
-    const float* dr = d + r * c;
-    for (int64_t k = 0; k < c; ++k) {
-      auto xhat = (xr[k] - mu[k]) * is[k];
-      sum_ds[static_cast<size_t>(k)] += dr[k];
-      sum_ds_xhat[static_cast<size_t>(k)] += static_cast<double>(dr[k]) * xhat;
+  const float* out = y.data();
+  const float* grad = dy.data();
+  ds.resize(x.shape());
+  float* d = ds.data();
+  // ds = dy act'(y) chunk by chunk, and its sums while the chunk is in
+  // cache.
+  chunk_sums sum_ds{rows.count, c};
+  chunk_sums sum_ds_xhat{rows.count, c};
+  run_host_parts(rows.count, x.size(), [&](int64_t i) {
+    auto [first, last] = rows.range(i);
+    cpu::activation_grad(act, out + first * c, grad + first * c, d + first * c,
+                         (last - first) * c);
+    double* s = sum_ds.of(i);
+    double* sx = sum_ds_xhat.of(i);
+    for (int64_t r = first; r < last; ++r) {
+      const float* xr = in + r * c;
+      const float* dr = d + r * c;
+      for (int64_t k = 0; k < c; ++k) {
+        auto xhat = (xr[k] - mu[k]) * is[k];
+        s[k] += dr[k];
+        sx[k] += static_cast<double>(dr[k]) * xhat;
+      }
     }
-  }
+  });
+  auto total_ds = sum_ds.total();
+  auto total_ds_xhat = sum_ds_xhat.total();
   dgamma.resize({c});
   dbeta.resize({c});
   float* dg = dgamma.data();
   float* db = dbeta.data();
   for (int64_t k = 0; k < c; ++k) {
-    dg[k] = static_cast<float>(sum_ds_xhat[static_cast<size_t>(k)]);
-    db[k] = static_cast<float>(sum_ds[static_cast<size_t>(k)]);
+    dg[k] = static_cast<float>(total_ds_xhat[static_cast<size_t>(k)]);
+    db[k] = static_cast<float>(total_ds[static_cast<size_t>(k)]);
   }
   if (dx == nullptr)
     return caf::none;
   dx->resize(x.shape());
-  float* out = dx->data();
-  const auto count = static_cast<float>(m);
+  float* o = dx->data();
+  const auto count = static_cast<float>(rows.m);
   const float* g = gamma.data();
   std::vector<float> scale(static_cast<size_t>(c));
   for (int64_t k = 0; k < c; ++k)
     scale[static_cast<size_t>(k)] = g[k] * is[k] / count;
-  for (int64_t r = 0; r < m; ++r) {
-    const float* xr = in + r * c;
-    const float* dr = d + r * c;
-    float* o = out + r * c;
-    for (int64_t k = 0; k < c; ++k) {
-      auto xhat = (xr[k] - mu[k]) * is[k];
-      o[k] = scale[static_cast<size_t>(k)]
-             * (count * dr[k] - db[k] - xhat * dg[k]);
+  run_host_parts(rows.count, x.size(), [&](int64_t i) {
+    auto [first, last] = rows.range(i);
+    for (int64_t r = first; r < last; ++r) {
+      const float* xr = in + r * c;
+      const float* dr = d + r * c;
+      float* orow = o + r * c;
+      for (int64_t k = 0; k < c; ++k) {
+        auto xhat = (xr[k] - mu[k]) * is[k];
+        orow[k] = scale[static_cast<size_t>(k)]
+                  * (count * dr[k] - db[k] - xhat * dg[k]);
+      }
     }
-  }
+  });
   return caf::none;
 }
 

@@ -1,12 +1,14 @@
 // The CPU backend's factory and the parts of it that are not kernels (the
 // activation names every backend shares: kernels/activation_names.cpp).
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <Eigen/Core>
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/cpu/parallel.hpp"
 #include "runtime/base/error.hpp"
 
 namespace syncfac {
@@ -37,6 +39,13 @@ std::string cpu_backend::name() const {
 
 int cpu_backend::threads() const {
   return threads_;
+}
+
+void cpu_backend::run_host_parts(int64_t parts, int64_t elements,
+                                 const std::function<void(int64_t)>& f) {
+  auto team = std::clamp<int64_t>(elements / min_elements_per_part, 1,
+                                  threads_);
+  parallel_for(static_cast<int>(team), parts, [&](int64_t i, int) { f(i); });
 }
 
 } // namespace cpu

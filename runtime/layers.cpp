@@ -548,23 +548,25 @@ public:
 
   caf::error backward_all(backend& dev, const tensor& dy,
                           const std::vector<tensor*>& dxs) override {
-    // Every input's gradient is dL/ds, the same for all.
+    // Every input's gradient is dL/ds, the same for all: written into the
+    // first input's gradient, copied from there into the others'.
     const tensor* ds = &dy;
-    if (act_ != activation::identity) {
-      if (auto err = dev.activation_backward(act_, y_, dy, ds_))
-        return err;
-      ds = &ds_;
-    }
-    for (auto* dx : dxs)
-      if (dx != nullptr)
-        if (auto err = dev.reshape_copy(*ds, ds->shape(), *dx))
+    for (auto* dx : dxs) {
+      if (dx == nullptr)
+        continue;
+      if (ds == &dy && act_ != activation::identity) {
+        if (auto err = dev.activation_backward(act_, y_, dy, *dx))
           return err;
+      } else if (auto err = dev.reshape_copy(*ds, ds->shape(), *dx)) {
+        return err;
+      }
+      ds = dx;
+    }
     return caf::none;
   }
 
 private:
   activation act_;
-  tensor ds_;
 };
 
 class concat_layer : public merge_base {

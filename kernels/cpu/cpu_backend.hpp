@@ -38,6 +38,11 @@ public:
   std::string name() const override;
   int threads() const override;
 
+  /// The parts on up to threads() OpenMP threads (parallel.hpp's
+  /// parallel_for), fewer where the elements are too few to pay for them.
+  void run_host_parts(int64_t parts, int64_t elements,
+                      const std::function<void(int64_t)>& f) override;
+
   caf::error gemm(const tensor& a, bool trans_a, const tensor& b,
                   bool trans_b, float alpha, float beta,
                   tensor& c) override;

@@ -1,0 +1,206 @@
+#define BOOST_TEST_MODULE kernels_host_loops
+#include <boost/test/unit_test.hpp>
+
+// The host loops of the backend's defaults (kernels/batch_norm.cpp,
+// backend_defaults.cpp's add_forward) run over chunks of rows on the CPU
+// backend's threads (kernels/host_chunks.hpp): their values against plain
+// references in double, the same bits on 1 and 2 threads, and an add
+// whose output is one of its inputs.
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/host_chunks.hpp"
+#include "tests/kernels/kernel_test_utils.hpp"
+
+using namespace syncfac;
+using namespace syncfac::test;
+
+namespace {
+
+// 25 chunks of 512 rows of 16 channels and a shorter last one (the rows
+// are not a multiple of a chunk), enough elements for two threads.
+const tensor_shape image_shape{61, 14, 15, 16};
+
+struct statistics {
+  tensor mean;
+  tensor variance;
+};
+
+statistics statistics_of(backend& dev, const tensor& x) {
+  statistics s;
+  SYNCFAC_REQUIRE_OK(dev.batch_norm_statistics(x, s.mean, s.variance));
+  return s;
+}
+
+/// Per channel mean and biased variance in double, the plain way.
+std::vector<double> reference_moments(const tensor& x, bool variance) {
+  const auto c = x.shape().back();
+  const auto m = x.size() / c;
+  std::vector<double> mean(static_cast<size_t>(c), 0.0);
+  for (int64_t i = 0; i < x.size(); ++i)
+    mean[static_cast<size_t>(i % c)] += x[i];
+  for (auto& v : mean)
+    v /= static_cast<double>(m);
+  if (!variance)
+    return mean;
+  std::vector<double> var(static_cast<size_t>(c), 0.0);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    auto d = x[i] - mean[static_cast<size_t>(i % c)];
+    var[static_cast<size_t>(i % c)] += d * d;
+  }
+  for (auto& v : var)
+    v /= static_cast<double>(m);
+  return var;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_chunks_cover_every_row_once_and_follow_the_shape_only) {
+  auto rows = host_chunks::of(12'810, 16);
+  BOOST_CHECK_EQUAL(rows.per_chunk, host_chunks::chunk_elements / 16);
+  BOOST_CHECK_EQUAL(rows.count, 26);
+  int64_t next = 0;
+  for (int64_t i = 0; i < rows.count; ++i) {
+    auto [first, last] = rows.range(i);
+    BOOST_CHECK_EQUAL(first, next);
+    BOOST_CHECK_LT(first, last);
+    next = last;
+  }
+  BOOST_CHECK_EQUAL(next, 12'810);
+  // A row wider than a chunk is a chunk of its own.
+  auto wide = host_chunks::of(3, host_chunks::chunk_elements * 2);
+  BOOST_CHECK_EQUAL(wide.per_chunk, 1);
+  BOOST_CHECK_EQUAL(wide.count, 3);
+}
+
+BOOST_AUTO_TEST_CASE(batch_norm_statistics_match_the_plain_sums_and_not_the_thread_count) {
+  std::mt19937 rng(7);
+  // A mean far from zero against the spread: the centred second pass
+  // keeps the variance.
+  auto x = random_tensor(image_shape, rng, 99.0f, 101.0f);
+  auto one = make_cpu_backend(1);
+  auto two = make_cpu_backend(2);
+  auto s1 = statistics_of(*one, x);
+  auto s2 = statistics_of(*two, x);
+  BOOST_TEST(same_bits(s1.mean, s2.mean));
+  BOOST_TEST(same_bits(s1.variance, s2.variance));
+  auto mean = reference_moments(x, false);
+  auto var = reference_moments(x, true);
+  for (int64_t k = 0; k < 16; ++k) {
+    BOOST_CHECK_CLOSE(s1.mean[k], mean[static_cast<size_t>(k)], 1e-4);
+    // Uniform on a width of 2: variance 1/3.
+    BOOST_CHECK_CLOSE(s1.variance[k], var[static_cast<size_t>(k)], 1e-3);
+    BOOST_CHECK_CLOSE(s1.variance[k], 1.0 / 3.0, 2.0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(batch_norm_forward_and_backward_match_a_reference_and_not_the_thread_count) {
+  std::mt19937 rng(11);
+  auto x = random_tensor(image_shape, rng, -2.0f, 3.0f);
+  auto gamma = random_tensor({16}, rng, 0.5f, 2.0f);
+  auto beta = random_tensor({16}, rng);
+  auto dy = random_tensor(image_shape, rng);
+  for (auto act : all_activations()) {
+    BOOST_TEST_CONTEXT(to_string(act)) {
+      auto one = make_cpu_backend(1);
+      auto two = make_cpu_backend(2);
+      auto s = statistics_of(*one, x);
+      tensor inv_std({16});
+      for (int64_t k = 0; k < 16; ++k)
+        inv_std[k] = 1.0f / std::sqrt(s.variance[k] + 1e-3f);
+      tensor y1, y2;
+      SYNCFAC_REQUIRE_OK(one->batch_norm_forward(x, gamma, beta, s.mean,
+                                                 inv_std, act, y1));
+      SYNCFAC_REQUIRE_OK(two->batch_norm_forward(x, gamma, beta, s.mean,
+                                                 inv_std, act, y2));
+      BOOST_TEST(same_bits(y1, y2));
+      tensor expected_y(image_shape);
+      for (int64_t i = 0; i < x.size(); ++i) {
+        auto k = i % 16;
+        expected_y[i] = static_cast<float>(
+          act_ref(act, gamma[k] * (x[i] - s.mean[k]) * inv_std[k] + beta[k]));
+      }
+      check_close(y1, expected_y, 1e-5, 1e-5, "y");
+
+      tensor ds1, dg1, db1, dx1, ds2, dg2, db2, dx2;
+      SYNCFAC_REQUIRE_OK(one->batch_norm_backward(
+        x, gamma, s.mean, inv_std, y1, dy, act, ds1, dg1, db1, &dx1));
+      SYNCFAC_REQUIRE_OK(two->batch_norm_backward(
+        x, gamma, s.mean, inv_std, y1, dy, act, ds2, dg2, db2, &dx2));
+      BOOST_TEST(same_bits(ds1, ds2));
+      BOOST_TEST(same_bits(dg1, dg2));
+      BOOST_TEST(same_bits(db1, db2));
+      BOOST_TEST(same_bits(dx1, dx2));
+      // ds is the activation's gradient, exactly as activation_backward
+      // gives it.
+      tensor ds_alone;
+      SYNCFAC_REQUIRE_OK(one->activation_backward(act, y1, dy, ds_alone));
+      BOOST_TEST(same_bits(ds1, ds_alone));
+      // dgamma, dbeta and dx against the formulas in double.
+      const auto m = static_cast<double>(x.size() / 16);
+      std::vector<double> sum_ds(16, 0.0), sum_ds_xhat(16, 0.0);
+      for (int64_t i = 0; i < x.size(); ++i) {
+        auto k = static_cast<size_t>(i % 16);
+        double xhat = (x[i] - s.mean[i % 16]) * double{inv_std[i % 16]};
+        sum_ds[k] += ds1[i];
+        sum_ds_xhat[k] += ds1[i] * xhat;
+      }
+      tensor expected_dg({16}), expected_db({16});
+      for (int64_t k = 0; k < 16; ++k) {
+        expected_dg[k] = static_cast<float>(sum_ds_xhat[static_cast<size_t>(k)]);
+        expected_db[k] = static_cast<float>(sum_ds[static_cast<size_t>(k)]);
+      }
+      check_close(dg1, expected_dg, 1e-2, 1e-4, "dgamma");
+      check_close(db1, expected_db, 1e-2, 1e-4, "dbeta");
+      tensor expected_dx(image_shape);
+      for (int64_t i = 0; i < x.size(); ++i) {
+        auto k = static_cast<size_t>(i % 16);
+        double xhat = (x[i] - s.mean[i % 16]) * double{inv_std[i % 16]};
+        expected_dx[i] = static_cast<float>(
+          gamma[i % 16] * inv_std[i % 16] / m
+          * (m * ds1[i] - sum_ds[k] - xhat * sum_ds_xhat[k]));
+      }
+      check_close(dx1, expected_dx, 1e-5, 1e-3, "dx");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(add_sums_in_order_on_any_thread_count_and_into_an_input) {
+  std::mt19937 rng(13);
+  auto a = random_tensor(image_shape, rng);
+  auto b = random_tensor(image_shape, rng);
+  auto c = random_tensor(image_shape, rng);
+  auto one = make_cpu_backend(1);
+  auto two = make_cpu_backend(2);
+  for (auto act : all_activations()) {
+    BOOST_TEST_CONTEXT(to_string(act)) {
+      tensor y1, y2;
+      SYNCFAC_REQUIRE_OK(one->add_forward({&a, &b, &c}, act, y1));
+      SYNCFAC_REQUIRE_OK(two->add_forward({&a, &b, &c}, act, y2));
+      BOOST_TEST(same_bits(y1, y2));
+      // (a + b) + c, then the activation's own loop.
+      tensor sum(image_shape);
+      for (int64_t i = 0; i < a.size(); ++i)
+        sum[i] = (a[i] + b[i]) + c[i];
+      tensor expected;
+      SYNCFAC_REQUIRE_OK(one->activation_forward(act, sum, expected));
+      BOOST_TEST(same_bits(y1, expected));
+      // The output may be any of the inputs (a gradient summed into the
+      // tensor that holds one of its shares).
+      for (int into = 0; into < 3; ++into) {
+        BOOST_TEST_CONTEXT("output is input " << into) {
+          tensor xs[3] = {a, b, c};
+          SYNCFAC_REQUIRE_OK(two->add_forward({&xs[0], &xs[1], &xs[2]}, act,
+                                              xs[into]));
+          BOOST_TEST(same_bits(xs[into], expected));
+        }
+      }
+    }
+  }
+  tensor wrong({61, 14, 15, 8});
+  tensor y;
+  auto err = one->add_forward({&a, &wrong}, activation::identity, y);
+  check_error(err, ec::shape_mismatch, {"input 1", "[61, 14, 15, 8]"});
+}
