@@ -105,41 +105,59 @@ void pack_winograd(const conv2d_geometry& g, const winograd_plan& wp,
                    bool input_gradient, const float* w, const float* b,
                    std::vector<float>& u, std::vector<float>& bias) {
   const auto& l = wp.layout;
-  auto r = l.r;
-  auto alpha = l.alpha;
-  auto C = g.in_c;
-  auto O = g.out_c;
+  const int r = l.r;
+  const int alpha = l.alpha;
+  const auto C = g.in_c;
+  const auto O = g.out_c;
+  const auto n = l.out_c; // the outputs of the plan's conv
   u.assign(static_cast<size_t>(alpha * alpha * l.cpad * l.opad), 0.0f);
-  std::vector<double> gk(static_cast<size_t>(r * r));
-  std::vector<double> half(static_cast<size_t>(alpha * r));
-  for (int64_t ci = 0; ci < l.c; ++ci)
-    for (int64_t co = 0; co < l.out_c; ++co) {
-      for (int a = 0; a < r; ++a)
+  // Per input channel ci, every output co at once (the innermost loop, so
+  // that it runs in vectors); each value's sums are those of one (ci, co)
+  // alone, over the same terms in the same order.
+  std::vector<double> gk(static_cast<size_t>(r * r * n));
+  std::vector<double> half(static_cast<size_t>(alpha * r * n));
+  std::vector<double> s(static_cast<size_t>(n));
+  for (int64_t ci = 0; ci < l.c; ++ci) {
+    for (int a = 0; a < r; ++a)
+      for (int e = 0; e < r; ++e) {
+        // The forward kernel tap (a, e) from input ci to output co, or
+        // the flipped tap with the channel axes swapped.
+        double* dst = gk.data() + (a * r + e) * n;
+        if (input_gradient) {
+          const float* src = w + (((r - 1 - a) * r + (r - 1 - e)) * C) * O + ci;
+          for (int64_t co = 0; co < n; ++co)
+            dst[co] = src[co * O];
+        } else {
+          const float* src = w + ((a * r + e) * C + ci) * O;
+          for (int64_t co = 0; co < n; ++co)
+            dst[co] = src[co];
+        }
+      }
+    for (int i = 0; i < alpha; ++i) // G g
+      for (int e = 0; e < r; ++e) {
+        std::fill(s.begin(), s.end(), 0.0);
+        for (int a = 0; a < r; ++a) {
+          const double ga = winograd::g(r, i, a);
+          const double* src = gk.data() + (a * r + e) * n;
+          for (int64_t co = 0; co < n; ++co)
+            s[static_cast<size_t>(co)] += ga * src[co];
+        }
+        std::copy(s.begin(), s.end(), half.begin() + (i * r + e) * n);
+      }
+    for (int i = 0; i < alpha; ++i) // (G g) G^T
+      for (int j = 0; j < alpha; ++j) {
+        std::fill(s.begin(), s.end(), 0.0);
         for (int e = 0; e < r; ++e) {
-          // The forward kernel tap (a, e) from input ci to output co, or
-          // the flipped tap with the channel axes swapped.
-          auto idx = input_gradient
-                       ? (((r - 1 - a) * r + (r - 1 - e)) * C + co) * O + ci
-                       : ((a * r + e) * C + ci) * O + co;
-          gk[static_cast<size_t>(a * r + e)] = w[idx];
+          const double gj = winograd::g(r, j, e);
+          const double* src = half.data() + (i * r + e) * n;
+          for (int64_t co = 0; co < n; ++co)
+            s[static_cast<size_t>(co)] += src[co] * gj;
         }
-      for (int i = 0; i < alpha; ++i) // G g
-        for (int e = 0; e < r; ++e) {
-          double s = 0;
-          for (int a = 0; a < r; ++a)
-            s += winograd::g(r, i, a) * gk[static_cast<size_t>(a * r + e)];
-          half[static_cast<size_t>(i * r + e)] = s;
-        }
-      for (int i = 0; i < alpha; ++i) // (G g) G^T
-        for (int j = 0; j < alpha; ++j) {
-          double s = 0;
-          for (int e = 0; e < r; ++e)
-            s += half[static_cast<size_t>(i * r + e)] * winograd::g(r, j, e);
-          u[static_cast<size_t>(((i * alpha + j) * l.cpad + ci) * l.opad
-                                + co)]
-            = static_cast<float>(s);
-        }
-    }
+        float* dst = u.data() + ((i * alpha + j) * l.cpad + ci) * l.opad;
+        for (int64_t co = 0; co < n; ++co)
+          dst[co] = static_cast<float>(s[static_cast<size_t>(co)]);
+      }
+  }
   bias.assign(static_cast<size_t>(l.opad), 0.0f);
   if (b != nullptr)
     std::copy(b, b + l.out_c, bias.begin());
@@ -188,29 +206,40 @@ void unpack_winograd_dw(const conv2d_geometry& g, const winograd_plan& wp,
   for (int64_t c = 0; c < partials; ++c)
     for (int64_t i = 0; i < size; ++i)
       du[static_cast<size_t>(i)] += du_partials[c * size + i];
-  std::vector<double> half(static_cast<size_t>(r * alpha));
-  for (int64_t ci = 0; ci < g.in_c; ++ci)
-    for (int64_t co = 0; co < g.out_c; ++co) {
-      auto at = [&](int i, int j) {
-        return du[static_cast<size_t>(((i * alpha + j) * l.cpad + ci) * l.opad
-                                      + co)];
-      };
-      for (int a = 0; a < r; ++a) // G^T dU
+  // As pack_winograd: every output co at once, each value's sums over the
+  // same terms in the same order as for one (ci, co) alone.
+  const auto n = g.out_c;
+  std::vector<double> half(static_cast<size_t>(r * alpha * n));
+  std::vector<double> s(static_cast<size_t>(n));
+  for (int64_t ci = 0; ci < g.in_c; ++ci) {
+    auto at = [&](int i, int j) {
+      return du.data() + ((i * alpha + j) * l.cpad + ci) * l.opad;
+    };
+    for (int a = 0; a < r; ++a) // G^T dU
+      for (int j = 0; j < alpha; ++j) {
+        std::fill(s.begin(), s.end(), 0.0);
+        for (int i = 0; i < alpha; ++i) {
+          const double gi = winograd::g(r, i, a);
+          const double* src = at(i, j);
+          for (int64_t co = 0; co < n; ++co)
+            s[static_cast<size_t>(co)] += gi * src[co];
+        }
+        std::copy(s.begin(), s.end(), half.begin() + (a * alpha + j) * n);
+      }
+    for (int a = 0; a < r; ++a) // (G^T dU) G
+      for (int e = 0; e < r; ++e) {
+        std::fill(s.begin(), s.end(), 0.0);
         for (int j = 0; j < alpha; ++j) {
-          double s = 0;
-          for (int i = 0; i < alpha; ++i)
-            s += winograd::g(r, i, a) * at(i, j);
-          half[static_cast<size_t>(a * alpha + j)] = s;
+          const double gj = winograd::g(r, j, e);
+          const double* src = half.data() + (a * alpha + j) * n;
+          for (int64_t co = 0; co < n; ++co)
+            s[static_cast<size_t>(co)] += src[co] * gj;
         }
-      for (int a = 0; a < r; ++a) // (G^T dU) G
-        for (int e = 0; e < r; ++e) {
-          double s = 0;
-          for (int j = 0; j < alpha; ++j)
-            s += half[static_cast<size_t>(a * alpha + j)] * winograd::g(r, j, e);
-          dw[((a * r + e) * g.in_c + ci) * g.out_c + co]
-            = static_cast<float>(s);
-        }
-    }
+        float* dst = dw + ((a * r + e) * g.in_c + ci) * g.out_c;
+        for (int64_t co = 0; co < n; ++co)
+          dst[co] = static_cast<float>(s[static_cast<size_t>(co)]);
+      }
+  }
 }
 
 void allow_winograd(bool allowed) {
