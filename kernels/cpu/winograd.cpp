@@ -101,6 +101,31 @@ winograd_plan make_winograd_plan_anyway(const conv2d_geometry& g,
   return input_gradient ? dx_plan_of(g) : forward_plan(g);
 }
 
+namespace {
+
+/// s[co] = sum over t < terms of coef(t) src(t)[co] for co < n, the terms
+/// in order (as one value's sum alone takes them), co the innermost loop
+/// so that it runs in vectors: the transforms of pack_winograd and
+/// unpack_winograd_dw.
+template <class Coef, class Src>
+void weighted_sum(int terms, Coef coef, Src src, int64_t n, double* s) {
+  std::fill(s, s + n, 0.0);
+  for (int t = 0; t < terms; ++t) {
+    const double c = coef(t);
+    const double* x = src(t);
+    for (int64_t co = 0; co < n; ++co)
+      s[co] += c * x[co];
+  }
+}
+
+/// dst[co] = s[co] rounded to float, for co < n.
+void round_into(const std::vector<double>& s, int64_t n, float* dst) {
+  for (int64_t co = 0; co < n; ++co)
+    dst[co] = static_cast<float>(s[static_cast<size_t>(co)]);
+}
+
+} // namespace
+
 void pack_winograd(const conv2d_geometry& g, const winograd_plan& wp,
                    bool input_gradient, const float* w, const float* b,
                    std::vector<float>& u, std::vector<float>& bias) {
@@ -134,28 +159,17 @@ void pack_winograd(const conv2d_geometry& g, const winograd_plan& wp,
         }
       }
     for (int i = 0; i < alpha; ++i) // G g
-      for (int e = 0; e < r; ++e) {
-        std::fill(s.begin(), s.end(), 0.0);
-        for (int a = 0; a < r; ++a) {
-          const double ga = winograd::g(r, i, a);
-          const double* src = gk.data() + (a * r + e) * n;
-          for (int64_t co = 0; co < n; ++co)
-            s[static_cast<size_t>(co)] += ga * src[co];
-        }
-        std::copy(s.begin(), s.end(), half.begin() + (i * r + e) * n);
-      }
+      for (int e = 0; e < r; ++e)
+        weighted_sum(
+          r, [&](int a) { return winograd::g(r, i, a); },
+          [&](int a) { return gk.data() + (a * r + e) * n; }, n,
+          half.data() + (i * r + e) * n);
     for (int i = 0; i < alpha; ++i) // (G g) G^T
       for (int j = 0; j < alpha; ++j) {
-        std::fill(s.begin(), s.end(), 0.0);
-        for (int e = 0; e < r; ++e) {
-          const double gj = winograd::g(r, j, e);
-          const double* src = half.data() + (i * r + e) * n;
-          for (int64_t co = 0; co < n; ++co)
-            s[static_cast<size_t>(co)] += src[co] * gj;
-        }
-        float* dst = u.data() + ((i * alpha + j) * l.cpad + ci) * l.opad;
-        for (int64_t co = 0; co < n; ++co)
-          dst[co] = static_cast<float>(s[static_cast<size_t>(co)]);
+        weighted_sum(
+          r, [&](int e) { return winograd::g(r, j, e); },
+          [&](int e) { return half.data() + (i * r + e) * n; }, n, s.data());
+        round_into(s, n, u.data() + ((i * alpha + j) * l.cpad + ci) * l.opad);
       }
   }
   bias.assign(static_cast<size_t>(l.opad), 0.0f);
@@ -216,28 +230,18 @@ void unpack_winograd_dw(const conv2d_geometry& g, const winograd_plan& wp,
       return du.data() + ((i * alpha + j) * l.cpad + ci) * l.opad;
     };
     for (int a = 0; a < r; ++a) // G^T dU
-      for (int j = 0; j < alpha; ++j) {
-        std::fill(s.begin(), s.end(), 0.0);
-        for (int i = 0; i < alpha; ++i) {
-          const double gi = winograd::g(r, i, a);
-          const double* src = at(i, j);
-          for (int64_t co = 0; co < n; ++co)
-            s[static_cast<size_t>(co)] += gi * src[co];
-        }
-        std::copy(s.begin(), s.end(), half.begin() + (a * alpha + j) * n);
-      }
+      for (int j = 0; j < alpha; ++j)
+        weighted_sum(
+          alpha, [&](int i) { return winograd::g(r, i, a); },
+          [&](int i) { return at(i, j); }, n,
+          half.data() + (a * alpha + j) * n);
     for (int a = 0; a < r; ++a) // (G^T dU) G
       for (int e = 0; e < r; ++e) {
-        std::fill(s.begin(), s.end(), 0.0);
-        for (int j = 0; j < alpha; ++j) {
-          const double gj = winograd::g(r, j, e);
-          const double* src = half.data() + (a * alpha + j) * n;
-          for (int64_t co = 0; co < n; ++co)
-            s[static_cast<size_t>(co)] += src[co] * gj;
-        }
-        float* dst = dw + ((a * r + e) * g.in_c + ci) * g.out_c;
-        for (int64_t co = 0; co < n; ++co)
-          dst[co] = static_cast<float>(s[static_cast<size_t>(co)]);
+        weighted_sum(
+          alpha, [&](int j) { return winograd::g(r, j, e); },
+          [&](int j) { return half.data() + (a * alpha + j) * n; }, n,
+          s.data());
+        round_into(s, n, dw + ((a * r + e) * g.in_c + ci) * g.out_c);
       }
   }
 }
