@@ -98,7 +98,8 @@ caf::error backend::add_forward(const std::vector<const tensor*>& xs,
     in.push_back(x->data());
   const auto n = xs[0]->size();
   const auto chunks = host_chunks::of(n, 1);
-  tensor_shape out_shape = shape; // y may be xs[0]: resize changes no value
+  // A copy: `shape` is xs[0]'s own, and y may be xs[0].
+  tensor_shape out_shape = shape;
   y.resize(out_shape);
   float* out = y.data();
   run_host_parts(chunks.count, n, [&](int64_t i) {
