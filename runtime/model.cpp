@@ -509,13 +509,11 @@ caf::error model::add_gradient(backend& dev, int layer, tensor& grad) {
     has_grad_[p] = true;
     return caf::none;
   }
-  // Another consumer's share already arrived: sum them (a fan-out, e.g.
-  // the input of a residual block).
-  if (auto err = dev.add_forward({&grad_outputs_[p], &grad},
-                                 activation::identity, grad_sum_))
-    return err;
-  std::swap(grad_outputs_[p], grad_sum_);
-  return caf::none;
+  // Another consumer's share already arrived: sum them in place (a
+  // fan-out, e.g. the input of a residual block; add_forward's output may
+  // be an input).
+  return dev.add_forward({&grad_outputs_[p], &grad}, activation::identity,
+                         grad_outputs_[p]);
 }
 
 caf::error model::backward_layers(backend& dev, bool parameter_grads) {

@@ -216,12 +216,12 @@ private:
   /// that take it; has_grad_[i]: some share of it arrived in this pass.
   /// The last layer's is dlogits_. A layer whose input has other
   /// consumers writes its share to grad_scratch_[i] first, a merge layer
-  /// to merge_grads_[i][k] per input; grad_sum_ holds a sum's result.
+  /// to merge_grads_[i][k] per input, and the share is added into
+  /// grad_outputs_ in place.
   std::vector<tensor> grad_outputs_;
   std::vector<bool> has_grad_;
   std::vector<tensor> grad_scratch_;
   std::vector<std::vector<tensor>> merge_grads_;
-  tensor grad_sum_;
   tensor probs_;
   /// The input of the last forward() (the caller's batch), and the copy of
   /// the first examples an adopt_forward() takes.
