@@ -104,9 +104,9 @@ winograd_plan make_winograd_plan_anyway(const conv2d_geometry& g,
 namespace {
 
 /// s[co] = sum over t < terms of coef(t) src(t)[co] for co < n, the terms
-/// in order (as one value's sum alone takes them), co the innermost loop
-/// so that it runs in vectors: the transforms of pack_winograd and
-/// unpack_winograd_dw.
+/// in order, co the innermost loop so that it runs in vectors: the
+/// transforms of pack_winograd and unpack_winograd_dw. The vector loop
+/// may round an inexact product (F(2x2, 5x5)'s G) unlike a scalar one.
 template <class Coef, class Src>
 void weighted_sum(int terms, Coef coef, Src src, int64_t n, double* s) {
   std::fill(s, s + n, 0.0);
@@ -137,8 +137,8 @@ void pack_winograd(const conv2d_geometry& g, const winograd_plan& wp,
   const auto n = l.out_c; // the outputs of the plan's conv
   u.assign(static_cast<size_t>(alpha * alpha * l.cpad * l.opad), 0.0f);
   // Per input channel ci, every output co at once (the innermost loop, so
-  // that it runs in vectors); each value's sums are those of one (ci, co)
-  // alone, over the same terms in the same order.
+  // that it runs in vectors), each value's sums over the terms of one
+  // (ci, co) alone, in order.
   std::vector<double> gk(static_cast<size_t>(r * r * n));
   std::vector<double> half(static_cast<size_t>(alpha * r * n));
   std::vector<double> s(static_cast<size_t>(n));
