@@ -102,9 +102,6 @@ caf::error backend::batch_norm_forward(const tensor& x, const tensor& gamma,
   if (auto err = shape_checks::check_batch_norm_forward(
         "batch_norm_forward", x, gamma, beta, mean, inv_std))
     return err;
-  if (&y == &x)
-    return make_error(ec::invalid_argument,
-                      "batch_norm_forward: the output is the input tensor");
   const auto c = channels_of(x);
   // Per channel y = a x + b, with a = gamma inv_std, b = beta - a mean.
   std::vector<float> a(static_cast<size_t>(c));
@@ -114,7 +111,9 @@ caf::error backend::batch_norm_forward(const tensor& x, const tensor& gamma,
     b[static_cast<size_t>(k)] = beta[k] - a[static_cast<size_t>(k)] * mean[k];
   }
   const auto rows = host_chunks::of(x.size() / c, c);
-  y.resize(x.shape()); // the last step's storage, written whole below
+  // The last step's storage, written whole below (elementwise: y may be
+  // x itself).
+  y.resize(x.shape());
   const float* in = x.data();
   float* out = y.data();
   run_host_parts(rows.count, x.size(), [&](int64_t i) {

@@ -116,6 +116,11 @@ BOOST_AUTO_TEST_CASE(batch_norm_forward_and_backward_match_a_reference_and_not_t
       SYNCFAC_REQUIRE_OK(two->batch_norm_forward(x, gamma, beta, s.mean,
                                                  inv_std, act, y2));
       BOOST_TEST(same_bits(y1, y2));
+      // Elementwise, so the output may be the input itself.
+      tensor in_place = x;
+      SYNCFAC_REQUIRE_OK(two->batch_norm_forward(in_place, gamma, beta, s.mean,
+                                                 inv_std, act, in_place));
+      BOOST_TEST(same_bits(in_place, y1));
       tensor expected_y(image_shape);
       for (int64_t i = 0; i < x.size(); ++i) {
         auto k = i % 16;
