@@ -45,11 +45,16 @@ winograd_plan make_winograd_plan(const conv2d_geometry& g);
 /// and its channel axes swapped; use is false where the rule says direct.
 winograd_plan make_winograd_dx_plan(const conv2d_geometry& g);
 
+/// The output tile m of F(m x m, r x r) for an out_h x out_w output: 2
+/// for 5x5 kernels; for 3x3 (docs/kernels.md, "Winograd").
+int winograd_tile(int64_t r, int64_t out_h, int64_t out_w);
+
 /// Either plan without the rule (tests compare Winograd and the direct
-/// conv on geometries the rule leaves to the direct one); use is false
-/// where Winograd cannot run (stride, kernel size, padding).
+/// conv on geometries the rule leaves to the direct one), with output
+/// tile `tile` (0: winograd_tile's); use is false where Winograd cannot
+/// run (stride, kernel size, padding, F(4x4, 5x5)).
 winograd_plan make_winograd_plan_anyway(const conv2d_geometry& g,
-                                        bool input_gradient);
+                                        bool input_gradient, int tile = 0);
 
 /// U = G g G^T [alpha^2, cpad, opad] of the kernel w [kh, kw, C, O]
 /// (flipped and with C and O swapped for the input gradient), computed in
@@ -89,5 +94,10 @@ void unpack_winograd_dw(const conv2d_geometry& g, const winograd_plan& wp,
 /// For benchmarks only: false makes every plan say direct, so that one
 /// process can time both (bench_conv_passes --winograd).
 void allow_winograd(bool allowed);
+
+/// For benchmarks only: the output tile of every 3x3 plan (2 or 4; 0:
+/// winograd_tile's rule), so that one process can time both
+/// (bench_resnet_convs --winograd_tile).
+void force_winograd_tile(int m);
 
 } // namespace syncfac::cpu

@@ -24,20 +24,24 @@ constexpr int vectors = static_cast<int>(cb) / simd::width;
 // zmm, 12 chains to cover the FMA latency on two ports.
 constexpr int gemm_rows = 12 / vectors;
 
-// The transforms of winograd_transforms.hpp as compile-time tables.
-template <int Alpha>
+// A^T of F(M x M, r x r) (winograd_transforms.hpp) as a compile-time
+// table, by the output tile M and alpha = M + r - 1.
+template <int M, int Alpha>
 struct transforms;
 
 template <>
-struct transforms<4> { // F(2x2, 3x3)
-  static constexpr const auto& bt = winograd::bt4;
-  static constexpr const auto& at = winograd::at4;
+struct transforms<2, 4> { // F(2x2, 3x3)
+  static constexpr const auto& at = winograd::at2_4;
 };
 
 template <>
-struct transforms<6> { // F(2x2, 5x5)
-  static constexpr const auto& bt = winograd::bt6;
-  static constexpr const auto& at = winograd::at6;
+struct transforms<4, 6> { // F(4x4, 3x3)
+  static constexpr const auto& at = winograd::at4_6;
+};
+
+template <>
+struct transforms<2, 6> { // F(2x2, 5x5)
+  static constexpr const auto& at = winograd::at2_6;
 };
 
 // y[i * ys] = sum_j coef(i, j) x[j * xs], i < Out, j < In, for constant
@@ -88,17 +92,18 @@ apply_transposed(const float (&mat)[Rows][Cols], const vf* x, int xs, vf* y,
                          ys);
 }
 
-// y = B^T x for one column (or row) of a window. F(2, 3) through apply:
-// its rows are differences and one sum. F(2, 5) factored by hand: 12
-// operations for its 20 non-zero entries, and a constant x gives exact
-// zeros in every row but the second (-6 x, one rounding), so that, as with
-// the direct conv, the four outputs of a window of equal values are equal
-// (the output transform adds exact zeros).
+// y = B^T x for one column (or row) of a window. alpha 4 (F(2, 3))
+// through apply: its rows are differences and one sum. alpha 6 (F(4, 3)
+// and F(2, 5)) factored by hand: 12 operations for its 20 non-zero
+// entries, and a constant x gives exact zeros in every row but the second
+// (-6 x, one rounding), so that, as with the direct conv, the outputs of a
+// window of equal values are equal (the output transform adds exact
+// zeros).
 template <int Alpha>
 inline __attribute__((always_inline)) void input_rows(const vf* x, int xs,
                                                       vf* y, int ys) {
   if constexpr (Alpha == 4) {
-    apply(transforms<4>::bt, x, xs, y, ys);
+    apply(winograd::bt4, x, xs, y, ys);
   } else {
     const vf x0 = x[0], x1 = x[xs], x2 = x[2 * xs], x3 = x[3 * xs],
              x4 = x[4 * xs], x5 = x[5 * xs];
@@ -119,15 +124,15 @@ inline __attribute__((always_inline)) void input_rows(const vf* x, int xs,
 // alpha x alpha window, per channel block; lanes past c are zero.
 //
 // B^T d is taken column by column, and a tile's right neighbour shares
-// alpha - 2 of its window's columns: those columns' B^T d is kept (a ring
-// of alpha columns, slot = the column's x mod alpha) and only the 2 new
-// ones are computed, a third of the first stage's work for tiles inside a
-// row. Each output's arithmetic is unchanged (the same column transforms,
-// in the same order), so V does not depend on where a block starts.
-template <int Alpha>
+// alpha - M of its window's columns: those columns' B^T d is kept (a ring
+// of alpha columns, slot = the column's x mod alpha, distinct for any
+// alpha consecutive columns) and only the M new ones are computed, a
+// third of the first stage's work for tiles inside a row. Each output's
+// arithmetic is unchanged (the same column transforms, in the same
+// order), so V does not depend on where a block starts.
+template <int M, int Alpha>
 void input_transform(const winograd_layout& l, int64_t first, int64_t count,
                      float* v) {
-  static_assert(Alpha % 2 == 0, "the ring's slots follow the stride 2");
   const auto blocks = l.cpad / cb;
   const auto plane = blocks * count * cb; // one transform point's floats
   for (int64_t b = 0; b < blocks; ++b) {
@@ -140,12 +145,12 @@ void input_transform(const winograd_layout& l, int64_t first, int64_t count,
     bool neighbour = false; // this tile is the last one's right neighbour
     for (int64_t t = 0; t < count; ++t) {
       const float* window
-        = l.in + ((img * l.ph + 2 * ty) * l.pw + 2 * tx) * l.c;
-      // Columns 2 tx .. 2 tx + alpha - 1; a neighbour computes the last 2.
-      const int fresh = neighbour ? Alpha - 2 : 0;
+        = l.in + ((img * l.ph + M * ty) * l.pw + M * tx) * l.c;
+      // Columns M tx .. M tx + alpha - 1; a neighbour computes the last M.
+      const int fresh = neighbour ? Alpha - M : 0;
       int slot[Alpha]; // window column j's place in the ring
       for (int j = 0; j < Alpha; ++j)
-        slot[j] = static_cast<int>((2 * tx + j) % Alpha);
+        slot[j] = static_cast<int>((M * tx + j) % Alpha);
       for (int k = 0; k < vectors; ++k) {
         auto c0 = b * cb + k * simd::width;
         float* dst = v + (b * count + t) * cb + k * simd::width;
@@ -270,54 +275,77 @@ void multiply(const winograd_layout& l, int64_t count, const float* v,
   }
 }
 
-// A tile's 2x2 block of outputs: where its first output lies in an
+// A tile's M x M block of outputs: where its first output lies in an
 // [n, out_h, out_w, out_c] tensor, and its rows and columns inside the
-// image (1 where the last tile reaches past it).
+// image (fewer than M where the last tile reaches past it).
 struct output_block {
   int64_t offset;
   int rows;
   int cols;
 };
 
-inline output_block output_block_of(const winograd_layout& l, int64_t tile) {
+template <int M>
+output_block output_block_of(const winograd_layout& l, int64_t tile) {
   const auto per_image = l.tiles_h * l.tiles_w;
   auto img = tile / per_image;
-  auto oy = 2 * (tile % per_image / l.tiles_w);
-  auto ox = 2 * (tile % l.tiles_w);
+  auto oy = M * (tile % per_image / l.tiles_w);
+  auto ox = M * (tile % l.tiles_w);
   return {((img * l.out_h + oy) * l.out_w + ox) * l.out_c,
-          oy + 1 < l.out_h ? 2 : 1, ox + 1 < l.out_w ? 2 : 1};
+          static_cast<int>(std::min<int64_t>(M, l.out_h - oy)),
+          static_cast<int>(std::min<int64_t>(M, l.out_w - ox))};
 }
 
-// out = act(A^T m A + bias) for each tile's 2x2 outputs inside the image.
-template <int Alpha>
+// y = A^T x for one column (or row) of M's alpha products. F(4, 3)
+// factored by hand (10 operations for its 18 non-zero entries, where
+// apply takes 14); the others through apply.
+template <int M, int Alpha>
+inline __attribute__((always_inline)) void output_rows(const vf* x, int xs,
+                                                       vf* y, int ys) {
+  if constexpr (M == 4) {
+    const vf s12 = simd::add(x[xs], x[2 * xs]);
+    const vf d12 = simd::sub(x[xs], x[2 * xs]);
+    const vf s34 = simd::add(x[3 * xs], x[4 * xs]);
+    const vf d34 = simd::sub(x[3 * xs], x[4 * xs]);
+    y[0] = simd::add(simd::add(x[0], s12), s34);
+    y[ys] = simd::fma(simd::broadcast(2.0f), d34, d12);
+    y[2 * ys] = simd::fma(simd::broadcast(4.0f), s34, s12);
+    y[3 * ys] = simd::add(simd::fma(simd::broadcast(8.0f), d34, d12),
+                          x[5 * xs]);
+  } else {
+    apply(transforms<M, Alpha>::at, x, xs, y, ys);
+  }
+}
+
+// out = act(A^T m A + bias) for each tile's M x M outputs inside the
+// image.
+template <int M, int Alpha>
 void output_transform(const winograd_layout& l, int64_t first,
                       int64_t count, const float* m) {
-  using tr = transforms<Alpha>;
   const auto plane = count * l.opad;
   const auto zero = simd::zero();
   for (int64_t t = 0; t < count; ++t) {
-    auto [offset, rows, cols] = output_block_of(l, first + t);
+    auto [offset, rows, cols] = output_block_of<M>(l, first + t);
     float* dst = l.out + offset;
     for (int64_t o = 0; o < l.out_c; o += simd::width) {
       bool tail = o + simd::width > l.out_c;
       lanes last = simd::first_lanes(static_cast<int>(l.out_c - o));
       // m's columns loaded as they are transformed (as the input
-      // transform does): only A^T m's 2 x alpha vectors wait.
+      // transform does): only A^T m's M x alpha vectors wait.
       const float* src = m + t * l.opad + o;
-      vf half[2 * Alpha];
-      vf y[4];
+      vf half[M * Alpha];
+      vf y[M * M];
       for (int j = 0; j < Alpha; ++j) { // A^T m, column by column
         vf column[Alpha];
         for (int i = 0; i < Alpha; ++i)
           column[i] = simd::load(src + (i * Alpha + j) * plane);
-        apply(tr::at, column, 1, half + j, Alpha);
+        output_rows<M, Alpha>(column, 1, half + j, Alpha);
       }
-      for (int i = 0; i < 2; ++i) // (A^T m) A, row by row
-        apply(tr::at, half + i * Alpha, 1, y + i * 2, 1);
+      for (int i = 0; i < M; ++i) // (A^T m) A, row by row
+        output_rows<M, Alpha>(half + i * Alpha, 1, y + i * M, 1);
       auto bias = simd::load(l.bias + o);
       for (int i = 0; i < rows; ++i)
         for (int j = 0; j < cols; ++j) {
-          auto r = simd::add(y[i * 2 + j], bias);
+          auto r = simd::add(y[i * M + j], bias);
           if (l.relu)
             r = simd::max(zero, r);
           float* d = dst + (i * l.out_w + j) * l.out_c + o;
@@ -330,47 +358,47 @@ void output_transform(const winograd_layout& l, int64_t first,
   }
 }
 
-template <int Alpha>
+template <int M, int Alpha>
 void tiles(const winograd_layout& l, int64_t first, int64_t count,
            float* scratch) {
   float* v = scratch;
   float* m = scratch + int64_t{Alpha} * Alpha * count * l.cpad;
-  input_transform<Alpha>(l, first, count, v);
+  input_transform<M, Alpha>(l, first, count, v);
   multiply<Alpha>(l, count, v, m);
-  output_transform<Alpha>(l, first, count, m);
+  output_transform<M, Alpha>(l, first, count, m);
 }
 
-// Z = A ds A^T of each tile's 2x2 block of ds, [alpha^2, count, opad]:
+// Z = A ds A^T of each tile's M x M block of ds, [alpha^2, count, opad]:
 // zero where the block leaves the image and past out_c, so that outputs
 // the forward pass does not write get no gradient.
-template <int Alpha>
+template <int M, int Alpha>
 void ds_transform(const winograd_layout& l, const float* ds, int64_t first,
                   int64_t count, float* z) {
-  using tr = transforms<Alpha>;
+  using tr = transforms<M, Alpha>;
   const auto plane = count * l.opad;
   for (int64_t t = 0; t < count; ++t) {
-    auto [offset, rows, cols] = output_block_of(l, first + t);
+    auto [offset, rows, cols] = output_block_of<M>(l, first + t);
     const float* src = ds + offset;
     for (int64_t o = 0; o < l.opad; o += simd::width) {
-      vf d[4];
+      vf d[M * M];
       if (o >= l.out_c) {
         for (auto& v : d)
           v = simd::zero();
       } else {
         bool tail = o + simd::width > l.out_c;
         lanes last = simd::first_lanes(static_cast<int>(l.out_c - o));
-        for (int i = 0; i < 2; ++i)
-          for (int j = 0; j < 2; ++j) {
+        for (int i = 0; i < M; ++i)
+          for (int j = 0; j < M; ++j) {
             const float* p = src + (i * l.out_w + j) * l.out_c + o;
-            d[i * 2 + j] = i >= rows || j >= cols ? simd::zero()
+            d[i * M + j] = i >= rows || j >= cols ? simd::zero()
                            : tail                 ? simd::load(p, last)
                                                   : simd::load(p);
           }
       }
       // (ds A^T) row by row, then A (ds A^T) column by column.
-      vf half[2 * Alpha];
-      for (int i = 0; i < 2; ++i)
-        apply_transposed(tr::at, d + i * 2, 1, half + i * Alpha, 1);
+      vf half[M * Alpha];
+      for (int i = 0; i < M; ++i)
+        apply_transposed(tr::at, d + i * M, 1, half + i * Alpha, 1);
       for (int q = 0; q < Alpha; ++q) {
         vf column[Alpha];
         apply_transposed(tr::at, half + q, Alpha, column, 1);
@@ -433,13 +461,13 @@ void dw_accumulate(const winograd_layout& l, int64_t count, const float* v,
   }
 }
 
-template <int Alpha>
+template <int M, int Alpha>
 void dw_tiles(const winograd_layout& l, const float* ds, int64_t first,
               int64_t count, float* du, float* scratch) {
   float* v = scratch;
   float* z = scratch + int64_t{Alpha} * Alpha * count * l.cpad;
-  input_transform<Alpha>(l, first, count, v);
-  ds_transform<Alpha>(l, ds, first, count, z);
+  input_transform<M, Alpha>(l, first, count, v);
+  ds_transform<M, Alpha>(l, ds, first, count, z);
   dw_accumulate<Alpha>(l, count, v, z, du);
 }
 
@@ -448,18 +476,22 @@ void dw_tiles(const winograd_layout& l, const float* ds, int64_t first,
 void conv_winograd_dw_tiles(const winograd_layout& l, const float* ds,
                             int64_t first, int64_t count, float* du,
                             float* scratch) {
-  if (l.alpha == 4)
-    dw_tiles<4>(l, ds, first, count, du, scratch);
+  if (l.r == 5)
+    dw_tiles<2, 6>(l, ds, first, count, du, scratch);
+  else if (l.m == 4)
+    dw_tiles<4, 6>(l, ds, first, count, du, scratch);
   else
-    dw_tiles<6>(l, ds, first, count, du, scratch);
+    dw_tiles<2, 4>(l, ds, first, count, du, scratch);
 }
 
 void conv_winograd_tiles(const winograd_layout& l, int64_t first,
                          int64_t count, float* scratch) {
-  if (l.alpha == 4)
-    tiles<4>(l, first, count, scratch);
+  if (l.r == 5)
+    tiles<2, 6>(l, first, count, scratch);
+  else if (l.m == 4)
+    tiles<4, 6>(l, first, count, scratch);
   else
-    tiles<6>(l, first, count, scratch);
+    tiles<2, 4>(l, first, count, scratch);
 }
 
 } // namespace syncfac::cpu::SYNCFAC_KERNEL_ISA

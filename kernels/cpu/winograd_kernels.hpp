@@ -1,22 +1,23 @@
 #pragma once
 
 // The Winograd micro-kernel of stride-1 convolutions with square 3x3 or
-// 5x5 kernels: F(2x2, 3x3) and F(2x2, 5x5) (Lavin & Gray, "Fast Algorithms
-// for Convolutional Neural Networks", 2015). Each 2x2 block of outputs
-// reads an alpha x alpha window of the padded input (alpha = 4 or 6); the
-// window is transformed (B^T d B), multiplied point by point with the
-// transformed kernel (G g G^T, summed over input channels: alpha^2 small
-// GEMMs) and transformed back (A^T m A). That is 16 / 4 = 4 or 36 / 4 = 9
-// multiply-adds per output and channel pair, where the direct conv has 9
-// or 25. Everything is vectorised across channels (NHWC).
+// 5x5 kernels: F(2x2, 3x3), F(4x4, 3x3) and F(2x2, 5x5) (Lavin & Gray,
+// "Fast Algorithms for Convolutional Neural Networks", 2015). Each m x m
+// block of outputs (m = 2 or 4) reads an alpha x alpha window of the
+// padded input (alpha = m + r - 1: 4 or 6); the window is transformed
+// (B^T d B), multiplied point by point with the transformed kernel
+// (G g G^T, summed over input channels: alpha^2 small GEMMs) and
+// transformed back (A^T m A). That is 16 / 4 = 4, 36 / 16 = 2.25 or
+// 36 / 4 = 9 multiply-adds per output and channel pair, where the direct
+// conv has 9 or 25. Everything is vectorised across channels (NHWC).
 //
-// The weight gradient runs the same algorithm backwards: each tile's 2x2
+// The weight gradient runs the same algorithm backwards: each tile's m x m
 // block of ds is transformed (Z = A ds A^T, alpha x alpha), and
 // dU = sum over tiles of V^T Z (alpha^2 GEMMs of [cpad, tiles] x [tiles,
 // opad]) is the gradient of the transformed kernel U = G g G^T, so that
 // dg = G^T dU G (winograd.hpp; done once per call, in double). That is 16
 // or 36 multiply-adds per tile and channel pair where the direct weight
-// gradient has 4 * 9 or 4 * 25.
+// gradient has m^2 r^2.
 //
 // A block of tiles is done at a time so that its transformed input V
 // [alpha^2, cpad / 16, tiles, 16] and products M [alpha^2, tiles, opad]
@@ -33,8 +34,9 @@ inline constexpr int64_t winograd_channel_block = 16;
 
 /// One call's operands as the micro-kernel reads them.
 struct winograd_layout {
+  int m = 0;     // output tile size (2, or 4 for r = 3)
   int r = 0;     // kernel size (3 or 5)
-  int alpha = 0; // transformed tile size: 2 + r - 1
+  int alpha = 0; // transformed tile size: m + r - 1
   const float* in = nullptr; // padded images [n, ph, pw, c]
   int64_t ph = 0;
   int64_t pw = 0;
@@ -44,7 +46,7 @@ struct winograd_layout {
   int64_t out_w = 0;
   int64_t out_c = 0;
   int64_t opad = 0; // out_c rounded up to winograd_channel_block
-  int64_t tiles_h = 0; // 2x2 output tiles per image column
+  int64_t tiles_h = 0; // m x m output tiles per image column
   int64_t tiles_w = 0; // and per image row
   const float* u = nullptr;    // transformed kernel [alpha^2, cpad, opad]
   const float* bias = nullptr; // [opad], zero past out_c
