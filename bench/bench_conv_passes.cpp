@@ -118,16 +118,16 @@ std::vector<double> bench_layer(backend& dev, const layer& l,
   std::vector<double> sum_ms(modes.size());
   for (auto& p : passes)
    for (size_t mode = 0; mode < modes.size(); ++mode) {
-    modes[mode].apply();
+    cpu::allow_winograd(modes[mode]);
     auto t = bench::measure(p.run, seconds);
-    bench::options::conv_mode{true, 0}.apply();
+    cpu::allow_winograd(true);
     double rate = flops / (t.best_ms * 1e-3) * 1e-9;
     // By CPU time: the rate a busy machine stretches less (1 thread).
     double cpu_rate = flops / (t.best_cpu_ms * 1e-3) * 1e-9;
     std::printf("  %-6s %-10s %-6s isa=%-7s threads=%d  best %7.3f ms  "
                 "median %7.3f ms  cpu %7.3f ms  %6.1f GFLOP/s  %3.0f%% of FMA "
                 "peak  %6.1f GFLOP/s by cpu (%3.0f%% of %.0f by cpu)\n",
-                l.name, p.name, modes[mode].name().c_str(),
+                l.name, p.name, modes[mode] ? "rule" : "direct",
                 cpu::isa_name(), dev.threads(), t.best_ms,
                 t.median_ms, t.best_cpu_ms, rate, 100.0 * rate / peak,
                 cpu_rate, 100.0 * cpu_rate / cpu_peak, cpu_peak);
@@ -175,11 +175,11 @@ void bench_level(const bench::options& opt) {
     // direct conv would need to run at for the same time.
     std::printf("conv path %s isa=%s threads=%d  %.3f ms  %.1f GFLOP/s  "
                 "%.0f%% of FMA peak (backward passes from a given ds)\n",
-                modes[mode].name().c_str(), cpu::isa_name(), threads, ms,
+                modes[mode] ? "rule" : "direct", cpu::isa_name(), threads, ms,
                 rate, 100.0 * rate / peak);
     std::printf("conv path + fused pool backwards %s isa=%s threads=%d  "
                 "%.3f ms  (pools %.3f ms)\n",
-                modes[mode].name().c_str(), cpu::isa_name(), threads,
+                modes[mode] ? "rule" : "direct", cpu::isa_name(), threads,
                 ms + pool_ms, pool_ms);
     }
     std::printf("\n");

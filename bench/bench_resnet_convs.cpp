@@ -12,7 +12,7 @@
 //
 //   build/bin/bench_resnet_convs [--threads 1,2] [--seconds 0.5]
 //                                [--isa auto|avx2|avx512]
-//                                [--winograd rule|direct|both|tiles]
+//                                [--winograd rule|direct|both]
 
 #include <cstdio>
 #include <cstdlib>
@@ -89,9 +89,9 @@ void bench_conv(backend& dev, const resnet_conv& l,
   auto modes = opt.winograd_modes();
   for (auto& p : passes)
    for (size_t mode = 0; mode < modes.size(); ++mode) {
-    modes[mode].apply();
+    cpu::allow_winograd(modes[mode]);
     auto t = bench::measure(p.run, seconds);
-    bench::options::conv_mode{true, 0}.apply();
+    cpu::allow_winograd(true);
     auto& sum = sums[mode];
     // The share of the peak compares wall-timed figures (as the peak is);
     // the rate by CPU time is the one a busy machine stretches less.
@@ -100,7 +100,7 @@ void bench_conv(backend& dev, const resnet_conv& l,
     std::printf("  %-16s x%d %-3s %-6s isa=%-6s threads=%d  best %7.3f ms  "
                 "median %7.3f ms  cpu %7.3f ms  %6.1f GFLOP/s (%3.0f%% of FMA "
                 "peak)  %6.1f GFLOP/s by cpu (%3.0f%% of %.0f by cpu)\n",
-                l.name, l.count, p.name, modes[mode].name().c_str(),
+                l.name, l.count, p.name, modes[mode] ? "rule" : "direct",
                 cpu::isa_name(), dev.threads(),
                 t.best_ms, t.median_ms, t.best_cpu_ms, rate,
                 100.0 * rate / peak, cpu_rate, 100.0 * cpu_rate / cpu_peak,
@@ -129,7 +129,7 @@ void bench_level(const bench::options& opt) {
     std::printf("resnet20 conv work %s isa=%s threads=%d per step of 128: "
                 "median %.1f ms, best %.1f ms, %.1f GFLOP/s (%.0f%% of FMA "
                 "peak); best cpu %.1f ms, %.1f GFLOP/s by cpu\n",
-                modes[mode].name().c_str(), cpu::isa_name(), threads,
+                modes[mode] ? "rule" : "direct", cpu::isa_name(), threads,
                 sum.ms, sum.best_ms, rate, 100.0 * rate / peak, sum.cpu_ms,
                 cpu_rate);
     }

@@ -18,7 +18,6 @@
 #include <caf/error.hpp>
 
 #include "kernels/cpu/isa.hpp"
-#include "kernels/cpu/winograd.hpp"
 #include "runtime/base/error.hpp"
 
 namespace syncfac::bench {
@@ -32,34 +31,15 @@ struct options {
   /// The CPU kernels' instruction-set level (kernels/cpu/isa.hpp).
   std::string isa = "auto";
   /// The conv benchmarks' algorithms (kernels/cpu/winograd.hpp): "rule"
-  /// (the library's choice), "direct" (Winograd off), "both" (each pass
-  /// timed direct and then by the rule, interleaved) or "tiles" (direct,
-  /// then F(2x2, 3x3) and F(4x4, 3x3) for the 3x3 convs, interleaved).
+  /// (the library's choice), "direct" (Winograd off) or "both", each pass
+  /// timed direct and then by the rule, interleaved.
   std::string winograd = "rule";
 
-  /// One way of running a conv: Winograd allowed or not, and the 3x3
-  /// convs' output tile (0: the rule's).
-  struct conv_mode {
-    bool winograd;
-    int tile;
-    /// Sets the library to this mode (mode{true, 0}: as it runs).
-    void apply() const {
-      cpu::allow_winograd(winograd);
-      cpu::force_winograd_tile(tile);
-    }
-    std::string name() const {
-      return !winograd ? "direct"
-                       : tile == 0 ? "rule" : "tile" + std::to_string(tile);
-    }
-  };
-
-  /// The modes to time each pass under, in order.
-  std::vector<conv_mode> winograd_modes() const {
+  /// The Winograd permissions to time each pass under, in order.
+  std::vector<bool> winograd_modes() const {
     if (winograd == "both")
-      return {{false, 0}, {true, 0}};
-    if (winograd == "tiles")
-      return {{false, 0}, {true, 2}, {true, 4}};
-    return {{winograd != "direct", 0}};
+      return {false, true};
+    return {winograd != "direct"};
   }
 };
 
@@ -78,9 +58,8 @@ inline options parse_options(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--winograd") == 0) {
       opt.winograd = argv[++i];
       if (opt.winograd != "rule" && opt.winograd != "direct"
-          && opt.winograd != "both" && opt.winograd != "tiles") {
-        std::fprintf(stderr,
-                     "--winograd %s: expected rule, direct, both or tiles\n",
+          && opt.winograd != "both") {
+        std::fprintf(stderr, "--winograd %s: expected rule, direct or both\n",
                      opt.winograd.c_str());
         std::exit(2);
       }

@@ -10,7 +10,6 @@ namespace syncfac::cpu {
 namespace {
 
 std::atomic<bool> winograd_allowed{true};
-std::atomic<int> forced_tile{0};
 
 // V and M of one block of tiles together: well inside the 1 MiB L2, with
 // the transformed kernel (up to 36 x 64 x 64 floats) beside them.
@@ -25,11 +24,10 @@ int64_t round_up(int64_t x, int64_t m) {
 }
 
 // in_c, out_c: the channels of the conv Winograd runs (swapped for the
-// input gradient); out_h x out_w its output, src placed at (top, left);
-// tile: the output tile m (0: winograd_tile's).
+// input gradient); out_h x out_w its output, src placed at (top, left).
 winograd_plan plan_of(const conv2d_geometry& g, image_box src,
                       int64_t out_h, int64_t out_w, int64_t out_c,
-                      int64_t top, int64_t left, int tile) {
+                      int64_t top, int64_t left) {
   winograd_plan wp;
   auto r = g.k_h;
   bool shape_fits = g.stride_h == 1 && g.stride_w == 1 && g.k_h == g.k_w
@@ -38,11 +36,8 @@ winograd_plan plan_of(const conv2d_geometry& g, image_box src,
   if (!shape_fits)
     return wp;
   auto& l = wp.layout;
-  l.m = tile != 0 ? tile : winograd_tile(r, out_h, out_w);
-  if (!(l.m == 2 || (l.m == 4 && r == 3)))
-    return wp;
   l.r = static_cast<int>(r);
-  l.alpha = static_cast<int>(l.m + r - 1);
+  l.m = winograd::tile_of(l.r);
   l.c = src.c;
   l.cpad = round_up(src.c, winograd_channel_block);
   l.out_h = out_h;
@@ -60,7 +55,8 @@ winograd_plan plan_of(const conv2d_geometry& g, image_box src,
     return wp;
   l.ph = wp.padded.h;
   l.pw = wp.padded.w;
-  auto per_tile = int64_t{l.alpha} * l.alpha * (l.cpad + l.opad);
+  auto per_tile = int64_t{winograd::alpha} * winograd::alpha
+                  * (l.cpad + l.opad);
   wp.block = std::clamp<int64_t>(
     block_budget_floats / per_tile / block_step * block_step, block_step,
     max_block);
@@ -68,16 +64,16 @@ winograd_plan plan_of(const conv2d_geometry& g, image_box src,
   return wp;
 }
 
-winograd_plan forward_plan(const conv2d_geometry& g, int tile) {
+winograd_plan forward_plan(const conv2d_geometry& g) {
   return plan_of(g, {g.in_h, g.in_w, g.in_c}, g.out_h, g.out_w, g.out_c,
-                 g.pad_top, g.pad_left, tile);
+                 g.pad_top, g.pad_left);
 }
 
 // dx[i] = sum_k ds_padded[i + k] w[K - 1 - k], ds placed k - 1 - pad into
 // the padded image (conv_plan.cpp's make_dx_plan).
-winograd_plan dx_plan_of(const conv2d_geometry& g, int tile) {
+winograd_plan dx_plan_of(const conv2d_geometry& g) {
   return plan_of(g, {g.out_h, g.out_w, g.out_c}, g.in_h, g.in_w, g.in_c,
-                 g.k_h - 1 - g.pad_top, g.k_w - 1 - g.pad_left, tile);
+                 g.k_h - 1 - g.pad_top, g.k_w - 1 - g.pad_left);
 }
 
 } // namespace
@@ -89,30 +85,21 @@ bool winograd_pays(int64_t k_h, int64_t k_w, int64_t stride_h,
          && in_c >= winograd_min_channels && out_c >= winograd_min_channels;
 }
 
-int winograd_tile(int64_t r, int64_t out_h, int64_t out_w) {
-  if (auto forced = forced_tile.load(std::memory_order_relaxed);
-      forced != 0 && r == 3)
-    return forced;
-  (void) out_h;
-  (void) out_w;
-  return r == 3 ? 4 : 2;
-}
-
 winograd_plan make_winograd_plan(const conv2d_geometry& g) {
   if (!winograd_pays(g.k_h, g.k_w, g.stride_h, g.stride_w, g.in_c, g.out_c))
     return {};
-  return forward_plan(g, 0);
+  return forward_plan(g);
 }
 
 winograd_plan make_winograd_dx_plan(const conv2d_geometry& g) {
   if (!winograd_pays(g.k_h, g.k_w, g.stride_h, g.stride_w, g.out_c, g.in_c))
     return {};
-  return dx_plan_of(g, 0);
+  return dx_plan_of(g);
 }
 
 winograd_plan make_winograd_plan_anyway(const conv2d_geometry& g,
-                                        bool input_gradient, int tile) {
-  return input_gradient ? dx_plan_of(g, tile) : forward_plan(g, tile);
+                                        bool input_gradient) {
+  return input_gradient ? dx_plan_of(g) : forward_plan(g);
 }
 
 namespace {
@@ -120,7 +107,7 @@ namespace {
 /// s[co] = sum over t < terms of coef(t) src(t)[co] for co < n, the terms
 /// in order, co the innermost loop so that it runs in vectors: the
 /// transforms of pack_winograd and unpack_winograd_dw. The vector loop
-/// may round an inexact product (F(2x2, 5x5)'s G) unlike a scalar one.
+/// may round an inexact product (G's 1/6, 1/24, ...) unlike a scalar one.
 template <class Coef, class Src>
 void weighted_sum(int terms, Coef coef, Src src, int64_t n, double* s) {
   std::fill(s, s + n, 0.0);
@@ -144,9 +131,8 @@ void pack_winograd(const conv2d_geometry& g, const winograd_plan& wp,
                    bool input_gradient, const float* w, const float* b,
                    std::vector<float>& u, std::vector<float>& bias) {
   const auto& l = wp.layout;
-  const int m = l.m;
   const int r = l.r;
-  const int alpha = l.alpha;
+  const int alpha = winograd::alpha;
   const auto C = g.in_c;
   const auto O = g.out_c;
   const auto n = l.out_c; // the outputs of the plan's conv
@@ -176,13 +162,13 @@ void pack_winograd(const conv2d_geometry& g, const winograd_plan& wp,
     for (int i = 0; i < alpha; ++i) // G g
       for (int e = 0; e < r; ++e)
         weighted_sum(
-          r, [&](int a) { return winograd::g(m, r, i, a); },
+          r, [&](int a) { return winograd::g(r, i, a); },
           [&](int a) { return gk.data() + (a * r + e) * n; }, n,
           half.data() + (i * r + e) * n);
     for (int i = 0; i < alpha; ++i) // (G g) G^T
       for (int j = 0; j < alpha; ++j) {
         weighted_sum(
-          r, [&](int e) { return winograd::g(m, r, j, e); },
+          r, [&](int e) { return winograd::g(r, j, e); },
           [&](int e) { return half.data() + (i * r + e) * n; }, n, s.data());
         round_into(s, n, u.data() + ((i * alpha + j) * l.cpad + ci) * l.opad);
       }
@@ -209,7 +195,7 @@ void winograd_images(const winograd_plan& wp, const float* src, int64_t n,
 
 int64_t winograd_dw_floats(const winograd_plan& wp) {
   const auto& l = wp.layout;
-  return int64_t{l.alpha} * l.alpha * l.cpad * l.opad;
+  return int64_t{winograd::alpha} * winograd::alpha * l.cpad * l.opad;
 }
 
 void winograd_dw_images(const winograd_plan& wp, const float* x,
@@ -228,9 +214,8 @@ void unpack_winograd_dw(const conv2d_geometry& g, const winograd_plan& wp,
                         const float* du_partials, int64_t partials,
                         float* dw) {
   const auto& l = wp.layout;
-  const int m = l.m;
   const int r = l.r;
-  const int alpha = l.alpha;
+  const int alpha = winograd::alpha;
   const auto size = winograd_dw_floats(wp);
   std::vector<double> du(static_cast<size_t>(size), 0.0);
   for (int64_t c = 0; c < partials; ++c)
@@ -248,13 +233,13 @@ void unpack_winograd_dw(const conv2d_geometry& g, const winograd_plan& wp,
     for (int a = 0; a < r; ++a) // G^T dU
       for (int j = 0; j < alpha; ++j)
         weighted_sum(
-          alpha, [&](int i) { return winograd::g(m, r, i, a); },
+          alpha, [&](int i) { return winograd::g(r, i, a); },
           [&](int i) { return at(i, j); }, n,
           half.data() + (a * alpha + j) * n);
     for (int a = 0; a < r; ++a) // (G^T dU) G
       for (int e = 0; e < r; ++e) {
         weighted_sum(
-          alpha, [&](int j) { return winograd::g(m, r, j, e); },
+          alpha, [&](int j) { return winograd::g(r, j, e); },
           [&](int j) { return half.data() + (a * alpha + j) * n; }, n,
           s.data());
         round_into(s, n, dw + ((a * r + e) * g.in_c + ci) * g.out_c);
@@ -264,10 +249,6 @@ void unpack_winograd_dw(const conv2d_geometry& g, const winograd_plan& wp,
 
 void allow_winograd(bool allowed) {
   winograd_allowed.store(allowed, std::memory_order_relaxed);
-}
-
-void force_winograd_tile(int m) {
-  forced_tile.store(m, std::memory_order_relaxed);
 }
 
 } // namespace syncfac::cpu

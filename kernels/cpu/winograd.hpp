@@ -1,7 +1,7 @@
 #pragma once
 
-// Stride-1 3x3 and 5x5 convolutions by Winograd's minimal filtering
-// (winograd_kernels.hpp): when it runs (the rule below, on the layer's
+// Stride-1 3x3 and 5x5 convolutions by Winograd's minimal filtering,
+// F(4x4, 3x3) and F(2x2, 5x5) (winograd_kernels.hpp): when it runs (the rule below, on the layer's
 // geometry only), the kernel transform and the calls over blocks of
 // tiles. Serves the forward pass, the input gradient computed as a
 // forward conv of ds (conv_plan.hpp's dx_plan) and the weight gradient
@@ -45,16 +45,11 @@ winograd_plan make_winograd_plan(const conv2d_geometry& g);
 /// and its channel axes swapped; use is false where the rule says direct.
 winograd_plan make_winograd_dx_plan(const conv2d_geometry& g);
 
-/// The output tile m of F(m x m, r x r) for an out_h x out_w output: 2
-/// for 5x5 kernels; for 3x3 (docs/kernels.md, "Winograd").
-int winograd_tile(int64_t r, int64_t out_h, int64_t out_w);
-
 /// Either plan without the rule (tests compare Winograd and the direct
-/// conv on geometries the rule leaves to the direct one), with output
-/// tile `tile` (0: winograd_tile's); use is false where Winograd cannot
-/// run (stride, kernel size, padding, F(4x4, 5x5)).
+/// conv on geometries the rule leaves to the direct one); use is false
+/// where Winograd cannot run (stride, kernel size, padding).
 winograd_plan make_winograd_plan_anyway(const conv2d_geometry& g,
-                                        bool input_gradient, int tile = 0);
+                                        bool input_gradient);
 
 /// U = G g G^T [alpha^2, cpad, opad] of the kernel w [kh, kw, C, O]
 /// (flipped and with C and O swapped for the input gradient), computed in
@@ -94,10 +89,5 @@ void unpack_winograd_dw(const conv2d_geometry& g, const winograd_plan& wp,
 /// For benchmarks only: false makes every plan say direct, so that one
 /// process can time both (bench_conv_passes --winograd).
 void allow_winograd(bool allowed);
-
-/// For benchmarks only: the output tile of every 3x3 plan (2 or 4; 0:
-/// winograd_tile's rule), so that one process can time both
-/// (bench_resnet_convs --winograd_tile).
-void force_winograd_tile(int m);
 
 } // namespace syncfac::cpu

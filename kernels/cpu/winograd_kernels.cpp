@@ -24,24 +24,22 @@ constexpr int vectors = static_cast<int>(cb) / simd::width;
 // zmm, 12 chains to cover the FMA latency on two ports.
 constexpr int gemm_rows = 12 / vectors;
 
-// A^T of F(M x M, r x r) (winograd_transforms.hpp) as a compile-time
-// table, by the output tile M and alpha = M + r - 1.
-template <int M, int Alpha>
+// The transformed tile's size of both variants (winograd_transforms.hpp).
+constexpr int Alpha = winograd::alpha;
+
+// A^T of the variant with output tile M as a compile-time table: F(4x4,
+// 3x3) or F(2x2, 5x5).
+template <int M>
 struct transforms;
 
 template <>
-struct transforms<2, 4> { // F(2x2, 3x3)
-  static constexpr const auto& at = winograd::at2_4;
+struct transforms<4> {
+  static constexpr const auto& at = winograd::at4_3;
 };
 
 template <>
-struct transforms<4, 6> { // F(4x4, 3x3)
-  static constexpr const auto& at = winograd::at4_6;
-};
-
-template <>
-struct transforms<2, 6> { // F(2x2, 5x5)
-  static constexpr const auto& at = winograd::at2_6;
+struct transforms<2> {
+  static constexpr const auto& at = winograd::at2_5;
 };
 
 // y[i * ys] = sum_j coef(i, j) x[j * xs], i < Out, j < In, for constant
@@ -92,32 +90,25 @@ apply_transposed(const float (&mat)[Rows][Cols], const vf* x, int xs, vf* y,
                          ys);
 }
 
-// y = B^T x for one column (or row) of a window. alpha 4 (F(2, 3))
-// through apply: its rows are differences and one sum. alpha 6 (F(4, 3)
-// and F(2, 5)) factored by hand: 12 operations for its 20 non-zero
-// entries, and a constant x gives exact zeros in every row but the second
-// (-6 x, one rounding), so that, as with the direct conv, the outputs of a
-// window of equal values are equal (the output transform adds exact
-// zeros).
-template <int Alpha>
+// y = B^T x for one column (or row) of a window, factored by hand: 12
+// operations for its 20 non-zero entries, and a constant x gives exact
+// zeros in every row but the second (-6 x, one rounding), so that, as with
+// the direct conv, the outputs of a window of equal values are equal (the
+// output transform adds exact zeros).
 inline __attribute__((always_inline)) void input_rows(const vf* x, int xs,
                                                       vf* y, int ys) {
-  if constexpr (Alpha == 4) {
-    apply(winograd::bt4, x, xs, y, ys);
-  } else {
-    const vf x0 = x[0], x1 = x[xs], x2 = x[2 * xs], x3 = x[3 * xs],
-             x4 = x[4 * xs], x5 = x[5 * xs];
-    const vf four = simd::broadcast(4.0f), five = simd::broadcast(-5.0f);
-    const vf s12 = simd::add(x1, x2), s34 = simd::add(x3, x4);
-    const vf d12 = simd::sub(x1, x2), d43 = simd::sub(x4, x3);
-    const vf d31 = simd::sub(x3, x1), d42 = simd::sub(x4, x2);
-    y[0] = simd::fma(four, x0, simd::fma(five, x2, x4));
-    y[ys] = simd::fma(simd::broadcast(-4.0f), s12, s34);
-    y[2 * ys] = simd::fma(four, d12, d43);
-    y[3 * ys] = simd::fma(simd::broadcast(2.0f), d31, d42);
-    y[4 * ys] = simd::fma(simd::broadcast(-2.0f), d31, d42);
-    y[5 * ys] = simd::fma(four, x1, simd::fma(five, x3, x5));
-  }
+  const vf x0 = x[0], x1 = x[xs], x2 = x[2 * xs], x3 = x[3 * xs],
+           x4 = x[4 * xs], x5 = x[5 * xs];
+  const vf four = simd::broadcast(4.0f), five = simd::broadcast(-5.0f);
+  const vf s12 = simd::add(x1, x2), s34 = simd::add(x3, x4);
+  const vf d12 = simd::sub(x1, x2), d43 = simd::sub(x4, x3);
+  const vf d31 = simd::sub(x3, x1), d42 = simd::sub(x4, x2);
+  y[0] = simd::fma(four, x0, simd::fma(five, x2, x4));
+  y[ys] = simd::fma(simd::broadcast(-4.0f), s12, s34);
+  y[2 * ys] = simd::fma(four, d12, d43);
+  y[3 * ys] = simd::fma(simd::broadcast(2.0f), d31, d42);
+  y[4 * ys] = simd::fma(simd::broadcast(-2.0f), d31, d42);
+  y[5 * ys] = simd::fma(four, x1, simd::fma(five, x3, x5));
 }
 
 // V's tile rows for tiles [first, first + count): B^T d B of each tile's
@@ -127,10 +118,11 @@ inline __attribute__((always_inline)) void input_rows(const vf* x, int xs,
 // alpha - M of its window's columns: those columns' B^T d is kept (a ring
 // of alpha columns, slot = the column's x mod alpha, distinct for any
 // alpha consecutive columns) and only the M new ones are computed, a
-// third of the first stage's work for tiles inside a row. Each output's
+// third (F(4x4)) or two thirds (F(2x2)) less of the first stage's work
+// for tiles inside a row. Each output's
 // arithmetic is unchanged (the same column transforms, in the same
 // order), so V does not depend on where a block starts.
-template <int M, int Alpha>
+template <int M>
 void input_transform(const winograd_layout& l, int64_t first, int64_t count,
                      float* v) {
   const auto blocks = l.cpad / cb;
@@ -167,14 +159,14 @@ void input_transform(const winograd_layout& l, int64_t first, int64_t count,
             const float* src = window + (i * l.pw + j) * l.c + c0;
             column[i] = tail ? simd::load(src, last) : simd::load(src);
           }
-          input_rows<Alpha>(column, 1, ring[k] + slot[j] * Alpha, 1);
+          input_rows(column, 1, ring[k] + slot[j] * Alpha, 1);
         }
         for (int i = 0; i < Alpha; ++i) { // (B^T d) B, row by row
           vf row[Alpha];
           for (int j = 0; j < Alpha; ++j)
             row[j] = ring[k][slot[j] * Alpha + i];
           vf out[Alpha];
-          input_rows<Alpha>(row, 1, out, 1);
+          input_rows(row, 1, out, 1);
           for (int j = 0; j < Alpha; ++j)
             simd::store(dst + (i * Alpha + j) * plane, out[j]);
         }
@@ -254,7 +246,6 @@ void gemm_rest(int rows, const float* a, int64_t stride, int64_t blocks,
   gemm_tile<R>(a, stride, blocks, u, opad, m);
 }
 
-template <int Alpha>
 void multiply(const winograd_layout& l, int64_t count, const float* v,
               float* m) {
   const auto blocks = l.cpad / cb;
@@ -298,7 +289,7 @@ output_block output_block_of(const winograd_layout& l, int64_t tile) {
 // y = A^T x for one column (or row) of M's alpha products. F(4, 3)
 // factored by hand (10 operations for its 18 non-zero entries, where
 // apply takes 14); the others through apply.
-template <int M, int Alpha>
+template <int M>
 inline __attribute__((always_inline)) void output_rows(const vf* x, int xs,
                                                        vf* y, int ys) {
   if constexpr (M == 4) {
@@ -312,13 +303,13 @@ inline __attribute__((always_inline)) void output_rows(const vf* x, int xs,
     y[3 * ys] = simd::add(simd::fma(simd::broadcast(8.0f), d34, d12),
                           x[5 * xs]);
   } else {
-    apply(transforms<M, Alpha>::at, x, xs, y, ys);
+    apply(transforms<M>::at, x, xs, y, ys);
   }
 }
 
 // out = act(A^T m A + bias) for each tile's M x M outputs inside the
 // image.
-template <int M, int Alpha>
+template <int M>
 void output_transform(const winograd_layout& l, int64_t first,
                       int64_t count, const float* m) {
   const auto plane = count * l.opad;
@@ -338,10 +329,10 @@ void output_transform(const winograd_layout& l, int64_t first,
         vf column[Alpha];
         for (int i = 0; i < Alpha; ++i)
           column[i] = simd::load(src + (i * Alpha + j) * plane);
-        output_rows<M, Alpha>(column, 1, half + j, Alpha);
+        output_rows<M>(column, 1, half + j, Alpha);
       }
       for (int i = 0; i < M; ++i) // (A^T m) A, row by row
-        output_rows<M, Alpha>(half + i * Alpha, 1, y + i * M, 1);
+        output_rows<M>(half + i * Alpha, 1, y + i * M, 1);
       auto bias = simd::load(l.bias + o);
       for (int i = 0; i < rows; ++i)
         for (int j = 0; j < cols; ++j) {
@@ -358,23 +349,23 @@ void output_transform(const winograd_layout& l, int64_t first,
   }
 }
 
-template <int M, int Alpha>
+template <int M>
 void tiles(const winograd_layout& l, int64_t first, int64_t count,
            float* scratch) {
   float* v = scratch;
   float* m = scratch + int64_t{Alpha} * Alpha * count * l.cpad;
-  input_transform<M, Alpha>(l, first, count, v);
-  multiply<Alpha>(l, count, v, m);
-  output_transform<M, Alpha>(l, first, count, m);
+  input_transform<M>(l, first, count, v);
+  multiply(l, count, v, m);
+  output_transform<M>(l, first, count, m);
 }
 
 // Z = A ds A^T of each tile's M x M block of ds, [alpha^2, count, opad]:
 // zero where the block leaves the image and past out_c, so that outputs
 // the forward pass does not write get no gradient.
-template <int M, int Alpha>
+template <int M>
 void ds_transform(const winograd_layout& l, const float* ds, int64_t first,
                   int64_t count, float* z) {
-  using tr = transforms<M, Alpha>;
+  using tr = transforms<M>;
   const auto plane = count * l.opad;
   for (int64_t t = 0; t < count; ++t) {
     auto [offset, rows, cols] = output_block_of<M>(l, first + t);
@@ -442,7 +433,6 @@ void dw_gemm_rest(int rows, const float* v, const float* z, int64_t count,
   dw_gemm_tile<R>(v, z, count, opad, du);
 }
 
-template <int Alpha>
 void dw_accumulate(const winograd_layout& l, int64_t count, const float* v,
                    const float* z, float* du) {
   const auto blocks = l.cpad / cb;
@@ -461,14 +451,14 @@ void dw_accumulate(const winograd_layout& l, int64_t count, const float* v,
   }
 }
 
-template <int M, int Alpha>
+template <int M>
 void dw_tiles(const winograd_layout& l, const float* ds, int64_t first,
               int64_t count, float* du, float* scratch) {
   float* v = scratch;
   float* z = scratch + int64_t{Alpha} * Alpha * count * l.cpad;
-  input_transform<M, Alpha>(l, first, count, v);
-  ds_transform<M, Alpha>(l, ds, first, count, z);
-  dw_accumulate<Alpha>(l, count, v, z, du);
+  input_transform<M>(l, first, count, v);
+  ds_transform<M>(l, ds, first, count, z);
+  dw_accumulate(l, count, v, z, du);
 }
 
 } // namespace
@@ -476,22 +466,18 @@ void dw_tiles(const winograd_layout& l, const float* ds, int64_t first,
 void conv_winograd_dw_tiles(const winograd_layout& l, const float* ds,
                             int64_t first, int64_t count, float* du,
                             float* scratch) {
-  if (l.r == 5)
-    dw_tiles<2, 6>(l, ds, first, count, du, scratch);
-  else if (l.m == 4)
-    dw_tiles<4, 6>(l, ds, first, count, du, scratch);
+  if (l.m == 4)
+    dw_tiles<4>(l, ds, first, count, du, scratch);
   else
-    dw_tiles<2, 4>(l, ds, first, count, du, scratch);
+    dw_tiles<2>(l, ds, first, count, du, scratch);
 }
 
 void conv_winograd_tiles(const winograd_layout& l, int64_t first,
                          int64_t count, float* scratch) {
-  if (l.r == 5)
-    tiles<2, 6>(l, first, count, scratch);
-  else if (l.m == 4)
-    tiles<4, 6>(l, first, count, scratch);
+  if (l.m == 4)
+    tiles<4>(l, first, count, scratch);
   else
-    tiles<2, 4>(l, first, count, scratch);
+    tiles<2>(l, first, count, scratch);
 }
 
 } // namespace syncfac::cpu::SYNCFAC_KERNEL_ISA

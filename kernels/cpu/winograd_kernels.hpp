@@ -1,23 +1,24 @@
 #pragma once
 
 // The Winograd micro-kernel of stride-1 convolutions with square 3x3 or
-// 5x5 kernels: F(2x2, 3x3), F(4x4, 3x3) and F(2x2, 5x5) (Lavin & Gray,
-// "Fast Algorithms for Convolutional Neural Networks", 2015). Each m x m
-// block of outputs (m = 2 or 4) reads an alpha x alpha window of the
-// padded input (alpha = m + r - 1: 4 or 6); the window is transformed
-// (B^T d B), multiplied point by point with the transformed kernel
-// (G g G^T, summed over input channels: alpha^2 small GEMMs) and
-// transformed back (A^T m A). That is 16 / 4 = 4, 36 / 16 = 2.25 or
-// 36 / 4 = 9 multiply-adds per output and channel pair, where the direct
-// conv has 9 or 25. Everything is vectorised across channels (NHWC).
+// 5x5 kernels: F(4x4, 3x3) and F(2x2, 5x5) (Lavin & Gray, "Fast Algorithms
+// for Convolutional Neural Networks", 2015). Each m x m block of outputs
+// (m = 4 or 2) reads an alpha x alpha window of the padded input (alpha =
+// m + r - 1 = 6 for both); the window is transformed (B^T d B), multiplied
+// point by point with the transformed kernel (G g G^T, summed over input
+// channels: 36 small GEMMs) and transformed back (A^T m A). That is
+// 36 / 16 = 2.25 or 36 / 4 = 9 multiply-adds per output and channel pair,
+// where the direct conv has 9 or 25. Everything is vectorised across
+// channels (NHWC). (F(2x2, 3x3), with 16 / 4 = 4, was slower at every
+// ResNet-20 shape and at both levels: docs/kernels.md, "Winograd".)
 //
 // The weight gradient runs the same algorithm backwards: each tile's m x m
 // block of ds is transformed (Z = A ds A^T, alpha x alpha), and
-// dU = sum over tiles of V^T Z (alpha^2 GEMMs of [cpad, tiles] x [tiles,
+// dU = sum over tiles of V^T Z (36 GEMMs of [cpad, tiles] x [tiles,
 // opad]) is the gradient of the transformed kernel U = G g G^T, so that
-// dg = G^T dU G (winograd.hpp; done once per call, in double). That is 16
-// or 36 multiply-adds per tile and channel pair where the direct weight
-// gradient has m^2 r^2.
+// dg = G^T dU G (winograd.hpp; done once per call, in double). That is 36
+// multiply-adds per tile and channel pair where the direct weight
+// gradient has m^2 r^2 (144 or 100).
 //
 // A block of tiles is done at a time so that its transformed input V
 // [alpha^2, cpad / 16, tiles, 16] and products M [alpha^2, tiles, opad]
@@ -34,9 +35,8 @@ inline constexpr int64_t winograd_channel_block = 16;
 
 /// One call's operands as the micro-kernel reads them.
 struct winograd_layout {
-  int m = 0;     // output tile size (2, or 4 for r = 3)
-  int r = 0;     // kernel size (3 or 5)
-  int alpha = 0; // transformed tile size: m + r - 1
+  int r = 0; // kernel size (3 or 5)
+  int m = 0; // output tile size: winograd::tile_of(r), 4 or 2
   const float* in = nullptr; // padded images [n, ph, pw, c]
   int64_t ph = 0;
   int64_t pw = 0;
@@ -57,7 +57,7 @@ struct winograd_layout {
 /// Floats of scratch that conv_winograd_tiles needs for `count` tiles.
 inline int64_t winograd_scratch_floats(const winograd_layout& l,
                                        int64_t count) {
-  return int64_t{l.alpha} * l.alpha * count * (l.cpad + l.opad);
+  return int64_t{36} * count * (l.cpad + l.opad); // alpha^2 = 36
 }
 
 /// out = act(conv + bias) on tiles [first, first + count), numbered image
