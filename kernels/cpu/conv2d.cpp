@@ -157,7 +157,8 @@ void prepare_backward(const conv2d_geometry& g, conv_plan& p, dx_plan& d,
   if (!with_dx)
     return;
   if (wd.use) {
-    pack_winograd(g, wd, true, w, nullptr, ws.winograd_u, ws.winograd_bias);
+    pack_winograd(g, wd, true, w, nullptr, threads, ws.winograd_u,
+                  ws.winograd_bias);
     reserve_thread_buffers(ws.dpadded, threads,
                            p.tile_images * wd.padded.size());
     reserve_thread_buffers(ws.winograd_scratch, threads,
@@ -186,29 +187,34 @@ caf::error backward_weights(int threads, conv_workspace& ws,
   auto ww = make_winograd_dw_plan(g);
   prepare_backward(g, p, d, wd, ww, w.data(), dx != nullptr, threads, ws);
   auto chunks = chunk_count(p, threads);
-  // A chunk's partial: dU of Winograd's transformed kernel, or dw itself.
+  // A chunk's partial: dU of Winograd's transformed kernel, or dw itself;
+  // each chunk zeroes its own on its thread (megabytes for 64 channels).
   auto dw_size = ww.use ? winograd_dw_floats(ww) : p.K * p.opad;
-  ws.dw_partials.assign(static_cast<size_t>(chunks * dw_size), 0.0f);
-  ws.db_partials.assign(static_cast<size_t>(chunks * p.opad), 0.0f);
+  ws.dw_partials.resize(static_cast<size_t>(chunks * dw_size));
+  ws.db_partials.resize(static_cast<size_t>(chunks * p.opad));
   if (dx != nullptr)
     dx->resize(g.input_shape());
   backward_job job{g,  p,  d,        wd,
                    ww, ws, x.data(), ds,
                    dx != nullptr ? dx->data() : nullptr};
   parallel_for(threads, chunks, [&](int64_t c, int thread) {
+    float* dw_partial = ws.dw_partials.data() + c * dw_size;
+    float* db_partial = ws.db_partials.data() + c * p.opad;
+    std::fill(dw_partial, dw_partial + dw_size, 0.0f);
+    std::fill(db_partial, db_partial + p.opad, 0.0f);
     auto tiles = split(p.tiles, chunks, c);
     for (auto t = tiles.begin; t < tiles.end; ++t)
-      backward_tile(job, t, thread, ws.dw_partials.data() + c * dw_size,
-                    ws.db_partials.data() + c * p.opad);
+      backward_tile(job, t, thread, dw_partial, db_partial);
   });
   // Partials summed in chunk order: the same result for any thread count.
   dw.resize(g.kernel_shape());
   db.resize({g.out_c});
-  dw.fill(0.0f);
   db.fill(0.0f);
-  if (ww.use) {
-    unpack_winograd_dw(g, ww, ws.dw_partials.data(), chunks, dw.data());
+  if (ww.use) { // writes every element of dw
+    unpack_winograd_dw(g, ww, ws.dw_partials.data(), chunks, threads,
+                       dw.data());
   } else {
+    dw.fill(0.0f);
     for (int64_t c = 0; c < chunks; ++c) {
       const float* part = ws.dw_partials.data() + c * dw_size;
       for (int64_t k = 0; k < p.K; ++k)
@@ -254,7 +260,7 @@ caf::error winograd_forward(int threads, conv_workspace& ws,
                             const winograd_plan& wp, const tensor& x,
                             const tensor& w, const tensor& b, activation act,
                             tensor& y) {
-  pack_winograd(g, wp, false, w.data(), b.data(), ws.winograd_u,
+  pack_winograd(g, wp, false, w.data(), b.data(), threads, ws.winograd_u,
                 ws.winograd_bias);
   reserve_thread_buffers(ws.padded, threads,
                          p.tile_images * wp.padded.size());

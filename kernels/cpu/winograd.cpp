@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "kernels/cpu/parallel.hpp"
 #include "kernels/cpu/winograd_transforms.hpp"
 
 namespace syncfac::cpu {
@@ -119,36 +120,54 @@ void weighted_sum(int terms, Coef coef, Src src, int64_t n, double* s) {
   }
 }
 
-/// dst[co] = s[co] rounded to float, for co < n.
-void round_into(const std::vector<double>& s, int64_t n, float* dst) {
+/// dst[co] = s[co] rounded to float for co < n, and zero for n <= co <
+/// width (a channel block's padding lanes).
+void round_into(const double* s, int64_t n, int64_t width, float* dst) {
   for (int64_t co = 0; co < n; ++co)
-    dst[co] = static_cast<float>(s[static_cast<size_t>(co)]);
+    dst[co] = static_cast<float>(s[co]);
+  std::fill(dst + n, dst + width, 0.0f);
 }
 
 } // namespace
 
 void pack_winograd(const conv2d_geometry& g, const winograd_plan& wp,
                    bool input_gradient, const float* w, const float* b,
-                   std::vector<float>& u, std::vector<float>& bias) {
+                   int threads, std::vector<float>& u,
+                   std::vector<float>& bias) {
   const auto& l = wp.layout;
   const int r = l.r;
   const int alpha = winograd::alpha;
   const auto C = g.in_c;
   const auto O = g.out_c;
   const auto n = l.out_c; // the outputs of the plan's conv
-  u.assign(static_cast<size_t>(alpha * alpha * l.cpad * l.opad), 0.0f);
-  // Per input channel ci, every output co at once (the innermost loop, so
-  // that it runs in vectors), each value's sums over the terms of one
-  // (ci, co) alone, in order.
-  std::vector<double> gk(static_cast<size_t>(r * r * n));
-  std::vector<double> half(static_cast<size_t>(alpha * r * n));
-  std::vector<double> s(static_cast<size_t>(n));
-  for (int64_t ci = 0; ci < l.c; ++ci) {
+  // Every element is written below: no zeroing pass.
+  u.resize(static_cast<size_t>(alpha * alpha * l.cpad * l.opad));
+  // Per input channel ci (on the threads), every output co at once (the
+  // innermost loop, so that it runs in vectors), each value's sums over
+  // the terms of one (ci, co) alone, in order.
+  const auto gk_size = static_cast<size_t>(r * r * n);
+  const auto half_size = static_cast<size_t>(alpha * r * n);
+  std::vector<std::vector<double>> scratch(
+    static_cast<size_t>(std::max(threads, 1)),
+    std::vector<double>(gk_size + half_size + static_cast<size_t>(n)));
+  parallel_for(threads, l.cpad, [&](int64_t ci, int thread) {
+    auto row = [&](int i, int j) {
+      return u.data() + ((i * alpha + j) * l.cpad + ci) * l.opad;
+    };
+    if (ci >= l.c) { // the channel block's padding rows
+      for (int ij = 0; ij < alpha * alpha; ++ij)
+        std::fill(row(ij / alpha, ij % alpha),
+                  row(ij / alpha, ij % alpha) + l.opad, 0.0f);
+      return;
+    }
+    double* gk = scratch[static_cast<size_t>(thread)].data();
+    double* half = gk + gk_size;
+    double* s = half + half_size;
     for (int a = 0; a < r; ++a)
       for (int e = 0; e < r; ++e) {
         // The forward kernel tap (a, e) from input ci to output co, or
         // the flipped tap with the channel axes swapped.
-        double* dst = gk.data() + (a * r + e) * n;
+        double* dst = gk + (a * r + e) * n;
         if (input_gradient) {
           const float* src = w + (((r - 1 - a) * r + (r - 1 - e)) * C) * O + ci;
           for (int64_t co = 0; co < n; ++co)
@@ -163,16 +182,16 @@ void pack_winograd(const conv2d_geometry& g, const winograd_plan& wp,
       for (int e = 0; e < r; ++e)
         weighted_sum(
           r, [&](int a) { return winograd::g(r, i, a); },
-          [&](int a) { return gk.data() + (a * r + e) * n; }, n,
-          half.data() + (i * r + e) * n);
+          [&](int a) { return gk + (a * r + e) * n; }, n,
+          half + (i * r + e) * n);
     for (int i = 0; i < alpha; ++i) // (G g) G^T
       for (int j = 0; j < alpha; ++j) {
         weighted_sum(
           r, [&](int e) { return winograd::g(r, j, e); },
-          [&](int e) { return half.data() + (i * r + e) * n; }, n, s.data());
-        round_into(s, n, u.data() + ((i * alpha + j) * l.cpad + ci) * l.opad);
+          [&](int e) { return half + (i * r + e) * n; }, n, s);
+        round_into(s, n, l.opad, row(i, j));
       }
-  }
+  });
   bias.assign(static_cast<size_t>(l.opad), 0.0f);
   if (b != nullptr)
     std::copy(b, b + l.out_c, bias.begin());
@@ -212,39 +231,48 @@ void winograd_dw_images(const winograd_plan& wp, const float* x,
 
 void unpack_winograd_dw(const conv2d_geometry& g, const winograd_plan& wp,
                         const float* du_partials, int64_t partials,
-                        float* dw) {
+                        int threads, float* dw) {
   const auto& l = wp.layout;
   const int r = l.r;
   const int alpha = winograd::alpha;
   const auto size = winograd_dw_floats(wp);
-  std::vector<double> du(static_cast<size_t>(size), 0.0);
-  for (int64_t c = 0; c < partials; ++c)
-    for (int64_t i = 0; i < size; ++i)
-      du[static_cast<size_t>(i)] += du_partials[c * size + i];
-  // As pack_winograd: every output co at once, each value's sums over the
-  // same terms in the same order as for one (ci, co) alone.
+  // Per input channel ci (on the threads): its rows of dU summed over the
+  // partials in order, in double, then as pack_winograd: every output co
+  // at once, each value's sums over the same terms in the same order as
+  // for one (ci, co) alone. The sums' order does not depend on the
+  // threads.
   const auto n = g.out_c;
-  std::vector<double> half(static_cast<size_t>(r * alpha * n));
-  std::vector<double> s(static_cast<size_t>(n));
-  for (int64_t ci = 0; ci < g.in_c; ++ci) {
-    auto at = [&](int i, int j) {
-      return du.data() + ((i * alpha + j) * l.cpad + ci) * l.opad;
-    };
+  const auto du_size = static_cast<size_t>(alpha * alpha * n);
+  const auto half_size = static_cast<size_t>(r * alpha * n);
+  std::vector<std::vector<double>> scratch(
+    static_cast<size_t>(std::max(threads, 1)),
+    std::vector<double>(du_size + half_size + static_cast<size_t>(n)));
+  parallel_for(threads, g.in_c, [&](int64_t ci, int thread) {
+    double* du = scratch[static_cast<size_t>(thread)].data();
+    double* half = du + du_size;
+    double* s = half + half_size;
+    std::fill(du, du + du_size, 0.0);
+    for (int64_t c = 0; c < partials; ++c)
+      for (int ij = 0; ij < alpha * alpha; ++ij) {
+        const float* part = du_partials + c * size + (ij * l.cpad + ci) * l.opad;
+        double* sum = du + ij * n;
+        for (int64_t co = 0; co < n; ++co)
+          sum[co] += part[co];
+      }
+    auto at = [&](int i, int j) { return du + (i * alpha + j) * n; };
     for (int a = 0; a < r; ++a) // G^T dU
       for (int j = 0; j < alpha; ++j)
         weighted_sum(
           alpha, [&](int i) { return winograd::g(r, i, a); },
-          [&](int i) { return at(i, j); }, n,
-          half.data() + (a * alpha + j) * n);
+          [&](int i) { return at(i, j); }, n, half + (a * alpha + j) * n);
     for (int a = 0; a < r; ++a) // (G^T dU) G
       for (int e = 0; e < r; ++e) {
         weighted_sum(
           alpha, [&](int j) { return winograd::g(r, j, e); },
-          [&](int j) { return half.data() + (a * alpha + j) * n; }, n,
-          s.data());
-        round_into(s, n, dw + ((a * r + e) * g.in_c + ci) * g.out_c);
+          [&](int j) { return half + (a * alpha + j) * n; }, n, s);
+        round_into(s, n, n, dw + ((a * r + e) * g.in_c + ci) * g.out_c);
       }
-  }
+  });
 }
 
 void allow_winograd(bool allowed) {

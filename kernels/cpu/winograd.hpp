@@ -53,10 +53,12 @@ winograd_plan make_winograd_plan_anyway(const conv2d_geometry& g,
 
 /// U = G g G^T [alpha^2, cpad, opad] of the kernel w [kh, kw, C, O]
 /// (flipped and with C and O swapped for the input gradient), computed in
-/// double, and the bias [opad] (zero when b is null).
+/// double, input channels on up to `threads` threads (the same bits for
+/// any count), and the bias [opad] (zero when b is null).
 void pack_winograd(const conv2d_geometry& g, const winograd_plan& wp,
                    bool input_gradient, const float* w, const float* b,
-                   std::vector<float>& u, std::vector<float>& bias);
+                   int threads, std::vector<float>& u,
+                   std::vector<float>& bias);
 
 /// out = act(conv + bias) of n source images; `padded` holds
 /// n * wp.padded.size() floats, scratch winograd_scratch_floats(block).
@@ -81,10 +83,12 @@ void winograd_dw_images(const winograd_plan& wp, const float* x,
                         float* scratch);
 
 /// dw [kh, kw, C, O] = G^T dU G of the sum of `partials` partial dU's
-/// (winograd_dw_floats apart), summed in order and transformed in double.
+/// (winograd_dw_floats apart), summed in order and transformed in double,
+/// input channels on up to `threads` threads (the same bits for any
+/// count).
 void unpack_winograd_dw(const conv2d_geometry& g, const winograd_plan& wp,
                         const float* du_partials, int64_t partials,
-                        float* dw);
+                        int threads, float* dw);
 
 /// For benchmarks only: false makes every plan say direct, so that one
 /// process can time both (bench_conv_passes --winograd).

@@ -456,7 +456,8 @@ BOOST_AUTO_TEST_CASE(winograd_matches_the_direct_loop_within_rounding) {
               BOOST_REQUIRE(wp.use);
               BOOST_REQUIRE_EQUAL(wp.layout.m, m);
               cpu::pack_winograd(g, wp, input_gradient, in.w.data(),
-                                 b == nullptr ? nullptr : b->data(), u, bias);
+                                 b == nullptr ? nullptr : b->data(), 1, u,
+                                 bias);
               padded.assign(static_cast<size_t>(g.batch * wp.padded.size()),
                             0.0f);
               scratch.assign(static_cast<size_t>(cpu::winograd_scratch_floats(
@@ -504,7 +505,7 @@ BOOST_AUTO_TEST_CASE(winograd_matches_the_direct_loop_within_rounding) {
                 in.dy.data() + n * per_image_ds, 1,
                 du.data() + (n % 2) * du_size, padded.data(), scratch.data());
             tensor dw(g.kernel_shape());
-            cpu::unpack_winograd_dw(g, wp, du.data(), 2, dw.data());
+            cpu::unpack_winograd_dw(g, wp, du.data(), 2, 1, dw.data());
             auto dw_ref = naive_backward(g, in.x, in.w, in.dy).dw;
             auto tiles = wp.layout.tiles_h * wp.layout.tiles_w;
             e = check_within_bound(dw, dw_ref,
