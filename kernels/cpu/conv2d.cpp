@@ -110,8 +110,10 @@ void input_grad_tile(const backward_job& job, const tile_span& s,
 }
 
 // dw_partial null: ds and dx only (no weight and bias gradients).
+// first_in_chunk: the chunk's partials are not written yet (Winograd's dU
+// is overwritten, not added to).
 void backward_tile(const backward_job& job, int64_t t, int thread,
-                   float* dw_partial, float* db_partial) {
+                   float* dw_partial, float* db_partial, bool first_in_chunk) {
   const auto& g = job.g;
   const auto& p = job.p;
   auto s = tile_of(g, p, t);
@@ -122,7 +124,7 @@ void backward_tile(const backward_job& job, int64_t t, int thread,
     add_column_sums(ds, s.rows, O, db_partial);
     if (job.ww.use) {
       winograd_dw_images(job.ww, job.x + s.first_image * p.in.size(), ds,
-                         s.images, dw_partial,
+                         s.images, dw_partial, first_in_chunk,
                          line_start(job.ws.padded[idx]),
                          line_start(job.ws.winograd_scratch[idx]));
     } else {
@@ -187,8 +189,9 @@ caf::error backward_weights(int threads, conv_workspace& ws,
   auto ww = make_winograd_dw_plan(g);
   prepare_backward(g, p, d, wd, ww, w.data(), dx != nullptr, threads, ws);
   auto chunks = chunk_count(p, threads);
-  // A chunk's partial: dU of Winograd's transformed kernel, or dw itself;
-  // each chunk zeroes its own on its thread (megabytes for 64 channels).
+  // A chunk's partial: dU of Winograd's transformed kernel (which its
+  // first tile overwrites: megabytes for 64 channels, never zeroed), or dw
+  // itself (zeroed by the chunk, on its thread).
   auto dw_size = ww.use ? winograd_dw_floats(ww) : p.K * p.opad;
   ws.dw_partials.resize(static_cast<size_t>(chunks * dw_size));
   ws.db_partials.resize(static_cast<size_t>(chunks * p.opad));
@@ -200,11 +203,13 @@ caf::error backward_weights(int threads, conv_workspace& ws,
   parallel_for(threads, chunks, [&](int64_t c, int thread) {
     float* dw_partial = ws.dw_partials.data() + c * dw_size;
     float* db_partial = ws.db_partials.data() + c * p.opad;
-    std::fill(dw_partial, dw_partial + dw_size, 0.0f);
+    if (!ww.use)
+      std::fill(dw_partial, dw_partial + dw_size, 0.0f);
     std::fill(db_partial, db_partial + p.opad, 0.0f);
     auto tiles = split(p.tiles, chunks, c);
     for (auto t = tiles.begin; t < tiles.end; ++t)
-      backward_tile(job, t, thread, dw_partial, db_partial);
+      backward_tile(job, t, thread, dw_partial, db_partial,
+                    t == tiles.begin);
   });
   // Partials summed in chunk order: the same result for any thread count.
   dw.resize(g.kernel_shape());
@@ -212,7 +217,7 @@ caf::error backward_weights(int threads, conv_workspace& ws,
   db.fill(0.0f);
   if (ww.use) { // writes every element of dw
     unpack_winograd_dw(g, ww, ws.dw_partials.data(), chunks, threads,
-                       dw.data());
+                       ws.winograd_du_sum, dw.data());
   } else {
     dw.fill(0.0f);
     for (int64_t c = 0; c < chunks; ++c) {
@@ -242,7 +247,7 @@ caf::error backward_input(int threads, conv_workspace& ws,
   backward_job job{g,  p,        d,  wd, no_weight_gradient,
                    ws, x.data(), ds, dx.data()};
   parallel_for(threads, p.tiles, [&](int64_t t, int thread) {
-    backward_tile(job, t, thread, nullptr, nullptr);
+    backward_tile(job, t, thread, nullptr, nullptr, false);
   });
   return caf::none;
 }

@@ -35,8 +35,9 @@ void conv_winograd_tiles(const winograd_layout& l, int64_t first,
 
 void conv_winograd_dw_tiles(const winograd_layout& l, const float* ds,
                             int64_t first, int64_t count, float* du,
-                            float* scratch) {
-  isa_table().conv_winograd_dw_tiles(l, ds, first, count, du, scratch);
+                            bool overwrite, float* scratch) {
+  isa_table().conv_winograd_dw_tiles(l, ds, first, count, du, overwrite,
+                                     scratch);
 }
 
 } // namespace syncfac::cpu

@@ -28,6 +28,7 @@ struct conv_workspace {
   std::vector<std::vector<float>> dpadded; // per thread: padded dx or ds
   std::vector<float> winograd_u;    // [alpha^2, cpad, opad] (winograd.hpp)
   std::vector<float> winograd_bias; // [opad]
+  std::vector<double> winograd_du_sum; // the dU partials' sum (winograd.hpp)
   std::vector<std::vector<float>> winograd_scratch; // per thread: V and M
 };
 

@@ -218,48 +218,54 @@ int64_t winograd_dw_floats(const winograd_plan& wp) {
 }
 
 void winograd_dw_images(const winograd_plan& wp, const float* x,
-                        const float* ds, int64_t n, float* du, float* padded,
-                        float* scratch) {
+                        const float* ds, int64_t n, float* du, bool overwrite,
+                        float* padded, float* scratch) {
   pad_images(x, n, wp.src, wp.padded, wp.top, wp.left, padded);
   auto l = wp.layout;
   l.in = padded;
   auto tiles = n * l.tiles_h * l.tiles_w;
   for (int64_t t = 0; t < tiles; t += wp.block)
     conv_winograd_dw_tiles(l, ds, t, std::min(wp.block, tiles - t), du,
-                           scratch);
+                           overwrite && t == 0, scratch);
 }
 
 void unpack_winograd_dw(const conv2d_geometry& g, const winograd_plan& wp,
                         const float* du_partials, int64_t partials,
-                        int threads, float* dw) {
+                        int threads, std::vector<double>& du, float* dw) {
   const auto& l = wp.layout;
   const int r = l.r;
   const int alpha = winograd::alpha;
   const auto size = winograd_dw_floats(wp);
-  // Per input channel ci (on the threads): its rows of dU summed over the
-  // partials in order, in double, then as pack_winograd: every output co
-  // at once, each value's sums over the same terms in the same order as
-  // for one (ci, co) alone. The sums' order does not depend on the
-  // threads.
+  // The partials summed in order, in double, over contiguous parts of dU
+  // on the threads (streams: megabytes for 64 channels).
+  du.resize(static_cast<size_t>(size));
+  const auto parts = std::clamp<int64_t>(size / min_elements_per_part, 1,
+                                         std::max(threads, 1));
+  parallel_for(static_cast<int>(parts), parts, [&](int64_t part, int) {
+    auto [begin, end] = split(size, parts, part);
+    double* sum = du.data();
+    for (int64_t i = begin; i < end; ++i)
+      sum[i] = du_partials[i];
+    for (int64_t c = 1; c < partials; ++c) {
+      const float* partial = du_partials + c * size;
+      for (int64_t i = begin; i < end; ++i)
+        sum[i] += partial[i];
+    }
+  });
+  // Per input channel ci (on the threads), as pack_winograd: every output
+  // co at once, each value's sums over the same terms in the same order
+  // as for one (ci, co) alone.
   const auto n = g.out_c;
-  const auto du_size = static_cast<size_t>(alpha * alpha * n);
   const auto half_size = static_cast<size_t>(r * alpha * n);
   std::vector<std::vector<double>> scratch(
     static_cast<size_t>(std::max(threads, 1)),
-    std::vector<double>(du_size + half_size + static_cast<size_t>(n)));
+    std::vector<double>(half_size + static_cast<size_t>(n)));
   parallel_for(threads, g.in_c, [&](int64_t ci, int thread) {
-    double* du = scratch[static_cast<size_t>(thread)].data();
-    double* half = du + du_size;
+    double* half = scratch[static_cast<size_t>(thread)].data();
     double* s = half + half_size;
-    std::fill(du, du + du_size, 0.0);
-    for (int64_t c = 0; c < partials; ++c)
-      for (int ij = 0; ij < alpha * alpha; ++ij) {
-        const float* part = du_partials + c * size + (ij * l.cpad + ci) * l.opad;
-        double* sum = du + ij * n;
-        for (int64_t co = 0; co < n; ++co)
-          sum[co] += part[co];
-      }
-    auto at = [&](int i, int j) { return du + (i * alpha + j) * n; };
+    auto at = [&](int i, int j) {
+      return du.data() + ((i * alpha + j) * l.cpad + ci) * l.opad;
+    };
     for (int a = 0; a < r; ++a) // G^T dU
       for (int j = 0; j < alpha; ++j)
         weighted_sum(

@@ -75,20 +75,21 @@ inline winograd_plan make_winograd_dw_plan(const conv2d_geometry& g) {
 /// Floats of one partial dU [alpha^2, cpad, opad] of the weight gradient.
 int64_t winograd_dw_floats(const winograd_plan& wp);
 
-/// du += the dU of n images of x and their ds [n, out_h, out_w, out_c],
-/// tiles in order; `padded` holds n * wp.padded.size() floats, scratch
-/// winograd_scratch_floats(block).
+/// du += the dU of n (>= 1) images of x and their ds [n, out_h, out_w,
+/// out_c], tiles in order (overwrite: du = it, du's old values not read:
+/// a chunk's first call needs no zeroed partial); `padded` holds n *
+/// wp.padded.size() floats, scratch winograd_scratch_floats(block).
 void winograd_dw_images(const winograd_plan& wp, const float* x,
-                        const float* ds, int64_t n, float* du, float* padded,
-                        float* scratch);
+                        const float* ds, int64_t n, float* du, bool overwrite,
+                        float* padded, float* scratch);
 
-/// dw [kh, kw, C, O] = G^T dU G of the sum of `partials` partial dU's
-/// (winograd_dw_floats apart), summed in order and transformed in double,
-/// input channels on up to `threads` threads (the same bits for any
-/// count).
+/// dw [kh, kw, C, O] = G^T dU G of the sum of `partials` (>= 1) partial
+/// dU's (winograd_dw_floats apart), summed in order into `du` (resized;
+/// the caller keeps it between calls) and transformed in double, on up to
+/// `threads` threads (the same bits for any count).
 void unpack_winograd_dw(const conv2d_geometry& g, const winograd_plan& wp,
                         const float* du_partials, int64_t partials,
-                        int threads, float* dw);
+                        int threads, std::vector<double>& du, float* dw);
 
 /// For benchmarks only: false makes every plan say direct, so that one
 /// process can time both (bench_conv_passes --winograd).

@@ -404,15 +404,25 @@ void ds_transform(const winograd_layout& l, const float* ds, int64_t first,
 // du[c0 + i, o0 .. o0 + 16) += sum_t v[t, i] z[t, o0 ..] for R channels i
 // of one block (v: [count, 16], z: [count, opad] from o0), the tiles in
 // order: dU's rows as accumulators, one broadcast of V per row and tile.
-template <int R>
+// Start: = instead of +=, the first tile's products starting the sums
+// (rounded as fma(v, z, 0) rounds them, so the bits are those of += on a
+// zeroed du) and du never read.
+template <int R, bool Start>
 void dw_gemm_tile(const float* v, const float* z, int64_t count,
                   int64_t opad, float* du) {
   vf acc[R][vectors];
+  if constexpr (Start) {
+    rank1_update<R, true>(acc, v, 1, z);
+    v += cb;
+    z += opad;
+    --count;
+  } else {
 #pragma GCC unroll 16
-  for (int i = 0; i < R; ++i)
+    for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
-    for (int k = 0; k < vectors; ++k)
-      acc[i][k] = simd::load(du + i * opad + k * simd::width);
+      for (int k = 0; k < vectors; ++k)
+        acc[i][k] = simd::load(du + i * opad + k * simd::width);
+  }
   for (int64_t t = 0; t < count; ++t, v += cb, z += opad)
     rank1_update<R>(acc, v, 1, z);
   store_rows<R>(acc, du, opad);
@@ -423,16 +433,19 @@ void dw_gemm_tile(const float* v, const float* z, int64_t count,
 // the 16 ymm; the block's last call takes the 4 rows left).
 constexpr int dw_rows = vectors == 1 ? 16 : 6;
 
-template <int R = dw_rows>
+template <bool Start, int R = dw_rows>
 void dw_gemm_rest(int rows, const float* v, const float* z, int64_t count,
                   int64_t opad, float* du) {
   if constexpr (R > 1) {
     if (rows < R)
-      return dw_gemm_rest<R - 1>(rows, v, z, count, opad, du);
+      return dw_gemm_rest<Start, R - 1>(rows, v, z, count, opad, du);
   }
-  dw_gemm_tile<R>(v, z, count, opad, du);
+  dw_gemm_tile<R, Start>(v, z, count, opad, du);
 }
 
+// du (+)= V^T Z over the block's count (>= 1) tiles; Start: =, every
+// element of du written.
+template <bool Start>
 void dw_accumulate(const winograd_layout& l, int64_t count, const float* v,
                    const float* z, float* du) {
   const auto blocks = l.cpad / cb;
@@ -444,32 +457,37 @@ void dw_accumulate(const winograd_layout& l, int64_t count, const float* v,
       const float* vb = v + p * v_plane + b * count * cb;
       for (int64_t o = 0; o < l.opad; o += cb)
         for (int i = 0; i < cb; i += dw_rows)
-          dw_gemm_rest(static_cast<int>(std::min<int64_t>(dw_rows, cb - i)),
-                       vb + i, z + p * z_plane + o, count, l.opad,
-                       dup + (b * cb + i) * l.opad + o);
+          dw_gemm_rest<Start>(
+            static_cast<int>(std::min<int64_t>(dw_rows, cb - i)), vb + i,
+            z + p * z_plane + o, count, l.opad, dup + (b * cb + i) * l.opad + o);
     }
   }
 }
 
 template <int M>
 void dw_tiles(const winograd_layout& l, const float* ds, int64_t first,
-              int64_t count, float* du, float* scratch) {
+              int64_t count, float* du, bool overwrite, float* scratch) {
   float* v = scratch;
   float* z = scratch + int64_t{Alpha} * Alpha * count * l.cpad;
   input_transform<M>(l, first, count, v);
   ds_transform<M>(l, ds, first, count, z);
-  dw_accumulate(l, count, v, z, du);
+  if (overwrite)
+    dw_accumulate<true>(l, count, v, z, du);
+  else
+    dw_accumulate<false>(l, count, v, z, du);
 }
 
 } // namespace
 
 void conv_winograd_dw_tiles(const winograd_layout& l, const float* ds,
                             int64_t first, int64_t count, float* du,
-                            float* scratch) {
+                            bool overwrite, float* scratch) {
+  if (count <= 0)
+    return;
   if (l.m == 4)
-    dw_tiles<4>(l, ds, first, count, du, scratch);
+    dw_tiles<4>(l, ds, first, count, du, overwrite, scratch);
   else
-    dw_tiles<2>(l, ds, first, count, du, scratch);
+    dw_tiles<2>(l, ds, first, count, du, overwrite, scratch);
 }
 
 void conv_winograd_tiles(const winograd_layout& l, int64_t first,

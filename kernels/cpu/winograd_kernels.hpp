@@ -69,13 +69,14 @@ using conv_winograd_tiles_fn = void(const winograd_layout& l, int64_t first,
 /// du[p, c, o] += sum over tiles [first, first + count) in order of
 /// V[p, tile, c] Z[p, tile, o]: V of l.in's windows as the forward pass
 /// transforms them, Z of ds [n, out_h, out_w, out_c] (zero past out_h,
-/// out_w and out_c). du is [alpha^2, cpad, opad]; scratch holds
-/// winograd_scratch_floats(l, count). l's u, bias, relu and out are not
-/// read.
+/// out_w and out_c). overwrite: = instead of +=, du not read (the same
+/// bits as += on zeros), so that a partial needs no zeroing pass. du is
+/// [alpha^2, cpad, opad]; scratch holds winograd_scratch_floats(l,
+/// count). l's u, bias, relu and out are not read.
 using conv_winograd_dw_tiles_fn = void(const winograd_layout& l,
                                        const float* ds, int64_t first,
                                        int64_t count, float* du,
-                                       float* scratch);
+                                       bool overwrite, float* scratch);
 
 // The selected level's kernels (conv_dispatch.cpp).
 conv_winograd_tiles_fn conv_winograd_tiles;
