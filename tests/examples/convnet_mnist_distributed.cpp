@@ -45,17 +45,19 @@ process_result launch_ok(const std::string& cluster,
   return res;
 }
 
-/// The summary of 40 K-FAC steps of `common` and `flags` on a cluster of
-/// `jobs`, whose loss must fall below 0.8 of the first.
+/// The summary of `steps` (a multiple of 10) K-FAC steps of `common` and
+/// `flags` on a cluster of `jobs`, whose loss must fall below 0.8 of the
+/// first logged one.
 std::string kfac_run(const run_files& files,
                      const std::map<std::string, int>& jobs,
-                     const std::string& flags) {
+                     const std::string& flags, int steps = 40) {
   auto cluster = write_cluster(files.tmp, jobs);
-  launch_ok(cluster, common + " --steps 40 --log_every 10 --optimizer kfac"
+  launch_ok(cluster, common + " --steps " + std::to_string(steps)
+                       + " --log_every 10 --optimizer kfac"
                        " --learning_rate 0.0003 --init glorot" + flags
                        + " --metrics " + files.metrics + " --summary "
                        + files.summary);
-  check_loss_fell(files.metrics, 4, 0.8);
+  check_loss_fell(files.metrics, static_cast<size_t>(steps / 10), 0.8);
   return read_file(files.summary);
 }
 
@@ -142,12 +144,19 @@ BOOST_FIXTURE_TEST_CASE(kfac_chief_worker_with_covariance_and_inverse_tasks,
 }
 
 BOOST_FIXTURE_TEST_CASE(kfac_dedicated_workers_across_processes, run_files) {
+  // The loss falls once the inverses arrive (at this learning rate the
+  // steps before them barely move it), and the dedicated inverse task
+  // ships its first set asynchronously: beside a busy suite on 2 cores it
+  // came at step 39 of 40 (one preconditioned step; the loss fell from
+  // 2.31 to 2.28), so 80 steps leave it room.
   auto text = kfac_run(*this, {{"chief", 1}, {"worker", 5}, {"ps", 1}},
                        " --cov_inv_op_strategy dedicated_workers"
-                       " --kfac_cadence exact");
+                       " --kfac_cadence exact",
+                       80);
   // ceil(0.6 * 5) = 3 gradient workers; the fifth task inverts.
   BOOST_TEST(json_numbers(text, "workers").at(0) == 3);
   BOOST_TEST(json_numbers(text, "layer_inversions").at(0) > 0);
+  BOOST_TEST(json_numbers(text, "preconditioned_steps").at(0) > 0);
 }
 
 BOOST_FIXTURE_TEST_CASE(the_seeds_kfac_example_as_a_cluster, run_files) {
