@@ -28,6 +28,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/winograd_transforms.hpp"
+
 namespace syncfac::cpu {
 
 /// Channels per block of V's and U's rows: one zmm or two ymm.
@@ -57,7 +59,8 @@ struct winograd_layout {
 /// Floats of scratch that conv_winograd_tiles needs for `count` tiles.
 inline int64_t winograd_scratch_floats(const winograd_layout& l,
                                        int64_t count) {
-  return int64_t{36} * count * (l.cpad + l.opad); // alpha^2 = 36
+  return int64_t{winograd::alpha} * winograd::alpha * count
+         * (l.cpad + l.opad);
 }
 
 /// out = act(conv + bias) on tiles [first, first + count), numbered image
