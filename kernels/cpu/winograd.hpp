@@ -1,11 +1,12 @@
 #pragma once
 
 // Stride-1 3x3 and 5x5 convolutions by Winograd's minimal filtering,
-// F(4x4, 3x3) and F(2x2, 5x5) (winograd_kernels.hpp): when it runs (the rule below, on the layer's
-// geometry only), the kernel transform and the calls over blocks of
-// tiles. Serves the forward pass, the input gradient computed as a
-// forward conv of ds (conv_plan.hpp's dx_plan) and the weight gradient
-// (the forward plan's tiles run backwards: winograd_kernels.hpp).
+// F(4x4, 3x3) and F(2x2, 5x5) (winograd_kernels.hpp): when it runs (the
+// rule below, on the layer's geometry only), the kernel transform and the
+// calls over blocks of tiles. Serves the forward pass, the input
+// gradient computed as a forward conv of ds (conv_plan.hpp's dx_plan) and
+// the weight gradient (the forward plan's tiles run backwards:
+// winograd_kernels.hpp).
 
 #include <cstdint>
 #include <vector>
