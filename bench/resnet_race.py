@@ -167,7 +167,7 @@ def metrics_curve(path):
 
 
 def free_ports(n):
-    return subprocess.run([sys.executable, "bench/peers/free_ports.py", str(n)],
+    return subprocess.run([sys.executable, "scripts/free_ports.py", str(n)],
                           capture_output=True, text=True, check=True).stdout.split()
 
 

@@ -92,7 +92,7 @@ def single_torch(c, r, compiled, channels_last):
     env = {"OMP_NUM_THREADS": str(c["threads"]), "ATEN_CPU_CAPABILITY": c["isa"], "TORCHINDUCTOR_CACHE_DIR": f"{out}/inductor_{c['isa']}"}
     return cmd, env, lambda: {"examples_per_s": first_line(summary)["examples_per_s"]}
 def free_ports(n):
-    return subprocess.run([sys.executable, "bench/peers/free_ports.py", str(n)],
+    return subprocess.run([sys.executable, "scripts/free_ports.py", str(n)],
                           capture_output=True, text=True, check=True).stdout.split()
 def cluster_syncfac(c, r):
     summary, cluster = f"{out}/cluster_syncfac_{c['isa']}_{r}.json", f"{out}/cluster_{c['isa']}_{r}.json"

@@ -58,7 +58,7 @@ def summary(output):
 
 
 def free_ports(source, n):
-    code, out = run([sys.executable, os.path.join(source, "bench/peers/free_ports.py"), str(n)], 30)
+    code, out = run([sys.executable, os.path.join(source, "scripts/free_ports.py"), str(n)], 30)
     if code != 0:
         raise SystemExit(f"free_ports.py {n} failed: {out}")
     return [int(p) for p in out.stdout.split()]

@@ -37,7 +37,7 @@ def stop(proc, wait_s, term_s=1):
 
 
 def once(a, rest, logs):
-    ports = subprocess.run([sys.executable, f"{HERE}/free_ports.py", str(a.workers + 1)],
+    ports = subprocess.run([sys.executable, f"{HERE}/../../scripts/free_ports.py", str(a.workers + 1)],
                            capture_output=True, text=True, check=True).stdout.split()
     hosts = [f"127.0.0.1:{p}" for p in ports]
     common = [sys.executable, f"{HERE}/tf_sync_replicas.py", "--ps_hosts", hosts[0],

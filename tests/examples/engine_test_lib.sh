@@ -38,3 +38,12 @@ need_engine() {
       || fail "$cmd is missing (Debian's $*; scripts/install-deps.sh installs them)"
   done
 }
+
+# free_port_run N prints the first of N consecutive loopback ports free now,
+# below the kernel's ephemeral range (scripts/free_ports.py): the ranks'
+# --port_base and the scheduler's own ports, none fixed, so that two runs
+# of the suite on one machine do not meet. Says why on stderr when it fails.
+free_port_run() {
+  /usr/bin/python3 "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/free_ports.py" \
+    "$1" --consecutive
+}

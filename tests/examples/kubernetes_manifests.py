@@ -42,7 +42,6 @@ PyYAML (scripts/install-deps.sh) or the right to make mount namespaces
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -78,10 +77,10 @@ def fail(why):
     sys.exit(1)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# Ports below the kernel's ephemeral range (scripts/free_ports.py says why).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "scripts"))
+from free_ports import free_ports  # noqa: E402
 
 
 def local_flag_file(text, settings):
@@ -296,7 +295,7 @@ def localise(pods, tmp, cluster_file):
         out.write("127.0.0.1 localhost\n")
         for k, pod in enumerate(pods):
             out.write("127.0.0.%d %s\n" % (k + 2, pod.dns))
-    ports = {pod.dns: free_port() for pod in pods}
+    ports = dict(zip((pod.dns for pod in pods), free_ports(len(pods))))
     pattern = re.compile(r"([A-Za-z0-9.-]+):2222\b")
 
     def port_of(m):

@@ -23,11 +23,12 @@ summary="$work/summary.json"
 # Loopback only: no other interface, no remote launch agent (ssh) needed.
 # The ranks' ports lie below the kernel's ephemeral range (32768-60999 by
 # default), where no outgoing connection of a test beside this one holds
-# them.
+# them: one run of 8 free ports, 4 for each mpirun.
+ports=$(free_port_run 8) || fail "no 8 consecutive free ports"
 timeout "$(budget 120)" mpirun --allow-run-as-root --oversubscribe -np 4 \
   --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
   --output-filename "$work/out" \
-  "$program" --layout chief=1,ps=1 --port_base 29840 --fake_data \
+  "$program" --layout chief=1,ps=1 --port_base $ports --fake_data \
   --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 \
   --no_progress --connect_timeout_ms 60000 --steps 30 --log_every 10 \
   --summary "$summary"
@@ -50,7 +51,7 @@ summary2="$work/summary-hosts.json"
 SYNCFAC_HOSTS=localhost:4 timeout "$(budget 90)" mpirun --allow-run-as-root \
   --oversubscribe -np 4 -x SYNCFAC_HOSTS \
   --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
-  "$program" --layout chief=1,ps=2 --port_base 29850 --fake_data \
+  "$program" --layout chief=1,ps=2 --port_base $((ports + 4)) --fake_data \
   --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 \
   --no_progress --connect_timeout_ms 60000 --steps 30 --log_every 10 \
   --summary "$summary2" >"$work/hosts.log" 2>&1

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -177,26 +178,60 @@ inline void check_loss_fell(const std::string& metrics, size_t lines,
              "loss fell from " << losses.front() << " to " << losses.back());
 }
 
-/// A port nobody listens on right now (the kernel's choice), never one
-/// this process was handed before: the kernel may offer a port it just
-/// gave again once its socket is closed, and two tasks of one cluster file
-/// must not share an address (seen beside a CPU hog).
-inline uint16_t free_port() {
-  static std::set<uint16_t> handed;
-  for (;;) {
+/// The lowest port of the kernel's ephemeral range
+/// (net.ipv4.ip_local_port_range), 32768 where it cannot be read.
+inline int ephemeral_port_low() {
+  std::ifstream range{"/proc/sys/net/ipv4/ip_local_port_range"};
+  int low = 0;
+  return range >> low && low > 0 ? low : 32768;
+}
+
+/// Whether port can be bound on 0.0.0.0 and on 127.0.0.1 now (without
+/// SO_REUSEADDR, so that a port some socket still lingers on counts as
+/// taken).
+inline bool port_bindable(uint16_t port) {
+  for (auto address : {INADDR_ANY, INADDR_LOOPBACK}) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+      return false;
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    socklen_t len = sizeof(addr);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    addr.sin_addr.s_addr = htonl(address);
+    addr.sin_port = htons(port);
+    bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
     close(fd);
-    auto port = ntohs(addr.sin_port);
-    if (handed.insert(port).second)
-      return port;
+    if (!ok)
+      return false;
   }
+  return true;
+}
+
+/// A port nobody listens on right now, chosen at random below the kernel's
+/// ephemeral range and never one this process was handed before, as
+/// scripts/free_ports.py chooses them. Never the kernel's own choice (bind
+/// to port 0): that lies inside the ephemeral range, where an outgoing
+/// connection of any process, the cluster's own tasks included, may take
+/// it before the task binds it (a worker failed so in CI: "cannot publish
+/// this node on 127.0.0.1 port 50493").
+inline uint16_t free_port() {
+  static std::set<uint16_t> handed;
+  static std::mt19937 pick{std::random_device{}()};
+  constexpr int lowest = 10000;
+  int highest = ephemeral_port_low() - 1;
+  BOOST_REQUIRE_MESSAGE(highest - lowest >= 1000,
+                        "free_port: the ephemeral range starts at "
+                          << highest + 1 << ": no room below it");
+  std::uniform_int_distribution<int> ports{lowest, highest};
+  for (int tries = 0; tries < 5000; ++tries) {
+    auto port = static_cast<uint16_t>(ports(pick));
+    if (handed.count(port) == 0 && port_bindable(port)) {
+      handed.insert(port);
+      return port;
+    }
+  }
+  BOOST_FAIL("free_port: no free port in 5000 tries ("
+             << lowest << "-" << highest << ")");
+  return 0;
 }
 
 /// The string value of the first "key" in a JSON text ("" if none).

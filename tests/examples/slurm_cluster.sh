@@ -51,16 +51,18 @@ for _ in $(seq 100); do [ -S "$work/munge/socket" ] && break; sleep 0.1; done
 ctl_host=$(hostname -s)
 cpus=$(nproc)
 mkdir -p "$work/state" "$work/spool"
-# Every fixed port here (Slurm's and the ranks' --port_base) lies below
-# the kernel's ephemeral range (ip_local_port_range, 32768-60999 by
-# default): a port in it may be held at that moment by any outgoing
-# connection of a test running beside this one, and a rank that cannot
-# listen ends the whole step (--kill-on-bad-exit).
+# Every port here (Slurm's and the ranks' --port_base) lies below the
+# kernel's ephemeral range (ip_local_port_range, 32768-60999 by default): a
+# port in it may be held at that moment by any outgoing connection of a
+# test running beside this one, and a rank that cannot listen ends the
+# whole step (--kill-on-bad-exit). One run of 16 free ports: slurmctld's,
+# slurmd's, then 4 for srun's ranks and 4 for the batch job's.
+ports=$(free_port_run 16) || fail "no 16 consecutive free ports"
 cat >"$work/slurm.conf" <<CONF
 ClusterName=syncfac-test
 SlurmctldHost=$ctl_host(127.0.0.1)
-SlurmctldPort=29817
-SlurmdPort=29818
+SlurmctldPort=$ports
+SlurmdPort=$((ports + 1))
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -109,7 +111,7 @@ summary="$work/summary.json"
 # The summary goes to a path every rank shares; only the chief writes it.
 timeout "$(budget 80)" srun --overcommit -n 4 -N 1 --kill-on-bad-exit=0 --wait=60 \
   -o "$work/rank-%t.log" \
-  "$program" --layout chief=1,ps=1 --port_base 29820 --fake_data \
+  "$program" --layout chief=1,ps=1 --port_base $((ports + 4)) --fake_data \
   --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 \
   --no_progress --connect_timeout_ms 60000 --steps 30 --log_every 10 \
   --summary "$summary"
@@ -133,7 +135,7 @@ batch_summary="$work/batch-summary.json"
 # It makes its per-task certificates itself (in $work/syncfac-certs).
 SYNCFAC_BIN="$(cd "$bin" && pwd)" SYNCFAC_SCRIPTS="$source_dir/scripts" \
 SYNCFAC_LAYOUT=chief=1,ps=1 \
-SYNCFAC_PORT_BASE=29830 SYNCFAC_SUMMARY="$batch_summary" \
+SYNCFAC_PORT_BASE=$((ports + 8)) SYNCFAC_SUMMARY="$batch_summary" \
 SYNCFAC_FLAGS="--fake_data --fake_train_size 2048 --fake_test_size 500 --batch_size 32 --threads 1 --connect_timeout_ms 60000 --steps 30 --log_every 10" \
   timeout "$(budget 80)" sbatch --wait --nodes=1 --ntasks=4 --ntasks-per-node=4 \
   --overcommit --output="$work/batch.log" -D "$work" \

@@ -15,8 +15,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 fail_lines=30
 . "$here/scratch_run.sh"
 
-nodes=$(free_ports 4)
-metrics=$(free_ports 4)
+# One run of 8 ports, so that the nodes' 4 and the metrics' 4 never overlap.
+nodes=$(free_ports 8)
+metrics=$((nodes + 4))
 cat > "$work/cluster.json" <<JSON
 {"cluster": {"chief": ["localhost:$nodes"],
              "worker": ["localhost:$((nodes + 1))", "localhost:$((nodes + 2))"],

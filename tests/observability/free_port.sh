@@ -1,27 +1,15 @@
-# Sourced by the observability script tests: free_port prints a TCP port
-# of 127.0.0.1 that nothing listens on now (the system's choice).
+# Sourced by the observability script tests. Ports come from
+# scripts/free_ports.py, below the kernel's ephemeral range, where no
+# outgoing connection takes one between the check and the task's bind.
+free_ports_script="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/free_ports.py"
+
+# free_port prints a TCP port of loopback that nothing listens on now.
 free_port() {
-  /usr/bin/python3 -c 'import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+  /usr/bin/python3 "$free_ports_script" 1
 }
 
-# free_ports N prints the first of N consecutive ports of 127.0.0.1 that
+# free_ports N prints the first of N consecutive ports of loopback that
 # nothing listens on now.
 free_ports() {
-  /usr/bin/python3 - "$1" <<'PY'
-import random, socket, sys
-n = int(sys.argv[1])
-for _ in range(200):
-    base = random.randint(20000, 60000 - n)
-    socks = []
-    try:
-        for p in range(base, base + n):
-            s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
-    except OSError:
-        continue
-    finally:
-        for s in socks: s.close()
-    print(base); sys.exit(0)
-sys.exit("no free ports")
-PY
+  /usr/bin/python3 "$free_ports_script" "$1" --consecutive
 }

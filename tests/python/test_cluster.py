@@ -15,7 +15,6 @@ the nodes' --connect_timeout_ms) and generous: the machine may be busy.
 
 import json
 import os
-import socket
 import signal
 import subprocess
 import sys
@@ -52,48 +51,10 @@ def cli_words(flags):
     return words
 
 
-_HANDED = set()
-
-
-def free_ports(count):
-    """`count` ports nobody listens on right now (the kernel's choice),
-    never one handed out before in this process: the kernel may offer a
-    port it just offered (tests/examples/process.hpp's free_port)."""
-    ports = []
-    while len(ports) < count:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _HANDED:
-            _HANDED.add(port)
-            ports.append(port)
-    return ports
-
-
-def free_port_run(count):
-    """The first of `count` consecutive ports that are free now, below
-    Linux's ephemeral range (32768-60999), where no outgoing connection
-    of another process takes one meanwhile (docs/distributed.md, "Ranks,
-    jobs and ports"): for port_base under srun or mpirun."""
-    rng = np.random.default_rng()
-    for _ in range(1000):
-        base = int(rng.integers(20000, 32768 - count))
-        if any(base + i in _HANDED for i in range(count)):
-            continue
-        socks = []
-        try:
-            for i in range(count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", base + i))
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-        _HANDED.update(base + i for i in range(count))
-        return base
-    pytest.fail("no %d consecutive free ports in 20000..32767" % count)
+# Ports below the kernel's ephemeral range, never one handed twice in this
+# process (scripts/free_ports.py says why).
+sys.path.insert(0, os.path.join(os.environ["SYNCFAC_SOURCE_DIR"], "scripts"))
+from free_ports import free_ports, free_port_run  # noqa: E402
 
 
 def kfac_cluster():
