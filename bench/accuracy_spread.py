@@ -17,7 +17,6 @@ above the largest distance measured here (docs/design.md §6).
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -49,10 +48,8 @@ TOPOLOGIES = {
 }
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from free_ports import free_ports  # noqa: E402  (below the ephemeral range)
 
 
 def accuracy(cmd, summary):
@@ -97,7 +94,7 @@ def main():
                 cluster = os.path.join(tmp, "cluster.json")
                 with open(cluster, "w") as f:
                     json.dump({"cluster": {
-                        job: ["127.0.0.1:%d" % free_port() for _ in range(n)]
+                        job: ["127.0.0.1:%d" % p for p in free_ports(n)]
                         for job, n in jobs.items()}}, f)
                 summary = os.path.join(tmp, "cluster%d.json" % i)
                 accs.append(accuracy(

@@ -15,10 +15,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 flags="--fake_data --fake_train_size 2048 --fake_test_size 500 --batch_size 32
   --seed 3 --threads 1 --no_progress --num_tokens 0 --no_final_eval
   --log_every 10 --steps 600 --checkpoint_every 0 --connect_timeout_ms 60000"
-ports() { python3 -c 'import socket
-s=[socket.socket() for _ in range(3)]
-[x.bind(("127.0.0.1", 0)) for x in s]
-print(" ".join(str(x.getsockname()[1]) for x in s))'; }
+ports() { python3 "$(dirname "$0")/../scripts/free_ports.py" 3 | tr '\n' ' '; echo; }
 now() { date +%s.%N; }
 echo "round stopped_at signal_to_all_exited_s resume_to_end_s"
 for r in $(seq 1 "$rounds"); do

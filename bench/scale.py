@@ -26,7 +26,6 @@ loopback.
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -111,18 +110,12 @@ def in_process(args, n, r, steps, dist, name):
 
 
 def free_ports(count):
-    """`count` distinct free ports: all held open until all are picked, or
-    the kernel may hand one out twice."""
-    held = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            held.append(s)
-        return [s.getsockname()[1] for s in held]
-    finally:
-        for s in held:
-            s.close()
+    """`count` distinct free ports below the ephemeral range
+    (scripts/free_ports.py)."""
+    return [int(p) for p in subprocess.run(
+        [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                           "scripts", "free_ports.py"), str(count)],
+        capture_output=True, text=True, check=True).stdout.split()]
 
 
 def loopback_cluster(jobs):

@@ -48,7 +48,6 @@ import json
 import os
 import random
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -63,14 +62,12 @@ KILL_LINE = re.compile(STAMP + r"syncfac-launch: \S+ gets SIG\w+ at global_step 
                        r"\(--kill (\S+)\)")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from free_ports import free_ports  # noqa: E402  (below the ephemeral range)
 
 
 def write_cluster(path, jobs):
-    cluster = {job: ["127.0.0.1:%d" % free_port() for _ in range(n)]
+    cluster = {job: ["127.0.0.1:%d" % p for p in free_ports(n)]
                for job, n in jobs.items()}
     with open(path, "w") as f:
         json.dump({"cluster": cluster}, f)

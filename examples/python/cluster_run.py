@@ -18,7 +18,6 @@
 
 import gzip
 import os
-import socket
 import sys
 
 import numpy as np
@@ -49,14 +48,11 @@ settings = dict(optimizer="kfac", learning_rate=0.0003, init="glorot",
                 steps=400, log_every=100, no_progress=True)
 
 
-def free_ports(count):
-    socks = [socket.socket() for _ in range(count)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+# Free loopback ports below the kernel's ephemeral range, where no outgoing
+# connection takes one before its task listens (scripts/free_ports.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "scripts"))
+from free_ports import free_ports  # noqa: E402
 
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "launch"
