@@ -61,36 +61,52 @@ caf::error backend::batch_norm_statistics(const tensor& x, tensor& mean,
   const auto c = channels_of(x);
   const auto rows = host_chunks::of(x.size() / c, c);
   const float* in = x.data();
+  // One pass over x from memory: each chunk, while it is in cache, gives
+  // its sum and then its centred squares about its own mean (two passes
+  // over the chunk, never E[x²] - E[x]², which cancels badly when the
+  // mean is large against the spread). The chunks are then combined in
+  // chunk order as Chan, Golub and LeVeque combine partial variances:
+  // M2 = sum of the chunks' M2 + sum of n_i (mean_i - mean)².
   chunk_sums sums{rows.count, c};
+  chunk_sums means{rows.count, c};
+  chunk_sums squares{rows.count, c};
   run_host_parts(rows.count, x.size(), [&](int64_t i) {
     auto [first, last] = rows.range(i);
     double* s = sums.of(i);
     for (int64_t r = first; r < last; ++r)
       for (int64_t k = 0; k < c; ++k)
         s[k] += in[r * c + k];
+    double* centre = means.of(i);
+    const auto n = static_cast<double>(last - first);
+    for (int64_t k = 0; k < c; ++k)
+      centre[k] = s[k] / n;
+    double* q = squares.of(i);
+    for (int64_t r = first; r < last; ++r)
+      for (int64_t k = 0; k < c; ++k) {
+        auto d = in[r * c + k] - centre[k];
+        q[k] += d * d;
+      }
   });
   auto mu = sums.total();
   const auto m = static_cast<double>(rows.m);
   for (auto& v : mu)
     v /= m;
-  // Two passes: the centred squares, not E[x²] - E[x]², which cancels
-  // badly when the mean is large against the spread.
-  chunk_sums squares{rows.count, c};
-  run_host_parts(rows.count, x.size(), [&](int64_t i) {
+  std::vector<double> m2(static_cast<size_t>(c), 0.0);
+  for (int64_t i = 0; i < rows.count; ++i) {
     auto [first, last] = rows.range(i);
-    double* s = squares.of(i);
-    for (int64_t r = first; r < last; ++r)
-      for (int64_t k = 0; k < c; ++k) {
-        auto d = in[r * c + k] - mu[static_cast<size_t>(k)];
-        s[k] += d * d;
-      }
-  });
-  auto sq = squares.total();
+    const auto n = static_cast<double>(last - first);
+    const double* centre = means.of(i);
+    const double* q = squares.of(i);
+    for (int64_t k = 0; k < c; ++k) {
+      auto between = centre[k] - mu[static_cast<size_t>(k)];
+      m2[static_cast<size_t>(k)] += q[k] + n * between * between;
+    }
+  }
   mean.resize({c});
   variance.resize({c});
   for (int64_t k = 0; k < c; ++k) {
     mean[k] = static_cast<float>(mu[static_cast<size_t>(k)]);
-    variance[k] = static_cast<float>(sq[static_cast<size_t>(k)] / m);
+    variance[k] = static_cast<float>(m2[static_cast<size_t>(k)] / m);
   }
   return caf::none;
 }

@@ -96,6 +96,26 @@ BOOST_AUTO_TEST_CASE(batch_norm_statistics_match_the_plain_sums_and_not_the_thre
   }
 }
 
+BOOST_AUTO_TEST_CASE(batch_norm_variance_counts_the_spread_between_chunks) {
+  // Each chunk is centred on its own mean (kernels/batch_norm.cpp); a
+  // drift along the rows, far from zero, makes the chunks' means differ,
+  // so the variance holds only if their spread is added back.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> noise(-0.5f, 0.5f);
+  tensor x{image_shape};
+  const int64_t c = image_shape.back();
+  const int64_t m = x.size() / c;
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t k = 0; k < c; ++k)
+      x[r * c + k] = 1000.0f + 4.0f * static_cast<float>(r) / static_cast<float>(m)
+                     * static_cast<float>(k + 1) + noise(rng);
+  BOOST_REQUIRE_GT(host_chunks::of(m, c).count, 8);
+  auto s = statistics_of(*make_cpu_backend(2), x);
+  auto var = reference_moments(x, true);
+  for (int64_t k = 0; k < c; ++k)
+    BOOST_CHECK_CLOSE(s.variance[k], var[static_cast<size_t>(k)], 1e-3);
+}
+
 BOOST_AUTO_TEST_CASE(batch_norm_forward_and_backward_match_a_reference_and_not_the_thread_count) {
   std::mt19937 rng(11);
   auto x = random_tensor(image_shape, rng, -2.0f, 3.0f);
