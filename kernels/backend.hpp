@@ -283,15 +283,18 @@ public:
                                         tensor& y);
 
   /// Gradients of a training batch_norm_forward (mean and inv_std the
-  /// batch's own, so they depend on x): ds = dy act'(y); with x̂ = (x -
+  /// batch's own, so they depend on x): with ds = dy act'(y) and x̂ = (x -
   /// mean) inv_std, dgamma = sum ds x̂, dbeta = sum ds and, unless dx is
   /// null, dx = gamma inv_std / M (M ds - dbeta - x̂ dgamma), M the
-  /// positions per channel.
+  /// positions per channel. scratch is the caller's, kept between calls,
+  /// where a backend keeps ds whole (the host default does so unless act
+  /// is the identity, where ds is dy); what it holds afterwards is the
+  /// backend's.
   virtual caf::error batch_norm_backward(const tensor& x, const tensor& gamma,
                                          const tensor& mean,
                                          const tensor& inv_std,
                                          const tensor& y, const tensor& dy,
-                                         activation act, tensor& ds,
+                                         activation act, tensor& scratch,
                                          tensor& dgamma, tensor& dbeta,
                                          tensor* dx);
 

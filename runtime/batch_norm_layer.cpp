@@ -149,7 +149,7 @@ private:
                                                       : "an evaluation"}
                           + ")");
     return dev.batch_norm_backward(*x_, *gamma_, mean_, inv_std_, y_, dy,
-                                   act_, ds_, dgamma, dbeta, dx);
+                                   act_, backward_scratch_, dgamma, dbeta, dx);
   }
 
   int64_t channels_;
@@ -174,7 +174,9 @@ private:
   tensor variance_;
   tensor inv_std_;
   tensor y_;
-  tensor ds_;
+  /// batch_norm_backward's scratch, kept between steps (a GPU backend
+  /// holds dy act'(y) in it).
+  tensor backward_scratch_;
   tensor scratch_dgamma_;
   tensor scratch_dbeta_;
 };

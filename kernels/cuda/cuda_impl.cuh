@@ -338,8 +338,9 @@ public:
   caf::error batch_norm_backward(const tensor& x, const tensor& gamma,
                                  const tensor& mean, const tensor& inv_std,
                                  const tensor& y, const tensor& dy,
-                                 activation act, tensor& ds, tensor& dgamma,
-                                 tensor& dbeta, tensor* dx) override;
+                                 activation act, tensor& scratch,
+                                 tensor& dgamma, tensor& dbeta,
+                                 tensor* dx) override;
   caf::error multiply(const tensor& x, const tensor& m, tensor& y) override;
   caf::error reshape_copy(const tensor& x, const tensor_shape& shape,
                           tensor& y) override;

@@ -262,13 +262,15 @@ caf::error cuda_backend::batch_norm_forward(const tensor& x,
 caf::error cuda_backend::batch_norm_backward(
   const tensor& x, const tensor& gamma, const tensor& mean,
   const tensor& inv_std, const tensor& y, const tensor& dy, activation act,
-  tensor& ds, tensor& dgamma, tensor& dbeta, tensor* dx) {
+  tensor& scratch, tensor& dgamma, tensor& dbeta, tensor* dx) {
   using namespace shape_checks;
   const char* op = "batch_norm_backward";
   if (auto err = check_batch_norm_backward(op, x, gamma, mean, inv_std, y,
                                            dy))
     return err;
-  // ds on the device (the activation's own kernel).
+  // ds = dy act'(y) whole, in the caller's scratch on the device (the
+  // activation's own kernel).
+  tensor& ds = scratch;
   if (auto err = activation_backward(act, y, dy, ds))
     return err;
   if (auto err = select(op))
