@@ -67,66 +67,61 @@ def _hold(port):
     return held
 
 
-def _range():
+def _hold_all(ports):
+    """Sockets bound to every one of ports, or None (all let go) when one is taken."""
+    held = []
+    for port in ports:
+        sockets = _hold(port)
+        if sockets is None:
+            for s in held:
+                s.close()
+            return None
+        held.extend(sockets)
+    return held
+
+
+def _search(n, draw, what):
+    """Draws lists of ports (draw(low, high)) below the ephemeral range
+    until n are held, none of them found or handed before; returns them
+    in the order found."""
+    if not 1 <= n <= MOST:
+        raise ValueError(f"free_ports: {n} {what} asked for, 1 to {MOST} can be")
     high = ephemeral_low() - 1
     if high - LOWEST < 100 + MOST:
         raise RuntimeError(f"free_ports: the ephemeral range starts at {high + 1}: "
                            f"no room below it (from {LOWEST})")
-    return LOWEST, high
-
-
-def free_ports(n):
-    """n distinct free ports below the ephemeral range, never handed before."""
-    if not 1 <= n <= MOST:
-        raise ValueError(f"free_ports: {n} ports asked for, 1 to {MOST} can be")
-    low, high = _range()
     found, held = [], []
     try:
         for _ in range(TRIES):
-            port = random.randint(low, high)
-            if port in found or port in _handed:
+            ports = draw(LOWEST, high)
+            if any(p in found or p in _handed for p in ports):
                 continue
-            sockets = _hold(port)
+            sockets = _hold_all(ports)
             if sockets is None:
                 continue
-            found.append(port)
+            found.extend(ports)
             held.extend(sockets)
-            if len(found) == n:
+            if len(found) >= n:
                 _handed.update(found)
                 return found
     finally:
         for s in held:
             s.close()
-    raise RuntimeError(f"free_ports: found {len(found)} free ports of {n} in {TRIES} "
-                       f"tries ({low}-{high})")
+    raise RuntimeError(f"free_ports: no {n} {what} in {TRIES} tries ({LOWEST}-{high})")
+
+
+def free_ports(n):
+    """n distinct free ports below the ephemeral range, never handed before."""
+    return _search(n, lambda low, high: [random.randint(low, high)], "free ports")
 
 
 def free_port_run(n):
     """The first of n consecutive free ports below the ephemeral range,
     none handed before."""
-    if not 1 <= n <= MOST:
-        raise ValueError(f"free_ports: {n} consecutive ports asked for, 1 to {MOST} can be")
-    low, high = _range()
-    for _ in range(TRIES):
+    def run(low, high):
         base = random.randint(low, high - n + 1)
-        ports = range(base, base + n)
-        if any(p in _handed for p in ports):
-            continue
-        held = []
-        try:
-            for p in ports:
-                sockets = _hold(p)
-                if sockets is None:
-                    break
-                held.extend(sockets)
-            else:
-                _handed.update(ports)
-                return base
-        finally:
-            for s in held:
-                s.close()
-    raise RuntimeError(f"free_ports: no {n} consecutive free ports in {TRIES} tries "
-                       f"({low}-{high})")
+        return list(range(base, base + n))
+    return _search(n, run, "consecutive free ports")[0]
 
 
 def main(argv):
