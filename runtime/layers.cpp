@@ -546,10 +546,15 @@ public:
     return dev.add_forward(xs, act_, y_);
   }
 
+  bool gradient_is_shared() const override {
+    return true;
+  }
+
   caf::error backward_all(backend& dev, const tensor& dy,
                           const std::vector<tensor*>& dxs) override {
     // Every input's gradient is dL/ds, the same for all: written into the
-    // first input's gradient, copied from there into the others'.
+    // first input's gradient asked for, copied from there into the
+    // others' (the model asks for one where it can share it).
     const tensor* ds = &dy;
     for (auto* dx : dxs) {
       if (dx == nullptr)

@@ -156,6 +156,12 @@ public:
                                   const std::vector<tensor*>& dxs)
     = 0;
 
+  /// Whether every input's gradient is the same tensor (add's is): the
+  /// model then has backward_all make it for one input only.
+  virtual bool gradient_is_shared() const {
+    return false;
+  }
+
   caf::expected<tensor_shape>
   output_shape(const tensor_shape& input) const override;
   caf::error forward(backend& dev, const tensor& x) override;

@@ -512,8 +512,30 @@ caf::error model::add_gradient(backend& dev, int layer, tensor& grad) {
   // Another consumer's share already arrived: sum them in place (a
   // fan-out, e.g. the input of a residual block; add_forward's output may
   // be an input).
-  return dev.add_forward({&grad_outputs_[p], &grad}, activation::identity,
+  // The sum written once into the layer's own gradient, from the one it
+  // referred to where it did.
+  const tensor& so_far = gradient_of(layer);
+  grad_alias_[p] = -1;
+  return dev.add_forward({&so_far, &grad}, activation::identity,
                          grad_outputs_[p]);
+}
+
+caf::error model::share_gradient(backend& dev, int layer, int owner) {
+  auto p = static_cast<size_t>(layer);
+  if (!has_grad_[p]) {
+    grad_alias_[p] = owner;
+    has_grad_[p] = true;
+    return caf::none;
+  }
+  const tensor& so_far = gradient_of(layer);
+  grad_alias_[p] = -1;
+  return dev.add_forward({&so_far, &grad_outputs_[static_cast<size_t>(owner)]},
+                         activation::identity, grad_outputs_[p]);
+}
+
+const tensor& model::gradient_of(int layer) const {
+  auto alias = grad_alias_[static_cast<size_t>(layer)];
+  return grad_outputs_[static_cast<size_t>(alias >= 0 ? alias : layer)];
 }
 
 caf::error model::backward_layers(backend& dev, bool parameter_grads) {
@@ -528,24 +550,43 @@ caf::error model::backward_layers(backend& dev, bool parameter_grads) {
   // the model's input).
   auto needed = [first](int j) { return j >= 0 && static_cast<size_t>(j) >= first; };
   has_grad_.assign(count, false);
+  grad_alias_.assign(count, -1);
   for (size_t i = count; i-- > first;) {
     const tensor* dy = &dlogits_;
     if (i + 1 < count) {
       if (!has_grad_[i])
         return make_error(ec::internal, "model: no gradient reached layer '"
                                           + layers_[i]->name() + "'");
-      dy = &grad_outputs_[i];
+      dy = &gradient_of(static_cast<int>(i));
     }
     if (merges_[i] != nullptr) {
+      const auto& ins = inputs_[i];
+      // Where every input gets one gradient (add), it is made once, for
+      // an input that nothing else gives a gradient to (so that its
+      // gradient is written by this delivery alone and then only read),
+      // and the other inputs refer to it: no copy, and a residual
+      // block's input sums it with its other share in one pass.
+      int owner = -1;
+      if (merges_[i]->gradient_is_shared())
+        for (size_t k = 0; k < ins.size() && owner < 0; ++k)
+          if (needed(ins[k]) && consumers_[static_cast<size_t>(ins[k])] == 1)
+            owner = static_cast<int>(k);
       std::vector<tensor*> dxs;
-      for (size_t k = 0; k < inputs_[i].size(); ++k)
-        dxs.push_back(needed(inputs_[i][k]) ? &merge_grads_[i][k] : nullptr);
+      for (size_t k = 0; k < ins.size(); ++k)
+        dxs.push_back(needed(ins[k]) && (owner < 0 || k == static_cast<size_t>(owner))
+                        ? &merge_grads_[i][k]
+                        : nullptr);
       if (auto err = merges_[i]->backward_all(dev, *dy, dxs))
         return err;
-      for (size_t k = 0; k < inputs_[i].size(); ++k)
+      for (size_t k = 0; k < ins.size(); ++k)
         if (dxs[k] != nullptr)
-          if (auto err = add_gradient(dev, inputs_[i][k], *dxs[k]))
+          if (auto err = add_gradient(dev, ins[k], *dxs[k]))
             return err;
+      if (owner >= 0)
+        for (size_t k = 0; k < ins.size(); ++k)
+          if (k != static_cast<size_t>(owner) && needed(ins[k]))
+            if (auto err = share_gradient(dev, ins[k], ins[static_cast<size_t>(owner)]))
+              return err;
       continue;
     }
     // A max_pool after a conv2d writes the conv's dL/ds, and the conv

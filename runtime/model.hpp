@@ -175,6 +175,12 @@ private:
 
   /// Adds grad (consumed) to the output gradient of `layer`.
   caf::error add_gradient(backend& dev, int layer, tensor& grad);
+  /// Adds to layer's gradient a share equal to owner's whole gradient
+  /// (owner's only consumer delivered it): layer then refers to owner's
+  /// until another share arrives, which writes the sum once.
+  caf::error share_gradient(backend& dev, int layer, int owner);
+  /// Layer i's gradient: its own, or the one it refers to.
+  const tensor& gradient_of(int layer) const;
 
   caf::error check_batch(const tensor& images,
                          const label_vector& labels) const;
@@ -217,9 +223,12 @@ private:
   /// The last layer's is dlogits_. A layer whose input has other
   /// consumers writes its share to grad_scratch_[i] first, a merge layer
   /// to merge_grads_[i][k] per input, and the share is added into
-  /// grad_outputs_ in place.
+  /// grad_outputs_ in place. grad_alias_[i] >= 0: layer i's gradient so
+  /// far is grad_outputs_ of that layer (an add's inputs all get one
+  /// gradient: made once, not copied; share_gradient).
   std::vector<tensor> grad_outputs_;
   std::vector<bool> has_grad_;
+  std::vector<int> grad_alias_;
   std::vector<tensor> grad_scratch_;
   std::vector<std::vector<tensor>> merge_grads_;
   tensor probs_;
