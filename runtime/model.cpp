@@ -571,22 +571,24 @@ caf::error model::backward_layers(backend& dev, bool parameter_grads) {
         for (size_t k = 0; k < ins.size() && owner < 0; ++k)
           if (needed(ins[k]) && consumers_[static_cast<size_t>(ins[k])] == 1)
             owner = static_cast<int>(k);
+      auto made_here = [owner](size_t k) {
+        return owner < 0 || k == static_cast<size_t>(owner);
+      };
       std::vector<tensor*> dxs;
       for (size_t k = 0; k < ins.size(); ++k)
-        dxs.push_back(needed(ins[k]) && (owner < 0 || k == static_cast<size_t>(owner))
-                        ? &merge_grads_[i][k]
-                        : nullptr);
+        dxs.push_back(needed(ins[k]) && made_here(k) ? &merge_grads_[i][k]
+                                                     : nullptr);
       if (auto err = merges_[i]->backward_all(dev, *dy, dxs))
         return err;
       for (size_t k = 0; k < ins.size(); ++k)
         if (dxs[k] != nullptr)
           if (auto err = add_gradient(dev, ins[k], *dxs[k]))
             return err;
-      if (owner >= 0)
-        for (size_t k = 0; k < ins.size(); ++k)
-          if (k != static_cast<size_t>(owner) && needed(ins[k]))
-            if (auto err = share_gradient(dev, ins[k], ins[static_cast<size_t>(owner)]))
-              return err;
+      for (size_t k = 0; k < ins.size(); ++k)
+        if (!made_here(k) && needed(ins[k]))
+          if (auto err = share_gradient(dev, ins[k],
+                                        ins[static_cast<size_t>(owner)]))
+            return err;
       continue;
     }
     // A max_pool after a conv2d writes the conv's dL/ds, and the conv
