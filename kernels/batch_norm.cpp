@@ -6,8 +6,9 @@
 //
 // Every pass runs over chunks of rows (host_chunks.hpp) through
 // run_host_parts, on as many of the backend's threads as it has. A sum
-// over M is taken per chunk in double, in row order, and the chunks'
-// sums are then added in chunk order: the chunks depend on M and C only,
+// over M is taken per chunk (column_sums.hpp: float partials of a few
+// rows, added into double in row order), and the chunks' sums are then
+// added in chunk order: the chunks depend on M and C only,
 // so a replica's statistics are the same bits however many threads run
 // it. The activation's pass runs on each chunk while it is in cache, with
 // the backend's elementwise loops (kernels/cpu/activation.hpp), so the
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "kernels/column_sums.hpp"
 #include "kernels/cpu/activation.hpp"
 #include "kernels/host_chunks.hpp"
 #include "kernels/shape_checks.hpp"
@@ -24,6 +26,8 @@
 
 namespace syncfac {
 
+using column_sums::group;
+using column_sums::load;
 using shape_checks::channels_of;
 
 namespace {
@@ -62,30 +66,37 @@ caf::error backend::batch_norm_statistics(const tensor& x, tensor& mean,
   const auto rows = host_chunks::of(x.size() / c, c);
   const float* in = x.data();
   // One pass over x from memory: each chunk, while it is in cache, gives
-  // its sum and then its centred squares about its own mean (two passes
-  // over the chunk, never E[x²] - E[x]², which cancels badly when the
-  // mean is large against the spread). The chunks are then combined in
-  // chunk order as Chan, Golub and LeVeque combine partial variances:
-  // M2 = sum of the chunks' M2 + sum of n_i (mean_i - mean)².
+  // its sum and then its squares centred on its own mean (two passes over
+  // the chunk, never E[x²] - E[x]², which cancels badly when the mean is
+  // large against the spread). The chunks are then combined in chunk
+  // order as Chan, Golub and LeVeque combine partial variances; about the
+  // chunk's centre z (its mean rounded to float), with the chunk's sum s,
+  // count n and the whole mean mu:
+  //   sum (x - mu)² = sum (x - z)² + 2 (z - mu)(s - n z) + n (z - mu)².
   chunk_sums sums{rows.count, c};
-  chunk_sums means{rows.count, c};
+  chunk_sums centres{rows.count, c};
   chunk_sums squares{rows.count, c};
   run_host_parts(rows.count, x.size(), [&](int64_t i) {
     auto [first, last] = rows.range(i);
-    double* s = sums.of(i);
-    for (int64_t r = first; r < last; ++r)
-      for (int64_t k = 0; k < c; ++k)
-        s[k] += in[r * c + k];
-    double* centre = means.of(i);
+    double* const sum[1] = {sums.of(i)};
+    column_sums::add(first, last, c, sum,
+                     [&](int64_t r, int64_t k0, int64_t width, group* v) {
+                       v[0] = load(in + r * c + k0, width);
+                     });
+    std::vector<float> z(static_cast<size_t>(c));
+    double* centre = centres.of(i);
     const auto n = static_cast<double>(last - first);
-    for (int64_t k = 0; k < c; ++k)
-      centre[k] = s[k] / n;
-    double* q = squares.of(i);
-    for (int64_t r = first; r < last; ++r)
-      for (int64_t k = 0; k < c; ++k) {
-        auto d = in[r * c + k] - centre[k];
-        q[k] += d * d;
-      }
+    for (int64_t k = 0; k < c; ++k) {
+      z[static_cast<size_t>(k)] = static_cast<float>(sum[0][k] / n);
+      centre[k] = z[static_cast<size_t>(k)];
+    }
+    const float* zk = z.data();
+    double* const square[1] = {squares.of(i)};
+    column_sums::add(first, last, c, square,
+                     [&](int64_t r, int64_t k0, int64_t width, group* v) {
+                       auto d = load(in + r * c + k0, width) - load(zk + k0, width);
+                       v[0] = d * d;
+                     });
   });
   auto mu = sums.total();
   const auto m = static_cast<double>(rows.m);
@@ -95,11 +106,12 @@ caf::error backend::batch_norm_statistics(const tensor& x, tensor& mean,
   for (int64_t i = 0; i < rows.count; ++i) {
     auto [first, last] = rows.range(i);
     const auto n = static_cast<double>(last - first);
-    const double* centre = means.of(i);
+    const double* s = sums.of(i);
+    const double* z = centres.of(i);
     const double* q = squares.of(i);
     for (int64_t k = 0; k < c; ++k) {
-      auto between = centre[k] - mu[static_cast<size_t>(k)];
-      m2[static_cast<size_t>(k)] += q[k] + n * between * between;
+      auto off = z[k] - mu[static_cast<size_t>(k)];
+      m2[static_cast<size_t>(k)] += q[k] + 2.0 * off * (s[k] - n * z[k]) + n * off * off;
     }
   }
   mean.resize({c});
@@ -181,17 +193,15 @@ caf::error backend::batch_norm_backward(const tensor& x, const tensor& gamma,
     if (copies)
       cpu::activation_grad(act, out + first * c, grad + first * c,
                            kept + first * c, (last - first) * c);
-    double* s = sum_ds.of(i);
-    double* sx = sum_ds_xhat.of(i);
-    for (int64_t r = first; r < last; ++r) {
-      const float* xr = in + r * c;
-      const float* dr = d + r * c;
-      for (int64_t k = 0; k < c; ++k) {
-        auto xhat = (xr[k] - mu[k]) * is[k];
-        s[k] += dr[k];
-        sx[k] += static_cast<double>(dr[k]) * xhat;
-      }
-    }
+    double* const sums[2] = {sum_ds.of(i), sum_ds_xhat.of(i)};
+    column_sums::add(first, last, c, sums,
+                     [&](int64_t r, int64_t k0, int64_t width, group* v) {
+                       auto ds = load(d + r * c + k0, width);
+                       auto xhat = (load(in + r * c + k0, width) - load(mu + k0, width))
+                                   * load(is + k0, width);
+                       v[0] = ds;
+                       v[1] = ds * xhat;
+                     });
   });
   auto total_ds = sum_ds.total();
   auto total_ds_xhat = sum_ds_xhat.total();

@@ -55,6 +55,43 @@ std::vector<double> reference_moments(const tensor& x, bool variance) {
   return var;
 }
 
+struct backward_sums {
+  tensor dgamma;
+  tensor dbeta;
+  tensor dx;
+};
+
+/// batch_norm_backward's outputs by the formulas in double, from ds (the
+/// activation's gradient).
+backward_sums reference_backward(const tensor& x, const tensor& gamma,
+                                 const tensor& mean, const tensor& inv_std,
+                                 const tensor& ds) {
+  const auto c = x.shape().back();
+  const auto m = static_cast<double>(x.size() / c);
+  std::vector<double> sum_ds(static_cast<size_t>(c), 0.0);
+  std::vector<double> sum_ds_xhat(static_cast<size_t>(c), 0.0);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    auto k = i % c;
+    double xhat = (x[i] - mean[k]) * double{inv_std[k]};
+    sum_ds[static_cast<size_t>(k)] += ds[i];
+    sum_ds_xhat[static_cast<size_t>(k)] += ds[i] * xhat;
+  }
+  backward_sums out{tensor({c}), tensor({c}), tensor(x.shape())};
+  for (int64_t k = 0; k < c; ++k) {
+    out.dgamma[k] = static_cast<float>(sum_ds_xhat[static_cast<size_t>(k)]);
+    out.dbeta[k] = static_cast<float>(sum_ds[static_cast<size_t>(k)]);
+  }
+  for (int64_t i = 0; i < x.size(); ++i) {
+    auto k = i % c;
+    double xhat = (x[i] - mean[k]) * double{inv_std[k]};
+    out.dx[i] = static_cast<float>(
+      gamma[k] * inv_std[k] / m
+      * (m * ds[i] - sum_ds[static_cast<size_t>(k)]
+         - xhat * sum_ds_xhat[static_cast<size_t>(k)]));
+  }
+  return out;
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(the_chunks_cover_every_row_once_and_follow_the_shape_only) {
@@ -168,30 +205,58 @@ BOOST_AUTO_TEST_CASE(batch_norm_forward_and_backward_match_a_reference_and_not_t
       tensor ds1;
       SYNCFAC_REQUIRE_OK(one->activation_backward(act, y1, dy, ds1));
       // dgamma, dbeta and dx against the formulas in double.
-      const auto m = static_cast<double>(x.size() / 16);
-      std::vector<double> sum_ds(16, 0.0), sum_ds_xhat(16, 0.0);
-      for (int64_t i = 0; i < x.size(); ++i) {
-        auto k = static_cast<size_t>(i % 16);
-        double xhat = (x[i] - s.mean[i % 16]) * double{inv_std[i % 16]};
-        sum_ds[k] += ds1[i];
-        sum_ds_xhat[k] += ds1[i] * xhat;
+      auto expected = reference_backward(x, gamma, s.mean, inv_std, ds1);
+      check_close(dg1, expected.dgamma, 1e-2, 1e-4, "dgamma");
+      check_close(db1, expected.dbeta, 1e-2, 1e-4, "dbeta");
+      check_close(dx1, expected.dx, 1e-5, 1e-3, "dx");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(batch_norm_sums_hold_for_any_channel_count) {
+  // The sums go in groups of 8 channels (kernels/column_sums.hpp): counts
+  // below a group, with a part group, and of several groups, on rows
+  // that are not a multiple of the two rows summed at once.
+  std::mt19937 rng(17);
+  for (int64_t c : {1, 3, 12, 40}) {
+    BOOST_TEST_CONTEXT(c << " channels") {
+      const tensor_shape shape{29, 9, 11, c};
+      auto x = random_tensor(shape, rng, 49.0f, 51.0f);
+      auto gamma = random_tensor({c}, rng, 0.5f, 2.0f);
+      auto dy = random_tensor(shape, rng);
+      auto one = make_cpu_backend(1);
+      auto two = make_cpu_backend(2);
+      auto s = statistics_of(*one, x);
+      auto s2 = statistics_of(*two, x);
+      BOOST_TEST(same_bits(s.mean, s2.mean));
+      BOOST_TEST(same_bits(s.variance, s2.variance));
+      auto mean = reference_moments(x, false);
+      auto var = reference_moments(x, true);
+      for (int64_t k = 0; k < c; ++k) {
+        BOOST_CHECK_CLOSE(s.mean[k], mean[static_cast<size_t>(k)], 1e-4);
+        BOOST_CHECK_CLOSE(s.variance[k], var[static_cast<size_t>(k)], 1e-3);
       }
-      tensor expected_dg({16}), expected_db({16});
-      for (int64_t k = 0; k < 16; ++k) {
-        expected_dg[k] = static_cast<float>(sum_ds_xhat[static_cast<size_t>(k)]);
-        expected_db[k] = static_cast<float>(sum_ds[static_cast<size_t>(k)]);
-      }
-      check_close(dg1, expected_dg, 1e-2, 1e-4, "dgamma");
-      check_close(db1, expected_db, 1e-2, 1e-4, "dbeta");
-      tensor expected_dx(image_shape);
-      for (int64_t i = 0; i < x.size(); ++i) {
-        auto k = static_cast<size_t>(i % 16);
-        double xhat = (x[i] - s.mean[i % 16]) * double{inv_std[i % 16]};
-        expected_dx[i] = static_cast<float>(
-          gamma[i % 16] * inv_std[i % 16] / m
-          * (m * ds1[i] - sum_ds[k] - xhat * sum_ds_xhat[k]));
-      }
-      check_close(dx1, expected_dx, 1e-5, 1e-3, "dx");
+      tensor inv_std({c});
+      for (int64_t k = 0; k < c; ++k)
+        inv_std[k] = 1.0f / std::sqrt(s.variance[k] + 1e-3f);
+      tensor y, scratch, dg1, db1, dx1, dg2, db2, dx2;
+      SYNCFAC_REQUIRE_OK(one->batch_norm_forward(x, gamma, gamma, s.mean,
+                                                 inv_std, activation::relu, y));
+      SYNCFAC_REQUIRE_OK(one->batch_norm_backward(x, gamma, s.mean, inv_std, y,
+                                                  dy, activation::relu, scratch,
+                                                  dg1, db1, &dx1));
+      SYNCFAC_REQUIRE_OK(two->batch_norm_backward(x, gamma, s.mean, inv_std, y,
+                                                  dy, activation::relu, scratch,
+                                                  dg2, db2, &dx2));
+      BOOST_TEST(same_bits(dg1, dg2));
+      BOOST_TEST(same_bits(db1, db2));
+      BOOST_TEST(same_bits(dx1, dx2));
+      tensor ds;
+      SYNCFAC_REQUIRE_OK(one->activation_backward(activation::relu, y, dy, ds));
+      auto expected = reference_backward(x, gamma, s.mean, inv_std, ds);
+      check_close(dg1, expected.dgamma, 1e-2, 1e-4, "dgamma");
+      check_close(db1, expected.dbeta, 1e-2, 1e-4, "dbeta");
+      check_close(dx1, expected.dx, 1e-5, 1e-3, "dx");
     }
   }
 }
