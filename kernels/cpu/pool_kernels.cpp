@@ -23,25 +23,29 @@ window clip(int64_t out, int64_t stride, int64_t pad, int64_t k,
   return {begin, end};
 }
 
-// One output pixel, a vector of channels at a time.
+// One output pixel, a vector of channels at a time. The winner is kept
+// as its offset from the window's first element, the same for every
+// lane, and made an index once at the end.
 void pool_pixel(const float* x, int32_t x_base, int64_t in_w, int64_t C,
                 window hw, window ww, float* y, int32_t* arg) {
   auto first = (hw.begin * in_w + ww.begin) * C;
   int64_t c = 0;
   for (; c + simd::width <= C; c += simd::width) {
-    auto best = simd::load(x + first + c);
-    auto best_at = simd::iota(x_base + static_cast<int32_t>(first + c));
-    for (auto ih = hw.begin; ih < hw.end; ++ih)
-      for (auto iw = ww.begin; iw < ww.end; ++iw) {
-        auto pos = (ih * in_w + iw) * C + c;
-        auto v = simd::load(x + pos);
+    const float* at = x + first + c;
+    auto best = simd::load(at);
+    auto best_offset = simd::splat(0);
+    for (auto dh = int64_t{0}; dh < hw.end - hw.begin; ++dh)
+      for (auto dw = int64_t{0}; dw < ww.end - ww.begin; ++dw) {
+        auto offset = static_cast<int32_t>((dh * in_w + dw) * C);
+        auto v = simd::load(at + offset);
         auto gt = simd::greater(v, best);
         best = simd::select(gt, v, best);
-        best_at = simd::select(
-          gt, simd::iota(x_base + static_cast<int32_t>(pos)), best_at);
+        best_offset = simd::select(gt, simd::splat(offset), best_offset);
       }
     simd::store(y + c, best);
-    simd::store(arg + c, best_at);
+    simd::store(arg + c,
+                simd::add(simd::iota(x_base + static_cast<int32_t>(first + c)),
+                          best_offset));
   }
   for (; c < C; ++c) {
     y[c] = x[first + c];
@@ -62,8 +66,19 @@ void pool_pixel(const float* x, int32_t x_base, int64_t in_w, int64_t C,
 void max_pool_image(const pool2d_geometry& g, const float* x, int32_t x_base,
                     float* y, int32_t* arg) {
   auto C = g.channels;
+  const auto row_floats = g.in_w * C;
   for (int64_t oh = 0; oh < g.out_h; ++oh) {
     auto hw = clip(oh, g.stride_h, g.pad_top, g.k_h, g.in_h);
+    // The next output row's new input rows, asked for now: the image
+    // usually comes from L3 or memory (the conv before wrote a whole
+    // batch), and each window's loads otherwise wait for it.
+    if (oh + 1 < g.out_h) {
+      auto next = clip(oh + 1, g.stride_h, g.pad_top, g.k_h, g.in_h);
+      auto from = next.begin > hw.end ? next.begin : hw.end;
+      for (auto ih = from; ih < next.end; ++ih)
+        for (int64_t f = 0; f < row_floats; f += 16)
+          __builtin_prefetch(x + ih * row_floats + f);
+    }
     for (int64_t ow = 0; ow < g.out_w; ++ow) {
       auto ww = clip(ow, g.stride_w, g.pad_left, g.k_w, g.in_w);
       auto off = (oh * g.out_w + ow) * C;

@@ -97,20 +97,28 @@ inline vi iota(int32_t start) noexcept {
                                             11, 12, 13, 14, 15));
 }
 
-/// All-ones lanes where a > b (false for NaN), as a vector like AVX2's.
-inline vf greater(vf a, vf b) noexcept {
-  return _mm512_castsi512_ps(
-    _mm512_movm_epi32(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)));
+inline vi splat(int32_t x) noexcept {
+  return _mm512_set1_epi32(x);
 }
 
-inline vf select(vf mask, vf a, vf b) noexcept {
-  return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(mask)),
-                              b, a);
+inline vi add(vi a, vi b) noexcept {
+  return _mm512_add_epi32(a, b);
 }
 
-inline vi select(vf mask, vi a, vi b) noexcept {
-  return _mm512_mask_blend_epi32(
-    _mm512_movepi32_mask(_mm512_castps_si512(mask)), b, a);
+/// A lane mask: AVX-512's mask register (no conversion to a vector).
+using vmask = __mmask16;
+
+/// The lanes where a > b (false for NaN).
+inline vmask greater(vf a, vf b) noexcept {
+  return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ);
+}
+
+inline vf select(vmask mask, vf a, vf b) noexcept {
+  return _mm512_mask_blend_ps(mask, b, a);
+}
+
+inline vi select(vmask mask, vi a, vi b) noexcept {
+  return _mm512_mask_blend_epi32(mask, b, a);
 }
 
 inline void store(int32_t* p, vi x) noexcept {
@@ -156,17 +164,28 @@ inline vi iota(int32_t start) noexcept {
                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+inline vi splat(int32_t x) noexcept {
+  return _mm256_set1_epi32(x);
+}
+
+inline vi add(vi a, vi b) noexcept {
+  return _mm256_add_epi32(a, b);
+}
+
+/// A lane mask: all-ones lanes of a vector.
+using vmask = vf;
+
 /// All-ones lanes where a > b (false for NaN).
-inline vf greater(vf a, vf b) noexcept {
+inline vmask greater(vf a, vf b) noexcept {
   return _mm256_cmp_ps(a, b, _CMP_GT_OQ);
 }
 
 /// mask ? a : b per lane.
-inline vf select(vf mask, vf a, vf b) noexcept {
+inline vf select(vmask mask, vf a, vf b) noexcept {
   return _mm256_blendv_ps(b, a, mask);
 }
 
-inline vi select(vf mask, vi a, vi b) noexcept {
+inline vi select(vmask mask, vi a, vi b) noexcept {
   return _mm256_castps_si256(_mm256_blendv_ps(
     _mm256_castsi256_ps(b), _mm256_castsi256_ps(a), mask));
 }
@@ -265,20 +284,36 @@ inline vi iota(int32_t start) noexcept {
   return r;
 }
 
-inline vf greater(vf a, vf b) noexcept {
+inline vi splat(int32_t x) noexcept {
+  vi r;
+  for (int i = 0; i < width; ++i)
+    r.v[i] = x;
+  return r;
+}
+
+inline vi add(vi a, vi b) noexcept {
+  for (int i = 0; i < width; ++i)
+    a.v[i] += b.v[i];
+  return a;
+}
+
+/// A lane mask: 1 or 0 per lane.
+using vmask = vf;
+
+inline vmask greater(vf a, vf b) noexcept {
   vf r;
   for (int i = 0; i < width; ++i)
     r.v[i] = a.v[i] > b.v[i] ? 1.0f : 0.0f;
   return r;
 }
 
-inline vf select(vf mask, vf a, vf b) noexcept {
+inline vf select(vmask mask, vf a, vf b) noexcept {
   for (int i = 0; i < width; ++i)
     b.v[i] = mask.v[i] != 0.0f ? a.v[i] : b.v[i];
   return b;
 }
 
-inline vi select(vf mask, vi a, vi b) noexcept {
+inline vi select(vmask mask, vi a, vi b) noexcept {
   for (int i = 0; i < width; ++i)
     b.v[i] = mask.v[i] != 0.0f ? a.v[i] : b.v[i];
   return b;
