@@ -155,6 +155,17 @@ public:
                                       std::vector<int32_t>& argmax)
     = 0;
 
+  /// conv2d_forward into conv_y, then max_pool_forward of conv_y into
+  /// pooled and argmax (pool's input shape must be conv's output shape):
+  /// the same values. The model runs a conv and the max_pool after it so
+  /// where the pool is all the conv's output feeds; a backend may pool
+  /// each tile of images while the conv's output is still in cache (the
+  /// CPU's), where the default runs the two ops one after the other.
+  virtual caf::error conv2d_max_pool_forward(
+    const conv2d_geometry& conv, const tensor& x, const tensor& w,
+    const tensor& b, activation act, const pool2d_geometry& pool,
+    tensor& conv_y, tensor& pooled, std::vector<int32_t>& argmax);
+
   /// dx = scatter of dy to the argmax positions (dx has g's input shape).
   virtual caf::error max_pool_backward(const pool2d_geometry& g,
                                        const tensor& dy,

@@ -33,6 +33,15 @@ caf::error backend::conv2d_backward_data_from_ds(const conv2d_geometry& g,
                               dx);
 }
 
+caf::error backend::conv2d_max_pool_forward(
+  const conv2d_geometry& conv, const tensor& x, const tensor& w,
+  const tensor& b, activation act, const pool2d_geometry& pool,
+  tensor& conv_y, tensor& pooled, std::vector<int32_t>& argmax) {
+  if (auto err = conv2d_forward(conv, x, w, b, act, conv_y))
+    return err;
+  return max_pool_forward(pool, conv_y, pooled, argmax);
+}
+
 caf::error backend::max_pool_backward_activated(
   const pool2d_geometry& g, const tensor& dy,
   const std::vector<int32_t>& argmax, const tensor& pooled_y, activation act,

@@ -154,6 +154,18 @@ public:
     return dev.conv2d_forward(geom_, x, *w_, *b_, act_, y_);
   }
 
+  /// forward, fused with the max_pool after it (forward_through_pool):
+  /// pool.forward_after runs both.
+  template <class Pool>
+  caf::error forward_into(backend& dev, const tensor& x, Pool& pool) {
+    auto g = geometry(x.shape());
+    if (!g)
+      return g.error();
+    geom_ = *g;
+    x_ = &x;
+    return pool.forward_after(dev, geom_, x, *w_, *b_, act_, y_);
+  }
+
   // With the identity activation dL/ds is dy: the passes start from it
   // and K-FAC's view shows it, where ds_ would be a copy of it (ResNet-20:
   // batch_norm follows every conv, so every conv has the identity).
@@ -256,6 +268,19 @@ public:
       return g.error();
     geom_ = *g;
     return dev.max_pool_forward(geom_, x, y_, argmax_);
+  }
+
+  /// forward of the conv before this pool and then of this pool, from
+  /// the conv's geometry, input and parameters (forward_through_pool).
+  caf::error forward_after(backend& dev, const conv2d_geometry& conv,
+                           const tensor& x, const tensor& w, const tensor& b,
+                           activation act, tensor& conv_y) {
+    auto g = pool_window(name(), conv.output_shape(), k_, k_, stride_, pad_);
+    if (!g)
+      return g.error();
+    geom_ = *g;
+    return dev.conv2d_max_pool_forward(conv, x, w, b, act, geom_, conv_y, y_,
+                                       argmax_);
   }
 
   const tensor& output() const noexcept override {
@@ -630,16 +655,45 @@ bool pool_takes_activation(const layer& producer, const layer& pool) {
          && dynamic_cast<const max_pool_layer*>(&pool) != nullptr;
 }
 
-caf::error backward_through_pool(backend& dev, layer& producer, layer& pool,
-                                 const tensor& dy, tensor* dx,
-                                 bool parameter_grads) {
+namespace {
+
+/// The pair of forward_through_pool and backward_through_pool, or null
+/// with an error that names both layers.
+struct conv_pool_pair {
+  conv2d_layer* conv;
+  max_pool_layer* pool;
+};
+
+caf::expected<conv_pool_pair> pair_of(const char* op, layer& producer,
+                                      layer& pool) {
   auto conv = dynamic_cast<conv2d_layer*>(&producer);
   auto max_pool = dynamic_cast<max_pool_layer*>(&pool);
   if (conv == nullptr || max_pool == nullptr)
     return make_error(ec::invalid_argument,
-                      "backward_through_pool: '" + producer.name()
-                        + "' and '" + pool.name()
+                      std::string{op} + ": '" + producer.name() + "' and '"
+                        + pool.name()
                         + "' are not a conv2d layer and a max_pool layer");
+  return conv_pool_pair{conv, max_pool};
+}
+
+} // namespace
+
+caf::error forward_through_pool(backend& dev, layer& producer, layer& pool,
+                                const tensor& x) {
+  auto pair = pair_of("forward_through_pool", producer, pool);
+  if (!pair)
+    return pair.error();
+  return pair->conv->forward_into(dev, x, *pair->pool);
+}
+
+caf::error backward_through_pool(backend& dev, layer& producer, layer& pool,
+                                 const tensor& dy, tensor* dx,
+                                 bool parameter_grads) {
+  auto pair = pair_of("backward_through_pool", producer, pool);
+  if (!pair)
+    return pair.error();
+  auto conv = pair->conv;
+  auto max_pool = pair->pool;
   if (auto err = max_pool->backward_into_preactivation(
         dev, dy, conv->act(), conv->preactivation_grad()))
     return err;

@@ -171,8 +171,8 @@ protected:
   using layer::layer;
 };
 
-/// Whether the backward pass of `producer` followed by `pool` runs fused
-/// (backward_through_pool): producer is a conv2d layer and pool a max_pool
+/// Whether the forward and backward passes of `producer` followed by
+/// `pool` run fused (forward_through_pool, backward_through_pool): producer is a conv2d layer and pool a max_pool
 /// layer right after it, so the conv's output goes only into the pool, and
 /// the pool's backward writes the conv's pre-activation gradient directly
 /// (backend::max_pool_backward_activated) instead of dL/d(conv output),
@@ -181,6 +181,14 @@ protected:
 /// moved 19 MB a step (docs/kernels.md, "The activation gradient inside
 /// max-pool's backward").
 bool pool_takes_activation(const layer& producer, const layer& pool);
+
+/// The forward pass of such a pair on x, the conv's input: both layers'
+/// outputs as producer.forward then pool.forward give them, from
+/// backend::conv2d_max_pool_forward, which may pool each tile of images
+/// while the conv's output is still in cache (the ConvNet's first conv
+/// writes 6 MB a batch, which the pool otherwise read back from memory).
+caf::error forward_through_pool(backend& dev, layer& producer, layer& pool,
+                                const tensor& x);
 
 /// The backward pass of such a pair: dy = dL/d(pool output); the conv's
 /// parameter gradients (without parameter_grads, as backward_data, only

@@ -203,8 +203,9 @@ model::model(model_spec spec, std::vector<layer_ptr> layers,
   grad_outputs_.resize(count);
   grad_scratch_.resize(count);
   has_grad_.assign(count, false);
-  // A conv2d and the max_pool right after it run their backward fused
-  // when the pool is all the conv's output feeds.
+  // A conv2d and the max_pool right after it run fused (forward, and
+  // backward where the device fuses the pool's activation) when the pool
+  // is all the conv's output feeds.
   through_pool_.assign(count, false);
   for (size_t i = 0; i + 1 < count; ++i)
     through_pool_[i] = pool_takes_activation(*layers_[i], *layers_[i + 1])
@@ -489,7 +490,18 @@ caf::error model::forward_layers(backend& dev) {
   std::vector<const tensor*> xs;
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (merges_[i] == nullptr) {
-      if (auto err = layers_[i]->forward(dev, *output_of(inputs_[i][0])))
+      const auto& x = *output_of(inputs_[i][0]);
+      // A conv2d and the max_pool that is all its output feeds run as one
+      // (layers.hpp, forward_through_pool): the pool reads each tile of
+      // the conv's output while it is in cache.
+      if (through_pool_[i]) {
+        if (auto err = forward_through_pool(dev, *layers_[i], *layers_[i + 1],
+                                            x))
+          return err;
+        ++i;
+        continue;
+      }
+      if (auto err = layers_[i]->forward(dev, x))
         return err;
       continue;
     }

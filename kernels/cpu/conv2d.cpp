@@ -259,12 +259,14 @@ bool fused_in_kernel(activation act) {
   return act == activation::relu || act == activation::identity;
 }
 
-// The forward pass by Winograd, over the direct path's tiles of images.
-caf::error winograd_forward(int threads, conv_workspace& ws,
-                            const conv2d_geometry& g, const conv_plan& p,
-                            const winograd_plan& wp, const tensor& x,
-                            const tensor& w, const tensor& b, activation act,
-                            tensor& y) {
+// The forward pass by Winograd, over the direct path's tiles of images;
+// done (where set) after each tile.
+template <class Done>
+void winograd_forward(int threads, conv_workspace& ws,
+                      const conv2d_geometry& g, const conv_plan& p,
+                      const winograd_plan& wp, const tensor& x,
+                      const tensor& w, const tensor& b, activation act,
+                      tensor& y, const Done& done) {
   pack_winograd(g, wp, false, w.data(), b.data(), threads, ws.winograd_u,
                 ws.winograd_bias);
   reserve_thread_buffers(ws.padded, threads,
@@ -282,8 +284,9 @@ caf::error winograd_forward(int threads, conv_workspace& ws,
                     line_start(ws.winograd_scratch[idx]));
     if (!fused) // while the tile is still in cache
       apply_activation(act, out, s.rows * g.out_c);
+    if (done)
+      done(s.first_image, s.images);
   });
-  return caf::none;
 }
 
 } // namespace
@@ -295,12 +298,20 @@ caf::error cpu_backend::conv2d_forward(const conv2d_geometry& g,
   const char* op = "conv2d_forward";
   if (auto err = check_conv_forward(op, g, x, w, b))
     return err;
-  auto p = make_plan(g);
   y.resize(g.output_shape());
+  conv2d_forward_tiles(g, x, w, b, act, y, {});
+  return caf::none;
+}
+
+void cpu_backend::conv2d_forward_tiles(const conv2d_geometry& g,
+                                       const tensor& x, const tensor& w,
+                                       const tensor& b, activation act,
+                                       tensor& y, const images_done& done) {
+  auto p = make_plan(g);
   bool fused = fused_in_kernel(act);
   auto wp = make_winograd_plan(g);
   if (wp.use)
-    return winograd_forward(threads_, conv_, g, p, wp, x, w, b, act, y);
+    return winograd_forward(threads_, conv_, g, p, wp, x, w, b, act, y, done);
   pack_forward(p, g.out_c, w.data(), b.data(), conv_);
   fill_row_offsets(g, p, conv_.row_offsets);
   reserve_thread_buffers(conv_.padded, threads_,
@@ -317,8 +328,9 @@ caf::error cpu_backend::conv2d_forward(const conv2d_geometry& g,
                       out);
     if (!fused) // while the tile is still in cache
       apply_activation(act, out, s.rows * g.out_c);
+    if (done)
+      done(s.first_image, s.images);
   });
-  return caf::none;
 }
 
 caf::error cpu_backend::conv2d_backward(const conv2d_geometry& g,

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -94,6 +95,13 @@ public:
                               tensor& y,
                               std::vector<int32_t>& argmax) override;
 
+  caf::error conv2d_max_pool_forward(const conv2d_geometry& conv,
+                                     const tensor& x, const tensor& w,
+                                     const tensor& b, activation act,
+                                     const pool2d_geometry& pool,
+                                     tensor& conv_y, tensor& pooled,
+                                     std::vector<int32_t>& argmax) override;
+
   caf::error max_pool_backward(const pool2d_geometry& g, const tensor& dy,
                                const std::vector<int32_t>& argmax,
                                tensor& dx) override;
@@ -129,6 +137,16 @@ public:
                                        const label_vector& labels) override;
 
 private:
+  /// Called on a conv's thread once the images [first, first + count) of
+  /// its output are written, while they are in cache (conv2d.cpp).
+  using images_done = std::function<void(int64_t first, int64_t count)>;
+
+  /// conv2d_forward's work after its checks, y sized; then `done` per tile
+  /// of images where it is set.
+  void conv2d_forward_tiles(const conv2d_geometry& g, const tensor& x,
+                            const tensor& w, const tensor& b, activation act,
+                            tensor& y, const images_done& done);
+
   /// ec::invalid_argument unless every image's argmax lies in that image.
   caf::error check_images(const char* op, const pool2d_geometry& g,
                           const std::vector<int32_t>& argmax);

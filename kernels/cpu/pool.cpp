@@ -86,6 +86,38 @@ caf::error cpu_backend::max_pool_forward(const pool2d_geometry& g,
   return caf::none;
 }
 
+caf::error cpu_backend::conv2d_max_pool_forward(
+  const conv2d_geometry& conv, const tensor& x, const tensor& w,
+  const tensor& b, activation act, const pool2d_geometry& pool,
+  tensor& conv_y, tensor& pooled, std::vector<int32_t>& argmax) {
+  const char* op = "conv2d_max_pool_forward";
+  if (auto err = check_conv_forward(op, conv, x, w, b))
+    return err;
+  if (auto err = expect_shape(op, "pool input", pool.input_shape(),
+                              "conv output", conv.output_shape()))
+    return err;
+  conv_y.resize(conv.output_shape());
+  if (auto err = check_pool_forward(op, pool, conv_y))
+    return err;
+  pooled.resize(pool.output_shape());
+  argmax.resize(static_cast<size_t>(pooled.size()));
+  auto in_size = image_size(pool);
+  auto out_size = output_image_size(pool);
+  auto* pool_image = isa_table().max_pool_image;
+  // Each tile's images pooled on the conv's thread right after the conv
+  // wrote them: they are read from cache, not from memory (the ConvNet's
+  // first conv writes 6 MB a batch).
+  conv2d_forward_tiles(conv, x, w, b, act, conv_y,
+                       [&](int64_t first, int64_t count) {
+                         for (auto n = first; n < first + count; ++n)
+                           pool_image(pool, conv_y.data() + n * in_size,
+                                      static_cast<int32_t>(n * in_size),
+                                      pooled.data() + n * out_size,
+                                      argmax.data() + n * out_size);
+                       });
+  return caf::none;
+}
+
 caf::error cpu_backend::max_pool_backward(const pool2d_geometry& g,
                                           const tensor& dy,
                                           const std::vector<int32_t>& argmax,

@@ -311,3 +311,78 @@ BOOST_AUTO_TEST_CASE(errors_name_shapes_and_write_nothing) {
               {"argmax[30]", "5"});
   BOOST_CHECK(dx == sentinel);
 }
+
+BOOST_AUTO_TEST_CASE(conv_then_pool_fused_gives_both_ops_bits) {
+  // conv2d_max_pool_forward pools each tile of images on the conv's
+  // thread right after the conv wrote it: the conv's output, the pool's
+  // and its winners are those of conv2d_forward then max_pool_forward,
+  // for the direct path (one input channel, the ConvNet's first conv) and
+  // Winograd's (5x5 and 3x3), with ReLU in the kernel and tanh after it,
+  // on 1 to 3 threads; the base class's composition gives them too.
+  struct conv_case {
+    tensor_shape x;
+    tensor_shape w;
+    activation act;
+  };
+  std::mt19937 rng(9);
+  for (const auto& cc :
+       {conv_case{{9, 28, 28, 1}, {5, 5, 1, 16}, activation::relu},
+        conv_case{{7, 14, 14, 16}, {5, 5, 16, 16}, activation::relu},
+        conv_case{{5, 15, 13, 16}, {3, 3, 16, 24}, activation::tanh}}) {
+    auto conv = conv2d_geometry::make(cc.x, cc.w, 1, 1, padding::same);
+    BOOST_REQUIRE(conv);
+    auto pool = pool2d_geometry::make(conv->output_shape(), 3, 3, 2, 2,
+                                      padding::same);
+    BOOST_REQUIRE(pool);
+    auto x = random_tensor(cc.x, rng);
+    auto w = random_tensor(cc.w, rng, -0.3f, 0.3f);
+    auto b = random_tensor({cc.w[3]}, rng);
+    for (int threads : {1, 2, 3}) {
+      BOOST_TEST_CONTEXT("x " << tensor(cc.x).shape_string() << " w "
+                              << tensor(cc.w).shape_string() << " "
+                              << to_string(cc.act) << " threads " << threads) {
+        auto dev = make_cpu_backend(threads);
+        tensor conv_y, pooled;
+        std::vector<int32_t> argmax;
+        SYNCFAC_REQUIRE_OK(dev->conv2d_forward(*conv, x, w, b, cc.act, conv_y));
+        SYNCFAC_REQUIRE_OK(dev->max_pool_forward(*pool, conv_y, pooled, argmax));
+        tensor fused_y, fused_pooled;
+        std::vector<int32_t> fused_argmax;
+        SYNCFAC_REQUIRE_OK(dev->conv2d_max_pool_forward(
+          *conv, x, w, b, cc.act, *pool, fused_y, fused_pooled, fused_argmax));
+        BOOST_TEST(same_bits(fused_y, conv_y));
+        BOOST_TEST(same_bits(fused_pooled, pooled));
+        BOOST_TEST(fused_argmax == argmax);
+        tensor base_y, base_pooled;
+        std::vector<int32_t> base_argmax;
+        SYNCFAC_REQUIRE_OK(dev->backend::conv2d_max_pool_forward(
+          *conv, x, w, b, cc.act, *pool, base_y, base_pooled, base_argmax));
+        BOOST_TEST(same_bits(base_pooled, pooled));
+        BOOST_TEST(base_argmax == argmax);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(conv_then_pool_refuses_a_pool_of_another_shape) {
+  auto dev = make_cpu_backend(2);
+  auto conv = conv2d_geometry::make({2, 8, 8, 1}, {3, 3, 1, 4}, 1, 1,
+                                    padding::same);
+  BOOST_REQUIRE(conv);
+  // A pool over 5 channels where the conv makes 4.
+  auto pool = pool_case{2, 8, 8, 5, 2, 2, 2, 2, padding::valid}.geometry();
+  tensor sentinel({1}, {4.0f});
+  auto conv_y = sentinel;
+  auto pooled = sentinel;
+  std::vector<int32_t> argmax{7};
+  check_error(dev->conv2d_max_pool_forward(*conv, tensor({2, 8, 8, 1}),
+                                           tensor({3, 3, 1, 4}), tensor({4}),
+                                           activation::relu, pool, conv_y,
+                                           pooled, argmax),
+              ec::shape_mismatch,
+              {"conv2d_max_pool_forward", "pool input", "[2, 8, 8, 5]",
+               "[2, 8, 8, 4]"});
+  BOOST_CHECK(conv_y == sentinel);
+  BOOST_CHECK(pooled == sentinel);
+  BOOST_CHECK(argmax == std::vector<int32_t>{7});
+}
