@@ -74,8 +74,9 @@ caf::error backend::batch_norm_statistics(const tensor& x, tensor& mean,
   // count n and the whole mean mu:
   //   sum (x - mu)² = sum (x - z)² + 2 (z - mu)(s - n z) + n (z - mu)².
   chunk_sums sums{rows.count, c};
-  chunk_sums centres{rows.count, c};
   chunk_sums squares{rows.count, c};
+  // Per chunk, its c centres z.
+  std::vector<float> centres(static_cast<size_t>(rows.count * c));
   run_host_parts(rows.count, x.size(), [&](int64_t i) {
     auto [first, last] = rows.range(i);
     double* const sum[1] = {sums.of(i)};
@@ -83,18 +84,15 @@ caf::error backend::batch_norm_statistics(const tensor& x, tensor& mean,
                      [&](int64_t r, int64_t k0, int64_t width, group* v) {
                        v[0] = load(in + r * c + k0, width);
                      });
-    std::vector<float> z(static_cast<size_t>(c));
-    double* centre = centres.of(i);
+    float* zk = centres.data() + i * c;
     const auto n = static_cast<double>(last - first);
-    for (int64_t k = 0; k < c; ++k) {
-      z[static_cast<size_t>(k)] = static_cast<float>(sum[0][k] / n);
-      centre[k] = z[static_cast<size_t>(k)];
-    }
-    const float* zk = z.data();
+    for (int64_t k = 0; k < c; ++k)
+      zk[k] = static_cast<float>(sum[0][k] / n);
     double* const square[1] = {squares.of(i)};
     column_sums::add(first, last, c, square,
                      [&](int64_t r, int64_t k0, int64_t width, group* v) {
-                       auto d = load(in + r * c + k0, width) - load(zk + k0, width);
+                       auto d = load(in + r * c + k0, width)
+                                - load(zk + k0, width);
                        v[0] = d * d;
                      });
   });
@@ -107,11 +105,12 @@ caf::error backend::batch_norm_statistics(const tensor& x, tensor& mean,
     auto [first, last] = rows.range(i);
     const auto n = static_cast<double>(last - first);
     const double* s = sums.of(i);
-    const double* z = centres.of(i);
+    const float* z = centres.data() + i * c;
     const double* q = squares.of(i);
     for (int64_t k = 0; k < c; ++k) {
       auto off = z[k] - mu[static_cast<size_t>(k)];
-      m2[static_cast<size_t>(k)] += q[k] + 2.0 * off * (s[k] - n * z[k]) + n * off * off;
+      m2[static_cast<size_t>(k)]
+        += q[k] + 2.0 * off * (s[k] - n * z[k]) + n * off * off;
     }
   }
   mean.resize({c});
@@ -197,7 +196,8 @@ caf::error backend::batch_norm_backward(const tensor& x, const tensor& gamma,
     column_sums::add(first, last, c, sums,
                      [&](int64_t r, int64_t k0, int64_t width, group* v) {
                        auto ds = load(d + r * c + k0, width);
-                       auto xhat = (load(in + r * c + k0, width) - load(mu + k0, width))
+                       auto xhat = (load(in + r * c + k0, width)
+                                    - load(mu + k0, width))
                                    * load(is + k0, width);
                        v[0] = ds;
                        v[1] = ds * xhat;

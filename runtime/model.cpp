@@ -522,14 +522,8 @@ caf::error model::add_gradient(backend& dev, int layer, tensor& grad) {
     return caf::none;
   }
   // Another consumer's share already arrived: sum them in place (a
-  // fan-out, e.g. the input of a residual block; add_forward's output may
-  // be an input).
-  // The sum written once into the layer's own gradient, from the one it
-  // referred to where it did.
-  const tensor& so_far = gradient_of(layer);
-  grad_alias_[p] = -1;
-  return dev.add_forward({&so_far, &grad}, activation::identity,
-                         grad_outputs_[p]);
+  // fan-out, e.g. the input of a residual block).
+  return sum_into_gradient(dev, layer, grad);
 }
 
 caf::error model::share_gradient(backend& dev, int layer, int owner) {
@@ -539,10 +533,19 @@ caf::error model::share_gradient(backend& dev, int layer, int owner) {
     has_grad_[p] = true;
     return caf::none;
   }
+  return sum_into_gradient(dev, layer,
+                           grad_outputs_[static_cast<size_t>(owner)]);
+}
+
+caf::error model::sum_into_gradient(backend& dev, int layer,
+                                    const tensor& share) {
+  // Read from the gradient layer referred to, if it did, and written into
+  // its own (add_forward's output may be one of its inputs).
+  auto p = static_cast<size_t>(layer);
   const tensor& so_far = gradient_of(layer);
   grad_alias_[p] = -1;
-  return dev.add_forward({&so_far, &grad_outputs_[static_cast<size_t>(owner)]},
-                         activation::identity, grad_outputs_[p]);
+  return dev.add_forward({&so_far, &share}, activation::identity,
+                         grad_outputs_[p]);
 }
 
 const tensor& model::gradient_of(int layer) const {

@@ -179,6 +179,9 @@ private:
   /// (owner's only consumer delivered it): layer then refers to owner's
   /// until another share arrives, which writes the sum once.
   caf::error share_gradient(backend& dev, int layer, int owner);
+  /// The gradient layer already has plus share, written once into its
+  /// own (it refers to no other afterwards).
+  caf::error sum_into_gradient(backend& dev, int layer, const tensor& share);
   /// Layer i's gradient: its own, or the one it refers to.
   const tensor& gradient_of(int layer) const;
 

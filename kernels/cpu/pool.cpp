@@ -67,6 +67,18 @@ int64_t output_image_size(const pool2d_geometry& g) {
   return g.out_h * g.out_w * g.channels;
 }
 
+// Image n of x pooled into y and argmax (whole batches, sized), at the
+// selected instruction-set level.
+void pool_one_image(const pool2d_geometry& g, const tensor& x, int64_t n,
+                    tensor& y, std::vector<int32_t>& argmax) {
+  auto in_size = image_size(g);
+  auto out_size = output_image_size(g);
+  isa_table().max_pool_image(g, x.data() + n * in_size,
+                             static_cast<int32_t>(n * in_size),
+                             y.data() + n * out_size,
+                             argmax.data() + n * out_size);
+}
+
 } // namespace
 
 caf::error cpu_backend::max_pool_forward(const pool2d_geometry& g,
@@ -76,12 +88,8 @@ caf::error cpu_backend::max_pool_forward(const pool2d_geometry& g,
     return err;
   y.resize(g.output_shape());
   argmax.resize(static_cast<size_t>(y.size()));
-  auto in_size = image_size(g);
-  auto out_size = output_image_size(g);
-  auto* pool_image = isa_table().max_pool_image;
   parallel_for(threads_, g.batch, [&](int64_t n, int) {
-    pool_image(g, x.data() + n * in_size, static_cast<int32_t>(n * in_size),
-               y.data() + n * out_size, argmax.data() + n * out_size);
+    pool_one_image(g, x, n, y, argmax);
   });
   return caf::none;
 }
@@ -101,19 +109,13 @@ caf::error cpu_backend::conv2d_max_pool_forward(
     return err;
   pooled.resize(pool.output_shape());
   argmax.resize(static_cast<size_t>(pooled.size()));
-  auto in_size = image_size(pool);
-  auto out_size = output_image_size(pool);
-  auto* pool_image = isa_table().max_pool_image;
   // Each tile's images pooled on the conv's thread right after the conv
   // wrote them: they are read from cache, not from memory (the ConvNet's
   // first conv writes 6 MB a batch).
   conv2d_forward_tiles(conv, x, w, b, act, conv_y,
                        [&](int64_t first, int64_t count) {
                          for (auto n = first; n < first + count; ++n)
-                           pool_image(pool, conv_y.data() + n * in_size,
-                                      static_cast<int32_t>(n * in_size),
-                                      pooled.data() + n * out_size,
-                                      argmax.data() + n * out_size);
+                           pool_one_image(pool, conv_y, n, pooled, argmax);
                        });
   return caf::none;
 }

@@ -92,6 +92,21 @@ backward_sums reference_backward(const tensor& x, const tensor& gamma,
   return out;
 }
 
+/// dgamma, dbeta and dx of batch_norm_backward against the formulas in
+/// double, from ds as activation_backward gives it.
+void check_backward(backend& dev, activation act, const tensor& x,
+                    const tensor& gamma, const tensor& mean,
+                    const tensor& inv_std, const tensor& y, const tensor& dy,
+                    const tensor& dgamma, const tensor& dbeta,
+                    const tensor& dx) {
+  tensor ds;
+  SYNCFAC_REQUIRE_OK(dev.activation_backward(act, y, dy, ds));
+  auto expected = reference_backward(x, gamma, mean, inv_std, ds);
+  check_close(dgamma, expected.dgamma, 1e-2, 1e-4, "dgamma");
+  check_close(dbeta, expected.dbeta, 1e-2, 1e-4, "dbeta");
+  check_close(dx, expected.dx, 1e-5, 1e-3, "dx");
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(the_chunks_cover_every_row_once_and_follow_the_shape_only) {
@@ -201,14 +216,8 @@ BOOST_AUTO_TEST_CASE(batch_norm_forward_and_backward_match_a_reference_and_not_t
         nullptr));
       BOOST_TEST(same_bits(dg_only, dg1));
       BOOST_TEST(same_bits(db_only, db1));
-      // ds, the activation's gradient, as activation_backward gives it.
-      tensor ds1;
-      SYNCFAC_REQUIRE_OK(one->activation_backward(act, y1, dy, ds1));
-      // dgamma, dbeta and dx against the formulas in double.
-      auto expected = reference_backward(x, gamma, s.mean, inv_std, ds1);
-      check_close(dg1, expected.dgamma, 1e-2, 1e-4, "dgamma");
-      check_close(db1, expected.dbeta, 1e-2, 1e-4, "dbeta");
-      check_close(dx1, expected.dx, 1e-5, 1e-3, "dx");
+      check_backward(*one, act, x, gamma, s.mean, inv_std, y1, dy, dg1, db1,
+                     dx1);
     }
   }
 }
@@ -251,12 +260,8 @@ BOOST_AUTO_TEST_CASE(batch_norm_sums_hold_for_any_channel_count) {
       BOOST_TEST(same_bits(dg1, dg2));
       BOOST_TEST(same_bits(db1, db2));
       BOOST_TEST(same_bits(dx1, dx2));
-      tensor ds;
-      SYNCFAC_REQUIRE_OK(one->activation_backward(activation::relu, y, dy, ds));
-      auto expected = reference_backward(x, gamma, s.mean, inv_std, ds);
-      check_close(dg1, expected.dgamma, 1e-2, 1e-4, "dgamma");
-      check_close(db1, expected.dbeta, 1e-2, 1e-4, "dbeta");
-      check_close(dx1, expected.dx, 1e-5, 1e-3, "dx");
+      check_backward(*one, activation::relu, x, gamma, s.mean, inv_std, y, dy,
+                     dg1, db1, dx1);
     }
   }
 }

@@ -344,8 +344,10 @@ BOOST_AUTO_TEST_CASE(conv_then_pool_fused_gives_both_ops_bits) {
         auto dev = make_cpu_backend(threads);
         tensor conv_y, pooled;
         std::vector<int32_t> argmax;
-        SYNCFAC_REQUIRE_OK(dev->conv2d_forward(*conv, x, w, b, cc.act, conv_y));
-        SYNCFAC_REQUIRE_OK(dev->max_pool_forward(*pool, conv_y, pooled, argmax));
+        SYNCFAC_REQUIRE_OK(
+          dev->conv2d_forward(*conv, x, w, b, cc.act, conv_y));
+        SYNCFAC_REQUIRE_OK(
+          dev->max_pool_forward(*pool, conv_y, pooled, argmax));
         tensor fused_y, fused_pooled;
         std::vector<int32_t> fused_argmax;
         SYNCFAC_REQUIRE_OK(dev->conv2d_max_pool_forward(
