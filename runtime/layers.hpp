@@ -172,8 +172,9 @@ protected:
 };
 
 /// Whether the forward and backward passes of `producer` followed by
-/// `pool` run fused (forward_through_pool, backward_through_pool): producer is a conv2d layer and pool a max_pool
-/// layer right after it, so the conv's output goes only into the pool, and
+/// `pool` run fused (forward_through_pool, backward_through_pool):
+/// producer is a conv2d layer and pool a max_pool layer right after it,
+/// so the conv's output goes only into the pool, and
 /// the pool's backward writes the conv's pre-activation gradient directly
 /// (backend::max_pool_backward_activated) instead of dL/d(conv output),
 /// which the conv would then read again with its output to apply the

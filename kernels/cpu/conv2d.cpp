@@ -261,12 +261,11 @@ bool fused_in_kernel(activation act) {
 
 // The forward pass by Winograd, over the direct path's tiles of images;
 // done (where set) after each tile.
-template <class Done>
 void winograd_forward(int threads, conv_workspace& ws,
                       const conv2d_geometry& g, const conv_plan& p,
                       const winograd_plan& wp, const tensor& x,
                       const tensor& w, const tensor& b, activation act,
-                      tensor& y, const Done& done) {
+                      tensor& y, const images_done& done) {
   pack_winograd(g, wp, false, w.data(), b.data(), threads, ws.winograd_u,
                 ws.winograd_bias);
   reserve_thread_buffers(ws.padded, threads,

@@ -4,8 +4,8 @@
 // for convolutions, OpenMP over tiles of images.
 
 #include <cstdint>
-#include <string>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -32,6 +32,11 @@ struct conv_workspace {
   std::vector<double> winograd_du_sum; // the dU partials' sum (winograd.hpp)
   std::vector<std::vector<float>> winograd_scratch; // per thread: V and M
 };
+
+/// Called on a conv's thread once the images [first, first + count) of
+/// its output are written, while they are in cache (conv2d.cpp; the
+/// pool of conv2d_max_pool_forward).
+using images_done = std::function<void(int64_t first, int64_t count)>;
 
 class cpu_backend final : public backend {
 public:
@@ -137,10 +142,6 @@ public:
                                        const label_vector& labels) override;
 
 private:
-  /// Called on a conv's thread once the images [first, first + count) of
-  /// its output are written, while they are in cache (conv2d.cpp).
-  using images_done = std::function<void(int64_t first, int64_t count)>;
-
   /// conv2d_forward's work after its checks, y sized; then `done` per tile
   /// of images where it is set.
   void conv2d_forward_tiles(const conv2d_geometry& g, const tensor& x,

@@ -66,19 +66,8 @@ void pool_pixel(const float* x, int32_t x_base, int64_t in_w, int64_t C,
 void max_pool_image(const pool2d_geometry& g, const float* x, int32_t x_base,
                     float* y, int32_t* arg) {
   auto C = g.channels;
-  const auto row_floats = g.in_w * C;
   for (int64_t oh = 0; oh < g.out_h; ++oh) {
     auto hw = clip(oh, g.stride_h, g.pad_top, g.k_h, g.in_h);
-    // The next output row's new input rows, asked for now: the image
-    // usually comes from L3 or memory (the conv before wrote a whole
-    // batch), and each window's loads otherwise wait for it.
-    if (oh + 1 < g.out_h) {
-      auto next = clip(oh + 1, g.stride_h, g.pad_top, g.k_h, g.in_h);
-      auto from = next.begin > hw.end ? next.begin : hw.end;
-      for (auto ih = from; ih < next.end; ++ih)
-        for (int64_t f = 0; f < row_floats; f += 16)
-          __builtin_prefetch(x + ih * row_floats + f);
-    }
     for (int64_t ow = 0; ow < g.out_w; ++ow) {
       auto ww = clip(ow, g.stride_w, g.pad_left, g.k_w, g.in_w);
       auto off = (oh * g.out_w + ow) * C;
