@@ -78,18 +78,23 @@ int run(distributed_options& opts) {
   if (opts.stop_signals == nullptr)
     return fail(program_name, make_error(ec::internal,
                                          "no stop signal watcher"));
-  auto outcome = run_node(opts, *cfg, load, std::cout);
-  if (!outcome)
-    // Stopped by a signal before the run could end in order (e.g. still
-    // connecting to its peers), example_main exits preempted instead.
-    return fail(program_name, outcome.error());
-  if (!outcome->summary)
-    return outcome->exit_code;
-  auto json = outcome->summary->to_json();
-  json.add("cluster", outcome->cluster);
-  // A preempted run's report says where it stopped and exits preempted.
-  auto code = report(program_name, opts, *outcome->summary, json);
-  return code != EXIT_SUCCESS ? code : outcome->exit_code;
+  return run_node(opts, *cfg, load, std::cout,
+                  [&opts](caf::expected<node_outcome>& outcome) {
+                    if (!outcome)
+                      // Stopped by a signal before the run could end in
+                      // order (e.g. still connecting to its peers),
+                      // example_main exits preempted instead.
+                      return fail(program_name, outcome.error());
+                    if (!outcome->summary)
+                      return outcome->exit_code;
+                    auto json = outcome->summary->to_json();
+                    json.add("cluster", outcome->cluster);
+                    // A preempted run's report says where it stopped and
+                    // exits preempted.
+                    auto code = report(program_name, opts,
+                                       *outcome->summary, json);
+                    return code != EXIT_SUCCESS ? code : outcome->exit_code;
+                  });
 }
 
 } // namespace

@@ -10,6 +10,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -24,9 +27,11 @@
 #include "messages/push_parts.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/cluster/scheduler_env.hpp"
+#include "runtime/exit_codes.hpp"
 #include "runtime/net/task_identity.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/stop_signals.hpp"
+#include "runtime/system_shutdown.hpp"
 
 namespace syncfac::examples {
 
@@ -237,11 +242,12 @@ inline caf::error configure_system(distributed_options& opts,
 /// the run after the global step in flight, through the node's supervisor
 /// or, on the chief's node, the chief itself (docs/distributed.md,
 /// "Preemption"). `load` gives the data to the tasks that need it; the
-/// node's log goes to `log`.
-inline caf::expected<node_outcome> run_node(distributed_options& opts,
-                                            cluster_run_config& cfg,
-                                            const data_loader& load,
-                                            std::ostream& log) {
+/// node's log goes to `log`. `report` turns the outcome into the exit code
+/// (writing the summary) before the actor system ends, bounded
+/// (runtime/system_shutdown.hpp); returns that code.
+template <class Report>
+int run_node(distributed_options& opts, cluster_run_config& cfg,
+             const data_loader& load, std::ostream& log, Report report) {
   auto* w = opts.stop_signals;
   if (w != nullptr) {
     w->say_on_stop(what_a_stop_loses(opts.checkpoint_dir, false));
@@ -261,13 +267,21 @@ inline caf::expected<node_outcome> run_node(distributed_options& opts,
       });
     };
   }
-  caf::actor_system sys{opts};
-  auto outcome = run_cluster_node(sys, cfg, load, log);
+  auto sys = std::make_unique<caf::actor_system>(opts);
+  caf::expected<node_outcome> outcome = run_cluster_node(*sys, cfg, load,
+                                                         log);
   // The actors go with the system: no signal is handed to them after
   // this.
   if (w != nullptr)
     w->on_stop({});
-  return outcome;
+  int code = report(outcome);
+  // A failure after a stop signal exits preempted (example_main).
+  int exit_code = code == EXIT_FAILURE && w != nullptr && w->received()
+                    ? exit_codes::preempted
+                    : code;
+  end_actor_system(std::move(sys), system_shutdown_limit, cfg.task.str(),
+                   exit_code, std::cerr);
+  return code;
 }
 
 } // namespace syncfac::examples

@@ -22,6 +22,47 @@ namespace {
 /// What the log's first line and the errors begin with.
 constexpr const char* program_name = "syncfac.node";
 
+/// The task's result as node() returns it (`result`, a JSON object) and
+/// its exit code; `failure` when node() must raise instead.
+int report(const examples::distributed_options& opts,
+           const cluster_run_config& cfg,
+           const std::unique_ptr<stop_signal_watcher>& watcher,
+           const caf::expected<node_outcome>& outcome,
+           std::optional<caf::error>& failure, std::string& result) {
+  auto signal = watcher ? watcher->received() : std::nullopt;
+  json_object out;
+  out.add("task", cfg.task.str())
+    .add("chief", cfg.task == cfg.cluster.chief_task())
+    .add("signal", signal.value_or(""));
+  if (!outcome) {
+    // Stopped by a signal before the run could end in order (still
+    // connecting, say): preempted, as the node program exits then.
+    if (!signal) {
+      failure = outcome.error();
+      return EXIT_FAILURE;
+    }
+    out.add("exit_code", exit_codes::preempted)
+      .add("error", render(outcome.error()));
+    result = out.str();
+    return exit_codes::preempted;
+  }
+  out.add("exit_code", outcome->exit_code);
+  if (outcome->summary) {
+    auto json = examples::with_threads(outcome->summary->to_json(), opts);
+    json.add("cluster", outcome->cluster);
+    if (!outcome->summary->preempted.empty())
+      json.add("preempted_line",
+               function_preempted_line(*outcome->summary, opts.checkpoint_dir,
+                                       "node() with the same arguments on "
+                                       "every task"));
+    if (!opts.summary.empty())
+      write_summary(opts.summary, json);
+    out.add("summary", json);
+  }
+  result = out.str();
+  return outcome->exit_code;
+}
+
 /// The run itself, without the GIL.
 std::string run(examples::distributed_options& opts, const split_arrays& data,
                 const std::optional<split_arrays>& test, bool main_thread) {
@@ -39,37 +80,22 @@ std::string run(examples::distributed_options& opts, const split_arrays& data,
   // set every task alike takes the training set as one.
   auto sets = run_datasets(cfg.sync.base.model, data, test, program_name);
   data_loader load = [&sets] { return sets; };
-  auto outcome = examples::run_node(opts, cfg, load, log);
-  log.finish();
+  // The report is made before the actor system ends (bounded: past it the
+  // process exits with the task's code, runtime/system_shutdown.hpp); an
+  // error is raised after.
+  std::optional<caf::error> failure;
+  std::string result;
+  examples::run_node(opts, cfg, load, log,
+                     [&](caf::expected<node_outcome>& outcome) {
+                       auto code = report(opts, cfg, watcher, outcome,
+                                          failure, result);
+                       log.finish();
+                       return code;
+                     });
   opts.stop_signals = nullptr;
-  auto signal = watcher ? watcher->received() : std::nullopt;
-  json_object out;
-  out.add("task", cfg.task.str())
-    .add("chief", cfg.task == cfg.cluster.chief_task())
-    .add("signal", signal.value_or(""));
-  if (!outcome) {
-    // Stopped by a signal before the run could end in order (still
-    // connecting, say): preempted, as the node program exits then.
-    if (!signal)
-      raise(outcome.error());
-    out.add("exit_code", exit_codes::preempted)
-      .add("error", render(outcome.error()));
-    return out.str();
-  }
-  out.add("exit_code", outcome->exit_code);
-  if (outcome->summary) {
-    auto json = examples::with_threads(outcome->summary->to_json(), opts);
-    json.add("cluster", outcome->cluster);
-    if (!outcome->summary->preempted.empty())
-      json.add("preempted_line",
-               function_preempted_line(*outcome->summary, opts.checkpoint_dir,
-                                       "node() with the same arguments on "
-                                       "every task"));
-    if (!opts.summary.empty())
-      write_summary(opts.summary, json);
-    out.add("summary", json);
-  }
-  return out.str();
+  if (failure)
+    raise(*failure);
+  return result;
 }
 
 } // namespace
