@@ -63,6 +63,7 @@
 #include "runtime/net/task_identity.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/stop_signals.hpp"
+#include "runtime/system_shutdown.hpp"
 #include "actors/program_config.hpp"
 
 using namespace syncfac;
@@ -358,6 +359,12 @@ evaluator_config_of(const evaluator_options& opts, const cluster_member& m,
   return ec;
 }
 
+/// The evaluator in `cluster`, on `sys`: joins, evaluates until the chief
+/// ends the run and returns the exit code.
+int evaluate_in_cluster(caf::actor_system& sys, evaluator_options& opts,
+                        const cluster_spec& cluster,
+                        stop_signal_watcher& stop);
+
 int run(evaluator_options& opts, stop_signal_watcher& stop) {
   if (!opts.evaluate_checkpoint.empty()) {
     auto input = load_evaluation_input(opts);
@@ -373,17 +380,31 @@ int run(evaluator_options& opts, stop_signal_watcher& stop) {
                            "the cluster has no 'ps' task to evaluate"));
   if (auto err = configure(opts, *cluster))
     return fail(err);
-  caf::actor_system sys{opts};
+  auto sys = std::make_unique<caf::actor_system>(opts);
+  auto code = evaluate_in_cluster(*sys, opts, *cluster, stop);
+  // A failure after a stop signal exits preempted (main).
+  auto exit_code = code == EXIT_FAILURE && stop.received()
+                     ? exit_codes::preempted
+                     : code;
+  // Bounded, as every node's (runtime/system_shutdown.hpp).
+  end_actor_system(std::move(sys), system_shutdown_limit,
+                   cluster->task->str(), exit_code, std::cerr);
+  return code;
+}
+
+int evaluate_in_cluster(caf::actor_system& sys, evaluator_options& opts,
+                        const cluster_spec& cluster,
+                        stop_signal_watcher& stop) {
   member_config mc;
-  mc.cluster = *cluster;
-  mc.task = *cluster->task;
+  mc.cluster = cluster;
+  mc.task = *cluster.task;
   mc.connect.tls = !opts.tls_dir.empty();
   mc.bind = opts.bind;
   mc.insecure = opts.insecure;
   mc.connect.timeout = std::chrono::milliseconds{opts.connect_timeout_ms};
   mc.connect.request_timeout
     = std::chrono::milliseconds{opts.request_timeout_ms};
-  for (int32_t s = 0; s < cluster->count("ps"); ++s)
+  for (int32_t s = 0; s < cluster.count("ps"); ++s)
     mc.peers.push_back({"ps", s});
   mc.max_wait = std::chrono::milliseconds{opts.max_wait_ms};
   // As a node's bound on the chief's word after a preemption: the chief's
@@ -397,7 +418,7 @@ int run(evaluator_options& opts, stop_signal_watcher& stop) {
   // the chief hears it and ends the run, as for any task
   // (actors/join_refusal.hpp), unless it refused this evaluator itself.
   auto cannot_join = [&](const caf::error& err) {
-    const auto chief = cluster->chief_task();
+    const auto chief = cluster.chief_task();
     if (chief_must_hear(err, chief)) {
       join_route route{mc.cluster, mc.task, mc.bind, mc.connect,
                        [&stop](const caf::actor& whom) {
@@ -442,8 +463,8 @@ int run(evaluator_options& opts, stop_signal_watcher& stop) {
                                              + opts.metrics
                                              + "' for writing"));
   }
-  auto ecfg = evaluator_config_of(opts, m, role, cluster->chief_task(),
-                                cluster->count("ps"));
+  auto ecfg = evaluator_config_of(opts, m, role, cluster.chief_task(),
+                                cluster.count("ps"));
   if (!ecfg)
     return fail(ecfg.error());
   ecfg->metrics = metrics;
