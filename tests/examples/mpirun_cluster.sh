@@ -25,7 +25,8 @@ summary="$work/summary.json"
 # default), where no outgoing connection of a test beside this one holds
 # them: one run of 8 free ports, 4 for each mpirun.
 ports=$(free_port_run 8) || fail "no 8 consecutive free ports"
-timeout "$(budget 120)" mpirun --allow-run-as-root --oversubscribe -np 4 \
+limit=$(budget 120)
+timeout "$limit" mpirun --allow-run-as-root --oversubscribe -np 4 \
   --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
   --output-filename "$work/out" \
   "$program" --layout chief=1,ps=1 --port_base $ports --fake_data \
@@ -37,7 +38,13 @@ for f in $(find "$work/out" -type f 2>/dev/null | sort); do
   echo "--- ${f#$work/out/}"; tail -6 "$f"
 done
 if [ $status -ne 0 ]; then
-  echo "FAIL: mpirun exited $status (a rank failed or the run timed out)"
+  # Each rank's last line after the verdict: a log cut to its end keeps
+  # them (CI's does).
+  echo "FAIL: mpirun exited $status (a rank failed or the run timed out; 124: past $limit s); each rank's last line:"
+  for f in $(find "$work/out" -name stdout -type f 2>/dev/null | sort); do
+    rank=${f%/stdout}; rank=${rank##*/}
+    echo "  $rank: $(tail -n 1 "$f" | cut -c1-300)"
+  done
   exit 1
 fi
 [ -s "$summary" ] || { echo "FAIL: no summary from the chief"; exit 1; }
