@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <ostream>
@@ -27,7 +26,6 @@
 #include "messages/push_parts.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/cluster/scheduler_env.hpp"
-#include "runtime/exit_codes.hpp"
 #include "runtime/net/task_identity.hpp"
 #include "runtime/net/tls.hpp"
 #include "runtime/stop_signals.hpp"
@@ -275,12 +273,8 @@ int run_node(distributed_options& opts, cluster_run_config& cfg,
   if (w != nullptr)
     w->on_stop({});
   int code = report(outcome);
-  // A failure after a stop signal exits preempted (example_main).
-  int exit_code = code == EXIT_FAILURE && w != nullptr && w->received()
-                    ? exit_codes::preempted
-                    : code;
   end_actor_system(std::move(sys), system_shutdown_limit, cfg.task.str(),
-                   exit_code, std::cerr);
+                   w != nullptr ? w->exit_code_of(code) : code, std::cerr);
   return code;
 }
 

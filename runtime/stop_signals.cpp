@@ -161,6 +161,11 @@ std::optional<std::string> stop_signal_watcher::received() const {
   return received_;
 }
 
+int stop_signal_watcher::exit_code_of(int code) const {
+  return code == exit_codes::failure && received() ? exit_codes::preempted
+                                                   : code;
+}
+
 int stop_signal_watcher::failure_exit_code() const {
   auto signal = received();
   if (!signal)

@@ -70,6 +70,12 @@ public:
   /// exit_codes::failure.
   int failure_exit_code() const;
 
+  /// The code a program exits with after its run returned `code`: a
+  /// failure after a stop signal is exit_codes::preempted, as
+  /// failure_exit_code() says (without saying it): what a bounded end of
+  /// the actor system exits with before the program reaches that.
+  int exit_code_of(int code) const;
+
   /// Lets the first signal print `line` on stderr before it is handed on
   /// (e.g. what a stop loses without --checkpoint_dir).
   void say_on_stop(std::string line);

@@ -382,13 +382,9 @@ int run(evaluator_options& opts, stop_signal_watcher& stop) {
     return fail(err);
   auto sys = std::make_unique<caf::actor_system>(opts);
   auto code = evaluate_in_cluster(*sys, opts, *cluster, stop);
-  // A failure after a stop signal exits preempted (main).
-  auto exit_code = code == EXIT_FAILURE && stop.received()
-                     ? exit_codes::preempted
-                     : code;
   // Bounded, as every node's (runtime/system_shutdown.hpp).
   end_actor_system(std::move(sys), system_shutdown_limit,
-                   cluster->task->str(), exit_code, std::cerr);
+                   cluster->task->str(), stop.exit_code_of(code), std::cerr);
   return code;
 }
 

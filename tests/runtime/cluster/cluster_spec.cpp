@@ -12,6 +12,7 @@
 
 #include "runtime/cluster/cluster_spec.hpp"
 #include "runtime/base/error.hpp"
+#include "tests/examples/process.hpp"
 #include "tests/helpers.hpp"
 
 using namespace syncfac;
@@ -849,10 +850,7 @@ BOOST_AUTO_TEST_CASE(example_cluster_files_are_valid_and_use_distinct_ports) {
              / "topologies";
   std::map<uint16_t, std::string> owner; // port -> file
   int files = 0;
-  int ephemeral_low = 32768; // Linux's default, unless the kernel says
-  if (int low = 0;
-      std::ifstream{"/proc/sys/net/ipv4/ip_local_port_range"} >> low)
-    ephemeral_low = low;
+  const int ephemeral_low = test::ephemeral_port_low();
   for (const auto& entry : std::filesystem::directory_iterator{dir}) {
     if (entry.path().extension() != ".json")
       continue;

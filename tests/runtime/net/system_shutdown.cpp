@@ -33,6 +33,8 @@
 #include <caf/io/middleman.hpp>
 #include <caf/send.hpp>
 
+#include "runtime/exit_codes.hpp"
+#include "runtime/stop_signals.hpp"
 #include "runtime/system_shutdown.hpp"
 
 using namespace syncfac;
@@ -45,8 +47,8 @@ constexpr int bound_exit_code = 7;
 
 /// What a child that ended its actor system did.
 struct shutdown_result {
-  /// The child's exit status: 0 once end_actor_system returned,
-  /// bound_exit_code when the bound ended the process.
+  /// The child's exit status: 0 once end_actor_system returned, the
+  /// scenario's code when the bound ended the process.
   int exit_code = -1;
   /// Seconds from the call of end_actor_system to the child's end.
   double seconds = 0;
@@ -54,12 +56,13 @@ struct shutdown_result {
   std::string said;
 };
 
-/// Runs `scenario` (given a fresh actor system with the middleman) in a
-/// child process, which then ends the system with `limit` as a program
-/// does and exits 0 (or, past the bound, bound_exit_code); returns what
-/// the child did. The child's stderr goes into a pipe.
+/// Runs `scenario` (given a fresh actor system with the middleman; it
+/// returns the run's exit code) in a child process, which then ends the
+/// system with `limit` as a program does and exits 0 (or, past the
+/// bound, with that code); returns what the child did. The child's
+/// stderr goes into a pipe.
 shutdown_result in_child(std::chrono::milliseconds limit,
-                         std::function<void(caf::actor_system&)> scenario) {
+                         std::function<int(caf::actor_system&)> scenario) {
   int fds[2];
   BOOST_REQUIRE(::pipe(fds) == 0);
   auto pid = ::fork();
@@ -70,10 +73,9 @@ shutdown_result in_child(std::chrono::milliseconds limit,
     caf::actor_system_config cfg;
     cfg.load<caf::io::middleman>();
     auto sys = std::make_unique<caf::actor_system>(cfg);
-    scenario(*sys);
+    auto exit_code = scenario(*sys);
     std::cerr << "ending" << std::endl;
-    end_actor_system(std::move(sys), limit, "task:0", bound_exit_code,
-                     std::cerr);
+    end_actor_system(std::move(sys), limit, "task:0", exit_code, std::cerr);
     std::cerr << "ended" << std::endl;
     ::_exit(0);
   }
@@ -169,6 +171,7 @@ BOOST_AUTO_TEST_CASE(a_system_whose_actors_ended_ends_at_once) {
                         sys.spawn([](caf::event_based_actor* self) {
                           self->quit();
                         });
+                        return bound_exit_code;
                       });
   BOOST_TEST(res.exit_code == 0, res.said);
   BOOST_TEST(res.said == "ending\nended\n", res.said);
@@ -185,6 +188,7 @@ BOOST_AUTO_TEST_CASE(an_actor_that_never_ends_is_left_to_the_exit) {
                                         -> caf::behavior {
                             return {[](int) {}};
                           });
+                        return bound_exit_code;
                       });
   BOOST_TEST(res.exit_code == bound_exit_code, res.said);
   BOOST_TEST(says(res.said, "task:0: 1 actor(s) of this node still running "
@@ -209,6 +213,7 @@ BOOST_AUTO_TEST_CASE(a_middleman_in_a_blocking_connect_is_left_to_the_exit) {
                                        std::string{"127.0.0.1"}, port);
                         std::this_thread::sleep_for(
                           std::chrono::milliseconds{300});
+                        return bound_exit_code;
                       });
   BOOST_TEST(res.exit_code == bound_exit_code, res.said);
   BOOST_TEST(says(res.said, "task:0: the actor system's network layer "
@@ -219,4 +224,27 @@ BOOST_AUTO_TEST_CASE(a_middleman_in_a_blocking_connect_is_left_to_the_exit) {
   BOOST_TEST(!says(res.said, "ended\n"), res.said);
   BOOST_TEST(res.seconds >= 1.4);
   BOOST_TEST(res.seconds < 15.0, res.seconds << " s for a bound of 1.5 s");
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_run_after_a_stop_signal_exits_preempted) {
+  // The code the programs give the bound: a failure after SIGTERM is
+  // preempted (the scheduler may requeue it), as their normal exit says.
+  auto res = in_child(std::chrono::milliseconds{500},
+                      [](caf::actor_system& sys) {
+                        static auto watcher
+                          = stop_signal_watcher::install("task:0");
+                        BOOST_REQUIRE(watcher);
+                        ::kill(::getpid(), SIGTERM);
+                        while (!(*watcher)->received())
+                          std::this_thread::sleep_for(
+                            std::chrono::milliseconds{5});
+                        static caf::actor forever
+                          = sys.spawn([](caf::event_based_actor*)
+                                        -> caf::behavior {
+                            return {[](int) {}};
+                          });
+                        return (*watcher)->exit_code_of(exit_codes::failure);
+                      });
+  BOOST_TEST(res.exit_code == exit_codes::preempted, res.said);
+  BOOST_TEST(says(res.said, "exiting with its code (143)"), res.said);
 }
