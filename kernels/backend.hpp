@@ -256,6 +256,16 @@ public:
   virtual caf::error add_forward(const std::vector<const tensor*>& xs,
                                  activation act, tensor& y);
 
+  /// dx = act'(y) * (dys[0] + dys[1] + ...), the sum taken in that order:
+  /// the gradient of an activation's output y arriving as shares from its
+  /// consumers (the add that ends a residual block, whose output feeds the
+  /// next block's conv and its identity path), summed and multiplied in
+  /// one pass (dx may be one of dys). One share is activation_backward.
+  /// The default runs on the host values as add_forward's does.
+  virtual caf::error activation_backward_sum(
+    activation act, const tensor& y, const std::vector<const tensor*>& dys,
+    tensor& dx);
+
   /// y = xs side by side along their last axis (a concat layer): every
   /// other axis equal, y's last one the sum of theirs. Default on the host.
   virtual caf::error concat_forward(const std::vector<const tensor*>& xs,

@@ -87,21 +87,28 @@ void backend::run_host_parts(int64_t parts, int64_t elements,
     f(i);
 }
 
-caf::error backend::add_forward(const std::vector<const tensor*>& xs,
-                                activation act, tensor& y) {
-  if (xs.size() < 2)
+namespace {
+
+/// y = xs[0] + xs[1] + ..., summed in that order over host chunks on the
+/// backend's threads, then then_chunk(first, last) on each chunk of y
+/// while it is in cache. Elementwise, so y may be an input: each chunk
+/// reads its inputs' values before it writes the same positions of y.
+/// `op` and `what` name the call and its inputs in errors.
+template <class ThenChunk>
+caf::error sum_on_host(backend& dev, const char* op, const char* what,
+                       const std::vector<const tensor*>& xs, tensor& y,
+                       const ThenChunk& then_chunk) {
+  if (xs.empty())
     return make_error(ec::invalid_argument,
-                      "add_forward: needs two or more inputs, got "
-                        + std::to_string(xs.size()));
+                      std::string{op} + ": needs one or more " + what + "s");
   const auto& shape = xs[0]->shape();
   for (size_t k = 1; k < xs.size(); ++k)
     if (xs[k]->shape() != shape)
       return make_error(ec::shape_mismatch,
-                        "add_forward: input " + std::to_string(k) + " "
-                          + xs[k]->shape_string() + " differs from input 0 "
-                          + xs[0]->shape_string());
-  // Elementwise, so y may be an input: each chunk reads its inputs'
-  // values before it writes the same positions of y.
+                        std::string{op} + ": " + what + " "
+                          + std::to_string(k) + " "
+                          + xs[k]->shape_string() + " differs from " + what
+                          + " 0 " + xs[0]->shape_string());
   std::vector<const float*> in;
   for (const auto* x : xs)
     in.push_back(x->data());
@@ -111,9 +118,12 @@ caf::error backend::add_forward(const std::vector<const tensor*>& xs,
   tensor_shape out_shape = shape;
   y.resize(out_shape);
   float* out = y.data();
-  run_host_parts(chunks.count, n, [&](int64_t i) {
+  dev.run_host_parts(chunks.count, n, [&](int64_t i) {
     auto [first, last] = chunks.range(i);
-    if (in.size() == 2) {
+    if (in.size() == 1) {
+      if (in[0] != out)
+        std::copy(in[0] + first, in[0] + last, out + first);
+    } else if (in.size() == 2) {
       for (int64_t j = first; j < last; ++j)
         out[j] = in[0][j] + in[1][j];
     } else {
@@ -124,10 +134,44 @@ caf::error backend::add_forward(const std::vector<const tensor*>& xs,
         out[j] = sum;
       }
     }
-    if (act != activation::identity)
-      cpu::apply_activation(act, out + first, last - first);
+    then_chunk(first, last);
   });
   return caf::none;
+}
+
+} // namespace
+
+caf::error backend::add_forward(const std::vector<const tensor*>& xs,
+                                activation act, tensor& y) {
+  if (xs.size() < 2)
+    return make_error(ec::invalid_argument,
+                      "add_forward: needs two or more inputs, got "
+                        + std::to_string(xs.size()));
+  return sum_on_host(*this, "add_forward", "input", xs, y,
+                     [&](int64_t first, int64_t last) {
+                       if (act != activation::identity)
+                         cpu::apply_activation(act, y.data() + first,
+                                               last - first);
+                     });
+}
+
+caf::error backend::activation_backward_sum(
+  activation act, const tensor& y, const std::vector<const tensor*>& dys,
+  tensor& dx) {
+  const char* op = "activation_backward_sum";
+  if (dys.size() == 1) // the device's own kernel
+    return activation_backward(act, y, *dys[0], dx);
+  if (!dys.empty() && dys[0]->shape() != y.shape())
+    return make_error(ec::shape_mismatch,
+                      std::string{op} + ": gradient share 0 "
+                        + dys[0]->shape_string() + " differs from y "
+                        + y.shape_string());
+  return sum_on_host(*this, op, "gradient share", dys, dx,
+                     [&](int64_t first, int64_t last) {
+                       cpu::activation_grad(act, y.data() + first,
+                                            dx.data() + first,
+                                            dx.data() + first, last - first);
+                     });
 }
 
 namespace {

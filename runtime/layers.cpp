@@ -577,15 +577,31 @@ public:
 
   caf::error backward_all(backend& dev, const tensor& dy,
                           const std::vector<tensor*>& dxs) override {
+    return backward_shares(dev, {&dy}, dxs);
+  }
+
+  bool sums_gradient_shares() const override {
+    return true;
+  }
+
+  caf::error backward_shares(backend& dev,
+                             const std::vector<const tensor*>& dys,
+                             const std::vector<tensor*>& dxs) override {
     // Every input's gradient is dL/ds, the same for all: written into the
-    // first input's gradient asked for, copied from there into the
-    // others' (the model asks for one where it can share it).
-    const tensor* ds = &dy;
+    // first input's gradient asked for (dy's shares summed on the way),
+    // copied from there into the others' (the model asks for one where
+    // it can share it).
+    const tensor* ds = nullptr;
     for (auto* dx : dxs) {
       if (dx == nullptr)
         continue;
-      if (ds == &dy && act_ != activation::identity) {
-        if (auto err = dev.activation_backward(act_, y_, dy, *dx))
+      if (ds == nullptr) {
+        auto err = act_ != activation::identity
+                     ? dev.activation_backward_sum(act_, y_, dys, *dx)
+                   : dys.size() > 1
+                     ? dev.add_forward(dys, activation::identity, *dx)
+                     : dev.reshape_copy(*dys[0], dys[0]->shape(), *dx);
+        if (err)
           return err;
       } else if (auto err = dev.reshape_copy(*ds, ds->shape(), *dx)) {
         return err;
@@ -743,6 +759,17 @@ caf::error merge_layer::backward(backend& dev, const tensor& dy, tensor* dx) {
   return make_error(ec::internal, name() + ": a merge layer's backward "
                                            "gives all its inputs' "
                                            "gradients (backward_all)");
+}
+
+caf::error merge_layer::backward_shares(backend& dev,
+                                        const std::vector<const tensor*>& dys,
+                                        const std::vector<tensor*>& dxs) {
+  (void) dev;
+  (void) dys;
+  (void) dxs;
+  return make_error(ec::internal, name() + ": this merge layer takes its "
+                                           "output's gradient summed "
+                                           "(backward_all)");
 }
 
 layer_ptr make_add_layer(std::string name, activation act) {

@@ -162,6 +162,20 @@ public:
     return false;
   }
 
+  /// Whether backward_shares takes dL/d(output) as the shares its
+  /// consumers gave (the output feeds several layers, as a residual
+  /// block's add does) and adds them in its own pass; otherwise the
+  /// model sums them first and calls backward_all.
+  virtual bool sums_gradient_shares() const {
+    return false;
+  }
+
+  /// backward_all with dy = dys[0] + dys[1] + ..., summed in that order
+  /// (one or more of dy's shape); only where sums_gradient_shares().
+  virtual caf::error backward_shares(backend& dev,
+                                     const std::vector<const tensor*>& dys,
+                                     const std::vector<tensor*>& dxs);
+
   caf::expected<tensor_shape>
   output_shape(const tensor_shape& input) const override;
   caf::error forward(backend& dev, const tensor& x) override;

@@ -514,38 +514,47 @@ caf::error model::forward_layers(backend& dev) {
   return caf::none;
 }
 
-caf::error model::add_gradient(backend& dev, int layer, tensor& grad) {
+void model::add_gradient(int layer, tensor& grad) {
   auto p = static_cast<size_t>(layer);
   if (!has_grad_[p]) {
     std::swap(grad_outputs_[p], grad);
     has_grad_[p] = true;
-    return caf::none;
+    return;
   }
-  // Another consumer's share already arrived: sum them in place (a
-  // fan-out, e.g. the input of a residual block).
-  return sum_into_gradient(dev, layer, grad);
+  // Another consumer's share already arrived (a fan-out, e.g. the input
+  // of a residual block): kept aside until the layer's backward, which
+  // sums them where it reads them (sum_gradient_shares, or the merge's
+  // backward_shares).
+  later_shares_[p].push_back(&grad);
 }
 
-caf::error model::share_gradient(backend& dev, int layer, int owner) {
+void model::share_gradient(int layer, int owner) {
   auto p = static_cast<size_t>(layer);
   if (!has_grad_[p]) {
     grad_alias_[p] = owner;
     has_grad_[p] = true;
-    return caf::none;
+    return;
   }
-  return sum_into_gradient(dev, layer,
-                           grad_outputs_[static_cast<size_t>(owner)]);
+  later_shares_[p].push_back(&grad_outputs_[static_cast<size_t>(owner)]);
 }
 
-caf::error model::sum_into_gradient(backend& dev, int layer,
-                                    const tensor& share) {
+std::vector<const tensor*> model::gradient_shares(int layer) const {
+  std::vector<const tensor*> shares{&gradient_of(layer)};
+  const auto& later = later_shares_[static_cast<size_t>(layer)];
+  shares.insert(shares.end(), later.begin(), later.end());
+  return shares;
+}
+
+caf::error model::sum_gradient_shares(backend& dev, int layer) {
+  auto p = static_cast<size_t>(layer);
+  if (later_shares_[p].empty())
+    return caf::none;
   // Read from the gradient layer referred to, if it did, and written into
   // its own (add_forward's output may be one of its inputs).
-  auto p = static_cast<size_t>(layer);
-  const tensor& so_far = gradient_of(layer);
+  auto shares = gradient_shares(layer);
   grad_alias_[p] = -1;
-  return dev.add_forward({&so_far, &share}, activation::identity,
-                         grad_outputs_[p]);
+  later_shares_[p].clear();
+  return dev.add_forward(shares, activation::identity, grad_outputs_[p]);
 }
 
 const tensor& model::gradient_of(int layer) const {
@@ -566,12 +575,21 @@ caf::error model::backward_layers(backend& dev, bool parameter_grads) {
   auto needed = [first](int j) { return j >= 0 && static_cast<size_t>(j) >= first; };
   has_grad_.assign(count, false);
   grad_alias_.assign(count, -1);
+  later_shares_.resize(count);
+  for (auto& shares : later_shares_)
+    shares.clear();
   for (size_t i = count; i-- > first;) {
     const tensor* dy = &dlogits_;
     if (i + 1 < count) {
       if (!has_grad_[i])
         return make_error(ec::internal, "model: no gradient reached layer '"
                                           + layers_[i]->name() + "'");
+      // A merge that sums the shares of its output's gradient on its way
+      // (add: in its activation's gradient pass) takes them as they are;
+      // any other layer reads their sum.
+      if (merges_[i] == nullptr || !merges_[i]->sums_gradient_shares())
+        if (auto err = sum_gradient_shares(dev, static_cast<int>(i)))
+          return err;
       dy = &gradient_of(static_cast<int>(i));
     }
     if (merges_[i] != nullptr) {
@@ -593,17 +611,19 @@ caf::error model::backward_layers(backend& dev, bool parameter_grads) {
       for (size_t k = 0; k < ins.size(); ++k)
         dxs.push_back(needed(ins[k]) && made_here(k) ? &merge_grads_[i][k]
                                                      : nullptr);
-      if (auto err = merges_[i]->backward_all(dev, *dy, dxs))
+      auto err
+        = i + 1 < count && merges_[i]->sums_gradient_shares()
+            ? merges_[i]->backward_shares(
+              dev, gradient_shares(static_cast<int>(i)), dxs)
+            : merges_[i]->backward_all(dev, *dy, dxs);
+      if (err)
         return err;
       for (size_t k = 0; k < ins.size(); ++k)
         if (dxs[k] != nullptr)
-          if (auto err = add_gradient(dev, ins[k], *dxs[k]))
-            return err;
+          add_gradient(ins[k], *dxs[k]);
       for (size_t k = 0; k < ins.size(); ++k)
         if (!made_here(k) && needed(ins[k]))
-          if (auto err = share_gradient(dev, ins[k],
-                                        ins[static_cast<size_t>(owner)]))
-            return err;
+          share_gradient(ins[k], ins[static_cast<size_t>(owner)]);
       continue;
     }
     // A max_pool after a conv2d writes the conv's dL/ds, and the conv
@@ -634,8 +654,8 @@ caf::error model::backward_layers(backend& dev, bool parameter_grads) {
     if (dx != nullptr) {
       if (direct)
         has_grad_[static_cast<size_t>(producer)] = true;
-      else if (auto err = add_gradient(dev, producer, *dx))
-        return err;
+      else
+        add_gradient(producer, *dx);
     }
   }
   return caf::none;

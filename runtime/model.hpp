@@ -173,15 +173,19 @@ private:
   /// Every layer's forward, in order, each on its inputs' outputs.
   caf::error forward_layers(backend& dev);
 
-  /// Adds grad (consumed) to the output gradient of `layer`.
-  caf::error add_gradient(backend& dev, int layer, tensor& grad);
+  /// Adds grad to the output gradient of `layer`: the first share is
+  /// swapped in (grad gets the old storage), a later one is kept aside
+  /// (later_shares_) and must stay unchanged until the layer's backward.
+  void add_gradient(int layer, tensor& grad);
   /// Adds to layer's gradient a share equal to owner's whole gradient
   /// (owner's only consumer delivered it): layer then refers to owner's
-  /// until another share arrives, which writes the sum once.
-  caf::error share_gradient(backend& dev, int layer, int owner);
-  /// The gradient layer already has plus share, written once into its
-  /// own (it refers to no other afterwards).
-  caf::error sum_into_gradient(backend& dev, int layer, const tensor& share);
+  /// until another share arrives (no copy either way).
+  void share_gradient(int layer, int owner);
+  /// Layer i's gradient as the shares whose sum it is, in arrival order.
+  std::vector<const tensor*> gradient_shares(int layer) const;
+  /// Writes the sum of layer's shares into its own gradient, if it has
+  /// more than one.
+  caf::error sum_gradient_shares(backend& dev, int layer);
   /// Layer i's gradient: its own, or the one it refers to.
   const tensor& gradient_of(int layer) const;
 
@@ -225,13 +229,20 @@ private:
   /// that take it; has_grad_[i]: some share of it arrived in this pass.
   /// The last layer's is dlogits_. A layer whose input has other
   /// consumers writes its share to grad_scratch_[i] first, a merge layer
-  /// to merge_grads_[i][k] per input, and the share is added into
-  /// grad_outputs_ in place. grad_alias_[i] >= 0: layer i's gradient so
+  /// to merge_grads_[i][k] per input; the first share is swapped into
+  /// grad_outputs_, later ones wait in later_shares_. grad_alias_[i] >= 0:
+  /// layer i's gradient so
   /// far is grad_outputs_ of that layer (an add's inputs all get one
   /// gradient: made once, not copied; share_gradient).
   std::vector<tensor> grad_outputs_;
   std::vector<bool> has_grad_;
   std::vector<int> grad_alias_;
+  /// later_shares_[i]: the shares of layer i's gradient that arrived after
+  /// the first, not added yet: each is another layer's gradient or a
+  /// grad_scratch_ / merge_grads_ tensor, none written again in the pass.
+  /// A consumer that reads the gradient sums them there, in one pass with
+  /// its own work where it can (an add's activation gradient).
+  std::vector<std::vector<const tensor*>> later_shares_;
   std::vector<tensor> grad_scratch_;
   std::vector<std::vector<tensor>> merge_grads_;
   tensor probs_;

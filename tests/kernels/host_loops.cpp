@@ -2,10 +2,10 @@
 #include <boost/test/unit_test.hpp>
 
 // The host loops of the backend's defaults (kernels/batch_norm.cpp,
-// backend_defaults.cpp's add_forward) run over chunks of rows on the CPU
-// backend's threads (kernels/host_chunks.hpp): their values against plain
-// references in double, the same bits on 1 and 2 threads, and an add
-// whose output is one of its inputs.
+// backend_defaults.cpp's add_forward and activation_backward_sum) run over
+// chunks of rows on the CPU backend's threads (kernels/host_chunks.hpp):
+// their values against plain references in double, the same bits on 1 and
+// 2 threads, and an add whose output is one of its inputs.
 
 #include <cmath>
 #include <random>
@@ -299,4 +299,57 @@ BOOST_AUTO_TEST_CASE(add_sums_in_order_on_any_thread_count_and_into_an_input) {
   tensor y;
   auto err = one->add_forward({&a, &wrong}, activation::identity, y);
   check_error(err, ec::shape_mismatch, {"input 1", "[61, 14, 15, 8]"});
+}
+
+BOOST_AUTO_TEST_CASE(
+  activation_gradient_of_shares_is_the_sum_then_the_gradient_in_one_pass) {
+  std::mt19937 rng(17);
+  auto y = random_tensor(image_shape, rng);
+  auto a = random_tensor(image_shape, rng);
+  auto b = random_tensor(image_shape, rng);
+  auto c = random_tensor(image_shape, rng);
+  auto one = make_cpu_backend(1);
+  auto two = make_cpu_backend(2);
+  for (auto act : all_activations()) {
+    BOOST_TEST_CONTEXT(to_string(act)) {
+      // What the model did before: (a + b) + c, then activation_backward.
+      tensor sum(image_shape);
+      for (int64_t i = 0; i < a.size(); ++i)
+        sum[i] = (a[i] + b[i]) + c[i];
+      tensor expected;
+      SYNCFAC_REQUIRE_OK(one->activation_backward(act, y, sum, expected));
+      tensor dx1, dx2;
+      SYNCFAC_REQUIRE_OK(one->activation_backward_sum(act, y, {&a, &b, &c},
+                                                      dx1));
+      SYNCFAC_REQUIRE_OK(two->activation_backward_sum(act, y, {&a, &b, &c},
+                                                      dx2));
+      BOOST_TEST(same_bits(dx1, expected));
+      BOOST_TEST(same_bits(dx2, expected));
+      // Into one of the shares (a gradient's first share is the tensor
+      // the sum goes to).
+      for (int into = 0; into < 3; ++into) {
+        BOOST_TEST_CONTEXT("output is share " << into) {
+          tensor dys[3] = {a, b, c};
+          SYNCFAC_REQUIRE_OK(two->activation_backward_sum(
+            act, y, {&dys[0], &dys[1], &dys[2]}, dys[into]));
+          BOOST_TEST(same_bits(dys[into], expected));
+        }
+      }
+      // One share: activation_backward itself.
+      tensor single, reference;
+      SYNCFAC_REQUIRE_OK(two->activation_backward_sum(act, y, {&a}, single));
+      SYNCFAC_REQUIRE_OK(two->activation_backward(act, y, a, reference));
+      BOOST_TEST(same_bits(single, reference));
+    }
+  }
+  tensor wrong({61, 14, 15, 8});
+  tensor dx;
+  check_error(one->activation_backward_sum(activation::relu, y, {&a, &wrong},
+                                           dx),
+              ec::shape_mismatch, {"gradient share 1", "[61, 14, 15, 8]"});
+  check_error(one->activation_backward_sum(activation::relu, wrong, {&a, &b},
+                                           dx),
+              ec::shape_mismatch, {"gradient share 0", "y [61, 14, 15, 8]"});
+  check_error(one->activation_backward_sum(activation::relu, y, {}, dx),
+              ec::invalid_argument, {"one or more gradient shares"});
 }
