@@ -193,8 +193,8 @@ caf::error backward_weights(int threads, conv_workspace& ws,
   // first tile overwrites: megabytes for 64 channels, never zeroed), or dw
   // itself (zeroed by the chunk, on its thread).
   auto dw_size = ww.use ? winograd_dw_floats(ww) : p.K * p.opad;
-  ws.dw_partials.resize(static_cast<size_t>(chunks * dw_size));
-  ws.db_partials.resize(static_cast<size_t>(chunks * p.opad));
+  grow_to(ws.dw_partials, chunks * dw_size);
+  grow_to(ws.db_partials, chunks * p.opad);
   if (dx != nullptr)
     dx->resize(g.input_shape());
   backward_job job{g,  p,  d,        wd,

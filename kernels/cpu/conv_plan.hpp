@@ -115,6 +115,17 @@ int64_t chunk_count(const conv_plan& p, int threads);
 void reserve_thread_buffers(std::vector<std::vector<float>>& buffers,
                             int threads, int64_t size);
 
+/// Grows `buffer` to at least n values and never shrinks it: the
+/// backend's workspace serves every conv of a model in turn, and a
+/// std::vector resized down for a small layer and up again for a large
+/// one zero-fills what it grows by (megabytes of Winograd partials each
+/// step). Its callers write every value they read.
+template <class T>
+void grow_to(std::vector<T>& buffer, int64_t n) {
+  if (static_cast<int64_t>(buffer.size()) < n)
+    buffer.resize(static_cast<size_t>(n));
+}
+
 /// The buffer's first float on a 64-byte cache line: with rows of 16
 /// channels every patch vector of the weight gradient then reads one line,
 /// not two (std::vector aligns to 16 bytes only).

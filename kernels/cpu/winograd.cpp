@@ -141,7 +141,7 @@ void pack_winograd(const conv2d_geometry& g, const winograd_plan& wp,
   const auto O = g.out_c;
   const auto n = l.out_c; // the outputs of the plan's conv
   // Every element is written below: no zeroing pass.
-  u.resize(static_cast<size_t>(alpha * alpha * l.cpad * l.opad));
+  grow_to(u, int64_t{alpha} * alpha * l.cpad * l.opad);
   // Per input channel ci (on the threads), every output co at once (the
   // innermost loop, so that it runs in vectors), each value's sums over
   // the terms of one (ci, co) alone, in order.
@@ -238,7 +238,7 @@ void unpack_winograd_dw(const conv2d_geometry& g, const winograd_plan& wp,
   const auto size = winograd_dw_floats(wp);
   // The partials summed in order, in double, over contiguous parts of dU
   // on the threads (streams: megabytes for 64 channels).
-  du.resize(static_cast<size_t>(size));
+  grow_to(du, size);
   const auto parts = std::clamp<int64_t>(size / min_elements_per_part, 1,
                                          std::max(threads, 1));
   parallel_for(static_cast<int>(parts), parts, [&](int64_t part, int) {

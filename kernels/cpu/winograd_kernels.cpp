@@ -111,6 +111,88 @@ inline __attribute__((always_inline)) void input_rows(const vf* x, int xs,
   y[5 * ys] = simd::fma(four, x1, simd::fma(five, x3, x5));
 }
 
+// The ring of input_transform: B^T d of the last alpha window columns,
+// per vector of a channel block; ring[k][slot * Alpha + i] is row i of
+// the column in `slot`.
+using input_ring = vf[vectors][Alpha * Alpha];
+
+// One tile's V rows for a channel block whose every lane is a channel
+// (x: the window's first value of the block, its columns `pixel` floats
+// apart and its rows `row_stride`):
+// the block's vectors go through each column and row together, so the
+// addresses, the ring's slots and the loop steps are worked out once per
+// column or row, not once per vector (at AVX2 two ymm make the block).
+// Each vector's arithmetic is partial_block_input's.
+inline __attribute__((always_inline)) void
+full_block_input(const float* x, int64_t pixel, int64_t row_stride, int fresh,
+                 const int (&slot)[Alpha], input_ring& ring, float* dst,
+                 int64_t plane) {
+  for (int j = fresh; j < Alpha; ++j) { // B^T d of the new columns
+    vf column[vectors][Alpha];
+#pragma GCC unroll 8
+    for (int i = 0; i < Alpha; ++i)
+#pragma GCC unroll 4
+      for (int k = 0; k < vectors; ++k)
+        column[k][i] = simd::load(x + i * row_stride + j * pixel
+                                  + k * simd::width);
+#pragma GCC unroll 4
+    for (int k = 0; k < vectors; ++k)
+      input_rows(column[k], 1, ring[k] + slot[j] * Alpha, 1);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < Alpha; ++i) { // (B^T d) B, row by row
+#pragma GCC unroll 4
+    for (int k = 0; k < vectors; ++k) {
+      vf row[Alpha];
+#pragma GCC unroll 8
+      for (int j = 0; j < Alpha; ++j)
+        row[j] = ring[k][slot[j] * Alpha + i];
+      vf out[Alpha];
+      input_rows(row, 1, out, 1);
+#pragma GCC unroll 8
+      for (int j = 0; j < Alpha; ++j)
+        simd::store(dst + (i * Alpha + j) * plane + k * simd::width, out[j]);
+    }
+  }
+}
+
+// The same for a block with padding lanes (its channels past l.c are
+// zero in V) or a last vector of fewer channels, vector by vector.
+template <int M>
+void partial_block_input(const winograd_layout& l, int64_t b,
+                         const float* window, int fresh,
+                         const int (&slot)[Alpha], input_ring& ring,
+                         float* block_dst, int64_t plane) {
+  for (int k = 0; k < vectors; ++k) {
+    auto c0 = b * cb + k * simd::width;
+    float* dst = block_dst + k * simd::width;
+    if (c0 >= l.c) { // padding lanes of the block: zero
+      for (int p = 0; p < Alpha * Alpha; ++p)
+        simd::store(dst + p * plane, simd::zero());
+      continue;
+    }
+    bool tail = c0 + simd::width > l.c;
+    lanes last = simd::first_lanes(static_cast<int>(l.c - c0));
+    for (int j = fresh; j < Alpha; ++j) { // B^T d of the new columns
+      vf column[Alpha];
+      for (int i = 0; i < Alpha; ++i) {
+        const float* src = window + (i * l.pw + j) * l.c + c0;
+        column[i] = tail ? simd::load(src, last) : simd::load(src);
+      }
+      input_rows(column, 1, ring[k] + slot[j] * Alpha, 1);
+    }
+    for (int i = 0; i < Alpha; ++i) { // (B^T d) B, row by row
+      vf row[Alpha];
+      for (int j = 0; j < Alpha; ++j)
+        row[j] = ring[k][slot[j] * Alpha + i];
+      vf out[Alpha];
+      input_rows(row, 1, out, 1);
+      for (int j = 0; j < Alpha; ++j)
+        simd::store(dst + (i * Alpha + j) * plane, out[j]);
+    }
+  }
+}
+
 // V's tile rows for tiles [first, first + count): B^T d B of each tile's
 // alpha x alpha window, per channel block; lanes past c are zero.
 //
@@ -128,9 +210,7 @@ void input_transform(const winograd_layout& l, int64_t first, int64_t count,
   const auto blocks = l.cpad / cb;
   const auto plane = blocks * count * cb; // one transform point's floats
   for (int64_t b = 0; b < blocks; ++b) {
-    // B^T d of the last tile's columns, per vector of the block:
-    // ring[k][slot * Alpha + i] is row i of the column in `slot`.
-    vf ring[vectors][Alpha * Alpha];
+    input_ring ring;
     auto img = first / (l.tiles_h * l.tiles_w);
     auto ty = first / l.tiles_w % l.tiles_h;
     auto tx = first % l.tiles_w;
@@ -143,33 +223,12 @@ void input_transform(const winograd_layout& l, int64_t first, int64_t count,
       int slot[Alpha]; // window column j's place in the ring
       for (int j = 0; j < Alpha; ++j)
         slot[j] = static_cast<int>((M * tx + j) % Alpha);
-      for (int k = 0; k < vectors; ++k) {
-        auto c0 = b * cb + k * simd::width;
-        float* dst = v + (b * count + t) * cb + k * simd::width;
-        if (c0 >= l.c) { // padding lanes of the block: zero
-          for (int p = 0; p < Alpha * Alpha; ++p)
-            simd::store(dst + p * plane, simd::zero());
-          continue;
-        }
-        bool tail = c0 + simd::width > l.c;
-        lanes last = simd::first_lanes(static_cast<int>(l.c - c0));
-        for (int j = fresh; j < Alpha; ++j) { // B^T d of the new columns
-          vf column[Alpha];
-          for (int i = 0; i < Alpha; ++i) {
-            const float* src = window + (i * l.pw + j) * l.c + c0;
-            column[i] = tail ? simd::load(src, last) : simd::load(src);
-          }
-          input_rows(column, 1, ring[k] + slot[j] * Alpha, 1);
-        }
-        for (int i = 0; i < Alpha; ++i) { // (B^T d) B, row by row
-          vf row[Alpha];
-          for (int j = 0; j < Alpha; ++j)
-            row[j] = ring[k][slot[j] * Alpha + i];
-          vf out[Alpha];
-          input_rows(row, 1, out, 1);
-          for (int j = 0; j < Alpha; ++j)
-            simd::store(dst + (i * Alpha + j) * plane, out[j]);
-        }
+      if ((b + 1) * cb <= l.c) { // every lane a channel: both at once
+        full_block_input(window + b * cb, l.c, l.pw * l.c, fresh, slot,
+                         ring, v + (b * count + t) * cb, plane);
+      } else {
+        partial_block_input<M>(l, b, window, fresh, slot, ring,
+                               v + (b * count + t) * cb, plane);
       }
       // The next tile: right, or the next row's or image's first.
       neighbour = ++tx < l.tiles_w;
@@ -359,44 +418,67 @@ void tiles(const winograd_layout& l, int64_t first, int64_t count,
   output_transform<M>(l, first, count, m);
 }
 
+// One tile's Z columns of channels [o, o + n * width), N vectors at once
+// (a whole channel block, as output_vectors), the last masked to `last`
+// where `tail`; positions outside rows x cols read as zero.
+template <int M, int N>
+inline __attribute__((always_inline)) void
+ds_vectors(const winograd_layout& l, const float* src, float* z,
+           int64_t plane, int rows, int cols, bool tail, lanes last) {
+  using tr = transforms<M>;
+  vf d[N][M * M];
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < M; ++j) {
+      const float* p = src + (i * l.out_w + j) * l.out_c;
+      bool inside = i < rows && j < cols;
+#pragma GCC unroll 4
+      for (int k = 0; k < N; ++k)
+        d[k][i * M + j] = !inside ? simd::zero()
+                          : tail && k == N - 1
+                            ? simd::load(p + k * simd::width, last)
+                            : simd::load(p + k * simd::width);
+    }
+  // (ds A^T) row by row, then A (ds A^T) column by column.
+#pragma GCC unroll 4
+  for (int k = 0; k < N; ++k) {
+    vf half[M * Alpha];
+    for (int i = 0; i < M; ++i)
+      apply_transposed(tr::at, d[k] + i * M, 1, half + i * Alpha, 1);
+    for (int q = 0; q < Alpha; ++q) {
+      vf column[Alpha];
+      apply_transposed(tr::at, half + q, Alpha, column, 1);
+      for (int p = 0; p < Alpha; ++p)
+        simd::store(z + (p * Alpha + q) * plane + k * simd::width,
+                    column[p]);
+    }
+  }
+}
+
 // Z = A ds A^T of each tile's M x M block of ds, [alpha^2, count, opad]:
 // zero where the block leaves the image and past out_c, so that outputs
-// the forward pass does not write get no gradient.
+// the forward pass does not write get no gradient. Whole channel blocks
+// a block at a time, the rest a vector at a time.
 template <int M>
 void ds_transform(const winograd_layout& l, const float* ds, int64_t first,
                   int64_t count, float* z) {
-  using tr = transforms<M>;
   const auto plane = count * l.opad;
+  const auto whole = l.out_c / cb * cb; // channels in whole blocks
   for (int64_t t = 0; t < count; ++t) {
     auto [offset, rows, cols] = output_block_of<M>(l, first + t);
     const float* src = ds + offset;
-    for (int64_t o = 0; o < l.opad; o += simd::width) {
-      vf d[M * M];
-      if (o >= l.out_c) {
-        for (auto& v : d)
-          v = simd::zero();
-      } else {
-        bool tail = o + simd::width > l.out_c;
-        lanes last = simd::first_lanes(static_cast<int>(l.out_c - o));
-        for (int i = 0; i < M; ++i)
-          for (int j = 0; j < M; ++j) {
-            const float* p = src + (i * l.out_w + j) * l.out_c + o;
-            d[i * M + j] = i >= rows || j >= cols ? simd::zero()
-                           : tail                 ? simd::load(p, last)
-                                                  : simd::load(p);
-          }
+    float* zt = z + t * l.opad;
+    for (int64_t o = 0; o < whole; o += cb)
+      ds_vectors<M, vectors>(l, src + o, zt + o, plane, rows, cols, false,
+                             simd::first_lanes(simd::width));
+    for (int64_t o = whole; o < l.opad; o += simd::width) {
+      if (o >= l.out_c) { // padding lanes of the last block
+        for (int p = 0; p < Alpha * Alpha; ++p)
+          simd::store(zt + p * plane + o, simd::zero());
+        continue;
       }
-      // (ds A^T) row by row, then A (ds A^T) column by column.
-      vf half[M * Alpha];
-      for (int i = 0; i < M; ++i)
-        apply_transposed(tr::at, d + i * M, 1, half + i * Alpha, 1);
-      for (int q = 0; q < Alpha; ++q) {
-        vf column[Alpha];
-        apply_transposed(tr::at, half + q, Alpha, column, 1);
-        for (int p = 0; p < Alpha; ++p)
-          simd::store(z + (p * Alpha + q) * plane + t * l.opad + o,
-                      column[p]);
-      }
+      bool tail = o + simd::width > l.out_c;
+      lanes last = simd::first_lanes(static_cast<int>(l.out_c - o));
+      ds_vectors<M, 1>(l, src + o, zt + o, plane, rows, cols, tail, last);
     }
   }
 }
