@@ -8,6 +8,7 @@
 // 2 threads, and an add whose output is one of its inputs.
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -263,13 +264,35 @@ BOOST_AUTO_TEST_CASE(batch_norm_sums_hold_for_any_channel_count) {
   }
 }
 
+/// Three random operands of image_shape, backends of 1 and 2 threads,
+/// and the operands' sum in the order the host loops take it.
+struct three_operands {
+  std::mt19937 rng;
+  tensor a;
+  tensor b;
+  tensor c;
+  std::unique_ptr<backend> one = make_cpu_backend(1);
+  std::unique_ptr<backend> two = make_cpu_backend(2);
+
+  explicit three_operands(unsigned seed)
+    : rng(seed),
+      a(random_tensor(image_shape, rng)),
+      b(random_tensor(image_shape, rng)),
+      c(random_tensor(image_shape, rng)) {
+  }
+
+  /// (a + b) + c.
+  tensor sum_in_order() const {
+    tensor sum(image_shape);
+    for (int64_t i = 0; i < a.size(); ++i)
+      sum[i] = (a[i] + b[i]) + c[i];
+    return sum;
+  }
+};
+
 BOOST_AUTO_TEST_CASE(add_sums_in_order_on_any_thread_count_and_into_an_input) {
-  std::mt19937 rng(13);
-  auto a = random_tensor(image_shape, rng);
-  auto b = random_tensor(image_shape, rng);
-  auto c = random_tensor(image_shape, rng);
-  auto one = make_cpu_backend(1);
-  auto two = make_cpu_backend(2);
+  three_operands ops(13);
+  auto& [rng, a, b, c, one, two] = ops;
   for (auto act : all_activations()) {
     BOOST_TEST_CONTEXT(to_string(act)) {
       tensor y1, y2;
@@ -277,11 +300,9 @@ BOOST_AUTO_TEST_CASE(add_sums_in_order_on_any_thread_count_and_into_an_input) {
       SYNCFAC_REQUIRE_OK(two->add_forward({&a, &b, &c}, act, y2));
       BOOST_TEST(same_bits(y1, y2));
       // (a + b) + c, then the activation's own loop.
-      tensor sum(image_shape);
-      for (int64_t i = 0; i < a.size(); ++i)
-        sum[i] = (a[i] + b[i]) + c[i];
       tensor expected;
-      SYNCFAC_REQUIRE_OK(one->activation_forward(act, sum, expected));
+      SYNCFAC_REQUIRE_OK(
+        one->activation_forward(act, ops.sum_in_order(), expected));
       BOOST_TEST(same_bits(y1, expected));
       // The output may be any of the inputs (a gradient summed into the
       // tensor that holds one of its shares).
@@ -303,21 +324,15 @@ BOOST_AUTO_TEST_CASE(add_sums_in_order_on_any_thread_count_and_into_an_input) {
 
 BOOST_AUTO_TEST_CASE(
   activation_gradient_of_shares_is_the_sum_then_the_gradient_in_one_pass) {
-  std::mt19937 rng(17);
+  three_operands ops(17);
+  auto& [rng, a, b, c, one, two] = ops;
   auto y = random_tensor(image_shape, rng);
-  auto a = random_tensor(image_shape, rng);
-  auto b = random_tensor(image_shape, rng);
-  auto c = random_tensor(image_shape, rng);
-  auto one = make_cpu_backend(1);
-  auto two = make_cpu_backend(2);
   for (auto act : all_activations()) {
     BOOST_TEST_CONTEXT(to_string(act)) {
       // What the model did before: (a + b) + c, then activation_backward.
-      tensor sum(image_shape);
-      for (int64_t i = 0; i < a.size(); ++i)
-        sum[i] = (a[i] + b[i]) + c[i];
       tensor expected;
-      SYNCFAC_REQUIRE_OK(one->activation_backward(act, y, sum, expected));
+      SYNCFAC_REQUIRE_OK(
+        one->activation_backward(act, y, ops.sum_in_order(), expected));
       tensor dx1, dx2;
       SYNCFAC_REQUIRE_OK(one->activation_backward_sum(act, y, {&a, &b, &c},
                                                       dx1));
