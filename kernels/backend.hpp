@@ -260,8 +260,9 @@ public:
   /// the gradient of an activation's output y arriving as shares from its
   /// consumers (the add that ends a residual block, whose output feeds the
   /// next block's conv and its identity path), summed and multiplied in
-  /// one pass (dx may be one of dys). One share is activation_backward.
-  /// The default runs on the host values as add_forward's does.
+  /// one pass (dx may be one of dys). One share is activation_backward
+  /// (the device's kernel); two or more run on the host values as
+  /// add_forward's default does.
   virtual caf::error activation_backward_sum(
     activation act, const tensor& y, const std::vector<const tensor*>& dys,
     tensor& dx);

@@ -89,18 +89,19 @@ void backend::run_host_parts(int64_t parts, int64_t elements,
 
 namespace {
 
-/// y = xs[0] + xs[1] + ..., summed in that order over host chunks on the
-/// backend's threads, then then_chunk(first, last) on each chunk of y
-/// while it is in cache. Elementwise, so y may be an input: each chunk
+/// y = xs[0] + xs[1] + ... (two or more), summed in that order over host
+/// chunks on the backend's threads, then then_chunk(out, first, last) on
+/// each chunk of y (out: y's values) while it is in cache. Elementwise, so y may be an input: each chunk
 /// reads its inputs' values before it writes the same positions of y.
 /// `op` and `what` name the call and its inputs in errors.
 template <class ThenChunk>
 caf::error sum_on_host(backend& dev, const char* op, const char* what,
                        const std::vector<const tensor*>& xs, tensor& y,
                        const ThenChunk& then_chunk) {
-  if (xs.empty())
+  if (xs.size() < 2)
     return make_error(ec::invalid_argument,
-                      std::string{op} + ": needs one or more " + what + "s");
+                      std::string{op} + ": needs two or more " + what
+                        + "s, got " + std::to_string(xs.size()));
   const auto& shape = xs[0]->shape();
   for (size_t k = 1; k < xs.size(); ++k)
     if (xs[k]->shape() != shape)
@@ -120,10 +121,7 @@ caf::error sum_on_host(backend& dev, const char* op, const char* what,
   float* out = y.data();
   dev.run_host_parts(chunks.count, n, [&](int64_t i) {
     auto [first, last] = chunks.range(i);
-    if (in.size() == 1) {
-      if (in[0] != out)
-        std::copy(in[0] + first, in[0] + last, out + first);
-    } else if (in.size() == 2) {
+    if (in.size() == 2) {
       for (int64_t j = first; j < last; ++j)
         out[j] = in[0][j] + in[1][j];
     } else {
@@ -134,7 +132,7 @@ caf::error sum_on_host(backend& dev, const char* op, const char* what,
         out[j] = sum;
       }
     }
-    then_chunk(first, last);
+    then_chunk(out, first, last);
   });
   return caf::none;
 }
@@ -143,14 +141,10 @@ caf::error sum_on_host(backend& dev, const char* op, const char* what,
 
 caf::error backend::add_forward(const std::vector<const tensor*>& xs,
                                 activation act, tensor& y) {
-  if (xs.size() < 2)
-    return make_error(ec::invalid_argument,
-                      "add_forward: needs two or more inputs, got "
-                        + std::to_string(xs.size()));
   return sum_on_host(*this, "add_forward", "input", xs, y,
-                     [&](int64_t first, int64_t last) {
+                     [&](float* out, int64_t first, int64_t last) {
                        if (act != activation::identity)
-                         cpu::apply_activation(act, y.data() + first,
+                         cpu::apply_activation(act, out + first,
                                                last - first);
                      });
 }
@@ -159,18 +153,21 @@ caf::error backend::activation_backward_sum(
   activation act, const tensor& y, const std::vector<const tensor*>& dys,
   tensor& dx) {
   const char* op = "activation_backward_sum";
+  if (dys.empty())
+    return make_error(ec::invalid_argument,
+                      std::string{op} + ": needs one or more gradient shares");
   if (dys.size() == 1) // the device's own kernel
     return activation_backward(act, y, *dys[0], dx);
-  if (!dys.empty() && dys[0]->shape() != y.shape())
+  if (dys[0]->shape() != y.shape())
     return make_error(ec::shape_mismatch,
                       std::string{op} + ": gradient share 0 "
                         + dys[0]->shape_string() + " differs from y "
                         + y.shape_string());
+  const float* out_y = y.data();
   return sum_on_host(*this, op, "gradient share", dys, dx,
-                     [&](int64_t first, int64_t last) {
-                       cpu::activation_grad(act, y.data() + first,
-                                            dx.data() + first,
-                                            dx.data() + first, last - first);
+                     [&](float* out, int64_t first, int64_t last) {
+                       cpu::activation_grad(act, out_y + first, out + first,
+                                            out + first, last - first);
                      });
 }
 

@@ -596,12 +596,7 @@ public:
       if (dx == nullptr)
         continue;
       if (ds == nullptr) {
-        auto err = act_ != activation::identity
-                     ? dev.activation_backward_sum(act_, y_, dys, *dx)
-                   : dys.size() > 1
-                     ? dev.add_forward(dys, activation::identity, *dx)
-                     : dev.reshape_copy(*dys[0], dys[0]->shape(), *dx);
-        if (err)
+        if (auto err = dev.activation_backward_sum(act_, y_, dys, *dx))
           return err;
       } else if (auto err = dev.reshape_copy(*ds, ds->shape(), *dx)) {
         return err;

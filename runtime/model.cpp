@@ -580,14 +580,16 @@ caf::error model::backward_layers(backend& dev, bool parameter_grads) {
     shares.clear();
   for (size_t i = count; i-- > first;) {
     const tensor* dy = &dlogits_;
+    // A merge that sums the shares of its output's gradient on its way
+    // (add: in its activation's gradient pass) takes them as they are;
+    // any other layer reads their sum. The last layer's is dlogits_.
+    const bool takes_shares = i + 1 < count && merges_[i] != nullptr
+                              && merges_[i]->sums_gradient_shares();
     if (i + 1 < count) {
       if (!has_grad_[i])
         return make_error(ec::internal, "model: no gradient reached layer '"
                                           + layers_[i]->name() + "'");
-      // A merge that sums the shares of its output's gradient on its way
-      // (add: in its activation's gradient pass) takes them as they are;
-      // any other layer reads their sum.
-      if (merges_[i] == nullptr || !merges_[i]->sums_gradient_shares())
+      if (!takes_shares)
         if (auto err = sum_gradient_shares(dev, static_cast<int>(i)))
           return err;
       dy = &gradient_of(static_cast<int>(i));
@@ -611,11 +613,10 @@ caf::error model::backward_layers(backend& dev, bool parameter_grads) {
       for (size_t k = 0; k < ins.size(); ++k)
         dxs.push_back(needed(ins[k]) && made_here(k) ? &merge_grads_[i][k]
                                                      : nullptr);
-      auto err
-        = i + 1 < count && merges_[i]->sums_gradient_shares()
-            ? merges_[i]->backward_shares(
-              dev, gradient_shares(static_cast<int>(i)), dxs)
-            : merges_[i]->backward_all(dev, *dy, dxs);
+      auto err = takes_shares
+                   ? merges_[i]->backward_shares(
+                     dev, gradient_shares(static_cast<int>(i)), dxs)
+                   : merges_[i]->backward_all(dev, *dy, dxs);
       if (err)
         return err;
       for (size_t k = 0; k < ins.size(); ++k)

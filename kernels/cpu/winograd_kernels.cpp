@@ -111,38 +111,41 @@ inline __attribute__((always_inline)) void input_rows(const vf* x, int xs,
   y[5 * ys] = simd::fma(four, x1, simd::fma(five, x3, x5));
 }
 
-// The ring of input_transform: B^T d of the last alpha window columns,
-// per vector of a channel block; ring[k][slot * Alpha + i] is row i of
-// the column in `slot`.
-using input_ring = vf[vectors][Alpha * Alpha];
+// One vector's ring in input_transform: B^T d of the last alpha window
+// columns; ring[slot * Alpha + i] is row i of the column in `slot`.
+using ring_column = vf[Alpha * Alpha];
 
-// One tile's V rows for a channel block whose every lane is a channel
-// (x: the window's first value of the block, its columns `pixel` floats
-// apart and its rows `row_stride`):
-// the block's vectors go through each column and row together, so the
-// addresses, the ring's slots and the loop steps are worked out once per
-// column or row, not once per vector (at AVX2 two ymm make the block).
-// Each vector's arithmetic is partial_block_input's.
+// One tile's V rows for N vectors of channels (x: the window's first
+// value of the first vector, its columns `pixel` floats apart and its
+// rows `row_stride`; ring[k] the ring of vector k), the last vector's
+// loads masked to `last` where `tail`. A whole channel block goes
+// through each column and row at once (N = vectors), so the addresses,
+// the ring's slots and the loop steps are worked out once for its
+// vectors (at AVX2 two ymm make a block); each vector's arithmetic is
+// the same whatever N.
+template <int N>
 inline __attribute__((always_inline)) void
-full_block_input(const float* x, int64_t pixel, int64_t row_stride, int fresh,
-                 const int (&slot)[Alpha], input_ring& ring, float* dst,
-                 int64_t plane) {
+input_vectors(const float* x, int64_t pixel, int64_t row_stride, int fresh,
+              const int (&slot)[Alpha], ring_column* ring, float* dst,
+              int64_t plane, bool tail, lanes last) {
   for (int j = fresh; j < Alpha; ++j) { // B^T d of the new columns
-    vf column[vectors][Alpha];
+    vf column[N][Alpha];
 #pragma GCC unroll 8
     for (int i = 0; i < Alpha; ++i)
 #pragma GCC unroll 4
-      for (int k = 0; k < vectors; ++k)
-        column[k][i] = simd::load(x + i * row_stride + j * pixel
-                                  + k * simd::width);
+      for (int k = 0; k < N; ++k) {
+        const float* src = x + i * row_stride + j * pixel + k * simd::width;
+        column[k][i] = tail && k == N - 1 ? simd::load(src, last)
+                                          : simd::load(src);
+      }
 #pragma GCC unroll 4
-    for (int k = 0; k < vectors; ++k)
+    for (int k = 0; k < N; ++k)
       input_rows(column[k], 1, ring[k] + slot[j] * Alpha, 1);
   }
 #pragma GCC unroll 8
   for (int i = 0; i < Alpha; ++i) { // (B^T d) B, row by row
 #pragma GCC unroll 4
-    for (int k = 0; k < vectors; ++k) {
+    for (int k = 0; k < N; ++k) {
       vf row[Alpha];
 #pragma GCC unroll 8
       for (int j = 0; j < Alpha; ++j)
@@ -152,43 +155,6 @@ full_block_input(const float* x, int64_t pixel, int64_t row_stride, int fresh,
 #pragma GCC unroll 8
       for (int j = 0; j < Alpha; ++j)
         simd::store(dst + (i * Alpha + j) * plane + k * simd::width, out[j]);
-    }
-  }
-}
-
-// The same for a block with padding lanes (its channels past l.c are
-// zero in V) or a last vector of fewer channels, vector by vector.
-template <int M>
-void partial_block_input(const winograd_layout& l, int64_t b,
-                         const float* window, int fresh,
-                         const int (&slot)[Alpha], input_ring& ring,
-                         float* block_dst, int64_t plane) {
-  for (int k = 0; k < vectors; ++k) {
-    auto c0 = b * cb + k * simd::width;
-    float* dst = block_dst + k * simd::width;
-    if (c0 >= l.c) { // padding lanes of the block: zero
-      for (int p = 0; p < Alpha * Alpha; ++p)
-        simd::store(dst + p * plane, simd::zero());
-      continue;
-    }
-    bool tail = c0 + simd::width > l.c;
-    lanes last = simd::first_lanes(static_cast<int>(l.c - c0));
-    for (int j = fresh; j < Alpha; ++j) { // B^T d of the new columns
-      vf column[Alpha];
-      for (int i = 0; i < Alpha; ++i) {
-        const float* src = window + (i * l.pw + j) * l.c + c0;
-        column[i] = tail ? simd::load(src, last) : simd::load(src);
-      }
-      input_rows(column, 1, ring[k] + slot[j] * Alpha, 1);
-    }
-    for (int i = 0; i < Alpha; ++i) { // (B^T d) B, row by row
-      vf row[Alpha];
-      for (int j = 0; j < Alpha; ++j)
-        row[j] = ring[k][slot[j] * Alpha + i];
-      vf out[Alpha];
-      input_rows(row, 1, out, 1);
-      for (int j = 0; j < Alpha; ++j)
-        simd::store(dst + (i * Alpha + j) * plane, out[j]);
     }
   }
 }
@@ -210,7 +176,7 @@ void input_transform(const winograd_layout& l, int64_t first, int64_t count,
   const auto blocks = l.cpad / cb;
   const auto plane = blocks * count * cb; // one transform point's floats
   for (int64_t b = 0; b < blocks; ++b) {
-    input_ring ring;
+    ring_column ring[vectors];
     auto img = first / (l.tiles_h * l.tiles_w);
     auto ty = first / l.tiles_w % l.tiles_h;
     auto tx = first % l.tiles_w;
@@ -223,12 +189,24 @@ void input_transform(const winograd_layout& l, int64_t first, int64_t count,
       int slot[Alpha]; // window column j's place in the ring
       for (int j = 0; j < Alpha; ++j)
         slot[j] = static_cast<int>((M * tx + j) % Alpha);
-      if ((b + 1) * cb <= l.c) { // every lane a channel: both at once
-        full_block_input(window + b * cb, l.c, l.pw * l.c, fresh, slot,
-                         ring, v + (b * count + t) * cb, plane);
-      } else {
-        partial_block_input<M>(l, b, window, fresh, slot, ring,
-                               v + (b * count + t) * cb, plane);
+      float* dst = v + (b * count + t) * cb;
+      if ((b + 1) * cb <= l.c) { // every lane a channel: the block at once
+        input_vectors<vectors>(window + b * cb, l.c, l.pw * l.c, fresh,
+                               slot, ring, dst, plane, false,
+                               simd::first_lanes(simd::width));
+      } else { // padding lanes (zero in V) or a short last vector
+        for (int k = 0; k < vectors; ++k) {
+          auto c0 = b * cb + k * simd::width;
+          float* dk = dst + k * simd::width;
+          if (c0 >= l.c) {
+            for (int p = 0; p < Alpha * Alpha; ++p)
+              simd::store(dk + p * plane, simd::zero());
+            continue;
+          }
+          input_vectors<1>(window + c0, l.c, l.pw * l.c, fresh, slot,
+                           ring + k, dk, plane, c0 + simd::width > l.c,
+                           simd::first_lanes(static_cast<int>(l.c - c0)));
+        }
       }
       // The next tile: right, or the next row's or image's first.
       neighbour = ++tx < l.tiles_w;
@@ -418,9 +396,10 @@ void tiles(const winograd_layout& l, int64_t first, int64_t count,
   output_transform<M>(l, first, count, m);
 }
 
-// One tile's Z columns of channels [o, o + n * width), N vectors at once
-// (a whole channel block, as output_vectors), the last masked to `last`
-// where `tail`; positions outside rows x cols read as zero.
+// One tile's Z columns for N vectors of channels from src's first (a
+// whole channel block at once, as input_vectors), the last vector's loads
+// masked to `last` where `tail`; positions outside rows x cols read as
+// zero.
 template <int M, int N>
 inline __attribute__((always_inline)) void
 ds_vectors(const winograd_layout& l, const float* src, float* z,
