@@ -12,6 +12,7 @@
 #include "actors/gather.hpp"
 #include "actors/role_names.hpp"
 #include "actors/role_totals.hpp"
+#include "actors/shard_steps.hpp"
 #include "actors/transfer_report.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/json.hpp"
@@ -416,34 +417,28 @@ caf::error chief_driver::restore_shards(caf::scoped_actor& self,
 }
 
 caf::expected<int64_t> chief_driver::kept_step(caf::scoped_actor& self) {
-  std::vector<int64_t> steps;
-  caf::error err;
-  for (size_t i = 0; i < shards_.size() && !err; ++i)
-    self->request(shards_[i], cfg_.base.request_timeout, status_atom::value)
-      .receive([&](shard_status& ss) { steps.push_back(ss.global_step); },
-               [&](caf::error& e) {
-                 err = make_error(ec::peer_down,
-                                  "status of ps:" + std::to_string(i) + ": "
-                                    + render(e));
-               });
-  if (err)
-    return err;
-  auto [lo, hi] = std::minmax_element(steps.begin(), steps.end());
-  if (steps.empty() || *hi == 0)
-    return int64_t{-1};
-  if (*lo == *hi)
-    return *hi;
-  // A chief lost between its applies to different shards.
-  std::string all;
-  for (size_t i = 0; i < steps.size(); ++i)
-    all += (i == 0 ? "" : ", ") + shard_role(i)
-           + " at " + std::to_string(steps[i]);
+  shard_step_waits waits;
+  waits.request_timeout = cfg_.base.request_timeout;
+  waits.step_timeout = cfg_.step_timeout;
+  waits.replicas_to_aggregate = cfg_.replicas_to_aggregate;
+  auto* out = out_;
+  auto found = find_shard_steps(self, shards_, waits,
+                                [out](const std::string& line) {
+                                  out->line(line);
+                                });
+  if (!found)
+    return found.error();
+  lost_round_completed_ = static_cast<int64_t>(found->completed.size());
+  if (found->disagreement.empty())
+    return found->step;
   if (cfg_.checkpoint.directory.empty())
     return make_error(ec::invalid_config,
-                      "the PS shards disagree on the global step (" + all
+                      "the PS shards disagree on the global step ("
+                        + found->disagreement
                         + ") and the run writes no checkpoints to roll back "
                           "to (--checkpoint_dir)");
-  out_->line("chief: the PS shards disagree on the global step (" + all
+  out_->line("chief: the PS shards disagree on the global step ("
+             + found->disagreement
              + "): rolling back to the newest checkpoint");
   return int64_t{-1};
 }
@@ -573,6 +568,7 @@ chief_driver::run(caf::scoped_actor& self, const chief_supervisor_actor& sup,
     .add("rolled_back_steps", rolled_back_steps_)
     .add("chief_restarted", restarted_)
     .add("resumed_at", restarted_ ? resumed_at_ : int64_t{-1})
+    .add("round_completed_on_shards", lost_round_completed_)
     .add("updates_inherited", run.updates_inherited)
     .add("updates_applied", run.updates_applied)
     .add("updates_rolled_back", run.updates_rolled_back)

@@ -110,8 +110,10 @@ private:
   caf::error restore_shards(caf::scoped_actor& self, const restored_run& run);
 
   /// The step every shard is at, when they agree on one above 0 (the
-  /// run's previous chief went away), else -1; shards that disagree are
-  /// an error unless a checkpoint can bring them back in line.
+  /// run's previous chief went away), else -1; a round the previous chief
+  /// applied on some shards only is completed on the others first
+  /// (actors/shard_steps.hpp). Shards that disagree otherwise are an
+  /// error unless a checkpoint can bring them back in line.
   caf::expected<int64_t> kept_step(caf::scoped_actor& self);
 
   /// The summary's "checkpoints" object.
@@ -138,6 +140,9 @@ private:
   /// This chief replaced one that went away (the shards kept the run).
   bool restarted_ = false;
   int64_t resumed_at_ = -1;
+  /// The shards on which this chief completed a round its predecessor
+  /// applied on the others only.
+  int64_t lost_round_completed_ = 0;
   int64_t shards_lost_ = 0;
   int64_t kfac_roles_lost_ = 0;
   int64_t rolled_back_steps_ = 0;

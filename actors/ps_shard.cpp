@@ -269,6 +269,9 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
       for (auto& acc : st.accumulators)
         std::visit([step](auto& x) { x.set_global_step(step); }, acc);
       st.counters.global_step = step;
+      // No apply brought the shard here (actors/shard_steps.hpp).
+      st.counters.last_applied_step = 0;
+      st.counters.last_gradient_scale = 1.0f;
       st.counters.sent.add();
       release_due_pulls(st);
       return caf::ok_atom::value;

@@ -148,6 +148,8 @@ applied with_counts(const ps_shard_state& st, applied result) {
 caf::expected<applied> complete(ps_shard_state& st, int64_t n, float scale) {
   applied result{st.index, st.counters.global_step + 1, fewest_gradients(st)};
   st.round_pushes = 0;
+  st.counters.last_applied_step = result.global_step;
+  st.counters.last_gradient_scale = scale;
   st.opt->set_gradient_scale(scale);
   if (st.opt->config().kind == optimizer_kind::kfac) {
     if (auto err = complete_kfac(st, n))

@@ -113,6 +113,16 @@ void figures(const shard_status& s, F&& f) {
      "Waiting pulls a PS shard answered without values (their wait ran "
      "out, or the worker cancelled)."},
     s.pulls_without_values);
+  f(role,
+    {"last_applied_step", "syncfac_shard_last_applied_step", gauge, "steps",
+     "The step a PS shard's last apply moved it to (0 after a restore).",
+     figure_fold::max},
+    s.last_applied_step);
+  f(role,
+    {"clip_factor", "syncfac_shard_clip_factor", gauge, "share",
+     "The --clip_norm factor of a PS shard's last apply (1: not clipped).",
+     figure_fold::mean},
+    s.last_gradient_scale);
 }
 
 inline const char* role_kind(const worker_status&) {

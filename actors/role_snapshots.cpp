@@ -119,6 +119,9 @@ caf::error restore_snapshot(ps_shard_state& st, shard_snapshot snap) {
   for (size_t k = 0; k < targets.size(); ++k)
     st.kfac[targets[k]].inverse = std::move(snap.inverses[k]);
   st.counters.global_step = snap.global_step;
+  // No apply brought the shard here (actors/shard_steps.hpp).
+  st.counters.last_applied_step = 0;
+  st.counters.last_gradient_scale = 1.0f;
   st.round_pushes = 0;
   // Gradients of a round in progress were computed from variables the
   // restore just replaced.

@@ -25,7 +25,9 @@ namespace syncfac {
 /// rejoins with rejoin_atom, the chief's supervisor rolls the chief back
 /// with rollback_atom (the workers' resume points with it) and tells roles
 /// their peers with rewire_atom (restore_atom restores snapshots only).
-constexpr uint32_t cluster_protocol = 6;
+/// 7: shard_status says the shard's last apply (its step and clip
+/// factor), which a restarted chief completes on the shards it missed.
+constexpr uint32_t cluster_protocol = 7;
 
 /// What a connecting node says about itself.
 struct node_hello {

@@ -233,6 +233,12 @@ struct shard_status {
   int64_t refused_inverses = 0;
   int64_t preconditioned_applies = 0;
   double last_clip = 1;
+  /// The last apply: the step it moved the shard to (0 before the first,
+  /// and after a restore or set_step, which are no apply) and the clip
+  /// factor it took (1 without --clip_norm). A restarted chief repeats it
+  /// on shards its predecessor's round did not reach (actors/shard_steps.hpp).
+  int64_t last_applied_step = 0;
+  float last_gradient_scale = 1.0f;
   /// K-FAC: the shard's variables that no K-FAC layer holds (embedding
   /// tables): trained with the first-order update (docs/models.md).
   std::vector<std::string> first_order_variables{};
@@ -248,7 +254,8 @@ SYNCFAC_INSPECT(shard_status, x.shard, x.global_step, x.accepted_pushes,
                 x.stale_pushes, x.refused_pushes, x.variables, x.kfac_layers,
                 x.kfac_ready, x.inverse_sets, x.refused_inverses,
                 x.preconditioned_applies, x.last_clip, x.sent, x.pulls_waited,
-                x.pulls_without_values, x.first_order_variables)
+                x.pulls_without_values, x.first_order_variables,
+                x.last_applied_step, wire(x.last_gradient_scale))
 
 /// A worker's counters and position.
 struct worker_status {
