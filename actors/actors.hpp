@@ -90,11 +90,9 @@ using ps_actor = caf::typed_actor<
   // Its own timer: answer the waiting pulls whose wait ran out.
   caf::reacts_to<expire_atom>,
   // Their exponential moving averages (TF's variable_averages), e.g. for
-  // evaluation; the initial values until the first update.
+  // evaluation: moved by every apply (--moving_average_decay); the
+  // initial values until the first.
   caf::replies_to<pull_atom, average_atom>::with<shard_params>,
-  // From the chief after each step's tokens are granted: update the moving
-  // averages with this decay.
-  caf::replies_to<average_atom, float>::with<caf::ok_atom>,
   // From the chief: once every accumulator holds at least n gradients,
   // average them, apply them through the optimizer and answer; `step` is
   // the global_step the chief expects the shard to be at.

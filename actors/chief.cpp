@@ -298,9 +298,6 @@ caf::error chief_config::validate() const {
   if (!(clip_norm >= 0 && std::isfinite(clip_norm)))
     return bad("clip_norm must be >= 0 (0: no clipping), got "
                + std::to_string(clip_norm));
-  if (!(moving_average_decay >= 0 && moving_average_decay < 1))
-    return bad("moving_average_decay must be in [0, 1), got "
-               + std::to_string(moving_average_decay));
   return caf::none;
 }
 

@@ -100,9 +100,6 @@ struct chief_config {
   std::chrono::milliseconds step_timeout{120000};
   /// Longest wait for a set_step or status answer.
   std::chrono::milliseconds request_timeout{10000};
-  /// Decay of the variables' moving averages, updated on the shards after
-  /// each step's tokens are granted; 0 turns them off.
-  float moving_average_decay = 0;
   /// Clipping by the global norm of each round's averaged gradients (0:
   /// off): the shards send their sums of squares first (norm_atom), then
   /// apply with the one factor.

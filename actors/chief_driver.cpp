@@ -460,19 +460,27 @@ json_object chief_driver::checkpoint_report(const sync_summary& run) const {
 }
 
 caf::expected<std::string>
-chief_driver::final_digest(caf::scoped_actor& self) {
+chief_driver::final_digest(caf::scoped_actor& self, bool averages) {
   parameter_set all;
   caf::error err;
+  auto take = [&](shard_params& p) {
+    for (auto& x : p.values)
+      all.push_back(std::move(x));
+  };
+  auto fail = [&](caf::error& e) {
+    err = make_error(ec::peer_down, std::string{averages
+                                                  ? "final moving averages: "
+                                                  : "final parameters: "}
+                                      + render(e));
+  };
   for (auto& sh : shards_)
-    self->request(sh, cfg_.base.request_timeout, pull_atom::value)
-      .receive(
-        [&](shard_params& p) {
-          for (auto& x : p.values)
-            all.push_back(std::move(x));
-        },
-        [&](caf::error& e) {
-          err = make_error(ec::peer_down, "final parameters: " + render(e));
-        });
+    if (averages)
+      self->request(sh, cfg_.base.request_timeout, pull_atom::value,
+                    average_atom::value)
+        .receive(take, fail);
+    else
+      self->request(sh, cfg_.base.request_timeout, pull_atom::value)
+        .receive(take, fail);
   if (err)
     return err;
   return parameter_digest(std::move(all));
@@ -597,10 +605,16 @@ chief_driver::run(caf::scoped_actor& self, const chief_supervisor_actor& sup,
   summary.transfers = tally_transfers(self, totals, shards_,
                                       counters_timeout(cfg_))
                         .to_json();
-  auto digest = final_digest(self);
+  auto digest = final_digest(self, false);
   if (!digest)
     return digest.error();
   summary.params_digest = *digest;
+  if (cfg_.moving_average_decay > 0) {
+    auto averages = final_digest(self, true);
+    if (!averages)
+      return averages.error();
+    summary.averages_digest = *averages;
+  }
   out.line("stale gradient pushes dropped: " + std::to_string(run.stale_pushes)
            + " (accepted " + std::to_string(run.accepted_pushes)
            + ", refused " + std::to_string(run.refused_pushes) + ")");

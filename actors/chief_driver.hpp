@@ -95,8 +95,10 @@ private:
 
   chief_driver() = default;
 
-  /// parameter_digest() of every shard's variables.
-  caf::expected<std::string> final_digest(caf::scoped_actor& self);
+  /// parameter_digest() of every shard's variables, or of their moving
+  /// averages.
+  caf::expected<std::string> final_digest(caf::scoped_actor& self,
+                                          bool averages);
 
   /// Restores the shards from the newest good checkpoint of the run's
   /// directory, if there is one (only the covariance factors when the

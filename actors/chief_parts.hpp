@@ -104,8 +104,7 @@ struct chief_state {
   std::deque<int64_t> tokens;
   std::deque<token_request> waiting;
   int64_t tokens_granted = 0;
-  /// chief_status::sent: grants, apply, moving-average and set_step
-  /// requests.
+  /// chief_status::sent: grants, apply and set_step requests.
   transfer_counts sent;
   caf::typed_response_promise<sync_summary> run_promise;
   report_window window;

@@ -161,32 +161,6 @@ void report_round(self_ptr self, double round_s, double gradient_norm) {
     st.cfg.on_round(rep);
 }
 
-/// After the grant, as TF's variable_averages: the shards process it before
-/// the next round's apply (one mailbox, in order), so no step waits for it.
-void update_averages(self_ptr self) {
-  auto& st = self->state;
-  if (st.cfg.moving_average_decay <= 0)
-    return;
-  st.sent.messages += static_cast<int64_t>(st.cfg.shards.size());
-  gather<caf::ok_atom>(
-    self, st.cfg.shards, st.cfg.request_timeout,
-    [](std::vector<caf::ok_atom>) {},
-    // As for an apply: an answer of steps that paused since (its shard's
-    // proxy went down with the link) says nothing of the steps now, and a
-    // shard gone away is the supervisor's to find (it pauses the steps).
-    while_steps<size_t, caf::error>(st.steps, [=](size_t i, caf::error err) {
-      if (err == caf::sec::request_receiver_down) {
-        note(self, "chief: " + shard_role(i) + " went away while updating "
-                     "its moving averages; waiting for the pause");
-        return;
-      }
-      fail(self, make_error(ec::peer_down, "moving averages on "
-                                             + shard_role(i) + ": "
-                                             + render(err)));
-    }),
-    average_atom::value, st.cfg.moving_average_decay);
-}
-
 /// What ends a round whose shards did not answer the request `what`
 /// ("apply", "send its gradient norm"): a shard gone away is the
 /// supervisor's to handle, anything else ends the run.
@@ -277,7 +251,6 @@ void applied_everywhere(self_ptr self, const chief_round& round,
   // covariance actor would still fold.
   if (st.global_step < st.cfg.steps)
     put_tokens(self, st.cfg.tokens_per_step());
-  update_averages(self);
   report_round(self,
                std::chrono::duration<double>(clock_type::now() - round.started)
                  .count(),

@@ -133,6 +133,7 @@ json_object training_summary::to_json() const {
       obj.add(key, part);
   };
   add_given("params_digest", params_digest);
+  add_given("averages_digest", averages_digest);
   add_given("kfac", kfac);
   add_given("checkpoints", checkpoints);
   add_given("faults", faults);

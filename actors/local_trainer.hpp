@@ -104,6 +104,9 @@ struct training_summary {
   int64_t refused_pushes = 0;
   /// parameter_digest() of the final parameters (sync runtime).
   std::string params_digest;
+  /// parameter_digest() of their moving averages (sync runtime, with
+  /// --moving_average_decay; empty without).
+  std::string averages_digest;
   /// Share of the workers' step time spent waiting for tokens.
   double token_wait_share = 0;
   /// Step time beyond the device's compute time, relative to the latter:

@@ -205,26 +205,6 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
                   * static_cast<int64_t>(sizeof(float)));
       return {st.index, st.counters.global_step, st.averages};
     },
-    [=](average_atom, float decay) -> caf::result<caf::ok_atom> {
-      auto& st = self->state;
-      st.counters.sent.add();
-      if (!(decay >= 0.0f && decay < 1.0f))
-        return make_error(ec::invalid_argument,
-                          shard_name(st.index)
-                            + ": moving-average decay must be in [0, 1), got "
-                            + std::to_string(decay));
-      for (size_t i = 0; i < st.variables.size(); ++i) {
-        auto& shadow = st.averages[i].value;
-        const auto& var = st.variables[i].value;
-        if (!st.averaged[i]) {
-          shadow = var;
-          continue;
-        }
-        for (int64_t j = 0; j < var.size(); ++j)
-          shadow[j] -= (1.0f - decay) * (shadow[j] - var[j]);
-      }
-      return caf::ok_atom::value;
-    },
     [=](apply_atom, int64_t step, int64_t n) -> caf::result<applied> {
       return begin_apply(self, step, n, 1.0f);
     },

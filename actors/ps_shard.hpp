@@ -78,12 +78,19 @@ struct ps_shard_config {
   /// ExponentialMovingAverage applied to variables_to_average only):
   /// evaluations with averages read their current values.
   std::vector<std::string> unaveraged_variables;
+  /// The moving averages' decay (TF's ExponentialMovingAverage), in
+  /// [0, 1); 0 keeps none. Every apply moves them once its update is
+  /// made, so a step's averages are always those of its variables: a
+  /// snapshot of the step holds them, and a round a restarted chief
+  /// completes moves them too (actors/shard_steps.hpp).
+  float moving_average_decay = 0;
 
   /// ec::invalid_config unless: index >= 0; names non-empty and unique;
   /// values finite and matching their shapes; every sparse name names a
   /// variable of rank >= 1, once; the optimizer is valid; every K-FAC
   /// layer is valid, once, with a dense weight and bias of the shard that
-  /// fit its a_dim x g_dim (and K-FAC layers only with optimizer kfac).
+  /// fit its a_dim x g_dim (and K-FAC layers only with optimizer kfac);
+  /// the moving averages' decay is in [0, 1).
   caf::error validate() const;
 };
 
@@ -138,6 +145,8 @@ struct ps_shard_state {
   parameter_set averages;
   /// averaged[i]: variables[i] keeps a moving average.
   std::vector<bool> averaged;
+  /// ps_shard_config::moving_average_decay.
+  float average_decay = 0;
   /// accumulators[i] belongs to variables[i].
   std::vector<shard_accumulator> accumulators;
   std::unordered_map<std::string, size_t> by_name;

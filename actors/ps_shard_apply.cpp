@@ -133,6 +133,25 @@ caf::error complete_kfac(ps_shard_state& st, int64_t n) {
   return caf::none;
 }
 
+/// Moves the moving averages toward the variables the apply just made
+/// (TF's ExponentialMovingAverage: shadow -= (1 - decay) (shadow - var));
+/// an unaveraged variable's entry takes its value.
+void move_averages(ps_shard_state& st) {
+  if (st.average_decay <= 0.0f)
+    return;
+  const float rate = 1.0f - st.average_decay;
+  for (size_t i = 0; i < st.variables.size(); ++i) {
+    auto& shadow = st.averages[i].value;
+    const auto& var = st.variables[i].value;
+    if (!st.averaged[i]) {
+      shadow = var;
+      continue;
+    }
+    for (int64_t j = 0; j < var.size(); ++j)
+      shadow[j] -= rate * (shadow[j] - var[j]);
+  }
+}
+
 /// `result` with the shard's counts so far.
 applied with_counts(const ps_shard_state& st, applied result) {
   result.refused_pushes = st.counters.refused_pushes;
@@ -158,6 +177,7 @@ caf::expected<applied> complete(ps_shard_state& st, int64_t n, float scale) {
                                           "checks: "
                                         + render(err));
     st.counters.global_step = result.global_step;
+    move_averages(st);
     return with_counts(st, result);
   }
   st.opt->set_global_step(st.counters.global_step);
@@ -168,6 +188,7 @@ caf::expected<applied> complete(ps_shard_state& st, int64_t n, float scale) {
                                         + ": apply failed after the checks: "
                                         + render(err));
   st.counters.global_step = result.global_step;
+  move_averages(st);
   return with_counts(st, result);
 }
 

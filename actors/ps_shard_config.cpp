@@ -147,6 +147,7 @@ caf::error init_state(ps_shard_state& st, ps_shard_config cfg) {
     st.averaged[st.by_name.at(name)] = false;
   st.variables = std::move(cfg.variables);
   st.averages = st.variables;
+  st.average_decay = cfg.moving_average_decay;
   auto* state = &st;
   st.assembler.emplace([state](const std::string& name) -> const tensor_shape* {
     auto i = state->by_name.find(name);
@@ -173,6 +174,10 @@ caf::error ps_shard_config::validate() const {
     return err;
   if (auto err = ps_shard_parts::check_unaveraged_names(*this))
     return err;
+  if (!(moving_average_decay >= 0.0f && moving_average_decay < 1.0f))
+    return bad_config(ps_shard_parts::shard_name(index),
+                      "moving-average decay must be in [0, 1), got "
+                        + std::to_string(moving_average_decay));
   return caf::none;
 }
 

@@ -96,6 +96,7 @@ caf::expected<shard_layout> layout_shards(const sync_training_config& cfg,
     ps_shard_config sc;
     sc.index = s;
     sc.optimizer = cfg.base.optimizer;
+    sc.moving_average_decay = cfg.moving_average_decay;
     auto sparse = init.sparse_gradient_rows();
     for (auto i : (*placement)[static_cast<size_t>(s)]) {
       sc.variables.push_back(vars[i]);
@@ -198,7 +199,6 @@ chief_config make_chief_config(const sync_training_config& cfg,
   cc.steps = steps;
   cc.shards = std::move(shards);
   cc.step_timeout = cfg.step_timeout;
-  cc.moving_average_decay = cfg.moving_average_decay;
   cc.clip_norm = cfg.base.optimizer.clip_norm;
   cc.request_timeout = cfg.base.request_timeout;
   return cc;

@@ -72,11 +72,6 @@ struct fixture : actor_fixture {
     return *p;
   }
 
-  /// Moves the shard's moving averages with `decay`.
-  caf::expected<caf::ok_atom> average(float decay) {
-    return ask<caf::ok_atom>(average_atom::value, decay);
-  }
-
   /// The shard's moving averages of its variables.
   shard_params pull_averages() {
     auto p = ask<shard_params>(pull_atom::value, average_atom::value);
@@ -724,20 +719,43 @@ gradient_push dense_push(parameter_set grads, int32_t worker = 0,
 
 // -- moving averages and pushes of some variables ---------------------------
 
-BOOST_FIXTURE_TEST_CASE(moving_averages_start_at_the_initial_values,
-                        fixture) {
-  start(sgd_shard({{"w", tensor{{2}, {1.0f, 2.0f}}}}));
+BOOST_FIXTURE_TEST_CASE(every_apply_moves_the_moving_averages, fixture) {
+  auto sc = sgd_shard({{"w", tensor{{2}, {1.0f, 2.0f}}}});
+  sc.moving_average_decay = 0.75f;
+  start(sc);
   BOOST_TEST(pull_averages().values.at(0).value[1] == 2.0f);
   push(dense_push({{"w", tensor{{2}, {1.0f, 1.0f}}}}));
   auto done = apply(0, 1);
   BOOST_REQUIRE_MESSAGE(done, test::why(done));
-  // w is now {0, 1}; with decay 0.75 the shadow moves a quarter of the way.
-  auto moved = average(0.75f);
-  BOOST_REQUIRE_MESSAGE(moved, test::why(moved));
+  // w is now {0, 1}; with decay 0.75 the shadow moved a quarter of the way.
   auto avg = pull_averages().values.at(0).value;
   BOOST_TEST(std::abs(avg[0] - 0.75f) < 1e-6);
   BOOST_TEST(std::abs(avg[1] - 1.75f) < 1e-6);
-  BOOST_TEST(!average(1.5f), "a decay of 1.5 is refused");
+  // A snapshot of the step holds the averages of its apply, and a restore
+  // brings them back with the variables.
+  auto snap = ask<shard_snapshot>(checkpoint_atom::value);
+  BOOST_REQUIRE_MESSAGE(snap, test::why(snap));
+  push(dense_push({{"w", tensor{{2}, {1.0f, 1.0f}}}}, 0, 1));
+  BOOST_REQUIRE(apply(1, 1));
+  BOOST_TEST(std::abs(pull_averages().values.at(0).value[0] - 0.3125f) < 1e-6);
+  auto back = ask<caf::ok_atom>(restore_atom::value, *snap);
+  BOOST_REQUIRE_MESSAGE(back, test::why(back));
+  BOOST_TEST(std::abs(pull_averages().values.at(0).value[0] - 0.75f) < 1e-6);
+}
+
+BOOST_FIXTURE_TEST_CASE(without_a_decay_the_averages_stay_at_the_start,
+                        fixture) {
+  start(sgd_shard({{"w", tensor{{2}, {1.0f, 2.0f}}}}));
+  push(dense_push({{"w", tensor{{2}, {1.0f, 1.0f}}}}));
+  BOOST_REQUIRE(apply(0, 1));
+  BOOST_TEST(pull_averages().values.at(0).value[0] == 1.0f);
+  for (float decay : {1.0f, 1.5f, -0.25f}) {
+    auto sc = sgd_shard({{"w", tensor{{2}, {1.0f, 2.0f}}}});
+    sc.moving_average_decay = decay;
+    auto refused = spawn_ps_shard(sys, sc);
+    check_error(refused, ec::invalid_config,
+                {"moving-average decay must be in [0, 1)"});
+  }
 }
 
 BOOST_FIXTURE_TEST_CASE(only_the_variables_to_average_keep_averages,
@@ -747,13 +765,12 @@ BOOST_FIXTURE_TEST_CASE(only_the_variables_to_average_keep_averages,
   auto sc = sgd_shard({{"w", tensor{{2}, {1.0f, 2.0f}}},
                        {"b", tensor{{1}, std::vector<float>{4.0f}}}});
   sc.unaveraged_variables = {"b"};
+  sc.moving_average_decay = 0.75f;
   start(sc);
   push(dense_push({{"w", tensor{{2}, {1.0f, 1.0f}}},
                    {"b", tensor{{1}, std::vector<float>{2.0f}}}}));
   auto done = apply(0, 1);
   BOOST_REQUIRE_MESSAGE(done, test::why(done));
-  auto moved = average(0.75f);
-  BOOST_REQUIRE_MESSAGE(moved, test::why(moved));
   auto out = pull_averages();
   BOOST_REQUIRE_EQUAL(out.values.size(), 2u);
   // w = {0, 1}: its shadow moves a quarter of the way from {1, 2}.

@@ -131,7 +131,7 @@ struct fixture : test::deterministic_system {
   }
 
   /// ps0: v0 = 0; ps1: v1 = 1 and v_sparse = [[3], [4]], SGD with lr 2.
-  void spawn_shards() {
+  void spawn_shards(float average_decay = 0) {
     auto sgd = test::optimizer_of(optimizer_kind::sgd, 2.0f);
     ps_shard_config ps0;
     ps0.index = 0;
@@ -144,6 +144,7 @@ struct fixture : test::deterministic_system {
                      {"v_sparse", tensor{{2, 1}, {3.0f, 4.0f}}}};
     ps1.sparse_variables = {"v_sparse"};
     for (auto* sc : {&ps0, &ps1}) {
+      sc->moving_average_decay = average_decay;
       auto shard = spawn_ps_shard(sys, *sc);
       BOOST_REQUIRE_MESSAGE(shard, test::why(shard));
       shards.push_back(*shard);
@@ -153,14 +154,13 @@ struct fixture : test::deterministic_system {
   void start(int num_workers, int replicas_to_aggregate, int64_t num_tokens,
              int bad_worker = -1, float average_decay = 0,
              float clip_norm = 0) {
-    spawn_shards();
+    spawn_shards(average_decay);
     chief_config cc;
     cc.worker_replicas = num_workers;
     cc.replicas_to_aggregate = replicas_to_aggregate;
     cc.num_tokens = num_tokens;
     cc.steps = 100;
     cc.shards = shards;
-    cc.moving_average_decay = average_decay;
     cc.clip_norm = clip_norm;
     auto c = spawn_chief(sys, cc);
     BOOST_REQUIRE_MESSAGE(c, test::why(c));
@@ -431,7 +431,7 @@ BOOST_AUTO_TEST_CASE(a_worker_pushing_a_wrong_shape_fails_the_run) {
   BOOST_TEST(value(0, 0) == 0.0f);
 }
 
-BOOST_AUTO_TEST_CASE(moving_averages_follow_each_granted_step) {
+BOOST_AUTO_TEST_CASE(moving_averages_follow_each_applied_step) {
   start(2, 2, 2, -1, 0.5f);
   step({0});
   step({1});

@@ -4,12 +4,13 @@
 // Faults that must leave no trace in the result. One worker without
 // initial tokens (--num_tokens 0) makes a run deterministic: every step
 // takes exactly the worker's next batch (docs/distributed.md, "Who hosts
-// what"), so the final parameters (the summary's params_digest) of a run
-// that lost a PS shard, its chief, a K-FAC role or every process, killed
-// or frozen too long, must be bit for bit those of the same run
-// undisturbed. An update applied twice, one lost,
-// a batch skipped or taken twice, a momentum slot or a data position not
-// restored: each changes the digest. Every run also balances its account
+// what"), so the final parameters and their moving averages (the
+// summary's params_digest and averages_digest) of a run that lost a PS
+// shard, its chief, a K-FAC role or every process, killed or frozen too
+// long, must be bit for bit those of the same run undisturbed. An update
+// applied twice, one lost, a batch skipped or taken twice, a momentum slot,
+// a moving average or a data position not restored: each changes a
+// digest. Every run also balances its account
 // of updates (faults.updates_*): what a rollback threw away was applied
 // again, and inherited + applied - rolled back is the final step.
 //
@@ -27,9 +28,12 @@ using namespace syncfac::test;
 namespace {
 
 /// Deterministic: one worker, no initial tokens, one thread per device.
-/// A log line every step, so that a --kill hook fires at its step.
+/// A log line every step, so that a --kill hook fires at its step. The
+/// shards keep moving averages: a fault must leave them undisturbed too
+/// (an update lost or made twice by a rollback or a restarted chief).
 const std::string deterministic = deterministic_flags
-                                  + " --init glorot --log_every 1";
+                                  + " --init glorot --log_every 1"
+                                    " --moving_average_decay 0.9";
 
 const int steps = 60;
 
@@ -52,10 +56,13 @@ outcome launch(const temp_dir& tmp, const std::string& cluster,
   return {res.exit_code, res.output, read_file(summary)};
 }
 
+/// The final parameters' digest and their moving averages'.
 std::string digest_of(const std::string& summary) {
-  auto d = json_string(summary, "params_digest");
-  BOOST_REQUIRE_MESSAGE(!d.empty(), "no params_digest in " << summary);
-  return d;
+  auto params = json_string(summary, "params_digest");
+  auto averages = json_string(summary, "averages_digest");
+  BOOST_REQUIRE_MESSAGE(!params.empty() && !averages.empty(),
+                        "no params_digest or averages_digest in " << summary);
+  return params + ", averages " + averages;
 }
 
 /// The same flags undisturbed, in one process (`ps_tasks` shards): bit
