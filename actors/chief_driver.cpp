@@ -428,7 +428,7 @@ caf::expected<int64_t> chief_driver::kept_step(caf::scoped_actor& self) {
                                 });
   if (!found)
     return found.error();
-  lost_round_completed_ = static_cast<int64_t>(found->completed.size());
+  round_completed_on_shards_ = static_cast<int64_t>(found->completed.size());
   if (found->disagreement.empty())
     return found->step;
   if (cfg_.checkpoint.directory.empty())
@@ -460,7 +460,8 @@ json_object chief_driver::checkpoint_report(const sync_summary& run) const {
 }
 
 caf::expected<std::string>
-chief_driver::final_digest(caf::scoped_actor& self, bool averages) {
+chief_driver::final_digest(caf::scoped_actor& self, shard_values what) {
+  const bool averages = what == shard_values::moving_averages;
   parameter_set all;
   caf::error err;
   auto take = [&](shard_params& p) {
@@ -576,7 +577,7 @@ chief_driver::run(caf::scoped_actor& self, const chief_supervisor_actor& sup,
     .add("rolled_back_steps", rolled_back_steps_)
     .add("chief_restarted", restarted_)
     .add("resumed_at", restarted_ ? resumed_at_ : int64_t{-1})
-    .add("round_completed_on_shards", lost_round_completed_)
+    .add("round_completed_on_shards", round_completed_on_shards_)
     .add("updates_inherited", run.updates_inherited)
     .add("updates_applied", run.updates_applied)
     .add("updates_rolled_back", run.updates_rolled_back)
@@ -605,12 +606,12 @@ chief_driver::run(caf::scoped_actor& self, const chief_supervisor_actor& sup,
   summary.transfers = tally_transfers(self, totals, shards_,
                                       counters_timeout(cfg_))
                         .to_json();
-  auto digest = final_digest(self, false);
+  auto digest = final_digest(self, shard_values::variables);
   if (!digest)
     return digest.error();
   summary.params_digest = *digest;
   if (cfg_.moving_average_decay > 0) {
-    auto averages = final_digest(self, true);
+    auto averages = final_digest(self, shard_values::moving_averages);
     if (!averages)
       return averages.error();
     summary.averages_digest = *averages;

@@ -95,10 +95,13 @@ private:
 
   chief_driver() = default;
 
-  /// parameter_digest() of every shard's variables, or of their moving
+  /// What final_digest reads of the shards.
+  enum class shard_values { variables, moving_averages };
+
+  /// parameter_digest() of every shard's variables or of their moving
   /// averages.
   caf::expected<std::string> final_digest(caf::scoped_actor& self,
-                                          bool averages);
+                                          shard_values what);
 
   /// Restores the shards from the newest good checkpoint of the run's
   /// directory, if there is one (only the covariance factors when the
@@ -144,7 +147,7 @@ private:
   int64_t resumed_at_ = -1;
   /// The shards on which this chief completed a round its predecessor
   /// applied on the others only.
-  int64_t lost_round_completed_ = 0;
+  int64_t round_completed_on_shards_ = 0;
   int64_t shards_lost_ = 0;
   int64_t kfac_roles_lost_ = 0;
   int64_t rolled_back_steps_ = 0;
