@@ -71,7 +71,8 @@ struct checkpointed {
 
 BOOST_AUTO_TEST_CASE(a_resumed_run_ends_where_an_uninterrupted_one_does) {
   temp_dir tmp;
-  auto flags = single + deterministic + " --optimizer momentum";
+  auto flags = single + deterministic
+               + " --optimizer momentum --moving_average_decay 0.9";
   auto whole = summary_of(tmp, flags + " --steps 40", "whole");
   auto dir = tmp.file("ckpt");
   auto first = summary_of(tmp, flags + " --steps 20 --checkpoint_dir " + dir,
@@ -80,9 +81,14 @@ BOOST_AUTO_TEST_CASE(a_resumed_run_ends_where_an_uninterrupted_one_does) {
   auto second = summary_of(tmp, flags + " --steps 40 --checkpoint_dir " + dir,
                            "second");
   check_counters(second, {{"restored_step", 20}, {"global_step", 40}});
-  // Momentum slots, data order and step all came back.
+  // Momentum slots, data order and step all came back, and the moving
+  // averages of step 20 (the snapshot of a step holds its apply's update
+  // of them: taken before it, a resumed run lacked one).
   BOOST_TEST(json_string(second, "params_digest")
              == json_string(whole, "params_digest"));
+  BOOST_TEST(!json_string(whole, "averages_digest").empty());
+  BOOST_TEST(json_string(second, "averages_digest")
+             == json_string(whole, "averages_digest"));
   checkpoint_store store{dir};
   auto steps = store.list_steps();
   BOOST_REQUIRE(steps);
