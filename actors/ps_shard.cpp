@@ -246,12 +246,7 @@ ps_actor::behavior_type ps_shard(self_ptr self, ps_shard_config cfg) {
       // pending apply no longer waits for it.
       abandon_pending(st, ec::invalid_argument,
                       "the global step was set to " + std::to_string(step));
-      for (auto& acc : st.accumulators)
-        std::visit([step](auto& x) { x.set_global_step(step); }, acc);
-      st.counters.global_step = step;
-      // No apply brought the shard here (actors/shard_steps.hpp).
-      st.counters.last_applied_step = 0;
-      st.counters.last_gradient_scale = 1.0f;
+      set_global_step(st, step);
       st.counters.sent.add();
       release_due_pulls(st);
       return caf::ok_atom::value;

@@ -192,6 +192,14 @@ caf::expected<applied> complete(ps_shard_state& st, int64_t n, float scale) {
   return with_counts(st, result);
 }
 
+void set_global_step(ps_shard_state& st, int64_t step) {
+  for (auto& acc : st.accumulators)
+    std::visit([step](auto& x) { x.set_global_step(step); }, acc);
+  st.counters.global_step = step;
+  st.counters.last_applied_step = 0;
+  st.counters.last_gradient_scale = 1.0f;
+}
+
 /// The sum of the squares of the averages an apply of n takes now (every
 /// accumulator ready(n)): a variable without gradients this round adds
 /// nothing, as it takes none (or, under K-FAC, a zero one).

@@ -71,6 +71,12 @@ bool all_ready(const ps_shard_state& st, int64_t n);
 /// each average times `scale`; moves the shard to the next step.
 caf::expected<applied> complete(ps_shard_state& st, int64_t n, float scale);
 
+/// Puts the shard and every accumulator at `step` without an apply (the
+/// chief's set_step, a restore): pushes older than it are stale from now
+/// on, and the shard reports no last apply (actors/shard_steps.hpp), so
+/// no restarted chief repeats one that did not bring it here.
+void set_global_step(ps_shard_state& st, int64_t step);
+
 /// The sum of the squares of the averages an apply of n takes now.
 caf::expected<norm_part> norm_of_round(const ps_shard_state& st, int64_t n);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "actors/ps_shard_parts.hpp"
 #include "runtime/base/error.hpp"
 #include "runtime/kfac/layer_inversion.hpp"
 
@@ -118,20 +119,12 @@ caf::error restore_snapshot(ps_shard_state& st, shard_snapshot snap) {
     l.inverse.reset();
   for (size_t k = 0; k < targets.size(); ++k)
     st.kfac[targets[k]].inverse = std::move(snap.inverses[k]);
-  st.counters.global_step = snap.global_step;
-  // No apply brought the shard here (actors/shard_steps.hpp).
-  st.counters.last_applied_step = 0;
-  st.counters.last_gradient_scale = 1.0f;
   st.round_pushes = 0;
   // Gradients of a round in progress were computed from variables the
   // restore just replaced.
   for (auto& acc : st.accumulators)
-    std::visit(
-      [&](auto& x) {
-        x.discard();
-        x.set_global_step(snap.global_step);
-      },
-      acc);
+    std::visit([](auto& x) { x.discard(); }, acc);
+  ps_shard_parts::set_global_step(st, snap.global_step);
   return caf::none;
 }
 
